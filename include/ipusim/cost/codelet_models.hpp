@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Codelet cycle models: how many tile clock cycles one vertex instance takes, derived from the
+// timing rules in ../shared/reference/ipu-hardware.md §3-§4 (barrel issue: a tile runs its
+// worker contexts round-robin, so a multi-worker vertex costs
+// worker_contexts x (slowest worker's instruction count) + supervisor overhead).
+// Plain C++ with no SystemC: the simulator and the planners call the same functions.
+// Every model reads its hardware numbers (AMP engines, vector width, load width, worker count)
+// from the ChipSpec, so changing the chip changes the timing; the loop-structure constants
+// (instructions of fixed overhead per loop) are properties of the codelet software and live in
+// codelet_models.cpp with their source.
+#pragma once
+
+#include <cstdint>
+
+#include "ipusim/config/chip_spec.hpp"
+#include "ipusim/trace/codelet.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::cost {
+
+struct VertexCost {
+  std::uint64_t cycles = 0;  // tile clock cycles for the whole vertex (all workers)
+  std::uint64_t flops = 0;   // useful floating-point operations (a MAC counts 2)
+  bool operator==(const VertexCost&) const = default;
+};
+
+struct AmpConvArgs {
+  trace::DType in = trace::DType::kHalf;
+  trace::DType partials = trace::DType::kHalf;
+  std::uint64_t positions = 0;  // output positions computed on the tile (field x batch)
+  std::uint64_t in_chans = 0;   // input channels per conv group
+  std::uint64_t out_chans = 0;  // output channels per conv group
+  std::uint64_t groups = 1;     // conv groups
+  std::uint64_t kernel_h = 1;   // kernel height (nx1 path only)
+  std::uint64_t kernel_w = 1;   // kernel width (nx1 path only)
+};
+
+VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a);
+VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a);
+VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials,
+               std::uint64_t length, std::uint64_t count);
+VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
+                  std::uint64_t outputs, std::uint64_t inputs);
+VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);
+VertexCost binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);
+VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n);
+VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::uint64_t n);
+VertexCost copy(const ChipSpec& chip, std::uint64_t bytes);
+VertexCost dynamic_slice(const ChipSpec& chip, trace::DType dtype, std::uint64_t elems,
+                         std::uint64_t copies);
+
+// Dispatch on a trace vertex (parameters in catalogue slot order).
+VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v);
+
+// AMP engines for an (input, partials) pair on this chip; throws ModelError for an
+// unsupported pair (e.g. float in, half partials).
+std::uint32_t amp_engines(const ChipSpec& chip, trace::DType in, trace::DType partials);
+
+}  // namespace ipusim::cost

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Costs of the BSP phases of one IPU program, as plain C++ over the trace (no SystemC):
+// compute sets (per-tile cycles from the codelet models), exchanges (per-tile send/receive
+// limits, super-tile sharing, fixed overhead, column latency), host copies and per-tile memory.
+// The SystemC model calls these once per distinct phase and caches the results: every phase
+// cost depends only on the trace and the chip, so it is identical on every execution.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipusim/config/chip_spec.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::cost {
+
+struct ComputeSetCost {
+  std::uint64_t cycles = 0;             // phase time = slowest tile
+  std::uint64_t flops = 0;              // over all tiles
+  std::uint32_t active_tiles = 0;       // tiles with at least one vertex
+  std::vector<std::uint64_t> tile_cycles;  // per tile (size = chip.tiles)
+};
+
+// Per tile: sum of its vertices' cycles plus the compute-set overhead on each active tile.
+ComputeSetCost compute_set_cost(const ChipSpec& chip, const trace::ComputeSet& cs);
+
+struct ExchangeCost {
+  std::uint64_t cycles = 0;          // fixed overhead + slowest tile + column latency
+  std::uint64_t transfer_cycles = 0; // slowest tile's send/receive time alone
+  std::uint64_t latency_cycles = 0;  // column-distance term
+  std::uint64_t total_bytes = 0;     // bytes received over all tiles
+  std::uint32_t busiest_tile = 0;
+  std::vector<std::uint64_t> tile_bytes;  // bytes sent + received per tile
+};
+
+// Timing rule (ipu-hardware.md §3 rule 7): each tile sends at most B bytes/cycle and receives
+// at most B bytes/cycle (B = chip.exchange.bytes_per_cycle), concurrently; a multicast that
+// reaches every tile of a super-tile group is received at group-size x B by each of them.
+// Phase time = fixed overhead + max over tiles of max(send, receive) time, rounded up
+// + the largest column distance of any transfer x column_hop_latency.
+ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex);
+
+struct HostCopyCost {
+  std::uint64_t cycles = 0;
+  std::uint64_t total_bytes = 0;
+};
+
+// Host stream copy: fixed latency + max(total bytes / host bandwidth, per-tile bytes / tile
+// exchange rate), in tile cycles rounded up.
+HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step);
+
+// Per-tile memory use: tensors, vertex state, code, exchange code and stack.
+struct TileMemoryUse {
+  std::uint64_t tensors = 0;
+  std::uint64_t vertex_state = 0;
+  std::uint64_t code = 0;
+  std::uint64_t exchange_code = 0;
+  std::uint64_t stack = 0;
+  std::uint64_t total() const { return tensors + vertex_state + code + exchange_code + stack; }
+};
+
+struct MemoryMap {
+  std::vector<TileMemoryUse> tiles;  // size = chip.tiles
+};
+
+MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program);
+
+// Throws ModelError naming the most over-committed tile, its use, its capacity and its
+// biggest consumers if any tile's use exceeds chip.tile_memory.
+void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const MemoryMap& map);
+
+}  // namespace ipusim::cost

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reference kernels: hand-plannable programs that exercise one part of the model each, mapped
+// over the chip's tiles the way a sensible planner would (docs/kernels.md describes each
+// mapping). Each generator plans for the given chip, so a changed chip gets a re-planned kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ipusim/config/chip_spec.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::kernels {
+
+// C[M x N] = A[M x K] x B[K x N], or a 2-D convolution, on the AMP units.
+struct ConvArgs {
+  std::uint64_t batch = 1;     // N (images); 1 for a matmul
+  std::uint64_t in_chans = 0;  // C (matmul: K)
+  std::uint64_t height = 0;    // H (matmul: M)
+  std::uint64_t width = 1;     // W (matmul: 1)
+  std::uint64_t out_chans = 0; // K (matmul: N)
+  std::uint64_t kernel = 1;    // square kernel size
+  std::uint64_t stride = 1;
+  trace::DType dtype = trace::DType::kHalf;
+};
+
+// The plan chosen for a conv/matmul: parallel splits of output rows, output channels and input
+// channels, and what it is expected to cost.
+struct ConvPlan {
+  std::uint32_t row_split = 1, out_split = 1, in_split = 1;
+  std::uint64_t rows_per_tile = 0, out_per_tile = 0, in_per_tile = 0;
+  std::uint64_t estimated_cycles = 0;
+  std::uint64_t bytes_per_tile = 0;
+  std::uint32_t tiles_used() const { return row_split * out_split * in_split; }
+};
+
+ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args);
+
+trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                    trace::DType dtype);
+trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& args);
+// Sum `inputs` partial vectors of `outputs` elements each; partials are already on the tiles
+// that own their outputs, so the reduction is tile-local.
+trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t inputs,
+                    trace::DType dtype);
+// One elementwise op over `n` elements spread evenly over all tiles.
+trace::Trace elementwise(const ChipSpec& chip, trace::Op op, std::uint64_t n, trace::DType dtype);
+// Every one of `tiles` tiles sends a distinct `bytes` block to every other.
+trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles);
+// Tile `src` sends the same `bytes` to tiles 0..tiles-1.
+trace::Trace exchange_broadcast(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles,
+                                std::uint32_t src);
+// `iterations` internal syncs in a repeat loop.
+trace::Trace sync_loop(const ChipSpec& chip, std::uint64_t iterations);
+
+}  // namespace ipusim::kernels

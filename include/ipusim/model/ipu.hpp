@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// SystemC model of one IPU executing a compiled BSP program.
+//
+// Structure (visible in the SystemC hierarchy): Ipu > tile_NNNN (one per tile), exchange,
+// sync. Only the Ipu has a process: a single SC_THREAD walks the program tree and, for each
+// phase, asks the owning component for its duration and waits for it. No process ticks per
+// cycle: tiles are evaluated as data (their per-tile cycles come from the codelet models), and
+// each distinct phase is costed once and cached, since its cost depends only on the trace and
+// the chip. BSP order is the program's: compute, sync, exchange.
+//
+// Time: the kernel's resolution is 1 ps and one tile cycle lasts round(1e12 / clock) ps; the
+// exact integer cycle count is kept separately, so the ps rounding never reaches the stats.
+#pragma once
+
+#include <systemc>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "ipusim/config/chip_spec.hpp"
+#include "ipusim/cost/program_costs.hpp"
+#include "ipusim/model/run_stats.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::model {
+
+struct ModelOptions {
+  // Time a repeat body once and advance by (count - 1) x its duration when the body's timing
+  // is identical on every iteration (always true for one IPU: phases are deterministic).
+  bool memoise_loops = true;
+};
+
+// One tile: holds its memory map entry. No process: its compute time is evaluated as data.
+class Tile : public sc_core::sc_module {
+ public:
+  Tile(sc_core::sc_module_name name, std::uint32_t index, const cost::TileMemoryUse& memory);
+  std::uint32_t index() const { return index_; }
+  const cost::TileMemoryUse& memory() const { return memory_; }
+
+ private:
+  std::uint32_t index_;
+  cost::TileMemoryUse memory_;
+};
+
+// The on-chip exchange: a blocking call that occupies the caller for the exchange's duration.
+class ExchangeFabric : public sc_core::sc_module {
+ public:
+  ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& p);
+  // Cost of exchange `index` (cached).
+  const cost::ExchangeCost& cost(std::uint32_t index);
+
+ private:
+  const ChipSpec& chip_;
+  const trace::IpuProgram& program_;
+  std::vector<std::unique_ptr<cost::ExchangeCost>> cache_;
+};
+
+// The internal BSP sync controller.
+class SyncController : public sc_core::sc_module {
+ public:
+  SyncController(sc_core::sc_module_name name, const ChipSpec& chip);
+  std::uint64_t latency() const { return latency_; }
+
+ private:
+  std::uint64_t latency_;
+};
+
+class Ipu : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Ipu);
+  Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
+      ModelOptions options);
+
+  bool finished() const { return finished_; }
+  // Valid after the simulation has run to completion.
+  IpuRunStats stats();
+  // An exception raised while running (e.g. time overflow), rethrown by simulate().
+  std::exception_ptr error() const { return error_; }
+
+ private:
+  struct Span {
+    PhaseCycles phases;
+    PhaseCounts counts;
+  };
+  void run();
+  // Executes `steps` `times` times; returns the cycles they took.
+  void execute(const std::vector<trace::Step>& steps, std::uint64_t times);
+  void execute_step(const trace::Step& step, std::uint64_t times);
+  void advance(std::uint64_t cycles);
+  const cost::ComputeSetCost& compute_cost(std::uint32_t index);
+
+  const ChipSpec& chip_;
+  const trace::IpuProgram& program_;
+  ModelOptions options_;
+  sc_core::sc_time period_;
+  cost::MemoryMap memory_;
+  std::vector<std::unique_ptr<Tile>> tiles_;
+  ExchangeFabric exchange_;
+  SyncController sync_;
+  std::vector<std::unique_ptr<cost::ComputeSetCost>> compute_cache_;
+  std::vector<std::uint64_t> compute_executions_;
+  std::vector<std::uint64_t> exchange_executions_;
+  std::uint64_t now_ = 0;  // exact cycles since start
+  PhaseCycles phases_;
+  PhaseCounts counts_;
+  std::uint64_t host_bytes_ = 0;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace ipusim::model

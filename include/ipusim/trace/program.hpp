@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// The in-memory form of a compiled program trace (format v1, docs/trace-format.md).
+// A trace holds one BSP program per IPU: tensor allocations per tile, compute sets (vertex
+// instances per tile), exchanges (tile-to-tile transfers), and a step tree (compute, sync,
+// exchange, host copy, repeat). Text and binary files are two serialisations of this.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipusim/trace/codelet.hpp"
+
+namespace ipusim::trace {
+
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+// Deepest nesting of repeat steps that readers accept and check_structure allows.
+inline constexpr std::size_t kMaxRepeatDepth = 64;
+// Longest name (trace, tensor, compute set, exchange) in characters.
+inline constexpr std::size_t kMaxNameLength = 4096;
+
+// Names are 1..kMaxNameLength characters from [A-Za-z0-9_.:/-].
+bool is_valid_name(std::string_view name);
+
+// An inclusive range of tile indices [first, last].
+struct TileRange {
+  std::uint32_t first = 0;
+  std::uint32_t last = 0;
+  std::uint32_t size() const { return last - first + 1; }
+  bool contains(std::uint32_t t) const { return t >= first && t <= last; }
+  bool operator==(const TileRange&) const = default;
+};
+
+// The lowest tile that lies in two of `ranges` (a transfer's destinations must not overlap),
+// or nullopt if they are disjoint.
+std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges);
+
+enum class TensorKind : std::uint8_t {
+  kWeight = 0, kActivation, kGradient, kOptimiser, kPartial, kInput, kOutput, kTemp,
+};
+inline constexpr std::array<std::string_view, 8> kTensorKindNames{
+    "weight", "activation", "gradient", "optimiser", "partial", "input", "output", "temp"};
+
+// `bytes_per_tile` bytes live on every tile of `tiles` for the whole program.
+struct Tensor {
+  std::string name;
+  TensorKind kind = TensorKind::kActivation;
+  DType dtype = DType::kHalf;
+  TileRange tiles;
+  std::uint64_t bytes_per_tile = 0;
+  bool operator==(const Tensor&) const = default;
+};
+
+// One vertex instance of `codelet` on every tile of `tiles` (a range is shorthand for
+// identical instances). Unused parameter slots are zero.
+struct Vertex {
+  Codelet codelet = Codelet::kCopy;
+  TileRange tiles;
+  std::array<std::int64_t, kMaxVertexParams> params{};
+  bool operator==(const Vertex&) const = default;
+};
+
+struct ComputeSet {
+  std::string name;
+  std::vector<Vertex> vertices;
+  bool operator==(const ComputeSet&) const = default;
+};
+
+// How the tiles of a transfer's source range send.
+enum class TransferMode : std::uint8_t {
+  // Every source tile sends `bytes` of its own data once; every destination tile (other than
+  // the sender) receives that same data (multicast).
+  kMulticast = 0,
+  // Every source tile sends a distinct block of `bytes` to each destination tile other than
+  // itself (all-to-all personalised exchange).
+  kPersonalised = 1,
+};
+inline constexpr std::array<std::string_view, 2> kTransferModeNames{"multicast", "personalised"};
+
+struct Transfer {
+  TileRange src;
+  std::uint32_t dst_first = 0;  // index into Exchange::dst_pool
+  std::uint32_t dst_count = 0;  // number of destination ranges
+  std::uint64_t bytes = 0;
+  TransferMode mode = TransferMode::kMulticast;
+  bool operator==(const Transfer&) const = default;
+};
+
+struct Exchange {
+  std::string name;
+  std::vector<Transfer> transfers;
+  // Destination ranges of all transfers, back to back in transfer order with no gaps (as add()
+  // builds it; check_structure enforces this so that files round-trip exactly).
+  std::vector<TileRange> dst_pool;
+
+  std::span<const TileRange> destinations(const Transfer& t) const {
+    return {dst_pool.data() + t.dst_first, t.dst_count};
+  }
+  void add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
+           TransferMode mode = TransferMode::kMulticast);
+  bool operator==(const Exchange&) const = default;
+};
+
+enum class StepKind : std::uint8_t { kCompute = 0, kSync, kExchange, kHost, kRepeat };
+enum class HostDirection : std::uint8_t { kToIpu = 0, kFromIpu = 1 };
+inline constexpr std::array<std::string_view, 2> kHostDirectionNames{"to_ipu", "from_ipu"};
+
+// One node of the program tree.
+//  kCompute:  run compute set `index`;
+//  kSync:     internal BSP sync of all tiles;
+//  kExchange: run exchange `index`;
+//  kHost:     stream `bytes` per tile of `tiles` between host and IPU in `direction`;
+//  kRepeat:   run `body` `count` times.
+struct Step {
+  StepKind kind = StepKind::kSync;
+  std::uint32_t index = 0;
+  std::uint64_t count = 0;
+  std::uint64_t bytes = 0;
+  TileRange tiles;
+  HostDirection direction = HostDirection::kToIpu;
+  std::vector<Step> body;
+  bool operator==(const Step&) const = default;
+};
+
+struct IpuProgram {
+  std::uint32_t ipu = 0;
+  std::vector<Tensor> tensors;
+  std::vector<ComputeSet> compute_sets;
+  std::vector<Exchange> exchanges;
+  std::vector<Step> steps;
+  bool operator==(const IpuProgram&) const = default;
+};
+
+struct Trace {
+  std::uint32_t version = kFormatVersion;
+  std::string name;
+  std::vector<IpuProgram> ipus;
+  bool operator==(const Trace&) const = default;
+};
+
+// Structural checks that do not need a chip: indices in range, tile ranges ordered, codelet
+// parameters within the catalogue's bounds, names valid and unique per IPU, counts and sizes
+// <= kMaxCount, repeat nesting <= kMaxRepeatDepth, fields a step's kind does not use left at
+// their defaults. Throws TraceError "<origin>: <item>: <problem>".
+void check_structure(const Trace& trace, const std::string& origin);
+
+// Checks against a chip's tile count; throws TraceError naming the first item with a tile out
+// of range, e.g. "<origin>: compute set 'mm' vertex 3 uses tile 1500 but the chip has 1472
+// tiles" (items are prefixed "ipu N " when the trace has several IPUs). Call it on a trace that
+// passed check_structure.
+void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string& origin);
+
+}  // namespace ipusim::trace

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reading and writing traces. The text form (".trace") is for people and hand-written kernels;
+// the binary form (".itb") is compact for large compiled programs. Both serialise the same
+// Trace exactly: read(write(t)) == t in either form. See docs/trace-format.md.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::trace {
+
+enum class Format { kText, kBinary };
+
+// Reads text from a stream line by line. Errors throw TraceError "<origin>:<line>: ...".
+// The result has passed check_structure.
+Trace read_text(std::istream& in, const std::string& origin);
+// Reads binary from a stream record by record. Errors throw TraceError
+// "<origin>@<byte offset>: ...". `size_hint` (total bytes, or 0 if unknown) lets the reader
+// reject declared counts that cannot fit in the remaining bytes before allocating. The trace
+// must extend to the end of the stream (trailing bytes are an error); the reader reads ahead in
+// blocks. The result has passed check_structure.
+Trace read_binary(std::istream& in, const std::string& origin, std::uint64_t size_hint = 0);
+
+// Writers first run check_structure (throwing TraceError "trace '<name>': ..."), so that every
+// file written can be read back. The text writer emits the canonical form (every parameter,
+// fixed key order), so write_text(read_text(write_text(t))) is byte-identical.
+void write_text(const Trace& trace, std::ostream& out);
+void write_binary(const Trace& trace, std::ostream& out);
+
+// Detects the format from the first bytes (binary magic "IPUTRACE") and reads the file.
+Trace read_file(const std::string& path);
+// Writes atomically (temporary file, then rename). Format from `format`.
+void write_file(const Trace& trace, const std::string& path, Format format);
+// Text for paths ending in ".trace" or ".txt", binary otherwise (".itb").
+Format format_for_path(const std::string& path);
+
+// A stable identity of the trace content: FNV-1a 64 over its binary serialisation, as 16 hex
+// digits. Text and binary files of the same trace have the same identity.
+std::string identity(const Trace& trace);
+
+}  // namespace ipusim::trace

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Typed exceptions. Libraries throw; only the CLI's main catches, prints and picks the exit code.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ipusim {
+
+// Process exit codes used by the CLI (documented in docs/errors.md).
+enum class ExitCode : int {
+  kOk = 0,
+  kInternal = 1,     // a bug: an unexpected exception
+  kUsage = 2,        // bad command line
+  kBadInput = 3,     // a config or trace file is malformed or out of range
+  kModelError = 4,   // the input is well-formed but cannot run (e.g. a tile is out of memory)
+  kInterrupted = 130 // SIGINT / SIGTERM
+};
+
+// Base of every user-facing error: what() is the complete one-line message.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  virtual ExitCode exit_code() const { return ExitCode::kBadInput; }
+};
+
+// A value could not be parsed (no location yet; callers add file/line/key).
+class ParseError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A config file or --set override is invalid. Message names file:line and key path.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A trace file is invalid. Message names file:line (text) or file@offset (binary).
+class TraceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A well-formed program that the modelled hardware cannot run (e.g. out of tile memory).
+class ModelError : public Error {
+ public:
+  using Error::Error;
+  ExitCode exit_code() const override { return ExitCode::kModelError; }
+};
+
+// Bad command-line usage.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+  ExitCode exit_code() const override { return ExitCode::kUsage; }
+};
+
+}  // namespace ipusim

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ipusim {
+
+// Levenshtein edit distance.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word`, if its distance is at most max(2, |word|/3).
+std::optional<std::string> closest_match(std::string_view word,
+                                         const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace ipusim

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "common.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::cli {
+
+void add_common_options(po::options_description& desc, CommonOptions& common) {
+  desc.add_options()("help,h", po::bool_switch(&common.help), "show this help and exit")(
+      "log-level", po::value(&common.log_level)->default_value("warn")->value_name("LEVEL"),
+      "stderr log level: trace, debug, info, warn, error or off");
+}
+
+void add_chip_options(po::options_description& desc, ChipOptions& chip) {
+  desc.add_options()(
+      "chip", po::value(&chip.chip_file)->default_value(default_chip_file())->value_name("FILE"),
+      "chip config (configs/chips/*.yaml)")(
+      "set", po::value(&chip.overrides)->composing()->value_name("KEY=VALUE"),
+      "override a config key by its path, e.g. --set chip.clock=1.5GHz (repeatable)");
+}
+
+LoadedChip load_chip_options(const ChipOptions& chip) {
+  return load_chip(chip.chip_file, chip.overrides);
+}
+
+po::variables_map parse(const std::string& command, int argc, char** argv,
+                        const po::options_description& desc,
+                        const po::positional_options_description* positional) {
+  po::variables_map vm;
+  try {
+    auto parser = po::command_line_parser(argc, argv).options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(fmt::format("ipusim {}: {} (see 'ipusim {} --help')", command, e.what(), command));
+  }
+  return vm;
+}
+
+void apply_log_level(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("ipusim");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%l] %v");
+  const auto lvl = spdlog::level::from_str(level);
+  if (lvl == spdlog::level::off && level != "off")
+    throw UsageError(fmt::format(
+        "--log-level: expected trace, debug, info, warn, error or off, found \"{}\"", level));
+  spdlog::set_level(lvl);
+}
+
+void print_help(const std::string& usage, const std::string& about,
+                const po::options_description& desc) {
+  std::cout << "Usage: " << usage << "\n\n" << about << "\n\n" << desc << "\n";
+}
+
+}  // namespace ipusim::cli

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "common.hpp"
+#include "ipusim/kernels/kernels.hpp"
+#include "ipusim/trace/trace_io.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
+
+namespace ipusim::cli {
+namespace {
+
+const std::vector<std::string> kKernels{"matmul",
+                                        "conv2d",
+                                        "reduce",
+                                        "elementwise",
+                                        "exchange-all-to-all",
+                                        "exchange-broadcast",
+                                        "sync-loop"};
+
+trace::DType parse_dtype(const std::string& s) {
+  auto d = trace::dtype_by_name(s);
+  if (!d || (*d != trace::DType::kHalf && *d != trace::DType::kFloat))
+    throw UsageError(fmt::format("--dtype: expected half or float, found \"{}\"", s));
+  return *d;
+}
+
+trace::Op parse_op(const std::string& s) {
+  auto op = trace::op_by_name(s);
+  if (!op) {
+    std::vector<std::string> names(trace::kOpNames.begin(), trace::kOpNames.end());
+    throw UsageError(fmt::format("--op: unknown operator \"{}\"{}", s, did_you_mean(s, names)));
+  }
+  return *op;
+}
+
+template <class T>
+T need(const po::variables_map& vm, const std::string& name, const std::string& kernel) {
+  if (!vm.count(name))
+    throw UsageError(fmt::format("ipusim kernel {}: missing --{} (see 'ipusim kernel --help')",
+                                 kernel, name));
+  return vm[name].as<T>();
+}
+
+}  // namespace
+
+int kernel_command(int argc, char** argv) {
+  CommonOptions common;
+  ChipOptions chip_opts;
+  std::string name, out, format_name, dtype = "half", op = "relu";
+  po::options_description desc("Options");
+  add_common_options(desc, common);
+  add_chip_options(desc, chip_opts);
+  desc.add_options()("out,o", po::value(&out)->value_name("FILE"),
+                     "trace file to write (.trace text, .itb binary)")(
+      "format", po::value(&format_name)->value_name("text|binary"),
+      "force the output format instead of choosing it from the file name")(
+      "dtype", po::value(&dtype)->default_value("half"), "element type: half or float")(
+      "m", po::value<std::uint64_t>(), "matmul: rows of A and C")(
+      "n", po::value<std::uint64_t>(), "matmul: columns of B and C; elementwise: elements")(
+      "k", po::value<std::uint64_t>(), "matmul: columns of A, rows of B")(
+      "batch", po::value<std::uint64_t>()->default_value(1), "conv2d: images (N)")(
+      "channels", po::value<std::uint64_t>(), "conv2d: input channels (C)")(
+      "height", po::value<std::uint64_t>(), "conv2d: input height (H)")(
+      "width", po::value<std::uint64_t>(), "conv2d: input width (W)")(
+      "filters", po::value<std::uint64_t>(), "conv2d: output channels (K)")(
+      "kernel", po::value<std::uint64_t>()->default_value(1), "conv2d: square kernel size")(
+      "stride", po::value<std::uint64_t>()->default_value(1), "conv2d: stride")(
+      "outputs", po::value<std::uint64_t>(), "reduce: output elements")(
+      "inputs", po::value<std::uint64_t>(), "reduce: partials per output")(
+      "op", po::value(&op)->default_value("relu"), "elementwise: operator (relu, exp, add, ...)")(
+      "bytes", po::value<std::uint64_t>(), "exchange: bytes per transfer")(
+      "tiles", po::value<std::uint32_t>(), "exchange: tiles taking part (default: all)")(
+      "src", po::value<std::uint32_t>()->default_value(0), "exchange-broadcast: source tile")(
+      "iterations", po::value<std::uint64_t>(), "sync-loop: number of syncs")(
+      "name", po::value(&name)->value_name("KERNEL"), "kernel to write");
+  po::positional_options_description pos;
+  pos.add("name", 1);
+  const auto vm = parse("kernel", argc, argv, desc, &pos);
+  if (common.help) {
+    print_help("ipusim kernel KERNEL [options] --out FILE",
+               "Writes a reference kernel as a program trace, mapped over the tiles of the\n"
+               "chip given by --chip/--set (docs/kernels.md describes each mapping).\n"
+               "Kernels: matmul (--m --n --k), conv2d (--batch --channels --height --width\n"
+               "--filters --kernel --stride), reduce (--outputs --inputs), elementwise (--op\n"
+               "--n), exchange-all-to-all (--bytes [--tiles]), exchange-broadcast (--bytes\n"
+               "[--tiles --src]), sync-loop (--iterations). --dtype half|float applies to all.",
+               desc);
+    return 0;
+  }
+  apply_log_level(common.log_level);
+  if (name.empty()) throw UsageError("ipusim kernel: missing KERNEL (see 'ipusim kernel --help')");
+  if (out.empty()) throw UsageError("ipusim kernel: missing --out FILE");
+  if (std::find(kKernels.begin(), kKernels.end(), name) == kKernels.end())
+    throw UsageError(fmt::format("ipusim kernel: unknown kernel '{}'{}", name, did_you_mean(name, kKernels)));
+
+  const ChipSpec chip = load_chip_options(chip_opts).spec;
+  const trace::DType dt = parse_dtype(dtype);
+  const std::uint32_t tiles = vm.count("tiles") ? vm["tiles"].as<std::uint32_t>() : chip.tiles;
+  trace::Trace t;
+  using U = std::uint64_t;
+  if (name == "matmul") {
+    t = kernels::matmul(chip, need<U>(vm, "m", name), need<U>(vm, "n", name), need<U>(vm, "k", name), dt);
+  } else if (name == "conv2d") {
+    kernels::ConvArgs a;
+    a.batch = vm["batch"].as<U>();
+    a.in_chans = need<U>(vm, "channels", name);
+    a.height = need<U>(vm, "height", name);
+    a.width = need<U>(vm, "width", name);
+    a.out_chans = need<U>(vm, "filters", name);
+    a.kernel = vm["kernel"].as<U>();
+    a.stride = vm["stride"].as<U>();
+    a.dtype = dt;
+    t = kernels::conv2d(chip, a);
+  } else if (name == "reduce") {
+    t = kernels::reduce(chip, need<U>(vm, "outputs", name), need<U>(vm, "inputs", name), dt);
+  } else if (name == "elementwise") {
+    t = kernels::elementwise(chip, parse_op(op), need<U>(vm, "n", name), dt);
+  } else if (name == "exchange-all-to-all") {
+    t = kernels::exchange_all_to_all(chip, need<U>(vm, "bytes", name), tiles);
+  } else if (name == "exchange-broadcast") {
+    t = kernels::exchange_broadcast(chip, need<U>(vm, "bytes", name), tiles,
+                                    vm["src"].as<std::uint32_t>());
+  } else {
+    t = kernels::sync_loop(chip, need<U>(vm, "iterations", name));
+  }
+  trace::check_structure(t, out);
+  trace::Format format = trace::format_for_path(out);
+  if (format_name == "text") format = trace::Format::kText;
+  else if (format_name == "binary") format = trace::Format::kBinary;
+  else if (!format_name.empty())
+    throw UsageError(fmt::format("--format: expected text or binary, found \"{}\"", format_name));
+  trace::write_file(t, out, format);
+  std::cout << fmt::format("wrote {} ({}, {} compute set(s), {} exchange(s))\n", out, t.name,
+                           t.ipus[0].compute_sets.size(), t.ipus[0].exchanges.size());
+  return 0;
+}
+
+}  // namespace ipusim::cli

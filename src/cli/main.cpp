@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// ipusim: the command-line driver. The only place that catches errors, prints them and picks
+// the exit code (docs/errors.md).
+#include <systemc>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+
+#include "common.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
+
+namespace {
+
+constexpr const char* kOverview = R"(ipusim - a cycle-level simulator of Graphcore IPU systems
+
+Usage: ipusim <command> [options]
+
+Commands:
+  run       simulate a compiled program trace on a chip and report where the time went
+  kernel    write a reference kernel trace (matmul, conv2d, reduce, elementwise,
+            exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip
+  validate  check config and trace files without simulating
+  info      print a chip's resolved parameters and derived peaks
+
+Run 'ipusim <command> --help' for the options of a command.
+
+Examples:
+  ipusim kernel matmul --m 2048 --n 2048 --k 2048 --dtype half --out mm.trace
+  ipusim run --chip configs/chips/gc200.yaml --out out mm.trace
+  ipusim run --set chip.clock=1.85GHz mm.trace
+  ipusim info --chip configs/chips/bow.yaml
+)";
+
+extern "C" void on_signal(int sig) {
+  ipusim::remove_pending_temporaries();
+  const char msg[] = "ipusim: interrupted; partial outputs removed\n";
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ::_exit(sig == SIGINT || sig == SIGTERM ? static_cast<int>(ipusim::ExitCode::kInterrupted) : 1);
+}
+
+int dispatch(int argc, char** argv) {
+  using namespace ipusim::cli;
+  if (argc < 2) {
+    std::cerr << kOverview;
+    return static_cast<int>(ipusim::ExitCode::kUsage);
+  }
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kOverview;
+    return 0;
+  }
+  if (command == "--version") {
+    std::cout << "ipusim " << IPUSIM_VERSION << "\n";
+    return 0;
+  }
+  if (command == "run") return run_command(argc - 1, argv + 1);
+  if (command == "kernel") return kernel_command(argc - 1, argv + 1);
+  if (command == "validate") return validate_command(argc - 1, argv + 1);
+  if (command == "info") return info_command(argc - 1, argv + 1);
+  throw ipusim::UsageError("ipusim: unknown command '" + command +
+                           "' (commands: run, kernel, validate, info; see 'ipusim --help')");
+}
+
+}  // namespace
+
+// Our own main() takes precedence over the one in libsystemc, which would print the SystemC
+// banner before anything else runs. The banner is off unless IPUSIM_SYSTEMC_BANNER=1, so
+// that stdout and stderr carry only ipusim's own output.
+int main(int argc, char* argv[]) {
+  if (!std::getenv("IPUSIM_SYSTEMC_BANNER")) ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  try {
+    return dispatch(argc, argv);
+  } catch (const ipusim::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return static_cast<int>(e.exit_code());
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return static_cast<int>(ipusim::ExitCode::kInternal);
+  }
+}
+
+// Never called (main above replaces SystemC's), but libsystemc refers to it.
+int sc_main(int, char*[]) { return 1; }

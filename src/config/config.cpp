@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/config/config.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
+
+namespace ipusim::config {
+namespace {
+
+constexpr std::size_t kMaxDepth = 16;
+
+std::string location(const std::string& origin, const YAML::Mark& mark) {
+  if (mark.line < 0) return origin;
+  return fmt::format("{}:{}:{}", origin, mark.line + 1, mark.column + 1);
+}
+
+void flatten(const YAML::Node& node, const std::string& prefix, const std::string& origin,
+             Document& doc, std::size_t depth, const std::string& key_origin) {
+  if (depth > kMaxDepth)
+    throw ConfigError(fmt::format("{}: {}: nesting deeper than {} levels",
+                                  location(origin, node.Mark()), prefix, kMaxDepth));
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar())
+        throw ConfigError(fmt::format("{}: expected a plain key, found a {}",
+                                      location(origin, kv.first.Mark()),
+                                      kv.first.IsMap() ? "map" : "sequence"));
+      const std::string key = kv.first.Scalar();
+      const std::string path = prefix.empty() ? key : prefix + "." + key;
+      if (doc.values.count(path))
+        throw ConfigError(fmt::format("{}: {}: duplicate key", location(origin, kv.first.Mark()),
+                                      path));
+      flatten(kv.second, path, origin, doc, depth + 1, location(origin, kv.first.Mark()));
+    }
+    return;
+  }
+  if (node.IsScalar()) {
+    doc.values[prefix] = RawValue{node.Scalar(), location(origin, node.Mark()), key_origin};
+    return;
+  }
+  if (node.IsNull())
+    throw ConfigError(fmt::format("{}: {}: expected a value, found nothing",
+                                  location(origin, node.Mark()), prefix));
+  throw ConfigError(fmt::format("{}: {}: expected a value or a map, found a sequence",
+                                location(origin, node.Mark()), prefix));
+}
+
+double base_value(const Value& v) {
+  return std::visit(
+      [](const auto& x) -> double {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::uint64_t>) return static_cast<double>(x);
+        else if constexpr (std::is_same_v<T, Frequency>) return x.hz;
+        else if constexpr (std::is_same_v<T, Bytes>) return static_cast<double>(x.count);
+        else if constexpr (std::is_same_v<T, Cycles>) return static_cast<double>(x.count);
+        else if constexpr (std::is_same_v<T, BytesPerCycle>) return x.value;
+        else if constexpr (std::is_same_v<T, Bandwidth>) return x.bytes_per_second;
+        else if constexpr (std::is_same_v<T, Duration>) return x.seconds;
+        else if constexpr (std::is_same_v<T, double>) return x;
+        else return 0.0;
+      },
+      v);
+}
+
+std::uint64_t parse_count(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    throw ParseError(fmt::format("expected a whole number such as \"1472\", found \"{}\"", text));
+  if (text.size() > 18)
+    throw ParseError(fmt::format("expected a whole number such as \"1472\", found \"{}\" (too large)", text));
+  return std::stoull(text);
+}
+
+double parse_ratio(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v))
+    throw ParseError(fmt::format("expected a number such as \"0.85\", found \"{}\"", text));
+  return v;
+}
+
+Value parse_value(ValueKind kind, const std::string& text) {
+  switch (kind) {
+    case ValueKind::kCount: return parse_count(text);
+    case ValueKind::kFrequency: return parse_frequency(text);
+    case ValueKind::kBytes: return parse_bytes(text);
+    case ValueKind::kCycles: return parse_cycles(text);
+    case ValueKind::kBytesPerCycle: return parse_bytes_per_cycle(text);
+    case ValueKind::kBandwidth: return parse_bandwidth(text);
+    case ValueKind::kDuration: return parse_duration(text);
+    case ValueKind::kRatio: return parse_ratio(text);
+    case ValueKind::kString: return text;
+  }
+  return text;
+}
+
+std::string format_bound(ValueKind kind, double v) {
+  switch (kind) {
+    case ValueKind::kFrequency: return format(Frequency{v});
+    case ValueKind::kBytes: return format(Bytes{static_cast<std::uint64_t>(v)});
+    case ValueKind::kCycles: return format(Cycles{static_cast<std::uint64_t>(v)});
+    case ValueKind::kBytesPerCycle: return format(BytesPerCycle{v});
+    case ValueKind::kBandwidth: return format(Bandwidth{v});
+    case ValueKind::kDuration: return format(Duration{v});
+    default: return fmt::format("{:.12g}", v);
+  }
+}
+
+}  // namespace
+
+Schema::Schema(std::string root, std::vector<ParamDecl> params)
+    : root_(std::move(root)), params_(std::move(params)) {}
+
+const ParamDecl* Schema::find(const std::string& path) const {
+  for (const auto& p : params_)
+    if (p.path == path) return &p;
+  return nullptr;
+}
+
+std::optional<std::string> Schema::suggest(const std::string& path) const {
+  std::vector<std::string> paths;
+  for (const auto& p : params_) paths.push_back(p.path);
+  if (auto m = closest_match(path, paths)) return m;
+  // A right leaf in the wrong section ("chip.internal_latency" -> "chip.sync.internal_latency").
+  const std::string leaf = path.substr(path.rfind('.') + 1);
+  for (const auto& p : paths)
+    if (p.substr(p.rfind('.') + 1) == leaf) return p;
+  return std::nullopt;
+}
+
+Document parse_document(const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: invalid YAML: {}", location(origin, e.mark), e.msg));
+  }
+  Document doc;
+  doc.file = origin;
+  if (!root.IsMap())
+    throw ConfigError(fmt::format("{}: expected a map of settings at the top level", origin));
+  flatten(root, "", origin, doc, 0, origin);
+  return doc;
+}
+
+Document load_document(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_document(text, file);
+}
+
+void apply_override(Document& doc, const std::string& assignment, const Schema& schema) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(fmt::format("--set {}: expected KEY=VALUE such as chip.clock=1.5GHz",
+                                  assignment));
+  const std::string key = assignment.substr(0, eq);
+  if (!schema.find(key)) {
+    auto hint = schema.suggest(key);
+    throw ConfigError(fmt::format("--set {}: unknown key{}", key,
+                                  hint ? fmt::format(" (did you mean {}?)", *hint) : ""));
+  }
+  doc.values[key] = RawValue{assignment.substr(eq + 1), "--set " + key, "--set " + key};
+}
+
+const Value& Resolved::at(const std::string& path) const {
+  auto it = values_.find(path);
+  if (it == values_.end()) throw std::logic_error("undeclared config key read: " + path);
+  return it->second;
+}
+
+Resolved resolve(const Document& doc, const Schema& schema) {
+  for (const auto& [path, raw] : doc.values) {
+    if (schema.find(path)) continue;
+    auto hint = schema.suggest(path);
+    throw ConfigError(fmt::format("{}: {}: unknown key{}", raw.key_origin, path,
+                                  hint ? fmt::format(" (did you mean {}?)", *hint) : ""));
+  }
+  Resolved out;
+  for (const auto& decl : schema.params()) {
+    auto it = doc.values.find(decl.path);
+    if (it == doc.values.end())
+      throw ConfigError(fmt::format("{}: {}: missing required key ({}, {})", doc.file, decl.path,
+                                    kind_name(decl.kind), decl.description));
+    const RawValue& raw = it->second;
+    Value v;
+    try {
+      v = parse_value(decl.kind, raw.text);
+    } catch (const ParseError& e) {
+      throw ConfigError(fmt::format("{}: {}: {}", raw.origin, decl.path, e.what()));
+    }
+    if (decl.kind != ValueKind::kString) {
+      const double b = base_value(v);
+      if (b < decl.min || b > decl.max)
+        throw ConfigError(fmt::format("{}: {}: expected {} to {}, found \"{}\"", raw.origin,
+                                      decl.path, format_bound(decl.kind, decl.min),
+                                      format_bound(decl.kind, decl.max), raw.text));
+    }
+    out.values_[decl.path] = std::move(v);
+  }
+  return out;
+}
+
+std::string format_value(const Value& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::uint64_t>) return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>) return fmt::format("{:.12g}", x);
+        else if constexpr (std::is_same_v<T, std::string>) return x;
+        else return format(x);
+      },
+      v);
+}
+
+std::string Resolved::to_yaml() const {
+  // values_ is sorted by path, so keys sharing a prefix are contiguous: emit each new map
+  // level where the path departs from the previous one.
+  std::string out;
+  std::vector<std::string> previous;
+  for (const auto& [path, value] : values_) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1)
+      parts.push_back(path.substr(start, dot - start));
+    parts.push_back(path.substr(start));
+    std::size_t common = 0;
+    while (common + 1 < parts.size() && common + 1 < previous.size() &&
+           parts[common] == previous[common])
+      ++common;
+    for (std::size_t i = common; i + 1 < parts.size(); ++i)
+      out += std::string(2 * i, ' ') + parts[i] + ":\n";
+    YAML::Emitter scalar;
+    scalar << format_value(value);
+    out += std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " + scalar.c_str() + "\n";
+    previous = std::move(parts);
+  }
+  return out;
+}
+
+std::string kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kCount: return "count";
+    case ValueKind::kFrequency: return "frequency";
+    case ValueKind::kBytes: return "size";
+    case ValueKind::kCycles: return "cycles";
+    case ValueKind::kBytesPerCycle: return "bytes/cycle";
+    case ValueKind::kBandwidth: return "bandwidth";
+    case ValueKind::kDuration: return "time";
+    case ValueKind::kRatio: return "number";
+    case ValueKind::kString: return "string";
+  }
+  return "?";
+}
+
+std::string reference_markdown(const Schema& schema) {
+  std::string out = "| key | kind | range | meaning | source |\n|---|---|---|---|---|\n";
+  for (const auto& p : schema.params()) {
+    std::string range = p.kind == ValueKind::kString
+                            ? "-"
+                            : fmt::format("{} .. {}", format_bound(p.kind, p.min),
+                                          format_bound(p.kind, p.max));
+    out += fmt::format("| `{}` | {} | {} | {} | {}{} |\n", p.path, kind_name(p.kind), range,
+                       p.description, p.source, p.uncertain ? " **(uncertain)**" : "");
+  }
+  return out;
+}
+
+}  // namespace ipusim::config

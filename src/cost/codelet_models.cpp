@@ -1,0 +1,650 @@
+// SPDX-License-Identifier: Apache-2.0
+// Codelet cycle models. Each restates a poplibs cycle estimator as summarised in
+// ../shared/reference/ipu-hardware.md §3-§4 (poplibs@7eac0f2), with the hardware numbers
+// (worker contexts, AMP engines, vector width, load and copy rates) read from the ChipSpec.
+// docs/codelets.md gives every formula in prose with a worked example.
+//
+// Notation used throughout: W = worker contexts, vw = vector width in elements,
+// "worker cycles" are one worker's instruction count; tile cycles = W x slowest worker
+// (barrel issue, ipu-hardware.md §3 rule 1) + supervisor overhead.
+#include "ipusim/cost/codelet_models.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::cost {
+namespace {
+
+using trace::DType;
+using trace::Op;
+using u64 = std::uint64_t;
+
+// ---------------------------------------------------------------------------------------------
+// Constants. Every number is a property of the codelet software (loop structure), not of the
+// chip; the chip's numbers come from ChipSpec.
+// ---------------------------------------------------------------------------------------------
+
+// Barrel rendezvous: supervisor work that overlaps the shortest worker (§3 rule 3, §4).
+constexpr u64 kAmp1x1Tag = 14;  // ConvPartial1x1Out "tag cost", ipu-hardware.md §4
+constexpr u64 kAmpNx1Tag = 9;   // ConvPartialnx1 per-kernel-position tag, ipu-hardware.md §4
+
+// Engines of the IPU2 "v4" half->half AMP (f16v4hihov4amp) that runs the fast 1x1 code path
+// ("half with 16 engines"), ipu-hardware.md §3 rule 6 and §4.
+constexpr u64 kAmpFastHalfEngines = 16;
+
+// ConvPartial1x1Out worker, n >= 3 positions: base + core x (n - 3) (ipu-hardware.md §4).
+constexpr u64 kAmp1x1BaseHalfFast = 37;      // half in, float partials or 16 engines (§4 "37-38")
+constexpr u64 kAmp1x1HalfPartialsExtra = 1;  // reading of §4 "37-38": +1 for half partials
+constexpr u64 kAmp1x1BaseHalf8Engine = 41;   // 8-engine half->half path, ipu-hardware.md §4
+constexpr u64 kAmp1x1BaseFloat = 46;         // float->float path, ipu-hardware.md §4
+// n < 3 special cases, half in (ipu-hardware.md §4: "n = 0, 1, 2 special-cased (~21, 32, 41)").
+constexpr u64 kAmp1x1SmallHalf[3] = {21, 32, 41};
+// n < 3, float in: ESTIMATE. §4 gives none; n=0 as half (no AMP work), n=1,2 = half value plus
+// the float-minus-half difference of the nx1 f(n) table (33-29 = 4, 44-33 = 11).
+constexpr u64 kAmp1x1SmallFloat[3] = {21, 36, 52};
+// Output zeroing on the first input-channel group, slow paths only: 2 + z x n (§4; z = 2 half
+// partials, 4 float partials). The fast path zeroes through the AMP ($FP_CLR) at no cost.
+constexpr u64 kAmp1x1ZeroBase = 2;         // ipu-hardware.md §4 "(2 + z·n)"
+constexpr u64 kAmp1x1ZeroPerPosHalf = 2;   // ipu-hardware.md §4 z for half partials
+constexpr u64 kAmp1x1ZeroPerPosFloat = 4;  // ipu-hardware.md §4 z for float partials
+// ConvPartial1x1Out supervisor outer loop (ipu-hardware.md §4 "Outer ~ 50 + ...").
+constexpr u64 kAmp1x1OuterBase = 50;     // supervisor non-loop overhead, §4
+constexpr u64 kAmp1x1PerConvGroup = 12;  // per conv group (+c), §4
+constexpr u64 kAmp1x1PerInGroup = 16;    // per extra input group: 15 - c + 1, §4
+constexpr u64 kAmp1x1LastInGroup = 11;   // last (zeroing) input group: 10 + 1, §4
+constexpr u64 kAmp1x1PerOutGroup = 19;   // per output group (-c on the zeroing group), §4
+constexpr u64 kAmp1x1PassNoZero = 6;     // per pass, non-zeroing, before L + inner, §4
+constexpr u64 kAmp1x1PassZero = 7;       // per pass, zeroing, before L + inner, §4
+
+// ConvPartialnx1 worker: 17 (+1 half partials) + sum over entries of [3 + f(n) - 9] (§4).
+constexpr u64 kAmpNx1WorkerBase = 17;        // ipu-hardware.md §4
+constexpr u64 kAmpNx1HalfPartialsExtra = 1;  // ipu-hardware.md §4 "+1 for half partials"
+constexpr u64 kAmpNx1EntryOverhead = 3;      // ipu-hardware.md §4 "3 + f(n)"
+constexpr u64 kAmpNx1RetentionSaving = 9;    // ipu-hardware.md §4 "-9 ... per entry"
+// f(n) for n = 0, 1, 2 and the base of f(n >= 3) = base + core x (n - 3) (ipu-hardware.md §4).
+constexpr u64 kAmpNx1SmallHalf[3] = {17, 29, 33};   // §4 half column
+constexpr u64 kAmpNx1SmallFloat[3] = {17, 33, 44};  // §4 float column
+constexpr u64 kAmpNx1BaseHalf = 34;                 // §4 f(n>=3) half
+constexpr u64 kAmpNx1BaseFloat = 45;                // §4 f(n>=3) float
+// ConvPartialnx1 supervisor inner loop: sum_ky [14 + sum_kx (12 + P (L + h_cost + 3))] (§4).
+constexpr u64 kAmpNx1PerKy = 14;        // ipu-hardware.md §4
+constexpr u64 kAmpNx1PerKx = 12;        // ipu-hardware.md §4
+constexpr u64 kAmpNx1HeightCost1 = 15;  // h_cost for weight height 1, ipu-hardware.md §4
+constexpr u64 kAmpNx1PerPass = 3;       // ipu-hardware.md §4 "+ 3"
+// ConvPartialnx1 outer: 109 + W.9 + W.(9|10) + CG(17 OG + 6(OG-1) + 1) + 6(CG-1) + 1
+//                       + CG(16 + IG(14 + OG(14 + inner)))   (ipu-hardware.md §4).
+constexpr u64 kAmpNx1OuterBase = 109;                  // §4
+constexpr u64 kAmpNx1OuterPerWorker = 9;               // §4 "W·9"
+constexpr u64 kAmpNx1OuterPerWorkerFloatPartials = 9;  // §4 "W·(9|10)": ESTIMATE 9 float ...
+constexpr u64 kAmpNx1OuterPerWorkerHalfPartials = 10;  // ... and 10 for half partials
+constexpr u64 kAmpNx1PerOutGroupSetup = 17;            // §4 "17·OG"
+constexpr u64 kAmpNx1PerOutGroupLoop = 6;              // §4 "6·(OG-1)", also "6·(CG-1)"
+constexpr u64 kAmpNx1PerConvGroup = 16;                // §4 "CG·(16 + ...)"
+constexpr u64 kAmpNx1PerInGroup = 14;                  // §4 "IG·(14 + ...)"
+constexpr u64 kAmpNx1PerOutGroup = 14;                 // §4 "OG·(14 + inner)"
+
+// Horizontal-MAC style dot products (ipu-hardware.md §4 "Horizontal MAC"; poplibs
+// PerformanceEstimation.hpp getConvPartialHorizontalMac* / getDenseDotProductCycles).
+constexpr u64 kDotOuterHalf = 65;       // supervisor outer overhead, half, §4
+constexpr u64 kDotOuterFloat = 58;      // supervisor outer overhead, float, §4
+constexpr u64 kDotWorkerOverhead = 16;  // poplibs workerNonLoopOverhead
+constexpr u64 kDotEntryOverhead = 19;   // poplibs per non-empty worklist entry
+constexpr u64 kDotPerOutput = 7;        // poplibs per-output loop overhead
+constexpr u64 kDotSetupHalf = 6;        // poplibs getDenseDotProductCycles half: 6 + n/4
+constexpr u64 kDotSetupFloat = 4;       // poplibs getDenseDotProductCycles float: 4 + n/2
+
+// Reduce (ipu-hardware.md §4 "ReduceAdd, single input").
+constexpr u64 kReduceAccumulatorBytes = 16;  // 128-bit accumulators (8 half / 4 float), §4
+constexpr u64 kReduceSupervisor = 33;        // §4 "33 + W·[...]"
+constexpr u64 kReduceWorkerBase = 20;        // §4 "20 + ..."
+constexpr u64 kReduceLoopSameType = 7;       // §4 "7..10": low end when no output conversion
+constexpr u64 kReduceLoopConvert = 10;       // §4 "7..10": high end, ESTIMATE: converts on store
+
+// Elementwise (ipu-hardware.md §4 "Elementwise (popops)").
+constexpr u64 kBasicOpSupervisor = 11;      // basicOpSupervisorOverhead, §4
+constexpr u64 kUnarySupervisorExtra = 9;    // UnaryOp1D "11 + 9", §4
+constexpr u64 kUnaryWorkerBase = 17;        // UnaryOp1D worker, §4
+constexpr u64 kUnaryWorkerBaseExp = 33;     // UnaryOp1D worker for EXPONENT, §4
+constexpr u64 kUnaryPerVectorOverhead = 4;  // UnaryOp1D "(c + 4)", §4
+constexpr u64 kBinaryWorkerBaseHalf = 26;   // BinaryOp1D worker, half, §4
+constexpr u64 kBinaryWorkerBaseFloat = 29;  // BinaryOp1D worker, float (and int), §4
+constexpr u64 kBinaryPerVectorAsm = 2;      // BinaryOp1D "(c + 2)" assembly codelets, §4
+constexpr u64 kBinaryPerVectorCpp = 5;      // BinaryOp1D "(c + 5)" C++ codelets, §4
+
+// ScaledAdd (ipu-hardware.md §4 "ScaledAdd"; poplibs popops PerformanceEstimation.cpp
+// getScaledArithmeticSupervisorCycleEstimate, same-type data and tensor scale).
+constexpr u64 kScaledAddPerType = 21;         // perTypeSupervisorOverhead, §4
+constexpr u64 kScaledAddNoRemainder = 7;      // §4 "(7|13)": 7 when n % vw == 0
+constexpr u64 kScaledAddRemainder = 13;       // §4 "(7|13)": 13 otherwise
+constexpr u64 kScaledAddSupervisorTail = 12;  // §4 "+ 12"
+constexpr u64 kScaledAddTensorScale = 6;      // §4 "+ 6" (scale is a tensor, not a constant)
+constexpr u64 kScaledAddWorkerPrologue = 15;  // poplibs same-type worker prologue
+constexpr u64 kScaledAddLoopSetup = 6;        // poplibs inner loop constant overhead
+constexpr u64 kScaledAddWorkerEpilogue = 4;   // poplibs: rem check 2 + final check 1 + exitz 1
+constexpr u64 kScaledAddPerTailElement = 7;   // ESTIMATE: poplibs remainder paths (5..8 each)
+
+// Cast (poplibs popops PerformanceEstimation.cpp castWorkerCycles / getCast1DCycleEstimate;
+// §4 has no cast row, so these are the poplibs source values).
+constexpr u64 kCastSupervisor = 19;      // setzi, runall, sync, br
+constexpr u64 kCastWorkerEntry = 23;     // fromSupervisorWorkerCycles
+constexpr u64 kCastWorkerPrologue = 19;  // Half_Float_core prologue
+constexpr u64 kCastReadPorts = 2;        // two 64-bit reads per bundle (f32v2tof16)
+constexpr u64 kCastRemainderCheck = 1;   // per remainder bit tested
+constexpr u64 kCastRemainderElem = 2;    // convert + store per remainder piece
+
+// Copy (ipu-hardware.md §1 "Local copy (memcpy) rate" and §4 "Generic on-tile Copy").
+constexpr u64 kCopyCallOverhead = 288;  // fixed cost of a six-worker local copy, T3P (IPU21)
+
+// DynamicSlice1D (ipu-hardware.md §4 "DynamicSlice1D").
+constexpr u64 kSliceSupervisor = 25;  // §4 "supervisor 25"
+constexpr u64 kSliceWorkerBase = 39;  // §4 "39 + ..."
+constexpr u64 kSlicePerCopy = 24;     // §4 "(24 + 2·nCopies)·subElements"
+constexpr u64 kSlicePerVector = 2;    // §4 "64 bits per 2 worker cycles"
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+std::string dtype_name(DType t) {
+  const auto i = static_cast<std::size_t>(t);
+  return i < trace::kDTypeNames.size() ? std::string(trace::kDTypeNames[i]) : "?";
+}
+
+std::string op_name(Op op) {
+  const auto i = static_cast<std::size_t>(op);
+  return i < trace::kOpNames.size() ? std::string(trace::kOpNames[i]) : "?";
+}
+
+// Element size; local so that this file does not depend on the catalogue implementation.
+u64 bytes_of(DType t) {
+  switch (t) {
+    case DType::kHalf:
+      return 2;
+    case DType::kFloat:
+      return 4;
+    case DType::kInt:
+      return 4;
+    case DType::kChar:
+      return 1;
+  }
+  throw ModelError("codelet model: unknown dtype value " + std::to_string(static_cast<int>(t)));
+}
+
+bool is_fp(DType t) { return t == DType::kHalf || t == DType::kFloat; }
+
+u64 workers(const ChipSpec& chip) {
+  if (chip.worker_contexts == 0) {
+    throw ModelError("codelet model: chip '" + chip.name + "' has 0 worker contexts");
+  }
+  return chip.worker_contexts;
+}
+
+// Elements per non-AMP vector instruction: datapath bytes / element bytes (4 half, 2 float).
+u64 vector_width(const ChipSpec& chip, DType t) {
+  const u64 vw = chip.datapath_width.count / bytes_of(t);
+  if (vw == 0) {
+    throw ModelError("codelet model: chip '" + chip.name + "' datapath of " +
+                     std::to_string(chip.datapath_width.count) + " B is narrower than one " +
+                     dtype_name(t));
+  }
+  return vw;
+}
+
+// Cycles to move `bytes` at `rate` bytes per cycle, rounded up.
+u64 cycles_at(double bytes, BytesPerCycle rate, const char* what) {
+  if (rate.value <= 0) {
+    throw ModelError(std::string("codelet model: ") + what + " must be positive");
+  }
+  return static_cast<u64>(std::ceil(bytes / rate.value));
+}
+
+u64 at_least_one(u64 v) { return std::max<u64>(v, 1); }
+
+// Barrel rule with rendezvous tag: max(W x slowest, W x fastest + tag) (§3 rules 1 and 3).
+u64 barrel(u64 w, u64 slowest, u64 fastest, u64 tag) {
+  return std::max(w * slowest, w * fastest + tag);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AMP
+// ---------------------------------------------------------------------------------------------
+
+struct AmpConfig {
+  u64 engines = 0;     // output channels per pass
+  u64 weights = 0;     // input channels per AMP group (weights per engine)
+  u64 core = 0;        // worker cycles per output position = weights / macs per engine
+  u64 coeff_load = 0;  // L: supervisor cycles to load one pass of weights
+  bool half_in = true;
+  bool half_partials = true;
+  bool fast = false;  // the "c = 1" path: half in with float partials or >= 16 engines
+};
+
+AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials) {
+  AmpConfig c;
+  c.engines = amp_engines(chip, in, partials);
+  c.half_in = in == DType::kHalf;
+  c.half_partials = partials == DType::kHalf;
+  c.weights = c.half_in ? chip.amp.weights_per_engine_half : chip.amp.weights_per_engine_float;
+  const u64 macs = c.half_in ? chip.amp.macs_per_engine_half : chip.amp.macs_per_engine_float;
+  if (c.weights == 0 || macs == 0) {
+    throw ModelError("codelet model: chip '" + chip.name + "' has no AMP weights/MACs for " +
+                     dtype_name(in) + " input");
+  }
+  c.core = ceil_div(c.weights, macs);
+  c.coeff_load = cycles_at(static_cast<double>(c.engines * c.weights * bytes_of(in)),
+                           chip.amp.coeff_load_bytes_per_cycle, "amp.coeff_load_bytes_per_cycle");
+  c.fast = c.half_in && (!c.half_partials || c.engines >= kAmpFastHalfEngines);
+  return c;
+}
+
+// Worker cycles of one ConvPartial1x1Out worklist entry of n positions.
+u64 amp1x1_worker(const AmpConfig& c, u64 n, bool zeroing) {
+  u64 cycles = 0;
+  if (n < 3) {
+    cycles = c.half_in ? kAmp1x1SmallHalf[n] : kAmp1x1SmallFloat[n];
+  } else {
+    u64 base = kAmp1x1BaseFloat;
+    if (c.half_in) {
+      base = c.fast ? kAmp1x1BaseHalfFast + (c.half_partials ? kAmp1x1HalfPartialsExtra : 0)
+                    : kAmp1x1BaseHalf8Engine;
+    }
+    cycles = base + c.core * (n - 3);
+  }
+  if (zeroing && !c.fast) {
+    const u64 z = c.half_partials ? kAmp1x1ZeroPerPosHalf : kAmp1x1ZeroPerPosFloat;
+    cycles += kAmp1x1ZeroBase + z * n;
+  }
+  return cycles;
+}
+
+// Tile cycles of the worker phase of one pass: positions split over W as evenly as possible.
+u64 amp1x1_inner(const AmpConfig& c, u64 w, u64 positions, bool zeroing) {
+  const u64 slowest = amp1x1_worker(c, ceil_div(positions, w), zeroing);
+  const u64 fastest = amp1x1_worker(c, positions / w, zeroing);
+  return barrel(w, slowest, fastest, kAmp1x1Tag);
+}
+
+// ConvPartialnx1 worker: one worklist entry of n positions for one kernel position.
+u64 ampnx1_worker(const AmpConfig& c, u64 n) {
+  u64 f = 0;
+  if (n < 3) {
+    f = c.half_in ? kAmpNx1SmallHalf[n] : kAmpNx1SmallFloat[n];
+  } else {
+    f = (c.half_in ? kAmpNx1BaseHalf : kAmpNx1BaseFloat) + c.core * (n - 3);
+  }
+  const u64 base = kAmpNx1WorkerBase + (c.half_partials ? kAmpNx1HalfPartialsExtra : 0);
+  return base + kAmpNx1EntryOverhead + f - kAmpNx1RetentionSaving;
+}
+
+}  // namespace
+
+std::uint32_t amp_engines(const ChipSpec& chip, trace::DType in, trace::DType partials) {
+  const AmpPath* path = nullptr;
+  if (in == DType::kHalf && partials == DType::kHalf) path = &chip.amp.half_half;
+  if (in == DType::kHalf && partials == DType::kFloat) path = &chip.amp.half_float;
+  if (in == DType::kFloat && partials == DType::kFloat) path = &chip.amp.float_float;
+  if (path == nullptr) {
+    throw ModelError("AMP has no " + dtype_name(in) + " -> " + dtype_name(partials) +
+                     " path (supported: half->half, half->float, float->float)");
+  }
+  if (path->engines == 0) {
+    throw ModelError("chip '" + chip.name + "' has 0 AMP engines for " + dtype_name(in) + " -> " +
+                     dtype_name(partials));
+  }
+  return path->engines;
+}
+
+VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
+  const AmpConfig c = amp_config(chip, a.in, a.partials);
+  const u64 w = workers(chip);
+  const u64 cg = at_least_one(a.groups);
+  const u64 ig = at_least_one(ceil_div(a.in_chans, c.weights));
+  const u64 og = at_least_one(ceil_div(a.out_chans, c.engines));
+  const u64 passes = 1;  // outChansPerGroup = engines, so one pass per output group
+  const u64 cc = c.fast ? 1 : 0;
+  const u64 inner_nz = amp1x1_inner(c, w, a.positions, false);
+  const u64 inner_z = amp1x1_inner(c, w, a.positions, true);
+  const u64 L = c.coeff_load;
+
+  const u64 other_in_groups =
+      (ig - 1) * (kAmp1x1PerInGroup - cc +
+                  og * (kAmp1x1PerOutGroup + passes * (kAmp1x1PassNoZero + L + inner_nz)));
+  const u64 zeroing_in_group = kAmp1x1LastInGroup + og * (kAmp1x1PerOutGroup - cc +
+                                                          passes * (kAmp1x1PassZero + L + inner_z));
+  const u64 per_conv_group = kAmp1x1PerConvGroup + cc + other_in_groups + zeroing_in_group;
+
+  VertexCost cost;
+  cost.cycles = kAmp1x1OuterBase + cg * per_conv_group;
+  cost.flops = 2 * a.positions * a.in_chans * a.out_chans * cg;
+  return cost;
+}
+
+VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
+  const AmpConfig c = amp_config(chip, a.in, a.partials);
+  const u64 w = workers(chip);
+  const u64 cg = at_least_one(a.groups);
+  const u64 ig = at_least_one(ceil_div(a.in_chans, c.weights));
+  const u64 og = at_least_one(ceil_div(a.out_chans, c.engines));
+  const u64 kh = at_least_one(a.kernel_h);
+  const u64 kw = at_least_one(a.kernel_w);
+  const u64 passes = 1;  // outChansPerGroup = engines
+
+  // One worklist entry per worker per kernel position; weights reloaded per kernel position
+  // (weight height 1, so the full coefficient load rate applies).
+  const u64 per_kpos = barrel(w, ampnx1_worker(c, ceil_div(a.positions, w)),
+                              ampnx1_worker(c, a.positions / w), kAmpNx1Tag);
+  const u64 per_kx =
+      kAmpNx1PerKx + passes * (c.coeff_load + kAmpNx1HeightCost1 + kAmpNx1PerPass + per_kpos);
+  const u64 inner = kh * kAmpNx1PerKy + kh * kw * per_kx;
+
+  const u64 per_worker =
+      kAmpNx1OuterPerWorker +
+      (c.half_partials ? kAmpNx1OuterPerWorkerHalfPartials : kAmpNx1OuterPerWorkerFloatPartials);
+  // The two "+ 1" terms are as written in §4's outer formula (ipu-hardware.md §4).
+  const u64 setup = kAmpNx1OuterBase + w * per_worker +
+                    cg * (kAmpNx1PerOutGroupSetup * og + kAmpNx1PerOutGroupLoop * (og - 1) + 1) +
+                    kAmpNx1PerOutGroupLoop * (cg - 1) + 1;
+  const u64 loops =
+      cg * (kAmpNx1PerConvGroup + ig * (kAmpNx1PerInGroup + og * (kAmpNx1PerOutGroup + inner)));
+
+  VertexCost cost;
+  cost.cycles = setup + loops;
+  cost.flops = 2 * a.positions * a.in_chans * a.out_chans * cg * kh * kw;
+  return cost;
+}
+
+VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std::uint64_t length,
+               std::uint64_t count) {
+  if (!is_fp(in) || !is_fp(partials) || (in == DType::kFloat && partials == DType::kHalf)) {
+    throw ModelError("dot: no " + dtype_name(in) + " -> " + dtype_name(partials) +
+                     " dot product (supported: half->half, half->float, float->float)");
+  }
+  const u64 w = workers(chip);
+  const bool half = in == DType::kHalf;
+  // About 1 cycle per datapath-width of activations (§4), plus the dense-dot setup.
+  const u64 vectors = ceil_div(length, vector_width(chip, in));
+  const u64 per_dot = (half ? kDotSetupHalf : kDotSetupFloat) + vectors;
+  const u64 worker =
+      kDotWorkerOverhead + kDotEntryOverhead + ceil_div(count, w) * (kDotPerOutput + per_dot);
+  VertexCost cost;
+  cost.cycles = (half ? kDotOuterHalf : kDotOuterFloat) + w * worker;
+  cost.flops = 2 * length * count;
+  return cost;
+}
+
+VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
+                  std::uint64_t outputs, std::uint64_t inputs) {
+  if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin) {
+    throw ModelError("reduce: operator '" + op_name(op) +
+                     "' is not a reduction "
+                     "(supported: add, mul, max, min)");
+  }
+  const u64 w = workers(chip);
+  // Max/min/mul run the same accumulator loop as add: no more expensive (§4 gives one formula).
+  const u64 acc_elems = std::max<u64>(kReduceAccumulatorBytes / bytes_of(in), 1);
+  const u64 loops = ceil_div(outputs, acc_elems);
+  const u64 loads_per_partial =
+      cycles_at(static_cast<double>(acc_elems * bytes_of(in)), chip.memory.load_bytes_per_cycle,
+                "memory.load_bytes_per_cycle");
+  const u64 per_loop =
+      loads_per_partial * inputs + (in == out ? kReduceLoopSameType : kReduceLoopConvert);
+  VertexCost cost;
+  cost.cycles = kReduceSupervisor + w * (kReduceWorkerBase + per_loop * ceil_div(loops, w));
+  cost.flops = inputs > 0 ? outputs * (inputs - 1) : 0;
+  return cost;
+}
+
+namespace {
+
+// Per-op cycles per vector (c) for the elementwise loops, GC200 values: {half, float}.
+// int and char use the float column (ESTIMATE: integer ops are not modelled separately).
+struct OpCost {
+  u64 half = 0;
+  u64 fp32 = 0;
+  bool assembly = true;  // binary ops only: assembly codelet (c + 2) or C++ (c + 5)
+};
+
+std::optional<OpCost> unary_op_cost(Op op) {
+  switch (op) {
+    case Op::kRelu:
+      return OpCost{2, 2};  // ipu-hardware.md §4 "RELU c = 2"
+    case Op::kExp:
+      return OpCost{4, 6};  // poplibs unaryOpPerfInfo EXPONENT
+    case Op::kLog:
+      return OpCost{4, 12};  // poplibs unaryOpPerfInfo LOGARITHM
+    case Op::kSqrt:
+      return OpCost{23, 10};  // poplibs unaryOpPerfInfo SQRT
+    case Op::kRsqrt:
+      return OpCost{19, 8};  // §4 "RSQRT half 19"; float poplibs table
+    case Op::kInverse:
+      return OpCost{15, 6};  // §4 "INVERSE half 15"; float poplibs table
+    case Op::kNeg:
+      return OpCost{2, 2};  // poplibs unaryOpPerfInfo NEGATE
+    case Op::kAbs:
+      return OpCost{1, 1};  // poplibs unaryOpPerfInfo ABSOLUTE
+    case Op::kTanh:
+      return OpCost{4, 12};  // poplibs unaryOpPerfInfo TANH
+    case Op::kSigmoid:
+      return OpCost{6, 12};  // poplibs unaryOpPerfInfo SIGMOID
+    case Op::kGelu:
+      return OpCost{16, 22};  // §4 "GELU_ERF 16 / 22" (read as half/float)
+    case Op::kSquare:
+      return OpCost{2, 2};  // poplibs unaryOpPerfInfo SQUARE
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<OpCost> binary_op_cost(Op op) {
+  switch (op) {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+      return OpCost{1, 1, true};  // ipu-hardware.md §4 "ADD/SUB/MUL c = 1"
+    case Op::kDiv:
+      return OpCost{21, 10, false};  // poplibs binaryOpPerfInfo DIVIDE
+    case Op::kMax:
+    case Op::kMin:
+      return OpCost{4, 4, false};  // poplibs binaryOpPerfInfo MAXIMUM/MINIMUM
+    default:
+      return std::nullopt;
+  }
+}
+
+u64 cost_for(const OpCost& c, DType t) { return t == DType::kHalf ? c.half : c.fp32; }
+
+// Vectors the slowest worker processes when n elements are split over W workers.
+u64 vectors_per_worker(const ChipSpec& chip, DType t, u64 n) {
+  return ceil_div(ceil_div(n, workers(chip)), vector_width(chip, t));
+}
+
+}  // namespace
+
+VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n) {
+  const auto c = unary_op_cost(op);
+  if (!c) throw ModelError("unary: operator '" + op_name(op) + "' is not a unary op");
+  const u64 base = op == Op::kExp ? kUnaryWorkerBaseExp : kUnaryWorkerBase;
+  const u64 worker =
+      base + vectors_per_worker(chip, dtype, n) * (cost_for(*c, dtype) + kUnaryPerVectorOverhead);
+  VertexCost cost;
+  cost.cycles = kBasicOpSupervisor + kUnarySupervisorExtra + workers(chip) * worker;
+  cost.flops = n;
+  return cost;
+}
+
+VertexCost binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n) {
+  const auto c = binary_op_cost(op);
+  if (!c) throw ModelError("binary: operator '" + op_name(op) + "' is not a binary op");
+  const u64 base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
+  const u64 per_vector =
+      cost_for(*c, dtype) + (c->assembly ? kBinaryPerVectorAsm : kBinaryPerVectorCpp);
+  VertexCost cost;
+  cost.cycles =
+      kBasicOpSupervisor + workers(chip) * (base + vectors_per_worker(chip, dtype, n) * per_vector);
+  cost.flops = n;
+  return cost;
+}
+
+VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n) {
+  const u64 w = workers(chip);
+  const u64 vw = vector_width(chip, dtype);
+  const u64 vectors = ceil_div(n / vw, w);  // slowest worker's full vectors
+  const u64 rem = n % vw;                   // tail elements, charged to the slowest worker
+  // Per vector: load a and b (2 x datapath bytes at the plain load rate) + store a.
+  const u64 per_vector =
+      cycles_at(2.0 * static_cast<double>(chip.datapath_width.count),
+                chip.memory.load_bytes_per_cycle, "memory.load_bytes_per_cycle") +
+      1;
+  const u64 loop = vectors > 0 ? kScaledAddLoopSetup + per_vector * (vectors - 1) : 0;
+  const u64 worker =
+      kScaledAddWorkerPrologue + loop + kScaledAddWorkerEpilogue + kScaledAddPerTailElement * rem;
+  const u64 supervisor = kScaledAddPerType + kBasicOpSupervisor +
+                         (rem == 0 ? kScaledAddNoRemainder : kScaledAddRemainder) +
+                         kScaledAddSupervisorTail + kScaledAddTensorScale;
+  VertexCost cost;
+  cost.cycles = supervisor + w * worker;
+  cost.flops = 2 * n;
+  return cost;
+}
+
+namespace {
+
+// ceil(log2(v)) for v >= 1.
+u64 ceil_log2(u64 v) {
+  u64 bits = 0;
+  while ((u64{1} << bits) < v) ++bits;
+  return bits;
+}
+
+// Worker cycles to convert m elements (poplibs castWorkerCycles, floating-point branch; other
+// types use the same loop at one element per 2 cycles, as poplibs' C++ fallback guess).
+u64 cast_worker(const ChipSpec& chip, DType from, DType to, u64 m) {
+  const bool fp = is_fp(from) && is_fp(to);
+  const u64 load_elems =
+      std::max<u64>(static_cast<u64>(chip.memory.load_bytes_per_cycle.value) / bytes_of(from), 1);
+  const u64 store_elems = std::max<u64>(chip.datapath_width.count / bytes_of(to), 1);
+  const u64 op_width = fp ? std::min(load_elems * kCastReadPorts, store_elems) : 1;
+  const u64 per_vector =
+      std::max(ceil_div(op_width, load_elems), ceil_div(op_width, store_elems)) + (fp ? 0 : 1);
+  u64 cycles = kCastWorkerPrologue + per_vector * (m / op_width);
+  const u64 rem = m % op_width;
+  for (u64 bit = 0; bit < ceil_log2(op_width); ++bit) {
+    cycles += kCastRemainderCheck + (((rem >> bit) & 1) ? kCastRemainderElem : 0);
+  }
+  return cycles;
+}
+
+}  // namespace
+
+VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::uint64_t n) {
+  const u64 w = workers(chip);
+  VertexCost cost;
+  cost.cycles =
+      kCastSupervisor + w * (kCastWorkerEntry + cast_worker(chip, from, to, ceil_div(n, w)));
+  cost.flops = (is_fp(from) || is_fp(to)) ? n : 0;
+  return cost;
+}
+
+VertexCost copy(const ChipSpec& chip, std::uint64_t bytes) {
+  VertexCost cost;
+  cost.cycles =
+      kCopyCallOverhead + cycles_at(static_cast<double>(bytes), chip.memory.memcpy_bytes_per_cycle,
+                                    "memory.memcpy_bytes_per_cycle");
+  return cost;
+}
+
+VertexCost dynamic_slice(const ChipSpec& chip, trace::DType dtype, std::uint64_t elems,
+                         std::uint64_t copies) {
+  const u64 w = workers(chip);
+  // Each row is split over the workers; a worker copies its share as whole vectors.
+  const u64 vectors = ceil_div(elems, w) / vector_width(chip, dtype);
+  const u64 worker = kSliceWorkerBase + (kSlicePerCopy + kSlicePerVector * vectors) * copies;
+  VertexCost cost;
+  cost.cycles = kSliceSupervisor + w * worker;
+  return cost;
+}
+
+namespace {
+
+u64 count_at(const trace::Vertex& v, std::size_t slot) {
+  const std::int64_t x = v.params[slot];
+  if (x < 0) {
+    throw ModelError("vertex parameter " + std::to_string(slot) + " is negative (" +
+                     std::to_string(x) + ")");
+  }
+  return static_cast<u64>(x);
+}
+
+DType dtype_at(const trace::Vertex& v, std::size_t slot) {
+  const std::int64_t x = v.params[slot];
+  if (x < 0 || static_cast<std::size_t>(x) >= trace::kDTypeNames.size()) {
+    throw ModelError("vertex parameter " + std::to_string(slot) + " is not a dtype (" +
+                     std::to_string(x) + ")");
+  }
+  return static_cast<DType>(x);
+}
+
+Op op_at(const trace::Vertex& v, std::size_t slot) {
+  const std::int64_t x = v.params[slot];
+  if (x < 0 || static_cast<std::size_t>(x) >= trace::kOpNames.size()) {
+    throw ModelError("vertex parameter " + std::to_string(slot) + " is not an operator (" +
+                     std::to_string(x) + ")");
+  }
+  return static_cast<Op>(x);
+}
+
+AmpConvArgs amp_args(const trace::Vertex& v) {
+  namespace s = trace::slot;
+  AmpConvArgs a;
+  a.in = dtype_at(v, s::kAmpIn);
+  a.partials = dtype_at(v, s::kAmpPartials);
+  a.positions = count_at(v, s::kAmpPositions);
+  a.in_chans = count_at(v, s::kAmpInChans);
+  a.out_chans = count_at(v, s::kAmpOutChans);
+  a.groups = count_at(v, s::kAmpGroups);
+  a.kernel_h = count_at(v, s::kAmpKernelH);
+  a.kernel_w = count_at(v, s::kAmpKernelW);
+  return a;
+}
+
+}  // namespace
+
+VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
+  namespace s = trace::slot;
+  using trace::Codelet;
+  switch (v.codelet) {
+    case Codelet::kAmpConv1x1:
+      return amp_conv1x1(chip, amp_args(v));
+    case Codelet::kAmpConvNx1:
+      return amp_convnx1(chip, amp_args(v));
+    case Codelet::kDot:
+      return dot(chip, dtype_at(v, s::kDotIn), dtype_at(v, s::kDotPartials),
+                 count_at(v, s::kDotLength), count_at(v, s::kDotCount));
+    case Codelet::kReduce:
+      return reduce(chip, op_at(v, s::kReduceOp), dtype_at(v, s::kReduceIn),
+                    dtype_at(v, s::kReduceOut), count_at(v, s::kReduceOutputs),
+                    count_at(v, s::kReduceInputs));
+    case Codelet::kUnary:
+      return unary(chip, op_at(v, s::kEltOp), dtype_at(v, s::kEltDType), count_at(v, s::kEltN));
+    case Codelet::kBinary:
+      return binary(chip, op_at(v, s::kEltOp), dtype_at(v, s::kEltDType), count_at(v, s::kEltN));
+    case Codelet::kScaledAdd:
+      return scaled_add(chip, dtype_at(v, s::kScaledAddDType), count_at(v, s::kScaledAddN));
+    case Codelet::kCast:
+      return cast(chip, dtype_at(v, s::kCastFrom), dtype_at(v, s::kCastTo), count_at(v, s::kCastN));
+    case Codelet::kCopy:
+      return copy(chip, count_at(v, s::kCopyBytes));
+    case Codelet::kDynamicSlice:
+      return dynamic_slice(chip, dtype_at(v, s::kSliceDType), count_at(v, s::kSliceElems),
+                           count_at(v, s::kSliceCopies));
+  }
+  throw ModelError("vertex_cost: unknown codelet value " +
+                   std::to_string(static_cast<int>(v.codelet)));
+}
+
+}  // namespace ipusim::cost

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/kernels/kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::kernels {
+namespace {
+
+using trace::DType;
+using trace::TileRange;
+
+std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
+
+// Split counts s (1 <= s <= grains) giving distinct chunk sizes ceil(grains / s), each with
+// the smallest s for its chunk size.
+std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t max_split) {
+  std::set<std::uint64_t> chunks;
+  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s) chunks.insert(ceil_div(grains, s));
+  std::vector<std::uint64_t> out;
+  for (auto c : chunks) out.push_back(ceil_div(grains, c));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Sizes derived from a conv problem and a choice of splits.
+struct Shape {
+  std::uint64_t out_h = 0, out_w = 0, rows = 0;  // output rows = batch x out_h
+  std::uint32_t engines = 0, in_grain = 0;
+  DType partials = DType::kHalf;
+};
+
+Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
+  Shape s;
+  s.out_h = ceil_div(a.height, a.stride);
+  s.out_w = ceil_div(a.width, a.stride);
+  s.rows = a.batch * s.out_h;
+  // FP16.16 for half (half partials), FP32 for float: the kernels' documented precision.
+  s.partials = a.dtype;
+  s.engines = cost::amp_engines(chip, a.dtype, s.partials);
+  s.in_grain = a.dtype == DType::kHalf ? chip.amp.weights_per_engine_half
+                                       : chip.amp.weights_per_engine_float;
+  return s;
+}
+
+struct Blocks {
+  std::uint64_t positions = 0;      // output positions per tile
+  std::uint64_t in_bytes = 0;       // input block
+  std::uint64_t weight_bytes = 0;   // weight block
+  std::uint64_t partial_bytes = 0;  // partial sums of the tile's block
+  std::uint64_t reduce_outputs = 0; // outputs each tile reduces when in_split > 1
+  std::uint64_t reduce_bytes = 0;   // received partials for the reduction
+  std::uint64_t out_bytes = 0;      // reduced outputs
+};
+
+Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
+  Blocks b;
+  const std::uint64_t eb = trace::dtype_bytes(a.dtype);
+  const std::uint64_t pb = trace::dtype_bytes(s.partials);
+  b.positions = p.rows_per_tile * s.out_w;
+  const bool spatial = a.kernel > 1 || a.stride > 1;
+  const std::uint64_t in_rows = spatial ? (p.rows_per_tile - 1) * a.stride + a.kernel : p.rows_per_tile;
+  b.in_bytes = in_rows * a.width * p.in_per_tile * eb;
+  b.weight_bytes = a.kernel * a.kernel * p.in_per_tile * p.out_per_tile * eb;
+  b.partial_bytes = b.positions * p.out_per_tile * pb;
+  if (p.in_split > 1) {
+    b.reduce_outputs = ceil_div(b.positions * p.out_per_tile, p.in_split);
+    b.reduce_bytes = (p.in_split - 1) * b.reduce_outputs * pb;
+    b.out_bytes = b.reduce_outputs * eb;
+  }
+  return b;
+}
+
+cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
+  cost::AmpConvArgs v;
+  v.in = a.dtype;
+  v.partials = s.partials;
+  v.positions = p.rows_per_tile * s.out_w;
+  v.in_chans = p.in_per_tile;
+  v.out_chans = p.out_per_tile;
+  v.kernel_h = a.kernel;
+  v.kernel_w = a.kernel;
+  return v;
+}
+
+bool uses_nx1(const ConvArgs& a) { return a.kernel > 1 || a.stride > 1; }
+
+// Expected cycles of a plan: fetch exchange, AMP compute, and (with an input-channel split)
+// the reduction exchange and reduce compute, each with its sync. Uses the simulator's own
+// codelet models and exchange rates.
+std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
+                       const Blocks& b) {
+  const double rate = chip.exchange.bytes_per_cycle.value;
+  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
+  // Consecutive tiles differ in output-channel block: with out_split >= 2 both tiles of a
+  // super-tile pair receive the same input block at twice the rate.
+  const double in_rate = p.out_split >= 2 ? rate * chip.exchange.tiles_per_shared_bus : rate;
+  const double receive = static_cast<double>(b.in_bytes) / in_rate +
+                         static_cast<double>(b.weight_bytes) / rate;
+  const double send = static_cast<double>(b.in_bytes + b.weight_bytes) / rate;
+  std::uint64_t cycles = fixed + static_cast<std::uint64_t>(std::max(receive, send));
+  const auto args = amp_args(a, s, p);
+  cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
+  if (p.in_split > 1) {
+    cycles += fixed + static_cast<std::uint64_t>(static_cast<double>(b.reduce_bytes) / rate);
+    cycles += cost::reduce(chip, trace::Op::kAdd, s.partials, a.dtype, b.reduce_outputs, p.in_split)
+                  .cycles;
+  }
+  return cycles;
+}
+
+// Memory that every tile needs besides the kernel's tensors: stack, code for the codelets
+// used, and a margin for vertex state and exchange code.
+std::uint64_t fixed_memory(const ChipSpec& chip) {
+  return chip.runtime.stack_bytes.count + 3 * chip.runtime.codelet_code_bytes.count + 4096;
+}
+
+trace::Trace one_ipu(std::string name) {
+  trace::Trace t;
+  t.name = std::move(name);
+  t.ipus.emplace_back();
+  return t;
+}
+
+trace::Step step(trace::StepKind kind, std::uint32_t index = 0) {
+  trace::Step s;
+  s.kind = kind;
+  s.index = index;
+  return s;
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw UsageError(what);
+}
+
+// Spreads `n` items over `tiles` tiles: the first (n % tiles) tiles get one more.
+struct Spread {
+  std::uint64_t big = 0, small = 0;
+  std::uint32_t big_tiles = 0, used = 0;
+};
+
+Spread spread(std::uint64_t n, std::uint32_t tiles) {
+  Spread s;
+  s.used = u32(std::min<std::uint64_t>(n, tiles));
+  if (s.used == 0) return s;
+  s.small = n / s.used;
+  s.big_tiles = u32(n % s.used);
+  s.big = s.small + 1;
+  return s;
+}
+
+// Adds one vertex per group of the spread; `set_count` writes the per-tile count.
+template <class F>
+void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp, F&& params) {
+  if (sp.big_tiles > 0) {
+    trace::Vertex v{codelet, TileRange{0, sp.big_tiles - 1}, {}};
+    params(v, sp.big);
+    cs.vertices.push_back(v);
+  }
+  if (sp.used > sp.big_tiles && sp.small > 0) {
+    trace::Vertex v{codelet, TileRange{sp.big_tiles, sp.used - 1}, {}};
+    params(v, sp.small);
+    cs.vertices.push_back(v);
+  }
+}
+
+}  // namespace
+
+ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
+  require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
+              a.kernel >= 1 && a.stride >= 1,
+          "conv dimensions must all be at least 1");
+  const Shape s = shape_of(chip, a);
+  const std::uint64_t out_grains = ceil_div(a.out_chans, s.engines);
+  const std::uint64_t in_grains = ceil_div(a.in_chans, s.in_grain);
+  const std::uint64_t budget = chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
+  ConvPlan best;
+  best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
+  for (auto sr : distinct_splits(s.rows, chip.tiles))
+    for (auto so : distinct_splits(out_grains, chip.tiles / sr))
+      for (auto si : distinct_splits(in_grains, chip.tiles / (sr * so))) {
+        if (sr * so * si > chip.tiles) continue;
+        ConvPlan p;
+        p.rows_per_tile = ceil_div(s.rows, sr);
+        p.out_per_tile = std::min(a.out_chans, ceil_div(out_grains, so) * s.engines);
+        p.in_per_tile = std::min(a.in_chans, ceil_div(in_grains, si) * s.in_grain);
+        p.row_split = u32(ceil_div(s.rows, p.rows_per_tile));
+        p.out_split = u32(ceil_div(a.out_chans, p.out_per_tile));
+        p.in_split = u32(ceil_div(a.in_chans, p.in_per_tile));
+        const Blocks b = blocks_of(a, s, p);
+        p.bytes_per_tile = b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes;
+        if (p.bytes_per_tile > budget) continue;
+        p.estimated_cycles = estimate(chip, a, s, p, b);
+        if (p.estimated_cycles < best.estimated_cycles ||
+            (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
+          best = p;
+      }
+  if (best.rows_per_tile == 0)
+    throw ModelError(fmt::format(
+        "no tile mapping fits: even the finest split needs more than the {} per tile available "
+        "for tensors on {} ({} tiles)",
+        human_bytes(static_cast<double>(budget)), chip.name, chip.tiles));
+  return best;
+}
+
+trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
+  const ConvPlan p = plan_conv(chip, a);
+  const Shape s = shape_of(chip, a);
+  const Blocks b = blocks_of(a, s, p);
+  const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
+  trace::Trace t =
+      a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1
+          ? one_ipu(fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt))
+          : one_ipu(fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
+                                a.height, a.width, a.out_chans, a.kernel, a.stride, dt));
+  auto& prog = t.ipus[0];
+  const std::uint32_t used = p.tiles_used();
+  const TileRange all{0, used - 1};
+  // Tile order: output-channel block innermost, then input-channel block, then row block.
+  auto tile = [&](std::uint32_t row, std::uint32_t in, std::uint32_t out) {
+    return (row * p.in_split + in) * p.out_split + out;
+  };
+  const auto pd = s.partials;
+  prog.tensors.push_back({"in_blk", trace::TensorKind::kActivation, a.dtype, all, b.in_bytes});
+  prog.tensors.push_back({"weight_blk", trace::TensorKind::kWeight, a.dtype, all, b.weight_bytes});
+  prog.tensors.push_back({"partials", trace::TensorKind::kPartial, pd, all, b.partial_bytes});
+
+  trace::ComputeSet conv{"conv", {}};
+  trace::Vertex v{uses_nx1(a) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1, all, {}};
+  namespace sl = trace::slot;
+  v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.dtype);
+  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(pd);
+  v.params[sl::kAmpPositions] = static_cast<std::int64_t>(b.positions);
+  v.params[sl::kAmpInChans] = static_cast<std::int64_t>(p.in_per_tile);
+  v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(p.out_per_tile);
+  v.params[sl::kAmpGroups] = 1;
+  if (uses_nx1(a)) {
+    v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel);
+    v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
+  }
+  conv.vertices.push_back(v);
+  prog.compute_sets.push_back(std::move(conv));
+
+  // Fetch: each input block starts on its first consumer (out block 0) and is multicast to the
+  // other out blocks (contiguous tiles); each weight block starts on row block 0 and is sent
+  // to the same (in, out) block of every other row block.
+  trace::Exchange fetch{"fetch", {}, {}};
+  for (std::uint32_t r = 0; r < p.row_split; ++r)
+    for (std::uint32_t i = 0; i < p.in_split; ++i)
+      if (p.out_split > 1) {
+        const TileRange dst{tile(r, i, 1), tile(r, i, p.out_split - 1)};
+        fetch.add(TileRange{tile(r, i, 0), tile(r, i, 0)}, {&dst, 1}, b.in_bytes);
+      }
+  for (std::uint32_t i = 0; i < p.in_split; ++i)
+    for (std::uint32_t o = 0; o < p.out_split; ++o)
+      if (p.row_split > 1) {
+        std::vector<TileRange> dst;
+        for (std::uint32_t r = 1; r < p.row_split; ++r) dst.push_back({tile(r, i, o), tile(r, i, o)});
+        fetch.add(TileRange{tile(0, i, o), tile(0, i, o)}, dst, b.weight_bytes);
+      }
+  prog.exchanges.push_back(std::move(fetch));
+  prog.steps = {step(trace::StepKind::kSync), step(trace::StepKind::kExchange, 0),
+                step(trace::StepKind::kCompute, 0)};
+
+  if (p.in_split > 1) {
+    // Reduce-scatter of the partial sums over the input-channel blocks: each tile owns
+    // 1/in_split of its block's outputs and receives that part of every other tile's partials.
+    prog.tensors.push_back({"reduce_buf", trace::TensorKind::kTemp, pd, all, b.reduce_bytes});
+    prog.tensors.push_back({"out", trace::TensorKind::kOutput, a.dtype, all, b.out_bytes});
+    trace::Exchange red{"reduce", {}, {}};
+    const std::uint64_t bytes = b.reduce_outputs * trace::dtype_bytes(pd);
+    for (std::uint32_t r = 0; r < p.row_split; ++r)
+      for (std::uint32_t o = 0; o < p.out_split; ++o)
+        for (std::uint32_t i = 0; i < p.in_split; ++i)
+          for (std::uint32_t j = 0; j < p.in_split; ++j)
+            if (i != j) {
+              const TileRange dst{tile(r, j, o), tile(r, j, o)};
+              red.add(TileRange{tile(r, i, o), tile(r, i, o)}, {&dst, 1}, bytes);
+            }
+    prog.exchanges.push_back(std::move(red));
+    trace::ComputeSet reduce_cs{"reduce", {}};
+    trace::Vertex rv{trace::Codelet::kReduce, all, {}};
+    rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+    rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
+    rv.params[sl::kReduceOut] = static_cast<std::int64_t>(a.dtype);
+    rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(b.reduce_outputs);
+    rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(p.in_split);
+    reduce_cs.vertices.push_back(rv);
+    prog.compute_sets.push_back(std::move(reduce_cs));
+    prog.steps.push_back(step(trace::StepKind::kSync));
+    prog.steps.push_back(step(trace::StepKind::kExchange, 1));
+    prog.steps.push_back(step(trace::StepKind::kCompute, 1));
+  }
+  return t;
+}
+
+trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                    DType dtype) {
+  ConvArgs a;
+  a.height = m;
+  a.out_chans = n;
+  a.in_chans = k;
+  a.dtype = dtype;
+  return conv2d(chip, a);
+}
+
+trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t inputs,
+                    DType dtype) {
+  require(outputs >= 1 && inputs >= 1, "reduce needs --outputs and --inputs of at least 1");
+  trace::Trace t = one_ipu(fmt::format("reduce_{}x{}_{}", inputs, outputs,
+                                       trace::kDTypeNames[static_cast<std::size_t>(dtype)]));
+  auto& prog = t.ipus[0];
+  const Spread sp = spread(outputs, chip.tiles);
+  const TileRange used{0, sp.used - 1};
+  const std::uint64_t eb = trace::dtype_bytes(dtype);
+  prog.tensors.push_back({"partials", trace::TensorKind::kPartial, dtype, used, sp.big * inputs * eb});
+  prog.tensors.push_back({"out", trace::TensorKind::kOutput, dtype, used, sp.big * eb});
+  trace::ComputeSet cs{"reduce", {}};
+  namespace sl = trace::slot;
+  add_spread(cs, trace::Codelet::kReduce, sp, [&](trace::Vertex& v, std::uint64_t count) {
+    v.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+    v.params[sl::kReduceIn] = static_cast<std::int64_t>(dtype);
+    v.params[sl::kReduceOut] = static_cast<std::int64_t>(dtype);
+    v.params[sl::kReduceOutputs] = static_cast<std::int64_t>(count);
+    v.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
+  });
+  prog.compute_sets.push_back(std::move(cs));
+  prog.steps = {step(trace::StepKind::kCompute, 0)};
+  return t;
+}
+
+trace::Trace elementwise(const ChipSpec& chip, trace::Op op, std::uint64_t n, DType dtype) {
+  require(n >= 1, "elementwise needs --n of at least 1");
+  const bool is_binary = op <= trace::Op::kMin;
+  trace::Trace t = one_ipu(fmt::format("elementwise_{}_{}_{}",
+                                       trace::kOpNames[static_cast<std::size_t>(op)], n,
+                                       trace::kDTypeNames[static_cast<std::size_t>(dtype)]));
+  auto& prog = t.ipus[0];
+  const Spread sp = spread(n, chip.tiles);
+  const TileRange used{0, sp.used - 1};
+  const std::uint64_t bytes = sp.big * trace::dtype_bytes(dtype);
+  prog.tensors.push_back({"a", trace::TensorKind::kActivation, dtype, used, bytes});
+  if (is_binary) prog.tensors.push_back({"b", trace::TensorKind::kActivation, dtype, used, bytes});
+  prog.tensors.push_back({"out", trace::TensorKind::kOutput, dtype, used, bytes});
+  trace::ComputeSet cs{"elementwise", {}};
+  namespace sl = trace::slot;
+  add_spread(cs, is_binary ? trace::Codelet::kBinary : trace::Codelet::kUnary, sp,
+             [&](trace::Vertex& v, std::uint64_t count) {
+               v.params[sl::kEltOp] = static_cast<std::int64_t>(op);
+               v.params[sl::kEltDType] = static_cast<std::int64_t>(dtype);
+               v.params[sl::kEltN] = static_cast<std::int64_t>(count);
+             });
+  prog.compute_sets.push_back(std::move(cs));
+  prog.steps = {step(trace::StepKind::kCompute, 0)};
+  return t;
+}
+
+trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles) {
+  require(tiles >= 2 && tiles <= chip.tiles,
+          fmt::format("all-to-all needs 2 to {} tiles, got {}", chip.tiles, tiles));
+  trace::Trace t = one_ipu(fmt::format("exchange_all_to_all_{}B_{}tiles", bytes, tiles));
+  auto& prog = t.ipus[0];
+  const TileRange all{0, tiles - 1};
+  prog.tensors.push_back({"send_buf", trace::TensorKind::kTemp, DType::kChar, all, bytes * (tiles - 1)});
+  prog.tensors.push_back({"recv_buf", trace::TensorKind::kTemp, DType::kChar, all, bytes * (tiles - 1)});
+  trace::Exchange ex{"all_to_all", {}, {}};
+  ex.add(all, {&all, 1}, bytes, trace::TransferMode::kPersonalised);
+  prog.exchanges.push_back(std::move(ex));
+  prog.steps = {step(trace::StepKind::kSync), step(trace::StepKind::kExchange, 0)};
+  return t;
+}
+
+trace::Trace exchange_broadcast(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles,
+                                std::uint32_t src) {
+  require(tiles >= 2 && tiles <= chip.tiles && src < tiles,
+          fmt::format("broadcast needs 2 to {} tiles and a source tile below that", chip.tiles));
+  trace::Trace t = one_ipu(fmt::format("exchange_broadcast_{}B_{}tiles", bytes, tiles));
+  auto& prog = t.ipus[0];
+  const TileRange all{0, tiles - 1};
+  prog.tensors.push_back({"data", trace::TensorKind::kActivation, DType::kChar, all, bytes});
+  trace::Exchange ex{"broadcast", {}, {}};
+  ex.add(TileRange{src, src}, {&all, 1}, bytes);
+  prog.exchanges.push_back(std::move(ex));
+  prog.steps = {step(trace::StepKind::kSync), step(trace::StepKind::kExchange, 0)};
+  return t;
+}
+
+trace::Trace sync_loop(const ChipSpec& /*chip*/, std::uint64_t iterations) {
+  require(iterations >= 1, "sync-loop needs --iterations of at least 1");
+  trace::Trace t = one_ipu(fmt::format("sync_loop_{}", iterations));
+  trace::Step loop = step(trace::StepKind::kRepeat);
+  loop.count = iterations;
+  loop.body.push_back(step(trace::StepKind::kSync));
+  t.ipus[0].steps.push_back(std::move(loop));
+  return t;
+}
+
+}  // namespace ipusim::kernels

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/model/ipu.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::model {
+namespace {
+
+std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b, const char* what) {
+  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a)
+    throw ModelError(fmt::format("{} overflows 64 bits ({} x {})", what, a, b));
+  return a * b;
+}
+
+}  // namespace
+
+Tile::Tile(sc_core::sc_module_name name, std::uint32_t index, const cost::TileMemoryUse& memory)
+    : sc_core::sc_module(name), index_(index), memory_(memory) {}
+
+ExchangeFabric::ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chip,
+                               const trace::IpuProgram& p)
+    : sc_core::sc_module(name), chip_(chip), program_(p), cache_(p.exchanges.size()) {}
+
+const cost::ExchangeCost& ExchangeFabric::cost(std::uint32_t index) {
+  auto& slot = cache_.at(index);
+  if (!slot)
+    slot = std::make_unique<cost::ExchangeCost>(cost::exchange_cost(chip_, program_.exchanges[index]));
+  return *slot;
+}
+
+SyncController::SyncController(sc_core::sc_module_name name, const ChipSpec& chip)
+    : sc_core::sc_module(name), latency_(chip.sync.internal_latency.count) {}
+
+Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
+         ModelOptions options)
+    : sc_core::sc_module(name),
+      chip_(chip),
+      program_(program),
+      options_(options),
+      period_(sc_core::sc_time::from_value(
+          static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
+      memory_(cost::memory_map(chip, program)),
+      exchange_("exchange", chip, program),
+      sync_("sync", chip),
+      compute_cache_(program.compute_sets.size()),
+      compute_executions_(program.compute_sets.size(), 0),
+      exchange_executions_(program.exchanges.size(), 0) {
+  cost::check_memory(chip, program, memory_);
+  tiles_.reserve(chip.tiles);
+  for (std::uint32_t t = 0; t < chip.tiles; ++t)
+    tiles_.push_back(
+        std::make_unique<Tile>(fmt::format("tile_{:04d}", t).c_str(), t, memory_.tiles[t]));
+  SC_THREAD(run);
+}
+
+const cost::ComputeSetCost& Ipu::compute_cost(std::uint32_t index) {
+  auto& slot = compute_cache_.at(index);
+  if (!slot)
+    slot = std::make_unique<cost::ComputeSetCost>(
+        cost::compute_set_cost(chip_, program_.compute_sets[index]));
+  return *slot;
+}
+
+void Ipu::advance(std::uint64_t cycles) {
+  if (cycles == 0) return;
+  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() / period_.value();
+  if (cycles > limit || now_ > limit - cycles)
+    throw ModelError(fmt::format(
+        "IPU {}: simulated time exceeds the kernel's range ({} cycles at {} ps per cycle)",
+        program_.ipu, limit, period_.value()));
+  now_ += cycles;
+  wait(sc_core::sc_time::from_value(period_.value() * cycles));
+}
+
+void Ipu::execute(const std::vector<trace::Step>& steps, std::uint64_t times) {
+  for (const auto& step : steps) execute_step(step, times);
+}
+
+void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
+  switch (step.kind) {
+    case trace::StepKind::kCompute: {
+      const auto& c = compute_cost(step.index);
+      const std::uint64_t cycles = checked_mul(c.cycles, times, "compute time");
+      compute_executions_[step.index] += times;
+      phases_.compute += cycles;
+      counts_.compute += times;
+      advance(cycles);
+      break;
+    }
+    case trace::StepKind::kSync: {
+      const std::uint64_t cycles = checked_mul(sync_.latency(), times, "sync time");
+      phases_.sync += cycles;
+      counts_.sync += times;
+      advance(cycles);
+      break;
+    }
+    case trace::StepKind::kExchange: {
+      const auto& c = exchange_.cost(step.index);
+      const std::uint64_t cycles = checked_mul(c.cycles, times, "exchange time");
+      exchange_executions_[step.index] += times;
+      phases_.exchange += cycles;
+      counts_.exchange += times;
+      advance(cycles);
+      break;
+    }
+    case trace::StepKind::kHost: {
+      const auto c = cost::host_copy_cost(chip_, step);
+      const std::uint64_t cycles = checked_mul(c.cycles, times, "host copy time");
+      phases_.host += cycles;
+      counts_.host += times;
+      host_bytes_ += checked_mul(c.total_bytes, times, "host bytes");
+      advance(cycles);
+      break;
+    }
+    case trace::StepKind::kRepeat: {
+      const std::uint64_t iterations = checked_mul(step.count, times, "repeat count");
+      if (options_.memoise_loops) {
+        // Every phase cost is a pure function of (trace, chip): the body takes the same time
+        // on each iteration, so running it once with every phase scaled is exact.
+        execute(step.body, iterations);
+      } else {
+        for (std::uint64_t i = 0; i < iterations; ++i) execute(step.body, 1);
+      }
+      break;
+    }
+  }
+}
+
+void Ipu::run() {
+  // Exceptions must not cross the SystemC kernel (it would turn them into reports and lose
+  // their type): keep it and stop the simulation; simulate() rethrows it.
+  try {
+    execute(program_.steps, 1);
+    finished_ = true;
+  } catch (...) {
+    error_ = std::current_exception();
+    sc_core::sc_stop();
+  }
+}
+
+IpuRunStats Ipu::stats() {
+  IpuRunStats s;
+  s.ipu = program_.ipu;
+  s.cycles = now_;
+  s.phases = phases_;
+  s.counts = counts_;
+  s.host_bytes = host_bytes_;
+  s.memory = memory_;
+  s.tile_compute_cycles.assign(chip_.tiles, 0);
+  s.tile_exchange_bytes.assign(chip_.tiles, 0);
+  for (std::size_t i = 0; i < program_.compute_sets.size(); ++i) {
+    NamedPhase named{program_.compute_sets[i].name, compute_executions_[i], 0};
+    if (compute_executions_[i] != 0) {
+      const auto& c = *compute_cache_[i];
+      named.cycles = c.cycles * compute_executions_[i];
+      s.flops += c.flops * compute_executions_[i];
+      for (std::uint32_t t = 0; t < chip_.tiles; ++t)
+        s.tile_compute_cycles[t] += c.tile_cycles[t] * compute_executions_[i];
+    }
+    s.compute_sets.push_back(std::move(named));
+  }
+  for (std::size_t i = 0; i < program_.exchanges.size(); ++i) {
+    NamedPhase named{program_.exchanges[i].name, exchange_executions_[i], 0};
+    if (exchange_executions_[i] != 0) {
+      const auto& c = exchange_.cost(static_cast<std::uint32_t>(i));
+      named.cycles = c.cycles * exchange_executions_[i];
+      s.exchange_bytes += c.total_bytes * exchange_executions_[i];
+      for (std::uint32_t t = 0; t < chip_.tiles; ++t)
+        s.tile_exchange_bytes[t] += c.tile_bytes[t] * exchange_executions_[i];
+    }
+    s.exchanges.push_back(std::move(named));
+  }
+  return s;
+}
+
+}  // namespace ipusim::model

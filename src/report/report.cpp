@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/report/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <ostream>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
+#include "ipusim/util/json.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::report {
+namespace {
+
+constexpr std::size_t kWorstTiles = 5;
+constexpr std::size_t kTopPhases = 10;
+
+struct Summary {
+  double min = 0, mean = 0, max = 0;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> worst;  // (tile, value), largest first
+};
+
+Summary summarise(const std::vector<std::uint64_t>& v) {
+  Summary s;
+  if (v.empty()) return s;
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  s.min = static_cast<double>(*lo);
+  s.max = static_cast<double>(*hi);
+  s.mean = static_cast<double>(std::accumulate(v.begin(), v.end(), std::uint64_t{0})) /
+           static_cast<double>(v.size());
+  std::vector<std::uint32_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  const std::size_t k = std::min(kWorstTiles, v.size());
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
+                    [&](auto a, auto b) { return v[a] != v[b] ? v[a] > v[b] : a < b; });
+  for (std::size_t i = 0; i < k; ++i) s.worst.emplace_back(idx[i], v[idx[i]]);
+  return s;
+}
+
+void write_summary(JsonWriter& w, std::string_view name, const std::vector<std::uint64_t>& v,
+                   std::string_view unit, std::string_view description) {
+  const Summary s = summarise(v);
+  w.key(name).begin_object();
+  w.key("description").value(description);
+  w.key("unit").value(unit);
+  w.key("min").value(s.min).key("mean").value(s.mean).key("max").value(s.max);
+  w.key("worst_tiles").begin_array();
+  for (auto [tile, value] : s.worst)
+    w.begin_object().key("tile").value(tile).key("value").value(value).end_object();
+  w.end_array();
+  w.end_object();
+}
+
+std::vector<std::uint64_t> memory_totals(const cost::MemoryMap& m) {
+  std::vector<std::uint64_t> out;
+  out.reserve(m.tiles.size());
+  for (const auto& t : m.tiles) out.push_back(t.total());
+  return out;
+}
+
+void write_phase(JsonWriter& w, std::string_view name, std::uint64_t cycles, std::uint64_t count,
+                 std::uint64_t total, const ChipSpec& chip) {
+  w.key(name).begin_object();
+  w.quantity("cycles", cycles, "cycles");
+  w.quantity("time", chip.clock.seconds(Cycles{cycles}), "s");
+  w.quantity("share", total ? static_cast<double>(cycles) / static_cast<double>(total) : 0.0,
+             "fraction of total");
+  w.quantity("count", count, "phases");
+  w.end_object();
+}
+
+std::vector<NamedPhase> top(std::vector<NamedPhase> v) {
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.cycles > b.cycles; });
+  v.erase(std::remove_if(v.begin(), v.end(), [](const auto& p) { return p.executions == 0; }), v.end());
+  if (v.size() > kTopPhases) v.resize(kTopPhases);
+  return v;
+}
+
+// Aggregates over IPUs.
+struct Totals {
+  PhaseCycles phases;  // of the slowest IPU
+  PhaseCounts counts;
+  std::uint64_t flops = 0;
+  std::uint64_t exchange_bytes = 0;
+  std::uint64_t host_bytes = 0;
+};
+
+Totals totals(const RunStats& stats) {
+  Totals t;
+  const IpuRunStats* slowest = nullptr;
+  for (const auto& ipu : stats.ipus) {
+    if (!slowest || ipu.cycles > slowest->cycles) slowest = &ipu;
+    t.flops += ipu.flops;
+    t.exchange_bytes += ipu.exchange_bytes;
+    t.host_bytes += ipu.host_bytes;
+  }
+  if (slowest) {
+    t.phases = slowest->phases;
+    t.counts = slowest->counts;
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInfo& info) {
+  const Totals t = totals(stats);
+  const double peak = chip.peak_flops(true, false) * static_cast<double>(stats.ipus.size());
+  JsonWriter w;
+  w.begin_object();
+  w.key("format").value("ipusim-stats/1");
+  w.key("ipusim_version").value(IPUSIM_VERSION);
+  w.key("trace").begin_object();
+  w.key("file").value(info.trace_file).key("name").value(info.trace_name);
+  w.key("identity").value(info.trace_identity);
+  w.end_object();
+  w.key("chip").begin_object();
+  w.key("name").value(chip.name).key("file").value(info.chip_file);
+  w.quantity("clock", chip.clock.hz, "Hz");
+  w.quantity("tiles", chip.tiles, "tiles");
+  w.quantity("tile_memory", chip.tile_memory.count, "B");
+  w.end_object();
+  w.quantity("ipus", static_cast<std::uint64_t>(stats.ipus.size()), "IPUs");
+  w.key("total").begin_object();
+  w.quantity("cycles", stats.cycles, "cycles");
+  w.quantity("time", stats.seconds, "s");
+  w.end_object();
+  w.key("phases").begin_object();
+  write_phase(w, "compute", t.phases.compute, t.counts.compute, stats.cycles, chip);
+  write_phase(w, "sync", t.phases.sync, t.counts.sync, stats.cycles, chip);
+  write_phase(w, "exchange", t.phases.exchange, t.counts.exchange, stats.cycles, chip);
+  write_phase(w, "host", t.phases.host, t.counts.host, stats.cycles, chip);
+  w.end_object();
+  w.key("throughput").begin_object();
+  w.quantity("flops", t.flops, "FLOP");
+  w.quantity("flop_rate", stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds : 0.0,
+             "FLOP/s");
+  w.quantity("peak_flop_rate_fp16", peak, "FLOP/s");
+  w.quantity("utilisation",
+             stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds / peak : 0.0,
+             "fraction of FP16.16 peak");
+  const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
+  w.quantity("compute_phase_utilisation",
+             compute_s > 0 ? static_cast<double>(t.flops) / compute_s / peak : 0.0,
+             "fraction of FP16.16 peak while in compute phases");
+  w.quantity("exchange_bytes", t.exchange_bytes, "B");
+  w.quantity("host_bytes", t.host_bytes, "B");
+  w.end_object();
+  w.key("ipu").begin_array();
+  for (const auto& ipu : stats.ipus) {
+    w.begin_object();
+    w.key("index").value(ipu.ipu);
+    w.quantity("cycles", ipu.cycles, "cycles");
+    w.key("phases").begin_object();
+    write_phase(w, "compute", ipu.phases.compute, ipu.counts.compute, ipu.cycles, chip);
+    write_phase(w, "sync", ipu.phases.sync, ipu.counts.sync, ipu.cycles, chip);
+    write_phase(w, "exchange", ipu.phases.exchange, ipu.counts.exchange, ipu.cycles, chip);
+    write_phase(w, "host", ipu.phases.host, ipu.counts.host, ipu.cycles, chip);
+    w.end_object();
+    w.key("tiles").begin_object();
+    write_summary(w, "compute_cycles", ipu.tile_compute_cycles, "cycles",
+                  "cycles each tile spent executing vertices, over the whole run");
+    write_summary(w, "exchange_bytes", ipu.tile_exchange_bytes, "B",
+                  "bytes each tile sent plus received on the exchange, over the whole run");
+    write_summary(w, "memory", memory_totals(ipu.memory), "B",
+                  "bytes allocated on each tile: tensors, vertex state, code, exchange code, stack");
+    w.quantity("memory_capacity", chip.tile_memory.count, "B");
+    w.end_object();
+    w.key("top_compute_sets").begin_array();
+    for (const auto& p : top(ipu.compute_sets))
+      w.begin_object().key("name").value(p.name).quantity("cycles", p.cycles, "cycles")
+          .quantity("executions", p.executions, "times").end_object();
+    w.end_array();
+    w.key("top_exchanges").begin_array();
+    for (const auto& p : top(ipu.exchanges))
+      w.begin_object().key("name").value(p.name).quantity("cycles", p.cycles, "cycles")
+          .quantity("executions", p.executions, "times").end_object();
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunInfo& info) {
+  const Totals t = totals(stats);
+  const double total = static_cast<double>(std::max<std::uint64_t>(stats.cycles, 1));
+  const double peak = chip.peak_flops(true, false) * static_cast<double>(stats.ipus.size());
+  const double rate = stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds : 0.0;
+  std::string out;
+  out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION,
+                     info.trace_name, stats.ipus.size(), chip.name, chip.tiles,
+                     human_rate(chip.clock.hz, "Hz"));
+  out += fmt::format("  total      {:>14} cycles  {}\n", stats.cycles, human_seconds(stats.seconds));
+  auto line = [&](std::string_view name, std::uint64_t c, std::uint64_t n, std::string_view what) {
+    out += fmt::format("  {:<10} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
+                       100.0 * static_cast<double>(c) / total, n, what);
+  };
+  line("compute", t.phases.compute, t.counts.compute, "compute phases");
+  line("sync", t.phases.sync, t.counts.sync, "syncs");
+  line("exchange", t.phases.exchange, t.counts.exchange, "exchanges");
+  line("host", t.phases.host, t.counts.host, "host copies");
+  if (t.flops > 0) {
+    const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
+    const double in_compute = compute_s > 0 ? static_cast<double>(t.flops) / compute_s : 0.0;
+    out += fmt::format("  achieved   {} = {:.1f}% of the {} FP16.16 peak\n",
+                       human_rate(rate, "FLOP/s"), 100.0 * rate / peak, human_rate(peak, "FLOP/s"));
+    out += fmt::format(
+        "  the gap    {:.1f}% of the time is not compute; within compute phases the AMP units "
+        "run at {:.1f}% of peak\n",
+        100.0 * (1.0 - static_cast<double>(t.phases.compute) / total), 100.0 * in_compute / peak);
+  }
+  for (const auto& ipu : stats.ipus) {
+    const Summary cmp = summarise(ipu.tile_compute_cycles);
+    const Summary mem = summarise(memory_totals(ipu.memory));
+    const std::string prefix = stats.ipus.size() > 1 ? fmt::format("ipu{} ", ipu.ipu) : "";
+    out += fmt::format("  {}tile busy  mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n", prefix,
+                       cmp.mean, cmp.max, cmp.max > 0 ? 100.0 * cmp.mean / cmp.max : 100.0);
+    out += fmt::format("  {}tile mem   min {} / mean {} / max {} of {} (tile {})\n", prefix,
+                       human_bytes(mem.min), human_bytes(mem.mean), human_bytes(mem.max),
+                       human_bytes(static_cast<double>(chip.tile_memory.count)),
+                       mem.worst.empty() ? 0 : mem.worst.front().first);
+  }
+  return out;
+}
+
+void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
+                   const RunInfo& info, const std::string& resolved_config_yaml) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
+  const std::string json = stats_json(chip, stats, info);
+  write_file_atomically(dir + "/config.resolved.yaml",
+                        [&](std::ostream& o) { o << resolved_config_yaml; });
+  write_file_atomically(dir + "/trace.id", [&](std::ostream& o) {
+    o << "file: " << info.trace_file << "\nname: " << info.trace_name
+      << "\nidentity: " << info.trace_identity << "\n";
+  });
+  // stats.json last: its presence means the run directory is complete.
+  write_file_atomically(dir + "/stats.json", [&](std::ostream& o) { o << json; });
+}
+
+}  // namespace ipusim::report

@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: Apache-2.0
+// The binary form of a trace (docs/trace-format.md §6): magic, version, then little-endian
+// records in the order of the text form. The reader consumes the stream field by field, keeps
+// the byte offset for messages, and never allocates from a declared count before the data
+// behind it has been read (or, given a size hint, before checking that it can fit).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <istream>
+#include <limits>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ipusim/trace/trace_io.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::trace {
+namespace {
+
+constexpr std::array<char, 8> kMagic{'I', 'P', 'U', 'T', 'R', 'A', 'C', 'E'};
+
+// Smallest encoded size of each record, for rejecting impossible counts early.
+constexpr std::uint64_t kMinIpuBytes = 4 + 4 + 4 + 4 + 4;
+constexpr std::uint64_t kMinNameBytes = 4 + 1;
+constexpr std::uint64_t kMinTensorBytes = kMinNameBytes + 1 + 1 + 8 + 8;
+constexpr std::uint64_t kMinComputeSetBytes = kMinNameBytes + 4;
+constexpr std::uint64_t kMinVertexBytes = 1 + 8 + 1 + 8;  // every codelet has >= 1 parameter
+constexpr std::uint64_t kMinExchangeBytes = kMinNameBytes + 4;
+constexpr std::uint64_t kMinTransferBytes = 8 + 8 + 1 + 4 + 8;  // at least one destination
+constexpr std::uint64_t kRangeBytes = 8;
+constexpr std::uint64_t kMinStepBytes = 1;
+
+// "a compute set name", "an exchange name".
+std::string with_article(std::string_view noun) {
+  const bool vowel = !noun.empty() && std::string_view("aeiou").find(noun[0]) != noun.npos;
+  return fmt::format("{} {}", vowel ? "an" : "a", noun);
+}
+
+// Shows bytes of a malformed name or magic safely (escaped, at most 64 of them).
+std::string printable(std::string_view s) {
+  constexpr std::size_t kShown = 64;
+  std::string out;
+  for (unsigned char c : s.substr(0, kShown)) {
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  if (s.size() > kShown) out += "...";
+  return out;
+}
+
+// --- writer ----------------------------------------------------------------------------------
+
+// Encodes into a local buffer and hands it to the stream in large blocks.
+class BinaryWriter {
+ public:
+  explicit BinaryWriter(std::ostream& out) : out_(out) { buf_.reserve(kBlock + 64); }
+
+  void u8(std::uint8_t v) { buf_.push_back(static_cast<char>(v)); }
+  void u32(std::uint32_t v) { le(v, 4); }
+  void u64(std::uint64_t v) { le(v, 8); }
+  void i64(std::int64_t v) { le(static_cast<std::uint64_t>(v), 8); }
+  void range(TileRange r) {
+    u32(r.first);
+    u32(r.last);
+  }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void count(std::size_t n) {
+    if (n > std::numeric_limits<std::uint32_t>::max())
+      throw TraceError(
+          fmt::format("cannot write a count of {} (the binary form allows at most "
+                      "2^32-1 records per list)",
+                      n));
+    u32(static_cast<std::uint32_t>(n));
+  }
+  void raw(const char* p, std::size_t n) {
+    buf_.append(p, n);
+    if (buf_.size() >= kBlock) flush();
+  }
+  // Call once at the end; also called whenever the buffer fills.
+  void flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+  void steps(const std::vector<Step>& steps) {
+    count(steps.size());
+    for (const Step& s : steps) {
+      u8(static_cast<std::uint8_t>(s.kind));
+      switch (s.kind) {
+        case StepKind::kCompute:
+        case StepKind::kExchange:
+          u32(s.index);
+          break;
+        case StepKind::kSync:
+          break;
+        case StepKind::kHost:
+          u8(static_cast<std::uint8_t>(s.direction));
+          range(s.tiles);
+          u64(s.bytes);
+          break;
+        case StepKind::kRepeat:
+          u64(s.count);
+          this->steps(s.body);
+          break;
+      }
+    }
+  }
+
+ private:
+  static constexpr std::size_t kBlock = 64 * 1024;
+
+  void le(std::uint64_t v, int n) {
+    char b[8];
+    for (int i = 0; i < n; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    raw(b, static_cast<std::size_t>(n));
+  }
+
+  std::ostream& out_;
+  std::string buf_;
+};
+
+// --- reader ----------------------------------------------------------------------------------
+
+class BinaryReader {
+ public:
+  BinaryReader(std::istream& in, const std::string& origin, std::uint64_t size_hint)
+      : in_(in), origin_(origin), size_hint_(size_hint) {}
+
+  Trace read() {
+    char magic[8];
+    const std::size_t got = read_some(magic, sizeof magic);
+    if (got < sizeof magic || std::memcmp(magic, kMagic.data(), sizeof magic) != 0)
+      fail_at(0, fmt::format("expected the magic 'IPUTRACE' of a binary trace, found '{}'",
+                             printable(std::string_view(magic, got))));
+    const std::uint64_t version_at = offset_;
+    const std::uint32_t version = u32("format version");
+    if (version != kFormatVersion)
+      fail_at(version_at, fmt::format("expected trace format version {} (the only version this "
+                                      "build reads), found version {}",
+                                      kFormatVersion, version));
+    Trace trace;
+    trace.version = version;
+    trace.name = name("trace name", /*allow_empty=*/true);
+    const std::uint64_t count_at = offset_;
+    const std::uint32_t ipus = count("IPU programs", kMinIpuBytes);
+    if (ipus == 0) fail_at(count_at, "expected at least one IPU program, found 0");
+    std::set<std::uint32_t> seen;
+    for (std::uint32_t i = 0; i < ipus; ++i) {
+      const std::uint64_t at = offset_;
+      IpuProgram& ipu = trace.ipus.emplace_back();
+      ipu.ipu = u32("IPU index");
+      if (!seen.insert(ipu.ipu).second)
+        fail_at(at, fmt::format("expected each IPU once, found ipu {} a second time", ipu.ipu));
+      read_ipu(ipu);
+    }
+    if (!at_end())
+      fail_at(offset_,
+              "expected the end of the file after the last IPU program, found more "
+              "bytes");
+    check_structure(trace, origin_);
+    return trace;
+  }
+
+ private:
+  [[noreturn]] void fail_at(std::uint64_t at, const std::string& what) const {
+    throw TraceError(fmt::format("{}@{}: {}", origin_, at, what));
+  }
+
+  // Copies up to `n` bytes from the read-ahead block (refilled from the stream in blocks of
+  // kBlock bytes); returns how many were available before the end of the stream.
+  std::size_t read_some(char* p, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      if (pos_ == block_.size() && !refill()) break;
+      const std::size_t take = std::min(n - got, block_.size() - pos_);
+      std::memcpy(p + got, block_.data() + pos_, take);
+      pos_ += take;
+      got += take;
+    }
+    offset_ += got;
+    return got;
+  }
+
+  bool refill() {
+    block_.resize(kBlock);
+    in_.read(block_.data(), static_cast<std::streamsize>(kBlock));
+    block_.resize(static_cast<std::size_t>(in_.gcount()));
+    pos_ = 0;
+    if (in_.bad()) fail_at(offset_, "expected more bytes, found a read error");
+    return !block_.empty();
+  }
+
+  bool at_end() { return pos_ == block_.size() && !refill(); }
+
+  void read_exact(char* p, std::size_t n, std::string_view what) {
+    const std::uint64_t at = offset_;
+    const std::size_t got = read_some(p, n);
+    if (got < n)
+      fail_at(at + got,
+              fmt::format("truncated {}: expected {} more bytes, file ends", what, n - got));
+  }
+
+  std::uint64_t le(int n, std::string_view what) {
+    unsigned char buf[8];
+    read_exact(reinterpret_cast<char*>(buf), static_cast<std::size_t>(n), what);
+    std::uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = (v << 8) | buf[i];
+    return v;
+  }
+  std::uint8_t u8(std::string_view what) { return static_cast<std::uint8_t>(le(1, what)); }
+  std::uint32_t u32(std::string_view what) { return static_cast<std::uint32_t>(le(4, what)); }
+  std::uint64_t u64(std::string_view what) { return le(8, what); }
+
+  // An enum byte, checked against its number of values.
+  template <typename E>
+  E enumeration(std::string_view what, std::size_t values) {
+    const std::uint64_t at = offset_;
+    const std::uint8_t v = u8(what);
+    if (v >= values)
+      fail_at(at, fmt::format("expected {} 0..{}, found {}", with_article(what), values - 1, v));
+    return static_cast<E>(v);
+  }
+
+  // A u32 count of records of at least `min_bytes` each; with a size hint, rejects counts that
+  // cannot fit in the rest of the file before anything is allocated for them.
+  std::uint32_t count(std::string_view what, std::uint64_t min_bytes) {
+    const std::uint64_t at = offset_;
+    const std::uint32_t n = u32(fmt::format("count of {}", what));
+    if (size_hint_ != 0) {
+      const std::uint64_t remaining = size_hint_ > offset_ ? size_hint_ - offset_ : 0;
+      if (n > remaining / min_bytes)
+        fail_at(at, fmt::format("expected a count of {} that fits in the remaining {} bytes, "
+                                "found {} (at least {} byte{} each)",
+                                what, remaining, n, min_bytes, min_bytes == 1 ? "" : "s"));
+    }
+    return n;
+  }
+
+  std::uint64_t size(std::string_view what, std::uint64_t min = 0) {
+    const std::uint64_t at = offset_;
+    const std::uint64_t v = u64(what);
+    if (v < min || v > static_cast<std::uint64_t>(kMaxCount))
+      fail_at(at, fmt::format("expected {} in {}..{}, found {}", what, min, kMaxCount, v));
+    return v;
+  }
+
+  TileRange range(std::string_view what) {
+    const std::uint64_t at = offset_;
+    TileRange r;
+    r.first = u32(what);
+    r.last = u32(what);
+    if (r.first > r.last)
+      fail_at(at,
+              fmt::format("expected {} with first <= last, found {}..{}", what, r.first, r.last));
+    return r;
+  }
+
+  std::string name(std::string_view what, bool allow_empty = false) {
+    const std::uint64_t at = offset_;
+    const std::uint32_t n = u32(fmt::format("length of {}", what));
+    if (n > kMaxNameLength)
+      fail_at(at, fmt::format("expected {} of at most {} bytes, found length {}",
+                              with_article(what), kMaxNameLength, n));
+    std::string s(n, '\0');
+    read_exact(s.data(), n, what);
+    if (!(allow_empty && s.empty()) && !is_valid_name(s))
+      fail_at(at, fmt::format("expected {} of characters [A-Za-z0-9_.:/-], found '{}'",
+                              with_article(what), printable(s)));
+    return s;
+  }
+
+  void unique(std::set<std::string>& names, const std::string& name, std::uint64_t at,
+              std::string_view what) const {
+    if (!names.insert(name).second)
+      fail_at(at, fmt::format("expected a new {} name, found '{}' a second time", what, name));
+  }
+
+  void read_ipu(IpuProgram& ipu) {
+    std::set<std::string> names;
+    const std::uint32_t tensors = count("tensors", kMinTensorBytes);
+    for (std::uint32_t i = 0; i < tensors; ++i) {
+      Tensor& t = ipu.tensors.emplace_back();
+      const std::uint64_t at = offset_;
+      t.name = name("tensor name");
+      unique(names, t.name, at, "tensor");
+      t.kind = enumeration<TensorKind>("tensor kind", kTensorKindNames.size());
+      t.dtype = enumeration<DType>("dtype", kDTypeNames.size());
+      t.tiles = range("tensor tile range");
+      t.bytes_per_tile = size("tensor bytes per tile");
+    }
+    names.clear();
+    const std::uint32_t sets = count("compute sets", kMinComputeSetBytes);
+    for (std::uint32_t i = 0; i < sets; ++i) {
+      ComputeSet& cs = ipu.compute_sets.emplace_back();
+      const std::uint64_t at = offset_;
+      cs.name = name("compute set name");
+      unique(names, cs.name, at, "compute set");
+      const std::uint32_t vertices = count("vertices", kMinVertexBytes);
+      for (std::uint32_t v = 0; v < vertices; ++v) read_vertex(cs.vertices.emplace_back());
+    }
+    names.clear();
+    const std::uint32_t exchanges = count("exchanges", kMinExchangeBytes);
+    for (std::uint32_t i = 0; i < exchanges; ++i) {
+      Exchange& ex = ipu.exchanges.emplace_back();
+      const std::uint64_t at = offset_;
+      ex.name = name("exchange name");
+      unique(names, ex.name, at, "exchange");
+      const std::uint32_t transfers = count("transfers", kMinTransferBytes);
+      for (std::uint32_t t = 0; t < transfers; ++t) read_transfer(ex);
+    }
+    ipu.steps = read_steps(ipu, 0);
+  }
+
+  void read_vertex(Vertex& v) {
+    v.codelet = enumeration<Codelet>("codelet", kCodeletCount);
+    const CodeletSpec& spec = codelet_spec(v.codelet);
+    v.tiles = range("vertex tile range");
+    const std::uint64_t at = offset_;
+    const std::uint8_t params = u8("parameter count");
+    if (params != spec.params.size())
+      fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
+                              spec.name, params));
+    for (std::size_t p = 0; p < params; ++p) {
+      const std::uint64_t param_at = offset_;
+      v.params[p] = static_cast<std::int64_t>(u64("codelet parameter"));
+      if (auto problem = param_problem(v.codelet, p, v.params[p])) fail_at(param_at, *problem);
+    }
+  }
+
+  void read_transfer(Exchange& ex) {
+    const TileRange src = range("transfer source range");
+    const std::uint64_t bytes = size("transfer bytes");
+    const auto mode = enumeration<TransferMode>("transfer mode", kTransferModeNames.size());
+    const std::uint64_t at = offset_;
+    const std::uint32_t n = count("destination ranges", kRangeBytes);
+    if (n == 0) fail_at(at, "expected at least one destination range, found 0");
+    dst_.clear();
+    for (std::uint32_t i = 0; i < n; ++i) dst_.push_back(range("transfer destination range"));
+    if (auto tile = first_shared_tile(dst_))
+      fail_at(at, fmt::format("expected destination ranges that do not overlap, found tile {} "
+                              "twice",
+                              *tile));
+    ex.add(src, dst_, bytes, mode);
+  }
+
+  // `depth` is the number of repeats enclosing these steps.
+  std::vector<Step> read_steps(const IpuProgram& ipu, std::size_t depth) {
+    std::vector<Step> steps;
+    const std::uint32_t n = count("steps", kMinStepBytes);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint64_t at = offset_;
+      Step s;
+      s.kind = enumeration<StepKind>("step kind", 5);
+      switch (s.kind) {
+        case StepKind::kCompute:
+        case StepKind::kExchange: {
+          const bool compute = s.kind == StepKind::kCompute;
+          const std::uint64_t index_at = offset_;
+          s.index = u32("step index");
+          const std::size_t defined = compute ? ipu.compute_sets.size() : ipu.exchanges.size();
+          if (s.index >= defined)
+            fail_at(index_at,
+                    fmt::format("expected {} index below {}, found {}",
+                                compute ? "a compute set" : "an exchange", defined, s.index));
+          break;
+        }
+        case StepKind::kSync:
+          break;
+        case StepKind::kHost:
+          s.direction = enumeration<HostDirection>("host direction", kHostDirectionNames.size());
+          s.tiles = range("host tile range");
+          s.bytes = size("host bytes");
+          break;
+        case StepKind::kRepeat:
+          if (depth + 1 > kMaxRepeatDepth)
+            fail_at(at, fmt::format("expected repeats nested at most {} deep, found a deeper one",
+                                    kMaxRepeatDepth));
+          s.count = size("repeat count", 1);
+          s.body = read_steps(ipu, depth + 1);
+          break;
+      }
+      steps.push_back(std::move(s));
+    }
+    return steps;
+  }
+
+  std::istream& in_;
+  const std::string& origin_;
+  std::uint64_t size_hint_;
+  std::uint64_t offset_ = 0;
+  static constexpr std::size_t kBlock = 64 * 1024;
+  std::vector<char> block_;  // read-ahead from the stream; bytes [pos_, size) are unread
+  std::size_t pos_ = 0;
+  std::vector<TileRange> dst_;
+};
+
+}  // namespace
+
+Trace read_binary(std::istream& in, const std::string& origin, std::uint64_t size_hint) {
+  return BinaryReader(in, origin, size_hint).read();
+}
+
+void write_binary(const Trace& trace, std::ostream& out) {
+  check_structure(
+      trace, trace.name.empty() ? std::string("trace") : fmt::format("trace '{}'", trace.name));
+  BinaryWriter w(out);
+  w.raw(kMagic.data(), kMagic.size());
+  w.u32(kFormatVersion);
+  w.str(trace.name);
+  w.count(trace.ipus.size());
+  for (const IpuProgram& ipu : trace.ipus) {
+    w.u32(ipu.ipu);
+    w.count(ipu.tensors.size());
+    for (const Tensor& t : ipu.tensors) {
+      w.str(t.name);
+      w.u8(static_cast<std::uint8_t>(t.kind));
+      w.u8(static_cast<std::uint8_t>(t.dtype));
+      w.range(t.tiles);
+      w.u64(t.bytes_per_tile);
+    }
+    w.count(ipu.compute_sets.size());
+    for (const ComputeSet& cs : ipu.compute_sets) {
+      w.str(cs.name);
+      w.count(cs.vertices.size());
+      for (const Vertex& v : cs.vertices) {
+        const CodeletSpec& spec = codelet_spec(v.codelet);
+        w.u8(static_cast<std::uint8_t>(v.codelet));
+        w.range(v.tiles);
+        w.u8(static_cast<std::uint8_t>(spec.params.size()));
+        for (std::size_t p = 0; p < spec.params.size(); ++p) w.i64(v.params[p]);
+      }
+    }
+    w.count(ipu.exchanges.size());
+    for (const Exchange& ex : ipu.exchanges) {
+      w.str(ex.name);
+      w.count(ex.transfers.size());
+      for (const Transfer& t : ex.transfers) {
+        w.range(t.src);
+        w.u64(t.bytes);
+        w.u8(static_cast<std::uint8_t>(t.mode));
+        w.count(t.dst_count);
+        for (const TileRange& r : ex.destinations(t)) w.range(r);
+      }
+    }
+    w.steps(ipu.steps);
+  }
+  w.flush();
+}
+
+}  // namespace ipusim::trace

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/trace/codelet.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace ipusim::trace {
+namespace {
+
+constexpr std::int64_t kDTypeMax = static_cast<std::int64_t>(kDTypeNames.size()) - 1;
+constexpr std::int64_t kOpMax = static_cast<std::int64_t>(kOpNames.size()) - 1;
+constexpr std::int64_t kHalf = static_cast<std::int64_t>(DType::kHalf);
+constexpr std::int64_t kFloat = static_cast<std::int64_t>(DType::kFloat);
+constexpr std::int64_t kAdd = static_cast<std::int64_t>(Op::kAdd);
+
+constexpr ParamSpec dtype_param(std::string_view name, std::optional<std::int64_t> def,
+                                std::string_view description) {
+  return ParamSpec{name, ParamKind::kDType, 0, kDTypeMax, def, description};
+}
+constexpr ParamSpec op_param(std::string_view name, std::optional<std::int64_t> def,
+                             std::string_view description) {
+  return ParamSpec{name, ParamKind::kOp, 0, kOpMax, def, description};
+}
+constexpr ParamSpec int_param(std::string_view name, std::int64_t min,
+                              std::optional<std::int64_t> def, std::string_view description) {
+  return ParamSpec{name, ParamKind::kInt, min, kMaxCount, def, description};
+}
+
+// Parameter lists, in the order of the slot:: constants in codelet.hpp.
+constexpr ParamSpec kAmpConv1x1Params[] = {
+    dtype_param("in", kHalf, "input and weight element type"),
+    dtype_param("partials", kHalf, "accumulator (partial sum) element type"),
+    int_param("positions", 0, std::nullopt, "output positions computed on the tile"),
+    int_param("in_chans", 1, std::nullopt, "input channels per conv group"),
+    int_param("out_chans", 1, std::nullopt, "output channels per conv group"),
+    int_param("groups", 1, 1, "conv groups"),
+};
+constexpr ParamSpec kAmpConvNx1Params[] = {
+    dtype_param("in", kHalf, "input and weight element type"),
+    dtype_param("partials", kHalf, "accumulator (partial sum) element type"),
+    int_param("positions", 0, std::nullopt, "output positions computed on the tile"),
+    int_param("in_chans", 1, std::nullopt, "input channels per conv group"),
+    int_param("out_chans", 1, std::nullopt, "output channels per conv group"),
+    int_param("groups", 1, 1, "conv groups"),
+    int_param("kernel_h", 1, std::nullopt, "kernel height"),
+    int_param("kernel_w", 1, std::nullopt, "kernel width"),
+};
+constexpr ParamSpec kDotParams[] = {
+    dtype_param("in", kHalf, "input element type"),
+    dtype_param("partials", kFloat, "accumulator element type"),
+    int_param("length", 1, std::nullopt, "elements per dot product"),
+    int_param("count", 1, std::nullopt, "number of dot products"),
+};
+constexpr ParamSpec kReduceParams[] = {
+    op_param("op", kAdd, "reduction operator: add or max"),
+    dtype_param("in", kFloat, "partials element type"),
+    dtype_param("out", kHalf, "output element type"),
+    int_param("outputs", 1, std::nullopt, "values produced"),
+    int_param("inputs", 1, std::nullopt, "partials reduced into each output"),
+};
+constexpr ParamSpec kUnaryParams[] = {
+    op_param("op", std::nullopt,
+             "unary operator: relu exp log sqrt rsqrt inverse neg abs tanh "
+             "sigmoid gelu square"),
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("n", 0, std::nullopt, "elements"),
+};
+constexpr ParamSpec kBinaryParams[] = {
+    op_param("op", std::nullopt, "binary operator: add sub mul div max min"),
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("n", 0, std::nullopt, "elements"),
+};
+constexpr ParamSpec kScaledAddParams[] = {
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("n", 0, std::nullopt, "elements"),
+};
+constexpr ParamSpec kCastParams[] = {
+    dtype_param("from", std::nullopt, "source element type"),
+    dtype_param("to", std::nullopt, "destination element type"),
+    int_param("n", 0, std::nullopt, "elements"),
+};
+constexpr ParamSpec kCopyParams[] = {
+    int_param("bytes", 0, std::nullopt, "bytes copied"),
+};
+constexpr ParamSpec kDynamicSliceParams[] = {
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("elems", 1, std::nullopt, "elements per copied row"),
+    int_param("copies", 1, std::nullopt, "rows copied"),
+};
+
+constexpr CodeletSpec kCatalogue[] = {
+    {Codelet::kAmpConv1x1, "amp_conv1x1", kAmpConv1x1Params,
+     "AMP partial convolution with a 1x1 kernel (also the matmul path)"},
+    {Codelet::kAmpConvNx1, "amp_convnx1", kAmpConvNx1Params,
+     "AMP partial convolution with a kernel_h x kernel_w kernel"},
+    {Codelet::kDot, "dot", kDotParams, "non-AMP dot products on the vector datapath"},
+    {Codelet::kReduce, "reduce", kReduceParams, "reduce `inputs` partials into each of `outputs`"},
+    {Codelet::kUnary, "unary", kUnaryParams, "elementwise unary operator over n elements"},
+    {Codelet::kBinary, "binary", kBinaryParams, "elementwise binary operator over n elements"},
+    {Codelet::kScaledAdd, "scaled_add", kScaledAddParams, "a += scale * b over n elements"},
+    {Codelet::kCast, "cast", kCastParams, "convert n elements between element types"},
+    {Codelet::kCopy, "copy", kCopyParams, "on-tile memcpy of `bytes` bytes"},
+    {Codelet::kDynamicSlice, "dynamic_slice", kDynamicSliceParams,
+     "copy `copies` rows of `elems` elements at a runtime offset"},
+};
+static_assert(std::size(kCatalogue) == kCodeletCount);
+
+constexpr bool catalogue_is_consistent() {
+  for (std::size_t i = 0; i < std::size(kCatalogue); ++i) {
+    if (static_cast<std::size_t>(kCatalogue[i].id) != i) return false;
+    if (kCatalogue[i].params.size() > kMaxVertexParams) return false;
+  }
+  return true;
+}
+static_assert(catalogue_is_consistent(), "catalogue must be indexed by Codelet");
+
+// Spot checks that the parameter order matches the slot:: constants.
+static_assert(kAmpConvNx1Params[slot::kAmpPositions].name == "positions");
+static_assert(kAmpConvNx1Params[slot::kAmpGroups].name == "groups");
+static_assert(kAmpConvNx1Params[slot::kAmpKernelH].name == "kernel_h");
+static_assert(kAmpConvNx1Params[slot::kAmpKernelW].name == "kernel_w");
+static_assert(kAmpConv1x1Params[slot::kAmpOutChans].name == "out_chans");
+static_assert(kDotParams[slot::kDotCount].name == "count");
+static_assert(kReduceParams[slot::kReduceInputs].name == "inputs");
+static_assert(kReduceParams[slot::kReduceOut].name == "out");
+static_assert(kUnaryParams[slot::kEltN].name == "n");
+static_assert(kBinaryParams[slot::kEltOp].name == "op");
+static_assert(kScaledAddParams[slot::kScaledAddN].name == "n");
+static_assert(kCastParams[slot::kCastTo].name == "to");
+static_assert(kCopyParams[slot::kCopyBytes].name == "bytes");
+static_assert(kDynamicSliceParams[slot::kSliceCopies].name == "copies");
+
+template <std::size_t N>
+std::optional<std::size_t> index_of(const std::array<std::string_view, N>& names,
+                                    std::string_view name) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == name) return i;
+  return std::nullopt;
+}
+
+std::string allowed_op_list(Codelet c) {
+  std::string out;
+  for (std::size_t i = 0; i < kOpNames.size(); ++i) {
+    if (!op_allowed(c, static_cast<Op>(i))) continue;
+    if (!out.empty()) out += ", ";
+    out += kOpNames[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::uint32_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kHalf:
+      return 2;
+    case DType::kFloat:
+      return 4;
+    case DType::kInt:
+      return 4;
+    case DType::kChar:
+      return 1;
+  }
+  return 0;
+}
+
+std::span<const CodeletSpec> codelet_catalogue() { return kCatalogue; }
+
+const CodeletSpec& codelet_spec(Codelet c) {
+  auto i = static_cast<std::size_t>(c);
+  return kCatalogue[i < kCodeletCount ? i : 0];
+}
+
+std::optional<Codelet> codelet_by_name(std::string_view name) {
+  for (const auto& spec : kCatalogue)
+    if (spec.name == name) return spec.id;
+  return std::nullopt;
+}
+
+std::optional<std::size_t> param_index(Codelet c, std::string_view name) {
+  const auto& params = codelet_spec(c).params;
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == name) return i;
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_by_name(std::string_view name) {
+  auto i = index_of(kDTypeNames, name);
+  return i ? std::optional<DType>(static_cast<DType>(*i)) : std::nullopt;
+}
+
+std::optional<Op> op_by_name(std::string_view name) {
+  auto i = index_of(kOpNames, name);
+  return i ? std::optional<Op>(static_cast<Op>(*i)) : std::nullopt;
+}
+
+bool op_allowed(Codelet c, Op op) {
+  const auto v = static_cast<unsigned>(op);
+  switch (c) {
+    case Codelet::kReduce:
+      return op == Op::kAdd || op == Op::kMax;
+    case Codelet::kBinary:
+      return v >= static_cast<unsigned>(Op::kAdd) && v <= static_cast<unsigned>(Op::kMin);
+    case Codelet::kUnary:
+      return v >= static_cast<unsigned>(Op::kRelu) && v <= static_cast<unsigned>(Op::kSquare);
+    default:
+      return false;
+  }
+}
+
+std::optional<std::string> param_problem(Codelet c, std::size_t index, std::int64_t value) {
+  if (static_cast<std::size_t>(c) >= kCodeletCount)
+    return fmt::format("unknown codelet {}", static_cast<unsigned>(c));
+  const CodeletSpec& spec = codelet_spec(c);
+  if (index >= spec.params.size())
+    return fmt::format("codelet {} has no parameter {}", spec.name, index);
+  const ParamSpec& p = spec.params[index];
+  switch (p.kind) {
+    case ParamKind::kInt:
+      if (value < p.min || value > p.max)
+        return fmt::format("parameter '{}' of {} must be in {}..{}, found {}", p.name, spec.name,
+                           p.min, p.max, value);
+      return std::nullopt;
+    case ParamKind::kDType:
+      if (value < 0 || value > kDTypeMax)
+        return fmt::format(
+            "parameter '{}' of {} must be a dtype (half, float, int, char), "
+            "found {}",
+            p.name, spec.name, value);
+      return std::nullopt;
+    case ParamKind::kOp:
+      if (value < 0 || value > kOpMax)
+        return fmt::format("parameter '{}' of {} must be one of {}, found {}", p.name, spec.name,
+                           allowed_op_list(c), value);
+      if (!op_allowed(c, static_cast<Op>(value)))
+        return fmt::format("parameter '{}' of {} must be one of {}, found '{}'", p.name, spec.name,
+                           allowed_op_list(c), kOpNames[static_cast<std::size_t>(value)]);
+      return std::nullopt;
+  }
+  return fmt::format("parameter '{}' of {} has an unknown kind", p.name, spec.name);
+}
+
+}  // namespace ipusim::trace

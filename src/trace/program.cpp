@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/trace/program.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::trace {
+namespace {
+
+constexpr std::array<std::string_view, 5> kStepKindNames{"compute", "sync", "exchange", "host",
+                                                         "repeat"};
+
+std::string range_text(TileRange r) {
+  return r.first == r.last ? fmt::format("tile {}", r.first)
+                           : fmt::format("tiles {}..{}", r.first, r.last);
+}
+
+std::string step_path(const std::vector<std::size_t>& path) {
+  std::string out;
+  for (std::size_t i : path) out += (out.empty() ? "" : ".") + std::to_string(i);
+  return out;
+}
+
+// Prefix naming the IPU, only when the trace has several (single-IPU messages stay short).
+std::string ipu_prefix(const Trace& trace, const IpuProgram& ipu) {
+  return trace.ipus.size() > 1 ? fmt::format("ipu {} ", ipu.ipu) : std::string();
+}
+
+// Checks shared by every structural item.
+class StructureChecker {
+ public:
+  StructureChecker(const Trace& trace, const std::string& origin)
+      : trace_(trace), origin_(origin) {}
+
+  void run() {
+    if (trace_.version != kFormatVersion)
+      fail(fmt::format("trace format version {} is not supported (this build handles version {})",
+                       trace_.version, kFormatVersion));
+    if (!trace_.name.empty() && !is_valid_name(trace_.name))
+      fail(fmt::format("trace name '{}' is not a valid name {}", trace_.name, kNameRule));
+    if (trace_.ipus.empty()) fail("trace has no IPU programs");
+    std::set<std::uint32_t> seen;
+    for (const IpuProgram& ipu : trace_.ipus) {
+      if (!seen.insert(ipu.ipu).second) fail(fmt::format("ipu {} appears twice", ipu.ipu));
+      check_ipu(ipu);
+    }
+  }
+
+ private:
+  static constexpr std::string_view kNameRule =
+      "(names are 1..4096 characters from [A-Za-z0-9_.:/-])";
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw TraceError(fmt::format("{}: {}", origin_, what));
+  }
+
+  void check_name(const std::string& item, const std::string& name,
+                  std::set<std::string_view>& seen) const {
+    if (!is_valid_name(name))
+      fail(fmt::format("{}{} '{}' has an invalid name {}", prefix_, item, name, kNameRule));
+    if (!seen.insert(name).second)
+      fail(fmt::format("{}two {}s are named '{}'", prefix_, item, name));
+  }
+
+  void check_range(const std::string& item, TileRange r) const {
+    if (r.first > r.last)
+      fail(fmt::format("{}{} has tile range {}..{} with first > last", prefix_, item, r.first,
+                       r.last));
+  }
+
+  void check_count(const std::string& item, std::string_view field, std::uint64_t value,
+                   std::uint64_t min = 0) const {
+    if (value < min || value > static_cast<std::uint64_t>(kMaxCount))
+      fail(fmt::format("{}{} has {} = {}, expected {}..{}", prefix_, item, field, value, min,
+                       kMaxCount));
+  }
+
+  void check_ipu(const IpuProgram& ipu) {
+    prefix_ = ipu_prefix(trace_, ipu);
+    std::set<std::string_view> names;
+    for (const Tensor& t : ipu.tensors) {
+      const std::string item = fmt::format("tensor '{}'", t.name);
+      check_name("tensor", t.name, names);
+      if (static_cast<std::size_t>(t.kind) >= kTensorKindNames.size())
+        fail(fmt::format("{}{} has invalid kind {}", prefix_, item, static_cast<int>(t.kind)));
+      if (static_cast<std::size_t>(t.dtype) >= kDTypeNames.size())
+        fail(fmt::format("{}{} has invalid dtype {}", prefix_, item, static_cast<int>(t.dtype)));
+      check_range(item, t.tiles);
+      check_count(item, "bytes", t.bytes_per_tile);
+    }
+    names.clear();
+    for (const ComputeSet& cs : ipu.compute_sets) {
+      check_name("compute set", cs.name, names);
+      for (std::size_t i = 0; i < cs.vertices.size(); ++i) check_vertex(cs, i);
+    }
+    names.clear();
+    for (const Exchange& ex : ipu.exchanges) {
+      check_name("exchange", ex.name, names);
+      check_exchange(ex);
+    }
+    std::vector<std::size_t> path;
+    check_steps(ipu, ipu.steps, path);
+  }
+
+  void check_vertex(const ComputeSet& cs, std::size_t index) const {
+    const Vertex& v = cs.vertices[index];
+    const std::string item = fmt::format("compute set '{}' vertex {}", cs.name, index);
+    if (static_cast<std::size_t>(v.codelet) >= kCodeletCount)
+      fail(fmt::format("{}{} has unknown codelet {}", prefix_, item, static_cast<int>(v.codelet)));
+    check_range(item, v.tiles);
+    const CodeletSpec& spec = codelet_spec(v.codelet);
+    for (std::size_t p = 0; p < kMaxVertexParams; ++p) {
+      if (p >= spec.params.size()) {
+        if (v.params[p] != 0)
+          fail(fmt::format("{}{} ({}) has a non-zero value {} in unused parameter slot {}", prefix_,
+                           item, spec.name, v.params[p], p));
+        continue;
+      }
+      if (auto problem = param_problem(v.codelet, p, v.params[p]))
+        fail(fmt::format("{}{}: {}", prefix_, item, *problem));
+    }
+  }
+
+  void check_exchange(const Exchange& ex) const {
+    std::uint64_t next = 0;
+    for (std::size_t i = 0; i < ex.transfers.size(); ++i) {
+      const Transfer& t = ex.transfers[i];
+      const std::string item = fmt::format("exchange '{}' transfer {}", ex.name, i);
+      check_range(item + " source", t.src);
+      check_count(item, "bytes", t.bytes);
+      if (static_cast<std::size_t>(t.mode) >= kTransferModeNames.size())
+        fail(fmt::format("{}{} has invalid mode {}", prefix_, item, static_cast<int>(t.mode)));
+      if (t.dst_count == 0) fail(fmt::format("{}{} has no destinations", prefix_, item));
+      if (t.dst_first != next)
+        fail(
+            fmt::format("{}{} destinations start at pool index {}, expected {} (destination "
+                        "ranges must be stored back to back in transfer order, as "
+                        "Exchange::add does)",
+                        prefix_, item, t.dst_first, next));
+      next += t.dst_count;
+      if (next > ex.dst_pool.size())
+        fail(fmt::format("{}{} destinations run past the end of the pool ({} ranges)", prefix_,
+                         item, ex.dst_pool.size()));
+      for (const TileRange& r : ex.destinations(t)) check_range(item + " destination", r);
+      if (auto tile = first_shared_tile(ex.destinations(t)))
+        fail(
+            fmt::format("{}{} lists destination tile {} twice (destination ranges must not "
+                        "overlap)",
+                        prefix_, item, *tile));
+    }
+    if (next != ex.dst_pool.size())
+      fail(fmt::format("{}exchange '{}' has {} unused destination ranges in its pool", prefix_,
+                       ex.name, ex.dst_pool.size() - next));
+  }
+
+  void check_steps(const IpuProgram& ipu, const std::vector<Step>& steps,
+                   std::vector<std::size_t>& path) const {
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      path.push_back(i);
+      const Step& s = steps[i];
+      const auto kind = static_cast<std::size_t>(s.kind);
+      if (kind >= kStepKindNames.size())
+        fail(fmt::format("{}program step {} has unknown kind {}", prefix_, step_path(path), kind));
+      const std::string item =
+          fmt::format("program step {} ({})", step_path(path), kStepKindNames[kind]);
+      const Step defaults;
+      const bool uses_index = s.kind == StepKind::kCompute || s.kind == StepKind::kExchange;
+      const bool uses_host = s.kind == StepKind::kHost;
+      const bool uses_repeat = s.kind == StepKind::kRepeat;
+      if ((!uses_index && s.index != 0) || (!uses_repeat && (s.count != 0 || !s.body.empty())) ||
+          (!uses_host &&
+           (s.bytes != 0 || s.tiles != defaults.tiles || s.direction != defaults.direction)))
+        fail(
+            fmt::format("{}{} sets fields that its kind does not use (they must stay at their "
+                        "defaults)",
+                        prefix_, item));
+      switch (s.kind) {
+        case StepKind::kCompute:
+          if (s.index >= ipu.compute_sets.size())
+            fail(fmt::format("{}{} refers to compute set {} but there are {}", prefix_, item,
+                             s.index, ipu.compute_sets.size()));
+          break;
+        case StepKind::kExchange:
+          if (s.index >= ipu.exchanges.size())
+            fail(fmt::format("{}{} refers to exchange {} but there are {}", prefix_, item, s.index,
+                             ipu.exchanges.size()));
+          break;
+        case StepKind::kSync:
+          break;
+        case StepKind::kHost:
+          if (static_cast<std::size_t>(s.direction) >= kHostDirectionNames.size())
+            fail(fmt::format("{}{} has invalid direction {}", prefix_, item,
+                             static_cast<int>(s.direction)));
+          check_range(item, s.tiles);
+          check_count(item, "bytes", s.bytes);
+          break;
+        case StepKind::kRepeat:
+          check_count(item, "count", s.count, 1);
+          if (path.size() > kMaxRepeatDepth)
+            fail(fmt::format("{}{} nests repeats deeper than {} levels", prefix_, item,
+                             kMaxRepeatDepth));
+          check_steps(ipu, s.body, path);
+          break;
+      }
+      path.pop_back();
+    }
+  }
+
+  const Trace& trace_;
+  const std::string& origin_;
+  std::string prefix_;
+};
+
+class TileChecker {
+ public:
+  TileChecker(std::uint32_t tile_count, const std::string& origin)
+      : tile_count_(tile_count), origin_(origin) {}
+
+  void check(const std::string& item, std::string_view verb, TileRange r) const {
+    if (r.last < tile_count_) return;
+    throw TraceError(fmt::format("{}: {}{} {} {} but the chip has {} tiles", origin_, prefix_, item,
+                                 verb, range_text(r), tile_count_));
+  }
+
+  void check_steps(const std::vector<Step>& steps, std::vector<std::size_t>& path) const {
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      path.push_back(i);
+      const Step& s = steps[i];
+      if (s.kind == StepKind::kHost)
+        check(fmt::format("program step {} (host)", step_path(path)), "uses", s.tiles);
+      if (s.kind == StepKind::kRepeat) check_steps(s.body, path);
+      path.pop_back();
+    }
+  }
+
+  std::string prefix_;
+
+ private:
+  std::uint32_t tile_count_;
+  const std::string& origin_;
+};
+
+}  // namespace
+
+std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {
+  if (ranges.size() < 2) return std::nullopt;
+  std::vector<TileRange> sorted(ranges.begin(), ranges.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](TileRange a, TileRange b) { return a.first < b.first; });
+  std::optional<std::uint32_t> shared;
+  std::uint32_t reach = sorted[0].last;  // highest tile covered so far
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i].first <= reach && (!shared || sorted[i].first < *shared))
+      shared = sorted[i].first;
+    reach = std::max(reach, sorted[i].last);
+  }
+  return shared;
+}
+
+bool is_valid_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
+                   TransferMode mode) {
+  if (dst_pool.size() + dst.size() > std::numeric_limits<std::uint32_t>::max())
+    throw TraceError(fmt::format("exchange '{}' has more than 2^32-1 destination ranges", name));
+  Transfer t;
+  t.src = src;
+  t.dst_first = static_cast<std::uint32_t>(dst_pool.size());
+  t.dst_count = static_cast<std::uint32_t>(dst.size());
+  t.bytes = bytes;
+  t.mode = mode;
+  dst_pool.insert(dst_pool.end(), dst.begin(), dst.end());
+  transfers.push_back(t);
+}
+
+void check_structure(const Trace& trace, const std::string& origin) {
+  StructureChecker(trace, origin).run();
+}
+
+void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string& origin) {
+  TileChecker checker(tile_count, origin);
+  for (const IpuProgram& ipu : trace.ipus) {
+    checker.prefix_ = ipu_prefix(trace, ipu);
+    for (const Tensor& t : ipu.tensors)
+      checker.check(fmt::format("tensor '{}'", t.name), "is placed on", t.tiles);
+    for (const ComputeSet& cs : ipu.compute_sets)
+      for (std::size_t i = 0; i < cs.vertices.size(); ++i)
+        checker.check(fmt::format("compute set '{}' vertex {}", cs.name, i), "uses",
+                      cs.vertices[i].tiles);
+    for (const Exchange& ex : ipu.exchanges) {
+      for (std::size_t i = 0; i < ex.transfers.size(); ++i) {
+        const Transfer& t = ex.transfers[i];
+        const std::string item = fmt::format("exchange '{}' transfer {}", ex.name, i);
+        checker.check(item, "sends from", t.src);
+        for (const TileRange& r : ex.destinations(t)) checker.check(item, "sends to", r);
+      }
+    }
+    std::vector<std::size_t> path;
+    checker.check_steps(ipu.steps, path);
+  }
+}
+
+}  // namespace ipusim::trace

@@ -1,0 +1,758 @@
+// SPDX-License-Identifier: Apache-2.0
+// The line-based text form of a trace (docs/trace-format.md §2). The reader streams the input
+// one line at a time and validates each line as it goes, so that every error names the line.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <istream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipusim/trace/trace_io.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
+
+namespace ipusim::trace {
+namespace {
+
+using Tokens = std::vector<std::string_view>;
+
+template <std::size_t N>
+std::vector<std::string> to_strings(const std::array<std::string_view, N>& names) {
+  return {names.begin(), names.end()};
+}
+
+std::string join(const std::vector<std::string>& words, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : std::string(sep)) + w;
+  return out;
+}
+
+// " (did you mean 'x'?)" when a candidate is close, otherwise " (expected one of: a, b, c)".
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string close = did_you_mean(word, candidates);
+  if (!close.empty() || candidates.empty()) return close;
+  return fmt::format(" (expected one of: {})", join(candidates));
+}
+
+// "a compute set", "an exchange".
+std::string with_article(std::string_view noun) {
+  const bool vowel = !noun.empty() && std::string_view("aeiou").find(noun[0]) != noun.npos;
+  return fmt::format("{} {}", vowel ? "an" : "a", noun);
+}
+
+// The tokens of a line for messages, clipped so that a pathological line stays readable.
+std::string join_tokens(const Tokens& tokens) {
+  constexpr std::size_t kShown = 120;
+  std::string out;
+  for (auto t : tokens) {
+    if (!out.empty()) out += ' ';
+    out += t;
+    if (out.size() > kShown) return out.substr(0, kShown) + "...";
+  }
+  return out;
+}
+
+// Splits at blanks after removing a '#' comment (no token may contain '#').
+void tokenize(std::string_view line, Tokens& out) {
+  out.clear();
+  if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+  std::size_t i = 0;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
+  while (i < line.size()) {
+    while (i < line.size() && blank(line[i])) ++i;
+    std::size_t start = i;
+    while (i < line.size() && !blank(line[i])) ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+}
+
+template <typename T>
+std::optional<T> parse_integer(std::string_view s) {
+  T value{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return value;
+}
+
+// A key=value field expected by a directive.
+struct Field {
+  std::string_view key;
+  std::string_view placeholder;  // for messages: "<range>", "<count>"
+  bool required = true;
+  std::optional<std::string_view> value;
+};
+
+class TextReader {
+ public:
+  TextReader(std::istream& in, const std::string& origin) : in_(in), origin_(origin) {}
+
+  Trace read() {
+    std::string line;
+    while (std::getline(in_, line)) {
+      ++line_no_;
+      tokenize(line, tokens_);
+      if (tokens_.empty()) continue;
+      dispatch();
+    }
+    if (in_.bad()) fail("expected more input, found a read error");
+    finish();
+    check_structure(trace_, origin_);
+    return std::move(trace_);
+  }
+
+ private:
+  enum class Block { kTop, kIpu, kComputeSet, kExchange, kProgram };
+
+  // Where a name was defined: its index among its kind and its line.
+  struct Definition {
+    std::uint32_t index = 0;
+    std::size_t line = 0;
+  };
+  using NameTable = std::map<std::string, Definition, std::less<>>;
+
+  // Per-IPU name tables, for uniqueness and for program references.
+  struct IpuState {
+    std::size_t line = 0;
+    NameTable tensors, compute_sets, exchanges;
+    std::size_t program_line = 0;
+  };
+
+  struct OpenBody {
+    std::vector<Step>* steps;
+    std::size_t line;
+  };
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw TraceError(fmt::format("{}:{}: {}", origin_, line_no_, what));
+  }
+
+  IpuProgram& ipu() { return trace_.ipus.back(); }
+
+  void dispatch() {
+    const std::string_view d = tokens_[0];
+    if (!header_seen_) {
+      if (d != "ipusim-trace")
+        fail(fmt::format("expected the header 'ipusim-trace {}', found '{}'", kFormatVersion,
+                         join_tokens(tokens_)));
+      expect_arity(2, "ipusim-trace <version>");
+      auto v = parse_integer<std::uint32_t>(tokens_[1]);
+      if (!v) fail(fmt::format("expected a format version number, found '{}'", tokens_[1]));
+      if (*v != kFormatVersion)
+        fail(
+            fmt::format("expected trace format version {} (the only version this build reads), "
+                        "found version {}",
+                        kFormatVersion, *v));
+      header_seen_ = true;
+      return;
+    }
+    switch (block_) {
+      case Block::kTop:
+        return top_directive(d);
+      case Block::kIpu:
+        return ipu_directive(d);
+      case Block::kComputeSet:
+        return compute_set_directive(d);
+      case Block::kExchange:
+        return exchange_directive(d);
+      case Block::kProgram:
+        return program_directive(d);
+    }
+  }
+
+  void expect_arity(std::size_t n, std::string_view usage) const {
+    if (tokens_.size() != n)
+      fail(fmt::format("expected '{}', found '{}'", usage, join_tokens(tokens_)));
+  }
+
+  // An unknown or misplaced directive in a context allowing `allowed`.
+  [[noreturn]] void bad_directive(std::string_view d, const std::vector<std::string>& allowed,
+                                  std::string_view context) const {
+    static const std::map<std::string_view, std::string_view> kHome{
+        {"ipusim-trace", "the first line"},  {"name", "the top, before the first 'ipu'"},
+        {"tensor", "an 'ipu' section"},      {"computeset", "an 'ipu' section"},
+        {"program", "an 'ipu' section"},     {"vertex", "a 'computeset' block"},
+        {"transfer", "an 'exchange' block"}, {"compute", "a 'program' block"},
+        {"sync", "a 'program' block"},       {"host", "a 'program' block"},
+        {"repeat", "a 'program' block"},
+    };
+    if (d == "end")
+      fail(fmt::format("expected one of {} {}, found 'end' with no open block", join(allowed),
+                       context));
+    if (auto it = kHome.find(d); it != kHome.end())
+      fail(fmt::format("expected one of {} {}, found '{}' (which belongs in {})", join(allowed),
+                       context, d, it->second));
+    fail(fmt::format("expected one of {} {}, found unknown directive '{}'{}", join(allowed),
+                     context, d, did_you_mean(d, allowed)));
+  }
+
+  std::string parse_name(std::string_view s, std::string_view what) const {
+    if (!is_valid_name(s))
+      fail(fmt::format("expected {} name of 1..{} characters from [A-Za-z0-9_.:/-], found '{}'",
+                       with_article(what), kMaxNameLength, s));
+    return std::string(s);
+  }
+
+  std::uint64_t parse_count(std::string_view s, std::string_view key, std::uint64_t min) const {
+    auto v = parse_integer<std::uint64_t>(s);
+    if (!v) fail(fmt::format("expected a number for {}=, found '{}'", key, s));
+    if (*v < min || *v > static_cast<std::uint64_t>(kMaxCount))
+      fail(fmt::format("expected {}= in {}..{}, found {}", key, min, kMaxCount, *v));
+    return *v;
+  }
+
+  std::uint32_t parse_tile(std::string_view s, std::string_view full, std::string_view key) const {
+    auto v = parse_integer<std::uint32_t>(s);
+    if (!v)
+      fail(fmt::format("expected a tile range like 5 or 0..1471 for {}=, found '{}'", key, full));
+    return *v;
+  }
+
+  TileRange parse_range(std::string_view s, std::string_view key) const {
+    TileRange r;
+    if (auto dots = s.find(".."); dots != std::string_view::npos) {
+      r.first = parse_tile(s.substr(0, dots), s, key);
+      r.last = parse_tile(s.substr(dots + 2), s, key);
+    } else {
+      r.first = r.last = parse_tile(s, s, key);
+    }
+    if (r.first > r.last)
+      fail(fmt::format("expected a tile range with first <= last for {}=, found '{}'", key, s));
+    return r;
+  }
+
+  std::pair<std::string_view, std::string_view> split_key_value(std::string_view tok) const {
+    auto eq = tok.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      fail(fmt::format("expected key=value, found '{}'", tok));
+    return {tok.substr(0, eq), tok.substr(eq + 1)};
+  }
+
+  // Fills `fields` from tokens_[from..]; `what` names the item for messages.
+  void collect(std::size_t from, std::span<Field> fields, const std::string& what) const {
+    for (std::size_t i = from; i < tokens_.size(); ++i) {
+      auto [key, value] = split_key_value(tokens_[i]);
+      Field* field = nullptr;
+      for (Field& f : fields)
+        if (f.key == key) field = &f;
+      if (!field) {
+        std::vector<std::string> keys;
+        for (const Field& f : fields) keys.emplace_back(f.key);
+        fail(fmt::format("unknown key '{}' for {}{}", key, what, suggest(key, keys)));
+      }
+      if (field->value) fail(fmt::format("expected {}= once for {}, found it twice", key, what));
+      if (value.empty())
+        fail(fmt::format("expected {}={} for {}, found nothing after '='", key, field->placeholder,
+                         what));
+      field->value = value;
+    }
+    for (const Field& f : fields)
+      if (f.required && !f.value)
+        fail(fmt::format("expected {}={} for {}, found no {}=", f.key, f.placeholder, what, f.key));
+  }
+
+  void define(NameTable& table, const std::string& name, std::string_view what) {
+    auto [it, inserted] =
+        table.emplace(name, Definition{static_cast<std::uint32_t>(table.size()), line_no_});
+    if (!inserted)
+      fail(fmt::format("expected a new {} name, found '{}' (already defined at line {})", what,
+                       name, it->second.line));
+  }
+
+  // --- top level ---------------------------------------------------------------------------
+
+  void top_directive(std::string_view d) {
+    if (d == "name") {
+      if (name_line_ != 0)
+        fail(fmt::format("expected one 'name' directive, found a second (first at line {})",
+                         name_line_));
+      expect_arity(2, "name <name>");
+      trace_.name = parse_name(tokens_[1], "trace");
+      name_line_ = line_no_;
+    } else if (d == "ipu") {
+      start_ipu();
+    } else {
+      bad_directive(d, {"name", "ipu"}, "before the first 'ipu' section");
+    }
+  }
+
+  void start_ipu() {
+    expect_arity(2, "ipu <index>");
+    auto index = parse_integer<std::uint32_t>(tokens_[1]);
+    if (!index)
+      fail(fmt::format("expected an IPU index 0..{}, found '{}'",
+                       std::numeric_limits<std::uint32_t>::max(), tokens_[1]));
+    auto [it, inserted] = ipu_lines_.emplace(*index, line_no_);
+    if (!inserted)
+      fail(fmt::format("expected each IPU once, found a second 'ipu {}' (first at line {})", *index,
+                       it->second));
+    trace_.ipus.emplace_back();
+    ipu().ipu = *index;
+    state_ = IpuState{};
+    state_.line = line_no_;
+    block_ = Block::kIpu;
+  }
+
+  // --- ipu section -------------------------------------------------------------------------
+
+  void ipu_directive(std::string_view d) {
+    if (d == "tensor") {
+      read_tensor();
+    } else if (d == "computeset") {
+      expect_arity(2, "computeset <name>");
+      std::string name = parse_name(tokens_[1], "compute set");
+      define(state_.compute_sets, name, "compute set");
+      ipu().compute_sets.push_back(ComputeSet{std::move(name), {}});
+      open_block(Block::kComputeSet);
+    } else if (d == "exchange") {
+      expect_arity(2, "exchange <name>");
+      std::string name = parse_name(tokens_[1], "exchange");
+      define(state_.exchanges, name, "exchange");
+      ipu().exchanges.push_back(Exchange{std::move(name), {}, {}});
+      open_block(Block::kExchange);
+    } else if (d == "program") {
+      expect_arity(1, "program");
+      if (state_.program_line != 0)
+        fail(
+            fmt::format("expected one 'program' block per IPU, found a second (first at line "
+                        "{})",
+                        state_.program_line));
+      state_.program_line = line_no_;
+      bodies_.push_back(OpenBody{&ipu().steps, line_no_});
+      block_ = Block::kProgram;
+    } else if (d == "ipu") {
+      start_ipu();
+    } else {
+      bad_directive(d, {"tensor", "computeset", "exchange", "program", "ipu"},
+                    "in an 'ipu' section");
+    }
+  }
+
+  void open_block(Block b) {
+    block_ = b;
+    block_line_ = line_no_;
+  }
+
+  void read_tensor() {
+    if (tokens_.size() < 2)
+      fail(
+          "expected 'tensor <name> tiles=<range> bytes=<count> [kind=<kind>] [dtype=<dtype>]', "
+          "found 'tensor'");
+    std::string name = parse_name(tokens_[1], "tensor");
+    define(state_.tensors, name, "tensor");
+    Field fields[] = {{"kind", "<kind>", false, {}},
+                      {"dtype", "<dtype>", false, {}},
+                      {"tiles", "<range>", true, {}},
+                      {"bytes", "<count>", true, {}}};
+    collect(2, fields, fmt::format("tensor '{}'", name));
+    Tensor t;
+    t.name = std::move(name);
+    if (fields[0].value) {
+      auto kinds = to_strings(kTensorKindNames);
+      auto it = std::find(kinds.begin(), kinds.end(), *fields[0].value);
+      if (it == kinds.end())
+        fail(fmt::format("unknown tensor kind '{}'{}", *fields[0].value,
+                         suggest(*fields[0].value, kinds)));
+      t.kind = static_cast<TensorKind>(it - kinds.begin());
+    }
+    if (fields[1].value) t.dtype = parse_dtype(*fields[1].value, "dtype of the tensor");
+    t.tiles = parse_range(*fields[2].value, "tiles");
+    t.bytes_per_tile = parse_count(*fields[3].value, "bytes", 0);
+    ipu().tensors.push_back(std::move(t));
+  }
+
+  [[noreturn]] void unknown_dtype(std::string_view s, std::string_view what) const {
+    fail(fmt::format("unknown dtype '{}' for {}{}", s, what, suggest(s, to_strings(kDTypeNames))));
+  }
+
+  DType parse_dtype(std::string_view s, std::string_view what) const {
+    auto dt = dtype_by_name(s);
+    if (!dt) unknown_dtype(s, what);
+    return *dt;
+  }
+
+  // --- computeset block --------------------------------------------------------------------
+
+  void compute_set_directive(std::string_view d) {
+    if (d == "end") {
+      expect_arity(1, "end");
+      block_ = Block::kIpu;
+    } else if (d == "vertex") {
+      read_vertex();
+    } else {
+      bad_directive(d, {"vertex", "end"}, "in a 'computeset' block");
+    }
+  }
+
+  void read_vertex() {
+    constexpr std::string_view kUsage = "vertex tiles=<range> <codelet> <param>=<value> ...";
+    if (tokens_.size() < 3 || !tokens_[1].starts_with("tiles="))
+      fail(fmt::format("expected '{}', found '{}'", kUsage, join_tokens(tokens_)));
+    Vertex v;
+    v.tiles = parse_range(tokens_[1].substr(6), "tiles");
+    auto codelet = codelet_by_name(tokens_[2]);
+    if (!codelet) {
+      std::vector<std::string> names;
+      for (const auto& spec : codelet_catalogue()) names.emplace_back(spec.name);
+      fail(fmt::format("unknown codelet '{}'{}", tokens_[2], suggest(tokens_[2], names)));
+    }
+    v.codelet = *codelet;
+    const CodeletSpec& spec = codelet_spec(*codelet);
+    std::array<bool, kMaxVertexParams> given{};
+    for (std::size_t i = 3; i < tokens_.size(); ++i) {
+      auto [key, value] = split_key_value(tokens_[i]);
+      auto index = param_index(*codelet, key);
+      if (!index) {
+        std::vector<std::string> names;
+        for (const auto& p : spec.params) names.emplace_back(p.name);
+        fail(fmt::format("unknown parameter '{}' for codelet {}{}", key, spec.name,
+                         suggest(key, names)));
+      }
+      if (given[*index]) fail(fmt::format("expected parameter '{}' once, found it twice", key));
+      given[*index] = true;
+      v.params[*index] = parse_param(*codelet, *index, value);
+    }
+    for (std::size_t i = 0; i < spec.params.size(); ++i) {
+      if (given[i]) continue;
+      const ParamSpec& p = spec.params[i];
+      if (!p.default_value)
+        fail(
+            fmt::format("expected {}=<value> for codelet {} (required, no default), found no "
+                        "{}=",
+                        p.name, spec.name, p.name));
+      v.params[i] = *p.default_value;
+    }
+    ipu().compute_sets.back().vertices.push_back(v);
+  }
+
+  std::int64_t parse_param(Codelet c, std::size_t index, std::string_view value) const {
+    const CodeletSpec& spec = codelet_spec(c);
+    const ParamSpec& p = spec.params[index];
+    std::int64_t v = 0;
+    switch (p.kind) {
+      case ParamKind::kInt: {
+        auto n = parse_integer<std::int64_t>(value);
+        if (!n)
+          fail(fmt::format("expected an integer for parameter '{}' of {}, found '{}'", p.name,
+                           spec.name, value));
+        v = *n;
+        break;
+      }
+      case ParamKind::kDType: {
+        auto dt = dtype_by_name(value);
+        if (!dt) unknown_dtype(value, fmt::format("parameter '{}' of {}", p.name, spec.name));
+        v = static_cast<std::int64_t>(*dt);
+        break;
+      }
+      case ParamKind::kOp: {
+        auto op = op_by_name(value);
+        if (!op || !op_allowed(c, *op)) {
+          std::vector<std::string> allowed;
+          for (std::size_t i = 0; i < kOpNames.size(); ++i)
+            if (op_allowed(c, static_cast<Op>(i))) allowed.emplace_back(kOpNames[i]);
+          // A real op that this codelet does not take lists the choices; a typo gets a guess.
+          fail(fmt::format(
+              "{} '{}' for parameter '{}' of {}{}", op ? "invalid op" : "unknown op", value, p.name,
+              spec.name,
+              op ? fmt::format(" (expected one of: {})", join(allowed)) : suggest(value, allowed)));
+        }
+        v = static_cast<std::int64_t>(*op);
+        break;
+      }
+    }
+    if (auto problem = param_problem(c, index, v)) fail(*problem);
+    return v;
+  }
+
+  // --- exchange block ----------------------------------------------------------------------
+
+  void exchange_directive(std::string_view d) {
+    if (d == "end") {
+      expect_arity(1, "end");
+      block_ = Block::kIpu;
+    } else if (d == "transfer") {
+      read_transfer();
+    } else {
+      bad_directive(d, {"transfer", "end"}, "in an 'exchange' block");
+    }
+  }
+
+  void read_transfer() {
+    Field fields[] = {{"src", "<range>", true, {}},
+                      {"dst", "<range>[,<range>...]", true, {}},
+                      {"bytes", "<count>", true, {}},
+                      {"mode", "multicast|personalised", false, {}}};
+    collect(1, fields, "transfer");
+    const TileRange src = parse_range(*fields[0].value, "src");
+    dst_scratch_.clear();
+    std::string_view list = *fields[1].value;
+    while (true) {
+      auto comma = list.find(',');
+      dst_scratch_.push_back(parse_range(list.substr(0, comma), "dst"));
+      if (comma == std::string_view::npos) break;
+      list = list.substr(comma + 1);
+    }
+    if (auto tile = first_shared_tile(dst_scratch_))
+      fail(
+          fmt::format("expected destination ranges that do not overlap, found tile {} twice in "
+                      "dst={}",
+                      *tile, *fields[1].value));
+    const std::uint64_t bytes = parse_count(*fields[2].value, "bytes", 0);
+    TransferMode mode = TransferMode::kMulticast;
+    if (fields[3].value) {
+      auto modes = to_strings(kTransferModeNames);
+      auto it = std::find(modes.begin(), modes.end(), *fields[3].value);
+      if (it == modes.end())
+        fail(fmt::format("unknown transfer mode '{}'{}", *fields[3].value,
+                         suggest(*fields[3].value, modes)));
+      mode = static_cast<TransferMode>(it - modes.begin());
+    }
+    ipu().exchanges.back().add(src, dst_scratch_, bytes, mode);
+  }
+
+  // --- program block -----------------------------------------------------------------------
+
+  std::uint32_t lookup(const NameTable& table, const NameTable& other, std::string_view name,
+                       std::string_view what, std::string_view other_what,
+                       std::string_view other_directive) const {
+    if (auto it = table.find(name); it != table.end()) return it->second.index;
+    std::vector<std::string> names;
+    for (const auto& entry : table) names.push_back(entry.first);
+    std::string hint = did_you_mean(name, names);
+    if (other.contains(name))
+      hint = fmt::format(" ('{}' is {}: use '{} {}')", name, with_article(other_what),
+                         other_directive, name);
+    fail(fmt::format("expected the name of {} defined above, found undefined {} '{}'{}",
+                     with_article(what), what, name, hint));
+  }
+
+  void program_directive(std::string_view d) {
+    std::vector<Step>& steps = *bodies_.back().steps;
+    Step s;
+    if (d == "end") {
+      expect_arity(1, "end");
+      bodies_.pop_back();
+      if (bodies_.empty()) block_ = Block::kIpu;
+      return;
+    } else if (d == "compute") {
+      expect_arity(2, "compute <compute set>");
+      s.kind = StepKind::kCompute;
+      s.index = lookup(state_.compute_sets, state_.exchanges, tokens_[1], "compute set", "exchange",
+                       "exchange");
+    } else if (d == "exchange") {
+      expect_arity(2, "exchange <exchange>");
+      s.kind = StepKind::kExchange;
+      s.index = lookup(state_.exchanges, state_.compute_sets, tokens_[1], "exchange", "compute set",
+                       "compute");
+    } else if (d == "sync") {
+      expect_arity(1, "sync");
+      s.kind = StepKind::kSync;
+    } else if (d == "host") {
+      if (tokens_.size() < 2)
+        fail("expected 'host to_ipu|from_ipu tiles=<range> bytes=<count>', found 'host'");
+      auto dirs = to_strings(kHostDirectionNames);
+      auto it = std::find(dirs.begin(), dirs.end(), tokens_[1]);
+      if (it == dirs.end())
+        fail(fmt::format("expected a host direction, found '{}'{}", tokens_[1],
+                         suggest(tokens_[1], dirs)));
+      Field fields[] = {{"tiles", "<range>", true, {}}, {"bytes", "<count>", true, {}}};
+      collect(2, fields, "host step");
+      s.kind = StepKind::kHost;
+      s.direction = static_cast<HostDirection>(it - dirs.begin());
+      s.tiles = parse_range(*fields[0].value, "tiles");
+      s.bytes = parse_count(*fields[1].value, "bytes", 0);
+    } else if (d == "repeat") {
+      expect_arity(2, "repeat <count>");
+      // bodies_ holds the program body plus one entry per open repeat.
+      if (bodies_.size() > kMaxRepeatDepth)
+        fail(fmt::format("expected repeats nested at most {} deep, found a deeper one",
+                         kMaxRepeatDepth));
+      auto n = parse_integer<std::uint64_t>(tokens_[1]);
+      if (!n || *n < 1 || *n > static_cast<std::uint64_t>(kMaxCount))
+        fail(fmt::format("expected a repeat count 1..{}, found '{}'", kMaxCount, tokens_[1]));
+      s.kind = StepKind::kRepeat;
+      s.count = *n;
+      steps.push_back(std::move(s));
+      // The new body is only appended to until its `end`, so the pointer stays valid.
+      bodies_.push_back(OpenBody{&steps.back().body, line_no_});
+      return;
+    } else {
+      bad_directive(d, {"compute", "sync", "exchange", "host", "repeat", "end"},
+                    "in a 'program' block");
+    }
+    steps.push_back(std::move(s));
+  }
+
+  void finish() {
+    if (!header_seen_)
+      fail(fmt::format("expected the header 'ipusim-trace {}', found end of file", kFormatVersion));
+    switch (block_) {
+      case Block::kTop:
+        fail("expected at least one 'ipu <index>' section, found end of file");
+      case Block::kIpu:
+        break;
+      case Block::kComputeSet:
+        fail(
+            fmt::format("expected 'end' for computeset '{}' opened at line {}, found end of "
+                        "file",
+                        ipu().compute_sets.back().name, block_line_));
+      case Block::kExchange:
+        fail(fmt::format("expected 'end' for exchange '{}' opened at line {}, found end of file",
+                         ipu().exchanges.back().name, block_line_));
+      case Block::kProgram:
+        fail(fmt::format("expected 'end' for the {} opened at line {}, found end of file",
+                         bodies_.size() > 1 ? "repeat" : "program", bodies_.back().line));
+    }
+  }
+
+  std::istream& in_;
+  const std::string& origin_;
+  std::size_t line_no_ = 0;
+  Tokens tokens_;
+  Trace trace_;
+  bool header_seen_ = false;
+  std::size_t name_line_ = 0;
+  std::map<std::uint32_t, std::size_t> ipu_lines_;
+  Block block_ = Block::kTop;
+  std::size_t block_line_ = 0;
+  IpuState state_;
+  std::vector<OpenBody> bodies_;
+  std::vector<TileRange> dst_scratch_;
+};
+
+// --- writer ----------------------------------------------------------------------------------
+
+// Formats into a memory buffer and hands it to the stream in large blocks.
+class TextWriter {
+ public:
+  explicit TextWriter(std::ostream& out) : out_(out) {}
+
+  template <typename... Args>
+  void put(fmt::format_string<Args...> f, Args&&... args) {
+    fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
+    if (buf_.size() >= kBlock) flush();
+  }
+  void range(TileRange r) {
+    if (r.first == r.last)
+      put("{}", r.first);
+    else
+      put("{}..{}", r.first, r.last);
+  }
+  void flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+  void steps(const IpuProgram& ipu, const std::vector<Step>& steps, std::size_t depth) {
+    for (const Step& s : steps) {
+      put("{:{}}", "", 2 * depth);
+      switch (s.kind) {
+        case StepKind::kCompute:
+          put("compute {}\n", ipu.compute_sets[s.index].name);
+          break;
+        case StepKind::kSync:
+          put("sync\n");
+          break;
+        case StepKind::kExchange:
+          put("exchange {}\n", ipu.exchanges[s.index].name);
+          break;
+        case StepKind::kHost:
+          put("host {} tiles=", kHostDirectionNames[static_cast<std::size_t>(s.direction)]);
+          range(s.tiles);
+          put(" bytes={}\n", s.bytes);
+          break;
+        case StepKind::kRepeat:
+          put("repeat {}\n", s.count);
+          this->steps(ipu, s.body, depth + 1);
+          put("{:{}}end\n", "", 2 * depth);
+          break;
+      }
+    }
+  }
+
+  void vertex(const Vertex& v) {
+    const CodeletSpec& spec = codelet_spec(v.codelet);
+    put("  vertex tiles=");
+    range(v.tiles);
+    put(" {}", spec.name);
+    for (std::size_t i = 0; i < spec.params.size(); ++i) {
+      const ParamSpec& p = spec.params[i];
+      const auto value = v.params[i];
+      switch (p.kind) {
+        case ParamKind::kDType:
+          put(" {}={}", p.name, kDTypeNames[static_cast<std::size_t>(value)]);
+          break;
+        case ParamKind::kOp:
+          put(" {}={}", p.name, kOpNames[static_cast<std::size_t>(value)]);
+          break;
+        case ParamKind::kInt:
+          put(" {}={}", p.name, value);
+          break;
+      }
+    }
+    put("\n");
+  }
+
+ private:
+  static constexpr std::size_t kBlock = 64 * 1024;
+  std::ostream& out_;
+  fmt::memory_buffer buf_;
+};
+
+}  // namespace
+
+Trace read_text(std::istream& in, const std::string& origin) {
+  return TextReader(in, origin).read();
+}
+
+void write_text(const Trace& trace, std::ostream& out) {
+  check_structure(
+      trace, trace.name.empty() ? std::string("trace") : fmt::format("trace '{}'", trace.name));
+  TextWriter w(out);
+  w.put("ipusim-trace {}\n", kFormatVersion);
+  if (!trace.name.empty()) w.put("name {}\n", trace.name);
+  for (const IpuProgram& ipu : trace.ipus) {
+    w.put("ipu {}\n", ipu.ipu);
+    for (const Tensor& t : ipu.tensors) {
+      w.put("tensor {} kind={} dtype={} tiles=", t.name,
+            kTensorKindNames[static_cast<std::size_t>(t.kind)],
+            kDTypeNames[static_cast<std::size_t>(t.dtype)]);
+      w.range(t.tiles);
+      w.put(" bytes={}\n", t.bytes_per_tile);
+    }
+    for (const ComputeSet& cs : ipu.compute_sets) {
+      w.put("computeset {}\n", cs.name);
+      for (const Vertex& v : cs.vertices) w.vertex(v);
+      w.put("end\n");
+    }
+    for (const Exchange& ex : ipu.exchanges) {
+      w.put("exchange {}\n", ex.name);
+      for (const Transfer& t : ex.transfers) {
+        w.put("  transfer src=");
+        w.range(t.src);
+        w.put(" dst=");
+        bool first = true;
+        for (const TileRange& r : ex.destinations(t)) {
+          if (!first) w.put(",");
+          first = false;
+          w.range(r);
+        }
+        w.put(" bytes={} mode={}\n", t.bytes, kTransferModeNames[static_cast<std::size_t>(t.mode)]);
+      }
+      w.put("end\n");
+    }
+    w.put("program\n");
+    w.steps(ipu, ipu.steps, 1);
+    w.put("end\n");
+  }
+  w.flush();
+}
+
+}  // namespace ipusim::trace

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/trace/trace_io.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <streambuf>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
+#include "ipusim/util/hash.hpp"
+
+namespace ipusim::trace {
+namespace {
+
+// A stream buffer that hashes what is written instead of storing it.
+class HashingBuffer : public std::streambuf {
+ public:
+  const Fnv1a64& hash() const { return hash_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      const char ch = traits_type::to_char_type(c);
+      hash_.update(&ch, 1);
+    }
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    hash_.update(s, static_cast<std::size_t>(n));
+    return n;
+  }
+
+ private:
+  Fnv1a64 hash_;
+};
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Trace read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw TraceError(fmt::format("{}: cannot read a trace: it is a directory", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  const auto size = std::filesystem::file_size(path, ec);
+  const std::uint64_t size_hint = ec ? 0 : static_cast<std::uint64_t>(size);
+
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  const bool binary = in.gcount() == sizeof magic && std::memcmp(magic, "IPUTRACE", 8) == 0;
+  in.clear();
+  in.seekg(0);
+  if (!in) throw TraceError(fmt::format("{}: cannot rewind after reading the first bytes", path));
+  return binary ? read_binary(in, path, size_hint) : read_text(in, path);
+}
+
+void write_file(const Trace& trace, const std::string& path, Format format) {
+  const bool binary = format == Format::kBinary;
+  write_file_atomically(
+      path,
+      [&](std::ostream& out) {
+        if (binary)
+          write_binary(trace, out);
+        else
+          write_text(trace, out);
+      },
+      binary);
+}
+
+Format format_for_path(const std::string& path) {
+  return ends_with(path, ".trace") || ends_with(path, ".txt") ? Format::kText : Format::kBinary;
+}
+
+std::string identity(const Trace& trace) {
+  HashingBuffer buffer;
+  std::ostream out(&buffer);
+  write_binary(trace, out);
+  return buffer.hash().hex();
+}
+
+}  // namespace ipusim::trace

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: Apache-2.0
+// Codelet cycle models: hand-computed cases (expected values derived in the comments from the
+// formulas in docs/codelets.md, never by calling the model) and analytic-bound properties.
+#include "ipusim/cost/codelet_models.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "ipusim/util/error.hpp"
+#include "test_chips.hpp"
+
+namespace ipusim::cost {
+namespace {
+
+using testing::gc200_by_hand;
+using trace::Codelet;
+using trace::DType;
+using trace::Op;
+
+AmpConvArgs conv(DType in, DType partials, std::uint64_t positions, std::uint64_t in_chans,
+                 std::uint64_t out_chans, std::uint64_t groups = 1, std::uint64_t kh = 1,
+                 std::uint64_t kw = 1) {
+  AmpConvArgs a;
+  a.in = in;
+  a.partials = partials;
+  a.positions = positions;
+  a.in_chans = in_chans;
+  a.out_chans = out_chans;
+  a.groups = groups;
+  a.kernel_h = kh;
+  a.kernel_w = kw;
+  return a;
+}
+
+double macs_per_cycle(const VertexCost& c) {
+  return static_cast<double>(c.flops) / 2.0 / static_cast<double>(c.cycles);
+}
+
+// ---- amp_conv1x1 ------------------------------------------------------------------------------
+
+TEST(CodeletAmp1x1, HandComputedHalfHalf16Engines) {
+  // GC200: W=6, E=16, weights/engine 16, core = 16/4 = 4, fast path (c=1), base 38.
+  // 60 positions -> 10 per worker: worker = 38 + 4*(10-3) = 66.
+  // inner (zeroing and not; fast path zeroes for free) = max(6*66, 6*66+14) = 410.
+  // IG = 32/16 = 2, OG = 32/16 = 2, P = 1, L = 16*16*2/16 = 32.
+  // per CG = 12+1 + (2-1)*(16-1 + 2*(19 + (6+32+410))) + (11 + 2*(19-1 + (7+32+410)))
+  //        = 13 + (15 + 934) + (11 + 934) = 1907;  cycles = 50 + 1907 = 1957.
+  // flops = 2*60*32*32 = 122880.
+  const auto c = amp_conv1x1(gc200_by_hand(), conv(DType::kHalf, DType::kHalf, 60, 32, 32));
+  EXPECT_EQ(c.cycles, 1957u);
+  EXPECT_EQ(c.flops, 122880u);
+}
+
+TEST(CodeletAmp1x1, HandComputedHalfFloatUnevenSplit) {
+  // half->float: E=8, fast path (float partials), base 37. 4 positions over 6 workers:
+  // max_w = 1 -> special case 32, min_w = 0 -> special case 21.
+  // inner = max(6*32, 6*21 + 14) = max(192, 140) = 192.  IG = 1, OG = 8/8 = 1,
+  // L = 8*16*2/16 = 16.  per CG = 13 + 0 + (11 + 1*(18 + (7+16+192))) = 257.
+  // cycles = 50 + 257 = 307;  flops = 2*4*16*8 = 1024.
+  const auto c = amp_conv1x1(gc200_by_hand(), conv(DType::kHalf, DType::kFloat, 4, 16, 8));
+  EXPECT_EQ(c.cycles, 307u);
+  EXPECT_EQ(c.flops, 1024u);
+}
+
+TEST(CodeletAmp1x1, HandComputedFloatWithZeroing) {
+  // float->float: E=16, weights/engine 8, core = 8/1 = 8, slow path (c=0), base 46, z = 4.
+  // 18 positions -> 3 per worker. no-zero worker = 46; zeroing worker = 46 + 2 + 4*3 = 60.
+  // inner_z = max(360, 374) = 374.  IG = 8/8 = 1, OG = 16/16 = 1, L = 16*8*4/16 = 32.
+  // per CG = 12 + 0 + (11 + 1*(19 + (7+32+374))) = 455;  cycles = 50 + 2*455 = 960.
+  // flops = 2*18*8*16*2 = 9216.
+  const auto c = amp_conv1x1(gc200_by_hand(), conv(DType::kFloat, DType::kFloat, 18, 8, 16, 2));
+  EXPECT_EQ(c.cycles, 960u);
+  EXPECT_EQ(c.flops, 9216u);
+}
+
+TEST(CodeletAmp1x1, HalfHalfApproaches64MacPerCycleButNeverExceeds) {
+  const ChipSpec chip = gc200_by_hand();
+  const double peak = chip.peak_macs_per_cycle_per_tile(true, false);
+  ASSERT_DOUBLE_EQ(peak, 64.0);
+  double previous = 0;
+  for (std::uint64_t n : {6u, 60u, 600u, 6000u, 60000u}) {
+    const auto a = conv(DType::kHalf, DType::kHalf, n, 64, 64);
+    const double rate = macs_per_cycle(amp_conv1x1(chip, a));
+    EXPECT_LE(rate, peak) << "n=" << n;
+    EXPECT_GT(rate, previous) << "n=" << n;
+    previous = rate;
+  }
+  EXPECT_GT(previous, 0.98 * peak);
+}
+
+TEST(CodeletAmp1x1, HalfFloatPeaksAt32MacPerCycle) {
+  const ChipSpec chip = gc200_by_hand();
+  const auto a = conv(DType::kHalf, DType::kFloat, 60000, 64, 64);
+  const double rate = macs_per_cycle(amp_conv1x1(chip, a));
+  EXPECT_LE(rate, 32.0);
+  EXPECT_GT(rate, 0.97 * 32.0);
+}
+
+TEST(CodeletAmp1x1, FloatPeaksAt16MacPerCycle) {
+  // The float path pays output zeroing (2 + 4n per worker) on the first of IG input groups,
+  // so 256 input channels (IG = 32) are used to amortise it.
+  const ChipSpec chip = gc200_by_hand();
+  const auto a = conv(DType::kFloat, DType::kFloat, 60000, 256, 64);
+  const double rate = macs_per_cycle(amp_conv1x1(chip, a));
+  EXPECT_LE(rate, 16.0);
+  EXPECT_GT(rate, 0.97 * 16.0);
+}
+
+TEST(CodeletAmp1x1, HalvingHalfEnginesRoughlyDoublesCycles) {
+  ChipSpec full = gc200_by_hand();
+  ChipSpec halved = full;
+  halved.amp.half_half.engines = 8;
+  const auto a = conv(DType::kHalf, DType::kHalf, 600, 256, 64);
+  const double ratio = static_cast<double>(amp_conv1x1(halved, a).cycles) /
+                       static_cast<double>(amp_conv1x1(full, a).cycles);
+  EXPECT_GT(ratio, 1.8);
+  EXPECT_LT(ratio, 2.3);
+  EXPECT_EQ(amp_conv1x1(halved, a).flops, amp_conv1x1(full, a).flops);
+}
+
+TEST(CodeletAmp1x1, UnsupportedPairThrows) {
+  const ChipSpec chip = gc200_by_hand();
+  EXPECT_THROW(amp_engines(chip, DType::kFloat, DType::kHalf), ModelError);
+  EXPECT_THROW(amp_engines(chip, DType::kInt, DType::kInt), ModelError);
+  EXPECT_THROW(amp_conv1x1(chip, conv(DType::kFloat, DType::kHalf, 60, 16, 16)), ModelError);
+  EXPECT_THROW(amp_convnx1(chip, conv(DType::kChar, DType::kHalf, 60, 16, 16, 1, 3, 3)),
+               ModelError);
+}
+
+TEST(CodeletAmp1x1, EnginesFollowChip) {
+  ChipSpec chip = gc200_by_hand();
+  EXPECT_EQ(amp_engines(chip, DType::kHalf, DType::kHalf), 16u);
+  EXPECT_EQ(amp_engines(chip, DType::kHalf, DType::kFloat), 8u);
+  EXPECT_EQ(amp_engines(chip, DType::kFloat, DType::kFloat), 16u);
+  chip.amp.half_float.engines = 0;
+  EXPECT_THROW(amp_engines(chip, DType::kHalf, DType::kFloat), ModelError);
+}
+
+// ---- amp_convnx1 ------------------------------------------------------------------------------
+
+TEST(CodeletAmpNx1, HandComputedHalfHalf3x3) {
+  // 12 positions -> 2 per worker. worker = 17 + 1 (half partials) + 3 + f(2)=33 - 9 = 45.
+  // per kernel position = max(6*45, 6*45 + 9) = 279.  L = 32, h_cost = 15, P = 1.
+  // inner = 3*14 + 9*(12 + (32 + 15 + 3 + 279)) = 42 + 9*341 = 3111.
+  // outer = 109 + 6*9 + 6*10 + 1*(17*1 + 6*0 + 1) + 6*0 + 1 + 1*(16 + 1*(14 + 1*(14 + 3111)))
+  //       = 109 + 54 + 60 + 18 + 1 + 3155 = 3397.
+  // flops = 2*12*16*16*3*3 = 55296.
+  const auto c =
+      amp_convnx1(gc200_by_hand(), conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3));
+  EXPECT_EQ(c.cycles, 3397u);
+  EXPECT_EQ(c.flops, 55296u);
+}
+
+TEST(CodeletAmpNx1, HandComputedFloat1x2TwoGroups) {
+  // float->float: 30 positions -> 5 per worker. f(5) = 45 + 8*2 = 61.
+  // worker = 17 + 0 + 3 + 61 - 9 = 72; per kernel position = max(432, 441) = 441.
+  // L = 16*8*4/16 = 32. inner = 1*14 + 2*(12 + (32 + 15 + 3 + 441)) = 14 + 2*503 = 1020.
+  // IG = 16/8 = 2, OG = 32/16 = 2, CG = 2.
+  // setup = 109 + 6*9 + 6*9 + 2*(17*2 + 6*1 + 1) + 6*1 + 1 = 109 + 54 + 54 + 82 + 7 = 306.
+  // loops = 2*(16 + 2*(14 + 2*(14 + 1020))) = 2*(16 + 2*2082) = 2*4180 = 8360.
+  // cycles = 8666;  flops = 2*30*16*32*2*1*2 = 122880.
+  const auto c =
+      amp_convnx1(gc200_by_hand(), conv(DType::kFloat, DType::kFloat, 30, 16, 32, 2, 1, 2));
+  EXPECT_EQ(c.cycles, 8666u);
+  EXPECT_EQ(c.flops, 122880u);
+}
+
+TEST(CodeletAmpNx1, HalfNeverExceedsPeak) {
+  const ChipSpec chip = gc200_by_hand();
+  const auto a = conv(DType::kHalf, DType::kHalf, 6000, 64, 64, 1, 3, 3);
+  const double rate = macs_per_cycle(amp_convnx1(chip, a));
+  EXPECT_LE(rate, 64.0);
+  EXPECT_GT(rate, 0.9 * 64.0);
+}
+
+// ---- dot ----------------------------------------------------------------------------------------
+
+TEST(CodeletDot, HandComputedHalf) {
+  // half: vw = 8 B / 2 B = 4; 64 elements -> 16 vectors; per dot = 6 + 16 = 22.
+  // 12 dots over 6 workers -> 2 each: worker = 16 + 19 + 2*(7 + 22) = 93.
+  // cycles = 65 + 6*93 = 623;  flops = 2*64*12 = 1536.
+  const auto c = dot(gc200_by_hand(), DType::kHalf, DType::kFloat, 64, 12);
+  EXPECT_EQ(c.cycles, 623u);
+  EXPECT_EQ(c.flops, 1536u);
+}
+
+TEST(CodeletDot, HandComputedFloatOneWorkerBusy) {
+  // float: vw = 2; 10 elements -> 5 vectors; per dot = 4 + 5 = 9.
+  // 1 dot: slowest worker = 16 + 19 + 1*(7 + 9) = 51; idle workers still cost their slot.
+  // cycles = 58 + 6*51 = 364;  flops = 2*10*1 = 20.
+  const auto c = dot(gc200_by_hand(), DType::kFloat, DType::kFloat, 10, 1);
+  EXPECT_EQ(c.cycles, 364u);
+  EXPECT_EQ(c.flops, 20u);
+}
+
+TEST(CodeletDot, WiderDatapathIsFaster) {
+  ChipSpec wide = gc200_by_hand();
+  wide.datapath_width = Bytes{16};
+  EXPECT_LT(dot(wide, DType::kHalf, DType::kHalf, 1024, 60).cycles,
+            dot(gc200_by_hand(), DType::kHalf, DType::kHalf, 1024, 60).cycles);
+  EXPECT_THROW(dot(gc200_by_hand(), DType::kFloat, DType::kHalf, 8, 8), ModelError);
+}
+
+// ---- reduce -------------------------------------------------------------------------------------
+
+TEST(CodeletReduce, HandComputedFloatAdd) {
+  // float: accumulator 16 B = 4 floats; 48 outputs -> 12 loops -> 2 per worker.
+  // loads per partial = 16 B / 8 B/cycle = 2; per loop = 2*5 + 7 = 17.
+  // cycles = 33 + 6*(20 + 17*2) = 357;  flops = 48*(5-1) = 192.
+  const auto c = reduce(gc200_by_hand(), Op::kAdd, DType::kFloat, DType::kFloat, 48, 5);
+  EXPECT_EQ(c.cycles, 357u);
+  EXPECT_EQ(c.flops, 192u);
+}
+
+TEST(CodeletReduce, HandComputedHalfToFloat) {
+  // half: accumulator 8 halves; 20 outputs -> 3 loops -> 1 per worker.
+  // per loop = 2*3 + 10 (output conversion) = 16;  cycles = 33 + 6*(20 + 16) = 249.
+  // flops = 20*(3-1) = 40.
+  const auto c = reduce(gc200_by_hand(), Op::kAdd, DType::kHalf, DType::kFloat, 20, 3);
+  EXPECT_EQ(c.cycles, 249u);
+  EXPECT_EQ(c.flops, 40u);
+}
+
+TEST(CodeletReduce, MoreInputsCostMore) {
+  const ChipSpec chip = gc200_by_hand();
+  std::uint64_t previous = 0;
+  for (std::uint64_t inputs : {1u, 2u, 8u, 32u, 128u}) {
+    const auto c = reduce(chip, Op::kAdd, DType::kFloat, DType::kFloat, 1024, inputs);
+    EXPECT_GT(c.cycles, previous) << "inputs=" << inputs;
+    previous = c.cycles;
+  }
+}
+
+TEST(CodeletReduce, MaxCostsNoMoreThanAdd) {
+  const ChipSpec chip = gc200_by_hand();
+  EXPECT_LE(reduce(chip, Op::kMax, DType::kHalf, DType::kHalf, 500, 16).cycles,
+            reduce(chip, Op::kAdd, DType::kHalf, DType::kHalf, 500, 16).cycles);
+  EXPECT_THROW(reduce(chip, Op::kExp, DType::kHalf, DType::kHalf, 500, 16), ModelError);
+}
+
+TEST(CodeletReduce, FasterLoadsAreFaster) {
+  ChipSpec fast = gc200_by_hand();
+  fast.memory.load_bytes_per_cycle = BytesPerCycle{16};
+  EXPECT_LT(reduce(fast, Op::kAdd, DType::kFloat, DType::kFloat, 1024, 16).cycles,
+            reduce(gc200_by_hand(), Op::kAdd, DType::kFloat, DType::kFloat, 1024, 16).cycles);
+}
+
+// ---- unary / binary ---------------------------------------------------------------------------
+
+TEST(CodeletUnary, HandComputedReluHalf) {
+  // 240 -> 40 per worker -> ceil(40/4) = 10 vectors; c = 2.
+  // cycles = 11 + 9 + 6*(17 + 10*(2 + 4)) = 20 + 6*77 = 482;  flops = 240.
+  const auto c = unary(gc200_by_hand(), Op::kRelu, DType::kHalf, 240);
+  EXPECT_EQ(c.cycles, 482u);
+  EXPECT_EQ(c.flops, 240u);
+}
+
+TEST(CodeletUnary, HandComputedExpFloat) {
+  // 100 -> ceil(100/6) = 17 per worker -> ceil(17/2) = 9 vectors; c = 6; EXP base 33.
+  // cycles = 20 + 6*(33 + 9*(6 + 4)) = 20 + 6*123 = 758.
+  EXPECT_EQ(unary(gc200_by_hand(), Op::kExp, DType::kFloat, 100).cycles, 758u);
+}
+
+TEST(CodeletUnary, IdleWorkersStillCostTheirSlot) {
+  // 4 halves (one worker busy) cost the same as 24 (every worker with one vector).
+  const ChipSpec chip = gc200_by_hand();
+  EXPECT_EQ(unary(chip, Op::kRelu, DType::kHalf, 4).cycles,
+            unary(chip, Op::kRelu, DType::kHalf, 24).cycles);
+  EXPECT_LT(unary(chip, Op::kRelu, DType::kHalf, 24).cycles,
+            unary(chip, Op::kRelu, DType::kHalf, 25).cycles);
+}
+
+TEST(CodeletUnary, WiderDatapathSpeedsUp) {
+  ChipSpec wide = gc200_by_hand();
+  wide.datapath_width = Bytes{16};
+  // 8 B: 800/worker -> 200 vectors -> 20 + 6*(17 + 1200) = 7322.
+  // 16 B: 100 vectors -> 20 + 6*(17 + 600) = 3722.
+  EXPECT_EQ(unary(gc200_by_hand(), Op::kRelu, DType::kHalf, 4800).cycles, 7322u);
+  EXPECT_EQ(unary(wide, Op::kRelu, DType::kHalf, 4800).cycles, 3722u);
+}
+
+TEST(CodeletUnary, RejectsBinaryOp) {
+  EXPECT_THROW(unary(gc200_by_hand(), Op::kAdd, DType::kHalf, 8), ModelError);
+}
+
+TEST(CodeletBinary, HandComputedAddHalf) {
+  // 1000 -> 167 per worker -> 42 vectors; c = 1, assembly (+2).
+  // cycles = 11 + 6*(26 + 42*3) = 11 + 6*152 = 923;  flops = 1000.
+  const auto c = binary(gc200_by_hand(), Op::kAdd, DType::kHalf, 1000);
+  EXPECT_EQ(c.cycles, 923u);
+  EXPECT_EQ(c.flops, 1000u);
+}
+
+TEST(CodeletBinary, HandComputedDivFloat) {
+  // 12 -> 2 per worker -> 1 vector; c = 10, C++ (+5).  cycles = 11 + 6*(29 + 15) = 275.
+  EXPECT_EQ(binary(gc200_by_hand(), Op::kDiv, DType::kFloat, 12).cycles, 275u);
+}
+
+TEST(CodeletBinary, RejectsUnaryOp) {
+  EXPECT_THROW(binary(gc200_by_hand(), Op::kRelu, DType::kHalf, 8), ModelError);
+}
+
+// ---- scaled_add / cast / copy / dynamic_slice
+// ----------------------------------------------------
+
+TEST(CodeletScaledAdd, HandComputedHalf) {
+  // vw = 4: 25 vectors, no remainder -> 5 for the slowest worker.
+  // per vector = 2*8 B / 8 B/cycle + 1 store = 3. worker = 15 + (6 + 3*4) + 4 = 37.
+  // supervisor = 21 + 11 + 7 + 12 + 6 = 57.  cycles = 57 + 6*37 = 279;  flops = 200.
+  const auto c = scaled_add(gc200_by_hand(), DType::kHalf, 100);
+  EXPECT_EQ(c.cycles, 279u);
+  EXPECT_EQ(c.flops, 200u);
+}
+
+TEST(CodeletScaledAdd, HandComputedFloatWithTail) {
+  // vw = 2: 3 vectors + 1 tail element -> slowest worker 1 vector + the tail.
+  // worker = 15 + (6 + 0) + 4 + 7*1 = 32. supervisor = 21 + 11 + 13 + 12 + 6 = 63.
+  // cycles = 63 + 6*32 = 255.
+  EXPECT_EQ(scaled_add(gc200_by_hand(), DType::kFloat, 7).cycles, 255u);
+}
+
+TEST(CodeletCast, HandComputedFloatToHalf) {
+  // 600 -> 100 per worker. load 8 B = 2 floats, store 8 B = 4 halves: op width = min(2*2, 4)
+  // = 4, cycles/vector = max(4/2, 4/4) = 2. worker = 19 + 2*25 + 2 remainder checks = 71.
+  // cycles = 19 + 6*(23 + 71) = 583;  flops = 600.
+  const auto c = cast(gc200_by_hand(), DType::kFloat, DType::kHalf, 600);
+  EXPECT_EQ(c.cycles, 583u);
+  EXPECT_EQ(c.flops, 600u);
+}
+
+TEST(CodeletCast, HandComputedHalfToFloatWithRemainder) {
+  // 30 -> 5 per worker. load 4 halves, store 2 floats: op width = min(8, 2) = 2, 1 cycle per
+  // vector. worker = 19 + 1*2 + (1 check + 2 for the odd element) = 24.
+  // cycles = 19 + 6*(23 + 24) = 301.
+  EXPECT_EQ(cast(gc200_by_hand(), DType::kHalf, DType::kFloat, 30).cycles, 301u);
+}
+
+TEST(CodeletCopy, HandComputed) {
+  // 288 fixed + ceil(1000 / 8) = 288 + 125 = 413; no flops.
+  const auto c = copy(gc200_by_hand(), 1000);
+  EXPECT_EQ(c.cycles, 413u);
+  EXPECT_EQ(c.flops, 0u);
+}
+
+TEST(CodeletCopy, FollowsMemcpyRate) {
+  ChipSpec fast = gc200_by_hand();
+  fast.memory.memcpy_bytes_per_cycle = BytesPerCycle{16};
+  // 288 + 80000/16 = 5288 vs 288 + 80000/8 = 10288.
+  EXPECT_EQ(copy(fast, 80000).cycles, 5288u);
+  EXPECT_EQ(copy(gc200_by_hand(), 80000).cycles, 10288u);
+}
+
+TEST(CodeletDynamicSlice, HandComputedHalf) {
+  // 240 elements -> 40 per worker -> 10 vectors; 3 copies.
+  // worker = 39 + (24 + 2*10)*3 = 171;  cycles = 25 + 6*171 = 1051.
+  const auto c = dynamic_slice(gc200_by_hand(), DType::kHalf, 240, 3);
+  EXPECT_EQ(c.cycles, 1051u);
+  EXPECT_EQ(c.flops, 0u);
+}
+
+TEST(CodeletWorkers, FewerWorkerContextsChangeTiming) {
+  // W = 4: 40 positions -> 10 per worker: worker = 66; inner = 4*66 + 14 = 278.
+  // IG = OG = 1, L = 32: per CG = 13 + (11 + (18 + 7 + 32 + 278)) = 359; cycles = 409.
+  ChipSpec chip = gc200_by_hand();
+  chip.worker_contexts = 4;
+  EXPECT_EQ(amp_conv1x1(chip, conv(DType::kHalf, DType::kHalf, 40, 16, 16)).cycles, 409u);
+  chip.worker_contexts = 0;
+  EXPECT_THROW(unary(chip, Op::kRelu, DType::kHalf, 8), ModelError);
+}
+
+// ---- vertex_cost dispatch -----------------------------------------------------------------------
+
+trace::Vertex vertex(Codelet c, std::initializer_list<std::int64_t> params) {
+  trace::Vertex v;
+  v.codelet = c;
+  std::size_t i = 0;
+  for (auto p : params) v.params[i++] = p;
+  return v;
+}
+
+constexpr std::int64_t kHalf = static_cast<std::int64_t>(DType::kHalf);
+constexpr std::int64_t kFloat = static_cast<std::int64_t>(DType::kFloat);
+
+TEST(CodeletVertexCost, DispatchesEveryCodeletWithSlotOrder) {
+  const ChipSpec chip = gc200_by_hand();
+  // Same hand-computed values as the per-model tests above.
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kAmpConv1x1, {kHalf, kHalf, 60, 32, 32, 1})).cycles,
+            1957u);
+  EXPECT_EQ(
+      vertex_cost(chip, vertex(Codelet::kAmpConvNx1, {kHalf, kHalf, 12, 16, 16, 1, 3, 3})).cycles,
+      3397u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kDot, {kHalf, kFloat, 64, 12})).cycles, 623u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kReduce,
+                                     {static_cast<std::int64_t>(Op::kAdd), kFloat, kFloat, 48, 5}))
+                .cycles,
+            357u);
+  EXPECT_EQ(
+      vertex_cost(chip, vertex(Codelet::kUnary, {static_cast<std::int64_t>(Op::kRelu), kHalf, 240}))
+          .cycles,
+      482u);
+  EXPECT_EQ(vertex_cost(
+                chip, vertex(Codelet::kBinary, {static_cast<std::int64_t>(Op::kAdd), kHalf, 1000}))
+                .cycles,
+            923u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kScaledAdd, {kHalf, 100})).cycles, 279u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kCast, {kFloat, kHalf, 600})).cycles, 583u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kCopy, {1000})).cycles, 413u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kDynamicSlice, {kHalf, 240, 3})).cycles, 1051u);
+}
+
+TEST(CodeletVertexCost, RejectsBadSlotValues) {
+  const ChipSpec chip = gc200_by_hand();
+  EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kCopy, {-1})), ModelError);
+  EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kScaledAdd, {7, 100})), ModelError);
+  EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kUnary, {99, kHalf, 8})), ModelError);
+  EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kAmpConv1x1, {kFloat, kHalf, 60, 16, 16, 1})),
+               ModelError);
+}
+
+}  // namespace
+}  // namespace ipusim::cost

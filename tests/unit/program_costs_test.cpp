@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Exchange, host-copy and memory costs against hand-computed values (GC200: 4 B/cycle/tile,
+// super-tile pairs, 100-cycle exchange overhead, 46 tiles per column, 1 cycle per column).
+#include <gtest/gtest.h>
+
+#include "ipusim/cost/program_costs.hpp"
+#include "ipusim/util/error.hpp"
+#include "test_chips.hpp"
+
+namespace ipusim::cost {
+namespace {
+
+using trace::TileRange;
+
+trace::Exchange one(std::uint32_t src, TileRange dst, std::uint64_t bytes,
+                    trace::TransferMode mode = trace::TransferMode::kMulticast) {
+  trace::Exchange ex;
+  ex.name = "x";
+  ex.add(TileRange{src, src}, {&dst, 1}, bytes, mode);
+  return ex;
+}
+
+TEST(ExchangeCost, OneMiBIntoOneTile) {
+  // §5: a 1 MiB exchange into one tile takes 1048576 / 4 = 262144 cycles (+ 100 fixed).
+  const ChipSpec chip = testing::gc200_by_hand();
+  const auto c = exchange_cost(chip, one(0, {3, 3}, 1 << 20));
+  EXPECT_EQ(c.transfer_cycles, 262144u);
+  EXPECT_EQ(c.latency_cycles, 0u);  // tiles 0 and 3 share column 0
+  EXPECT_EQ(c.cycles, 262244u);
+  EXPECT_EQ(c.tile_bytes[0], 1u << 20);
+  EXPECT_EQ(c.tile_bytes[3], 1u << 20);
+}
+
+TEST(ExchangeCost, SuperTilePairReceivesSameDataAtTwiceTheRate) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  // Two senders (tiles 0 and 1) each multicast 1 MiB.
+  trace::Exchange pair;
+  const TileRange both{2, 3};
+  pair.add({0, 0}, {&both, 1}, 1 << 20);
+  pair.add({1, 1}, {&both, 1}, 1 << 20);
+  // Tiles 2 and 3 form a super-tile and both receive: 2 MiB at 8 B/cycle = 262144 cycles,
+  // equal to each sender's 1 MiB at 4 B/cycle.
+  EXPECT_EQ(exchange_cost(chip, pair).transfer_cycles, 262144u);
+  trace::Exchange single;
+  const TileRange lone{2, 2};
+  single.add({0, 0}, {&lone, 1}, 1 << 20);
+  single.add({1, 1}, {&lone, 1}, 1 << 20);
+  // Tile 2 alone: 2 MiB at 4 B/cycle.
+  EXPECT_EQ(exchange_cost(chip, single).transfer_cycles, 524288u);
+  // A pair split across super-tiles (3 and 4) gets no doubling.
+  trace::Exchange split;
+  const TileRange straddle{3, 4};
+  split.add({0, 0}, {&straddle, 1}, 1 << 20);
+  split.add({1, 1}, {&straddle, 1}, 1 << 20);
+  EXPECT_EQ(exchange_cost(chip, split).transfer_cycles, 524288u);
+}
+
+TEST(ExchangeCost, PersonalisedAllToAll) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const TileRange all{0, 91};  // two columns of 46
+  trace::Exchange ex;
+  ex.add(all, {&all, 1}, 256, trace::TransferMode::kPersonalised);
+  const auto c = exchange_cost(chip, ex);
+  // Each tile sends and receives 91 x 256 B = 23296 B at 4 B/cycle = 5824 cycles.
+  EXPECT_EQ(c.transfer_cycles, 5824u);
+  EXPECT_EQ(c.latency_cycles, 1u);  // column 0 to column 1
+  EXPECT_EQ(c.cycles, 100u + 5824u + 1u);
+  EXPECT_EQ(c.total_bytes, 92u * 91u * 256u);
+}
+
+TEST(ExchangeCost, ColumnLatencyAcrossTheChip) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  // Tile 1471 is in column 1471 / 46 = 31.
+  const auto c = exchange_cost(chip, one(0, {1471, 1471}, 4));
+  EXPECT_EQ(c.latency_cycles, 31u);
+  EXPECT_EQ(c.cycles, 100u + 1u + 31u);
+}
+
+TEST(ExchangeCost, AllToAllNeverBeatsFourBytesPerCyclePerTile) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  for (std::uint32_t tiles : {8u, 64u, 1472u}) {
+    const TileRange all{0, tiles - 1};
+    trace::Exchange ex;
+    ex.add(all, {&all, 1}, 1024, trace::TransferMode::kPersonalised);
+    const auto c = exchange_cost(chip, ex);
+    const double rate = static_cast<double>(c.total_bytes) / static_cast<double>(c.cycles) / tiles;
+    EXPECT_LE(rate, 4.0) << tiles;
+    EXPECT_GT(rate, 3.0) << tiles;  // and large transfers come close to it
+  }
+}
+
+TEST(HostCopyCost, LatencyPlusLinkOrTileLimit) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::Step s;
+  s.kind = trace::StepKind::kHost;
+  s.tiles = {0, 1471};
+  s.bytes = 4096;
+  const auto c = host_copy_cost(chip, s);
+  // Link: 1472 x 4096 B / 32 GB/s = 188.416 us = 249651.2 cycles -> 249652; tile: 1024 cycles.
+  // Latency 2 us = 2650 cycles.
+  EXPECT_EQ(c.cycles, 2650u + 249652u);
+  EXPECT_EQ(c.total_bytes, 1472u * 4096u);
+}
+
+TEST(Memory, SumsTensorsStateCodeAndStack) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram p;
+  p.tensors.push_back({"a", trace::TensorKind::kWeight, trace::DType::kHalf, {0, 3}, 1000});
+  p.tensors.push_back({"b", trace::TensorKind::kActivation, trace::DType::kHalf, {2, 2}, 500});
+  trace::ComputeSet cs{"cs", {}};
+  cs.vertices.push_back({trace::Codelet::kCopy, {0, 1}, {}});
+  cs.vertices.push_back({trace::Codelet::kCopy, {1, 1}, {}});
+  cs.vertices.push_back({trace::Codelet::kCast, {1, 1}, {}});
+  p.compute_sets.push_back(cs);
+  const TileRange dst{1, 2};
+  trace::Exchange ex;
+  ex.add({0, 0}, {&dst, 1}, 64);
+  p.exchanges.push_back(ex);
+  const MemoryMap m = memory_map(chip, p);
+  // Tile 1: tensor a 1000 + 3 vertices x 12 + 2 codelets x 1024 + 1 transfer x 4 + 3072 stack.
+  EXPECT_EQ(m.tiles[1].total(), 1000u + 36u + 2048u + 4u + 3072u);
+  // Tile 2: a 1000 + b 500 + one transfer + stack.
+  EXPECT_EQ(m.tiles[2].total(), 1500u + 4u + 3072u);
+  // Tile 5: stack only.
+  EXPECT_EQ(m.tiles[5].total(), 3072u);
+}
+
+TEST(Memory, OverflowNamesTileUseAndBiggestConsumers) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram p;
+  p.tensors.push_back({"big", trace::TensorKind::kWeight, trace::DType::kHalf, {7, 7}, 600 * 1024});
+  p.tensors.push_back({"medium", trace::TensorKind::kActivation, trace::DType::kHalf, {7, 8}, 40 * 1024});
+  p.tensors.push_back({"small", trace::TensorKind::kActivation, trace::DType::kHalf, {0, 9}, 1024});
+  const MemoryMap m = memory_map(chip, p);
+  try {
+    check_memory(chip, p, m);
+    FAIL();
+  } catch (const ModelError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of memory on tile 7: needs 644.00 KiB of 624.00 KiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("largest tensors: big 600.00 KiB, medium 40.00 KiB, small 1.00 KiB"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("1 tile(s) over capacity"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::cost

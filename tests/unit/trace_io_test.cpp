@@ -1,0 +1,692 @@
+// SPDX-License-Identifier: Apache-2.0
+// Trace format v1: catalogue, structural checks, text and binary readers/writers.
+#include "ipusim/trace/trace_io.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "ipusim/trace/codelet.hpp"
+#include "ipusim/trace/program.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::trace {
+namespace {
+
+// Succeeds when `text` contains `part`; the failure message shows both.
+::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
+}
+
+Trace parse(const std::string& text, const std::string& origin = "t.trace") {
+  std::istringstream in(text);
+  return read_text(in, origin);
+}
+
+std::string to_text(const Trace& t) {
+  std::ostringstream out;
+  write_text(t, out);
+  return out.str();
+}
+
+std::string to_binary(const Trace& t) {
+  std::ostringstream out(std::ios::binary);
+  write_binary(t, out);
+  return out.str();
+}
+
+Trace from_binary(const std::string& bytes, std::uint64_t size_hint) {
+  std::istringstream in(bytes, std::ios::binary);
+  return read_binary(in, "t.itb", size_hint);
+}
+
+// The message of the TraceError thrown by `f`, or a failure if none is thrown.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const TraceError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected TraceError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected TraceError, nothing was thrown";
+  return {};
+}
+
+std::string text_error(const std::string& text) {
+  return error_of([&] { parse(text); });
+}
+
+// Canonical text (as write_text produces it) using every codelet, every step kind, nested
+// repeats and several IPUs.
+const char* const kEveryFeature =
+    R"(ipusim-trace 1
+name every_feature
+ipu 0
+tensor w kind=weight dtype=half tiles=0..1471 bytes=8192
+tensor acts kind=activation dtype=float tiles=5 bytes=0
+tensor grads kind=gradient dtype=int tiles=2..3 bytes=16
+computeset convs
+  vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1
+  vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5
+  vertex tiles=7 dot in=half partials=float length=1024 count=3
+end
+computeset elementwise
+  vertex tiles=0..15 reduce op=max in=float out=half outputs=8 inputs=4
+  vertex tiles=16 unary op=gelu dtype=half n=0
+  vertex tiles=17..18 binary op=div dtype=float n=1000
+  vertex tiles=19 scaled_add dtype=half n=4096
+  vertex tiles=20 cast from=float to=char n=77
+  vertex tiles=21 copy bytes=1099511627776
+  vertex tiles=22..30 dynamic_slice dtype=int elems=5 copies=9
+end
+exchange fetch
+  transfer src=5 dst=6..7,9 bytes=65536 mode=multicast
+  transfer src=0..15 dst=0..15 bytes=64 mode=personalised
+end
+exchange empty
+end
+program
+  host to_ipu tiles=0..15 bytes=1024
+  repeat 10
+    exchange fetch
+    sync
+    compute convs
+    repeat 3
+      compute elementwise
+      sync
+      repeat 1099511627776
+        exchange empty
+      end
+    end
+  end
+  host from_ipu tiles=0 bytes=4
+end
+ipu 3
+computeset only
+  vertex tiles=0 copy bytes=8
+end
+program
+  compute only
+end
+ipu 1
+program
+end
+)";
+
+TEST(TraceCatalogue, SlotsMatchParameterNames) {
+  EXPECT_EQ(param_index(Codelet::kAmpConv1x1, "positions"), slot::kAmpPositions);
+  EXPECT_EQ(param_index(Codelet::kAmpConvNx1, "kernel_w"), slot::kAmpKernelW);
+  EXPECT_EQ(param_index(Codelet::kAmpConv1x1, "kernel_h"), std::nullopt);
+  EXPECT_EQ(param_index(Codelet::kDot, "count"), slot::kDotCount);
+  EXPECT_EQ(param_index(Codelet::kReduce, "inputs"), slot::kReduceInputs);
+  EXPECT_EQ(param_index(Codelet::kCast, "to"), slot::kCastTo);
+  EXPECT_EQ(param_index(Codelet::kDynamicSlice, "copies"), slot::kSliceCopies);
+  ASSERT_EQ(codelet_catalogue().size(), kCodeletCount);
+  for (std::size_t i = 0; i < kCodeletCount; ++i) {
+    const auto& spec = codelet_catalogue()[i];
+    EXPECT_EQ(static_cast<std::size_t>(spec.id), i);
+    EXPECT_EQ(codelet_by_name(spec.name), spec.id);
+  }
+  EXPECT_EQ(codelet_by_name("conv"), std::nullopt);
+}
+
+TEST(TraceCatalogue, DefaultsBoundsAndEnums) {
+  EXPECT_EQ(dtype_bytes(DType::kHalf), 2u);
+  EXPECT_EQ(dtype_bytes(DType::kFloat), 4u);
+  EXPECT_EQ(dtype_bytes(DType::kInt), 4u);
+  EXPECT_EQ(dtype_bytes(DType::kChar), 1u);
+  EXPECT_EQ(dtype_by_name("char"), DType::kChar);
+  EXPECT_EQ(op_by_name("sigmoid"), Op::kSigmoid);
+  EXPECT_EQ(op_by_name("plus"), std::nullopt);
+
+  const auto& dot = codelet_spec(Codelet::kDot);
+  EXPECT_EQ(dot.params[slot::kDotPartials].default_value, static_cast<std::int64_t>(DType::kFloat));
+  EXPECT_FALSE(dot.params[slot::kDotLength].default_value.has_value());
+  EXPECT_EQ(codelet_spec(Codelet::kAmpConv1x1).params[slot::kAmpGroups].default_value, 1);
+
+  EXPECT_TRUE(op_allowed(Codelet::kReduce, Op::kMax));
+  EXPECT_FALSE(op_allowed(Codelet::kReduce, Op::kMul));
+  EXPECT_TRUE(op_allowed(Codelet::kBinary, Op::kMin));
+  EXPECT_FALSE(op_allowed(Codelet::kBinary, Op::kRelu));
+  EXPECT_TRUE(op_allowed(Codelet::kUnary, Op::kSquare));
+  EXPECT_FALSE(op_allowed(Codelet::kUnary, Op::kAdd));
+
+  EXPECT_EQ(param_problem(Codelet::kAmpConv1x1, slot::kAmpPositions, 0), std::nullopt);
+  EXPECT_EQ(param_problem(Codelet::kAmpConv1x1, slot::kAmpPositions, -1).value_or(""),
+            "parameter 'positions' of amp_conv1x1 must be in 0..1099511627776, found -1");
+  EXPECT_TRUE(contains(param_problem(Codelet::kAmpConv1x1, slot::kAmpInChans, 0).value_or(""),
+                       "must be in 1.."));
+  EXPECT_TRUE(contains(param_problem(Codelet::kCopy, slot::kCopyBytes, kMaxCount + 1).value_or(""),
+                       "found 1099511627777"));
+  EXPECT_TRUE(
+      contains(param_problem(Codelet::kReduce, slot::kReduceOp, static_cast<std::int64_t>(Op::kMul))
+                   .value_or(""),
+               "must be one of add, max, found 'mul'"));
+  EXPECT_TRUE(
+      contains(param_problem(Codelet::kCast, slot::kCastFrom, 9).value_or(""), "must be a dtype"));
+}
+
+TEST(TraceText, ParsesHandWrittenTrace) {
+  const Trace t = parse(R"(# comment lines and blank lines are ignored
+
+ipusim-trace 1
+name matmul_2048
+ipu 0
+tensor A kind=activation dtype=half tiles=0..1471 bytes=8192
+computeset mm   # trailing comments too
+  vertex tiles=0..1023 amp_conv1x1 in=half partials=half positions=128 in_chans=256 out_chans=256
+  vertex tiles=5 dot length=64 count=2
+end
+exchange fetch
+  transfer src=5 dst=6..7,9 bytes=65536
+  transfer src=0..15 dst=0..15 bytes=64 mode=personalised
+end
+program
+  exchange fetch
+  sync
+  compute mm
+  host to_ipu tiles=0..15 bytes=1024
+  repeat 10
+    sync
+  end
+end
+)");
+  EXPECT_EQ(t.version, 1u);
+  EXPECT_EQ(t.name, "matmul_2048");
+  ASSERT_EQ(t.ipus.size(), 1u);
+  const IpuProgram& p = t.ipus[0];
+  EXPECT_EQ(p.ipu, 0u);
+  ASSERT_EQ(p.tensors.size(), 1u);
+  EXPECT_EQ(p.tensors[0], (Tensor{"A", TensorKind::kActivation, DType::kHalf, {0, 1471}, 8192}));
+
+  ASSERT_EQ(p.compute_sets.size(), 1u);
+  EXPECT_EQ(p.compute_sets[0].name, "mm");
+  ASSERT_EQ(p.compute_sets[0].vertices.size(), 2u);
+  const Vertex& amp = p.compute_sets[0].vertices[0];
+  EXPECT_EQ(amp.codelet, Codelet::kAmpConv1x1);
+  EXPECT_EQ(amp.tiles, (TileRange{0, 1023}));
+  EXPECT_EQ(amp.params[slot::kAmpIn], static_cast<std::int64_t>(DType::kHalf));
+  EXPECT_EQ(amp.params[slot::kAmpPartials], static_cast<std::int64_t>(DType::kHalf));
+  EXPECT_EQ(amp.params[slot::kAmpPositions], 128);
+  EXPECT_EQ(amp.params[slot::kAmpInChans], 256);
+  EXPECT_EQ(amp.params[slot::kAmpOutChans], 256);
+  EXPECT_EQ(amp.params[slot::kAmpGroups], 1);   // default
+  EXPECT_EQ(amp.params[slot::kAmpKernelH], 0);  // unused slot
+  const Vertex& dot = p.compute_sets[0].vertices[1];
+  EXPECT_EQ(dot.codelet, Codelet::kDot);
+  EXPECT_EQ(dot.tiles, (TileRange{5, 5}));
+  EXPECT_EQ(dot.params[slot::kDotIn], static_cast<std::int64_t>(DType::kHalf));
+  EXPECT_EQ(dot.params[slot::kDotPartials], static_cast<std::int64_t>(DType::kFloat));
+  EXPECT_EQ(dot.params[slot::kDotLength], 64);
+  EXPECT_EQ(dot.params[slot::kDotCount], 2);
+
+  ASSERT_EQ(p.exchanges.size(), 1u);
+  const Exchange& ex = p.exchanges[0];
+  EXPECT_EQ(ex.name, "fetch");
+  ASSERT_EQ(ex.transfers.size(), 2u);
+  EXPECT_EQ(ex.transfers[0].src, (TileRange{5, 5}));
+  EXPECT_EQ(ex.transfers[0].bytes, 65536u);
+  EXPECT_EQ(ex.transfers[0].mode, TransferMode::kMulticast);
+  auto d0 = ex.destinations(ex.transfers[0]);
+  ASSERT_EQ(d0.size(), 2u);
+  EXPECT_EQ(d0[0], (TileRange{6, 7}));
+  EXPECT_EQ(d0[1], (TileRange{9, 9}));
+  EXPECT_EQ(ex.transfers[1].mode, TransferMode::kPersonalised);
+  ASSERT_EQ(ex.destinations(ex.transfers[1]).size(), 1u);
+  EXPECT_EQ(ex.destinations(ex.transfers[1])[0], (TileRange{0, 15}));
+
+  ASSERT_EQ(p.steps.size(), 5u);
+  EXPECT_EQ(p.steps[0].kind, StepKind::kExchange);
+  EXPECT_EQ(p.steps[0].index, 0u);
+  EXPECT_EQ(p.steps[1].kind, StepKind::kSync);
+  EXPECT_EQ(p.steps[2].kind, StepKind::kCompute);
+  EXPECT_EQ(p.steps[2].index, 0u);
+  EXPECT_EQ(p.steps[3].kind, StepKind::kHost);
+  EXPECT_EQ(p.steps[3].direction, HostDirection::kToIpu);
+  EXPECT_EQ(p.steps[3].tiles, (TileRange{0, 15}));
+  EXPECT_EQ(p.steps[3].bytes, 1024u);
+  EXPECT_EQ(p.steps[4].kind, StepKind::kRepeat);
+  EXPECT_EQ(p.steps[4].count, 10u);
+  ASSERT_EQ(p.steps[4].body.size(), 1u);
+  EXPECT_EQ(p.steps[4].body[0].kind, StepKind::kSync);
+}
+
+TEST(TraceText, AcceptsCrlfAndTabs) {
+  const Trace t = parse(
+      "ipusim-trace 1\r\nipu 2\r\ncomputeset c\r\n\tvertex tiles=1 copy bytes=3\r\nend\r\n"
+      "program\r\n\tcompute c\r\nend\r\n");
+  ASSERT_EQ(t.ipus.size(), 1u);
+  EXPECT_EQ(t.ipus[0].ipu, 2u);
+  EXPECT_EQ(t.ipus[0].compute_sets[0].vertices[0].params[slot::kCopyBytes], 3);
+}
+
+TEST(TraceRoundTrip, TextBinaryTextIsExact) {
+  const Trace ir = parse(kEveryFeature);
+  ASSERT_EQ(ir.ipus.size(), 3u);
+  EXPECT_EQ(ir.ipus[1].ipu, 3u);  // section order is kept
+  // The canonical text writes back byte for byte.
+  const std::string text = to_text(ir);
+  EXPECT_EQ(text, kEveryFeature);
+  // Through binary and back: equal IR, identical text.
+  const std::string bytes = to_binary(ir);
+  ASSERT_EQ(bytes.substr(0, 8), "IPUTRACE");
+  for (std::uint64_t hint : {std::uint64_t{0}, static_cast<std::uint64_t>(bytes.size())}) {
+    const Trace back = from_binary(bytes, hint);
+    EXPECT_EQ(back, ir);
+    EXPECT_EQ(to_text(back), text);
+    EXPECT_EQ(to_binary(back), bytes);
+  }
+}
+
+TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
+  const Trace t = parse(
+      "ipusim-trace 1\nipu 0\ntensor x tiles=0 bytes=2\ncomputeset c\n"
+      "  vertex tiles=0 reduce outputs=1 inputs=2\nend\nexchange e\n"
+      "  transfer src=0 dst=1 bytes=4\nend\n");
+  EXPECT_EQ(to_text(t),
+            "ipusim-trace 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+            "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
+            "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
+}
+
+TEST(TraceIdentity, SameForTextAndBinaryFiles) {
+  const Trace ir = parse(kEveryFeature);
+  const auto dir =
+      std::filesystem::path(::testing::TempDir()) / ("trace_io_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string text_path = (dir / "k.trace").string();
+  const std::string bin_path = (dir / "k.itb").string();
+  EXPECT_EQ(format_for_path(text_path), Format::kText);
+  EXPECT_EQ(format_for_path((dir / "k.txt").string()), Format::kText);
+  EXPECT_EQ(format_for_path(bin_path), Format::kBinary);
+  write_file(ir, text_path, format_for_path(text_path));
+  write_file(ir, bin_path, format_for_path(bin_path));
+
+  const Trace from_text = read_file(text_path);
+  const Trace from_bin = read_file(bin_path);
+  EXPECT_EQ(from_text, ir);
+  EXPECT_EQ(from_bin, ir);
+  const std::string id = identity(ir);
+  EXPECT_EQ(id.size(), 16u);
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(identity(from_text), id);
+  EXPECT_EQ(identity(from_bin), id);
+
+  Trace changed = ir;
+  changed.ipus[0].tensors[0].bytes_per_tile += 1;
+  EXPECT_NE(identity(changed), id);
+
+  EXPECT_TRUE(contains(error_of([&] { read_file((dir / "missing.itb").string()); }),
+                       "missing.itb: cannot open"));
+  std::filesystem::remove_all(dir);
+}
+
+// --- text errors -------------------------------------------------------------------------------
+
+TEST(TraceTextErrors, UnknownParameterSuggestsAndNamesLine) {
+  const std::string msg = text_error(R"(ipusim-trace 1
+ipu 0
+computeset mm
+  vertex tiles=0 copy bytes=1
+
+
+  vertex tiles=0..3 amp_conv1x1 in=half posiitons=128 in_chans=4 out_chans=4
+end
+)");
+  EXPECT_EQ(msg,
+            "t.trace:7: unknown parameter 'posiitons' for codelet amp_conv1x1 (did you mean "
+            "'positions'?)");
+}
+
+TEST(TraceTextErrors, UnknownNamesSuggestClosest) {
+  const std::string head = "ipusim-trace 1\nipu 0\ncomputeset c\n";
+  EXPECT_TRUE(contains(text_error(head + "  vertex tiles=0 amp_conv1x2 positions=1\nend\n"),
+                       "t.trace:4: unknown codelet 'amp_conv1x2' (did you mean 'amp_conv1x1'?)"));
+  EXPECT_TRUE(contains(text_error(head + "  vertex tiles=0 dot in=hlaf length=1 count=1\nend\n"),
+                       "t.trace:4: unknown dtype 'hlaf' for parameter 'in' of dot (did you mean "
+                       "'half'?)"));
+  EXPECT_TRUE(contains(text_error(head + "  vertex tiles=0 unary op=relo n=3\nend\n"),
+                       "t.trace:4: unknown op 'relo' for parameter 'op' of unary (did you mean "
+                       "'relu'?)"));
+  EXPECT_TRUE(
+      contains(text_error(head + "  vertex tiles=0 reduce op=mul outputs=1 inputs=1\nend\n"),
+               "t.trace:4: invalid op 'mul' for parameter 'op' of reduce (expected one "
+               "of: add, max)"));
+  EXPECT_TRUE(contains(text_error(head + "  vertex tiles=0 copy\nend\n"),
+                       "t.trace:4: expected bytes=<value> for codelet copy (required, no "
+                       "default), found no bytes="));
+  EXPECT_TRUE(contains(text_error(head + "  vertex tiles=0 copy bytes=-1\nend\n"),
+                       "t.trace:4: parameter 'bytes' of copy must be in 0..1099511627776, "
+                       "found -1"));
+  EXPECT_TRUE(contains(text_error(head + "  vertex tiles=0 copy bytes=1099511627777\nend\n"),
+                       "found 1099511627777"));
+  EXPECT_TRUE(contains(text_error(head + "  vertx tiles=0 copy bytes=1\nend\n"),
+                       "t.trace:4: expected one of vertex, end in a 'computeset' block, found "
+                       "unknown directive 'vertx' (did you mean 'vertex'?)"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\ntensor t tiles=0 bytes=1 knd=weight\n"),
+                       "t.trace:3: unknown key 'knd' for tensor 't' (did you mean 'kind'?)"));
+}
+
+TEST(TraceTextErrors, MissingEnd) {
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\ncomputeset mm\n  vertex tiles=0 copy bytes=1\n"),
+            "t.trace:4: expected 'end' for computeset 'mm' opened at line 3, found end of file");
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\nprogram\n  repeat 2\n    sync\n  end\n"),
+            "t.trace:6: expected 'end' for the program opened at line 3, found end of file");
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\nprogram\n  repeat 2\n    sync\n"),
+            "t.trace:5: expected 'end' for the repeat opened at line 4, found end of file");
+}
+
+TEST(TraceTextErrors, BadTileRange) {
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\ncomputeset mm\n  vertex tiles=5..3 copy "
+                       "bytes=1\nend\n"),
+            "t.trace:4: expected a tile range with first <= last for tiles=, found '5..3'");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\ntensor a tiles=1..x bytes=1\n"),
+                       "t.trace:3: expected a tile range like 5 or 0..1471 for tiles=, found "
+                       "'1..x'"));
+}
+
+TEST(TraceTextErrors, UndefinedAndDuplicateNames) {
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\ncomputeset mm\nend\nprogram\n  compute mn\nend\n"),
+            "t.trace:6: expected the name of a compute set defined above, found undefined "
+            "compute set 'mn' (did you mean 'mm'?)");
+  EXPECT_TRUE(
+      contains(text_error("ipusim-trace 1\nipu 0\nexchange x\nend\nprogram\n  compute x\nend\n"),
+               "('x' is an exchange: use 'exchange x')"));
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\ncomputeset mm\nend\ncomputeset mm\nend\n"),
+            "t.trace:5: expected a new compute set name, found 'mm' (already defined at line 3)");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nprogram\nend\nipu 0\n"),
+                       "t.trace:5: expected each IPU once, found a second 'ipu 0'"));
+}
+
+TEST(TraceTextErrors, OverlappingDestinations) {
+  EXPECT_EQ(text_error("ipusim-trace 1\nipu 0\nexchange e\n  transfer src=0 dst=4..9,1,8 bytes=4\n"
+                       "end\n"),
+            "t.trace:4: expected destination ranges that do not overlap, found tile 8 twice in "
+            "dst=4..9,1,8");
+  const std::array<TileRange, 3> disjoint{TileRange{5, 6}, TileRange{0, 4}, TileRange{7, 7}};
+  EXPECT_EQ(first_shared_tile(disjoint), std::nullopt);
+  const std::array<TileRange, 3> shared{TileRange{5, 9}, TileRange{0, 4}, TileRange{2, 3}};
+  EXPECT_EQ(first_shared_tile(shared), 2u);
+}
+
+TEST(TraceTextErrors, HeaderAndStructure) {
+  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 1', found end of file");
+  EXPECT_EQ(text_error("ipu 0\n"),
+            "t.trace:1: expected the header 'ipusim-trace 1', found 'ipu 0'");
+  EXPECT_TRUE(
+      contains(text_error("ipusim-trace 2\n"), "t.trace:1: expected trace format version 1"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
+                       "t.trace:2: expected one of name, ipu before the first 'ipu' section, "
+                       "found 'tensor'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nend\n"), "found 'end' with no open"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\n"), "expected at least one 'ipu <index>'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nprogram\n  repeat 0\n"),
+                       "t.trace:4: expected a repeat count 1..1099511627776, found '0'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nprogram\n  sync now\nend\n"),
+                       "t.trace:4: expected 'sync', found 'sync now'"));
+}
+
+std::string nested_repeats(std::size_t depth) {
+  std::string text = "ipusim-trace 1\nipu 0\nprogram\n";
+  for (std::size_t i = 0; i < depth; ++i) text += "repeat 2\n";
+  text += "sync\n";
+  for (std::size_t i = 0; i < depth; ++i) text += "end\n";
+  return text + "end\n";
+}
+
+TEST(TraceTextErrors, RepeatNestingIsCapped) {
+  const Trace ok = parse(nested_repeats(kMaxRepeatDepth));
+  // Deepest legal nesting round-trips through both forms.
+  EXPECT_EQ(from_binary(to_binary(ok), 0), ok);
+  EXPECT_EQ(parse(to_text(ok)), ok);
+  EXPECT_EQ(text_error(nested_repeats(kMaxRepeatDepth + 1)),
+            "t.trace:68: expected repeats nested at most 64 deep, found a deeper one");
+}
+
+// --- structural checks -------------------------------------------------------------------------
+
+TEST(TraceStructure, CheckTilesNamesItem) {
+  Trace t = parse(
+      "ipusim-trace 1\nipu 0\ncomputeset mm\n  vertex tiles=0 copy bytes=1\n"
+      "  vertex tiles=1 copy bytes=1\n  vertex tiles=2 copy bytes=1\n"
+      "  vertex tiles=1500 copy bytes=1\nend\nprogram\n  compute mm\nend\n");
+  EXPECT_NO_THROW(check_tiles(t, 1501, "mm.trace"));
+  EXPECT_EQ(error_of([&] { check_tiles(t, 1472, "mm.trace"); }),
+            "mm.trace: compute set 'mm' vertex 3 uses tile 1500 but the chip has 1472 tiles");
+  Trace multi = parse(kEveryFeature);
+  EXPECT_EQ(error_of([&] { check_tiles(multi, 1024, "k.trace"); }),
+            "k.trace: ipu 0 tensor 'w' is placed on tiles 0..1471 but the chip has 1024 tiles");
+  multi.ipus[0].tensors[0].tiles = {0, 10};
+  multi.ipus[0].compute_sets[0].vertices[1].tiles = {0, 10};
+  multi.ipus[0].exchanges[0].dst_pool[1] = {1023, 1024};
+  EXPECT_EQ(error_of([&] { check_tiles(multi, 1024, "k.trace"); }),
+            "k.trace: ipu 0 exchange 'fetch' transfer 0 sends to tiles 1023..1024 but the chip "
+            "has 1024 tiles");
+}
+
+TEST(TraceStructure, CheckStructureRejectsBadIr) {
+  const Trace good = parse(kEveryFeature);
+  EXPECT_NO_THROW(check_structure(good, "x"));
+  {
+    Trace t = good;
+    t.ipus[0].steps[1].body[2].index = 7;
+    EXPECT_EQ(error_of([&] { check_structure(t, "x"); }),
+              "x: ipu 0 program step 1.2 (compute) refers to compute set 7 but there are 2");
+  }
+  {
+    Trace t = good;
+    t.ipus[0].compute_sets[1].vertices[0].params[slot::kReduceOp] =
+        static_cast<std::int64_t>(Op::kRelu);
+    EXPECT_EQ(error_of([&] { check_structure(t, "x"); }),
+              "x: ipu 0 compute set 'elementwise' vertex 0: parameter 'op' of reduce must be one "
+              "of add, max, found 'relu'");
+  }
+  {
+    Trace t = good;
+    t.ipus[0].compute_sets[0].vertices[0].params[slot::kAmpKernelH] = 3;
+    EXPECT_TRUE(contains(error_of([&] { check_structure(t, "x"); }),
+                         "non-zero value 3 in unused parameter slot 6"));
+  }
+  {
+    Trace t = good;
+    t.ipus[0].steps[1].count = 0;
+    EXPECT_TRUE(contains(error_of([&] { check_structure(t, "x"); }),
+                         "program step 1 (repeat) has count = 0, expected 1..1099511627776"));
+  }
+  {
+    Trace t = good;
+    t.ipus[0].tensors[1].bytes_per_tile = std::uint64_t{1} << 41;
+    EXPECT_TRUE(contains(error_of([&] { check_structure(t, "x"); }),
+                         "tensor 'acts' has bytes = 2199023255552"));
+  }
+  {
+    Trace t = good;
+    t.ipus[0].steps[0].index = 1;  // a host step does not use `index`
+    EXPECT_TRUE(contains(error_of([&] { check_structure(t, "x"); }),
+                         "program step 0 (host) sets fields that its kind does not use"));
+  }
+  {
+    Trace t = good;
+    t.ipus[2].ipu = 0;
+    EXPECT_EQ(error_of([&] { check_structure(t, "x"); }), "x: ipu 0 appears twice");
+  }
+  {
+    Trace t = good;
+    t.ipus[0].exchanges[0].transfers[1].dst_first = 0;
+    EXPECT_TRUE(contains(error_of([&] { check_structure(t, "x"); }),
+                         "exchange 'fetch' transfer 1 destinations start at pool index 0, "
+                         "expected 2"));
+  }
+  {
+    Trace t = good;
+    t.ipus[0].exchanges[0].dst_pool[1] = {7, 7};
+    EXPECT_EQ(error_of([&] { check_structure(t, "x"); }),
+              "x: ipu 0 exchange 'fetch' transfer 0 lists destination tile 7 twice (destination "
+              "ranges must not overlap)");
+  }
+  {
+    Trace t = good;
+    t.ipus[0].tensors[0].name = "has space";
+    EXPECT_TRUE(contains(error_of([&] { to_text(t); }),
+                         "trace 'every_feature': ipu 0 tensor 'has space' has an invalid name"));
+  }
+}
+
+// --- binary errors -----------------------------------------------------------------------------
+
+TEST(TraceBinaryErrors, TruncationAtEveryByteIsAnError) {
+  const std::string bytes = to_binary(parse(kEveryFeature));
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
+    const std::string part = bytes.substr(0, cut);
+    for (std::uint64_t hint : {std::uint64_t{0}, static_cast<std::uint64_t>(cut)}) {
+      const std::string msg = error_of([&] { from_binary(part, hint); });
+      EXPECT_TRUE(contains(msg, "t.itb@")) << "cut at " << cut;
+    }
+  }
+  // A cut in the middle of a field says how much is missing.
+  EXPECT_EQ(error_of([&] { from_binary(bytes.substr(0, 10), 0); }),
+            "t.itb@10: truncated format version: expected 2 more bytes, file ends");
+  // Trailing garbage is reported too.
+  EXPECT_TRUE(contains(error_of([&] { from_binary(bytes + "x", 0); }),
+                       "expected the end of the file after the last IPU program"));
+}
+
+TEST(TraceBinaryErrors, HugeCountRejectedBeforeAllocating) {
+  const std::string bytes = to_binary(parse(kEveryFeature));
+  // Layout: magic 8, version 4, name length 4 + "every_feature" 13, IPU count 4, IPU index 4,
+  // tensor count 4.
+  const std::size_t ipu_count_at = 8 + 4 + 4 + 13;
+  const std::size_t tensor_count_at = ipu_count_at + 4 + 4;
+  const std::size_t name_length_at = 12;
+  for (std::size_t at : {ipu_count_at, tensor_count_at, name_length_at}) {
+    std::string patched = bytes;
+    std::memset(patched.data() + at, 0xff, 4);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string with_hint = error_of([&] { from_binary(patched, patched.size()); });
+    const std::string without_hint = error_of([&] { from_binary(patched, 0); });
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(elapsed, std::chrono::seconds(2));
+    EXPECT_TRUE(contains(with_hint, "t.itb@" + std::to_string(at) + ": expected "));
+    EXPECT_TRUE(contains(without_hint, "t.itb@"));
+  }
+  std::string patched = bytes;
+  std::memset(patched.data() + tensor_count_at, 0xff, 4);
+  EXPECT_EQ(error_of([&] { from_binary(patched, patched.size()); }),
+            fmt::format("t.itb@{}: expected a count of tensors that fits in the remaining {} "
+                        "bytes, found 4294967295 (at least 23 bytes each)",
+                        tensor_count_at, bytes.size() - tensor_count_at - 4));
+  std::memcpy(patched.data() + tensor_count_at, bytes.data() + tensor_count_at, 4);
+  std::memset(patched.data() + name_length_at, 0xff, 4);
+  EXPECT_EQ(error_of([&] { from_binary(patched, 0); }),
+            "t.itb@12: expected a trace name of at most 4096 bytes, found length 4294967295");
+}
+
+TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
+  const std::string bytes = to_binary(parse(kEveryFeature));
+  EXPECT_EQ(error_of([&] { from_binary("ipusim-trace 1\n", 0); }),
+            "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'ipusim-t'");
+  EXPECT_EQ(error_of([&] { from_binary("IPU", 0); }),
+            "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'IPU'");
+  std::string v2 = bytes;
+  v2[8] = 2;
+  EXPECT_EQ(error_of([&] { from_binary(v2, 0); }),
+            "t.itb@8: expected trace format version 1 (the only version this build reads), "
+            "found version 2");
+  // First tensor's kind byte: after tensor count, name length 4 + "w" 1.
+  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + 4 + 4 + 4 + 1;
+  std::string bad_kind = bytes;
+  bad_kind[kind_at] = 42;
+  EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
+            fmt::format("t.itb@{}: expected a tensor kind 0..7, found 42", kind_at));
+}
+
+// Hand-built binary: one IPU whose program is `depth` nested repeats around a sync.
+std::string binary_nested_repeats(std::size_t depth) {
+  std::string b = "IPUTRACE";
+  auto u32 = [&](std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) b += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  auto u64 = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) b += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  u32(1);  // version
+  u32(0);  // name ""
+  u32(1);  // one IPU
+  u32(0);  // ipu 0
+  u32(0);  // tensors
+  u32(0);  // compute sets
+  u32(0);  // exchanges
+  for (std::size_t i = 0; i < depth; ++i) {
+    u32(1);
+    b += static_cast<char>(StepKind::kRepeat);
+    u64(2);
+  }
+  u32(1);
+  b += static_cast<char>(StepKind::kSync);
+  return b;
+}
+
+TEST(TraceBinaryErrors, RepeatNestingIsCapped) {
+  const Trace ok = from_binary(binary_nested_repeats(kMaxRepeatDepth), 0);
+  EXPECT_EQ(to_binary(ok), binary_nested_repeats(kMaxRepeatDepth));
+  const std::string deep = binary_nested_repeats(kMaxRepeatDepth + 1);
+  // The 65th repeat starts after the 36-byte header and 64 x (4-byte count + 9-byte repeat) + 4.
+  EXPECT_EQ(error_of([&] { from_binary(deep, deep.size()); }),
+            fmt::format("t.itb@{}: expected repeats nested at most 64 deep, found a deeper one",
+                        36 + 64 * 13 + 4));
+  // Far deeper nesting fails the same way, without exhausting the stack.
+  const std::string very_deep = binary_nested_repeats(100000);
+  EXPECT_TRUE(contains(error_of([&] { from_binary(very_deep, 0); }),
+                       "expected repeats nested at most 64 deep"));
+}
+
+// Seeded byte mutations: every outcome is a valid trace or a TraceError, never a crash or
+// another exception.
+TEST(TraceBinaryErrors, RandomCorruptionNeverCrashes) {
+  const std::string bytes = to_binary(parse(kEveryFeature));
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<std::size_t> pos(0, bytes.size() - 1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int i = 0; i < 3000; ++i) {
+    std::string m = bytes;
+    for (int k = 0; k < 1 + i % 3; ++k) m[pos(rng)] = static_cast<char>(byte(rng));
+    try {
+      from_binary(m, i % 2 ? m.size() : 0);
+    } catch (const TraceError& e) {
+      EXPECT_TRUE(contains(e.what(), "t.itb@"));
+    }
+  }
+}
+
+TEST(TraceTextErrors, RandomCorruptionNeverCrashes) {
+  const std::string text = kEveryFeature;
+  std::mt19937 rng(54321);
+  std::uniform_int_distribution<std::size_t> pos(0, text.size() - 1);
+  const std::string alphabet = "0123456789.=,#_ \nabcdefghijklmnopqrstuvwxyz";
+  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
+  for (int i = 0; i < 3000; ++i) {
+    std::string m = text;
+    for (int k = 0; k < 1 + i % 3; ++k) m[pos(rng)] = alphabet[pick(rng)];
+    try {
+      parse(m);
+    } catch (const TraceError& e) {
+      EXPECT_TRUE(contains(e.what(), "t.trace:"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::trace

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim {
+namespace {
+
+TEST(Units, ParsesEveryKind) {
+  EXPECT_DOUBLE_EQ(parse_frequency("1.325GHz").hz, 1.325e9);
+  EXPECT_DOUBLE_EQ(parse_frequency("1850 MHz").hz, 1.85e9);
+  EXPECT_EQ(parse_bytes("624KiB").count, 638976u);
+  EXPECT_EQ(parse_bytes("64bit").count, 8u);
+  EXPECT_EQ(parse_bytes("3.6GB").count, 3600000000u);
+  EXPECT_EQ(parse_cycles("90cycles").count, 90u);
+  EXPECT_DOUBLE_EQ(parse_bytes_per_cycle("4B/cycle").value, 4.0);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("100Gbit/s").bytes_per_second, 12.5e9);
+  EXPECT_DOUBLE_EQ(parse_duration("15ns").seconds, 15e-9);
+}
+
+TEST(Units, RejectsWrongUnitsWithTheExpectedForm) {
+  try {
+    parse_frequency("1.325GB");
+    FAIL() << "no throw";
+  } catch (const ParseError& e) {
+    EXPECT_STREQ(e.what(), "expected a frequency such as \"1.325GHz\", found \"1.325GB\"");
+  }
+  EXPECT_THROW(parse_bytes("-5KiB"), ParseError);
+  EXPECT_THROW(parse_bytes("1.5B"), ParseError);  // not a whole number of bytes
+  EXPECT_THROW(parse_cycles("90"), ParseError);   // unit required
+  EXPECT_THROW(parse_bytes("KiB"), ParseError);   // number required
+  EXPECT_THROW(parse_bytes("1e30B"), ParseError); // too large
+  EXPECT_THROW(parse_frequency("0GHz"), ParseError);
+}
+
+TEST(Units, FormatRoundTrips) {
+  for (const char* s : {"1.325GHz", "1.85GHz", "624KiB", "256KiB", "90cycles", "4B/cycle",
+                        "32GB/s", "2us", "15ns"}) {
+    SCOPED_TRACE(s);
+    const std::string text(s);
+    if (text.ends_with("Hz")) EXPECT_EQ(format(parse_frequency(text)), text);
+    else if (text.ends_with("cycles")) EXPECT_EQ(format(parse_cycles(text)), text);
+    else if (text.ends_with("/cycle")) EXPECT_EQ(format(parse_bytes_per_cycle(text)), text);
+    else if (text.ends_with("/s")) EXPECT_EQ(format(parse_bandwidth(text)), text);
+    else if (text.ends_with("s")) EXPECT_EQ(format(parse_duration(text)), text);
+    else EXPECT_EQ(format(parse_bytes(text)), text);
+  }
+}
+
+TEST(Units, SecondsFromCycles) {
+  EXPECT_DOUBLE_EQ(Frequency{1.325e9}.seconds(Cycles{1325}), 1e-6);
+}
+
+}  // namespace
+}  // namespace ipusim
