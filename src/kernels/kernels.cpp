@@ -214,7 +214,7 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
 trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
   const ConvPlan p = plan_conv(chip, a);
   const Shape s = shape_of(chip, a);
-  const Blocks b = blocks_of(a, s, p);
+  const Blocks b = blocks_of(a, s, p);  // the largest block: buffer sizes on every tile
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
   trace::Trace t =
       a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1
@@ -228,25 +228,60 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
   auto tile = [&](std::uint32_t row, std::uint32_t in, std::uint32_t out) {
     return (row * p.in_split + in) * p.out_split + out;
   };
+  // Exact sizes of each block: the last block of a dimension may be smaller.
+  auto rows_of = [&](std::uint32_t r) { return std::min(p.rows_per_tile, s.rows - r * p.rows_per_tile); };
+  auto in_of = [&](std::uint32_t i) { return std::min(p.in_per_tile, a.in_chans - i * p.in_per_tile); };
+  auto out_of = [&](std::uint32_t o) { return std::min(p.out_per_tile, a.out_chans - o * p.out_per_tile); };
+  const std::uint64_t eb = trace::dtype_bytes(a.dtype);
   const auto pd = s.partials;
+  const std::uint64_t pb = trace::dtype_bytes(pd);
+  auto in_bytes = [&](std::uint32_t r, std::uint32_t i) {
+    const std::uint64_t rows = rows_of(r);
+    const std::uint64_t in_rows = uses_nx1(a) ? (rows - 1) * a.stride + a.kernel : rows;
+    return in_rows * a.width * in_of(i) * eb;
+  };
+  auto weight_bytes = [&](std::uint32_t i, std::uint32_t o) {
+    return a.kernel * a.kernel * in_of(i) * out_of(o) * eb;
+  };
+  // With an input-channel split, tile (r, k, o) reduces chunk k of block (r, o)'s outputs.
+  auto chunk = [&](std::uint32_t r, std::uint32_t o, std::uint32_t k) -> std::uint64_t {
+    const std::uint64_t outputs = rows_of(r) * s.out_w * out_of(o);
+    const std::uint64_t size = ceil_div(outputs, p.in_split);
+    return k * size >= outputs ? 0 : std::min(size, outputs - k * size);
+  };
+  // Buffers are allocated at the largest block's size on every tile used.
   prog.tensors.push_back({"in_blk", trace::TensorKind::kActivation, a.dtype, all, b.in_bytes});
   prog.tensors.push_back({"weight_blk", trace::TensorKind::kWeight, a.dtype, all, b.weight_bytes});
   prog.tensors.push_back({"partials", trace::TensorKind::kPartial, pd, all, b.partial_bytes});
 
-  trace::ComputeSet conv{"conv", {}};
-  trace::Vertex v{uses_nx1(a) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1, all, {}};
   namespace sl = trace::slot;
-  v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.dtype);
-  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(pd);
-  v.params[sl::kAmpPositions] = static_cast<std::int64_t>(b.positions);
-  v.params[sl::kAmpInChans] = static_cast<std::int64_t>(p.in_per_tile);
-  v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(p.out_per_tile);
-  v.params[sl::kAmpGroups] = 1;
-  if (uses_nx1(a)) {
-    v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel);
-    v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
-  }
-  conv.vertices.push_back(v);
+  trace::ComputeSet conv{"conv", {}};
+  for (std::uint32_t r = 0; r < p.row_split; ++r)
+    for (std::uint32_t i = 0; i < p.in_split; ++i) {
+      // Tiles (r, i, 0..out_split-1) are contiguous; only the last out block may differ.
+      auto add = [&](std::uint32_t o_first, std::uint32_t o_last) {
+        trace::Vertex v{uses_nx1(a) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
+                        TileRange{tile(r, i, o_first), tile(r, i, o_last)}, {}};
+        v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.dtype);
+        v.params[sl::kAmpPartials] = static_cast<std::int64_t>(pd);
+        v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s.out_w);
+        v.params[sl::kAmpInChans] = static_cast<std::int64_t>(in_of(i));
+        v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(out_of(o_first));
+        v.params[sl::kAmpGroups] = 1;
+        if (uses_nx1(a)) {
+          v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel);
+          v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
+        }
+        conv.vertices.push_back(v);
+      };
+      const std::uint32_t last = p.out_split - 1;
+      if (out_of(last) == out_of(0)) {
+        add(0, last);
+      } else {
+        if (last > 0) add(0, last - 1);
+        add(last, last);
+      }
+    }
   prog.compute_sets.push_back(std::move(conv));
 
   // Fetch: each input block starts on its first consumer (out block 0) and is multicast to the
@@ -257,43 +292,43 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
     for (std::uint32_t i = 0; i < p.in_split; ++i)
       if (p.out_split > 1) {
         const TileRange dst{tile(r, i, 1), tile(r, i, p.out_split - 1)};
-        fetch.add(TileRange{tile(r, i, 0), tile(r, i, 0)}, {&dst, 1}, b.in_bytes);
+        fetch.add(TileRange{tile(r, i, 0), tile(r, i, 0)}, {&dst, 1}, in_bytes(r, i));
       }
   for (std::uint32_t i = 0; i < p.in_split; ++i)
     for (std::uint32_t o = 0; o < p.out_split; ++o)
       if (p.row_split > 1) {
         std::vector<TileRange> dst;
         for (std::uint32_t r = 1; r < p.row_split; ++r) dst.push_back({tile(r, i, o), tile(r, i, o)});
-        fetch.add(TileRange{tile(0, i, o), tile(0, i, o)}, dst, b.weight_bytes);
+        fetch.add(TileRange{tile(0, i, o), tile(0, i, o)}, dst, weight_bytes(i, o));
       }
   prog.exchanges.push_back(std::move(fetch));
   prog.steps = {step(trace::StepKind::kSync), step(trace::StepKind::kExchange, 0),
                 step(trace::StepKind::kCompute, 0)};
 
   if (p.in_split > 1) {
-    // Reduce-scatter of the partial sums over the input-channel blocks: each tile owns
-    // 1/in_split of its block's outputs and receives that part of every other tile's partials.
+    // Reduce-scatter of the partial sums over the input-channel blocks: each tile owns one
+    // chunk of its block's outputs and receives that chunk of every other tile's partials.
     prog.tensors.push_back({"reduce_buf", trace::TensorKind::kTemp, pd, all, b.reduce_bytes});
     prog.tensors.push_back({"out", trace::TensorKind::kOutput, a.dtype, all, b.out_bytes});
     trace::Exchange red{"reduce", {}, {}};
-    const std::uint64_t bytes = b.reduce_outputs * trace::dtype_bytes(pd);
+    trace::ComputeSet reduce_cs{"reduce", {}};
     for (std::uint32_t r = 0; r < p.row_split; ++r)
       for (std::uint32_t o = 0; o < p.out_split; ++o)
-        for (std::uint32_t i = 0; i < p.in_split; ++i)
-          for (std::uint32_t j = 0; j < p.in_split; ++j)
-            if (i != j) {
-              const TileRange dst{tile(r, j, o), tile(r, j, o)};
-              red.add(TileRange{tile(r, i, o), tile(r, i, o)}, {&dst, 1}, bytes);
-            }
+        for (std::uint32_t k = 0; k < p.in_split; ++k) {
+          const std::uint64_t n = chunk(r, o, k);
+          if (n == 0) continue;
+          const TileRange owner{tile(r, k, o), tile(r, k, o)};
+          for (std::uint32_t i = 0; i < p.in_split; ++i)
+            if (i != k) red.add(TileRange{tile(r, i, o), tile(r, i, o)}, {&owner, 1}, n * pb);
+          trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
+          rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+          rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
+          rv.params[sl::kReduceOut] = static_cast<std::int64_t>(a.dtype);
+          rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
+          rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(p.in_split);
+          reduce_cs.vertices.push_back(rv);
+        }
     prog.exchanges.push_back(std::move(red));
-    trace::ComputeSet reduce_cs{"reduce", {}};
-    trace::Vertex rv{trace::Codelet::kReduce, all, {}};
-    rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
-    rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
-    rv.params[sl::kReduceOut] = static_cast<std::int64_t>(a.dtype);
-    rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(b.reduce_outputs);
-    rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(p.in_split);
-    reduce_cs.vertices.push_back(rv);
     prog.compute_sets.push_back(std::move(reduce_cs));
     prog.steps.push_back(step(trace::StepKind::kSync));
     prog.steps.push_back(step(trace::StepKind::kExchange, 1));
