@@ -5,32 +5,88 @@
 
 #include "common.hpp"
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/system.hpp"
+#include "ipusim/topology/topology.hpp"
 #include "ipusim/util/units.hpp"
 
 namespace ipusim::cli {
+
+namespace {
+
+int print_system(const std::string& file, const std::vector<std::string>& overrides) {
+  const LoadedSystem loaded = load_system(file, overrides);
+  const SystemSpec& s = loaded.spec;
+  const topology::Topology topo(s);
+  std::cout << fmt::format("system {} ({})\n", s.name, file);
+  std::cout << fmt::format("  IPUs              {} x {} ({} tiles at {})\n", s.ipus(), s.chip.name,
+                           s.chip.tiles, human_rate(s.chip.clock.hz, "Hz"));
+  std::cout << fmt::format("  machines          {} x {} ({} IPUs each), {} per rack\n", s.machines(),
+                           s.machine.name, s.machine.ipus, s.machines_per_rack);
+  std::cout << fmt::format("  racks             {} ({} each){}\n", s.racks,
+                           s.topology == RackTopology::kTorus ? "torus" : "ladder",
+                           s.racks > 1 ? ", joined over GW-Links" : "");
+  std::cout << fmt::format("  host servers      {}\n", s.host_servers);
+  std::cout << fmt::format("  peak FP16.16      {}\n",
+                           human_rate(s.chip.peak_flops(true, false) * s.ipus(), "FLOP/s"));
+  std::cout << fmt::format("  In-Processor-Memory {}\n",
+                           human_bytes(static_cast<double>(s.chip.total_memory().count) * s.ipus()));
+  std::cout << "  links (bundles; rate per direction):\n";
+  for (int k = 0; k < 5; ++k) {
+    std::uint32_t count = 0, lanes = 0;
+    double rate = 0;
+    for (const auto& l : topo.links())
+      if (static_cast<int>(l.kind) == k) {
+        ++count;
+        lanes += l.lanes;
+        rate = l.bytes_per_second;
+      }
+    if (count == 0) continue;
+    static const char* kWhat[] = {"IPU-Link rung", "IPU-Link rail", "IPU-Link extra",
+                                  "PCIe IPU-gateway", "GW-Link"};
+    std::cout << fmt::format("    {:<18} {:>5} bundles, {:>5} links, {} per bundle\n", kWhat[k], count,
+                             lanes, human_rate(rate, "B/s"));
+  }
+  std::cout << fmt::format("  bisection         {} each way (IPUs 0..{} | {}..{})\n",
+                           human_rate(topo.bisection_bytes_per_second(), "B/s"), s.ipus() / 2 - 1,
+                           s.ipus() / 2, s.ipus() - 1);
+  std::cout << "  external sync     ";
+  for (std::uint32_t n = 2; n <= s.ipus(); n *= 2)
+    std::cout << fmt::format("{}{}: {} cycles", n == 2 ? "" : ", ", n, s.sync_cycles(n));
+  std::cout << "\n\nresolved config:\n" << loaded.resolved.to_yaml();
+  return 0;
+}
+
+}  // namespace
 
 int info_command(int argc, char** argv) {
   CommonOptions common;
   ChipOptions chip_opts;
   bool reference = false;
+  std::string system_file;
   po::options_description desc("Options");
   add_common_options(desc, common);
   add_chip_options(desc, chip_opts);
-  desc.add_options()("config-reference", po::bool_switch(&reference),
-                     "print the Markdown reference of every chip config key and exit");
+  desc.add_options()("system", po::value(&system_file)->value_name("FILE"),
+                     "describe a system (configs/systems/*.yaml): IPUs, machines, racks, links, "
+                     "bisection bandwidth and external sync latency per group size")(
+      "config-reference", po::bool_switch(&reference),
+      "print the Markdown reference of every config key (chip, machine, fabric, system) and exit");
   parse("info", argc, argv, desc);
   if (common.help) {
-    print_help("ipusim info [--chip FILE] [--set KEY=VALUE]...",
+    print_help("ipusim info [--chip FILE | --system FILE] [--set KEY=VALUE]...",
                "Prints the resolved chip (after overrides) and its derived peaks: FLOP/s per\n"
-               "precision, total memory, memory and exchange bandwidth.",
+               "precision, total memory, memory and exchange bandwidth. With --system, prints\n"
+               "the system: IPU count, machines, racks, link counts and per-direction\n"
+               "bandwidths, bisection bandwidth and the external sync latency per group.",
                desc);
     return 0;
   }
   apply_log_level(common.log_level);
   if (reference) {
-    std::cout << config::reference_markdown(chip_schema());
+    std::cout << config::reference_markdown(system_schema());
     return 0;
   }
+  if (!system_file.empty()) return print_system(system_file, chip_opts.overrides);
   const LoadedChip loaded = load_chip_options(chip_opts);
   const ChipSpec& c = loaded.spec;
   std::cout << fmt::format("chip {} ({})\n", c.name, chip_opts.chip_file);

@@ -18,7 +18,11 @@ const std::vector<std::string> kKernels{"matmul",
                                         "elementwise",
                                         "exchange-all-to-all",
                                         "exchange-broadcast",
-                                        "sync-loop"};
+                                        "sync-loop",
+                                        "link-p2p",
+                                        "allreduce",
+                                        "collective",
+                                        "sync"};
 
 trace::DType parse_dtype(const std::string& s) {
   auto d = trace::dtype_by_name(s);
@@ -74,7 +78,14 @@ int kernel_command(int argc, char** argv) {
       "bytes", po::value<std::uint64_t>(), "exchange: bytes per transfer")(
       "tiles", po::value<std::uint32_t>(), "exchange: tiles taking part (default: all)")(
       "src", po::value<std::uint32_t>()->default_value(0), "exchange-broadcast: source tile")(
-      "iterations", po::value<std::uint64_t>(), "sync-loop: number of syncs")(
+      "iterations", po::value<std::uint64_t>(), "sync-loop, sync: number of syncs")(
+      "src-ipu", po::value<std::uint32_t>()->default_value(0), "link-p2p: sending IPU")(
+      "dst-ipu", po::value<std::uint32_t>()->default_value(1), "link-p2p: receiving IPU")(
+      "group", po::value<std::uint32_t>(), "allreduce, collective, sync: IPUs taking part")(
+      "method", po::value<std::string>()->default_value("auto"),
+      "allreduce, collective: auto, ring, bidirectional_ring, quad_ring or broadcast_reduce")(
+      "collective", po::value<std::string>()->default_value("all_reduce"),
+      "collective: all_reduce, reduce_scatter, all_gather or broadcast")(
       "name", po::value(&name)->value_name("KERNEL"), "kernel to write");
   po::positional_options_description pos;
   pos.add("name", 1);
@@ -86,7 +97,11 @@ int kernel_command(int argc, char** argv) {
                "Kernels: matmul (--m --n --k), conv2d (--batch --channels --height --width\n"
                "--filters --kernel --stride), reduce (--outputs --inputs), elementwise (--op\n"
                "--n), exchange-all-to-all (--bytes [--tiles]), exchange-broadcast (--bytes\n"
-               "[--tiles --src]), sync-loop (--iterations). --dtype half|float applies to all.",
+               "[--tiles --src]), sync-loop (--iterations).\n"
+               "System kernels (run them with --system): link-p2p (--bytes --src-ipu\n"
+               "--dst-ipu), allreduce (--bytes --group [--method]), collective (--collective\n"
+               "--bytes --group [--method]), sync (--group [--iterations]).\n"
+               "--dtype half|float applies to all.",
                desc);
     return 0;
   }
@@ -123,8 +138,29 @@ int kernel_command(int argc, char** argv) {
   } else if (name == "exchange-broadcast") {
     t = kernels::exchange_broadcast(chip, need<U>(vm, "bytes", name), tiles,
                                     vm["src"].as<std::uint32_t>());
-  } else {
+  } else if (name == "sync-loop") {
     t = kernels::sync_loop(chip, need<U>(vm, "iterations", name));
+  } else if (name == "link-p2p") {
+    t = kernels::link_p2p(chip, need<U>(vm, "bytes", name), vm["src-ipu"].as<std::uint32_t>(),
+                          vm["dst-ipu"].as<std::uint32_t>());
+  } else if (name == "sync") {
+    t = kernels::external_sync(chip, need<std::uint32_t>(vm, "group", name),
+                               vm.count("iterations") ? vm["iterations"].as<U>() : 1);
+  } else {
+    auto pick = [&](const std::string& value, const auto& names, const char* option) {
+      std::vector<std::string> list(names.begin(), names.end());
+      auto it = std::find(list.begin(), list.end(), value);
+      if (it == list.end())
+        throw UsageError(fmt::format("--{}: unknown value \"{}\"{}", option, value, did_you_mean(value, list)));
+      return static_cast<std::size_t>(it - list.begin());
+    };
+    const auto op = name == "allreduce" ? trace::CollectiveOp::kAllReduce
+                                        : static_cast<trace::CollectiveOp>(pick(
+                                              vm["collective"].as<std::string>(), trace::kCollectiveOpNames, "collective"));
+    const auto method = static_cast<trace::CollectiveMethod>(
+        pick(vm["method"].as<std::string>(), trace::kCollectiveMethodNames, "method"));
+    t = kernels::collective(chip, op, need<U>(vm, "bytes", name), need<std::uint32_t>(vm, "group", name),
+                            method, dt);
   }
   trace::check_structure(t, out);
   trace::Format format = trace::format_for_path(out);
@@ -133,8 +169,8 @@ int kernel_command(int argc, char** argv) {
   else if (!format_name.empty())
     throw UsageError(fmt::format("--format: expected text or binary, found \"{}\"", format_name));
   trace::write_file(t, out, format);
-  std::cout << fmt::format("wrote {} ({}, {} compute set(s), {} exchange(s))\n", out, t.name,
-                           t.ipus[0].compute_sets.size(), t.ipus[0].exchanges.size());
+  std::cout << fmt::format("wrote {} ({}, {} IPU program(s) x {} replica(s))\n", out, t.name,
+                           t.ipus.size(), t.replicas);
   return 0;
 }
 

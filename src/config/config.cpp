@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -101,7 +102,8 @@ Value parse_value(ValueKind kind, const std::string& text) {
     case ValueKind::kBandwidth: return parse_bandwidth(text);
     case ValueKind::kDuration: return parse_duration(text);
     case ValueKind::kRatio: return parse_ratio(text);
-    case ValueKind::kString: return text;
+    case ValueKind::kString:
+    case ValueKind::kInclude: return text;
   }
   return text;
 }
@@ -162,17 +164,64 @@ Document load_document(const std::string& file) {
   return parse_document(text, file);
 }
 
+namespace {
+
+Document load_tree(const std::string& file, const Schema& schema, std::vector<std::string>& stack) {
+  namespace fs = std::filesystem;
+  const std::string canonical = fs::weakly_canonical(fs::path(file)).string();
+  if (std::find(stack.begin(), stack.end(), canonical) != stack.end()) {
+    std::string chain;
+    for (const auto& f : stack) chain += f + " -> ";
+    throw ConfigError(fmt::format("{}: cyclic include: {}{}", file, chain, canonical));
+  }
+  if (stack.size() >= kMaxDepth)
+    throw ConfigError(fmt::format("{}: includes nested deeper than {} files", file, kMaxDepth));
+  Document doc = load_document(file);
+  Document merged = doc;
+  stack.push_back(canonical);
+  for (auto& [path, raw] : doc.values) {
+    const ParamDecl* decl = schema.find(path);
+    if (!decl || decl->kind != ValueKind::kInclude) continue;
+    const std::string target =
+        (fs::path(file).parent_path() / raw.text).lexically_normal().string();
+    if (!fs::exists(target))
+      throw ConfigError(fmt::format("{}: {}: included file \"{}\" does not exist", raw.origin, path,
+                                    target));
+    merged.values[path].text = target;
+    const Document sub = load_tree(target, schema, stack);
+    for (const auto& [sub_path, sub_raw] : sub.values) {
+      auto [it, inserted] = merged.values.emplace(sub_path, sub_raw);
+      if (!inserted)
+        throw ConfigError(fmt::format("{}: {}: already set at {}", sub_raw.key_origin, sub_path,
+                                      it->second.key_origin));
+    }
+  }
+  stack.pop_back();
+  return merged;
+}
+
+}  // namespace
+
+Document load_document_tree(const std::string& file, const Schema& schema) {
+  std::vector<std::string> stack;
+  return load_tree(file, schema, stack);
+}
+
 void apply_override(Document& doc, const std::string& assignment, const Schema& schema) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ConfigError(fmt::format("--set {}: expected KEY=VALUE such as chip.clock=1.5GHz",
                                   assignment));
   const std::string key = assignment.substr(0, eq);
-  if (!schema.find(key)) {
+  const ParamDecl* decl = schema.find(key);
+  if (!decl) {
     auto hint = schema.suggest(key);
     throw ConfigError(fmt::format("--set {}: unknown key{}", key,
                                   hint ? fmt::format(" (did you mean {}?)", *hint) : ""));
   }
+  if (decl->kind == ValueKind::kInclude)
+    throw ConfigError(fmt::format(
+        "--set {}: names an included file; choose the file with --chip or --system instead", key));
   doc.values[key] = RawValue{assignment.substr(eq + 1), "--set " + key, "--set " + key};
 }
 
@@ -192,17 +241,26 @@ Resolved resolve(const Document& doc, const Schema& schema) {
   Resolved out;
   for (const auto& decl : schema.params()) {
     auto it = doc.values.find(decl.path);
-    if (it == doc.values.end())
+    RawValue fallback;
+    if (it == doc.values.end() && !decl.default_text)
       throw ConfigError(fmt::format("{}: {}: missing required key ({}, {})", doc.file, decl.path,
                                     kind_name(decl.kind), decl.description));
-    const RawValue& raw = it->second;
+    if (it == doc.values.end()) fallback = RawValue{*decl.default_text, doc.file + " (default)", doc.file};
+    const RawValue& raw = it == doc.values.end() ? fallback : it->second;
     Value v;
     try {
       v = parse_value(decl.kind, raw.text);
     } catch (const ParseError& e) {
       throw ConfigError(fmt::format("{}: {}: {}", raw.origin, decl.path, e.what()));
     }
-    if (decl.kind != ValueKind::kString) {
+    if (!decl.choices.empty() &&
+        std::find(decl.choices.begin(), decl.choices.end(), raw.text) == decl.choices.end()) {
+      std::string list;
+      for (const auto& c : decl.choices) list += (list.empty() ? "" : ", ") + c;
+      throw ConfigError(fmt::format("{}: {}: expected one of {}, found \"{}\"{}", raw.origin,
+                                    decl.path, list, raw.text, did_you_mean(raw.text, decl.choices)));
+    }
+    if (decl.kind != ValueKind::kString && decl.kind != ValueKind::kInclude) {
       const double b = base_value(v);
       if (b < decl.min || b > decl.max)
         throw ConfigError(fmt::format("{}: {}: expected {} to {}, found \"{}\"", raw.origin,
@@ -262,6 +320,7 @@ std::string kind_name(ValueKind kind) {
     case ValueKind::kDuration: return "time";
     case ValueKind::kRatio: return "number";
     case ValueKind::kString: return "string";
+    case ValueKind::kInclude: return "file";
   }
   return "?";
 }
@@ -269,10 +328,15 @@ std::string kind_name(ValueKind kind) {
 std::string reference_markdown(const Schema& schema) {
   std::string out = "| key | kind | range | meaning | source |\n|---|---|---|---|---|\n";
   for (const auto& p : schema.params()) {
-    std::string range = p.kind == ValueKind::kString
-                            ? "-"
-                            : fmt::format("{} .. {}", format_bound(p.kind, p.min),
-                                          format_bound(p.kind, p.max));
+    std::string range;
+    if (!p.choices.empty()) {
+      for (const auto& c : p.choices) range += (range.empty() ? "" : ", ") + ("`" + c + "`");
+    } else if (p.kind == ValueKind::kString || p.kind == ValueKind::kInclude) {
+      range = "-";
+    } else {
+      range = fmt::format("{} .. {}", format_bound(p.kind, p.min), format_bound(p.kind, p.max));
+    }
+    if (p.default_text) range += fmt::format(" (default `{}`)", *p.default_text);
     out += fmt::format("| `{}` | {} | {} | {} | {}{} |\n", p.path, kind_name(p.kind), range,
                        p.description, p.source, p.uncertain ? " **(uncertain)**" : "");
   }

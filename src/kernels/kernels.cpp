@@ -438,4 +438,53 @@ trace::Trace sync_loop(const ChipSpec& /*chip*/, std::uint64_t iterations) {
   return t;
 }
 
+trace::Trace link_p2p(const ChipSpec& /*chip*/, std::uint64_t bytes, std::uint32_t src,
+                      std::uint32_t dst) {
+  require(src != dst, "link-p2p needs two different IPUs (--src-ipu, --dst-ipu)");
+  trace::Trace t;
+  t.name = fmt::format("link_p2p_{}B_ipu{}_to_ipu{}", bytes, src, dst);
+  t.global_exchanges.push_back({"p2p", {trace::IpuCopy{src, dst, bytes}}});
+  for (std::uint32_t ipu : {std::min(src, dst), std::max(src, dst)}) {
+    trace::IpuProgram& p = t.ipus.emplace_back();
+    p.ipu = ipu;
+    p.steps.push_back(step(trace::StepKind::kGlobalExchange, 0));
+  }
+  return t;
+}
+
+trace::Trace collective(const ChipSpec& chip, trace::CollectiveOp op, std::uint64_t bytes,
+                        std::uint32_t group, trace::CollectiveMethod method, DType dtype) {
+  require(group >= 1, "a collective needs --group of at least 1");
+  trace::Trace t = one_ipu(fmt::format("{}_{}B_{}ipus_{}",
+                                       trace::kCollectiveOpNames[static_cast<std::size_t>(op)], bytes,
+                                       group, trace::kCollectiveMethodNames[static_cast<std::size_t>(method)]));
+  t.replicas = group;
+  // The tensor is spread over all tiles, as gradients are.
+  const Spread sp = spread(ceil_div(bytes, 1), chip.tiles);
+  if (sp.used > 0)
+    t.ipus[0].tensors.push_back({"tensor", trace::TensorKind::kGradient, dtype,
+                                 TileRange{0, sp.used - 1}, sp.big});
+  trace::Step c = step(trace::StepKind::kCollective);
+  c.collective = op;
+  c.method = method;
+  c.dtype = dtype;
+  c.bytes = bytes;
+  c.group = trace::Group{trace::GroupKind::kReplicas, 0};
+  t.ipus[0].steps.push_back(c);
+  return t;
+}
+
+trace::Trace external_sync(const ChipSpec& /*chip*/, std::uint32_t group, std::uint64_t iterations) {
+  require(group >= 1 && iterations >= 1, "sync needs --group and --iterations of at least 1");
+  trace::Trace t = one_ipu(fmt::format("external_sync_{}ipus_{}", group, iterations));
+  t.replicas = group;
+  trace::Step loop = step(trace::StepKind::kRepeat);
+  loop.count = iterations;
+  trace::Step sync = step(trace::StepKind::kSync);
+  sync.group = trace::Group{trace::GroupKind::kAll, 0};
+  loop.body.push_back(sync);
+  t.ipus[0].steps.push_back(std::move(loop));
+  return t;
+}
+
 }  // namespace ipusim::kernels

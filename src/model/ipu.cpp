@@ -37,11 +37,13 @@ SyncController::SyncController(sc_core::sc_module_name name, const ChipSpec& chi
     : sc_core::sc_module(name), latency_(chip.sync.internal_latency.count) {}
 
 Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
-         ModelOptions options)
+         ModelOptions options, Placement placement, Fabric* fabric)
     : sc_core::sc_module(name),
       chip_(chip),
       program_(program),
       options_(options),
+      placement_(placement),
+      fabric_(fabric),
       period_(sc_core::sc_time::from_value(
           static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
       memory_(cost::memory_map(chip, program)),
@@ -93,6 +95,10 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       break;
     }
     case trace::StepKind::kSync: {
+      if (step.group.kind != trace::GroupKind::kTile) {
+        group_step(step, times);
+        break;
+      }
       const std::uint64_t cycles = checked_mul(sync_.latency(), times, "sync time");
       phases_.sync += cycles;
       counts_.sync += times;
@@ -109,14 +115,21 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       break;
     }
     case trace::StepKind::kHost: {
+      // Through the machine's gateway in a system; straight to the chip's host link otherwise.
       const auto c = cost::host_copy_cost(chip_, step);
-      const std::uint64_t cycles = checked_mul(c.cycles, times, "host copy time");
-      phases_.host += cycles;
-      counts_.host += times;
+      const std::uint64_t cycles =
+          checked_mul(fabric_ ? fabric_->host_cycles(step) : c.cycles, times, "host copy time");
+      const bool streaming = step.memory == trace::HostMemory::kStreaming;
+      (streaming ? phases_.streaming : phases_.host) += cycles;
+      (streaming ? counts_.streaming : counts_.host) += times;
       host_bytes_ += checked_mul(c.total_bytes, times, "host bytes");
       advance(cycles);
       break;
     }
+    case trace::StepKind::kGlobalExchange:
+    case trace::StepKind::kCollective:
+      group_step(step, times);
+      break;
     case trace::StepKind::kRepeat: {
       const std::uint64_t iterations = checked_mul(step.count, times, "repeat count");
       if (options_.memoise_loops) {
@@ -129,6 +142,26 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       break;
     }
   }
+}
+
+void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
+  if (!fabric_)
+    throw ModelError(fmt::format(
+        "IPU {}: the program has external syncs, inter-IPU copies or collectives: run it on a "
+        "system (--system configs/systems/...)",
+        program_.ipu));
+  const GroupTiming t = fabric_->group_step(placement_, step, now_, times);
+  // Waiting for the other members and the external sync count as sync; the rest is the step.
+  phases_.external_sync += t.synced - now_;
+  counts_.external_sync += times;
+  if (step.kind == trace::StepKind::kCollective) {
+    phases_.collective += t.end - t.synced;
+    counts_.collective += times;
+  } else if (step.kind == trace::StepKind::kGlobalExchange) {
+    phases_.inter_ipu += t.end - t.synced;
+    counts_.inter_ipu += times;
+  }
+  now_ = t.end;  // the fabric's event already advanced kernel time to the end
 }
 
 void Ipu::run() {
@@ -145,7 +178,9 @@ void Ipu::run() {
 
 IpuRunStats Ipu::stats() {
   IpuRunStats s;
-  s.ipu = program_.ipu;
+  s.ipu = placement_.system_ipu;
+  s.program = placement_.program;
+  s.replica = placement_.replica;
   s.cycles = now_;
   s.phases = phases_;
   s.counts = counts_;

@@ -6,44 +6,76 @@
 #include <chrono>
 #include <memory>
 
+#include "ipusim/model/fabric.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::model {
 namespace {
 
-// Top of the module tree: one Ipu per program (IPUs run independently in trace format v1).
+// Top of the module tree: the fabric (for a system) and one Ipu per simulated program.
 class System : public sc_core::sc_module {
  public:
   System(sc_core::sc_module_name name, const ChipSpec& chip, const trace::Trace& trace,
-         const ModelOptions& options)
+         const ModelOptions& options, const SystemSpec* system, bool all_replicas)
       : sc_core::sc_module(name) {
-    for (const auto& program : trace.ipus)
-      ipus.push_back(std::make_unique<Ipu>(fmt::format("ipu{}", program.ipu).c_str(), chip,
-                                           program, options));
+    if (system) fabric = std::make_unique<Fabric>("fabric", *system, trace, all_replicas);
+    const std::uint32_t replicas = fabric ? fabric->replicas_simulated() : 1;
+    const std::uint32_t per_replica = trace.ipus_per_replica();
+    for (std::uint32_t r = 0; r < replicas; ++r)
+      for (const auto& program : trace.ipus) {
+        const Placement place{r * per_replica + program.ipu, program.ipu, r};
+        ipus.push_back(std::make_unique<Ipu>(fmt::format("ipu{}", place.system_ipu).c_str(), chip,
+                                             program, options, place, fabric.get()));
+      }
   }
+  std::unique_ptr<Fabric> fabric;
   std::vector<std::unique_ptr<Ipu>> ipus;
 };
 
-}  // namespace
-
-RunStats simulate(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions& options) {
+RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions& options,
+             const SystemSpec* system, bool all_replicas) {
   const auto start = std::chrono::steady_clock::now();
   trace::check_tiles(trace, chip.tiles, trace.name);
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-  System system("system", chip, trace, options);
+  System top("system", chip, trace, options, system, all_replicas);
   sc_core::sc_start();
-  for (const auto& ipu : system.ipus)
+  for (const auto& ipu : top.ipus)
     if (ipu->error()) std::rethrow_exception(ipu->error());
   RunStats stats;
-  for (auto& ipu : system.ipus) {
-    if (!ipu->finished()) throw ModelError(fmt::format("{} did not finish", ipu->name()));
+  for (auto& ipu : top.ipus) {
+    if (!ipu->finished()) {
+      std::string stuck;
+      if (top.fabric)
+        for (const auto& s : top.fabric->stuck()) stuck += "; waiting at " + s;
+      throw ModelError(fmt::format(
+          "{} did not finish: its group steps do not match those of the other IPUs{}",
+          ipu->name(), stuck));
+    }
     stats.ipus.push_back(ipu->stats());
     stats.cycles = std::max(stats.cycles, stats.ipus.back().cycles);
+  }
+  stats.replicas = trace.replicas;
+  stats.system_ipus = trace.replicas * trace.ipus_per_replica();
+  if (top.fabric) {
+    stats.system_name = system->name;
+    stats.replica_symmetric = top.fabric->replicas_simulated() < trace.replicas;
+    stats.links = top.fabric->link_use();
   }
   stats.seconds = chip.clock.seconds(Cycles{stats.cycles});
   stats.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+}  // namespace
+
+RunStats simulate(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions& options) {
+  return run(chip, trace, options, nullptr, false);
+}
+
+RunStats simulate(const SystemSpec& system, const trace::Trace& trace, const ModelOptions& options,
+                  bool all_replicas) {
+  return run(system.chip, trace, options, &system, all_replicas);
 }
 
 }  // namespace ipusim::model

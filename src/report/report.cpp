@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <tuple>
 #include <numeric>
 #include <ostream>
 
@@ -73,6 +75,25 @@ void write_phase(JsonWriter& w, std::string_view name, std::uint64_t cycles, std
   w.end_object();
 }
 
+// Phase kinds in report order: (name, cycles, count).
+std::vector<std::tuple<std::string_view, std::uint64_t, std::uint64_t>> phase_list(
+    const PhaseCycles& p, const PhaseCounts& c) {
+  return {{"compute", p.compute, c.compute},
+          {"sync", p.sync, c.sync},
+          {"exchange", p.exchange, c.exchange},
+          {"host", p.host, c.host},
+          {"streaming", p.streaming, c.streaming},
+          {"external_sync", p.external_sync, c.external_sync},
+          {"inter_ipu", p.inter_ipu, c.inter_ipu},
+          {"collective", p.collective, c.collective}};
+}
+
+void write_phases(JsonWriter& w, const PhaseCycles& p, const PhaseCounts& c, std::uint64_t total,
+                  const ChipSpec& chip) {
+  for (const auto& [name, cycles, count] : phase_list(p, c))
+    write_phase(w, name, cycles, count, total, chip);
+}
+
 std::vector<NamedPhase> top(std::vector<NamedPhase> v) {
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.cycles > b.cycles; });
   v.erase(std::remove_if(v.begin(), v.end(), [](const auto& p) { return p.executions == 0; }), v.end());
@@ -111,6 +132,8 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   const Totals t = totals(stats);
   const double peak = chip.peak_flops(true, false) * static_cast<double>(stats.ipus.size());
   JsonWriter w;
+  // Throughput figures cover the simulated IPUs; with replica symmetry the other replicas do
+  // the same work in the same time.
   w.begin_object();
   w.key("format").value("ipusim-stats/1");
   w.key("ipusim_version").value(IPUSIM_VERSION);
@@ -124,16 +147,19 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("tiles", chip.tiles, "tiles");
   w.quantity("tile_memory", chip.tile_memory.count, "B");
   w.end_object();
-  w.quantity("ipus", static_cast<std::uint64_t>(stats.ipus.size()), "IPUs");
+  w.key("system").begin_object();
+  w.key("name").value(stats.system_name.empty() ? chip.name : stats.system_name);
+  w.quantity("ipus", static_cast<std::uint64_t>(stats.system_ipus), "IPUs");
+  w.quantity("replicas", static_cast<std::uint64_t>(stats.replicas), "replicas");
+  w.quantity("simulated_ipus", static_cast<std::uint64_t>(stats.ipus.size()), "IPUs");
+  w.key("replica_symmetric").value(stats.replica_symmetric);
+  w.end_object();
   w.key("total").begin_object();
   w.quantity("cycles", stats.cycles, "cycles");
   w.quantity("time", stats.seconds, "s");
   w.end_object();
   w.key("phases").begin_object();
-  write_phase(w, "compute", t.phases.compute, t.counts.compute, stats.cycles, chip);
-  write_phase(w, "sync", t.phases.sync, t.counts.sync, stats.cycles, chip);
-  write_phase(w, "exchange", t.phases.exchange, t.counts.exchange, stats.cycles, chip);
-  write_phase(w, "host", t.phases.host, t.counts.host, stats.cycles, chip);
+  write_phases(w, t.phases, t.counts, stats.cycles, chip);
   w.end_object();
   w.key("throughput").begin_object();
   w.quantity("flops", t.flops, "FLOP");
@@ -150,16 +176,25 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("exchange_bytes", t.exchange_bytes, "B");
   w.quantity("host_bytes", t.host_bytes, "B");
   w.end_object();
+  w.key("links").begin_array();
+  for (std::size_t i = 0; i < stats.links.size() && i < kTopPhases; ++i) {
+    const LinkUse& l = stats.links[i];
+    w.begin_object().key("name").value(l.name).quantity("bytes", l.bytes, "B")
+        .quantity("busy", l.busy_cycles, "cycles")
+        .quantity("utilisation", stats.cycles ? static_cast<double>(l.busy_cycles) / stats.cycles : 0.0,
+                  "fraction of total")
+        .end_object();
+  }
+  w.end_array();
   w.key("ipu").begin_array();
   for (const auto& ipu : stats.ipus) {
     w.begin_object();
     w.key("index").value(ipu.ipu);
+    w.key("program").value(ipu.program);
+    w.key("replica").value(ipu.replica);
     w.quantity("cycles", ipu.cycles, "cycles");
     w.key("phases").begin_object();
-    write_phase(w, "compute", ipu.phases.compute, ipu.counts.compute, ipu.cycles, chip);
-    write_phase(w, "sync", ipu.phases.sync, ipu.counts.sync, ipu.cycles, chip);
-    write_phase(w, "exchange", ipu.phases.exchange, ipu.counts.exchange, ipu.cycles, chip);
-    write_phase(w, "host", ipu.phases.host, ipu.counts.host, ipu.cycles, chip);
+    write_phases(w, ipu.phases, ipu.counts, ipu.cycles, chip);
     w.end_object();
     w.key("tiles").begin_object();
     write_summary(w, "compute_cycles", ipu.tile_compute_cycles, "cycles",
@@ -193,35 +228,53 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
   const double peak = chip.peak_flops(true, false) * static_cast<double>(stats.ipus.size());
   const double rate = stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds : 0.0;
   std::string out;
-  out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION,
-                     info.trace_name, stats.ipus.size(), chip.name, chip.tiles,
-                     human_rate(chip.clock.hz, "Hz"));
-  out += fmt::format("  total      {:>14} cycles  {}\n", stats.cycles, human_seconds(stats.seconds));
+  if (stats.system_name.empty())
+    out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION,
+                       info.trace_name, stats.ipus.size(), chip.name, chip.tiles,
+                       human_rate(chip.clock.hz, "Hz"));
+  else
+    out += fmt::format("ipusim {}: {} on {} ({} IPUs = {} replica(s) x {}; {} simulated{})\n",
+                       IPUSIM_VERSION, info.trace_name, stats.system_name, stats.system_ipus,
+                       stats.replicas, stats.system_ipus / stats.replicas, stats.ipus.size(),
+                       stats.replica_symmetric ? ", replica-symmetric" : "");
+  out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles, human_seconds(stats.seconds));
   auto line = [&](std::string_view name, std::uint64_t c, std::uint64_t n, std::string_view what) {
-    out += fmt::format("  {:<10} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
+    out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
                        100.0 * static_cast<double>(c) / total, n, what);
   };
-  line("compute", t.phases.compute, t.counts.compute, "compute phases");
-  line("sync", t.phases.sync, t.counts.sync, "syncs");
-  line("exchange", t.phases.exchange, t.counts.exchange, "exchanges");
-  line("host", t.phases.host, t.counts.host, "host copies");
+  for (const auto& [name, cycles, count] : phase_list(t.phases, t.counts)) {
+    const bool chip_phase = name == "compute" || name == "sync" || name == "exchange" || name == "host";
+    if (!chip_phase && cycles == 0 && count == 0) continue;  // keep single-chip output short
+    static const std::map<std::string_view, std::string_view> kWhat{
+        {"compute", "compute phases"}, {"sync", "syncs"}, {"exchange", "exchanges"},
+        {"host", "host copies"}, {"streaming", "transfers"}, {"external_sync", "syncs"},
+        {"inter_ipu", "global exchanges"}, {"collective", "collectives"}};
+    line(name, cycles, count, kWhat.at(name));
+  }
   if (t.flops > 0) {
     const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
     const double in_compute = compute_s > 0 ? static_cast<double>(t.flops) / compute_s : 0.0;
-    out += fmt::format("  achieved   {} = {:.1f}% of the {} FP16.16 peak\n",
+    out += fmt::format("  achieved      {} = {:.1f}% of the {} FP16.16 peak\n",
                        human_rate(rate, "FLOP/s"), 100.0 * rate / peak, human_rate(peak, "FLOP/s"));
     out += fmt::format(
-        "  the gap    {:.1f}% of the time is not compute; within compute phases the AMP units "
+        "  the gap       {:.1f}% of the time is not compute; within compute phases the AMP units "
         "run at {:.1f}% of peak\n",
         100.0 * (1.0 - static_cast<double>(t.phases.compute) / total), 100.0 * in_compute / peak);
   }
+  if (!stats.links.empty()) {
+    const LinkUse& busiest = stats.links.front();
+    out += fmt::format("  busiest link  {} carried {} in {} cycles ({:.1f}% of the time)\n",
+                       busiest.name, human_bytes(static_cast<double>(busiest.bytes)),
+                       busiest.busy_cycles, 100.0 * static_cast<double>(busiest.busy_cycles) / total);
+  }
   for (const auto& ipu : stats.ipus) {
+    if (stats.ipus.size() > 4 && &ipu != &stats.ipus.front()) continue;  // one line per IPU is enough for a few
     const Summary cmp = summarise(ipu.tile_compute_cycles);
     const Summary mem = summarise(memory_totals(ipu.memory));
     const std::string prefix = stats.ipus.size() > 1 ? fmt::format("ipu{} ", ipu.ipu) : "";
-    out += fmt::format("  {}tile busy  mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n", prefix,
+    out += fmt::format("  {}tile busy     mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n", prefix,
                        cmp.mean, cmp.max, cmp.max > 0 ? 100.0 * cmp.mean / cmp.max : 100.0);
-    out += fmt::format("  {}tile mem   min {} / mean {} / max {} of {} (tile {})\n", prefix,
+    out += fmt::format("  {}tile mem      min {} / mean {} / max {} of {} (tile {})\n", prefix,
                        human_bytes(mem.min), human_bytes(mem.mean), human_bytes(mem.max),
                        human_bytes(static_cast<double>(chip.tile_memory.count)),
                        mem.worst.empty() ? 0 : mem.worst.front().first);

@@ -81,6 +81,10 @@ class BinaryWriter {
                       n));
     u32(static_cast<std::uint32_t>(n));
   }
+  void group(Group g) {
+    u8(static_cast<std::uint8_t>(g.kind));
+    u32(g.size);
+  }
   void raw(const char* p, std::size_t n) {
     buf_.append(p, n);
     if (buf_.size() >= kBlock) flush();
@@ -101,15 +105,27 @@ class BinaryWriter {
           u32(s.index);
           break;
         case StepKind::kSync:
+          group(s.group);
           break;
         case StepKind::kHost:
           u8(static_cast<std::uint8_t>(s.direction));
           range(s.tiles);
           u64(s.bytes);
+          u8(static_cast<std::uint8_t>(s.memory));
           break;
         case StepKind::kRepeat:
           u64(s.count);
           this->steps(s.body);
+          break;
+        case StepKind::kGlobalExchange:
+          u32(s.index);
+          break;
+        case StepKind::kCollective:
+          u8(static_cast<std::uint8_t>(s.collective));
+          u8(static_cast<std::uint8_t>(s.method));
+          u8(static_cast<std::uint8_t>(s.dtype));
+          group(s.group);
+          u64(s.bytes);
           break;
       }
     }
@@ -143,13 +159,14 @@ class BinaryReader {
                              printable(std::string_view(magic, got))));
     const std::uint64_t version_at = offset_;
     const std::uint32_t version = u32("format version");
-    if (version != kFormatVersion)
-      fail_at(version_at, fmt::format("expected trace format version {} (the only version this "
-                                      "build reads), found version {}",
-                                      kFormatVersion, version));
+    if (version < kOldestFormatVersion || version > kFormatVersion)
+      fail_at(version_at, fmt::format("expected trace format version {} to {}, found version {}",
+                                      kOldestFormatVersion, kFormatVersion, version));
+    version_ = version;
     Trace trace;
-    trace.version = version;
+    trace.version = kFormatVersion;  // an older file reads as the same program in the current form
     trace.name = name("trace name", /*allow_empty=*/true);
+    if (version_ >= 2) read_v2_header(trace);
     const std::uint64_t count_at = offset_;
     const std::uint32_t ipus = count("IPU programs", kMinIpuBytes);
     if (ipus == 0) fail_at(count_at, "expected at least one IPU program, found 0");
@@ -352,6 +369,48 @@ class BinaryReader {
     ex.add(src, dst_, bytes, mode);
   }
 
+  Group group(std::string_view what) {
+    Group g;
+    g.kind = enumeration<GroupKind>(what, kGroupKindNames.size());
+    const std::uint64_t at = offset_;
+    g.size = u32("group size");
+    if (g.size != 0 && g.kind != GroupKind::kReplicas)
+      fail_at(at, fmt::format("expected group size 0 for a {} group, found {}",
+                              kGroupKindNames[static_cast<std::size_t>(g.kind)], g.size));
+    if (g.size != 0 && replicas_ % g.size != 0)
+      fail_at(at, fmt::format("expected a group size dividing the {} replicas, found {}", replicas_,
+                              g.size));
+    return g;
+  }
+
+  void read_v2_header(Trace& trace) {
+    const std::uint64_t at = offset_;
+    trace.replicas = u32("replica count");
+    if (trace.replicas < 1 || trace.replicas > kMaxReplicas)
+      fail_at(at, fmt::format("expected 1..{} replicas, found {}", kMaxReplicas, trace.replicas));
+    replicas_ = trace.replicas;
+    const std::uint32_t n = count("global exchanges", kMinNameBytes + 4);
+    std::set<std::string> names;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint64_t name_at = offset_;
+      GlobalExchange& g = trace.global_exchanges.emplace_back();
+      g.name = name("global exchange name");
+      unique(names, g.name, name_at, "global exchange");
+      const std::uint32_t copies = count("copies", 16);
+      for (std::uint32_t c = 0; c < copies; ++c) {
+        IpuCopy copy;
+        const std::uint64_t copy_at = offset_;
+        copy.src = u32("copy source IPU");
+        copy.dst = u32("copy destination IPU");
+        if (copy.src == copy.dst)
+          fail_at(copy_at, fmt::format("expected a copy between two IPUs, found src = dst = {}", copy.src));
+        copy.bytes = size("copy bytes");
+        g.copies.push_back(copy);
+      }
+    }
+    global_exchanges_ = n;
+  }
+
   // `depth` is the number of repeats enclosing these steps.
   std::vector<Step> read_steps(const IpuProgram& ipu, std::size_t depth) {
     std::vector<Step> steps;
@@ -359,7 +418,7 @@ class BinaryReader {
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::uint64_t at = offset_;
       Step s;
-      s.kind = enumeration<StepKind>("step kind", 5);
+      s.kind = enumeration<StepKind>("step kind", version_ >= 2 ? 7 : 5);
       switch (s.kind) {
         case StepKind::kCompute:
         case StepKind::kExchange: {
@@ -374,11 +433,28 @@ class BinaryReader {
           break;
         }
         case StepKind::kSync:
+          if (version_ >= 2) s.group = group("sync group");
           break;
         case StepKind::kHost:
           s.direction = enumeration<HostDirection>("host direction", kHostDirectionNames.size());
           s.tiles = range("host tile range");
           s.bytes = size("host bytes");
+          if (version_ >= 2) s.memory = enumeration<HostMemory>("host memory", kHostMemoryNames.size());
+          break;
+        case StepKind::kGlobalExchange: {
+          const std::uint64_t index_at = offset_;
+          s.index = u32("global exchange index");
+          if (s.index >= global_exchanges_)
+            fail_at(index_at, fmt::format("expected a global exchange index below {}, found {}",
+                                          global_exchanges_, s.index));
+          break;
+        }
+        case StepKind::kCollective:
+          s.collective = enumeration<CollectiveOp>("collective", kCollectiveOpNames.size());
+          s.method = enumeration<CollectiveMethod>("collective method", kCollectiveMethodNames.size());
+          s.dtype = enumeration<DType>("collective dtype", kDTypeNames.size());
+          s.group = group("collective group");
+          s.bytes = size("collective bytes");
           break;
         case StepKind::kRepeat:
           if (depth + 1 > kMaxRepeatDepth)
@@ -401,6 +477,9 @@ class BinaryReader {
   std::vector<char> block_;  // read-ahead from the stream; bytes [pos_, size) are unread
   std::size_t pos_ = 0;
   std::vector<TileRange> dst_;
+  std::uint32_t version_ = kFormatVersion;
+  std::uint32_t global_exchanges_ = 0;
+  std::uint32_t replicas_ = 1;
 };
 
 }  // namespace
@@ -416,6 +495,17 @@ void write_binary(const Trace& trace, std::ostream& out) {
   w.raw(kMagic.data(), kMagic.size());
   w.u32(kFormatVersion);
   w.str(trace.name);
+  w.u32(trace.replicas);
+  w.count(trace.global_exchanges.size());
+  for (const GlobalExchange& g : trace.global_exchanges) {
+    w.str(g.name);
+    w.count(g.copies.size());
+    for (const IpuCopy& c : g.copies) {
+      w.u32(c.src);
+      w.u32(c.dst);
+      w.u64(c.bytes);
+    }
+  }
   w.count(trace.ipus.size());
   for (const IpuProgram& ipu : trace.ipus) {
     w.u32(ipu.ipu);

@@ -13,8 +13,8 @@
 namespace ipusim::trace {
 namespace {
 
-constexpr std::array<std::string_view, 5> kStepKindNames{"compute", "sync", "exchange", "host",
-                                                         "repeat"};
+constexpr std::array<std::string_view, 7> kStepKindNames{
+    "compute", "sync", "exchange", "host", "repeat", "global_exchange", "collective"};
 
 std::string range_text(TileRange r) {
   return r.first == r.last ? fmt::format("tile {}", r.first)
@@ -39,9 +39,22 @@ class StructureChecker {
       : trace_(trace), origin_(origin) {}
 
   void run() {
-    if (trace_.version != kFormatVersion)
-      fail(fmt::format("trace format version {} is not supported (this build handles version {})",
-                       trace_.version, kFormatVersion));
+    if (trace_.version < kOldestFormatVersion || trace_.version > kFormatVersion)
+      fail(fmt::format(
+          "trace format version {} is not supported (this build handles versions {} to {})",
+          trace_.version, kOldestFormatVersion, kFormatVersion));
+    if (trace_.replicas < 1 || trace_.replicas > kMaxReplicas)
+      fail(fmt::format("trace has {} replicas, expected 1..{}", trace_.replicas, kMaxReplicas));
+    std::set<std::string_view> names;
+    for (const GlobalExchange& g : trace_.global_exchanges) {
+      check_name("global exchange", g.name, names);
+      for (std::size_t i = 0; i < g.copies.size(); ++i) {
+        const IpuCopy& c = g.copies[i];
+        const std::string item = fmt::format("global exchange '{}' copy {}", g.name, i);
+        if (c.src == c.dst) fail(fmt::format("{} copies IPU {} to itself", item, c.src));
+        check_count(item, "bytes", c.bytes);
+      }
+    }
     if (!trace_.name.empty() && !is_valid_name(trace_.name))
       fail(fmt::format("trace name '{}' is not a valid name {}", trace_.name, kNameRule));
     if (trace_.ipus.empty()) fail("trace has no IPU programs");
@@ -170,12 +183,19 @@ class StructureChecker {
       const std::string item =
           fmt::format("program step {} ({})", step_path(path), kStepKindNames[kind]);
       const Step defaults;
-      const bool uses_index = s.kind == StepKind::kCompute || s.kind == StepKind::kExchange;
+      const bool uses_index = s.kind == StepKind::kCompute || s.kind == StepKind::kExchange ||
+                              s.kind == StepKind::kGlobalExchange;
       const bool uses_host = s.kind == StepKind::kHost;
       const bool uses_repeat = s.kind == StepKind::kRepeat;
+      const bool uses_collective = s.kind == StepKind::kCollective;
+      const bool uses_group = s.kind == StepKind::kSync || uses_collective;
       if ((!uses_index && s.index != 0) || (!uses_repeat && (s.count != 0 || !s.body.empty())) ||
-          (!uses_host &&
-           (s.bytes != 0 || s.tiles != defaults.tiles || s.direction != defaults.direction)))
+          (!uses_host && !uses_collective && s.bytes != 0) ||
+          (!uses_host && (s.tiles != defaults.tiles || s.direction != defaults.direction ||
+                          s.memory != defaults.memory)) ||
+          (!uses_group && s.group != defaults.group) ||
+          (!uses_collective && (s.collective != defaults.collective ||
+                                s.method != defaults.method || s.dtype != defaults.dtype)))
         fail(
             fmt::format("{}{} sets fields that its kind does not use (they must stay at their "
                         "defaults)",
@@ -192,11 +212,25 @@ class StructureChecker {
                              ipu.exchanges.size()));
           break;
         case StepKind::kSync:
+          check_group(item, s.group, true);
+          break;
+        case StepKind::kGlobalExchange:
+          if (s.index >= trace_.global_exchanges.size())
+            fail(fmt::format("{}{} refers to global exchange {} but there are {}", prefix_, item,
+                             s.index, trace_.global_exchanges.size()));
+          break;
+        case StepKind::kCollective:
+          check_group(item, s.group, false);
+          if (static_cast<std::size_t>(s.collective) >= kCollectiveOpNames.size() ||
+              static_cast<std::size_t>(s.method) >= kCollectiveMethodNames.size() ||
+              static_cast<std::size_t>(s.dtype) >= kDTypeNames.size())
+            fail(fmt::format("{}{} has an invalid operation, method or dtype", prefix_, item));
+          check_count(item, "bytes", s.bytes);
           break;
         case StepKind::kHost:
-          if (static_cast<std::size_t>(s.direction) >= kHostDirectionNames.size())
-            fail(fmt::format("{}{} has invalid direction {}", prefix_, item,
-                             static_cast<int>(s.direction)));
+          if (static_cast<std::size_t>(s.direction) >= kHostDirectionNames.size() ||
+              static_cast<std::size_t>(s.memory) >= kHostMemoryNames.size())
+            fail(fmt::format("{}{} has invalid direction or memory", prefix_, item));
           check_range(item, s.tiles);
           check_count(item, "bytes", s.bytes);
           break;
@@ -210,6 +244,19 @@ class StructureChecker {
       }
       path.pop_back();
     }
+  }
+
+  void check_group(const std::string& item, Group g, bool tile_allowed) const {
+    if (static_cast<std::size_t>(g.kind) >= kGroupKindNames.size())
+      fail(fmt::format("{}{} has an invalid group", prefix_, item));
+    if (g.kind == GroupKind::kTile && !tile_allowed)
+      fail(fmt::format("{}{} needs a group of IPUs (replica, all or replicas), found tile", prefix_,
+                       item));
+    if (g.kind != GroupKind::kReplicas && g.size != 0)
+      fail(fmt::format("{}{} gives a group size, which only 'replicas' takes", prefix_, item));
+    if (g.kind == GroupKind::kReplicas && g.size != 0 && trace_.replicas % g.size != 0)
+      fail(fmt::format("{}{} groups replicas in {}s, which does not divide the {} replicas",
+                       prefix_, item, g.size, trace_.replicas));
   }
 
   const Trace& trace_;
@@ -285,6 +332,28 @@ void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t 
   t.mode = mode;
   dst_pool.insert(dst_pool.end(), dst.begin(), dst.end());
   transfers.push_back(t);
+}
+
+std::uint32_t Trace::ipus_per_replica() const {
+  std::uint32_t p = 0;
+  for (const IpuProgram& ipu : ipus) p = std::max(p, ipu.ipu + 1);
+  return p;
+}
+
+namespace {
+bool steps_use_system(const std::vector<Step>& steps) {
+  for (const Step& s : steps) {
+    if (s.kind == StepKind::kGlobalExchange || s.kind == StepKind::kCollective) return true;
+    if (s.kind == StepKind::kSync && s.group.kind != GroupKind::kTile) return true;
+    if (s.kind == StepKind::kRepeat && steps_use_system(s.body)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool Trace::uses_system() const {
+  return std::any_of(ipus.begin(), ipus.end(),
+                     [](const IpuProgram& p) { return steps_use_system(p.steps); });
 }
 
 void check_structure(const Trace& trace, const std::string& origin) {

@@ -109,7 +109,7 @@ class TextReader {
   }
 
  private:
-  enum class Block { kTop, kIpu, kComputeSet, kExchange, kProgram };
+  enum class Block { kTop, kIpu, kComputeSet, kExchange, kProgram, kGlobalExchange };
 
   // Where a name was defined: its index among its kind and its line.
   struct Definition {
@@ -145,11 +145,10 @@ class TextReader {
       expect_arity(2, "ipusim-trace <version>");
       auto v = parse_integer<std::uint32_t>(tokens_[1]);
       if (!v) fail(fmt::format("expected a format version number, found '{}'", tokens_[1]));
-      if (*v != kFormatVersion)
-        fail(
-            fmt::format("expected trace format version {} (the only version this build reads), "
-                        "found version {}",
-                        kFormatVersion, *v));
+      if (*v < kOldestFormatVersion || *v > kFormatVersion)
+        fail(fmt::format("expected trace format version {} to {}, found version {}",
+                         kOldestFormatVersion, kFormatVersion, *v));
+      file_version_ = *v;
       header_seen_ = true;
       return;
     }
@@ -164,7 +163,15 @@ class TextReader {
         return exchange_directive(d);
       case Block::kProgram:
         return program_directive(d);
+      case Block::kGlobalExchange:
+        return global_exchange_directive(d);
     }
+  }
+
+  void require_v2(std::string_view what) const {
+    if (file_version_ < 2)
+      fail(fmt::format("'{}' needs trace format version 2, but the header says version {}", what,
+                       file_version_));
   }
 
   void expect_arity(std::size_t n, std::string_view usage) const {
@@ -181,7 +188,9 @@ class TextReader {
         {"program", "an 'ipu' section"},     {"vertex", "a 'computeset' block"},
         {"transfer", "an 'exchange' block"}, {"compute", "a 'program' block"},
         {"sync", "a 'program' block"},       {"host", "a 'program' block"},
-        {"repeat", "a 'program' block"},
+        {"repeat", "a 'program' block"},    {"collective", "a 'program' block"},
+        {"replicas", "the top, before the first 'ipu'"},
+        {"copy", "a 'global_exchange' block at the top"},
     };
     if (d == "end")
       fail(fmt::format("expected one of {} {}, found 'end' with no open block", join(allowed),
@@ -278,9 +287,81 @@ class TextReader {
       name_line_ = line_no_;
     } else if (d == "ipu") {
       start_ipu();
+    } else if (d == "replicas") {
+      require_v2("replicas");
+      expect_arity(2, "replicas <count>");
+      if (replicas_line_ != 0)
+        fail(fmt::format("expected one 'replicas' directive, found a second (first at line {})",
+                         replicas_line_));
+      auto n = parse_integer<std::uint32_t>(tokens_[1]);
+      if (!n || *n < 1 || *n > kMaxReplicas)
+        fail(fmt::format("expected a replica count 1..{}, found '{}'", kMaxReplicas, tokens_[1]));
+      trace_.replicas = *n;
+      replicas_line_ = line_no_;
+    } else if (d == "global_exchange") {
+      require_v2("global_exchange");
+      expect_arity(2, "global_exchange <name>");
+      std::string name = parse_name(tokens_[1], "global exchange");
+      define(global_exchanges_, name, "global exchange");
+      trace_.global_exchanges.push_back(GlobalExchange{std::move(name), {}});
+      open_block(Block::kGlobalExchange);
     } else {
-      bad_directive(d, {"name", "ipu"}, "before the first 'ipu' section");
+      bad_directive(d, {"name", "replicas", "global_exchange", "ipu"},
+                    "before the first 'ipu' section");
     }
+  }
+
+  void global_exchange_directive(std::string_view d) {
+    if (d == "end") {
+      expect_arity(1, "end");
+      block_ = Block::kTop;
+    } else if (d == "copy") {
+      Field fields[] = {{"src", "<ipu>", true, {}}, {"dst", "<ipu>", true, {}},
+                        {"bytes", "<count>", true, {}}};
+      collect(1, fields, "copy");
+      IpuCopy c;
+      auto ipu_index = [&](std::string_view v, std::string_view key) {
+        auto n = parse_integer<std::uint32_t>(v);
+        if (!n) fail(fmt::format("expected an IPU index for {}=, found '{}'", key, v));
+        return *n;
+      };
+      c.src = ipu_index(*fields[0].value, "src");
+      c.dst = ipu_index(*fields[1].value, "dst");
+      if (c.src == c.dst) fail(fmt::format("expected a copy between two IPUs, found src = dst = {}", c.src));
+      c.bytes = parse_count(*fields[2].value, "bytes", 0);
+      trace_.global_exchanges.back().copies.push_back(c);
+    } else {
+      bad_directive(d, {"copy", "end"}, "in a 'global_exchange' block");
+    }
+  }
+
+  Group parse_group(std::string_view v) const {
+    Group g;
+    std::string_view kind = v.substr(0, v.find(':'));
+    auto names = to_strings(kGroupKindNames);
+    auto it = std::find(names.begin(), names.end(), kind);
+    if (it == names.end())
+      fail(fmt::format("unknown group '{}'{}", v, suggest(kind, names)));
+    g.kind = static_cast<GroupKind>(it - names.begin());
+    if (kind.size() != v.size()) {
+      auto n = parse_integer<std::uint32_t>(v.substr(kind.size() + 1));
+      if (g.kind != GroupKind::kReplicas || !n || *n < 1)
+        fail(fmt::format("expected a group size only as replicas:<count>, found '{}'", v));
+      if (trace_.replicas % *n != 0)
+        fail(fmt::format("expected a group size dividing the {} replicas, found '{}'",
+                         trace_.replicas, v));
+      g.size = *n;
+    }
+    return g;
+  }
+
+  template <std::size_t N>
+  std::size_t parse_enum(std::string_view v, const std::array<std::string_view, N>& names,
+                         std::string_view what) const {
+    auto list = to_strings(names);
+    auto it = std::find(list.begin(), list.end(), v);
+    if (it == list.end()) fail(fmt::format("unknown {} '{}'{}", what, v, suggest(v, list)));
+    return static_cast<std::size_t>(it - list.begin());
   }
 
   void start_ipu() {
@@ -526,7 +607,7 @@ class TextReader {
     std::vector<std::string> names;
     for (const auto& entry : table) names.push_back(entry.first);
     std::string hint = did_you_mean(name, names);
-    if (other.contains(name))
+    if (!other_what.empty() && other.contains(name))
       hint = fmt::format(" ('{}' is {}: use '{} {}')", name, with_article(other_what),
                          other_directive, name);
     fail(fmt::format("expected the name of {} defined above, found undefined {} '{}'{}",
@@ -552,8 +633,39 @@ class TextReader {
       s.index = lookup(state_.exchanges, state_.compute_sets, tokens_[1], "exchange", "compute set",
                        "compute");
     } else if (d == "sync") {
-      expect_arity(1, "sync");
       s.kind = StepKind::kSync;
+      if (tokens_.size() > 1) {
+        require_v2("sync group=");
+        Field fields[] = {{"group", "tile|replica|all|replicas[:K]", true, {}}};
+        collect(1, fields, "sync");
+        s.group = parse_group(*fields[0].value);
+      }
+    } else if (d == "global_exchange") {
+      require_v2("global_exchange");
+      expect_arity(2, "global_exchange <name>");
+      s.kind = StepKind::kGlobalExchange;
+      s.index = lookup(global_exchanges_, {}, tokens_[1], "global exchange", "", "");
+    } else if (d == "collective") {
+      require_v2("collective");
+      constexpr std::string_view kUsage =
+          "collective all_reduce|reduce_scatter|all_gather|broadcast bytes=<count> "
+          "[dtype=<dtype>] [group=<group>] [method=<method>]";
+      if (tokens_.size() < 2) fail(fmt::format("expected '{}', found 'collective'", kUsage));
+      s.kind = StepKind::kCollective;
+      s.collective = static_cast<CollectiveOp>(parse_enum(tokens_[1], kCollectiveOpNames, "collective"));
+      Field fields[] = {{"bytes", "<count>", true, {}},
+                        {"dtype", "<dtype>", false, {}},
+                        {"group", "replica|all|replicas[:K]", false, {}},
+                        {"method", "<method>", false, {}}};
+      collect(2, fields, "collective");
+      s.bytes = parse_count(*fields[0].value, "bytes", 0);
+      if (fields[1].value) s.dtype = parse_dtype(*fields[1].value, "the collective");
+      s.group = fields[2].value ? parse_group(*fields[2].value) : Group{GroupKind::kReplicas, 0};
+      if (s.group.kind == GroupKind::kTile)
+        fail("expected a group of IPUs for a collective (replica, all or replicas), found tile");
+      if (fields[3].value)
+        s.method = static_cast<CollectiveMethod>(
+            parse_enum(*fields[3].value, kCollectiveMethodNames, "collective method"));
     } else if (d == "host") {
       if (tokens_.size() < 2)
         fail("expected 'host to_ipu|from_ipu tiles=<range> bytes=<count>', found 'host'");
@@ -562,12 +674,18 @@ class TextReader {
       if (it == dirs.end())
         fail(fmt::format("expected a host direction, found '{}'{}", tokens_[1],
                          suggest(tokens_[1], dirs)));
-      Field fields[] = {{"tiles", "<range>", true, {}}, {"bytes", "<count>", true, {}}};
+      Field fields[] = {{"tiles", "<range>", true, {}},
+                        {"bytes", "<count>", true, {}},
+                        {"memory", "host|streaming", false, {}}};
       collect(2, fields, "host step");
       s.kind = StepKind::kHost;
       s.direction = static_cast<HostDirection>(it - dirs.begin());
       s.tiles = parse_range(*fields[0].value, "tiles");
       s.bytes = parse_count(*fields[1].value, "bytes", 0);
+      if (fields[2].value) {
+        require_v2("host memory=");
+        s.memory = static_cast<HostMemory>(parse_enum(*fields[2].value, kHostMemoryNames, "memory"));
+      }
     } else if (d == "repeat") {
       expect_arity(2, "repeat <count>");
       // bodies_ holds the program body plus one entry per open repeat.
@@ -584,7 +702,9 @@ class TextReader {
       bodies_.push_back(OpenBody{&steps.back().body, line_no_});
       return;
     } else {
-      bad_directive(d, {"compute", "sync", "exchange", "host", "repeat", "end"},
+      bad_directive(d,
+                    {"compute", "sync", "exchange", "host", "repeat", "global_exchange",
+                     "collective", "end"},
                     "in a 'program' block");
     }
     steps.push_back(std::move(s));
@@ -609,6 +729,10 @@ class TextReader {
       case Block::kProgram:
         fail(fmt::format("expected 'end' for the {} opened at line {}, found end of file",
                          bodies_.size() > 1 ? "repeat" : "program", bodies_.back().line));
+      case Block::kGlobalExchange:
+        fail(fmt::format("expected 'end' for global_exchange '{}' opened at line {}, found end "
+                         "of file",
+                         trace_.global_exchanges.back().name, block_line_));
     }
   }
 
@@ -619,6 +743,9 @@ class TextReader {
   Trace trace_;
   bool header_seen_ = false;
   std::size_t name_line_ = 0;
+  std::size_t replicas_line_ = 0;
+  std::uint32_t file_version_ = kFormatVersion;
+  NameTable global_exchanges_;
   std::map<std::uint32_t, std::size_t> ipu_lines_;
   Block block_ = Block::kTop;
   std::size_t block_line_ = 0;
@@ -649,6 +776,11 @@ class TextWriter {
     out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
     buf_.clear();
   }
+  void group(Group g) {
+    put("{}", kGroupKindNames[static_cast<std::size_t>(g.kind)]);
+    if (g.size != 0) put(":{}", g.size);
+  }
+  const Trace* trace_ = nullptr;
 
   void steps(const IpuProgram& ipu, const std::vector<Step>& steps, std::size_t depth) {
     for (const Step& s : steps) {
@@ -658,7 +790,23 @@ class TextWriter {
           put("compute {}\n", ipu.compute_sets[s.index].name);
           break;
         case StepKind::kSync:
-          put("sync\n");
+          if (s.group.kind == GroupKind::kTile) {
+            put("sync\n");
+          } else {
+            put("sync group=");
+            group(s.group);
+            put("\n");
+          }
+          break;
+        case StepKind::kGlobalExchange:
+          put("global_exchange {}\n", trace_->global_exchanges[s.index].name);
+          break;
+        case StepKind::kCollective:
+          put("collective {} bytes={} dtype={} group=",
+              kCollectiveOpNames[static_cast<std::size_t>(s.collective)], s.bytes,
+              kDTypeNames[static_cast<std::size_t>(s.dtype)]);
+          group(s.group);
+          put(" method={}\n", kCollectiveMethodNames[static_cast<std::size_t>(s.method)]);
           break;
         case StepKind::kExchange:
           put("exchange {}\n", ipu.exchanges[s.index].name);
@@ -666,7 +814,7 @@ class TextWriter {
         case StepKind::kHost:
           put("host {} tiles=", kHostDirectionNames[static_cast<std::size_t>(s.direction)]);
           range(s.tiles);
-          put(" bytes={}\n", s.bytes);
+          put(" bytes={} memory={}\n", s.bytes, kHostMemoryNames[static_cast<std::size_t>(s.memory)]);
           break;
         case StepKind::kRepeat:
           put("repeat {}\n", s.count);
@@ -716,8 +864,15 @@ void write_text(const Trace& trace, std::ostream& out) {
   check_structure(
       trace, trace.name.empty() ? std::string("trace") : fmt::format("trace '{}'", trace.name));
   TextWriter w(out);
+  w.trace_ = &trace;
   w.put("ipusim-trace {}\n", kFormatVersion);
   if (!trace.name.empty()) w.put("name {}\n", trace.name);
+  w.put("replicas {}\n", trace.replicas);
+  for (const GlobalExchange& g : trace.global_exchanges) {
+    w.put("global_exchange {}\n", g.name);
+    for (const IpuCopy& c : g.copies) w.put("  copy src={} dst={} bytes={}\n", c.src, c.dst, c.bytes);
+    w.put("end\n");
+  }
   for (const IpuProgram& ipu : trace.ipus) {
     w.put("ipu {}\n", ipu.ipu);
     for (const Tensor& t : ipu.tensors) {

@@ -50,6 +50,14 @@ inline std::string read_all(const std::string& path) {
   return ss.str();
 }
 
+// Concatenates arguments into one command-line string.
+template <class... T>
+std::string fmt_args(const T&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
 inline std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);

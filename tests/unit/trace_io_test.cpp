@@ -70,10 +70,17 @@ std::string text_error(const std::string& text) {
 }
 
 // Canonical text (as write_text produces it) using every codelet, every step kind, nested
-// repeats and several IPUs.
+// repeats, several IPUs, replicas and global exchanges.
 const char* const kEveryFeature =
-    R"(ipusim-trace 1
+    R"(ipusim-trace 2
 name every_feature
+replicas 4
+global_exchange stage_copies
+  copy src=0 dst=3 bytes=1048576
+  copy src=3 dst=1 bytes=0
+end
+global_exchange none
+end
 ipu 0
 tensor w kind=weight dtype=half tiles=0..1471 bytes=8192
 tensor acts kind=activation dtype=float tiles=5 bytes=0
@@ -99,20 +106,26 @@ end
 exchange empty
 end
 program
-  host to_ipu tiles=0..15 bytes=1024
+  host to_ipu tiles=0..15 bytes=1024 memory=host
   repeat 10
     exchange fetch
     sync
     compute convs
     repeat 3
       compute elementwise
-      sync
+      sync group=replica
       repeat 1099511627776
         exchange empty
       end
     end
+    global_exchange stage_copies
   end
-  host from_ipu tiles=0 bytes=4
+  host from_ipu tiles=0 bytes=4 memory=streaming
+  sync group=replicas:2
+  collective all_reduce bytes=51200000 dtype=half group=replicas method=auto
+  collective reduce_scatter bytes=8 dtype=float group=all method=bidirectional_ring
+  collective all_gather bytes=0 dtype=half group=replica method=quad_ring
+  collective broadcast bytes=64 dtype=int group=replicas:4 method=broadcast_reduce
 end
 ipu 3
 computeset only
@@ -204,7 +217,7 @@ program
   end
 end
 )");
-  EXPECT_EQ(t.version, 1u);
+  EXPECT_EQ(t.version, kFormatVersion);  // a version 1 file reads as the current form
   EXPECT_EQ(t.name, "matmul_2048");
   ASSERT_EQ(t.ipus.size(), 1u);
   const IpuProgram& p = t.ipus[0];
@@ -297,7 +310,7 @@ TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
       "  vertex tiles=0 reduce outputs=1 inputs=2\nend\nexchange e\n"
       "  transfer src=0 dst=1 bytes=4\nend\n");
   EXPECT_EQ(to_text(t),
-            "ipusim-trace 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+            "ipusim-trace 2\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
             "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
             "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
 }
@@ -423,20 +436,29 @@ TEST(TraceTextErrors, OverlappingDestinations) {
 }
 
 TEST(TraceTextErrors, HeaderAndStructure) {
-  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 1', found end of file");
+  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 2', found end of file");
   EXPECT_EQ(text_error("ipu 0\n"),
-            "t.trace:1: expected the header 'ipusim-trace 1', found 'ipu 0'");
-  EXPECT_TRUE(
-      contains(text_error("ipusim-trace 2\n"), "t.trace:1: expected trace format version 1"));
+            "t.trace:1: expected the header 'ipusim-trace 2', found 'ipu 0'");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\n"),
+                       "t.trace:1: expected trace format version 1 to 2, found version 3"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
-                       "t.trace:2: expected one of name, ipu before the first 'ipu' section, "
-                       "found 'tensor'"));
+                       "t.trace:2: expected one of name, replicas, global_exchange, ipu before the "
+                       "first 'ipu' section, found 'tensor'"));
+  // Version 2 features in a version 1 file.
+  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nreplicas 2\n"),
+                       "t.trace:2: 'replicas' needs trace format version 2"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nreplicas 4\nipu 0\nprogram\n  sync group=replicas:3\n"),
+                       "t.trace:5: expected a group size dividing the 4 replicas, found 'replicas:3'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  collective all_reduce bytes=4 group=tile\n"),
+                       "t.trace:4: expected a group of IPUs for a collective"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  collective all_reduse bytes=4\n"),
+                       "t.trace:4: unknown collective 'all_reduse' (did you mean 'all_reduce'?)"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nend\n"), "found 'end' with no open"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\n"), "expected at least one 'ipu <index>'"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nprogram\n  repeat 0\n"),
                        "t.trace:4: expected a repeat count 1..1099511627776, found '0'"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nprogram\n  sync now\nend\n"),
-                       "t.trace:4: expected 'sync', found 'sync now'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  sync now\nend\n"),
+                       "t.trace:4: expected key=value, found 'now'"));
 }
 
 std::string nested_repeats(std::size_t depth) {
@@ -566,9 +588,10 @@ TEST(TraceBinaryErrors, TruncationAtEveryByteIsAnError) {
 
 TEST(TraceBinaryErrors, HugeCountRejectedBeforeAllocating) {
   const std::string bytes = to_binary(parse(kEveryFeature));
-  // Layout: magic 8, version 4, name length 4 + "every_feature" 13, IPU count 4, IPU index 4,
-  // tensor count 4.
-  const std::size_t ipu_count_at = 8 + 4 + 4 + 13;
+  // Layout: magic 8, version 4, name length 4 + "every_feature" 13, replicas 4, global
+  // exchange count 4, "stage_copies" (4 + 12, copy count 4, 2 copies x 16), "none" (4 + 4,
+  // copy count 4), IPU count 4, IPU index 4, tensor count 4.
+  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4);
   const std::size_t tensor_count_at = ipu_count_at + 4 + 4;
   const std::size_t name_length_at = 12;
   for (std::size_t at : {ipu_count_at, tensor_count_at, name_length_at}) {
@@ -600,13 +623,13 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'ipusim-t'");
   EXPECT_EQ(error_of([&] { from_binary("IPU", 0); }),
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'IPU'");
-  std::string v2 = bytes;
-  v2[8] = 2;
-  EXPECT_EQ(error_of([&] { from_binary(v2, 0); }),
-            "t.itb@8: expected trace format version 1 (the only version this build reads), "
-            "found version 2");
-  // First tensor's kind byte: after tensor count, name length 4 + "w" 1.
-  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + 4 + 4 + 4 + 1;
+  std::string v3 = bytes;
+  v3[8] = 3;
+  EXPECT_EQ(error_of([&] { from_binary(v3, 0); }),
+            "t.itb@8: expected trace format version 1 to 2, found version 3");
+  // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
+  // IPU count, IPU index, tensor count, name length 4 + "w" 1.
+  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4) + 4 + 4 + 4 + 4 + 1;
   std::string bad_kind = bytes;
   bad_kind[kind_at] = 42;
   EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
@@ -622,8 +645,10 @@ std::string binary_nested_repeats(std::size_t depth) {
   auto u64 = [&](std::uint64_t v) {
     for (int i = 0; i < 8; ++i) b += static_cast<char>((v >> (8 * i)) & 0xff);
   };
-  u32(1);  // version
+  u32(2);  // version
   u32(0);  // name ""
+  u32(1);  // replicas
+  u32(0);  // global exchanges
   u32(1);  // one IPU
   u32(0);  // ipu 0
   u32(0);  // tensors
@@ -636,6 +661,8 @@ std::string binary_nested_repeats(std::size_t depth) {
   }
   u32(1);
   b += static_cast<char>(StepKind::kSync);
+  b += static_cast<char>(GroupKind::kTile);
+  u32(0);  // group size
   return b;
 }
 
@@ -643,10 +670,10 @@ TEST(TraceBinaryErrors, RepeatNestingIsCapped) {
   const Trace ok = from_binary(binary_nested_repeats(kMaxRepeatDepth), 0);
   EXPECT_EQ(to_binary(ok), binary_nested_repeats(kMaxRepeatDepth));
   const std::string deep = binary_nested_repeats(kMaxRepeatDepth + 1);
-  // The 65th repeat starts after the 36-byte header and 64 x (4-byte count + 9-byte repeat) + 4.
+  // The 65th repeat starts after the 44-byte header and 64 x (4-byte count + 9-byte repeat) + 4.
   EXPECT_EQ(error_of([&] { from_binary(deep, deep.size()); }),
             fmt::format("t.itb@{}: expected repeats nested at most 64 deep, found a deeper one",
-                        36 + 64 * 13 + 4));
+                        44 + 64 * 13 + 4));
   // Far deeper nesting fails the same way, without exhausting the stack.
   const std::string very_deep = binary_nested_repeats(100000);
   EXPECT_TRUE(contains(error_of([&] { from_binary(very_deep, 0); }),

@@ -17,7 +17,8 @@
 namespace ipusim::config {
 
 enum class ValueKind { kCount, kFrequency, kBytes, kCycles, kBytesPerCycle, kBandwidth,
-                       kDuration, kRatio, kString };
+                       kDuration, kRatio, kString,
+                       kInclude };  // a path (relative to the file) of another config to merge
 
 struct ParamDecl {
   std::string path;         // e.g. "chip.exchange.bytes_per_cycle"
@@ -27,6 +28,8 @@ struct ParamDecl {
   std::string description;  // what it means, with its unit
   std::string source;       // the row of ipu-hardware.md (or the measurement) it comes from
   bool uncertain = false;   // marked I or L in the reference, or no public number
+  std::optional<std::string> default_text;  // used when the key is absent (else it is required)
+  std::vector<std::string> choices;         // kString: the allowed values, if restricted
 };
 
 class Schema {
@@ -60,6 +63,11 @@ struct Document {
 // non-scalar leaves are rejected. Throws ConfigError with file:line:column.
 Document load_document(const std::string& file);
 Document parse_document(const std::string& yaml_text, const std::string& origin);
+
+// Loads `file` and, recursively, every file named by one of its kInclude keys (paths relative
+// to the including file), merged into one Document. A key set in two files, a missing file or
+// a cycle of includes is a ConfigError naming the files.
+Document load_document_tree(const std::string& file, const Schema& schema);
 
 // Applies "key.path=value". Throws ConfigError if the form is wrong or the key unknown.
 void apply_override(Document& doc, const std::string& assignment, const Schema& schema);

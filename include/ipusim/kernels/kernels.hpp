@@ -53,4 +53,14 @@ trace::Trace exchange_broadcast(const ChipSpec& chip, std::uint64_t bytes, std::
 // `iterations` internal syncs in a repeat loop.
 trace::Trace sync_loop(const ChipSpec& chip, std::uint64_t iterations);
 
+// System microbenchmarks (trace format v2; run with --system).
+// IPU `src` copies `bytes` to IPU `dst` in one global exchange.
+trace::Trace link_p2p(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t src,
+                      std::uint32_t dst);
+// One collective of a `bytes` tensor over `group` data-parallel replicas of one IPU each.
+trace::Trace collective(const ChipSpec& chip, trace::CollectiveOp op, std::uint64_t bytes,
+                        std::uint32_t group, trace::CollectiveMethod method, trace::DType dtype);
+// `iterations` external syncs of all `group` IPUs.
+trace::Trace external_sync(const ChipSpec& chip, std::uint32_t group, std::uint64_t iterations);
+
 }  // namespace ipusim::kernels

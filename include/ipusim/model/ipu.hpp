@@ -21,6 +21,7 @@
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/cost/program_costs.hpp"
+#include "ipusim/model/fabric.hpp"
 #include "ipusim/model/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
@@ -70,8 +71,9 @@ class SyncController : public sc_core::sc_module {
 class Ipu : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Ipu);
+  // `fabric` is null for a single chip; then group steps are an error.
   Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
-      ModelOptions options);
+      ModelOptions options, Placement placement = {}, Fabric* fabric = nullptr);
 
   bool finished() const { return finished_; }
   // Valid after the simulation has run to completion.
@@ -80,20 +82,20 @@ class Ipu : public sc_core::sc_module {
   std::exception_ptr error() const { return error_; }
 
  private:
-  struct Span {
-    PhaseCycles phases;
-    PhaseCounts counts;
-  };
   void run();
-  // Executes `steps` `times` times; returns the cycles they took.
+  // Executes `steps` `times` times in a row (a memoised loop body: see ModelOptions).
   void execute(const std::vector<trace::Step>& steps, std::uint64_t times);
   void execute_step(const trace::Step& step, std::uint64_t times);
   void advance(std::uint64_t cycles);
   const cost::ComputeSetCost& compute_cost(std::uint32_t index);
 
+  void group_step(const trace::Step& step, std::uint64_t times);
+
   const ChipSpec& chip_;
   const trace::IpuProgram& program_;
   ModelOptions options_;
+  Placement placement_;
+  Fabric* fabric_;
   sc_core::sc_time period_;
   cost::MemoryMap memory_;
   std::vector<std::unique_ptr<Tile>> tiles_;

@@ -13,10 +13,16 @@ namespace ipusim {
 // Cycles spent in each BSP phase kind (tile clock cycles, wall time of the IPU).
 struct PhaseCycles {
   std::uint64_t compute = 0;
-  std::uint64_t sync = 0;
-  std::uint64_t exchange = 0;
-  std::uint64_t host = 0;
-  std::uint64_t total() const { return compute + sync + exchange + host; }
+  std::uint64_t sync = 0;           // internal (on-chip) syncs
+  std::uint64_t exchange = 0;       // on-chip exchange
+  std::uint64_t host = 0;           // host transfers
+  std::uint64_t external_sync = 0;  // external syncs, including waiting for other IPUs
+  std::uint64_t inter_ipu = 0;      // copies between IPUs (global exchanges)
+  std::uint64_t collective = 0;     // collectives (after their group sync)
+  std::uint64_t streaming = 0;      // Streaming Memory transfers through the gateway
+  std::uint64_t total() const {
+    return compute + sync + exchange + host + external_sync + inter_ipu + collective + streaming;
+  }
 };
 
 // Accumulated time of one named compute set or exchange over all its executions.
@@ -32,10 +38,23 @@ struct PhaseCounts {
   std::uint64_t sync = 0;
   std::uint64_t exchange = 0;
   std::uint64_t host = 0;
+  std::uint64_t external_sync = 0;
+  std::uint64_t inter_ipu = 0;
+  std::uint64_t collective = 0;
+  std::uint64_t streaming = 0;
+};
+
+// Traffic one directed link carried.
+struct LinkUse {
+  std::string name;  // e.g. "rail:ipu0->ipu2"
+  std::uint64_t bytes = 0;
+  std::uint64_t busy_cycles = 0;
 };
 
 struct IpuRunStats {
-  std::uint32_t ipu = 0;
+  std::uint32_t ipu = 0;      // system IPU index
+  std::uint32_t program = 0;  // program (IPU of the replica) it ran
+  std::uint32_t replica = 0;
   std::uint64_t cycles = 0;  // end time of this IPU's program
   PhaseCycles phases;
   PhaseCounts counts;
@@ -50,7 +69,12 @@ struct IpuRunStats {
 };
 
 struct RunStats {
-  std::vector<IpuRunStats> ipus;
+  std::vector<IpuRunStats> ipus;  // the simulated IPUs
+  std::uint32_t replicas = 1;
+  std::uint32_t system_ipus = 1;  // IPUs taking part (replicas x programs)
+  bool replica_symmetric = false; // only replica 0 was simulated
+  std::string system_name;        // empty for a single chip
+  std::vector<LinkUse> links;     // directed links that carried traffic, busiest first
   std::uint64_t cycles = 0;   // the slowest IPU
   double seconds = 0;         // cycles / clock
   double wall_seconds = 0;    // host time spent simulating

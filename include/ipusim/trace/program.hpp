@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The in-memory form of a compiled program trace (format v1, docs/trace-format.md).
-// A trace holds one BSP program per IPU: tensor allocations per tile, compute sets (vertex
-// instances per tile), exchanges (tile-to-tile transfers), and a step tree (compute, sync,
-// exchange, host copy, repeat). Text and binary files are two serialisations of this.
+// The in-memory form of a compiled program trace (format v2, docs/trace-format.md).
+// A trace holds one BSP program per IPU of a replica: tensor allocations per tile, compute sets
+// (vertex instances per tile), exchanges (tile-to-tile transfers), and a step tree (compute,
+// sync, exchange, host copy, repeat; since v2 also external syncs, inter-IPU copies and
+// collectives). `replicas` copies of the replica run data-parallel. Text and binary files are
+// two serialisations of this.
 #pragma once
 
 #include <array>
@@ -17,10 +19,14 @@
 
 namespace ipusim::trace {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
+// The version writers produce; readers also accept kOldestFormatVersion..kFormatVersion.
+inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Deepest nesting of repeat steps that readers accept and check_structure allows.
 inline constexpr std::size_t kMaxRepeatDepth = 64;
+// Most data-parallel replicas a trace may declare.
+inline constexpr std::uint32_t kMaxReplicas = 65536;
 // Longest name (trace, tensor, compute set, exchange) in characters.
 inline constexpr std::size_t kMaxNameLength = 4096;
 
@@ -106,16 +112,53 @@ struct Exchange {
   bool operator==(const Exchange&) const = default;
 };
 
-enum class StepKind : std::uint8_t { kCompute = 0, kSync, kExchange, kHost, kRepeat };
+enum class StepKind : std::uint8_t {
+  kCompute = 0, kSync, kExchange, kHost, kRepeat,  // v1
+  kGlobalExchange, kCollective,                    // v2
+};
 enum class HostDirection : std::uint8_t { kToIpu = 0, kFromIpu = 1 };
 inline constexpr std::array<std::string_view, 2> kHostDirectionNames{"to_ipu", "from_ipu"};
 
+// Where host-step data lives: the host server (over the host link) or Streaming Memory
+// (the gateway's DDR).
+enum class HostMemory : std::uint8_t { kHost = 0, kStreaming = 1 };
+inline constexpr std::array<std::string_view, 2> kHostMemoryNames{"host", "streaming"};
+
+// The IPUs a sync or collective involves, relative to the IPU running the step. With P
+// programs per replica and R replicas, program i of replica r runs on system IPU r x P + i.
+//  kTile:     no other IPU: an internal (on-chip) sync;
+//  kReplica:  the P IPUs of this replica (e.g. the stages of a pipeline);
+//  kAll:      every IPU of every replica;
+//  kReplicas: program i in every replica (the data-parallel group), or, with size K > 0,
+//             in each consecutive group of K replicas (e.g. ResNet's batch-norm groups of 2).
+enum class GroupKind : std::uint8_t { kTile = 0, kReplica, kAll, kReplicas };
+inline constexpr std::array<std::string_view, 4> kGroupKindNames{"tile", "replica", "all",
+                                                                 "replicas"};
+struct Group {
+  GroupKind kind = GroupKind::kTile;
+  std::uint32_t size = 0;  // kReplicas only: replicas per group, 0 = all
+  bool operator==(const Group&) const = default;
+};
+
+enum class CollectiveOp : std::uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast };
+inline constexpr std::array<std::string_view, 4> kCollectiveOpNames{
+    "all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+
+// Collective algorithms (docs/topology.md): auto picks the fastest for the size and group.
+enum class CollectiveMethod : std::uint8_t {
+  kAuto = 0, kRing, kBidirectionalRing, kQuadRing, kBroadcastReduce,
+};
+inline constexpr std::array<std::string_view, 5> kCollectiveMethodNames{
+    "auto", "ring", "bidirectional_ring", "quad_ring", "broadcast_reduce"};
+
 // One node of the program tree.
-//  kCompute:  run compute set `index`;
-//  kSync:     internal BSP sync of all tiles;
-//  kExchange: run exchange `index`;
-//  kHost:     stream `bytes` per tile of `tiles` between host and IPU in `direction`;
-//  kRepeat:   run `body` `count` times.
+//  kCompute:        run compute set `index`;
+//  kSync:           BSP sync: internal (group tile) or external over `group`;
+//  kExchange:       run exchange `index`;
+//  kHost:           stream `bytes` per tile of `tiles` between `memory` and IPU in `direction`;
+//  kRepeat:         run `body` `count` times;
+//  kGlobalExchange: take part in the trace's global exchange `index` (inter-IPU copies);
+//  kCollective:     `collective` of a `bytes` tensor of `dtype` over `group` by `method`.
 struct Step {
   StepKind kind = StepKind::kSync;
   std::uint32_t index = 0;
@@ -124,7 +167,28 @@ struct Step {
   TileRange tiles;
   HostDirection direction = HostDirection::kToIpu;
   std::vector<Step> body;
+  Group group;
+  HostMemory memory = HostMemory::kHost;
+  CollectiveOp collective = CollectiveOp::kAllReduce;
+  CollectiveMethod method = CollectiveMethod::kAuto;
+  DType dtype = DType::kHalf;
   bool operator==(const Step&) const = default;
+};
+
+// A copy of `bytes` from IPU `src` to IPU `dst` of the same replica (program indices).
+struct IpuCopy {
+  std::uint32_t src = 0;
+  std::uint32_t dst = 0;
+  std::uint64_t bytes = 0;
+  bool operator==(const IpuCopy&) const = default;
+};
+
+// Inter-IPU copies run together after an external sync of the IPUs they involve; every
+// source and destination IPU has a kGlobalExchange step for it.
+struct GlobalExchange {
+  std::string name;
+  std::vector<IpuCopy> copies;
+  bool operator==(const GlobalExchange&) const = default;
 };
 
 struct IpuProgram {
@@ -139,7 +203,13 @@ struct IpuProgram {
 struct Trace {
   std::uint32_t version = kFormatVersion;
   std::string name;
+  std::uint32_t replicas = 1;  // data-parallel copies of the programs below
+  std::vector<GlobalExchange> global_exchanges;
   std::vector<IpuProgram> ipus;
+  // IPUs per replica: programs are indexed 0..P-1 by their `ipu` field.
+  std::uint32_t ipus_per_replica() const;
+  // True if any step needs a system (external sync, global exchange, collective).
+  bool uses_system() const;
   bool operator==(const Trace&) const = default;
 };
 

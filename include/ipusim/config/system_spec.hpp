@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// The resolved description of a system of IPUs: the chip, the machine (IPU-M2000) that holds
+// them, the IPU-Fabric links and how many machines and racks there are. Built from
+// configs/systems/*.yaml, which include a chip, a machine and a fabric part (configs/parts/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipusim/config/chip_spec.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim {
+
+// One direction of a link bundle: raw rate x efficiency x lanes is what a transfer gets.
+struct LinkParams {
+  Bandwidth bandwidth;    // raw rate of one link, each direction
+  double efficiency = 1;  // fraction of the raw rate available to payload
+  Duration latency;       // per hop
+  double effective_bytes_per_second() const { return bandwidth.bytes_per_second * efficiency; }
+};
+
+struct MachineSpec {
+  std::string name;
+  std::uint32_t ipus = 0;        // IPUs per machine (4 in an M2000: two rungs of two)
+  std::uint32_t rung_links = 0;  // IPU-Links between the two IPUs of a rung
+  std::uint32_t rail_links = 0;  // IPU-Links from an IPU to the next one up its rail
+  std::uint32_t gw_links = 0;    // GW-Links leaving the machine's gateway
+  Bandwidth pcie_bandwidth;      // each IPU <-> gateway, each direction
+  Bytes streaming_memory;        // gateway DDR capacity
+  Bandwidth ddr_bandwidth;       // gateway DDR, shared by the machine's IPUs
+  Duration gateway_latency;      // per streaming-memory or GW transfer
+  Bandwidth host_link_bandwidth; // host <-> machine (RoCE), shared by the machine's IPUs
+  Duration host_latency;         // per host transfer
+};
+
+struct FabricSpec {
+  LinkParams ipu_link;
+  LinkParams gw_link;
+  Duration sync_hop_latency;     // external sync: time per hop of the sync tree
+  std::uint32_t sync_ipus_per_hop = 0;
+  Bandwidth host_server_bandwidth;  // NIC bandwidth of one host server
+};
+
+enum class RackTopology { kLadder, kTorus };
+
+// An extra IPU-Link bundle for what-if topologies: IPUs a and b joined by `links` links.
+struct ExtraLink {
+  std::uint32_t a = 0, b = 0, links = 0;
+};
+
+struct SystemSpec {
+  std::string name;
+  bool is_pod = true;  // PODs must have a power-of-two IPU count of at least 16
+  ChipSpec chip;
+  MachineSpec machine;
+  FabricSpec fabric;
+  std::uint32_t machines_per_rack = 0;
+  std::uint32_t racks = 0;
+  RackTopology topology = RackTopology::kLadder;
+  std::uint32_t host_servers = 0;
+  std::vector<ExtraLink> extra_links;
+
+  std::uint32_t machines() const { return machines_per_rack * racks; }
+  std::uint32_t ipus() const { return machines() * machine.ipus; }
+  std::uint32_t ipus_per_rack() const { return machines_per_rack * machine.ipus; }
+  // External BSP sync of a group of n IPUs, in tile cycles (ipu-hardware.md §2, IPUModel):
+  // hops = 1 + n / ipus_per_hop; cycles = ceil(2 x hops x hop latency x clock).
+  std::uint64_t sync_cycles(std::uint32_t n) const;
+};
+
+}  // namespace ipusim

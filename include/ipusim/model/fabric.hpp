@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// The IPU-Fabric of a system as a SystemC module: it owns the link graph and the link
+// schedule, and runs every group operation — external syncs, global exchanges (inter-IPU
+// copies) and collectives — as a barrier: each taking part IPU's thread calls in and blocks;
+// when the last expected member arrives, the operation is timed from that moment over the
+// shared links and every member is released at its end.
+//
+// Replica symmetry: when only replica 0 is simulated, a group's expected members are the
+// simulated ones, but collectives still move every member's data over the links (other
+// replicas are assumed to arrive at the same time, which holds for symmetric programs).
+#pragma once
+
+#include <systemc>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ipusim/config/system_spec.hpp"
+#include "ipusim/model/run_stats.hpp"
+#include "ipusim/topology/link_schedule.hpp"
+#include "ipusim/topology/topology.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::model {
+
+// Where a simulated IPU sits: program i of replica r runs on system IPU r x P + i.
+struct Placement {
+  std::uint32_t system_ipu = 0;
+  std::uint32_t program = 0;
+  std::uint32_t replica = 0;
+};
+
+// When a group operation began and ended for the calling IPU (cycles).
+struct GroupTiming {
+  std::uint64_t barrier = 0;  // last member's arrival
+  std::uint64_t synced = 0;   // after the external sync
+  std::uint64_t end = 0;      // operation done (x times)
+};
+
+class Fabric : public sc_core::sc_module {
+ public:
+  Fabric(sc_core::sc_module_name name, const SystemSpec& system, const trace::Trace& trace,
+         bool simulate_all_replicas);
+
+  // Blocks the calling IPU thread until the group step is done for every member. `now` is the
+  // caller's exact cycle count; `times` > 1 when a memoised loop runs the step several times.
+  GroupTiming group_step(const Placement& who, const trace::Step& step, std::uint64_t now,
+                         std::uint64_t times);
+
+  // Host or Streaming Memory transfer of one IPU through its machine's gateway, in cycles.
+  std::uint64_t host_cycles(const trace::Step& step) const;
+
+  const topology::Topology& topology() const { return topology_; }
+  std::uint32_t replicas_simulated() const { return simulated_replicas_; }
+  // Operations still waiting for members (a mismatched or missing step), for diagnostics.
+  std::vector<std::string> stuck() const;
+  std::vector<LinkUse> link_use() const;
+
+ private:
+  struct Pending {
+    std::string what;  // description, to check that members agree
+    std::uint32_t expected = 0;
+    std::uint32_t arrived = 0;
+    std::uint64_t barrier = 0;
+    std::uint64_t times = 0;
+    GroupTiming timing;
+    std::vector<std::uint32_t> waiting;
+    std::unique_ptr<sc_core::sc_event> done;
+  };
+
+  // All system IPUs of a group as seen from `who`, and a key naming that group instance.
+  std::vector<std::uint32_t> members(const Placement& who, trace::Group group,
+                                     std::uint64_t& instance) const;
+  std::uint32_t simulated_count(const std::vector<std::uint32_t>& members) const;
+  std::string describe(const trace::Step& step) const;
+  GroupTiming run(const Placement& who, const trace::Step& step,
+                  const std::vector<std::uint32_t>& group, std::uint64_t barrier,
+                  std::uint64_t times);
+
+  const SystemSpec& system_;
+  const trace::Trace& trace_;
+  topology::Topology topology_;
+  topology::LinkSchedule links_;
+  std::uint32_t programs_;
+  std::vector<bool> has_program_;  // by program index
+  std::uint32_t simulated_replicas_;
+  sc_core::sc_time period_;
+  // (group instance, sequence number) -> operation waiting for members
+  std::map<std::pair<std::uint64_t, std::uint64_t>, Pending> pending_;
+  // (system IPU, group instance) -> group steps it has started
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> sequence_;
+};
+
+}  // namespace ipusim::model

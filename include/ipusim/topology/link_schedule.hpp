@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// Link occupancy over time, and the inter-IPU operations scheduled on it: copies between IPUs,
+// collectives and external syncs. Plain C++ over a Topology; the SystemC Fabric owns one
+// LinkSchedule for the whole system, so operations that overlap in time contend for links.
+//
+// Timing rule for one flow of B bytes over a route of channels: it starts when every channel
+// of the route is free (and not before it is ready), streams through the route (cut-through,
+// not store-and-forward) at the slowest channel's rate and arrives
+// ceil(B / slowest rate) + the sum of the channels' latencies later. Each channel is busy for
+// ceil(B / its own rate) from the start, so a fast link shared by flows that are each limited
+// elsewhere (e.g. a GW-Link fed by several PCIe links) serves them back to back at its own
+// rate. Flows that need the same channel are served in the order they are scheduled. Time is
+// in tile clock cycles.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ipusim/topology/topology.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::topology {
+
+struct Flow {
+  std::uint32_t src = 0;  // system IPU
+  std::uint32_t dst = 0;  // system IPU
+  std::uint64_t bytes = 0;
+};
+
+struct ChannelUse {
+  std::uint64_t bytes = 0;        // payload carried
+  std::uint64_t busy_cycles = 0;  // cycles held by flows
+};
+
+class LinkSchedule {
+ public:
+  explicit LinkSchedule(const Topology& topology);
+
+  const Topology& topology() const { return topology_; }
+  // Schedules `flows`, all ready at cycle `ready`; returns the cycle the last one arrives
+  // (`ready` if there are none).
+  std::uint64_t run(std::span<const Flow> flows, std::uint64_t ready);
+  // Rate and latency of a directed channel, in bytes per tile cycle and cycles.
+  double rate(Channel c) const { return rate_[c / 2]; }
+  std::uint64_t latency(Channel c) const { return latency_[c / 2]; }
+  const std::vector<ChannelUse>& use() const { return use_; }
+
+ private:
+  const Topology& topology_;
+  std::vector<double> rate_;           // per link, bytes/cycle each direction
+  std::vector<std::uint64_t> latency_; // per link, cycles
+  std::vector<std::uint64_t> free_at_; // per channel
+  std::vector<ChannelUse> use_;        // per channel
+};
+
+// The algorithm a collective ran with (after `auto` chose).
+struct CollectiveOutcome {
+  std::uint64_t end = 0;  // cycle the last member finishes
+  trace::CollectiveMethod method = trace::CollectiveMethod::kRing;
+  bool hierarchical = false;  // reduce-scatter / GW all-reduce / all-gather over racks
+};
+
+// Runs a collective among `members` (system IPUs, in replica order) on `tensor_bytes` of
+// `dtype` per IPU, starting at cycle `ready` (after the group's external sync). Reduction
+// arithmetic on each IPU is costed with the codelet models over all its tiles. See
+// docs/topology.md for each method.
+CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip,
+                                 trace::CollectiveOp op, trace::CollectiveMethod method,
+                                 std::span<const std::uint32_t> members, std::uint64_t tensor_bytes,
+                                 trace::DType dtype, std::uint64_t ready);
+
+// Cycles for one IPU to reduce `inputs` vectors of `bytes` each into one, spread over all of
+// its tiles: one compute set of reduce vertices plus an internal sync.
+std::uint64_t reduce_cycles(const ChipSpec& chip, std::uint64_t bytes, std::uint64_t inputs,
+                            trace::DType dtype);
+
+}  // namespace ipusim::topology

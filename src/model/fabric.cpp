@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/model/fabric.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::model {
+namespace {
+
+constexpr std::uint64_t kShift = 56;
+constexpr std::uint64_t kField = 28;
+
+std::uint64_t ceil_cycles(double seconds, double hz) {
+  return static_cast<std::uint64_t>(std::ceil(seconds * hz - 1e-9));
+}
+
+}  // namespace
+
+Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const trace::Trace& trace,
+               bool simulate_all_replicas)
+    : sc_core::sc_module(name),
+      system_(system),
+      trace_(trace),
+      topology_(system),
+      links_(topology_),
+      programs_(trace.ipus_per_replica()),
+      simulated_replicas_(simulate_all_replicas ? trace.replicas : 1),
+      period_(sc_core::sc_time::from_value(
+          static_cast<sc_dt::uint64>(std::llround(1e12 / system.chip.clock.hz)))) {
+  has_program_.assign(programs_, false);
+  for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
+  const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
+  if (needed > system.ipus())
+    throw ModelError(fmt::format(
+        "the trace needs {} IPUs ({} replicas x {} IPUs per replica) but {} has {}", needed,
+        trace.replicas, programs_, system.name, system.ipus()));
+  for (std::size_t g = 0; g < trace.global_exchanges.size(); ++g)
+    for (const auto& c : trace.global_exchanges[g].copies)
+      if (std::max(c.src, c.dst) >= programs_)
+        throw ModelError(fmt::format(
+            "global exchange '{}' copies between IPUs {} and {}, but the replica has IPUs 0..{}",
+            trace.global_exchanges[g].name, c.src, c.dst, programs_ - 1));
+}
+
+std::vector<std::uint32_t> Fabric::members(const Placement& who, trace::Group group,
+                                           std::uint64_t& instance) const {
+  const std::uint32_t replicas = trace_.replicas;
+  std::vector<std::uint32_t> out;
+  switch (group.kind) {
+    case trace::GroupKind::kReplica:
+      instance = (1ull << kShift) | who.replica;
+      for (std::uint32_t j = 0; j < programs_; ++j) out.push_back(who.replica * programs_ + j);
+      break;
+    case trace::GroupKind::kAll:
+      instance = 2ull << kShift;
+      for (std::uint32_t g = 0; g < replicas * programs_; ++g) out.push_back(g);
+      break;
+    case trace::GroupKind::kReplicas: {
+      const std::uint32_t k = group.size == 0 ? replicas : group.size;
+      const std::uint32_t block = who.replica / k;
+      instance = (3ull << kShift) | (static_cast<std::uint64_t>(who.program) << kField) | block;
+      for (std::uint32_t q = 0; q < k; ++q) out.push_back((block * k + q) * programs_ + who.program);
+      break;
+    }
+    case trace::GroupKind::kTile:
+      throw std::logic_error("tile group has no members");
+  }
+  return out;
+}
+
+std::uint32_t Fabric::simulated_count(const std::vector<std::uint32_t>& members) const {
+  return static_cast<std::uint32_t>(std::count_if(members.begin(), members.end(), [&](auto g) {
+    return g / programs_ < simulated_replicas_ && has_program_[g % programs_];
+  }));
+}
+
+std::string Fabric::describe(const trace::Step& step) const {
+  switch (step.kind) {
+    case trace::StepKind::kSync:
+      return fmt::format("sync group={}", trace::kGroupKindNames[static_cast<int>(step.group.kind)]);
+    case trace::StepKind::kGlobalExchange:
+      return fmt::format("global_exchange {}", trace_.global_exchanges[step.index].name);
+    case trace::StepKind::kCollective:
+      return fmt::format("collective {} bytes={} group={}",
+                         trace::kCollectiveOpNames[static_cast<int>(step.collective)], step.bytes,
+                         trace::kGroupKindNames[static_cast<int>(step.group.kind)]);
+    default:
+      return "?";
+  }
+}
+
+GroupTiming Fabric::group_step(const Placement& who, const trace::Step& step, std::uint64_t now,
+                               std::uint64_t times) {
+  std::uint64_t instance = 0;
+  std::vector<std::uint32_t> group;
+  if (step.kind == trace::StepKind::kGlobalExchange) {
+    instance = (4ull << kShift) | (static_cast<std::uint64_t>(step.index) << kField) | who.replica;
+    for (const auto& c : trace_.global_exchanges[step.index].copies)
+      for (auto p : {c.src, c.dst}) group.push_back(who.replica * programs_ + p);
+    std::sort(group.begin(), group.end());
+    group.erase(std::unique(group.begin(), group.end()), group.end());
+    if (!std::binary_search(group.begin(), group.end(), who.system_ipu))
+      throw ModelError(fmt::format("IPU {} runs global exchange '{}' but none of its copies "
+                                   "involves that IPU",
+                                   who.program, trace_.global_exchanges[step.index].name));
+  } else {
+    group = members(who, step.group, instance);
+  }
+  const std::uint64_t seq = sequence_[{who.system_ipu, instance}]++;
+  Pending& p = pending_[{instance, seq}];
+  const std::string what = fmt::format("{} (x{})", describe(step), times);
+  if (!p.done) {
+    p.what = what;
+    p.expected = simulated_count(group);
+    p.times = times;
+    p.done = std::make_unique<sc_core::sc_event>();
+  } else if (p.what != what) {
+    throw ModelError(fmt::format(
+        "IPU {} reached '{}' as its group step {} in a group where IPU {} reached '{}': the "
+        "programs of a group must run the same group steps in the same order",
+        who.system_ipu, what, seq, p.waiting.front(), p.what));
+  }
+  p.waiting.push_back(who.system_ipu);
+  p.barrier = std::max(p.barrier, now);
+  if (++p.arrived == p.expected) {
+    p.timing = run(who, step, group, p.barrier, times);
+    p.done->notify(sc_core::sc_time::from_value(period_.value() * (p.timing.end - now)));
+  }
+  sc_core::wait(*p.done);
+  const GroupTiming timing = p.timing;
+  if (--p.arrived == 0) pending_.erase({instance, seq});
+  return timing;
+}
+
+GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
+                        const std::vector<std::uint32_t>& group, std::uint64_t barrier,
+                        std::uint64_t times) {
+  GroupTiming t;
+  t.barrier = barrier;
+  t.synced = barrier + system_.sync_cycles(static_cast<std::uint32_t>(group.size()));
+  std::uint64_t end = t.synced;
+  if (step.kind == trace::StepKind::kGlobalExchange) {
+    std::vector<topology::Flow> flows;
+    for (const auto& c : trace_.global_exchanges[step.index].copies)
+      flows.push_back({who.replica * programs_ + c.src, who.replica * programs_ + c.dst, c.bytes});
+    end = links_.run(flows, t.synced);
+  } else if (step.kind == trace::StepKind::kCollective) {
+    end = topology::run_collective(links_, system_.chip, step.collective, step.method, group,
+                                   step.bytes, step.dtype, t.synced)
+              .end;
+  }
+  // A memoised loop runs the whole step `times` times back to back.
+  t.synced = barrier + (t.synced - barrier) * times;
+  t.end = barrier + (end - barrier) * times;
+  return t;
+}
+
+std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
+  // Every IPU of the machine is assumed to stream at the same time, sharing the gateway's host
+  // link or DDR evenly; each IPU also has its own PCIe link to the gateway.
+  const auto& m = system_.machine;
+  const double hz = system_.chip.clock.hz;
+  double rate = m.pcie_bandwidth.bytes_per_second;
+  double latency = m.gateway_latency.seconds;
+  if (step.memory == trace::HostMemory::kStreaming) {
+    rate = std::min(rate, m.ddr_bandwidth.bytes_per_second / m.ipus);
+  } else {
+    const double used = static_cast<double>(trace_.replicas) * programs_;
+    rate = std::min({rate, m.host_link_bandwidth.bytes_per_second / m.ipus,
+                     system_.host_servers * system_.fabric.host_server_bandwidth.bytes_per_second / used});
+    latency += m.host_latency.seconds;
+  }
+  const double bytes = static_cast<double>(step.bytes) * step.tiles.size();
+  const double link = bytes / rate * hz;
+  const double tile = static_cast<double>(step.bytes) / system_.chip.exchange.bytes_per_cycle.value;
+  return ceil_cycles(latency, hz) + static_cast<std::uint64_t>(std::ceil(std::max(link, tile) - 1e-9));
+}
+
+std::vector<std::string> Fabric::stuck() const {
+  std::vector<std::string> out;
+  for (const auto& [key, p] : pending_) {
+    if (p.arrived >= p.expected) continue;
+    std::string ipus;
+    for (auto g : p.waiting) ipus += fmt::format("{}{}", ipus.empty() ? "" : ", ", g);
+    out.push_back(fmt::format("'{}': {} of {} IPUs arrived (IPU {})", p.what, p.arrived, p.expected, ipus));
+  }
+  return out;
+}
+
+std::vector<LinkUse> Fabric::link_use() const {
+  std::vector<LinkUse> out;
+  const auto& use = links_.use();
+  for (topology::Channel c = 0; c < use.size(); ++c)
+    if (use[c].bytes > 0) out.push_back({topology_.channel_name(c), use[c].bytes, use[c].busy_cycles});
+  std::stable_sort(out.begin(), out.end(),
+                   [](const LinkUse& a, const LinkUse& b) { return a.busy_cycles > b.busy_cycles; });
+  return out;
+}
+
+}  // namespace ipusim::model

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// Systems end to end: `ipusim info --system`, all-reduce against the ring bound, a pipelined
+// and replicated program against a hand calculation, and replica symmetry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "cli_harness.hpp"
+
+namespace ipusim::testing {
+namespace {
+
+std::string system_file(const std::string& name) {
+  return source_dir() + "/configs/systems/" + name + ".yaml";
+}
+
+double total_cycles(const std::string& stats) { return json_value_after(stats, "\"total\""); }
+
+// Runs a collective kernel on a system and returns stats.json.
+std::string run_collective(const TempDir& dir, const std::string& system, std::uint64_t bytes,
+                           std::uint32_t group, const std::string& method,
+                           const std::string& extra = "") {
+  const std::string trace = dir.file("c.trace");
+  const auto k = ipusim(fmt_args("kernel allreduce --bytes ", bytes, " --group ", group,
+                                 " --method ", method, " --out ", trace));
+  EXPECT_EQ(k.status, 0) << k.err;
+  const auto r = ipusim("run -q --system " + system_file(system) + " --out " + dir.file("out") +
+                        " " + extra + " " + trace);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return read_all(dir.file("out/stats.json"));
+}
+
+TEST(SystemInfo, Pod256ShowsItsRacksAndGwLinks) {
+  const auto r = ipusim("info --system " + system_file("pod256"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("IPUs              256 x GC200"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("racks             4 (torus each), joined over GW-Links"), std::string::npos);
+  EXPECT_NE(r.out.find("GW-Link               64 bundles"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("64: 676 cycles"), std::string::npos) << r.out;
+}
+
+TEST(SystemInfo, InvalidSystemIsAClearError) {
+  const auto r = ipusim("info --system " + system_file("pod16") + " --set system.racks=3");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("power of two of at least 16; found 48 IPUs"), std::string::npos) << r.err;
+}
+
+// Ring bound of ipu-hardware.md §5: 2(N-1)/N x S / per-direction ring bandwidth, where a ring
+// hop on a rail is 2 IPU-Links of 128 Gibit/s x 0.85.
+double ring_bound_cycles(double bytes, double n) {
+  const double ring = 2 * 128.0 * (1u << 30) / 8 * 0.85;
+  return 2 * (n - 1) / n * bytes / ring * 1.325e9;
+}
+
+TEST(AllReduce, LargeMessagesWithinFifteenPercentOfTheRingBoundInAPod64) {
+  for (std::uint64_t bytes : {64ull << 20, 256ull << 20}) {
+    TempDir dir;
+    const double cycles = total_cycles(run_collective(dir, "pod64", bytes, 64, "ring"));
+    const double bound = ring_bound_cycles(static_cast<double>(bytes), 64);
+    EXPECT_GE(cycles, bound) << bytes;
+    EXPECT_LE(cycles, 1.15 * bound) << bytes;
+  }
+}
+
+TEST(AllReduce, TimeGrowsWithSizeAndSmallMessagesAreSyncBound) {
+  double previous = 0;
+  for (std::uint64_t bytes : {1ull << 10, 1ull << 14, 1ull << 18, 1ull << 22, 1ull << 26}) {
+    TempDir dir;
+    const double cycles = total_cycles(run_collective(dir, "pod64", bytes, 64, "auto"));
+    EXPECT_GT(cycles, previous) << bytes;
+    previous = cycles;
+  }
+  // 1 KiB over 64 IPUs: the bandwidth term is ~0.1 cycle per hop; the external sync (676
+  // cycles) and per-step handshakes dominate.
+  TempDir dir;
+  const std::string stats = run_collective(dir, "pod64", 1024, 64, "auto");
+  const double sync = json_value_after(stats, "\"external_sync\"");
+  const double bandwidth = ring_bound_cycles(1024, 64);
+  EXPECT_EQ(sync, 676);
+  EXPECT_GT(total_cycles(stats), 20 * bandwidth);
+}
+
+TEST(AllReduce, Pod128AndPod256AddAGwLinkStage) {
+  // 64 MiB per IPU: the same reduce-scatter and all-gather inside each POD64, plus an
+  // all-reduce of the shards between racks over GW-Links.
+  TempDir a, b, c;
+  const std::string s64 = run_collective(a, "pod64", 64ull << 20, 64, "bidirectional_ring");
+  const std::string s128 = run_collective(b, "pod128", 64ull << 20, 128, "bidirectional_ring");
+  const std::string s256 = run_collective(c, "pod256", 64ull << 20, 256, "bidirectional_ring");
+  // The GW stage moves each IPU's 1 MiB shard (64 MiB / 64) between racks: half of it in
+  // the reduce-scatter step and half in the all-gather step of a 2-rack ring, the 4 IPUs of
+  // a machine sharing its 2 GW-Links of 100 Gbit/s x 0.85.
+  const double gw = 2 * 100e9 / 8 * 0.85;
+  const double stage = 4.0 * (1 << 20) / gw * 1.325e9;
+  const double extra128 = total_cycles(s128) - total_cycles(s64);
+  EXPECT_GE(extra128, stage);
+  EXPECT_LE(extra128, 1.5 * stage);
+  // POD256: a ring of 4 racks, each machine slot one GW-Link to each neighbour rack.
+  EXPECT_GT(total_cycles(s256), total_cycles(s128));
+  EXPECT_EQ(s64.find("gw:"), std::string::npos);
+}
+
+// Two pipeline stages (IPUs 0 and 1 of a replica) x 2 replicas on a POD16: stage 0 computes,
+// copies its activations to stage 1, which computes; then each stage all-reduces its
+// gradients with the same stage of the other replica.
+constexpr const char* kPipeline = R"(ipusim-trace 2
+name pipeline_2x2
+replicas 2
+global_exchange acts
+  copy src=0 dst=1 bytes=1048576
+end
+ipu 0
+computeset fwd
+  vertex tiles=0 copy bytes=8000
+end
+program
+  compute fwd
+  global_exchange acts
+  collective all_reduce bytes=4194304 dtype=half group=replicas method=ring
+end
+ipu 1
+computeset fwd
+  vertex tiles=0 copy bytes=8000
+end
+program
+  global_exchange acts
+  compute fwd
+  collective all_reduce bytes=4194304 dtype=half group=replicas method=ring
+end
+)";
+
+TEST(Pipeline, TwoStagesTimesTwoReplicasMatchesAHandCalculation) {
+  TempDir dir;
+  const std::string trace = dir.file("p.trace");
+  std::ofstream(trace) << kPipeline;
+  const auto r = ipusim("run --system " + system_file("pod16") + " --out " + dir.file("out") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const double cycles = total_cycles(read_all(dir.file("out/stats.json")));
+
+  // Hand calculation at 1.325 GHz (ipu-hardware.md, configs/parts/*.yaml):
+  const double hz = 1.325e9;
+  const double link = 128.0 * (1u << 30) / 8 * 0.85 / hz;  // one IPU-Link, bytes/cycle
+  // compute: copy vertex 288 + 8000 / 8 (memcpy 8 B/cycle) + 12 compute-set overhead.
+  const double compute = 288 + 1000 + 12;
+  // external sync of 2 IPUs: ceil(2 x (1 + 2/4) x 15 ns x hz) = ceil(59.6) = 60.
+  const double sync2 = 60;
+  const double hop_latency = 20;  // ceil(15 ns x hz)
+  // copy IPU0 -> IPU1 over their rung (4 links).
+  const double copy = std::ceil(1048576 / (4 * link)) + hop_latency;
+  // all-reduce of 4 MiB between IPUs two apart on a rail (2 links), ring of 2: one
+  // reduce-scatter step (2 MiB each way), a reduction, one all-gather step; each step ends
+  // with a neighbour handshake of ceil(2 x 15 ns x hz) = 40 cycles.
+  const double step = std::ceil(2097152 / (2 * link)) + hop_latency + 40;
+  // Reduction: 2 MiB of half = 1048576 elements over 1472 tiles = 713 per tile; binary add
+  // (docs/codelets.md): 11 + 6 x (26 + ceil(ceil(713 / 6) / 4) x (1 + 2)) = 11 + 6 x (26 + 30 x 3)
+  // = 707, + 12 compute-set overhead + 90 internal sync.
+  const double reduce = 11 + 6 * (26 + 30 * 3) + 12 + 90;
+  const double allreduce = step + reduce + step;
+  // Stage 1 finishes last: IPU0 computes, both sync and copy, IPU1 computes, then the
+  // stage-1 group syncs and all-reduces (its rail does not carry stage 0's traffic).
+  const double expected = compute + sync2 + copy + compute + sync2 + allreduce;
+  EXPECT_EQ(cycles, expected);
+}
+
+TEST(Pipeline, ReplicaSymmetricEqualsFullSimulation) {
+  TempDir dir;
+  const std::string trace = dir.file("p.trace");
+  std::ofstream(trace) << kPipeline;
+  const auto sym = ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("a") + " " + trace);
+  const auto full = ipusim("run -q --all-replicas --system " + system_file("pod16") + " --out " +
+                           dir.file("b") + " " + trace);
+  ASSERT_EQ(sym.status, 0) << sym.err;
+  ASSERT_EQ(full.status, 0) << full.err;
+  const std::string a = read_all(dir.file("a/stats.json"));
+  const std::string b = read_all(dir.file("b/stats.json"));
+  EXPECT_EQ(total_cycles(a), total_cycles(b));
+  EXPECT_NE(a.find("\"replica_symmetric\": true"), std::string::npos);
+  EXPECT_NE(b.find("\"replica_symmetric\": false"), std::string::npos);
+}
+
+TEST(AllReduce, ReplicaSymmetricEqualsFullSimulation) {
+  TempDir a, b;
+  const double sym = total_cycles(run_collective(a, "pod64", 8ull << 20, 64, "auto"));
+  const double full = total_cycles(run_collective(b, "pod64", 8ull << 20, 64, "auto", "--all-replicas"));
+  EXPECT_EQ(sym, full);
+}
+
+TEST(Pipeline, MismatchedGroupStepsAreAnErrorNotAHang) {
+  TempDir dir;
+  const std::string trace = dir.file("bad.trace");
+  std::ofstream(trace) << "ipusim-trace 2\nreplicas 2\nipu 0\nprogram\n"
+                          "  collective all_reduce bytes=64 group=replicas\nend\n"
+                          "ipu 1\nprogram\n  sync group=replica\nend\n";
+  const auto r = ipusim("run --system " + system_file("pod16") + " " + trace);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.err.find("did not finish"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("waiting at"), std::string::npos) << r.err;
+}
+
+TEST(Pipeline, GroupStepsWithoutASystemAreAnError) {
+  TempDir dir;
+  const std::string trace = dir.file("s.trace");
+  std::ofstream(trace) << kPipeline;
+  const auto r = ipusim("run " + trace);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.err.find("run it on a system (--system"), std::string::npos) << r.err;
+}
+
+TEST(Pipeline, TraceNeedingMoreIpusThanTheSystemHas) {
+  TempDir dir;
+  const std::string trace = dir.file("big.trace");
+  ASSERT_EQ(ipusim("kernel allreduce --bytes 64 --group 32 --out " + trace).status, 0);
+  const auto r = ipusim("run --system " + system_file("pod16") + " " + trace);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.err.find("the trace needs 32 IPUs (32 replicas x 1 IPUs per replica) but IPU-POD16 has 16"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace ipusim::testing
