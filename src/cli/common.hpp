@@ -41,6 +41,7 @@ void print_help(const std::string& usage, const std::string& about,
                 const po::options_description& desc);
 
 int run_command(int argc, char** argv);
+int compile_command(int argc, char** argv);
 int kernel_command(int argc, char** argv);
 int validate_command(int argc, char** argv);
 int info_command(int argc, char** argv);

@@ -21,7 +21,8 @@ constexpr const char* kOverview = R"(ipusim - a cycle-level simulator of Graphco
 Usage: ipusim <command> [options]
 
 Commands:
-  run       simulate a compiled program trace on a chip and report where the time went
+  compile   lower a ResNet-50 or BERT-Large training step onto a chip and system
+  run       simulate a compiled program trace on a chip or system and report where the time went
   kernel    write a reference kernel trace (matmul, conv2d, reduce, elementwise,
             exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip
   validate  check config and trace files without simulating
@@ -59,11 +60,12 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   if (command == "run") return run_command(argc - 1, argv + 1);
+  if (command == "compile") return compile_command(argc - 1, argv + 1);
   if (command == "kernel") return kernel_command(argc - 1, argv + 1);
   if (command == "validate") return validate_command(argc - 1, argv + 1);
   if (command == "info") return info_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: run, kernel, validate, info; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, info; see 'ipusim --help')");
 }
 
 }  // namespace

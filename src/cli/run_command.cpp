@@ -95,6 +95,7 @@ int run_command(int argc, char** argv) {
 
   report::RunInfo info{trace_file, trace.name, trace::identity(trace),
                        system ? system_file : chip_opts.chip_file};
+  info.meta = trace.meta;
   if (!out_dir.empty())
     report::write_run_dir(out_dir, chip_spec, stats, info,
                           system ? system->resolved.to_yaml() : chip->resolved.to_yaml());

@@ -175,13 +175,35 @@ void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp,
 }  // namespace
 
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
+  return plan_conv(chip, a, chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip)));
+}
+
+namespace {
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget);
+}  // namespace
+
+ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
+  const std::uint64_t limit = chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
+  for (std::uint64_t b = std::min(budget, limit);; b = std::min(2 * b, limit)) {
+    ConvPlan p = plan_within(chip, a, std::max<std::uint64_t>(b, 1));
+    if (p.rows_per_tile != 0) return p;
+    if (b >= limit)
+      throw ModelError(fmt::format(
+          "no tile mapping fits: even the finest split needs more than the {} per tile available "
+          "for tensors on {} ({} tiles)",
+          human_bytes(static_cast<double>(limit)), chip.name, chip.tiles));
+  }
+}
+
+namespace {
+
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
               a.kernel >= 1 && a.stride >= 1,
           "conv dimensions must all be at least 1");
   const Shape s = shape_of(chip, a);
   const std::uint64_t out_grains = ceil_div(a.out_chans, s.engines);
   const std::uint64_t in_grains = ceil_div(a.in_chans, s.in_grain);
-  const std::uint64_t budget = chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
   ConvPlan best;
   best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
   for (auto sr : distinct_splits(s.rows, chip.tiles))
@@ -203,13 +225,11 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
             (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
           best = p;
       }
-  if (best.rows_per_tile == 0)
-    throw ModelError(fmt::format(
-        "no tile mapping fits: even the finest split needs more than the {} per tile available "
-        "for tensors on {} ({} tiles)",
-        human_bytes(static_cast<double>(budget)), chip.name, chip.tiles));
+  if (best.rows_per_tile == 0) best = ConvPlan{};  // nothing fits this budget
   return best;
 }
+
+}  // namespace
 
 trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
   const ConvPlan p = plan_conv(chip, a);
@@ -222,8 +242,24 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
           : one_ipu(fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
                                 a.height, a.width, a.out_chans, a.kernel, a.stride, dt));
   auto& prog = t.ipus[0];
-  const std::uint32_t used = p.tiles_used();
-  const TileRange all{0, used - 1};
+  const TileRange all{0, p.tiles_used() - 1};
+  // Buffers are allocated at the largest block's size on every tile used.
+  prog.tensors.push_back({"in_blk", trace::TensorKind::kActivation, a.dtype, all, b.in_bytes});
+  prog.tensors.push_back({"weight_blk", trace::TensorKind::kWeight, a.dtype, all, b.weight_bytes});
+  prog.tensors.push_back({"partials", trace::TensorKind::kPartial, s.partials, all, b.partial_bytes});
+  if (p.in_split > 1) {
+    prog.tensors.push_back({"reduce_buf", trace::TensorKind::kTemp, s.partials, all, b.reduce_bytes});
+    prog.tensors.push_back({"out", trace::TensorKind::kOutput, a.dtype, all, b.out_bytes});
+  }
+  emit_conv(prog, "", chip, a, p, prog.steps);
+  return t;
+}
+
+void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
+               const ConvArgs& a, const ConvPlan& p, std::vector<trace::Step>& steps) {
+  const Shape s = shape_of(chip, a);
+  const std::uint32_t cs_base = static_cast<std::uint32_t>(prog.compute_sets.size());
+  const std::uint32_t ex_base = static_cast<std::uint32_t>(prog.exchanges.size());
   // Tile order: output-channel block innermost, then input-channel block, then row block.
   auto tile = [&](std::uint32_t row, std::uint32_t in, std::uint32_t out) {
     return (row * p.in_split + in) * p.out_split + out;
@@ -249,13 +285,8 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
     const std::uint64_t size = ceil_div(outputs, p.in_split);
     return k * size >= outputs ? 0 : std::min(size, outputs - k * size);
   };
-  // Buffers are allocated at the largest block's size on every tile used.
-  prog.tensors.push_back({"in_blk", trace::TensorKind::kActivation, a.dtype, all, b.in_bytes});
-  prog.tensors.push_back({"weight_blk", trace::TensorKind::kWeight, a.dtype, all, b.weight_bytes});
-  prog.tensors.push_back({"partials", trace::TensorKind::kPartial, pd, all, b.partial_bytes});
-
   namespace sl = trace::slot;
-  trace::ComputeSet conv{"conv", {}};
+  trace::ComputeSet conv{prefix + "conv", {}};
   for (std::uint32_t r = 0; r < p.row_split; ++r)
     for (std::uint32_t i = 0; i < p.in_split; ++i) {
       // Tiles (r, i, 0..out_split-1) are contiguous; only the last out block may differ.
@@ -287,7 +318,7 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
   // Fetch: each input block starts on its first consumer (out block 0) and is multicast to the
   // other out blocks (contiguous tiles); each weight block starts on row block 0 and is sent
   // to the same (in, out) block of every other row block.
-  trace::Exchange fetch{"fetch", {}, {}};
+  trace::Exchange fetch{prefix + "fetch", {}, {}};
   for (std::uint32_t r = 0; r < p.row_split; ++r)
     for (std::uint32_t i = 0; i < p.in_split; ++i)
       if (p.out_split > 1) {
@@ -302,16 +333,15 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
         fetch.add(TileRange{tile(0, i, o), tile(0, i, o)}, dst, weight_bytes(i, o));
       }
   prog.exchanges.push_back(std::move(fetch));
-  prog.steps = {step(trace::StepKind::kSync), step(trace::StepKind::kExchange, 0),
-                step(trace::StepKind::kCompute, 0)};
+  steps.push_back(step(trace::StepKind::kSync));
+  steps.push_back(step(trace::StepKind::kExchange, ex_base));
+  steps.push_back(step(trace::StepKind::kCompute, cs_base));
 
   if (p.in_split > 1) {
     // Reduce-scatter of the partial sums over the input-channel blocks: each tile owns one
     // chunk of its block's outputs and receives that chunk of every other tile's partials.
-    prog.tensors.push_back({"reduce_buf", trace::TensorKind::kTemp, pd, all, b.reduce_bytes});
-    prog.tensors.push_back({"out", trace::TensorKind::kOutput, a.dtype, all, b.out_bytes});
-    trace::Exchange red{"reduce", {}, {}};
-    trace::ComputeSet reduce_cs{"reduce", {}};
+    trace::Exchange red{prefix + "reduce", {}, {}};
+    trace::ComputeSet reduce_cs{prefix + "reduce", {}};
     for (std::uint32_t r = 0; r < p.row_split; ++r)
       for (std::uint32_t o = 0; o < p.out_split; ++o)
         for (std::uint32_t k = 0; k < p.in_split; ++k) {
@@ -330,11 +360,10 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
         }
     prog.exchanges.push_back(std::move(red));
     prog.compute_sets.push_back(std::move(reduce_cs));
-    prog.steps.push_back(step(trace::StepKind::kSync));
-    prog.steps.push_back(step(trace::StepKind::kExchange, 1));
-    prog.steps.push_back(step(trace::StepKind::kCompute, 1));
+    steps.push_back(step(trace::StepKind::kSync));
+    steps.push_back(step(trace::StepKind::kExchange, ex_base + 1));
+    steps.push_back(step(trace::StepKind::kCompute, cs_base + 1));
   }
-  return t;
 }
 
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,

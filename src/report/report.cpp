@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <tuple>
@@ -126,7 +127,32 @@ Totals totals(const RunStats& stats) {
   return t;
 }
 
+double meta_value(const RunInfo& info, const std::string& key) {
+  for (const auto& [k, v] : info.meta)
+    if (k == key) return std::stod(v);
+  return 0;
+}
+
 }  // namespace
+
+std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
+  Workload w;
+  for (const auto& [k, v] : info.meta) {
+    if (k == "model") w.model = v;
+    if (k == "sample_unit") w.sample_unit = v;
+  }
+  w.samples_per_step = meta_value(info, "samples_per_step");
+  if (w.samples_per_step <= 0 || step_seconds <= 0) return std::nullopt;
+  w.throughput = w.samples_per_step / step_seconds;
+  const double epochs = meta_value(info, "ttt.epochs");
+  w.steps = epochs > 0 ? epochs * std::ceil(meta_value(info, "ttt.samples_per_epoch") / w.samples_per_step)
+                       : std::ceil(meta_value(info, "ttt.samples_to_train") / w.samples_per_step);
+  w.lead_in = meta_value(info, "ttt.lead_in_s");
+  w.checkpoints = meta_value(info, "ttt.checkpoints") * meta_value(info, "ttt.checkpoint_s");
+  w.evaluations = meta_value(info, "ttt.evaluations") * meta_value(info, "ttt.evaluation_s");
+  w.time_to_train = w.lead_in + w.steps * step_seconds + w.checkpoints + w.evaluations;
+  return w;
+}
 
 std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInfo& info) {
   const Totals t = totals(stats);
@@ -158,6 +184,22 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("cycles", stats.cycles, "cycles");
   w.quantity("time", stats.seconds, "s");
   w.end_object();
+  if (const auto wl = workload(info, stats.seconds)) {
+    w.key("workload").begin_object();
+    w.key("model").value(wl->model);
+    w.quantity("samples_per_step", wl->samples_per_step, wl->sample_unit);
+    w.quantity("step_time", stats.seconds, "s");
+    w.quantity("throughput", wl->throughput, wl->sample_unit + "/s");
+    w.key("time_to_train").begin_object();
+    w.quantity("total", wl->time_to_train, "s");
+    w.quantity("steps", wl->steps, "steps");
+    w.quantity("training", wl->steps * stats.seconds, "s");
+    w.quantity("lead_in", wl->lead_in, "s");
+    w.quantity("checkpoints", wl->checkpoints, "s");
+    w.quantity("evaluations", wl->evaluations, "s");
+    w.end_object();
+    w.end_object();
+  }
   w.key("phases").begin_object();
   write_phases(w, t.phases, t.counts, stats.cycles, chip);
   w.end_object();
@@ -238,6 +280,14 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
                        stats.replicas, stats.system_ipus / stats.replicas, stats.ipus.size(),
                        stats.replica_symmetric ? ", replica-symmetric" : "");
   out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles, human_seconds(stats.seconds));
+  if (const auto wl = workload(info, stats.seconds)) {
+    out += fmt::format("  throughput    {:.0f} {}/s ({} {} per step of {})\n", wl->throughput,
+                       wl->sample_unit, wl->samples_per_step, wl->sample_unit, human_seconds(stats.seconds));
+    out += fmt::format("  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "
+                       "{:.0f} s + evaluations {:.0f} s; host-side terms from the run config)\n",
+                       wl->time_to_train / 60, wl->steps, human_seconds(stats.seconds), wl->lead_in,
+                       wl->checkpoints, wl->evaluations);
+  }
   auto line = [&](std::string_view name, std::uint64_t c, std::uint64_t n, std::string_view what) {
     out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
                        100.0 * static_cast<double>(c) / total, n, what);

@@ -112,6 +112,7 @@ class BinaryWriter {
           range(s.tiles);
           u64(s.bytes);
           u8(static_cast<std::uint8_t>(s.memory));
+          u8(s.overlap ? 1 : 0);
           break;
         case StepKind::kRepeat:
           u64(s.count);
@@ -389,6 +390,14 @@ class BinaryReader {
     if (trace.replicas < 1 || trace.replicas > kMaxReplicas)
       fail_at(at, fmt::format("expected 1..{} replicas, found {}", kMaxReplicas, trace.replicas));
     replicas_ = trace.replicas;
+    const std::uint32_t metas = count("meta entries", 2 * kMinNameBytes);
+    for (std::uint32_t i = 0; i < metas; ++i) {
+      const std::uint64_t meta_at = offset_;
+      std::string key = name("meta key");
+      for (const auto& kv : trace.meta)
+        if (kv.first == key) fail_at(meta_at, fmt::format("expected each meta key once, found '{}' twice", key));
+      trace.meta.emplace_back(std::move(key), name("meta value"));
+    }
     const std::uint32_t n = count("global exchanges", kMinNameBytes + 4);
     std::set<std::string> names;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -439,7 +448,10 @@ class BinaryReader {
           s.direction = enumeration<HostDirection>("host direction", kHostDirectionNames.size());
           s.tiles = range("host tile range");
           s.bytes = size("host bytes");
-          if (version_ >= 2) s.memory = enumeration<HostMemory>("host memory", kHostMemoryNames.size());
+          if (version_ >= 2) {
+            s.memory = enumeration<HostMemory>("host memory", kHostMemoryNames.size());
+            s.overlap = enumeration<std::uint8_t>("host overlap flag", 2) == 1;
+          }
           break;
         case StepKind::kGlobalExchange: {
           const std::uint64_t index_at = offset_;
@@ -496,6 +508,11 @@ void write_binary(const Trace& trace, std::ostream& out) {
   w.u32(kFormatVersion);
   w.str(trace.name);
   w.u32(trace.replicas);
+  w.count(trace.meta.size());
+  for (const auto& [key, value] : trace.meta) {
+    w.str(key);
+    w.str(value);
+  }
   w.count(trace.global_exchanges.size());
   for (const GlobalExchange& g : trace.global_exchanges) {
     w.str(g.name);

@@ -45,6 +45,12 @@ class StructureChecker {
           trace_.version, kOldestFormatVersion, kFormatVersion));
     if (trace_.replicas < 1 || trace_.replicas > kMaxReplicas)
       fail(fmt::format("trace has {} replicas, expected 1..{}", trace_.replicas, kMaxReplicas));
+    std::set<std::string_view> keys;
+    for (const auto& [key, value] : trace_.meta) {
+      if (!is_valid_name(key) || !is_valid_name(value))
+        fail(fmt::format("meta '{}' = '{}' is not a valid name pair {}", key, value, kNameRule));
+      if (!keys.insert(key).second) fail(fmt::format("meta key '{}' appears twice", key));
+    }
     std::set<std::string_view> names;
     for (const GlobalExchange& g : trace_.global_exchanges) {
       check_name("global exchange", g.name, names);
@@ -192,7 +198,7 @@ class StructureChecker {
       if ((!uses_index && s.index != 0) || (!uses_repeat && (s.count != 0 || !s.body.empty())) ||
           (!uses_host && !uses_collective && s.bytes != 0) ||
           (!uses_host && (s.tiles != defaults.tiles || s.direction != defaults.direction ||
-                          s.memory != defaults.memory)) ||
+                          s.memory != defaults.memory || s.overlap != defaults.overlap)) ||
           (!uses_group && s.group != defaults.group) ||
           (!uses_collective && (s.collective != defaults.collective ||
                                 s.method != defaults.method || s.dtype != defaults.dtype)))

@@ -298,6 +298,13 @@ class TextReader {
         fail(fmt::format("expected a replica count 1..{}, found '{}'", kMaxReplicas, tokens_[1]));
       trace_.replicas = *n;
       replicas_line_ = line_no_;
+    } else if (d == "meta") {
+      require_v2("meta");
+      expect_arity(3, "meta <key> <value>");
+      std::string key = parse_name(tokens_[1], "meta key");
+      for (const auto& kv : trace_.meta)
+        if (kv.first == key) fail(fmt::format("expected each meta key once, found '{}' twice", key));
+      trace_.meta.emplace_back(std::move(key), parse_name(tokens_[2], "meta value"));
     } else if (d == "global_exchange") {
       require_v2("global_exchange");
       expect_arity(2, "global_exchange <name>");
@@ -306,7 +313,7 @@ class TextReader {
       trace_.global_exchanges.push_back(GlobalExchange{std::move(name), {}});
       open_block(Block::kGlobalExchange);
     } else {
-      bad_directive(d, {"name", "replicas", "global_exchange", "ipu"},
+      bad_directive(d, {"name", "replicas", "meta", "global_exchange", "ipu"},
                     "before the first 'ipu' section");
     }
   }
@@ -676,7 +683,8 @@ class TextReader {
                          suggest(tokens_[1], dirs)));
       Field fields[] = {{"tiles", "<range>", true, {}},
                         {"bytes", "<count>", true, {}},
-                        {"memory", "host|streaming", false, {}}};
+                        {"memory", "host|streaming", false, {}},
+                        {"overlap", "yes|no", false, {}}};
       collect(2, fields, "host step");
       s.kind = StepKind::kHost;
       s.direction = static_cast<HostDirection>(it - dirs.begin());
@@ -685,6 +693,11 @@ class TextReader {
       if (fields[2].value) {
         require_v2("host memory=");
         s.memory = static_cast<HostMemory>(parse_enum(*fields[2].value, kHostMemoryNames, "memory"));
+      }
+      if (fields[3].value) {
+        require_v2("host overlap=");
+        static constexpr std::array<std::string_view, 2> kYesNo{"no", "yes"};
+        s.overlap = parse_enum(*fields[3].value, kYesNo, "overlap value") == 1;
       }
     } else if (d == "repeat") {
       expect_arity(2, "repeat <count>");
@@ -814,7 +827,8 @@ class TextWriter {
         case StepKind::kHost:
           put("host {} tiles=", kHostDirectionNames[static_cast<std::size_t>(s.direction)]);
           range(s.tiles);
-          put(" bytes={} memory={}\n", s.bytes, kHostMemoryNames[static_cast<std::size_t>(s.memory)]);
+          put(" bytes={} memory={} overlap={}\n", s.bytes,
+              kHostMemoryNames[static_cast<std::size_t>(s.memory)], s.overlap ? "yes" : "no");
           break;
         case StepKind::kRepeat:
           put("repeat {}\n", s.count);
@@ -868,6 +882,7 @@ void write_text(const Trace& trace, std::ostream& out) {
   w.put("ipusim-trace {}\n", kFormatVersion);
   if (!trace.name.empty()) w.put("name {}\n", trace.name);
   w.put("replicas {}\n", trace.replicas);
+  for (const auto& [key, value] : trace.meta) w.put("meta {} {}\n", key, value);
   for (const GlobalExchange& g : trace.global_exchanges) {
     w.put("global_exchange {}\n", g.name);
     for (const IpuCopy& c : g.copies) w.put("  copy src={} dst={} bytes={}\n", c.src, c.dst, c.bytes);

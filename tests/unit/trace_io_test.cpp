@@ -75,6 +75,8 @@ const char* const kEveryFeature =
     R"(ipusim-trace 2
 name every_feature
 replicas 4
+meta samples_per_step 3200
+meta sample_unit images
 global_exchange stage_copies
   copy src=0 dst=3 bytes=1048576
   copy src=3 dst=1 bytes=0
@@ -106,7 +108,7 @@ end
 exchange empty
 end
 program
-  host to_ipu tiles=0..15 bytes=1024 memory=host
+  host to_ipu tiles=0..15 bytes=1024 memory=host overlap=yes
   repeat 10
     exchange fetch
     sync
@@ -120,7 +122,7 @@ program
     end
     global_exchange stage_copies
   end
-  host from_ipu tiles=0 bytes=4 memory=streaming
+  host from_ipu tiles=0 bytes=4 memory=streaming overlap=no
   sync group=replicas:2
   collective all_reduce bytes=51200000 dtype=half group=replicas method=auto
   collective reduce_scatter bytes=8 dtype=float group=all method=bidirectional_ring
@@ -442,7 +444,7 @@ TEST(TraceTextErrors, HeaderAndStructure) {
   EXPECT_TRUE(contains(text_error("ipusim-trace 3\n"),
                        "t.trace:1: expected trace format version 1 to 2, found version 3"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
-                       "t.trace:2: expected one of name, replicas, global_exchange, ipu before the "
+                       "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
                        "first 'ipu' section, found 'tensor'"));
   // Version 2 features in a version 1 file.
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\nreplicas 2\n"),
@@ -591,7 +593,8 @@ TEST(TraceBinaryErrors, HugeCountRejectedBeforeAllocating) {
   // Layout: magic 8, version 4, name length 4 + "every_feature" 13, replicas 4, global
   // exchange count 4, "stage_copies" (4 + 12, copy count 4, 2 copies x 16), "none" (4 + 4,
   // copy count 4), IPU count 4, IPU index 4, tensor count 4.
-  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4);
+  const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);  // count, 2 key/value pairs
+  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4);
   const std::size_t tensor_count_at = ipu_count_at + 4 + 4;
   const std::size_t name_length_at = 12;
   for (std::size_t at : {ipu_count_at, tensor_count_at, name_length_at}) {
@@ -629,7 +632,8 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
             "t.itb@8: expected trace format version 1 to 2, found version 3");
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
-  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4) + 4 + 4 + 4 + 4 + 1;
+  const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
+  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4) + 4 + 4 + 4 + 4 + 1;
   std::string bad_kind = bytes;
   bad_kind[kind_at] = 42;
   EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
@@ -648,6 +652,7 @@ std::string binary_nested_repeats(std::size_t depth) {
   u32(2);  // version
   u32(0);  // name ""
   u32(1);  // replicas
+  u32(0);  // meta entries
   u32(0);  // global exchanges
   u32(1);  // one IPU
   u32(0);  // ipu 0
@@ -670,10 +675,10 @@ TEST(TraceBinaryErrors, RepeatNestingIsCapped) {
   const Trace ok = from_binary(binary_nested_repeats(kMaxRepeatDepth), 0);
   EXPECT_EQ(to_binary(ok), binary_nested_repeats(kMaxRepeatDepth));
   const std::string deep = binary_nested_repeats(kMaxRepeatDepth + 1);
-  // The 65th repeat starts after the 44-byte header and 64 x (4-byte count + 9-byte repeat) + 4.
+  // The 65th repeat starts after the 48-byte header and 64 x (4-byte count + 9-byte repeat) + 4.
   EXPECT_EQ(error_of([&] { from_binary(deep, deep.size()); }),
             fmt::format("t.itb@{}: expected repeats nested at most 64 deep, found a deeper one",
-                        44 + 64 * 13 + 4));
+                        48 + 64 * 13 + 4));
   // Far deeper nesting fails the same way, without exhausting the stack.
   const std::string very_deep = binary_nested_repeats(100000);
   EXPECT_TRUE(contains(error_of([&] { from_binary(very_deep, 0); }),

@@ -34,7 +34,18 @@ struct ConvPlan {
   std::uint32_t tiles_used() const { return row_split * out_split * in_split; }
 };
 
+// Plans with every byte of tile memory not needed by the stack and code available.
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args);
+// Plans within `budget` bytes per tile for the conv's buffers (the available-memory
+// proportion of poplar-compiler.md §1.5). If nothing fits, the budget is doubled until a plan
+// fits or it exceeds the tile memory (then ModelError), as Poplar's planner falls back.
+ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args, std::uint64_t budget);
+
+// Appends a planned conv to `program`: its compute sets and exchanges (named with `prefix`),
+// and the supersteps that run it to `steps`. Adds no tensors: the caller accounts memory
+// (the plan's bytes_per_tile are its temporaries).
+void emit_conv(trace::IpuProgram& program, const std::string& prefix, const ChipSpec& chip,
+               const ConvArgs& args, const ConvPlan& plan, std::vector<trace::Step>& steps);
 
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                     trace::DType dtype);

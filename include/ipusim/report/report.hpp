@@ -3,7 +3,10 @@
 // human summary printed on stdout, and the run directory. Collection lives in model/.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/model/run_stats.hpp"
@@ -15,7 +18,24 @@ struct RunInfo {
   std::string trace_name;
   std::string trace_identity;  // trace::identity()
   std::string chip_file;
+  // The trace's workload facts (samples_per_step, sample_unit, ttt.*), from the compiler.
+  std::vector<std::pair<std::string, std::string>> meta;
 };
+
+// Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:
+// TTT = lead-in + steps x step time + checkpoints x checkpoint time + evaluations x
+// evaluation time, with steps = epochs x ceil(samples per epoch / samples per step) or
+// ceil(samples to train / samples per step). The host-side terms are the run config's.
+struct Workload {
+  std::string model;
+  double samples_per_step = 0;
+  std::string sample_unit;
+  double throughput = 0;  // samples per second
+  double steps = 0;
+  double time_to_train = 0;  // seconds
+  double lead_in = 0, checkpoints = 0, evaluations = 0;  // seconds of each host-side term
+};
+std::optional<Workload> workload(const RunInfo& info, double step_seconds);
 
 std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -155,7 +156,8 @@ inline constexpr std::array<std::string_view, 5> kCollectiveMethodNames{
 //  kCompute:        run compute set `index`;
 //  kSync:           BSP sync: internal (group tile) or external over `group`;
 //  kExchange:       run exchange `index`;
-//  kHost:           stream `bytes` per tile of `tiles` between `memory` and IPU in `direction`;
+//  kHost:           stream `bytes` per tile of `tiles` between `memory` and IPU in `direction`
+//                   (in the background if `overlap`);
 //  kRepeat:         run `body` `count` times;
 //  kGlobalExchange: take part in the trace's global exchange `index` (inter-IPU copies);
 //  kCollective:     `collective` of a `bytes` tensor of `dtype` over `group` by `method`.
@@ -172,6 +174,9 @@ struct Step {
   CollectiveOp collective = CollectiveOp::kAllReduce;
   CollectiveMethod method = CollectiveMethod::kAuto;
   DType dtype = DType::kHalf;
+  // kHost only: the transfer runs in the background on I/O tiles (prefetch); the program
+  // waits for it only when it issues the next background transfer before this one is done.
+  bool overlap = false;
   bool operator==(const Step&) const = default;
 };
 
@@ -204,6 +209,8 @@ struct Trace {
   std::uint32_t version = kFormatVersion;
   std::string name;
   std::uint32_t replicas = 1;  // data-parallel copies of the programs below
+  // Facts about the workload for reports (e.g. samples_per_step, sample_unit), as names.
+  std::vector<std::pair<std::string, std::string>> meta;
   std::vector<GlobalExchange> global_exchanges;
   std::vector<IpuProgram> ipus;
   // IPUs per replica: programs are indexed 0..P-1 by their `ipu` field.

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// The workload compiler: lowers one training step of a model (models/*.yaml) under a run
+// configuration (configs/runs/*.yaml) onto a chip and system into a program trace
+// (docs/workloads.md). It re-plans every convolution and matmul for the chip it is given, so
+// what-if chips get their own mapping.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipusim/config/config.hpp"
+#include "ipusim/config/system_spec.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::compiler {
+
+// One layer of a CNN model file.
+struct Layer {
+  std::string name;
+  std::string op;        // conv, batchnorm, relu, maxpool, add, avgpool, fc, softmax_loss
+  std::string input;     // producer (default: the previous layer)
+  std::string other;     // add: the second operand
+  std::uint64_t out = 0; // conv/fc: output channels
+  std::uint64_t kernel = 1;
+  std::uint64_t stride = 1;
+};
+
+struct ModelDef {
+  std::string file;
+  std::string name;
+  std::string family;  // cnn or transformer
+  trace::DType dtype = trace::DType::kHalf;
+  // cnn
+  std::uint64_t height = 0, width = 0, channels = 0, classes = 0;
+  std::vector<Layer> layers;
+  // transformer
+  std::uint64_t encoder_layers = 0, hidden = 0, heads = 0, ffn = 0, vocabulary = 0, sequence = 0,
+                masked_tokens = 0, max_positions = 0;
+};
+
+// Loads a model file strictly: unknown keys and ops are errors naming file:line.
+ModelDef load_model(const std::string& file);
+
+// The schema of configs/runs/*.yaml (run.* keys).
+const config::Schema& run_schema();
+
+struct RunConfig {
+  std::string file;
+  std::string name;
+  std::string model_file;   // resolved relative to the run file
+  std::string system_file;  // resolved relative to the run file
+  std::uint32_t replicas = 1;
+  std::uint32_t ipus_per_replica = 1;
+  std::uint64_t micro_batch = 1;  // images, or packs of sequences
+  std::uint64_t gradient_accumulation = 1;
+  trace::DType partials = trace::DType::kHalf;  // 16.16 -> half, 16.32 -> float
+  std::string optimiser;                        // lars or lamb
+  bool optimiser_state_streaming = false;
+  bool replicated_tensor_sharding = false;
+  std::vector<double> available_memory;  // per IPU of the replica
+  std::vector<std::string> checkpoints;  // CNN recomputation checkpoints (layer names)
+  std::uint32_t batchnorm_group = 1;     // replicas sharing batch-norm statistics
+  // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
+  double sequences_per_pack = 1;
+  std::uint32_t embedding_serialisation = 1;
+  std::uint64_t input_bytes_per_sample = 0;
+  std::string sample_unit;  // images or sequences
+  // Host-side terms of the time-to-train estimate (workloads.md §3).
+  double epochs = 0;
+  std::uint64_t samples_per_epoch = 0;
+  std::uint64_t samples_to_train = 0;  // used when epochs == 0
+  double lead_in_seconds = 0, checkpoint_seconds = 0, evaluation_seconds = 0;
+  std::uint64_t checkpoints_taken = 0, evaluations = 0;
+
+  std::uint64_t samples_per_step() const;
+};
+
+struct LoadedRun {
+  RunConfig run;
+  config::Resolved resolved;
+};
+
+LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides = {});
+
+struct CompileOptions {
+  std::string model_file;  // overrides the run's model when non-empty
+};
+
+// Lowers one training step. Throws ModelError (e.g. "out of memory on tile N") when the
+// model cannot be mapped onto the system's chips.
+trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system);
+
+}  // namespace ipusim::compiler

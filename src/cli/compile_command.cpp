@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "common.hpp"
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/system.hpp"
+#include "ipusim/trace/trace_io.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::cli {
+
+int compile_command(int argc, char** argv) {
+  CommonOptions common;
+  std::string model_file, run_file, system_file, chip_file, out;
+  std::vector<std::string> overrides;
+  po::options_description desc("Options");
+  add_common_options(desc, common);
+  desc.add_options()("run", po::value(&run_file)->value_name("FILE"),
+                     "run config (configs/runs/*.yaml): replicas, micro-batch, gradient "
+                     "accumulation, placement, recomputation, optimiser, ...")(
+      "model", po::value(&model_file)->value_name("FILE"), "model (models/*.yaml); default: the run's")(
+      "system", po::value(&system_file)->value_name("FILE"),
+      "system (configs/systems/*.yaml); default: the run's")(
+      "chip", po::value(&chip_file)->value_name("FILE"), "replace the system's chip")(
+      "set", po::value(&overrides)->composing()->value_name("KEY=VALUE"),
+      "override a chip.*, machine.*, fabric.*, system.* or run.* key, e.g. --set chip.tiles=736 "
+      "or --set run.gradient_accumulation=4 (repeatable)")(
+      "out,o", po::value(&out)->value_name("TRACE"), "trace to write (.itb binary, .trace text)");
+  parse("compile", argc, argv, desc);
+  if (common.help) {
+    print_help("ipusim compile --run FILE [--model FILE] [--system FILE] [--set KEY=VALUE]... --out TRACE",
+               "Lowers one training step (forward, backward with recomputation, weight update)\n"
+               "of a model onto a system: every conv and matmul is planned for the chip given\n"
+               "(tile partition, AMP vertices, exchanges, reductions, within the run's\n"
+               "available-memory proportion), elementwise and normalisation layers are mapped\n"
+               "over the tiles, memory is accounted per tile, BERT is pipelined over the IPUs of\n"
+               "a replica, and replicas all-reduce their gradients. A model that does not fit\n"
+               "fails with an out-of-memory error naming the tile and its largest tensors.\n"
+               "Run the result with: ipusim run --system FILE TRACE (docs/workloads.md).",
+               desc);
+    return 0;
+  }
+  apply_log_level(common.log_level);
+  if (run_file.empty()) throw UsageError("ipusim compile: missing --run FILE (see 'ipusim compile --help')");
+  if (out.empty()) throw UsageError("ipusim compile: missing --out TRACE");
+  const auto start = std::chrono::steady_clock::now();
+  // Overrides go to the file they belong to.
+  std::vector<std::string> run_overrides, system_overrides;
+  for (const auto& o : overrides) (o.starts_with("run.") ? run_overrides : system_overrides).push_back(o);
+  const compiler::LoadedRun run = compiler::load_run(run_file, run_overrides);
+  const compiler::ModelDef model = compiler::load_model(model_file.empty() ? run.run.model_file : model_file);
+  const LoadedSystem system =
+      load_system(system_file.empty() ? run.run.system_file : system_file, system_overrides,
+                  chip_file.empty() ? std::nullopt : std::optional(chip_file));
+  const trace::Trace trace = compiler::compile(model, run.run, system.spec);
+  trace::write_file(trace, out, trace::format_for_path(out));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::size_t compute_sets = 0, exchanges = 0;
+  for (const auto& p : trace.ipus) {
+    compute_sets += p.compute_sets.size();
+    exchanges += p.exchanges.size();
+  }
+  std::cout << fmt::format(
+      "compiled {} ({}) for {}: {} replica(s) x {} IPU(s), {} compute sets, {} exchanges -> {} "
+      "({:.1f} s)\n",
+      model.name, run.run.name, system.spec.name, trace.replicas, trace.ipus.size(), compute_sets,
+      exchanges, out, seconds);
+  return 0;
+}
+
+}  // namespace ipusim::cli

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: Apache-2.0
+// Loading of model files (models/*.yaml) and run configs (configs/runs/*.yaml).
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+std::string at(const std::string& file, const YAML::Node& n) {
+  const auto m = n.Mark();
+  return m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+}
+
+// Reads the keys of a map, rejecting any not in `allowed`.
+void check_keys(const std::string& file, const YAML::Node& map, const std::string& where,
+                const std::vector<std::string>& allowed) {
+  if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      throw ConfigError(fmt::format("{}: {}.{}: unknown key{}", at(file, kv.first), where, key,
+                                    did_you_mean(key, allowed)));
+  }
+}
+
+std::uint64_t count(const std::string& file, const YAML::Node& map, const std::string& key,
+                    const std::string& where, std::optional<std::uint64_t> fallback = std::nullopt) {
+  const YAML::Node n = map[key];
+  if (!n) {
+    if (fallback) return *fallback;
+    throw ConfigError(fmt::format("{}: {}.{}: missing required key", at(file, map), where, key));
+  }
+  const std::string text = n.Scalar();
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12)
+    throw ConfigError(fmt::format("{}: {}.{}: expected a whole number, found \"{}\"", at(file, n), where,
+                                  key, text));
+  const std::uint64_t v = std::stoull(text);
+  if (v == 0)
+    throw ConfigError(fmt::format("{}: {}.{}: expected at least 1, found 0", at(file, n), where, key));
+  return v;
+}
+
+std::string text(const std::string& file, const YAML::Node& map, const std::string& key,
+                 const std::string& where, std::optional<std::string> fallback = std::nullopt) {
+  const YAML::Node n = map[key];
+  if (!n) {
+    if (fallback) return *fallback;
+    throw ConfigError(fmt::format("{}: {}.{}: missing required key", at(file, map), where, key));
+  }
+  if (!n.IsScalar())
+    throw ConfigError(fmt::format("{}: {}.{}: expected a value", at(file, n), where, key));
+  return n.Scalar();
+}
+
+const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool", "add",
+                                    "avgpool", "fc", "softmax_loss"};
+
+}  // namespace
+
+ModelDef load_model(const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    throw ConfigError(fmt::format("{}: cannot open model file", file));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a map with 'model'", file));
+  check_keys(file, root, "(top)", {"model", "layers"});
+  const YAML::Node m = root["model"];
+  if (!m) throw ConfigError(fmt::format("{}: missing 'model'", file));
+  ModelDef def;
+  def.file = file;
+  def.family = text(file, m, "family", "model");
+  if (def.family == "cnn") {
+    check_keys(file, m, "model", {"name", "family", "dtype", "input", "classes"});
+    const YAML::Node in = m["input"];
+    if (!in) throw ConfigError(fmt::format("{}: model.input: missing required key", at(file, m)));
+    check_keys(file, in, "model.input", {"height", "width", "channels"});
+    def.height = count(file, in, "height", "model.input");
+    def.width = count(file, in, "width", "model.input");
+    def.channels = count(file, in, "channels", "model.input");
+    def.classes = count(file, m, "classes", "model");
+    const YAML::Node layers = root["layers"];
+    if (!layers || !layers.IsSequence() || layers.size() == 0)
+      throw ConfigError(fmt::format("{}: layers: expected a list of layers", file));
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const YAML::Node l = layers[i];
+      const std::string where = fmt::format("layers[{}]", i);
+      check_keys(file, l, where, {"name", "op", "input", "other", "out", "kernel", "stride"});
+      Layer layer;
+      layer.name = text(file, l, "name", where);
+      layer.op = text(file, l, "op", where);
+      if (std::find(kOps.begin(), kOps.end(), layer.op) == kOps.end())
+        throw ConfigError(fmt::format("{}: {}.op: unknown op \"{}\"{}", at(file, l["op"]), where,
+                                      layer.op, did_you_mean(layer.op, kOps)));
+      layer.input = text(file, l, "input", where, i == 0 ? "" : def.layers.back().name);
+      layer.other = text(file, l, "other", where, "");
+      if (layer.op == "add" && layer.other.empty())
+        throw ConfigError(fmt::format("{}: {}: an add needs 'other'", at(file, l), where));
+      for (const auto* ref : {&layer.input, &layer.other})
+        if (!ref->empty() && !names.count(*ref))
+          throw ConfigError(fmt::format("{}: {}: '{}' refers to layer '{}', which is not defined "
+                                        "above", at(file, l), where, layer.name, *ref));
+      const bool needs_out = layer.op == "conv" || layer.op == "fc";
+      layer.out = needs_out ? count(file, l, "out", where) : 0;
+      layer.kernel = count(file, l, "kernel", where, 1);
+      layer.stride = count(file, l, "stride", where, 1);
+      if (!names.insert(layer.name).second)
+        throw ConfigError(fmt::format("{}: {}: layer name '{}' used twice", at(file, l), where, layer.name));
+      def.layers.push_back(std::move(layer));
+    }
+  } else if (def.family == "transformer") {
+    check_keys(file, m, "model", {"name", "family", "dtype", "layers", "hidden", "heads", "ffn",
+                                  "vocabulary", "sequence", "masked_tokens", "max_positions"});
+    def.encoder_layers = count(file, m, "layers", "model");
+    def.hidden = count(file, m, "hidden", "model");
+    def.heads = count(file, m, "heads", "model");
+    def.ffn = count(file, m, "ffn", "model");
+    def.vocabulary = count(file, m, "vocabulary", "model");
+    def.sequence = count(file, m, "sequence", "model");
+    def.masked_tokens = count(file, m, "masked_tokens", "model");
+    def.max_positions = count(file, m, "max_positions", "model", def.sequence);
+    if (def.hidden % def.heads != 0)
+      throw ConfigError(fmt::format("{}: model.hidden ({}) must be a multiple of model.heads ({})",
+                                    at(file, m), def.hidden, def.heads));
+    if (root["layers"]) throw ConfigError(fmt::format("{}: a transformer takes no 'layers' list", file));
+  } else {
+    throw ConfigError(fmt::format("{}: model.family: expected cnn or transformer, found \"{}\"",
+                                  at(file, m["family"]), def.family));
+  }
+  def.name = text(file, m, "name", "model");
+  const std::string dtype = text(file, m, "dtype", "model", "half");
+  if (dtype != "half" && dtype != "float")
+    throw ConfigError(fmt::format("{}: model.dtype: expected half or float, found \"{}\"", at(file, m), dtype));
+  def.dtype = dtype == "half" ? trace::DType::kHalf : trace::DType::kFloat;
+  return def;
+}
+
+namespace {
+
+using config::ParamDecl;
+using config::ValueKind;
+
+std::vector<ParamDecl> run_params() {
+  std::vector<ParamDecl> p = {
+      {"run.name", ValueKind::kString, 0, 0, "Run name shown in reports", "-"},
+      {"run.model", ValueKind::kString, 0, 0, "Model file, relative to the run file", "-"},
+      {"run.system", ValueKind::kString, 0, 0, "System file, relative to the run file", "-"},
+      {"run.replicas", ValueKind::kCount, 1, 65536, "Data-parallel replicas", "workloads.md"},
+      {"run.ipus_per_replica", ValueKind::kCount, 1, 1024, "IPUs per replica (pipeline stages)", "workloads.md"},
+      {"run.micro_batch", ValueKind::kCount, 1, 1 << 20, "Samples (images or packs) per micro-batch", "workloads.md"},
+      {"run.gradient_accumulation", ValueKind::kCount, 1, 1 << 20, "Micro-batches per weight update", "workloads.md"},
+      {"run.precision", ValueKind::kString, 0, 0, "16.16 (half partials) or 16.32 (float partials)", "workloads.md"},
+      {"run.optimiser", ValueKind::kString, 0, 0, "lars or lamb", "workloads.md"},
+      {"run.optimiser_state", ValueKind::kString, 0, 0, "on_chip or streaming (Streaming Memory)", "workloads.md"},
+      {"run.replicated_tensor_sharding", ValueKind::kString, 0, 0, "yes: shard optimiser state over replicas", "poplar-compiler.md §4.4"},
+      {"run.available_memory_proportion", ValueKind::kString, 0, 0,
+       "Conv/matmul temporary-memory cap, one value or one per IPU of the replica", "workloads.md; poplar-compiler.md §1.5"},
+      {"run.recompute_checkpoints", ValueKind::kString, 0, 0,
+       "CNN: comma-separated layer names whose outputs are kept; everything else is recomputed", "workloads.md"},
+      {"run.batchnorm_group", ValueKind::kCount, 1, 65536, "Replicas sharing batch-norm statistics", "workloads.md"},
+      {"run.pipeline_placement", ValueKind::kString, 0, 0,
+       "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md"},
+      {"run.sequences_per_pack", ValueKind::kRatio, 1, 16, "Average sequences per pack", "workloads.md"},
+      {"run.embedding_serialisation", ValueKind::kCount, 1, 64, "Steps the vocabulary matmul is split into", "workloads.md"},
+      {"run.input_bytes_per_sample", ValueKind::kBytes, 0, 1e9, "Host input per sample", "workloads.md"},
+      {"run.sample_unit", ValueKind::kString, 0, 0, "images or sequences", "-"},
+      {"run.ttt.epochs", ValueKind::kRatio, 0, 1e4, "Epochs trained (0: use samples_to_train)", "workloads.md §3"},
+      {"run.ttt.samples_per_epoch", ValueKind::kCount, 1, 1e12, "Training samples per epoch", "workloads.md §1"},
+      {"run.ttt.samples_to_train", ValueKind::kCount, 1, 1e12, "Samples to converge when not counted in epochs", "workloads.md §3"},
+      {"run.ttt.lead_in", ValueKind::kDuration, 0, 1e5, "Host-side time before the first step", "workloads.md §3"},
+      {"run.ttt.checkpoint_time", ValueKind::kDuration, 0, 1e5, "Time per checkpoint", "workloads.md §3"},
+      {"run.ttt.checkpoints", ValueKind::kCount, 1, 1e6, "Checkpoints taken", "workloads.md §3"},
+      {"run.ttt.evaluation_time", ValueKind::kDuration, 0, 1e5, "Time per evaluation", "workloads.md §3"},
+      {"run.ttt.evaluations", ValueKind::kCount, 1, 1e6, "Evaluations run", "workloads.md §3"},
+  };
+  for (auto& d : p) {
+    if (d.path == "run.precision") d.choices = {"16.16", "16.32"};
+    if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd"};
+    if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
+    if (d.path == "run.replicated_tensor_sharding") d.choices = {"yes", "no"};
+    if (d.path == "run.sample_unit") d.choices = {"images", "sequences"};
+    if (d.path == "run.replicated_tensor_sharding") d.default_text = "no";
+    if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement") d.default_text = "none";
+    if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation") d.default_text = "1";
+    if (d.path == "run.sequences_per_pack") d.default_text = "1";
+    if (d.path == "run.ttt.samples_to_train") d.default_text = "1";
+    if (d.path == "run.ttt.checkpoints" || d.path == "run.ttt.evaluations") d.default_text = "1";
+  }
+  return p;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, sep);) {
+    const auto b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+const config::Schema& run_schema() {
+  static const config::Schema schema("run", run_params());
+  return schema;
+}
+
+std::uint64_t RunConfig::samples_per_step() const {
+  const double per = sample_unit == "sequences" ? sequences_per_pack : 1.0;
+  return static_cast<std::uint64_t>(std::llround(static_cast<double>(replicas) * micro_batch *
+                                                 gradient_accumulation * per));
+}
+
+LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides) {
+  config::Document doc = config::load_document(file);
+  for (const auto& o : overrides) config::apply_override(doc, o, run_schema());
+  config::Resolved r = config::resolve(doc, run_schema());
+  RunConfig run;
+  run.file = file;
+  const auto dir = std::filesystem::path(file).parent_path();
+  run.name = r.string("run.name");
+  run.model_file = (dir / r.string("run.model")).lexically_normal().string();
+  run.system_file = (dir / r.string("run.system")).lexically_normal().string();
+  run.replicas = static_cast<std::uint32_t>(r.count("run.replicas"));
+  run.ipus_per_replica = static_cast<std::uint32_t>(r.count("run.ipus_per_replica"));
+  run.micro_batch = r.count("run.micro_batch");
+  run.gradient_accumulation = r.count("run.gradient_accumulation");
+  run.partials = r.string("run.precision") == "16.32" ? trace::DType::kFloat : trace::DType::kHalf;
+  run.optimiser = r.string("run.optimiser");
+  run.optimiser_state_streaming = r.string("run.optimiser_state") == "streaming";
+  run.replicated_tensor_sharding = r.string("run.replicated_tensor_sharding") == "yes";
+  const auto bad = [&](const std::string& key, const std::string& what) {
+    return ConfigError(fmt::format("{}: {}: {}", file, key, what));
+  };
+  for (const auto& v : split(r.string("run.available_memory_proportion"), ',')) {
+    double x = 0;
+    try {
+      x = std::stod(v);
+    } catch (const std::exception&) {
+      throw bad("run.available_memory_proportion", fmt::format("expected numbers such as 0.15, found \"{}\"", v));
+    }
+    if (!(x > 0 && x <= 1))
+      throw bad("run.available_memory_proportion", fmt::format("expected values in (0, 1], found {}", v));
+    run.available_memory.push_back(x);
+  }
+  if (run.available_memory.size() != 1 && run.available_memory.size() != run.ipus_per_replica)
+    throw bad("run.available_memory_proportion",
+              fmt::format("expected 1 or {} values (one per IPU of the replica), found {}",
+                          run.ipus_per_replica, run.available_memory.size()));
+  if (r.string("run.recompute_checkpoints") != "none")
+    run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
+  run.batchnorm_group = static_cast<std::uint32_t>(r.count("run.batchnorm_group"));
+  if (run.replicas % run.batchnorm_group != 0)
+    throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
+  const std::string placement = r.string("run.pipeline_placement");
+  if (placement != "none") {
+    run.placement.assign(run.ipus_per_replica, {0, 0});
+    std::vector<bool> seen(run.ipus_per_replica, false);
+    for (const auto& item : split(placement, ' ')) {
+      unsigned ipu = 0, attn = 0, ffn = 0;
+      char tail = 0;
+      if (std::sscanf(item.c_str(), "ipu%u=%u,%u%c", &ipu, &attn, &ffn, &tail) != 3)
+        throw bad("run.pipeline_placement", fmt::format("expected items like ipu1=7,6, found \"{}\"", item));
+      if (ipu >= run.ipus_per_replica || seen[ipu])
+        throw bad("run.pipeline_placement", fmt::format("\"{}\" names IPU {} twice or beyond the {} IPUs of a replica",
+                                                        item, ipu, run.ipus_per_replica));
+      seen[ipu] = true;
+      run.placement[ipu] = {attn, ffn};
+    }
+  }
+  run.sequences_per_pack = r.ratio("run.sequences_per_pack");
+  run.embedding_serialisation = static_cast<std::uint32_t>(r.count("run.embedding_serialisation"));
+  run.input_bytes_per_sample = r.bytes("run.input_bytes_per_sample").count;
+  run.sample_unit = r.string("run.sample_unit");
+  run.epochs = r.ratio("run.ttt.epochs");
+  run.samples_per_epoch = r.count("run.ttt.samples_per_epoch");
+  run.samples_to_train = r.count("run.ttt.samples_to_train");
+  run.lead_in_seconds = r.duration("run.ttt.lead_in").seconds;
+  run.checkpoint_seconds = r.duration("run.ttt.checkpoint_time").seconds;
+  run.checkpoints_taken = r.count("run.ttt.checkpoints");
+  run.evaluation_seconds = r.duration("run.ttt.evaluation_time").seconds;
+  run.evaluations = r.count("run.ttt.evaluations");
+  return LoadedRun{std::move(run), std::move(r)};
+}
+
+}  // namespace ipusim::compiler
