@@ -34,6 +34,7 @@ Step make(StepKind kind, std::uint32_t index = 0) {
 // exchanges, as Poplar reuses code for repeated layers, so the trace stays small.
 class IpuBuilder {
  public:
+  static constexpr std::uint64_t kMinBytesPerTile = 128;
   IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
              DType partials)
       : chip_(chip), program_(program), partials_(partials),
@@ -64,15 +65,16 @@ class IpuBuilder {
     conv(out, a);
   }
 
-  // An elementwise pass over `elements`, spread evenly over all tiles, then a sync.
+  // An elementwise pass over `elements`, spread over the tiles (spread()), then a sync.
   void elementwise(std::vector<Step>& out, Op op, std::uint64_t elements, DType dt) {
-    const std::uint64_t per_tile = ceil_div(elements, chip_.tiles);
+    const TileRange tiles = spread(elements, dt);
+    const std::uint64_t per_tile = ceil_div(elements, tiles.size());
     const bool binary = op <= Op::kMin;
-    const std::string key = fmt::format("{}_{}_{}", trace::kOpNames[static_cast<int>(op)], per_tile,
-                                        static_cast<int>(dt));
+    const std::string key = fmt::format("{}_{}x{}_{}", trace::kOpNames[static_cast<int>(op)], per_tile,
+                                        tiles.size(), static_cast<int>(dt));
     auto it = ops_.find(key);
     if (it == ops_.end()) {
-      trace::Vertex v{binary ? trace::Codelet::kBinary : trace::Codelet::kUnary, all(), {}};
+      trace::Vertex v{binary ? trace::Codelet::kBinary : trace::Codelet::kUnary, tiles, {}};
       v.params[trace::slot::kEltOp] = static_cast<std::int64_t>(op);
       v.params[trace::slot::kEltDType] = static_cast<std::int64_t>(dt);
       v.params[trace::slot::kEltN] = static_cast<std::int64_t>(per_tile);
@@ -84,11 +86,12 @@ class IpuBuilder {
 
   // a += scale * b over `elements` (gradient accumulation, optimiser updates).
   void scaled_add(std::vector<Step>& out, std::uint64_t elements, DType dt) {
-    const std::uint64_t per_tile = ceil_div(elements, chip_.tiles);
-    const std::string key = fmt::format("scaled_add_{}_{}", per_tile, static_cast<int>(dt));
+    const TileRange tiles = spread(elements, dt);
+    const std::uint64_t per_tile = ceil_div(elements, tiles.size());
+    const std::string key = fmt::format("scaled_add_{}x{}_{}", per_tile, tiles.size(), static_cast<int>(dt));
     auto it = ops_.find(key);
     if (it == ops_.end()) {
-      trace::Vertex v{trace::Codelet::kScaledAdd, all(), {}};
+      trace::Vertex v{trace::Codelet::kScaledAdd, tiles, {}};
       v.params[trace::slot::kScaledAddDType] = static_cast<std::int64_t>(dt);
       v.params[trace::slot::kScaledAddN] = static_cast<std::int64_t>(per_tile);
       it = ops_.emplace(key, std::vector<Step>{make(StepKind::kCompute, add_compute_set(key, {v})),
@@ -101,14 +104,15 @@ class IpuBuilder {
   // tile's partial sums, then (when outputs are spread over tiles) an all-to-all of the
   // partials to the tiles owning each output and a final reduce (poplar-compiler.md §7.6).
   void reduce(std::vector<Step>& out, std::uint64_t elements, std::uint64_t outputs, DType in) {
-    const std::uint64_t per_tile = ceil_div(elements, chip_.tiles);
+    const TileRange tiles = spread(elements, in);
+    const std::uint64_t per_tile = ceil_div(elements, tiles.size());
     const std::uint64_t local_outputs = std::max<std::uint64_t>(1, std::min(outputs, per_tile));
     const std::uint64_t local_inputs = std::max<std::uint64_t>(1, per_tile / local_outputs);
     const std::string key = fmt::format("reduce_{}_{}_{}", elements, outputs, static_cast<int>(in));
     auto it = ops_.find(key);
     if (it == ops_.end()) {
       std::vector<Step> steps;
-      trace::Vertex local{trace::Codelet::kReduce, all(), {}};
+      trace::Vertex local{trace::Codelet::kReduce, tiles, {}};
       namespace sl = trace::slot;
       local.params[sl::kReduceOp] = static_cast<std::int64_t>(Op::kAdd);
       local.params[sl::kReduceIn] = static_cast<std::int64_t>(in);
@@ -117,26 +121,34 @@ class IpuBuilder {
       local.params[sl::kReduceInputs] = static_cast<std::int64_t>(local_inputs);
       steps.push_back(make(StepKind::kCompute, add_compute_set(key + "/local", {local})));
       steps.push_back(make(StepKind::kSync));
-      // Contributing tiles: every tile holding part of each output.
-      const std::uint64_t owners = std::min<std::uint64_t>(outputs, chip_.tiles);
-      const std::uint64_t contributors = std::min<std::uint64_t>(chip_.tiles, ceil_div(elements, std::max<std::uint64_t>(1, per_tile)));
-      const std::uint64_t per_owner = ceil_div(outputs, owners);
-      if (contributors > 1 && outputs * chip_.tiles > per_tile * 1) {
-        trace::Exchange ex{key + "/gather", {}, {}};
-        const TileRange src{0, static_cast<std::uint32_t>(contributors - 1)};
-        const TileRange dst{0, static_cast<std::uint32_t>(owners - 1)};
-        const std::uint64_t share = ceil_div(std::min(outputs, local_outputs), owners) * 4;
-        ex.add(src, {&dst, 1}, std::max<std::uint64_t>(share, 4), trace::TransferMode::kPersonalised);
+      // Combine the tiles' partial sums in stages (poplar-compiler.md §1.3: one stage below
+      // a depth of 16, two from 16, three from 125), each stage gathering groups of `fan_in`
+      // tiles' partials onto one tile and reducing them there.
+      std::uint64_t holders = tiles.size();
+      const int stages = holders < 2 ? 0 : holders < 16 ? 1 : holders < 125 ? 2 : 3;
+      const auto fan_in = static_cast<std::uint64_t>(
+          std::ceil(std::pow(static_cast<double>(holders), 1.0 / std::max(stages, 1)) - 1e-9));
+      const std::uint64_t partial_bytes = local_outputs * 4;  // float partials
+      for (int stage = 0; stage < stages; ++stage) {
+        const std::uint64_t next = ceil_div(holders, fan_in);
+        trace::Exchange ex{fmt::format("{}/stage{}", key, stage), {}, {}};
+        for (std::uint64_t j = 0; j < next; ++j) {
+          const TileRange leader{static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(j)};
+          const auto first = static_cast<std::uint32_t>(j * fan_in);
+          const auto last = static_cast<std::uint32_t>(std::min(holders, (j + 1) * fan_in) - 1);
+          ex.add(TileRange{first, last}, {&leader, 1}, partial_bytes);
+        }
         program_.exchanges.push_back(std::move(ex));
         steps.push_back(make(StepKind::kExchange, static_cast<std::uint32_t>(program_.exchanges.size() - 1)));
-        trace::Vertex final_reduce{trace::Codelet::kReduce, dst, {}};
-        final_reduce.params = local.params;
-        final_reduce.params[sl::kReduceIn] = static_cast<std::int64_t>(DType::kFloat);
-        final_reduce.params[sl::kReduceOutputs] = static_cast<std::int64_t>(per_owner);
-        final_reduce.params[sl::kReduceInputs] = static_cast<std::int64_t>(std::max<std::uint64_t>(2, contributors));
-        steps.push_back(make(StepKind::kCompute, add_compute_set(key + "/final", {final_reduce})));
+        trace::Vertex combine{trace::Codelet::kReduce,
+                              TileRange{0, static_cast<std::uint32_t>(next - 1)}, local.params};
+        combine.params[sl::kReduceIn] = static_cast<std::int64_t>(DType::kFloat);
+        combine.params[sl::kReduceInputs] = static_cast<std::int64_t>(std::max<std::uint64_t>(2, fan_in));
+        steps.push_back(make(StepKind::kCompute, add_compute_set(fmt::format("{}/stage{}", key, stage), {combine})));
         steps.push_back(make(StepKind::kSync));
+        holders = next;
       }
+      (void)outputs;
       it = ops_.emplace(key, std::move(steps)).first;
     }
     out.insert(out.end(), it->second.begin(), it->second.end());
@@ -167,6 +179,14 @@ class IpuBuilder {
   void tensor(const std::string& name, trace::TensorKind kind, DType dt, std::uint64_t total_bytes) {
     if (total_bytes == 0) return;
     program_.tensors.push_back({name, kind, dt, all(), ceil_div(total_bytes, chip_.tiles)});
+  }
+
+  // Tiles for a tensor of `elements`: spread linearly from tile 0 with at least
+  // kMinBytesPerTile on each tile (poplar-compiler.md §7.4), so small tensors use few tiles.
+  TileRange spread(std::uint64_t elements, DType dt) const {
+    const std::uint64_t bytes = elements * trace::dtype_bytes(dt);
+    const std::uint64_t used = std::clamp<std::uint64_t>(ceil_div(bytes, kMinBytesPerTile), 1, chip_.tiles);
+    return TileRange{0, static_cast<std::uint32_t>(used - 1)};
   }
 
   std::uint64_t peak_temp() const { return peak_temp_; }

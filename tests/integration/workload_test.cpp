@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// The workload compiler end to end: ResNet-50 on IPU-POD16, out-of-memory errors, bad run
+// configs, and what-if directions on reduced models (tests/data/workloads/).
+#include <gtest/gtest.h>
+
+#include "cli_harness.hpp"
+
+namespace ipusim::testing {
+namespace {
+
+std::string workload_dir() { return source_dir() + "/tests/data/workloads/"; }
+
+double step_cycles(const std::string& stats) { return json_value_after(stats, "\"total\""); }
+double step_seconds(const std::string& stats) {
+  return json_value_after(stats.substr(stats.find("\"total\"")), "\"time\"");
+}
+
+// Compiles `run` with `sets` (applied to compile and run) and returns stats.json.
+std::string compile_and_run(const TempDir& dir, const std::string& run, const std::string& sets) {
+  const std::string trace = dir.file("w.itb");
+  const auto c = ipusim("compile --run " + run + " " + sets + " --out " + trace);
+  EXPECT_EQ(c.status, 0) << c.err;
+  const auto r = ipusim("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " + sets +
+                        " --out " + dir.file("out") + " " + trace);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return read_all(dir.file("out/stats.json"));
+}
+
+TEST(Workload, ResNet50OnPod16ReportsThroughputAndTimeToTrain) {
+  TempDir dir;
+  const std::string stats =
+      compile_and_run(dir, source_dir() + "/configs/runs/resnet50-pod16.yaml", "");
+  const double step = step_seconds(stats);
+  const double throughput = json_value_after(stats, "\"throughput\"");
+  // 16 replicas x 20 images x 10 micro-batches per step.
+  EXPECT_NEAR(throughput * step, 3200.0, 1e-6);
+  EXPECT_NE(stats.find("\"unit\": \"images/s\""), std::string::npos);
+  // TTT: 38 epochs x ceil(1281167 / 3200) steps + 9 checkpoints x 2 s + 30 s of evaluation.
+  const double ttt = json_value_after(stats, "\"time_to_train\"");
+  EXPECT_NEAR(ttt, 38 * 401 * step + 18 + 30, 1e-6 * ttt);
+  // Data-parallel structure: gradient all-reduce and batch-norm all-reduces ran.
+  EXPECT_GT(json_value_after(stats, "\"collective\""), 0);
+}
+
+TEST(Workload, ChipThatCannotHoldTheModelFailsToCompile) {
+  TempDir dir;
+  const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml " +
+                        "--set chip.tile_memory=256KiB --out " + dir.file("x.itb"));
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.err.find("out of memory on tile"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("largest tensors:"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.itb")));
+}
+
+TEST(Workload, BadRunConfigsAreClearErrors) {
+  TempDir dir;
+  const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";
+  auto r = ipusim("compile --run " + run + " --set run.recompute_checkpoints=b9/0/relu --out " + dir.file("x"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("run.recompute_checkpoints: 'b9/0/relu' is not a layer"), std::string::npos) << r.err;
+  r = ipusim("compile --run " + run + " --set run.replicas=32 --out " + dir.file("x"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("need 32 IPUs, but IPU-POD16 has 16"), std::string::npos) << r.err;
+  r = ipusim("compile --run " + run + " --set run.optimizer=sgd --out " + dir.file("x"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("did you mean run.optimiser?"), std::string::npos) << r.err;
+}
+
+class WorkloadWhatIf : public ::testing::TestWithParam<const char*> {};
+
+// Faster clock, more tiles and a wider exchange each shorten the step of a reduced model.
+TEST_P(WorkloadWhatIf, FasterHardwareShortensTheStep) {
+  const std::string run = workload_dir() + GetParam();
+  TempDir base_dir, clock_dir, tiles_dir, exchange_dir;
+  // Baseline: half the tiles, so that "more tiles" can be tested against the full chip.
+  const std::string base = compile_and_run(base_dir, run, "--set chip.tiles=736");
+  const std::string clock =
+      compile_and_run(clock_dir, run, "--set chip.tiles=736 --set chip.clock=1.85GHz");
+  const std::string tiles = compile_and_run(tiles_dir, run, "");
+  const std::string exchange = compile_and_run(
+      exchange_dir, run, "--set chip.tiles=736 --set chip.exchange.bytes_per_cycle=8B/cycle");
+  // Clock: on-chip cycles are unchanged, so time shrinks (link and host terms do not scale).
+  EXPECT_LT(step_seconds(clock), step_seconds(base));
+  EXPECT_GT(step_seconds(clock), step_seconds(base) * 1.325 / 1.85 * 0.99);
+  EXPECT_LT(step_seconds(tiles), step_seconds(base));
+  EXPECT_LT(step_cycles(exchange), step_cycles(base));
+}
+
+INSTANTIATE_TEST_SUITE_P(ReducedModels, WorkloadWhatIf,
+                         ::testing::Values("resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml"));
+
+}  // namespace
+}  // namespace ipusim::testing
