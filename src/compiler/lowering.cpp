@@ -100,20 +100,38 @@ class IpuBuilder {
     out.insert(out.end(), it->second.begin(), it->second.end());
   }
 
-  // Reduces `elements` (spread over all tiles) to `outputs` sums: a tile-local reduce to the
-  // tile's partial sums, then (when outputs are spread over tiles) an all-to-all of the
-  // partials to the tiles owning each output and a final reduce (poplar-compiler.md §7.6).
-  void reduce(std::vector<Step>& out, std::uint64_t elements, std::uint64_t outputs, DType in) {
+  // Reduces `elements` to `outputs` sums. With `outputs_innermost` (batch-norm channels: the
+  // reduced dimensions are outer) every tile holds partials of many outputs and all tiles
+  // must be combined; otherwise (softmax, layer norm: each output's inputs are contiguous)
+  // an output spans ceil(inputs per output / elements per tile) tiles, often just one.
+  // Partials are combined in stages (poplar-compiler.md §1.3: one stage below a depth of 16,
+  // two from 16, three from 125), each gathering groups of `fan_in` tiles onto one tile.
+  void reduce(std::vector<Step>& out, std::uint64_t elements, std::uint64_t outputs, DType in,
+              bool outputs_innermost = false) {
     const TileRange tiles = spread(elements, in);
     const std::uint64_t per_tile = ceil_div(elements, tiles.size());
-    const std::uint64_t local_outputs = std::max<std::uint64_t>(1, std::min(outputs, per_tile));
-    const std::uint64_t local_inputs = std::max<std::uint64_t>(1, per_tile / local_outputs);
-    const std::string key = fmt::format("reduce_{}_{}_{}", elements, outputs, static_cast<int>(in));
+    const std::uint64_t per_output = std::max<std::uint64_t>(1, elements / std::max<std::uint64_t>(outputs, 1));
+    std::uint64_t local_outputs = 0, local_inputs = 0, depth = 0;
+    if (outputs_innermost) {
+      local_outputs = std::max<std::uint64_t>(1, std::min(outputs, per_tile));
+      local_inputs = std::max<std::uint64_t>(1, per_tile / local_outputs);
+      depth = tiles.size();
+    } else if (per_tile >= per_output) {
+      local_outputs = ceil_div(per_tile, per_output);
+      local_inputs = per_output;
+      depth = 1;
+    } else {
+      local_outputs = 1;
+      local_inputs = per_tile;
+      depth = ceil_div(per_output, per_tile);
+    }
+    const std::string key = fmt::format("reduce_{}_{}_{}_{}", elements, outputs, static_cast<int>(in),
+                                        outputs_innermost ? "inner" : "outer");
     auto it = ops_.find(key);
     if (it == ops_.end()) {
       std::vector<Step> steps;
-      trace::Vertex local{trace::Codelet::kReduce, tiles, {}};
       namespace sl = trace::slot;
+      trace::Vertex local{trace::Codelet::kReduce, tiles, {}};
       local.params[sl::kReduceOp] = static_cast<std::int64_t>(Op::kAdd);
       local.params[sl::kReduceIn] = static_cast<std::int64_t>(in);
       local.params[sl::kReduceOut] = static_cast<std::int64_t>(DType::kFloat);
@@ -121,14 +139,11 @@ class IpuBuilder {
       local.params[sl::kReduceInputs] = static_cast<std::int64_t>(local_inputs);
       steps.push_back(make(StepKind::kCompute, add_compute_set(key + "/local", {local})));
       steps.push_back(make(StepKind::kSync));
-      // Combine the tiles' partial sums in stages (poplar-compiler.md §1.3: one stage below
-      // a depth of 16, two from 16, three from 125), each stage gathering groups of `fan_in`
-      // tiles' partials onto one tile and reducing them there.
-      std::uint64_t holders = tiles.size();
-      const int stages = holders < 2 ? 0 : holders < 16 ? 1 : holders < 125 ? 2 : 3;
+      const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
       const auto fan_in = static_cast<std::uint64_t>(
-          std::ceil(std::pow(static_cast<double>(holders), 1.0 / std::max(stages, 1)) - 1e-9));
+          std::ceil(std::pow(static_cast<double>(depth), 1.0 / std::max(stages, 1)) - 1e-9));
       const std::uint64_t partial_bytes = local_outputs * 4;  // float partials
+      std::uint64_t holders = tiles.size();
       for (int stage = 0; stage < stages; ++stage) {
         const std::uint64_t next = ceil_div(holders, fan_in);
         trace::Exchange ex{fmt::format("{}/stage{}", key, stage), {}, {}};
@@ -148,7 +163,6 @@ class IpuBuilder {
         steps.push_back(make(StepKind::kSync));
         holders = next;
       }
-      (void)outputs;
       it = ops_.emplace(key, std::move(steps)).first;
     }
     out.insert(out.end(), it->second.begin(), it->second.end());
@@ -268,8 +282,8 @@ class CnnLowering {
       // Statistics (sum and sum of squares per channel), shared over the batch-norm group,
       // then normalise and scale.
       b_.elementwise(out, Op::kSquare, out_e, dt);
-      b_.reduce(out, out_e, c.out.c, dt);
-      b_.reduce(out, out_e, c.out.c, dt);
+      b_.reduce(out, out_e, c.out.c, dt, true);
+      b_.reduce(out, out_e, c.out.c, dt, true);
       if (run_.batchnorm_group > 1)
         out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
                                              DType::kFloat, {trace::GroupKind::kReplicas, run_.batchnorm_group}));
@@ -283,7 +297,7 @@ class CnnLowering {
     } else if (l.op == "add") {
       b_.elementwise(out, Op::kAdd, out_e, dt);
     } else if (l.op == "avgpool") {
-      b_.reduce(out, in_e, n_ * c.out.c, dt);
+      b_.reduce(out, in_e, n_ * c.out.c, dt, true);
     } else if (l.op == "fc") {
       b_.matmul(out, n_, l.out, c.in.c, dt);
     } else if (l.op == "softmax_loss") {
@@ -305,8 +319,8 @@ class CnnLowering {
       b_.matmul(out, l.kernel * l.kernel * c.in.c, l.out, n_ * ho * wo, dt);
       b_.scaled_add(out, c.params, dt);  // accumulate into the gradient accumulator
     } else if (l.op == "batchnorm") {
-      b_.reduce(out, out_e, c.out.c, dt);
-      b_.reduce(out, out_e, c.out.c, dt);
+      b_.reduce(out, out_e, c.out.c, dt, true);
+      b_.reduce(out, out_e, c.out.c, dt, true);
       if (run_.batchnorm_group > 1)
         out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
                                              DType::kFloat, {trace::GroupKind::kReplicas, run_.batchnorm_group}));
