@@ -1,15 +1,58 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # README command (b): installs what is missing, builds everything and runs the whole test
-# suite with CTest. Quiet on success apart from CTest's closing summary.
+# suite with CTest. Quiet on success apart from the skipped tests and CTest's summary, which
+# is always the last line; on failure prints the failing tests' output, then the summary.
+#
+#   tools/run-tests.sh           release build in build/ (or $IPUSIM_BUILD_DIR)
+#   tools/run-tests.sh --asan    the same suite built with clang, AddressSanitizer and
+#                                UndefinedBehaviorSanitizer in build-asan/ (preset "asan";
+#                                docs/reliability.md); prints one line "asan+ubsan: <summary>"
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${IPUSIM_BUILD_DIR:-$root/build}"
+mode=release
+case "${1:-}" in
+  "") ;;
+  --asan) mode=asan ;;
+  *) echo "usage: tools/run-tests.sh [--asan]" >&2; exit 2 ;;
+esac
 "$root/tools/install-deps.sh"
-"$root/tools/build.sh"
+if [ "$mode" = asan ]; then
+  build="${IPUSIM_ASAN_BUILD_DIR:-$root/build-asan}"
+  mkdir -p "$build"
+  # Pick the compiler and sanitizers on first configure; tools/build.sh keeps the cache.
+  if [ ! -f "$build/CMakeCache.txt" ] &&
+     ! CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ \
+         -DIPUSIM_SANITIZE=address,undefined >"$build/configure.log" 2>&1; then
+    cat "$build/configure.log" >&2
+    exit 1
+  fi
+  # Any sanitizer report fails the test that triggered it (also in child ipusim processes).
+  # detect_stack_use_after_return stays off: SystemC switches stacks for its threads.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  # Known leak (docs/reliability.md §6): when a model error stops the simulation while a
+  # SystemC thread is still waiting (a group-step deadlock), SystemC never resumes or unwinds
+  # that thread, so the objects on its stack are reported as leaked. Suppressed until the
+  # model kills its processes on that path; remove these lines with the fix.
+  printf '%s\n' 'leak:ipusim::model::Ipu::group_step' 'leak:libfmt.so' >"$build/lsan.supp"
+  export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$build/lsan.supp:print_suppressions=0}"
+else
+  build="${IPUSIM_BUILD_DIR:-$root/build}"
+fi
+IPUSIM_BUILD_DIR="$build" "$root/tools/build.sh"
 cd "$build"
+summary() { grep -E "^[0-9]+% tests passed" "$build/ctest.log" | tail -n 1; }
 if ! ctest --output-on-failure -j "${IPUSIM_JOBS:-$(nproc)}" >"$build/ctest.log" 2>&1; then
   grep -vE "^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" "$build/ctest.log" | tail -n 200 >&2
+  if [ "$mode" = asan ]; then echo "asan+ubsan: $(summary)"; else summary; fi
   exit 1
 fi
-tail -n 3 "$build/ctest.log"
+if [ "$mode" = asan ]; then
+  echo "asan+ubsan: $(summary)"
+else
+  # Skipped tests (known bugs, docs/reliability.md), the time, and CTest's summary line last.
+  sed -n '/^The following tests did not run:/,/^$/p' "$build/ctest.log" | sed '/^$/d'
+  grep -E "^Total Test time" "$build/ctest.log" | tail -n 1
+  summary
+fi

@@ -2,6 +2,7 @@
 #include "ipusim/config/config.hpp"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <sstream>
 
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/strings.hpp"
@@ -52,6 +55,41 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
                                   location(origin, node.Mark()), prefix));
   throw ConfigError(fmt::format("{}: {}: expected a value or a map, found a sequence",
                                 location(origin, node.Mark()), prefix));
+}
+
+// Records where the first document it is given starts.
+class DocumentStart : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> mark;
+  void OnDocumentStart(const YAML::Mark& m) override {
+    if (!mark) mark = m;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Loading is strict: a second document ("---") is an error, not silently ignored (YAML::Load
+// reads only the first). The parser is asked for two documents at most: yaml-cpp 0.7's LoadAll
+// can return empty documents forever on malformed input (tests/fuzz/config/crashes).
+void reject_second_document(const std::string& yaml_text, const std::string& origin) {
+  try {
+    std::istringstream in(yaml_text);
+    YAML::Parser parser(in);
+    DocumentStart first, second;
+    if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second) && second.mark)
+      throw ConfigError(fmt::format("{}: expected one YAML document, found a second one",
+                                    location(origin, *second.mark)));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: invalid YAML: {}", location(origin, e.mark), e.msg));
+  }
 }
 
 double base_value(const Value& v) {
@@ -153,14 +191,30 @@ Document parse_document(const std::string& yaml_text, const std::string& origin)
   doc.file = origin;
   if (!root.IsMap())
     throw ConfigError(fmt::format("{}: expected a map of settings at the top level", origin));
+  reject_second_document(yaml_text, origin);
   flatten(root, "", origin, doc, 0, origin);
   return doc;
 }
 
 Document load_document(const std::string& file) {
+  // Read in blocks up to a cap, so that a directory, /dev/zero or a huge file gives a clear
+  // ConfigError instead of an internal error or running out of memory (docs/errors.md).
+  constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw ConfigError(fmt::format("{}: cannot read a config file: it is a directory", file));
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  char block[64 * 1024];
+  while (in) {
+    in.read(block, sizeof block);
+    text.append(block, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      throw ConfigError(fmt::format("{}: expected a config file of at most {} bytes, found a larger one",
+                                    file, kMaxConfigBytes));
+  }
+  if (in.bad()) throw ConfigError(fmt::format("{}: cannot read config file", file));
   return parse_document(text, file);
 }
 

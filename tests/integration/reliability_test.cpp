@@ -1,0 +1,705 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reliability (docs/reliability.md): absurd inputs fail fast with one clear line and a
+// documented exit status (each message here is in docs/errors.md); identical inputs give
+// byte-identical results; SIGINT and SIGTERM stop a run promptly with status 130, remove
+// temporaries and leave no partial stats.json.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_harness.hpp"
+
+namespace ipusim::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Tests of known bugs (reported, in files this suite does not own) are skipped unless
+// IPUSIM_RUN_KNOWN_BUGS=1, which shows whether a fix works. Remove the skip with the fix.
+#define SKIP_KNOWN_BUG(why) \
+  if (!std::getenv("IPUSIM_RUN_KNOWN_BUGS")) GTEST_SKIP() << "known bug: " << why
+
+// Under AddressSanitizer, an exception thrown on a SystemC thread's own stack (model errors)
+// makes ASan print a three-line warning that it cannot unpoison that stack (SystemC switches
+// stacks; google/sanitizers#189). It is not ipusim's output, so the checks below ignore it.
+std::string without_asan_stack_warning(std::string err) {
+  const std::string marker = "WARNING: ASan is ignoring requested __asan_handle_no_return";
+  const auto at = err.find(marker);
+  if (at == std::string::npos) return err;
+  const auto begin = err.rfind('\n', at) == std::string::npos ? 0 : err.rfind('\n', at) + 1;
+  auto end = begin;
+  for (int line = 0; line < 3 && end != std::string::npos; ++line) {
+    end = err.find('\n', end);
+    if (end != std::string::npos) ++end;
+  }
+  err.erase(begin, end == std::string::npos ? std::string::npos : end - begin);
+  return err;
+}
+
+// `ipusim ARGS` (cli_harness.hpp), with stderr as the user sees it without sanitizers.
+CommandResult cli(const std::string& args) {
+  CommandResult r = ipusim(args);
+  r.err = without_asan_stack_warning(r.err);
+  return r;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// `ipusim ARGS` under an address-space limit (KiB), for inputs that could exhaust memory.
+CommandResult ipusim_limited(const std::string& args, long kib) {
+  TempDir tmp;
+  const std::string cmd = "ulimit -v " + std::to_string(kib) + "; " + IPUSIM_BINARY + " " + args +
+                          " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
+  CommandResult r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = read_all(tmp.file("out"));
+  r.err = read_all(tmp.file("err"));
+  return r;
+}
+
+// --- child processes ---------------------------------------------------------------------
+
+// `ipusim ARGS` as a child process with stdout and stderr in files. With `stopped`, the child
+// stops itself (SIGSTOP) before exec so that the parent can prepare files that depend on its
+// pid; resume it with kill(pid, SIGCONT).
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+        bool stopped = false) {
+    std::vector<std::string> all{IPUSIM_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls between fork and exec.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int in = ::open("/dev/null", O_RDONLY);
+      if (o < 0 || e < 0 || in < 0) ::_exit(127);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      ::dup2(in, 0);
+      if (stopped) ::raise(SIGSTOP);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    if (stopped && pid_ > 0) {
+      int status = 0;
+      ::waitpid(pid_, &status, WUNTRACED);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool running() {
+    if (reaped_) return false;
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      status_ = status;
+    }
+    return !reaped_;
+  }
+  // Waits up to `limit`; returns the exit status, -1 if it was killed by a signal, -2 on
+  // timeout (the child is then killed).
+  int wait(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (running()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        reaped_ = true;
+        return -2;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+// Polls until `path` contains `text` or `limit` passes.
+bool wait_for_text(const std::string& path, const std::string& text,
+                   std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_all(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos)
+      found.push_back(e.path().string());
+  return found;
+}
+
+struct RunDir {
+  std::string stats, config, id;
+  fs::file_time_type stats_time;
+};
+
+RunDir snapshot(const std::string& dir) {
+  return {read_all(dir + "/stats.json"), read_all(dir + "/config.resolved.yaml"),
+          read_all(dir + "/trace.id"), fs::last_write_time(dir + "/stats.json")};
+}
+
+// --- binary traces with patched fields ---------------------------------------------------
+
+// The 156-byte version 1 example of docs/trace-format.md §6 (readers keep accepting version
+// 1); the offsets below are from its table.
+std::string tiny_binary() {
+  static const char kBytes[] =
+      "\x49\x50\x55\x54\x52\x41\x43\x45\x01\x00\x00\x00\x04\x00\x00\x00"
+      "\x74\x69\x6e\x79\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00"
+      "\x01\x00\x00\x00\x78\x01\x00\x00\x00\x00\x00\x03\x00\x00\x00\x40"
+      "\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x63"
+      "\x01\x00\x00\x00\x08\x00\x00\x00\x00\x03\x00\x00\x00\x01\x40\x00"
+      "\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x65\x01"
+      "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00\x00"
+      "\x00\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x03\x00\x00\x00"
+      "\x03\x00\x00\x00\x00\x00\x00\x00\x00\x01\x04\x02\x00\x00\x00\x00"
+      "\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00\x00";
+  return std::string(kBytes, sizeof kBytes - 1);
+}
+
+constexpr std::size_t kTensorCountAt = 28;
+constexpr std::size_t kTensorBytesAt = 47;
+constexpr std::size_t kStepCountAt = 128;
+constexpr std::size_t kRepeatCountAt = 139;
+
+std::string patched(std::string bytes, std::size_t at, std::uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) bytes[at + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+  return bytes;
+}
+
+// --- limits: absurd inputs fail fast with a clear message --------------------------------
+
+TEST(Limits, TrillionTilesOnTheCommandLine) {
+  for (const std::string cmd : {"info", "kernel sync-loop --iterations 1 --out /dev/null"}) {
+    const auto r = cli(cmd + " --set chip.tiles=1000000000000");
+    EXPECT_EQ(r.status, 3) << cmd;
+    EXPECT_EQ(r.err,
+              "error: --set chip.tiles: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+    EXPECT_EQ(r.out, "");
+  }
+  // run rejects it before reading the trace.
+  const auto r = cli("run --set chip.tiles=1000000000000 /nonexistent.trace");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: --set chip.tiles: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+}
+
+TEST(Limits, TrillionTilesInAConfigFile) {
+  TempDir dir;
+  std::string text = read_all(chip_file("gc200"));
+  text.replace(text.find("tiles: 1472"), 11, "tiles: 1000000000000");
+  const std::string chip = dir.file("chip.yaml");
+  write(chip, text);
+  const auto r = cli("info --chip " + chip);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + chip + ":9:10: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+}
+
+TEST(Limits, CountTooLargeForSixtyFourBits) {
+  const auto r = cli("info --set chip.tiles=99999999999999999999999");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: --set chip.tiles: chip.tiles: expected a whole number such as \"1472\", found "
+            "\"99999999999999999999999\" (too large)\n");
+}
+
+TEST(Limits, SizeTooLargeForSixtyFourBits) {
+  const auto r = cli("info --set chip.tile_memory=1e30TiB");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: --set chip.tile_memory: chip.tile_memory: expected a size such as \"624KiB\", "
+            "found \"1e30TiB\" (too large)\n");
+}
+
+TEST(Limits, TensorOfTwoToTheSixtyBytesInAText) {
+  TempDir dir;
+  const std::string t = dir.file("t.trace");
+  write(t, "ipusim-trace 1\nipu 0\ntensor t tiles=0 bytes=1152921504606846976\n");
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       ":3: expected bytes= in 0..1099511627776, found 1152921504606846976\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Limits, TensorOfTwoToTheSixtyBytesInABinary) {
+  TempDir dir;
+  const std::string t = dir.file("t.itb");
+  write(t, patched(tiny_binary(), kTensorBytesAt, std::uint64_t{1} << 60, 8));
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       "@47: expected tensor bytes per tile in 0..1099511627776, found "
+                       "1152921504606846976\n");
+}
+
+TEST(Limits, TensorOfTwoToTheFortyBytesDoesNotFitATile) {
+  // The largest size the format allows is read, then rejected by the memory check.
+  TempDir dir;
+  const std::string t = dir.file("t.trace");
+  write(t, "ipusim-trace 1\nipu 0\ntensor t tiles=0 bytes=1099511627776\n");
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_EQ(r.err,
+            "error: IPU 0: out of memory on tile 0: needs 1.00 TiB of 624.00 KiB (tensors 1.00 "
+            "TiB, vertex state 0 B, code 0 B, exchange code 0 B, stack 3.00 KiB); largest "
+            "tensors: t 1.00 TiB; 1 tile(s) over capacity\n");
+}
+
+TEST(Limits, RepeatCountOfTwoToTheSixtyThreeInAText) {
+  TempDir dir;
+  const std::string t = dir.file("r.trace");
+  write(t, "ipusim-trace 1\nipu 0\nprogram\n  repeat 9223372036854775808\n    sync\n  end\nend\n");
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       ":4: expected a repeat count 1..1099511627776, found '9223372036854775808'\n");
+}
+
+TEST(Limits, RepeatCountOfTwoToTheSixtyThreeInABinary) {
+  TempDir dir;
+  const std::string t = dir.file("r.itb");
+  write(t, patched(tiny_binary(), kRepeatCountAt, std::uint64_t{1} << 63, 8));
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       "@139: expected repeat count in 1..1099511627776, found "
+                       "9223372036854775808\n");
+}
+
+TEST(Limits, RepeatCountOfTwoToTheSixtyThreeFromTheKernelCommand) {
+  TempDir dir;
+  const std::string t = dir.file("s.trace");
+  const auto r = cli("kernel sync-loop --iterations 9223372036854775808 --out " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       ": program step 0 (repeat) has count = 9223372036854775808, expected "
+                       "1..1099511627776\n");
+  EXPECT_FALSE(fs::exists(t));
+}
+
+TEST(Limits, NestedRepeatsWhoseProductOverflowsSixtyFourBits) {
+  // Each count is allowed; their product (2^80 syncs) is not representable.
+  TempDir dir;
+  const std::string t = dir.file("n.trace");
+  write(t,
+        "ipusim-trace 1\nipu 0\nprogram\n  repeat 1099511627776\n    repeat 1099511627776\n"
+        "      sync\n    end\n  end\nend\n");
+  const auto r = cli("run --out " + dir.file("out") + " " + t);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_EQ(r.err, "error: repeat count overflows 64 bits (1099511627776 x 1099511627776)\n");
+  EXPECT_FALSE(fs::exists(dir.file("out/stats.json")));
+}
+
+TEST(Limits, SimulatedTimeThatOverflowsSixtyFourBits) {
+  // 2^63 syncs of 90 cycles each.
+  TempDir dir;
+  const std::string t = dir.file("n.trace");
+  write(t,
+        "ipusim-trace 1\nipu 0\nprogram\n  repeat 1099511627776\n    repeat 8388608\n"
+        "      sync\n    end\n  end\nend\n");
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_EQ(r.err, "error: sync time overflows 64 bits (90 x 9223372036854775808)\n");
+}
+
+TEST(Limits, ModelErrorsPrintNothingOnStdout) {
+  // KNOWN BUG (reported to the lead, src/model/simulation.cpp): when simulate() stops on a
+  // ModelError, SystemC's sc_stop() prints "\nInfo: /OSCI/SystemC: Simulation stopped by
+  // user.\n" on stdout, although docs/errors.md promises nothing on stdout on error. Remove
+  // this skip when the model silences that report (e.g. sc_report_handler::set_actions(
+  // SC_ID_SIMULATION_STOP_, SC_DO_NOTHING) or not calling sc_stop on errors).
+  SKIP_KNOWN_BUG("SystemC's 'Simulation stopped by user' info on stdout");
+  TempDir dir;
+  const std::string t = dir.file("n.trace");
+  write(t,
+        "ipusim-trace 1\nipu 0\nprogram\n  repeat 1099511627776\n    repeat 1099511627776\n"
+        "      sync\n    end\n  end\nend\n");
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Limits, BinaryTensorCountExceedsTheFile) {
+  TempDir dir;
+  const std::string t = dir.file("c.itb");
+  write(t, patched(tiny_binary(), kTensorCountAt, 0xffffffffu, 4));
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       "@28: expected a count of tensors that fits in the remaining 124 bytes, "
+                       "found 4294967295 (at least 23 bytes each)\n");
+}
+
+TEST(Limits, BinaryStepCountExceedsTheFile) {
+  TempDir dir;
+  const std::string t = dir.file("s.itb");
+  write(t, patched(tiny_binary(), kStepCountAt, 0x7fffffffu, 4));
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       "@128: expected a count of steps that fits in the remaining 24 bytes, "
+                       "found 2147483647 (at least 1 byte each)\n");
+}
+
+TEST(Limits, BinaryNameLongerThanTheFile) {
+  // A name length within the limit (4096) but beyond the end of the file.
+  TempDir dir;
+  const std::string t = dir.file("n.itb");
+  write(t, patched(tiny_binary(), 12, 4000, 4));
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t + "@156: truncated trace name: expected 3860 more bytes, file ends\n");
+}
+
+TEST(Limits, BinaryNameLengthOfFourGigabytes) {
+  TempDir dir;
+  const std::string t = dir.file("n.itb");
+  write(t, patched(tiny_binary(), 12, 0xffffffffu, 4));
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       "@12: expected a trace name of at most 4096 bytes, found length "
+                       "4294967295\n");
+}
+
+TEST(Limits, KernelTilesBeyondThirtyTwoBits) {
+  const auto r = cli("kernel exchange-all-to-all --bytes 64 --tiles 1000000000000 --out x.trace");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "error: ipusim kernel: the argument ('1000000000000') for option '--tiles' is invalid "
+            "(see 'ipusim kernel --help')\n");
+}
+
+TEST(Limits, KernelTilesBeyondTheChip) {
+  TempDir dir;
+  const auto a = cli("kernel exchange-all-to-all --bytes 64 --tiles 100000 --out " +
+                        dir.file("a.trace"));
+  EXPECT_EQ(a.status, 2);
+  EXPECT_EQ(a.err, "error: all-to-all needs 2 to 1472 tiles, got 100000\n");
+  const auto b = cli("kernel exchange-broadcast --bytes 64 --tiles 4000000000 --out " +
+                        dir.file("b.trace"));
+  EXPECT_EQ(b.status, 2);
+  EXPECT_EQ(b.err, "error: broadcast needs 2 to 1472 tiles and a source tile below that\n");
+  EXPECT_FALSE(fs::exists(dir.file("a.trace")));
+  EXPECT_FALSE(fs::exists(dir.file("b.trace")));
+}
+
+TEST(Limits, KernelTransferOfTwoToTheSixtyTwoBytes) {
+  TempDir dir;
+  const std::string t = dir.file("x.trace");
+  const auto r = cli("kernel exchange-all-to-all --bytes 4611686018427387904 --tiles 5 --out " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       ": exchange 'all_to_all' transfer 0 has bytes = 4611686018427387904, "
+                       "expected 0..1099511627776\n");
+}
+
+TEST(Limits, KernelTooLargeForTheChip) {
+  const auto r = cli(
+      "kernel matmul --m 1000000000000 --n 1000000000000 --k 1000000000000 --out /dev/null");
+  EXPECT_EQ(r.status, 4);
+  EXPECT_EQ(r.err,
+            "error: no tile mapping fits: even the finest split needs more than the 614.00 KiB "
+            "per tile available for tensors on GC200 (1472 tiles)\n");
+}
+
+TEST(Limits, CyclicConfigInclude) {
+  // a.yaml includes b.yaml as its chip, b.yaml includes a.yaml as its machine.
+  TempDir dir;
+  write(dir.file("a.yaml"), "system:\n  chip: b.yaml\n");
+  write(dir.file("b.yaml"), "system:\n  machine: a.yaml\n");
+  const auto r = cli("info --system " + dir.file("a.yaml"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + dir.file("a.yaml") + ": cyclic include: " + dir.file("a.yaml") +
+                       " -> " + dir.file("b.yaml") + " -> " + dir.file("a.yaml") + "\n");
+  EXPECT_EQ(r.out, "");
+  // A file that includes itself, through run.
+  write(dir.file("self.yaml"), "system:\n  chip: self.yaml\n");
+  const auto s = cli("run --system " + dir.file("self.yaml") + " /nonexistent.trace");
+  EXPECT_EQ(s.status, 3);
+  EXPECT_EQ(s.err, "error: " + dir.file("self.yaml") + ": cyclic include: " + dir.file("self.yaml") +
+                       " -> " + dir.file("self.yaml") + "\n");
+}
+
+TEST(Limits, IncludeChainDeeperThanSixteenFiles) {
+  TempDir dir;
+  for (int i = 0; i < 40; ++i)
+    write(dir.file("d" + std::to_string(i) + ".yaml"),
+          "system:\n  chip: d" + std::to_string(i + 1) + ".yaml\n");
+  const auto r = cli("info --system " + dir.file("d0.yaml"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + dir.file("d16.yaml") + ": includes nested deeper than 16 files\n");
+}
+
+TEST(Limits, ConfigThatIsADirectory) {
+  TempDir dir;
+  const auto r = cli("info --chip " + dir.path());
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + dir.path() + ": cannot read a config file: it is a directory\n");
+}
+
+TEST(Limits, EndlessConfig) {
+  // /dev/zero never ends: the loader stops at 16 MiB instead of running out of memory.
+  const auto r = cli("info --chip /dev/zero");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: /dev/zero: expected a config file of at most 16777216 bytes, found a larger "
+            "one\n");
+}
+
+TEST(Limits, SecondYamlDocumentIsNotIgnored) {
+  // Loading is strict: a second document after "---" is an error, not silently dropped.
+  TempDir dir;
+  const std::string chip = dir.file("chip.yaml");
+  write(chip, read_all(chip_file("gc200")) + "---\nchip:\n  tiles: 2\n");
+  const auto r = cli("info --chip " + chip);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + chip + ":43:1: expected one YAML document, found a second one\n");
+}
+
+TEST(Limits, TraceThatIsADirectory) {
+  TempDir dir;
+  const auto r = cli("run " + dir.path());
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + dir.path() + ": cannot read a trace: it is a directory\n");
+}
+
+TEST(Limits, EndlessTextTrace) {
+  // KNOWN BUG (reported to the lead, src/trace/text_io.cpp TextReader::read): lines are read
+  // with std::getline, unbounded, so a trace without newlines (here /dev/zero, which never
+  // ends) is held in memory whole: the run grows until memory runs out (with a 4 GB limit it
+  // then reports "/dev/zero:0: expected more input, found a read error"). Expected: a cap on
+  // the line length and a one-line error naming line 1. The address-space limit keeps this
+  // test from exhausting the machine when it is run.
+  SKIP_KNOWN_BUG("text trace lines are unbounded (/dev/zero exhausts memory)");
+  const auto r = ipusim_limited("run /dev/zero", 4000000);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err.rfind("error: /dev/zero:1: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// --- determinism ---------------------------------------------------------------------------
+
+TEST(Determinism, SameInputsGiveByteIdenticalResults) {
+  TempDir dir;
+  const std::string t = dir.file("mm.trace");
+  ASSERT_EQ(cli("kernel matmul --m 300 --n 200 --k 100 --out " + t).status, 0);
+  // Two runs one after the other, then two at the same time (different run-to-run timing).
+  ASSERT_EQ(cli("run -q --out " + dir.file("a") + " " + t).status, 0);
+  ASSERT_EQ(cli("run -q --out " + dir.file("b") + " " + t).status, 0);
+  Child c(std::vector<std::string>{"run", "-q", "--out", dir.file("c"), t}, dir.file("c.out"),
+          dir.file("c.err"));
+  Child d(std::vector<std::string>{"run", "-q", "--full-loops", "--out", dir.file("d"), t},
+          dir.file("d.out"), dir.file("d.err"));
+  ASSERT_EQ(c.wait(60s), 0) << read_all(dir.file("c.err"));
+  ASSERT_EQ(d.wait(60s), 0) << read_all(dir.file("d.err"));
+  const RunDir a = snapshot(dir.file("a"));
+  ASSERT_FALSE(a.stats.empty());
+  for (const char* other : {"b", "c", "d"}) {
+    const RunDir o = snapshot(dir.file(other));
+    EXPECT_EQ(o.stats, a.stats) << other;
+    EXPECT_EQ(o.config, a.config) << other;
+    EXPECT_EQ(o.id, a.id) << other;
+  }
+}
+
+TEST(Determinism, SummaryIsIdenticalApartFromTheOutputDirectory) {
+  TempDir dir;
+  const std::string t = dir.file("sl.trace");
+  ASSERT_EQ(cli("kernel sync-loop --iterations 1000 --out " + t).status, 0);
+  const auto a = cli("run " + t);
+  const auto b = cli("run " + t);
+  ASSERT_EQ(a.status, 0);
+  EXPECT_EQ(a.out, b.out);
+}
+
+// --- signals -------------------------------------------------------------------------------
+
+class Interrupt : public ::testing::TestWithParam<int> {};
+
+// A run that takes minutes: 2e9 syncs simulated one by one.
+std::string long_trace(const TempDir& dir) {
+  const std::string t = dir.file("long.trace");
+  EXPECT_EQ(cli("kernel sync-loop --iterations 2000000000 --out " + t).status, 0);
+  return t;
+}
+
+TEST_P(Interrupt, DuringSimulationStopsPromptlyAndKeepsEarlierResults) {
+  const int sig = GetParam();
+  TempDir dir;
+  const std::string t = long_trace(dir);
+  const std::string out = dir.file("out");
+  // An earlier complete run in the same directory.
+  ASSERT_EQ(cli("run -q --out " + out + " " + dir.file("long.trace")).status, 0);
+  const RunDir before = snapshot(out);
+  std::this_thread::sleep_for(20ms);  // so that a rewrite would change the modification time
+
+  Child run(std::vector<std::string>{"run", "--full-loops", "--log-level", "info", "--out", out, t},
+            dir.file("run.out"), dir.file("run.err"));
+  // "trace ...: 1 IPU program(s)" is logged just before the simulation starts.
+  ASSERT_TRUE(wait_for_text(dir.file("run.err"), "IPU program(s)", 30s)) << read_all(dir.file("run.err"));
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(run.running()) << "the run finished before the signal";
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(run.pid(), sig), 0);
+  EXPECT_EQ(run.wait(10s), 130);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 5s) << "not prompt";
+  EXPECT_NE(read_all(dir.file("run.err")).find("ipusim: interrupted; partial outputs removed\n"),
+            std::string::npos)
+      << read_all(dir.file("run.err"));
+  EXPECT_EQ(temporaries(out), std::vector<std::string>{});
+  const RunDir after = snapshot(out);
+  EXPECT_EQ(after.stats, before.stats);
+  EXPECT_EQ(after.config, before.config);
+  EXPECT_EQ(after.id, before.id);
+  EXPECT_EQ(after.stats_time, before.stats_time);
+}
+
+TEST_P(Interrupt, DuringSimulationLeavesNoStatsInAFreshDirectory) {
+  const int sig = GetParam();
+  TempDir dir;
+  const std::string t = long_trace(dir);
+  const std::string out = dir.file("fresh");
+  Child run(std::vector<std::string>{"run", "--full-loops", "--log-level", "info", "--out", out, t},
+            dir.file("run.out"), dir.file("run.err"));
+  ASSERT_TRUE(wait_for_text(dir.file("run.err"), "IPU program(s)", 30s));
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(run.running());
+  ASSERT_EQ(::kill(run.pid(), sig), 0);
+  EXPECT_EQ(run.wait(10s), 130);
+  EXPECT_FALSE(fs::exists(out + "/stats.json"));
+  EXPECT_EQ(temporaries(out), std::vector<std::string>{});
+  EXPECT_EQ(read_all(dir.file("run.out")), "");
+}
+
+// A signal while stats.json is being written, made deterministic: before the child execs, its
+// temporary "stats.json.tmp.<pid>" is created as a FIFO with a 4 KiB buffer, so the child's
+// write of stats.json (> 4 KiB) blocks half-way; the signal arrives while it is blocked.
+struct WriteBlocked {
+  std::unique_ptr<Child> child;
+  int fifo_fd = -1;
+  std::string fifo;
+  ~WriteBlocked() {
+    if (fifo_fd >= 0) ::close(fifo_fd);
+  }
+};
+
+void start_blocked_in_write(WriteBlocked& w, const TempDir& dir, const std::string& out,
+                            const std::vector<std::string>& extra) {
+  std::vector<std::string> args{"run", "-q"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--out", out, dir.file("sl.trace")});
+  w.child = std::make_unique<Child>(args, dir.file("run.out"), dir.file("run.err"), true);
+  ASSERT_GT(w.child->pid(), 0);
+  fs::create_directories(out);
+  w.fifo = out + "/stats.json.tmp." + std::to_string(w.child->pid());
+  ASSERT_EQ(::mkfifo(w.fifo.c_str(), 0644), 0) << std::strerror(errno);
+  w.fifo_fd = ::open(w.fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(w.fifo_fd, 0);
+  ASSERT_GE(::fcntl(w.fifo_fd, F_SETPIPE_SZ, 4096), 0);
+  ASSERT_EQ(::kill(w.child->pid(), SIGCONT), 0);
+  // Wait until the pipe is full: the child is blocked inside its write of stats.json.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  int queued = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(::ioctl(w.fifo_fd, FIONREAD, &queued), 0);
+    if (queued >= 4096) break;
+    ASSERT_TRUE(w.child->running()) << read_all(dir.file("run.err"));
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_GE(queued, 4096) << "the child never blocked in its write of stats.json";
+}
+
+TEST_P(Interrupt, WhileWritingStatsLeavesNoPartialStats) {
+  const int sig = GetParam();
+  TempDir dir;
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + dir.file("sl.trace")).status, 0);
+  const std::string out = dir.file("out");
+  WriteBlocked w;
+  start_blocked_in_write(w, dir, out, {});
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(w.child->pid(), sig), 0);
+  EXPECT_EQ(w.child->wait(10s), 130);
+  EXPECT_FALSE(fs::exists(out + "/stats.json"));
+  EXPECT_FALSE(fs::exists(w.fifo)) << "the temporary was not removed";
+  EXPECT_EQ(temporaries(out), std::vector<std::string>{});
+}
+
+TEST_P(Interrupt, WhileWritingKeepsTheEarlierRunConsistent) {
+  // KNOWN BUG (reported, src/report/report.cpp write_run_dir): the run directory is updated
+  // one file at a time (config.resolved.yaml, trace.id, then stats.json). A signal while
+  // stats.json is written leaves the new config.resolved.yaml and trace.id beside the earlier
+  // run's stats.json, so the directory mixes two runs. Remove this skip when write_run_dir
+  // replaces the directory's files only after all of them are written (or removes the old
+  // stats.json first).
+  SKIP_KNOWN_BUG("an interrupted rewrite mixes files of two runs");
+  const int sig = GetParam();
+  TempDir dir;
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + dir.file("sl.trace")).status, 0);
+  const std::string out = dir.file("out");
+  ASSERT_EQ(cli("run -q --out " + out + " " + dir.file("sl.trace")).status, 0);
+  const RunDir before = snapshot(out);
+  WriteBlocked w;
+  start_blocked_in_write(w, dir, out, {"--set", "chip.clock=1.85GHz"});
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(w.child->pid(), sig), 0);
+  EXPECT_EQ(w.child->wait(10s), 130);
+  const RunDir after = snapshot(out);
+  EXPECT_EQ(after.stats, before.stats);
+  EXPECT_EQ(after.config, before.config);
+  EXPECT_EQ(after.id, before.id);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, Interrupt, ::testing::Values(SIGINT, SIGTERM),
+                         [](const auto& p) { return p.param == SIGINT ? "SIGINT" : "SIGTERM"; });
+
+}  // namespace
+}  // namespace ipusim::testing
