@@ -2,8 +2,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include <iostream>
 #include <optional>
+#include <ostream>
 
 #include "common.hpp"
 #include "ipusim/config/system.hpp"
@@ -11,6 +15,7 @@
 #include "ipusim/report/report.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
 
 namespace ipusim::cli {
 namespace {
@@ -24,6 +29,31 @@ bool vm_has_chip(int argc, char** argv) {
   return false;
 }
 
+// CPU time this process has used so far (user + system), in seconds.
+double cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Peak resident set size of this process so far, in KiB.
+long peak_rss_kib() {
+  rusage usage{};
+  return ::getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_maxrss : 0;
+}
+
+// One line per tile of every simulated IPU: what the per-tile summaries of stats.json are
+// computed from (used to compare engines tile by tile).
+void write_tile_stats(const std::string& path, const RunStats& stats) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    out << "ipu,tile,compute_cycles,exchange_bytes,memory_bytes\n";
+    for (const auto& ipu : stats.ipus)
+      for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t)
+        out << ipu.ipu << ',' << t << ',' << ipu.tile_compute_cycles[t] << ','
+            << ipu.tile_exchange_bytes[t] << ',' << ipu.memory.tiles[t].total() << '\n';
+  });
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv) {
@@ -32,6 +62,8 @@ int run_command(int argc, char** argv) {
   std::string out_dir;
   std::string trace_file;
   std::string system_file;
+  std::string engine_name = "fast";
+  std::string tile_stats_file;
   bool full_loops = false;
   bool all_replicas = false;
   bool quiet = false;
@@ -49,6 +81,12 @@ int run_command(int argc, char** argv) {
                      "write stats.json, config.resolved.yaml and trace.id into DIR")(
       "full-loops", po::bool_switch(&full_loops),
       "simulate every iteration of repeat loops instead of timing the body once")(
+      "engine", po::value(&engine_name)->value_name("fast|reference")->default_value("fast"),
+      "fast: one process per IPU, phases costed once and cached, loops timed once; reference: "
+      "one process per tile, every phase costed on every execution, every loop iteration run "
+      "(the naive model, for checking and speed comparisons; identical results)")(
+      "tile-stats", po::value(&tile_stats_file)->value_name("FILE"),
+      "write per-tile compute cycles, exchange bytes and memory of every simulated IPU as CSV")(
       "quiet,q", po::bool_switch(&quiet), "do not print the summary")(
       "trace", po::value(&trace_file)->value_name("TRACE"), "program trace (.trace text or .itb binary)");
   po::positional_options_description pos;
@@ -68,6 +106,9 @@ int run_command(int argc, char** argv) {
   }
   apply_log_level(common.log_level);
   if (trace_file.empty()) throw UsageError("ipusim run: missing TRACE (see 'ipusim run --help')");
+  const auto engine = model::engine_by_name(engine_name);
+  if (!engine)
+    throw UsageError(fmt::format("--engine: expected fast or reference, found \"{}\"", engine_name));
 
   // A system brings its own chip; an explicit --chip replaces it.
   std::optional<LoadedSystem> system;
@@ -82,18 +123,34 @@ int run_command(int argc, char** argv) {
     spdlog::info("chip {} from {}", chip->spec.name, chip_opts.chip_file);
   }
   const ChipSpec& chip_spec = system ? system->spec.chip : chip->spec;
+  // read_file checks the structure (check_structure) before returning.
   const trace::Trace trace = trace::read_file(trace_file);
-  trace::check_structure(trace, trace_file);
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
                trace.replicas);
 
   model::ModelOptions options;
+  options.engine = *engine;
   options.memoise_loops = !full_loops;
+  const double cpu_start = cpu_seconds();
   const RunStats stats = system ? model::simulate(system->spec, trace, options, all_replicas)
                                 : model::simulate(chip_spec, trace, options);
+  const double engine_cpu = cpu_seconds() - cpu_start;
   spdlog::info("simulated {} cycles in {:.3f} s of wall time", stats.cycles, stats.wall_seconds);
+  // One machine-readable line for tools/benchmark.sh (docs/performance.md): a tile-superstep
+  // is one tile taking part in one compute phase.
+  std::uint64_t compute_phases = 0;
+  for (const auto& ipu : stats.ipus) compute_phases += ipu.counts.compute;
+  const double supersteps = static_cast<double>(compute_phases) * chip_spec.tiles;
+  spdlog::info(
+      "perf engine={} wall_s={:.6f} cpu_s={:.6f} simulated_s={:.9g} ipus={} tiles={} "
+      "compute_phases={} tile_supersteps={:.0f} tile_supersteps_per_s={:.4g} peak_rss_kib={}",
+      model::engine_name(*engine), stats.wall_seconds, engine_cpu, stats.seconds,
+      stats.ipus.size(), chip_spec.tiles, compute_phases, supersteps,
+      stats.wall_seconds > 0 ? supersteps / stats.wall_seconds : 0.0, peak_rss_kib());
+  if (!tile_stats_file.empty()) write_tile_stats(tile_stats_file, stats);
 
-  report::RunInfo info{trace_file, trace.name, trace::identity(trace),
+  // The identity (a hash of the binary serialisation) is only written to the run directory.
+  report::RunInfo info{trace_file, trace.name, out_dir.empty() ? "" : trace::identity(trace),
                        system ? system_file : chip_opts.chip_file};
   info.meta = trace.meta;
   if (!out_dir.empty())

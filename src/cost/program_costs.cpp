@@ -41,12 +41,6 @@ std::uint32_t column_of(const ChipSpec& chip, std::uint32_t tile) {
   return tile / chip.exchange.tiles_per_column;
 }
 
-std::uint64_t column_distance(const ChipSpec& chip, trace::TileRange a, trace::TileRange b) {
-  const std::int64_t a0 = column_of(chip, a.first), a1 = column_of(chip, a.last);
-  const std::int64_t b0 = column_of(chip, b.first), b1 = column_of(chip, b.last);
-  return static_cast<std::uint64_t>(std::max<std::int64_t>({b1 - a0, a1 - b0, 0}));
-}
-
 }  // namespace
 
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
@@ -59,10 +53,45 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
   out.tile_bytes.assign(n, 0);
   std::uint64_t max_distance = 0;
   std::vector<std::uint8_t> is_dst(n, 0);
+  // Column and first tile of the super-tile group of every tile, looked up instead of divided
+  // per transfer (compiled programs have millions of small transfers).
+  std::vector<std::int64_t> column(n);
+  std::vector<std::uint32_t> group_start(n);
+  for (std::uint32_t t = 0; t < n; ++t) {
+    column[t] = column_of(chip, t);
+    group_start[t] = t - t % group;
+  }
+  const auto distance = [&](trace::TileRange a, trace::TileRange b) -> std::uint64_t {
+    const std::int64_t forward = column[b.last] - column[a.first];
+    const std::int64_t backward = column[a.last] - column[b.first];
+    const std::int64_t most = forward > backward ? forward : backward;
+    return most > 0 ? static_cast<std::uint64_t>(most) : 0;
+  };
 
   for (const auto& tr : ex.transfers) {
+    if (tr.mode == trace::TransferMode::kMulticast && tr.src.first == tr.src.last &&
+        tr.dst_count == 1) {
+      // The common case in compiled programs, one tile copying to one range of tiles: the
+      // general multicast rule below, specialised.
+      const std::uint32_t s = tr.src.first;
+      const trace::TileRange d = ex.dst_pool[tr.dst_first];
+      max_distance = std::max(max_distance, distance(tr.src, d));
+      sent[s] += tr.bytes;
+      const std::uint32_t s0 = group_start[s];
+      for (std::uint32_t t = d.first; t <= d.last; ++t) {
+        if (t == s) continue;
+        const std::uint32_t g0 = group_start[t];
+        const bool whole_group =
+            g0 != s0 && g0 + group <= n && d.first <= g0 && g0 + group - 1 <= d.last;
+        receive_cycles[t] += whole_group ? static_cast<double>(tr.bytes) / (rate * group)
+                                         : static_cast<double>(tr.bytes) / (rate * 1u);
+        out.tile_bytes[t] += tr.bytes;
+        out.total_bytes += tr.bytes;
+      }
+      continue;
+    }
     const auto dsts = ex.destinations(tr);
-    for (const auto& d : dsts) max_distance = std::max(max_distance, column_distance(chip, tr.src, d));
+    for (const auto& d : dsts) max_distance = std::max(max_distance, distance(tr.src, d));
     if (tr.mode == trace::TransferMode::kPersonalised) {
       std::uint64_t dst_count = 0;
       for (const auto& d : dsts) dst_count += d.size();
@@ -80,24 +109,40 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
       continue;
     }
     // Multicast: each source tile sends its data once; every destination except the sender
-    // itself receives it. Mark destinations to detect super-tile groups receiving together.
+    // itself receives it, at group x the rate when every tile of its super-tile group receives
+    // it and none of them is the sender. A group lies in the destinations when it lies in
+    // their only range, or, with several ranges, when all its tiles are marked.
+    const bool one_range = dsts.size() == 1;
+    if (!one_range)
+      for (const auto& d : dsts)
+        for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = 1;
+    const auto group_receives = [&](std::uint32_t g0) {
+      if (g0 + group > n) return false;
+      if (one_range) return dsts[0].first <= g0 && g0 + group - 1 <= dsts[0].last;
+      for (std::uint32_t g = g0; g < g0 + group; ++g)
+        if (!is_dst[g]) return false;
+      return true;
+    };
+    // Receive time of one copy, alone or shared by the group (the same expressions as the
+    // rule: bytes / (rate x 1) and bytes / (rate x group)).
+    const double alone = static_cast<double>(tr.bytes) / (rate * 1u);
+    const double shared = static_cast<double>(tr.bytes) / (rate * group);
     for (std::uint32_t s = tr.src.first; s <= tr.src.last; ++s) {
       sent[s] += tr.bytes;
-      for (const auto& d : dsts)
-        for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = (t != s);
+      const std::uint32_t s0 = group_start[s];
       for (const auto& d : dsts)
         for (std::uint32_t t = d.first; t <= d.last; ++t) {
-          if (!is_dst[t]) continue;
-          const std::uint32_t g0 = t - t % group;
-          bool whole_group = g0 + group <= n;
-          for (std::uint32_t g = g0; whole_group && g < g0 + group; ++g) whole_group = is_dst[g];
-          receive_cycles[t] += static_cast<double>(tr.bytes) / (rate * (whole_group ? group : 1));
+          if (t == s) continue;
+          const std::uint32_t g0 = group_start[t];
+          const bool whole_group = g0 != s0 && group_receives(g0);
+          receive_cycles[t] += whole_group ? shared : alone;
           out.tile_bytes[t] += tr.bytes;
           out.total_bytes += tr.bytes;
         }
+    }
+    if (!one_range)
       for (const auto& d : dsts)
         for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = 0;
-    }
   }
 
   for (std::uint32_t t = 0; t < n; ++t) {
@@ -128,31 +173,55 @@ HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step) {
 }
 
 MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program) {
-  MemoryMap map;
-  map.tiles.assign(chip.tiles, TileMemoryUse{});
-  for (auto& t : map.tiles) t.stack = chip.runtime.stack_bytes.count;
-  for (const auto& tensor : program.tensors)
-    for (std::uint32_t t = tensor.tiles.first; t <= tensor.tiles.last; ++t)
-      map.tiles[t].tensors += tensor.bytes_per_tile;
-  // Code: one copy per distinct codelet per tile.
-  std::vector<std::uint32_t> codelets(chip.tiles, 0);  // bit mask of codelets used
+  // Every item adds a constant over a tile range: accumulate differences at the range ends and
+  // sum them once over the tiles (unsigned arithmetic, so the totals are exact), instead of
+  // walking every tile of every range.
+  const std::uint32_t n = chip.tiles;
+  const auto add = [&](std::vector<std::uint64_t>& diff, trace::TileRange r, std::uint64_t v) {
+    if (r.last >= n)
+      throw TraceError(fmt::format("IPU {} uses tiles {}..{} but the chip has {} tiles",
+                                   program.ipu, r.first, r.last, n));
+    diff[r.first] += v;
+    diff[r.last + 1] -= v;
+  };
+  std::vector<std::uint64_t> tensors(n + 1, 0), state(n + 1, 0), exchange_code(n + 1, 0);
+  for (const auto& tensor : program.tensors) add(tensors, tensor.tiles, tensor.bytes_per_tile);
+  // Code: one copy per distinct codelet per tile (vertices of each codelet counted per tile).
+  std::vector<std::vector<std::uint64_t>> codelet_vertices(trace::kCodeletCount);
+  const std::uint64_t vertex_state = chip.runtime.vertex_state_bytes.count;
   for (const auto& cs : program.compute_sets)
-    for (const auto& v : cs.vertices)
-      for (std::uint32_t t = v.tiles.first; t <= v.tiles.last; ++t) {
-        map.tiles[t].vertex_state += chip.runtime.vertex_state_bytes.count;
-        codelets[t] |= 1u << static_cast<unsigned>(v.codelet);
-      }
-  for (std::uint32_t t = 0; t < chip.tiles; ++t)
-    map.tiles[t].code = static_cast<std::uint64_t>(std::popcount(codelets[t])) *
-                        chip.runtime.codelet_code_bytes.count;
-  const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
-  for (const auto& ex : program.exchanges)
-    for (const auto& tr : ex.transfers) {
-      for (std::uint32_t s = tr.src.first; s <= tr.src.last; ++s)
-        map.tiles[s].exchange_code += per_transfer;
-      for (const auto& d : ex.destinations(tr))
-        for (std::uint32_t t = d.first; t <= d.last; ++t) map.tiles[t].exchange_code += per_transfer;
+    for (const auto& v : cs.vertices) {
+      add(state, v.tiles, vertex_state);
+      auto& count = codelet_vertices[static_cast<std::size_t>(v.codelet)];
+      if (count.empty()) count.assign(n + 1, 0);
+      add(count, v.tiles, 1);
     }
+  const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
+  for (const auto& ex : program.exchanges) {
+    // Every source range and every destination range (the pool holds exactly the transfers'
+    // destinations, back to back) costs one transfer's exchange code on each of its tiles.
+    for (const auto& tr : ex.transfers) add(exchange_code, tr.src, per_transfer);
+    for (const auto& d : ex.dst_pool) add(exchange_code, d, per_transfer);
+  }
+
+  MemoryMap map;
+  map.tiles.assign(n, TileMemoryUse{});
+  std::vector<std::uint64_t> used(trace::kCodeletCount, 0);  // running vertex counts
+  std::uint64_t t_tensors = 0, t_state = 0, t_exchange = 0;
+  for (std::uint32_t t = 0; t < n; ++t) {
+    TileMemoryUse& use = map.tiles[t];
+    use.tensors = t_tensors += tensors[t];
+    use.vertex_state = t_state += state[t];
+    use.exchange_code = t_exchange += exchange_code[t];
+    std::uint64_t distinct = 0;
+    for (std::size_t c = 0; c < trace::kCodeletCount; ++c) {
+      if (codelet_vertices[c].empty()) continue;
+      used[c] += codelet_vertices[c][t];
+      distinct += used[c] != 0 ? 1 : 0;
+    }
+    use.code = distinct * chip.runtime.codelet_code_bytes.count;
+    use.stack = chip.runtime.stack_bytes.count;
+  }
   return map;
 }
 

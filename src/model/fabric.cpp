@@ -149,10 +149,25 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
     for (const auto& c : trace_.global_exchanges[step.index].copies)
       flows.push_back({who.replica * programs_ + c.src, who.replica * programs_ + c.dst, c.bytes});
     end = links_.run(flows, t.synced);
+    links_idle_at_ = std::max(links_idle_at_, end);
   } else if (step.kind == trace::StepKind::kCollective) {
-    end = topology::run_collective(links_, system_.chip, step.collective, step.method, group,
-                                   step.bytes, step.dtype, t.synced)
-              .end;
+    // `auto` tries every method on a copy of the link schedule and runs the fastest. When no
+    // earlier transfer is still on any link, each trial's duration depends only on the
+    // collective itself (flows start at `max(ready, link free)` = ready), so the choice made
+    // for the same collective before is the choice now: run only that method. Exact; see
+    // docs/performance.md.
+    trace::CollectiveMethod method = step.method;
+    const bool idle = t.synced >= links_idle_at_;
+    AutoKey key{step.collective, step.dtype, step.bytes, group};
+    if (method == trace::CollectiveMethod::kAuto && idle) {
+      if (auto it = auto_choice_.find(key); it != auto_choice_.end()) method = it->second;
+    }
+    const auto outcome = topology::run_collective(links_, system_.chip, step.collective, method,
+                                                  group, step.bytes, step.dtype, t.synced);
+    if (step.method == trace::CollectiveMethod::kAuto && idle)
+      auto_choice_.try_emplace(std::move(key), outcome.method);
+    end = outcome.end;
+    links_idle_at_ = std::max(links_idle_at_, end);
   }
   // A memoised loop runs the whole step `times` times back to back.
   t.synced = barrier + (t.synced - barrier) * times;

@@ -17,6 +17,26 @@ std::uint64_t checked_mul(std::uint64_t a, std::uint64_t b, const char* what) {
   return a * b;
 }
 
+// True if `steps` (at any depth) contain a step that waits for other IPUs.
+bool has_group_step(const std::vector<trace::Step>& steps) {
+  for (const auto& step : steps) {
+    switch (step.kind) {
+      case trace::StepKind::kSync:
+        if (step.group.kind != trace::GroupKind::kTile) return true;
+        break;
+      case trace::StepKind::kGlobalExchange:
+      case trace::StepKind::kCollective:
+        return true;
+      case trace::StepKind::kRepeat:
+        if (has_group_step(step.body)) return true;
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Tile::Tile(sc_core::sc_module_name name, std::uint32_t index, const cost::TileMemoryUse& memory)
@@ -38,7 +58,7 @@ SyncController::SyncController(sc_core::sc_module_name name, const ChipSpec& chi
 
 Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
          ModelOptions options, Placement placement, Fabric* fabric)
-    : sc_core::sc_module(name),
+    : IpuModule(name),
       chip_(chip),
       program_(program),
       options_(options),
@@ -117,6 +137,18 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
     case trace::StepKind::kHost: {
       // Through the machine's gateway in a system; straight to the chip's host link otherwise.
       const auto c = cost::host_copy_cost(chip_, step);
+      if (step.overlap) {
+        // A background transfer on I/O tiles: wait only for the previous one (double
+        // buffering), then let this one run behind the program. Loops holding one are never
+        // scaled (see kRepeat), so times is 1 here.
+        const std::uint64_t stall = background_until_ > now_ ? background_until_ - now_ : 0;
+        phases_.host += stall;
+        counts_.host += 1;
+        host_bytes_ += c.total_bytes;
+        advance(stall);
+        background_until_ = now_ + (fabric_ ? fabric_->host_cycles(step) : c.cycles);
+        break;
+      }
       const std::uint64_t cycles =
           checked_mul(fabric_ ? fabric_->host_cycles(step) : c.cycles, times, "host copy time");
       const bool streaming = step.memory == trace::HostMemory::kStreaming;
@@ -132,16 +164,26 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       break;
     case trace::StepKind::kRepeat: {
       const std::uint64_t iterations = checked_mul(step.count, times, "repeat count");
-      if (options_.memoise_loops) {
+      if (options_.memoise_loops && memoisable(step)) {
         // Every phase cost is a pure function of (trace, chip): the body takes the same time
         // on each iteration, so running it once with every phase scaled is exact.
         execute(step.body, iterations);
       } else {
+        // A body with group steps waits for other IPUs, whose programs may interleave with
+        // this one differently on each iteration, and one with background transfers overlaps
+        // its iterations: run every iteration (inner loops without either are still scaled).
         for (std::uint64_t i = 0; i < iterations; ++i) execute(step.body, 1);
       }
       break;
     }
   }
+}
+
+bool Ipu::memoisable(const trace::Step& repeat) {
+  auto [it, inserted] = memoisable_.try_emplace(&repeat, false);
+  if (inserted)
+    it->second = !has_group_step(repeat.body) && !has_background_transfer(repeat.body);
+  return it->second;
 }
 
 void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
@@ -164,11 +206,24 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
   now_ = t.end;  // the fabric's event already advanced kernel time to the end
 }
 
+bool Ipu::has_background_transfer(const std::vector<trace::Step>& steps) {
+  for (const auto& s : steps)
+    if ((s.kind == trace::StepKind::kHost && s.overlap) ||
+        (s.kind == trace::StepKind::kRepeat && has_background_transfer(s.body)))
+      return true;
+  return false;
+}
+
 void Ipu::run() {
   // Exceptions must not cross the SystemC kernel (it would turn them into reports and lose
   // their type): keep it and stop the simulation; simulate() rethrows it.
   try {
     execute(program_.steps, 1);
+    // The program ends when its last background transfer has landed.
+    if (background_until_ > now_) {
+      phases_.host += background_until_ - now_;
+      advance(background_until_ - now_);
+    }
     finished_ = true;
   } catch (...) {
     error_ = std::current_exception();

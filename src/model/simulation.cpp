@@ -5,8 +5,11 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "ipusim/model/fabric.hpp"
+#include "ipusim/model/reference_ipu.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::model {
@@ -24,20 +27,46 @@ class System : public sc_core::sc_module {
     for (std::uint32_t r = 0; r < replicas; ++r)
       for (const auto& program : trace.ipus) {
         const Placement place{r * per_replica + program.ipu, program.ipu, r};
-        ipus.push_back(std::make_unique<Ipu>(fmt::format("ipu{}", place.system_ipu).c_str(), chip,
-                                             program, options, place, fabric.get()));
+        const std::string name = fmt::format("ipu{}", place.system_ipu);
+        if (options.engine == Engine::kReference)
+          ipus.push_back(std::make_unique<ReferenceIpu>(name.c_str(), chip, program, place,
+                                                        fabric.get()));
+        else
+          ipus.push_back(
+              std::make_unique<Ipu>(name.c_str(), chip, program, options, place, fabric.get()));
       }
   }
   std::unique_ptr<Fabric> fabric;
-  std::vector<std::unique_ptr<Ipu>> ipus;
+  std::vector<std::unique_ptr<IpuModule>> ipus;
 };
+
+bool host_steps_within(const std::vector<trace::Step>& steps, std::uint32_t tiles) {
+  for (const auto& step : steps) {
+    if (step.kind == trace::StepKind::kHost && step.tiles.last >= tiles) return false;
+    if (step.kind == trace::StepKind::kRepeat && !host_steps_within(step.body, tiles)) return false;
+  }
+  return true;
+}
 
 RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions& options,
              const SystemSpec* system, bool all_replicas) {
   const auto start = std::chrono::steady_clock::now();
-  trace::check_tiles(trace, chip.tiles, trace.name);
+  // Tile indices are checked against the chip while each IPU builds its memory map (a pass
+  // over every tensor, vertex and transfer that is needed anyway; it throws TraceError on the
+  // first tile out of range) and here for host steps; the detailed check, which names the
+  // item at fault, runs only when one of them fails.
+  bool host_ok = true;
+  for (const auto& p : trace.ipus) host_ok = host_ok && host_steps_within(p.steps, chip.tiles);
+  if (!host_ok) trace::check_tiles(trace, chip.tiles, trace.name);
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
-  System top("system", chip, trace, options, system, all_replicas);
+  std::optional<System> built;
+  try {
+    built.emplace("system", chip, trace, options, system, all_replicas);
+  } catch (const TraceError&) {
+    trace::check_tiles(trace, chip.tiles, trace.name);
+    throw;
+  }
+  System& top = *built;
   sc_core::sc_start();
   for (const auto& ipu : top.ipus)
     if (ipu->error()) std::rethrow_exception(ipu->error());
@@ -68,6 +97,16 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
 }
 
 }  // namespace
+
+std::optional<Engine> engine_by_name(std::string_view name) {
+  if (name == "fast") return Engine::kFast;
+  if (name == "reference") return Engine::kReference;
+  return std::nullopt;
+}
+
+std::string_view engine_name(Engine engine) {
+  return engine == Engine::kReference ? "reference" : "fast";
+}
 
 RunStats simulate(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions& options) {
   return run(chip, trace, options, nullptr, false);

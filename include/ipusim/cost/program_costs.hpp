@@ -64,6 +64,8 @@ struct MemoryMap {
   std::vector<TileMemoryUse> tiles;  // size = chip.tiles
 };
 
+// Throws TraceError if a tensor, vertex or transfer uses a tile beyond chip.tiles
+// (trace::check_tiles names the item).
 MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program);
 
 // Throws ModelError naming the most over-committed tile, its use, its capacity and its

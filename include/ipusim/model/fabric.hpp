@@ -12,6 +12,7 @@
 
 #include <systemc>
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -92,6 +93,18 @@ class Fabric : public sc_core::sc_module {
   std::map<std::pair<std::uint64_t, std::uint64_t>, Pending> pending_;
   // (system IPU, group instance) -> group steps it has started
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> sequence_;
+  // No flow scheduled so far occupies any link at or after this cycle (every channel a flow
+  // uses is free again by the time the flow arrives).
+  std::uint64_t links_idle_at_ = 0;
+  // The method `auto` chose for a collective that started on idle links.
+  struct AutoKey {
+    trace::CollectiveOp op;
+    trace::DType dtype;
+    std::uint64_t bytes;
+    std::vector<std::uint32_t> members;
+    auto operator<=>(const AutoKey&) const = default;
+  };
+  std::map<AutoKey, trace::CollectiveMethod> auto_choice_;
 };
 
 }  // namespace ipusim::model

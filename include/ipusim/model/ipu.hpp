@@ -17,21 +17,17 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/cost/program_costs.hpp"
+#include "ipusim/model/engine.hpp"
 #include "ipusim/model/fabric.hpp"
 #include "ipusim/model/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::model {
-
-struct ModelOptions {
-  // Time a repeat body once and advance by (count - 1) x its duration when the body's timing
-  // is identical on every iteration (always true for one IPU: phases are deterministic).
-  bool memoise_loops = true;
-};
 
 // One tile: holds its memory map entry. No process: its compute time is evaluated as data.
 class Tile : public sc_core::sc_module {
@@ -68,18 +64,17 @@ class SyncController : public sc_core::sc_module {
   std::uint64_t latency_;
 };
 
-class Ipu : public sc_core::sc_module {
+// The fast engine's IPU (engine.hpp).
+class Ipu : public IpuModule {
  public:
   SC_HAS_PROCESS(Ipu);
   // `fabric` is null for a single chip; then group steps are an error.
   Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
       ModelOptions options, Placement placement = {}, Fabric* fabric = nullptr);
 
-  bool finished() const { return finished_; }
-  // Valid after the simulation has run to completion.
-  IpuRunStats stats();
-  // An exception raised while running (e.g. time overflow), rethrown by simulate().
-  std::exception_ptr error() const { return error_; }
+  bool finished() const override { return finished_; }
+  IpuRunStats stats() override;
+  std::exception_ptr error() const override { return error_; }
 
  private:
   void run();
@@ -90,6 +85,10 @@ class Ipu : public sc_core::sc_module {
   const cost::ComputeSetCost& compute_cost(std::uint32_t index);
 
   void group_step(const trace::Step& step, std::uint64_t times);
+  // True if repeat step `repeat` can be timed once and scaled: its body has no group step
+  // and no background transfer at any depth (cached per step).
+  bool memoisable(const trace::Step& repeat);
+  static bool has_background_transfer(const std::vector<trace::Step>& steps);
 
   const ChipSpec& chip_;
   const trace::IpuProgram& program_;
@@ -104,10 +103,12 @@ class Ipu : public sc_core::sc_module {
   std::vector<std::unique_ptr<cost::ComputeSetCost>> compute_cache_;
   std::vector<std::uint64_t> compute_executions_;
   std::vector<std::uint64_t> exchange_executions_;
+  std::unordered_map<const trace::Step*, bool> memoisable_;
   std::uint64_t now_ = 0;  // exact cycles since start
   PhaseCycles phases_;
   PhaseCounts counts_;
   std::uint64_t host_bytes_ = 0;
+  std::uint64_t background_until_ = 0;  // end of the background host transfer in flight
   bool finished_ = false;
   std::exception_ptr error_;
 };

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// The two ways the model can run a program (docs/performance.md):
+//  - fast (default): one SC_THREAD per IPU walks the program; tiles are evaluated as data, each
+//    distinct compute set and exchange is costed once and cached, and repeat loops are timed
+//    once and scaled (Ipu, ipu.hpp);
+//  - reference: the straightforward model, one SC_THREAD per tile waiting on phase events and
+//    costing its own share of every phase on every execution, a controller thread advancing
+//    BSP phases when all tiles are done; no caching, no loop memoisation (ReferenceIpu,
+//    reference_ipu.hpp). It exists to check the fast engine and to measure its speed-up: both
+//    must give bit-identical statistics.
+#pragma once
+
+#include <systemc>
+
+#include <exception>
+#include <optional>
+#include <string_view>
+
+#include "ipusim/model/run_stats.hpp"
+
+namespace ipusim::model {
+
+enum class Engine { kFast, kReference };
+
+// "fast" or "reference"; nullopt for anything else.
+std::optional<Engine> engine_by_name(std::string_view name);
+std::string_view engine_name(Engine engine);
+
+struct ModelOptions {
+  Engine engine = Engine::kFast;
+  // Fast engine: run a repeat body once with every phase scaled by the iteration count when
+  // its timing is identical on every iteration: always when the body (at any depth) has no
+  // group step, since on-chip phase costs are pure functions of (trace, chip). Bodies with
+  // group steps depend on other IPUs and run every iteration. The reference engine always
+  // runs every iteration.
+  bool memoise_loops = true;
+};
+
+// What simulate() needs from an IPU module of either engine.
+class IpuModule : public sc_core::sc_module {
+ public:
+  explicit IpuModule(const sc_core::sc_module_name& name) : sc_core::sc_module(name) {}
+  virtual bool finished() const = 0;
+  // Valid after the simulation has run to completion.
+  virtual IpuRunStats stats() = 0;
+  // An exception raised while running (e.g. time overflow), rethrown by simulate().
+  virtual std::exception_ptr error() const = 0;
+};
+
+}  // namespace ipusim::model
