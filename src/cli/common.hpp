@@ -45,5 +45,6 @@ int compile_command(int argc, char** argv);
 int kernel_command(int argc, char** argv);
 int validate_command(int argc, char** argv);
 int info_command(int argc, char** argv);
+int check_command(int argc, char** argv);
 
 }  // namespace ipusim::cli

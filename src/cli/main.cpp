@@ -27,6 +27,7 @@ Commands:
             exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip
   validate  check config and trace files without simulating
   info      print a chip's resolved parameters and derived peaks
+  check     run a regression suite and compare it with its golden results
 
 Run 'ipusim <command> --help' for the options of a command.
 
@@ -64,6 +65,7 @@ int dispatch(int argc, char** argv) {
   if (command == "kernel") return kernel_command(argc - 1, argv + 1);
   if (command == "validate") return validate_command(argc - 1, argv + 1);
   if (command == "info") return info_command(argc - 1, argv + 1);
+  if (command == "check") return check_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
                            "' (commands: compile, run, kernel, validate, info; see 'ipusim --help')");
 }

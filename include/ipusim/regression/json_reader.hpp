@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// A minimal JSON reader for the files ipusim itself writes (stats.json): the full JSON grammar
+// (RFC 8259) without extensions, numbers kept as their literal text so that nothing is lost
+// between stats.json, a golden file and a comparison.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ipusim::regression {
+
+// A number as written ("12345", "0.25", "1e-05"). Integers that fit int64 compare exactly.
+struct Number {
+  std::string text;
+  bool integral = false;  // no fraction or exponent and fits in int64
+  std::int64_t i = 0;     // when integral
+  double d = 0;           // always set
+
+  // Parses a JSON number literal; nullopt if `text` is not one.
+  static std::optional<Number> parse(std::string_view text);
+  bool operator==(const Number& other) const;
+};
+
+struct JsonValue {
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  Number number;      // kNumber
+  std::string string; // kString (decoded)
+  std::vector<JsonValue> items;                            // kArray
+  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in document order
+
+  // The member named `key` of an object (the first, if repeated), or nullptr.
+  const JsonValue* find(std::string_view key) const;
+};
+
+// Parses a whole JSON document. Throws ipusim::Error "<origin>:<line>:<column>: expected ...,
+// found ..." on malformed input. Nesting is limited to 256 levels.
+JsonValue parse_json(std::string_view text, const std::string& origin);
+
+// Looks up a dotted field path such as "total.cycles", "phases.sync.count" or
+// "ipu[0].tiles.memory.max". A path that ends at a quantity object ({"value": v, "unit": u})
+// yields its value. Returns nullptr if any segment is missing or the result is not a number.
+const JsonValue* lookup(const JsonValue& root, std::string_view path);
+
+// True if `path` is a well-formed field path: segments [A-Za-z_][A-Za-z0-9_]* each optionally
+// followed by [INDEX], separated by dots.
+bool valid_field_path(std::string_view path);
+
+}  // namespace ipusim::regression
