@@ -67,7 +67,7 @@ int dispatch(int argc, char** argv) {
   if (command == "info") return info_command(argc - 1, argv + 1);
   if (command == "check") return check_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: compile, run, kernel, validate, info; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, info, check; see 'ipusim --help')");
 }
 
 }  // namespace

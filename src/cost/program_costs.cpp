@@ -43,8 +43,20 @@ std::uint32_t column_of(const ChipSpec& chip, std::uint32_t tile) {
 
 }  // namespace
 
-ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
+ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
+                           MemoryMap* exchange_code) {
   const std::uint32_t n = chip.tiles;
+  // Transfers per tile (as differences at range ends) for the exchange code, when asked for.
+  std::vector<std::uint64_t> transfers_at(exchange_code ? n + 1 : 0, 0);
+  const auto check = [&](trace::TileRange r) {
+    if (r.last >= n)
+      throw TraceError(fmt::format("exchange '{}' uses tiles {}..{} but the chip has {} tiles",
+                                   ex.name, r.first, r.last, n));
+    if (exchange_code) {
+      ++transfers_at[r.first];
+      --transfers_at[r.last + 1];
+    }
+  };
   const std::uint32_t group = chip.exchange.tiles_per_shared_bus;
   const double rate = chip.exchange.bytes_per_cycle.value;
   std::vector<std::uint64_t> sent(n, 0);
@@ -75,6 +87,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
       // general multicast rule below, specialised.
       const std::uint32_t s = tr.src.first;
       const trace::TileRange d = ex.dst_pool[tr.dst_first];
+      check(tr.src);
+      check(d);
       max_distance = std::max(max_distance, distance(tr.src, d));
       sent[s] += tr.bytes;
       const std::uint32_t s0 = group_start[s];
@@ -91,6 +105,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
       continue;
     }
     const auto dsts = ex.destinations(tr);
+    check(tr.src);
+    for (const auto& d : dsts) check(d);
     for (const auto& d : dsts) max_distance = std::max(max_distance, distance(tr.src, d));
     if (tr.mode == trace::TransferMode::kPersonalised) {
       std::uint64_t dst_count = 0;
@@ -157,6 +173,12 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex) {
   }
   out.latency_cycles = max_distance * chip.exchange.column_hop_latency.count;
   out.cycles = chip.exchange.fixed_overhead.count + out.transfer_cycles + out.latency_cycles;
+  if (exchange_code) {
+    const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
+    std::uint64_t count = 0;
+    for (std::uint32_t t = 0; t < n; ++t)
+      exchange_code->tiles[t].exchange_code += (count += transfers_at[t]) * per_transfer;
+  }
   return out;
 }
 
@@ -172,7 +194,7 @@ HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step) {
   return out;
 }
 
-MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program) {
+MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, bool exchanges) {
   // Every item adds a constant over a tile range: accumulate differences at the range ends and
   // sum them once over the tiles (unsigned arithmetic, so the totals are exact), instead of
   // walking every tile of every range.
@@ -197,7 +219,8 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program) {
       add(count, v.tiles, 1);
     }
   const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
-  for (const auto& ex : program.exchanges) {
+  for (std::size_t e = 0; exchanges && e < program.exchanges.size(); ++e) {
+    const trace::Exchange& ex = program.exchanges[e];
     // Every source range and every destination range (the pool holds exactly the transfers'
     // destinations, back to back) costs one transfer's exchange code on each of its tiles.
     for (const auto& tr : ex.transfers) add(exchange_code, tr.src, per_transfer);

@@ -46,6 +46,13 @@ ExchangeFabric::ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chi
                                const trace::IpuProgram& p)
     : sc_core::sc_module(name), chip_(chip), program_(p), cache_(p.exchanges.size()) {}
 
+void ExchangeFabric::cost_all(cost::MemoryMap& memory) {
+  for (std::size_t i = 0; i < cache_.size(); ++i)
+    if (!cache_[i])
+      cache_[i] = std::make_unique<cost::ExchangeCost>(
+          cost::exchange_cost(chip_, program_.exchanges[i], &memory));
+}
+
 const cost::ExchangeCost& ExchangeFabric::cost(std::uint32_t index) {
   auto& slot = cache_.at(index);
   if (!slot)
@@ -66,12 +73,15 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
       fabric_(fabric),
       period_(sc_core::sc_time::from_value(
           static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
-      memory_(cost::memory_map(chip, program)),
+      memory_(cost::memory_map(chip, program, /*exchanges=*/false)),
       exchange_("exchange", chip, program),
       sync_("sync", chip),
       compute_cache_(program.compute_sets.size()),
       compute_executions_(program.compute_sets.size(), 0),
       exchange_executions_(program.exchanges.size(), 0) {
+  // Every exchange is costed here, once, in the same pass over its transfers that adds their
+  // exchange code to the memory map (compiled programs have millions of transfers).
+  exchange_.cost_all(memory_);
   cost::check_memory(chip, program, memory_);
   tiles_.reserve(chip.tiles);
   for (std::uint32_t t = 0; t < chip.tiles; ++t)

@@ -67,6 +67,10 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
     throw;
   }
   System& top = *built;
+  // An IPU that fails stops the kernel with sc_stop(); SystemC would report that as an info
+  // message on stdout, where ipusim prints nothing on error (docs/errors.md).
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,
+                                          sc_core::SC_DO_NOTHING);
   sc_core::sc_start();
   for (const auto& ipu : top.ipus)
     if (ipu->error()) std::rethrow_exception(ipu->error());

@@ -39,7 +39,12 @@ struct ExchangeCost {
 // reaches every tile of a super-tile group is received at group-size x B by each of them.
 // Phase time = fixed overhead + max over tiles of max(send, receive) time, rounded up
 // + the largest column distance of any transfer x column_hop_latency.
-ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex);
+// With `exchange_code`, also adds the exchange code of every transfer to its source and
+// destination tiles in that map (what memory_map() does for the exchange), in the same pass
+// over the transfers. Throws TraceError for a transfer with a tile beyond chip.tiles.
+struct MemoryMap;
+ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
+                           MemoryMap* exchange_code = nullptr);
 
 struct HostCopyCost {
   std::uint64_t cycles = 0;
@@ -65,8 +70,10 @@ struct MemoryMap {
 };
 
 // Throws TraceError if a tensor, vertex or transfer uses a tile beyond chip.tiles
-// (trace::check_tiles names the item).
-MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program);
+// (trace::check_tiles names the item). Without `exchanges`, the exchange code is left at zero
+// (exchange_cost() can add it while costing each exchange).
+MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program,
+                     bool exchanges = true);
 
 // Throws ModelError naming the most over-committed tile, its use, its capacity and its
 // biggest consumers if any tile's use exceeds chip.tile_memory.

@@ -47,6 +47,8 @@ class ExchangeFabric : public sc_core::sc_module {
   ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& p);
   // Cost of exchange `index` (cached).
   const cost::ExchangeCost& cost(std::uint32_t index);
+  // Costs every exchange not costed yet, adding its exchange code to `memory`.
+  void cost_all(cost::MemoryMap& memory);
 
  private:
   const ChipSpec& chip_;
