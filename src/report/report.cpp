@@ -338,14 +338,16 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
   const std::string json = stats_json(chip, stats, info);
-  write_file_atomically(dir + "/config.resolved.yaml",
-                        [&](std::ostream& o) { o << resolved_config_yaml; });
-  write_file_atomically(dir + "/trace.id", [&](std::ostream& o) {
-    o << "file: " << info.trace_file << "\nname: " << info.trace_name
-      << "\nidentity: " << info.trace_identity << "\n";
+  // All three or none; stats.json last: its presence means the run directory is complete.
+  write_files_atomically({
+      {dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }},
+      {dir + "/trace.id",
+       [&](std::ostream& o) {
+         o << "file: " << info.trace_file << "\nname: " << info.trace_name
+           << "\nidentity: " << info.trace_identity << "\n";
+       }},
+      {dir + "/stats.json", [&](std::ostream& o) { o << json; }},
   });
-  // stats.json last: its presence means the run directory is complete.
-  write_file_atomically(dir + "/stats.json", [&](std::ostream& o) { o << json; });
 }
 
 }  // namespace ipusim::report

@@ -96,8 +96,7 @@ class TextReader {
 
   Trace read() {
     std::string line;
-    while (std::getline(in_, line)) {
-      ++line_no_;
+    while (next_line(line)) {
       tokenize(line, tokens_);
       if (tokens_.empty()) continue;
       dispatch();
@@ -129,6 +128,29 @@ class TextReader {
     std::vector<Step>* steps;
     std::size_t line;
   };
+
+  // Longest line accepted: a trace line is a step or an item, at most a few kilobytes;
+  // anything longer is not a trace (e.g. a binary file or /dev/zero) and must not be read
+  // into memory whole.
+  static constexpr std::size_t kMaxLineLength = std::size_t{1} << 20;
+
+  // std::getline with a bound: reads the next line (without its newline) into `line`,
+  // counting it; false at the end of the input.
+  bool next_line(std::string& line) {
+    constexpr int kEof = std::char_traits<char>::eof();
+    line.clear();
+    std::streambuf* buf = in_.rdbuf();
+    int c = buf ? buf->sbumpc() : kEof;
+    if (c == kEof) return false;
+    ++line_no_;
+    for (; c != kEof && c != '\n'; c = buf->sbumpc()) {
+      if (line.size() == kMaxLineLength)
+        fail(fmt::format("expected a line of at most {} bytes, found a longer one "
+                         "(is this a text trace?)", kMaxLineLength));
+      line.push_back(static_cast<char>(c));
+    }
+    return true;
+  }
 
   [[noreturn]] void fail(const std::string& what) const {
     throw TraceError(fmt::format("{}:{}: {}", origin_, line_no_, what));

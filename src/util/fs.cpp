@@ -40,27 +40,57 @@ void unregister_temporary(int slot) {
 
 }  // namespace
 
+namespace {
+
+// Writes `write`'s output to the registered temporary `tmp` (throws Error naming `path`).
+void write_temporary(const std::string& path, const std::string& tmp,
+                     const std::function<void(std::ostream&)>& write, bool binary) {
+  std::ofstream out(tmp, binary ? std::ios::binary | std::ios::trunc : std::ios::trunc);
+  if (!out) throw Error(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
+  write(out);
+  out.flush();
+  if (!out) throw Error(fmt::format("{}: write failed: {}", path, std::strerror(errno)));
+}
+
+void rename_into_place(const std::string& tmp, const std::string& path) {
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(fmt::format("{}: cannot rename temporary into place: {}", path,
+                            std::strerror(errno)));
+}
+
+std::string temporary_for(const std::string& path) {
+  return fmt::format("{}.tmp.{}", path, ::getpid());
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& write, bool binary) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int slot = register_temporary(tmp);
-  try {
-    {
-      std::ofstream out(tmp, binary ? std::ios::binary | std::ios::trunc : std::ios::trunc);
-      if (!out) throw Error(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
-      write(out);
-      out.flush();
-      if (!out) throw Error(fmt::format("{}: write failed: {}", path, std::strerror(errno)));
+  write_files_atomically({FileWriter{path, write, binary}});
+}
+
+void write_files_atomically(const std::vector<FileWriter>& files) {
+  std::vector<std::string> tmps;
+  std::vector<int> slots;
+  const auto release = [&](bool remove) {
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (remove) std::remove(tmps[i].c_str());
+      unregister_temporary(slots[i]);
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw Error(fmt::format("{}: cannot rename temporary into place: {}", path,
-                              std::strerror(errno)));
+  };
+  try {
+    for (const auto& f : files) {
+      tmps.push_back(temporary_for(f.path));
+      slots.push_back(register_temporary(tmps.back()));
+      write_temporary(f.path, tmps.back(), f.write, f.binary);
+    }
+    if (files.size() > 1) std::remove(files.back().path.c_str());
+    for (std::size_t i = 0; i < files.size(); ++i) rename_into_place(tmps[i], files[i].path);
   } catch (...) {
-    std::remove(tmp.c_str());
-    unregister_temporary(slot);
+    release(true);
     throw;
   }
-  unregister_temporary(slot);
+  release(false);
 }
 
 void remove_pending_temporaries() noexcept {

@@ -31,10 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Tests of known bugs (reported, in files this suite does not own) are skipped unless
-// IPUSIM_RUN_KNOWN_BUGS=1, which shows whether a fix works. Remove the skip with the fix.
-#define SKIP_KNOWN_BUG(why) \
-  if (!std::getenv("IPUSIM_RUN_KNOWN_BUGS")) GTEST_SKIP() << "known bug: " << why
 
 // Under AddressSanitizer, an exception thrown on a SystemC thread's own stack (model errors)
 // makes ASan print a three-line warning that it cannot unpoison that stack (SystemC switches
@@ -351,12 +347,8 @@ TEST(Limits, SimulatedTimeThatOverflowsSixtyFourBits) {
 }
 
 TEST(Limits, ModelErrorsPrintNothingOnStdout) {
-  // KNOWN BUG (reported to the lead, src/model/simulation.cpp): when simulate() stops on a
-  // ModelError, SystemC's sc_stop() prints "\nInfo: /OSCI/SystemC: Simulation stopped by
-  // user.\n" on stdout, although docs/errors.md promises nothing on stdout on error. Remove
-  // this skip when the model silences that report (e.g. sc_report_handler::set_actions(
-  // SC_ID_SIMULATION_STOP_, SC_DO_NOTHING) or not calling sc_stop on errors).
-  SKIP_KNOWN_BUG("SystemC's 'Simulation stopped by user' info on stdout");
+  // A ModelError stops the kernel with sc_stop(); SystemC's "Simulation stopped by user"
+  // info report must not reach stdout (docs/errors.md: nothing on stdout on error).
   TempDir dir;
   const std::string t = dir.file("n.trace");
   write(t,
@@ -513,13 +505,9 @@ TEST(Limits, TraceThatIsADirectory) {
 }
 
 TEST(Limits, EndlessTextTrace) {
-  // KNOWN BUG (reported to the lead, src/trace/text_io.cpp TextReader::read): lines are read
-  // with std::getline, unbounded, so a trace without newlines (here /dev/zero, which never
-  // ends) is held in memory whole: the run grows until memory runs out (with a 4 GB limit it
-  // then reports "/dev/zero:0: expected more input, found a read error"). Expected: a cap on
-  // the line length and a one-line error naming line 1. The address-space limit keeps this
-  // test from exhausting the machine when it is run.
-  SKIP_KNOWN_BUG("text trace lines are unbounded (/dev/zero exhausts memory)");
+  // A trace without newlines (here /dev/zero, which never ends) must fail on its first line
+  // once the line-length cap is reached, not be read into memory whole. The address-space
+  // limit keeps a regression from exhausting the machine.
   const auto r = ipusim_limited("run /dev/zero", 4000000);
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err.rfind("error: /dev/zero:1: ", 0), 0u) << r.err;
@@ -674,13 +662,8 @@ TEST_P(Interrupt, WhileWritingStatsLeavesNoPartialStats) {
 }
 
 TEST_P(Interrupt, WhileWritingKeepsTheEarlierRunConsistent) {
-  // KNOWN BUG (reported, src/report/report.cpp write_run_dir): the run directory is updated
-  // one file at a time (config.resolved.yaml, trace.id, then stats.json). A signal while
-  // stats.json is written leaves the new config.resolved.yaml and trace.id beside the earlier
-  // run's stats.json, so the directory mixes two runs. Remove this skip when write_run_dir
-  // replaces the directory's files only after all of them are written (or removes the old
-  // stats.json first).
-  SKIP_KNOWN_BUG("an interrupted rewrite mixes files of two runs");
+  // The run directory's files are replaced together (write_files_atomically): a signal
+  // while stats.json is written leaves the earlier run's three files as they were.
   const int sig = GetParam();
   TempDir dir;
   ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + dir.file("sl.trace")).status, 0);
