@@ -222,7 +222,11 @@ namespace {
 
 Document load_tree(const std::string& file, const Schema& schema, std::vector<std::string>& stack) {
   namespace fs = std::filesystem;
-  const std::string canonical = fs::weakly_canonical(fs::path(file)).string();
+  // The key that detects a cycle. A path the file system refuses (too long, say) keeps its
+  // lexical form; load_document() then reports why it cannot be read.
+  std::error_code ec;
+  std::string canonical = fs::weakly_canonical(fs::path(file), ec).string();
+  if (ec) canonical = fs::path(file).lexically_normal().string();
   if (std::find(stack.begin(), stack.end(), canonical) != stack.end()) {
     std::string chain;
     for (const auto& f : stack) chain += f + " -> ";
@@ -238,7 +242,12 @@ Document load_tree(const std::string& file, const Schema& schema, std::vector<st
     if (!decl || decl->kind != ValueKind::kInclude) continue;
     const std::string target =
         (fs::path(file).parent_path() / raw.text).lexically_normal().string();
-    if (!fs::exists(target))
+    std::error_code ec;
+    const bool exists = fs::exists(target, ec);
+    if (ec)
+      throw ConfigError(fmt::format("{}: {}: included file \"{}\" cannot be read: {}",
+                                    raw.origin, path, target, ec.message()));
+    if (!exists)
       throw ConfigError(fmt::format("{}: {}: included file \"{}\" does not exist", raw.origin, path,
                                     target));
     merged.values[path].text = target;

@@ -107,7 +107,7 @@ class Parser {
         if (pos_ >= s_.size() || s_[pos_] != ':') fail("':' after a member name", describe_here());
         ++pos_;
         skip_space();
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back(JsonMember{std::move(key), value(depth + 1)});
         skip_space();
         if (pos_ < s_.size() && s_[pos_] == ',') {
           ++pos_;

@@ -443,6 +443,19 @@ TEST(Limits, KernelTooLargeForTheChip) {
             "per tile available for tensors on GC200 (1472 tiles)\n");
 }
 
+TEST(Limits, IncludedFileNameTooLong) {
+  // Found by the config fuzzer (tests/fuzz/config/crashes/crash-include-name-too-long): an
+  // include whose name the file system refuses made std::filesystem throw past the loader.
+  TempDir dir;
+  const std::string name(5000, 'a');
+  write(dir.file("s.yaml"), "system:\n  chip: " + name + ".yaml\n");
+  const auto r = cli("info --system " + dir.file("s.yaml"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + dir.file("s.yaml") + ":2:9: system.chip: included file \"" +
+                       dir.file(name + ".yaml") + "\" cannot be read: File name too long\n");
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(Limits, CyclicConfigInclude) {
   // a.yaml includes b.yaml as its chip, b.yaml includes a.yaml as its machine.
   TempDir dir;

@@ -25,6 +25,8 @@ struct Number {
   bool operator==(const Number& other) const;
 };
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
@@ -32,10 +34,17 @@ struct JsonValue {
   Number number;      // kNumber
   std::string string; // kString (decoded)
   std::vector<JsonValue> items;                            // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in document order
+  std::vector<JsonMember> members;  // kObject, in document order
 
   // The member named `key` of an object (the first, if repeated), or nullptr.
   const JsonValue* find(std::string_view key) const;
+};
+
+// One member of an object. (A std::pair of an incomplete JsonValue does not compile with
+// clang and libstdc++; a vector of a struct declared later does.)
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 // Parses a whole JSON document. Throws ipusim::Error "<origin>:<line>:<column>: expected ...,
