@@ -214,7 +214,14 @@ int sweep_command(int argc, char** argv) {
 
   if (rank > 0) {
     sw::mpi::work(*session, [&](std::size_t index) {
-      return sw::point_record(run_point(layout, plans.at(index), exe));
+      const sw::PointPlan& plan = plans.at(index);
+      try {
+        return sw::point_record(run_point(layout, plan, exe));
+      } catch (const rg::Interrupted&) {
+        throw;  // aborts the MPI job (Session)
+      } catch (const Error& e) {
+        return sw::point_record(sw::failed_result(plan, e.what()));  // e.g. a full disk: this point only
+      }
     });
     return 0;
   }

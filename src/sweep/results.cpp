@@ -134,7 +134,7 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
 std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results) {
   std::string out = "index,id";
   for (const auto& k : axis_keys) out += "," + csv_field(k);
-  out += ",status,workload,system,ipus,cycles,step_time_s,throughput,throughput_unit";
+  out += ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit";
   for (const auto& phase : kBreakdown) out += "," + phase + "_s";
   out += ",flop_utilisation,error\n";
   for (const auto& r : results) {

@@ -97,6 +97,7 @@ TEST(Sweep, KernelOverClocksAndTilesGivesSixRowsEqualToDirectRuns) {
     EXPECT_EQ(row.at("status"), "ok");
     EXPECT_EQ(row.at("workload"), "matmul");
     EXPECT_EQ(row.at("ipus"), "1");
+    EXPECT_EQ(row.at("system_name"), "GC200");
     EXPECT_EQ(row.at("error"), "");
     // step time = cycles / clock
     const double cycles = std::stod(row.at("cycles"));

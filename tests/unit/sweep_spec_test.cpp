@@ -155,7 +155,7 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
   bad.breakdown_s.assign(kBreakdown.size(), "");
   const std::string csv = sweep_csv({"chip.clock"}, {ok, bad});
   EXPECT_EQ(csv,
-            "index,id,chip.clock,status,workload,system,ipus,cycles,step_time_s,throughput,throughput_unit,compute_s,"
+            "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit,compute_s,"
             "sync_s,exchange_s,host_s,streaming_s,external_sync_s,inter_ipu_s,collective_s,flop_utilisation,error\n"
             "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,0.0,0.0,0.0,0.0,0.0,0.0,0.0,"
             "0.0,,\n"

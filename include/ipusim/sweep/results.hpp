@@ -43,12 +43,14 @@ PointResult failed_result(const PointPlan& plan, const std::string& error);
 
 // point.json: the record of a finished point (ok or failed), in a fixed key order.
 std::string point_record(const PointResult& result);
-// Reads a record back (throws Error on a malformed one); plan supplies the axis values.
+// Reads a record back (throws Error on a malformed one); index and axis values are left empty
+// (the caller has them).
 PointResult parse_point_record(const std::string& text, const std::string& origin);
 
 // sweep.csv: a header, then one row per result in the given order. Columns: index, id, the
-// axis keys, status, workload, system, ipus, cycles, step_time_s, throughput,
-// throughput_unit, <phase>_s for each kBreakdown, flop_utilisation, error (RFC 4180 quoting).
+// axis keys, status, workload, system_name (not "system": that may be an axis key), ipus,
+// cycles, step_time_s, throughput, throughput_unit, <phase>_s for each kBreakdown,
+// flop_utilisation, error (RFC 4180 quoting).
 std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results);
 
 // sweep.json (the contract in docs/sweeps.md).
