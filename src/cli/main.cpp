@@ -37,6 +37,8 @@ Examples:
   ipusim run --chip configs/chips/gc200.yaml --out out mm.trace
   ipusim run --set chip.clock=1.85GHz mm.trace
   ipusim info --chip configs/chips/bow.yaml
+  ipusim sweep configs/sweeps/scaling.yaml --out out/scaling
+  mpirun -np 3 ipusim sweep configs/sweeps/scaling.yaml --out out/scaling
 )";
 
 extern "C" void on_signal(int sig) {
