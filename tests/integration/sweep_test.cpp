@@ -356,6 +356,20 @@ TEST(Sweep, InterruptKeepsFinishedPointsAndRemovesTheRest) {
   ASSERT_EQ(ipusim(sweep(dir.file("first.yaml"), dir.file("out"))).status, 0);
   const auto finished = entries(dir.file("out/points"));
   ASSERT_EQ(finished.size(), 1u);
+  // A workload row: its model, system and IPUs, and throughput = samples per step / step time
+  // (16 replicas x 20 images x 1 micro-batch).
+  const auto table = rows(read_all(dir.file("out/sweep.csv")));
+  ASSERT_EQ(table.size(), 1u);
+  EXPECT_EQ(table[0].at("run.gradient_accumulation"), "1");
+  EXPECT_EQ(table[0].at("workload"), "ResNet-50-v1.5");
+  EXPECT_EQ(table[0].at("system_name"), "IPU-POD16");
+  EXPECT_EQ(table[0].at("ipus"), "16");
+  EXPECT_EQ(table[0].at("throughput_unit"), "images/s");
+  EXPECT_NEAR(std::stod(table[0].at("throughput")), 320 / std::stod(table[0].at("step_time_s")),
+              1e-9 * std::stod(table[0].at("throughput")));
+  EXPECT_GT(std::stod(table[0].at("compute_s")), 0);
+  EXPECT_EQ(json_value_after(read_all(dir.file("out/points/" + finished[0] + "/stats.json")), "\"samples_per_step\""),
+            320);
   const std::string record = read_all(dir.file("out/points/" + finished[0] + "/point.json"));
 
   Background bg({"sweep", spec, "--out", dir.file("out"), "--jobs", "1"}, dir.file("bg.out"), dir.file("bg.err"));
