@@ -11,6 +11,8 @@ packages=(
   # docs/reliability.md: clang + compiler-rt for the ASan/UBSan build and the libFuzzer
   # targets, llvm for llvm-symbolizer (readable sanitizer stack traces)
   clang libclang-rt-14-dev llvm
+  # docs/sweeps.md: 'mpirun -np N ipusim sweep' spreads sweep points over MPI ranks
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

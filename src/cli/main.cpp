@@ -28,6 +28,7 @@ Commands:
   validate  check config and trace files without simulating
   info      print a chip's resolved parameters and derived peaks
   check     run a regression suite and compare it with its golden results
+  sweep     run every point of a sweep spec (locally or under mpirun) into sweep.csv/json
 
 Run 'ipusim <command> --help' for the options of a command.
 
@@ -36,6 +37,8 @@ Examples:
   ipusim run --chip configs/chips/gc200.yaml --out out mm.trace
   ipusim run --set chip.clock=1.85GHz mm.trace
   ipusim info --chip configs/chips/bow.yaml
+  ipusim sweep configs/sweeps/scaling.yaml --out out/scaling
+  mpirun -np 3 ipusim sweep configs/sweeps/scaling.yaml --out out/scaling
 )";
 
 extern "C" void on_signal(int sig) {
@@ -66,8 +69,9 @@ int dispatch(int argc, char** argv) {
   if (command == "validate") return validate_command(argc - 1, argv + 1);
   if (command == "info") return info_command(argc - 1, argv + 1);
   if (command == "check") return check_command(argc - 1, argv + 1);
+  if (command == "sweep") return sweep_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: compile, run, kernel, validate, info, check; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, info, check, sweep; see 'ipusim --help')");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
@@ -70,6 +71,19 @@ std::string command_line(const std::vector<std::string>& argv) {
   return out;
 }
 
+// The environment of the children: ours without the variables of an MPI launcher (OMPI_*,
+// PMIX_*, PMI_*), so that a child of an MPI rank does not take itself for one.
+std::vector<char*> child_environment() {
+  std::vector<char*> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view v(*e);
+    if (v.starts_with("OMPI_") || v.starts_with("PMIX_") || v.starts_with("PMI_")) continue;
+    env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -80,7 +94,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& out_file, c
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  std::vector<char*> env = child_environment();
+  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw Error(fmt::format("cannot start {}: {}", argv[0], std::strerror(rc)));
   return pid;
@@ -102,7 +117,7 @@ std::string self_executable() {
   return p.string();
 }
 
-std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel) {
+std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel, const JobDone& on_done) {
   const std::size_t width = std::clamp<std::size_t>(parallel, 1, kMaxChildren);
   std::vector<JobResult> results(jobs.size());
   std::deque<std::size_t> pending;
@@ -128,6 +143,7 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel)
       pending.pop_front();
       if (jobs[job].steps.empty()) {
         results[job].ok = true;
+        if (on_done) on_done(job, results[job]);
         continue;
       }
       start(job, 0, slot);
@@ -139,12 +155,12 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel)
   try {
     for (std::size_t s = 0; s < width && !g_interrupted; ++s) start_next_job(s);
     while (!running.empty()) {
-      if (g_interrupted) throw Interrupted("ipusim check: interrupted; running cases stopped");
+      if (g_interrupted) throw Interrupted("interrupted; running child processes stopped");
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, 0);
       if (pid < 0) {
         if (errno == EINTR) continue;
-        throw Error(fmt::format("waiting for a case: {}", std::strerror(errno)));
+        throw Error(fmt::format("waiting for a child process: {}", std::strerror(errno)));
       }
       auto it = std::find_if(running.begin(), running.end(), [&](const auto& r) { return r.first == pid; });
       if (it == running.end()) continue;  // not one of ours
@@ -170,6 +186,8 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel)
         res.error = fmt::format("'{}' exited with status {}{}", command_line(j.steps[r.step]), code,
                                 last.empty() ? "" : ": " + last);
       }
+      if (g_interrupted) continue;  // a child stopped by our SIGTERM is not a result
+      if (on_done) on_done(r.job, res);
       start_next_job(r.slot);
     }
   } catch (...) {
@@ -184,7 +202,7 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel)
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
-  if (g_interrupted) throw Interrupted("ipusim check: interrupted; running cases stopped");
+  if (g_interrupted) throw Interrupted("interrupted; running child processes stopped");
   return results;
 }
 

@@ -5,6 +5,8 @@
 // run_jobs() throws Interrupted (exit status 130), so that callers unwind and clean up.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,8 +34,13 @@ struct JobResult {
   double seconds = 0;     // wall time of all its steps
 };
 
-// Runs every job and returns their results in the same order. `parallel` >= 1.
-std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel);
+// Called as each job ends (ok or failed), before the next one starts in its slot, with the
+// job's index; an exception it throws stops the running children and propagates.
+using JobDone = std::function<void(std::size_t job, const JobResult& result)>;
+
+// Runs every job and returns their results in the same order. `parallel` >= 1. Children get
+// our environment without the OMPI_*, PMIX_* and PMI_* variables of an MPI launcher.
+std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel, const JobDone& on_done = {});
 
 // The path of the running executable (/proc/self/exe).
 std::string self_executable();

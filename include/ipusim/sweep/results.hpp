@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// A point's result (read from its stats.json, or its error), its record in the point's run
+// directory (point.json: what marks the point finished), and the sweep's output files:
+// sweep.csv and sweep.json, one row per point in spec order, with nothing that depends on the
+// host, the time or how the points were scheduled (docs/sweeps.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/sweep/point.hpp"
+
+namespace ipusim::sweep {
+
+// The phase kinds whose time (s) sweep.csv reports, in stats.json order.
+inline const std::vector<std::string> kBreakdown{"compute",   "sync",          "exchange",  "host",
+                                                 "streaming", "external_sync", "inter_ipu", "collective"};
+
+struct PointResult {
+  std::string id;
+  std::size_t index = 0;
+  std::vector<Assignment> values;
+  bool ok = false;
+  std::string error;  // failed: one line
+  std::string workload, system;
+  std::uint64_t ipus = 1;
+  // Numbers as stats.json wrote them ("" when failed or absent).
+  std::string cycles;
+  std::string step_time_s;
+  std::string throughput;  // workloads only
+  std::string throughput_unit;
+  std::vector<std::string> breakdown_s;  // per kBreakdown
+  std::string flop_utilisation;
+};
+
+// The result of a point that ran: fields from stats.json (Throws Error if it lacks total.time).
+PointResult result_from_stats(const PointPlan& plan, const regression::JsonValue& stats, const std::string& origin);
+// The result of a point that failed with `error`.
+PointResult failed_result(const PointPlan& plan, const std::string& error);
+
+// point.json: the record of a finished point (ok or failed), in a fixed key order.
+std::string point_record(const PointResult& result);
+// Reads a record back (throws Error on a malformed one); index and axis values are left empty
+// (the caller has them).
+PointResult parse_point_record(const std::string& text, const std::string& origin);
+
+// sweep.csv: a header, then one row per result in the given order. Columns: index, id, the
+// axis keys, status, workload, system_name (not "system": that may be an axis key), ipus,
+// cycles, step_time_s, throughput, throughput_unit, <phase>_s for each kBreakdown,
+// flop_utilisation, error (RFC 4180 quoting).
+std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results);
+
+// sweep.json (the contract in docs/sweeps.md).
+std::string sweep_json(const std::string& spec_file, const std::string& name, const std::vector<PointResult>& results);
+
+// The error of a failed child, independent of where the sweep writes: the last line of its
+// stderr without the "error: " prefix, with `work_dir` replaced by `run_dir`.
+std::string point_error(const std::string& child_stderr, const std::string& fallback, const std::string& work_dir,
+                        const std::string& run_dir);
+
+}  // namespace ipusim::sweep

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/sweep/results.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/json.hpp"
+
+namespace ipusim::sweep {
+namespace {
+
+namespace rg = ipusim::regression;
+
+constexpr std::string_view kRecordFormat = "ipusim-sweep-point-result/1";
+
+std::string number_at(const rg::JsonValue& root, std::string_view path) {
+  const rg::JsonValue* v = rg::lookup(root, path);
+  return v ? v->number.text : std::string();
+}
+
+std::string string_at(const rg::JsonValue& root, std::string_view key) {
+  const rg::JsonValue* v = root.find(key);
+  return v && v->kind == rg::JsonValue::Kind::kString ? v->string : std::string();
+}
+
+// Writes a number given as JSON text: integers exactly, others through the writer's double
+// format (the format stats.json was written in, so the text round-trips); "" -> null.
+void number(JsonWriter& w, const std::string& text) {
+  const auto n = rg::Number::parse(text);
+  if (!n) {
+    w.value(std::numeric_limits<double>::quiet_NaN());  // null
+  } else if (n->integral) {
+    w.value(n->i);
+  } else {
+    w.value(n->d);
+  }
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+PointResult result_from_stats(const PointPlan& plan, const rg::JsonValue& stats, const std::string& origin) {
+  PointResult r = failed_result(plan, "");
+  r.ok = true;
+  r.cycles = number_at(stats, "total.cycles");
+  r.step_time_s = number_at(stats, "total.time");
+  if (r.step_time_s.empty()) throw Error(fmt::format("{}: expected total.time, found none", origin));
+  r.throughput = number_at(stats, "workload.throughput");
+  if (!r.throughput.empty()) {
+    const rg::JsonValue* wl = stats.find("workload");
+    const rg::JsonValue* t = wl ? wl->find("throughput") : nullptr;
+    r.throughput_unit = t ? string_at(*t, "unit") : "";
+  }
+  r.breakdown_s.clear();
+  for (const auto& phase : kBreakdown) r.breakdown_s.push_back(number_at(stats, "phases." + phase + ".time"));
+  r.flop_utilisation = number_at(stats, "throughput.utilisation");
+  return r;
+}
+
+PointResult failed_result(const PointPlan& plan, const std::string& error) {
+  PointResult r;
+  r.id = plan.id;
+  r.index = plan.index;
+  r.values = plan.values;
+  r.ok = false;
+  r.error = error;
+  r.workload = plan.workload;
+  r.system = plan.system;
+  r.ipus = plan.ipus;
+  r.breakdown_s.assign(kBreakdown.size(), "");
+  return r;
+}
+
+std::string point_record(const PointResult& r) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("format").value(kRecordFormat);
+  w.key("id").value(r.id);
+  w.key("status").value(r.ok ? "ok" : "failed");
+  w.key("error").value(r.error);
+  w.key("workload").value(r.workload);
+  w.key("system").value(r.system);
+  w.key("ipus").value(r.ipus);
+  w.key("cycles");
+  number(w, r.cycles);
+  w.key("step_time_s");
+  number(w, r.step_time_s);
+  w.key("throughput");
+  number(w, r.throughput);
+  w.key("throughput_unit").value(r.throughput_unit);
+  w.key("breakdown_s").begin_object();
+  for (std::size_t i = 0; i < kBreakdown.size(); ++i) {
+    w.key(kBreakdown[i]);
+    number(w, i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+  }
+  w.end_object();
+  w.key("flop_utilisation");
+  number(w, r.flop_utilisation);
+  w.end_object();
+  return w.str() + "\n";
+}
+
+PointResult parse_point_record(const std::string& text, const std::string& origin) {
+  const rg::JsonValue root = rg::parse_json(text, origin);
+  if (root.kind != rg::JsonValue::Kind::kObject || string_at(root, "format") != kRecordFormat)
+    throw Error(fmt::format("{}: expected a point record of format {}", origin, kRecordFormat));
+  PointResult r;
+  r.id = string_at(root, "id");
+  r.ok = string_at(root, "status") == "ok";
+  r.error = string_at(root, "error");
+  r.workload = string_at(root, "workload");
+  r.system = string_at(root, "system");
+  const std::string ipus = number_at(root, "ipus");
+  r.ipus = ipus.empty() ? 0 : std::stoull(ipus);
+  r.cycles = number_at(root, "cycles");
+  r.step_time_s = number_at(root, "step_time_s");
+  r.throughput = number_at(root, "throughput");
+  r.throughput_unit = string_at(root, "throughput_unit");
+  for (const auto& phase : kBreakdown) r.breakdown_s.push_back(number_at(root, "breakdown_s." + phase));
+  r.flop_utilisation = number_at(root, "flop_utilisation");
+  if (r.id.empty() || (r.ok && r.step_time_s.empty()))
+    throw Error(fmt::format("{}: expected id and step_time_s in a point record", origin));
+  return r;
+}
+
+std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results) {
+  std::string out = "index,id";
+  for (const auto& k : axis_keys) out += "," + csv_field(k);
+  out += ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit";
+  for (const auto& phase : kBreakdown) out += "," + phase + "_s";
+  out += ",flop_utilisation,error\n";
+  for (const auto& r : results) {
+    out += fmt::format("{},{}", r.index, r.id);
+    for (const auto& k : axis_keys) {
+      std::string v;
+      for (const auto& [key, value] : r.values)
+        if (key == k) v = value;
+      out += "," + csv_field(v);
+    }
+    out += fmt::format(",{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed", csv_field(r.workload), csv_field(r.system),
+                       r.ipus, r.cycles, r.step_time_s, r.throughput, csv_field(r.throughput_unit));
+    for (std::size_t i = 0; i < kBreakdown.size(); ++i) out += "," + (i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+    out += "," + r.flop_utilisation + "," + csv_field(r.error) + "\n";
+  }
+  return out;
+}
+
+std::string sweep_json(const std::string& spec_file, const std::string& name, const std::vector<PointResult>& results) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("format").value("ipusim-sweep/1");
+  w.key("spec").value(spec_file);
+  w.key("name").value(name);
+  w.key("points").begin_array();
+  for (const auto& r : results) {
+    w.begin_object();
+    w.key("index").value(static_cast<std::uint64_t>(r.index));
+    w.key("id").value(r.id);
+    w.key("overrides").begin_object();
+    for (const auto& [k, v] : r.values) w.key(k).value(v);
+    w.end_object();
+    w.key("status").value(r.ok ? "ok" : "failed");
+    w.key("error").value(r.error);
+    w.key("run_dir").value("points/" + r.id);
+    w.key("workload").value(r.workload);
+    w.key("system").value(r.system);
+    w.key("ipus").value(r.ipus);
+    w.key("cycles");
+    number(w, r.cycles);
+    w.key("step_time_s");
+    number(w, r.step_time_s);
+    w.key("throughput");
+    number(w, r.throughput);
+    w.key("throughput_unit").value(r.throughput_unit);
+    w.key("breakdown_s").begin_object();
+    for (std::size_t i = 0; i < kBreakdown.size(); ++i) {
+      w.key(kBreakdown[i]);
+      number(w, i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+    }
+    w.end_object();
+    w.key("flop_utilisation");
+    number(w, r.flop_utilisation);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.str() + "\n";
+}
+
+std::string point_error(const std::string& child_stderr, const std::string& fallback, const std::string& work_dir,
+                        const std::string& run_dir) {
+  std::string line;
+  const std::size_t end = child_stderr.find_last_not_of("\n\r ");
+  if (end != std::string::npos) {
+    const std::size_t start = child_stderr.rfind('\n', end);
+    line = child_stderr.substr(start == std::string::npos ? 0 : start + 1,
+                               end - (start == std::string::npos ? 0 : start + 1) + 1);
+  }
+  if (line.starts_with("error: ")) line = line.substr(7);
+  if (line.empty()) line = fallback;
+  for (std::size_t pos = 0; !work_dir.empty() && (pos = line.find(work_dir, pos)) != std::string::npos;) {
+    line.replace(pos, work_dir.size(), run_dir);
+    pos += run_dir.size();
+  }
+  return line;
+}
+
+}  // namespace ipusim::sweep
