@@ -11,6 +11,9 @@ packages=(
   # docs/reliability.md: clang + compiler-rt for the ASan/UBSan build and the libFuzzer
   # targets, llvm for llvm-symbolizer (readable sanitizer stack traces)
   clang libclang-rt-14-dev llvm
+  # docs/reports.md: headless Chromium renders `ipusim report` pages in the report tests
+  # (they fail, not skip, without it)
+  chromium
 )
 
 missing=()

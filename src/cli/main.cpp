@@ -28,6 +28,8 @@ Commands:
   validate  check config and trace files without simulating
   info      print a chip's resolved parameters and derived peaks
   check     run a regression suite and compare it with its golden results
+  report    write a self-contained HTML report of a run (or sweep) directory
+  compare   show the config and stats differences between two run directories
 
 Run 'ipusim <command> --help' for the options of a command.
 
@@ -66,8 +68,10 @@ int dispatch(int argc, char** argv) {
   if (command == "validate") return validate_command(argc - 1, argv + 1);
   if (command == "info") return info_command(argc - 1, argv + 1);
   if (command == "check") return check_command(argc - 1, argv + 1);
+  if (command == "report") return report_command(argc - 1, argv + 1);
+  if (command == "compare") return compare_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: compile, run, kernel, validate, info, check; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, info, check, report, compare; see 'ipusim --help')");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <ostream>
 
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json.hpp"
@@ -333,11 +334,18 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
 }
 
 void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
-                   const RunInfo& info, const std::string& resolved_config_yaml) {
+                   const RunInfo& info, const std::string& resolved_config_yaml,
+                   const trace::Trace* trace) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
   const std::string json = stats_json(chip, stats, info);
+  write_file_atomically(dir + "/tiles.csv", [&](std::ostream& o) { o << tiles_csv(stats); });
+  if (trace) {
+    const std::string steps = supersteps_csv(stats, *trace);
+    if (!steps.empty())
+      write_file_atomically(dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; });
+  }
   write_file_atomically(dir + "/config.resolved.yaml",
                         [&](std::ostream& o) { o << resolved_config_yaml; });
   write_file_atomically(dir + "/trace.id", [&](std::ostream& o) {
