@@ -37,8 +37,8 @@ std::string esc(std::string_view s) {
 }
 
 std::string num(double v) {
-  if (std::fabs(v) >= 1e6 || (v != 0 && std::fabs(v) < 1e-3)) return fmt::format("{:.4g}", v);
-  if (v == std::floor(v)) return fmt::format("{:.0f}", v);
+  if (std::fabs(v) >= 1e9 || (v != 0 && std::fabs(v) < 1e-3)) return fmt::format("{:.4g}", v);
+  if (v == std::floor(v) || std::fabs(v) >= 1000) return fmt::format("{:.0f}", v);
   return fmt::format("{:.4g}", v);
 }
 
@@ -295,7 +295,10 @@ std::string tiles_section(const RunDir& run) {
     b += fmt::format("<h3>IPU {}</h3>\n<p>Memory per tile (of {} each; mean {:.1f}%):</p>\n", ipu,
                      human_bytes(capacity),
                      tiles.empty() || capacity <= 0 ? 0.0 : 100 * msum / static_cast<double>(tiles.size()) / capacity);
-    b += heat_map(fmt::format("heatmap-memory-ipu{}", ipu), mem, capacity, "B", "fraction of tile memory");
+    // Coloured against the fullest tile, so that imbalance shows even when memory is mostly free.
+    const double mmax = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
+    b += heat_map(fmt::format("heatmap-memory-ipu{}", ipu), mem, mmax, "B",
+                  fmt::format("fullest tile = top, {:.1f}% of capacity", capacity > 0 ? 100 * mmax / capacity : 0.0));
     b += fmt::format("<div class=\"note\" id=\"heatmap-memory-ipu{}-value\"></div>\n", ipu);
     b += fmt::format("<p>Compute balance: busy cycles per tile (mean {} / max {}, balance {:.1f}%):</p>\n",
                      num(cmean), num(cmax), cmax > 0 ? 100 * cmean / cmax : 100.0);
