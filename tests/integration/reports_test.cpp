@@ -184,6 +184,54 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   EXPECT_EQ(max_busy, num(stats, "ipu[0].tiles.compute_cycles.max"));
 }
 
+// A memoised loop is recorded once, whatever its count (bounded memory and file size); with
+// --full-loops every iteration is recorded, and the sums agree.
+TEST(Reports, MemoisedLoopIsRecordedOnce) {
+  TempDir dir;
+  auto trace = [&](int n) {
+    const std::string path = dir.file("loop" + std::to_string(n) + ".trace");
+    std::ofstream(path) << "ipusim-trace 2\nname loop\nipu 0\ncomputeset work\n"
+                           "  vertex tiles=0..7 binary op=mul dtype=half n=300\nend\n"
+                           "exchange shift\n  transfer src=0..3 dst=4..7 bytes=256\nend\n"
+                           "program\n  repeat " << n << "\n    compute work\n    sync\n"
+                           "    exchange shift\n  end\nend\n";
+    return path;
+  };
+  std::map<std::string, std::string> csv;
+  for (const std::string& run : {"10", "1000", "full"}) {
+    const std::string t = trace(run == "10" ? 10 : 1000);
+    const auto r = ipusim("run -q --set chip.tiles=16 --out " + dir.file(run) + " --timeline " + dir.file(run + ".json") +
+                          (run == "full" ? " --full-loops " : " ") + t);
+    ASSERT_EQ(r.status, 0) << r.err;
+    csv[run] = read_all(dir.file(run + "/supersteps.csv"));
+    const JsonValue tl = parse_file(dir.file(run + ".json"));
+    const JsonValue stats = parse_file(dir.file(run + "/stats.json"));
+    std::size_t spans = 0;
+    double compute = 0;
+    for (const auto& e : tl.find("traceEvents")->items) {
+      if (e.find("ph")->string != "X") continue;
+      ++spans;
+      if (e.find("cat")->string == "compute") compute += e.find("args")->find("cycles")->number.d;
+      if (e.find("cat")->string == "loop") EXPECT_EQ(e.find("name")->string, "loop x" + (run == "10" ? run : "1000"));
+    }
+    EXPECT_EQ(compute, num(stats, "phases.compute.cycles"));
+    // loop + compute + sync + exchange once, or every iteration.
+    EXPECT_EQ(spans, run == "full" ? 1 + 3 * 1000u : 4u) << run;
+  }
+  std::string header;
+  const auto once = read_csv(dir.file("1000/supersteps.csv"), &header);
+  const auto full = read_csv(dir.file("full/supersteps.csv"), &header);
+  ASSERT_EQ(once.size(), 1u);
+  EXPECT_EQ(once[0][3], "1000");  // executions
+  ASSERT_EQ(full.size(), 1000u);
+  for (int col = 5; col <= 7; ++col) {
+    double sum = 0;
+    for (const auto& row : full) sum += std::stod(row[col]);
+    EXPECT_EQ(sum, std::stod(once[0][col])) << header;
+  }
+  EXPECT_EQ(read_csv(dir.file("10/supersteps.csv"), &header).size(), 1u);
+}
+
 TEST(Reports, ReferenceEngineRejectsTimeline) {
   TempDir dir;
   ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status, 0);
