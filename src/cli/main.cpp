@@ -38,6 +38,7 @@ Examples:
   ipusim run --chip configs/chips/gc200.yaml --out out mm.trace
   ipusim run --set chip.clock=1.85GHz mm.trace
   ipusim info --chip configs/chips/bow.yaml
+  ipusim report out                  # out/report.html: charts and tile maps, works offline
 )";
 
 extern "C" void on_signal(int sig) {
