@@ -174,6 +174,8 @@ int run_command(int argc, char** argv) {
     spdlog::info("chip {} from {}", chip->spec.name, chip_opts.chip_file);
   }
   const ChipSpec& chip_spec = system ? system->spec.chip : chip->spec;
+  Progress progress("ipusim run", "phases", !quiet);
+  progress.message("reading " + trace_file);
   // read_file checks the structure (check_structure) before returning.
   const trace::Trace trace = trace::read_file(trace_file);
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
@@ -194,7 +196,7 @@ int run_command(int argc, char** argv) {
     options.tile_steps_first = steps_first;
     options.tile_steps_last = steps_last;
   }
-  Progress progress("ipusim run", "phases", !quiet);
+  progress.message("building the model (costing every compute set and exchange)");
   if (progress.active())
     options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const double cpu_start = cpu_seconds();

@@ -73,6 +73,14 @@ void Progress::stage(std::string_view what, std::uint64_t index, std::uint64_t c
                    std::chrono::duration<double>(now - start_).count()));
 }
 
+void Progress::message(std::string_view what) {
+  if (!active_) return;
+  const auto now = std::chrono::steady_clock::now();
+  last_ = now;
+  draw(fmt::format("{}: {}, {} elapsed", label_, what,
+                   duration(std::chrono::duration<double>(now - start_).count())));
+}
+
 void Progress::finish() {
   if (active_ && drawn_) {
     std::fprintf(out_, "\r\x1b[K");

@@ -548,6 +548,8 @@ TEST(Reports, ProgressOnTerminalOnly) {
   const std::string run = "run --system " + pod16() + " " + trace;
   const std::string tty = on_terminal(dir, run);
   EXPECT_NE(tty.find("ipusim run: "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ipusim run: reading "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ipusim run: building the model"), std::string::npos) << tty;
   EXPECT_NE(tty.find(" phases ("), std::string::npos) << tty;
   EXPECT_NE(tty.find("100.0%"), std::string::npos) << tty;
   EXPECT_NE(tty.find("ETA"), std::string::npos) << tty;

@@ -28,6 +28,8 @@ class Progress {
   void update(std::uint64_t done, std::uint64_t total);
   // A named stage of a command with a few coarse stages (e.g. compile): "what (i/n)".
   void stage(std::string_view what, std::uint64_t index, std::uint64_t count);
+  // A phase without a count (e.g. "reading trace"): "label: what, Ns elapsed".
+  void message(std::string_view what);
   // Erases the line (idempotent).
   void finish();
 
