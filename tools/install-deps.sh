@@ -13,6 +13,9 @@ packages=(
   clang libclang-rt-14-dev llvm
   # docs/sweeps.md: 'mpirun -np N ipusim sweep' spreads sweep points over MPI ranks
   openmpi-bin libopenmpi-dev
+  # docs/reports.md: headless Chromium renders `ipusim report` pages in the report tests
+  # (they fail, not skip, without it)
+  chromium
 )
 
 missing=()

@@ -47,5 +47,7 @@ int validate_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 int check_command(int argc, char** argv);
 int sweep_command(int argc, char** argv);
+int report_command(int argc, char** argv);
+int compare_command(int argc, char** argv);
 
 }  // namespace ipusim::cli

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/util/progress.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
@@ -17,6 +18,7 @@ int compile_command(int argc, char** argv) {
   CommonOptions common;
   std::string model_file, run_file, system_file, chip_file, out;
   std::vector<std::string> overrides;
+  bool quiet = false;
   po::options_description desc("Options");
   add_common_options(desc, common);
   desc.add_options()("run", po::value(&run_file)->value_name("FILE"),
@@ -29,7 +31,9 @@ int compile_command(int argc, char** argv) {
       "set", po::value(&overrides)->composing()->value_name("KEY=VALUE"),
       "override a chip.*, machine.*, fabric.*, system.* or run.* key, e.g. --set chip.tiles=736 "
       "or --set run.gradient_accumulation=4 (repeatable)")(
-      "out,o", po::value(&out)->value_name("TRACE"), "trace to write (.itb binary, .trace text)");
+      "out,o", po::value(&out)->value_name("TRACE"), "trace to write (.itb binary, .trace text)")(
+      "quiet,q", po::bool_switch(&quiet),
+      "no progress line (shown on stderr only when it is a terminal)");
   parse("compile", argc, argv, desc);
   if (common.help) {
     print_help("ipusim compile --run FILE [--model FILE] [--system FILE] [--set KEY=VALUE]... --out TRACE",
@@ -51,13 +55,18 @@ int compile_command(int argc, char** argv) {
   // Overrides go to the file they belong to.
   std::vector<std::string> run_overrides, system_overrides;
   for (const auto& o : overrides) (o.starts_with("run.") ? run_overrides : system_overrides).push_back(o);
+  Progress progress("ipusim compile", "stages", !quiet);
+  progress.stage("loading configs", 0, 3);
   const compiler::LoadedRun run = compiler::load_run(run_file, run_overrides);
   const compiler::ModelDef model = compiler::load_model(model_file.empty() ? run.run.model_file : model_file);
   const LoadedSystem system =
       load_system(system_file.empty() ? run.run.system_file : system_file, system_overrides,
                   chip_file.empty() ? std::nullopt : std::optional(chip_file));
+  progress.stage(fmt::format("lowering {}", model.name), 1, 3);
   const trace::Trace trace = compiler::compile(model, run.run, system.spec);
+  progress.stage("writing " + out, 2, 3);
   trace::write_file(trace, out, trace::format_for_path(out));
+  progress.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::size_t compute_sets = 0, exchanges = 0;

@@ -29,6 +29,8 @@ Commands:
   info      print a chip's resolved parameters and derived peaks
   check     run a regression suite and compare it with its golden results
   sweep     run every point of a sweep spec (locally or under mpirun) into sweep.csv/json
+  report    write a self-contained HTML report of a run (or sweep) directory
+  compare   show the config and stats differences between two run directories
 
 Run 'ipusim <command> --help' for the options of a command.
 
@@ -39,6 +41,7 @@ Examples:
   ipusim info --chip configs/chips/bow.yaml
   ipusim sweep configs/sweeps/scaling.yaml --out out/scaling
   mpirun -np 3 ipusim sweep configs/sweeps/scaling.yaml --out out/scaling
+  ipusim report out                  # out/report.html: charts and tile maps, works offline
 )";
 
 extern "C" void on_signal(int sig) {
@@ -70,8 +73,10 @@ int dispatch(int argc, char** argv) {
   if (command == "info") return info_command(argc - 1, argv + 1);
   if (command == "check") return check_command(argc - 1, argv + 1);
   if (command == "sweep") return sweep_command(argc - 1, argv + 1);
+  if (command == "report") return report_command(argc - 1, argv + 1);
+  if (command == "compare") return compare_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: compile, run, kernel, validate, info, check, sweep; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, info, check, sweep, report, compare; see 'ipusim --help')");
 }
 
 }  // namespace

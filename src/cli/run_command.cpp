@@ -13,6 +13,8 @@
 #include "ipusim/config/system.hpp"
 #include "ipusim/model/simulation.hpp"
 #include "ipusim/report/report.hpp"
+#include "ipusim/report/run_files.hpp"
+#include "ipusim/util/progress.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
@@ -27,6 +29,16 @@ bool vm_has_chip(int argc, char** argv) {
     if (a == "--chip" || a.starts_with("--chip=")) return true;
   }
   return false;
+}
+
+bool parse_uint(const std::string& text, std::uint64_t& out) {
+  if (text.empty() || text.size() > 18) return false;
+  out = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return true;
 }
 
 // CPU time this process has used so far (user + system), in seconds.
@@ -67,6 +79,9 @@ int run_command(int argc, char** argv) {
   bool full_loops = false;
   bool all_replicas = false;
   bool quiet = false;
+  std::string timeline_file;
+  std::string timeline_tiles;
+  std::string timeline_steps;
   po::options_description desc("Options");
   add_common_options(desc, common);
   add_chip_options(desc, chip_opts);
@@ -87,7 +102,19 @@ int run_command(int argc, char** argv) {
       "(the naive model, for checking and speed comparisons; identical results)")(
       "tile-stats", po::value(&tile_stats_file)->value_name("FILE"),
       "write per-tile compute cycles, exchange bytes and memory of every simulated IPU as CSV")(
-      "quiet,q", po::bool_switch(&quiet), "do not print the summary")(
+      "timeline", po::value(&timeline_file)->value_name("FILE"),
+      "write a Chrome/Perfetto trace-event JSON timeline (open in ui.perfetto.dev): one "
+      "process per simulated IPU with its compute, sync, exchange, host I/O, external sync, "
+      "inter-IPU and collective spans named after the program step; a memoised loop is one "
+      "'loop xN' span with its body's spans once, each lasting N iterations (fast engine only)")(
+      "timeline-tiles", po::value(&timeline_tiles)->value_name("IPU"),
+      "with --timeline: add one track per tile of system IPU IPU (compute busy time and "
+      "exchange participation) for the supersteps chosen by --timeline-steps")(
+      "timeline-steps", po::value(&timeline_steps)->value_name("FIRST:LAST")->default_value("0:9"),
+      "supersteps (compute phases, numbered as in supersteps.csv) that get tile tracks")(
+      "quiet,q", po::bool_switch(&quiet),
+      "do not print the summary or the progress line (progress is shown on stderr only when "
+      "it is a terminal)")(
       "trace", po::value(&trace_file)->value_name("TRACE"), "program trace (.trace text or .itb binary)");
   po::positional_options_description pos;
   pos.add("trace", 1);
@@ -99,8 +126,10 @@ int run_command(int argc, char** argv) {
                "prints total cycles, the split over compute, on-chip sync and exchange, host\n"
                "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
                "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
-               "stats.json (every value with its unit), config.resolved.yaml and trace.id;\n"
-               "files are written whole or not at all.",
+               "stats.json (every value with its unit), config.resolved.yaml, trace.id,\n"
+               "tiles.csv and supersteps.csv (docs/stats-reference.md), the input of\n"
+               "'ipusim report' and 'ipusim compare'; with --timeline, a Perfetto timeline\n"
+               "(docs/reports.md). Files are written whole or not at all.",
                desc);
     return 0;
   }
@@ -109,6 +138,28 @@ int run_command(int argc, char** argv) {
   const auto engine = model::engine_by_name(engine_name);
   if (!engine)
     throw UsageError(fmt::format("--engine: expected fast or reference, found \"{}\"", engine_name));
+  if (!timeline_file.empty() && *engine == model::Engine::kReference)
+    throw UsageError("--timeline: the timeline is recorded by the fast engine only; drop "
+                     "--engine reference (both engines give identical stats)");
+  if (timeline_file.empty() && !timeline_tiles.empty())
+    throw UsageError("--timeline-tiles: needs --timeline FILE");
+  std::optional<std::uint32_t> tile_ipu;
+  if (!timeline_tiles.empty()) {
+    std::uint64_t v = 0;
+    if (!parse_uint(timeline_tiles, v) || v > 0xffffffffu)
+      throw UsageError(fmt::format("--timeline-tiles: expected an IPU index (0, 1, ...), found \"{}\"",
+                                   timeline_tiles));
+    tile_ipu = static_cast<std::uint32_t>(v);
+  }
+  std::uint64_t steps_first = 0, steps_last = 0;
+  {
+    const auto colon = timeline_steps.find(':');
+    if (colon == std::string::npos || !parse_uint(timeline_steps.substr(0, colon), steps_first) ||
+        !parse_uint(timeline_steps.substr(colon + 1), steps_last) || steps_last < steps_first)
+      throw UsageError(fmt::format(
+          "--timeline-steps: expected FIRST:LAST superstep indices with FIRST <= LAST (e.g. 0:9), "
+          "found \"{}\"", timeline_steps));
+  }
 
   // A system brings its own chip; an explicit --chip replaces it.
   std::optional<LoadedSystem> system;
@@ -123,6 +174,8 @@ int run_command(int argc, char** argv) {
     spdlog::info("chip {} from {}", chip->spec.name, chip_opts.chip_file);
   }
   const ChipSpec& chip_spec = system ? system->spec.chip : chip->spec;
+  Progress progress("ipusim run", "phases", !quiet);
+  progress.message("reading " + trace_file);
   // read_file checks the structure (check_structure) before returning.
   const trace::Trace trace = trace::read_file(trace_file);
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
@@ -131,9 +184,33 @@ int run_command(int argc, char** argv) {
   model::ModelOptions options;
   options.engine = *engine;
   options.memoise_loops = !full_loops;
+  // Spans feed the timeline and supersteps.csv (fast engine); recorded only when asked for.
+  options.record_spans = *engine == model::Engine::kFast && (!timeline_file.empty() || !out_dir.empty());
+  if (tile_ipu) {
+    const std::uint32_t ipus = trace.replicas * trace.ipus_per_replica();
+    if (*tile_ipu >= ipus)
+      throw UsageError(fmt::format("--timeline-tiles: IPU {} does not exist (the run has {} IPUs)",
+                                   *tile_ipu, ipus));
+    options.record_tiles = true;
+    options.tile_ipu = *tile_ipu;
+    options.tile_steps_first = steps_first;
+    options.tile_steps_last = steps_last;
+  }
+  progress.message("building the model (costing every compute set and exchange)");
+  if (progress.active())
+    options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const double cpu_start = cpu_seconds();
   const RunStats stats = system ? model::simulate(system->spec, trace, options, all_replicas)
                                 : model::simulate(chip_spec, trace, options);
+  progress.finish();
+  if (tile_ipu) {
+    bool simulated = false;
+    for (const auto& ipu : stats.ipus) simulated = simulated || ipu.ipu == *tile_ipu;
+    if (!simulated)
+      throw UsageError(fmt::format(
+          "--timeline-tiles: IPU {} was not simulated (replica symmetry simulates replica 0 "
+          "only; pick one of its IPUs or add --all-replicas)", *tile_ipu));
+  }
   const double engine_cpu = cpu_seconds() - cpu_start;
   spdlog::info("simulated {} cycles in {:.3f} s of wall time", stats.cycles, stats.wall_seconds);
   // One machine-readable line for tools/benchmark.sh (docs/performance.md): a tile-superstep
@@ -153,9 +230,13 @@ int run_command(int argc, char** argv) {
   report::RunInfo info{trace_file, trace.name, out_dir.empty() ? "" : trace::identity(trace),
                        system ? system_file : chip_opts.chip_file};
   info.meta = trace.meta;
+  if (!timeline_file.empty()) {
+    const auto events = report::write_timeline(timeline_file, chip_spec, stats, trace);
+    spdlog::info("timeline: {} events written to {}", events, timeline_file);
+  }
   if (!out_dir.empty())
     report::write_run_dir(out_dir, chip_spec, stats, info,
-                          system ? system->resolved.to_yaml() : chip->resolved.to_yaml());
+                          system ? system->resolved.to_yaml() : chip->resolved.to_yaml(), &trace);
   if (!quiet) {
     std::cout << report::summary_text(chip_spec, stats, info);
     if (!out_dir.empty()) std::cout << "  results       " << out_dir << "/stats.json\n";

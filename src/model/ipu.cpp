@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
 
 #include "ipusim/util/error.hpp"
@@ -110,7 +111,65 @@ void Ipu::advance(std::uint64_t cycles) {
 }
 
 void Ipu::execute(const std::vector<trace::Step>& steps, std::uint64_t times) {
-  for (const auto& step : steps) execute_step(step, times);
+  for (const auto& step : steps) {
+    execute_step(step, times);
+    if (work_total_ != 0 && step.kind != trace::StepKind::kRepeat) tick();
+  }
+}
+
+void Ipu::tick() {
+  // Reported every 4096 phases: the callback reads the clock and may print.
+  if ((++work_done_ & 4095) == 0) options_.progress(work_done_, work_total_);
+}
+
+std::uint64_t Ipu::work(const std::vector<trace::Step>& steps) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max() / 4;
+  std::uint64_t n = 0;
+  for (const auto& step : steps) {
+    std::uint64_t w = 1;
+    if (step.kind == trace::StepKind::kRepeat) {
+      const std::uint64_t body = work(step.body);
+      const bool once = options_.memoise_loops && memoisable(step);
+      w = once || body == 0 ? body : (step.count > kMax / body ? kMax : step.count * body);
+    }
+    n = std::min(kMax, n + w);
+  }
+  return n;
+}
+
+void Ipu::record(SpanKind kind, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
+                 std::uint64_t times, std::uint32_t active_tiles) {
+  if (!options_.record_spans) return;
+  Span s;
+  s.start = start;
+  s.cycles = cycles;
+  s.times = times;
+  s.index = index;
+  s.active_tiles = active_tiles;
+  s.kind = kind;
+  spans_.push_back(s);
+}
+
+void Ipu::record_tiles(bool exchange, std::uint32_t index, std::uint64_t start,
+                       std::uint64_t cycles, std::uint64_t times) {
+  if (!options_.record_tiles || placement_.system_ipu != options_.tile_ipu) return;
+  // An exchange belongs to the superstep of the compute phase before it.
+  if (exchange && supersteps_ == 0) return;
+  const std::uint64_t step = exchange ? supersteps_ - 1 : supersteps_;
+  if (step < options_.tile_steps_first || step > options_.tile_steps_last) return;
+  if (exchange) {
+    const auto& c = exchange_.cost(index);
+    for (std::uint32_t t = 0; t < chip_.tiles; ++t)
+      if (c.tile_bytes[t] != 0)
+        tile_spans_.push_back({start, cycles, c.tile_bytes[t] * times, t,
+                               static_cast<std::uint32_t>(step), index, true});
+  } else {
+    const auto& c = compute_cost(index);
+    for (std::uint32_t t = 0; t < chip_.tiles; ++t)
+      if (c.tile_cycles[t] != 0)
+        tile_spans_.push_back({start, c.tile_cycles[t] * times, c.tile_cycles[t] * times, t,
+                               static_cast<std::uint32_t>(step), index, false});
+  }
 }
 
 void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
@@ -121,6 +180,11 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       compute_executions_[step.index] += times;
       phases_.compute += cycles;
       counts_.compute += times;
+      if (options_.record_spans) {
+        record_tiles(false, step.index, now_, cycles, times);
+        record(SpanKind::kCompute, step.index, now_, cycles, times, c.active_tiles);
+        ++supersteps_;
+      }
       advance(cycles);
       break;
     }
@@ -132,6 +196,7 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       const std::uint64_t cycles = checked_mul(sync_.latency(), times, "sync time");
       phases_.sync += cycles;
       counts_.sync += times;
+      record(SpanKind::kSync, 0, now_, cycles, times);
       advance(cycles);
       break;
     }
@@ -141,6 +206,10 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       exchange_executions_[step.index] += times;
       phases_.exchange += cycles;
       counts_.exchange += times;
+      if (options_.record_spans) {
+        record_tiles(true, step.index, now_, cycles, times);
+        record(SpanKind::kExchange, step.index, now_, cycles, times);
+      }
       advance(cycles);
       break;
     }
@@ -155,8 +224,11 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
         phases_.host += stall;
         counts_.host += 1;
         host_bytes_ += c.total_bytes;
+        const auto dir = static_cast<std::uint32_t>(step.direction);
+        if (stall > 0) record(SpanKind::kHost, dir, now_, stall, 1);
         advance(stall);
         background_until_ = now_ + (fabric_ ? fabric_->host_cycles(step) : c.cycles);
+        record(SpanKind::kBackgroundHost, dir, now_, background_until_ - now_, 1);
         break;
       }
       const std::uint64_t cycles =
@@ -165,6 +237,8 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       (streaming ? phases_.streaming : phases_.host) += cycles;
       (streaming ? counts_.streaming : counts_.host) += times;
       host_bytes_ += checked_mul(c.total_bytes, times, "host bytes");
+      record(streaming ? SpanKind::kStreaming : SpanKind::kHost,
+             static_cast<std::uint32_t>(step.direction), now_, cycles, times);
       advance(cycles);
       break;
     }
@@ -174,6 +248,11 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       break;
     case trace::StepKind::kRepeat: {
       const std::uint64_t iterations = checked_mul(step.count, times, "repeat count");
+      // The loop's span is recorded before its body (start order) and closed after it.
+      const std::size_t loop_span = spans_.size();
+      const std::uint64_t loop_start = now_;
+      record(SpanKind::kLoop, depth_, now_, 0, iterations);
+      ++depth_;
       if (options_.memoise_loops && memoisable(step)) {
         // Every phase cost is a pure function of (trace, chip): the body takes the same time
         // on each iteration, so running it once with every phase scaled is exact.
@@ -184,6 +263,8 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
         // its iterations: run every iteration (inner loops without either are still scaled).
         for (std::uint64_t i = 0; i < iterations; ++i) execute(step.body, 1);
       }
+      --depth_;
+      if (options_.record_spans) spans_[loop_span].cycles = now_ - loop_start;
       break;
     }
   }
@@ -202,7 +283,15 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
         "IPU {}: the program has external syncs, inter-IPU copies or collectives: run it on a "
         "system (--system configs/systems/...)",
         program_.ipu));
+  const std::uint64_t start = now_;
   const GroupTiming t = fabric_->group_step(placement_, step, now_, times);
+  record(SpanKind::kExternalSync, static_cast<std::uint32_t>(step.group.kind), start,
+         t.synced - start, times);
+  if (step.kind == trace::StepKind::kCollective)
+    record(SpanKind::kCollective, static_cast<std::uint32_t>(step.collective), t.synced,
+           t.end - t.synced, times);
+  else if (step.kind == trace::StepKind::kGlobalExchange)
+    record(SpanKind::kInterIpu, step.index, t.synced, t.end - t.synced, times);
   // Waiting for the other members and the external sync count as sync; the rest is the step.
   phases_.external_sync += t.synced - now_;
   counts_.external_sync += times;
@@ -228,10 +317,17 @@ void Ipu::run() {
   // Exceptions must not cross the SystemC kernel (it would turn them into reports and lose
   // their type): keep it and stop the simulation; simulate() rethrows it.
   try {
+    if (options_.progress && placement_.system_ipu == 0) {
+      work_total_ = work(program_.steps);
+      options_.progress(0, work_total_);
+    }
     execute(program_.steps, 1);
+    if (options_.progress && placement_.system_ipu == 0) options_.progress(work_total_, work_total_);
     // The program ends when its last background transfer has landed.
     if (background_until_ > now_) {
       phases_.host += background_until_ - now_;
+      record(SpanKind::kHost, static_cast<std::uint32_t>(trace::HostDirection::kToIpu), now_,
+             background_until_ - now_, 1);
       advance(background_until_ - now_);
     }
     finished_ = true;
@@ -251,6 +347,8 @@ IpuRunStats Ipu::stats() {
   s.counts = counts_;
   s.host_bytes = host_bytes_;
   s.memory = memory_;
+  s.spans = std::move(spans_);
+  s.tile_spans = std::move(tile_spans_);
   s.tile_compute_cycles.assign(chip_.tiles, 0);
   s.tile_exchange_bytes.assign(chip_.tiles, 0);
   for (std::size_t i = 0; i < program_.compute_sets.size(); ++i) {

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <ostream>
 
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json.hpp"
@@ -333,21 +334,28 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
 }
 
 void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
-                   const RunInfo& info, const std::string& resolved_config_yaml) {
+                   const RunInfo& info, const std::string& resolved_config_yaml,
+                   const trace::Trace* trace) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
   const std::string json = stats_json(chip, stats, info);
-  // All three or none; stats.json last: its presence means the run directory is complete.
-  write_files_atomically({
-      {dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }},
-      {dir + "/trace.id",
-       [&](std::ostream& o) {
-         o << "file: " << info.trace_file << "\nname: " << info.trace_name
-           << "\nidentity: " << info.trace_identity << "\n";
-       }},
-      {dir + "/stats.json", [&](std::ostream& o) { o << json; }},
-  });
+  std::vector<FileWriter> files{
+      {dir + "/tiles.csv", [&](std::ostream& o) { o << tiles_csv(stats); }}};
+  const std::string steps = trace ? supersteps_csv(stats, *trace) : std::string();
+  if (!steps.empty())
+    files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});
+  else
+    std::filesystem::remove(dir + "/supersteps.csv", ec);  // an earlier run's, if any
+  files.push_back({dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }});
+  files.push_back({dir + "/trace.id", [&](std::ostream& o) {
+                     o << "file: " << info.trace_file << "\nname: " << info.trace_name
+                       << "\nidentity: " << info.trace_identity << "\n";
+                   }});
+  // stats.json last: its presence means the run directory is complete. All files or none are
+  // replaced (write_files_atomically).
+  files.push_back({dir + "/stats.json", [&](std::ostream& o) { o << json; }});
+  write_files_atomically(files);
 }
 
 }  // namespace ipusim::report

@@ -13,6 +13,7 @@
 #include <systemc>
 
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -34,6 +35,19 @@ struct ModelOptions {
   // group steps depend on other IPUs and run every iteration. The reference engine always
   // runs every iteration.
   bool memoise_loops = true;
+  // Fast engine only: record each IPU's phases as spans (IpuRunStats::spans) for the timeline
+  // and supersteps.csv. Costs one small record per phase executed (a memoised loop records
+  // its body once); off, the engine does no extra work.
+  bool record_spans = false;
+  // With record_spans: also record per-tile spans on system IPU `tile_ipu` for supersteps
+  // (compute phases, numbered from 0 as in supersteps.csv) first..last (inclusive).
+  bool record_tiles = false;
+  std::uint32_t tile_ipu = 0;
+  std::uint64_t tile_steps_first = 0;
+  std::uint64_t tile_steps_last = 0;
+  // Called by the engine running system IPU 0 with (done, total) units of work from time to
+  // time (phases executed out of those the engine will execute); may be empty.
+  std::function<void(std::uint64_t, std::uint64_t)> progress;
 };
 
 // What simulate() needs from an IPU module of either engine.

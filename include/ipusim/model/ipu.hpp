@@ -91,6 +91,14 @@ class Ipu : public IpuModule {
   // and no background transfer at any depth (cached per step).
   bool memoisable(const trace::Step& repeat);
   static bool has_background_transfer(const std::vector<trace::Step>& steps);
+  // Span recording (ModelOptions::record_spans); no-ops when off.
+  void record(SpanKind kind, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
+              std::uint64_t times, std::uint32_t active_tiles = 0);
+  void record_tiles(bool exchange, std::uint32_t index, std::uint64_t start,
+                    std::uint64_t cycles, std::uint64_t times);
+  // Phases this engine will execute for `steps` (memoised loops once), saturating.
+  std::uint64_t work(const std::vector<trace::Step>& steps);
+  void tick();
 
   const ChipSpec& chip_;
   const trace::IpuProgram& program_;
@@ -113,6 +121,11 @@ class Ipu : public IpuModule {
   std::uint64_t background_until_ = 0;  // end of the background host transfer in flight
   bool finished_ = false;
   std::exception_ptr error_;
+  std::vector<Span> spans_;
+  std::vector<TileSpan> tile_spans_;
+  std::uint64_t supersteps_ = 0;  // compute spans recorded so far
+  std::uint32_t depth_ = 0;       // loop nesting while recording
+  std::uint64_t work_done_ = 0, work_total_ = 0;
 };
 
 }  // namespace ipusim::model

@@ -51,6 +51,40 @@ struct LinkUse {
   std::uint64_t busy_cycles = 0;
 };
 
+// One span of an IPU's timeline (recorded by the fast engine only when asked: ModelOptions::
+// record_spans). Times are exact tile-clock cycles from the start of the program. A memoised
+// loop (one timed body scaled by its iteration count, docs/architecture.md) is recorded once:
+// a kLoop span covering the whole loop, then each body phase once with `times` = iterations
+// and `cycles` = its total over them, back to back. Loops that run every iteration (group
+// steps, background transfers) record every iteration.
+enum class SpanKind : std::uint8_t {
+  kCompute, kSync, kExchange, kHost, kStreaming, kExternalSync, kInterIpu, kCollective,
+  kLoop,            // a repeat step; `times` = iterations it stands for, `index` = nesting depth
+  kBackgroundHost,  // a background host transfer in flight (not on the program's track)
+};
+struct Span {
+  std::uint64_t start = 0;   // cycles since the start of the program
+  std::uint64_t cycles = 0;  // duration (all `times` executions)
+  std::uint64_t times = 1;   // executions this span stands for
+  // kCompute / kExchange: compute set / exchange index; kInterIpu: global exchange index;
+  // kCollective: trace::CollectiveOp; kExternalSync: trace::GroupKind; kHost / kStreaming /
+  // kBackgroundHost: trace::HostDirection; kLoop: nesting depth.
+  std::uint32_t index = 0;
+  std::uint32_t active_tiles = 0;  // kCompute: tiles with at least one vertex
+  SpanKind kind = SpanKind::kCompute;
+};
+
+// Per-tile activity of one phase for the timeline's tile tracks (chosen IPU and supersteps).
+struct TileSpan {
+  std::uint64_t start = 0;
+  std::uint64_t cycles = 0;  // compute: the tile's busy cycles; exchange: the phase's duration
+  std::uint64_t value = 0;   // compute: busy cycles; exchange: bytes sent + received
+  std::uint32_t tile = 0;
+  std::uint32_t superstep = 0;
+  std::uint32_t index = 0;   // compute set / exchange index
+  bool exchange = false;
+};
+
 struct IpuRunStats {
   std::uint32_t ipu = 0;      // system IPU index
   std::uint32_t program = 0;  // program (IPU of the replica) it ran
@@ -66,6 +100,8 @@ struct IpuRunStats {
   cost::MemoryMap memory;
   std::vector<NamedPhase> compute_sets;  // one per compute set of the program
   std::vector<NamedPhase> exchanges;     // one per exchange of the program
+  std::vector<Span> spans;               // when recorded (fast engine), in start order
+  std::vector<TileSpan> tile_spans;      // when recorded for this IPU
 };
 
 struct RunStats {

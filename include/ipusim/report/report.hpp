@@ -10,6 +10,7 @@
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/model/run_stats.hpp"
+#include "ipusim/trace/program.hpp"
 
 namespace ipusim::report {
 
@@ -40,9 +41,11 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds);
 std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 
-// Writes stats.json, config.resolved.yaml and trace.id into `dir` (created if missing), each
-// file atomically.
+// Writes tiles.csv, supersteps.csv (when spans were recorded and `trace` is given),
+// config.resolved.yaml, trace.id and stats.json into `dir` (created if missing), each file
+// atomically, stats.json last (its presence means the directory is complete).
 void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
-                   const RunInfo& info, const std::string& resolved_config_yaml);
+                   const RunInfo& info, const std::string& resolved_config_yaml,
+                   const trace::Trace* trace = nullptr);
 
 }  // namespace ipusim::report

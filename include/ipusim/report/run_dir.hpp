@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reading run directories back (`ipusim run --out DIR`) for `ipusim report` and
+// `ipusim compare` (docs/reports.md), and comparing two of them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipusim/regression/json_reader.hpp"
+
+namespace ipusim::report {
+
+struct TileRow {
+  std::uint64_t compute_cycles = 0, exchange_bytes = 0, memory_bytes = 0;
+};
+
+struct SuperstepRow {
+  std::uint32_t ipu = 0;
+  std::int64_t index = 0;
+  std::string step;
+  std::uint64_t executions = 0, start = 0, active_tiles = 0;
+  std::uint64_t compute = 0, sync = 0, exchange = 0, other = 0;  // cycles
+};
+
+struct RunDir {
+  std::string path;
+  regression::JsonValue stats;                  // stats.json
+  std::map<std::string, std::string> config;    // config.resolved.yaml, flattened "a.b.c"
+  std::map<std::uint32_t, std::vector<TileRow>> tiles;  // tiles.csv by system IPU (optional)
+  std::vector<SuperstepRow> supersteps;         // supersteps.csv (optional)
+};
+
+// Reads DIR/stats.json (required), config.resolved.yaml, tiles.csv and supersteps.csv (each
+// optional: older run directories lack the CSVs). Throws Error naming the file, line or key
+// path, what was expected and what was found.
+RunDir load_run_dir(const std::string& dir);
+
+// A number of stats.json by its dotted path (regression::lookup syntax); throws Error naming
+// the file and path if it is missing.
+double stat(const RunDir& run, const std::string& path);
+// The same, nullopt if missing.
+std::optional<double> find_stat(const RunDir& run, const std::string& path);
+
+// Every numeric field of stats.json as (path, unit): quantity objects give their value,
+// arrays of named objects are keyed by name (e.g. "ipu[0].top_compute_sets[fwd/conv].cycles"),
+// others by index.
+struct StatField {
+  std::string path;
+  double value = 0;
+  std::string unit;
+};
+std::vector<StatField> flatten_stats(const regression::JsonValue& stats);
+
+struct Comparison {
+  struct ConfigDiff {
+    std::string key, a, b;  // "(absent)" where a side lacks the key
+  };
+  struct StatDiff {
+    std::string path, unit;
+    double a = 0, b = 0;
+    double delta() const { return b - a; }
+    double relative() const;  // delta / |a|; +-inf if a == 0 and b != 0
+  };
+  std::vector<ConfigDiff> config;  // sorted by key
+  std::vector<StatDiff> stats;     // changed fields only, largest |relative| first
+  std::size_t fields = 0;          // numeric fields compared
+};
+Comparison compare_runs(const RunDir& a, const RunDir& b);
+
+// The text `ipusim compare` prints: config differences first, then the `top` stats that moved
+// most with old / new / delta / %.
+std::string comparison_text(const RunDir& a, const RunDir& b, const Comparison& c, std::size_t top);
+
+}  // namespace ipusim::report

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/report/run_dir.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
+
+namespace ipusim::report {
+namespace {
+
+using regression::JsonValue;
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t p; (p = line.find(sep, start)) != std::string::npos; start = p + 1)
+    out.push_back(line.substr(start, p - start));
+  out.push_back(line.substr(start));
+  return out;
+}
+
+// A CSV of unsigned integers (and a few text columns) with a fixed header.
+class Csv {
+ public:
+  Csv(const std::string& path, const std::string& header) : path_(path) {
+    std::istringstream in(read_file_text(path));
+    std::string line;
+    if (!std::getline(in, line) || line != header)
+      throw Error(fmt::format("{}:1: expected the header \"{}\", found \"{}\"", path, header, line));
+    columns_ = split(header, ',');
+    std::size_t n = 1;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.empty()) continue;
+      auto cells = split(line, ',');
+      if (cells.size() != columns_.size())
+        throw Error(fmt::format("{}:{}: expected {} columns, found {}", path, n, columns_.size(),
+                                cells.size()));
+      rows_.push_back({n, std::move(cells)});
+    }
+  }
+  std::size_t size() const { return rows_.size(); }
+  const std::string& text(std::size_t row, std::size_t col) const { return rows_[row].second[col]; }
+  template <class T>
+  T number(std::size_t row, std::size_t col) const {
+    const std::string& s = rows_[row].second[col];
+    T v{};
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size())
+      throw Error(fmt::format("{}:{}: column {}: expected an integer, found \"{}\"", path_,
+                              rows_[row].first, columns_[col], s));
+    return v;
+  }
+
+ private:
+  std::string path_;
+  std::vector<std::string> columns_;
+  std::vector<std::pair<std::size_t, std::vector<std::string>>> rows_;
+};
+
+void flatten_yaml(const YAML::Node& node, const std::string& prefix,
+                  std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node)
+      flatten_yaml(kv.second, prefix.empty() ? kv.first.as<std::string>()
+                                             : prefix + "." + kv.first.as<std::string>(), out);
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      flatten_yaml(node[i], fmt::format("{}[{}]", prefix, i), out);
+  } else if (node.IsScalar()) {
+    out[prefix] = node.Scalar();
+  } else {
+    out[prefix] = "";
+  }
+}
+
+std::string number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
+  return fmt::format("{:.6g}", v);
+}
+
+void flatten(const JsonValue& v, const std::string& path, const std::string& unit,
+             std::vector<StatField>& out) {
+  switch (v.kind) {
+    case JsonValue::Kind::kNumber:
+      out.push_back({path, v.number.d, unit});
+      break;
+    case JsonValue::Kind::kObject: {
+      const JsonValue* value = v.find("value");
+      const JsonValue* u = v.find("unit");
+      if (value && u && value->kind == JsonValue::Kind::kNumber && v.members.size() == 2) {
+        out.push_back({path, value->number.d, u->string});
+        break;
+      }
+      const std::string inner_unit = u && u->kind == JsonValue::Kind::kString ? u->string : unit;
+      for (const auto& [k, m] : v.members)
+        flatten(m, path.empty() ? k : path + "." + k, inner_unit, out);
+      break;
+    }
+    case JsonValue::Kind::kArray:
+      for (std::size_t i = 0; i < v.items.size(); ++i) {
+        const JsonValue* name = v.items[i].find("name");
+        const std::string key = name && name->kind == JsonValue::Kind::kString
+                                    ? name->string : std::to_string(i);
+        flatten(v.items[i], fmt::format("{}[{}]", path, key), unit, out);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+RunDir load_run_dir(const std::string& dir) {
+  RunDir r;
+  r.path = dir;
+  const std::string stats_path = dir + "/stats.json";
+  if (!std::filesystem::is_regular_file(stats_path))
+    throw Error(fmt::format("{}: not a run directory: expected {} (written by 'ipusim run --out "
+                            "DIR'), found none", dir, stats_path));
+  r.stats = regression::parse_json(read_file_text(stats_path), stats_path);
+  const JsonValue* format = r.stats.find("format");
+  if (!format || format->kind != JsonValue::Kind::kString || !format->string.starts_with("ipusim-stats/"))
+    throw Error(fmt::format("{}: key \"format\": expected \"ipusim-stats/1\", found {}", stats_path,
+                            format ? "\"" + format->string + "\"" : "no such key"));
+  const std::string config_path = dir + "/config.resolved.yaml";
+  if (std::filesystem::is_regular_file(config_path)) {
+    try {
+      flatten_yaml(YAML::LoadFile(config_path), "", r.config);
+    } catch (const YAML::Exception& e) {
+      throw Error(fmt::format("{}:{}: {}", config_path, e.mark.line + 1, e.msg));
+    }
+  }
+  const std::string tiles_path = dir + "/tiles.csv";
+  if (std::filesystem::is_regular_file(tiles_path)) {
+    Csv csv(tiles_path, "ipu,tile,compute_cycles,exchange_bytes,memory_bytes");
+    for (std::size_t i = 0; i < csv.size(); ++i) {
+      auto& tiles = r.tiles[csv.number<std::uint32_t>(i, 0)];
+      const auto t = csv.number<std::uint32_t>(i, 1);
+      if (t != tiles.size())
+        throw Error(fmt::format("{}: row {}: column tile: expected {}, found {}", tiles_path, i + 2,
+                                tiles.size(), t));
+      tiles.push_back({csv.number<std::uint64_t>(i, 2), csv.number<std::uint64_t>(i, 3),
+                       csv.number<std::uint64_t>(i, 4)});
+    }
+  }
+  const std::string steps_path = dir + "/supersteps.csv";
+  if (std::filesystem::is_regular_file(steps_path)) {
+    Csv csv(steps_path,
+            "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
+            "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
+            "active_tiles");
+    for (std::size_t i = 0; i < csv.size(); ++i) {
+      SuperstepRow row;
+      row.ipu = csv.number<std::uint32_t>(i, 0);
+      row.index = csv.number<std::int64_t>(i, 1);
+      row.step = csv.text(i, 2);
+      row.executions = csv.number<std::uint64_t>(i, 3);
+      row.start = csv.number<std::uint64_t>(i, 4);
+      row.compute = csv.number<std::uint64_t>(i, 5);
+      row.sync = csv.number<std::uint64_t>(i, 6);
+      row.exchange = csv.number<std::uint64_t>(i, 7);
+      for (std::size_t c = 8; c <= 12; ++c) row.other += csv.number<std::uint64_t>(i, c);
+      row.active_tiles = csv.number<std::uint64_t>(i, 13);
+      r.supersteps.push_back(std::move(row));
+    }
+  }
+  return r;
+}
+
+std::optional<double> find_stat(const RunDir& run, const std::string& path) {
+  const JsonValue* v = regression::lookup(run.stats, path);
+  if (!v) return std::nullopt;
+  return v->number.d;
+}
+
+double stat(const RunDir& run, const std::string& path) {
+  if (auto v = find_stat(run, path)) return *v;
+  throw Error(fmt::format("{}/stats.json: key \"{}\": expected a number, found none", run.path, path));
+}
+
+std::vector<StatField> flatten_stats(const JsonValue& stats) {
+  std::vector<StatField> out;
+  flatten(stats, "", "", out);
+  return out;
+}
+
+double Comparison::StatDiff::relative() const {
+  if (a == 0) return b == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), b);
+  return (b - a) / std::fabs(a);
+}
+
+Comparison compare_runs(const RunDir& a, const RunDir& b) {
+  Comparison c;
+  std::map<std::string, std::pair<std::string, std::string>> keys;
+  for (const auto& [k, v] : a.config) keys[k].first = v;
+  for (const auto& [k, v] : b.config) keys[k].second = v;
+  for (const auto& [k, v] : keys) {
+    const std::string va = a.config.count(k) ? v.first : "(absent)";
+    const std::string vb = b.config.count(k) ? v.second : "(absent)";
+    if (va != vb) c.config.push_back({k, va, vb});
+  }
+  const auto fa = flatten_stats(a.stats), fb = flatten_stats(b.stats);
+  std::map<std::string, const StatField*> in_b;
+  for (const auto& f : fb) in_b[f.path] = &f;
+  for (const auto& f : fa) {
+    auto it = in_b.find(f.path);
+    if (it == in_b.end()) continue;
+    ++c.fields;
+    if (f.value != it->second->value) c.stats.push_back({f.path, f.unit, f.value, it->second->value});
+  }
+  std::stable_sort(c.stats.begin(), c.stats.end(), [](const auto& x, const auto& y) {
+    return std::fabs(x.relative()) > std::fabs(y.relative());
+  });
+  return c;
+}
+
+std::string comparison_text(const RunDir& a, const RunDir& b, const Comparison& c, std::size_t top) {
+  std::string out = fmt::format("ipusim compare\n  A  {}\n  B  {}\n\n", a.path, b.path);
+  out += fmt::format("config keys that differ ({}):\n", c.config.size());
+  std::size_t w = 3;
+  for (const auto& d : c.config) w = std::max(w, d.key.size());
+  for (const auto& d : c.config) out += fmt::format("  {:<{}}  {}  ->  {}\n", d.key, w, d.a, d.b);
+  if (c.config.empty()) out += "  (none)\n";
+  const std::size_t shown = std::min(top, c.stats.size());
+  out += fmt::format("\nstats that moved most ({} of {} changed, of {} compared):\n", shown,
+                     c.stats.size(), c.fields);
+  std::size_t pw = 5;
+  for (std::size_t i = 0; i < shown; ++i)
+    pw = std::max(pw, c.stats[i].path.size() + c.stats[i].unit.size() + 3);
+  out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>16}  {:>9}\n", "field", pw, "old (A)", "new (B)",
+                     "delta", "%");
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& s = c.stats[i];
+    const double rel = s.relative();
+    out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>16}  {:>9}\n",
+                       s.unit.empty() ? s.path : fmt::format("{} [{}]", s.path, s.unit), pw,
+                       number_text(s.a), number_text(s.b), number_text(s.delta()),
+                       std::isfinite(rel) ? fmt::format("{:+.2f}%", 100 * rel) : "new");
+  }
+  if (c.stats.empty()) out += "  (no stat changed)\n";
+  return out;
+}
+
+}  // namespace ipusim::report

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reports people can read (docs/reports.md): the run directory's CSVs, the Perfetto timeline,
+// the HTML report rendered in headless Chromium, ipusim compare, the progress line, and
+// docs/stats-reference.md kept in step with stats.json.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cli_harness.hpp"
+#include "ipusim/regression/json_reader.hpp"
+
+namespace ipusim::testing {
+namespace {
+
+using regression::JsonValue;
+
+std::string workload(const std::string& name) { return source_dir() + "/tests/data/workloads/" + name; }
+std::string pod16() { return source_dir() + "/configs/systems/pod16.yaml"; }
+
+// Compiles the reduced ResNet for a POD16 into dir/w.itb.
+std::string compile_resnet(const TempDir& dir) {
+  const std::string trace = dir.file("w.itb");
+  const auto c = ipusim("compile -q --run " + workload("resnet_tiny-pod16.yaml") + " --out " + trace);
+  EXPECT_EQ(c.status, 0) << c.err;
+  return trace;
+}
+
+JsonValue parse_file(const std::string& path) {
+  return regression::parse_json(read_all(path), path);
+}
+
+double num(const JsonValue& root, const std::string& path) {
+  const JsonValue* v = regression::lookup(root, path);
+  EXPECT_NE(v, nullptr) << path;
+  return v ? v->number.d : -1;
+}
+
+std::vector<std::vector<std::string>> read_csv(const std::string& path, std::string* header) {
+  std::istringstream in(read_all(path));
+  std::string line;
+  std::getline(in, *header);
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+constexpr const char* kPhases[] = {"compute", "sync", "exchange", "host", "streaming",
+                                   "external_sync", "inter_ipu", "collective"};
+
+TEST(Reports, TimelineIsValidTraceEventJsonAndMatchesStats) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  const auto r = ipusim("run -q --system " + pod16() + " --out " + dir.file("out") + " --timeline " +
+                        dir.file("t.json") + " --timeline-tiles 0 --timeline-steps 2:4 " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "");  // machine-readable files only; nothing extra on stdout
+  const JsonValue stats = parse_file(dir.file("out/stats.json"));
+  const JsonValue tl = parse_file(dir.file("t.json"));
+  ASSERT_EQ(tl.kind, JsonValue::Kind::kObject);
+  const JsonValue* unit = tl.find("displayTimeUnit");
+  ASSERT_NE(unit, nullptr);
+  EXPECT_EQ(unit->string, "ns");
+  const JsonValue* events = tl.find("traceEvents");
+  ASSERT_NE(events, nullptr);
+  ASSERT_EQ(events->kind, JsonValue::Kind::kArray);
+  const double clock = num(stats, "chip.clock");
+  const double us_per_cycle = 1e6 / clock;
+
+  std::map<double, double> compute_cycles, compute_us;  // per pid
+  std::map<std::pair<double, double>, std::vector<std::pair<double, double>>> stacks;  // open spans per track
+  std::map<std::pair<double, double>, double> last_ts;
+  std::set<std::string> cats;
+  std::size_t tile_events = 0, complete = 0;
+  std::set<double> tile_steps;
+  for (const auto& e : events->items) {
+    ASSERT_EQ(e.kind, JsonValue::Kind::kObject);
+    for (const char* k : {"ph", "pid", "tid", "name"}) ASSERT_NE(e.find(k), nullptr) << k;
+    const std::string ph = e.find("ph")->string;
+    ASSERT_TRUE(ph == "X" || ph == "M") << ph;
+    if (ph == "M") continue;
+    ++complete;
+    ASSERT_NE(e.find("ts"), nullptr);
+    ASSERT_NE(e.find("dur"), nullptr);
+    ASSERT_EQ(e.find("ts")->kind, JsonValue::Kind::kNumber);
+    const double ts = e.find("ts")->number.d, dur = e.find("dur")->number.d;
+    ASSERT_GE(ts, 0);
+    ASSERT_GE(dur, 0);
+    const auto track = std::make_pair(e.find("pid")->number.d, e.find("tid")->number.d);
+    // Monotonic start times per track, and spans on a track nest (Perfetto's requirement).
+    if (last_ts.count(track)) {
+      ASSERT_GE(ts, last_ts[track]) << e.find("name")->string;
+    }
+    last_ts[track] = ts;
+    auto& stack = stacks[track];
+    while (!stack.empty() && ts >= stack.back().second - 1e-7) stack.pop_back();
+    if (!stack.empty()) {
+      ASSERT_LE(ts + dur, stack.back().second + 1e-7) << e.find("name")->string;
+    }
+    stack.emplace_back(ts, ts + dur);
+    const std::string cat = e.find("cat")->string;
+    cats.insert(cat);
+    if (cat == "compute") {
+      const double cycles = e.find("args")->find("cycles")->number.d;
+      compute_cycles[track.first] += cycles;
+      compute_us[track.first] += dur;
+      EXPECT_NEAR(dur, cycles * us_per_cycle, 1e-5);
+    }
+    if (cat == "tile_compute" || cat == "tile_exchange") {
+      ++tile_events;
+      EXPECT_EQ(track.first, 0);
+      EXPECT_GE(track.second, 100);
+      tile_steps.insert(e.find("args")->find("superstep")->number.d);
+    }
+  }
+  // ResNet on a POD16: replica 0 is simulated; compute, sync, exchange, collectives, loops.
+  for (const char* c : {"compute", "sync", "exchange", "external_sync", "collective", "loop", "background_host"})
+    EXPECT_TRUE(cats.count(c)) << c;
+  ASSERT_EQ(compute_cycles.size(), num(stats, "system.simulated_ipus"));
+  for (std::size_t i = 0; i < compute_cycles.size(); ++i) {
+    const double pid = num(stats, "ipu[" + std::to_string(i) + "].index");
+    EXPECT_EQ(compute_cycles[pid], num(stats, "ipu[" + std::to_string(i) + "].phases.compute.cycles"));
+    EXPECT_NEAR(compute_us[pid] * 1e-6, num(stats, "ipu[" + std::to_string(i) + "].phases.compute.time"),
+                1e-9 * compute_cycles.size() + 1e-9);
+  }
+  EXPECT_GT(tile_events, 0u);
+  EXPECT_EQ(tile_steps, (std::set<double>{2, 3, 4}));
+  // The end of the last span is the step time.
+  double end = 0;
+  for (const auto& e : events->items)
+    if (e.find("ph")->string == "X") end = std::max(end, e.find("ts")->number.d + e.find("dur")->number.d);
+  EXPECT_NEAR(end * 1e-6, num(stats, "total.time"), 1e-9);
+}
+
+TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  const auto r = ipusim("run -q --system " + pod16() + " --out " + dir.file("out") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const JsonValue stats = parse_file(dir.file("out/stats.json"));
+  std::string header;
+  const auto rows = read_csv(dir.file("out/supersteps.csv"), &header);
+  EXPECT_EQ(header,
+            "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
+            "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
+            "active_tiles");
+  ASSERT_GT(rows.size(), 10u);
+  std::map<std::string, double> sums;
+  double compute_execs = 0;
+  std::int64_t previous = -2;
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), 14u);
+    EXPECT_EQ(std::stoll(row[1]), previous + 1);  // supersteps numbered in order
+    previous = std::stoll(row[1]);
+    for (int k = 0; k < 8; ++k) sums[kPhases[k]] += std::stod(row[5 + k]);
+    if (std::stoll(row[1]) >= 0) {
+      compute_execs += std::stod(row[3]);
+      EXPECT_GT(std::stod(row[13]), 0);  // active tiles
+    }
+  }
+  for (const char* p : kPhases)
+    EXPECT_EQ(sums[p], num(stats, std::string("ipu[0].phases.") + p + ".cycles")) << p;
+  EXPECT_EQ(compute_execs, num(stats, "ipu[0].phases.compute.count"));
+
+  const auto tiles = read_csv(dir.file("out/tiles.csv"), &header);
+  EXPECT_EQ(header, "ipu,tile,compute_cycles,exchange_bytes,memory_bytes");
+  ASSERT_EQ(tiles.size(), num(stats, "chip.tiles") * num(stats, "system.simulated_ipus"));
+  double max_mem = 0, max_busy = 0;
+  for (const auto& t : tiles) {
+    max_mem = std::max(max_mem, std::stod(t[4]));
+    max_busy = std::max(max_busy, std::stod(t[2]));
+  }
+  EXPECT_EQ(max_mem, num(stats, "ipu[0].tiles.memory.max"));
+  EXPECT_EQ(max_busy, num(stats, "ipu[0].tiles.compute_cycles.max"));
+}
+
+// A memoised loop is recorded once, whatever its count (bounded memory and file size); with
+// --full-loops every iteration is recorded, and the sums agree.
+TEST(Reports, MemoisedLoopIsRecordedOnce) {
+  TempDir dir;
+  auto trace = [&](int n) {
+    const std::string path = dir.file("loop" + std::to_string(n) + ".trace");
+    std::ofstream(path) << "ipusim-trace 2\nname loop\nipu 0\ncomputeset work\n"
+                           "  vertex tiles=0..7 binary op=mul dtype=half n=300\nend\n"
+                           "exchange shift\n  transfer src=0..3 dst=4..7 bytes=256\nend\n"
+                           "program\n  repeat " << n << "\n    compute work\n    sync\n"
+                           "    exchange shift\n  end\nend\n";
+    return path;
+  };
+  std::map<std::string, std::string> csv;
+  for (const std::string& run : {"10", "1000", "full"}) {
+    const std::string t = trace(run == "10" ? 10 : 1000);
+    const auto r = ipusim("run -q --set chip.tiles=16 --out " + dir.file(run) + " --timeline " + dir.file(run + ".json") +
+                          (run == "full" ? " --full-loops " : " ") + t);
+    ASSERT_EQ(r.status, 0) << r.err;
+    csv[run] = read_all(dir.file(run + "/supersteps.csv"));
+    const JsonValue tl = parse_file(dir.file(run + ".json"));
+    const JsonValue stats = parse_file(dir.file(run + "/stats.json"));
+    std::size_t spans = 0;
+    double compute = 0;
+    for (const auto& e : tl.find("traceEvents")->items) {
+      if (e.find("ph")->string != "X") continue;
+      ++spans;
+      if (e.find("cat")->string == "compute") compute += e.find("args")->find("cycles")->number.d;
+      if (e.find("cat")->string == "loop") EXPECT_EQ(e.find("name")->string, "loop x" + (run == "10" ? run : "1000"));
+    }
+    EXPECT_EQ(compute, num(stats, "phases.compute.cycles"));
+    // loop + compute + sync + exchange once, or every iteration.
+    EXPECT_EQ(spans, run == "full" ? 1 + 3 * 1000u : 4u) << run;
+  }
+  std::string header;
+  const auto once = read_csv(dir.file("1000/supersteps.csv"), &header);
+  const auto full = read_csv(dir.file("full/supersteps.csv"), &header);
+  ASSERT_EQ(once.size(), 1u);
+  EXPECT_EQ(once[0][3], "1000");  // executions
+  ASSERT_EQ(full.size(), 1000u);
+  for (int col = 5; col <= 7; ++col) {
+    double sum = 0;
+    for (const auto& row : full) sum += std::stod(row[col]);
+    EXPECT_EQ(sum, std::stod(once[0][col])) << header;
+  }
+  EXPECT_EQ(read_csv(dir.file("10/supersteps.csv"), &header).size(), 1u);
+}
+
+TEST(Reports, ReferenceEngineRejectsTimeline) {
+  TempDir dir;
+  ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status, 0);
+  const auto r = ipusim("run -q --engine reference --timeline " + dir.file("t.json") + " " + dir.file("k.trace"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("fast engine only"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("t.json")));
+  const auto bad = ipusim("run -q --timeline " + dir.file("t.json") + " --timeline-steps 5:2 " + dir.file("k.trace"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--timeline-steps: expected FIRST:LAST"), std::string::npos) << bad.err;
+}
+
+// docs/stats-reference.md lists every field of stats.json with its unit: every field a
+// workload run on a system writes must be documented with the unit it carries, and every
+// documented field must exist in that run or in a single-chip kernel run.
+std::string normalise(const std::string& path) {
+  return std::regex_replace(path, std::regex(R"(\[[^\]]*\])"), "[]");
+}
+
+void collect(const JsonValue& v, const std::string& path, std::map<std::string, std::string>& out) {
+  if (v.kind == JsonValue::Kind::kObject) {
+    const JsonValue* value = v.find("value");
+    const JsonValue* unit = v.find("unit");
+    if (value && unit && v.members.size() == 2) {
+      out[normalise(path)] = unit->string;
+      return;
+    }
+    // A summary object's plain numbers (min, mean, max) are in its "unit".
+    const std::string inherited = unit && unit->kind == JsonValue::Kind::kString ? unit->string : "";
+    for (const auto& [k, m] : v.members) {
+      const std::string p = path.empty() ? k : path + "." + k;
+      if (m.kind == JsonValue::Kind::kNumber) out[normalise(p)] = inherited;
+      else collect(m, p, out);
+    }
+  } else if (v.kind == JsonValue::Kind::kArray) {
+    for (const auto& item : v.items) collect(item, path + "[]", out);
+  } else {
+    out[normalise(path)] = "";
+  }
+}
+
+TEST(Reports, StatsReferenceDocumentsEveryField) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("w") + " " + trace).status, 0);
+  ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status, 0);
+  ASSERT_EQ(ipusim("run -q --out " + dir.file("k") + " " + dir.file("k.trace")).status, 0);
+  std::map<std::string, std::string> fields, kernel_fields;
+  collect(parse_file(dir.file("w/stats.json")), "", fields);
+  collect(parse_file(dir.file("k/stats.json")), "", kernel_fields);
+  // The doc's table rows: | `path` | unit | meaning |
+  std::map<std::string, std::string> documented;
+  std::istringstream doc(read_all(source_dir() + "/docs/stats-reference.md"));
+  std::string line;
+  const std::regex row(R"(^\| `([^`]+)` \| ([^|]*) \|)");
+  std::smatch m;
+  while (std::getline(doc, line))
+    if (std::regex_search(line, m, row)) {
+      std::string unit = m[2];
+      unit.erase(unit.find_last_not_of(' ') + 1);
+      if (unit == "-") unit = "";
+      if (unit.size() >= 2 && unit.front() == '`' && unit.back() == '`') unit = unit.substr(1, unit.size() - 2);
+      documented[m[1]] = unit;
+    }
+  ASSERT_GT(documented.size(), 30u);
+  for (const auto& [path, unit] : fields) {
+    auto it = documented.find(path);
+    if (it == documented.end()) {
+      ADD_FAILURE() << "stats.json field not in docs/stats-reference.md: " << path;
+      continue;
+    }
+    // Workload units depend on the model's sample unit: the doc writes <unit>.
+    if (it->second.find('<') == std::string::npos) {
+      EXPECT_EQ(it->second, unit) << path;
+    }
+  }
+  for (const auto& [path, unit] : documented) {
+    if (!path.starts_with("supersteps.csv:") && !path.starts_with("tiles.csv:")) {
+      EXPECT_TRUE(fields.count(path) || kernel_fields.count(path))
+          << "documented field not written by ipusim run: " << path;
+    }
+  }
+  // The CSV columns are documented too.
+  for (const std::string col : {"supersteps.csv:active_tiles", "supersteps.csv:collective_cycles",
+                                "tiles.csv:memory_bytes"})
+    EXPECT_TRUE(documented.count(col)) << col;
+}
+
+// --- the HTML report in headless Chromium -----------------------------------------------------
+
+struct Rendered {
+  std::string dom, log;
+};
+
+// Renders `html` headless: the DOM after scripts ran, Chromium's log, and a screenshot. Fails
+// (does not skip) without chromium: tools/install-deps.sh installs it.
+// `min_png`: the screenshot's least size in bytes (a blank 1280x2400 page is ~10 KB; the
+// reports' charts and tile maps make it hundreds).
+Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_png = 60000) {
+  Rendered r;
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+    ADD_FAILURE() << "chromium not found: run tools/install-deps.sh (Debian package chromium)";
+    return r;
+  }
+  const std::string flags = "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                            "--no-first-run --user-data-dir=" + dir.file("chromium-profile") +
+                            " --enable-logging=stderr --v=0 ";
+  const std::string url = "file://" + html;
+  const std::string shot = dir.file("shot.png");
+  const int s1 = std::system(("chromium " + flags + "--window-size=1280,2400 --screenshot=" + shot + " " +
+                              shell_quote(url) + " >" + dir.file("shot.log") + " 2>&1").c_str());
+  EXPECT_EQ(s1, 0) << read_all(dir.file("shot.log"));
+  EXPECT_TRUE(std::filesystem::exists(shot));
+  if (std::filesystem::exists(shot)) {
+    EXPECT_GT(std::filesystem::file_size(shot), min_png);
+  }
+  const int s2 = std::system(("chromium " + flags + "--dump-dom " + shell_quote(url) + " >" +
+                              dir.file("dom.html") + " 2>" + dir.file("dom.log")).c_str());
+  EXPECT_EQ(s2, 0) << read_all(dir.file("dom.log"));
+  r.dom = read_all(dir.file("dom.html"));
+  r.log = read_all(dir.file("shot.log")) + read_all(dir.file("dom.log"));
+  return r;
+}
+
+// Console messages as Chromium logs them with --enable-logging=stderr: "INFO:CONSOLE:3]" (or
+// "CONSOLE(3)" in older versions).
+bool has_console_message(const std::string& log) {
+  return log.find(":CONSOLE") != std::string::npos || log.find("Uncaught") != std::string::npos;
+}
+
+void expect_clean(const Rendered& r) {
+  // The page's script ran to the end and recorded no error; Chromium logged no console message.
+  EXPECT_NE(r.dom.find("data-ready=\"1\""), std::string::npos);
+  EXPECT_NE(r.dom.find("<pre id=\"js-errors\"></pre>"), std::string::npos);
+  EXPECT_FALSE(has_console_message(r.log)) << r.log;
+}
+
+// The checks above can fail: a page with a console error and a script error trips both.
+TEST(Reports, HeadlessCheckCatchesConsoleAndScriptErrors) {
+  TempDir dir;
+  std::ofstream(dir.file("bad.html"))
+      << "<!DOCTYPE html><html><body><pre id=\"js-errors\"></pre><script>"
+         "window.addEventListener('error', function (e) {"
+         " document.getElementById('js-errors').textContent += 'error: ' + e.message; });"
+         "console.error('broken');</script><script>undefinedFunction();</script></body></html>";
+  const Rendered r = render(dir, dir.file("bad.html"), 0);
+  EXPECT_TRUE(has_console_message(r.log)) << r.log;
+  EXPECT_NE(r.dom.find("undefinedFunction is not defined"), std::string::npos) << r.dom;
+}
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The contents of the element with id `id` (to its first closing `close` tag).
+std::string element(const std::string& dom, const std::string& id, const std::string& close) {
+  const auto start = dom.find("id=\"" + id + "\"");
+  if (start == std::string::npos) return "";
+  return dom.substr(start, dom.find(close, start) - start);
+}
+
+TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status, 0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --set chip.clock=1.85GHz --out " + dir.file("b") + " " + trace).status, 0);
+  const auto rep = ipusim("report " + dir.file("a") + " --compare " + dir.file("b") + " --out " + dir.file("r.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  EXPECT_EQ(rep.out, dir.file("r.html") + "\n");
+  const std::string html = read_all(dir.file("r.html"));
+  // Self-contained: no external resource.
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  const Rendered r = render(dir, dir.file("r.html"));
+  expect_clean(r);
+  for (const char* id : {"summary", "chart-time-split", "heatmap-memory-ipu0", "heatmap-compute-ipu0",
+                         "worst-tiles-ipu0", "chart-top-compute-sets", "chart-top-exchanges",
+                         "chart-supersteps", "compare"})
+    EXPECT_NE(r.dom.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  // One square per tile in each heat map (plus the 10 of the colour scale).
+  const double tiles = num(parse_file(dir.file("a/stats.json")), "chip.tiles");
+  EXPECT_EQ(count(element(r.dom, "heatmap-memory-ipu0", "</svg>"), "<rect"), tiles + 10);
+  // The time split has a compute segment; the summary shows the throughput.
+  EXPECT_NE(element(r.dom, "chart-time-split", "</svg>").find("data-phase=\"compute\""), std::string::npos);
+  EXPECT_NE(element(r.dom, "summary", "</table>").find("images/s"), std::string::npos);
+  EXPECT_NE(element(r.dom, "compare", "</div>").find("chip.clock"), std::string::npos);
+}
+
+TEST(Reports, SweepReportDrawsScalingCharts) {
+  TempDir dir;
+  // tests/data/sweep/sweep.json: resnet 1000 / 3600 / 12800 images/s on 16 / 64 / 256 IPUs,
+  // bert 100 / 380 sequences/s on 16 / 64, one failed point.
+  const std::string sweep = dir.file("sweep");
+  std::filesystem::create_directories(sweep);
+  std::filesystem::copy_file(source_dir() + "/tests/data/sweep/sweep.json", sweep + "/sweep.json");
+  const auto rep = ipusim("report " + sweep + " --out " + dir.file("s.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  const Rendered r = render(dir, dir.file("s.html"));
+  expect_clean(r);
+  const std::string thr = element(r.dom, "chart-sweep-throughput", "</svg>");
+  const std::string eff = element(r.dom, "chart-sweep-efficiency", "</svg>");
+  EXPECT_EQ(count(thr, "<circle"), 5u);
+  EXPECT_EQ(count(eff, "<circle"), 5u);
+  EXPECT_NE(thr.find("resnet50: 256 IPUs: 12800"), std::string::npos) << thr;
+  // Efficiency: (3600 / 64) / (1000 / 16) = 0.9; (12800 / 256) / (1000 / 16) = 0.8;
+  // (380 / 64) / (100 / 16) = 0.95.
+  EXPECT_NE(eff.find("resnet50: 64 IPUs: 0.9<"), std::string::npos) << eff;
+  EXPECT_NE(eff.find("resnet50: 256 IPUs: 0.8<"), std::string::npos) << eff;
+  EXPECT_NE(eff.find("bert-large: 64 IPUs: 0.95<"), std::string::npos) << eff;
+  const std::string table = element(r.dom, "sweep-points", "</table>");
+  EXPECT_EQ(count(table, "<tr class=\"failed\""), 1u);
+  EXPECT_NE(table.find("out of memory on tile 17"), std::string::npos);
+
+  // A malformed point is a clear error naming the key path.
+  std::string bad = read_all(sweep + "/sweep.json");
+  bad.replace(bad.find("\"ipus\": 16"), 10, "\"ipus\": \"16\"");
+  { std::ofstream(sweep + "/sweep.json") << bad; }
+  const auto err = ipusim("report " + sweep);
+  EXPECT_EQ(err.status, 3);
+  EXPECT_NE(err.err.find("points[0].ipus\": expected a number, found a string"), std::string::npos) << err.err;
+}
+
+TEST(Reports, CompareShowsClockKeyAndMovedStatsFirst) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status, 0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --set chip.clock=1.85GHz --out " + dir.file("b") + " " + trace).status, 0);
+  const auto r = ipusim("compare --top 100 " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  const auto config_at = std::find_if(lines.begin(), lines.end(), [](auto& l) { return l.starts_with("config keys that differ (1)"); });
+  ASSERT_NE(config_at, lines.end()) << r.out;
+  EXPECT_NE((config_at + 1)->find("chip.clock"), std::string::npos) << r.out;
+  EXPECT_NE((config_at + 1)->find("1.85GHz"), std::string::npos) << r.out;
+  const auto stats_at = std::find_if(lines.begin(), lines.end(), [](auto& l) { return l.starts_with("stats that moved most"); });
+  ASSERT_NE(stats_at, lines.end());
+  EXPECT_GT(stats_at, config_at);  // config differences first
+  // Rows sorted by |%|, largest first; the clock itself moved by +39.62% (1.325 -> 1.85 GHz).
+  std::vector<double> pct;
+  bool clock_row = false;
+  for (auto it = stats_at + 2; it != lines.end(); ++it) {
+    const auto p = it->rfind(' ');
+    const std::string last = it->substr(p + 1);
+    if (last == "new") continue;
+    pct.push_back(std::fabs(std::stod(last)));
+    if (it->find("chip.clock [Hz]") != std::string::npos) {
+      clock_row = true;
+      EXPECT_NE(it->find("+39.62%"), std::string::npos) << *it;
+    }
+  }
+  ASSERT_GT(pct.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(pct.rbegin(), pct.rend())) << r.out;
+  EXPECT_TRUE(clock_row) << r.out;
+  EXPECT_GT(pct.front(), 0);
+  EXPECT_EQ(r.out.find("chip.tiles"), std::string::npos);  // unchanged fields are not listed
+  // Not a run directory: a clear error.
+  const auto bad = ipusim("compare " + dir.file("a") + " " + dir.path());
+  EXPECT_EQ(bad.status, 3);
+  EXPECT_NE(bad.err.find("not a run directory"), std::string::npos) << bad.err;
+}
+
+TEST(Reports, BadRunDirectoriesAndTimelineOptionsAreClearErrors) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  // Replica symmetry: only IPU 0 of the POD16 is simulated.
+  const auto tiles = ipusim("run -q --system " + pod16() + " --timeline " + dir.file("t.json") +
+                            " --timeline-tiles 3 " + trace);
+  EXPECT_EQ(tiles.status, 2);
+  EXPECT_NE(tiles.err.find("--timeline-tiles: IPU 3 was not simulated"), std::string::npos) << tiles.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("t.json")));
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status, 0);
+  // A corrupt CSV names the file, line and column.
+  std::string csv = read_all(dir.file("a/tiles.csv"));
+  const auto line7 = [&] {
+    std::size_t p = 0;
+    for (int i = 0; i < 6; ++i) p = csv.find('\n', p) + 1;
+    return p;
+  }();
+  csv.replace(csv.find('\n', line7) - 1, 1, "x");
+  { std::ofstream(dir.file("a/tiles.csv")) << csv; }
+  auto r = ipusim("report " + dir.file("a"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("tiles.csv:7: column memory_bytes: expected an integer, found"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a/report.html")));
+  // A stats.json that is not ours.
+  { std::ofstream(dir.file("a/stats.json")) << "{\"format\": \"other/2\"}\n"; }
+  r = ipusim("compare " + dir.file("a") + " " + dir.file("a"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("key \"format\": expected \"ipusim-stats/1\", found \"other/2\""), std::string::npos) << r.err;
+  r = ipusim("report " + dir.path() + "/missing");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("not a run directory"), std::string::npos) << r.err;
+}
+
+// --- progress -------------------------------------------------------------------------------
+
+// Runs `ipusim args` under a pseudo-terminal (script from util-linux); returns what it printed.
+std::string on_terminal(const TempDir& dir, const std::string& args) {
+  const std::string cmd = std::string("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 script -qfec ") +
+                          shell_quote(std::string(IPUSIM_BINARY) + " " + args) + " /dev/null >" +
+                          dir.file("tty.out") + " 2>&1 </dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << read_all(dir.file("tty.out"));
+  return read_all(dir.file("tty.out"));
+}
+
+TEST(Reports, ProgressOnTerminalOnly) {
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  const std::string run = "run --system " + pod16() + " " + trace;
+  const std::string tty = on_terminal(dir, run);
+  EXPECT_NE(tty.find("ipusim run: "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ipusim run: reading "), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ipusim run: building the model"), std::string::npos) << tty;
+  EXPECT_NE(tty.find(" phases ("), std::string::npos) << tty;
+  EXPECT_NE(tty.find("100.0%"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("ETA"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\x1b[K"), std::string::npos);  // redrawn in place, then erased
+  // --quiet silences it on a terminal too; in a pipe it never appears.
+  EXPECT_EQ(on_terminal(dir, run + " -q").find("ipusim run: "), std::string::npos);
+  const auto piped = ipusim(run);
+  ASSERT_EQ(piped.status, 0);
+  EXPECT_EQ(piped.err.find("ipusim run: "), std::string::npos) << piped.err;
+  EXPECT_EQ(piped.out.find("\x1b["), std::string::npos);
+  // compile shows its stages.
+  const std::string compile = on_terminal(
+      dir, "compile --run " + workload("resnet_tiny-pod16.yaml") + " --out " + dir.file("x.itb"));
+  EXPECT_NE(compile.find("ipusim compile: lowering"), std::string::npos) << compile;
+  const auto compile_piped = ipusim("compile --run " + workload("resnet_tiny-pod16.yaml") + " --out " + dir.file("y.itb"));
+  EXPECT_EQ(compile_piped.err.find("ipusim compile:"), std::string::npos) << compile_piped.err;
+}
+
+}  // namespace
+}  // namespace ipusim::testing
