@@ -219,23 +219,33 @@ class BinaryReader {
 
   bool at_end() { return pos_ == block_.size() && !refill(); }
 
-  void read_exact(char* p, std::size_t n, std::string_view what) {
+  // `what` names the item in an error as "<prefix><what>" (formatted only on failure: this
+  // runs for every field of multi-million-item traces).
+  void read_exact(char* p, std::size_t n, std::string_view what, std::string_view prefix = {}) {
+    if (pos_ + n <= block_.size()) {  // the common case: the bytes are in the block
+      std::memcpy(p, block_.data() + pos_, n);
+      pos_ += n;
+      offset_ += n;
+      return;
+    }
     const std::uint64_t at = offset_;
     const std::size_t got = read_some(p, n);
     if (got < n)
-      fail_at(at + got,
-              fmt::format("truncated {}: expected {} more bytes, file ends", what, n - got));
+      fail_at(at + got, fmt::format("truncated {}{}: expected {} more bytes, file ends", prefix,
+                                    what, n - got));
   }
 
-  std::uint64_t le(int n, std::string_view what) {
+  std::uint64_t le(int n, std::string_view what, std::string_view prefix = {}) {
     unsigned char buf[8];
-    read_exact(reinterpret_cast<char*>(buf), static_cast<std::size_t>(n), what);
+    read_exact(reinterpret_cast<char*>(buf), static_cast<std::size_t>(n), what, prefix);
     std::uint64_t v = 0;
     for (int i = n - 1; i >= 0; --i) v = (v << 8) | buf[i];
     return v;
   }
   std::uint8_t u8(std::string_view what) { return static_cast<std::uint8_t>(le(1, what)); }
-  std::uint32_t u32(std::string_view what) { return static_cast<std::uint32_t>(le(4, what)); }
+  std::uint32_t u32(std::string_view what, std::string_view prefix = {}) {
+    return static_cast<std::uint32_t>(le(4, what, prefix));
+  }
   std::uint64_t u64(std::string_view what) { return le(8, what); }
 
   // An enum byte, checked against its number of values.
@@ -252,7 +262,7 @@ class BinaryReader {
   // cannot fit in the rest of the file before anything is allocated for them.
   std::uint32_t count(std::string_view what, std::uint64_t min_bytes) {
     const std::uint64_t at = offset_;
-    const std::uint32_t n = u32(fmt::format("count of {}", what));
+    const std::uint32_t n = u32(what, "count of ");
     if (size_hint_ != 0) {
       const std::uint64_t remaining = size_hint_ > offset_ ? size_hint_ - offset_ : 0;
       if (n > remaining / min_bytes)
@@ -261,6 +271,13 @@ class BinaryReader {
                                 what, remaining, n, min_bytes, min_bytes == 1 ? "" : "s"));
     }
     return n;
+  }
+
+  // Reserves room for `n` items read by count(): all of them when count() checked n against
+  // the file size, else a bounded number (a stream's counts are not checked before reading).
+  template <typename T>
+  void reserve(std::vector<T>& v, std::uint32_t n) const {
+    v.reserve(size_hint_ != 0 ? n : std::min<std::uint32_t>(n, 4096));
   }
 
   std::uint64_t size(std::string_view what, std::uint64_t min = 0) {
@@ -284,7 +301,7 @@ class BinaryReader {
 
   std::string name(std::string_view what, bool allow_empty = false) {
     const std::uint64_t at = offset_;
-    const std::uint32_t n = u32(fmt::format("length of {}", what));
+    const std::uint32_t n = u32(what, "length of ");
     if (n > kMaxNameLength)
       fail_at(at, fmt::format("expected {} of at most {} bytes, found length {}",
                               with_article(what), kMaxNameLength, n));
@@ -323,6 +340,7 @@ class BinaryReader {
       cs.name = name("compute set name");
       unique(names, cs.name, at, "compute set");
       const std::uint32_t vertices = count("vertices", kMinVertexBytes);
+      reserve(cs.vertices, vertices);
       for (std::uint32_t v = 0; v < vertices; ++v) read_vertex(cs.vertices.emplace_back());
     }
     names.clear();
@@ -333,6 +351,8 @@ class BinaryReader {
       ex.name = name("exchange name");
       unique(names, ex.name, at, "exchange");
       const std::uint32_t transfers = count("transfers", kMinTransferBytes);
+      reserve(ex.transfers, transfers);
+      reserve(ex.dst_pool, transfers);  // at least one destination range each
       for (std::uint32_t t = 0; t < transfers; ++t) read_transfer(ex);
     }
     ipu.steps = read_steps(ipu, 0);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <concepts>
 #include <limits>
 #include <set>
 #include <string>
@@ -87,17 +88,27 @@ class StructureChecker {
       fail(fmt::format("{}two {}s are named '{}'", prefix_, item, name));
   }
 
-  void check_range(const std::string& item, TileRange r) const {
-    if (r.first > r.last)
-      fail(fmt::format("{}{} has tile range {}..{} with first > last", prefix_, item, r.first,
-                       r.last));
+  // An item's description, either a string or a function that makes it (only on failure:
+  // the checks run for every vertex and transfer of multi-million-item traces).
+  static const std::string& describe(const std::string& item) { return item; }
+  template <std::invocable F>
+  static std::string describe(const F& item) {
+    return item();
   }
 
-  void check_count(const std::string& item, std::string_view field, std::uint64_t value,
+  template <typename Item>
+  void check_range(const Item& item, TileRange r) const {
+    if (r.first > r.last)
+      fail(fmt::format("{}{} has tile range {}..{} with first > last", prefix_, describe(item),
+                       r.first, r.last));
+  }
+
+  template <typename Item>
+  void check_count(const Item& item, std::string_view field, std::uint64_t value,
                    std::uint64_t min = 0) const {
     if (value < min || value > static_cast<std::uint64_t>(kMaxCount))
-      fail(fmt::format("{}{} has {} = {}, expected {}..{}", prefix_, item, field, value, min,
-                       kMaxCount));
+      fail(fmt::format("{}{} has {} = {}, expected {}..{}", prefix_, describe(item), field, value,
+                       min, kMaxCount));
   }
 
   void check_ipu(const IpuProgram& ipu) {
@@ -129,20 +140,20 @@ class StructureChecker {
 
   void check_vertex(const ComputeSet& cs, std::size_t index) const {
     const Vertex& v = cs.vertices[index];
-    const std::string item = fmt::format("compute set '{}' vertex {}", cs.name, index);
+    const auto item = [&] { return fmt::format("compute set '{}' vertex {}", cs.name, index); };
     if (static_cast<std::size_t>(v.codelet) >= kCodeletCount)
-      fail(fmt::format("{}{} has unknown codelet {}", prefix_, item, static_cast<int>(v.codelet)));
+      fail(fmt::format("{}{} has unknown codelet {}", prefix_, item(), static_cast<int>(v.codelet)));
     check_range(item, v.tiles);
     const CodeletSpec& spec = codelet_spec(v.codelet);
     for (std::size_t p = 0; p < kMaxVertexParams; ++p) {
       if (p >= spec.params.size()) {
         if (v.params[p] != 0)
           fail(fmt::format("{}{} ({}) has a non-zero value {} in unused parameter slot {}", prefix_,
-                           item, spec.name, v.params[p], p));
+                           item(), spec.name, v.params[p], p));
         continue;
       }
       if (auto problem = param_problem(v.codelet, p, v.params[p]))
-        fail(fmt::format("{}{}: {}", prefix_, item, *problem));
+        fail(fmt::format("{}{}: {}", prefix_, item(), *problem));
     }
   }
 
@@ -150,28 +161,29 @@ class StructureChecker {
     std::uint64_t next = 0;
     for (std::size_t i = 0; i < ex.transfers.size(); ++i) {
       const Transfer& t = ex.transfers[i];
-      const std::string item = fmt::format("exchange '{}' transfer {}", ex.name, i);
-      check_range(item + " source", t.src);
+      const auto item = [&] { return fmt::format("exchange '{}' transfer {}", ex.name, i); };
+      check_range([&] { return item() + " source"; }, t.src);
       check_count(item, "bytes", t.bytes);
       if (static_cast<std::size_t>(t.mode) >= kTransferModeNames.size())
-        fail(fmt::format("{}{} has invalid mode {}", prefix_, item, static_cast<int>(t.mode)));
-      if (t.dst_count == 0) fail(fmt::format("{}{} has no destinations", prefix_, item));
+        fail(fmt::format("{}{} has invalid mode {}", prefix_, item(), static_cast<int>(t.mode)));
+      if (t.dst_count == 0) fail(fmt::format("{}{} has no destinations", prefix_, item()));
       if (t.dst_first != next)
         fail(
             fmt::format("{}{} destinations start at pool index {}, expected {} (destination "
                         "ranges must be stored back to back in transfer order, as "
                         "Exchange::add does)",
-                        prefix_, item, t.dst_first, next));
+                        prefix_, item(), t.dst_first, next));
       next += t.dst_count;
       if (next > ex.dst_pool.size())
         fail(fmt::format("{}{} destinations run past the end of the pool ({} ranges)", prefix_,
-                         item, ex.dst_pool.size()));
-      for (const TileRange& r : ex.destinations(t)) check_range(item + " destination", r);
+                         item(), ex.dst_pool.size()));
+      for (const TileRange& r : ex.destinations(t))
+        check_range([&] { return item() + " destination"; }, r);
       if (auto tile = first_shared_tile(ex.destinations(t)))
         fail(
             fmt::format("{}{} lists destination tile {} twice (destination ranges must not "
                         "overlap)",
-                        prefix_, item, *tile));
+                        prefix_, item(), *tile));
     }
     if (next != ex.dst_pool.size())
       fail(fmt::format("{}exchange '{}' has {} unused destination ranges in its pool", prefix_,
@@ -303,6 +315,11 @@ class TileChecker {
 
 std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {
   if (ranges.size() < 2) return std::nullopt;
+  // Fast path: ranges in ascending order that do not touch (what the compiler writes).
+  bool ordered = true;
+  for (std::size_t i = 1; i < ranges.size() && ordered; ++i)
+    ordered = ranges[i].first > ranges[i - 1].last && ranges[i - 1].first <= ranges[i - 1].last;
+  if (ordered) return std::nullopt;
   std::vector<TileRange> sorted(ranges.begin(), ranges.end());
   std::sort(sorted.begin(), sorted.end(),
             [](TileRange a, TileRange b) { return a.first < b.first; });
