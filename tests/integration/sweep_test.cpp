@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "cli_harness.hpp"
 
 namespace ipusim::testing {
@@ -212,6 +214,40 @@ TEST(Sweep, ZippedWorkloadAxesResolveTheirFiles) {
   ASSERT_EQ(ls.size(), 2u);
   EXPECT_NE(ls[0].find("run=resnet50-pod16, system=pod16, run.gradient_accumulation=10"), std::string::npos);
   EXPECT_NE(ls[1].find("run=bert-large-pod64, system=pod64, run.gradient_accumulation=20"), std::string::npos);
+}
+
+TEST(Sweep, ReportOfARealSweepDrawsEveryPoint) {
+  // The sweep -> report contract end to end: a reduced ResNet on POD16 and POD64, then
+  // 'ipusim report' on the sweep directory draws both points with the values of sweep.csv.
+  TempDir dir;
+  const std::string data = source_dir() + "/tests/data/workloads/";
+  const std::string spec = dir.file("s.yaml");
+  write(spec,
+        "format: ipusim-sweep/1\n"
+        "base:\n"
+        "  model: " + data + "resnet_tiny.yaml\n"
+        "  run: " + data + "resnet_tiny-pod16.yaml\n"
+        "axes:\n"
+        "  - system: [pod16, pod64]\n"
+        "    run.replicas: [16, 64]\n");
+  const auto r = ipusim(sweep(spec, dir.file("out"), "--jobs 2"));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto table = rows(read_all(dir.file("out/sweep.csv")));
+  ASSERT_EQ(table.size(), 2u);
+  const double t16 = std::stod(table[0].at("throughput"));
+  const double t64 = std::stod(table[1].at("throughput"));
+  EXPECT_EQ(table[0].at("ipus"), "16");
+  EXPECT_EQ(table[1].at("ipus"), "64");
+  const auto rep = ipusim("report " + dir.file("out") + " --out " + dir.file("s.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  const std::string html = read_all(dir.file("s.html"));
+  EXPECT_NE(html.find("id=\"chart-sweep-throughput\""), std::string::npos);
+  EXPECT_NE(html.find(fmt::format("ResNet-tiny: 64 IPUs: {:.0f}<", t64)), std::string::npos)
+      << t64;
+  // Efficiency: (throughput / IPUs) relative to the 16-IPU point, 4 significant digits.
+  EXPECT_NE(html.find(fmt::format("ResNet-tiny: 16 IPUs: 1<")), std::string::npos);
+  EXPECT_NE(html.find(fmt::format("ResNet-tiny: 64 IPUs: {:.4g}<", (t64 / 64) / (t16 / 16))),
+            std::string::npos);
 }
 
 TEST(Sweep, SpecErrorsNameFileLineAndKey) {
