@@ -232,7 +232,7 @@ std::string summary_section(const RunDir& run) {
                                  text_of(s, {"system", "name"}), num(stat(run, "system.ipus")),
                                  num(stat(run, "system.replicas")), num(stat(run, "system.simulated_ipus"))));
   b += row("chip", fmt::format("{}: {} tiles at {}, {} per tile", text_of(s, {"chip", "name"}),
-                               num(stat(run, "chip.tiles")), human_rate(stat(run, "chip.clock"), "Hz"),
+                               num(stat(run, "chip.tiles")), human_frequency(stat(run, "chip.clock")),
                                human_bytes(stat(run, "chip.tile_memory"))));
   b += row("step time", fmt::format("{} ({} cycles)", human_seconds(stat(run, "total.time")),
                                     num(stat(run, "total.cycles"))));

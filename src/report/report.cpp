@@ -274,7 +274,7 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
   if (stats.system_name.empty())
     out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION,
                        info.trace_name, stats.ipus.size(), chip.name, chip.tiles,
-                       human_rate(chip.clock.hz, "Hz"));
+                       human_frequency(chip.clock.hz));
   else
     out += fmt::format("ipusim {}: {} on {} ({} IPUs = {} replica(s) x {}; {} simulated{})\n",
                        IPUSIM_VERSION, info.trace_name, stats.system_name, stats.system_ipus,

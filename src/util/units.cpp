@@ -224,4 +224,14 @@ std::string human_rate(double v, std::string_view unit) {
   return fmt::format("{:.2f} {}{}", v, kPrefix[i], unit);
 }
 
+std::string human_frequency(double hz) {
+  static constexpr std::array<std::string_view, 4> kPrefix{"", "k", "M", "G"};
+  std::size_t i = 0;
+  while (hz >= 1000.0 && i + 1 < kPrefix.size()) {
+    hz /= 1000.0;
+    ++i;
+  }
+  return fmt::format("{:.6g} {}Hz", hz, kPrefix[i]);
+}
+
 }  // namespace ipusim

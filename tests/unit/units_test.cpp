@@ -54,3 +54,13 @@ TEST(Units, SecondsFromCycles) {
 
 }  // namespace
 }  // namespace ipusim
+
+namespace ipusim {
+TEST(Units, HumanFrequencyKeepsTheConfiguredDigits) {
+  // The GC200 clock is 1.325 GHz; two decimals ("1.32 GHz") would misstate it.
+  EXPECT_EQ(human_frequency(1.325e9), "1.325 GHz");
+  EXPECT_EQ(human_frequency(1.85e9), "1.85 GHz");
+  EXPECT_EQ(human_frequency(1.6e9), "1.6 GHz");
+  EXPECT_EQ(human_frequency(500e6), "500 MHz");
+}
+}  // namespace ipusim

@@ -77,6 +77,8 @@ std::string format(Duration d);
 std::string human_bytes(double bytes);
 std::string human_seconds(double seconds);
 std::string human_rate(double value, std::string_view unit);  // 1.2e12, "FLOP/s" -> "1.20 TFLOP/s"
+// A clock as configured, without rounding away digits: 1.325e9 -> "1.325 GHz", 1.6e9 -> "1.6 GHz".
+std::string human_frequency(double hz);
 
 // Integer ceiling division for non-negative operands.
 constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
