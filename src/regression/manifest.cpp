@@ -13,6 +13,7 @@
 #include <set>
 
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
@@ -23,67 +24,7 @@ namespace {
 
 constexpr std::string_view kFormat = "ipusim-suite/1";
 
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  std::string loc(const YAML::Node& node) const {
-    const YAML::Mark m = node.Mark();
-    if (m.line < 0) return file_;
-    return fmt::format("{}:{}:{}", file_, m.line + 1, m.column + 1);
-  }
-
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& what) const {
-    throw ConfigError(fmt::format("{}: {}", loc(node), what));
-  }
-
-  static std::string kind_of(const YAML::Node& node) {
-    if (!node.IsDefined() || node.IsNull()) return "nothing";
-    if (node.IsMap()) return "a map";
-    if (node.IsSequence()) return "a list";
-    return fmt::format("\"{}\"", node.Scalar());
-  }
-
-  std::string scalar(const YAML::Node& node, const std::string& key, const std::string& expected) const {
-    if (!node.IsScalar()) fail(node, fmt::format("{}: expected {}, found {}", key, expected, kind_of(node)));
-    return node.Scalar();
-  }
-
-  // Iterates a map, rejecting non-scalar and duplicate keys and keys not in `known`.
-  template <class F>
-  void each_member(const YAML::Node& map, const std::string& what, const std::vector<std::string>& known,
-                   F&& f) const {
-    if (!map.IsMap()) fail(map, fmt::format("{}: expected a map, found {}", what, kind_of(map)));
-    std::set<std::string> seen;
-    for (const auto& kv : map) {
-      if (!kv.first.IsScalar())
-        fail(kv.first, fmt::format("{}: expected a plain key, found {}", what, kind_of(kv.first)));
-      const std::string key = kv.first.Scalar();
-      if (!known.empty() && std::find(known.begin(), known.end(), key) == known.end())
-        fail(kv.first, fmt::format("{}: expected one of the keys {}, found unknown key '{}'{}", what,
-                                   fmt::join(known, ", "), key, did_you_mean(key, known)));
-      if (!seen.insert(key).second) fail(kv.first, fmt::format("{}: duplicate key '{}'", what, key));
-      f(key, kv.first, kv.second);
-    }
-  }
-
-  std::vector<std::string> string_list(const YAML::Node& node, const std::string& key,
-                                       const std::string& expected) const {
-    std::vector<std::string> out;
-    if (node.IsScalar()) {
-      out.push_back(node.Scalar());
-      return out;
-    }
-    if (!node.IsSequence()) fail(node, fmt::format("{}: expected a list of {}, found {}", key, expected, kind_of(node)));
-    for (const auto& item : node) out.push_back(scalar(item, key, expected));
-    return out;
-  }
-
-  const std::string& file() const { return file_; }
-
- private:
-  std::string file_;
-};
+using Reader = config::YamlReader;
 
 bool valid_case_name(std::string_view name) {
   if (name.empty() || name.size() > 200) return false;

@@ -79,13 +79,8 @@ PointResult failed_result(const PointPlan& plan, const std::string& error) {
   return r;
 }
 
-std::string point_record(const PointResult& r) {
-  JsonWriter w;
-  w.begin_object();
-  w.key("format").value(kRecordFormat);
-  w.key("id").value(r.id);
-  w.key("status").value(r.ok ? "ok" : "failed");
-  w.key("error").value(r.error);
+// The fields a point record and a sweep.json point share: what ran and what it measured.
+static void write_outcome(JsonWriter& w, const PointResult& r) {
   w.key("workload").value(r.workload);
   w.key("system").value(r.system);
   w.key("ipus").value(r.ipus);
@@ -104,6 +99,16 @@ std::string point_record(const PointResult& r) {
   w.end_object();
   w.key("flop_utilisation");
   number(w, r.flop_utilisation);
+}
+
+std::string point_record(const PointResult& r) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("format").value(kRecordFormat);
+  w.key("id").value(r.id);
+  w.key("status").value(r.ok ? "ok" : "failed");
+  w.key("error").value(r.error);
+  write_outcome(w, r);
   w.end_object();
   return w.str() + "\n";
 }
@@ -170,24 +175,7 @@ std::string sweep_json(const std::string& spec_file, const std::string& name, co
     w.key("status").value(r.ok ? "ok" : "failed");
     w.key("error").value(r.error);
     w.key("run_dir").value("points/" + r.id);
-    w.key("workload").value(r.workload);
-    w.key("system").value(r.system);
-    w.key("ipus").value(r.ipus);
-    w.key("cycles");
-    number(w, r.cycles);
-    w.key("step_time_s");
-    number(w, r.step_time_s);
-    w.key("throughput");
-    number(w, r.throughput);
-    w.key("throughput_unit").value(r.throughput_unit);
-    w.key("breakdown_s").begin_object();
-    for (std::size_t i = 0; i < kBreakdown.size(); ++i) {
-      w.key(kBreakdown[i]);
-      number(w, i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
-    }
-    w.end_object();
-    w.key("flop_utilisation");
-    number(w, r.flop_utilisation);
+    write_outcome(w, r);
     w.end_object();
   }
   w.end_array();
