@@ -6,43 +6,15 @@
 
 #include <set>
 
+#include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
+#include "ipusim/util/json.hpp"
 
 namespace ipusim::regression {
 namespace {
 
 constexpr std::string_view kFormat = "ipusim-golden/1";
-
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02x}", static_cast<unsigned>(c));
-        else out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string loc(const std::string& path, const YAML::Node& node) {
-  const YAML::Mark m = node.Mark();
-  if (m.line < 0) return path;
-  return fmt::format("{}:{}:{}", path, m.line + 1, m.column + 1);
-}
-
-std::string found(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "nothing";
-  if (node.IsMap()) return "a map";
-  if (node.IsSequence()) return "a list";
-  return fmt::format("\"{}\"", node.Scalar());
-}
 
 }  // namespace
 
@@ -57,8 +29,8 @@ std::string golden_text(const Golden& g) {
   out += fmt::format("# Golden result of regression case {}.\n", g.case_name);
   out += "# Written by 'ipusim check --update' (docs/regression.md); review changes like code.\n";
   out += fmt::format("format: {}\n", kFormat);
-  out += fmt::format("case: {}\n", quoted(g.case_name));
-  out += fmt::format("definition: {}\n", quoted(g.definition));
+  out += fmt::format("case: {}\n", JsonWriter::escape(g.case_name));
+  out += fmt::format("definition: {}\n", JsonWriter::escape(g.definition));
   out += "fields:\n";
   // Field paths are plain YAML scalars: they start with a letter and hold only [A-Za-z0-9_.[\]].
   for (const auto& [k, v] : g.fields) out += fmt::format("  {}: {}\n", k, v.text);
@@ -66,53 +38,48 @@ std::string golden_text(const Golden& g) {
 }
 
 Golden parse_golden(const std::string& text, const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    const std::string where = e.mark.line < 0 ? path : fmt::format("{}:{}:{}", path, e.mark.line + 1, e.mark.column + 1);
-    throw ConfigError(fmt::format("{}: invalid YAML: {}", where, e.msg));
-  }
+  const config::YamlReader r(path);
+  const YAML::Node root = r.load(text);
   if (!root.IsMap())
     throw ConfigError(fmt::format("{}: expected a golden file (format, case, definition, fields), found {}",
-                                  path, found(root)));
+                                  path, r.kind_of(root)));
   Golden g;
   bool have_format = false, have_case = false, have_fields = false;
   std::set<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
     if (!seen.insert(key).second)
-      throw ConfigError(fmt::format("{}: duplicate key '{}'", loc(path, kv.first), key));
+      throw ConfigError(fmt::format("{}: duplicate key '{}'", r.loc(kv.first), key));
     const YAML::Node& v = kv.second;
     if (key == "format") {
       if (!v.IsScalar() || v.Scalar() != kFormat)
-        throw ConfigError(fmt::format("{}: format: expected {}, found {}", loc(path, v), kFormat, found(v)));
+        throw ConfigError(fmt::format("{}: format: expected {}, found {}", r.loc(v), kFormat, r.kind_of(v)));
       have_format = true;
     } else if (key == "case" || key == "definition") {
       if (!v.IsScalar())
-        throw ConfigError(fmt::format("{}: {}: expected a string, found {}", loc(path, v), key, found(v)));
+        throw ConfigError(fmt::format("{}: {}: expected a string, found {}", r.loc(v), key, r.kind_of(v)));
       (key == "case" ? g.case_name : g.definition) = v.Scalar();
       have_case = have_case || key == "case";
     } else if (key == "fields") {
       if (!v.IsMap())
-        throw ConfigError(fmt::format("{}: fields: expected a map of field: number, found {}", loc(path, v), found(v)));
+        throw ConfigError(fmt::format("{}: fields: expected a map of field: number, found {}", r.loc(v), r.kind_of(v)));
       std::set<std::string> names;
       for (const auto& f : v) {
         if (!f.first.IsScalar() || !valid_field_path(f.first.Scalar()))
-          throw ConfigError(fmt::format("{}: fields: expected a field path, found {}", loc(path, f.first), found(f.first)));
+          throw ConfigError(fmt::format("{}: fields: expected a field path, found {}", r.loc(f.first), r.kind_of(f.first)));
         if (!names.insert(f.first.Scalar()).second)
-          throw ConfigError(fmt::format("{}: fields: duplicate field '{}'", loc(path, f.first), f.first.Scalar()));
+          throw ConfigError(fmt::format("{}: fields: duplicate field '{}'", r.loc(f.first), f.first.Scalar()));
         std::optional<Number> n;
         if (f.second.IsScalar()) n = Number::parse(f.second.Scalar());
         if (!n)
-          throw ConfigError(fmt::format("{}: fields.{}: expected a number, found {}", loc(path, f.second),
-                                        f.first.Scalar(), found(f.second)));
+          throw ConfigError(fmt::format("{}: fields.{}: expected a number, found {}", r.loc(f.second),
+                                        f.first.Scalar(), r.kind_of(f.second)));
         g.fields.emplace_back(f.first.Scalar(), *n);
       }
       have_fields = true;
     } else {
       throw ConfigError(fmt::format("{}: expected one of the keys format, case, definition, fields, found '{}'",
-                                    loc(path, kv.first), key));
+                                    r.loc(kv.first), key));
     }
   }
   if (!have_format || !have_case || !have_fields)

@@ -274,13 +274,7 @@ std::string Case::definition() const {
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
   Reader r(path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    const std::string where = e.mark.line < 0 ? path : fmt::format("{}:{}:{}", path, e.mark.line + 1, e.mark.column + 1);
-    throw ConfigError(fmt::format("{}: invalid YAML: {}", where, e.msg));
-  }
+  const YAML::Node root = r.load(text);
   Manifest m;
   m.file = path;
   const fs::path parent = fs::path(path).parent_path();

@@ -168,13 +168,7 @@ std::string Point::label() const {
 
 Spec parse_spec(const std::string& text, const std::string& path) {
   Reader r(path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    const std::string where = e.mark.line < 0 ? path : fmt::format("{}:{}:{}", path, e.mark.line + 1, e.mark.column + 1);
-    throw ConfigError(fmt::format("{}: invalid YAML: {}", where, e.msg));
-  }
+  const YAML::Node root = r.load(text);
   if (!root.IsMap())
     throw ConfigError(fmt::format("{}: expected a sweep spec (a map with format, name, base, axes, combine and "
                                   "exclude), found {}", path, Reader::kind_of(root)));

@@ -50,7 +50,7 @@ TEST(RegressionGolden, TextIsStableAndRoundTrips) {
   EXPECT_EQ(back.fields[2].second.text, "3072.0");
   EXPECT_EQ(golden_text(back), text);
   Golden odd = g;
-  odd.definition = "trace \"a\\b\".trace";
+  odd.definition = "trace \"a\\b\".trace\t\x01";
   EXPECT_EQ(parse_golden(golden_text(odd), "g.yaml").definition, odd.definition);
 }
 

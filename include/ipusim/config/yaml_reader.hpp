@@ -25,6 +25,19 @@ class YamlReader {
 
   const std::string& file() const { return file_; }
 
+  // Parses `text`, the contents of file(); a syntax error becomes
+  // "<file>:<line>:<column>: invalid YAML: ...".
+  YAML::Node load(const std::string& text) const {
+    try {
+      return YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      const std::string where = e.mark.line < 0 ? file_
+                                                : fmt::format("{}:{}:{}", file_, e.mark.line + 1,
+                                                              e.mark.column + 1);
+      throw ConfigError(fmt::format("{}: invalid YAML: {}", where, e.msg));
+    }
+  }
+
   // "<file>:<line>:<column>" of a node, or the file alone when the node has no position.
   std::string loc(const YAML::Node& node) const {
     const YAML::Mark m = node.Mark();
