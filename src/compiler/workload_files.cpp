@@ -170,6 +170,12 @@ std::vector<ParamDecl> run_params() {
       {"run.recompute_checkpoints", ValueKind::kString, 0, 0,
        "CNN: comma-separated layer names whose outputs are kept; everything else is recomputed", "workloads.md"},
       {"run.batchnorm_group", ValueKind::kCount, 1, 65536, "Replicas sharing batch-norm statistics", "workloads.md"},
+      {"run.batchnorm_statistics_cache", ValueKind::kString, 0, 0,
+       "yes: recomputation reuses the forward pass's batch-norm statistics (no second reduction or all-reduce)",
+       "poplar-compiler.md §6.1 (statistics caching)"},
+      {"run.fuse_elementwise", ValueKind::kString, 0, 0,
+       "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused vertices",
+       "poplar-compiler.md §2.1 (popops::map code generation)"},
       {"run.pipeline_placement", ValueKind::kString, 0, 0,
        "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md"},
       {"run.sequences_per_pack", ValueKind::kRatio, 1, 16, "Average sequences per pack", "workloads.md"},
@@ -189,7 +195,10 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.precision") d.choices = {"16.16", "16.32"};
     if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd"};
     if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
-    if (d.path == "run.replicated_tensor_sharding") d.choices = {"yes", "no"};
+    if (d.path == "run.replicated_tensor_sharding" || d.path == "run.batchnorm_statistics_cache" ||
+        d.path == "run.fuse_elementwise")
+      d.choices = {"yes", "no"};
+    if (d.path == "run.batchnorm_statistics_cache" || d.path == "run.fuse_elementwise") d.default_text = "yes";
     if (d.path == "run.sample_unit") d.choices = {"images", "sequences"};
     if (d.path == "run.replicated_tensor_sharding") d.default_text = "no";
     if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement") d.default_text = "none";
@@ -263,6 +272,8 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   if (r.string("run.recompute_checkpoints") != "none")
     run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
   run.batchnorm_group = static_cast<std::uint32_t>(r.count("run.batchnorm_group"));
+  run.batchnorm_statistics_cache = r.string("run.batchnorm_statistics_cache") == "yes";
+  run.fuse_elementwise = r.string("run.fuse_elementwise") == "yes";
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
   const std::string placement = r.string("run.pipeline_placement");

@@ -465,6 +465,12 @@ u64 vectors_per_worker(const ChipSpec& chip, DType t, u64 n) {
 
 }  // namespace
 
+std::uint64_t op_vector_cycles(trace::Op op, trace::DType dtype) {
+  if (const auto c = unary_op_cost(op)) return cost_for(*c, dtype);
+  if (const auto c = binary_op_cost(op)) return cost_for(*c, dtype);
+  throw ModelError("op_vector_cycles: unknown operator '" + op_name(op) + "'");
+}
+
 VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n) {
   const auto c = unary_op_cost(op);
   if (!c) throw ModelError("unary: operator '" + op_name(op) + "' is not a unary op");
@@ -558,6 +564,29 @@ VertexCost copy(const ChipSpec& chip, std::uint64_t bytes) {
   return cost;
 }
 
+VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::uint64_t op_cycles,
+               std::uint64_t ops) {
+  // Shaped as BinaryOp1D (§4): supervisor overhead + W x (worker base + vectors x (c + 5)),
+  // with c the fused operators' summed cycles and 5 the per-vector overhead of C++ codelets.
+  const u64 base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
+  VertexCost cost;
+  cost.cycles = kBasicOpSupervisor +
+                workers(chip) * (base + vectors_per_worker(chip, dtype, n) * (op_cycles + kBinaryPerVectorCpp));
+  cost.flops = n * ops;
+  return cost;
+}
+
+VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n) {
+  // poplin's rearrangement cost: bytes / min(memcpy bytes per cycle, element size), i.e. an
+  // element per cycle for half and float (ipu-hardware.md §1 "Local copy"), plus the fixed
+  // cost of a six-worker copy call.
+  const double eb = trace::dtype_bytes(dtype);
+  const double rate = std::min(chip.memory.memcpy_bytes_per_cycle.value, eb);
+  VertexCost cost;
+  cost.cycles = kCopyCallOverhead + static_cast<u64>(std::ceil(static_cast<double>(n) * eb / rate - 1e-9));
+  return cost;
+}
+
 VertexCost dynamic_slice(const ChipSpec& chip, trace::DType dtype, std::uint64_t elems,
                          std::uint64_t copies) {
   const u64 w = workers(chip);
@@ -642,6 +671,11 @@ VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
     case Codelet::kDynamicSlice:
       return dynamic_slice(chip, dtype_at(v, s::kSliceDType), count_at(v, s::kSliceElems),
                            count_at(v, s::kSliceCopies));
+    case Codelet::kMap:
+      return map(chip, dtype_at(v, s::kMapDType), count_at(v, s::kMapN), count_at(v, s::kMapOpCycles),
+                 count_at(v, s::kMapOps));
+    case Codelet::kTranspose:
+      return transpose(chip, dtype_at(v, s::kTransposeDType), count_at(v, s::kTransposeN));
   }
   throw ModelError("vertex_cost: unknown codelet value " +
                    std::to_string(static_cast<int>(v.codelet)));

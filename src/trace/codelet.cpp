@@ -89,6 +89,18 @@ constexpr ParamSpec kDynamicSliceParams[] = {
     int_param("copies", 1, std::nullopt, "rows copied"),
 };
 
+constexpr ParamSpec kMapParams[] = {
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("n", 0, std::nullopt, "elements"),
+    int_param("op_cycles", 1, std::nullopt,
+              "sum over the fused operators of their per-vector cycles (poplibs op tables)"),
+    int_param("ops", 1, std::nullopt, "fused operators (FLOPs per element)"),
+};
+constexpr ParamSpec kTransposeParams[] = {
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("n", 0, std::nullopt, "elements rearranged"),
+};
+
 constexpr CodeletSpec kCatalogue[] = {
     {Codelet::kAmpConv1x1, "amp_conv1x1", kAmpConv1x1Params,
      "AMP partial convolution with a 1x1 kernel (also the matmul path)"},
@@ -103,6 +115,10 @@ constexpr CodeletSpec kCatalogue[] = {
     {Codelet::kCopy, "copy", kCopyParams, "on-tile memcpy of `bytes` bytes"},
     {Codelet::kDynamicSlice, "dynamic_slice", kDynamicSliceParams,
      "copy `copies` rows of `elems` elements at a runtime offset"},
+    {Codelet::kMap, "map", kMapParams,
+     "fused elementwise expression over n elements (one generated codelet for a chain of ops)"},
+    {Codelet::kTranspose, "transpose", kTransposeParams,
+     "rearrange n elements on a tile (transpose or regroup of channel groups)"},
 };
 static_assert(std::size(kCatalogue) == kCodeletCount);
 

@@ -63,6 +63,8 @@ struct RunConfig {
   std::vector<double> available_memory;  // per IPU of the replica
   std::vector<std::string> checkpoints;  // CNN recomputation checkpoints (layer names)
   std::uint32_t batchnorm_group = 1;     // replicas sharing batch-norm statistics
+  bool batchnorm_statistics_cache = true;  // recomputation reuses the forward statistics
+  bool fuse_elementwise = true;            // elementwise chains become one fused compute set
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
   double sequences_per_pack = 1;

@@ -48,6 +48,18 @@ VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::u
 VertexCost copy(const ChipSpec& chip, std::uint64_t bytes);
 VertexCost dynamic_slice(const ChipSpec& chip, trace::DType dtype, std::uint64_t elems,
                          std::uint64_t copies);
+// A fused elementwise expression (popops::map code generation): one generated C++ codelet
+// whose loop applies `ops` operators per vector, costing `op_cycles` (their summed
+// per-vector cycles from the poplibs op tables) plus the C++ loop overhead per vector.
+VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::uint64_t op_cycles,
+               std::uint64_t ops);
+// Rearranging n elements on a tile (transpose or channel regroup): one element per
+// min(memcpy rate, element size) bytes per cycle, as poplin costs rearrangements.
+VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n);
+
+// Per-vector cycles `c` of an elementwise operator in the poplibs op tables (ipu-hardware.md
+// §4), for composing fused `map` vertices.
+std::uint64_t op_vector_cycles(trace::Op op, trace::DType dtype);
 
 // Dispatch on a trace vertex (parameters in catalogue slot order).
 VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v);

@@ -38,8 +38,10 @@ enum class Codelet : std::uint8_t {
   kCast,             // convert n elements between dtypes
   kCopy,             // on-tile memcpy of `bytes` bytes
   kDynamicSlice,     // copy `copies` rows of `elems` elements at a runtime offset
+  kMap,              // fused elementwise expression (popops::map codegen) over n elements
+  kTranspose,        // rearrangement (transpose / regroup) of n elements on a tile
 };
-inline constexpr std::size_t kCodeletCount = 10;
+inline constexpr std::size_t kCodeletCount = 12;
 
 enum class ParamKind : std::uint8_t { kInt, kDType, kOp };
 
@@ -105,6 +107,10 @@ inline constexpr std::size_t kCastFrom = 0, kCastTo = 1, kCastN = 2;
 inline constexpr std::size_t kCopyBytes = 0;
 // dynamic_slice
 inline constexpr std::size_t kSliceDType = 0, kSliceElems = 1, kSliceCopies = 2;
+// map (fused elementwise): `op_cycles` = sum of the fused operators' per-vector cycles
+inline constexpr std::size_t kMapDType = 0, kMapN = 1, kMapOpCycles = 2, kMapOps = 3;
+// transpose
+inline constexpr std::size_t kTransposeDType = 0, kTransposeN = 1;
 }  // namespace slot
 
 }  // namespace ipusim::trace

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tensor layouts: how the compiler spreads a tensor over one IPU's tiles (poplar-compiler.md
+// §1.7). A tensor is viewed as [positions x channels] with channels innermost: a conv
+// activation is (batch x height x width) x channels, a matmul operand rows x columns, a
+// grouped matmul's output (groups x rows) x columns. A layout cuts it into a grid of blocks,
+// `channel_blocks` blocks of `chans_per_tile` channels (whole grains) by `position_blocks`
+// blocks of `positions_per_tile` positions, one block per tile, channel block innermost:
+// block (p, c) lives on tile first_tile + (p x channel_blocks + c) x tile_stride. Only the last block of each
+// dimension may be smaller. Two layouts with equal fields are the same tile mapping, so an op
+// whose operands have equal layouts needs no exchange.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipusim/config/chip_spec.hpp"
+#include "ipusim/kernels/kernels.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::compiler {
+
+struct Layout {
+  trace::DType dtype = trace::DType::kHalf;
+  std::uint64_t positions = 0, channels = 0;
+  std::uint32_t first_tile = 0;
+  std::uint32_t tile_stride = 1;  // tiles between consecutive blocks
+  std::uint64_t positions_per_tile = 0, chans_per_tile = 0;
+
+  std::uint64_t elements() const { return positions * channels; }
+  std::uint64_t position_blocks() const;
+  std::uint64_t channel_blocks() const;
+  std::uint32_t tiles() const;  // tiles holding a block
+  trace::TileRange range() const;
+  // Elements and bytes on the fullest tile.
+  std::uint64_t per_tile() const { return positions_per_tile * chans_per_tile; }
+  std::uint64_t bytes_per_tile() const { return per_tile() * trace::dtype_bytes(dtype); }
+  // Tiles holding part of one channel (a per-channel reduction's fan-in) and of one position
+  // (a per-position reduction's fan-in, e.g. layer norm or softmax over channels).
+  std::uint64_t channel_sharers() const { return position_blocks(); }
+  std::uint64_t position_sharers() const { return channel_blocks(); }
+  // Tile of block (p, c).
+  std::uint32_t tile(std::uint64_t p, std::uint64_t c) const;
+  bool operator==(const Layout&) const = default;
+};
+
+// Poplar's generic linear mapping (poplar-compiler.md §1.7): the flattened tensor in
+// contiguous pieces of whole vector-width grains and at least 128 bytes, on tiles 0, 1, 2, ...
+// Pieces are cut on position boundaries when a tile holds whole positions, else on channel
+// grains within a position.
+Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t positions,
+                     std::uint64_t channels);
+
+// The output of a planned conv or matmul (kernels::emit_conv): out-channel blocks of the
+// plan's out_per_tile channels innermost; each row block's positions, further cut into
+// in_split chunks when partial sums are reduce-scattered over the input-channel split.
+Layout conv_output_layout(const ChipSpec& chip, const kernels::ConvArgs& args,
+                          const kernels::ConvPlan& plan);
+
+// The input a planned conv wants (createInput, §1.7): its row blocks by in-channel blocks,
+// each block held once (by the block's first out-channel tile).
+Layout conv_input_layout(const ChipSpec& chip, const kernels::ConvArgs& args,
+                         const kernels::ConvPlan& plan);
+
+// The exchange that moves a tensor from layout `from` to layout `to` (same positions and
+// channels): every destination block receives the parts of it that other tiles hold. Bytes
+// a tile already holds do not move. Returns no transfers when the layouts are equal.
+trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to);
+
+// Bytes the busiest destination tile receives in rearrangement(from, to).
+std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to);
+
+}  // namespace ipusim::compiler

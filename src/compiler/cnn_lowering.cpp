@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering of a CNN training step (ResNet-50): one IPU per replica, recomputation between
+// checkpoints, gradient accumulation, then the gradient all-reduce and LARS (docs/workloads.md).
+// Every tensor carries its layout: a conv's output stays where the conv computed it, batch
+// norm, ReLU and residual adds run there (fused into one vertex per tile), batch-norm
+// statistics are reduced among the tiles holding each channel, and operands whose layout
+// differs from what a conv's plan wants are rearranged (with transposes for the data- and
+// weight-gradient passes).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "ipu_builder.hpp"
+#include "lowering.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using trace::DType;
+using trace::Op;
+using trace::StepKind;
+
+struct Shape {
+  std::uint64_t h = 0, w = 0, c = 0;
+  std::uint64_t positions() const { return h * w; }
+  std::uint64_t elements() const { return h * w * c; }
+};
+
+struct CnnLayer {
+  const Layer* layer;
+  std::string input;  // producing layer ("" = the image input)
+  Shape in, out;
+  std::uint64_t params = 0;
+};
+
+std::vector<CnnLayer> propagate(const ModelDef& m) {
+  std::map<std::string, Shape> shapes;
+  std::vector<CnnLayer> out;
+  Shape input{m.height, m.width, m.channels};
+  std::string previous;
+  for (const Layer& l : m.layers) {
+    const std::string in_name = l.input.empty() ? previous : l.input;
+    CnnLayer c{&l, in_name, in_name.empty() ? input : shapes.at(in_name), {}, 0};
+    Shape s = c.in;
+    if (l.op == "conv") {
+      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), l.out};
+      c.params = l.kernel * l.kernel * c.in.c * l.out;
+    } else if (l.op == "maxpool") {
+      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), s.c};
+    } else if (l.op == "avgpool") {
+      s = {1, 1, s.c};
+    } else if (l.op == "fc") {
+      s = {1, 1, l.out};
+      c.params = c.in.c * l.out + l.out;
+    } else if (l.op == "batchnorm") {
+      c.params = 2 * s.c;
+    }
+    c.out = s;
+    shapes[l.name] = s;
+    previous = l.name;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// A value in flight: its layout and the elementwise ops not yet applied to it (fused into
+// one compute set when the value is next consumed by something that is not elementwise).
+struct Value {
+  Layout layout;
+  std::vector<Op> pending;
+};
+
+class CnnLowering {
+ public:
+  CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b)
+      : m_(m), run_(run), b_(b), layers_(propagate(m)), n_(run.micro_batch) {
+    for (std::size_t i = 0; i < layers_.size(); ++i) index_[layers_[i].layer->name] = i;
+  }
+
+  // One micro-batch: input, forward, then backward segment by segment, recomputing each
+  // segment's forward from its checkpoint (all but the last segment, whose activations are
+  // still live).
+  Steps micro_batch() {
+    Steps out;
+    // The next micro-batch's images stream in on I/O tiles while this one computes; they
+    // land on the layout of their consumer, the first conv (createInput).
+    b_.host(out, n_ * run_.input_bytes_per_sample, trace::HostDirection::kToIpu, trace::HostMemory::kHost,
+            /*overlap=*/true);
+    for (const auto& c : layers_) forward(out, c, /*recompute=*/false);
+    flush_all(out, fwd_);
+    const auto segments = segment_bounds();
+    for (std::size_t s = segments.size(); s-- > 0;) {
+      const auto [first, last] = segments[s];
+      if (s + 1 != segments.size()) {
+        for (std::size_t i = first; i < last; ++i) forward(out, layers_[i], /*recompute=*/true);
+        flush_all(out, fwd_);
+      }
+      for (std::size_t i = last; i-- > first;) backward(out, layers_[i], i == 0);
+    }
+    grads_.clear();
+    return out;
+  }
+
+  // After the gradient-accumulation loop: all-reduce of the gradients, then LARS on the
+  // weight-owning tiles: per-layer weight and gradient norms, then the fused momentum and
+  // weight update.
+  Steps weight_update() {
+    Steps out;
+    const std::uint64_t params = total_params();
+    const DType dt = m_.dtype;
+    if (run_.replicas > 1)
+      out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
+                                           {trace::GroupKind::kReplicas, 0}));
+    const std::uint64_t layers_with_params = std::count_if(layers_.begin(), layers_.end(),
+                                                           [](const CnnLayer& c) { return c.params > 0; });
+    const Layout w = b_.linear(dt, layers_with_params, ceil_div(params, layers_with_params));
+    for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||g|| per layer
+      const Op square = Op::kSquare;
+      b_.elementwise(out, w, {&square, 1});
+      b_.reduce(out, w, Axis::kChannels, 1, /*broadcast=*/true);
+    }
+    // v = m v + lr trust (g + wd w); w -= v
+    const Op update[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
+    b_.elementwise(out, w, update);
+    return out;
+  }
+
+  std::uint64_t total_params() const {
+    return std::accumulate(layers_.begin(), layers_.end(), std::uint64_t{0},
+                           [](std::uint64_t a, const CnnLayer& c) { return a + c.params; });
+  }
+
+  // Activation bytes kept between forward and backward: the checkpoints, plus the largest
+  // segment's activations while it is recomputed and back-propagated. Batch norm, ReLU and
+  // the residual add work in place, so a segment holds the outputs of its convs, pools and
+  // fc, plus a working set of two gradient tensors of its largest activation.
+  std::pair<std::uint64_t, std::uint64_t> activation_bytes() const {
+    const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
+    std::uint64_t checkpoints = 0, live = 0;
+    for (const auto& [first, last] : segment_bounds()) {
+      checkpoints += n_ * layers_[last - 1].out.elements() * eb;
+      std::uint64_t seg = 0, largest = 0;
+      for (std::size_t i = first; i < last; ++i) {
+        const std::string& op = layers_[i].layer->op;
+        const std::uint64_t bytes = n_ * layers_[i].out.elements() * eb;
+        if (op == "conv" || op == "maxpool" || op == "avgpool" || op == "fc") seg += bytes;
+        largest = std::max(largest, bytes);
+      }
+      live = std::max(live, seg + 2 * largest);
+    }
+    return {checkpoints, live};
+  }
+
+ private:
+  kernels::ConvArgs conv_args(std::uint64_t in, std::uint64_t h, std::uint64_t w, std::uint64_t out,
+                              std::uint64_t k, std::uint64_t s) const {
+    kernels::ConvArgs a;
+    a.batch = n_;
+    a.in_chans = in;
+    a.height = h;
+    a.width = w;
+    a.out_chans = out;
+    a.kernel = k;
+    a.stride = s;
+    a.dtype = m_.dtype;
+    return a;
+  }
+  kernels::ConvArgs forward_args(const CnnLayer& c) const {
+    return conv_args(c.in.c, c.in.h, c.in.w, c.layer->out, c.layer->kernel, c.layer->stride);
+  }
+
+  // Applies a value's pending elementwise ops (one fused compute set).
+  void flush(Steps& out, Value& v) {
+    b_.elementwise(out, v.layout, v.pending);
+    v.pending.clear();
+  }
+  void flush_all(Steps& out, std::map<std::string, Value>& values) {
+    for (auto& [name, v] : values) flush(out, v);
+  }
+  // The forward value a layer reads, materialised.
+  Value& input_of(Steps& out, const CnnLayer& c) {
+    if (c.input.empty()) {
+      // The images, on the layout the first conv created for them.
+      auto it = fwd_.find("");
+      if (it == fwd_.end())
+        it = fwd_.emplace("", Value{b_.input_layout(forward_args(c)), {}}).first;
+      return it->second;
+    }
+    Value& v = fwd_.at(c.input);
+    flush(out, v);
+    return v;
+  }
+
+  void forward(Steps& out, const CnnLayer& c, bool recompute) {
+    const Layer& l = *c.layer;
+    const DType dt = m_.dtype;
+    if (l.op == "conv") {
+      const Value& x = input_of(out, c);
+      const kernels::ConvArgs a = forward_args(c);
+      fwd_[l.name] = Value{b_.conv(out, a, Operand{x.layout, false}), {}};
+    } else if (l.op == "batchnorm") {
+      Value& x = input_of(out, c);
+      // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
+      // shared over the batch-norm group; recomputation reuses the cached statistics.
+      if (!(recompute && run_.batchnorm_statistics_cache)) {
+        b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
+        if (run_.batchnorm_group > 1)
+          out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
+                                               {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+        // mean, inverse standard deviation, then back to the tiles holding each channel.
+        const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
+        b_.elementwise(out, b_.linear(DType::kFloat, 1, c.out.c), stats);
+        b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/true);
+      }
+      // whiten (x - mean) * inv_std, then scale and shift: pending, fused with what follows.
+      fwd_[l.name] = Value{x.layout, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd}};
+    } else if (l.op == "relu") {
+      Value v = take(c.input);
+      v.pending.push_back(Op::kRelu);
+      fwd_[l.name] = std::move(v);
+    } else if (l.op == "add") {
+      Value& other = fwd_.at(l.other);
+      flush(out, other);
+      Value v = take(c.input);
+      b_.rearrange(out, other.layout, v.layout);  // the other operand moves, as popops does
+      v.pending.push_back(Op::kAdd);
+      fwd_[l.name] = std::move(v);
+    } else if (l.op == "maxpool") {
+      const Value& x = input_of(out, c);
+      // Each output reads a kernel x kernel window of its tile's inputs (halo exchange
+      // neglected); the output keeps the input's block grid.
+      Layout y = x.layout;
+      y.positions = n_ * c.out.positions();
+      y.positions_per_tile = ceil_div(x.layout.positions_per_tile * c.out.positions(), c.in.positions());
+      Layout work = y;
+      work.positions_per_tile *= l.kernel * l.kernel;
+      work.positions *= l.kernel * l.kernel;
+      const Op max = Op::kMax;
+      b_.elementwise(out, work, {&max, 1});
+      fwd_[l.name] = Value{y, {}};
+    } else if (l.op == "avgpool") {
+      const Value& x = input_of(out, c);
+      b_.reduce(out, x.layout, Axis::kPositions, 1, /*broadcast=*/false);
+      fwd_[l.name] = Value{b_.linear(dt, n_, c.out.c), {}};
+    } else if (l.op == "fc") {
+      const Value& x = input_of(out, c);
+      const Layout y = b_.matmul(out, n_, l.out, c.in.c, dt, Operand{x.layout, false});
+      fwd_[l.name] = Value{y, {}};
+    } else if (l.op == "softmax_loss") {
+      const Value& x = input_of(out, c);
+      const Op exp = Op::kExp, div = Op::kDiv;
+      b_.elementwise(out, x.layout, {&exp, 1});
+      b_.reduce(out, x.layout, Axis::kChannels, 1, /*broadcast=*/true);
+      b_.elementwise(out, x.layout, {&div, 1});
+      fwd_[l.name] = x;
+    }
+  }
+
+  // The forward value of an in-place layer's input, which the layer takes over.
+  Value take(const std::string& name) { return fwd_.at(name); }
+
+  // Adds a gradient contribution for `name` (a tensor read by several layers gets the sum).
+  void add_gradient(Steps& out, const std::string& name, Value g) {
+    auto it = grads_.find(name);
+    if (it == grads_.end()) {
+      grads_.emplace(name, std::move(g));
+      return;
+    }
+    flush(out, g);
+    b_.rearrange(out, g.layout, it->second.layout);
+    it->second.pending.push_back(Op::kAdd);
+  }
+
+  void backward(Steps& out, const CnnLayer& c, bool first_layer) {
+    const Layer& l = *c.layer;
+    const DType dt = m_.dtype;
+    const std::string& in = c.input;
+    if (l.op == "softmax_loss") {
+      // d logits = softmax - labels, where the logits are.
+      add_gradient(out, in, Value{fwd_.at(in).layout, {Op::kSub}});
+      return;
+    }
+    Value g = grads_.at(l.name);
+    grads_.erase(l.name);
+    if (l.op == "conv") {
+      flush(out, g);
+      const kernels::ConvArgs fa = forward_args(c);
+      const Layout weights = b_.weights_layout(fa);
+      // Data gradient: a conv of the output gradient with the transposed weights (same MACs
+      // as the forward pass); skipped for the first layer.
+      if (!first_layer) {
+        Layout dx = b_.conv(out, conv_args(l.out, c.out.h, c.out.w, c.in.c, l.kernel, 1), Operand{g.layout, false},
+                            Operand{weights, true});
+        // A strided conv's data gradient is computed at the output resolution (same MACs) and
+        // written at the input resolution: each tile's block grows by stride^2.
+        const std::uint64_t grow = c.in.positions() / c.out.positions();
+        dx.positions *= grow;
+        dx.positions_per_tile *= grow;
+        add_gradient(out, in, Value{dx, {}});
+      }
+      // Weight gradient: (kernel x in-channels) x out-channels, reducing over batch x output
+      // field: reads the activations transposed and the output gradient regrouped, then its
+      // result moves to the weights' layout and is added into the gradient accumulator.
+      const Layout x = in.empty() ? b_.input_layout(fa) : fwd_.at(in).layout;
+      const Layout dw = b_.matmul(out, l.kernel * l.kernel * c.in.c, l.out, n_ * c.out.positions(), dt,
+                                  Operand{x, true}, Operand{g.layout, false});
+      b_.rearrange(out, dw, weights);
+      b_.scaled_add(out, weights);
+    } else if (l.op == "batchnorm") {
+      // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
+      // gradient; x_hat comes to the gradient's layout.
+      flush(out, g);
+      const Layout xhat = fwd_.at(in).layout;
+      b_.rearrange(out, xhat, g.layout);
+      const Op mul = Op::kMul;
+      b_.elementwise(out, g.layout, {&mul, 1});
+      b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
+      if (run_.batchnorm_group > 1)
+        out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
+                                             {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+      b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/true);
+      // gamma and beta gradients into their accumulators
+      b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
+      // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
+      g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
+      add_gradient(out, in, std::move(g));
+    } else if (l.op == "relu") {
+      // g x (y > 0): the forward output comes to the gradient's layout.
+      b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+      g.pending.push_back(Op::kMul);
+      add_gradient(out, in, std::move(g));
+    } else if (l.op == "add") {
+      flush(out, g);  // materialised once; both operands' paths read it
+      add_gradient(out, l.other, g);
+      add_gradient(out, in, std::move(g));
+    } else if (l.op == "maxpool") {
+      flush(out, g);
+      const Layout x = fwd_.at(in).layout;
+      b_.rearrange(out, g.layout.positions == x.positions ? g.layout : x, x);
+      const Op mul = Op::kMul;
+      b_.elementwise(out, x, {&mul, 1});
+      add_gradient(out, in, Value{x, {}});
+    } else if (l.op == "avgpool") {
+      flush(out, g);
+      const Layout x = fwd_.at(in).layout;
+      const Op mul = Op::kMul;
+      b_.elementwise(out, x, {&mul, 1});
+      add_gradient(out, in, Value{x, {}});
+    } else if (l.op == "fc") {
+      flush(out, g);
+      kernels::ConvArgs mm;
+      mm.height = n_;
+      mm.in_chans = c.in.c;
+      mm.out_chans = l.out;
+      mm.dtype = dt;
+      const Layout weights = b_.weights_layout(mm);
+      const Layout dx = b_.matmul(out, n_, c.in.c, l.out, dt, Operand{g.layout, false}, Operand{weights, true});
+      const Layout dw = b_.matmul(out, c.in.c, l.out, n_, dt, Operand{fwd_.at(in).layout, true}, Operand{g.layout, false});
+      b_.rearrange(out, dw, weights);
+      b_.scaled_add(out, weights);
+      add_gradient(out, in, Value{dx, {}});
+    }
+  }
+
+  // [first, last) layer ranges between checkpoints.
+  std::vector<std::pair<std::size_t, std::size_t>> segment_bounds() const {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    std::size_t first = 0;
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      if (std::find(run_.checkpoints.begin(), run_.checkpoints.end(), layers_[i].layer->name) !=
+          run_.checkpoints.end()) {
+        out.emplace_back(first, i + 1);
+        first = i + 1;
+      }
+    if (first < layers_.size()) out.emplace_back(first, layers_.size());
+    return out;
+  }
+
+  const ModelDef& m_;
+  const RunConfig& run_;
+  IpuBuilder& b_;
+  std::vector<CnnLayer> layers_;
+  std::map<std::string, std::size_t> index_;
+  std::uint64_t n_;
+  std::map<std::string, Value> fwd_;    // forward values by producing layer
+  std::map<std::string, Value> grads_;  // gradients of layer outputs, while back-propagating
+};
+
+void check_checkpoints(const ModelDef& m, const RunConfig& run) {
+  for (const auto& c : run.checkpoints)
+    if (std::none_of(m.layers.begin(), m.layers.end(), [&](const Layer& l) { return l.name == c; }))
+      throw ConfigError(fmt::format("{}: run.recompute_checkpoints: '{}' is not a layer of {}", run.file, c, m.file));
+}
+
+}  // namespace
+
+trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
+  if (run.ipus_per_replica != 1)
+    throw ConfigError(fmt::format("{}: run.ipus_per_replica: CNN models run one IPU per replica (data "
+                                  "parallel), found {}", run.file, run.ipus_per_replica));
+  check_checkpoints(m, run);
+  trace::Trace t;
+  t.name = run.name;
+  t.replicas = run.replicas;
+  auto& program = t.ipus.emplace_back();
+  IpuBuilder b(system.chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise);
+  CnnLowering lower(m, run, b);
+  trace::Step loop = make_step(StepKind::kRepeat);
+  loop.count = run.gradient_accumulation;
+  loop.body = lower.micro_batch();
+  program.steps.push_back(std::move(loop));
+  for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
+  // Memory: weights, gradient accumulators and LARS momentum (16-bit), checkpoints and live
+  // activations, the input buffer and the largest conv's temporaries.
+  const std::uint64_t eb = trace::dtype_bytes(m.dtype);
+  const std::uint64_t params = lower.total_params();
+  const auto [checkpoints, live] = lower.activation_bytes();
+  b.tensor("weights", trace::TensorKind::kWeight, m.dtype, params * eb);
+  b.tensor("gradient_accumulators", trace::TensorKind::kGradient, m.dtype, params * eb);
+  b.tensor("optimiser_momentum", trace::TensorKind::kOptimiser, m.dtype, params * eb);
+  b.tensor("checkpoint_activations", trace::TensorKind::kActivation, m.dtype, checkpoints);
+  b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
+  b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+  program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
+                             trace::TileRange{0, system.chip.tiles - 1}, b.peak_temp()});
+  return t;
+}
+
+}  // namespace ipusim::compiler

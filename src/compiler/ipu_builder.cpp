@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipu_builder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::compiler {
+
+using trace::DType;
+using trace::Op;
+using trace::StepKind;
+using trace::TileRange;
+namespace sl = trace::slot;
+
+trace::Step make_step(StepKind kind, std::uint32_t index) {
+  trace::Step s;
+  s.kind = kind;
+  s.index = index;
+  return s;
+}
+
+std::string layout_key(const Layout& l) {
+  return fmt::format("{}x{}_t{}s{}_b{}x{}_{}", l.positions, l.channels, l.first_tile, l.tile_stride,
+                     l.positions_per_tile, l.chans_per_tile, static_cast<int>(l.dtype));
+}
+
+namespace {
+
+Layout blocked(const Layout& source, std::uint64_t position_blocks, std::uint64_t channel_blocks,
+               std::uint32_t stride) {
+  Layout l = source;
+  l.first_tile = 0;
+  l.tile_stride = stride;
+  l.positions_per_tile = ceil_div(source.positions, std::max<std::uint64_t>(1, position_blocks));
+  l.chans_per_tile = ceil_div(source.channels, std::max<std::uint64_t>(1, channel_blocks));
+  return l;
+}
+
+std::string args_key(const kernels::ConvArgs& a) {
+  return fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height, a.width,
+                     a.out_chans, a.kernel, a.stride, static_cast<int>(a.dtype));
+}
+
+}  // namespace
+
+// Operands a conv reads are spread evenly over the tiles that use them (Poplar maps created
+// inputs and weights "by use", poplar-compiler.md §1.7): an input block (row block x
+// in-channel block) is shared by the plan's out_split tiles, a weight block (in-channel block
+// x out-channel block) by its row_split tiles; each user holds a share.
+Layout plan_input_layout(const Layout& source, const kernels::ConvPlan& p, bool transposed) {
+  const std::uint64_t rows = std::uint64_t{p.row_split} * p.out_split;
+  return transposed ? blocked(source, p.in_split, rows, 1) : blocked(source, rows, p.in_split, 1);
+}
+
+Layout plan_weight_layout(const Layout& source, const kernels::ConvPlan& p, bool transposed) {
+  const std::uint64_t ins = std::uint64_t{p.in_split} * p.row_split;
+  return transposed ? blocked(source, p.out_split, ins, 1) : blocked(source, ins, p.out_split, 1);
+}
+
+std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& l, Axis axis) {
+  std::vector<std::vector<std::uint32_t>> groups;
+  if (axis == Axis::kPositions) {
+    for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
+      auto& g = groups.emplace_back();
+      for (std::uint64_t p = 0; p < l.position_blocks(); ++p) g.push_back(l.tile(p, c));
+    }
+  } else {
+    for (std::uint64_t p = 0; p < l.position_blocks(); ++p) {
+      auto& g = groups.emplace_back();
+      for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) g.push_back(l.tile(p, c));
+    }
+  }
+  return groups;
+}
+
+std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
+  const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
+  if (stages == 0) return {0, 1};
+  auto fan_in = static_cast<std::uint64_t>(std::ceil(std::pow(static_cast<double>(depth), 1.0 / stages) - 1e-9));
+  return {stages, std::max<std::uint64_t>(2, fan_in)};
+}
+
+IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
+                       DType partials, bool fuse_elementwise)
+    : chip_(chip), program_(program), partials_(partials), fuse_(fuse_elementwise),
+      budget_(static_cast<std::uint64_t>(available_memory * static_cast<double>(chip.tile_memory.count))) {}
+
+template <class F>
+void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
+  auto it = ops_.find(key);
+  if (it == ops_.end()) {
+    Steps steps;
+    build(steps);
+    it = ops_.emplace(key, std::move(steps)).first;
+  }
+  out.insert(out.end(), it->second.begin(), it->second.end());
+}
+
+std::uint32_t IpuBuilder::add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices) {
+  program_.compute_sets.push_back({name, std::move(vertices)});
+  return static_cast<std::uint32_t>(program_.compute_sets.size() - 1);
+}
+
+std::uint32_t IpuBuilder::add_exchange(trace::Exchange ex) {
+  program_.exchanges.push_back(std::move(ex));
+  return static_cast<std::uint32_t>(program_.exchanges.size() - 1);
+}
+
+const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& a) {
+  const std::string key = args_key(a);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    const kernels::ConvPlan plan = kernels::plan_conv(chip_, a, budget_);
+    peak_temp_ = std::max(peak_temp_, plan.bytes_per_tile);
+    it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
+  }
+  return it->second;
+}
+
+Layout IpuBuilder::weights_layout(const kernels::ConvArgs& a) {
+  Layout source;
+  source.dtype = a.dtype;
+  source.positions = a.kernel * a.kernel * a.in_chans;
+  source.channels = a.out_chans;
+  return plan_weight_layout(source, planned(a).plan, false);
+}
+
+Layout IpuBuilder::input_layout(const kernels::ConvArgs& a) {
+  Layout source;
+  source.dtype = a.dtype;
+  source.positions = a.batch * a.height * a.width;
+  source.channels = a.in_chans;
+  return plan_input_layout(source, planned(a).plan, false);
+}
+
+void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
+  if (from == to) return;
+  const std::string key = fmt::format("rearrange_{}_to_{}", layout_key(from), layout_key(to));
+  cached(out, key, [&](Steps& steps) {
+    trace::Exchange ex = rearrangement(key, from, to);
+    if (ex.transfers.empty()) return;
+    steps.push_back(make_step(StepKind::kSync));
+    steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+  });
+}
+
+void IpuBuilder::transpose(Steps& out, const Layout& l) {
+  const std::string key = fmt::format("transpose_{}", layout_key(l));
+  cached(out, key, [&](Steps& steps) {
+    trace::Vertex v{trace::Codelet::kTranspose, l.range(), {}};
+    v.params[sl::kTransposeDType] = static_cast<std::int64_t>(l.dtype);
+    v.params[sl::kTransposeN] = static_cast<std::int64_t>(l.per_tile());
+    if (l.tile_stride == 1) {
+      steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, {v})));
+    } else {
+      std::vector<trace::Vertex> vs;
+      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
+        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
+          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
+          vs.push_back(v);
+        }
+      steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, std::move(vs))));
+    }
+    steps.push_back(make_step(StepKind::kSync));
+  });
+}
+
+Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& a, const Operand& input, const Operand& weights) {
+  const Planned& p = planned(a);
+  // Operands arrive in the plan's home layouts (transposed ones are transposed on the tiles
+  // that receive them), then the planned fetch, compute and reduction run.
+  for (const auto& [operand, is_input] : {std::pair{&input, true}, std::pair{&weights, false}}) {
+    if (!operand->layout) continue;
+    const Layout home = is_input ? plan_input_layout(*operand->layout, p.plan, operand->transposed)
+                                 : plan_weight_layout(*operand->layout, p.plan, operand->transposed);
+    rearrange(out, *operand->layout, home);
+    if (operand->transposed) transpose(out, home);
+  }
+  const std::string key = args_key(a);
+  cached(out, key, [&](Steps& steps) { kernels::emit_conv(program_, key + "/", chip_, a, p.plan, steps); });
+  return p.output;
+}
+
+Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
+                          const Operand& input, const Operand& weights, std::uint64_t groups) {
+  kernels::ConvArgs a;
+  a.height = m * groups;
+  a.out_chans = n;
+  a.in_chans = k;
+  a.dtype = dt;
+  return conv(out, a, input, weights);
+}
+
+void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> ops) {
+  if (ops.empty()) return;
+  const std::uint64_t n = l.per_tile();
+  auto vertex_for = [&](Op op) {
+    const bool binary = op <= Op::kMin;
+    trace::Vertex v{binary ? trace::Codelet::kBinary : trace::Codelet::kUnary, l.range(), {}};
+    v.params[sl::kEltOp] = static_cast<std::int64_t>(op);
+    v.params[sl::kEltDType] = static_cast<std::int64_t>(l.dtype);
+    v.params[sl::kEltN] = static_cast<std::int64_t>(n);
+    return v;
+  };
+  // Blocks of a strided layout are not contiguous: one vertex per block tile.
+  auto on_tiles = [&](trace::Vertex v) {
+    std::vector<trace::Vertex> vs;
+    if (l.tile_stride == 1) {
+      vs.push_back(v);
+    } else {
+      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
+        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
+          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
+          vs.push_back(v);
+        }
+    }
+    return vs;
+  };
+  if (!fuse_ || ops.size() == 1) {
+    for (Op op : ops) {
+      const std::string key =
+          fmt::format("{}_{}", trace::kOpNames[static_cast<std::size_t>(op)], layout_key(l));
+      cached(out, key, [&](Steps& steps) {
+        steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_tiles(vertex_for(op)))));
+        steps.push_back(make_step(StepKind::kSync));
+      });
+    }
+    return;
+  }
+  std::string names;
+  std::uint64_t op_cycles = 0;
+  for (Op op : ops) {
+    names += names.empty() ? "" : "_";
+    names += trace::kOpNames[static_cast<std::size_t>(op)];
+    op_cycles += cost::op_vector_cycles(op, l.dtype);
+  }
+  const std::string key = fmt::format("map_{}_{}", names, layout_key(l));
+  cached(out, key, [&](Steps& steps) {
+    trace::Vertex v{trace::Codelet::kMap, l.range(), {}};
+    v.params[sl::kMapDType] = static_cast<std::int64_t>(l.dtype);
+    v.params[sl::kMapN] = static_cast<std::int64_t>(n);
+    v.params[sl::kMapOpCycles] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, op_cycles));
+    v.params[sl::kMapOps] = static_cast<std::int64_t>(ops.size());
+    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_tiles(v))));
+    steps.push_back(make_step(StepKind::kSync));
+  });
+}
+
+void IpuBuilder::scaled_add(Steps& out, const Layout& l) {
+  const std::string key = fmt::format("scaled_add_{}", layout_key(l));
+  cached(out, key, [&](Steps& steps) {
+    std::vector<trace::Vertex> vs;
+    trace::Vertex v{trace::Codelet::kScaledAdd, l.range(), {}};
+    v.params[sl::kScaledAddDType] = static_cast<std::int64_t>(l.dtype);
+    v.params[sl::kScaledAddN] = static_cast<std::int64_t>(l.per_tile());
+    if (l.tile_stride == 1) {
+      vs.push_back(v);
+    } else {
+      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
+        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
+          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
+          vs.push_back(v);
+        }
+    }
+    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, std::move(vs))));
+    steps.push_back(make_step(StepKind::kSync));
+  });
+}
+
+void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t stats, bool broadcast) {
+  const std::string key = fmt::format("reduce_{}_{}{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
+                                      broadcast ? "b" : "", layout_key(l));
+  cached(out, key, [&](Steps& steps) {
+    const bool over_positions = axis == Axis::kPositions;
+    const std::uint64_t outputs = stats * (over_positions ? l.chans_per_tile : l.positions_per_tile);
+    const std::uint64_t inputs = over_positions ? l.positions_per_tile : l.chans_per_tile;
+    const auto groups = reduction_groups(l, axis);
+    auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t partials) {
+      trace::Vertex v{trace::Codelet::kReduce, tiles, {}};
+      v.params[sl::kReduceOp] = static_cast<std::int64_t>(Op::kAdd);
+      v.params[sl::kReduceIn] = static_cast<std::int64_t>(in);
+      v.params[sl::kReduceOut] = static_cast<std::int64_t>(DType::kFloat);
+      v.params[sl::kReduceOutputs] = static_cast<std::int64_t>(outputs);
+      v.params[sl::kReduceInputs] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, partials));
+      return v;
+    };
+    // Vertices over a set of tiles, merged into ranges of consecutive tiles.
+    auto over = [&](std::vector<std::uint32_t> tiles, DType in, std::uint64_t partials) {
+      std::sort(tiles.begin(), tiles.end());
+      std::vector<trace::Vertex> vs;
+      for (std::size_t i = 0; i < tiles.size();) {
+        std::size_t j = i;
+        while (j + 1 < tiles.size() && tiles[j + 1] == tiles[j] + 1) ++j;
+        vs.push_back(reduce_vertex(TileRange{tiles[i], tiles[j]}, in, partials));
+        i = j + 1;
+      }
+      return vs;
+    };
+    std::vector<std::uint32_t> all;
+    for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
+    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key + "/local", over(all, l.dtype, inputs))));
+    steps.push_back(make_step(StepKind::kSync));
+    // Partials are float between tiles (poplar-compiler.md §2.2).
+    const std::uint64_t partial_bytes = outputs * 4;
+    const auto [stages, fan_in] = reduction_stages(groups.empty() ? 1 : groups.front().size());
+    std::vector<std::vector<std::uint32_t>> holders = groups;
+    for (int stage = 0; stage < stages; ++stage) {
+      trace::Exchange ex{fmt::format("{}/stage{}", key, stage), {}, {}};
+      std::vector<std::uint32_t> leaders;
+      std::uint64_t most = 1;
+      for (auto& g : holders) {
+        std::vector<std::uint32_t> next;
+        for (std::size_t i = 0; i < g.size(); i += fan_in) {
+          const TileRange leader{g[i], g[i]};
+          next.push_back(g[i]);
+          const std::size_t end = std::min(g.size(), i + fan_in);
+          most = std::max<std::uint64_t>(most, end - i);
+          for (std::size_t j = i + 1; j < end; ++j) ex.add(TileRange{g[j], g[j]}, {&leader, 1}, partial_bytes);
+        }
+        g = std::move(next);
+        leaders.insert(leaders.end(), g.begin(), g.end());
+      }
+      if (ex.transfers.empty()) continue;
+      steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+      steps.push_back(make_step(StepKind::kCompute,
+                                add_compute_set(fmt::format("{}/stage{}", key, stage), over(leaders, DType::kFloat, most))));
+      steps.push_back(make_step(StepKind::kSync));
+    }
+    if (broadcast) {
+      // The results go back to every tile of their group (the normalisation's broadcast operand).
+      trace::Exchange ex{key + "/broadcast", {}, {}};
+      const std::uint64_t result_bytes = outputs * trace::dtype_bytes(DType::kFloat);
+      for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+        std::vector<TileRange> dst;
+        for (std::uint32_t t : groups[gi])
+          if (t != holders[gi].front()) dst.push_back(TileRange{t, t});
+        if (!dst.empty()) ex.add(TileRange{holders[gi].front(), holders[gi].front()}, dst, result_bytes);
+      }
+      if (!ex.transfers.empty()) steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+    }
+  });
+}
+
+void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
+                      bool overlap) {
+  if (total_bytes == 0) return;
+  trace::Step s = make_step(StepKind::kHost);
+  s.direction = dir;
+  s.memory = memory;
+  s.overlap = overlap;
+  s.tiles = TileRange{0, chip_.tiles - 1};
+  s.bytes = ceil_div(total_bytes, chip_.tiles);
+  out.push_back(s);
+}
+
+trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, DType dt, trace::Group group) {
+  trace::Step s = make_step(StepKind::kCollective);
+  s.collective = op;
+  s.bytes = bytes;
+  s.dtype = dt;
+  s.group = group;
+  return s;
+}
+
+void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType dt, std::uint64_t total_bytes) {
+  if (total_bytes == 0) return;
+  program_.tensors.push_back({name, kind, dt, TileRange{0, chip_.tiles - 1}, ceil_div(total_bytes, chip_.tiles)});
+}
+
+}  // namespace ipusim::compiler

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+// Builds one IPU's program from layout-aware operations (docs/workloads.md "Lowering"): convs
+// and matmuls planned by kernels::plan_conv whose operands are rearranged from the layouts
+// they have into the layouts the plan wants; elementwise chains computed where their operand
+// lives (fused into one vertex per tile, or one compute set per op); reductions planned from
+// their input layout. Identical operations reuse their compute sets and exchanges, as Poplar
+// reuses code for repeated layers, so the trace stays small.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ipusim/compiler/layout.hpp"
+#include "ipusim/kernels/kernels.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::compiler {
+
+using Steps = std::vector<trace::Step>;
+
+trace::Step make_step(trace::StepKind kind, std::uint32_t index = 0);
+
+// An operand of a conv or matmul: the layout it has now, and whether the conv reads it
+// transposed (positions and channels swapped: the weights of a data-gradient pass, the
+// activations of a weight-gradient pass). Empty: the operand is created for the conv
+// (createInput / createWeights), so it already has the layout the plan wants.
+struct Operand {
+  std::optional<Layout> layout;
+  bool transposed = false;
+};
+
+// The layouts a planned conv wants for its operands, in the source tensor's own axes: each
+// block of the plan spread over the tiles that use it, from where the plan's fetch exchange
+// multicasts it.
+Layout plan_input_layout(const Layout& source, const kernels::ConvPlan& plan, bool transposed);
+Layout plan_weight_layout(const Layout& source, const kernels::ConvPlan& plan, bool transposed);
+
+// Which per-element reduction: over positions for each channel (batch-norm statistics, bias
+// gradients, pools) or over channels for each position (layer norm, softmax).
+enum class Axis { kPositions, kChannels };
+
+// Tiles of `layout` that hold parts of the same outputs of a reduction over `axis`: one group
+// per output block, listed in the order the staged reduction combines them.
+std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& layout, Axis axis);
+
+// Stages of a cross-tile reduction of `depth` partials per output (poplar-compiler.md §1.3:
+// one stage below 16, two from 16, three from 125) and the fan-in of each.
+std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth);
+
+class IpuBuilder {
+ public:
+  IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
+             trace::DType partials, bool fuse_elementwise);
+
+  // A conv or matmul: rearranges the operands into the plan's layouts (exchange plus transpose
+  // vertices where the conv reads an operand transposed), then the planned conv; returns the
+  // output's layout.
+  Layout conv(Steps& out, const kernels::ConvArgs& a, const Operand& input = {},
+              const Operand& weights = {});
+  Layout matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, trace::DType dt,
+                const Operand& input = {}, const Operand& weights = {}, std::uint64_t groups = 1);
+  // The layout a conv's weights are created with (createWeights), in [k x k x in, out] axes.
+  Layout weights_layout(const kernels::ConvArgs& a);
+  // The layout an input created for a conv gets (createInput), e.g. a host input stream.
+  Layout input_layout(const kernels::ConvArgs& a);
+
+  // Moves a tensor to another layout (sync + exchange); nothing when they are equal.
+  void rearrange(Steps& out, const Layout& from, const Layout& to);
+
+  // An elementwise chain over a tensor of `layout`, computed where it lives: one compute set
+  // of fused `map` vertices, or (fusion off) one compute set and sync per op.
+  void elementwise(Steps& out, const Layout& layout, std::span<const trace::Op> ops);
+  // a += scale * b where both have `layout`.
+  void scaled_add(Steps& out, const Layout& layout);
+
+  // Reduces `stats` statistics (e.g. sum and sum of squares) of `layout` over `axis`:
+  // tile-local partials, then staged cross-tile combining among the tiles holding the same
+  // outputs only; with `broadcast` the results go back to every tile that holds the outputs'
+  // inputs (for a following normalisation).
+  void reduce(Steps& out, const Layout& layout, Axis axis, std::uint64_t stats, bool broadcast);
+
+  void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
+            bool overlap = false);
+  static trace::Step collective(trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
+                                trace::Group group);
+  // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
+  void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt, std::uint64_t total_bytes);
+
+  Layout linear(trace::DType dt, std::uint64_t positions, std::uint64_t channels) const {
+    return linear_layout(chip_, dt, positions, channels);
+  }
+  std::uint64_t peak_temp() const { return peak_temp_; }
+  const ChipSpec& chip() const { return chip_; }
+
+ private:
+  struct Planned {
+    kernels::ConvPlan plan;
+    Layout output;
+  };
+  const Planned& planned(const kernels::ConvArgs& a);
+  void transpose(Steps& out, const Layout& layout);
+  std::uint32_t add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices);
+  std::uint32_t add_exchange(trace::Exchange ex);
+  // Appends the cached steps of `key`, building them with `build` the first time.
+  template <class F>
+  void cached(Steps& out, const std::string& key, F&& build);
+
+  const ChipSpec& chip_;
+  trace::IpuProgram& program_;
+  trace::DType partials_;
+  bool fuse_;
+  std::uint64_t budget_;
+  std::uint64_t peak_temp_ = 0;
+  std::map<std::string, Planned> plans_;
+  std::map<std::string, Steps> ops_;
+};
+
+std::string layout_key(const Layout& l);
+
+}  // namespace ipusim::compiler

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ipusim/compiler/layout.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+constexpr std::uint64_t kMinBytesPerTile = 128;  // poplar-compiler.md §1.7 (linear mapping)
+constexpr std::uint64_t kMaxTransfers = 1 << 18;  // per rearrangement, before coarsening
+
+std::uint64_t round_up(std::uint64_t v, std::uint64_t grain) { return ceil_div(v, grain) * grain; }
+
+}  // namespace
+
+std::uint64_t Layout::position_blocks() const {
+  return positions_per_tile == 0 ? 0 : ceil_div(positions, positions_per_tile);
+}
+std::uint64_t Layout::channel_blocks() const {
+  return chans_per_tile == 0 ? 0 : ceil_div(channels, chans_per_tile);
+}
+std::uint32_t Layout::tiles() const {
+  return static_cast<std::uint32_t>(position_blocks() * channel_blocks());
+}
+std::uint32_t Layout::tile(std::uint64_t p, std::uint64_t c) const {
+  return static_cast<std::uint32_t>(first_tile + (p * channel_blocks() + c) * tile_stride);
+}
+trace::TileRange Layout::range() const {
+  return trace::TileRange{first_tile, tile(position_blocks() - 1, channel_blocks() - 1)};
+}
+
+Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t positions,
+                     std::uint64_t channels) {
+  if (positions == 0 || channels == 0) throw ModelError("linear_layout: empty tensor");
+  const std::uint64_t eb = trace::dtype_bytes(dtype);
+  const std::uint64_t grain = std::max<std::uint64_t>(1, chip.datapath_width.count / eb);
+  const std::uint64_t elements = positions * channels;
+  std::uint64_t per = round_up(std::max(ceil_div(elements, chip.tiles), ceil_div(kMinBytesPerTile, eb)), grain);
+  Layout l;
+  l.dtype = dtype;
+  l.positions = positions;
+  l.channels = channels;
+  if (per >= channels) {
+    l.chans_per_tile = channels;
+    l.positions_per_tile = std::min(positions, ceil_div(per, channels));
+  } else {
+    // Pieces within a position; every position needs ceil(channels / per) tiles.
+    if (positions * ceil_div(channels, per) > chip.tiles)
+      per = std::min(channels, round_up(ceil_div(channels, std::max<std::uint64_t>(1, chip.tiles / positions)), grain));
+    l.chans_per_tile = std::min(channels, per);
+    l.positions_per_tile = 1;
+  }
+  return l;
+}
+
+Layout conv_output_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
+                          const kernels::ConvPlan& p) {
+  const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
+  Layout l;
+  l.dtype = a.dtype;
+  l.positions = a.batch * out_h * out_w;
+  l.channels = a.out_chans;
+  l.chans_per_tile = p.out_per_tile;
+  l.positions_per_tile = ceil_div(p.rows_per_tile * out_w, p.in_split);
+  return l;
+}
+
+Layout conv_input_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
+                         const kernels::ConvPlan& p) {
+  Layout l;
+  l.dtype = a.dtype;
+  l.positions = a.batch * a.height * a.width;
+  l.channels = a.in_chans;
+  l.chans_per_tile = p.in_per_tile;
+  l.positions_per_tile = ceil_div(l.positions, p.row_split);
+  l.tile_stride = p.out_split;  // block (r, i) is held by tile (r, i, 0) of the plan
+  return l;
+}
+
+namespace {
+
+// Calls f(src tile, dst tile, bytes) for every piece of `to` that `from` holds elsewhere.
+template <class F>
+void for_each_piece(const Layout& from, const Layout& to, F&& f) {
+  const std::uint64_t eb = trace::dtype_bytes(to.dtype);
+  for (std::uint64_t p = 0; p < to.position_blocks(); ++p) {
+    const std::uint64_t p0 = p * to.positions_per_tile, p1 = std::min(to.positions, p0 + to.positions_per_tile);
+    for (std::uint64_t c = 0; c < to.channel_blocks(); ++c) {
+      const std::uint64_t c0 = c * to.chans_per_tile, c1 = std::min(to.channels, c0 + to.chans_per_tile);
+      const std::uint32_t dst = to.tile(p, c);
+      for (std::uint64_t fp = p0 / from.positions_per_tile; fp * from.positions_per_tile < p1; ++fp) {
+        const std::uint64_t q0 = std::max(p0, fp * from.positions_per_tile);
+        const std::uint64_t q1 = std::min(p1, (fp + 1) * from.positions_per_tile);
+        for (std::uint64_t fc = c0 / from.chans_per_tile; fc * from.chans_per_tile < c1; ++fc) {
+          const std::uint64_t d0 = std::max(c0, fc * from.chans_per_tile);
+          const std::uint64_t d1 = std::min(c1, (fc + 1) * from.chans_per_tile);
+          const std::uint32_t src = from.tile(fp, fc);
+          if (src != dst) f(src, dst, (q1 - q0) * (d1 - d0) * eb);
+        }
+      }
+    }
+  }
+}
+
+void check_same_tensor(const Layout& from, const Layout& to) {
+  if (from.positions != to.positions || from.channels != to.channels)
+    throw ModelError(fmt::format("rearrangement between layouts of different shapes: {}x{} to {}x{}",
+                                 from.positions, from.channels, to.positions, to.channels));
+}
+
+}  // namespace
+
+std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to) {
+  check_same_tensor(from, to);
+  if (from == to) return 0;
+  std::map<std::uint32_t, std::uint64_t> received;
+  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
+  std::uint64_t most = 0;
+  for (const auto& [tile, bytes] : received) most = std::max(most, bytes);
+  return most;
+}
+
+trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to) {
+  check_same_tensor(from, to);
+  trace::Exchange ex{name, {}, {}};
+  if (from == to) return ex;
+  std::uint64_t pieces = 0;
+  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t, std::uint64_t) { ++pieces; });
+  if (pieces <= kMaxTransfers) {
+    for_each_piece(from, to, [&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+      const trace::TileRange d{dst, dst};
+      ex.add(trace::TileRange{src, src}, {&d, 1}, bytes);
+    });
+    return ex;
+  }
+  // Too fragmented to list piece by piece: each destination tile receives its whole block
+  // from one source tile (sources taken in turn), which keeps every tile's receive bytes.
+  std::map<std::uint32_t, std::uint64_t> received;
+  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
+  std::uint32_t next = 0;
+  for (const auto& [dst, bytes] : received) {
+    std::uint32_t src = from.first_tile + (next++ % from.tiles()) * from.tile_stride;
+    if (src == dst) src = from.first_tile + (next++ % from.tiles()) * from.tile_stride;
+    if (src == dst) continue;
+    const trace::TileRange d{dst, dst};
+    ex.add(trace::TileRange{src, src}, {&d, 1}, bytes);
+  }
+  return ex;
+}
+
+}  // namespace ipusim::compiler

@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering of a transformer training step (BERT-Large): pipelined over the IPUs of a
+// replica, pipeline recomputation, then the gradient all-reduce (or reduce-scatter under
+// replicated tensor sharding) and LAMB (docs/workloads.md). Matmul outputs stay where the
+// planner computed them; bias, GELU, dropout, residual adds and the layer-norm apply run
+// there fused; layer-norm and softmax statistics are reduced among the tiles holding each
+// token's (or row's) channels; attention runs per head as grouped matmuls; and the operands
+// every backward matmul reads transposed (weights, activations, attention scores) are
+// rearranged and transposed, as Poplar's FC passes do.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ipu_builder.hpp"
+#include "lowering.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using trace::DType;
+using trace::Op;
+using trace::StepKind;
+
+struct Value {
+  Layout layout;
+  std::vector<Op> pending;
+};
+
+// Layouts of one sub-layer's forward tensors, recorded in its forward pass for its backward.
+struct AttentionLayouts {
+  Layout x, qkv, scores, context, out;
+};
+struct FfnLayouts {
+  Layout x, hidden, out;
+};
+
+class TransformerLowering {
+ public:
+  TransformerLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b)
+      : m_(m), run_(run), b_(b), tokens_(run.micro_batch * m.sequence), packs_(run.micro_batch) {}
+
+  std::uint64_t attention_params() const { return 4 * m_.hidden * m_.hidden + 4 * m_.hidden + 2 * m_.hidden; }
+  std::uint64_t ffn_params() const { return 2 * m_.hidden * m_.ffn + m_.hidden + m_.ffn + 2 * m_.hidden; }
+  std::uint64_t embedding_params() const {
+    return (m_.vocabulary + m_.max_positions + 2) * m_.hidden + 2 * m_.hidden;
+  }
+  std::uint64_t head_params() const { return m_.hidden * m_.hidden + 3 * m_.hidden + 2 * m_.hidden; }
+  std::uint64_t masked() const {
+    return static_cast<std::uint64_t>(std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
+           m_.masked_tokens;
+  }
+  std::uint64_t tokens() const { return tokens_; }
+
+  // The stage input (an inter-IPU copy, or the embeddings' output) on the linear layout.
+  Value stage_input() const { return Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}}; }
+
+  // Layer norm over each token's hidden channels: statistics among the tiles holding the
+  // token, then (x - mean) inv_std gamma + beta pending, fused with what follows.
+  void layer_norm(Steps& out, Value& x) {
+    flush(out, x);
+    b_.reduce(out, x.layout, Axis::kChannels, 2, /*broadcast=*/true);
+    x.pending = {Op::kSub, Op::kMul, Op::kMul, Op::kAdd};
+  }
+
+  void attention_fwd(Steps& out, Value& x) {
+    const DType dt = m_.dtype;
+    const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, g = groups();
+    flush(out, x);
+    AttentionLayouts& L = attention_;
+    L.x = x.layout;
+    L.qkv = b_.matmul(out, tokens_, 3 * h, h, dt, Operand{x.layout, false});  // Q, K, V projections
+    const Layout q = slice(L.qkv, h);
+    // scores = Q K^T per (pack, head): K is read transposed.
+    L.scores = b_.matmul(out, s, s, d, dt, Operand{q, false}, Operand{q, true}, g);
+    // softmax over keys (stable: max, then exp and sum), then dropout
+    const Op sub_exp[] = {Op::kSub, Op::kExp};
+    b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
+    b_.elementwise(out, L.scores, sub_exp);
+    b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
+    Value p{L.scores, {Op::kDiv, Op::kMul}};
+    flush(out, p);
+    L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
+    L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});                      // projection
+    b_.rearrange(out, x.layout, L.out);  // the residual joins the projection's layout
+    x = Value{L.out, {Op::kAdd, Op::kMul, Op::kAdd}};  // bias, dropout, residual
+    layer_norm(out, x);
+  }
+
+  void ffn_fwd(Steps& out, Value& x) {
+    const DType dt = m_.dtype;
+    flush(out, x);
+    FfnLayouts& L = ffn_;
+    L.x = x.layout;
+    L.hidden = b_.matmul(out, tokens_, m_.ffn, m_.hidden, dt, Operand{x.layout, false});
+    Value hdn{L.hidden, {Op::kAdd, Op::kGelu}};  // bias + GELU
+    flush(out, hdn);
+    L.out = b_.matmul(out, tokens_, m_.hidden, m_.ffn, dt, Operand{L.hidden, false});
+    b_.rearrange(out, x.layout, L.out);
+    x = Value{L.out, {Op::kAdd, Op::kMul, Op::kAdd}};  // bias, dropout, residual
+    layer_norm(out, x);
+  }
+
+  // Backward of C[M x N] = A[M x K] B[K x N] with A, B and dC on the given layouts:
+  // dA = dC B^T (B read transposed) and dB = A^T dC (A read transposed), the latter added
+  // into B's gradient accumulator on B's layout when B is a weight.
+  Layout matmul_bwd(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, const Layout& a,
+                    const Layout& b, const Layout& dc, bool weights, std::uint64_t g = 1) {
+    const DType dt = m_.dtype;
+    const Layout da = b_.matmul(out, m, k, n, dt, Operand{dc, false}, Operand{b, true}, g);
+    const Layout db = b_.matmul(out, k, n, m, dt, Operand{a, true}, Operand{dc, false}, g);
+    if (weights) {
+      b_.rearrange(out, db, b);
+      b_.scaled_add(out, b);
+    }
+    return da;
+  }
+
+  // Layer-norm backward on the gradient's layout: statistics of g and g x_hat per token,
+  // gamma and beta gradients per channel, then the input gradient (pending).
+  void layer_norm_bwd(Steps& out, Value& g, const Layout& xhat) {
+    flush(out, g);
+    b_.rearrange(out, xhat, g.layout);
+    const Op mul = Op::kMul;
+    b_.elementwise(out, g.layout, {&mul, 1});
+    b_.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
+    b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
+    g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
+  }
+
+  void attention_bwd(Steps& out, Value& g) {
+    const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, gr = groups();
+    const AttentionLayouts& L = attention_;
+    layer_norm_bwd(out, g, L.out);
+    g.pending.push_back(Op::kMul);  // dropout
+    flush(out, g);
+    const Layout residual = g.layout;
+    const Layout weights_o = b_.weights_layout(mm(tokens_, h, h));
+    const Layout dctx = matmul_bwd(out, tokens_, h, h, L.context, weights_o, g.layout, true);
+    const Layout q = slice(L.qkv, h);
+    // context = P V: dP = dctx V^T, dV = P^T dctx
+    const Layout dp = matmul_bwd(out, s, d, s, L.scores, q, dctx, false, gr);
+    // softmax and dropout gradient: y (g - sum(g y))
+    Value gp{dp, {Op::kMul, Op::kMul}};
+    b_.rearrange(out, L.scores, dp);
+    flush(out, gp);
+    b_.reduce(out, dp, Axis::kChannels, 1, /*broadcast=*/true);
+    gp.pending = {Op::kSub, Op::kMul};
+    flush(out, gp);
+    // scores = Q K^T: dQ = dS K, dK = dS^T Q
+    const Layout dq = matmul_bwd(out, s, s, d, q, q, dp, false, gr);
+    const Layout weights_qkv = b_.weights_layout(mm(tokens_, 3 * h, h));
+    const Layout dqkv = L.qkv;
+    for (int part = 0; part < 3; ++part) b_.rearrange(out, slice_as(dq, q), q);  // dQ, dK, dV
+    const Layout dx = matmul_bwd(out, tokens_, 3 * h, h, L.x, weights_qkv, dqkv, true);
+    // The residual's gradient joins the input gradient.
+    b_.rearrange(out, residual, dx);
+    g = Value{dx, {Op::kAdd}};
+  }
+
+  void ffn_bwd(Steps& out, Value& g) {
+    const FfnLayouts& L = ffn_;
+    layer_norm_bwd(out, g, L.out);
+    g.pending.push_back(Op::kMul);  // dropout
+    flush(out, g);
+    const Layout residual = g.layout;
+    const Layout w2 = b_.weights_layout(mm(tokens_, m_.hidden, m_.ffn));
+    const Layout dh = matmul_bwd(out, tokens_, m_.hidden, m_.ffn, L.hidden, w2, g.layout, true);
+    // GELU gradient: the pre-activation comes to the gradient's layout
+    b_.rearrange(out, L.hidden, dh);
+    Value gh{dh, {Op::kGelu, Op::kMul}};
+    flush(out, gh);
+    const Layout w1 = b_.weights_layout(mm(tokens_, m_.ffn, m_.hidden));
+    const Layout dx = matmul_bwd(out, tokens_, m_.ffn, m_.hidden, L.x, w1, dh, true);
+    b_.rearrange(out, residual, dx);
+    g = Value{dx, {Op::kAdd}};
+  }
+
+  // Embedding lookup (token + position embeddings per token) and its layer norm.
+  void embedding_fwd(Steps& out, Value& x) {
+    x = stage_input();
+    const Op add = Op::kAdd;
+    b_.elementwise(out, x.layout, {&add, 1});
+    layer_norm(out, x);
+    embedding_out_ = x.layout;
+  }
+  // The MLM head on the masked tokens: dense + GELU + layer norm, then the vocabulary matmul
+  // against the tied embedding, serialised over the vocabulary, with the softmax statistics.
+  void heads_fwd(Steps& out, Value& x) {
+    const DType dt = m_.dtype;
+    const std::uint64_t t = masked();
+    flush(out, x);
+    const Layout xm = b_.linear(dt, t, m_.hidden);  // the masked tokens, gathered
+    head_in_ = xm;
+    head_dense_ = b_.matmul(out, t, m_.hidden, m_.hidden, dt, Operand{xm, false});
+    Value y{head_dense_, {Op::kAdd, Op::kGelu}};
+    layer_norm(out, y);
+    flush(out, y);
+    head_y_ = y.layout;
+    const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
+    for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
+      logits_ = b_.matmul(out, t, slice_n, m_.hidden, dt, Operand{y.layout, false});
+      const Op exp = Op::kExp;
+      b_.elementwise(out, logits_, {&exp, 1});
+      b_.reduce(out, logits_, Axis::kChannels, 1, /*broadcast=*/false);
+    }
+  }
+  void heads_bwd(Steps& out, Value& g) {
+    const DType dt = m_.dtype;
+    const std::uint64_t t = masked();
+    const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
+    const Layout table = b_.weights_layout(mm(t, slice_n, m_.hidden));
+    Layout dy;
+    for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
+      const Op sub = Op::kSub;  // softmax - labels
+      b_.elementwise(out, logits_, {&sub, 1});
+      dy = matmul_bwd(out, t, slice_n, m_.hidden, head_y_, table, logits_, true);
+    }
+    Value gy{dy, {}};
+    layer_norm_bwd(out, gy, head_y_);
+    gy.pending.push_back(Op::kGelu);
+    gy.pending.push_back(Op::kMul);
+    flush(out, gy);
+    const Layout wd = b_.weights_layout(mm(t, m_.hidden, m_.hidden));
+    const Layout dxm = matmul_bwd(out, t, m_.hidden, m_.hidden, head_in_, wd, gy.layout, true);
+    (void)dt;
+    // The masked tokens' gradient scatters into the encoder output's gradient.
+    g = Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}};
+    b_.rearrange(out, dxm, b_.linear(m_.dtype, t, m_.hidden));
+  }
+  void embedding_bwd(Steps& out, Value& g) {
+    layer_norm_bwd(out, g, embedding_out_);
+    flush(out, g);
+    b_.scaled_add(out, g.layout);  // scatter-add into the table gradient
+  }
+
+  void flush(Steps& out, Value& v) {
+    b_.elementwise(out, v.layout, v.pending);
+    v.pending.clear();
+  }
+
+ private:
+  std::uint64_t groups() const { return packs_ * m_.heads; }
+  kernels::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
+    kernels::ConvArgs a;
+    a.height = m;
+    a.out_chans = n;
+    a.in_chans = k;
+    a.dtype = m_.dtype;
+    return a;
+  }
+  // A channel slice [.., 0, width) of a layout (Q, K or V of the fused projection's output).
+  static Layout slice(Layout l, std::uint64_t width) {
+    l.channels = width;
+    l.chans_per_tile = std::min(l.chans_per_tile, width);
+    return l;
+  }
+  // `l` viewed with the shape of `as` (same elements), keeping its block counts.
+  static Layout slice_as(const Layout& l, const Layout& as) {
+    Layout v = as;
+    v.first_tile = l.first_tile;
+    v.tile_stride = l.tile_stride;
+    v.positions_per_tile = ceil_div(as.positions, std::max<std::uint64_t>(1, l.position_blocks()));
+    v.chans_per_tile = ceil_div(as.channels, std::max<std::uint64_t>(1, l.channel_blocks()));
+    return v;
+  }
+
+  const ModelDef& m_;
+  const RunConfig& run_;
+  IpuBuilder& b_;
+  std::uint64_t tokens_;
+  std::uint64_t packs_;
+  AttentionLayouts attention_;
+  FfnLayouts ffn_;
+  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_;
+};
+
+}  // namespace
+
+trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
+  const std::uint32_t p = run.ipus_per_replica;
+  if (run.placement.size() != p)
+    throw ConfigError(fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "
+                                  "the {} IPUs of a replica", run.file, p));
+  std::uint64_t attn = 0, ffn = 0;
+  for (const auto& [a, f] : run.placement) {
+    attn += a;
+    ffn += f;
+  }
+  if (attn != m.encoder_layers || ffn != m.encoder_layers)
+    throw ConfigError(fmt::format("{}: run.pipeline_placement places {} attention and {} FFN sub-layers; "
+                                  "{} has {} of each", run.file, attn, ffn, m.file, m.encoder_layers));
+  trace::Trace t;
+  t.name = run.name;
+  t.replicas = run.replicas;
+  const std::uint64_t eb = trace::dtype_bytes(m.dtype);
+  const std::uint64_t acts = run.micro_batch * m.sequence * m.hidden * eb;  // stage boundary
+  // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0; gradients the other way. A
+  // single-IPU replica has no stage boundary and no inter-IPU copies.
+  const bool pipelined = p > 1;
+  if (pipelined) {
+    trace::GlobalExchange fwd{"stage_activations", {}}, bwd{"stage_gradients", {}};
+    for (std::uint32_t i = 0; i < p; ++i) {
+      fwd.copies.push_back({i, (i + 1) % p, acts});
+      bwd.copies.push_back({(i + 1) % p, i, acts});
+    }
+    t.global_exchanges = {fwd, bwd};
+  }
+  const std::uint64_t cycles = run.gradient_accumulation + p - 1;  // fill + steady state + flush
+  for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
+    auto& program = t.ipus.emplace_back();
+    program.ipu = ipu;
+    IpuBuilder b(system.chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise);
+    TransformerLowering lower(m, run, b);
+    const auto [n_attn, n_ffn] = run.placement[ipu];
+    const bool first = ipu == 0;
+    // Forward of the stage, then (pipeline recomputation) the forward again and the backward.
+    auto forward = [&](Steps& out) {
+      Value x = lower.stage_input();
+      if (first) lower.embedding_fwd(out, x);
+      for (std::uint32_t i = 0; i < std::max(n_attn, n_ffn); ++i) {
+        if (i < n_attn) lower.attention_fwd(out, x);
+        if (i < n_ffn) lower.ffn_fwd(out, x);
+      }
+      if (first) lower.heads_fwd(out, x);
+      lower.flush(out, x);
+    };
+    Steps fwd_steps, bwd_steps;
+    forward(fwd_steps);
+    forward(bwd_steps);
+    Value g = lower.stage_input();
+    if (first) lower.heads_bwd(bwd_steps, g);
+    for (std::uint32_t i = std::max(n_attn, n_ffn); i-- > 0;) {
+      if (i < n_ffn) lower.ffn_bwd(bwd_steps, g);
+      if (i < n_attn) lower.attention_bwd(bwd_steps, g);
+    }
+    if (first) lower.embedding_bwd(bwd_steps, g);
+    lower.flush(bwd_steps, g);
+    trace::Step loop = make_step(StepKind::kRepeat);
+    loop.count = cycles;
+    if (first) b.host(loop.body, run.micro_batch * run.input_bytes_per_sample, trace::HostDirection::kToIpu,
+                      trace::HostMemory::kHost, /*overlap=*/true);
+    loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
+    if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
+    loop.body.insert(loop.body.end(), bwd_steps.begin(), bwd_steps.end());
+    if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 1));
+    program.steps.push_back(std::move(loop));
+    // Weight update after the pipeline flush, on the tiles holding each stage's weights.
+    std::uint64_t params = n_attn * lower.attention_params() + n_ffn * lower.ffn_params();
+    if (first) params += lower.embedding_params() + lower.head_params();
+    const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
+    const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
+    if (run.replicas > 1)
+      program.steps.push_back(IpuBuilder::collective(
+          rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce, params * eb, m.dtype,
+          {trace::GroupKind::kReplicas, 0}));
+    // LAMB: two moments (16-bit), per-tensor norms, update; state streamed in and out when it
+    // lives in Streaming Memory.
+    const std::uint64_t state = 2 * shard * eb;
+    if (run.optimiser_state_streaming)
+      b.host(program.steps, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
+    const std::uint64_t tensors = 2 * (n_attn + n_ffn) + 2;
+    const Layout w = b.linear(m.dtype, tensors, ceil_div(shard, tensors));
+    // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w
+    const Op moments[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
+    b.elementwise(program.steps, w, moments);
+    const Op square = Op::kSquare;
+    for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||u|| per tensor
+      b.elementwise(program.steps, w, {&square, 1});
+      b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/true);
+    }
+    const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
+    b.elementwise(program.steps, w, update);
+    if (run.optimiser_state_streaming)
+      b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
+    if (rts)
+      program.steps.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllGather, params * eb, m.dtype,
+                                                     {trace::GroupKind::kReplicas, 0}));
+    // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
+    // stage inputs (2 x stages to the end + 1 micro-batches), the largest sub-layer's live
+    // activations, and the planner's temporaries.
+    const std::uint64_t stages_to_end = first ? 0 : p - ipu;
+    const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
+    const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
+    const std::uint64_t live = std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts;
+    b.tensor("weights", trace::TensorKind::kWeight, m.dtype, params * eb);
+    b.tensor("gradient_accumulators", trace::TensorKind::kGradient, m.dtype, params * eb);
+    if (!run.optimiser_state_streaming) b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
+    b.tensor("stashed_activations", trace::TensorKind::kActivation, m.dtype, stash);
+    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
+    if (first)
+      b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+    program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
+                               trace::TileRange{0, system.chip.tiles - 1}, b.peak_temp()});
+  }
+  return t;
+}
+
+}  // namespace ipusim::compiler
