@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// The compiler's layout stage (docs/workloads.md "Lowering"): layouts, rearrangements,
+// elementwise ops where the data lives, and reductions among the tiles sharing outputs.
+// Expected values are worked out by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "compiler/ipu_builder.hpp"
+#include "ipusim/compiler/layout.hpp"
+#include "ipusim/cost/codelet_models.hpp"
+#include "test_chips.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using trace::DType;
+using trace::Op;
+using trace::StepKind;
+
+Layout grid(std::uint64_t positions, std::uint64_t channels, std::uint64_t ppt, std::uint64_t cpt) {
+  Layout l;
+  l.dtype = DType::kHalf;
+  l.positions = positions;
+  l.channels = channels;
+  l.positions_per_tile = ppt;
+  l.chans_per_tile = cpt;
+  return l;
+}
+
+std::size_t count(const Steps& steps, StepKind kind) {
+  std::size_t n = 0;
+  for (const auto& s : steps) n += s.kind == kind;
+  return n;
+}
+
+TEST(CompilerLayout, LinearMappingFollowsPoplarsGrainAndMinimum) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  // 15,625 x 64 half = 1,000,000 elements: ceil(1e6 / 1472) = 680 (a multiple of the 4-element
+  // grain, above the 64-element / 128 B minimum), so a tile holds ceil(680 / 64) = 11 whole
+  // positions of all 64 channels, on ceil(15625 / 11) = 1421 tiles.
+  const Layout l = linear_layout(chip, DType::kHalf, 15625, 64);
+  EXPECT_EQ(l.chans_per_tile, 64u);
+  EXPECT_EQ(l.positions_per_tile, 11u);
+  EXPECT_EQ(l.tiles(), 1421u);
+  EXPECT_EQ(l.per_tile(), 704u);
+  // A small tensor piles onto the low tiles with at least 128 B each: 1 x 100 half = 200 B ->
+  // pieces of 64 elements: 2 tiles.
+  const Layout small = linear_layout(chip, DType::kHalf, 1, 100);
+  EXPECT_EQ(small.chans_per_tile, 64u);
+  EXPECT_EQ(small.tiles(), 2u);
+}
+
+TEST(CompilerLayout, ConvOutputKeepsThePlansBlocks) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  kernels::ConvArgs a;
+  a.batch = 2;
+  a.height = 8;
+  a.width = 8;
+  a.in_chans = 64;
+  a.out_chans = 64;
+  kernels::ConvPlan p;
+  p.row_split = 4;  // 16 output rows (2 images x 8) in blocks of 4 rows
+  p.rows_per_tile = 4;
+  p.out_split = 2;  // 2 blocks of 32 channels
+  p.out_per_tile = 32;
+  p.in_split = 1;
+  p.in_per_tile = 64;
+  const Layout l = conv_output_layout(chip, a, p);
+  // 128 positions in blocks of 4 rows x 8 columns = 32; 4 x 2 = 8 tiles, block (p, c) on 2p + c.
+  EXPECT_EQ(l.positions, 128u);
+  EXPECT_EQ(l.positions_per_tile, 32u);
+  EXPECT_EQ(l.chans_per_tile, 32u);
+  EXPECT_EQ(l.tiles(), 8u);
+  EXPECT_EQ(l.tile(3, 1), 7u);
+  EXPECT_EQ(l.channel_sharers(), 4u);
+  EXPECT_EQ(l.position_sharers(), 2u);
+  // An input-channel split of 2 reduce-scatters each block's outputs over 2 tiles.
+  p.in_split = 2;
+  p.in_per_tile = 32;
+  EXPECT_EQ(conv_output_layout(chip, a, p).positions_per_tile, 16u);
+  EXPECT_EQ(conv_output_layout(chip, a, p).tiles(), 16u);
+}
+
+TEST(CompilerLayout, ElementwiseOnAConvOutputAddsNoExchange) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram program;
+  IpuBuilder b(chip, program, 0.6, DType::kHalf, /*fuse_elementwise=*/true);
+  kernels::ConvArgs a;
+  a.batch = 4;
+  a.height = 28;
+  a.width = 28;
+  a.in_chans = 128;
+  a.out_chans = 128;
+  a.kernel = 3;
+  Steps conv, elementwise;
+  const Layout y = b.conv(conv, a);
+  const Op chain[] = {Op::kSub, Op::kMul, Op::kMul, Op::kAdd, Op::kRelu};  // batch norm + ReLU
+  b.elementwise(elementwise, y, chain);
+  EXPECT_EQ(count(elementwise, StepKind::kExchange), 0u);
+  ASSERT_EQ(count(elementwise, StepKind::kCompute), 1u);  // fused: one compute set
+  const auto& cs = program.compute_sets[elementwise.front().index];
+  ASSERT_EQ(cs.vertices.size(), 1u);
+  const auto& v = cs.vertices.front();
+  EXPECT_EQ(v.codelet, trace::Codelet::kMap);
+  EXPECT_EQ(v.tiles, y.range());  // exactly the tiles holding the conv's output
+  EXPECT_EQ(static_cast<std::uint64_t>(v.params[trace::slot::kMapN]), y.per_tile());
+  // sub, mul, mul, add (c = 1 each in half) + relu (c = 2): 6 cycles per vector, 5 ops.
+  EXPECT_EQ(v.params[trace::slot::kMapOpCycles], 6);
+  EXPECT_EQ(v.params[trace::slot::kMapOps], 5);
+  // Unfused: one compute set and sync per op, still no exchange.
+  trace::IpuProgram program2;
+  IpuBuilder unfused(chip, program2, 0.6, DType::kHalf, /*fuse_elementwise=*/false);
+  Steps conv2, separate;
+  unfused.elementwise(separate, unfused.conv(conv2, a), chain);
+  EXPECT_EQ(count(separate, StepKind::kCompute), 5u);
+  EXPECT_EQ(count(separate, StepKind::kExchange), 0u);
+}
+
+TEST(CompilerLayout, BatchNormStatisticsExchangeOnlyAmongTilesSharingChannels) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram program;
+  IpuBuilder b(chip, program, 0.6, DType::kHalf, true);
+  // 4 position blocks x 4 channel blocks of 16 channels: tile 4p + c. Channel block c lives on
+  // tiles c, 4 + c, 8 + c, 12 + c: a depth of 4, one stage with a fan-in of 4.
+  const Layout l = grid(100, 64, 25, 16);
+  Steps steps;
+  b.reduce(steps, l, Axis::kPositions, 2, /*broadcast=*/false);
+  ASSERT_EQ(count(steps, StepKind::kExchange), 1u);
+  const trace::Exchange* ex = nullptr;
+  for (const auto& s : steps)
+    if (s.kind == StepKind::kExchange) ex = &program.exchanges[s.index];
+  ASSERT_NE(ex, nullptr);
+  // Each non-leader tile sends its 16 channels x 2 statistics as float partials: 128 B.
+  EXPECT_EQ(ex->transfers.size(), 12u);
+  for (const auto& t : ex->transfers) {
+    const auto dst = ex->destinations(t);
+    ASSERT_EQ(dst.size(), 1u);
+    EXPECT_EQ(t.src.first % 4, dst[0].first % 4) << "tiles of different channel blocks exchanged";
+    EXPECT_EQ(dst[0].first, dst[0].first % 4u);  // the leader is the channel block's first tile
+    EXPECT_EQ(t.bytes, 128u);
+  }
+  // The tile-local partials: 32 outputs from 25 positions on each of the 16 tiles.
+  const auto& local = program.compute_sets[steps.front().index].vertices.front();
+  EXPECT_EQ(local.params[trace::slot::kReduceOutputs], 32);
+  EXPECT_EQ(local.params[trace::slot::kReduceInputs], 25);
+  EXPECT_EQ(local.tiles, (trace::TileRange{0, 15}));
+}
+
+TEST(CompilerLayout, ReductionStagesFollowPoplinsDepthRule) {
+  EXPECT_EQ(reduction_stages(1), (std::pair<int, std::uint64_t>{0, 1}));
+  EXPECT_EQ(reduction_stages(15), (std::pair<int, std::uint64_t>{1, 15}));
+  EXPECT_EQ(reduction_stages(16), (std::pair<int, std::uint64_t>{2, 4}));     // sqrt(16)
+  EXPECT_EQ(reduction_stages(124), (std::pair<int, std::uint64_t>{2, 12}));   // ceil(11.14)
+  EXPECT_EQ(reduction_stages(125), (std::pair<int, std::uint64_t>{3, 5}));    // cbrt(125)
+}
+
+TEST(CompilerLayout, LayoutMismatchAddsARearrangementOfTheExpectedBytes) {
+  // 8 positions x 8 half channels. From: positions 0-3 on tile 0, 4-7 on tile 1. To: channels
+  // 0-3 on tile 0, 4-7 on tile 1. Tile 0 keeps positions 0-3 of channels 0-3 and receives
+  // positions 4-7 of channels 0-3 from tile 1: 16 elements = 32 B; tile 1 likewise.
+  const Layout from = grid(8, 8, 4, 8), to = grid(8, 8, 8, 4);
+  const trace::Exchange ex = rearrangement("r", from, to);
+  ASSERT_EQ(ex.transfers.size(), 2u);
+  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  for (const auto& t : ex.transfers) {
+    EXPECT_EQ(t.bytes, 32u);
+    pairs.insert({t.src.first, ex.destinations(t)[0].first});
+  }
+  EXPECT_EQ(pairs, (std::set<std::pair<std::uint32_t, std::uint32_t>>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(rearrangement_receive_bytes(from, to), 32u);
+  // Equal layouts move nothing, and the builder emits no exchange for them.
+  EXPECT_TRUE(rearrangement("r", from, from).transfers.empty());
+  trace::IpuProgram program;
+  IpuBuilder b(testing::gc200_by_hand(), program, 0.6, DType::kHalf, true);
+  Steps same, moved;
+  b.rearrange(same, from, from);
+  b.rearrange(moved, from, to);
+  EXPECT_TRUE(same.empty());
+  EXPECT_EQ(count(moved, StepKind::kExchange), 1u);
+}
+
+TEST(CompilerLayout, TransposedOperandIsRearrangedAndTransposed) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram program;
+  IpuBuilder b(chip, program, 0.6, DType::kHalf, true);
+  // The data-gradient pass of a 1024 x 1024 x 1024 matmul reads the forward weights transposed.
+  kernels::ConvArgs fwd;
+  fwd.height = 1024;
+  fwd.in_chans = 1024;
+  fwd.out_chans = 1024;
+  const Layout weights = b.weights_layout(fwd);
+  Steps steps;
+  b.matmul(steps, 1024, 1024, 1024, DType::kHalf, {}, Operand{weights, true});
+  std::size_t transposes = 0;
+  for (const auto& s : steps)
+    if (s.kind == StepKind::kCompute)
+      for (const auto& v : program.compute_sets[s.index].vertices) transposes += v.codelet == trace::Codelet::kTranspose;
+  EXPECT_GE(transposes, 1u);
+  // Transposing n half elements costs the copy call overhead + n cycles (2 B per cycle).
+  EXPECT_EQ(cost::transpose(chip, DType::kHalf, 1000).cycles, 288u + 1000u);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
