@@ -149,16 +149,15 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   return cycles * p.serial();
 }
 
-// Divisors d >= 2 of n, ascending.
-std::vector<std::uint64_t> divisors(std::uint64_t n) {
-  std::vector<std::uint64_t> lo, hi;
-  for (std::uint64_t d = 1; d * d <= n; ++d)
-    if (n % d == 0) {
-      if (d >= 2) lo.push_back(d);
-      if (d * d != n) hi.push_back(n / d);
-    }
-  lo.insert(lo.end(), hi.rbegin(), hi.rend());
-  return lo;
+// Longest serial loop the planner considers (iterations).
+constexpr std::uint64_t kMaxSerial = 4096;
+
+// Divisors 2 <= d <= kMaxSerial of n, ascending.
+std::vector<std::uint64_t> serial_counts(std::uint64_t n) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t d = 2; d <= std::min(n, kMaxSerial); ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
 }
 
 // Memory that every tile needs besides the kernel's tensors: stack, code for the codelets
@@ -266,7 +265,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 
 // The plan for one budget (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan
 // that fits; if none fits, the fastest plan with a serial split of the input or the output
-// channels (one kind, a divisor of the channel count) that fits.
+// channels (one kind, a divisor of the channel count, at most kMaxSerial) that fits.
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
               a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
@@ -279,8 +278,8 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
         (p.estimated_cycles == best.estimated_cycles && p.serial() < best.serial()))
       best = p;
   };
-  for (auto d : divisors(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1));
-  for (auto d : divisors(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d)));
+  for (auto d : serial_counts(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1));
+  for (auto d : serial_counts(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d)));
   return best;
 }
 
