@@ -65,6 +65,8 @@ int kernel_command(int argc, char** argv) {
       "m", po::value<std::uint64_t>(), "matmul: rows of A and C")(
       "n", po::value<std::uint64_t>(), "matmul: columns of B and C; elementwise: elements")(
       "k", po::value<std::uint64_t>(), "matmul: columns of A, rows of B")(
+      "groups", po::value<std::uint64_t>()->default_value(1),
+      "matmul: independent matmuls G of a batched [G][M][K] x [G][K][N] (conv groups)")(
       "batch", po::value<std::uint64_t>()->default_value(1), "conv2d: images (N)")(
       "channels", po::value<std::uint64_t>(), "conv2d: input channels (C)")(
       "height", po::value<std::uint64_t>(), "conv2d: input height (H)")(
@@ -94,10 +96,10 @@ int kernel_command(int argc, char** argv) {
     print_help("ipusim kernel KERNEL [options] --out FILE",
                "Writes a reference kernel as a program trace, mapped over the tiles of the\n"
                "chip given by --chip/--set (docs/kernels.md describes each mapping).\n"
-               "Kernels: matmul (--m --n --k), conv2d (--batch --channels --height --width\n"
-               "--filters --kernel --stride), reduce (--outputs --inputs), elementwise (--op\n"
-               "--n), exchange-all-to-all (--bytes [--tiles]), exchange-broadcast (--bytes\n"
-               "[--tiles --src]), sync-loop (--iterations).\n"
+               "Kernels: matmul (--m --n --k [--groups]), conv2d (--batch --channels --height\n"
+               "--width --filters --kernel --stride), reduce (--outputs --inputs), elementwise\n"
+               "(--op --n), exchange-all-to-all (--bytes [--tiles]), exchange-broadcast\n"
+               "(--bytes [--tiles --src]), sync-loop (--iterations).\n"
                "System kernels (run them with --system): link-p2p (--bytes --src-ipu\n"
                "--dst-ipu), allreduce (--bytes --group [--method]), collective (--collective\n"
                "--bytes --group [--method]), sync (--group [--iterations]).\n"
@@ -117,7 +119,10 @@ int kernel_command(int argc, char** argv) {
   trace::Trace t;
   using U = std::uint64_t;
   if (name == "matmul") {
-    t = kernels::matmul(chip, need<U>(vm, "m", name), need<U>(vm, "n", name), need<U>(vm, "k", name), dt);
+    const U groups = vm["groups"].as<U>();
+    if (groups < 1) throw UsageError("ipusim kernel matmul: --groups must be at least 1");
+    t = kernels::matmul(chip, need<U>(vm, "m", name), need<U>(vm, "n", name),
+                        need<U>(vm, "k", name), dt, groups);
   } else if (name == "conv2d") {
     kernels::ConvArgs a;
     a.batch = vm["batch"].as<U>();

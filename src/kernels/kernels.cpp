@@ -51,32 +51,63 @@ Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
   return s;
 }
 
+// The conv one serial iteration computes: the channel counts divided by the serial splits.
+ConvArgs iteration_args(const ConvArgs& a, const ConvPlan& p) {
+  ConvArgs it = a;
+  it.in_chans = a.in_chans / p.serial_in;
+  it.out_chans = a.out_chans / p.serial_out;
+  return it;
+}
+
+// The AMP 1x1 vertex serves every conv whose kernel is 1x1: a strided 1x1 conv only reads
+// every stride-th row and column of its input, which the fetch gathers as a dense block of
+// out_h x out_w positions (poplin applies the stride to the input the same way).
+bool uses_nx1(const ConvArgs& a) { return a.kernel > 1; }
+
+// Input rows and columns a tile needs for `rows` output rows: the halo for a spatial kernel,
+// only the strided positions for a 1x1 kernel.
+std::uint64_t in_rows_for(const ConvArgs& a, std::uint64_t rows) {
+  return uses_nx1(a) ? (rows - 1) * a.stride + a.kernel : rows;
+}
+std::uint64_t in_cols(const ConvArgs& a, const Shape& s) { return uses_nx1(a) ? a.width : s.out_w; }
+
+// Per-tile buffer sizes (bytes) of the largest block of one serial iteration.
 struct Blocks {
-  std::uint64_t positions = 0;      // output positions per tile
+  std::uint64_t positions = 0;      // output positions per tile and group
   std::uint64_t in_bytes = 0;       // input block
   std::uint64_t weight_bytes = 0;   // weight block
   std::uint64_t partial_bytes = 0;  // partial sums of the tile's block
   std::uint64_t reduce_outputs = 0; // outputs each tile reduces when in_split > 1
   std::uint64_t reduce_bytes = 0;   // received partials for the reduction
   std::uint64_t out_bytes = 0;      // reduced outputs
+  std::uint64_t acc_outputs = 0;    // outputs the tile owns after the conv (or iteration)
+  std::uint64_t acc_bytes = 0;      // accumulated output across a serial input split
 };
 
+// `a` is the conv of one iteration (iteration_args), `p` the plan.
 Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
   Blocks b;
   const std::uint64_t eb = trace::dtype_bytes(a.dtype);
   const std::uint64_t pb = trace::dtype_bytes(s.partials);
+  const std::uint64_t g = p.groups_per_tile;
   b.positions = p.rows_per_tile * s.out_w;
-  const bool spatial = a.kernel > 1 || a.stride > 1;
-  const std::uint64_t in_rows = spatial ? (p.rows_per_tile - 1) * a.stride + a.kernel : p.rows_per_tile;
-  b.in_bytes = in_rows * a.width * p.in_per_tile * eb;
-  b.weight_bytes = a.kernel * a.kernel * p.in_per_tile * p.out_per_tile * eb;
-  b.partial_bytes = b.positions * p.out_per_tile * pb;
+  b.in_bytes = g * in_rows_for(a, p.rows_per_tile) * in_cols(a, s) * p.in_per_tile * eb;
+  b.weight_bytes = g * a.kernel * a.kernel * p.in_per_tile * p.out_per_tile * eb;
+  b.partial_bytes = g * b.positions * p.out_per_tile * pb;
+  b.acc_outputs = g * b.positions * p.out_per_tile;
   if (p.in_split > 1) {
-    b.reduce_outputs = ceil_div(b.positions * p.out_per_tile, p.in_split);
+    b.reduce_outputs = ceil_div(g * b.positions * p.out_per_tile, p.in_split);
     b.reduce_bytes = (p.in_split - 1) * b.reduce_outputs * pb;
     b.out_bytes = b.reduce_outputs * eb;
+    b.acc_outputs = b.reduce_outputs;
   }
+  if (p.serial_in > 1) b.acc_bytes = b.acc_outputs * eb;
   return b;
+}
+
+std::uint64_t memory_of(const Blocks& b) {
+  return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes +
+         b.acc_bytes;
 }
 
 cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
@@ -86,16 +117,16 @@ cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p)
   v.positions = p.rows_per_tile * s.out_w;
   v.in_chans = p.in_per_tile;
   v.out_chans = p.out_per_tile;
+  v.groups = p.groups_per_tile;
   v.kernel_h = a.kernel;
   v.kernel_w = a.kernel;
   return v;
 }
 
-bool uses_nx1(const ConvArgs& a) { return a.kernel > 1 || a.stride > 1; }
-
-// Expected cycles of a plan: fetch exchange, AMP compute, and (with an input-channel split)
-// the reduction exchange and reduce compute, each with its sync. Uses the simulator's own
-// codelet models and exchange rates.
+// Expected cycles of a plan: per iteration the fetch exchange, AMP compute, (with an
+// input-channel split) the reduction exchange and reduce compute, each exchange with its sync,
+// and (with a serial input split) the add of the iteration's outputs into the accumulated
+// output; times the serial count. Uses the simulator's own codelet models and exchange rates.
 std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
                        const Blocks& b) {
   const double rate = chip.exchange.bytes_per_cycle.value;
@@ -114,7 +145,19 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
     cycles += cost::reduce(chip, trace::Op::kAdd, s.partials, a.dtype, b.reduce_outputs, p.in_split)
                   .cycles;
   }
-  return cycles;
+  if (p.serial_in > 1) cycles += cost::binary(chip, trace::Op::kAdd, a.dtype, b.acc_outputs).cycles;
+  return cycles * p.serial();
+}
+
+// Longest serial loop the planner considers (iterations).
+constexpr std::uint64_t kMaxSerial = 4096;
+
+// Divisors 2 <= d <= kMaxSerial of n, ascending.
+std::vector<std::uint64_t> serial_counts(std::uint64_t n) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t d = 2; d <= std::min(n, kMaxSerial); ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
 }
 
 // Memory that every tile needs besides the kernel's tensors: stack, code for the codelets
@@ -179,7 +222,67 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
 }
 
 namespace {
-ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget);
+
+// The fastest plan with the given serial splits whose buffers fit in `budget` bytes per tile
+// (fewer tiles, then fewer serial iterations, break ties); rows_per_tile == 0 if none fits.
+ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                   std::uint32_t serial_in, std::uint32_t serial_out) {
+  ConvPlan base;
+  base.serial_in = serial_in;
+  base.serial_out = serial_out;
+  const ConvArgs it = iteration_args(a, base);
+  const Shape s = shape_of(chip, it);
+  const std::uint64_t out_grains = ceil_div(it.out_chans, s.engines);
+  const std::uint64_t in_grains = ceil_div(it.in_chans, s.in_grain);
+  ConvPlan best;
+  best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
+  // Conv groups are the outermost split (poplar-compiler.md §1.7).
+  for (auto sg : distinct_splits(a.groups, chip.tiles))
+    for (auto sr : distinct_splits(s.rows, chip.tiles / sg))
+      for (auto so : distinct_splits(out_grains, chip.tiles / (sg * sr)))
+        for (auto si : distinct_splits(in_grains, chip.tiles / (sg * sr * so))) {
+          if (sg * sr * so * si > chip.tiles) continue;
+          ConvPlan p = base;
+          p.groups_per_tile = ceil_div(a.groups, sg);
+          p.rows_per_tile = ceil_div(s.rows, sr);
+          p.out_per_tile = std::min(it.out_chans, ceil_div(out_grains, so) * s.engines);
+          p.in_per_tile = std::min(it.in_chans, ceil_div(in_grains, si) * s.in_grain);
+          p.group_split = u32(ceil_div(a.groups, p.groups_per_tile));
+          p.row_split = u32(ceil_div(s.rows, p.rows_per_tile));
+          p.out_split = u32(ceil_div(it.out_chans, p.out_per_tile));
+          p.in_split = u32(ceil_div(it.in_chans, p.in_per_tile));
+          const Blocks b = blocks_of(it, s, p);
+          p.bytes_per_tile = memory_of(b);
+          if (p.bytes_per_tile > budget) continue;
+          p.estimated_cycles = estimate(chip, it, s, p, b);
+          if (p.estimated_cycles < best.estimated_cycles ||
+              (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
+            best = p;
+        }
+  if (best.rows_per_tile == 0) best = ConvPlan{};  // nothing fits this budget
+  return best;
+}
+
+// The plan for one budget (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan
+// that fits; if none fits, the fastest plan with a serial split of the input or the output
+// channels (one kind, a divisor of the channel count, at most kMaxSerial) that fits.
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
+  require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
+              a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
+          "conv dimensions must all be at least 1");
+  ConvPlan best = best_plan(chip, a, budget, 1, 1);
+  if (best.rows_per_tile != 0) return best;
+  auto consider = [&](const ConvPlan& p) {
+    if (p.rows_per_tile == 0) return;
+    if (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles ||
+        (p.estimated_cycles == best.estimated_cycles && p.serial() < best.serial()))
+      best = p;
+  };
+  for (auto d : serial_counts(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1));
+  for (auto d : serial_counts(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d)));
+  return best;
+}
+
 }  // namespace
 
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
@@ -195,52 +298,19 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   }
 }
 
-namespace {
-
-ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
-  require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
-              a.kernel >= 1 && a.stride >= 1,
-          "conv dimensions must all be at least 1");
-  const Shape s = shape_of(chip, a);
-  const std::uint64_t out_grains = ceil_div(a.out_chans, s.engines);
-  const std::uint64_t in_grains = ceil_div(a.in_chans, s.in_grain);
-  ConvPlan best;
-  best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
-  for (auto sr : distinct_splits(s.rows, chip.tiles))
-    for (auto so : distinct_splits(out_grains, chip.tiles / sr))
-      for (auto si : distinct_splits(in_grains, chip.tiles / (sr * so))) {
-        if (sr * so * si > chip.tiles) continue;
-        ConvPlan p;
-        p.rows_per_tile = ceil_div(s.rows, sr);
-        p.out_per_tile = std::min(a.out_chans, ceil_div(out_grains, so) * s.engines);
-        p.in_per_tile = std::min(a.in_chans, ceil_div(in_grains, si) * s.in_grain);
-        p.row_split = u32(ceil_div(s.rows, p.rows_per_tile));
-        p.out_split = u32(ceil_div(a.out_chans, p.out_per_tile));
-        p.in_split = u32(ceil_div(a.in_chans, p.in_per_tile));
-        const Blocks b = blocks_of(a, s, p);
-        p.bytes_per_tile = b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes;
-        if (p.bytes_per_tile > budget) continue;
-        p.estimated_cycles = estimate(chip, a, s, p, b);
-        if (p.estimated_cycles < best.estimated_cycles ||
-            (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
-          best = p;
-      }
-  if (best.rows_per_tile == 0) best = ConvPlan{};  // nothing fits this budget
-  return best;
-}
-
-}  // namespace
-
 trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
   const ConvPlan p = plan_conv(chip, a);
-  const Shape s = shape_of(chip, a);
-  const Blocks b = blocks_of(a, s, p);  // the largest block: buffer sizes on every tile
+  const ConvArgs it = iteration_args(a, p);
+  const Shape s = shape_of(chip, it);
+  const Blocks b = blocks_of(it, s, p);  // the largest block: buffer sizes on every tile
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
-  trace::Trace t =
-      a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1
-          ? one_ipu(fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt))
-          : one_ipu(fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
-                                a.height, a.width, a.out_chans, a.kernel, a.stride, dt));
+  const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
+  std::string name =
+      is_matmul ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
+                : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
+                              a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
+  if (a.groups > 1) name += fmt::format("_g{}", a.groups);
+  trace::Trace t = one_ipu(name);
   auto& prog = t.ipus[0];
   const TileRange all{0, p.tiles_used() - 1};
   // Buffers are allocated at the largest block's size on every tile used.
@@ -251,128 +321,187 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
     prog.tensors.push_back({"reduce_buf", trace::TensorKind::kTemp, s.partials, all, b.reduce_bytes});
     prog.tensors.push_back({"out", trace::TensorKind::kOutput, a.dtype, all, b.out_bytes});
   }
+  if (p.serial_in > 1)
+    prog.tensors.push_back({"acc", trace::TensorKind::kOutput, a.dtype, all, b.acc_bytes});
   emit_conv(prog, "", chip, a, p, prog.steps);
   return t;
 }
 
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
-               const ConvArgs& a, const ConvPlan& p, std::vector<trace::Step>& steps) {
+               const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps) {
+  require(whole.in_chans % p.serial_in == 0 && whole.out_chans % p.serial_out == 0 &&
+              (p.serial_in == 1 || p.serial_out == 1),
+          "a conv plan's serial split must divide its channels, one kind at a time");
+  // Everything below is one serial iteration; a serial plan repeats it.
+  const ConvArgs a = iteration_args(whole, p);
+  std::vector<trace::Step> body;
+  std::vector<trace::Step>& steps = p.serial() > 1 ? body : out_steps;
   const Shape s = shape_of(chip, a);
   const std::uint32_t cs_base = static_cast<std::uint32_t>(prog.compute_sets.size());
   const std::uint32_t ex_base = static_cast<std::uint32_t>(prog.exchanges.size());
-  // Tile order: output-channel block innermost, then input-channel block, then row block.
-  auto tile = [&](std::uint32_t row, std::uint32_t in, std::uint32_t out) {
-    return (row * p.in_split + in) * p.out_split + out;
+  // Tile order: conv-group block outermost, then row block, input-channel block, and
+  // output-channel block innermost.
+  auto tile = [&](std::uint32_t g, std::uint32_t row, std::uint32_t in, std::uint32_t out) {
+    return ((g * p.row_split + row) * p.in_split + in) * p.out_split + out;
   };
   // Exact sizes of each block: the last block of a dimension may be smaller.
+  auto groups_of = [&](std::uint32_t g) {
+    return std::min(p.groups_per_tile, a.groups - g * p.groups_per_tile);
+  };
   auto rows_of = [&](std::uint32_t r) { return std::min(p.rows_per_tile, s.rows - r * p.rows_per_tile); };
   auto in_of = [&](std::uint32_t i) { return std::min(p.in_per_tile, a.in_chans - i * p.in_per_tile); };
   auto out_of = [&](std::uint32_t o) { return std::min(p.out_per_tile, a.out_chans - o * p.out_per_tile); };
   const std::uint64_t eb = trace::dtype_bytes(a.dtype);
   const auto pd = s.partials;
   const std::uint64_t pb = trace::dtype_bytes(pd);
-  auto in_bytes = [&](std::uint32_t r, std::uint32_t i) {
-    const std::uint64_t rows = rows_of(r);
-    const std::uint64_t in_rows = uses_nx1(a) ? (rows - 1) * a.stride + a.kernel : rows;
-    return in_rows * a.width * in_of(i) * eb;
+  auto in_bytes = [&](std::uint32_t g, std::uint32_t r, std::uint32_t i) {
+    return groups_of(g) * in_rows_for(a, rows_of(r)) * in_cols(a, s) * in_of(i) * eb;
   };
-  auto weight_bytes = [&](std::uint32_t i, std::uint32_t o) {
-    return a.kernel * a.kernel * in_of(i) * out_of(o) * eb;
+  auto weight_bytes = [&](std::uint32_t g, std::uint32_t i, std::uint32_t o) {
+    return groups_of(g) * a.kernel * a.kernel * in_of(i) * out_of(o) * eb;
   };
-  // With an input-channel split, tile (r, k, o) reduces chunk k of block (r, o)'s outputs.
-  auto chunk = [&](std::uint32_t r, std::uint32_t o, std::uint32_t k) -> std::uint64_t {
-    const std::uint64_t outputs = rows_of(r) * s.out_w * out_of(o);
+  // Outputs of block (g, r, o) (all its groups).
+  auto outputs_of = [&](std::uint32_t g, std::uint32_t r, std::uint32_t o) -> std::uint64_t {
+    return groups_of(g) * rows_of(r) * s.out_w * out_of(o);
+  };
+  // With an input-channel split, tile (g, r, k, o) reduces chunk k of block (g, r, o)'s outputs.
+  auto chunk = [&](std::uint32_t g, std::uint32_t r, std::uint32_t o,
+                   std::uint32_t k) -> std::uint64_t {
+    const std::uint64_t outputs = outputs_of(g, r, o);
     const std::uint64_t size = ceil_div(outputs, p.in_split);
     return k * size >= outputs ? 0 : std::min(size, outputs - k * size);
   };
   namespace sl = trace::slot;
   trace::ComputeSet conv{prefix + "conv", {}};
-  for (std::uint32_t r = 0; r < p.row_split; ++r)
-    for (std::uint32_t i = 0; i < p.in_split; ++i) {
-      // Tiles (r, i, 0..out_split-1) are contiguous; only the last out block may differ.
-      auto add = [&](std::uint32_t o_first, std::uint32_t o_last) {
-        trace::Vertex v{uses_nx1(a) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
-                        TileRange{tile(r, i, o_first), tile(r, i, o_last)}, {}};
-        v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.dtype);
-        v.params[sl::kAmpPartials] = static_cast<std::int64_t>(pd);
-        v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s.out_w);
-        v.params[sl::kAmpInChans] = static_cast<std::int64_t>(in_of(i));
-        v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(out_of(o_first));
-        v.params[sl::kAmpGroups] = 1;
-        if (uses_nx1(a)) {
-          v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel);
-          v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
+  for (std::uint32_t g = 0; g < p.group_split; ++g)
+    for (std::uint32_t r = 0; r < p.row_split; ++r)
+      for (std::uint32_t i = 0; i < p.in_split; ++i) {
+        // Tiles (g, r, i, 0..out_split-1) are contiguous; only the last out block may differ.
+        auto add = [&](std::uint32_t o_first, std::uint32_t o_last) {
+          trace::Vertex v{uses_nx1(a) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
+                          TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)}, {}};
+          v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.dtype);
+          v.params[sl::kAmpPartials] = static_cast<std::int64_t>(pd);
+          v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s.out_w);
+          v.params[sl::kAmpInChans] = static_cast<std::int64_t>(in_of(i));
+          v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(out_of(o_first));
+          v.params[sl::kAmpGroups] = static_cast<std::int64_t>(groups_of(g));
+          if (uses_nx1(a)) {
+            v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel);
+            v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
+          }
+          conv.vertices.push_back(v);
+        };
+        const std::uint32_t last = p.out_split - 1;
+        if (out_of(last) == out_of(0)) {
+          add(0, last);
+        } else {
+          if (last > 0) add(0, last - 1);
+          add(last, last);
         }
-        conv.vertices.push_back(v);
-      };
-      const std::uint32_t last = p.out_split - 1;
-      if (out_of(last) == out_of(0)) {
-        add(0, last);
-      } else {
-        if (last > 0) add(0, last - 1);
-        add(last, last);
       }
-    }
   prog.compute_sets.push_back(std::move(conv));
 
   // Fetch: each input block starts on its first consumer (out block 0) and is multicast to the
   // other out blocks (contiguous tiles); each weight block starts on row block 0 and is sent
-  // to the same (in, out) block of every other row block.
+  // to the same (group, in, out) block of every other row block.
   trace::Exchange fetch{prefix + "fetch", {}, {}};
-  for (std::uint32_t r = 0; r < p.row_split; ++r)
+  for (std::uint32_t g = 0; g < p.group_split; ++g) {
+    for (std::uint32_t r = 0; r < p.row_split; ++r)
+      for (std::uint32_t i = 0; i < p.in_split; ++i)
+        if (p.out_split > 1) {
+          const TileRange dst{tile(g, r, i, 1), tile(g, r, i, p.out_split - 1)};
+          fetch.add(TileRange{tile(g, r, i, 0), tile(g, r, i, 0)}, {&dst, 1}, in_bytes(g, r, i));
+        }
     for (std::uint32_t i = 0; i < p.in_split; ++i)
-      if (p.out_split > 1) {
-        const TileRange dst{tile(r, i, 1), tile(r, i, p.out_split - 1)};
-        fetch.add(TileRange{tile(r, i, 0), tile(r, i, 0)}, {&dst, 1}, in_bytes(r, i));
-      }
-  for (std::uint32_t i = 0; i < p.in_split; ++i)
-    for (std::uint32_t o = 0; o < p.out_split; ++o)
-      if (p.row_split > 1) {
-        std::vector<TileRange> dst;
-        for (std::uint32_t r = 1; r < p.row_split; ++r) dst.push_back({tile(r, i, o), tile(r, i, o)});
-        fetch.add(TileRange{tile(0, i, o), tile(0, i, o)}, dst, weight_bytes(i, o));
-      }
+      for (std::uint32_t o = 0; o < p.out_split; ++o)
+        if (p.row_split > 1) {
+          std::vector<TileRange> dst;
+          for (std::uint32_t r = 1; r < p.row_split; ++r)
+            dst.push_back({tile(g, r, i, o), tile(g, r, i, o)});
+          fetch.add(TileRange{tile(g, 0, i, o), tile(g, 0, i, o)}, dst, weight_bytes(g, i, o));
+        }
+  }
   prog.exchanges.push_back(std::move(fetch));
   steps.push_back(step(trace::StepKind::kSync));
   steps.push_back(step(trace::StepKind::kExchange, ex_base));
   steps.push_back(step(trace::StepKind::kCompute, cs_base));
+  std::uint32_t next_cs = cs_base + 1;
 
   if (p.in_split > 1) {
     // Reduce-scatter of the partial sums over the input-channel blocks: each tile owns one
     // chunk of its block's outputs and receives that chunk of every other tile's partials.
     trace::Exchange red{prefix + "reduce", {}, {}};
     trace::ComputeSet reduce_cs{prefix + "reduce", {}};
-    for (std::uint32_t r = 0; r < p.row_split; ++r)
-      for (std::uint32_t o = 0; o < p.out_split; ++o)
-        for (std::uint32_t k = 0; k < p.in_split; ++k) {
-          const std::uint64_t n = chunk(r, o, k);
-          if (n == 0) continue;
-          const TileRange owner{tile(r, k, o), tile(r, k, o)};
-          for (std::uint32_t i = 0; i < p.in_split; ++i)
-            if (i != k) red.add(TileRange{tile(r, i, o), tile(r, i, o)}, {&owner, 1}, n * pb);
-          trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
-          rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
-          rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
-          rv.params[sl::kReduceOut] = static_cast<std::int64_t>(a.dtype);
-          rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
-          rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(p.in_split);
-          reduce_cs.vertices.push_back(rv);
-        }
+    for (std::uint32_t g = 0; g < p.group_split; ++g)
+      for (std::uint32_t r = 0; r < p.row_split; ++r)
+        for (std::uint32_t o = 0; o < p.out_split; ++o)
+          for (std::uint32_t k = 0; k < p.in_split; ++k) {
+            const std::uint64_t n = chunk(g, r, o, k);
+            if (n == 0) continue;
+            const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
+            for (std::uint32_t i = 0; i < p.in_split; ++i)
+              if (i != k)
+                red.add(TileRange{tile(g, r, i, o), tile(g, r, i, o)}, {&owner, 1}, n * pb);
+            trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
+            rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+            rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
+            rv.params[sl::kReduceOut] = static_cast<std::int64_t>(a.dtype);
+            rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
+            rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(p.in_split);
+            reduce_cs.vertices.push_back(rv);
+          }
     prog.exchanges.push_back(std::move(red));
     prog.compute_sets.push_back(std::move(reduce_cs));
     steps.push_back(step(trace::StepKind::kSync));
     steps.push_back(step(trace::StepKind::kExchange, ex_base + 1));
-    steps.push_back(step(trace::StepKind::kCompute, cs_base + 1));
+    steps.push_back(step(trace::StepKind::kCompute, next_cs++));
+  }
+
+  if (p.serial_in > 1) {
+    // Serial input split: each tile adds the outputs it owns this iteration into its
+    // accumulated output (same tile every iteration, so no exchange).
+    trace::ComputeSet acc{prefix + "accumulate", {}};
+    for (std::uint32_t g = 0; g < p.group_split; ++g)
+      for (std::uint32_t r = 0; r < p.row_split; ++r)
+        for (std::uint32_t o = 0; o < p.out_split; ++o)
+          for (std::uint32_t k = 0; k < p.in_split; ++k) {
+            const std::uint64_t n = p.in_split > 1 ? chunk(g, r, o, k)
+                                    : k == 0       ? outputs_of(g, r, o)
+                                                   : 0;
+            if (n == 0) continue;
+            const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
+            trace::Vertex v{trace::Codelet::kBinary, owner, {}};
+            v.params[sl::kEltOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+            v.params[sl::kEltDType] = static_cast<std::int64_t>(a.dtype);
+            v.params[sl::kEltN] = static_cast<std::int64_t>(n);
+            acc.vertices.push_back(v);
+          }
+    prog.compute_sets.push_back(std::move(acc));
+    steps.push_back(step(trace::StepKind::kCompute, next_cs++));
+  }
+
+  if (p.serial() > 1) {
+    trace::Step loop = step(trace::StepKind::kRepeat);
+    loop.count = p.serial();
+    loop.body = std::move(body);
+    out_steps.push_back(std::move(loop));
   }
 }
 
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                     DType dtype) {
+  return matmul(chip, m, n, k, dtype, 1);
+}
+
+trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                    DType dtype, std::uint64_t groups) {
   ConvArgs a;
   a.height = m;
   a.out_chans = n;
   a.in_chans = k;
   a.dtype = dtype;
+  a.groups = groups;
   return conv2d(chip, a);
 }
 

@@ -64,6 +64,37 @@ TEST(KernelRun, ElementwiseReluOnFourTiles) {
   EXPECT_EQ(total_cycles(stats), 2438.0);
 }
 
+double flops(const std::string& stats) {
+  return json_value_after(stats.substr(stats.find("\"throughput\"")), "\"flops\"");
+}
+
+TEST(KernelRun, Matmul8192RunsWithASerialSplit) {
+  // No parallel split of 8192^3 half fits in a GC200 tile (tests/unit/planner_test.cpp), so
+  // the planner loops serially. Every MAC runs once: 2 x 8192^3 FLOP, plus at most one add
+  // per output and iteration for accumulating and reducing partials (< 1%).
+  TempDir dir;
+  const std::string stats = run_kernel(dir, "matmul --m 8192 --n 8192 --k 8192 --dtype half");
+  const double mm = 2.0 * 8192 * 8192 * 8192;
+  EXPECT_GE(flops(stats), mm);
+  EXPECT_LE(flops(stats), mm * 1.01);
+}
+
+TEST(KernelRun, GroupedMatmul) {
+  // 32 groups of 512 x 64 x 512 (M x K x N): 2 x 32 x 512 x 512 x 64 FLOP of MACs, plus at
+  // most 3 partial additions per output (K = 64 is 4 input-channel groups of 16).
+  TempDir dir;
+  const std::string stats = run_kernel(dir, "matmul --m 512 --n 512 --k 64 --groups 32");
+  const double mm = 2.0 * 32 * 512 * 512 * 64;
+  EXPECT_GE(flops(stats), mm);
+  EXPECT_LE(flops(stats), mm + 3.0 * 32 * 512 * 512);
+  const auto bad =
+      ipusim("kernel matmul --m 8 --n 8 --k 8 --groups 0 --out " + dir.file("g.trace"));
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--groups"), std::string::npos) << bad.err;
+  const auto help = ipusim("kernel --help");
+  EXPECT_NE(help.out.find("--groups"), std::string::npos) << help.out;
+}
+
 TEST(KernelRun, TraceForAnotherChipIsRejected) {
   TempDir dir;
   const std::string trace = dir.file("k.trace");

@@ -12,7 +12,9 @@
 
 namespace ipusim::kernels {
 
-// C[M x N] = A[M x K] x B[K x N], or a 2-D convolution, on the AMP units.
+// C[M x N] = A[M x K] x B[K x N], or a 2-D convolution, on the AMP units. With groups > 1,
+// G independent convs of these sizes (a grouped conv, or a batched matmul [G][M][K] x
+// [G][K][N]).
 struct ConvArgs {
   std::uint64_t batch = 1;     // N (images); 1 for a matmul
   std::uint64_t in_chans = 0;  // C (matmul: K)
@@ -22,23 +24,35 @@ struct ConvArgs {
   std::uint64_t kernel = 1;    // square kernel size
   std::uint64_t stride = 1;
   trace::DType dtype = trace::DType::kHalf;
+  std::uint64_t groups = 1;    // G conv groups; in_chans and out_chans are per group
 };
 
-// The plan chosen for a conv/matmul: parallel splits of output rows, output channels and input
-// channels, and what it is expected to cost.
+// The plan chosen for a conv/matmul: parallel splits of conv groups, output rows, output
+// channels and input channels, optional serial splits, and what it is expected to cost.
+// With a serial split the conv is a repeat loop of serial() iterations over the same tiles;
+// each iteration is a conv with in_chans / serial_in input and out_chans / serial_out output
+// channels per group, and the parallel splits and per-tile sizes describe one iteration.
 struct ConvPlan {
   std::uint32_t row_split = 1, out_split = 1, in_split = 1;
   std::uint64_t rows_per_tile = 0, out_per_tile = 0, in_per_tile = 0;
-  std::uint64_t estimated_cycles = 0;
-  std::uint64_t bytes_per_tile = 0;
-  std::uint32_t tiles_used() const { return row_split * out_split * in_split; }
+  std::uint64_t estimated_cycles = 0;  // whole conv, all serial iterations
+  std::uint64_t bytes_per_tile = 0;    // peak buffers of the busiest tile (bytes)
+  std::uint32_t group_split = 1;       // parallel split of the conv groups (outermost)
+  std::uint64_t groups_per_tile = 1;   // conv groups per group block
+  // Serial splits of the input or output channels (at most one of them > 1); each divides
+  // the channel count exactly.
+  std::uint32_t serial_in = 1, serial_out = 1;
+  std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
+  std::uint32_t serial() const { return serial_in * serial_out; }
 };
 
 // Plans with every byte of tile memory not needed by the stack and code available.
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args);
 // Plans within `budget` bytes per tile for the conv's buffers (the available-memory
-// proportion of poplar-compiler.md §1.5). If nothing fits, the budget is doubled until a plan
-// fits or it exceeds the tile memory (then ModelError), as Poplar's planner falls back.
+// proportion of poplar-compiler.md §1.5): the fastest parallel-only plan that fits; if none
+// fits, the fastest plan with a serial split that fits; if none fits, the budget is doubled
+// until a plan fits or it exceeds the tile memory (then ModelError), as Poplar's planner
+// falls back.
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args, std::uint64_t budget);
 
 // Appends a planned conv to `program`: its compute sets and exchanges (named with `prefix`),
@@ -49,6 +63,9 @@ void emit_conv(trace::IpuProgram& program, const std::string& prefix, const Chip
 
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                     trace::DType dtype);
+// `groups` independent matmuls [G][M][K] x [G][K][N], planned as one grouped conv.
+trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                    trace::DType dtype, std::uint64_t groups);
 trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& args);
 // Sum `inputs` partial vectors of `outputs` elements each; partials are already on the tiles
 // that own their outputs, so the reduction is tile-local.

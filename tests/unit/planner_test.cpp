@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+// The conv/matmul planner (src/kernels/kernels.cpp, docs/kernels.md): serial splits, conv
+// groups and strided 1x1 convs, against sizes worked out by hand from the GC200 rows of
+// ipu-hardware.md (624 KiB per tile; the planner keeps 3 KiB stack + 3 x 1 KiB codelet code +
+// 4 KiB margin = 10240 B back, so 628736 B per tile are available for the conv's buffers).
+#include <gtest/gtest.h>
+
+#include "ipusim/kernels/kernels.hpp"
+#include "test_chips.hpp"
+
+namespace ipusim::kernels {
+namespace {
+
+using trace::Codelet;
+using trace::DType;
+using trace::StepKind;
+namespace sl = trace::slot;
+
+constexpr std::uint64_t kAvailable = 624 * 1024 - 10240;
+
+ConvArgs matmul_args(std::uint64_t m, std::uint64_t n, std::uint64_t k, std::uint64_t groups = 1) {
+  ConvArgs a;
+  a.height = m;
+  a.out_chans = n;
+  a.in_chans = k;
+  a.groups = groups;
+  return a;
+}
+
+// FLOPs of the AMP vertices a program runs, from their parameters (2 per MAC): positions x
+// in x out x groups x kernel taps x tiles, times the enclosing repeat counts.
+std::uint64_t amp_flops(const trace::IpuProgram& prog, const std::vector<trace::Step>& steps,
+                        std::uint64_t times = 1) {
+  std::uint64_t flops = 0;
+  for (const auto& st : steps) {
+    if (st.kind == StepKind::kRepeat) flops += amp_flops(prog, st.body, times * st.count);
+    if (st.kind != StepKind::kCompute) continue;
+    for (const auto& v : prog.compute_sets[st.index].vertices) {
+      if (v.codelet != Codelet::kAmpConv1x1 && v.codelet != Codelet::kAmpConvNx1) continue;
+      std::uint64_t taps = 1;
+      if (v.codelet == Codelet::kAmpConvNx1)
+        taps = static_cast<std::uint64_t>(v.params[sl::kAmpKernelH] * v.params[sl::kAmpKernelW]);
+      flops += times * v.tiles.size() * 2 * taps *
+               static_cast<std::uint64_t>(v.params[sl::kAmpPositions] * v.params[sl::kAmpInChans] *
+                                          v.params[sl::kAmpOutChans] * v.params[sl::kAmpGroups]);
+    }
+  }
+  return flops;
+}
+
+std::uint64_t tensor_bytes(const trace::IpuProgram& prog, const std::string& name) {
+  for (const auto& t : prog.tensors)
+    if (t.name == name) return t.bytes_per_tile;
+  ADD_FAILURE() << "no tensor " << name;
+  return 0;
+}
+
+ChipSpec one_tile_chip(std::uint64_t available) {
+  ChipSpec chip = testing::gc200_by_hand();
+  chip.tiles = 1;
+  chip.tile_memory = Bytes{available + 10240};
+  return chip;
+}
+
+TEST(Planner, Matmul8192NeedsASerialSplit) {
+  // A parallel-only plan gives each tile an a x b x c block (rows x out x in) with
+  // abc >= 8192^3 / 1472 = 3.735e8 MACs, and buffers of 2(ac + cb + ab) >= 6 (abc)^(2/3)
+  // = 3.1 MB > 628736 B: only a serial split fits.
+  const ChipSpec chip = testing::gc200_by_hand();
+  const ConvPlan p = plan_conv(chip, matmul_args(8192, 8192, 8192));
+  EXPECT_GT(p.serial(), 1u);
+  EXPECT_TRUE(p.serial_in == 1 || p.serial_out == 1);
+  EXPECT_EQ(8192 % p.serial(), 0u);
+  EXPECT_LE(p.bytes_per_tile, kAvailable);
+  EXPECT_LE(p.tiles_used(), 1472u);
+  if (p.serial_in > 1 && p.in_split == 1) {
+    // Input, weights, one iteration's outputs and the accumulated outputs, all half.
+    const std::uint64_t r = p.rows_per_tile, i = p.in_per_tile, o = p.out_per_tile;
+    EXPECT_EQ(p.bytes_per_tile, 2 * (r * i + i * o + r * o) + 2 * r * o);
+  }
+}
+
+TEST(Planner, Matmul8192RunsAsARepeatLoopWithExactFlops) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const ConvPlan p = plan_conv(chip, matmul_args(8192, 8192, 8192));
+  const trace::Trace t = matmul(chip, 8192, 8192, 8192, DType::kHalf);
+  const auto& prog = t.ipus[0];
+  ASSERT_EQ(prog.steps.size(), 1u);
+  const trace::Step& loop = prog.steps[0];
+  ASSERT_EQ(loop.kind, StepKind::kRepeat);
+  EXPECT_EQ(loop.count, p.serial());
+  // sync, fetch, conv [, sync, reduce exchange, reduce] [, accumulate]
+  ASSERT_GE(loop.body.size(), 3u);
+  EXPECT_EQ(loop.body[0].kind, StepKind::kSync);
+  EXPECT_EQ(loop.body[1].kind, StepKind::kExchange);
+  EXPECT_EQ(loop.body[2].kind, StepKind::kCompute);
+  EXPECT_EQ(loop.body.size(), 3u + (p.in_split > 1 ? 3 : 0) + (p.serial_in > 1 ? 1 : 0));
+  EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 8192 * 8192 * 8192);
+}
+
+TEST(Planner, ParallelPlanPreferredWhenItFits) {
+  // 2048^3 half: a 2048 x 2048 x 2048 / 1472 block fits easily (the 2048 matmul tests).
+  const ConvPlan p = plan_conv(testing::gc200_by_hand(), matmul_args(2048, 2048, 2048));
+  EXPECT_EQ(p.serial(), 1u);
+  EXPECT_EQ(p.serial_in, 1u);
+  EXPECT_EQ(p.serial_out, 1u);
+}
+
+TEST(Planner, SerialSplitOnOneTile) {
+  // One tile, 256^3 half, 300000 B available. Parallel: A + B + C = 3 x 131072 = 393216 B:
+  // too big. Serial out S: all of A (131072) + B and C slices of 131072 / S each:
+  // S = 2 -> 262144 fits. Serial in S: A and B slices of 131072 / S each + one iteration's C
+  // (131072) + the accumulated C (131072): needs S >= 8 (294912). Fewest iterations and no
+  // accumulate pass: serial_out = 2, and its cost is twice that of one 256 x 128 x 256
+  // iteration planned on its own.
+  const ChipSpec chip = one_tile_chip(300000);
+  const ConvPlan p = plan_conv(chip, matmul_args(256, 256, 256), 300000);
+  EXPECT_EQ(p.serial_out, 2u);
+  EXPECT_EQ(p.serial_in, 1u);
+  EXPECT_EQ(p.bytes_per_tile, 262144u);
+  EXPECT_EQ(p.out_per_tile, 128u);
+  EXPECT_EQ(p.in_per_tile, 256u);
+  const ConvPlan iteration = plan_conv(chip, matmul_args(256, 128, 256), 300000);
+  EXPECT_EQ(iteration.serial(), 1u);
+  EXPECT_EQ(p.estimated_cycles, 2 * iteration.estimated_cycles);
+  // With more memory on the tile than the budget, the serial plan within the budget still
+  // wins over doubling the budget to 600000 for the 393216 B parallel plan (§1.5 order).
+  const ConvPlan within = plan_conv(one_tile_chip(kAvailable), matmul_args(256, 256, 256), 300000);
+  EXPECT_EQ(within.serial_out, 2u);
+  EXPECT_EQ(within.bytes_per_tile, 262144u);
+}
+
+TEST(Planner, SerialInputSplitAccumulates) {
+  // One tile, 256 x 16 x 4096 half (M x N x K), 150000 B available. Parallel: A 2 MiB: no.
+  // Serial out cannot help (A stays whole). Serial in S: A slice 256 x 4096/S x 2 + B slice
+  // 4096/S x 16 x 2 + C 8192 + acc 8192: S = 16 -> 131072 + 8192 + 16384 = 155648 (too big),
+  // S = 32 -> 65536 + 4096 + 16384 = 86016. The MACs and bytes fetched are the same for any
+  // S and every iteration adds fixed costs (sync, exchange overhead, vertex set-up, the
+  // accumulate pass), so the smallest S that fits, 32, is the cheapest.
+  const ChipSpec chip = one_tile_chip(150000);
+  const ConvPlan p = plan_conv(chip, matmul_args(256, 16, 4096), 150000);
+  EXPECT_EQ(p.serial_out, 1u);
+  EXPECT_EQ(p.serial_in, 32u);
+  EXPECT_EQ(p.in_per_tile, 128u);
+  EXPECT_EQ(p.bytes_per_tile, 86016u);
+  const trace::Trace t = conv2d(chip, matmul_args(256, 16, 4096));
+  const auto& prog = t.ipus[0];
+  ASSERT_EQ(prog.steps.size(), 1u);
+  const trace::Step& loop = prog.steps[0];
+  ASSERT_EQ(loop.kind, StepKind::kRepeat);
+  EXPECT_EQ(loop.count, 32u);
+  // The last step adds the iteration's 256 x 16 outputs into the accumulated output.
+  const trace::Step& last = loop.body.back();
+  ASSERT_EQ(last.kind, StepKind::kCompute);
+  const auto& acc = prog.compute_sets[last.index];
+  ASSERT_EQ(acc.vertices.size(), 1u);
+  EXPECT_EQ(acc.vertices[0].codelet, Codelet::kBinary);
+  EXPECT_EQ(acc.vertices[0].params[sl::kEltN], 256 * 16);
+  EXPECT_EQ(tensor_bytes(prog, "acc"), 256u * 16 * 2);
+  EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 256 * 16 * 4096);
+}
+
+TEST(Planner, GroupedMatmulFlopsAndGroupsParameter) {
+  // BERT-Large attention scores: 32 groups of 512 x 64 x 512 (M x K x N).
+  const ChipSpec chip = testing::gc200_by_hand();
+  const ConvPlan p = plan_conv(chip, matmul_args(512, 512, 64, 32));
+  EXPECT_GE(p.group_split * p.groups_per_tile, 32u);
+  EXPECT_LT((p.group_split - 1) * p.groups_per_tile, 32u);
+  const trace::Trace t = matmul(chip, 512, 512, 64, DType::kHalf, 32);
+  const auto& prog = t.ipus[0];
+  EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 32 * 512 * 512 * 64);
+  for (const auto& cs : prog.compute_sets)
+    for (const auto& v : cs.vertices)
+      if (v.codelet == Codelet::kAmpConv1x1) {
+        EXPECT_GE(v.params[sl::kAmpGroups], 1);
+        EXPECT_LE(v.params[sl::kAmpGroups], static_cast<std::int64_t>(p.groups_per_tile));
+      }
+}
+
+TEST(Planner, GroupedMatmulCostBetweenOneAndGTimesOneGroup) {
+  // Dropping all groups but one from the G-group plan leaves a one-group plan on the same
+  // splits that is no dearer, so the best one-group plan is at least as cheap. Keeping the
+  // one-group plan's splits with all G groups on each tile (group_split = 1) costs at most
+  // G times as much (every term is affine in the block size with a non-negative constant)
+  // and fits (G x its buffers is still far below the tile memory here).
+  const ChipSpec chip = testing::gc200_by_hand();
+  for (const std::uint64_t g : {2, 4, 32}) {
+    const ConvPlan one = plan_conv(chip, matmul_args(512, 512, 64));
+    const ConvPlan many = plan_conv(chip, matmul_args(512, 512, 64, g));
+    ASSERT_LE(g * one.bytes_per_tile, kAvailable);
+    EXPECT_GE(many.estimated_cycles, one.estimated_cycles) << g;
+    EXPECT_LE(many.estimated_cycles, g * one.estimated_cycles) << g;
+  }
+}
+
+TEST(Planner, GroupsOnOneTile) {
+  // One tile, 4 groups of 64 x 64 x 64 half: A, B and C are 8192 B per group, all on the
+  // tile: 4 x 3 x 8192 = 98304 B, and one AMP vertex with groups = 4.
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  const ConvPlan p = plan_conv(chip, matmul_args(64, 64, 64, 4));
+  EXPECT_EQ(p.group_split, 1u);
+  EXPECT_EQ(p.groups_per_tile, 4u);
+  EXPECT_EQ(p.bytes_per_tile, 98304u);
+  const trace::Trace t = matmul(chip, 64, 64, 64, DType::kHalf, 4);
+  const auto& conv = t.ipus[0].compute_sets[0];
+  ASSERT_EQ(conv.vertices.size(), 1u);
+  EXPECT_EQ(conv.vertices[0].params[sl::kAmpGroups], 4);
+  EXPECT_EQ(conv.vertices[0].params[sl::kAmpPositions], 64);
+}
+
+TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
+  // One tile, 1x1 stride-2 conv 56x56x64 -> 28x28x64 half. Only every other row and column
+  // is read: the input block is 28 x 28 x 64 x 2 = 100352 B (not 56 x 56 x 64 x 2 = 401408),
+  // weights 64 x 64 x 2 = 8192, outputs 28 x 28 x 64 x 2 = 100352: 208896 B.
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  ConvArgs a;
+  a.in_chans = 64;
+  a.height = 56;
+  a.width = 56;
+  a.out_chans = 64;
+  a.stride = 2;
+  const ConvPlan p = plan_conv(chip, a);
+  EXPECT_EQ(p.bytes_per_tile, 208896u);
+  const trace::Trace t = conv2d(chip, a);
+  const auto& prog = t.ipus[0];
+  EXPECT_EQ(tensor_bytes(prog, "in_blk"), 100352u);
+  const auto& v = prog.compute_sets[0].vertices.at(0);
+  EXPECT_EQ(v.codelet, Codelet::kAmpConv1x1);  // a dense 1x1 conv over the gathered block
+  EXPECT_EQ(v.params[sl::kAmpPositions], 28 * 28);
+  EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 28 * 28 * 64 * 64);
+}
+
+TEST(Planner, Strided1x1InputBlocksOnTheChip) {
+  // ResNet-50 downsample shortcut: 1x1/2, 56x56x256 -> 28x28x512, batch 4. Each tile's input
+  // block covers its output rows x 28 output columns x its input channels, never a 56-wide row.
+  const ChipSpec chip = testing::gc200_by_hand();
+  ConvArgs a;
+  a.batch = 4;
+  a.in_chans = 256;
+  a.height = 56;
+  a.width = 56;
+  a.out_chans = 512;
+  a.stride = 2;
+  const ConvPlan p = plan_conv(chip, a);
+  const trace::Trace t = conv2d(chip, a);
+  EXPECT_EQ(tensor_bytes(t.ipus[0], "in_blk"), p.rows_per_tile * 28 * p.in_per_tile * 2);
+  // Every input block sent in the fetch is at most that size, summing (over row and input
+  // blocks) to the 4 x 28 x 28 x 256 strided positions at most once per block.
+  for (const auto& tr : t.ipus[0].exchanges[0].transfers)
+    EXPECT_LE(tr.bytes, std::max(p.rows_per_tile * 28 * p.in_per_tile * 2,
+                                 p.in_per_tile * p.out_per_tile * 2));
+}
+
+}  // namespace
+}  // namespace ipusim::kernels
