@@ -43,8 +43,8 @@ Layout blocked(const Layout& source, std::uint64_t position_blocks, std::uint64_
 }
 
 std::string args_key(const kernels::ConvArgs& a) {
-  return fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height, a.width,
-                     a.out_chans, a.kernel, a.stride, static_cast<int>(a.dtype));
+  return fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
+                     a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
 }
 
 }  // namespace
@@ -54,13 +54,14 @@ std::string args_key(const kernels::ConvArgs& a) {
 // in-channel block) is shared by the plan's out_split tiles, a weight block (in-channel block
 // x out-channel block) by its row_split tiles; each user holds a share.
 Layout plan_input_layout(const Layout& source, const kernels::ConvPlan& p, bool transposed) {
-  const std::uint64_t rows = std::uint64_t{p.row_split} * p.out_split;
+  const std::uint64_t rows = std::uint64_t{p.group_split} * p.row_split * p.out_split;
   return transposed ? blocked(source, p.in_split, rows, 1) : blocked(source, rows, p.in_split, 1);
 }
 
 Layout plan_weight_layout(const Layout& source, const kernels::ConvPlan& p, bool transposed) {
   const std::uint64_t ins = std::uint64_t{p.in_split} * p.row_split;
-  return transposed ? blocked(source, p.out_split, ins, 1) : blocked(source, ins, p.out_split, 1);
+  const std::uint64_t outs = std::uint64_t{p.group_split} * p.out_split;
+  return transposed ? blocked(source, outs, ins, 1) : blocked(source, ins, outs, 1);
 }
 
 std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& l, Axis axis) {
@@ -190,7 +191,8 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& a, const Operand& i
 Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
                           const Operand& input, const Operand& weights, std::uint64_t groups) {
   kernels::ConvArgs a;
-  a.height = m * groups;
+  a.height = m;
+  a.groups = groups;
   a.out_chans = n;
   a.in_chans = k;
   a.dtype = dt;

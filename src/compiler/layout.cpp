@@ -64,10 +64,11 @@ Layout conv_output_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
   const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
   Layout l;
   l.dtype = a.dtype;
-  l.positions = a.batch * out_h * out_w;
+  // Groups are the outermost index: a tile's block holds its groups' rows.
+  l.positions = a.groups * a.batch * out_h * out_w;
   l.channels = a.out_chans;
-  l.chans_per_tile = p.out_per_tile;
-  l.positions_per_tile = ceil_div(p.rows_per_tile * out_w, p.in_split);
+  l.chans_per_tile = p.out_per_tile * p.serial_out;  // a serial split's slices stay together
+  l.positions_per_tile = ceil_div(p.groups_per_tile * p.rows_per_tile * out_w, p.in_split);
   return l;
 }
 
@@ -75,10 +76,10 @@ Layout conv_input_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
                          const kernels::ConvPlan& p) {
   Layout l;
   l.dtype = a.dtype;
-  l.positions = a.batch * a.height * a.width;
+  l.positions = a.groups * a.batch * a.height * a.width;
   l.channels = a.in_chans;
-  l.chans_per_tile = p.in_per_tile;
-  l.positions_per_tile = ceil_div(l.positions, p.row_split);
+  l.chans_per_tile = p.in_per_tile * p.serial_in;
+  l.positions_per_tile = ceil_div(l.positions, std::uint64_t{p.group_split} * p.row_split);
   l.tile_stride = p.out_split;  // block (r, i) is held by tile (r, i, 0) of the plan
   return l;
 }

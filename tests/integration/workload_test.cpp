@@ -15,12 +15,14 @@ double step_seconds(const std::string& stats) {
   return json_value_after(stats.substr(stats.find("\"total\"")), "\"time\"");
 }
 
-// Compiles `run` with `sets` (applied to compile and run) and returns stats.json.
+// Compiles `run` with `sets` (applied to compile and, unless they are run.* keys, to the
+// simulation) and returns stats.json.
 std::string compile_and_run(const TempDir& dir, const std::string& run, const std::string& sets) {
   const std::string trace = dir.file("w.itb");
   const auto c = ipusim("compile --run " + run + " " + sets + " --out " + trace);
   EXPECT_EQ(c.status, 0) << c.err;
-  const auto r = ipusim("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " + sets +
+  const bool run_keys = sets.find("run.") != std::string::npos;
+  const auto r = ipusim("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " + (run_keys ? "" : sets) +
                         " --out " + dir.file("out") + " " + trace);
   EXPECT_EQ(r.status, 0) << r.err;
   return read_all(dir.file("out/stats.json"));
@@ -50,6 +52,41 @@ TEST(Workload, ChipThatCannotHoldTheModelFailsToCompile) {
   EXPECT_NE(r.err.find("out of memory on tile"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("largest tensors:"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.itb")));
+}
+
+TEST(Workload, TransformerWithOneIpuPerReplicaCompilesOrFailsWithOutOfMemory) {
+  TempDir dir;
+  // A replica of one IPU has no stage boundary, so no inter-IPU copy (once a self-copy).
+  const std::string one = " --set run.ipus_per_replica=1 --set run.pipeline_placement=ipu0=2,2";
+  const std::string stats = compile_and_run(dir, workload_dir() + "bert_tiny-pod16.yaml", one);
+  EXPECT_GT(step_cycles(stats), 0);
+  const auto inter_ipu = stats.find("\"inter_ipu\"");
+  ASSERT_NE(inter_ipu, std::string::npos);
+  EXPECT_EQ(json_value_after(stats.substr(inter_ipu), "\"cycles\""), 0) << "no inter-IPU copies expected";
+  // BERT-Large does not fit on one IPU: the out-of-memory error, not a crash.
+  const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml" +
+                        " --set run.ipus_per_replica=1 --set run.replicas=16" +
+                        " --set run.pipeline_placement=ipu0=24,24 --set run.available_memory_proportion=0.23" +
+                        " --out " + dir.file("b.itb"));
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_NE(r.err.find("out of memory on tile"), std::string::npos) << r.err;
+}
+
+TEST(Workload, FusionAndStatisticsCachingShortenTheStep) {
+  TempDir dir;
+  const std::string run = workload_dir() + "resnet_tiny-pod16.yaml";
+  const std::string base = compile_and_run(dir, run, "");
+  const std::string unfused = compile_and_run(dir, run, "--set run.fuse_elementwise=no");
+  const std::string uncached = compile_and_run(dir, run, "--set run.batchnorm_statistics_cache=no");
+  auto phases = [](const std::string& stats, const std::string& kind) {
+    return json_value_after(stats.substr(stats.find("\"" + kind + "\"")), "\"count\"");
+  };
+  // Unfused chains run one compute set per op; recomputation without the cache reduces and
+  // all-reduces the statistics again.
+  EXPECT_GT(phases(unfused, "compute"), phases(base, "compute"));
+  EXPECT_GT(step_cycles(unfused), step_cycles(base));
+  EXPECT_GT(phases(uncached, "collective"), phases(base, "collective"));
+  EXPECT_GT(step_cycles(uncached), step_cycles(base));
 }
 
 TEST(Workload, BadRunConfigsAreClearErrors) {
