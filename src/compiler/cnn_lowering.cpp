@@ -407,7 +407,8 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   t.name = run.name;
   t.replicas = run.replicas;
   auto& program = t.ipus.emplace_back();
-  IpuBuilder b(system.chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise);
+  IpuBuilder b(system.chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise,
+                 run.rearrangements);
   CnnLowering lower(m, run, b);
   trace::Step loop = make_step(StepKind::kRepeat);
   loop.count = run.gradient_accumulation;

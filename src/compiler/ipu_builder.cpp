@@ -88,8 +88,9 @@ std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
 }
 
 IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
-                       DType partials, bool fuse_elementwise)
+                       DType partials, bool fuse_elementwise, bool rearrange_operands)
     : chip_(chip), program_(program), partials_(partials), fuse_(fuse_elementwise),
+      rearrange_operands_(rearrange_operands),
       budget_(static_cast<std::uint64_t>(available_memory * static_cast<double>(chip.tile_memory.count))) {}
 
 template <class F>
@@ -177,7 +178,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& a, const Operand& i
   // Operands arrive in the plan's home layouts (transposed ones are transposed on the tiles
   // that receive them), then the planned fetch, compute and reduction run.
   for (const auto& [operand, is_input] : {std::pair{&input, true}, std::pair{&weights, false}}) {
-    if (!operand->layout) continue;
+    if (!operand->layout || !rearrange_operands_) continue;
     const Layout home = is_input ? plan_input_layout(*operand->layout, p.plan, operand->transposed)
                                  : plan_weight_layout(*operand->layout, p.plan, operand->transposed);
     rearrange(out, *operand->layout, home);

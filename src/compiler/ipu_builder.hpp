@@ -53,8 +53,10 @@ std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth);
 
 class IpuBuilder {
  public:
+  // `rearrange_operands` false: conv operands are taken to be in the plan's layouts already
+  // (no regroup exchange or transpose), to measure what rearranging costs.
   IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
-             trace::DType partials, bool fuse_elementwise);
+             trace::DType partials, bool fuse_elementwise, bool rearrange_operands = true);
 
   // A conv or matmul: rearranges the operands into the plan's layouts (exchange plus transpose
   // vertices where the conv reads an operand transposed), then the planned conv; returns the
@@ -113,6 +115,7 @@ class IpuBuilder {
   trace::IpuProgram& program_;
   trace::DType partials_;
   bool fuse_;
+  bool rearrange_operands_;
   std::uint64_t budget_;
   std::uint64_t peak_temp_ = 0;
   std::map<std::string, Planned> plans_;

@@ -312,7 +312,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
     program.ipu = ipu;
-    IpuBuilder b(system.chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise);
+    IpuBuilder b(system.chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
+                 run.rearrangements);
     TransformerLowering lower(m, run, b);
     const auto [n_attn, n_ffn] = run.placement[ipu];
     const bool first = ipu == 0;

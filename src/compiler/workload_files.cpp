@@ -173,6 +173,10 @@ std::vector<ParamDecl> run_params() {
       {"run.batchnorm_statistics_cache", ValueKind::kString, 0, 0,
        "yes: recomputation reuses the forward pass's batch-norm statistics (no second reduction or all-reduce)",
        "poplar-compiler.md §6.1 (statistics caching)"},
+      {"run.rearrangements", ValueKind::kString, 0, 0,
+       "yes: conv and matmul operands are regrouped and transposed into the layouts their plans want; "
+       "no: they are assumed to be there already (an idealised compiler, to measure what rearranging costs)",
+       "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)"},
       {"run.fuse_elementwise", ValueKind::kString, 0, 0,
        "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused vertices",
        "poplar-compiler.md §2.1 (popops::map code generation)"},
@@ -196,9 +200,11 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd"};
     if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
     if (d.path == "run.replicated_tensor_sharding" || d.path == "run.batchnorm_statistics_cache" ||
-        d.path == "run.fuse_elementwise")
+        d.path == "run.fuse_elementwise" || d.path == "run.rearrangements")
       d.choices = {"yes", "no"};
-    if (d.path == "run.batchnorm_statistics_cache" || d.path == "run.fuse_elementwise") d.default_text = "yes";
+    if (d.path == "run.batchnorm_statistics_cache" || d.path == "run.fuse_elementwise" ||
+        d.path == "run.rearrangements")
+      d.default_text = "yes";
     if (d.path == "run.sample_unit") d.choices = {"images", "sequences"};
     if (d.path == "run.replicated_tensor_sharding") d.default_text = "no";
     if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement") d.default_text = "none";
@@ -274,6 +280,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.batchnorm_group = static_cast<std::uint32_t>(r.count("run.batchnorm_group"));
   run.batchnorm_statistics_cache = r.string("run.batchnorm_statistics_cache") == "yes";
   run.fuse_elementwise = r.string("run.fuse_elementwise") == "yes";
+  run.rearrangements = r.string("run.rearrangements") == "yes";
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
   const std::string placement = r.string("run.pipeline_placement");

@@ -65,6 +65,7 @@ struct RunConfig {
   std::uint32_t batchnorm_group = 1;     // replicas sharing batch-norm statistics
   bool batchnorm_statistics_cache = true;  // recomputation reuses the forward statistics
   bool fuse_elementwise = true;            // elementwise chains become one fused compute set
+  bool rearrangements = true;              // conv operands are regrouped/transposed as needed
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
   double sequences_per_pack = 1;
