@@ -113,8 +113,8 @@ class CnnLowering {
     const std::uint64_t params = total_params();
     const DType dt = m_.dtype;
     if (run_.replicas > 1)
-      out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
-                                           {trace::GroupKind::kReplicas, 0}));
+      IpuBuilder::collectives(out, trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
+                              {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
     const std::uint64_t layers_with_params = std::count_if(layers_.begin(), layers_.end(),
                                                            [](const CnnLayer& c) { return c.params > 0; });
     const Layout w = b_.linear(dt, layers_with_params, ceil_div(params, layers_with_params));

@@ -371,6 +371,22 @@ trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, 
   return s;
 }
 
+void IpuBuilder::collectives(Steps& out, trace::CollectiveOp op, std::uint64_t bytes, DType dt,
+                             trace::Group group, std::uint64_t buffer) {
+  const std::uint64_t n = ceil_div(bytes, std::max<std::uint64_t>(buffer, 1));
+  if (n == 0) return;
+  // n buffers of equal size (the last rounded up), so identical collectives repeat.
+  trace::Step one = collective(op, ceil_div(bytes, n), dt, group);
+  if (n == 1) {
+    out.push_back(one);
+    return;
+  }
+  trace::Step loop = make_step(StepKind::kRepeat);
+  loop.count = n;
+  loop.body.push_back(one);
+  out.push_back(std::move(loop));
+}
+
 void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType dt, std::uint64_t total_bytes) {
   if (total_bytes == 0) return;
   program_.tensors.push_back({name, kind, dt, TileRange{0, chip_.tiles - 1}, ceil_div(total_bytes, chip_.tiles)});

@@ -89,6 +89,10 @@ class IpuBuilder {
             bool overlap = false);
   static trace::Step collective(trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
                                 trace::Group group);
+  // A collective over a `bytes` tensor in fused buffers of at most `buffer` bytes, as GCL runs
+  // the gradient reduction (one collective per buffer).
+  static void collectives(Steps& out, trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
+                          trace::Group group, std::uint64_t buffer);
   // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
   void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt, std::uint64_t total_bytes);
 

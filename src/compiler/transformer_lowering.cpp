@@ -354,9 +354,9 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
     const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
     if (run.replicas > 1)
-      program.steps.push_back(IpuBuilder::collective(
-          rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce, params * eb, m.dtype,
-          {trace::GroupKind::kReplicas, 0}));
+      IpuBuilder::collectives(program.steps,
+                              rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
+                              params * eb, m.dtype, {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     // LAMB: two moments (16-bit), per-tensor norms, update; state streamed in and out when it
     // lives in Streaming Memory.
     const std::uint64_t state = 2 * shard * eb;
@@ -377,8 +377,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
     if (rts)
-      program.steps.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllGather, params * eb, m.dtype,
-                                                     {trace::GroupKind::kReplicas, 0}));
+      IpuBuilder::collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype,
+                              {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
     // stage inputs (2 x stages to the end + 1 micro-batches), the largest sub-layer's live
     // activations, and the planner's temporaries.

@@ -177,6 +177,9 @@ std::vector<ParamDecl> run_params() {
        "yes: conv and matmul operands are regrouped and transposed into the layouts their plans want; "
        "no: they are assumed to be there already (an idealised compiler, to measure what rearranging costs)",
        "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)"},
+      {"run.allreduce_buffer", ValueKind::kBytes, 1024, 1e12,
+       "Gradients are reduced across replicas in collectives of at most this many bytes (fused buffers)",
+       "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf ResNet)"},
       {"run.fuse_elementwise", ValueKind::kString, 0, 0,
        "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused vertices",
        "poplar-compiler.md §2.1 (popops::map code generation)"},
@@ -210,6 +213,7 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement") d.default_text = "none";
     if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation") d.default_text = "1";
     if (d.path == "run.sequences_per_pack") d.default_text = "1";
+    if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
     if (d.path == "run.ttt.samples_to_train") d.default_text = "1";
     if (d.path == "run.ttt.checkpoints" || d.path == "run.ttt.evaluations") d.default_text = "1";
   }
@@ -281,6 +285,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.batchnorm_statistics_cache = r.string("run.batchnorm_statistics_cache") == "yes";
   run.fuse_elementwise = r.string("run.fuse_elementwise") == "yes";
   run.rearrangements = r.string("run.rearrangements") == "yes";
+  run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
   const std::string placement = r.string("run.pipeline_placement");
