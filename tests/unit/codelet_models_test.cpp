@@ -407,6 +407,34 @@ TEST(CodeletVertexCost, DispatchesEveryCodeletWithSlotOrder) {
   EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kCast, {kFloat, kHalf, 600})).cycles, 583u);
   EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kCopy, {1000})).cycles, 413u);
   EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kDynamicSlice, {kHalf, 240, 3})).cycles, 1051u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kMap, {kHalf, 1200, 6, 5})).cycles, 3467u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kTranspose, {kFloat, 100})).cycles, 388u);
+}
+
+// ---- map (fused elementwise) and transpose
+TEST(CodeletModels, MapIsOneBinaryOp1DShapedLoopOverTheFusedOps) {
+  const ChipSpec chip = gc200_by_hand();
+  // half, n = 1200: ceil(1200 / 6) = 200 elements per worker = 50 vectors of 4; worker =
+  // 26 + 50 x (6 + 5) = 576; vertex = 11 + 6 x 576 = 3467; 5 ops x 1200 = 6000 FLOPs.
+  const auto h = map(chip, DType::kHalf, 1200, 6, 5);
+  EXPECT_EQ(h.cycles, 3467u);
+  EXPECT_EQ(h.flops, 6000u);
+  // float: 200 per worker = 100 vectors of 2; worker = 29 + 100 x 11 = 1129; 11 + 6774.
+  EXPECT_EQ(map(chip, DType::kFloat, 1200, 6, 5).cycles, 6785u);
+  // Fusing pays the overheads once: relu after add as one map beats two separate vertices.
+  const Op add = Op::kAdd, relu = Op::kRelu;
+  const std::uint64_t fused = map(chip, DType::kHalf, 1200, op_vector_cycles(add, DType::kHalf) +
+                                                             op_vector_cycles(relu, DType::kHalf), 2).cycles;
+  EXPECT_LT(fused, binary(chip, add, DType::kHalf, 1200).cycles + unary(chip, relu, DType::kHalf, 1200).cycles);
+}
+
+TEST(CodeletModels, TransposeMovesOneElementPerCycle) {
+  const ChipSpec chip = gc200_by_hand();
+  // min(8 B/cycle memcpy, element size) bytes per cycle: 2 B for half, 4 B for float; + 288.
+  EXPECT_EQ(transpose(chip, DType::kHalf, 1000).cycles, 1288u);
+  EXPECT_EQ(transpose(chip, DType::kFloat, 100).cycles, 388u);
+  EXPECT_EQ(transpose(chip, DType::kHalf, 0).cycles, 288u);
+  EXPECT_EQ(transpose(chip, DType::kHalf, 1000).flops, 0u);
 }
 
 TEST(CodeletVertexCost, RejectsBadSlotValues) {
