@@ -129,6 +129,39 @@ class CnnLowering {
     return out;
   }
 
+  // Each layer's parameters on the layout its forward conv created them with (createWeights;
+  // batch-norm gamma and beta on the linear mapping).
+  std::vector<std::pair<std::string, Layout>> parameter_layouts() {
+    std::vector<std::pair<std::string, Layout>> out;
+    for (const auto& c : layers_) {
+      const Layer& l = *c.layer;
+      if (l.op == "conv") {
+        out.emplace_back(l.name, b_.weights_layout(forward_args(c)));
+      } else if (l.op == "fc") {
+        kernels::ConvArgs mm;
+        mm.height = n_;
+        mm.in_chans = c.in.c;
+        mm.out_chans = l.out;
+        mm.dtype = m_.dtype;
+        out.emplace_back(l.name, b_.weights_layout(mm));
+        out.emplace_back(l.name + "/bias", b_.linear(m_.dtype, 1, l.out));
+      } else if (l.op == "batchnorm") {
+        out.emplace_back(l.name, b_.linear(m_.dtype, 1, 2 * c.out.c));
+      }
+    }
+    return out;
+  }
+
+  // The checkpointed activations, each on the layout its layer produced.
+  std::vector<std::pair<std::string, Layout>> checkpoint_layouts() const {
+    std::vector<std::pair<std::string, Layout>> out;
+    for (const auto& [first, last] : segment_bounds()) {
+      const std::string& name = layers_[last - 1].layer->name;
+      out.emplace_back(name, fwd_.at(name).layout);
+    }
+    return out;
+  }
+
   std::uint64_t total_params() const {
     return std::accumulate(layers_.begin(), layers_.end(), std::uint64_t{0},
                            [](std::uint64_t a, const CnnLayer& c) { return a + c.params; });
@@ -415,15 +448,19 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   loop.body = lower.micro_batch();
   program.steps.push_back(std::move(loop));
   for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
-  // Memory: weights, gradient accumulators and LARS momentum (16-bit), checkpoints and live
-  // activations, the input buffer and the largest conv's temporaries.
+  // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
+  // layout, the checkpoints on their layers' layouts, the live activations of the largest
+  // segment, the input buffer and the largest conv's temporaries.
   const std::uint64_t eb = trace::dtype_bytes(m.dtype);
-  const std::uint64_t params = lower.total_params();
   const auto [checkpoints, live] = lower.activation_bytes();
-  b.tensor("weights", trace::TensorKind::kWeight, m.dtype, params * eb);
-  b.tensor("gradient_accumulators", trace::TensorKind::kGradient, m.dtype, params * eb);
-  b.tensor("optimiser_momentum", trace::TensorKind::kOptimiser, m.dtype, params * eb);
-  b.tensor("checkpoint_activations", trace::TensorKind::kActivation, m.dtype, checkpoints);
+  (void)checkpoints;
+  for (const auto& [name, layout] : lower.parameter_layouts()) {
+    b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
+    b.tensor("gradient_accumulator/" + name, trace::TensorKind::kGradient, layout);
+    b.tensor("momentum/" + name, trace::TensorKind::kOptimiser, layout);
+  }
+  for (const auto& [name, layout] : lower.checkpoint_layouts())
+    b.tensor("checkpoint/" + name, trace::TensorKind::kActivation, layout);
   b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
   b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
   program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,

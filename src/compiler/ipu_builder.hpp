@@ -95,6 +95,8 @@ class IpuBuilder {
                           trace::Group group, std::uint64_t buffer);
   // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
   void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt, std::uint64_t total_bytes);
+  // `copies` tensors of `layout`, on the tiles that layout puts them (memory accounting).
+  void tensor(const std::string& name, trace::TensorKind kind, const Layout& layout, std::uint64_t copies = 1);
 
   Layout linear(trace::DType dt, std::uint64_t positions, std::uint64_t channels) const {
     return linear_layout(chip_, dt, positions, channels);

@@ -54,6 +54,36 @@ class TransformerLowering {
   }
   std::uint64_t tokens() const { return tokens_; }
 
+  // The stage's parameters, each matrix on the layout its forward matmul created it with
+  // (createWeights), `count` copies of each sub-layer's; biases and norms on the linear
+  // mapping. The embedding table is the tied vocabulary matmul's weights, slice by slice.
+  struct Parameter {
+    std::string name;
+    Layout layout;
+    std::uint64_t copies;
+  };
+  std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn, bool embeddings_and_heads) {
+    const std::uint64_t h = m_.hidden;
+    std::vector<Parameter> out;
+    auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies) {
+      if (copies > 0) out.push_back({name, l, copies});
+    };
+    add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn);
+    add("attention/out", b_.weights_layout(mm(tokens_, h, h)), n_attn);
+    add("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn);
+    add("ffn/in", b_.weights_layout(mm(tokens_, m_.ffn, h)), n_ffn);
+    add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
+    add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn);
+    if (embeddings_and_heads) {
+      const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
+      add("embedding/table", b_.weights_layout(mm(masked(), slice_n, h)), run_.embedding_serialisation);
+      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + 2, h), 1);
+      add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
+      add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
+    }
+    return out;
+  }
+
   // The stage input (an inter-IPU copy, or the embeddings' output) on the linear layout.
   Value stage_input() const { return Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}}; }
 
@@ -386,9 +416,16 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
     const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
     const std::uint64_t live = std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts;
-    b.tensor("weights", trace::TensorKind::kWeight, m.dtype, params * eb);
-    b.tensor("gradient_accumulators", trace::TensorKind::kGradient, m.dtype, params * eb);
-    if (!run.optimiser_state_streaming) b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
+    // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
+    // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
+    for (const auto& w : lower.parameters(n_attn, n_ffn, first)) {
+      b.tensor("weights/" + w.name, trace::TensorKind::kWeight, w.layout, w.copies);
+      b.tensor("gradient_accumulator/" + w.name, trace::TensorKind::kGradient, w.layout, w.copies);
+      if (!run.optimiser_state_streaming && !rts)
+        b.tensor("optimiser_state/" + w.name, trace::TensorKind::kOptimiser, w.layout, 2 * w.copies);
+    }
+    if (!run.optimiser_state_streaming && rts)
+      b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
     b.tensor("stashed_activations", trace::TensorKind::kActivation, m.dtype, stash);
     b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
     if (first)
