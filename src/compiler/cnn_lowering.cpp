@@ -293,8 +293,15 @@ class CnnLowering {
     }
   }
 
-  // The forward value of an in-place layer's input, which the layer takes over.
-  Value take(const std::string& name) { return fwd_.at(name); }
+  // The forward value of an in-place layer's input, which the layer takes over with its
+  // pending ops (the input is then only read through this layer, as batch norm's output is
+  // read only through its ReLU or add in ResNet).
+  Value take(const std::string& name) {
+    Value& v = fwd_.at(name);
+    Value out = v;
+    v.pending.clear();
+    return out;
+  }
 
   // Adds a gradient contribution for `name` (a tensor read by several layers gets the sum).
   void add_gradient(Steps& out, const std::string& name, Value g) {
