@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <fmt/format.h>
 
+#include <cmath>
 #include <iostream>
 
 #include "common.hpp"
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
@@ -40,6 +42,26 @@ trace::Op parse_op(const std::string& s) {
   return *op;
 }
 
+// --pass: forward (the reference kernel) or training (compiler::compile_layer).
+compiler::LayerPass parse_pass(const std::string& s) {
+  if (s == "forward") return compiler::LayerPass::kForward;
+  if (s == "training") return compiler::LayerPass::kTraining;
+  throw UsageError(fmt::format("--pass: expected forward or training, found \"{}\"", s));
+}
+
+trace::DType parse_partials(const std::string& s) {
+  if (s == "half") return trace::DType::kHalf;
+  if (s == "float") return trace::DType::kFloat;
+  throw UsageError(fmt::format("--partials: expected half or float, found \"{}\"", s));
+}
+
+double parse_available_memory(double p) {
+  if (!std::isfinite(p) || p <= 0 || p > 1)
+    throw UsageError(fmt::format(
+        "--available-memory: expected a proportion of tile memory in (0, 1], found {}", p));
+  return p;
+}
+
 template <class T>
 T need(const po::variables_map& vm, const std::string& name, const std::string& kernel) {
   if (!vm.count(name))
@@ -53,7 +75,7 @@ T need(const po::variables_map& vm, const std::string& name, const std::string& 
 int kernel_command(int argc, char** argv) {
   CommonOptions common;
   ChipOptions chip_opts;
-  std::string name, out, format_name, dtype = "half", op = "relu";
+  std::string name, out, format_name, dtype = "half", op = "relu", pass = "forward", partials = "half";
   po::options_description desc("Options");
   add_common_options(desc, common);
   add_chip_options(desc, chip_opts);
@@ -62,6 +84,17 @@ int kernel_command(int argc, char** argv) {
       "format", po::value(&format_name)->value_name("text|binary"),
       "force the output format instead of choosing it from the file name")(
       "dtype", po::value(&dtype)->default_value("half"), "element type: half or float")(
+      "pass", po::value(&pass)->default_value("forward")->value_name("forward|training"),
+      "matmul, conv2d: forward = the layer's forward conv (the reference kernel); training = "
+      "forward, data gradient, weight gradient and an SGD weight update of the layer, lowered "
+      "as 'ipusim compile' lowers a layer")(
+      "partials", po::value(&partials)->default_value("half")->value_name("half|float"),
+      "matmul, conv2d: AMP partials (accumulation) type for half inputs: half = FP16.16 (16 "
+      "AMP engines on GC200), float = FP16.32 (8 engines); --dtype float always uses float")(
+      "available-memory", po::value<double>()->value_name("P"),
+      "matmul, conv2d: available-memory proportion in (0, 1]: each conv is planned within "
+      "P x tile memory bytes per tile for its temporaries (default 0.6 with --pass training; "
+      "without it --pass forward plans within all tile memory less stack and code)")(
       "m", po::value<std::uint64_t>(), "matmul: rows of A and C")(
       "n", po::value<std::uint64_t>(), "matmul: columns of B and C; elementwise: elements")(
       "k", po::value<std::uint64_t>(), "matmul: columns of A, rows of B")(
@@ -103,7 +136,8 @@ int kernel_command(int argc, char** argv) {
                "System kernels (run them with --system): link-p2p (--bytes --src-ipu\n"
                "--dst-ipu), allreduce (--bytes --group [--method]), collective (--collective\n"
                "--bytes --group [--method]), sync (--group [--iterations]).\n"
-               "--dtype half|float applies to all.",
+               "--dtype half|float applies to all. matmul and conv2d also take --pass\n"
+               "forward|training, --partials half|float and --available-memory P.",
                desc);
     return 0;
   }
@@ -115,14 +149,37 @@ int kernel_command(int argc, char** argv) {
 
   const ChipSpec chip = load_chip_options(chip_opts).spec;
   const trace::DType dt = parse_dtype(dtype);
+  const compiler::LayerPass layer_pass = parse_pass(pass);
+  const trace::DType partials_dt = parse_partials(partials);
+  const bool available = vm.count("available-memory") > 0;
+  // Poplar's default proportion (poplar-compiler.md §1.5) when --available-memory is not given.
+  const double proportion = available ? parse_available_memory(vm["available-memory"].as<double>()) : 0.6;
+  const bool planned_kernel = name == "matmul" || name == "conv2d";
+  if (!planned_kernel && (!vm["pass"].defaulted() || !vm["partials"].defaulted() || available))
+    throw UsageError(fmt::format(
+        "ipusim kernel {}: --pass, --partials and --available-memory apply to matmul and conv2d only", name));
+  // matmul and conv2d: the reference kernel (forward) or the layer's training program.
+  auto planned = [&](const kernels::ConvArgs& a) {
+    if (layer_pass == compiler::LayerPass::kTraining)
+      return compiler::compile_layer(chip, a, layer_pass, proportion);
+    if (!available) return kernels::conv2d(chip, a);
+    return kernels::conv2d(chip, a,
+                           static_cast<std::uint64_t>(proportion * static_cast<double>(chip.tile_memory.count)));
+  };
   const std::uint32_t tiles = vm.count("tiles") ? vm["tiles"].as<std::uint32_t>() : chip.tiles;
   trace::Trace t;
   using U = std::uint64_t;
   if (name == "matmul") {
     const U groups = vm["groups"].as<U>();
     if (groups < 1) throw UsageError("ipusim kernel matmul: --groups must be at least 1");
-    t = kernels::matmul(chip, need<U>(vm, "m", name), need<U>(vm, "n", name),
-                        need<U>(vm, "k", name), dt, groups);
+    kernels::ConvArgs a;
+    a.height = need<U>(vm, "m", name);
+    a.out_chans = need<U>(vm, "n", name);
+    a.in_chans = need<U>(vm, "k", name);
+    a.dtype = dt;
+    a.groups = groups;
+    a.partials = partials_dt;
+    t = planned(a);
   } else if (name == "conv2d") {
     kernels::ConvArgs a;
     a.batch = vm["batch"].as<U>();
@@ -133,7 +190,8 @@ int kernel_command(int argc, char** argv) {
     a.kernel = vm["kernel"].as<U>();
     a.stride = vm["stride"].as<U>();
     a.dtype = dt;
-    t = kernels::conv2d(chip, a);
+    a.partials = partials_dt;
+    t = planned(a);
   } else if (name == "reduce") {
     t = kernels::reduce(chip, need<U>(vm, "outputs", name), need<U>(vm, "inputs", name), dt);
   } else if (name == "elementwise") {

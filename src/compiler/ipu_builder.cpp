@@ -43,8 +43,11 @@ Layout blocked(const Layout& source, std::uint64_t position_blocks, std::uint64_
 }
 
 std::string args_key(const kernels::ConvArgs& a) {
-  return fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
-                     a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
+  std::string key = fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
+                                a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
+  // Partials wider than the inputs (FP16.32) are named; the default precision keeps the names.
+  if (kernels::partials_of(a) != a.dtype) key += fmt::format("_p{}", static_cast<int>(kernels::partials_of(a)));
+  return key;
 }
 
 }  // namespace
@@ -114,7 +117,13 @@ std::uint32_t IpuBuilder::add_exchange(trace::Exchange ex) {
   return static_cast<std::uint32_t>(program_.exchanges.size() - 1);
 }
 
-const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& a) {
+kernels::ConvArgs IpuBuilder::with_partials(kernels::ConvArgs a) const {
+  a.partials = partials_;
+  return a;
+}
+
+const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
+  const kernels::ConvArgs a = with_partials(args);
   const std::string key = args_key(a);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
@@ -173,7 +182,9 @@ void IpuBuilder::transpose(Steps& out, const Layout& l) {
   });
 }
 
-Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& a, const Operand& input, const Operand& weights) {
+Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input, const Operand& weights) {
+  // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
+  const kernels::ConvArgs a = with_partials(args);
   const Planned& p = planned(a);
   // Operands arrive in the plan's home layouts (transposed ones are transposed on the tiles
   // that receive them), then the planned fetch, compute and reduction run.

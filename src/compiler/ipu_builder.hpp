@@ -110,6 +110,8 @@ class IpuBuilder {
     Layout output;
   };
   const Planned& planned(const kernels::ConvArgs& a);
+  // `a` with the builder's partials type (the run's precision).
+  kernels::ConvArgs with_partials(kernels::ConvArgs a) const;
   void transpose(Steps& out, const Layout& layout);
   std::uint32_t add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices);
   std::uint32_t add_exchange(trace::Exchange ex);

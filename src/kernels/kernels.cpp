@@ -43,8 +43,8 @@ Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
   s.out_h = ceil_div(a.height, a.stride);
   s.out_w = ceil_div(a.width, a.stride);
   s.rows = a.batch * s.out_h;
-  // FP16.16 for half (half partials), FP32 for float: the kernels' documented precision.
-  s.partials = a.dtype;
+  // FP16.16 for half by default (ConvArgs::partials selects FP16.32), FP32 for float.
+  s.partials = partials_of(a);
   s.engines = cost::amp_engines(chip, a.dtype, s.partials);
   s.in_grain = a.dtype == DType::kHalf ? chip.amp.weights_per_engine_half
                                        : chip.amp.weights_per_engine_float;
@@ -298,8 +298,9 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   }
 }
 
-trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
-  const ConvPlan p = plan_conv(chip, a);
+namespace {
+
+trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   const ConvArgs it = iteration_args(a, p);
   const Shape s = shape_of(chip, it);
   const Blocks b = blocks_of(it, s, p);  // the largest block: buffer sizes on every tile
@@ -310,6 +311,7 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
                 : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
                               a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
   if (a.groups > 1) name += fmt::format("_g{}", a.groups);
+  if (s.partials != a.dtype) name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(s.partials)]);
   trace::Trace t = one_ipu(name);
   auto& prog = t.ipus[0];
   const TileRange all{0, p.tiles_used() - 1};
@@ -325,6 +327,14 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
     prog.tensors.push_back({"acc", trace::TensorKind::kOutput, a.dtype, all, b.acc_bytes});
   emit_conv(prog, "", chip, a, p, prog.steps);
   return t;
+}
+
+}  // namespace
+
+trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) { return conv2d_with(chip, a, plan_conv(chip, a)); }
+
+trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
+  return conv2d_with(chip, a, plan_conv(chip, a, budget));
 }
 
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,

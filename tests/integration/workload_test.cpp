@@ -89,6 +89,24 @@ TEST(Workload, FusionAndStatisticsCachingShortenTheStep) {
   EXPECT_GT(step_cycles(uncached), step_cycles(base));
 }
 
+TEST(Workload, Precision1632PlansEveryConvWithFloatPartials) {
+  // run.precision 16.32 gives every AMP vertex float partials (8 engines per tile on GC200
+  // instead of 16); 16.16 keeps half partials. (The step is not necessarily longer: with 16
+  // output channels the 8-engine grain lets this tiny model's convs spread over more tiles.)
+  TempDir dir;
+  const std::string run = workload_dir() + "resnet_tiny-pod16.yaml";
+  for (const char* precision : {"16.16", "16.32"}) {
+    const auto c = ipusim("compile --run " + run + " --set run.precision=" + precision + " --out " +
+                          dir.file(std::string(precision) + ".trace"));
+    ASSERT_EQ(c.status, 0) << c.err;
+  }
+  const std::string half = read_all(dir.file("16.16.trace")), flt = read_all(dir.file("16.32.trace"));
+  EXPECT_NE(half.find("in=half partials=half"), std::string::npos);
+  EXPECT_EQ(half.find("in=half partials=float"), std::string::npos);
+  EXPECT_NE(flt.find("in=half partials=float"), std::string::npos);
+  EXPECT_EQ(flt.find("in=half partials=half"), std::string::npos);
+}
+
 TEST(Workload, BadRunConfigsAreClearErrors) {
   TempDir dir;
   const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";

@@ -13,6 +13,7 @@
 
 #include "ipusim/config/config.hpp"
 #include "ipusim/config/system_spec.hpp"
+#include "ipusim/kernels/kernels.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::compiler {
@@ -97,5 +98,22 @@ struct CompileOptions {
 // Lowers one training step. Throws ModelError (e.g. "out of memory on tile N") when the
 // model cannot be mapped onto the system's chips.
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system);
+
+// What a single-layer program runs (layer_program.cpp).
+enum class LayerPass {
+  kForward,   // the layer's forward conv or matmul
+  kTraining,  // forward, data gradient, weight gradient and an SGD update of the weights
+};
+
+// One conv or matmul layer on one IPU, lowered with the same IpuBuilder operations as
+// compile() lowers a conv layer (docs/workloads.md "Single-layer training programs"): the
+// input is created for the forward conv; the output gradient arrives on the forward output's
+// layout; the data gradient is a conv of it with the transposed weights; the weight gradient a
+// matmul (k*k*Cin) x Cout reducing over N*Ho*Wo that reads the input transposed; its result is
+// rearranged to the weights' layout and applied as w -= lr * g (one scaled_add). Convs are
+// planned within available_memory x tile memory per tile, with args.partials as the AMP
+// partials type. Throws ModelError if the tensors do not fit in tile memory.
+trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& args, LayerPass pass,
+                           double available_memory);
 
 }  // namespace ipusim::compiler

@@ -25,7 +25,15 @@ struct ConvArgs {
   std::uint64_t stride = 1;
   trace::DType dtype = trace::DType::kHalf;
   std::uint64_t groups = 1;    // G conv groups; in_chans and out_chans are per group
+  // AMP accumulation type: half (FP16.16) or float (FP16.32) for half inputs; a float dtype
+  // always accumulates in float (partials_of), so the default keeps each dtype's precision.
+  trace::DType partials = trace::DType::kHalf;
 };
+
+// The partials type a conv accumulates in: float for float inputs, else args.partials.
+inline trace::DType partials_of(const ConvArgs& a) {
+  return a.dtype == trace::DType::kFloat ? trace::DType::kFloat : a.partials;
+}
 
 // The plan chosen for a conv/matmul: parallel splits of conv groups, output rows, output
 // channels and input channels, optional serial splits, and what it is expected to cost.
@@ -67,6 +75,8 @@ trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std:
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                     trace::DType dtype, std::uint64_t groups);
 trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& args);
+// The same kernel planned within `budget` bytes per tile (plan_conv's budget overload).
+trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& args, std::uint64_t budget);
 // Sum `inputs` partial vectors of `outputs` elements each; partials are already on the tiles
 // that own their outputs, so the reduction is tile-local.
 trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t inputs,

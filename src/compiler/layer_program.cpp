@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// compiler::compile_layer: one conv or matmul layer on one IPU, forward only or a whole
+// training step of that layer (forward, data gradient, weight gradient, SGD update), built
+// with the same IpuBuilder operations as cnn_lowering.cpp lowers a conv layer, so that one
+// layer of a model can be studied and checked on its own (docs/workloads.md).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "ipu_builder.hpp"
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/cost/program_costs.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using trace::DType;
+using trace::StepKind;
+
+std::string layer_name(const kernels::ConvArgs& a, LayerPass pass) {
+  const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
+  const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
+  std::string name =
+      is_matmul ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
+                : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height,
+                              a.width, a.out_chans, a.kernel, a.stride, dt);
+  if (a.groups > 1) name += fmt::format("_g{}", a.groups);
+  const DType partials = kernels::partials_of(a);
+  if (partials != a.dtype) name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(partials)]);
+  name += pass == LayerPass::kTraining ? "_training" : "_forward";
+  return name;
+}
+
+}  // namespace
+
+trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, LayerPass pass,
+                           double available_memory) {
+  if (!(available_memory > 0 && available_memory <= 1))
+    throw UsageError(fmt::format("available-memory proportion must be in (0, 1], found {}", available_memory));
+  if (!(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
+        a.kernel >= 1 && a.stride >= 1 && a.groups >= 1))
+    throw UsageError("conv dimensions must all be at least 1");
+  trace::Trace t;
+  t.name = layer_name(a, pass);
+  auto& program = t.ipus.emplace_back();
+  IpuBuilder b(chip, program, available_memory, kernels::partials_of(a), /*fuse_elementwise=*/true);
+  const DType dt = a.dtype;
+  const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
+  Steps& out = program.steps;
+
+  // Forward: the input is created for the conv (createInput), so it needs no rearrangement.
+  const Layout x = b.input_layout(a);
+  const Layout y = b.conv(out, a, Operand{x, false});
+  if (pass == LayerPass::kTraining) {
+    // The output gradient arrives where the forward output lives (the next layer's
+    // elementwise backward ops run on it), as in cnn_lowering.cpp's backward().
+    const Layout g = y;
+    const Layout weights = b.weights_layout(a);
+    // Data gradient: a conv of the output gradient with the transposed weights, at the output
+    // resolution (stride 1; the same MACs as the forward conv).
+    kernels::ConvArgs dgrad = a;
+    dgrad.in_chans = a.out_chans;
+    dgrad.height = out_h;
+    dgrad.width = out_w;
+    dgrad.out_chans = a.in_chans;
+    dgrad.stride = 1;
+    b.conv(out, dgrad, Operand{g, false}, Operand{weights, true});
+    // Weight gradient: (k*k*Cin) x Cout reducing over N*Ho*Wo; reads the input transposed and
+    // the output gradient as the weights operand.
+    const Layout dw = b.matmul(out, a.kernel * a.kernel * a.in_chans, a.out_chans, a.batch * out_h * out_w, dt,
+                               Operand{x, true}, Operand{g, false}, a.groups);
+    // SGD: the gradient moves to the weights' layout, then w -= lr * g in one scaled_add.
+    b.rearrange(out, dw, weights);
+    b.scaled_add(out, weights);
+  }
+
+  // Memory: the layer's tensors spread over all tiles, and the largest conv's temporaries.
+  const std::uint64_t eb = trace::dtype_bytes(dt);
+  const std::uint64_t weight_bytes = a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans * eb;
+  const std::uint64_t in_bytes = a.groups * a.batch * a.height * a.width * a.in_chans * eb;
+  const std::uint64_t out_bytes = a.groups * a.batch * out_h * out_w * a.out_chans * eb;
+  b.tensor("weights", trace::TensorKind::kWeight, dt, weight_bytes);
+  b.tensor("input_activation", trace::TensorKind::kActivation, dt, in_bytes);
+  b.tensor("output_activation", trace::TensorKind::kActivation, dt, out_bytes);
+  if (pass == LayerPass::kTraining) {
+    b.tensor("weight_gradient", trace::TensorKind::kGradient, dt, weight_bytes);
+    b.tensor("output_gradient", trace::TensorKind::kGradient, dt, out_bytes);
+    b.tensor("input_gradient", trace::TensorKind::kGradient, dt, in_bytes);
+  }
+  program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, dt,
+                             trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+  cost::check_memory(chip, program, cost::memory_map(chip, program));
+  trace::check_structure(t, t.name);
+  return t;
+}
+
+}  // namespace ipusim::compiler

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+// Single-layer programs (compiler::compile_layer) and the conv partials type: the expected
+// FLOP counts are the layer's MACs worked out from its shape, not read from the program.
+#include <gtest/gtest.h>
+
+#include "compiler/ipu_builder.hpp"
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/util/error.hpp"
+#include "test_chips.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using trace::DType;
+namespace sl = trace::slot;
+
+bool is_amp(const trace::Vertex& v) {
+  return v.codelet == trace::Codelet::kAmpConv1x1 || v.codelet == trace::Codelet::kAmpConvNx1;
+}
+
+// FLOPs of the AMP vertices the program's steps execute (repeat loops counted): 2 per MAC.
+double amp_flops(const trace::IpuProgram& p, const std::vector<trace::Step>& steps) {
+  double total = 0;
+  for (const auto& s : steps) {
+    if (s.kind == trace::StepKind::kRepeat) {
+      total += static_cast<double>(s.count) * amp_flops(p, s.body);
+    } else if (s.kind == trace::StepKind::kCompute) {
+      for (const auto& v : p.compute_sets.at(s.index).vertices) {
+        if (!is_amp(v)) continue;
+        const double kernel = v.codelet == trace::Codelet::kAmpConvNx1
+                                  ? static_cast<double>(v.params[sl::kAmpKernelH] * v.params[sl::kAmpKernelW])
+                                  : 1.0;
+        total += 2.0 * static_cast<double>(v.params[sl::kAmpPositions] * v.params[sl::kAmpInChans] *
+                                           v.params[sl::kAmpOutChans] * v.params[sl::kAmpGroups]) *
+                 kernel * v.tiles.size();
+      }
+    }
+  }
+  return total;
+}
+
+std::vector<trace::Vertex> amp_vertices(const trace::IpuProgram& p) {
+  std::vector<trace::Vertex> out;
+  for (const auto& cs : p.compute_sets)
+    for (const auto& v : cs.vertices)
+      if (is_amp(v)) out.push_back(v);
+  return out;
+}
+
+kernels::ConvArgs conv(std::uint64_t n, std::uint64_t c, std::uint64_t hw, std::uint64_t f, std::uint64_t k,
+                       std::uint64_t s) {
+  kernels::ConvArgs a;
+  a.batch = n;
+  a.in_chans = c;
+  a.height = hw;
+  a.width = hw;
+  a.out_chans = f;
+  a.kernel = k;
+  a.stride = s;
+  return a;
+}
+
+kernels::ConvArgs matmul(std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+  kernels::ConvArgs a;
+  a.height = m;
+  a.out_chans = n;
+  a.in_chans = k;
+  return a;
+}
+
+std::uint64_t temporaries(const trace::Trace& t) {
+  for (const auto& tensor : t.ipus[0].tensors)
+    if (tensor.name == "conv_temporaries") return tensor.bytes_per_tile;
+  return 0;
+}
+
+struct Case {
+  kernels::ConvArgs args;
+  double macs;  // N * Ho * Wo * k * k * Cin * Cout
+};
+
+std::vector<Case> cases() {
+  return {
+      // ResNet-50 1x1 reduce at 56x56: 4 x 56 x 56 x 256 x 64
+      {conv(4, 256, 56, 64, 1, 1), 4.0 * 56 * 56 * 256 * 64},
+      // 3x3 at 28x28: 4 x 28 x 28 x 9 x 128 x 128
+      {conv(4, 128, 28, 128, 3, 1), 4.0 * 28 * 28 * 9 * 128 * 128},
+      // the stem, 7x7 stride 2 at 224: output 112 x 112; 2 x 112 x 112 x 49 x 3 x 64
+      {conv(2, 3, 224, 64, 7, 2), 2.0 * 112 * 112 * 49 * 3 * 64},
+      // strided 1x1 projection 256 -> 512 at 56, output 28 x 28
+      {conv(4, 256, 56, 512, 1, 2), 4.0 * 28 * 28 * 256 * 512},
+      // BERT-Large FFN1 over 1024 tokens: 1024 x 4096 x 1024
+      {matmul(1024, 4096, 1024), 1024.0 * 4096 * 1024},
+  };
+}
+
+TEST(LayerProgram, TrainingRunsThreeConvsWorthOfAmpFlops) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  for (const auto& c : cases()) {
+    for (DType partials : {DType::kHalf, DType::kFloat}) {
+      kernels::ConvArgs a = c.args;
+      a.partials = partials;
+      const trace::Trace fwd = compile_layer(chip, a, LayerPass::kForward, 0.6);
+      const trace::Trace train = compile_layer(chip, a, LayerPass::kTraining, 0.6);
+      EXPECT_DOUBLE_EQ(amp_flops(fwd.ipus[0], fwd.ipus[0].steps), 2 * c.macs) << fwd.name;
+      EXPECT_DOUBLE_EQ(amp_flops(train.ipus[0], train.ipus[0].steps), 3 * 2 * c.macs) << train.name;
+      for (const auto& v : amp_vertices(train.ipus[0]))
+        EXPECT_EQ(v.params[sl::kAmpPartials], static_cast<std::int64_t>(partials)) << train.name;
+    }
+  }
+}
+
+TEST(LayerProgram, TrainingEndsWithOneSgdUpdateOnTheWeightsLayout) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const kernels::ConvArgs a = conv(4, 64, 56, 64, 3, 1);
+  const trace::Trace t = compile_layer(chip, a, LayerPass::kTraining, 0.6);
+  const auto& p = t.ipus[0];
+  std::size_t updates = 0;
+  std::uint64_t updated = 0;
+  for (const auto& s : p.steps)
+    if (s.kind == trace::StepKind::kCompute)
+      for (const auto& v : p.compute_sets.at(s.index).vertices)
+        if (v.codelet == trace::Codelet::kScaledAdd) {
+          ++updates;
+          updated += static_cast<std::uint64_t>(v.params[sl::kScaledAddN]) * v.tiles.size();
+        }
+  // One scaled_add compute set; its vertices cover every weight (3 x 3 x 64 x 64) once,
+  // or a little more where the last block is padded.
+  EXPECT_GE(updates, 1u);
+  EXPECT_GE(updated, 9u * 64 * 64);
+  std::size_t scaled_add_sets = 0;
+  for (const auto& cs : p.compute_sets)
+    scaled_add_sets += cs.name.rfind("scaled_add_", 0) == 0;
+  EXPECT_EQ(scaled_add_sets, 1u);
+  // Memory: weights and gradient of 3 x 3 x 64 x 64 half = 73,728 B over 1472 tiles: 51 B per
+  // tile each (rounded up).
+  std::uint64_t weights = 0, gradient = 0;
+  for (const auto& tensor : p.tensors) {
+    if (tensor.name == "weights") weights = tensor.bytes_per_tile;
+    if (tensor.name == "weight_gradient") gradient = tensor.bytes_per_tile;
+  }
+  EXPECT_EQ(weights, 51u);
+  EXPECT_EQ(gradient, 51u);
+  EXPECT_GT(temporaries(t), 0u);
+}
+
+TEST(LayerProgram, SmallerAvailableMemoryNeverGivesBiggerTemporaries) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  for (const auto& c : cases()) {
+    kernels::ConvArgs a = c.args;
+    a.partials = DType::kFloat;
+    const auto small = compile_layer(chip, a, LayerPass::kTraining, 0.05);
+    const auto big = compile_layer(chip, a, LayerPass::kTraining, 0.6);
+    EXPECT_LE(temporaries(small), temporaries(big)) << small.name;
+    // Within the budget unless even the finest plan needs more (then the budget doubles).
+    EXPECT_LE(temporaries(big), static_cast<std::uint64_t>(0.6 * 624 * 1024)) << big.name;
+  }
+}
+
+TEST(LayerProgram, RejectsAvailableMemoryOutsideZeroToOne) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  for (double p : {0.0, -0.1, 1.5})
+    EXPECT_THROW(compile_layer(chip, conv(1, 16, 8, 16, 1, 1), LayerPass::kTraining, p), UsageError);
+}
+
+TEST(ConvPartials, FloatPartialsHalveTheEnginesOfTheSamePlan) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  EXPECT_EQ(cost::amp_engines(chip, DType::kHalf, DType::kHalf), 16u);
+  EXPECT_EQ(cost::amp_engines(chip, DType::kHalf, DType::kFloat), 8u);
+  kernels::ConvArgs a = conv(4, 256, 28, 256, 1, 1);
+  a.partials = DType::kFloat;
+  const kernels::ConvPlan p = kernels::plan_conv(chip, a, static_cast<std::uint64_t>(0.6 * 624 * 1024));
+  // The plan's vertex with float partials, and the same vertex with half partials.
+  cost::AmpConvArgs v;
+  v.in = DType::kHalf;
+  v.partials = DType::kFloat;
+  v.positions = p.rows_per_tile * 28;
+  v.in_chans = p.in_per_tile;
+  v.out_chans = p.out_per_tile;
+  const auto with_float = cost::amp_conv1x1(chip, v);
+  v.partials = DType::kHalf;
+  const auto with_half = cost::amp_conv1x1(chip, v);
+  EXPECT_EQ(with_float.flops, with_half.flops);
+  EXPECT_GT(with_float.cycles, with_half.cycles);
+  // Float partials take 4 bytes: the plan's partials buffer is 4 B per output it holds.
+  kernels::ConvArgs half = a;
+  half.partials = DType::kHalf;
+  const trace::Trace th = kernels::conv2d(chip, half), tf = kernels::conv2d(chip, a);
+  for (const auto& tensor : tf.ipus[0].tensors)
+    if (tensor.name == "partials") EXPECT_EQ(tensor.dtype, DType::kFloat);
+  for (const auto& tensor : th.ipus[0].tensors)
+    if (tensor.name == "partials") EXPECT_EQ(tensor.dtype, DType::kHalf);
+  // A float conv accumulates in float whatever ConvArgs::partials says.
+  kernels::ConvArgs f = a;
+  f.dtype = DType::kFloat;
+  f.partials = DType::kHalf;
+  EXPECT_EQ(kernels::partials_of(f), DType::kFloat);
+}
+
+TEST(ConvPartials, BuilderConvsUseTheRunsPartials) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  for (DType partials : {DType::kHalf, DType::kFloat}) {
+    trace::IpuProgram program;
+    IpuBuilder b(chip, program, 0.6, partials, true);
+    Steps steps;
+    b.matmul(steps, 512, 512, 512, DType::kHalf);
+    const auto vs = amp_vertices(program);
+    ASSERT_FALSE(vs.empty());
+    for (const auto& v : vs) EXPECT_EQ(v.params[sl::kAmpPartials], static_cast<std::int64_t>(partials));
+    // Half partials keep the compute-set names of before the partials type existed.
+    const bool named = program.compute_sets[0].name.find("_p") != std::string::npos;
+    EXPECT_EQ(named, partials == DType::kFloat) << program.compute_sets[0].name;
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
