@@ -226,7 +226,7 @@ namespace {
 // The fastest plan with the given serial splits whose buffers fit in `budget` bytes per tile
 // (fewer tiles, then fewer serial iterations, break ties); rows_per_tile == 0 if none fits.
 ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                   std::uint32_t serial_in, std::uint32_t serial_out) {
+                   std::uint32_t serial_in, std::uint32_t serial_out, std::uint64_t& least) {
   ConvPlan base;
   base.serial_in = serial_in;
   base.serial_out = serial_out;
@@ -253,6 +253,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
           p.in_split = u32(ceil_div(it.in_chans, p.in_per_tile));
           const Blocks b = blocks_of(it, s, p);
           p.bytes_per_tile = memory_of(b);
+          least = std::min(least, p.bytes_per_tile);
           if (p.bytes_per_tile > budget) continue;
           p.estimated_cycles = estimate(chip, it, s, p, b);
           if (p.estimated_cycles < best.estimated_cycles ||
@@ -266,11 +267,12 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 // The plan for one budget (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan
 // that fits; if none fits, the fastest plan with a serial split of the input or the output
 // channels (one kind, a divisor of the channel count, at most kMaxSerial) that fits.
-ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
+// `least` is lowered to the smallest per-tile buffer size of any candidate seen.
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget, std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
               a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
           "conv dimensions must all be at least 1");
-  ConvPlan best = best_plan(chip, a, budget, 1, 1);
+  ConvPlan best = best_plan(chip, a, budget, 1, 1, least);
   if (best.rows_per_tile != 0) return best;
   auto consider = [&](const ConvPlan& p) {
     if (p.rows_per_tile == 0) return;
@@ -278,8 +280,8 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
         (p.estimated_cycles == best.estimated_cycles && p.serial() < best.serial()))
       best = p;
   };
-  for (auto d : serial_counts(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1));
-  for (auto d : serial_counts(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d)));
+  for (auto d : serial_counts(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1, least));
+  for (auto d : serial_counts(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d), least));
   return best;
 }
 
@@ -287,14 +289,22 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
 
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
   const std::uint64_t limit = chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
-  for (std::uint64_t b = std::min(budget, limit);; b = std::min(2 * b, limit)) {
-    ConvPlan p = plan_within(chip, a, std::max<std::uint64_t>(b, 1));
+  // Doubling the budget until a plan fits (poplar-compiler.md §1.5 step 2) ends at the first
+  // budget x 2^k that holds the smallest candidate's buffers: after one search that finds no
+  // plan, jump there instead of searching every budget in between (a tiny proportion would
+  // otherwise search some 20 budgets).
+  std::uint64_t least = std::numeric_limits<std::uint64_t>::max();
+  for (std::uint64_t b = std::max<std::uint64_t>(1, std::min(budget, limit));;) {
+    ConvPlan p = plan_within(chip, a, b, least);
     if (p.rows_per_tile != 0) return p;
-    if (b >= limit)
-      throw ModelError(fmt::format(
-          "no tile mapping fits: even the finest split needs more than the {} per tile available "
-          "for tensors on {} ({} tiles)",
-          human_bytes(static_cast<double>(limit)), chip.name, chip.tiles));
+    if (least <= limit && b < least) {
+      while (b < least) b = std::min(2 * b, limit);
+      continue;
+    }
+    throw ModelError(fmt::format(
+        "no tile mapping fits: even the finest split needs more than the {} per tile available "
+        "for tensors on {} ({} tiles)",
+        human_bytes(static_cast<double>(limit)), chip.name, chip.tiles));
   }
 }
 

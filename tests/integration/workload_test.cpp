@@ -107,6 +107,15 @@ TEST(Workload, Precision1632PlansEveryConvWithFloatPartials) {
   EXPECT_EQ(flt.find("in=half partials=half"), std::string::npos);
 }
 
+TEST(Workload, TinyAvailableMemoryProportionCompiles) {
+  // Issue 16 D: 1e-7 of tile memory is a valid proportion; the planner doubles the budget
+  // until a plan fits, which used to take minutes (ctest's timeout would fail this test).
+  TempDir dir;
+  const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/resnet50-pod16.yaml" +
+                        " --set run.available_memory_proportion=1e-7 --out " + dir.file("x.itb"));
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 TEST(Workload, BadRunConfigsAreClearErrors) {
   TempDir dir;
   const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";

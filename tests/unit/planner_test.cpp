@@ -253,3 +253,37 @@ TEST(Planner, Strided1x1InputBlocksOnTheChip) {
 
 }  // namespace
 }  // namespace ipusim::kernels
+
+namespace ipusim::kernels {
+namespace {
+
+bool same_plan(const ConvPlan& a, const ConvPlan& b) {
+  return a.row_split == b.row_split && a.out_split == b.out_split && a.in_split == b.in_split &&
+         a.group_split == b.group_split && a.serial_in == b.serial_in && a.serial_out == b.serial_out &&
+         a.estimated_cycles == b.estimated_cycles && a.bytes_per_tile == b.bytes_per_tile;
+}
+
+TEST(Planner, TinyBudgetDoublesStraightToThePlanThatFits) {
+  // Doubling a 1-byte budget until a plan fits reaches the first power of two at or above the
+  // smallest candidate's buffers; every budget below that must therefore give the same plan
+  // as the power of two just below that candidate's size, and one byte must not take longer
+  // to plan than any other budget (it used to search every budget in between).
+  const ChipSpec chip = testing::gc200_by_hand();
+  ConvArgs a;
+  a.batch = 20;
+  a.height = 56;
+  a.width = 56;
+  a.in_chans = 64;
+  a.out_chans = 64;
+  a.kernel = 3;
+  const ConvPlan from_one = plan_conv(chip, a, 1);
+  ASSERT_GT(from_one.bytes_per_tile, 0u);
+  std::uint64_t fits = 1;
+  while (fits < from_one.bytes_per_tile) fits *= 2;
+  for (std::uint64_t b : {std::uint64_t{2}, std::uint64_t{64}, fits / 2, fits})
+    EXPECT_TRUE(same_plan(plan_conv(chip, a, b), from_one)) << "budget " << b;
+  EXPECT_LE(from_one.bytes_per_tile, fits);
+}
+
+}  // namespace
+}  // namespace ipusim::kernels
