@@ -90,6 +90,13 @@ class CnnLowering {
     // land on the layout of their consumer, the first conv (createInput).
     b_.host(out, n_ * run_.input_bytes_per_sample, trace::HostDirection::kToIpu, trace::HostMemory::kHost,
             /*overlap=*/true);
+    // The images arrive as 8-bit values on the first conv's input layout and are normalised
+    // on the IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
+    if (run_.input_bytes_per_sample > 0 && !layers_.empty()) {
+      Value images{b_.input_layout(forward_args(layers_.front())), {Op::kSub, Op::kMul}};
+      b_.cast(out, images.layout, DType::kChar);
+      fwd_[""] = images;
+    }
     for (const auto& c : layers_) forward(out, c, /*recompute=*/false);
     flush_all(out, fwd_);
     const auto segments = segment_bounds();

@@ -186,17 +186,97 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
   const kernels::ConvArgs a = with_partials(args);
   const Planned& p = planned(a);
-  // Operands arrive in the plan's home layouts (transposed ones are transposed on the tiles
-  // that receive them), then the planned fetch, compute and reduction run.
+  // An operand read as it is (not transposed) is fetched straight from its layout by the
+  // conv's own fetch exchange: each tile that uses a block receives it from the tiles that
+  // hold it, as Poplar's conv exchange does. A transposed operand is first rearranged into
+  // the plan's layout and transposed there (Poplar's weight transpose or activation regroup
+  // makes a new tensor), then fetched from there. Plans with a serial split fetch every
+  // operand from the plan's layout.
+  const kernels::ConvPlan& plan = p.plan;
+  kernels::FetchSources sources;
+  std::string key = args_key(a);
   for (const auto& [operand, is_input] : {std::pair{&input, true}, std::pair{&weights, false}}) {
     if (!operand->layout || !rearrange_operands_) continue;
-    const Layout home = is_input ? plan_input_layout(*operand->layout, p.plan, operand->transposed)
-                                 : plan_weight_layout(*operand->layout, p.plan, operand->transposed);
-    rearrange(out, *operand->layout, home);
+    const Layout& source = *operand->layout;
+    if (!operand->transposed && plan.serial() == 1) {
+      key += fmt::format("/{}_from_{}", is_input ? "in" : "w", layout_key(source));
+      const std::uint64_t O = plan.out_split;
+      if (is_input) {
+        // Block (group x row block, in-channel block) goes to its out_split consumers. A row
+        // block of output rows [r0, r1) (over batch x output height) reads input rows
+        // [r0 s - pad, (r1 - 1) s + k - pad) of the flattened batch x height (the halo of a
+        // k x k kernel included); a strided 1x1 conv reads 1 in s^2 of them.
+        const std::uint64_t out_h = ceil_div(a.height, a.stride);
+        const std::uint64_t rows = a.batch * out_h, pad = (a.kernel - 1) / 2;
+        const std::uint64_t positions_per_group = a.batch * a.height * a.width;
+        const bool strided_1x1 = a.kernel == 1 && a.stride > 1;
+        // When the source's shape is not the conv's input shape (a grouped matmul reading
+        // heads out of a [tokens x hidden] tensor), blocks are cut in proportion instead.
+        const bool exact = source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
+        sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1, exact](trace::Exchange& fetch) {
+          const std::uint64_t cpt = ceil_div(source.channels, plan.in_split);
+          if (!exact) {
+            const std::uint64_t blocks = std::uint64_t{plan.group_split} * plan.row_split;
+            const std::uint64_t ppb = ceil_div(source.positions, blocks);
+            for (std::uint64_t b = 0; b < blocks; ++b)
+              for (std::uint32_t i = 0; i < plan.in_split; ++i) {
+                const auto g = static_cast<std::uint32_t>(b / plan.row_split), r = static_cast<std::uint32_t>(b % plan.row_split);
+                const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
+                                      kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
+                range_pieces(source, b * ppb, (b + 1) * ppb, i * cpt, (i + 1) * cpt,
+                             [&](std::uint32_t src, std::uint64_t bytes) { fetch.add(TileRange{src, src}, {&users, 1}, bytes); });
+              }
+            return;
+          }
+          for (std::uint32_t g = 0; g < plan.group_split; ++g)
+            for (std::uint32_t r = 0; r < plan.row_split; ++r) {
+              const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
+              const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
+              if (r0 >= r1) continue;
+              const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
+              const std::uint64_t hi = std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
+              // Groups are outermost in the source's positions (a grouped matmul's rows).
+              const std::uint64_t base = std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
+              const std::uint64_t span = plan.groups_per_tile * positions_per_group;
+              const std::uint64_t p0 = a.groups > 1 ? base + lo * a.width : lo * a.width;
+              const std::uint64_t p1 = a.groups > 1 ? std::min(base + span, base + hi * a.width)
+                                                    : hi * a.width;
+              for (std::uint32_t i = 0; i < plan.in_split; ++i) {
+                const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
+                                      kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
+                range_pieces(source, p0, p1, i * cpt, (i + 1) * cpt, [&](std::uint32_t src, std::uint64_t bytes) {
+                  const std::uint64_t needed = strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
+                  fetch.add(TileRange{src, src}, {&users, 1}, needed);
+                });
+              }
+            }
+        };
+      } else {
+        // Block (in-channel block, group x out-channel block) goes to its row_split consumers.
+        Layout blocks = source;
+        blocks.first_tile = 0;
+        blocks.tile_stride = 1;
+        blocks.positions_per_tile = ceil_div(source.positions, plan.in_split);
+        blocks.chans_per_tile = ceil_div(source.channels, std::uint64_t{plan.group_split} * plan.out_split);
+        sources.weights = [blocks, source, plan, O](trace::Exchange& fetch) {
+          block_pieces(source, blocks, [&](std::uint64_t pb, std::uint64_t cb, std::uint32_t src, std::uint64_t bytes) {
+            const auto i = static_cast<std::uint32_t>(pb);
+            const auto g = static_cast<std::uint32_t>(cb / O), o = static_cast<std::uint32_t>(cb % O);
+            std::vector<TileRange> users;
+            for (std::uint32_t r = 0; r < plan.row_split; ++r)
+              users.push_back(TileRange{kernels::plan_tile(plan, g, r, i, o), kernels::plan_tile(plan, g, r, i, o)});
+            fetch.add(TileRange{src, src}, users, bytes);
+          });
+        };
+      }
+      continue;
+    }
+    const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
+                                 : plan_weight_layout(source, plan, operand->transposed);
+    rearrange(out, source, home);
     if (operand->transposed) transpose(out, home);
   }
-  const std::string key = args_key(a);
-  cached(out, key, [&](Steps& steps) { kernels::emit_conv(program_, key + "/", chip_, a, p.plan, steps); });
+  cached(out, key, [&](Steps& steps) { kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources); });
   return p.output;
 }
 
@@ -262,6 +342,28 @@ void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> op
     v.params[sl::kMapOpCycles] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, op_cycles));
     v.params[sl::kMapOps] = static_cast<std::int64_t>(ops.size());
     steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_tiles(v))));
+    steps.push_back(make_step(StepKind::kSync));
+  });
+}
+
+void IpuBuilder::cast(Steps& out, const Layout& l, DType from) {
+  const std::string key = fmt::format("cast_{}_{}", static_cast<int>(from), layout_key(l));
+  cached(out, key, [&](Steps& steps) {
+    trace::Vertex v{trace::Codelet::kCast, l.range(), {}};
+    v.params[sl::kCastFrom] = static_cast<std::int64_t>(from);
+    v.params[sl::kCastTo] = static_cast<std::int64_t>(l.dtype);
+    v.params[sl::kCastN] = static_cast<std::int64_t>(l.per_tile());
+    std::vector<trace::Vertex> vs;
+    if (l.tile_stride == 1) {
+      vs.push_back(v);
+    } else {
+      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
+        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
+          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
+          vs.push_back(v);
+        }
+    }
+    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, std::move(vs))));
     steps.push_back(make_step(StepKind::kSync));
   });
 }

@@ -76,6 +76,8 @@ class IpuBuilder {
   // An elementwise chain over a tensor of `layout`, computed where it lives: one compute set
   // of fused `map` vertices, or (fusion off) one compute set and sync per op.
   void elementwise(Steps& out, const Layout& layout, std::span<const trace::Op> ops);
+  // Converts a tensor of `layout` (in `from`) to the layout's dtype, where it lives.
+  void cast(Steps& out, const Layout& layout, trace::DType from);
   // a += scale * b where both have `layout`.
   void scaled_add(Steps& out, const Layout& layout);
 

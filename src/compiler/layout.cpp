@@ -2,6 +2,7 @@
 #include "ipusim/compiler/layout.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -84,29 +85,52 @@ Layout conv_input_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
   return l;
 }
 
-namespace {
+void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0, std::uint64_t ch1,
+                  const std::function<void(std::uint32_t, std::uint64_t)>& f) {
+  const std::uint64_t eb = trace::dtype_bytes(from.dtype);
+  pos1 = std::min(pos1, from.positions);
+  ch1 = std::min(ch1, from.channels);
+  if (pos0 >= pos1 || ch0 >= ch1) return;
+  for (std::uint64_t fp = pos0 / from.positions_per_tile; fp * from.positions_per_tile < pos1; ++fp) {
+    const std::uint64_t q0 = std::max(pos0, fp * from.positions_per_tile);
+    const std::uint64_t q1 = std::min(pos1, (fp + 1) * from.positions_per_tile);
+    for (std::uint64_t fc = ch0 / from.chans_per_tile; fc * from.chans_per_tile < ch1; ++fc) {
+      const std::uint64_t d0 = std::max(ch0, fc * from.chans_per_tile);
+      const std::uint64_t d1 = std::min(ch1, (fc + 1) * from.chans_per_tile);
+      f(from.tile(fp, fc), (q1 - q0) * (d1 - d0) * eb);
+    }
+  }
+}
 
-// Calls f(src tile, dst tile, bytes) for every piece of `to` that `from` holds elsewhere.
-template <class F>
-void for_each_piece(const Layout& from, const Layout& to, F&& f) {
+void block_pieces(const Layout& from, const Layout& to,
+                  const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f) {
   const std::uint64_t eb = trace::dtype_bytes(to.dtype);
   for (std::uint64_t p = 0; p < to.position_blocks(); ++p) {
     const std::uint64_t p0 = p * to.positions_per_tile, p1 = std::min(to.positions, p0 + to.positions_per_tile);
     for (std::uint64_t c = 0; c < to.channel_blocks(); ++c) {
       const std::uint64_t c0 = c * to.chans_per_tile, c1 = std::min(to.channels, c0 + to.chans_per_tile);
-      const std::uint32_t dst = to.tile(p, c);
       for (std::uint64_t fp = p0 / from.positions_per_tile; fp * from.positions_per_tile < p1; ++fp) {
         const std::uint64_t q0 = std::max(p0, fp * from.positions_per_tile);
         const std::uint64_t q1 = std::min(p1, (fp + 1) * from.positions_per_tile);
         for (std::uint64_t fc = c0 / from.chans_per_tile; fc * from.chans_per_tile < c1; ++fc) {
           const std::uint64_t d0 = std::max(c0, fc * from.chans_per_tile);
           const std::uint64_t d1 = std::min(c1, (fc + 1) * from.chans_per_tile);
-          const std::uint32_t src = from.tile(fp, fc);
-          if (src != dst) f(src, dst, (q1 - q0) * (d1 - d0) * eb);
+          f(p, c, from.tile(fp, fc), (q1 - q0) * (d1 - d0) * eb);
         }
       }
     }
   }
+}
+
+namespace {
+
+// Calls f(src tile, dst tile, bytes) for every piece of `to` that `from` holds elsewhere.
+template <class F>
+void for_each_piece(const Layout& from, const Layout& to, F&& f) {
+  block_pieces(from, to, [&](std::uint64_t p, std::uint64_t c, std::uint32_t src, std::uint64_t bytes) {
+    const std::uint32_t dst = to.tile(p, c);
+    if (src != dst) f(src, dst, bytes);
+  });
 }
 
 void check_same_tensor(const Layout& from, const Layout& to) {

@@ -347,8 +347,21 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budge
   return conv2d_with(chip, a, plan_conv(chip, a, budget));
 }
 
+std::uint32_t plan_tile(const ConvPlan& p, std::uint32_t g, std::uint32_t r, std::uint32_t i,
+                        std::uint32_t o) {
+  return ((g * p.row_split + r) * p.in_split + i) * p.out_split + o;
+}
+
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
                const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps) {
+  emit_conv(prog, prefix, chip, whole, p, out_steps, FetchSources{});
+}
+
+void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
+               const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps,
+               const FetchSources& sources) {
+  require(p.serial() == 1 || (!sources.input && !sources.weights),
+          "caller-supplied fetch sources need a plan without a serial split");
   require(whole.in_chans % p.serial_in == 0 && whole.out_chans % p.serial_out == 0 &&
               (p.serial_in == 1 || p.serial_out == 1),
           "a conv plan's serial split must divide its channels, one kind at a time");
@@ -362,7 +375,7 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
   // Tile order: conv-group block outermost, then row block, input-channel block, and
   // output-channel block innermost.
   auto tile = [&](std::uint32_t g, std::uint32_t row, std::uint32_t in, std::uint32_t out) {
-    return ((g * p.row_split + row) * p.in_split + in) * p.out_split + out;
+    return plan_tile(p, g, row, in, out);
   };
   // Exact sizes of each block: the last block of a dimension may be smaller.
   auto groups_of = [&](std::uint32_t g) {
@@ -426,14 +439,16 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
   // other out blocks (contiguous tiles); each weight block starts on row block 0 and is sent
   // to the same (group, in, out) block of every other row block.
   trace::Exchange fetch{prefix + "fetch", {}, {}};
+  if (sources.input) sources.input(fetch);
+  if (sources.weights) sources.weights(fetch);
   for (std::uint32_t g = 0; g < p.group_split; ++g) {
-    for (std::uint32_t r = 0; r < p.row_split; ++r)
+    for (std::uint32_t r = 0; r < p.row_split && !sources.input; ++r)
       for (std::uint32_t i = 0; i < p.in_split; ++i)
         if (p.out_split > 1) {
           const TileRange dst{tile(g, r, i, 1), tile(g, r, i, p.out_split - 1)};
           fetch.add(TileRange{tile(g, r, i, 0), tile(g, r, i, 0)}, {&dst, 1}, in_bytes(g, r, i));
         }
-    for (std::uint32_t i = 0; i < p.in_split; ++i)
+    for (std::uint32_t i = 0; i < p.in_split && !sources.weights; ++i)
       for (std::uint32_t o = 0; o < p.out_split; ++o)
         if (p.row_split > 1) {
           std::vector<TileRange> dst;

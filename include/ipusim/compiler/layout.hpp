@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,16 @@ Layout conv_input_layout(const ChipSpec& chip, const kernels::ConvArgs& args,
 // channels): every destination block receives the parts of it that other tiles hold. Bytes
 // a tile already holds do not move. Returns no transfers when the layouts are equal.
 trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to);
+
+// Calls f(p, c, source tile, bytes) for every piece of block (p, c) of `to` that tile of
+// `from` holds (whatever tiles `to` itself would use).
+void block_pieces(const Layout& from, const Layout& to,
+                  const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f);
+
+// Calls f(source tile, bytes) for every piece of positions [pos0, pos1) x channels [ch0, ch1)
+// that a tile of `from` holds.
+void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0, std::uint64_t ch1,
+                  const std::function<void(std::uint32_t, std::uint64_t)>& f);
 
 // Bytes the busiest destination tile receives in rearrangement(from, to).
 std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to);

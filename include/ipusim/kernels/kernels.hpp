@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ipusim/config/chip_spec.hpp"
@@ -68,6 +69,24 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args, std::uint64_t bud
 // (the plan's bytes_per_tile are its temporaries).
 void emit_conv(trace::IpuProgram& program, const std::string& prefix, const ChipSpec& chip,
                const ConvArgs& args, const ConvPlan& plan, std::vector<trace::Step>& steps);
+
+// The tile of block (group g, row r, input-channel i, output-channel o) of a plan, in the
+// order emit_conv lays blocks out (group outermost, output-channel block innermost).
+std::uint32_t plan_tile(const ConvPlan& plan, std::uint32_t g, std::uint32_t r, std::uint32_t i,
+                        std::uint32_t o);
+
+// Where the fetch exchange reads an operand from. By default each block starts on one of the
+// tiles that use it (the operand was created for the conv) and is multicast to the others; a
+// caller that knows where the operand lives adds its transfers to the fetch exchange itself
+// (so that a tile receives its block straight from the producer, in the one exchange).
+struct FetchSources {
+  std::function<void(trace::Exchange& fetch)> input, weights;
+};
+// emit_conv with caller-supplied fetch transfers for the operands set in `sources` (plans
+// without a serial split only).
+void emit_conv(trace::IpuProgram& program, const std::string& prefix, const ChipSpec& chip,
+               const ConvArgs& args, const ConvPlan& plan, std::vector<trace::Step>& steps,
+               const FetchSources& sources);
 
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                     trace::DType dtype);
