@@ -47,6 +47,8 @@ std::string args_key(const kernels::ConvArgs& a) {
                                 a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
   // Partials wider than the inputs (FP16.32) are named; the default precision keeps the names.
   if (kernels::partials_of(a) != a.dtype) key += fmt::format("_p{}", static_cast<int>(kernels::partials_of(a)));
+  if (a.transposed_input) key += "_ti";
+  if (a.transposed_weights) key += "_tw";
   return key;
 }
 
@@ -184,7 +186,11 @@ void IpuBuilder::transpose(Steps& out, const Layout& l) {
 
 Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input, const Operand& weights) {
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
-  const kernels::ConvArgs a = with_partials(args);
+  kernels::ConvArgs a = with_partials(args);
+  if (rearrange_operands_) {
+    a.transposed_input = input.layout && input.transposed;
+    a.transposed_weights = weights.layout && weights.transposed;
+  }
   const Planned& p = planned(a);
   // An operand read as it is (not transposed) is fetched straight from its layout by the
   // conv's own fetch exchange: each tile that uses a block receives it from the tiles that

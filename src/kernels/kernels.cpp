@@ -149,6 +149,21 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   return cycles * p.serial();
 }
 
+// The one-off cost of the rearranged, transposed copies of the operands the pass reads
+// transposed: each of the plan's tiles receives its share of the operand (exchange) and
+// transposes it (cost::transpose: an element per cycle), in one extra superstep.
+std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
+  const std::uint64_t eb = trace::dtype_bytes(a.dtype);
+  std::uint64_t elements = 0;
+  if (a.transposed_input) elements += a.groups * a.batch * a.height * a.width * a.in_chans;
+  if (a.transposed_weights) elements += a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans;
+  if (elements == 0) return 0;
+  const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
+  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
+  return fixed + static_cast<std::uint64_t>(static_cast<double>(per_tile * eb) / chip.exchange.bytes_per_cycle.value) +
+         cost::transpose(chip, a.dtype, per_tile).cycles;
+}
+
 // Longest serial loop the planner considers (iterations).
 constexpr std::uint64_t kMaxSerial = 4096;
 
@@ -255,7 +270,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
           p.bytes_per_tile = memory_of(b);
           least = std::min(least, p.bytes_per_tile);
           if (p.bytes_per_tile > budget) continue;
-          p.estimated_cycles = estimate(chip, it, s, p, b);
+          p.estimated_cycles = estimate(chip, it, s, p, b) + rearrangement_cycles(chip, a, p);
           if (p.estimated_cycles < best.estimated_cycles ||
               (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
             best = p;

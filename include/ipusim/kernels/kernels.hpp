@@ -29,6 +29,10 @@ struct ConvArgs {
   // AMP accumulation type: half (FP16.16) or float (FP16.32) for half inputs; a float dtype
   // always accumulates in float (partials_of), so the default keeps each dtype's precision.
   trace::DType partials = trace::DType::kHalf;
+  // The pass reads this operand transposed (a data-gradient pass its weights, a
+  // weight-gradient pass its activations): a rearranged copy is made first, and the planner
+  // counts that copy's cost in the plan's, as poplin does (poplar-compiler.md §1.3).
+  bool transposed_input = false, transposed_weights = false;
 };
 
 // The partials type a conv accumulates in: float for float inputs, else args.partials.
