@@ -203,7 +203,7 @@ int check_command(int argc, char** argv) {
       "junit", po::value(&junit)->value_name("FILE"), "also write the results as JUnit XML to FILE")(
       "update", po::bool_switch(&update),
       "rewrite the goldens of the selected cases with the new results (prints the same diff)")(
-      "jobs,j", po::value(&jobs)->default_value(cores)->value_name("N"),
+      "jobs,j", unsigned_value(&jobs)->default_value(cores)->value_name("N"),
       "cases run in parallel (default: the number of cores)")(
       "set", po::value(&overrides)->composing()->value_name("KEY=VALUE"),
       "override a config key in every case, e.g. --set chip.sync.internal_latency=91cycles "

@@ -4,7 +4,11 @@
 
 #include <boost/program_options.hpp>
 
+#include <charconv>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ipusim/config/chip.hpp"
@@ -12,6 +16,41 @@
 namespace ipusim::cli {
 
 namespace po = boost::program_options;
+
+// The value semantic of every unsigned option (po::value<unsigned> would accept "-1" and wrap
+// it to 2^64-1, since it parses with lexical_cast). Accepts only decimal digits, at most `max`;
+// anything else ("-1", "+3", "1e3", a value beyond `max`) is a usage error naming the option:
+// "--m: expected a whole number 0 to 1099511627776, found "-1"". Use unsigned_value() for every
+// option of an unsigned type (tests/integration/reliability_test.cpp, Round2.NegativeOptions).
+template <class T>
+class UnsignedValue : public po::typed_value<T> {
+  static_assert(std::is_unsigned_v<T>);
+
+ public:
+  UnsignedValue(T* store, T max) : po::typed_value<T>(store), max_(max) {}
+  void xparse(boost::any& value, const std::vector<std::string>& tokens) const override {
+    po::validators::check_first_occurrence(value);
+    const std::string& s = po::validators::get_single_string(tokens);
+    T parsed{};
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), parsed);
+    const bool digits_only = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits_only || ec != std::errc() || end != s.data() + s.size() || parsed > max_) {
+      po::error_with_option_name e(
+          "%canonical_option%: expected a whole number 0 to " + std::to_string(max_) +
+          (s.starts_with('-') ? " (not negative)" : "") + ", found \"%value%\"");
+      e.set_substitute("value", s);
+      throw e;
+    }
+    value = boost::any(parsed);
+  }
+
+ private:
+  T max_;
+};
+template <class T>
+po::typed_value<T>* unsigned_value(T* store = nullptr, T max = std::numeric_limits<T>::max()) {
+  return new UnsignedValue<T>(store, max);
+}
 
 // Options every subcommand understands: --help, --log-level.
 struct CommonOptions {

@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/kernels/catalogue.hpp"
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
@@ -14,17 +15,7 @@
 namespace ipusim::cli {
 namespace {
 
-const std::vector<std::string> kKernels{"matmul",
-                                        "conv2d",
-                                        "reduce",
-                                        "elementwise",
-                                        "exchange-all-to-all",
-                                        "exchange-broadcast",
-                                        "sync-loop",
-                                        "link-p2p",
-                                        "allreduce",
-                                        "collective",
-                                        "sync"};
+const std::vector<std::string> kKernels(kernels::kKernelNames.begin(), kernels::kKernelNames.end());
 
 trace::DType parse_dtype(const std::string& s) {
   auto d = trace::dtype_by_name(s);
@@ -62,6 +53,12 @@ double parse_available_memory(double p) {
   return p;
 }
 
+// Sizes and counts: at most 2^40, the trace format's limit (trace::kMaxCount), so that
+// nothing the kernels compute from them starts near 2^64.
+po::typed_value<std::uint64_t>* size_value() {
+  return unsigned_value<std::uint64_t>(nullptr, static_cast<std::uint64_t>(trace::kMaxCount));
+}
+
 template <class T>
 T need(const po::variables_map& vm, const std::string& name, const std::string& kernel) {
   if (!vm.count(name))
@@ -95,28 +92,28 @@ int kernel_command(int argc, char** argv) {
       "matmul, conv2d: available-memory proportion in (0, 1]: each conv is planned within "
       "P x tile memory bytes per tile for its temporaries (default 0.6 with --pass training; "
       "without it --pass forward plans within all tile memory less stack and code)")(
-      "m", po::value<std::uint64_t>(), "matmul: rows of A and C")(
-      "n", po::value<std::uint64_t>(), "matmul: columns of B and C; elementwise: elements")(
-      "k", po::value<std::uint64_t>(), "matmul: columns of A, rows of B")(
-      "groups", po::value<std::uint64_t>()->default_value(1),
+      "m", size_value(), "matmul: rows of A and C")(
+      "n", size_value(), "matmul: columns of B and C; elementwise: elements")(
+      "k", size_value(), "matmul: columns of A, rows of B")(
+      "groups", size_value()->default_value(1),
       "matmul: independent matmuls G of a batched [G][M][K] x [G][K][N] (conv groups)")(
-      "batch", po::value<std::uint64_t>()->default_value(1), "conv2d: images (N)")(
-      "channels", po::value<std::uint64_t>(), "conv2d: input channels (C)")(
-      "height", po::value<std::uint64_t>(), "conv2d: input height (H)")(
-      "width", po::value<std::uint64_t>(), "conv2d: input width (W)")(
-      "filters", po::value<std::uint64_t>(), "conv2d: output channels (K)")(
-      "kernel", po::value<std::uint64_t>()->default_value(1), "conv2d: square kernel size")(
-      "stride", po::value<std::uint64_t>()->default_value(1), "conv2d: stride")(
-      "outputs", po::value<std::uint64_t>(), "reduce: output elements")(
-      "inputs", po::value<std::uint64_t>(), "reduce: partials per output")(
+      "batch", size_value()->default_value(1), "conv2d: images (N)")(
+      "channels", size_value(), "conv2d: input channels (C)")(
+      "height", size_value(), "conv2d: input height (H)")(
+      "width", size_value(), "conv2d: input width (W)")(
+      "filters", size_value(), "conv2d: output channels (K)")(
+      "kernel", size_value()->default_value(1), "conv2d: square kernel size")(
+      "stride", size_value()->default_value(1), "conv2d: stride")(
+      "outputs", size_value(), "reduce: output elements")(
+      "inputs", size_value(), "reduce: partials per output")(
       "op", po::value(&op)->default_value("relu"), "elementwise: operator (relu, exp, add, ...)")(
-      "bytes", po::value<std::uint64_t>(), "exchange: bytes per transfer")(
-      "tiles", po::value<std::uint32_t>(), "exchange: tiles taking part (default: all)")(
-      "src", po::value<std::uint32_t>()->default_value(0), "exchange-broadcast: source tile")(
-      "iterations", po::value<std::uint64_t>(), "sync-loop, sync: number of syncs")(
-      "src-ipu", po::value<std::uint32_t>()->default_value(0), "link-p2p: sending IPU")(
-      "dst-ipu", po::value<std::uint32_t>()->default_value(1), "link-p2p: receiving IPU")(
-      "group", po::value<std::uint32_t>(), "allreduce, collective, sync: IPUs taking part")(
+      "bytes", size_value(), "exchange: bytes per transfer")(
+      "tiles", unsigned_value<std::uint32_t>(), "exchange: tiles taking part (default: all)")(
+      "src", unsigned_value<std::uint32_t>()->default_value(0), "exchange-broadcast: source tile")(
+      "iterations", size_value(), "sync-loop, sync: number of syncs")(
+      "src-ipu", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus - 1)->default_value(0), "link-p2p: sending IPU")(
+      "dst-ipu", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus - 1)->default_value(1), "link-p2p: receiving IPU")(
+      "group", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus), "allreduce, collective, sync: IPUs taking part")(
       "method", po::value<std::string>()->default_value("auto"),
       "allreduce, collective: auto, ring, bidirectional_ring, quad_ring or broadcast_reduce")(
       "collective", po::value<std::string>()->default_value("all_reduce"),

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 #include <unistd.h>
 
@@ -48,8 +49,15 @@ extern "C" void on_signal(int sig) {
   ipusim::remove_pending_temporaries();
   const char msg[] = "ipusim: interrupted; partial outputs removed\n";
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-  ::_exit(sig == SIGINT || sig == SIGTERM ? static_cast<int>(ipusim::ExitCode::kInterrupted) : 1);
+  (void)sig;
+  ::_exit(static_cast<int>(ipusim::ExitCode::kInterrupted));
 }
+
+// Every signal whose default action ends the process without a chance to clean up, and that a
+// user or the system sends to stop a run: Ctrl-C, kill, a closed terminal (SIGHUP), a CPU-time
+// limit (SIGXCPU, ulimit -t) and a reader that went away (SIGPIPE). Each removes the partial
+// temporaries and exits 130 (issue 16, defect J: SIGHUP, SIGXCPU and SIGPIPE left them).
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGXCPU, SIGPIPE};
 
 int dispatch(int argc, char** argv) {
   using namespace ipusim::cli;
@@ -86,13 +94,18 @@ int dispatch(int argc, char** argv) {
 // that stdout and stderr carry only ipusim's own output.
 int main(int argc, char* argv[]) {
   if (!std::getenv("IPUSIM_SYSTEMC_BANNER")) ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  for (int sig : kCleanupSignals) std::signal(sig, on_signal);
   try {
     return dispatch(argc, argv);
   } catch (const ipusim::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return static_cast<int>(e.exit_code());
+  } catch (const std::bad_alloc& e) {
+    // Not a bug: the input needs more memory than the process may use (issue 16, defect O).
+    std::cerr << "error: out of memory (" << e.what()
+              << "): the input needs more memory than is available; reduce it or raise the "
+                 "memory limit\n";
+    return static_cast<int>(ipusim::ExitCode::kResource);
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";
     return static_cast<int>(ipusim::ExitCode::kInternal);

@@ -68,7 +68,7 @@ int compare_command(int argc, char** argv) {
   po::options_description desc("Options");
   add_common_options(desc, common);
   desc.add_options()(
-      "top", po::value(&top)->value_name("N")->default_value(25),
+      "top", unsigned_value(&top)->value_name("N")->default_value(25),
       "show the N stats that moved most (by relative change)")(
       "dirs", po::value(&dirs)->composing()->value_name("RUN_DIR"), "the two run directories");
   po::positional_options_description pos;

@@ -161,6 +161,14 @@ int run_command(int argc, char** argv) {
           "found \"{}\"", timeline_steps));
   }
 
+  // Lock the run directory before anything else (a concurrent run into the same --out fails
+  // here, not after its simulation), and create the directories of every output file now:
+  // a timeline inside a new --out directory used to fail after the simulation (issue 16, H, I).
+  std::optional<DirectoryLock> out_lock;
+  if (!out_dir.empty()) out_lock.emplace(out_dir);
+  if (!timeline_file.empty()) create_parent_directories(timeline_file);
+  if (!tile_stats_file.empty()) create_parent_directories(tile_stats_file);
+
   // A system brings its own chip; an explicit --chip replaces it.
   std::optional<LoadedSystem> system;
   std::optional<LoadedChip> chip;
@@ -183,6 +191,7 @@ int run_command(int argc, char** argv) {
 
   model::ModelOptions options;
   options.engine = *engine;
+  options.origin = trace_file;
   options.memoise_loops = !full_loops;
   // Spans feed the timeline and supersteps.csv (fast engine); recorded only when asked for.
   options.record_spans = *engine == model::Engine::kFast && (!timeline_file.empty() || !out_dir.empty());

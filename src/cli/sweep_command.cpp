@@ -157,14 +157,17 @@ int sweep_command(int argc, char** argv) {
   bool quiet = false, list = false;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   unsigned jobs = cores;
+  std::uint64_t max_points = sw::kDefaultMaxPoints;
   po::options_description desc("Options");
   add_common_options(desc, common);
   desc.add_options()("out,o", po::value(&out_dir)->value_name("DIR"),
                      "write sweep.csv, sweep.json and each point's run directory (points/<id>/) into DIR; "
                      "points already finished there with the same inputs are not run again")(
-      "jobs,j", po::value(&jobs)->default_value(cores)->value_name("N"),
+      "jobs,j", unsigned_value(&jobs)->default_value(cores)->value_name("N"),
       "points run in parallel (default: the number of cores); under mpirun each rank but rank 0 "
       "runs one point at a time instead")(
+      "max-points", unsigned_value(&max_points)->default_value(sw::kDefaultMaxPoints)->value_name("N"),
+      "refuse a spec that expands to more than N points (counted before expanding)")(
       "list", po::bool_switch(&list), "print the expanded points (index, id, overrides) and exit")(
       "quiet,q", po::bool_switch(&quiet), "no progress line on stderr (it is shown only on a terminal anyway)")(
       "spec", po::value(&spec_file)->value_name("SPEC"), "the sweep spec (YAML, docs/sweeps.md)");
@@ -193,7 +196,7 @@ int sweep_command(int argc, char** argv) {
   if (jobs < 1 || jobs > 256) throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
 
   const sw::Spec spec = sw::load_spec(spec_file);
-  const std::vector<sw::Point> points = sw::expand(spec);
+  const std::vector<sw::Point> points = sw::expand(spec, max_points);
   if (points.empty())
     throw ConfigError(fmt::format("{}: expected at least one point, found none (every combination is excluded)",
                                   spec_file));

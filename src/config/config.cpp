@@ -13,7 +13,9 @@
 #include <optional>
 #include <sstream>
 
+#include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
 
 namespace ipusim::config {
@@ -39,6 +41,12 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
                                       kv.first.IsMap() ? "map" : "sequence"));
       const std::string key = kv.first.Scalar();
       const std::string path = prefix.empty() ? key : prefix + "." + key;
+      // No valid key has a control character; say so with it escaped, so that a NUL cannot
+      // cut the message off (issue 16, defect N).
+      if (has_control_characters(key))
+        throw ConfigError(fmt::format("{}: {}: expected a key of printable characters, found "
+                                      "a control character",
+                                      location(origin, kv.first.Mark()), printable(path)));
       if (doc.values.count(path))
         throw ConfigError(fmt::format("{}: {}: duplicate key", location(origin, kv.first.Mark()),
                                       path));
@@ -192,6 +200,7 @@ Document parse_document(const std::string& yaml_text, const std::string& origin)
   if (!root.IsMap())
     throw ConfigError(fmt::format("{}: expected a map of settings at the top level", origin));
   reject_second_document(yaml_text, origin);
+  check_expanded_size(root, origin);
   flatten(root, "", origin, doc, 0, origin);
   return doc;
 }
@@ -203,6 +212,8 @@ Document load_document(const std::string& file) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec))
     throw ConfigError(fmt::format("{}: cannot read a config file: it is a directory", file));
+  if (auto text = read_if_fifo(file, kMaxConfigBytes, "config file"))
+    return parse_document(*text, file);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file));
   std::string text;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "ipusim/util/checked.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 
@@ -23,6 +24,11 @@ namespace {
 using trace::DType;
 using trace::Op;
 using u64 = std::uint64_t;
+// Cycle and FLOP arithmetic below is overflow-checked: every formula multiplies parameters
+// that a trace sets (each up to 2^40), so products of two or three of them can pass 2^64.
+// vertex_cost turns the overflow into a ModelError naming the vertex (issue 16, defect C).
+using C = Checked;
+C ceil_div(C a, C b) { return ipusim::ceil_div(a.get(), b.get()); }
 
 // ---------------------------------------------------------------------------------------------
 // Constants. Every number is a property of the codelet software (loop structure), not of the
@@ -177,7 +183,7 @@ u64 bytes_of(DType t) {
 
 bool is_fp(DType t) { return t == DType::kHalf || t == DType::kFloat; }
 
-u64 workers(const ChipSpec& chip) {
+C workers(const ChipSpec& chip) {
   if (chip.worker_contexts == 0) {
     throw ModelError("codelet model: chip '" + chip.name + "' has 0 worker contexts");
   }
@@ -185,8 +191,8 @@ u64 workers(const ChipSpec& chip) {
 }
 
 // Elements per non-AMP vector instruction: datapath bytes / element bytes (4 half, 2 float).
-u64 vector_width(const ChipSpec& chip, DType t) {
-  const u64 vw = chip.datapath_width.count / bytes_of(t);
+C vector_width(const ChipSpec& chip, DType t) {
+  const C vw = chip.datapath_width.count / bytes_of(t);
   if (vw == 0) {
     throw ModelError("codelet model: chip '" + chip.name + "' datapath of " +
                      std::to_string(chip.datapath_width.count) + " B is narrower than one " +
@@ -196,17 +202,19 @@ u64 vector_width(const ChipSpec& chip, DType t) {
 }
 
 // Cycles to move `bytes` at `rate` bytes per cycle, rounded up.
-u64 cycles_at(double bytes, BytesPerCycle rate, const char* what) {
+C cycles_at(double bytes, BytesPerCycle rate, const char* what) {
   if (rate.value <= 0) {
     throw ModelError(std::string("codelet model: ") + what + " must be positive");
   }
-  return static_cast<u64>(std::ceil(bytes / rate.value));
+  const double cycles = std::ceil(bytes / rate.value);
+  if (!(cycles < 18446744073709551616.0)) throw ArithmeticOverflow();
+  return static_cast<u64>(cycles);
 }
 
-u64 at_least_one(u64 v) { return std::max<u64>(v, 1); }
+C at_least_one(C v) { return std::max<C>(v, 1); }
 
 // Barrel rule with rendezvous tag: max(W x slowest, W x fastest + tag) (§3 rules 1 and 3).
-u64 barrel(u64 w, u64 slowest, u64 fastest, u64 tag) {
+C barrel(C w, C slowest, C fastest, C tag) {
   return std::max(w * slowest, w * fastest + tag);
 }
 
@@ -215,10 +223,10 @@ u64 barrel(u64 w, u64 slowest, u64 fastest, u64 tag) {
 // ---------------------------------------------------------------------------------------------
 
 struct AmpConfig {
-  u64 engines = 0;     // output channels per pass
-  u64 weights = 0;     // input channels per AMP group (weights per engine)
-  u64 core = 0;        // worker cycles per output position = weights / macs per engine
-  u64 coeff_load = 0;  // L: supervisor cycles to load one pass of weights
+  C engines = 0;     // output channels per pass
+  C weights = 0;     // input channels per AMP group (weights per engine)
+  C core = 0;        // worker cycles per output position = weights / macs per engine
+  C coeff_load = 0;  // L: supervisor cycles to load one pass of weights
   bool half_in = true;
   bool half_partials = true;
   bool fast = false;  // the "c = 1" path: half in with float partials or >= 16 engines
@@ -230,25 +238,25 @@ AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials) {
   c.half_in = in == DType::kHalf;
   c.half_partials = partials == DType::kHalf;
   c.weights = c.half_in ? chip.amp.weights_per_engine_half : chip.amp.weights_per_engine_float;
-  const u64 macs = c.half_in ? chip.amp.macs_per_engine_half : chip.amp.macs_per_engine_float;
+  const C macs = c.half_in ? chip.amp.macs_per_engine_half : chip.amp.macs_per_engine_float;
   if (c.weights == 0 || macs == 0) {
     throw ModelError("codelet model: chip '" + chip.name + "' has no AMP weights/MACs for " +
                      dtype_name(in) + " input");
   }
   c.core = ceil_div(c.weights, macs);
-  c.coeff_load = cycles_at(static_cast<double>(c.engines * c.weights * bytes_of(in)),
+  c.coeff_load = cycles_at(static_cast<double>((c.engines * c.weights * bytes_of(in)).get()),
                            chip.amp.coeff_load_bytes_per_cycle, "amp.coeff_load_bytes_per_cycle");
   c.fast = c.half_in && (!c.half_partials || c.engines >= kAmpFastHalfEngines);
   return c;
 }
 
 // Worker cycles of one ConvPartial1x1Out worklist entry of n positions.
-u64 amp1x1_worker(const AmpConfig& c, u64 n, bool zeroing) {
-  u64 cycles = 0;
+C amp1x1_worker(const AmpConfig& c, C n, bool zeroing) {
+  C cycles = 0;
   if (n < 3) {
-    cycles = c.half_in ? kAmp1x1SmallHalf[n] : kAmp1x1SmallFloat[n];
+    cycles = c.half_in ? kAmp1x1SmallHalf[n.get()] : kAmp1x1SmallFloat[n.get()];
   } else {
-    u64 base = kAmp1x1BaseFloat;
+    C base = kAmp1x1BaseFloat;
     if (c.half_in) {
       base = c.fast ? kAmp1x1BaseHalfFast + (c.half_partials ? kAmp1x1HalfPartialsExtra : 0)
                     : kAmp1x1BaseHalf8Engine;
@@ -256,28 +264,28 @@ u64 amp1x1_worker(const AmpConfig& c, u64 n, bool zeroing) {
     cycles = base + c.core * (n - 3);
   }
   if (zeroing && !c.fast) {
-    const u64 z = c.half_partials ? kAmp1x1ZeroPerPosHalf : kAmp1x1ZeroPerPosFloat;
+    const C z = c.half_partials ? kAmp1x1ZeroPerPosHalf : kAmp1x1ZeroPerPosFloat;
     cycles += kAmp1x1ZeroBase + z * n;
   }
   return cycles;
 }
 
 // Tile cycles of the worker phase of one pass: positions split over W as evenly as possible.
-u64 amp1x1_inner(const AmpConfig& c, u64 w, u64 positions, bool zeroing) {
-  const u64 slowest = amp1x1_worker(c, ceil_div(positions, w), zeroing);
-  const u64 fastest = amp1x1_worker(c, positions / w, zeroing);
+C amp1x1_inner(const AmpConfig& c, C w, C positions, bool zeroing) {
+  const C slowest = amp1x1_worker(c, ceil_div(positions, w), zeroing);
+  const C fastest = amp1x1_worker(c, positions / w, zeroing);
   return barrel(w, slowest, fastest, kAmp1x1Tag);
 }
 
 // ConvPartialnx1 worker: one worklist entry of n positions for one kernel position.
-u64 ampnx1_worker(const AmpConfig& c, u64 n) {
-  u64 f = 0;
+C ampnx1_worker(const AmpConfig& c, C n) {
+  C f = 0;
   if (n < 3) {
-    f = c.half_in ? kAmpNx1SmallHalf[n] : kAmpNx1SmallFloat[n];
+    f = c.half_in ? kAmpNx1SmallHalf[n.get()] : kAmpNx1SmallFloat[n.get()];
   } else {
     f = (c.half_in ? kAmpNx1BaseHalf : kAmpNx1BaseFloat) + c.core * (n - 3);
   }
-  const u64 base = kAmpNx1WorkerBase + (c.half_partials ? kAmpNx1HalfPartialsExtra : 0);
+  const C base = kAmpNx1WorkerBase + (c.half_partials ? kAmpNx1HalfPartialsExtra : 0);
   return base + kAmpNx1EntryOverhead + f - kAmpNx1RetentionSaving;
 }
 
@@ -301,60 +309,60 @@ std::uint32_t amp_engines(const ChipSpec& chip, trace::DType in, trace::DType pa
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
   const AmpConfig c = amp_config(chip, a.in, a.partials);
-  const u64 w = workers(chip);
-  const u64 cg = at_least_one(a.groups);
-  const u64 ig = at_least_one(ceil_div(a.in_chans, c.weights));
-  const u64 og = at_least_one(ceil_div(a.out_chans, c.engines));
-  const u64 passes = 1;  // outChansPerGroup = engines, so one pass per output group
-  const u64 cc = c.fast ? 1 : 0;
-  const u64 inner_nz = amp1x1_inner(c, w, a.positions, false);
-  const u64 inner_z = amp1x1_inner(c, w, a.positions, true);
-  const u64 L = c.coeff_load;
+  const C w = workers(chip);
+  const C cg = at_least_one(a.groups);
+  const C ig = at_least_one(ceil_div(a.in_chans, c.weights));
+  const C og = at_least_one(ceil_div(a.out_chans, c.engines));
+  const C passes = 1;  // outChansPerGroup = engines, so one pass per output group
+  const C cc = c.fast ? 1 : 0;
+  const C inner_nz = amp1x1_inner(c, w, a.positions, false);
+  const C inner_z = amp1x1_inner(c, w, a.positions, true);
+  const C L = c.coeff_load;
 
-  const u64 other_in_groups =
+  const C other_in_groups =
       (ig - 1) * (kAmp1x1PerInGroup - cc +
                   og * (kAmp1x1PerOutGroup + passes * (kAmp1x1PassNoZero + L + inner_nz)));
-  const u64 zeroing_in_group = kAmp1x1LastInGroup + og * (kAmp1x1PerOutGroup - cc +
+  const C zeroing_in_group = kAmp1x1LastInGroup + og * (kAmp1x1PerOutGroup - cc +
                                                           passes * (kAmp1x1PassZero + L + inner_z));
-  const u64 per_conv_group = kAmp1x1PerConvGroup + cc + other_in_groups + zeroing_in_group;
+  const C per_conv_group = kAmp1x1PerConvGroup + cc + other_in_groups + zeroing_in_group;
 
   VertexCost cost;
-  cost.cycles = kAmp1x1OuterBase + cg * per_conv_group;
-  cost.flops = 2 * a.positions * a.in_chans * a.out_chans * cg;
+  cost.cycles = C(kAmp1x1OuterBase + cg * per_conv_group).get();
+  cost.flops = (C(2) * a.positions * a.in_chans * a.out_chans * cg).get();
   return cost;
 }
 
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
   const AmpConfig c = amp_config(chip, a.in, a.partials);
-  const u64 w = workers(chip);
-  const u64 cg = at_least_one(a.groups);
-  const u64 ig = at_least_one(ceil_div(a.in_chans, c.weights));
-  const u64 og = at_least_one(ceil_div(a.out_chans, c.engines));
-  const u64 kh = at_least_one(a.kernel_h);
-  const u64 kw = at_least_one(a.kernel_w);
-  const u64 passes = 1;  // outChansPerGroup = engines
+  const C w = workers(chip);
+  const C cg = at_least_one(a.groups);
+  const C ig = at_least_one(ceil_div(a.in_chans, c.weights));
+  const C og = at_least_one(ceil_div(a.out_chans, c.engines));
+  const C kh = at_least_one(a.kernel_h);
+  const C kw = at_least_one(a.kernel_w);
+  const C passes = 1;  // outChansPerGroup = engines
 
   // One worklist entry per worker per kernel position; weights reloaded per kernel position
   // (weight height 1, so the full coefficient load rate applies).
-  const u64 per_kpos = barrel(w, ampnx1_worker(c, ceil_div(a.positions, w)),
+  const C per_kpos = barrel(w, ampnx1_worker(c, ceil_div(a.positions, w)),
                               ampnx1_worker(c, a.positions / w), kAmpNx1Tag);
-  const u64 per_kx =
+  const C per_kx =
       kAmpNx1PerKx + passes * (c.coeff_load + kAmpNx1HeightCost1 + kAmpNx1PerPass + per_kpos);
-  const u64 inner = kh * kAmpNx1PerKy + kh * kw * per_kx;
+  const C inner = kh * kAmpNx1PerKy + kh * kw * per_kx;
 
-  const u64 per_worker =
+  const C per_worker =
       kAmpNx1OuterPerWorker +
       (c.half_partials ? kAmpNx1OuterPerWorkerHalfPartials : kAmpNx1OuterPerWorkerFloatPartials);
   // The two "+ 1" terms are as written in §4's outer formula (ipu-hardware.md §4).
-  const u64 setup = kAmpNx1OuterBase + w * per_worker +
+  const C setup = kAmpNx1OuterBase + w * per_worker +
                     cg * (kAmpNx1PerOutGroupSetup * og + kAmpNx1PerOutGroupLoop * (og - 1) + 1) +
                     kAmpNx1PerOutGroupLoop * (cg - 1) + 1;
-  const u64 loops =
+  const C loops =
       cg * (kAmpNx1PerConvGroup + ig * (kAmpNx1PerInGroup + og * (kAmpNx1PerOutGroup + inner)));
 
   VertexCost cost;
-  cost.cycles = setup + loops;
-  cost.flops = 2 * a.positions * a.in_chans * a.out_chans * cg * kh * kw;
+  cost.cycles = C(setup + loops).get();
+  cost.flops = (C(2) * a.positions * a.in_chans * a.out_chans * cg * kh * kw).get();
   return cost;
 }
 
@@ -364,16 +372,16 @@ VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std
     throw ModelError("dot: no " + dtype_name(in) + " -> " + dtype_name(partials) +
                      " dot product (supported: half->half, half->float, float->float)");
   }
-  const u64 w = workers(chip);
+  const C w = workers(chip);
   const bool half = in == DType::kHalf;
   // About 1 cycle per datapath-width of activations (§4), plus the dense-dot setup.
-  const u64 vectors = ceil_div(length, vector_width(chip, in));
-  const u64 per_dot = (half ? kDotSetupHalf : kDotSetupFloat) + vectors;
-  const u64 worker =
+  const C vectors = ceil_div(length, vector_width(chip, in));
+  const C per_dot = (half ? kDotSetupHalf : kDotSetupFloat) + vectors;
+  const C worker =
       kDotWorkerOverhead + kDotEntryOverhead + ceil_div(count, w) * (kDotPerOutput + per_dot);
   VertexCost cost;
-  cost.cycles = (half ? kDotOuterHalf : kDotOuterFloat) + w * worker;
-  cost.flops = 2 * length * count;
+  cost.cycles = C((half ? kDotOuterHalf : kDotOuterFloat) + w * worker).get();
+  cost.flops = (C(2) * length * count).get();
   return cost;
 }
 
@@ -384,18 +392,18 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
                      "' is not a reduction "
                      "(supported: add, mul, max, min)");
   }
-  const u64 w = workers(chip);
+  const C w = workers(chip);
   // Max/min/mul run the same accumulator loop as add: no more expensive (§4 gives one formula).
-  const u64 acc_elems = std::max<u64>(kReduceAccumulatorBytes / bytes_of(in), 1);
-  const u64 loops = ceil_div(outputs, acc_elems);
-  const u64 loads_per_partial =
-      cycles_at(static_cast<double>(acc_elems * bytes_of(in)), chip.memory.load_bytes_per_cycle,
+  const C acc_elems = std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1);
+  const C loops = ceil_div(outputs, acc_elems);
+  const C loads_per_partial =
+      cycles_at(static_cast<double>((acc_elems * bytes_of(in)).get()), chip.memory.load_bytes_per_cycle,
                 "memory.load_bytes_per_cycle");
-  const u64 per_loop =
+  const C per_loop =
       loads_per_partial * inputs + (in == out ? kReduceLoopSameType : kReduceLoopConvert);
   VertexCost cost;
-  cost.cycles = kReduceSupervisor + w * (kReduceWorkerBase + per_loop * ceil_div(loops, w));
-  cost.flops = inputs > 0 ? outputs * (inputs - 1) : 0;
+  cost.cycles = C(kReduceSupervisor + w * (kReduceWorkerBase + per_loop * ceil_div(loops, w))).get();
+  cost.flops = (inputs > 0 ? C(outputs) * (inputs - 1) : C(0)).get();
   return cost;
 }
 
@@ -459,7 +467,7 @@ std::optional<OpCost> binary_op_cost(Op op) {
 u64 cost_for(const OpCost& c, DType t) { return t == DType::kHalf ? c.half : c.fp32; }
 
 // Vectors the slowest worker processes when n elements are split over W workers.
-u64 vectors_per_worker(const ChipSpec& chip, DType t, u64 n) {
+C vectors_per_worker(const ChipSpec& chip, DType t, C n) {
   return ceil_div(ceil_div(n, workers(chip)), vector_width(chip, t));
 }
 
@@ -474,47 +482,46 @@ std::uint64_t op_vector_cycles(trace::Op op, trace::DType dtype) {
 VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n) {
   const auto c = unary_op_cost(op);
   if (!c) throw ModelError("unary: operator '" + op_name(op) + "' is not a unary op");
-  const u64 base = op == Op::kExp ? kUnaryWorkerBaseExp : kUnaryWorkerBase;
-  const u64 worker =
+  const C base = op == Op::kExp ? kUnaryWorkerBaseExp : kUnaryWorkerBase;
+  const C worker =
       base + vectors_per_worker(chip, dtype, n) * (cost_for(*c, dtype) + kUnaryPerVectorOverhead);
   VertexCost cost;
-  cost.cycles = kBasicOpSupervisor + kUnarySupervisorExtra + workers(chip) * worker;
-  cost.flops = n;
+  cost.cycles = C(kBasicOpSupervisor + kUnarySupervisorExtra + workers(chip) * worker).get();
+  cost.flops = C(n).get();
   return cost;
 }
 
 VertexCost binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n) {
   const auto c = binary_op_cost(op);
   if (!c) throw ModelError("binary: operator '" + op_name(op) + "' is not a binary op");
-  const u64 base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
-  const u64 per_vector =
+  const C base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
+  const C per_vector =
       cost_for(*c, dtype) + (c->assembly ? kBinaryPerVectorAsm : kBinaryPerVectorCpp);
   VertexCost cost;
-  cost.cycles =
-      kBasicOpSupervisor + workers(chip) * (base + vectors_per_worker(chip, dtype, n) * per_vector);
-  cost.flops = n;
+  cost.cycles = C(kBasicOpSupervisor + workers(chip) * (base + vectors_per_worker(chip, dtype, n) * per_vector)).get();
+  cost.flops = C(n).get();
   return cost;
 }
 
 VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n) {
-  const u64 w = workers(chip);
-  const u64 vw = vector_width(chip, dtype);
-  const u64 vectors = ceil_div(n / vw, w);  // slowest worker's full vectors
-  const u64 rem = n % vw;                   // tail elements, charged to the slowest worker
+  const C w = workers(chip);
+  const C vw = vector_width(chip, dtype);
+  const C vectors = ceil_div(n / vw, w);  // slowest worker's full vectors
+  const C rem = n % vw;                   // tail elements, charged to the slowest worker
   // Per vector: load a and b (2 x datapath bytes at the plain load rate) + store a.
-  const u64 per_vector =
+  const C per_vector =
       cycles_at(2.0 * static_cast<double>(chip.datapath_width.count),
                 chip.memory.load_bytes_per_cycle, "memory.load_bytes_per_cycle") +
       1;
-  const u64 loop = vectors > 0 ? kScaledAddLoopSetup + per_vector * (vectors - 1) : 0;
-  const u64 worker =
+  const C loop = vectors > 0 ? kScaledAddLoopSetup + per_vector * (vectors - 1) : 0;
+  const C worker =
       kScaledAddWorkerPrologue + loop + kScaledAddWorkerEpilogue + kScaledAddPerTailElement * rem;
-  const u64 supervisor = kScaledAddPerType + kBasicOpSupervisor +
+  const C supervisor = kScaledAddPerType + kBasicOpSupervisor +
                          (rem == 0 ? kScaledAddNoRemainder : kScaledAddRemainder) +
                          kScaledAddSupervisorTail + kScaledAddTensorScale;
   VertexCost cost;
-  cost.cycles = supervisor + w * worker;
-  cost.flops = 2 * n;
+  cost.cycles = C(supervisor + w * worker).get();
+  cost.flops = (C(2) * n).get();
   return cost;
 }
 
@@ -529,18 +536,18 @@ u64 ceil_log2(u64 v) {
 
 // Worker cycles to convert m elements (poplibs castWorkerCycles, floating-point branch; other
 // types use the same loop at one element per 2 cycles, as poplibs' C++ fallback guess).
-u64 cast_worker(const ChipSpec& chip, DType from, DType to, u64 m) {
+C cast_worker(const ChipSpec& chip, DType from, DType to, C m) {
   const bool fp = is_fp(from) && is_fp(to);
-  const u64 load_elems =
-      std::max<u64>(static_cast<u64>(chip.memory.load_bytes_per_cycle.value) / bytes_of(from), 1);
-  const u64 store_elems = std::max<u64>(chip.datapath_width.count / bytes_of(to), 1);
-  const u64 op_width = fp ? std::min(load_elems * kCastReadPorts, store_elems) : 1;
-  const u64 per_vector =
+  const C load_elems =
+      std::max<C>(static_cast<C>(chip.memory.load_bytes_per_cycle.value) / bytes_of(from), 1);
+  const C store_elems = std::max<C>(chip.datapath_width.count / bytes_of(to), 1);
+  const C op_width = fp ? std::min(load_elems * kCastReadPorts, store_elems) : 1;
+  const C per_vector =
       std::max(ceil_div(op_width, load_elems), ceil_div(op_width, store_elems)) + (fp ? 0 : 1);
-  u64 cycles = kCastWorkerPrologue + per_vector * (m / op_width);
-  const u64 rem = m % op_width;
-  for (u64 bit = 0; bit < ceil_log2(op_width); ++bit) {
-    cycles += kCastRemainderCheck + (((rem >> bit) & 1) ? kCastRemainderElem : 0);
+  C cycles = kCastWorkerPrologue + per_vector * (m / op_width);
+  const C rem = m % op_width;
+  for (u64 bit = 0; bit < ceil_log2(op_width.get()); ++bit) {
+    cycles += kCastRemainderCheck + (((rem.get() >> bit) & 1) ? kCastRemainderElem : 0);
   }
   return cycles;
 }
@@ -548,19 +555,17 @@ u64 cast_worker(const ChipSpec& chip, DType from, DType to, u64 m) {
 }  // namespace
 
 VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::uint64_t n) {
-  const u64 w = workers(chip);
+  const C w = workers(chip);
   VertexCost cost;
-  cost.cycles =
-      kCastSupervisor + w * (kCastWorkerEntry + cast_worker(chip, from, to, ceil_div(n, w)));
-  cost.flops = (is_fp(from) || is_fp(to)) ? n : 0;
+  cost.cycles = C(kCastSupervisor + w * (kCastWorkerEntry + cast_worker(chip, from, to, ceil_div(n, w)))).get();
+  cost.flops = C((is_fp(from) || is_fp(to)) ? n : 0).get();
   return cost;
 }
 
 VertexCost copy(const ChipSpec& chip, std::uint64_t bytes) {
   VertexCost cost;
-  cost.cycles =
-      kCopyCallOverhead + cycles_at(static_cast<double>(bytes), chip.memory.memcpy_bytes_per_cycle,
-                                    "memory.memcpy_bytes_per_cycle");
+  cost.cycles = C(kCopyCallOverhead + cycles_at(static_cast<double>(bytes), chip.memory.memcpy_bytes_per_cycle,
+                                    "memory.memcpy_bytes_per_cycle")).get();
   return cost;
 }
 
@@ -568,11 +573,11 @@ VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::u
                std::uint64_t ops) {
   // Shaped as BinaryOp1D (§4): supervisor overhead + W x (worker base + vectors x (c + 5)),
   // with c the fused operators' summed cycles and 5 the per-vector overhead of C++ codelets.
-  const u64 base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
+  const C base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
   VertexCost cost;
-  cost.cycles = kBasicOpSupervisor +
-                workers(chip) * (base + vectors_per_worker(chip, dtype, n) * (op_cycles + kBinaryPerVectorCpp));
-  cost.flops = n * ops;
+  cost.cycles = C(kBasicOpSupervisor +
+                workers(chip) * (base + vectors_per_worker(chip, dtype, n) * (op_cycles + kBinaryPerVectorCpp))).get();
+  cost.flops = (C(n) * ops).get();
   return cost;
 }
 
@@ -583,18 +588,18 @@ VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n) 
   const double eb = trace::dtype_bytes(dtype);
   const double rate = std::min(chip.memory.memcpy_bytes_per_cycle.value, eb);
   VertexCost cost;
-  cost.cycles = kCopyCallOverhead + static_cast<u64>(std::ceil(static_cast<double>(n) * eb / rate - 1e-9));
+  cost.cycles = C(kCopyCallOverhead + cycles_at(static_cast<double>(n) * eb - 1e-9 * rate, BytesPerCycle{rate}, "memory.memcpy_bytes_per_cycle")).get();
   return cost;
 }
 
 VertexCost dynamic_slice(const ChipSpec& chip, trace::DType dtype, std::uint64_t elems,
                          std::uint64_t copies) {
-  const u64 w = workers(chip);
+  const C w = workers(chip);
   // Each row is split over the workers; a worker copies its share as whole vectors.
-  const u64 vectors = ceil_div(elems, w) / vector_width(chip, dtype);
-  const u64 worker = kSliceWorkerBase + (kSlicePerCopy + kSlicePerVector * vectors) * copies;
+  const C vectors = ceil_div(elems, w) / vector_width(chip, dtype);
+  const C worker = kSliceWorkerBase + (kSlicePerCopy + kSlicePerVector * vectors) * copies;
   VertexCost cost;
-  cost.cycles = kSliceSupervisor + w * worker;
+  cost.cycles = C(kSliceSupervisor + w * worker).get();
   return cost;
 }
 
@@ -643,7 +648,9 @@ AmpConvArgs amp_args(const trace::Vertex& v) {
 
 }  // namespace
 
-VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
+namespace {
+
+VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
   namespace s = trace::slot;
   using trace::Codelet;
   switch (v.codelet) {
@@ -679,6 +686,30 @@ VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
   }
   throw ModelError("vertex_cost: unknown codelet value " +
                    std::to_string(static_cast<int>(v.codelet)));
+}
+
+}  // namespace
+
+std::string describe_vertex(const trace::Vertex& v) {
+  const trace::CodeletSpec& spec = trace::codelet_spec(v.codelet);
+  std::string out(spec.name);
+  for (std::size_t i = 0; i < spec.params.size() && i < v.params.size(); ++i) {
+    const trace::ParamSpec& p = spec.params[i];
+    std::string value = std::to_string(v.params[i]);
+    if (p.kind == trace::ParamKind::kDType) value = dtype_name(static_cast<DType>(v.params[i]));
+    if (p.kind == trace::ParamKind::kOp) value = op_name(static_cast<Op>(v.params[i]));
+    out += " " + std::string(p.name) + "=" + value;
+  }
+  return out;
+}
+
+VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
+  try {
+    return vertex_cost_unchecked(chip, v);
+  } catch (const ArithmeticOverflow&) {
+    throw ArithmeticOverflow("vertex " + describe_vertex(v) +
+                             ": its cycle or FLOP count overflows 64 bits");
+  }
 }
 
 }  // namespace ipusim::cost

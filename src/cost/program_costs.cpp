@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/util/checked.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 
@@ -17,10 +18,22 @@ namespace ipusim::cost {
 ComputeSetCost compute_set_cost(const ChipSpec& chip, const trace::ComputeSet& cs) {
   ComputeSetCost out;
   out.tile_cycles.assign(chip.tiles, 0);
-  for (const auto& v : cs.vertices) {
-    const VertexCost vc = vertex_cost(chip, v);
-    for (std::uint32_t t = v.tiles.first; t <= v.tiles.last; ++t) out.tile_cycles[t] += vc.cycles;
-    out.flops += vc.flops * v.tiles.size();
+  for (std::size_t i = 0; i < cs.vertices.size(); ++i) {
+    const trace::Vertex& v = cs.vertices[i];
+    try {
+      const VertexCost vc = vertex_cost(chip, v);
+      for (std::uint32_t t = v.tiles.first; t <= v.tiles.last; ++t)
+        out.tile_cycles[t] = (Checked(out.tile_cycles[t]) + vc.cycles).get();
+      out.flops = (Checked(out.flops) + Checked(vc.flops) * v.tiles.size()).get();
+    } catch (const ArithmeticOverflow& e) {
+      // vertex_cost names the vertex; the sums here name it too (issue 16, defect C).
+      const std::string what = e.what();
+      throw ModelError(fmt::format(
+          "compute set '{}' vertex {}: {}", cs.name, i,
+          what.starts_with("vertex ") ? what.substr(7)
+                                      : describe_vertex(v) + ": the compute set's cycle or FLOP "
+                                                             "count overflows 64 bits"));
+    }
   }
   for (std::uint32_t t = 0; t < chip.tiles; ++t) {
     if (out.tile_cycles[t] == 0) {

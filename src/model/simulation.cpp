@@ -55,15 +55,19 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
   // over every tensor, vertex and transfer that is needed anyway; it throws TraceError on the
   // first tile out of range) and here for host steps; the detailed check, which names the
   // item at fault, runs only when one of them fails.
+  // Errors about the trace name its file (issue 16, defect M: `run` printed "error: : tensor").
+  const std::string origin = !options.origin.empty() ? options.origin
+                             : !trace.name.empty()   ? trace.name
+                                                     : std::string("trace");
   bool host_ok = true;
   for (const auto& p : trace.ipus) host_ok = host_ok && host_steps_within(p.steps, chip.tiles);
-  if (!host_ok) trace::check_tiles(trace, chip.tiles, trace.name);
+  if (!host_ok) trace::check_tiles(trace, chip.tiles, origin);
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
   std::optional<System> built;
   try {
     built.emplace("system", chip, trace, options, system, all_replicas);
   } catch (const TraceError&) {
-    trace::check_tiles(trace, chip.tiles, trace.name);
+    trace::check_tiles(trace, chip.tiles, origin);
     throw;
   }
   System& top = *built;

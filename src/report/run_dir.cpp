@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/report/run_dir.hpp"
 
 #include <fmt/format.h>
@@ -136,7 +137,9 @@ RunDir load_run_dir(const std::string& dir) {
   const std::string config_path = dir + "/config.resolved.yaml";
   if (std::filesystem::is_regular_file(config_path)) {
     try {
-      flatten_yaml(YAML::LoadFile(config_path), "", r.config);
+      const YAML::Node root = YAML::LoadFile(config_path);
+      config::check_expanded_size(root, config_path);
+      flatten_yaml(root, "", r.config);
     } catch (const YAML::Exception& e) {
       throw Error(fmt::format("{}:{}: {}", config_path, e.mark.line + 1, e.msg));
     }

@@ -4,14 +4,19 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/config/yaml_reader.hpp"
+#include "ipusim/kernels/catalogue.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
@@ -23,6 +28,17 @@ namespace {
 constexpr std::string_view kFormat = "ipusim-sweep/1";
 
 using Reader = config::YamlReader;
+
+// A kernel option `ipusim kernel` knows (issue 16, defect K: unknown ones failed every point).
+void check_kernel_option(const Reader& r, const YAML::Node& node, const std::string& what,
+                         const std::string& option) {
+  using kernels::kKernelOptions;
+  if (std::find(kKernelOptions.begin(), kKernelOptions.end(), option) == kKernelOptions.end()) {
+    const std::vector<std::string> known(kKernelOptions.begin(), kKernelOptions.end());
+    r.fail(node, fmt::format("{}: expected an option of 'ipusim kernel' ({}), found unknown option '{}'{}",
+                             what, fmt::join(known, ", "), option, did_you_mean(option, known)));
+  }
+}
 
 bool valid_option_name(std::string_view name) {
   if (name.empty() || name.front() == '-') return false;
@@ -55,6 +71,7 @@ void check_key(const Reader& r, const YAML::Node& node, const std::string& what,
     if (!valid_option_name(key.substr(5)) || key == "args.out" || key == "args.chip" || key == "args.set" ||
         key == "args.format")
       r.fail(node, fmt::format("{}: expected a kernel option such as args.m, found '{}'", what, key));
+    check_kernel_option(r, node, what, key.substr(5));
     return;
   }
   if (std::find(kFileKeys.begin(), kFileKeys.end(), key) != kFileKeys.end()) {
@@ -96,11 +113,18 @@ Base read_base(const Reader& r, const YAML::Node& node) {
       b.kernel = r.scalar(v, kw, "a kernel name (see 'ipusim kernel --help')");
       if (!valid_option_name(b.kernel))
         r.fail(v, fmt::format("{}: expected a kernel name such as matmul, found \"{}\"", kw, b.kernel));
+      using kernels::kKernelNames;
+      if (std::find(kKernelNames.begin(), kKernelNames.end(), b.kernel) == kKernelNames.end()) {
+        const std::vector<std::string> known(kKernelNames.begin(), kKernelNames.end());
+        r.fail(v, fmt::format("{}: expected a kernel of 'ipusim kernel' ({}), found unknown kernel '{}'{}", kw,
+                              fmt::join(known, ", "), b.kernel, did_you_mean(b.kernel, known)));
+      }
     } else if (key == "args") {
       r.each_member(v, kw, {}, [&](const std::string& arg, const YAML::Node& ak, const YAML::Node& av) {
         if (!valid_option_name(arg) || arg == "out" || arg == "chip" || arg == "set" || arg == "format")
           r.fail(ak, fmt::format("{}: expected a kernel option of [a-z0-9_-] such as m or dtype (sweep supplies "
                                  "--out, --chip and --set), found '{}'", kw, arg));
+        check_kernel_option(r, ak, kw, arg);
         b.args.emplace_back(arg, av.IsNull() ? std::string() : r.scalar(av, kw + "." + arg, "a value"));
       });
     } else if (key == "run") {
@@ -248,7 +272,28 @@ Spec load_spec(const std::string& path) {
   return parse_spec(read_file_text(path), path);
 }
 
-std::vector<Point> expand(const Spec& spec) {
+std::uint64_t combination_count(const Spec& spec) {
+  if (spec.axes.empty()) return 1;
+  if (spec.zip) return spec.axes[0].size();
+  std::uint64_t n = 1;
+  for (const auto& a : spec.axes)
+    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(a.size()), &n))
+      return std::numeric_limits<std::uint64_t>::max();
+  return n;
+}
+
+std::vector<Point> expand(const Spec& spec, std::uint64_t max_points) {
+  const std::uint64_t count = combination_count(spec);
+  if (count > max_points) {
+    std::vector<std::string> sizes;
+    for (const auto& a : spec.axes) sizes.push_back(std::to_string(a.size()));
+    throw ConfigError(fmt::format(
+        "{}: expected at most {} points, found {}{} ({} axes of {} values); raise the cap with "
+        "--max-points if you mean it",
+        spec.file, max_points,
+        count == std::numeric_limits<std::uint64_t>::max() ? "more than " : "", count,
+        spec.axes.size(), fmt::join(sizes, " x ")));
+  }
   std::vector<std::vector<std::size_t>> combos;  // per combination, the value index of each axis
   if (spec.axes.empty()) {
     combos.emplace_back();
@@ -270,11 +315,21 @@ std::vector<Point> expand(const Spec& spec) {
     }
   }
   std::vector<Point> out;
-  for (const auto& c : combos) {
+  std::map<std::vector<Assignment>, std::size_t> seen;  // combination -> its number (1-based)
+  for (std::size_t ci = 0; ci < combos.size(); ++ci) {
+    const auto& c = combos[ci];
     Point p;
     for (std::size_t ax = 0; ax < spec.axes.size(); ++ax)
       for (std::size_t k = 0; k < spec.axes[ax].keys.size(); ++k)
         p.values.emplace_back(spec.axes[ax].keys[k], spec.axes[ax].values[k][c[ax]]);
+    // Duplicate values would make two points with one result directory, and a summary that
+    // does not add up ("2 point(s): 1 ran"): refuse them (issue 16, defect P).
+    if (const auto [it, inserted] = seen.emplace(p.values, ci + 1); !inserted)
+      throw ConfigError(fmt::format(
+          "{}:{}: expected distinct axis values, found combination {} ({}) twice (combinations "
+          "{} and {})",
+          spec.file, spec.axes.empty() ? 0 : spec.axes[0].line, ci + 1, p.label(), it->second,
+          ci + 1));
     const bool excluded = std::any_of(spec.exclude.begin(), spec.exclude.end(), [&](const auto& ex) {
       return std::all_of(ex.begin(), ex.end(), [&](const Assignment& m) {
         return std::find(p.values.begin(), p.values.end(), m) != p.values.end();

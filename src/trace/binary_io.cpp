@@ -176,6 +176,8 @@ class BinaryReader {
       const std::uint64_t at = offset_;
       IpuProgram& ipu = trace.ipus.emplace_back();
       ipu.ipu = u32("IPU index");
+      if (ipu.ipu >= kMaxIpus)
+        fail_at(at, fmt::format("expected an IPU index 0..{}, found {}", kMaxIpus - 1, ipu.ipu));
       if (!seen.insert(ipu.ipu).second)
         fail_at(at, fmt::format("expected each IPU once, found ipu {} a second time", ipu.ipu));
       read_ipu(ipu);
@@ -431,6 +433,9 @@ class BinaryReader {
         const std::uint64_t copy_at = offset_;
         copy.src = u32("copy source IPU");
         copy.dst = u32("copy destination IPU");
+        if (copy.src >= kMaxIpus || copy.dst >= kMaxIpus)
+          fail_at(copy_at, fmt::format("expected copy IPU indices 0..{}, found src = {}, dst = {}",
+                                       kMaxIpus - 1, copy.src, copy.dst));
         if (copy.src == copy.dst)
           fail_at(copy_at, fmt::format("expected a copy between two IPUs, found src = dst = {}", copy.src));
         copy.bytes = size("copy bytes");

@@ -58,6 +58,9 @@ class StructureChecker {
       for (std::size_t i = 0; i < g.copies.size(); ++i) {
         const IpuCopy& c = g.copies[i];
         const std::string item = fmt::format("global exchange '{}' copy {}", g.name, i);
+        if (c.src >= kMaxIpus || c.dst >= kMaxIpus)
+          fail(fmt::format("{} copies IPU {} to IPU {}, expected IPU indices 0..{}", item, c.src,
+                           c.dst, kMaxIpus - 1));
         if (c.src == c.dst) fail(fmt::format("{} copies IPU {} to itself", item, c.src));
         check_count(item, "bytes", c.bytes);
       }
@@ -67,6 +70,8 @@ class StructureChecker {
     if (trace_.ipus.empty()) fail("trace has no IPU programs");
     std::set<std::uint32_t> seen;
     for (const IpuProgram& ipu : trace_.ipus) {
+      if (ipu.ipu >= kMaxIpus)
+        fail(fmt::format("ipu {}: expected an IPU index 0..{}", ipu.ipu, kMaxIpus - 1));
       if (!seen.insert(ipu.ipu).second) fail(fmt::format("ipu {} appears twice", ipu.ipu));
       check_ipu(ipu);
     }

@@ -351,7 +351,8 @@ class TextReader {
       IpuCopy c;
       auto ipu_index = [&](std::string_view v, std::string_view key) {
         auto n = parse_integer<std::uint32_t>(v);
-        if (!n) fail(fmt::format("expected an IPU index for {}=, found '{}'", key, v));
+        if (!n || *n >= kMaxIpus)
+          fail(fmt::format("expected an IPU index 0..{} for {}=, found '{}'", kMaxIpus - 1, key, v));
         return *n;
       };
       c.src = ipu_index(*fields[0].value, "src");
@@ -396,9 +397,8 @@ class TextReader {
   void start_ipu() {
     expect_arity(2, "ipu <index>");
     auto index = parse_integer<std::uint32_t>(tokens_[1]);
-    if (!index)
-      fail(fmt::format("expected an IPU index 0..{}, found '{}'",
-                       std::numeric_limits<std::uint32_t>::max(), tokens_[1]));
+    if (!index || *index >= kMaxIpus)
+      fail(fmt::format("expected an IPU index 0..{}, found '{}'", kMaxIpus - 1, tokens_[1]));
     auto [it, inserted] = ipu_lines_.emplace(*index, line_no_);
     if (!inserted)
       fail(fmt::format("expected each IPU once, found a second 'ipu {}' (first at line {})", *index,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 
 #include "ipusim/util/error.hpp"
@@ -50,6 +51,14 @@ Trace read_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw TraceError(fmt::format("{}: cannot read a trace: it is a directory", path));
+  // A FIFO (or a shell's <(...)) is read whole first: it cannot be rewound, and without a
+  // writer opening it would block forever (read_if_fifo waits a bounded time).
+  if (auto text = read_if_fifo(path, std::size_t{1} << 32, "trace")) {
+    const bool bin = text->size() >= 8 && std::memcmp(text->data(), "IPUTRACE", 8) == 0;
+    const std::uint64_t bytes = text->size();
+    std::istringstream fin(std::move(*text));
+    return bin ? read_binary(fin, path, bytes) : read_text(fin, path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   const auto size = std::filesystem::file_size(path, ec);

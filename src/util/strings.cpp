@@ -42,4 +42,27 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return m ? fmt::format(" (did you mean '{}'?)", *m) : std::string();
 }
 
+bool has_control_characters(std::string_view text) {
+  for (unsigned char c : text)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    switch (c) {
+      case '\0': out += "\\0"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace ipusim

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -302,11 +303,11 @@ TEST(Limits, RepeatCountOfTwoToTheSixtyThreeInABinary) {
 TEST(Limits, RepeatCountOfTwoToTheSixtyThreeFromTheKernelCommand) {
   TempDir dir;
   const std::string t = dir.file("s.trace");
+  // Kernel sizes and counts are options capped at the trace limit (2^40): a usage error.
   const auto r = cli("kernel sync-loop --iterations 9223372036854775808 --out " + t);
-  EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + t +
-                       ": program step 0 (repeat) has count = 9223372036854775808, expected "
-                       "1..1099511627776\n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "error: ipusim kernel: --iterations: expected a whole number 0 to "
+                   "1099511627776, found \"9223372036854775808\" (see 'ipusim kernel --help')\n");
   EXPECT_FALSE(fs::exists(t));
 }
 
@@ -395,8 +396,8 @@ TEST(Limits, KernelTilesBeyondThirtyTwoBits) {
   const auto r = cli("kernel exchange-all-to-all --bytes 64 --tiles 1000000000000 --out x.trace");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err,
-            "error: ipusim kernel: the argument ('1000000000000') for option '--tiles' is invalid "
-            "(see 'ipusim kernel --help')\n");
+            "error: ipusim kernel: --tiles: expected a whole number 0 to 4294967295, found "
+            "\"1000000000000\" (see 'ipusim kernel --help')\n");
 }
 
 TEST(Limits, KernelTilesBeyondTheChip) {
@@ -417,10 +418,10 @@ TEST(Limits, KernelTransferOfTwoToTheSixtyTwoBytes) {
   TempDir dir;
   const std::string t = dir.file("x.trace");
   const auto r = cli("kernel exchange-all-to-all --bytes 4611686018427387904 --tiles 5 --out " + t);
-  EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + t +
-                       ": exchange 'all_to_all' transfer 0 has bytes = 4611686018427387904, "
-                       "expected 0..1099511627776\n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "error: ipusim kernel: --bytes: expected a whole number 0 to 1099511627776, "
+                   "found \"4611686018427387904\" (see 'ipusim kernel --help')\n");
+  EXPECT_FALSE(fs::exists(t));
 }
 
 TEST(Limits, KernelTooLargeForTheChip) {
@@ -553,6 +554,274 @@ TEST(Determinism, SummaryIsIdenticalApartFromTheOutputDirectory) {
 
 // --- signals -------------------------------------------------------------------------------
 
+// --- issue 16 ("Reliability, round two"): each defect's reproduction -------------------
+
+// A: unsigned options reject negative numbers (they used to wrap to ~2^64, and the planner
+// divided by zero: SIGFPE), for every unsigned option of every command.
+TEST(RoundTwo, NegativeOrHugeUnsignedOptionsAreUsageErrors) {
+  TempDir dir;
+  const std::string x = dir.file("x.trace");
+  struct Case {
+    std::string args, message;
+  };
+  const std::string k = " (see 'ipusim kernel --help')\n";
+  const Case cases[] = {
+      {"kernel matmul --m -1 --n 16 --k 16 --out " + x,
+       "error: ipusim kernel: --m: expected a whole number 0 to 1099511627776 (not negative), "
+       "found \"-1\"" + k},
+      {"kernel matmul --m 18446744073709551615 --n 16 --k 16 --out " + x,
+       "error: ipusim kernel: --m: expected a whole number 0 to 1099511627776, found "
+       "\"18446744073709551615\"" + k},
+      {"kernel conv2d --channels 4 --height -1 --width 8 --filters 4 --out " + x,
+       "error: ipusim kernel: --height: expected a whole number 0 to 1099511627776 (not "
+       "negative), found \"-1\"" + k},
+      {"kernel exchange-all-to-all --bytes -1 --tiles 4 --out " + x,
+       "error: ipusim kernel: --bytes: expected a whole number 0 to 1099511627776 (not "
+       "negative), found \"-1\"" + k},
+      {"kernel exchange-all-to-all --bytes 64 --tiles=-4 --out " + x,
+       "error: ipusim kernel: --tiles: expected a whole number 0 to 4294967295 (not negative), "
+       "found \"-4\"" + k},
+      {"check --jobs=-1 --suite /nonexistent.yaml",
+       "error: ipusim check: --jobs: expected a whole number 0 to 4294967295 (not negative), "
+       "found \"-1\" (see 'ipusim check --help')\n"},
+      {"sweep --jobs=-2 /nonexistent.yaml",
+       "error: ipusim sweep: --jobs: expected a whole number 0 to 4294967295 (not negative), "
+       "found \"-2\" (see 'ipusim sweep --help')\n"},
+      {"compare --top=-1 a b",
+       "error: ipusim compare: --top: expected a whole number 0 to 18446744073709551615 (not "
+       "negative), found \"-1\" (see 'ipusim compare --help')\n"},
+  };
+  for (const auto& c : cases) {
+    const auto r = cli(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_EQ(r.err, c.message) << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+  EXPECT_FALSE(fs::exists(x));
+}
+
+// A, at the root: the largest size the option allows reaches the planner's ceil_div without
+// wrapping (it used to compute (a + b - 1) / b).
+TEST(RoundTwo, LargestKernelSizesFailCleanly) {
+  const auto r = cli("kernel matmul --m 1099511627776 --n 16 --k 16 --out /dev/null");
+  EXPECT_TRUE(r.status == 0 || r.status == 4) << r.status << " " << r.err;
+  if (r.status != 0) EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// B: IPU index 4294967295 made "highest index + 1" wrap to 0 and the fabric crash (SIGSEGV).
+TEST(RoundTwo, IpuIndexBeyondTheLimitIsATraceError) {
+  TempDir dir;
+  const std::string t = dir.file("big.trace");
+  write(t, "ipusim-trace 2\nipu 4294967295\nprogram\n  sync\nend\n");
+  const auto r = cli("run --system " + source_dir() + "/configs/systems/pod16.yaml " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t + ":2: expected an IPU index 0..65535, found '4294967295'\n");
+  const auto v = cli("validate " + t);
+  EXPECT_EQ(v.status, 3);
+  const auto k = cli("kernel link-p2p --bytes 1024 --dst-ipu 4294967295 --out " + dir.file("p.trace"));
+  EXPECT_EQ(k.status, 2);
+  EXPECT_EQ(k.err, "error: ipusim kernel: --dst-ipu: expected a whole number 0 to 65535, found "
+                   "\"4294967295\" (see 'ipusim kernel --help')\n");
+  EXPECT_FALSE(fs::exists(dir.file("p.trace")));
+}
+
+// C: cycle and FLOP counts are overflow-checked; a vertex whose counts pass 2^64 is a model
+// error naming it, not a wrapped number (flops = 0) that `run` reports as a result.
+TEST(RoundTwo, CostOverflowIsAModelErrorNamingTheVertex) {
+  TempDir dir;
+  const std::string t = dir.file("amp.trace");
+  write(t, "ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 amp_conv1x1 "
+           "positions=1099511627776 in_chans=1099511627776 out_chans=1099511627776\nend\n"
+           "program\n  compute c\nend\n");
+  const auto r = cli("run --out " + dir.file("r") + " " + t);
+  EXPECT_EQ(r.status, 4);
+  EXPECT_EQ(r.err, "error: compute set 'c' vertex 0: amp_conv1x1 in=half partials=half "
+                   "positions=1099511627776 in_chans=1099511627776 out_chans=1099511627776 "
+                   "groups=1: its cycle or FLOP count overflows 64 bits\n");
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(dir.file("r/stats.json")));
+}
+
+// E: "billion laughs": nested aliases expanding to 10^9 nodes in a 908-byte config.
+TEST(RoundTwo, YamlAliasExpansionIsBounded) {
+  TempDir dir;
+  const std::string f = dir.file("laughs.yaml");
+  std::string text = "a0: &a0 {x: lol}\n";
+  for (int i = 1; i < 10; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " {";
+    for (int j = 0; j < 10; ++j)
+      text += (j ? ", " : "") + std::string("k") + std::to_string(j) + ": *a" + std::to_string(i - 1);
+    text += "}\n";
+  }
+  write(f, text);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = ipusim_limited("info --chip " + f, 1000000);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + f + ":1:13: a5.k1.k2.k5.k7.k1.x: expected at most 100000 YAML "
+                   "nodes with aliases expanded, found more (aliases that refer to aliases "
+                   "multiply)\n");
+  // The same in a sweep spec (read by the strict YAML reader).
+  const std::string s = dir.file("s.yaml");
+  write(s, "format: ipusim-sweep/1\nbase: {kernel: matmul}\n" + text);
+  const auto q = ipusim_limited("sweep --list " + s, 1000000);
+  EXPECT_EQ(q.status, 3);
+  EXPECT_NE(q.err.find("expected at most 100000 YAML nodes with aliases expanded"), std::string::npos) << q.err;
+}
+
+// F: a sweep of 10^9 (or 10^20) points is refused from its count, before expanding.
+TEST(RoundTwo, SweepPointCountIsCappedBeforeExpanding) {
+  TempDir dir;
+  const std::string s = dir.file("s.yaml");
+  std::string text = "format: ipusim-sweep/1\nbase:\n  kernel: matmul\naxes:\n";
+  const char* opts[] = {"m", "n", "k", "groups", "batch", "channels", "height", "width", "filters"};
+  for (const char* o : opts) text += std::string("  - args.") + o + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  write(s, text);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = ipusim_limited("sweep --list " + s, 1000000);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + s + ": expected at most 100000 points, found 1000000000 (9 axes "
+                   "of 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 values); raise the cap with "
+                   "--max-points if you mean it\n");
+  // The override: a lower cap refuses a small spec, a higher one lets it through.
+  const std::string small = dir.file("small.yaml");
+  write(small, "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {n: 64, k: 64}\naxes:\n"
+               "  - args.m: [16, 32, 64]\n");
+  EXPECT_EQ(cli("sweep --list --max-points 2 " + small).status, 3);
+  EXPECT_EQ(cli("sweep --list --max-points 3 " + small).status, 0);
+}
+
+// H: a second run into a run directory that another run is writing fails at once.
+TEST(RoundTwo, ConcurrentRunsIntoOneDirectoryAreRefused) {
+  TempDir dir;
+  const std::string t = dir.file("sl.trace");
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + t).status, 0);
+  const std::string out = dir.file("out");
+  fs::create_directories(out);
+  // Hold the lock as a running ipusim would.
+  const int fd = ::open((out + "/.ipusim.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const auto r = cli("run -q --out " + out + " " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + out + ": another ipusim process is writing into this directory "
+                   "(it holds " + out + "/.ipusim.lock); wait for it or choose another --out\n");
+  EXPECT_FALSE(fs::exists(out + "/stats.json"));
+  ::close(fd);  // the lock goes with the holder
+  EXPECT_EQ(cli("run -q --out " + out + " " + t).status, 0);
+  EXPECT_TRUE(fs::exists(out + "/stats.json"));
+}
+
+// I: a timeline inside a not-yet-existing --out directory.
+TEST(RoundTwo, TimelineInsideANewOutputDirectory) {
+  TempDir dir;
+  const std::string t = dir.file("sl.trace");
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + t).status, 0);
+  const std::string out = dir.file("fresh");
+  const auto r = cli("run -q --out " + out + " --timeline " + out + "/tl.json " + t);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out + "/stats.json"));
+  EXPECT_TRUE(fs::exists(out + "/tl.json"));
+}
+
+// K: an unknown kernel or kernel option in a sweep spec is a bad spec (3), not 5 failures.
+TEST(RoundTwo, SweepSpecWithUnknownKernelOrOption) {
+  TempDir dir;
+  const std::string a = dir.file("a.yaml"), b = dir.file("b.yaml");
+  write(a, "format: ipusim-sweep/1\nbase: {kernel: nosuchkernel}\n");
+  write(b, "format: ipusim-sweep/1\nbase: {kernel: matmul, args: {m: 16, n: 16, k: 16}}\n"
+           "axes:\n  - args.nosuch: [1, 2]\n");
+  const auto ra = cli("sweep --out " + dir.file("oa") + " " + a);
+  EXPECT_EQ(ra.status, 3);
+  EXPECT_NE(ra.err.find(a + ":2:16: base.kernel: expected a kernel of 'ipusim kernel' ("), std::string::npos)
+      << ra.err;
+  EXPECT_NE(ra.err.find("found unknown kernel 'nosuchkernel'\n"), std::string::npos) << ra.err;
+  const auto rb = cli("sweep --out " + dir.file("ob") + " " + b);
+  EXPECT_EQ(rb.status, 3);
+  EXPECT_NE(rb.err.find(b + ":4:5: axes[0]: expected an option of 'ipusim kernel' ("), std::string::npos)
+      << rb.err;
+  EXPECT_NE(rb.err.find("found unknown option 'nosuch'\n"), std::string::npos) << rb.err;
+  EXPECT_FALSE(fs::exists(dir.file("oa/sweep.csv")));
+}
+
+// L: a FIFO with no writer as a config or trace fails after a bounded wait; a FIFO with a
+// writer (as `--chip <(cat chip.yaml)` gives) is read.
+TEST(RoundTwo, FifoWithoutWriterDoesNotHang) {
+  TempDir dir;
+  const std::string f = dir.file("f");
+  ASSERT_EQ(::mkfifo(f.c_str(), 0644), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = cli("info --chip " + f);  // the 10 s default wait
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + f + ": cannot read config file: it is a FIFO and nothing wrote to "
+                   "it within 10000 ms (is its writer running?)\n");
+  TempDir out;
+  const std::string cmd = "IPUSIM_FIFO_TIMEOUT_MS=200 " + std::string(IPUSIM_BINARY) + " run " + f +
+                          " >" + out.file("o") + " 2>" + out.file("e") + " </dev/null";
+  const int raw = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(raw), 3);
+  EXPECT_EQ(read_all(out.file("e")), "error: " + f + ": cannot read trace: it is a FIFO and nothing "
+                                     "wrote to it within 200 ms (is its writer running?)\n");
+  // With a writer: the chip config and a trace through FIFOs.
+  const std::string t = dir.file("sl.trace"), g = dir.file("g");
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + t).status, 0);
+  ASSERT_EQ(::mkfifo(g.c_str(), 0644), 0);
+  const std::string both = "(cat " + chip_file("gc200") + " > " + f + " &); (cat " + t + " > " + g +
+                           " &); " + IPUSIM_BINARY + " run -q --chip " + f + " " + g + " >" +
+                           out.file("o2") + " 2>" + out.file("e2") + " </dev/null";
+  const int raw2 = std::system(both.c_str());
+  EXPECT_EQ(WEXITSTATUS(raw2), 0) << read_all(out.file("e2"));
+}
+
+// M: `run` names the trace file in a tile-range error (it printed "error: : tensor ...").
+TEST(RoundTwo, RunNamesTheFileInTileRangeErrors) {
+  TempDir dir;
+  const std::string t = dir.file("t.trace");
+  write(t, "ipusim-trace 2\nipu 0\ntensor t tiles=0..1500 bytes=4\nprogram\n  sync\nend\n");
+  const auto r = cli("run " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t + ": tensor 't' is placed on tiles 0..1500 but the chip has 1472 tiles\n");
+}
+
+// N: a control character (NUL) in a YAML key is escaped in the message, not cut off at it.
+TEST(RoundTwo, NulInAYamlKeyIsEscaped) {
+  TempDir dir;
+  const std::string c = dir.file("chip.yaml");
+  write(c, "chip:\n  \"ti\\0les\": 4\n");  // a YAML escape puts a NUL into the key
+  const auto r = cli("info --chip " + c);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + c + ":2:3: chip.ti\\0les: expected a key of printable characters, "
+                   "found a control character\n");
+}
+
+// O: running out of memory is a resource error (status 6), not "internal error" (1).
+TEST(RoundTwo, OutOfMemoryIsAResourceError) {
+  if (kUnderAsan) GTEST_SKIP() << "ASan reports the allocation failure itself";
+  TempDir dir;
+  const std::string t = dir.file("ar.trace");
+  ASSERT_EQ(cli("kernel allreduce --bytes 1048576 --group 4096 --out " + t).status, 0);
+  const auto r = ipusim_limited("run --system " + source_dir() +
+                                    "/configs/systems/pod16.yaml --set system.racks=16 --set "
+                                    "system.machines_per_rack=64 " + t, 400000);
+  EXPECT_EQ(r.status, 6) << r.err;
+  EXPECT_EQ(r.err, "error: out of memory (std::bad_alloc): the input needs more memory than is "
+                   "available; reduce it or raise the memory limit\n");
+}
+
+// P: duplicate axis values are refused (the summary said "2 point(s): 1 ran, 0 skipped").
+TEST(RoundTwo, SweepWithDuplicateAxisValues) {
+  TempDir dir;
+  const std::string s = dir.file("s.yaml");
+  write(s, "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 16, n: 16, k: 16}\n"
+           "axes: [{chip.tiles: [8, 8]}]\n");
+  const auto r = cli("sweep --out " + dir.file("o") + " " + s);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + s + ":5: expected distinct axis values, found combination 2 "
+                   "(chip.tiles=8) twice (combinations 1 and 2)\n");
+}
+
 class Interrupt : public ::testing::TestWithParam<int> {};
 
 // A run that takes minutes: 2e9 syncs simulated one by one.
@@ -683,8 +952,10 @@ TEST_P(Interrupt, WhileWritingKeepsTheEarlierRunConsistent) {
   EXPECT_EQ(after.id, before.id);
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, Interrupt, ::testing::Values(SIGINT, SIGTERM),
-                         [](const auto& p) { return p.param == SIGINT ? "SIGINT" : "SIGTERM"; });
+// SIGHUP, SIGXCPU and SIGPIPE clean up like SIGINT and SIGTERM (issue 16, defect J).
+INSTANTIATE_TEST_SUITE_P(Signals, Interrupt,
+                         ::testing::Values(SIGINT, SIGTERM, SIGHUP, SIGXCPU, SIGPIPE),
+                         [](const auto& p) { return std::string("SIG") + sigabbrev_np(p.param); });
 
 }  // namespace
 }  // namespace ipusim::testing

@@ -19,6 +19,52 @@
 
 namespace ipusim::config {
 
+// Most nodes a YAML document may have with its aliases expanded. yaml-cpp shares an aliased
+// node rather than copying it, so a 1 KB file of nested aliases ("billion laughs") parses
+// quickly but expands to 10^9 nodes when converted; every reader walks the expanded tree. Real
+// files have a few thousand nodes (issue 16, defect E).
+inline constexpr std::size_t kMaxExpandedYamlNodes = 100000;
+
+namespace detail {
+inline void count_expanded(const YAML::Node& node, std::vector<std::string>& path,
+                           std::size_t& count, const std::string& file) {
+  if (++count > kMaxExpandedYamlNodes) {
+    const YAML::Mark m = node.Mark();
+    const std::string where =
+        m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+    throw ConfigError(fmt::format(
+        "{}: {}: expected at most {} YAML nodes with aliases expanded, found more (aliases "
+        "that refer to aliases multiply)",
+        where, path.empty() ? std::string("(top)") : printable(fmt::format("{}", fmt::join(path, "."))),
+        kMaxExpandedYamlNodes));
+  }
+  if (path.size() > 256) return;  // deeper nesting is refused by the readers themselves
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      path.push_back(kv.first.IsScalar() ? kv.first.Scalar() : std::string("?"));
+      count_expanded(kv.first, path, count, file);
+      count_expanded(kv.second, path, count, file);
+      path.pop_back();
+    }
+  } else if (node.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& item : node) {
+      path.push_back(fmt::format("[{}]", i++));
+      count_expanded(item, path, count, file);
+      path.pop_back();
+    }
+  }
+}
+}  // namespace detail
+
+// Throws ConfigError naming the file, the position and the key path where a document's
+// alias-expanded size passes kMaxExpandedYamlNodes. Costs at most that many node visits.
+inline void check_expanded_size(const YAML::Node& root, const std::string& file) {
+  std::vector<std::string> path;
+  std::size_t count = 0;
+  detail::count_expanded(root, path, count, file);
+}
+
 class YamlReader {
  public:
   explicit YamlReader(std::string file) : file_(std::move(file)) {}
@@ -29,7 +75,9 @@ class YamlReader {
   // "<file>:<line>:<column>: invalid YAML: ...".
   YAML::Node load(const std::string& text) const {
     try {
-      return YAML::Load(text);
+      YAML::Node root = YAML::Load(text);
+      check_expanded_size(root, file_);
+      return root;
     } catch (const YAML::Exception& e) {
       const std::string where = e.mark.line < 0 ? file_
                                                 : fmt::format("{}:{}:{}", file_, e.mark.line + 1,
@@ -54,7 +102,7 @@ class YamlReader {
     if (!node.IsDefined() || node.IsNull()) return "nothing";
     if (node.IsMap()) return "a map";
     if (node.IsSequence()) return "a list";
-    return fmt::format("\"{}\"", node.Scalar());
+    return fmt::format("\"{}\"", printable(node.Scalar()));
   }
 
   std::string scalar(const YAML::Node& node, const std::string& key,
@@ -75,6 +123,9 @@ class YamlReader {
       if (!kv.first.IsScalar())
         fail(kv.first, fmt::format("{}: expected a plain key, found {}", what, kind_of(kv.first)));
       const std::string key = kv.first.Scalar();
+      if (has_control_characters(key))
+        fail(kv.first, fmt::format("{}: expected a key of printable characters, found '{}'", what,
+                                   printable(key)));
       if (!known.empty() && std::find(known.begin(), known.end(), key) == known.end())
         fail(kv.first, fmt::format("{}: expected one of the keys {}, found unknown key '{}'{}",
                                    what, fmt::join(known, ", "), key, did_you_mean(key, known)));

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/trace/codelet.hpp"
@@ -61,8 +62,12 @@ VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n);
 // §4), for composing fused `map` vertices.
 std::uint64_t op_vector_cycles(trace::Op op, trace::DType dtype);
 
-// Dispatch on a trace vertex (parameters in catalogue slot order).
+// Dispatch on a trace vertex (parameters in catalogue slot order). Cycle and FLOP counts are
+// overflow-checked: a vertex whose counts pass 2^64 throws ArithmeticOverflow (a ModelError)
+// naming the vertex and its parameters.
 VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v);
+// "amp_conv1x1 in=half partials=float positions=4 ...", for messages.
+std::string describe_vertex(const trace::Vertex& v);
 
 // AMP engines for an (input, partials) pair on this chip; throws ModelError for an
 // unsupported pair (e.g. float in, half partials).

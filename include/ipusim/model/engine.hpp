@@ -15,6 +15,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "ipusim/model/run_stats.hpp"
@@ -29,6 +30,8 @@ std::string_view engine_name(Engine engine);
 
 struct ModelOptions {
   Engine engine = Engine::kFast;
+  // Where the trace came from (its file name), for errors about it; empty: the trace's name.
+  std::string origin;
   // Fast engine: run a repeat body once with every phase scaled by the iteration count when
   // its timing is identical on every iteration: always when the body (at any depth) has no
   // group step, since on-chip phase costs are pure functions of (trace, chip). Bodies with

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,7 +64,15 @@ Spec load_spec(const std::string& path);
 Spec parse_spec(const std::string& text, const std::string& path);
 
 // The points of `spec`: product (the last axis varies fastest) or zip, minus excluded ones.
-std::vector<Point> expand(const Spec& spec);
+// Most points a sweep expands to unless told otherwise (`ipusim sweep --max-points N`).
+inline constexpr std::uint64_t kDefaultMaxPoints = 100000;
+// The number of combinations before exclusions, counted without expanding (product of the
+// axis sizes, or the zip length), saturating at UINT64_MAX.
+std::uint64_t combination_count(const Spec& spec);
+// Throws ConfigError when combination_count() exceeds `max_points` (so a spec of 10^9 points
+// fails at once instead of exhausting memory: issue 16, defect F) and when two points would
+// be the same (duplicate axis values: the summary would not add up, defect P).
+std::vector<Point> expand(const Spec& spec, std::uint64_t max_points = kDefaultMaxPoints);
 
 // Axis keys that are not config paths: the base's run, model, system and chip files and the
 // kernel's arguments (args.NAME).

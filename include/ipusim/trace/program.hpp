@@ -28,6 +28,9 @@ inline constexpr std::uint32_t kOldestFormatVersion = 1;
 inline constexpr std::size_t kMaxRepeatDepth = 64;
 // Most data-parallel replicas a trace may declare.
 inline constexpr std::uint32_t kMaxReplicas = 65536;
+// IPU indices are below this: a system has at most 65536 IPUs (config/system.cpp), and
+// "highest index + 1" (Trace::ipus_per_replica) must not wrap (issue 16, defect B).
+inline constexpr std::uint32_t kMaxIpus = 65536;
 // Longest name (trace, tensor, compute set, exchange) in characters.
 inline constexpr std::size_t kMaxNameLength = 4096;
 

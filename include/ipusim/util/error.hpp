@@ -14,6 +14,7 @@ enum class ExitCode : int {
   kUsage = 2,        // bad command line
   kBadInput = 3,     // a config or trace file is malformed or out of range
   kModelError = 4,   // the input is well-formed but cannot run (e.g. a tile is out of memory)
+  kResource = 6,     // the simulator itself would exceed a resource (host memory, a size cap)
   kInterrupted = 130 // SIGINT / SIGTERM
 };
 
@@ -47,6 +48,13 @@ class ModelError : public Error {
  public:
   using Error::Error;
   ExitCode exit_code() const override { return ExitCode::kModelError; }
+};
+
+// Running the input would exhaust the host (memory), or a limit guarding against that was hit.
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+  ExitCode exit_code() const override { return ExitCode::kResource; }
 };
 
 // Bad command-line usage.

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,34 @@ void write_files_atomically(const std::vector<FileWriter>& files);
 // Removes every temporary currently being written. Async-signal-safe enough for our handler:
 // it only calls unlink() on pre-built C strings.
 void remove_pending_temporaries() noexcept;
+
+// Holds an exclusive lock on a directory for the lifetime of the object: creates `dir` (and its
+// parents) and locks `dir/.ipusim.lock` with flock(). A second process that tries to lock the
+// same directory gets an Error at once instead of mixing its files with the first one's
+// (issue 16, defect H). The kernel drops the lock when the process ends, however it ends, so a
+// crashed run never leaves a stale lock; the (empty) lock file itself stays.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& dir);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Creates the parent directories of an output file that do not exist yet (Error if it cannot).
+void create_parent_directories(const std::string& path);
+
+// Inputs that are FIFOs or pipes (`mkfifo f`, or a shell's `<(cat chip.yaml)`), which a plain
+// open() would wait on forever when nothing writes to them (issue 16, defect L). Returns nullopt
+// when `path` is not a FIFO. Otherwise opens it without blocking, waits until a writer has sent
+// data or closed (at most IPUSIM_FIFO_TIMEOUT_MS milliseconds, default 10000), then reads it to
+// the end and returns the content; throws Error naming the path when no data came in time or
+// the content passes `max_bytes`. `what` names the input in messages ("config file", "trace").
+std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max_bytes,
+                                        const std::string& what);
 
 // Reads a whole file; throws Error naming the path if it cannot be opened.
 std::string read_file_text(const std::string& path);

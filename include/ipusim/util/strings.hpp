@@ -18,4 +18,9 @@ std::optional<std::string> closest_match(std::string_view word,
 // " (did you mean 'x'?)" or "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
+// `text` with control characters escaped (\0, \t, \n, \r, \xNN), for error messages: a NUL
+// or newline in a user's key or value must not cut a one-line message short (issue 16, N).
+std::string printable(std::string_view text);
+bool has_control_characters(std::string_view text);
+
 }  // namespace ipusim

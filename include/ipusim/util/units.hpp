@@ -80,7 +80,10 @@ std::string human_rate(double value, std::string_view unit);  // 1.2e12, "FLOP/s
 // A clock as configured, without rounding away digits: 1.325e9 -> "1.325 GHz", 1.6e9 -> "1.6 GHz".
 std::string human_frequency(double hz);
 
-// Integer ceiling division for non-negative operands.
-constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+// Integer ceiling division, b > 0. Written without `a + b - 1`, which wraps for a near 2^64
+// (ceil_div(2^64-1, 2) was 0, and a planner then divided by it: issue 16, defect A).
+constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
 
 }  // namespace ipusim
