@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/yaml_reader.hpp"
+#include "ipusim/util/fs.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/strings.hpp"
 
@@ -66,14 +68,20 @@ const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool", "add
 }  // namespace
 
 ModelDef load_model(const std::string& file) {
-  YAML::Node root;
+  // Read as every config is (a FIFO without a writer times out), and parsed with the shared
+  // reader, which bounds alias expansion.
+  std::string text;
   try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::BadFile&) {
-    throw ConfigError(fmt::format("{}: cannot open model file", file));
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+    if (auto fifo = read_if_fifo(file, std::size_t{64} << 20, "model file"))
+      text = std::move(*fifo);
+    else
+      text = read_file_text(file);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(fmt::format("{}: cannot open model file ({})", file, e.what()));
   }
+  const YAML::Node root = config::YamlReader(file).load(text);
   if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a map with 'model'", file));
   check_keys(file, root, "(top)", {"model", "layers"});
   const YAML::Node m = root["model"];
