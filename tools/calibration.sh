@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The two calibration points of ../shared/reference/workloads.md (ResNet-50 and BERT-Large on
-# IPU-POD16) under the compiler's structural switches: everything on, then each of
-# rearrangements, elementwise fusion and batch-norm statistics caching turned off, and all
-# three off. Prints a Markdown table of step time, throughput, error against the measured
+# IPU-POD16) under the compiler's structural switches (run.rearrangements,
+# run.fuse_elementwise, run.batchnorm_statistics_cache): all three off, then each added in
+# turn, then each alone turned off. Prints a Markdown table of step time, throughput, error against the measured
 # point and the time split (docs/workloads.md "Where every percent comes from").
 # Usage: tools/calibration.sh
 set -euo pipefail
@@ -11,11 +11,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${IPUSIM_BUILD_DIR:-$root/build}/bin/ipusim"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-variants=("all on|"
-          "rearrangements off|--set run.rearrangements=no"
-          "fusion off|--set run.fuse_elementwise=no"
-          "statistics caching off|--set run.batchnorm_statistics_cache=no"
-          "all three off|--set run.rearrangements=no --set run.fuse_elementwise=no --set run.batchnorm_statistics_cache=no")
+off="--set run.rearrangements=no --set run.fuse_elementwise=no --set run.batchnorm_statistics_cache=no"
+# Cumulative: the layout-aware compiler with the three switchable pieces off, then each added
+# in turn; then each of them alone turned off from the full compiler.
+variants=("layouts, layout-aware reductions, grouped attention (switches off)|$off"
+          "+ rearrangements|--set run.fuse_elementwise=no --set run.batchnorm_statistics_cache=no"
+          "+ elementwise fusion|--set run.batchnorm_statistics_cache=no"
+          "+ statistics caching (all on, the default)|"
+          "all on but rearrangements|--set run.rearrangements=no"
+          "all on but fusion|--set run.fuse_elementwise=no"
+          "all on but statistics caching|--set run.batchnorm_statistics_cache=no")
 echo "| compiler | ResNet-50 step | images/s | vs 29,500 | compute / exchange / sync / other | BERT-Large step | sequences/s | vs 1,525 | compute / exchange / sync / other |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for v in "${variants[@]}"; do

@@ -345,7 +345,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     IpuBuilder b(system.chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
                  run.rearrangements);
     TransformerLowering lower(m, run, b);
-    const auto [n_attn, n_ffn] = run.placement[ipu];
+    const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
     const bool first = ipu == 0;
     // Forward of the stage, then (pipeline recomputation) the forward again and the backward.
     auto forward = [&](Steps& out) {
