@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Fits each run's step time as a x GA + c from simulations at two gradient-accumulation
-# counts (docs/workloads.md "Step shape"): a = one micro-batch (one pipeline cycle for a
+# Fits each run's step time as a x GA + c from simulations at half, once and twice the run's
+# gradient-accumulation count (docs/workloads.md "Step shape"), by least squares, and reports
+# how far the middle point lies off the line: a = one micro-batch (one pipeline cycle for a
 # pipelined model), c = the per-step work (all-reduce, optimiser, host; for a pipeline also
 # its fill and flush). Prints a Markdown table. Usage: tools/step-model.sh [RUN...]
 # (default: the ResNet-50 and BERT-Large runs for POD16 to POD256).
@@ -19,25 +20,35 @@ step_ms() {  # run, GA -> simulated step time in ms; keeps stats.json as $tmp/<G
   cp "$tmp/r/stats.json" "$tmp/$2.json"
   python3 -c "import json;print(json.load(open('$tmp/r/stats.json'))['total']['time']['value']*1e3)"
 }
-echo "| run | GA (config) | step at GA=4 | step at GA=8 | a (ms per micro-batch) | c (ms per step) | c at the config's GA | c by phase (ms) |"
+echo "| run | GA (config) | steps at GA/2, GA, 2GA (ms) | a (ms per micro-batch) | c (ms per step) | c at the config's GA | off the line | c by phase (ms) |"
 echo "|---|---|---|---|---|---|---|---|"
 for run in "${runs[@]}"; do
   ga="$(sed -n 's/^ *gradient_accumulation: *\([0-9]*\).*/\1/p' "$root/configs/runs/$run.yaml" | head -1)"
-  t1="$(step_ms "$run" 4)"
-  t2="$(step_ms "$run" 8)"
-  python3 - "$run" "$ga" "$t1" "$t2" "$tmp/4.json" "$tmp/8.json" <<'PY'
+  g1=$(( ga / 2 > 0 ? ga / 2 : 1 ))
+  g3=$(( 2 * ga ))
+  t1="$(step_ms "$run" "$g1")"
+  t2="$(step_ms "$run" "$ga")"
+  t3="$(step_ms "$run" "$g3")"
+  python3 - "$run" "$g1" "$ga" "$g3" "$t1" "$t2" "$t3" "$tmp/$g1.json" "$tmp/$g3.json" <<'PY'
 import json, sys
-run, ga, t1, t2 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-s1, s2 = (json.load(open(f)) for f in sys.argv[5:7])
-a = (t2 - t1) / 4
-c = t1 - 4 * a
-# The same straight-line fit per phase of the reported IPU: what c is made of.
+run = sys.argv[1]
+g = [int(x) for x in sys.argv[2:5]]
+t = [float(x) for x in sys.argv[5:8]]
+s1, s3 = (json.load(open(f)) for f in sys.argv[8:10])
+n = len(g)
+mg, mt = sum(g) / n, sum(t) / n
+a = sum((x - mg) * (y - mt) for x, y in zip(g, t)) / sum((x - mg) ** 2 for x in g)
+c = mt - a * mg
+off = max(abs(y - (a * x + c)) / y for x, y in zip(g, t))
+# What c is made of: the same line through the outer points, phase by phase (reported IPU).
 parts = []
 for k in s1["phases"]:
-    p1, p2 = (s["phases"][k]["time"]["value"] * 1e3 for s in (s1, s2))
-    ck = p1 - 4 * (p2 - p1) / 4
+    p1, p3 = (s["phases"][k]["time"]["value"] * 1e3 for s in (s1, s3))
+    ck = p1 - g[0] * (p3 - p1) / (g[2] - g[0])
     if abs(ck) >= 0.05:
         parts.append(f"{k} {ck:.1f}")
-print(f"| {run} | {ga} | {t1:.2f} ms | {t2:.2f} ms | {a:.3f} | {c:.2f} | {100 * c / (a * ga + c):.1f}% | {', '.join(parts)} |")
+ga = g[1]
+print(f"| {run} | {ga} | {t[0]:.2f}, {t[1]:.2f}, {t[2]:.2f} | {a:.3f} | {c:.2f} | "
+      f"{100 * c / (a * ga + c):.1f}% | {100 * off:.1f}% | {', '.join(parts)} |")
 PY
 done
