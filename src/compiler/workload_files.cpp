@@ -70,18 +70,18 @@ const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool", "add
 ModelDef load_model(const std::string& file) {
   // Read as every config is (a FIFO without a writer times out), and parsed with the shared
   // reader, which bounds alias expansion.
-  std::string text;
+  std::string content;
   try {
     if (auto fifo = read_if_fifo(file, std::size_t{64} << 20, "model file"))
-      text = std::move(*fifo);
+      content = std::move(*fifo);
     else
-      text = read_file_text(file);
+      content = read_file_text(file);
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
     throw ConfigError(fmt::format("{}: cannot open model file ({})", file, e.what()));
   }
-  const YAML::Node root = config::YamlReader(file).load(text);
+  const YAML::Node root = config::YamlReader(file).load(content);
   if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a map with 'model'", file));
   check_keys(file, root, "(top)", {"model", "layers"});
   const YAML::Node m = root["model"];
