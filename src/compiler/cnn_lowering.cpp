@@ -465,9 +465,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
   // layout, the checkpoints on their layers' layouts, the live activations of the largest
   // segment, the input buffer and the largest conv's temporaries.
-  const std::uint64_t eb = trace::dtype_bytes(m.dtype);
-  const auto [checkpoints, live] = lower.activation_bytes();
-  (void)checkpoints;
+  const std::uint64_t live = lower.activation_bytes().second;
   for (const auto& [name, layout] : lower.parameter_layouts()) {
     b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
     b.tensor("gradient_accumulator/" + name, trace::TensorKind::kGradient, layout);

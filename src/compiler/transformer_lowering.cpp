@@ -418,11 +418,11 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     const std::uint64_t live = std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts;
     // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
     // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
-    for (const auto& w : lower.parameters(n_attn, n_ffn, first)) {
-      b.tensor("weights/" + w.name, trace::TensorKind::kWeight, w.layout, w.copies);
-      b.tensor("gradient_accumulator/" + w.name, trace::TensorKind::kGradient, w.layout, w.copies);
+    for (const auto& param : lower.parameters(n_attn, n_ffn, first)) {
+      b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
+      b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout, param.copies);
       if (!run.optimiser_state_streaming && !rts)
-        b.tensor("optimiser_state/" + w.name, trace::TensorKind::kOptimiser, w.layout, 2 * w.copies);
+        b.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout, 2 * param.copies);
     }
     if (!run.optimiser_state_streaming && rts)
       b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
