@@ -4,10 +4,13 @@
 // Expected values are worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "compiler/ipu_builder.hpp"
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
+#include "ipusim/config/system.hpp"
 #include "ipusim/cost/codelet_models.hpp"
 #include "test_chips.hpp"
 
@@ -199,6 +202,50 @@ TEST(CompilerLayout, TransposedOperandIsRearrangedAndTransposed) {
   EXPECT_GE(transposes, 1u);
   // Transposing n half elements costs the copy call overhead + n cycles (2 B per cycle).
   EXPECT_EQ(cost::transpose(chip, DType::kHalf, 1000).cycles, 288u + 1000u);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+TEST(CompilerLayout, EveryParameterOfACompiledModelLivesOnItsLayout) {
+  // The reduced ResNet: each conv's weights, gradient accumulator and momentum are trace
+  // tensors on the tiles of the conv's weight layout, holding the whole k x k x Cin x Cout
+  // half tensor: tiles x bytes per tile covers it, and less than one block more.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml");
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  ASSERT_EQ(t.ipus.size(), 1u);
+  // Channels of each layer's output, propagated by hand through the model.
+  std::map<std::string, std::uint64_t> channels;
+  std::string previous;
+  std::uint64_t convs = 0;
+  for (const Layer& l : model.layers) {
+    const std::string in = l.input.empty() ? previous : l.input;
+    const std::uint64_t cin = in.empty() ? model.channels : channels.at(in);
+    previous = l.name;
+    channels[l.name] = l.op == "conv" || l.op == "fc" ? l.out : cin;
+    if (l.op != "conv") continue;
+    ++convs;
+    const std::uint64_t bytes = l.kernel * l.kernel * cin * l.out * 2;
+    for (const std::string kind : {"weights/", "gradient_accumulator/", "momentum/"}) {
+      const trace::Tensor* found = nullptr;
+      for (const auto& tensor : t.ipus[0].tensors)
+        if (tensor.name == kind + l.name) found = &tensor;
+      ASSERT_NE(found, nullptr) << kind << l.name;
+      EXPECT_EQ(found->tiles.first, 0u);
+      EXPECT_LT(found->tiles.last, system.spec.chip.tiles);
+      const std::uint64_t held = std::uint64_t{found->tiles.size()} * found->bytes_per_tile;
+      EXPECT_GE(held, bytes) << kind << l.name;
+      EXPECT_LT(held, bytes + std::uint64_t{found->tiles.size()} * found->bytes_per_tile / 2 + found->bytes_per_tile)
+          << kind << l.name;
+    }
+  }
+  EXPECT_EQ(convs, 9u);  // the stem and two bottleneck blocks of four convs (resnet_tiny.yaml)
 }
 
 }  // namespace
