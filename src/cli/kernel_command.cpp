@@ -228,7 +228,7 @@ int kernel_command(int argc, char** argv) {
   else if (format_name == "binary") format = trace::Format::kBinary;
   else if (!format_name.empty())
     throw UsageError(fmt::format("--format: expected text or binary, found \"{}\"", format_name));
-  trace::write_file(t, out, format);
+  trace::write_file(t, out, format, trace::Checked::kYes);  // checked above
   std::cout << fmt::format("wrote {} ({}, {} IPU program(s) x {} replica(s))\n", out, t.name,
                            t.ipus.size(), t.replicas);
   return 0;

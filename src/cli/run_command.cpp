@@ -5,11 +5,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <future>
 #include <iostream>
 #include <optional>
 #include <ostream>
 
 #include "common.hpp"
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/model/simulation.hpp"
 #include "ipusim/report/report.hpp"
@@ -73,6 +75,7 @@ int run_command(int argc, char** argv) {
   ChipOptions chip_opts;
   std::string out_dir;
   std::string trace_file;
+  std::string run_file, model_file, save_trace;
   std::string system_file;
   std::string engine_name = "fast";
   std::string tile_stats_file;
@@ -88,7 +91,17 @@ int run_command(int argc, char** argv) {
   desc.add_options()(
       "system", po::value(&system_file)->value_name("FILE"),
       "system config (configs/systems/*.yaml): runs the trace's replicas on that system's IPUs, "
-      "links and gateways; --chip then replaces the system's chip")(
+      "links and gateways; --chip then replaces the system's chip; with --run, default: the "
+      "run config's")(
+      "run", po::value(&run_file)->value_name("FILE"),
+      "instead of TRACE: a run config (configs/runs/*.yaml) whose training step is compiled in "
+      "memory, as 'ipusim compile' does, and simulated on the system; --set run.* keys go to "
+      "the run config, all others to the system; no trace file is written")(
+      "model", po::value(&model_file)->value_name("FILE"),
+      "with --run: the model (models/*.yaml); default: the run config's")(
+      "save-trace", po::value(&save_trace)->value_name("TRACE"),
+      "with --run: also write the compiled trace (.itb binary, .trace text), as 'ipusim "
+      "compile --out TRACE' would")(
       "all-replicas", po::bool_switch(&all_replicas),
       "simulate every replica in full instead of replica 0 only (identical results for "
       "symmetric programs, slower)")(
@@ -120,9 +133,12 @@ int run_command(int argc, char** argv) {
   pos.add("trace", 1);
   parse("run", argc, argv, desc, &pos);
   if (common.help) {
-    print_help("ipusim run [options] TRACE",
+    print_help("ipusim run [options] TRACE\n"
+               "       ipusim run --run FILE [--model FILE] [--system FILE] [--save-trace TRACE] [options]",
                "Simulates a compiled BSP program trace on the SystemC model of a chip (--chip)\n"
-               "or of a whole system (--system: IPUs, IPU-Links, GW-Links, gateways) and\n"
+               "or of a whole system (--system: IPUs, IPU-Links, GW-Links, gateways), or, with\n"
+               "--run, compiles a training step in memory and simulates it in the same process\n"
+               "(the results are those of 'ipusim compile' then 'ipusim run' on its trace), and\n"
                "prints total cycles, the split over compute, on-chip sync and exchange, host\n"
                "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
                "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
@@ -134,7 +150,14 @@ int run_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
-  if (trace_file.empty()) throw UsageError("ipusim run: missing TRACE (see 'ipusim run --help')");
+  const bool compiling = !run_file.empty();
+  if (compiling && !trace_file.empty())
+    throw UsageError(fmt::format("ipusim run: give a TRACE or --run FILE, not both (found {} and --run {})",
+                                 trace_file, run_file));
+  if (!compiling && !model_file.empty()) throw UsageError("--model: needs --run FILE");
+  if (!compiling && !save_trace.empty()) throw UsageError("--save-trace: needs --run FILE");
+  if (!compiling && trace_file.empty())
+    throw UsageError("ipusim run: missing TRACE or --run FILE (see 'ipusim run --help')");
   const auto engine = model::engine_by_name(engine_name);
   if (!engine)
     throw UsageError(fmt::format("--engine: expected fast or reference, found \"{}\"", engine_name));
@@ -169,12 +192,27 @@ int run_command(int argc, char** argv) {
   if (!timeline_file.empty()) create_parent_directories(timeline_file);
   if (!tile_stats_file.empty()) create_parent_directories(tile_stats_file);
 
+  // With --run, overrides go to the file they belong to (as with 'ipusim compile'), and the
+  // system is the run config's unless --system names another.
+  std::vector<std::string> system_overrides = chip_opts.overrides;
+  std::optional<compiler::LoadedRun> run;
+  std::optional<compiler::ModelDef> model;
+  if (compiling) {
+    std::vector<std::string> run_overrides;
+    system_overrides.clear();
+    for (const auto& o : chip_opts.overrides)
+      (o.starts_with("run.") ? run_overrides : system_overrides).push_back(o);
+    run = compiler::load_run(run_file, run_overrides);
+    model = compiler::load_model(model_file.empty() ? run->run.model_file : model_file);
+    if (system_file.empty()) system_file = run->run.system_file;
+  }
+
   // A system brings its own chip; an explicit --chip replaces it.
   std::optional<LoadedSystem> system;
   std::optional<LoadedChip> chip;
   if (!system_file.empty()) {
     const bool chip_given = vm_has_chip(argc, argv);
-    system = load_system(system_file, chip_opts.overrides,
+    system = load_system(system_file, system_overrides,
                          chip_given ? std::optional(chip_opts.chip_file) : std::nullopt);
     spdlog::info("system {} ({} IPUs) from {}", system->spec.name, system->spec.ipus(), system_file);
   } else {
@@ -183,15 +221,40 @@ int run_command(int argc, char** argv) {
   }
   const ChipSpec& chip_spec = system ? system->spec.chip : chip->spec;
   Progress progress("ipusim run", "phases", !quiet);
-  progress.message("reading " + trace_file);
-  // read_file checks the structure (check_structure) before returning.
-  const trace::Trace trace = trace::read_file(trace_file);
+  // The trace's identity (a hash of its binary serialisation) is only written to the run
+  // directory, so it is computed only with --out: from the bytes as they are read, from the
+  // bytes of --save-trace as they are written, or else by serialising the compiled trace.
+  const bool want_identity = !out_dir.empty();
+  std::string identity;
+  const trace::Trace trace = [&] {
+    if (compiling) {
+      progress.message(fmt::format("compiling {} ({})", model->name, run->run.name));
+      // compile() checks the structure of its result.
+      return compiler::compile(*model, run->run, system->spec);
+    }
+    progress.message("reading " + trace_file);
+    // read_file checks the structure (check_structure) before returning.
+    return trace::read_file(trace_file, want_identity ? &identity : nullptr);
+  }();
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
                trace.replicas);
+  // A compiled trace is saved (--save-trace) or hashed on a second thread while the
+  // simulation runs (it only reads the trace); both are done before the run directory is.
+  std::future<void> saving;
+  if (compiling && (!save_trace.empty() || want_identity)) {
+    if (!save_trace.empty()) create_parent_directories(save_trace);
+    saving = std::async(std::launch::async, [&] {
+      if (!save_trace.empty())
+        trace::write_file(trace, save_trace, trace::format_for_path(save_trace), trace::Checked::kYes,
+                          want_identity ? &identity : nullptr);
+      else
+        identity = trace::identity(trace);
+    });
+  }
 
   model::ModelOptions options;
   options.engine = *engine;
-  options.origin = trace_file;
+  options.origin = compiling ? (save_trace.empty() ? run_file : save_trace) : trace_file;
   options.memoise_loops = !full_loops;
   // Spans feed the timeline and supersteps.csv (fast engine); recorded only when asked for.
   options.record_spans = *engine == model::Engine::kFast && (!timeline_file.empty() || !out_dir.empty());
@@ -235,8 +298,10 @@ int run_command(int argc, char** argv) {
       stats.wall_seconds > 0 ? supersteps / stats.wall_seconds : 0.0, peak_rss_kib());
   if (!tile_stats_file.empty()) write_tile_stats(tile_stats_file, stats);
 
-  // The identity (a hash of the binary serialisation) is only written to the run directory.
-  report::RunInfo info{trace_file, trace.name, out_dir.empty() ? "" : trace::identity(trace),
+  if (saving.valid()) saving.get();  // rethrows a failed write
+  // The trace file is the one simulated, or the one saved; none for a trace compiled in
+  // memory and not saved.
+  report::RunInfo info{compiling ? save_trace : trace_file, trace.name, identity,
                        system ? system_file : chip_opts.chip_file};
   info.meta = trace.meta;
   if (!timeline_file.empty()) {

@@ -125,7 +125,8 @@ sw::PointResult finish_point(const Layout& layout, const sw::PointPlan& plan, co
     r = sw::failed_result(plan, sw::point_error(job.stderr_text, job.error, work, run_dir));
   }
   std::error_code ec;
-  fs::remove(work + "/" + sw::point_trace_name(plan), ec);  // the trace: identified by trace.id
+  if (const std::string trace = sw::point_trace_name(plan); !trace.empty())
+    fs::remove(work + "/" + trace, ec);  // the kernel's trace: identified by trace.id
   write_file_atomically(work + "/point.json", [&](std::ostream& o) { o << sw::point_record(r); });
   const std::string final_dir = layout.final_dir(plan.id);
   fs::remove_all(final_dir, ec);
@@ -180,8 +181,9 @@ int sweep_command(int argc, char** argv) {
                "step compiled from a run config) under each combination of the spec's axes\n"
                "(config keys as with --set, the system, chip, run or model file, kernel\n"
                "arguments), as a product or zipped, minus excluded points. Each point runs in\n"
-               "its own ipusim processes ('kernel' or 'compile', then 'run --out') and gets its\n"
-               "own run directory DIR/points/<id>, where <id> is a hash of all its resolved\n"
+               "its own ipusim processes ('kernel' then 'run --out', or one 'run --run --out'\n"
+               "that compiles the training step in memory) and gets its own run directory\n"
+               "DIR/points/<id>, where <id> is a hash of all its resolved\n"
                "inputs: re-running skips finished points and runs failed or changed ones.\n"
                "Writes DIR/sweep.csv and DIR/sweep.json, one row per point in spec order, the\n"
                "same bytes whatever --jobs or the MPI rank count. Under mpirun, rank 0 hands\n"

@@ -49,8 +49,7 @@ int validate_command(int argc, char** argv) {
         continue;
       }
       if (!chip) chip = load_chip_options(chip_opts).spec;
-      const trace::Trace t = trace::read_file(f);
-      trace::check_structure(t, f);
+      const trace::Trace t = trace::read_file(f);  // checks the structure
       trace::check_tiles(t, chip->tiles, f);
       for (const auto& program : t.ipus)
         cost::check_memory(*chip, program, cost::memory_map(*chip, program));

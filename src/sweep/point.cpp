@@ -165,29 +165,31 @@ PointPlan plan_point(const Spec& spec, const Point& point) {
   }
 }
 
-std::string point_trace_name(const PointPlan& plan) { return plan.kernel_point ? "kernel.itb" : "compiled.itb"; }
+std::string point_trace_name(const PointPlan& plan) { return plan.kernel_point ? "kernel.itb" : ""; }
 
 regression::Job point_job(const PointPlan& p, const std::string& exe, const std::string& work_dir) {
   regression::Job job;
   job.log_prefix = work_dir + "/log";
-  const std::string trace = work_dir + "/" + point_trace_name(p);
-  if (p.kernel_point) {
-    std::vector<std::string> argv{exe, "kernel", p.kernel, "--chip", p.chip_file};
-    add_sets(argv, select(p.sets, "chip.", true));
-    for (const auto& [k, v] : p.args) {
-      argv.push_back("--" + k);
-      if (!v.empty()) argv.push_back(v);
-    }
-    argv.insert(argv.end(), {"--out", trace});
-    job.steps.push_back(std::move(argv));
-  } else {
-    std::vector<std::string> argv{exe, "compile", "--run", p.run_file, "--model", p.model_file, "--system",
-                                  p.system_file};
+  if (!p.kernel_point) {
+    // A workload point is one process: the training step is compiled in memory and simulated
+    // (run.* keys go to the run config, the others to the system), with no trace file.
+    std::vector<std::string> argv{exe,         "run",         "--quiet",  "--run",  p.run_file,
+                                  "--model",   p.model_file,  "--system", p.system_file};
     if (p.chip_explicit) argv.insert(argv.end(), {"--chip", p.chip_file});
     add_sets(argv, p.sets);
-    argv.insert(argv.end(), {"--out", trace});
+    argv.insert(argv.end(), {"--out", work_dir});
     job.steps.push_back(std::move(argv));
+    return job;
   }
+  const std::string trace = work_dir + "/" + point_trace_name(p);
+  std::vector<std::string> argv{exe, "kernel", p.kernel, "--chip", p.chip_file};
+  add_sets(argv, select(p.sets, "chip.", true));
+  for (const auto& [k, v] : p.args) {
+    argv.push_back("--" + k);
+    if (!v.empty()) argv.push_back(v);
+  }
+  argv.insert(argv.end(), {"--out", trace});
+  job.steps.push_back(std::move(argv));
   std::vector<std::string> run{exe, "run", "--quiet"};
   if (!p.system_file.empty()) run.insert(run.end(), {"--system", p.system_file});
   if (p.system_file.empty() || p.chip_explicit) run.insert(run.end(), {"--chip", p.chip_file});

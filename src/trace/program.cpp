@@ -36,8 +36,8 @@ std::string ipu_prefix(const Trace& trace, const IpuProgram& ipu) {
 // Checks shared by every structural item.
 class StructureChecker {
  public:
-  StructureChecker(const Trace& trace, const std::string& origin)
-      : trace_(trace), origin_(origin) {}
+  StructureChecker(const Trace& trace, const std::string& origin, bool check_overlaps = true)
+      : trace_(trace), origin_(origin), check_overlaps_(check_overlaps) {}
 
   void run() {
     if (trace_.version < kOldestFormatVersion || trace_.version > kFormatVersion)
@@ -184,6 +184,7 @@ class StructureChecker {
                          item(), ex.dst_pool.size()));
       for (const TileRange& r : ex.destinations(t))
         check_range([&] { return item() + " destination"; }, r);
+      if (!check_overlaps_) continue;
       if (auto tile = first_shared_tile(ex.destinations(t)))
         fail(
             fmt::format("{}{} lists destination tile {} twice (destination ranges must not "
@@ -284,6 +285,7 @@ class StructureChecker {
 
   const Trace& trace_;
   const std::string& origin_;
+  bool check_overlaps_ = true;
   std::string prefix_;
 };
 
@@ -386,6 +388,10 @@ bool Trace::uses_system() const {
 
 void check_structure(const Trace& trace, const std::string& origin) {
   StructureChecker(trace, origin).run();
+}
+
+void check_structure_after_read(const Trace& trace, const std::string& origin) {
+  StructureChecker(trace, origin, /*check_overlaps=*/false).run();
 }
 
 void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string& origin) {

@@ -238,6 +238,12 @@ TEST(Sweep, ReportOfARealSweepDrawsEveryPoint) {
   const double t64 = std::stod(table[1].at("throughput"));
   EXPECT_EQ(table[0].at("ipus"), "16");
   EXPECT_EQ(table[1].at("ipus"), "64");
+  // A workload point is one process ('ipusim run --run', issue 14): one log, no trace file.
+  const std::string point = dir.file("out/points/" + table[0].at("id"));
+  EXPECT_TRUE(fs::is_regular_file(point + "/log.0.err"));
+  EXPECT_FALSE(fs::exists(point + "/log.1.err"));
+  EXPECT_NE(read_all(point + "/trace.id").find("identity: "), std::string::npos);
+  for (const auto& e : fs::directory_iterator(point)) EXPECT_NE(e.path().extension(), ".itb") << e.path();
   const auto rep = ipusim("report " + dir.file("out") + " --out " + dir.file("s.html"));
   ASSERT_EQ(rep.status, 0) << rep.err;
   const std::string html = read_all(dir.file("s.html"));

@@ -43,11 +43,13 @@ struct PointPlan {
 // "<spec>:<line>: point N (key=value, ...): <problem>".
 PointPlan plan_point(const Spec& spec, const Point& point);
 
-// The child processes of a point: 'ipusim kernel' or 'ipusim compile' writing
-// <work_dir>/<trace>, then 'ipusim run --out <work_dir>' on it. Logs go to <work_dir>/log.N.*.
+// The child processes of a point: for a kernel, 'ipusim kernel' writing <work_dir>/<trace>,
+// then 'ipusim run --out <work_dir>' on it; for a workload, one 'ipusim run --run RUN --out
+// <work_dir>' that compiles the step in memory (no trace file). Logs go to <work_dir>/log.N.*.
 regression::Job point_job(const PointPlan& plan, const std::string& exe, const std::string& work_dir);
 
-// The trace file a point's first step writes inside its work directory.
+// The trace file a point's first step writes inside its work directory ("" for a workload
+// point, which writes none).
 std::string point_trace_name(const PointPlan& plan);
 
 }  // namespace ipusim::sweep

@@ -228,6 +228,9 @@ struct Trace {
 // <= kMaxCount, repeat nesting <= kMaxRepeatDepth, fields a step's kind does not use left at
 // their defaults. Throws TraceError "<origin>: <item>: <problem>".
 void check_structure(const Trace& trace, const std::string& origin);
+// check_structure for the readers: the same checks except the per-transfer destination
+// overlap test (first_shared_tile), which every reader makes as it reads each transfer.
+void check_structure_after_read(const Trace& trace, const std::string& origin);
 
 // Checks against a chip's tile count; throws TraceError naming the first item with a tile out
 // of range, e.g. "<origin>: compute set 'mm' vertex 3 uses tile 1500 but the chip has 1472

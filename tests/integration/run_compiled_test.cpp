@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// `ipusim run --run RUN.yaml`: the training step compiled in memory and simulated in one
+// process gives the run directory of 'ipusim compile' followed by 'ipusim run' (issue 14,
+// item 3), and the trace id is that of the in-memory trace, from the bytes read or written
+// (item 2).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cli_harness.hpp"
+
+namespace ipusim::testing {
+namespace {
+
+std::string tiny_run() { return source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml"; }
+std::string pod16() { return source_dir() + "/configs/systems/pod16.yaml"; }
+
+// stats.json without its "file" line (the trace file simulated, if any).
+std::string without_file(const std::string& stats) {
+  std::string out;
+  std::size_t at = 0;
+  while (at < stats.size()) {
+    auto end = stats.find('\n', at);
+    if (end == std::string::npos) end = stats.size();
+    const std::string line = stats.substr(at, end - at);
+    if (line.find("\"file\": ") == std::string::npos || line.find(".yaml") != std::string::npos) out += line + "\n";
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string identity_line(const std::string& trace_id) {
+  const auto at = trace_id.find("identity: ");
+  return at == std::string::npos ? "" : trace_id.substr(at);
+}
+
+TEST(RunCompiled, GivesTheRunDirectoryOfCompileThenRun) {
+  TempDir dir;
+  const std::string sets = " --set chip.clock=1.5GHz --set run.gradient_accumulation=2";
+  const std::string trace = dir.file("t.itb");
+  auto r = ipusim("compile --run " + tiny_run() + sets + " --out " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = ipusim("run -q --system " + pod16() + " --set chip.clock=1.5GHz --out " + dir.file("two") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // One process, no trace file: the same run directory except the trace file's name.
+  r = ipusim("run -q --run " + tiny_run() + sets + " --out " + dir.file("one"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string two = read_all(dir.file("two/stats.json")), one = read_all(dir.file("one/stats.json"));
+  ASSERT_FALSE(two.empty());
+  EXPECT_NE(one.find("\"file\": \"\""), std::string::npos) << "no trace file was simulated";
+  EXPECT_EQ(without_file(one), without_file(two));
+  for (const char* f : {"config.resolved.yaml", "tiles.csv", "supersteps.csv"})
+    EXPECT_EQ(read_all(dir.file(std::string("one/") + f)), read_all(dir.file(std::string("two/") + f))) << f;
+  // The id of the in-memory trace is the one 'ipusim run' gives for its file.
+  const std::string id = identity_line(read_all(dir.file("two/trace.id")));
+  ASSERT_EQ(id.size(), std::string("identity: ").size() + 16 + 1) << id;
+  EXPECT_EQ(identity_line(read_all(dir.file("one/trace.id"))), id);
+  // Only the run directory was written: no trace beside it.
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "t.itb only";
+}
+
+TEST(RunCompiled, SaveTraceWritesTheTraceItSimulated) {
+  TempDir dir;
+  // --save-trace with the name compile would use: stats.json is byte-identical.
+  auto r = ipusim("compile --run " + tiny_run() + " --out " + dir.file("c.itb"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("two") + " " + dir.file("c.itb"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string compiled = read_all(dir.file("c.itb"));
+  std::filesystem::remove(dir.file("c.itb"));
+  r = ipusim("run -q --run " + tiny_run() + " --save-trace " + dir.file("c.itb") + " --out " + dir.file("one"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_all(dir.file("one/stats.json")), read_all(dir.file("two/stats.json")));
+  EXPECT_EQ(read_all(dir.file("one/trace.id")), read_all(dir.file("two/trace.id")));
+  EXPECT_TRUE(read_all(dir.file("c.itb")) == compiled) << "the saved trace is the compiled one, byte for byte";
+  // Running the saved file gives the same stats; a text trace too, and the same id.
+  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("again") + " " + dir.file("c.itb"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_all(dir.file("again/stats.json")), read_all(dir.file("one/stats.json")));
+  r = ipusim("run -q --run " + tiny_run() + " --save-trace " + dir.file("sub/c.trace") + " --out " + dir.file("text"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("text2") + " " + dir.file("sub/c.trace"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_all(dir.file("text/stats.json")), read_all(dir.file("text2/stats.json")));
+  EXPECT_EQ(identity_line(read_all(dir.file("text/trace.id"))), identity_line(read_all(dir.file("one/trace.id"))));
+  EXPECT_EQ(identity_line(read_all(dir.file("text2/trace.id"))), identity_line(read_all(dir.file("one/trace.id"))));
+}
+
+TEST(RunCompiled, BadInputsAreClearErrors) {
+  TempDir dir;
+  auto r = ipusim("run --run " + dir.file("missing.yaml") + " --out " + dir.file("o"));
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find(dir.file("missing.yaml")), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o/stats.json")));
+  {
+    std::ofstream(dir.file("bad.yaml")) << "run:\n  name: x\n  replicaz: 2\n";
+  }
+  r = ipusim("run --run " + dir.file("bad.yaml"));
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find(dir.file("bad.yaml")), std::string::npos) << r.err;
+  r = ipusim("run --run " + tiny_run() + " --set run.replicas=32");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("need 32 IPUs"), std::string::npos) << r.err;
+  r = ipusim("run --run " + tiny_run() + " " + dir.file("x.itb"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
+  r = ipusim("run --save-trace " + dir.file("x.itb") + " " + dir.file("x.itb"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--save-trace: needs --run"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace ipusim::testing
