@@ -52,6 +52,23 @@ std::string args_key(const kernels::ConvArgs& a) {
   return key;
 }
 
+// One copy of `v` per block of `l` (vertex tiles are ranges: a strided layout's blocks are not
+// contiguous, so each gets its own; a contiguous layout needs one range).
+std::vector<trace::Vertex> on_blocks(const Layout& l, trace::Vertex v) {
+  std::vector<trace::Vertex> vs;
+  if (l.tile_stride == 1) {
+    v.tiles = l.range();
+    vs.push_back(v);
+    return vs;
+  }
+  for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
+    for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
+      v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
+      vs.push_back(v);
+    }
+  return vs;
+}
+
 }  // namespace
 
 // Operands a conv reads are spread evenly over the tiles that use them (Poplar maps created
@@ -163,25 +180,18 @@ void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
   });
 }
 
-void IpuBuilder::transpose(Steps& out, const Layout& l) {
-  const std::string key = fmt::format("transpose_{}", layout_key(l));
+void IpuBuilder::per_block(Steps& out, const std::string& key, const Layout& l, const trace::Vertex& v) {
   cached(out, key, [&](Steps& steps) {
-    trace::Vertex v{trace::Codelet::kTranspose, l.range(), {}};
-    v.params[sl::kTransposeDType] = static_cast<std::int64_t>(l.dtype);
-    v.params[sl::kTransposeN] = static_cast<std::int64_t>(l.per_tile());
-    if (l.tile_stride == 1) {
-      steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, {v})));
-    } else {
-      std::vector<trace::Vertex> vs;
-      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
-        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
-          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
-          vs.push_back(v);
-        }
-      steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, std::move(vs))));
-    }
+    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_blocks(l, v))));
     steps.push_back(make_step(StepKind::kSync));
   });
+}
+
+void IpuBuilder::transpose(Steps& out, const Layout& l) {
+  trace::Vertex v{trace::Codelet::kTranspose, l.range(), {}};
+  v.params[sl::kTransposeDType] = static_cast<std::int64_t>(l.dtype);
+  v.params[sl::kTransposeN] = static_cast<std::int64_t>(l.per_tile());
+  per_block(out, fmt::format("transpose_{}", layout_key(l)), l, v);
 }
 
 Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input, const Operand& weights) {
@@ -308,28 +318,11 @@ void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> op
     v.params[sl::kEltN] = static_cast<std::int64_t>(n);
     return v;
   };
-  // Blocks of a strided layout are not contiguous: one vertex per block tile.
-  auto on_tiles = [&](trace::Vertex v) {
-    std::vector<trace::Vertex> vs;
-    if (l.tile_stride == 1) {
-      vs.push_back(v);
-    } else {
-      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
-        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
-          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
-          vs.push_back(v);
-        }
-    }
-    return vs;
-  };
   if (!fuse_ || ops.size() == 1) {
     for (Op op : ops) {
       const std::string key =
           fmt::format("{}_{}", trace::kOpNames[static_cast<std::size_t>(op)], layout_key(l));
-      cached(out, key, [&](Steps& steps) {
-        steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_tiles(vertex_for(op)))));
-        steps.push_back(make_step(StepKind::kSync));
-      });
+      per_block(out, key, l, vertex_for(op));
     }
     return;
   }
@@ -341,58 +334,27 @@ void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> op
     op_cycles += cost::op_vector_cycles(op, l.dtype);
   }
   const std::string key = fmt::format("map_{}_{}", names, layout_key(l));
-  cached(out, key, [&](Steps& steps) {
-    trace::Vertex v{trace::Codelet::kMap, l.range(), {}};
-    v.params[sl::kMapDType] = static_cast<std::int64_t>(l.dtype);
-    v.params[sl::kMapN] = static_cast<std::int64_t>(n);
-    v.params[sl::kMapOpCycles] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, op_cycles));
-    v.params[sl::kMapOps] = static_cast<std::int64_t>(ops.size());
-    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_tiles(v))));
-    steps.push_back(make_step(StepKind::kSync));
-  });
+  trace::Vertex v{trace::Codelet::kMap, l.range(), {}};
+  v.params[sl::kMapDType] = static_cast<std::int64_t>(l.dtype);
+  v.params[sl::kMapN] = static_cast<std::int64_t>(n);
+  v.params[sl::kMapOpCycles] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, op_cycles));
+  v.params[sl::kMapOps] = static_cast<std::int64_t>(ops.size());
+  per_block(out, key, l, v);
 }
 
 void IpuBuilder::cast(Steps& out, const Layout& l, DType from) {
-  const std::string key = fmt::format("cast_{}_{}", static_cast<int>(from), layout_key(l));
-  cached(out, key, [&](Steps& steps) {
-    trace::Vertex v{trace::Codelet::kCast, l.range(), {}};
-    v.params[sl::kCastFrom] = static_cast<std::int64_t>(from);
-    v.params[sl::kCastTo] = static_cast<std::int64_t>(l.dtype);
-    v.params[sl::kCastN] = static_cast<std::int64_t>(l.per_tile());
-    std::vector<trace::Vertex> vs;
-    if (l.tile_stride == 1) {
-      vs.push_back(v);
-    } else {
-      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
-        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
-          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
-          vs.push_back(v);
-        }
-    }
-    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, std::move(vs))));
-    steps.push_back(make_step(StepKind::kSync));
-  });
+  trace::Vertex v{trace::Codelet::kCast, l.range(), {}};
+  v.params[sl::kCastFrom] = static_cast<std::int64_t>(from);
+  v.params[sl::kCastTo] = static_cast<std::int64_t>(l.dtype);
+  v.params[sl::kCastN] = static_cast<std::int64_t>(l.per_tile());
+  per_block(out, fmt::format("cast_{}_{}", static_cast<int>(from), layout_key(l)), l, v);
 }
 
 void IpuBuilder::scaled_add(Steps& out, const Layout& l) {
-  const std::string key = fmt::format("scaled_add_{}", layout_key(l));
-  cached(out, key, [&](Steps& steps) {
-    std::vector<trace::Vertex> vs;
-    trace::Vertex v{trace::Codelet::kScaledAdd, l.range(), {}};
-    v.params[sl::kScaledAddDType] = static_cast<std::int64_t>(l.dtype);
-    v.params[sl::kScaledAddN] = static_cast<std::int64_t>(l.per_tile());
-    if (l.tile_stride == 1) {
-      vs.push_back(v);
-    } else {
-      for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
-        for (std::uint64_t c = 0; c < l.channel_blocks(); ++c) {
-          v.tiles = TileRange{l.tile(p, c), l.tile(p, c)};
-          vs.push_back(v);
-        }
-    }
-    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, std::move(vs))));
-    steps.push_back(make_step(StepKind::kSync));
-  });
+  trace::Vertex v{trace::Codelet::kScaledAdd, l.range(), {}};
+  v.params[sl::kScaledAddDType] = static_cast<std::int64_t>(l.dtype);
+  v.params[sl::kScaledAddN] = static_cast<std::int64_t>(l.per_tile());
+  per_block(out, fmt::format("scaled_add_{}", layout_key(l)), l, v);
 }
 
 void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t stats, bool broadcast) {

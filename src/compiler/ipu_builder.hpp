@@ -115,6 +115,8 @@ class IpuBuilder {
   // `a` with the builder's partials type (the run's precision).
   kernels::ConvArgs with_partials(kernels::ConvArgs a) const;
   void transpose(Steps& out, const Layout& layout);
+  // A compute set (cached by `key`) of `v` on every block of `layout`, then a sync.
+  void per_block(Steps& out, const std::string& key, const Layout& layout, const trace::Vertex& v);
   std::uint32_t add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices);
   std::uint32_t add_exchange(trace::Exchange ex);
   // Appends the cached steps of `key`, building them with `build` the first time.

@@ -104,22 +104,11 @@ void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, st
 
 void block_pieces(const Layout& from, const Layout& to,
                   const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f) {
-  const std::uint64_t eb = trace::dtype_bytes(to.dtype);
-  for (std::uint64_t p = 0; p < to.position_blocks(); ++p) {
-    const std::uint64_t p0 = p * to.positions_per_tile, p1 = std::min(to.positions, p0 + to.positions_per_tile);
-    for (std::uint64_t c = 0; c < to.channel_blocks(); ++c) {
-      const std::uint64_t c0 = c * to.chans_per_tile, c1 = std::min(to.channels, c0 + to.chans_per_tile);
-      for (std::uint64_t fp = p0 / from.positions_per_tile; fp * from.positions_per_tile < p1; ++fp) {
-        const std::uint64_t q0 = std::max(p0, fp * from.positions_per_tile);
-        const std::uint64_t q1 = std::min(p1, (fp + 1) * from.positions_per_tile);
-        for (std::uint64_t fc = c0 / from.chans_per_tile; fc * from.chans_per_tile < c1; ++fc) {
-          const std::uint64_t d0 = std::max(c0, fc * from.chans_per_tile);
-          const std::uint64_t d1 = std::min(c1, (fc + 1) * from.chans_per_tile);
-          f(p, c, from.tile(fp, fc), (q1 - q0) * (d1 - d0) * eb);
-        }
-      }
-    }
-  }
+  for (std::uint64_t p = 0; p < to.position_blocks(); ++p)
+    for (std::uint64_t c = 0; c < to.channel_blocks(); ++c)
+      range_pieces(from, p * to.positions_per_tile, (p + 1) * to.positions_per_tile, c * to.chans_per_tile,
+                   (c + 1) * to.chans_per_tile,
+                   [&](std::uint32_t src, std::uint64_t bytes) { f(p, c, src, bytes); });
 }
 
 namespace {
