@@ -26,6 +26,9 @@ void check_keys(const std::string& file, const YAML::Node& map, const std::strin
                 const std::vector<std::string>& allowed) {
   if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
   for (const auto& kv : map) {
+    if (!kv.first.IsScalar())
+      throw ConfigError(fmt::format("{}: {}: expected key names, found a {}", at(file, kv.first), where,
+                                    kv.first.IsMap() ? "map" : "list"));
     const std::string key = kv.first.as<std::string>();
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       throw ConfigError(fmt::format("{}: {}.{}: unknown key{}", at(file, kv.first), where, key,
@@ -35,6 +38,7 @@ void check_keys(const std::string& file, const YAML::Node& map, const std::strin
 
 std::uint64_t count(const std::string& file, const YAML::Node& map, const std::string& key,
                     const std::string& where, std::optional<std::uint64_t> fallback = std::nullopt) {
+  if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
   const YAML::Node n = map[key];
   if (!n) {
     if (fallback) return *fallback;
@@ -52,6 +56,7 @@ std::uint64_t count(const std::string& file, const YAML::Node& map, const std::s
 
 std::string text(const std::string& file, const YAML::Node& map, const std::string& key,
                  const std::string& where, std::optional<std::string> fallback = std::nullopt) {
+  if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
   const YAML::Node n = map[key];
   if (!n) {
     if (fallback) return *fallback;
@@ -65,6 +70,10 @@ std::string text(const std::string& file, const YAML::Node& map, const std::stri
 const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool", "add",
                                     "avgpool", "fc", "softmax_loss"};
 
+}  // namespace
+
+namespace {
+ModelDef parse_model(const std::string& file, const YAML::Node& root);
 }  // namespace
 
 ModelDef load_model(const std::string& file) {
@@ -82,6 +91,19 @@ ModelDef load_model(const std::string& file) {
     throw ConfigError(fmt::format("{}: cannot open model file ({})", file, e.what()));
   }
   const YAML::Node root = config::YamlReader(file).load(content);
+  // Every shape problem is a ConfigError naming file:line; a yaml-cpp exception reaching here
+  // (a node used as a map that is not one) is reported the same way, never as a crash.
+  try {
+    return parse_model(file, root);
+  } catch (const YAML::Exception& e) {
+    const std::string where = e.mark.line < 0 ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
+    throw ConfigError(fmt::format("{}: invalid model file: {}", where, e.msg));
+  }
+}
+
+namespace {
+
+ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a map with 'model'", file));
   check_keys(file, root, "(top)", {"model", "layers"});
   const YAML::Node m = root["model"];
@@ -154,6 +176,8 @@ ModelDef load_model(const std::string& file) {
   def.dtype = dtype == "half" ? trace::DType::kHalf : trace::DType::kFloat;
   return def;
 }
+
+}  // namespace
 
 namespace {
 

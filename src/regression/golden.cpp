@@ -10,6 +10,7 @@
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json.hpp"
+#include "ipusim/util/strings.hpp"
 
 namespace ipusim::regression {
 namespace {
@@ -26,7 +27,8 @@ const Number* Golden::find(std::string_view field) const {
 
 std::string golden_text(const Golden& g) {
   std::string out;
-  out += fmt::format("# Golden result of regression case {}.\n", g.case_name);
+  // The comment shows the name printably: a raw line break in it would end the comment.
+  out += fmt::format("# Golden result of regression case {}.\n", printable(g.case_name));
   out += "# Written by 'ipusim check --update' (docs/regression.md); review changes like code.\n";
   out += fmt::format("format: {}\n", kFormat);
   out += fmt::format("case: {}\n", JsonWriter::escape(g.case_name));

@@ -3,12 +3,16 @@
 // configs, and what-if directions on reduced models (tests/data/workloads/).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "cli_harness.hpp"
 
 namespace ipusim::testing {
 namespace {
 
 std::string workload_dir() { return source_dir() + "/tests/data/workloads/"; }
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 double step_cycles(const std::string& stats) { return json_value_after(stats, "\"total\""); }
 double step_seconds(const std::string& stats) {
@@ -114,6 +118,24 @@ TEST(Workload, TinyAvailableMemoryProportionCompiles) {
   const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/resnet50-pod16.yaml" +
                         " --set run.available_memory_proportion=1e-7 --out " + dir.file("x.itb"));
   EXPECT_EQ(r.status, 0) << r.err;
+}
+
+TEST(Workload, ModelFilesOfTheWrongShapeAreClearErrors) {
+  // Found by the model-file fuzzer: a scalar where a map belongs threw yaml-cpp's BadSubscript
+  // past the loader.
+  TempDir dir;
+  const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";
+  write_file(dir.file("a.yaml"), "model: cnn\nlayers: []\n");
+  auto r = ipusim("compile --run " + run + " --model " + dir.file("a.yaml") + " --out " + dir.file("x"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("a.yaml:1:8: model: expected a map"), std::string::npos) << r.err;
+  write_file(dir.file("b.yaml"), "model:\n  family: cnn\n  name: x\n  input: 5\nlayers: []\n");
+  r = ipusim("compile --run " + run + " --model " + dir.file("b.yaml") + " --out " + dir.file("x"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("b.yaml:4:10: model.input: expected a map"), std::string::npos) << r.err;
+  write_file(dir.file("c.yaml"), "model:\n  ? [family]\n  : cnn\n");
+  r = ipusim("compile --run " + run + " --model " + dir.file("c.yaml") + " --out " + dir.file("x"));
+  EXPECT_EQ(r.status, 3) << r.err;
 }
 
 TEST(Workload, BadRunConfigsAreClearErrors) {
