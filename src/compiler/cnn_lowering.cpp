@@ -254,7 +254,7 @@ class CnnLowering {
         // mean, inverse standard deviation, then back to the tiles holding each channel.
         const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
         b_.elementwise(out, b_.linear(DType::kFloat, 1, c.out.c), stats);
-        b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/true);
+        b_.broadcast(out, x.layout, Axis::kPositions, 2);
       }
       // whiten (x - mean) * inv_std, then scale and shift: pending, fused with what follows.
       fwd_[l.name] = Value{x.layout, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd}};
@@ -369,7 +369,7 @@ class CnnLowering {
       if (run_.batchnorm_group > 1)
         out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
                                              {trace::GroupKind::kReplicas, run_.batchnorm_group}));
-      b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/true);
+      b_.broadcast(out, g.layout, Axis::kPositions, 2);
       // gamma and beta gradients into their accumulators
       b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
       // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.

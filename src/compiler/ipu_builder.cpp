@@ -69,6 +69,20 @@ std::vector<trace::Vertex> on_blocks(const Layout& l, trace::Vertex v) {
   return vs;
 }
 
+// The results of a staged reduction, held by each group's first tile, sent back to every other
+// tile of the group (a normalisation's broadcast operand): `outputs` float values per tile.
+trace::Exchange broadcast_exchange(const std::string& name, const std::vector<std::vector<std::uint32_t>>& groups,
+                                   std::uint64_t outputs) {
+  trace::Exchange ex{name, {}, {}};
+  const std::uint64_t bytes = outputs * trace::dtype_bytes(DType::kFloat);
+  for (const auto& g : groups) {
+    std::vector<TileRange> dst;
+    for (std::size_t i = 1; i < g.size(); ++i) dst.push_back(TileRange{g[i], g[i]});
+    if (!dst.empty()) ex.add(TileRange{g.front(), g.front()}, dst, bytes);
+  }
+  return ex;
+}
+
 }  // namespace
 
 // Operands a conv reads are spread evenly over the tiles that use them (Poplar maps created
@@ -417,17 +431,21 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       steps.push_back(make_step(StepKind::kSync));
     }
     if (broadcast) {
-      // The results go back to every tile of their group (the normalisation's broadcast operand).
-      trace::Exchange ex{key + "/broadcast", {}, {}};
-      const std::uint64_t result_bytes = outputs * trace::dtype_bytes(DType::kFloat);
-      for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-        std::vector<TileRange> dst;
-        for (std::uint32_t t : groups[gi])
-          if (t != holders[gi].front()) dst.push_back(TileRange{t, t});
-        if (!dst.empty()) ex.add(TileRange{holders[gi].front(), holders[gi].front()}, dst, result_bytes);
-      }
+      trace::Exchange ex = broadcast_exchange(key + "/broadcast", groups, outputs);
       if (!ex.transfers.empty()) steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
     }
+  });
+}
+
+void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t stats) {
+  const std::string key = fmt::format("broadcast_{}_{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
+                                      layout_key(l));
+  cached(out, key, [&](Steps& steps) {
+    const std::uint64_t outputs = stats * (axis == Axis::kPositions ? l.chans_per_tile : l.positions_per_tile);
+    trace::Exchange ex = broadcast_exchange(key, reduction_groups(l, axis), outputs);
+    if (ex.transfers.empty()) return;
+    steps.push_back(make_step(StepKind::kSync));
+    steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
   });
 }
 

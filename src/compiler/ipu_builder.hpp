@@ -86,6 +86,10 @@ class IpuBuilder {
   // outputs only; with `broadcast` the results go back to every tile that holds the outputs'
   // inputs (for a following normalisation).
   void reduce(Steps& out, const Layout& layout, Axis axis, std::uint64_t stats, bool broadcast);
+  // Only the last part of reduce(..., broadcast = true): results already reduced (and, say,
+  // all-reduced and turned into mean and inverse deviation) go from each output group's first
+  // tile to the others.
+  void broadcast(Steps& out, const Layout& layout, Axis axis, std::uint64_t stats);
 
   void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
             bool overlap = false);
