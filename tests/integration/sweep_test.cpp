@@ -293,8 +293,9 @@ int mpirun(int ranks, const std::string& args, const TempDir& dir) {
   // In an ASan build (tools/run-tests.sh --asan) LeakSanitizer would report OpenMPI's own
   // allocations left at MPI_Finalize: suppress those (with full stacks, since OpenMPI's
   // libraries lack frame pointers); ipusim's code stays checked. No effect in other builds.
+  // use_stacks=0 as in tools/run-tests.sh (SystemC's coroutine stacks at exit).
   const std::string lsan = "LSAN_OPTIONS=suppressions=" + source_dir() +
-                           "/tests/integration/lsan-openmpi.supp:fast_unwind_on_malloc=0 ";
+                           "/tests/integration/lsan-openmpi.supp:fast_unwind_on_malloc=0:use_stacks=0 ";
   // Containers often forbid the cross-memory attach OpenMPI's shared-memory transport uses for
   // large messages; ours are small, but do not depend on it.
   const std::string cma = "OMPI_MCA_btl_vader_single_copy_mechanism=none ";
