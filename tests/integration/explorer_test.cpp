@@ -113,6 +113,14 @@ class Draw {
   std::mt19937_64 rng_;
 };
 
+// An available-memory proportion, log-uniform over [1e-6, 1], written with enough digits.
+std::string proportion(Draw& r) {
+  std::ostringstream os;
+  os.precision(9);
+  os << r.log_uniform(1e-6, 1.0);
+  return os.str();
+}
+
 // A value for `d`, spelled as a config would spell it, or "" if the parameter is not drawn
 // (names, files, free-form strings).
 std::string draw_value(Draw& r, const ParamDecl& d) {
@@ -306,8 +314,8 @@ std::string single_chip_kernel(Draw& r, std::uint64_t tiles) {
   if (k == "matmul" || k == "conv2d") {
     if (r.chance(0.3)) a += " --pass training";
     if (r.chance(0.3)) a += " --partials float";
-    // Not below 0.05: defect D (a planner hang on tiny proportions) is open in src/kernels.
-    if (r.chance(0.5)) a += " --available-memory " + std::to_string(r.uniform(0.05, 1.0));
+    // Log-uniform over (1e-6, 1]: tiny proportions once hung the planner (issue 16, D).
+    if (r.chance(0.5)) a += " --available-memory " + proportion(r);
   }
   if (k == "matmul") {
     num("m", 1, 512); num("n", 1, 512); num("k", 1, 512);
@@ -396,8 +404,7 @@ PointReport run_point(std::uint64_t seed, int index) {
                   " --set run.replicas=" + std::to_string(16 / per);
       if (bert) run_sets += " --set " + shell_quote("run.pipeline_placement=ipu1=1,1 ipu0=1,1");
     }
-    // Not below 0.05: defect D (a planner hang on tiny proportions) is open in src/compiler.
-    run_sets += " --set run.available_memory_proportion=" + std::to_string(r.uniform(0.05, 1.0));
+    run_sets += " --set run.available_memory_proportion=" + proportion(r);
     const std::string itb = dir.file("w.itb");
     const std::string out = dir.file("run-w");
     const Outcome c = run_ipusim("compile --run " + run_file + chip_sets + run_sets + " --out " + itb);

@@ -250,3 +250,31 @@ TEST(CompilerLayout, EveryParameterOfACompiledModelLivesOnItsLayout) {
 
 }  // namespace
 }  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
+  // After batch-norm statistics are reduced (and all-reduced), only the results travel: from
+  // each channel block's first tile (c) to the others holding that block (4 + c, 8 + c,
+  // 12 + c), 16 channels x 2 statistics as float = 128 B, and no second reduction.
+  trace::IpuProgram program;
+  IpuBuilder b(testing::gc200_by_hand(), program, 0.6, DType::kHalf, true);
+  const Layout l = grid(100, 64, 25, 16);
+  Steps steps;
+  b.broadcast(steps, l, Axis::kPositions, 2);
+  EXPECT_EQ(count(steps, StepKind::kCompute), 0u);
+  ASSERT_EQ(count(steps, StepKind::kExchange), 1u);
+  const trace::Exchange& ex = program.exchanges.back();
+  ASSERT_EQ(ex.transfers.size(), 4u);
+  for (const auto& t : ex.transfers) {
+    EXPECT_EQ(t.bytes, 128u);
+    EXPECT_LT(t.src.first, 4u);
+    const auto dst = ex.destinations(t);
+    ASSERT_EQ(dst.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(dst[i].first, t.src.first + 4 * (i + 1));
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
