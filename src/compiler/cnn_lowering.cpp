@@ -337,11 +337,10 @@ class CnnLowering {
       flush(out, g);
       const kernels::ConvArgs fa = forward_args(c);
       const Layout weights = b_.weights_layout(fa);
-      // Data gradient: a conv of the output gradient with the transposed weights (same MACs
-      // as the forward pass); skipped for the first layer.
+      // Data gradient (skipped for the first layer), then the weight gradient added into the
+      // gradient accumulator on the weights' layout.
       if (!first_layer) {
-        Layout dx = b_.conv(out, conv_args(l.out, c.out.h, c.out.w, c.in.c, l.kernel, 1), Operand{g.layout, false},
-                            Operand{weights, true});
+        Layout dx = b_.data_gradient(out, fa, weights, g.layout);
         // A strided conv's data gradient is computed at the output resolution (same MACs) and
         // written at the input resolution: each tile's block grows by stride^2.
         const std::uint64_t grow = c.in.positions() / c.out.positions();
@@ -349,14 +348,8 @@ class CnnLowering {
         dx.positions_per_tile *= grow;
         add_gradient(out, in, Value{dx, {}});
       }
-      // Weight gradient: (kernel x in-channels) x out-channels, reducing over batch x output
-      // field: reads the activations transposed and the output gradient regrouped, then its
-      // result moves to the weights' layout and is added into the gradient accumulator.
       const Layout x = in.empty() ? b_.input_layout(fa) : fwd_.at(in).layout;
-      const Layout dw = b_.matmul(out, l.kernel * l.kernel * c.in.c, l.out, n_ * c.out.positions(), dt,
-                                  Operand{x, true}, Operand{g.layout, false});
-      b_.rearrange(out, dw, weights);
-      b_.scaled_add(out, weights);
+      b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
     } else if (l.op == "batchnorm") {
       // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
       // gradient; x_hat comes to the gradient's layout.
@@ -405,10 +398,8 @@ class CnnLowering {
       mm.out_chans = l.out;
       mm.dtype = dt;
       const Layout weights = b_.weights_layout(mm);
-      const Layout dx = b_.matmul(out, n_, c.in.c, l.out, dt, Operand{g.layout, false}, Operand{weights, true});
-      const Layout dw = b_.matmul(out, c.in.c, l.out, n_, dt, Operand{fwd_.at(in).layout, true}, Operand{g.layout, false});
-      b_.rearrange(out, dw, weights);
-      b_.scaled_add(out, weights);
+      const Layout dx = b_.data_gradient(out, mm, weights, g.layout);
+      b_.weight_gradient(out, mm, fwd_.at(in).layout, weights, g.layout, /*update=*/true);
       add_gradient(out, in, Value{dx, {}});
     }
   }

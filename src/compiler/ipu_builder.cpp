@@ -245,37 +245,28 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
         const bool exact = source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
         sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1, exact](trace::Exchange& fetch) {
           const std::uint64_t cpt = ceil_div(source.channels, plan.in_split);
-          if (!exact) {
-            const std::uint64_t blocks = std::uint64_t{plan.group_split} * plan.row_split;
-            const std::uint64_t ppb = ceil_div(source.positions, blocks);
-            for (std::uint64_t b = 0; b < blocks; ++b)
-              for (std::uint32_t i = 0; i < plan.in_split; ++i) {
-                const auto g = static_cast<std::uint32_t>(b / plan.row_split), r = static_cast<std::uint32_t>(b % plan.row_split);
-                const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
-                                      kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
-                range_pieces(source, b * ppb, (b + 1) * ppb, i * cpt, (i + 1) * cpt,
-                             [&](std::uint32_t src, std::uint64_t bytes) { fetch.add(TileRange{src, src}, {&users, 1}, bytes); });
-              }
-            return;
-          }
+          const std::uint64_t ppb = ceil_div(source.positions, std::uint64_t{plan.group_split} * plan.row_split);
           for (std::uint32_t g = 0; g < plan.group_split; ++g)
             for (std::uint32_t r = 0; r < plan.row_split; ++r) {
-              const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
-              const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
-              if (r0 >= r1) continue;
-              const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
-              const std::uint64_t hi = std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
-              // Groups are outermost in the source's positions (a grouped matmul's rows).
-              const std::uint64_t base = std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
-              const std::uint64_t span = plan.groups_per_tile * positions_per_group;
-              const std::uint64_t p0 = a.groups > 1 ? base + lo * a.width : lo * a.width;
-              const std::uint64_t p1 = a.groups > 1 ? std::min(base + span, base + hi * a.width)
-                                                    : hi * a.width;
+              // The source positions block (g, r) reads: [p0, p1).
+              std::uint64_t p0 = (std::uint64_t{g} * plan.row_split + r) * ppb, p1 = p0 + ppb;
+              if (exact) {
+                const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
+                const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
+                if (r0 >= r1) continue;
+                const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
+                const std::uint64_t hi = std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
+                // Groups are outermost in the source's positions (a grouped matmul's rows).
+                const std::uint64_t base = std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
+                const std::uint64_t span = plan.groups_per_tile * positions_per_group;
+                p0 = a.groups > 1 ? base + lo * a.width : lo * a.width;
+                p1 = a.groups > 1 ? std::min(base + span, base + hi * a.width) : hi * a.width;
+              }
               for (std::uint32_t i = 0; i < plan.in_split; ++i) {
                 const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
                                       kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
                 range_pieces(source, p0, p1, i * cpt, (i + 1) * cpt, [&](std::uint32_t src, std::uint64_t bytes) {
-                  const std::uint64_t needed = strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
+                  const std::uint64_t needed = exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
                   fetch.add(TileRange{src, src}, {&users, 1}, needed);
                 });
               }
@@ -283,11 +274,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
         };
       } else {
         // Block (in-channel block, group x out-channel block) goes to its row_split consumers.
-        Layout blocks = source;
-        blocks.first_tile = 0;
-        blocks.tile_stride = 1;
-        blocks.positions_per_tile = ceil_div(source.positions, plan.in_split);
-        blocks.chans_per_tile = ceil_div(source.channels, std::uint64_t{plan.group_split} * plan.out_split);
+        const Layout blocks = blocked(source, plan.in_split, std::uint64_t{plan.group_split} * plan.out_split, 1);
         sources.weights = [blocks, source, plan, O](trace::Exchange& fetch) {
           block_pieces(source, blocks, [&](std::uint64_t pb, std::uint64_t cb, std::uint32_t src, std::uint64_t bytes) {
             const auto i = static_cast<std::uint32_t>(pb);
@@ -319,6 +306,26 @@ Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uin
   a.in_chans = k;
   a.dtype = dt;
   return conv(out, a, input, weights);
+}
+
+Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& w, const Layout& g) {
+  kernels::ConvArgs d = fwd;
+  d.in_chans = fwd.out_chans;
+  d.out_chans = fwd.in_chans;
+  d.height = ceil_div(fwd.height, fwd.stride);
+  d.width = ceil_div(fwd.width, fwd.stride);
+  d.stride = 1;
+  return conv(out, d, Operand{g, false}, Operand{w, true});
+}
+
+void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x, const Layout& w,
+                                 const Layout& g, bool update) {
+  const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
+  const Layout dw = matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field, fwd.dtype,
+                           Operand{x, true}, Operand{g, false}, fwd.groups);
+  if (!update) return;
+  rearrange(out, dw, w);
+  scaled_add(out, w);
 }
 
 void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> ops) {

@@ -65,6 +65,16 @@ class IpuBuilder {
               const Operand& weights = {});
   Layout matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, trace::DType dt,
                 const Operand& input = {}, const Operand& weights = {}, std::uint64_t groups = 1);
+  // The backward passes of a conv or matmul `fwd` (a matmul is a 1x1 conv: height = rows),
+  // given the layouts of its weights `w`, its input `x` and its output gradient `g`:
+  //  - data gradient: a conv of g with w read transposed, at the output resolution (stride 1,
+  //    the forward pass's MACs); returns its layout;
+  //  - weight gradient: (k x k x in) x out reducing over batch x output field, reading x
+  //    transposed and g as its weights; with `update`, the result moves to w's layout and is
+  //    added there (a gradient accumulator's or an SGD step's scaled add).
+  Layout data_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& w, const Layout& g);
+  void weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x, const Layout& w,
+                       const Layout& g, bool update);
   // The layout a conv's weights are created with (createWeights), in [k x k x in, out] axes.
   Layout weights_layout(const kernels::ConvArgs& a);
   // The layout an input created for a conv gets (createInput), e.g. a host input stream.

@@ -58,22 +58,10 @@ trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, Lay
     // elementwise backward ops run on it), as in cnn_lowering.cpp's backward().
     const Layout g = y;
     const Layout weights = b.weights_layout(a);
-    // Data gradient: a conv of the output gradient with the transposed weights, at the output
-    // resolution (stride 1; the same MACs as the forward conv).
-    kernels::ConvArgs dgrad = a;
-    dgrad.in_chans = a.out_chans;
-    dgrad.height = out_h;
-    dgrad.width = out_w;
-    dgrad.out_chans = a.in_chans;
-    dgrad.stride = 1;
-    b.conv(out, dgrad, Operand{g, false}, Operand{weights, true});
-    // Weight gradient: (k*k*Cin) x Cout reducing over N*Ho*Wo; reads the input transposed and
-    // the output gradient as the weights operand.
-    const Layout dw = b.matmul(out, a.kernel * a.kernel * a.in_chans, a.out_chans, a.batch * out_h * out_w, dt,
-                               Operand{x, true}, Operand{g, false}, a.groups);
-    // SGD: the gradient moves to the weights' layout, then w -= lr * g in one scaled_add.
-    b.rearrange(out, dw, weights);
-    b.scaled_add(out, weights);
+    // Data gradient, weight gradient, then SGD: the gradient moves to the weights' layout and
+    // w -= lr * g is one scaled_add there.
+    b.data_gradient(out, a, weights, g);
+    b.weight_gradient(out, a, x, weights, g, /*update=*/true);
   }
 
   // Memory: the layer's tensors spread over all tiles, and the largest conv's temporaries.

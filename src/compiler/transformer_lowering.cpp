@@ -138,13 +138,10 @@ class TransformerLowering {
   // into B's gradient accumulator on B's layout when B is a weight.
   Layout matmul_bwd(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, const Layout& a,
                     const Layout& b, const Layout& dc, bool weights, std::uint64_t g = 1) {
-    const DType dt = m_.dtype;
-    const Layout da = b_.matmul(out, m, k, n, dt, Operand{dc, false}, Operand{b, true}, g);
-    const Layout db = b_.matmul(out, k, n, m, dt, Operand{a, true}, Operand{dc, false}, g);
-    if (weights) {
-      b_.rearrange(out, db, b);
-      b_.scaled_add(out, b);
-    }
+    kernels::ConvArgs fwd = mm(m, n, k);
+    fwd.groups = g;
+    const Layout da = b_.data_gradient(out, fwd, b, dc);
+    b_.weight_gradient(out, fwd, a, b, dc, weights);
     return da;
   }
 
