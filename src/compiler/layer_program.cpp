@@ -20,17 +20,7 @@ using trace::DType;
 using trace::StepKind;
 
 std::string layer_name(const kernels::ConvArgs& a, LayerPass pass) {
-  const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
-  const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
-  std::string name =
-      is_matmul ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
-                : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height,
-                              a.width, a.out_chans, a.kernel, a.stride, dt);
-  if (a.groups > 1) name += fmt::format("_g{}", a.groups);
-  const DType partials = kernels::partials_of(a);
-  if (partials != a.dtype) name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(partials)]);
-  name += pass == LayerPass::kTraining ? "_training" : "_forward";
-  return name;
+  return kernels::conv_name(a) + (pass == LayerPass::kTraining ? "_training" : "_forward");
 }
 
 }  // namespace

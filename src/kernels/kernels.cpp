@@ -323,12 +323,7 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   }
 }
 
-namespace {
-
-trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
-  const ConvArgs it = iteration_args(a, p);
-  const Shape s = shape_of(chip, it);
-  const Blocks b = blocks_of(it, s, p);  // the largest block: buffer sizes on every tile
+std::string conv_name(const ConvArgs& a) {
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
   const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
   std::string name =
@@ -336,8 +331,18 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
                 : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
                               a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
   if (a.groups > 1) name += fmt::format("_g{}", a.groups);
-  if (s.partials != a.dtype) name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(s.partials)]);
-  trace::Trace t = one_ipu(name);
+  const trace::DType partials = partials_of(a);
+  if (partials != a.dtype) name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(partials)]);
+  return name;
+}
+
+namespace {
+
+trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
+  const ConvArgs it = iteration_args(a, p);
+  const Shape s = shape_of(chip, it);
+  const Blocks b = blocks_of(it, s, p);  // the largest block: buffer sizes on every tile
+  trace::Trace t = one_ipu(conv_name(a));
   auto& prog = t.ipus[0];
   const TileRange all{0, p.tiles_used() - 1};
   // Buffers are allocated at the largest block's size on every tile used.

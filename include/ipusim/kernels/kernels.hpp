@@ -92,6 +92,10 @@ void emit_conv(trace::IpuProgram& program, const std::string& prefix, const Chip
                const ConvArgs& args, const ConvPlan& plan, std::vector<trace::Step>& steps,
                const FetchSources& sources);
 
+// The trace name of a conv or matmul kernel: its shape, groups and (when wider than the
+// inputs) its partials type, e.g. "matmul_2048x2048x2048_half".
+std::string conv_name(const ConvArgs& args);
+
 trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                     trace::DType dtype);
 // `groups` independent matmuls [G][M][K] x [G][K][N], planned as one grouped conv.
