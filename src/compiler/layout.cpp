@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -133,37 +133,40 @@ void check_same_tensor(const Layout& from, const Layout& to) {
 std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to) {
   check_same_tensor(from, to);
   if (from == to) return 0;
-  std::map<std::uint32_t, std::uint64_t> received;
+  std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
   for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
-  std::uint64_t most = 0;
-  for (const auto& [tile, bytes] : received) most = std::max(most, bytes);
-  return most;
+  return *std::max_element(received.begin(), received.end());
 }
 
 trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to) {
   check_same_tensor(from, to);
   trace::Exchange ex{name, {}, {}};
   if (from == to) return ex;
-  std::uint64_t pieces = 0;
-  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t, std::uint64_t) { ++pieces; });
-  if (pieces <= kMaxTransfers) {
-    for_each_piece(from, to, [&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
-      const trace::TileRange d{dst, dst};
-      ex.add(trace::TileRange{src, src}, {&d, 1}, bytes);
-    });
-    return ex;
-  }
+  // One pass: list the pieces while they fit, and count every destination's bytes.
+  std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
+  bool listed = true;
+  for_each_piece(from, to, [&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+    received[dst] += bytes;
+    if (!listed) return;
+    if (ex.transfers.size() == kMaxTransfers) {
+      listed = false;
+      return;
+    }
+    const trace::TileRange d{dst, dst};
+    ex.add(trace::TileRange{src, src}, {&d, 1}, bytes);
+  });
+  if (listed) return ex;
   // Too fragmented to list piece by piece: each destination tile receives its whole block
   // from one source tile (sources taken in turn), which keeps every tile's receive bytes.
-  std::map<std::uint32_t, std::uint64_t> received;
-  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
+  ex = trace::Exchange{name, {}, {}};
   std::uint32_t next = 0;
-  for (const auto& [dst, bytes] : received) {
+  for (std::uint32_t dst = 0; dst < received.size(); ++dst) {
+    if (received[dst] == 0) continue;
     std::uint32_t src = from.first_tile + (next++ % from.tiles()) * from.tile_stride;
     if (src == dst) src = from.first_tile + (next++ % from.tiles()) * from.tile_stride;
     if (src == dst) continue;
     const trace::TileRange d{dst, dst};
-    ex.add(trace::TileRange{src, src}, {&d, 1}, bytes);
+    ex.add(trace::TileRange{src, src}, {&d, 1}, received[dst]);
   }
   return ex;
 }

@@ -278,3 +278,22 @@ TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
 
 }  // namespace
 }  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+TEST(CompilerLayout, TooFragmentedRearrangementKeepsEachTilesReceiveBytes) {
+  // 600,000 half channels, one per tile, gathered onto tile 0: 599,999 pieces (tile 0 keeps
+  // its own), more than a rearrangement lists one by one, so tile 0 receives its whole
+  // 599,999 x 2 B from one source, the first tile that is not itself.
+  const Layout from = grid(1, 600000, 1, 1), to = grid(1, 600000, 1, 600000);
+  const trace::Exchange ex = rearrangement("r", from, to);
+  ASSERT_EQ(ex.transfers.size(), 1u);
+  EXPECT_EQ(ex.transfers[0].src, (trace::TileRange{1, 1}));
+  EXPECT_EQ(ex.destinations(ex.transfers[0])[0], (trace::TileRange{0, 0}));
+  EXPECT_EQ(ex.transfers[0].bytes, 1199998u);
+  EXPECT_EQ(rearrangement_receive_bytes(from, to), 1199998u);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
