@@ -76,8 +76,8 @@ struct Value {
 
 class CnnLowering {
  public:
-  CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b)
-      : m_(m), run_(run), b_(b), layers_(propagate(m)), n_(run.micro_batch) {
+  CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles)
+      : m_(m), run_(run), b_(b), layers_(propagate(m)), n_(run.micro_batch), all_tiles_(all_tiles) {
     for (std::size_t i = 0; i < layers_.size(); ++i) index_[layers_[i].layer->name] = i;
   }
 
@@ -86,14 +86,12 @@ class CnnLowering {
   // still live).
   Steps micro_batch() {
     Steps out;
-    // The next micro-batch's images stream in on I/O tiles while this one computes; they
-    // land on the layout of their consumer, the first conv (createInput).
-    b_.host(out, n_ * run_.input_bytes_per_sample, trace::HostDirection::kToIpu, trace::HostMemory::kHost,
-            /*overlap=*/true);
-    // The images arrive as 8-bit values on the first conv's input layout and are normalised
-    // on the IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
+    // The images arrive as 8-bit values on the layout of their consumer, the first conv
+    // (createInput), inline or through I/O tiles (stream_input), and are normalised on the
+    // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
     if (run_.input_bytes_per_sample > 0 && !layers_.empty()) {
       Value images{b_.input_layout(forward_args(layers_.front())), {Op::kSub, Op::kMul}};
+      stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);
       b_.cast(out, images.layout, DType::kChar);
       fwd_[""] = images;
     }
@@ -424,6 +422,7 @@ class CnnLowering {
   std::vector<CnnLayer> layers_;
   std::map<std::string, std::size_t> index_;
   std::uint64_t n_;
+  std::uint32_t all_tiles_;  // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;    // forward values by producing layer
   std::map<std::string, Value> grads_;  // gradients of layer outputs, while back-propagating
 };
@@ -445,9 +444,10 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   t.name = run.name;
   t.replicas = run.replicas;
   auto& program = t.ipus.emplace_back();
-  IpuBuilder b(system.chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise,
-                 run.rearrangements);
-  CnnLowering lower(m, run, b);
+  const ChipSpec chip = compute_chip(run, system.chip);
+  IpuBuilder b(chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise,
+               run.rearrangements);
+  CnnLowering lower(m, run, b, system.chip.tiles);
   trace::Step loop = make_step(StepKind::kRepeat);
   loop.count = run.gradient_accumulation;
   loop.body = lower.micro_batch();
@@ -465,9 +465,14 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   for (const auto& [name, layout] : lower.checkpoint_layouts())
     b.tensor("checkpoint/" + name, trace::TensorKind::kActivation, layout);
   b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
-  b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+  const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
+  if (run.io_tiles == 0)
+    b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input);
+  else if (input > 0)
+    program.tensors.push_back({"input_buffer", trace::TensorKind::kInput, DType::kChar,
+                               trace::TileRange{chip.tiles, system.chip.tiles - 1}, ceil_div(input, run.io_tiles)});
   program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
-                             trace::TileRange{0, system.chip.tiles - 1}, b.peak_temp()});
+                             trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
   return t;
 }
 

@@ -6,6 +6,7 @@
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipu_builder.hpp"
 #include "lowering.hpp"
 
 namespace ipusim::compiler {
@@ -17,6 +18,33 @@ std::string meta_number(double v) {
 }
 
 }  // namespace
+
+ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip) {
+  if (run.io_tiles >= chip.tiles)
+    throw ConfigError(fmt::format("{}: run.io_tiles: expected fewer I/O tiles than the chip's {} tiles, found {}",
+                                  run.file, chip.tiles, run.io_tiles));
+  ChipSpec c = chip;
+  c.tiles -= run.io_tiles;
+  return c;
+}
+
+void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig& run, Layout layout,
+                  std::uint64_t bytes, std::uint32_t all_tiles) {
+  if (bytes == 0) return;
+  using trace::HostDirection, trace::HostMemory;
+  layout.dtype = trace::DType::kChar;
+  if (run.io_tiles == 0) {
+    b.host(out, bytes, HostDirection::kToIpu, HostMemory::kStreaming, /*overlap=*/false, layout.range());
+    b.host(out, bytes, HostDirection::kToIpu, HostMemory::kHost, /*overlap=*/true);
+    return;
+  }
+  ChipSpec io = b.chip();
+  io.tiles = run.io_tiles;
+  Layout buffer = linear_layout(io, trace::DType::kChar, layout.positions, layout.channels);
+  buffer.first_tile = all_tiles - run.io_tiles;
+  b.host(out, bytes, HostDirection::kToIpu, HostMemory::kHost, /*overlap=*/true, buffer.range());
+  b.rearrange(out, buffer, layout);
+}
 
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system) {
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;

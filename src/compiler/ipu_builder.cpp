@@ -458,13 +458,18 @@ void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t
 
 void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
                       bool overlap) {
+  host(out, total_bytes, dir, memory, overlap, TileRange{0, chip_.tiles - 1});
+}
+
+void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
+                      bool overlap, TileRange tiles) {
   if (total_bytes == 0) return;
   trace::Step s = make_step(StepKind::kHost);
   s.direction = dir;
   s.memory = memory;
   s.overlap = overlap;
-  s.tiles = TileRange{0, chip_.tiles - 1};
-  s.bytes = ceil_div(total_bytes, chip_.tiles);
+  s.tiles = tiles;
+  s.bytes = ceil_div(total_bytes, tiles.size());
   out.push_back(s);
 }
 

@@ -103,6 +103,9 @@ class IpuBuilder {
 
   void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
             bool overlap = false);
+  // The same onto `tiles` (e.g. I/O tiles, or the tiles of the tensor it fills).
+  static void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
+                   bool overlap, trace::TileRange tiles);
   static trace::Step collective(trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
                                 trace::Group group);
   // A collective over a `bytes` tensor in fused buffers of at most `buffer` bytes, as GCL runs

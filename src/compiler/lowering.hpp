@@ -11,6 +11,21 @@ namespace ipusim::compiler {
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system);
 trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system);
 
+// The chip the model is planned on: the system's chip less the run's I/O tiles, which are the
+// highest-numbered tiles (ConfigError when they leave no compute tile).
+ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip);
+
+class IpuBuilder;
+struct Layout;
+// One micro-batch's input stream, `bytes` in all, arriving on `layout` (its 8-bit values) on a
+// chip of `all_tiles` tiles. With no I/O tiles: the next micro-batch is prefetched from the
+// host into Streaming Memory in the background (a background host step, bounded by the host
+// link and NIC shares), and this one is copied inline onto the compute tiles (a blocking
+// Streaming Memory step, TensorFlow's StreamCopyMid). With I/O tiles: it lands on them in the
+// background and is copied to `layout` by an on-chip exchange.
+void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig& run, Layout layout,
+                  std::uint64_t bytes, std::uint32_t all_tiles);
+
 inline double available_memory_for(const RunConfig& run, std::size_t ipu) {
   return run.available_memory.size() == 1 ? run.available_memory[0] : run.available_memory[ipu];
 }

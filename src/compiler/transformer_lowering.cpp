@@ -336,10 +336,11 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     t.global_exchanges = {fwd, bwd};
   }
   const std::uint64_t cycles = run.gradient_accumulation + p - 1;  // fill + steady state + flush
+  const ChipSpec chip = compute_chip(run, system.chip);
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
     program.ipu = ipu;
-    IpuBuilder b(system.chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
+    IpuBuilder b(chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
                  run.rearrangements);
     TransformerLowering lower(m, run, b);
     const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
@@ -368,8 +369,11 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     lower.flush(bwd_steps, g);
     trace::Step loop = make_step(StepKind::kRepeat);
     loop.count = cycles;
-    if (first) b.host(loop.body, run.micro_batch * run.input_bytes_per_sample, trace::HostDirection::kToIpu,
-                      trace::HostMemory::kHost, /*overlap=*/true);
+    if (first) {
+      const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
+      stream_input(b, loop.body, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
+                   system.chip.tiles);
+    }
     loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
     if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
     loop.body.insert(loop.body.end(), bwd_steps.begin(), bwd_steps.end());
@@ -428,7 +432,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     if (first)
       b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
     program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
-                               trace::TileRange{0, system.chip.tiles - 1}, b.peak_temp()});
+                               trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
   }
   return t;
 }

@@ -212,6 +212,12 @@ std::vector<ParamDecl> run_params() {
       {"run.allreduce_buffer", ValueKind::kBytes, 1024, 1e12,
        "Gradients are reduced across replicas in collectives of at most this many bytes (fused buffers)",
        "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf ResNet)"},
+      {"run.io_tiles", ValueKind::kCount, 0, 1 << 20,
+       "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input streams are copied "
+       "inline on the compute tiles from Streaming Memory, where they were prefetched while the previous "
+       "micro-batch computed; N > 0: they land on N I/O tiles in the background, the model is planned on the "
+       "other tiles, and each micro-batch is copied from the I/O tiles",
+       "poplar-compiler.md §4.4 (numIOTiles); Graphcore TensorFlow docs, 'Efficient IPU I/O'"},
       {"run.fuse_elementwise", ValueKind::kString, 0, 0,
        "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused vertices",
        "poplar-compiler.md §2.1 (popops::map code generation)"},
@@ -246,6 +252,7 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation") d.default_text = "1";
     if (d.path == "run.sequences_per_pack") d.default_text = "1";
     if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
+    if (d.path == "run.io_tiles") d.default_text = "0";
     if (d.path == "run.ttt.samples_to_train") d.default_text = "1";
     if (d.path == "run.ttt.checkpoints" || d.path == "run.ttt.evaluations") d.default_text = "1";
   }
@@ -318,6 +325,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.fuse_elementwise = r.string("run.fuse_elementwise") == "yes";
   run.rearrangements = r.string("run.rearrangements") == "yes";
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
+  run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
   const std::string placement = r.string("run.pipeline_placement");

@@ -277,16 +277,35 @@ C amp1x1_inner(const AmpConfig& c, C w, C positions, bool zeroing) {
   return barrel(w, slowest, fastest, kAmp1x1Tag);
 }
 
-// ConvPartialnx1 worker: one worklist entry of n positions for one kernel position.
-C ampnx1_worker(const AmpConfig& c, C n) {
+// ConvPartialnx1 worklist entry of n positions for one kernel position: 3 + f(n) - 9 (§4).
+C ampnx1_entry(const AmpConfig& c, C n) {
   C f = 0;
   if (n < 3) {
     f = c.half_in ? kAmpNx1SmallHalf[n.get()] : kAmpNx1SmallFloat[n.get()];
   } else {
     f = (c.half_in ? kAmpNx1BaseHalf : kAmpNx1BaseFloat) + c.core * (n - 3);
   }
-  const C base = kAmpNx1WorkerBase + (c.half_partials ? kAmpNx1HalfPartialsExtra : 0);
-  return base + kAmpNx1EntryOverhead + f - kAmpNx1RetentionSaving;
+  return kAmpNx1EntryOverhead + f - kAmpNx1RetentionSaving;
+}
+
+C ampnx1_worker_base(const AmpConfig& c) {
+  return kAmpNx1WorkerBase + (c.half_partials ? kAmpNx1HalfPartialsExtra : 0);
+}
+
+// ConvPartialnx1 worker with one worklist entry of n positions.
+C ampnx1_worker(const AmpConfig& c, C n) { return ampnx1_worker_base(c) + ampnx1_entry(c, n); }
+
+// A worker whose share is output positions [begin, end) of a field whose rows hold `width`
+// positions: one worklist entry per row it touches (poplin's partitionConvPartialByWorker
+// cuts each share at row ends).
+C ampnx1_worker_rows(const AmpConfig& c, std::uint64_t begin, std::uint64_t end, std::uint64_t width) {
+  if (end <= begin) return ampnx1_worker_base(c);
+  const std::uint64_t first_row = begin / width, last_row = (end - 1) / width;
+  if (first_row == last_row) return ampnx1_worker(c, end - begin);
+  const std::uint64_t head = (first_row + 1) * width - begin;
+  const std::uint64_t tail = end - last_row * width;
+  const std::uint64_t full = last_row - first_row - 1;
+  return ampnx1_worker_base(c) + ampnx1_entry(c, head) + C(full) * ampnx1_entry(c, width) + ampnx1_entry(c, tail);
 }
 
 }  // namespace
@@ -344,8 +363,20 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
 
   // One worklist entry per worker per kernel position; weights reloaded per kernel position
   // (weight height 1, so the full coefficient load rate applies).
-  const C per_kpos = barrel(w, ampnx1_worker(c, ceil_div(a.positions, w)),
-                              ampnx1_worker(c, a.positions / w), kAmpNx1Tag);
+  // Each worker takes an equal contiguous share of the positions; with a known row width the
+  // share is one worklist entry per row it touches.
+  C slowest = ampnx1_worker(c, ceil_div(a.positions, w));
+  C fastest = ampnx1_worker(c, a.positions / w);
+  if (a.width > 0 && a.positions > 0) {
+    const std::uint64_t workers_n = w.get();
+    for (std::uint64_t i = 0; i < workers_n; ++i) {
+      const std::uint64_t b = a.positions * i / workers_n, e = a.positions * (i + 1) / workers_n;
+      const C cost = ampnx1_worker_rows(c, b, e, a.width);
+      slowest = i == 0 ? cost : std::max(slowest, cost);
+      fastest = i == 0 ? cost : std::min(fastest, cost);
+    }
+  }
+  const C per_kpos = barrel(w, slowest, fastest, kAmpNx1Tag);
   const C per_kx =
       kAmpNx1PerKx + passes * (c.coeff_load + kAmpNx1HeightCost1 + kAmpNx1PerPass + per_kpos);
   const C inner = kh * kAmpNx1PerKy + kh * kw * per_kx;
@@ -643,6 +674,7 @@ AmpConvArgs amp_args(const trace::Vertex& v) {
   a.groups = count_at(v, s::kAmpGroups);
   a.kernel_h = count_at(v, s::kAmpKernelH);
   a.kernel_w = count_at(v, s::kAmpKernelW);
+  if (v.codelet == trace::Codelet::kAmpConvNx1) a.width = count_at(v, s::kAmpWidth);
   return a;
 }
 

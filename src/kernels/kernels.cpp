@@ -120,6 +120,7 @@ cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p)
   v.groups = p.groups_per_tile;
   v.kernel_h = a.kernel;
   v.kernel_w = a.kernel;
+  v.width = s.out_w;
   return v;
 }
 
@@ -442,6 +443,7 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
           if (uses_nx1(a)) {
             v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel);
             v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
+            v.params[sl::kAmpWidth] = static_cast<std::int64_t>(s.out_w);
           }
           conv.vertices.push_back(v);
         };

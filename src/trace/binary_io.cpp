@@ -234,6 +234,8 @@ class BinaryReader {
   const Fnv1a64& hash() { return hasher_->finish(); }
   // The format version of the stream read.
   std::uint32_t version() const { return version_; }
+  // Whether the stream used an older layout within its version (not the canonical bytes).
+  bool legacy_layout() const { return legacy_layout_; }
 
   Trace read() {
     char magic[8];
@@ -452,9 +454,16 @@ class BinaryReader {
     v.tiles = range("vertex tile range");
     const std::uint64_t at = offset_;
     const std::uint8_t params = u8("parameter count");
-    if (params != spec.params.size())
+    // amp_convnx1 gained its last parameter (width) within version 2: files written before
+    // hold one parameter fewer, which takes its default.
+    const bool legacy = v.codelet == Codelet::kAmpConvNx1 && params + 1 == spec.params.size();
+    if (params != spec.params.size() && !legacy)
       fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
                               spec.name, params));
+    if (legacy) {
+      legacy_layout_ = true;
+      v.params[params] = *spec.params[params].default_value;
+    }
     for (std::size_t p = 0; p < params; ++p) {
       const std::uint64_t param_at = offset_;
       v.params[p] = static_cast<std::int64_t>(u64("codelet parameter"));
@@ -602,6 +611,7 @@ class BinaryReader {
   std::size_t pos_ = 0;
   std::vector<TileRange> dst_;
   std::uint32_t version_ = kFormatVersion;
+  bool legacy_layout_ = false;
   std::uint32_t global_exchanges_ = 0;
   std::uint32_t replicas_ = 1;
 };
@@ -616,7 +626,8 @@ Trace read_binary(std::istream& in, const std::string& origin, std::uint64_t siz
     // The current version's encoding is canonical (fixed-width fields, no alternatives, no
     // trailing bytes), so the bytes read are exactly what write_binary would write. An older
     // version's bytes are not: its identity is that of its current-version serialisation.
-    *identity = reader.version() == kFormatVersion ? reader.hash().hex() : trace::identity(trace);
+    *identity = reader.version() == kFormatVersion && !reader.legacy_layout() ? reader.hash().hex()
+                                                                              : trace::identity(trace);
   }
   return trace;
 }

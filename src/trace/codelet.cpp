@@ -45,6 +45,9 @@ constexpr ParamSpec kAmpConvNx1Params[] = {
     int_param("groups", 1, 1, "conv groups"),
     int_param("kernel_h", 1, std::nullopt, "kernel height"),
     int_param("kernel_w", 1, std::nullopt, "kernel width"),
+    int_param("width", 0, 0,
+              "output positions per row of the tile's output field: each worker's share of the "
+              "positions is one worklist entry per row it touches (0: one contiguous run)"),
 };
 constexpr ParamSpec kDotParams[] = {
     dtype_param("in", kHalf, "input element type"),
@@ -136,6 +139,7 @@ static_assert(kAmpConvNx1Params[slot::kAmpPositions].name == "positions");
 static_assert(kAmpConvNx1Params[slot::kAmpGroups].name == "groups");
 static_assert(kAmpConvNx1Params[slot::kAmpKernelH].name == "kernel_h");
 static_assert(kAmpConvNx1Params[slot::kAmpKernelW].name == "kernel_w");
+static_assert(kAmpConvNx1Params[slot::kAmpWidth].name == "width");
 static_assert(kAmpConv1x1Params[slot::kAmpOutChans].name == "out_chans");
 static_assert(kDotParams[slot::kDotCount].name == "count");
 static_assert(kReduceParams[slot::kReduceInputs].name == "inputs");

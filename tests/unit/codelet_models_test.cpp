@@ -152,6 +152,39 @@ TEST(CodeletAmpNx1, HandComputedHalfHalf3x3) {
   EXPECT_EQ(c.flops, 55296u);
 }
 
+TEST(CodeletAmpNx1, RowsCutEachWorkersShareIntoWorklistEntries) {
+  // As HandComputedHalfHalf3x3 (12 positions, 2 per worker), but the output rows hold one
+  // position (width = 1): each worker's 2 positions are 2 entries of n = 1, 2*(3 + 29 - 9)
+  // = 46 worker cycles, instead of one entry of n = 2, 3 + 33 - 9 = 27: 19 more per worker,
+  // 6*19 = 114 more per kernel position, 9*114 = 1026 more in all: 3397 + 1026 = 4423.
+  auto a = conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3);
+  a.width = 1;
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4423u);
+  // Rows of 2 (each share is exactly one row) and rows of 12 (one row) cost as one run.
+  a.width = 2;
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3397u);
+  a.width = 12;
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3397u);
+  // Rows of 3: the shares [2,4) and [8,10) each span two rows, so those workers pay two
+  // entries of n = 1: 18 + 46 = 64 worker cycles against 18 + 27 = 45 for the others; per
+  // kernel position max(6*64, 6*45 + 9) = 384 (105 more than 279): 3397 + 9*105 = 4342.
+  a.width = 3;
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4342u);
+  // The parameter reaches the cost from a trace vertex too.
+  trace::Vertex v{trace::Codelet::kAmpConvNx1, {0, 0}, {}};
+  namespace sl = trace::slot;
+  v.params[sl::kAmpIn] = static_cast<std::int64_t>(DType::kHalf);
+  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(DType::kHalf);
+  v.params[sl::kAmpPositions] = 12;
+  v.params[sl::kAmpInChans] = 16;
+  v.params[sl::kAmpOutChans] = 16;
+  v.params[sl::kAmpGroups] = 1;
+  v.params[sl::kAmpKernelH] = 3;
+  v.params[sl::kAmpKernelW] = 3;
+  v.params[sl::kAmpWidth] = 1;
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 4423u);
+}
+
 TEST(CodeletAmpNx1, HandComputedFloat1x2TwoGroups) {
   // float->float: 30 positions -> 5 per worker. f(5) = 45 + 8*2 = 61.
   // worker = 17 + 0 + 3 + 61 - 9 = 72; per kernel position = max(432, 441) = 441.

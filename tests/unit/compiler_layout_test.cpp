@@ -11,6 +11,7 @@
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
 #include "ipusim/config/system.hpp"
+#include "ipusim/util/error.hpp"
 #include "ipusim/cost/codelet_models.hpp"
 #include "test_chips.hpp"
 
@@ -293,6 +294,83 @@ TEST(CompilerLayout, TooFragmentedRearrangementKeepsEachTilesReceiveBytes) {
   EXPECT_EQ(ex.destinations(ex.transfers[0])[0], (trace::TileRange{0, 0}));
   EXPECT_EQ(ex.transfers[0].bytes, 1199998u);
   EXPECT_EQ(rearrangement_receive_bytes(from, to), 1199998u);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+// The input stream of one micro-batch, in the body of the gradient-accumulation loop.
+std::vector<const trace::Step*> host_steps(const trace::IpuProgram& p) {
+  std::vector<const trace::Step*> out;
+  for (const auto& s : p.steps)
+    if (s.kind == StepKind::kRepeat)
+      for (const auto& b : s.body)
+        if (b.kind == StepKind::kHost) out.push_back(&b);
+  return out;
+}
+
+TEST(CompilerIoTiles, WithoutIoTilesTheInputIsCopiedInlineFromStreamingMemory) {
+  // resnet_tiny-pod16: micro-batch 8 x 3 KiB = 24,576 bytes per micro-batch. With no I/O
+  // tiles (the default) it is prefetched into Streaming Memory in the background and copied
+  // inline (blocking) onto the first conv's input tiles; both carry the whole micro-batch.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml");
+  EXPECT_EQ(run.run.io_tiles, 0u);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  const auto hosts = host_steps(t.ipus[0]);
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_FALSE(hosts[0]->overlap);
+  EXPECT_EQ(hosts[0]->memory, trace::HostMemory::kStreaming);
+  EXPECT_TRUE(hosts[1]->overlap);
+  EXPECT_EQ(hosts[1]->memory, trace::HostMemory::kHost);
+  for (const auto* h : hosts) {
+    EXPECT_GE(std::uint64_t{h->tiles.size()} * h->bytes, 24576u);
+    EXPECT_LT(std::uint64_t{h->tiles.size()} * h->bytes, 24576u + h->tiles.size());
+  }
+}
+
+TEST(CompilerIoTiles, IoTilesTakeTheInputAndLeaveTheRestForCompute) {
+  // run.io_tiles = 128 on the 1,472-tile GC200: the input lands on tiles 1344..1471 in the
+  // background (24,576 / 128 = 192 bytes each), every compute set and conv temporary stays on
+  // tiles 0..1343, and one exchange moves the micro-batch from the I/O tiles to the compute
+  // tiles (24,576 bytes, all of them from tiles >= 1344).
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml", {"run.io_tiles=128"});
+  ASSERT_EQ(run.run.io_tiles, 128u);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  ASSERT_EQ(system.spec.chip.tiles, 1472u);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  const auto& p = t.ipus[0];
+  const auto hosts = host_steps(p);
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_TRUE(hosts[0]->overlap);
+  EXPECT_EQ(hosts[0]->tiles.first, 1344u);
+  EXPECT_EQ(hosts[0]->tiles.last, 1471u);
+  EXPECT_EQ(hosts[0]->bytes, 192u);
+  for (const auto& cs : p.compute_sets)
+    for (const auto& v : cs.vertices) EXPECT_LT(v.tiles.last, 1344u) << cs.name;
+  std::uint64_t from_io = 0;
+  for (const auto& ex : p.exchanges)
+    for (std::size_t i = 0; i < ex.transfers.size(); ++i) {
+      const auto& tr = ex.transfers[i];
+      if (tr.src.first >= 1344) from_io += std::uint64_t{tr.src.size()} * tr.bytes;
+    }
+  EXPECT_EQ(from_io, 24576u);
+  // Too many I/O tiles is a clear error naming the key.
+  const LoadedRun all = load_run(dir + "resnet_tiny-pod16.yaml", {"run.io_tiles=1472"});
+  try {
+    compile(model, all.run, system.spec);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.io_tiles"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1472"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

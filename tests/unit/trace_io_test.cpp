@@ -89,7 +89,7 @@ tensor acts kind=activation dtype=float tiles=5 bytes=0
 tensor grads kind=gradient dtype=int tiles=2..3 bytes=16
 computeset convs
   vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1
-  vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5
+  vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5 width=8
   vertex tiles=7 dot in=half partials=float length=1024 count=3
 end
 computeset elementwise
@@ -286,6 +286,31 @@ TEST(TraceText, AcceptsCrlfAndTabs) {
   ASSERT_EQ(t.ipus.size(), 1u);
   EXPECT_EQ(t.ipus[0].ipu, 2u);
   EXPECT_EQ(t.ipus[0].compute_sets[0].vertices[0].params[slot::kCopyBytes], 3);
+}
+
+TEST(TraceRoundTrip, BinaryWithoutTheNx1WidthReadsAsWidthZero) {
+  // Version-2 files written before amp_convnx1 gained `width` hold 8 parameters for it: they
+  // read as width = 0, and their identity is that of the canonical (9-parameter) bytes.
+  const Trace ir = parse(
+      "ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 amp_convnx1 positions=12 in_chans=16 "
+      "out_chans=16 kernel_h=3 kernel_w=3\nend\nprogram\n  compute c\nend\n");
+  std::string bytes = to_binary(ir);
+  std::string params;
+  for (std::size_t i = 0; i < 9; ++i) {
+    const auto v = static_cast<std::uint64_t>(ir.ipus[0].compute_sets[0].vertices[0].params[i]);
+    for (int b = 0; b < 8; ++b) params.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+  }
+  const std::size_t at = bytes.find(params);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes[at - 1], 9);
+  bytes[at - 1] = 8;
+  bytes.erase(at + 64, 8);
+  std::istringstream in(bytes);
+  std::string id;
+  const Trace back = read_binary(in, "legacy.itb", bytes.size(), &id);
+  EXPECT_EQ(back, ir);
+  EXPECT_EQ(back.ipus[0].compute_sets[0].vertices[0].params[slot::kAmpWidth], 0);
+  EXPECT_EQ(id, identity(ir));
 }
 
 TEST(TraceRoundTrip, TextBinaryTextIsExact) {

@@ -34,6 +34,7 @@ struct AmpConvArgs {
   std::uint64_t groups = 1;     // conv groups
   std::uint64_t kernel_h = 1;   // kernel height (nx1 path only)
   std::uint64_t kernel_w = 1;   // kernel width (nx1 path only)
+  std::uint64_t width = 0;      // nx1: output positions per field row (0: one contiguous run)
 };
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a);

@@ -54,7 +54,7 @@ struct ParamSpec {
   std::string_view description;
 };
 
-inline constexpr std::size_t kMaxVertexParams = 8;
+inline constexpr std::size_t kMaxVertexParams = 9;
 
 // Upper bound on every count or size in a trace (element counts, bytes, repeat counts): 2^40.
 // Larger values are rejected when read, long before they could overflow a cost computation.
@@ -92,7 +92,8 @@ std::optional<std::string> param_problem(Codelet c, std::size_t index, std::int6
 namespace slot {
 // amp_conv1x1 and amp_convnx1
 inline constexpr std::size_t kAmpIn = 0, kAmpPartials = 1, kAmpPositions = 2, kAmpInChans = 3,
-                             kAmpOutChans = 4, kAmpGroups = 5, kAmpKernelH = 6, kAmpKernelW = 7;
+                             kAmpOutChans = 4, kAmpGroups = 5, kAmpKernelH = 6, kAmpKernelW = 7,
+                             kAmpWidth = 8;
 // dot
 inline constexpr std::size_t kDotIn = 0, kDotPartials = 1, kDotLength = 2, kDotCount = 3;
 // reduce
