@@ -116,12 +116,6 @@ std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& l, Axis a
   return groups;
 }
 
-std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
-  const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
-  if (stages == 0) return {0, 1};
-  auto fan_in = static_cast<std::uint64_t>(std::ceil(std::pow(static_cast<double>(depth), 1.0 / stages) - 1e-9));
-  return {stages, std::max<std::uint64_t>(2, fan_in)};
-}
 
 IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
                        DType partials, bool fuse_elementwise, bool rearrange_operands)

@@ -47,9 +47,8 @@ enum class Axis { kPositions, kChannels };
 // per output block, listed in the order the staged reduction combines them.
 std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& layout, Axis axis);
 
-// Stages of a cross-tile reduction of `depth` partials per output (poplar-compiler.md §1.3:
-// one stage below 16, two from 16, three from 125) and the fan-in of each.
-std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth);
+using kernels::reduction_stages;
+
 
 class IpuBuilder {
  public:

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -142,9 +143,19 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   const auto args = amp_args(a, s, p);
   cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
   if (p.in_split > 1) {
-    cycles += fixed + static_cast<std::uint64_t>(static_cast<double>(b.reduce_bytes) / rate);
-    cycles += cost::reduce(chip, trace::Op::kAdd, s.partials, a.dtype, b.reduce_outputs, p.in_split)
-                  .cycles;
+    // The stages of emit_conv's reduce-scatter, for the tile owning the most outputs.
+    const auto [stages, fan_in] = reduction_stages(p.in_split);
+    const std::uint64_t pb = trace::dtype_bytes(s.partials);
+    std::uint64_t stride = 1;
+    for (int t = 0; t < stages; ++t) {
+      const std::uint64_t span = stride * fan_in;
+      const std::uint64_t owned = b.reduce_outputs * ceil_div(p.in_split, span);
+      const std::uint64_t group = std::min(fan_in, ceil_div(p.in_split, stride));
+      cycles += fixed + static_cast<std::uint64_t>(static_cast<double>((group - 1) * owned * pb) / rate);
+      cycles += cost::reduce(chip, trace::Op::kAdd, s.partials, t + 1 == stages ? a.dtype : s.partials, owned, group)
+                    .cycles;
+      stride = span;
+    }
   }
   if (p.serial_in > 1) cycles += cost::binary(chip, trace::Op::kAdd, a.dtype, b.acc_outputs).cycles;
   return cycles * p.serial();
@@ -368,6 +379,13 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budge
   return conv2d_with(chip, a, plan_conv(chip, a, budget));
 }
 
+std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
+  const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
+  if (stages == 0) return {0, 1};
+  auto fan_in = static_cast<std::uint64_t>(std::ceil(std::pow(static_cast<double>(depth), 1.0 / stages) - 1e-9));
+  return {stages, std::max<std::uint64_t>(2, fan_in)};
+}
+
 std::uint32_t plan_tile(const ConvPlan& p, std::uint32_t g, std::uint32_t r, std::uint32_t i,
                         std::uint32_t o) {
   return ((g * p.row_split + r) * p.in_split + i) * p.out_split + o;
@@ -485,34 +503,54 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
   steps.push_back(step(trace::StepKind::kCompute, cs_base));
   std::uint32_t next_cs = cs_base + 1;
 
+  std::uint32_t next_ex = ex_base + 1;
   if (p.in_split > 1) {
-    // Reduce-scatter of the partial sums over the input-channel blocks: each tile owns one
-    // chunk of its block's outputs and receives that chunk of every other tile's partials.
-    trace::Exchange red{prefix + "reduce", {}, {}};
-    trace::ComputeSet reduce_cs{prefix + "reduce", {}};
-    for (std::uint32_t g = 0; g < p.group_split; ++g)
-      for (std::uint32_t r = 0; r < p.row_split; ++r)
-        for (std::uint32_t o = 0; o < p.out_split; ++o)
-          for (std::uint32_t k = 0; k < p.in_split; ++k) {
-            const std::uint64_t n = chunk(g, r, o, k);
-            if (n == 0) continue;
-            const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
-            for (std::uint32_t i = 0; i < p.in_split; ++i)
-              if (i != k)
-                red.add(TileRange{tile(g, r, i, o), tile(g, r, i, o)}, {&owner, 1}, n * pb);
-            trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
-            rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
-            rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
-            rv.params[sl::kReduceOut] = static_cast<std::int64_t>(a.dtype);
-            rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
-            rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(p.in_split);
-            reduce_cs.vertices.push_back(rv);
-          }
-    prog.exchanges.push_back(std::move(red));
-    prog.compute_sets.push_back(std::move(reduce_cs));
-    steps.push_back(step(trace::StepKind::kSync));
-    steps.push_back(step(trace::StepKind::kExchange, ex_base + 1));
-    steps.push_back(step(trace::StepKind::kCompute, next_cs++));
+    // Reduce-scatter of the partial sums over the D input-channel blocks, in poplin's stages
+    // (reduction_stages: fan-in f per stage). Tile k ends up owning chunk k of its block's
+    // outputs. Stage t (stride S = f^(t-1)) groups the tiles that agree in all base-f digits
+    // but digit t; a tile owns the chunks whose lowest t digits equal its own and receives the
+    // group peers' partials of them. One stage (f = D) is the plain reduce-scatter.
+    const std::uint64_t depth = p.in_split;
+    const auto [stages, fan_in] = reduction_stages(depth);
+    std::uint64_t stride = 1;
+    for (int t = 0; t < stages; ++t) {
+      const std::uint64_t span = stride * fan_in;  // ownership modulus after this stage
+      trace::Exchange red{prefix + (t == 0 ? std::string("reduce") : fmt::format("reduce{}", t + 1)), {}, {}};
+      trace::ComputeSet reduce_cs{red.name, {}};
+      for (std::uint32_t g = 0; g < p.group_split; ++g)
+        for (std::uint32_t r = 0; r < p.row_split; ++r)
+          for (std::uint32_t o = 0; o < p.out_split; ++o)
+            for (std::uint32_t k = 0; k < depth; ++k) {
+              std::uint64_t n = 0;  // elements tile k owns after this stage
+              for (std::uint64_t c = k % span; c < depth; c += span) n += chunk(g, r, o, static_cast<std::uint32_t>(c));
+              if (n == 0) continue;
+              const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
+              const std::uint64_t base = k - (k / stride) % fan_in * stride;  // digit t of k set to 0
+              std::uint64_t inputs = 0;
+              for (std::uint64_t m = 0; m < fan_in; ++m) {
+                const std::uint64_t i = base + m * stride;
+                if (i >= depth) break;
+                ++inputs;
+                if (i != k)
+                  red.add(TileRange{tile(g, r, static_cast<std::uint32_t>(i), o), tile(g, r, static_cast<std::uint32_t>(i), o)},
+                          {&owner, 1}, n * pb);
+              }
+              if (inputs < 2) continue;
+              trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
+              rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+              rv.params[sl::kReduceIn] = static_cast<std::int64_t>(pd);
+              rv.params[sl::kReduceOut] = static_cast<std::int64_t>(t + 1 == stages ? a.dtype : pd);
+              rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
+              rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
+              reduce_cs.vertices.push_back(rv);
+            }
+      prog.exchanges.push_back(std::move(red));
+      prog.compute_sets.push_back(std::move(reduce_cs));
+      steps.push_back(step(trace::StepKind::kSync));
+      steps.push_back(step(trace::StepKind::kExchange, next_ex++));
+      steps.push_back(step(trace::StepKind::kCompute, next_cs++));
+      stride = span;
+    }
   }
 
   if (p.serial_in > 1) {

@@ -233,8 +233,9 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
   // The expected move of each case, by hand: one cycle per internal sync.
   // - sync-loop of 1000 iterations: 1000 syncs; every exchange kernel and gather trace: one
   //   sync before its exchange; the host round trip: two; reduce and elementwise: none.
-  // - matmul and conv: one sync per exchange, so one, or two when the planner splits the input
-  //   channels; their goldens record which in phases.sync.count (and 90 x that in cycles).
+  // - matmul and conv: one sync per exchange, so one, plus one per stage of the partial-sum
+  //   reduction when the planner splits the input channels (1 stage below a split of 16, 2
+  //   from 16, 3 from 125); their goldens record which in phases.sync.count (and 90 x that).
   // - all-reduce over G IPUs: its reduce-scatter takes G - 1 ring steps, each ending with an
   //   on-chip reduction that pays one internal sync (src/topology/link_schedule.cpp); those
   //   cycles sit in phases.collective, not phases.sync. The all-gather half has no reduction.
@@ -273,7 +274,7 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
                n == "sync/external-16ipus-100") {
       EXPECT_EQ(syncs, 0) << n;
     } else if (n.starts_with("matmul/") || n.starts_with("resnet50/")) {
-      EXPECT_TRUE(syncs == 1 || syncs == 2) << n;
+      EXPECT_TRUE(syncs >= 1 && syncs <= 4) << n;
     }
   }
   EXPECT_EQ(expected.at("sync/loop-1000"), 1000);

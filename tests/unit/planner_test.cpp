@@ -287,3 +287,60 @@ TEST(Planner, TinyBudgetDoublesStraightToThePlanThatFits) {
 
 }  // namespace
 }  // namespace ipusim::kernels
+
+namespace ipusim::kernels {
+namespace {
+
+TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
+  // A 20 x 16 x 320 half matmul planned by hand as 20 input-channel blocks of 16 on tiles
+  // 0..19: each tile's partials are 20 x 16 = 320 outputs, reduce-scattered in chunks of 16.
+  // reduction_stages(20) = 2 stages of fan-in 5 (ceil(sqrt(20))). Stage 1: tiles in groups of
+  // 5 (0..4, 5..9, ...); tile k owns the 4 chunks c = k mod 5 + 5j and receives them from its
+  // 4 peers: 4 x 16 x 2 = 128 bytes per transfer, 20 x 4 = 80 transfers. Stage 2: tiles with
+  // the same k mod 5 (4 of them); tile k owns chunk k only and receives it from 3 peers:
+  // 16 x 2 = 32 bytes, 20 x 3 = 60 transfers. One stage (the plain reduce-scatter) would be
+  // 20 x 19 = 380 transfers of 32 bytes.
+  EXPECT_EQ(reduction_stages(20), (std::pair<int, std::uint64_t>{2, 5}));
+  ConvArgs a;
+  a.height = 20;
+  a.in_chans = 320;
+  a.out_chans = 16;
+  ConvPlan p;
+  p.in_split = 20;
+  p.rows_per_tile = 20;
+  p.out_per_tile = 16;
+  p.in_per_tile = 16;
+  trace::IpuProgram prog;
+  std::vector<trace::Step> steps;
+  emit_conv(prog, "mm/", testing::gc200_by_hand(), a, p, steps);
+  ASSERT_EQ(prog.exchanges.size(), 3u);  // fetch, reduce, reduce2
+  EXPECT_EQ(prog.exchanges[1].name, "mm/reduce");
+  EXPECT_EQ(prog.exchanges[2].name, "mm/reduce2");
+  const auto& s1 = prog.exchanges[1].transfers;
+  const auto& s2 = prog.exchanges[2].transfers;
+  ASSERT_EQ(s1.size(), 80u);
+  ASSERT_EQ(s2.size(), 60u);
+  for (const auto& t : s1) EXPECT_EQ(t.bytes, 128u);
+  for (const auto& t : s2) EXPECT_EQ(t.bytes, 32u);
+  // Tile 7: stage 1 from 5, 6, 8, 9; stage 2 from 2, 12, 17.
+  std::vector<std::uint32_t> from1, from2;
+  for (const auto& t : s1)
+    if (prog.exchanges[1].destinations(t)[0].first == 7) from1.push_back(t.src.first);
+  for (const auto& t : s2)
+    if (prog.exchanges[2].destinations(t)[0].first == 7) from2.push_back(t.src.first);
+  EXPECT_EQ(from1, (std::vector<std::uint32_t>{5, 6, 8, 9}));
+  EXPECT_EQ(from2, (std::vector<std::uint32_t>{2, 12, 17}));
+  // Each stage's reduce vertices: 64 outputs from 5 inputs, then 16 outputs from 4 inputs.
+  ASSERT_EQ(prog.compute_sets.size(), 3u);
+  for (const auto& v : prog.compute_sets[1].vertices) {
+    EXPECT_EQ(v.params[sl::kReduceOutputs], 64);
+    EXPECT_EQ(v.params[sl::kReduceInputs], 5);
+  }
+  for (const auto& v : prog.compute_sets[2].vertices) {
+    EXPECT_EQ(v.params[sl::kReduceOutputs], 16);
+    EXPECT_EQ(v.params[sl::kReduceInputs], 4);
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::kernels

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/trace/program.hpp"
@@ -76,6 +77,11 @@ void emit_conv(trace::IpuProgram& program, const std::string& prefix, const Chip
 
 // The tile of block (group g, row r, input-channel i, output-channel o) of a plan, in the
 // order emit_conv lays blocks out (group outermost, output-channel block innermost).
+// Poplar's multi-stage reduce plan for a reduction over `depth` tiles (poplar-compiler.md §1.3,
+// §2.2): 1 stage below a depth of 16, 2 from 16, 3 from 125, each of fan-in about the
+// stage-th root of the depth (at least 2); {0, 1} when there is nothing to reduce.
+std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth);
+
 std::uint32_t plan_tile(const ConvPlan& plan, std::uint32_t g, std::uint32_t r, std::uint32_t i,
                         std::uint32_t o);
 
