@@ -217,17 +217,19 @@ int sweep_command(int argc, char** argv) {
   const Layout layout{out_dir};
   const std::string exe = rg::self_executable();
 
+  // One point in a child process, its result as the record ranks send to rank 0.
+  auto run_record = [&](std::size_t index) {
+    const sw::PointPlan& plan = plans.at(index);
+    try {
+      return sw::point_record(run_point(layout, plan, exe));
+    } catch (const rg::Interrupted&) {
+      throw;  // aborts the MPI job (Session)
+    } catch (const Error& e) {
+      return sw::point_record(sw::failed_result(plan, e.what()));  // e.g. a full disk: this point only
+    }
+  };
   if (rank > 0) {
-    sw::mpi::work(*session, [&](std::size_t index) {
-      const sw::PointPlan& plan = plans.at(index);
-      try {
-        return sw::point_record(run_point(layout, plan, exe));
-      } catch (const rg::Interrupted&) {
-        throw;  // aborts the MPI job (Session)
-      } catch (const Error& e) {
-        return sw::point_record(sw::failed_result(plan, e.what()));  // e.g. a full disk: this point only
-      }
-    });
+    sw::mpi::work(*session, run_record);
     return 0;
   }
 
@@ -257,8 +259,9 @@ int sweep_command(int argc, char** argv) {
   Progress progress(!quiet && ::isatty(STDERR_FILENO), distinct, skipped);
   std::size_t ran = 0;
 
+  std::size_t on_rank0 = 0;
   if (ranks > 1 && !pending.empty()) {
-    sw::mpi::serve(
+    on_rank0 = sw::mpi::serve(
         *session, pending,
         [&](std::size_t index, const std::string& payload) {
           const sw::PointPlan& plan = plans.at(index);
@@ -272,7 +275,7 @@ int sweep_command(int argc, char** argv) {
           ++ran;
           progress.point_done(r.ok);
         },
-        {});
+        {}, run_record);
   } else if (ranks > 1) {
     sw::mpi::serve(*session, {}, [](std::size_t, const std::string&) {}, {});
   } else if (!pending.empty()) {
@@ -316,7 +319,7 @@ int sweep_command(int argc, char** argv) {
   const std::string json = sw::sweep_json(spec_file, spec.name, results);
   write_file_atomically(out_dir + "/sweep.json", [&](std::ostream& o) { o << json; });
   std::cout << fmt::format("sweep: {} point(s): {} ran, {} skipped (finished before), {} failed{}\n", results.size(),
-                           ran, skipped, failed, ranks > 1 ? fmt::format(" ({} MPI ranks)", ranks) : "");
+                           ran, skipped, failed, ranks > 1 ? fmt::format(" ({} MPI ranks; {} of the points run on rank 0)", ranks, on_rank0) : "");
   for (const auto& r : results)
     if (!r.ok) std::cout << fmt::format("FAILED point {} ({}): {}\n", r.index, plans[r.index].label, r.error);
   std::cout << fmt::format("sweep: results in {}/sweep.csv and {}/sweep.json\n", out_dir, out_dir);

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <mutex>
 #include <thread>
+#include <utility>
 
 #include "ipusim/util/error.hpp"
 
@@ -55,14 +57,76 @@ Session::~Session() {
   MPI_Finalize();
 }
 
-void serve(const Session& session, const std::vector<std::size_t>& order,
-           const std::function<void(std::size_t, const std::string&)>& on_result, const std::function<void()>& idle) {
+std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
+                  const std::function<void(std::size_t, const std::string&)>& on_result,
+                  const std::function<void()>& idle, const std::function<std::string(std::size_t)>& run_local) {
+  // The queue is shared with rank 0's own worker thread, which runs points as the remote
+  // ranks do; its results come back through `done` and are reported from this thread.
+  std::mutex mutex;
   std::deque<std::size_t> pending(order.begin(), order.end());
+  std::deque<std::pair<std::size_t, std::string>> done;
+  std::exception_ptr local_error;
+  std::size_t ran_locally = 0;
+  bool local_running = static_cast<bool>(run_local) && !pending.empty();
+  std::thread local;
+  if (local_running)
+    local = std::thread([&] {
+      while (true) {
+        std::size_t index = 0;
+        {
+          std::lock_guard lock(mutex);
+          if (pending.empty() || local_error) break;
+          index = pending.front();
+          pending.pop_front();
+        }
+        try {
+          std::string payload = run_local(index);
+          std::lock_guard lock(mutex);
+          done.emplace_back(index, std::move(payload));
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          local_error = std::current_exception();
+          break;
+        }
+      }
+      std::lock_guard lock(mutex);
+      local_running = false;
+    });
+  struct Join {
+    std::thread& t;
+    std::mutex& m;
+    std::deque<std::size_t>& q;
+    ~Join() {
+      if (!t.joinable()) return;
+      {
+        std::lock_guard lock(m);
+        q.clear();  // on an exception: let the local point in progress be the last
+      }
+      t.join();
+    }
+  } join{local, mutex, pending};
+  auto drain = [&] {
+    std::deque<std::pair<std::size_t, std::string>> results;
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex);
+      results.swap(done);
+      error = local_error;
+    }
+    for (const auto& [index, payload] : results) on_result(index, payload);
+    ran_locally += results.size();
+    if (error) std::rethrow_exception(error);
+  };
+  auto local_busy = [&] {
+    std::lock_guard lock(mutex);
+    return local_running;
+  };
   int active = session.size() - 1;
-  while (active > 0) {
+  while (active > 0 || local_busy()) {
+    drain();
     int flag = 0;
     MPI_Status status;
-    check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReady, MPI_COMM_WORLD, &flag, &status), "MPI_Iprobe");
+    if (active > 0) check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReady, MPI_COMM_WORLD, &flag, &status), "MPI_Iprobe");
     if (!flag) {
       // Polling with a short sleep instead of a blocking receive, which spins a core in
       // OpenMPI: rank 0 shares the machine with the workers' children.
@@ -80,14 +144,19 @@ void serve(const Session& session, const std::vector<std::size_t>& order,
       on_result(std::stoull(message.substr(0, nl)), nl == std::string::npos ? "" : message.substr(nl + 1));
     }
     long long next = -1;
-    if (!pending.empty()) {
-      next = static_cast<long long>(pending.front());
-      pending.pop_front();
-    } else {
-      --active;
+    {
+      std::lock_guard lock(mutex);
+      if (!pending.empty()) {
+        next = static_cast<long long>(pending.front());
+        pending.pop_front();
+      }
     }
+    if (next < 0) --active;
     check(MPI_Send(&next, 1, MPI_LONG_LONG, status.MPI_SOURCE, kTagWork, MPI_COMM_WORLD), "MPI_Send");
   }
+  if (local.joinable()) local.join();
+  drain();
+  return ran_locally;
 }
 
 void work(const Session&, const std::function<std::string(std::size_t)>& run) {
@@ -113,8 +182,11 @@ Session::Session() {
 }
 Session::~Session() = default;
 
-void serve(const Session&, const std::vector<std::size_t>&, const std::function<void(std::size_t, const std::string&)>&,
-           const std::function<void()>&) {}
+std::size_t serve(const Session&, const std::vector<std::size_t>&,
+                  const std::function<void(std::size_t, const std::string&)>&, const std::function<void()>&,
+                  const std::function<std::string(std::size_t)>&) {
+  return 0;
+}
 void work(const Session&, const std::function<std::string(std::size_t)>&) {}
 
 #endif

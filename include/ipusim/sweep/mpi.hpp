@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Spreading sweep points over MPI ranks (docs/sweeps.md): rank 0 hands out point indices on
-// request (dynamic load balancing) and collects each point's result; ranks 1..N-1 run the
-// points. Compiled in only with IPUSIM_MPI (the IPUSIM_HAVE_MPI definition); without it
+// request (dynamic load balancing), runs points itself as well, and collects each point's
+// result; ranks 1..N-1 run the points they are given. Compiled in only with IPUSIM_MPI (the IPUSIM_HAVE_MPI definition); without it
 // built() is false and Session throws.
 #pragma once
 
@@ -35,12 +35,16 @@ class Session {
   int size_ = 1;
 };
 
-// Rank 0: gives the indices of `order` (first first) to the worker ranks as they ask, calls
-// on_result(index, payload) with each result a worker sends back and `idle` while waiting
-// (every few milliseconds; it may throw to stop). Returns when every worker has been told to
-// stop.
-void serve(const Session& session, const std::vector<std::size_t>& order,
-           const std::function<void(std::size_t, const std::string&)>& on_result, const std::function<void()>& idle);
+// Rank 0: gives the indices of `order` (first first) to the worker ranks as they ask and,
+// with `run_local`, runs them itself too on a thread of its own (so N ranks run N points at
+// once); calls on_result(index, payload) on the calling thread with each result, a worker's
+// or its own, and `idle` while waiting (every few milliseconds; it may throw to stop).
+// Returns, once every point has been reported and every worker told to stop, the number of
+// points rank 0 ran itself; an exception from run_local stops the local thread and is
+// rethrown here.
+std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
+                  const std::function<void(std::size_t, const std::string&)>& on_result,
+                  const std::function<void()>& idle, const std::function<std::string(std::size_t)>& run_local = {});
 
 // Ranks > 0: asks rank 0 for work and runs it (`run(index)` returns the payload sent back)
 // until told to stop.
