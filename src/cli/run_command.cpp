@@ -82,6 +82,7 @@ int run_command(int argc, char** argv) {
   bool full_loops = false;
   bool all_replicas = false;
   bool quiet = false;
+  bool strict = false;
   std::string timeline_file;
   std::string timeline_tiles;
   std::string timeline_steps;
@@ -125,6 +126,9 @@ int run_command(int argc, char** argv) {
       "exchange participation) for the supersteps chosen by --timeline-steps")(
       "timeline-steps", po::value(&timeline_steps)->value_name("FIRST:LAST")->default_value("0:9"),
       "supersteps (compute phases, numbered as in supersteps.csv) that get tile tracks")(
+      "strict", po::bool_switch(&strict),
+      "fail (exit 3) instead of warning when a compiled trace does not match the chip or system it "
+      "runs on (other tile count, tile memory or AMP, or a system with more IPUs than it uses)")(
       "quiet,q", po::bool_switch(&quiet),
       "do not print the summary or the progress line (progress is shown on stderr only when "
       "it is a terminal)")(
@@ -238,6 +242,17 @@ int run_command(int argc, char** argv) {
   }();
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
                trace.replicas);
+  // A compiled trace records its target; running it elsewhere is allowed (what-if studies
+  // sometimes want exactly that) but never silent.
+  const std::vector<std::string> mismatches =
+      compiler::target_mismatches(trace, chip_spec, system ? &system->spec : nullptr);
+  if (!mismatches.empty() && strict) {
+    std::string all;
+    for (const auto& m : mismatches) all += (all.empty() ? "" : "\n") + (compiling ? run_file : trace_file) + ": " + m;
+    throw ConfigError(all + "\n(--strict turns these warnings into errors)");
+  }
+  for (const auto& m : mismatches)
+    std::cerr << fmt::format("ipusim run: warning: {}: {}\n", compiling ? run_file : trace_file, m);
   // A compiled trace is saved (--save-trace) or hashed on a second thread while the
   // simulation runs (it only reads the trace); both are done before the run directory is.
   std::future<void> saving;
@@ -304,6 +319,7 @@ int run_command(int argc, char** argv) {
   report::RunInfo info{compiling ? save_trace : trace_file, trace.name, identity,
                        system ? system_file : chip_opts.chip_file};
   info.meta = trace.meta;
+  info.warnings = mismatches;
   if (!timeline_file.empty()) {
     const auto events = report::write_timeline(timeline_file, chip_spec, stats, trace);
     spdlog::info("timeline: {} events written to {}", events, timeline_file);

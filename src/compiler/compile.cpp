@@ -17,6 +17,17 @@ std::string meta_number(double v) {
   return s;
 }
 
+// AMP engines of the half->half, half->float and float->float paths, e.g. "16/8/16".
+std::string amp_engines(const ChipSpec& c) {
+  return fmt::format("{}/{}/{}", c.amp.half_half.engines, c.amp.half_float.engines, c.amp.float_float.engines);
+}
+
+const std::string* meta_of(const trace::Trace& t, const std::string& key) {
+  for (const auto& [k, v] : t.meta)
+    if (k == key) return &v;
+  return nullptr;
+}
+
 }  // namespace
 
 ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip) {
@@ -46,6 +57,45 @@ void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig&
   b.rearrange(out, buffer, layout);
 }
 
+std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
+                                           const SystemSpec* system) {
+  std::vector<std::string> out;
+  const std::string* run = meta_of(trace, "target.run");
+  const std::string* name = meta_of(trace, "target.chip");
+  if (!run || !name) return out;
+  const std::string again = fmt::format("recompile it for this target ('ipusim run --run {}' or "
+                                        "'ipusim compile --run {}' with the same --system, --chip and --set)",
+                                        *run, *run);
+  auto differs = [&](const char* key, const std::string& here) {
+    const std::string* there = meta_of(trace, key);
+    return there && *there != here ? there : nullptr;
+  };
+  std::vector<std::string> chip_diffs;
+  if (auto v = differs("target.chip.tiles", std::to_string(chip.tiles)))
+    chip_diffs.push_back(fmt::format("{} tiles (here {})", *v, chip.tiles));
+  if (auto v = differs("target.chip.tile_memory", std::to_string(chip.tile_memory.count)))
+    chip_diffs.push_back(fmt::format("{} B of memory per tile (here {} B)", *v, chip.tile_memory.count));
+  if (auto v = differs("target.chip.amp_engines", amp_engines(chip)))
+    chip_diffs.push_back(fmt::format("AMP engines half/half, half/float, float/float {} (here {})", *v,
+                                     amp_engines(chip)));
+  if (!chip_diffs.empty()) {
+    std::string list;
+    for (const auto& d : chip_diffs) list += (list.empty() ? "" : "; ") + d;
+    out.push_back(fmt::format("the trace was planned for another chip than this run's {}: a {} with {}; {}",
+                              chip.name, *name, list, again));
+  }
+  if (system) {
+    const std::uint64_t used = static_cast<std::uint64_t>(trace.replicas) * trace.ipus_per_replica();
+    if (system->ipus() > used) {
+      const std::string* planned = meta_of(trace, "target.system");
+      out.push_back(fmt::format("the trace uses {} of the {} IPUs of {} (it was compiled for {}): the others "
+                                "stay idle; for this system, compile a run config made for it",
+                                used, system->ipus(), system->name, planned ? *planned : "another system"));
+    }
+  }
+  return out;
+}
+
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system) {
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())
@@ -64,7 +114,15 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
             {"ttt.checkpoint_s", meta_number(run.checkpoint_seconds)},
             {"ttt.checkpoints", std::to_string(run.checkpoints_taken)},
             {"ttt.evaluation_s", meta_number(run.evaluation_seconds)},
-            {"ttt.evaluations", std::to_string(run.evaluations)}};
+            {"ttt.evaluations", std::to_string(run.evaluations)},
+            // The target it was planned for (target_mismatches).
+            {"target.run", run.file},
+            {"target.chip", system.chip.name},
+            {"target.chip.tiles", std::to_string(system.chip.tiles)},
+            {"target.chip.tile_memory", std::to_string(system.chip.tile_memory.count)},
+            {"target.chip.amp_engines", amp_engines(system.chip)},
+            {"target.system", system.name},
+            {"target.system.ipus", std::to_string(system.ipus())}};
   for (const auto& program : t.ipus) cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
   trace::check_structure(t, run.name);
   return t;

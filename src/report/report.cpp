@@ -168,6 +168,9 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.key("file").value(info.trace_file).key("name").value(info.trace_name);
   w.key("identity").value(info.trace_identity);
   w.end_object();
+  w.key("warnings").begin_array();
+  for (const auto& m : info.warnings) w.value(m);
+  w.end_array();
   w.key("chip").begin_object();
   w.key("name").value(chip.name).key("file").value(info.chip_file);
   w.quantity("clock", chip.clock.hz, "Hz");

@@ -3,6 +3,7 @@
 // configs, and what-if directions on reduced models (tests/data/workloads/).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "cli_harness.hpp"
@@ -174,6 +175,57 @@ TEST_P(WorkloadWhatIf, FasterHardwareShortensTheStep) {
 
 INSTANTIATE_TEST_SUITE_P(ReducedModels, WorkloadWhatIf,
                          ::testing::Values("resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml"));
+
+}  // namespace
+}  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+TEST(RunTarget, ATraceOnAnotherChipOrALargerSystemWarnsAndStrictFails) {
+  // The reduced ResNet compiled for IPU-POD16 (16 GC200s of 1,472 tiles, 638,976 B each).
+  TempDir dir;
+  const std::string trace = dir.file("t.itb");
+  const std::string pod16 = source_dir() + "/configs/systems/pod16.yaml";
+  const std::string pod64 = source_dir() + "/configs/systems/pod64.yaml";
+  ASSERT_EQ(ipusim("compile --run " + workload_dir() + "resnet_tiny-pod16.yaml --out " + trace).status, 0);
+  // On its own target: no warning, and stats.json says so.
+  auto r = ipusim("run -q --system " + pod16 + " --out " + dir.file("same") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_NE(read_all(dir.file("same/stats.json")).find("\"warnings\": []"), std::string::npos);
+  // On a 2,000-tile chip: it runs (528 tiles idle) with a warning on stderr and in stats.json.
+  r = ipusim("run -q --system " + pod16 + " --set chip.tiles=2000 --out " + dir.file("wide") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: " + trace + ": the trace was planned for another chip than this run's GC200: "
+                       "a GC200 with 1472 tiles (here 2000); recompile it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(read_all(dir.file("wide/stats.json")).find("1472 tiles (here 2000)"), std::string::npos);
+  // More memory per tile and another AMP are differences too.
+  r = ipusim("run -q --system " + pod16 + " --set chip.tile_memory=1MiB --set chip.amp.engines_half_float=16 " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("638976 B of memory per tile (here 1048576 B); AMP engines half/half, half/float, "
+                       "float/float 16/8/16 (here 16/16/16)"),
+            std::string::npos)
+      << r.err;
+  // On a POD64: 48 of its IPUs would idle.
+  r = ipusim("run -q --system " + pod64 + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("the trace uses 16 of the 64 IPUs of IPU-POD64 (it was compiled for IPU-POD16)"),
+            std::string::npos)
+      << r.err;
+  // --strict makes each of them an error (bad input), before anything is simulated or written.
+  r = ipusim("run -q --strict --system " + pod64 + " --out " + dir.file("strict") + " " + trace);
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("uses 16 of the 64 IPUs"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("strict/stats.json")));
+  // A kernel trace records no target: no warning on any chip.
+  const std::string mm = dir.file("mm.trace");
+  ASSERT_EQ(ipusim("kernel matmul --m 64 --n 64 --k 64 --out " + mm).status, 0);
+  r = ipusim("run -q --strict --set chip.tiles=2000 " + mm);
+  EXPECT_EQ(r.status, 0) << r.err;
+}
 
 }  // namespace
 }  // namespace ipusim::testing

@@ -96,6 +96,13 @@ struct CompileOptions {
   std::string model_file;  // overrides the run's model when non-empty
 };
 
+// What a compiled trace records about its target (trace meta "target.*"), and the ways the
+// chip and system it is about to run on differ from it: one message per difference, each
+// saying what to recompile. Empty for traces without a target (kernels, hand-written traces)
+// and when everything matches. `system` is null for a run on a bare chip.
+std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
+                                           const SystemSpec* system);
+
 // Lowers one training step. Throws ModelError (e.g. "out of memory on tile N") when the
 // model cannot be mapped onto the system's chips.
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system);

@@ -21,6 +21,8 @@ struct RunInfo {
   std::string chip_file;
   // The trace's workload facts (samples_per_step, sample_unit, ttt.*), from the compiler.
   std::vector<std::pair<std::string, std::string>> meta;
+  // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
+  std::vector<std::string> warnings;
 };
 
 // Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:
