@@ -97,6 +97,15 @@ class CnnLowering {
     }
     for (const auto& c : layers_) forward(out, c, /*recompute=*/false);
     flush_all(out, fwd_);
+    if (run_.inference) {
+      // The outputs (the last layer's, e.g. class probabilities) go back to the host.
+      if (!layers_.empty()) {
+        const CnnLayer& last = layers_.back();
+        b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype), trace::HostDirection::kFromIpu,
+                trace::HostMemory::kHost, /*overlap=*/false, fwd_.at(last.layer->name).layout.range());
+      }
+      return out;
+    }
     const auto segments = segment_bounds();
     for (std::size_t s = segments.size(); s-- > 0;) {
       const auto [first, last] = segments[s];
@@ -172,6 +181,14 @@ class CnnLowering {
                            [](std::uint64_t a, const CnnLayer& c) { return a + c.params; });
   }
 
+  // Inference: the largest input and output of one layer, live together.
+  std::uint64_t inference_activation_bytes() const {
+    std::uint64_t most = 0;
+    const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
+    for (const auto& c : layers_) most = std::max(most, n_ * (c.in.elements() + c.out.elements()) * eb);
+    return most;
+  }
+
   // Activation bytes kept between forward and backward: the checkpoints, plus the largest
   // segment's activations while it is recomputed and back-propagated. Batch norm, ReLU and
   // the residual add work in place, so a segment holds the outputs of its convs, pools and
@@ -240,6 +257,11 @@ class CnnLowering {
       const Value& x = input_of(out, c);
       const kernels::ConvArgs a = forward_args(c);
       fwd_[l.name] = Value{b_.conv(out, a, Operand{x.layout, false}), {}};
+    } else if (l.op == "batchnorm" && run_.inference) {
+      // Inference: the stored statistics folded into a per-channel scale and shift, applied
+      // where the data lives (fused with what follows).
+      Value& x = input_of(out, c);
+      fwd_[l.name] = Value{x.layout, {Op::kMul, Op::kAdd}};
     } else if (l.op == "batchnorm") {
       Value& x = input_of(out, c);
       // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
@@ -452,6 +474,17 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   loop.count = run.gradient_accumulation;
   loop.body = lower.micro_batch();
   program.steps.push_back(std::move(loop));
+  if (run.inference) {
+    // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
+    // activations live at once, the input buffer and the largest conv's temporaries.
+    for (const auto& [name, layout] : lower.parameter_layouts())
+      b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
+    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, lower.inference_activation_bytes());
+    b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+    program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
+                               trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+    return t;
+  }
   for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
   // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
   // layout, the checkpoints on their layers' layouts, the live activations of the largest

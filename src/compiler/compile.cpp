@@ -105,6 +105,7 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
                                          : compile_transformer(model, run, system);
   // What reports need to turn a step time into throughput and time to train.
   t.meta = {{"model", model.name},
+            {"mode", run.inference ? "inference" : "training"},
             {"samples_per_step", std::to_string(run.samples_per_step())},
             {"sample_unit", run.sample_unit},
             {"ttt.epochs", meta_number(run.epochs)},

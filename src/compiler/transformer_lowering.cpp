@@ -110,13 +110,19 @@ class TransformerLowering {
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
     b_.elementwise(out, L.scores, sub_exp);
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
-    Value p{L.scores, {Op::kDiv, Op::kMul}};
+    Value p{L.scores, {Op::kDiv}};
+    if (!run_.inference) p.pending.push_back(Op::kMul);
     flush(out, p);
     L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
     L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});                      // projection
     b_.rearrange(out, x.layout, L.out);  // the residual joins the projection's layout
-    x = Value{L.out, {Op::kAdd, Op::kMul, Op::kAdd}};  // bias, dropout, residual
+    x = residual(L.out);
     layer_norm(out, x);
+  }
+
+  // A sub-layer's output, pending its bias, dropout (training only) and residual add.
+  Value residual(const Layout& l) const {
+    return run_.inference ? Value{l, {Op::kAdd, Op::kAdd}} : Value{l, {Op::kAdd, Op::kMul, Op::kAdd}};
   }
 
   void ffn_fwd(Steps& out, Value& x) {
@@ -129,7 +135,7 @@ class TransformerLowering {
     flush(out, hdn);
     L.out = b_.matmul(out, tokens_, m_.hidden, m_.ffn, dt, Operand{L.hidden, false});
     b_.rearrange(out, x.layout, L.out);
-    x = Value{L.out, {Op::kAdd, Op::kMul, Op::kAdd}};  // bias, dropout, residual
+    x = residual(L.out);
     layer_norm(out, x);
   }
 
@@ -234,6 +240,9 @@ class TransformerLowering {
       b_.reduce(out, logits_, Axis::kChannels, 1, /*broadcast=*/false);
     }
   }
+  // Bytes of one micro-batch's predictions: a 32-bit token id per masked token (the heads
+  // compute the vocabulary scores on the IPU; only the chosen ids go back).
+  std::uint64_t output_bytes() const { return masked() * 4; }
   void heads_bwd(Steps& out, Value& g) {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
@@ -334,6 +343,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       bwd.copies.push_back({(i + 1) % p, i, acts});
     }
     t.global_exchanges = {fwd, bwd};
+    if (run.inference) t.global_exchanges.pop_back();  // no gradients travel back
   }
   const std::uint64_t cycles = run.gradient_accumulation + p - 1;  // fill + steady state + flush
   const ChipSpec chip = compute_chip(run, system.chip);
@@ -358,6 +368,34 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     };
     Steps fwd_steps, bwd_steps;
     forward(fwd_steps);
+    if (run.inference) {
+      // Forward only, weights resident: one batch per replica through the pipeline (its
+      // cycles: the batch plus the fill of the stages after the first).
+      // The batch's input comes in once, before the pipeline cycles; the predictions go back
+      // once, after them (IPU 0 holds the heads).
+      if (first) {
+        const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
+        stream_input(b, program.steps, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
+                     system.chip.tiles);
+      }
+      trace::Step loop = make_step(StepKind::kRepeat);
+      loop.count = cycles;
+      loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
+      if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
+      program.steps.push_back(std::move(loop));
+      if (first)
+        b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu, trace::HostMemory::kHost);
+      for (const auto& param : lower.parameters(n_attn, n_ffn, first))
+        b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
+      const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
+      b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
+               std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts);
+      if (first)
+        b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+      program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
+                                 trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+      continue;
+    }
     forward(bwd_steps);
     Value g = lower.stage_input();
     if (first) lower.heads_bwd(bwd_steps, g);

@@ -212,6 +212,11 @@ std::vector<ParamDecl> run_params() {
       {"run.allreduce_buffer", ValueKind::kBytes, 1024, 1e12,
        "Gradients are reduced across replicas in collectives of at most this many bytes (fused buffers)",
        "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf ResNet)"},
+      {"run.mode", ValueKind::kString, 0, 0,
+       "training (forward, backward, weight update per step) or inference (one batch per replica "
+       "per step: input from the host, forward pass with resident weights and batch-norm "
+       "statistics folded into a scale and shift, outputs back to the host)",
+       "issue 15; poplar-compiler.md §2.3 (normalisations)"},
       {"run.io_tiles", ValueKind::kCount, 0, 1 << 20,
        "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input streams are copied "
        "inline on the compute tiles from Streaming Memory, where they were prefetched while the previous "
@@ -229,7 +234,9 @@ std::vector<ParamDecl> run_params() {
       {"run.sample_unit", ValueKind::kString, 0, 0, "images or sequences", "-"},
       {"run.ttt.epochs", ValueKind::kRatio, 0, 1e4, "Epochs trained (0: use samples_to_train)", "workloads.md §3"},
       {"run.ttt.samples_per_epoch", ValueKind::kCount, 1, 1e12, "Training samples per epoch", "workloads.md §1"},
-      {"run.ttt.samples_to_train", ValueKind::kCount, 1, 1e12, "Samples to converge when not counted in epochs", "workloads.md §3"},
+      {"run.ttt.samples_to_train", ValueKind::kCount, 0, 1e12,
+       "Samples to converge when not counted in epochs (0 with epochs 0: no time-to-train estimate, e.g. inference)",
+       "workloads.md §3"},
       {"run.ttt.lead_in", ValueKind::kDuration, 0, 1e5, "Host-side time before the first step", "workloads.md §3"},
       {"run.ttt.checkpoint_time", ValueKind::kDuration, 0, 1e5, "Time per checkpoint", "workloads.md §3"},
       {"run.ttt.checkpoints", ValueKind::kCount, 1, 1e6, "Checkpoints taken", "workloads.md §3"},
@@ -253,7 +260,16 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.sequences_per_pack") d.default_text = "1";
     if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
     if (d.path == "run.io_tiles") d.default_text = "0";
-    if (d.path == "run.ttt.samples_to_train") d.default_text = "1";
+    if (d.path == "run.mode") {
+      d.choices = {"training", "inference"};
+      d.default_text = "training";
+    }
+    // The time-to-train terms are optional: without them (inference, or a model whose
+    // training length is not known) no time to train is reported.
+    if (d.path == "run.ttt.epochs" || d.path == "run.ttt.samples_to_train") d.default_text = "0";
+    if (d.path == "run.ttt.samples_per_epoch") d.default_text = "1";
+    if (d.path == "run.ttt.lead_in" || d.path == "run.ttt.checkpoint_time" || d.path == "run.ttt.evaluation_time")
+      d.default_text = "0s";
     if (d.path == "run.ttt.checkpoints" || d.path == "run.ttt.evaluations") d.default_text = "1";
   }
   return p;
@@ -326,6 +342,11 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.rearrangements = r.string("run.rearrangements") == "yes";
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
   run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
+  run.inference = r.string("run.mode") == "inference";
+  if (run.inference && run.gradient_accumulation != 1)
+    throw bad("run.gradient_accumulation",
+              fmt::format("inference runs one batch per replica per step: expected 1, found {}",
+                          run.gradient_accumulation));
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
   const std::string placement = r.string("run.pipeline_placement");

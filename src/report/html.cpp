@@ -241,8 +241,11 @@ std::string summary_section(const RunDir& run) {
     const JsonValue* tp = w->find("throughput");
     b += row("throughput", fmt::format("{:.1f} {}", stat(run, "workload.throughput"),
                                        tp ? text_of(*tp, {"unit"}) : ""));
-    b += row("time to train", fmt::format("{:.1f} min ({} steps)", stat(run, "workload.time_to_train.total") / 60,
-                                          num(stat(run, "workload.time_to_train.steps"))));
+    if (auto latency = find_stat(run, "workload.latency"))
+      b += row("latency", human_seconds(*latency) + " per batch");
+    if (find_stat(run, "workload.time_to_train.total"))
+      b += row("time to train", fmt::format("{:.1f} min ({} steps)", stat(run, "workload.time_to_train.total") / 60,
+                                            num(stat(run, "workload.time_to_train.steps"))));
   }
   if (auto u = find_stat(run, "throughput.utilisation"))
     b += row("FP16 utilisation", fmt::format("{:.1f}% of peak", 100 * *u));

@@ -141,6 +141,7 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
   for (const auto& [k, v] : info.meta) {
     if (k == "model") w.model = v;
     if (k == "sample_unit") w.sample_unit = v;
+    if (k == "mode") w.inference = v == "inference";
   }
   w.samples_per_step = meta_value(info, "samples_per_step");
   if (w.samples_per_step <= 0 || step_seconds <= 0) return std::nullopt;
@@ -152,6 +153,7 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
   w.checkpoints = meta_value(info, "ttt.checkpoints") * meta_value(info, "ttt.checkpoint_s");
   w.evaluations = meta_value(info, "ttt.evaluations") * meta_value(info, "ttt.evaluation_s");
   w.time_to_train = w.lead_in + w.steps * step_seconds + w.checkpoints + w.evaluations;
+  w.has_time_to_train = !w.inference && w.steps > 0;
   return w;
 }
 
@@ -194,14 +196,18 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
     w.quantity("samples_per_step", wl->samples_per_step, wl->sample_unit);
     w.quantity("step_time", stats.seconds, "s");
     w.quantity("throughput", wl->throughput, wl->sample_unit + "/s");
-    w.key("time_to_train").begin_object();
-    w.quantity("total", wl->time_to_train, "s");
-    w.quantity("steps", wl->steps, "steps");
-    w.quantity("training", wl->steps * stats.seconds, "s");
-    w.quantity("lead_in", wl->lead_in, "s");
-    w.quantity("checkpoints", wl->checkpoints, "s");
-    w.quantity("evaluations", wl->evaluations, "s");
-    w.end_object();
+    w.key("mode").value(wl->inference ? "inference" : "training");
+    if (wl->inference) w.quantity("latency", stats.seconds, "s");
+    if (wl->has_time_to_train) {
+      w.key("time_to_train").begin_object();
+      w.quantity("total", wl->time_to_train, "s");
+      w.quantity("steps", wl->steps, "steps");
+      w.quantity("training", wl->steps * stats.seconds, "s");
+      w.quantity("lead_in", wl->lead_in, "s");
+      w.quantity("checkpoints", wl->checkpoints, "s");
+      w.quantity("evaluations", wl->evaluations, "s");
+      w.end_object();
+    }
     w.end_object();
   }
   w.key("phases").begin_object();
@@ -287,7 +293,12 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
   if (const auto wl = workload(info, stats.seconds)) {
     out += fmt::format("  throughput    {:.0f} {}/s ({} {} per step of {})\n", wl->throughput,
                        wl->sample_unit, wl->samples_per_step, wl->sample_unit, human_seconds(stats.seconds));
-    out += fmt::format("  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "
+    if (wl->inference)
+      out += fmt::format("  latency       {} per batch ({} {} per replica, inputs from and outputs to the host)\n",
+                         human_seconds(stats.seconds), wl->samples_per_step / std::max(1u, stats.replicas),
+                         wl->sample_unit);
+    else if (wl->has_time_to_train)
+      out += fmt::format("  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "
                        "{:.0f} s + evaluations {:.0f} s; host-side terms from the run config)\n",
                        wl->time_to_train / 60, wl->steps, human_seconds(stats.seconds), wl->lead_in,
                        wl->checkpoints, wl->evaluations);

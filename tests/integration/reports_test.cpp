@@ -282,9 +282,17 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
   ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("w") + " " + trace).status, 0);
   ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status, 0);
   ASSERT_EQ(ipusim("run -q --out " + dir.file("k") + " " + dir.file("k.trace")).status, 0);
+  // Fields only some runs write: warnings (a trace run on a system with more IPUs than it
+  // uses) and an inference run's latency.
+  ASSERT_EQ(ipusim("run -q --system " + source_dir() + "/configs/systems/pod64.yaml --out " + dir.file("w64") + " " +
+                   trace).status, 0);
+  ASSERT_EQ(ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") +
+                   " --set run.mode=inference --set run.gradient_accumulation=1 --out " + dir.file("inf")).status, 0);
   std::map<std::string, std::string> fields, kernel_fields;
   collect(parse_file(dir.file("w/stats.json")), "", fields);
   collect(parse_file(dir.file("k/stats.json")), "", kernel_fields);
+  collect(parse_file(dir.file("w64/stats.json")), "", kernel_fields);
+  collect(parse_file(dir.file("inf/stats.json")), "", kernel_fields);
   // The doc's table rows: | `path` | unit | meaning |
   std::map<std::string, std::string> documented;
   std::istringstream doc(read_all(source_dir() + "/docs/stats-reference.md"));

@@ -4,6 +4,7 @@
 // Expected values are worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -371,6 +372,120 @@ TEST(CompilerIoTiles, IoTilesTakeTheInputAndLeaveTheRestForCompute) {
     EXPECT_NE(std::string(e.what()).find("run.io_tiles"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("1472"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
+  // The reduced ResNet in inference: the AMP vertices do exactly the forward convolutions and
+  // the fc layer, whose MACs follow from the model file by hand (n x out_h x out_w x Cin x
+  // Cout x k x k per conv, n x Cin x Cout for fc); no collective, no weight update; the class
+  // scores (n x 10 half) go back to the host after the images came in.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml",
+                                 {"run.mode=inference", "run.gradient_accumulation=1"});
+  ASSERT_TRUE(run.run.inference);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  const std::uint64_t n = run.run.micro_batch;  // 8
+  std::uint64_t macs = 0;
+  std::map<std::string, std::uint64_t> chans, size;
+  std::string previous;
+  for (const Layer& l : model.layers) {
+    const std::string in = l.input.empty() ? previous : l.input;
+    const std::uint64_t cin = in.empty() ? model.channels : chans.at(in);
+    const std::uint64_t hw = in.empty() ? model.height : size.at(in);
+    previous = l.name;
+    chans[l.name] = l.op == "conv" || l.op == "fc" ? l.out : cin;
+    size[l.name] = l.op == "conv" ? (hw + l.stride - 1) / l.stride : l.op == "avgpool" ? 1 : hw;
+    if (l.op == "conv") macs += n * size[l.name] * size[l.name] * cin * l.out * l.kernel * l.kernel;
+    if (l.op == "fc") macs += n * cin * l.out;
+  }
+  // Executed compute sets (two convs of one shape share theirs), each loop run once.
+  std::uint64_t amp_flops = 0;
+  const auto& p = t.ipus[0];
+  std::function<void(const std::vector<trace::Step>&)> walk = [&](const std::vector<trace::Step>& steps) {
+    for (const auto& s : steps) {
+      EXPECT_NE(s.kind, StepKind::kCollective);
+      if (s.kind == StepKind::kCompute)
+        for (const auto& v : p.compute_sets[s.index].vertices)
+          if (v.codelet == trace::Codelet::kAmpConv1x1 || v.codelet == trace::Codelet::kAmpConvNx1)
+            amp_flops += std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
+      if (s.kind == StepKind::kRepeat) {
+        EXPECT_EQ(s.count, 1u);
+        walk(s.body);
+      }
+    }
+  };
+  walk(p.steps);
+  EXPECT_EQ(amp_flops, 2 * macs);
+  const auto hosts = host_steps(p);
+  ASSERT_EQ(hosts.size(), 3u);  // inline input copy, background prefetch, outputs
+  EXPECT_EQ(hosts[2]->direction, trace::HostDirection::kFromIpu);
+  EXPECT_GE(std::uint64_t{hosts[2]->tiles.size()} * hosts[2]->bytes, n * 10 * 2);
+  EXPECT_LT(std::uint64_t{hosts[2]->tiles.size()} * hosts[2]->bytes, n * 10 * 2 + hosts[2]->tiles.size());
+  for (const auto& tensor : p.tensors) {
+    EXPECT_EQ(tensor.name.find("gradient"), std::string::npos) << tensor.name;
+    EXPECT_EQ(tensor.name.find("momentum"), std::string::npos) << tensor.name;
+  }
+  // More than one batch per step is a training notion.
+  try {
+    load_run(dir + "resnet_tiny-pod16.yaml", {"run.mode=inference"});
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.gradient_accumulation: inference runs one batch per replica per step: "
+                                         "expected 1, found 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+TEST(CompilerInference, ATransformerRunsItsForwardPassOnceThroughThePipeline) {
+  // The reduced BERT in inference over its 2 pipeline stages: each IPU runs its forward pass
+  // in a loop of 1 batch + 1 fill cycle = 2, no collective and only the forward stage copy;
+  // IPU 0 takes the packs in before the loop (2 packs x 1536 B) and sends one 32-bit token id
+  // per masked token back after it: 2 packs x 2 sequences x 20 masked tokens x 4 B = 320 B.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "bert_tiny-pod16.yaml",
+                                 {"run.mode=inference", "run.gradient_accumulation=1"});
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  ASSERT_EQ(t.ipus.size(), 2u);
+  ASSERT_EQ(t.global_exchanges.size(), 1u);
+  EXPECT_EQ(t.global_exchanges[0].name, "stage_activations");
+  for (const auto& p : t.ipus) {
+    std::size_t loops = 0;
+    for (const auto& s : p.steps) {
+      EXPECT_NE(s.kind, StepKind::kCollective);
+      if (s.kind == StepKind::kRepeat) {
+        ++loops;
+        EXPECT_EQ(s.count, 2u);
+        for (const auto& b : s.body) EXPECT_NE(b.kind, StepKind::kHost);
+      }
+    }
+    EXPECT_EQ(loops, 1u);
+    for (const auto& tensor : p.tensors) EXPECT_EQ(tensor.name.find("optimiser"), std::string::npos) << tensor.name;
+  }
+  std::uint64_t in = 0, out = 0;
+  for (const auto& s : t.ipus[0].steps)
+    if (s.kind == StepKind::kHost && !s.overlap)
+      (s.direction == trace::HostDirection::kToIpu ? in : out) += std::uint64_t{s.tiles.size()} * s.bytes;
+  EXPECT_GE(in, 2u * 1536);
+  EXPECT_LT(in, 2u * 1536 + system.spec.chip.tiles);
+  EXPECT_GE(out, 320u);
+  EXPECT_LT(out, 320u + system.spec.chip.tiles);
 }
 
 }  // namespace

@@ -28,9 +28,13 @@ struct RunInfo {
 // Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:
 // TTT = lead-in + steps x step time + checkpoints x checkpoint time + evaluations x
 // evaluation time, with steps = epochs x ceil(samples per epoch / samples per step) or
-// ceil(samples to train / samples per step). The host-side terms are the run config's.
+// ceil(samples to train / samples per step). The host-side terms are the run config's. An
+// inference run (or one without time-to-train terms) has no time to train; an inference step
+// is one batch per replica, so its latency is the step time.
 struct Workload {
   std::string model;
+  bool inference = false;
+  bool has_time_to_train = true;
   double samples_per_step = 0;
   std::string sample_unit;
   double throughput = 0;  // samples per second
