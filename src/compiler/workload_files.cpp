@@ -124,18 +124,34 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     if (!layers || !layers.IsSequence() || layers.size() == 0)
       throw ConfigError(fmt::format("{}: layers: expected a list of layers", file));
     std::set<std::string> names;
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      const YAML::Node l = layers[i];
-      const std::string where = fmt::format("layers[{}]", i);
+    // One layer entry. Inside a repeated block its name gets the iteration's prefix, and its
+    // `input`/`other` name a layer of the same iteration if the block defines that name, the
+    // iteration's input if they are "{in}", else a layer defined above the block.
+    struct Block {
+      std::string prefix;               // "b2/1/" in an iteration, "" at the top
+      std::set<std::string> local;      // the block's own layer names
+      std::string input;                // the layer before the iteration's first
+    };
+    auto add_layer = [&](const YAML::Node& l, const std::string& where, const Block& block) {
       check_keys(file, l, where, {"name", "op", "input", "other", "out", "kernel", "stride"});
       Layer layer;
-      layer.name = text(file, l, "name", where);
+      layer.name = block.prefix + text(file, l, "name", where);
       layer.op = text(file, l, "op", where);
       if (std::find(kOps.begin(), kOps.end(), layer.op) == kOps.end())
         throw ConfigError(fmt::format("{}: {}.op: unknown op \"{}\"{}", at(file, l["op"]), where,
                                       layer.op, did_you_mean(layer.op, kOps)));
-      layer.input = text(file, l, "input", where, i == 0 ? "" : def.layers.back().name);
-      layer.other = text(file, l, "other", where, "");
+      auto resolve = [&](const std::string& ref) {
+        if (ref == "{in}") {
+          if (block.prefix.empty())
+            throw ConfigError(fmt::format("{}: {}: \"{{in}}\" (the input of a repeated block) used outside a "
+                                          "repeated block", at(file, l), where));
+          return block.input;
+        }
+        return block.local.count(ref) ? block.prefix + ref : ref;
+      };
+      layer.input = def.layers.empty() ? "" : def.layers.back().name;
+      if (l["input"]) layer.input = resolve(text(file, l, "input", where));
+      layer.other = l["other"] ? resolve(text(file, l, "other", where)) : "";
       if (layer.op == "add" && layer.other.empty())
         throw ConfigError(fmt::format("{}: {}: an add needs 'other'", at(file, l), where));
       for (const auto* ref : {&layer.input, &layer.other})
@@ -149,6 +165,52 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       if (!names.insert(layer.name).second)
         throw ConfigError(fmt::format("{}: {}: layer name '{}' used twice", at(file, l), where, layer.name));
       def.layers.push_back(std::move(layer));
+    };
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const YAML::Node l = layers[i];
+      const std::string where = fmt::format("layers[{}]", i);
+      if (!(l.IsMap() && l["repeat"])) {
+        add_layer(l, where, Block{});
+        continue;
+      }
+      // A block written once and repeated: {repeat: N, from: F, as: "b2/{i}", layers: [...]}
+      // gives iterations F .. F+N-1, each layer named "<as with {i} = iteration>/<name>".
+      check_keys(file, l, where, {"repeat", "from", "as", "layers"});
+      const std::uint64_t n = count(file, l, "repeat", where);
+      const YAML::Node from_node = l["from"];
+      std::uint64_t from = 0;
+      if (from_node) {
+        const std::string t = from_node.Scalar();
+        if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 9)
+          throw ConfigError(fmt::format("{}: {}.from: expected a whole number, found \"{}\"", at(file, from_node),
+                                        where, t));
+        from = std::stoull(t);
+      }
+      const std::string as = text(file, l, "as", where);
+      if (as.find("{i}") == std::string::npos)
+        throw ConfigError(fmt::format("{}: {}.as: expected a name pattern with {{i}} (e.g. \"b2/{{i}}\"), found "
+                                      "\"{}\"", at(file, l["as"]), where, as));
+      const YAML::Node body = l["layers"];
+      if (!body || !body.IsSequence() || body.size() == 0)
+        throw ConfigError(fmt::format("{}: {}.layers: expected a list of layers", at(file, l), where));
+      if (n > 4096 || def.layers.size() + n * body.size() > 100000)
+        throw ConfigError(fmt::format("{}: {}.repeat: expected at most 4096 iterations and 100000 layers in all, "
+                                      "found {} x {}", at(file, l), where, n, body.size()));
+      Block block;
+      for (const auto& b : body) {
+        if (b.IsMap() && b["repeat"])
+          throw ConfigError(fmt::format("{}: {}.layers: repeated blocks do not nest", at(file, b), where));
+        if (b.IsMap() && b["name"] && b["name"].IsScalar()) block.local.insert(b["name"].Scalar());
+      }
+      for (std::uint64_t it = from; it < from + n; ++it) {
+        std::string prefix = as;
+        for (std::size_t at_i = prefix.find("{i}"); at_i != std::string::npos; at_i = prefix.find("{i}"))
+          prefix.replace(at_i, 3, std::to_string(it));
+        block.prefix = prefix + "/";
+        block.input = def.layers.empty() ? "" : def.layers.back().name;
+        for (std::size_t j = 0; j < body.size(); ++j)
+          add_layer(body[j], fmt::format("{}.layers[{}] (iteration {})", where, j, it), block);
+      }
     }
   } else if (def.family == "transformer") {
     check_keys(file, m, "model", {"name", "family", "dtype", "layers", "hidden", "heads", "ffn",
