@@ -22,7 +22,7 @@ BENCHMARK(BM_TopologyBuildPod256)->Unit(benchmark::kMillisecond);
 void BM_RouteAllPairsPod256(benchmark::State& state) {
   const SystemSpec& sys = pod("pod256");
   for (auto _ : state) {
-    topology::Topology topo(sys);  // routes are cached per Topology: start afresh
+    topology::Topology topo(sys);  // routes are computed on demand (nothing cached)
     std::size_t hops = 0;
     for (std::uint32_t a = 0; a < topo.ipus(); ++a)
       for (std::uint32_t b = 0; b < topo.ipus(); ++b) hops += topo.route(a, b).size();
@@ -37,7 +37,7 @@ void all_reduce(benchmark::State& state, const std::string& system,
   topology::Topology topo(sys);
   std::vector<std::uint32_t> members(topo.ipus());
   std::iota(members.begin(), members.end(), 0u);
-  {  // warm the route cache, as a run would after its first collective
+  {  // a first collective, as in a run (routes are not cached; this warms the allocator)
     topology::LinkSchedule warm(topo);
     topology::run_collective(warm, sys.chip, trace::CollectiveOp::kAllReduce, method, members,
                              100ull << 20, trace::DType::kHalf, 0);

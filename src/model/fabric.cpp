@@ -96,44 +96,54 @@ std::string Fabric::describe(const trace::Step& step) const {
 
 GroupTiming Fabric::group_step(const Placement& who, const trace::Step& step, std::uint64_t now,
                                std::uint64_t times) {
-  std::uint64_t instance = 0;
-  std::vector<std::uint32_t> group;
-  if (step.kind == trace::StepKind::kGlobalExchange) {
-    instance = (4ull << kShift) | (static_cast<std::uint64_t>(step.index) << kField) | who.replica;
-    for (const auto& c : trace_.global_exchanges[step.index].copies)
-      for (auto p : {c.src, c.dst}) group.push_back(who.replica * programs_ + p);
-    std::sort(group.begin(), group.end());
-    group.erase(std::unique(group.begin(), group.end()), group.end());
-    if (!std::binary_search(group.begin(), group.end(), who.system_ipu))
-      throw ModelError(fmt::format("IPU {} runs global exchange '{}' but none of its copies "
-                                   "involves that IPU",
-                                   who.program, trace_.global_exchanges[step.index].name));
-  } else {
-    group = members(who, step.group, instance);
+  // Everything that owns memory lives in this block and is gone before the thread waits:
+  // when a model error stops the simulation while members still wait here (mismatched group
+  // steps), SystemC never resumes or unwinds their threads, so anything on their stacks
+  // would leak.
+  std::pair<std::uint64_t, std::uint64_t> key;
+  Pending* pending = nullptr;
+  {
+    std::uint64_t instance = 0;
+    std::vector<std::uint32_t> group;
+    if (step.kind == trace::StepKind::kGlobalExchange) {
+      instance = (4ull << kShift) | (static_cast<std::uint64_t>(step.index) << kField) | who.replica;
+      for (const auto& c : trace_.global_exchanges[step.index].copies)
+        for (auto p : {c.src, c.dst}) group.push_back(who.replica * programs_ + p);
+      std::sort(group.begin(), group.end());
+      group.erase(std::unique(group.begin(), group.end()), group.end());
+      if (!std::binary_search(group.begin(), group.end(), who.system_ipu))
+        throw ModelError(fmt::format("IPU {} runs global exchange '{}' but none of its copies "
+                                     "involves that IPU",
+                                     who.program, trace_.global_exchanges[step.index].name));
+    } else {
+      group = members(who, step.group, instance);
+    }
+    const std::uint64_t seq = sequence_[{who.system_ipu, instance}]++;
+    key = {instance, seq};
+    Pending& p = pending_[key];
+    pending = &p;
+    std::string what = fmt::format("{} (x{})", describe(step), times);
+    if (!p.done) {
+      p.what = std::move(what);
+      p.expected = simulated_count(group);
+      p.times = times;
+      p.done = std::make_unique<sc_core::sc_event>();
+    } else if (p.what != what) {
+      throw ModelError(fmt::format(
+          "IPU {} reached '{}' as its group step {} in a group where IPU {} reached '{}': the "
+          "programs of a group must run the same group steps in the same order",
+          who.system_ipu, what, seq, p.waiting.front(), p.what));
+    }
+    p.waiting.push_back(who.system_ipu);
+    p.barrier = std::max(p.barrier, now);
+    if (++p.arrived == p.expected) {
+      p.timing = run(who, step, group, p.barrier, times);
+      p.done->notify(sc_core::sc_time::from_value(period_.value() * (p.timing.end - now)));
+    }
   }
-  const std::uint64_t seq = sequence_[{who.system_ipu, instance}]++;
-  Pending& p = pending_[{instance, seq}];
-  const std::string what = fmt::format("{} (x{})", describe(step), times);
-  if (!p.done) {
-    p.what = what;
-    p.expected = simulated_count(group);
-    p.times = times;
-    p.done = std::make_unique<sc_core::sc_event>();
-  } else if (p.what != what) {
-    throw ModelError(fmt::format(
-        "IPU {} reached '{}' as its group step {} in a group where IPU {} reached '{}': the "
-        "programs of a group must run the same group steps in the same order",
-        who.system_ipu, what, seq, p.waiting.front(), p.what));
-  }
-  p.waiting.push_back(who.system_ipu);
-  p.barrier = std::max(p.barrier, now);
-  if (++p.arrived == p.expected) {
-    p.timing = run(who, step, group, p.barrier, times);
-    p.done->notify(sc_core::sc_time::from_value(period_.value() * (p.timing.end - now)));
-  }
-  sc_core::wait(*p.done);
-  const GroupTiming timing = p.timing;
-  if (--p.arrived == 0) pending_.erase({instance, seq});
+  sc_core::wait(*pending->done);
+  const GroupTiming timing = pending->timing;
+  if (--pending->arrived == 0) pending_.erase(key);
   return timing;
 }
 

@@ -26,7 +26,8 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
   std::uint64_t end = ready;
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes == 0) continue;
-    const auto& route = topology_.route(f.src, f.dst);
+    topology_.route(f.src, f.dst, route_);
+    const auto& route = route_;
     std::uint64_t start = ready;
     double slowest = std::numeric_limits<double>::max();
     std::uint64_t latency = 0;
@@ -138,14 +139,20 @@ class Collective {
     return n < 2 ? t : ring_steps(passes, n - 1, reduce, t);
   }
 
-  // Every member sends `bytes` (or a 1/n chunk) to every other member at once.
+  // Every member sends `bytes` (or a 1/n chunk) to every other member at once. The n(n-1)
+  // flows are scheduled one sender at a time, in the same order as one list: flows ready at
+  // the same cycle are independent of how they are split into calls, so memory stays linear.
   std::uint64_t direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes,
                        std::uint64_t t) {
     std::vector<Flow> flows;
-    for (auto a : members)
+    std::uint64_t end = t;
+    for (auto a : members) {
+      flows.clear();
       for (auto b : members)
         if (a != b) flows.push_back({a, b, bytes});
-    return links_.run(flows, t) + hop_sync_;
+      end = std::max(end, links_.run(flows, t));
+    }
+    return end + hop_sync_;
   }
 
   std::uint64_t flat(CollectiveOp op, CollectiveMethod method,

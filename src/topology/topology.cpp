@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 
 #include "ipusim/util/error.hpp"
 
@@ -27,6 +26,7 @@ Topology::Topology(const SystemSpec& system) : system_(system), ipus_(system.ipu
         add(LinkKind::kRail, base + 2 * rung + rail, base + 2 * up + rail, m.rail_links, f.ipu_link);
     }
   }
+  rack_links_ = static_cast<std::uint32_t>(links_.size() / system_.racks);
   for (const auto& e : system_.extra_links) add(LinkKind::kExtra, e.a, e.b, e.links, f.ipu_link);
   // Each IPU reaches its machine's gateway over PCIe.
   for (std::uint32_t ipu = 0; ipu < ipus_; ++ipu)
@@ -43,8 +43,19 @@ Topology::Topology(const SystemSpec& system) : system_(system), ipus_(system.ipu
             gateway_node(((r + 1) % system_.racks) * system_.machines_per_rack + s), lanes, f.gw_link);
   }
   for (auto& adj : adjacency_) std::sort(adj.begin(), adj.end());
-  trees_.resize(ipus_);
-  routes_.resize(ipus_);
+  ipu_first_.reserve(ipus_ + 1);
+  for (std::uint32_t n = 0; n < ipus_; ++n) {
+    ipu_first_.push_back(static_cast<std::uint32_t>(ipu_neighbours_.size()));
+    for (const auto& [next, index] : adjacency_[n])
+      if (next < ipus_) ipu_neighbours_.emplace_back(next, 2 * index + (links_[index].a == next ? 0 : 1));
+  }
+  ipu_first_.push_back(static_cast<std::uint32_t>(ipu_neighbours_.size()));
+  // Without extra links every rack is the same IPU-Link graph (rack r's links are rack 0's,
+  // numbered rack_links_ x r later, between IPUs per_rack x r higher) and no IPU-Link leaves a
+  // rack: one search tree per rack-local destination serves every rack, if they fit.
+  if (system_.extra_links.empty() &&
+      static_cast<std::uint64_t>(per_rack) * per_rack <= kTreeEntriesPerIpu * std::uint64_t{ipus_})
+    local_trees_.resize(per_rack);
 }
 
 void Topology::add(LinkKind kind, std::uint32_t a, std::uint32_t b, std::uint32_t lanes,
@@ -84,66 +95,124 @@ Channel Topology::channel(std::uint32_t from, std::uint32_t to, bool gw_only) co
   throw std::logic_error("no link between route nodes");
 }
 
-const std::vector<std::int64_t>& Topology::tree(std::uint32_t src) const {
-  auto& parents = trees_[src];
-  if (!parents.empty()) return parents;
-  parents.assign(ipus_, -1);
-  parents[src] = src;
-  std::deque<std::uint32_t> queue{src};
-  while (!queue.empty()) {
-    const std::uint32_t n = queue.front();
-    queue.pop_front();
-    for (const auto& [next, index] : adjacency_[n]) {
-      if (next >= ipus_ || parents[next] >= 0) continue;  // IPU-Links only
-      parents[next] = n;
+const std::vector<Channel>& Topology::local_tree(std::uint32_t dst) const {
+  auto& tree = local_trees_[dst];
+  if (!tree.empty()) return tree;
+  // Breadth-first search in rack 0 (IPUs 0 .. per_rack - 1) as ipu_path does, to the end.
+  tree.assign(local_trees_.size(), kNoRoute);
+  std::vector<std::uint32_t> queue{dst};
+  tree[dst] = 0;  // any value other than kNoRoute: the destination is reached
+  for (std::size_t head = 0; head < queue.size(); ++head) {
+    const std::uint32_t n = queue[head];
+    for (std::uint32_t e = ipu_first_[n]; e < ipu_first_[n + 1]; ++e) {
+      const auto [next, to_n] = ipu_neighbours_[e];
+      if (tree[next] != kNoRoute) continue;
+      tree[next] = to_n;
       queue.push_back(next);
     }
   }
-  return parents;
+  return tree;
 }
 
-std::vector<Channel> Topology::ipu_path(std::uint32_t src, std::uint32_t dst) const {
-  // BFS from the destination gives, for src, the next hop towards dst.
-  const auto& parents = tree(dst);
-  if (parents[src] < 0) return {};
-  std::vector<Channel> path;
-  for (std::uint32_t n = src; n != dst; n = static_cast<std::uint32_t>(parents[n]))
-    path.push_back(channel(n, static_cast<std::uint32_t>(parents[n]), false));
-  return path;
+bool Topology::ipu_path(std::uint32_t src, std::uint32_t dst, std::vector<Channel>& out) const {
+  if (src == dst) return true;
+  if (!local_trees_.empty()) {
+    const std::uint32_t rack = rack_of(src);
+    if (rack_of(dst) != rack) return false;
+    const std::uint32_t base = rack * system_.ipus_per_rack();
+    const std::vector<Channel>& tree = local_tree(dst - base);
+    const Channel shift = 2 * rack * rack_links_;
+    std::uint32_t n = src - base;
+    if (tree[n] == kNoRoute) return false;
+    while (n != dst - base) {
+      const Channel c = tree[n];
+      out.push_back(c + shift);
+      const Link& l = link_of(c);
+      n = c % 2 == 0 ? l.b : l.a;  // the far end of the channel, in rack 0
+    }
+    return true;
+  }
+  if (parent_.empty()) {
+    parent_.assign(ipus_, 0);
+    parent_channel_.assign(ipus_, 0);
+    mark_.assign(ipus_, 0);
+    queue_.reserve(ipus_);
+  }
+  if (++generation_ == 0) {  // marks wrapped round: clear them once
+    std::fill(mark_.begin(), mark_.end(), 0);
+    generation_ = 1;
+  }
+  // Breadth-first search over IPU-Links from the destination, neighbours in ascending order;
+  // a node's parent is its next hop towards dst. Stop when the source is reached: the parents
+  // of its path are all set by then (they are closer to dst), and no later step changes them.
+  // Between two IPUs joined by links of several kinds the lowest-numbered link is used.
+  const std::uint32_t gen = generation_;
+  mark_[dst] = gen;
+  queue_.assign(1, dst);
+  bool found = false;
+  for (std::size_t head = 0; head < queue_.size() && !found; ++head) {
+    const std::uint32_t n = queue_[head];
+    for (std::uint32_t e = ipu_first_[n]; e < ipu_first_[n + 1]; ++e) {
+      const auto [next, to_n] = ipu_neighbours_[e];
+      if (mark_[next] == gen) continue;
+      mark_[next] = gen;
+      parent_[next] = n;
+      parent_channel_[next] = to_n;
+      if (next == src) {
+        found = true;
+        break;
+      }
+      queue_.push_back(next);
+    }
+  }
+  if (!found) return false;
+  for (std::uint32_t n = src; n != dst; n = parent_[n]) out.push_back(parent_channel_[n]);
+  return true;
 }
 
-std::vector<Channel> Topology::gateway_path(std::uint32_t src, std::uint32_t dst) const {
+void Topology::gateway_path(std::uint32_t src, std::uint32_t dst, std::vector<Channel>& out) const {
   const std::uint32_t per_rack = system_.ipus_per_rack();
   const std::uint32_t racks = system_.racks;
   const std::uint32_t src_rack = rack_of(src), dst_rack = rack_of(dst);
   const std::uint32_t slot = (src % per_rack) / system_.machine.ipus;
-  std::vector<Channel> path;
   std::uint32_t gw = gateway_node(machine_of(src));
-  path.push_back(channel(src, gw, true));
+  out.push_back(channel(src, gw, true));
   const std::uint32_t up = (dst_rack + racks - src_rack) % racks;
   const bool upwards = up <= racks - up;
   for (std::uint32_t r = src_rack; r != dst_rack;) {
     const std::uint32_t next = upwards ? (r + 1) % racks : (r + racks - 1) % racks;
     const std::uint32_t next_gw = gateway_node(next * system_.machines_per_rack + slot);
-    path.push_back(channel(gw, next_gw, true));
+    out.push_back(channel(gw, next_gw, true));
     gw = next_gw;
     r = next;
   }
   const std::uint32_t landing = dst_rack * per_rack + src % per_rack;
-  path.push_back(channel(gw, landing, true));
-  for (Channel c : ipu_path(landing, dst)) path.push_back(c);
-  return path;
+  out.push_back(channel(gw, landing, true));
+  ipu_path(landing, dst, out);
 }
 
-const std::vector<Channel>& Topology::route(std::uint32_t src, std::uint32_t dst) const {
-  auto& table = routes_[src];
-  if (table.empty()) table.resize(ipus_);
-  auto& r = table[dst];
-  if (r.empty() && src != dst) {
-    r = ipu_path(src, dst);
-    if (r.empty()) r = gateway_path(src, dst);
-  }
-  return r;
+void Topology::route(std::uint32_t src, std::uint32_t dst, std::vector<Channel>& out) const {
+  out.clear();
+  if (src == dst) return;
+  if (!ipu_path(src, dst, out)) gateway_path(src, dst, out);
+}
+
+std::vector<Channel> Topology::route(std::uint32_t src, std::uint32_t dst) const {
+  std::vector<Channel> out;
+  route(src, dst, out);
+  return out;
+}
+
+std::size_t Topology::routing_bytes() const {
+  std::size_t bytes = links_.capacity() * sizeof(Link) +
+                      adjacency_.capacity() * sizeof(adjacency_.front());
+  for (const auto& adj : adjacency_) bytes += adj.capacity() * sizeof(adj.front());
+  bytes += local_trees_.capacity() * sizeof(local_trees_.front());
+  for (const auto& tree : local_trees_) bytes += tree.capacity() * sizeof(Channel);
+  bytes += ipu_first_.capacity() * sizeof(std::uint32_t) +
+           ipu_neighbours_.capacity() * sizeof(ipu_neighbours_.front());
+  return bytes + (parent_.capacity() + parent_channel_.capacity() + mark_.capacity() +
+                  queue_.capacity()) * sizeof(std::uint32_t);
 }
 
 std::vector<std::uint32_t> Topology::ring(std::vector<std::uint32_t> members) const {

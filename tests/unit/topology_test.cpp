@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <tuple>
 
 #include "ipusim/config/system.hpp"
 #include "ipusim/topology/link_schedule.hpp"
@@ -169,6 +172,167 @@ TEST(Topology, RingGoesUpOneRailAndDownTheOther) {
   EXPECT_EQ(t.ring(all), expected);
   // Every ring neighbour is one link away.
   for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(t.route(expected[i], expected[(i + 1) % 16]).size(), 1u);
+}
+
+// Reference routing written from docs/topology.md's rules, independently of Topology's search
+// (which stops early, and shares trees between racks): a full breadth-first search from the
+// destination over the IPU-Links of t.links() with neighbours in ascending node order, kept
+// for every destination; between two IPUs joined by several bundles, the lowest-numbered one.
+// Without an IPU-Link path: PCIe up, GW-Links round the ring of racks the shorter way (upwards
+// on a tie), PCIe down to the same machine position, then IPU-Links. This is the quadratic
+// table the old Topology kept, so it is only used on small systems or a few destinations.
+class ReferenceRoutes {
+ public:
+  explicit ReferenceRoutes(const Topology& t) : t_(t), adj_(t.ipus()) {
+    for (std::uint32_t i = 0; i < t.links().size(); ++i) {
+      const Link& l = t.links()[i];
+      links_.emplace(std::make_tuple(l.a, l.b, l.kind), i);
+      if (l.a < t.ipus() && l.b < t.ipus()) {
+        adj_[l.a].emplace_back(l.b, i);
+        adj_[l.b].emplace_back(l.a, i);
+      }
+    }
+    for (auto& a : adj_) std::sort(a.begin(), a.end());
+  }
+
+  std::vector<Channel> route(std::uint32_t src, std::uint32_t dst) {
+    if (src == dst) return {};
+    std::vector<Channel> path;
+    if (ipu_path(src, dst, path)) return path;
+    const SystemSpec& s = t_.system();
+    const std::uint32_t per_rack = s.ipus_per_rack(), racks = s.racks;
+    const std::uint32_t from = src / per_rack, to = dst / per_rack;
+    const std::uint32_t slot = src % per_rack / s.machine.ipus;
+    auto gw = [&](std::uint32_t rack) { return t_.ipus() + rack * s.machines_per_rack + slot; };
+    path.push_back(channel(src, gw(from), LinkKind::kPcie));
+    const std::uint32_t up = (to + racks - from) % racks;
+    for (std::uint32_t r = from; r != to;) {
+      const std::uint32_t next = up <= racks - up ? (r + 1) % racks : (r + racks - 1) % racks;
+      path.push_back(channel(gw(r), gw(next), LinkKind::kGw));
+      r = next;
+    }
+    const std::uint32_t landing = to * per_rack + src % per_rack;
+    path.push_back(channel(gw(to), landing, LinkKind::kPcie));
+    ipu_path(landing, dst, path);
+    return path;
+  }
+
+ private:
+  Channel channel(std::uint32_t from, std::uint32_t to, LinkKind kind) const {
+    if (auto it = links_.find({from, to, kind}); it != links_.end()) return 2 * it->second;
+    return 2 * links_.at({to, from, kind}) + 1;
+  }
+
+  bool ipu_path(std::uint32_t src, std::uint32_t dst, std::vector<Channel>& path) {
+    auto [it, fresh] = trees_.try_emplace(dst);
+    auto& parent = it->second;  // (parent, link) per IPU
+    if (fresh) {
+      parent.assign(t_.ipus(), {-1, 0});
+      parent[dst] = {dst, 0};
+      std::deque<std::uint32_t> queue{dst};
+      while (!queue.empty()) {
+        const std::uint32_t n = queue.front();
+        queue.pop_front();
+        for (const auto& [next, link] : adj_[n])
+          if (parent[next].first < 0) {
+            parent[next] = {n, link};
+            queue.push_back(next);
+          }
+      }
+    }
+    if (parent[src].first < 0) return false;
+    for (std::uint32_t n = src; n != dst;) {
+      const auto [p, link] = parent[n];
+      path.push_back(2 * link + (t_.links()[link].a == n ? 0 : 1));
+      n = static_cast<std::uint32_t>(p);
+    }
+    return true;
+  }
+
+  const Topology& t_;
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> adj_;
+  std::map<std::tuple<std::uint32_t, std::uint32_t, LinkKind>, std::uint32_t> links_;
+  std::map<std::uint32_t, std::vector<std::pair<std::int64_t, std::uint32_t>>> trees_;
+};
+
+struct SystemCase {
+  const char* file;
+  std::vector<std::string> overrides;
+};
+
+// Issue 16, defect G: routes are computed on demand, not kept per IPU pair. Every route of
+// ladders, tori (even and odd rung counts), rings of 2 and 3 racks, a rack too large for the
+// shared per-rack trees and systems with extra links (inside a rung, across the ladder, between
+// racks) equals the reference.
+TEST(Topology, EveryRouteEqualsAReferenceSearch) {
+  const std::vector<SystemCase> cases{
+      {"m2000", {}},
+      {"pod16", {}},
+      {"pod64", {}},
+      {"pod128", {}},
+      {"pod256", {}},
+      {"m2000", {"machine.ipus=2", "system.machines_per_rack=3", "system.rack_topology=torus"}},
+      {"m2000", {"machine.ipus=6", "system.machines_per_rack=3", "system.rack_topology=torus"}},
+      {"m2000", {"machine.ipus=2", "system.machines_per_rack=5", "system.racks=3"}},
+      {"m2000", {"machine.ipus=2", "system.machines_per_rack=1", "system.racks=5"}},
+      {"pod16", {"system.machines_per_rack=64"}},  // 256 IPUs in one ladder
+      {"pod16", {"system.extra_links=0-1:1,0-5:2,3-12:1,7-14:1"}},
+      {"pod64", {"system.extra_links=0-31:1,10-50:2"}},
+      {"pod128", {"system.extra_links=5-70:1,64-127:1"}},
+  };
+  for (const auto& c : cases) {
+    const SystemSpec spec = load_system(system_path(c.file), c.overrides).spec;
+    SCOPED_TRACE(std::string(c.file) + " " + ::testing::PrintToString(c.overrides));
+    const Topology t(spec);
+    ReferenceRoutes ref(t);
+    std::size_t checked = 0, mismatched = 0;
+    for (std::uint32_t src = 0; src < t.ipus(); ++src)
+      for (std::uint32_t dst = 0; dst < t.ipus(); ++dst) {
+        ++checked;
+        const auto expected = ref.route(src, dst);
+        if (t.route(src, dst) != expected && ++mismatched <= 3)
+          ADD_FAILURE() << "route " << src << " -> " << dst << " differs from the reference";
+        if (src != dst) ASSERT_FALSE(expected.empty());
+      }
+    EXPECT_EQ(mismatched, 0u) << "of " << checked;
+  }
+}
+
+// Defect G at its scale: the 4,096-IPU system of the reproduction (16 racks of 256) and 4,096
+// IPUs in one rack (too large for shared per-rack trees: searched per route). After routing
+// an all-IPU ring and every route from 16 sources, the routing state is still a few words per
+// node and link plus the per-rack trees, which are at most 64 channels per IPU — the old
+// per-pair table held 16 x 4,096 routes and a 4,096-entry tree per destination (>100 MB).
+// Routes to 8 destinations are checked against the reference.
+TEST(Topology, RoutingMemoryIsLinearInTheIpuCount) {
+  for (const auto& overrides : {std::vector<std::string>{"system.racks=16", "system.machines_per_rack=64"},
+                                std::vector<std::string>{"system.machines_per_rack=1024"}}) {
+    SCOPED_TRACE(::testing::PrintToString(overrides));
+    const Topology t(load_system(system_path("pod16"), overrides).spec);
+    ASSERT_EQ(t.ipus(), 4096u);
+    const std::size_t bound =
+        64 * sizeof(Channel) * t.ipus() + 64 * (std::size_t{t.nodes()} + t.links().size());
+    const std::size_t built = t.routing_bytes();
+    std::vector<std::uint32_t> all(t.ipus());
+    std::iota(all.begin(), all.end(), 0u);
+    const auto ring = t.ring(all);
+    std::size_t hops = 0;
+    for (std::size_t i = 0; i < ring.size(); ++i) hops += t.route(ring[i], ring[(i + 1) % ring.size()]).size();
+    // One IPU-Link per ring step, except at the 16 rack boundaries of the first system: IPU 1
+    // of a rack to IPU 0 of the next is PCIe up, one GW-Link, PCIe down to IPU 1, a rung: 4.
+    EXPECT_EQ(hops, ring.size() + (overrides.size() == 2 ? 16 * 3 : 0));
+    std::vector<Channel> r;
+    for (std::uint32_t src = 0; src < t.ipus(); src += t.ipus() / 16)
+      for (std::uint32_t dst = 0; dst < t.ipus(); ++dst) t.route(src, dst, r);
+    EXPECT_LE(t.routing_bytes(), bound) << "built with " << built << " bytes";
+    ReferenceRoutes ref(t);
+    for (std::uint32_t dst = 5; dst < t.ipus(); dst += t.ipus() / 8)
+      for (std::uint32_t src = 0; src < t.ipus(); ++src) {
+        t.route(src, dst, r);
+        ASSERT_EQ(r, ref.route(src, dst)) << src << " -> " << dst;
+      }
+    EXPECT_LE(t.routing_bytes(), bound);
+  }
 }
 
 TEST(LinkSchedule, FlowsSharingALinkQueue) {

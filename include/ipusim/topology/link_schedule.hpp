@@ -52,6 +52,7 @@ class LinkSchedule {
   std::vector<std::uint64_t> latency_; // per link, cycles
   std::vector<std::uint64_t> free_at_; // per channel
   std::vector<ChannelUse> use_;        // per channel
+  std::vector<Channel> route_;         // scratch: the route of the flow being scheduled
 };
 
 // The algorithm a collective ran with (after `auto` chose).

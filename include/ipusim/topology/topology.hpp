@@ -9,6 +9,7 @@
 // above it (same rail) by rail links, and in a torus the top rung wraps to the bottom one.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,11 +49,23 @@ class Topology {
   std::string channel_name(Channel c) const;
 
   // The route from one IPU to another as directed channels, deterministic:
-  //  - over IPU-Links when a path exists: fewest hops, ties broken towards lower node ids;
+  //  - over IPU-Links when a path exists: fewest hops, ties broken towards lower node ids
+  //    (the parent pointers of a breadth-first search from the destination that visits
+  //    neighbours in ascending node order);
   //  - otherwise (another rack): PCIe to the source machine's gateway, GW-Links around the
   //    ring of racks (shorter way, ties upwards) to the gateway of the same machine slot, PCIe
   //    to the IPU in the same machine position, then IPU-Links to the destination.
-  const std::vector<Channel>& route(std::uint32_t src_ipu, std::uint32_t dst_ipu) const;
+  // Computed on demand, nothing is kept per IPU pair: the search from the destination stops as
+  // soon as it reaches the source (every node of the source's path is found before it), so a
+  // route costs time in the number of IPUs within its length of the destination (at most four
+  // per hop on a ladder or torus) and memory stays linear in the IPU count. `out` is replaced
+  // by the route.
+  void route(std::uint32_t src_ipu, std::uint32_t dst_ipu, std::vector<Channel>& out) const;
+  std::vector<Channel> route(std::uint32_t src_ipu, std::uint32_t dst_ipu) const;
+
+  // Bytes held for the link graph and routing (links, adjacency, the search's scratch arrays):
+  // linear in nodes() + links(), whatever routes have been asked for.
+  std::size_t routing_bytes() const;
 
   // GCL ring order of a set of IPUs of one rack: rail 0 upwards, then rail 1 downwards.
   // Members in several racks are ordered rack by rack.
@@ -66,10 +79,12 @@ class Topology {
            const LinkParams& params);
   void add_raw(LinkKind kind, std::uint32_t a, std::uint32_t b, std::uint32_t lanes,
                double rate, double latency);
-  // Parent pointers of a BFS over IPU-Links from `src` (cached).
-  const std::vector<std::int64_t>& tree(std::uint32_t src) const;
-  std::vector<Channel> ipu_path(std::uint32_t src, std::uint32_t dst) const;  // empty if none
-  std::vector<Channel> gateway_path(std::uint32_t src, std::uint32_t dst) const;
+  // Channel from each IPU of rack 0 to its parent in the search tree towards rack-local IPU
+  // `dst`, kNoRoute where there is none (computed once; only used when local_trees_ is sized).
+  const std::vector<Channel>& local_tree(std::uint32_t dst) const;
+  // Appends the IPU-Link path from src to dst to `out`; false (nothing appended) if none.
+  bool ipu_path(std::uint32_t src, std::uint32_t dst, std::vector<Channel>& out) const;
+  void gateway_path(std::uint32_t src, std::uint32_t dst, std::vector<Channel>& out) const;
   Channel channel(std::uint32_t from, std::uint32_t to, bool gw_only) const;
 
   SystemSpec system_;
@@ -77,8 +92,26 @@ class Topology {
   std::vector<Link> links_;
   // adjacency: node -> (neighbour, link index), sorted by neighbour
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> adjacency_;
-  mutable std::vector<std::vector<std::int64_t>> trees_;
-  mutable std::vector<std::vector<std::vector<Channel>>> routes_;
+  static constexpr Channel kNoRoute = ~Channel{0};
+  // Rack-local search trees are kept when they hold at most this many entries per IPU of the
+  // system (ipus_per_rack^2 <= 64 x ipus: up to 256-IPU racks in a 1,024-IPU system);
+  // otherwise every route is searched afresh.
+  static constexpr std::uint64_t kTreeEntriesPerIpu = 64;
+  std::uint32_t rack_links_ = 0;  // links of one rack (rung and rail), added rack by rack
+  mutable std::vector<std::vector<Channel>> local_trees_;  // by rack-local destination
+  // IPU-Link neighbours of each IPU in ascending order (adjacency without gateways, flat):
+  // those of IPU i are ipu_neighbours_[ipu_first_[i] .. ipu_first_[i + 1]), each with the
+  // channel from that neighbour to i.
+  std::vector<std::uint32_t> ipu_first_;
+  std::vector<std::pair<std::uint32_t, Channel>> ipu_neighbours_;
+  // Scratch of the breadth-first search, one entry per IPU, allocated on the first route: a
+  // node's parent (and the channel to it) is valid when its mark equals the current search's
+  // generation.
+  mutable std::vector<std::uint32_t> parent_;
+  mutable std::vector<Channel> parent_channel_;
+  mutable std::vector<std::uint32_t> mark_;
+  mutable std::vector<std::uint32_t> queue_;
+  mutable std::uint32_t generation_ = 0;
 };
 
 }  // namespace ipusim::topology
