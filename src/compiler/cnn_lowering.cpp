@@ -54,10 +54,19 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
     } else if (l.op == "avgpool") {
       s = {1, 1, s.c};
     } else if (l.op == "fc") {
+      if (s.h != 1 || s.w != 1)
+        throw ConfigError(fmt::format("{}: layer '{}': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
+                                      "found {}x{}x{} from '{}'", m.file, l.name, s.h, s.w, s.c, in_name));
       s = {1, 1, l.out};
       c.params = c.in.c * l.out + l.out;
     } else if (l.op == "batchnorm") {
       c.params = 2 * s.c;
+    } else if (l.op == "add") {
+      const Shape& o = shapes.at(l.other);
+      if (o.h != s.h || o.w != s.w || o.c != s.c)
+        throw ConfigError(fmt::format("{}: layer '{}': add of '{}' ({}x{}x{}) and '{}' ({}x{}x{}): the shapes "
+                                      "must be equal (height x width x channels)",
+                                      m.file, l.name, in_name, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
     }
     c.out = s;
     shapes[l.name] = s;
@@ -456,6 +465,12 @@ void check_checkpoints(const ModelDef& m, const RunConfig& run) {
 }
 
 }  // namespace
+
+std::uint64_t cnn_parameters(const ModelDef& m) {
+  std::uint64_t n = 0;
+  for (const auto& c : propagate(m)) n += c.params;
+  return n;
+}
 
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
   if (run.ipus_per_replica != 1)

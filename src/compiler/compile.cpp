@@ -96,6 +96,10 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
   return out;
 }
 
+std::uint64_t parameter_count(const ModelDef& model) {
+  return model.family == "cnn" ? cnn_parameters(model) : transformer_parameters(model);
+}
+
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system) {
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())

@@ -37,17 +37,27 @@ struct FfnLayouts {
   Layout x, hidden, out;
 };
 
+// Q, K, V and output projections with biases, and the layer norm after them.
+std::uint64_t transformer_attention_params(const ModelDef& m) { return 4 * m.hidden * m.hidden + 4 * m.hidden + 2 * m.hidden; }
+// The two FFN matmuls with biases, and the layer norm after them.
+std::uint64_t transformer_ffn_params(const ModelDef& m) { return 2 * m.hidden * m.ffn + m.hidden + m.ffn + 2 * m.hidden; }
+// Token, position and two segment embeddings, and their layer norm.
+std::uint64_t transformer_embedding_params(const ModelDef& m) {
+  return (m.vocabulary + m.max_positions + 2) * m.hidden + 2 * m.hidden;
+}
+// The masked-LM head's dense layer, bias, layer norm and output bias (its matmul is tied to
+// the token embedding).
+std::uint64_t transformer_head_params(const ModelDef& m) { return m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden; }
+
 class TransformerLowering {
  public:
   TransformerLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b)
       : m_(m), run_(run), b_(b), tokens_(run.micro_batch * m.sequence), packs_(run.micro_batch) {}
 
-  std::uint64_t attention_params() const { return 4 * m_.hidden * m_.hidden + 4 * m_.hidden + 2 * m_.hidden; }
-  std::uint64_t ffn_params() const { return 2 * m_.hidden * m_.ffn + m_.hidden + m_.ffn + 2 * m_.hidden; }
-  std::uint64_t embedding_params() const {
-    return (m_.vocabulary + m_.max_positions + 2) * m_.hidden + 2 * m_.hidden;
-  }
-  std::uint64_t head_params() const { return m_.hidden * m_.hidden + 3 * m_.hidden + 2 * m_.hidden; }
+  std::uint64_t attention_params() const { return transformer_attention_params(m_); }
+  std::uint64_t ffn_params() const { return transformer_ffn_params(m_); }
+  std::uint64_t embedding_params() const { return transformer_embedding_params(m_); }
+  std::uint64_t head_params() const { return transformer_head_params(m_); }
   std::uint64_t masked() const {
     return static_cast<std::uint64_t>(std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
            m_.masked_tokens;
@@ -314,6 +324,11 @@ class TransformerLowering {
 };
 
 }  // namespace
+
+std::uint64_t transformer_parameters(const ModelDef& m) {
+  return m.encoder_layers * (transformer_attention_params(m) + transformer_ffn_params(m)) +
+         transformer_embedding_params(m) + transformer_head_params(m);
+}
 
 trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
   const std::uint32_t p = run.ipus_per_replica;

@@ -229,3 +229,27 @@ TEST(RunTarget, ATraceOnAnotherChipOrALargerSystemWarnsAndStrictFails) {
 
 }  // namespace
 }  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+TEST(Workload, TheWorkedExampleOfDocsModelsCompilesAndRuns) {
+  // docs/models.md's ResNet-18 block, trained with the reduced ResNet's run settings.
+  std::string doc = read_all(source_dir() + "/docs/models.md");
+  const auto at = doc.find("<!-- example: resnet18");
+  ASSERT_NE(at, std::string::npos);
+  const auto begin = doc.find("```yaml\n", at) + 8;
+  const std::string yaml = doc.substr(begin, doc.find("```\n", begin) - begin);
+  TempDir dir;
+  write_file(dir.file("resnet18.yaml"), yaml);
+  const auto r = ipusim("run -q --run " + workload_dir() + "resnet_tiny-pod16.yaml --model " +
+                        dir.file("resnet18.yaml") + " --set run.recompute_checkpoints=b2/1/relu --out " +
+                        dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string stats = read_all(dir.file("out/stats.json"));
+  EXPECT_NE(stats.find("\"model\": \"ResNet-18\""), std::string::npos);
+  EXPECT_GT(step_seconds(stats), 0);
+}
+
+}  // namespace
+}  // namespace ipusim::testing

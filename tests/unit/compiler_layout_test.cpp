@@ -4,7 +4,9 @@
 // Expected values are worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <map>
 #include <set>
 
@@ -486,6 +488,102 @@ TEST(CompilerInference, ATransformerRunsItsForwardPassOnceThroughThePipeline) {
   EXPECT_LT(in, 2u * 1536 + system.spec.chip.tiles);
   EXPECT_GE(out, 320u);
   EXPECT_LT(out, 320u + system.spec.chip.tiles);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+// The YAML block of docs/models.md's worked example.
+std::string docs_example(const std::string& marker) {
+  std::ifstream in(std::string(IPUSIM_SOURCE_DIR) + "/docs/models.md");
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string doc = all.str();
+  const auto at = doc.find("<!-- example: " + marker);
+  if (at == std::string::npos) return "";
+  const auto begin = doc.find("```yaml\n", at);
+  const auto end = doc.find("```\n", begin + 8);
+  return doc.substr(begin + 8, end - begin - 8);
+}
+
+TEST(ModelFiles, TheWorkedResNet18HasItsPublishedParameterCount) {
+  // docs/models.md's ResNet-18, by hand: stem 7x7x3x64 + bn 128; per stage (Cin -> C) two
+  // basic blocks of two 3x3 convs and two batch norms, plus a 1x1 projection and its batch
+  // norm where Cin != C; fc 512 x 1000 + 1000. In all 11,689,512 (torchvision's count).
+  const std::string yaml = docs_example("resnet18");
+  ASSERT_FALSE(yaml.empty());
+  const std::string file = ::testing::TempDir() + "/resnet18.yaml";
+  std::ofstream(file) << yaml;
+  const ModelDef m = load_model(file);
+  EXPECT_EQ(m.layers.size(), 4u + 7 * 2 + (9 + 7) * 3 + 3);  // stem, stage 1, stages 2-4, head
+  std::uint64_t by_hand = 7 * 7 * 3 * 64 + 2 * 64;
+  const std::uint64_t stages[4][2] = {{64, 64}, {64, 128}, {128, 256}, {256, 512}};
+  for (const auto& [cin, c] : stages) {
+    by_hand += 9 * cin * c + 9 * c * c + 4 * c + 9 * c * c + 9 * c * c + 4 * c;
+    if (cin != c) by_hand += cin * c + 2 * c;
+  }
+  by_hand += 512 * 1000 + 1000;
+  EXPECT_EQ(by_hand, 11689512u);
+  EXPECT_EQ(parameter_count(m), by_hand);
+  // Repeated blocks name their layers by iteration and wire "{in}" to the iteration's input.
+  const auto find = [&](const std::string& name) {
+    for (const auto& l : m.layers)
+      if (l.name == name) return &l;
+    return static_cast<const Layer*>(nullptr);
+  };
+  ASSERT_NE(find("b1/1/add"), nullptr);
+  EXPECT_EQ(find("b1/1/add")->other, "b1/0/relu");
+  EXPECT_EQ(find("b1/0/add")->other, "pool1");
+  EXPECT_EQ(find("b1/1/conv1")->input, "b1/0/relu");
+  EXPECT_EQ(find("b3/1/add")->input, "b3/1/bn2");
+}
+
+TEST(ModelFiles, ShapeErrorsNameTheLayer) {
+  const std::string dir = ::testing::TempDir();
+  const std::string head = "model: {name: m, family: cnn, input: {height: 8, width: 8, channels: 3}, classes: 2}\n";
+  auto compile_model = [&](const std::string& layers) {
+    const std::string file = dir + "/shape.yaml";
+    std::ofstream(file) << head << "layers:\n" << layers;
+    return parameter_count(load_model(file));
+  };
+  try {
+    compile_model("  - {name: a, op: conv, out: 4}\n  - {name: b, op: conv, out: 8}\n"
+                  "  - {name: s, op: add, input: b, other: a}\n");
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 's': add of 'b' (8x8x8) and 'a' (8x8x4): the shapes must be equal"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    compile_model("  - {name: a, op: conv, out: 4}\n  - {name: f, op: fc, out: 2}\n");
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'f': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
+                                         "found 8x8x4 from 'a'"),
+              std::string::npos)
+        << e.what();
+  }
+  // A repeated block's errors say which iteration; "{in}" outside a block is an error.
+  try {
+    compile_model("  - {name: a, op: conv, out: 4}\n  - repeat: 2\n    as: \"r/{i}\"\n    layers:\n"
+                  "      - {name: c, op: conv, out: 4, kernal: 3}\n");
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("shape.yaml:7:37: "), std::string::npos) << e.what();  // the key in the block
+    EXPECT_NE(std::string(e.what()).find("layers[1].layers[0] (iteration 0).kernal: unknown key"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("kernel"), std::string::npos) << e.what();  // did you mean
+  }
+  try {
+    compile_model("  - {name: a, op: conv, out: 4}\n  - {name: s, op: add, other: \"{in}\"}\n");
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("used outside a repeated block"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

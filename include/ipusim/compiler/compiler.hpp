@@ -104,6 +104,11 @@ struct CompileOptions {
 std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
                                            const SystemSpec* system);
 
+// Trainable parameters of a model (conv and fc weights, fc biases, batch-norm and layer-norm
+// scales and shifts; for a transformer also the embeddings and the heads). Shape errors in a
+// CNN (an add of two shapes, fc on a spatial input) are ConfigErrors naming the layer.
+std::uint64_t parameter_count(const ModelDef& model);
+
 // Lowers one training step. Throws ModelError (e.g. "out of memory on tile N") when the
 // model cannot be mapped onto the system's chips.
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system);
