@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "ipusim/model/clock.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::model {
@@ -72,8 +73,7 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
       options_(options),
       placement_(placement),
       fabric_(fabric),
-      period_(sc_core::sc_time::from_value(
-          static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
+      period_(clock_period(chip.clock)),
       memory_(cost::memory_map(chip, program, /*exchanges=*/false)),
       exchange_("exchange", chip, program),
       sync_("sync", chip),

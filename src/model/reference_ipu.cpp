@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/model/clock.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::model {
@@ -148,8 +149,7 @@ std::uint64_t ReferenceTile::exchange_phase(std::uint32_t exchange) {
   exchange_bytes_ += sent + received;
   received_bytes_ += received;
   const double busy = std::max(static_cast<double>(sent) / rate, receive_cycles);
-  // Round up, tolerating floating-point noise from summing exact fractions.
-  return static_cast<std::uint64_t>(std::ceil(busy - 1e-9));
+  return ceil_cycles(busy).count;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,8 +163,7 @@ ReferenceIpu::ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip,
       program_(program),
       placement_(placement),
       fabric_(fabric),
-      period_(sc_core::sc_time::from_value(
-          static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
+      period_(clock_period(chip.clock)),
       memory_(cost::memory_map(chip, program)) {
   cost::check_memory(chip, program, memory_);
   tiles_.reserve(chip.tiles);

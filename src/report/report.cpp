@@ -70,7 +70,7 @@ void write_phase(JsonWriter& w, std::string_view name, std::uint64_t cycles, std
                  std::uint64_t total, const ChipSpec& chip) {
   w.key(name).begin_object();
   w.quantity("cycles", cycles, "cycles");
-  w.quantity("time", chip.clock.seconds(Cycles{cycles}), "s");
+  w.quantity("time", (Cycles{cycles} / chip.clock).seconds, "s");
   w.quantity("share", total ? static_cast<double>(cycles) / static_cast<double>(total) : 0.0,
              "fraction of total");
   w.quantity("count", count, "phases");
@@ -212,7 +212,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("utilisation",
              stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds / peak : 0.0,
              "fraction of FP16.16 peak");
-  const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
+  const double compute_s = (Cycles{t.phases.compute} / chip.clock).seconds;
   w.quantity("compute_phase_utilisation",
              compute_s > 0 ? static_cast<double>(t.flops) / compute_s / peak : 0.0,
              "fraction of FP16.16 peak while in compute phases");
@@ -303,7 +303,7 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     line(name, cycles, count, kWhat.at(name));
   }
   if (t.flops > 0) {
-    const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
+    const double compute_s = (Cycles{t.phases.compute} / chip.clock).seconds;
     const double in_compute = compute_s > 0 ? static_cast<double>(t.flops) / compute_s : 0.0;
     out += fmt::format("  achieved      {} = {:.1f}% of the {} FP16.16 peak\n",
                        human_rate(rate, "FLOP/s"), 100.0 * rate / peak, human_rate(peak, "FLOP/s"));

@@ -111,7 +111,7 @@ std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, cons
   // Cycles to microseconds with 6 decimals (picosecond resolution; one cycle is ~0.75 ns).
   // Both ends of a span are rounded to whole picoseconds and dur = end - start, so adjacent
   // spans touch exactly and children never stick out of their parents by a rounding error.
-  const double ps_per_cycle = 1e12 / chip.clock.hz;
+  const double ps_per_cycle = chip.clock.period_ps();
   auto ps = [&](std::uint64_t c) {
     return static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * ps_per_cycle));
   };
