@@ -288,7 +288,7 @@ int run_command(int argc, char** argv) {
   // One machine-readable line for tools/benchmark.sh (docs/performance.md): a tile-superstep
   // is one tile taking part in one compute phase.
   std::uint64_t compute_phases = 0;
-  for (const auto& ipu : stats.ipus) compute_phases += ipu.counts.compute;
+  for (const auto& ipu : stats.ipus) compute_phases += ipu.counts[PhaseKind::kCompute];
   const double supersteps = static_cast<double>(compute_phases) * chip_spec.tiles;
   spdlog::info(
       "perf engine={} wall_s={:.6f} cpu_s={:.6f} simulated_s={:.9g} ipus={} tiles={} "

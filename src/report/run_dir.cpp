@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 
@@ -159,10 +160,7 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string steps_path = dir + "/supersteps.csv";
   if (std::filesystem::is_regular_file(steps_path)) {
-    Csv csv(steps_path,
-            "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
-            "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
-            "active_tiles");
+    Csv csv(steps_path, supersteps_header());
     for (std::size_t i = 0; i < csv.size(); ++i) {
       SuperstepRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);
@@ -170,11 +168,9 @@ RunDir load_run_dir(const std::string& dir) {
       row.step = csv.text(i, 2);
       row.executions = csv.number<std::uint64_t>(i, 3);
       row.start = csv.number<std::uint64_t>(i, 4);
-      row.compute = csv.number<std::uint64_t>(i, 5);
-      row.sync = csv.number<std::uint64_t>(i, 6);
-      row.exchange = csv.number<std::uint64_t>(i, 7);
-      for (std::size_t c = 8; c <= 12; ++c) row.other += csv.number<std::uint64_t>(i, c);
-      row.active_tiles = csv.number<std::uint64_t>(i, 13);
+      for (std::size_t k = 0; k < kPhaseKinds; ++k)
+        row.cycles.values[k] = csv.number<std::uint64_t>(i, 5 + k);
+      row.active_tiles = csv.number<std::uint64_t>(i, 5 + kPhaseKinds);
       r.supersteps.push_back(std::move(row));
     }
   }

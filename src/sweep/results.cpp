@@ -59,8 +59,8 @@ PointResult result_from_stats(const PointPlan& plan, const rg::JsonValue& stats,
     const rg::JsonValue* t = wl ? wl->find("throughput") : nullptr;
     r.throughput_unit = t ? string_at(*t, "unit") : "";
   }
-  r.breakdown_s.clear();
-  for (const auto& phase : kBreakdown) r.breakdown_s.push_back(number_at(stats, "phases." + phase + ".time"));
+  for (const PhaseInfo& p : kPhases)
+    r.breakdown_s[p.kind] = number_at(stats, fmt::format("phases.{}.time", p.name));
   r.flop_utilisation = number_at(stats, "throughput.utilisation");
   return r;
 }
@@ -75,7 +75,6 @@ PointResult failed_result(const PointPlan& plan, const std::string& error) {
   r.workload = plan.workload;
   r.system = plan.system;
   r.ipus = plan.ipus;
-  r.breakdown_s.assign(kBreakdown.size(), "");
   return r;
 }
 
@@ -92,9 +91,9 @@ static void write_outcome(JsonWriter& w, const PointResult& r) {
   number(w, r.throughput);
   w.key("throughput_unit").value(r.throughput_unit);
   w.key("breakdown_s").begin_object();
-  for (std::size_t i = 0; i < kBreakdown.size(); ++i) {
-    w.key(kBreakdown[i]);
-    number(w, i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+  for (const PhaseInfo& p : kPhases) {
+    w.key(p.name);
+    number(w, r.breakdown_s[p.kind]);
   }
   w.end_object();
   w.key("flop_utilisation");
@@ -129,7 +128,8 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   r.step_time_s = number_at(root, "step_time_s");
   r.throughput = number_at(root, "throughput");
   r.throughput_unit = string_at(root, "throughput_unit");
-  for (const auto& phase : kBreakdown) r.breakdown_s.push_back(number_at(root, "breakdown_s." + phase));
+  for (const PhaseInfo& p : kPhases)
+    r.breakdown_s[p.kind] = number_at(root, fmt::format("breakdown_s.{}", p.name));
   r.flop_utilisation = number_at(root, "flop_utilisation");
   if (r.id.empty() || (r.ok && r.step_time_s.empty()))
     throw Error(fmt::format("{}: expected id and step_time_s in a point record", origin));
@@ -140,7 +140,7 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vect
   std::string out = "index,id";
   for (const auto& k : axis_keys) out += "," + csv_field(k);
   out += ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit";
-  for (const auto& phase : kBreakdown) out += "," + phase + "_s";
+  for (const PhaseInfo& p : kPhases) out += fmt::format(",{}_s", p.name);
   out += ",flop_utilisation,error\n";
   for (const auto& r : results) {
     out += fmt::format("{},{}", r.index, r.id);
@@ -152,7 +152,7 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vect
     }
     out += fmt::format(",{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed", csv_field(r.workload), csv_field(r.system),
                        r.ipus, r.cycles, r.step_time_s, r.throughput, csv_field(r.throughput_unit));
-    for (std::size_t i = 0; i < kBreakdown.size(); ++i) out += "," + (i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+    for (const PhaseInfo& p : kPhases) out += "," + r.breakdown_s[p.kind];
     out += "," + r.flop_utilisation + "," + csv_field(r.error) + "\n";
   }
   return out;

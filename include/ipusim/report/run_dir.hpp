@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ipusim/regression/json_reader.hpp"
+#include "ipusim/stats/phase.hpp"
 
 namespace ipusim::report {
 
@@ -22,7 +23,7 @@ struct SuperstepRow {
   std::int64_t index = 0;
   std::string step;
   std::uint64_t executions = 0, start = 0, active_tiles = 0;
-  std::uint64_t compute = 0, sync = 0, exchange = 0, other = 0;  // cycles
+  PhaseCycles cycles;  // per phase kind, all executions
 };
 
 struct RunDir {

@@ -22,10 +22,8 @@ std::string tiles_csv(const RunStats& stats);
 // row's executions (a memoised loop's superstep is one row with executions = iterations), so
 // each column sums to the IPU's phase total in stats.json. Empty if no spans were recorded.
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
-inline constexpr const char* kSuperstepsHeader =
-    "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
-    "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
-    "active_tiles";
+// Its header: ipu,superstep,step,executions,start_cycle, <phase>_cycles per kPhases, active_tiles.
+std::string supersteps_header();
 
 // The name of a span as shown in the timeline (the program step's name).
 std::string span_name(const Span& span, const trace::Trace& trace, std::uint32_t program);

@@ -11,13 +11,10 @@
 #include <vector>
 
 #include "ipusim/regression/json_reader.hpp"
+#include "ipusim/stats/phase.hpp"
 #include "ipusim/sweep/point.hpp"
 
 namespace ipusim::sweep {
-
-// The phase kinds whose time (s) sweep.csv reports, in stats.json order.
-inline const std::vector<std::string> kBreakdown{"compute",   "sync",          "exchange",  "host",
-                                                 "streaming", "external_sync", "inter_ipu", "collective"};
 
 struct PointResult {
   std::string id;
@@ -32,7 +29,7 @@ struct PointResult {
   std::string step_time_s;
   std::string throughput;  // workloads only
   std::string throughput_unit;
-  std::vector<std::string> breakdown_s;  // per kBreakdown
+  PerPhase<std::string> breakdown_s;  // time (s) per phase kind
   std::string flop_utilisation;
 };
 
@@ -49,7 +46,7 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
 
 // sweep.csv: a header, then one row per result in the given order. Columns: index, id, the
 // axis keys, status, workload, system_name (not "system": that may be an axis key), ipus,
-// cycles, step_time_s, throughput, throughput_unit, <phase>_s for each kBreakdown,
+// cycles, step_time_s, throughput, throughput_unit, <phase>_s for each of kPhases,
 // flop_utilisation, error (RFC 4180 quoting).
 std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results);
 
