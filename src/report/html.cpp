@@ -16,7 +16,6 @@
 namespace ipusim::report {
 namespace {
 
-using regression::JsonValue;
 
 // Heat maps are drawn for at most this many IPUs (an --all-replicas POD256 run has 256).
 constexpr std::size_t kMaxHeatMaps = 16;
@@ -479,7 +478,7 @@ bool is_sweep_dir(const std::string& dir) {
 
 std::string sweep_html_report(const std::string& dir) {
   const std::string file = dir + "/sweep.json";
-  const JsonValue root = regression::parse_json(read_file_text(file), file);
+  const JsonValue root = parse_json(read_file_text(file), file);
   if (root.kind != JsonValue::Kind::kObject)
     throw Error(fmt::format("{}: expected an object at the top level", file));
   const JsonValue& points = need(root, "points", JsonValue::Kind::kArray, "sweep", file);

@@ -19,7 +19,6 @@
 namespace ipusim::report {
 namespace {
 
-using regression::JsonValue;
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -130,7 +129,7 @@ RunDir load_run_dir(const std::string& dir) {
   if (!std::filesystem::is_regular_file(stats_path))
     throw Error(fmt::format("{}: not a run directory: expected {} (written by 'ipusim run --out "
                             "DIR'), found none", dir, stats_path));
-  r.stats = regression::parse_json(read_file_text(stats_path), stats_path);
+  r.stats = parse_json(read_file_text(stats_path), stats_path);
   const JsonValue* format = r.stats.find("format");
   if (!format || format->kind != JsonValue::Kind::kString || !format->string.starts_with("ipusim-stats/"))
     throw Error(fmt::format("{}: key \"format\": expected \"ipusim-stats/1\", found {}", stats_path,
@@ -147,7 +146,7 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string tiles_path = dir + "/tiles.csv";
   if (std::filesystem::is_regular_file(tiles_path)) {
-    Csv csv(tiles_path, "ipu,tile,compute_cycles,exchange_bytes,memory_bytes");
+    Csv csv(tiles_path, kTilesHeader);
     for (std::size_t i = 0; i < csv.size(); ++i) {
       auto& tiles = r.tiles[csv.number<std::uint32_t>(i, 0)];
       const auto t = csv.number<std::uint32_t>(i, 1);
@@ -178,7 +177,7 @@ RunDir load_run_dir(const std::string& dir) {
 }
 
 std::optional<double> find_stat(const RunDir& run, const std::string& path) {
-  const JsonValue* v = regression::lookup(run.stats, path);
+  const JsonValue* v = json_field(run.stats, path);
   if (!v) return std::nullopt;
   return v->number.d;
 }

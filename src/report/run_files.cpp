@@ -28,7 +28,7 @@ std::string_view name_at(const Array& names, std::uint32_t i) {
 }  // namespace
 
 std::string tiles_csv(const RunStats& stats) {
-  std::string out = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes\n";
+  std::string out = std::string(kTilesHeader) + "\n";
   auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus)
     for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t)

@@ -11,24 +11,23 @@
 namespace ipusim::sweep {
 namespace {
 
-namespace rg = ipusim::regression;
 
 constexpr std::string_view kRecordFormat = "ipusim-sweep-point-result/1";
 
-std::string number_at(const rg::JsonValue& root, std::string_view path) {
-  const rg::JsonValue* v = rg::lookup(root, path);
+std::string number_at(const JsonValue& root, std::string_view path) {
+  const JsonValue* v = json_field(root, path);
   return v ? v->number.text : std::string();
 }
 
-std::string string_at(const rg::JsonValue& root, std::string_view key) {
-  const rg::JsonValue* v = root.find(key);
-  return v && v->kind == rg::JsonValue::Kind::kString ? v->string : std::string();
+std::string string_at(const JsonValue& root, std::string_view key) {
+  const JsonValue* v = root.find(key);
+  return v && v->kind == JsonValue::Kind::kString ? v->string : std::string();
 }
 
 // Writes a number given as JSON text: integers exactly, others through the writer's double
 // format (the format stats.json was written in, so the text round-trips); "" -> null.
 void number(JsonWriter& w, const std::string& text) {
-  const auto n = rg::Number::parse(text);
+  const auto n = JsonNumber::parse(text);
   if (!n) {
     w.value(std::numeric_limits<double>::quiet_NaN());  // null
   } else if (n->integral) {
@@ -47,7 +46,7 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-PointResult result_from_stats(const PointPlan& plan, const rg::JsonValue& stats, const std::string& origin) {
+PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats, const std::string& origin) {
   PointResult r = failed_result(plan, "");
   r.ok = true;
   r.cycles = number_at(stats, "total.cycles");
@@ -55,8 +54,8 @@ PointResult result_from_stats(const PointPlan& plan, const rg::JsonValue& stats,
   if (r.step_time_s.empty()) throw Error(fmt::format("{}: expected total.time, found none", origin));
   r.throughput = number_at(stats, "workload.throughput");
   if (!r.throughput.empty()) {
-    const rg::JsonValue* wl = stats.find("workload");
-    const rg::JsonValue* t = wl ? wl->find("throughput") : nullptr;
+    const JsonValue* wl = stats.find("workload");
+    const JsonValue* t = wl ? wl->find("throughput") : nullptr;
     r.throughput_unit = t ? string_at(*t, "unit") : "";
   }
   for (const PhaseInfo& p : kPhases)
@@ -113,8 +112,8 @@ std::string point_record(const PointResult& r) {
 }
 
 PointResult parse_point_record(const std::string& text, const std::string& origin) {
-  const rg::JsonValue root = rg::parse_json(text, origin);
-  if (root.kind != rg::JsonValue::Kind::kObject || string_at(root, "format") != kRecordFormat)
+  const JsonValue root = parse_json(text, origin);
+  if (root.kind != JsonValue::Kind::kObject || string_at(root, "format") != kRecordFormat)
     throw Error(fmt::format("{}: expected a point record of format {}", origin, kRecordFormat));
   PointResult r;
   r.id = string_at(root, "id");

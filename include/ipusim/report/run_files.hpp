@@ -7,14 +7,16 @@
 #include <string>
 
 #include "ipusim/config/chip_spec.hpp"
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::report {
 
-// tiles.csv: one row per tile of every simulated IPU (ipu, tile, compute_cycles,
-// exchange_bytes, memory_bytes), over the whole run.
+// tiles.csv (the run directory's, and `ipusim run --tile-stats FILE`): one row per tile of
+// every simulated IPU (ipu, tile, compute_cycles, exchange_bytes, memory_bytes), over the
+// whole run.
 std::string tiles_csv(const RunStats& stats);
+inline constexpr const char* kTilesHeader = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes";
 
 // supersteps.csv: one row per superstep of every simulated IPU, from the recorded spans (fast
 // engine). A superstep starts at a compute phase and holds the phases up to the next one; row

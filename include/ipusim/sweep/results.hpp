@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "ipusim/regression/json_reader.hpp"
 #include "ipusim/stats/phase.hpp"
 #include "ipusim/sweep/point.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::sweep {
 
@@ -34,7 +34,7 @@ struct PointResult {
 };
 
 // The result of a point that ran: fields from stats.json (Throws Error if it lacks total.time).
-PointResult result_from_stats(const PointPlan& plan, const regression::JsonValue& stats, const std::string& origin);
+PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats, const std::string& origin);
 // The result of a point that failed with `error`.
 PointResult failed_result(const PointPlan& plan, const std::string& error);
 
