@@ -16,12 +16,13 @@
 #include "common.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
+#include "ipusim/process/runner.hpp"
 #include "ipusim/regression/compare.hpp"
 #include "ipusim/regression/golden.hpp"
 #include "ipusim/regression/junit.hpp"
 #include "ipusim/regression/manifest.hpp"
-#include "ipusim/regression/runner.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 
@@ -123,13 +124,13 @@ void check_configs(const rg::Manifest& m, const std::vector<const rg::Case*>& ca
   }
 }
 
-rg::Job job_for(const rg::Case& c, const std::string& exe, const std::string& dir,
-                const std::vector<std::string>& extra) {
+process::Job job_for(const rg::Case& c, const std::string& exe, const std::string& dir,
+                     const std::vector<std::string>& extra) {
   const std::vector<std::string> overrides = case_overrides(c, extra);
   auto sets = [](std::vector<std::string>& argv, const std::vector<std::string>& list) {
     for (const auto& s : list) argv.insert(argv.end(), {"--set", s});
   };
-  rg::Job job;
+  process::Job job;
   job.log_prefix = dir + "/log";
   std::string trace = c.trace_path;
   if (c.is_kernel()) {
@@ -234,8 +235,7 @@ int check_command(int argc, char** argv) {
   if (suite.empty()) throw UsageError("ipusim check: missing --suite MANIFEST (see 'ipusim check --help')");
   if (jobs < 1 || jobs > 256) throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
   for (const auto& s : overrides)
-    if (s.find('=') == std::string::npos)
-      throw UsageError(fmt::format("--set: expected KEY=VALUE such as chip.clock=1.85GHz, found \"{}\"", s));
+    if (!config::parse_override(s)) throw UsageError("--set: " + config::override_form_error(s));
 
   const rg::Manifest manifest = rg::load_manifest(suite);
   std::vector<const rg::Case*> selected;
@@ -252,8 +252,8 @@ int check_command(int argc, char** argv) {
 
   const auto started = std::chrono::steady_clock::now();
   const WorkDir work(work_dir);
-  const std::string exe = rg::self_executable();
-  std::vector<rg::Job> job_list;
+  const std::string exe = process::self_executable();
+  std::vector<process::Job> job_list;
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const std::string dir = fmt::format("{}/case-{:03}", work.path(), i);
     fs::create_directories(dir);
@@ -264,12 +264,12 @@ int check_command(int argc, char** argv) {
                            selected.size(), suite, parallel,
                            overrides.empty() ? "" : fmt::format(" (--set {})", fmt::join(overrides, " --set ")));
   std::cout.flush();
-  const std::vector<rg::JobResult> results = rg::run_jobs(job_list, parallel);
+  const std::vector<process::JobResult> results = process::run_jobs(job_list, parallel);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   // Compare.
   std::vector<rg::CaseOutcome> outcomes;
-  std::vector<std::vector<std::pair<std::string, rg::Number>>> values(selected.size());
+  std::vector<std::vector<std::pair<std::string, JsonNumber>>> values(selected.size());
   for (std::size_t i = 0; i < selected.size(); ++i) {
     const rg::Case& c = *selected[i];
     const std::string golden_file = rg::golden_path(manifest, c);
@@ -285,7 +285,7 @@ int check_command(int argc, char** argv) {
     }
     try {
       const std::string stats_file = fmt::format("{}/case-{:03}/run/stats.json", work.path(), i);
-      const rg::JsonValue stats = rg::parse_json(read_file_text(stats_file), stats_file);
+      const JsonValue stats = parse_json(read_file_text(stats_file), stats_file);
       values[i] = rg::extract_fields(c, stats, stats_file);
     } catch (const Error& e) {
       o.status = rg::CaseOutcome::Status::kError;

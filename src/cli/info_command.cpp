@@ -111,7 +111,7 @@ int info_command(int argc, char** argv) {
   std::cout << fmt::format("  exchange          {} all-to-all ({} B/cycle/tile each way)\n",
                            human_rate(c.exchange_bandwidth(), "B/s"), c.exchange.bytes_per_cycle.value);
   std::cout << fmt::format("  sync              {} cycles ({})\n", c.sync.internal_latency.count,
-                           human_seconds(c.clock.seconds(c.sync.internal_latency)));
+                           human_seconds((c.sync.internal_latency / c.clock).seconds));
   std::cout << fmt::format("  host link         {} each way\n",
                            human_rate(c.host.bandwidth.bytes_per_second, "B/s"));
   std::cout << "\nresolved config:\n" << loaded.resolved.to_yaml();

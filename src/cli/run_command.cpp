@@ -56,18 +56,6 @@ long peak_rss_kib() {
   return ::getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_maxrss : 0;
 }
 
-// One line per tile of every simulated IPU: what the per-tile summaries of stats.json are
-// computed from (used to compare engines tile by tile).
-void write_tile_stats(const std::string& path, const RunStats& stats) {
-  write_file_atomically(path, [&](std::ostream& out) {
-    out << "ipu,tile,compute_cycles,exchange_bytes,memory_bytes\n";
-    for (const auto& ipu : stats.ipus)
-      for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t)
-        out << ipu.ipu << ',' << t << ',' << ipu.tile_compute_cycles[t] << ','
-            << ipu.tile_exchange_bytes[t] << ',' << ipu.memory.tiles[t].total() << '\n';
-  });
-}
-
 }  // namespace
 
 int run_command(int argc, char** argv) {
@@ -303,7 +291,7 @@ int run_command(int argc, char** argv) {
   // One machine-readable line for tools/benchmark.sh (docs/performance.md): a tile-superstep
   // is one tile taking part in one compute phase.
   std::uint64_t compute_phases = 0;
-  for (const auto& ipu : stats.ipus) compute_phases += ipu.counts.compute;
+  for (const auto& ipu : stats.ipus) compute_phases += ipu.counts[PhaseKind::kCompute];
   const double supersteps = static_cast<double>(compute_phases) * chip_spec.tiles;
   spdlog::info(
       "perf engine={} wall_s={:.6f} cpu_s={:.6f} simulated_s={:.9g} ipus={} tiles={} "
@@ -311,7 +299,8 @@ int run_command(int argc, char** argv) {
       model::engine_name(*engine), stats.wall_seconds, engine_cpu, stats.seconds,
       stats.ipus.size(), chip_spec.tiles, compute_phases, supersteps,
       stats.wall_seconds > 0 ? supersteps / stats.wall_seconds : 0.0, peak_rss_kib());
-  if (!tile_stats_file.empty()) write_tile_stats(tile_stats_file, stats);
+  if (!tile_stats_file.empty())
+    write_file_atomically(tile_stats_file, [&](std::ostream& o) { o << report::tiles_csv(stats); });
 
   if (saving.valid()) saving.get();  // rethrows a failed write
   // The trace file is the one simulated, or the one saved; none for a trace compiled in

@@ -15,20 +15,19 @@
 #include <thread>
 
 #include "common.hpp"
-#include "ipusim/regression/json_reader.hpp"
-#include "ipusim/regression/runner.hpp"
+#include "ipusim/process/runner.hpp"
 #include "ipusim/sweep/mpi.hpp"
 #include "ipusim/sweep/point.hpp"
 #include "ipusim/sweep/results.hpp"
 #include "ipusim/sweep/spec.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::cli {
 namespace {
 
 namespace fs = std::filesystem;
-namespace rg = ipusim::regression;
 namespace sw = ipusim::sweep;
 
 // Exit status when at least one point failed (the others ran and were recorded).
@@ -110,14 +109,14 @@ std::optional<sw::PointResult> finished_result(const Layout& layout, const sw::P
 
 // After a point's children ended: reads its stats.json (or its error), writes point.json and
 // moves the work directory to points/<id> (replacing an earlier failed attempt).
-sw::PointResult finish_point(const Layout& layout, const sw::PointPlan& plan, const rg::JobResult& job) {
+sw::PointResult finish_point(const Layout& layout, const sw::PointPlan& plan, const process::JobResult& job) {
   const std::string work = layout.work_dir(plan.id);
   const std::string run_dir = "points/" + plan.id;
   sw::PointResult r;
   if (job.ok) {
     const std::string stats_file = work + "/stats.json";
     try {
-      r = sw::result_from_stats(plan, rg::parse_json(read_file_text(stats_file), stats_file), stats_file);
+      r = sw::result_from_stats(plan, parse_json(read_file_text(stats_file), stats_file), stats_file);
     } catch (const Error& e) {
       r = sw::failed_result(plan, sw::point_error(e.what(), e.what(), work, run_dir));
     }
@@ -142,7 +141,7 @@ sw::PointResult run_point(const Layout& layout, const sw::PointPlan& plan, const
   fs::remove_all(work, ec);
   fs::create_directories(work);
   try {
-    const auto results = rg::run_jobs({sw::point_job(plan, exe, work)}, 1);
+    const auto results = process::run_jobs({sw::point_job(plan, exe, work)}, 1);
     return finish_point(layout, plan, results.front());
   } catch (...) {
     fs::remove_all(work, ec);
@@ -215,14 +214,14 @@ int sweep_command(int argc, char** argv) {
   const int rank = session ? session->rank() : 0;
   const int ranks = session ? session->size() : 1;
   const Layout layout{out_dir};
-  const std::string exe = rg::self_executable();
+  const std::string exe = process::self_executable();
 
   // One point in a child process, its result as the record ranks send to rank 0.
   auto run_record = [&](std::size_t index) {
     const sw::PointPlan& plan = plans.at(index);
     try {
       return sw::point_record(run_point(layout, plan, exe));
-    } catch (const rg::Interrupted&) {
+    } catch (const process::Interrupted&) {
       throw;  // aborts the MPI job (Session)
     } catch (const Error& e) {
       return sw::point_record(sw::failed_result(plan, e.what()));  // e.g. a full disk: this point only
@@ -279,15 +278,15 @@ int sweep_command(int argc, char** argv) {
   } else if (ranks > 1) {
     sw::mpi::serve(*session, {}, [](std::size_t, const std::string&) {}, {});
   } else if (!pending.empty()) {
-    std::vector<rg::Job> job_list;
+    std::vector<process::Job> job_list;
     for (std::size_t i : pending) {
       const std::string work = layout.work_dir(plans[i].id);
       fs::create_directories(work);
       job_list.push_back(sw::point_job(plans[i], exe, work));
     }
     try {
-      rg::run_jobs(job_list, std::min<unsigned>(jobs, static_cast<unsigned>(job_list.size())),
-                   [&](std::size_t j, const rg::JobResult& res) {
+      process::run_jobs(job_list, std::min<unsigned>(jobs, static_cast<unsigned>(job_list.size())),
+                   [&](std::size_t j, const process::JobResult& res) {
                      const sw::PointPlan& plan = plans[pending[j]];
                      sw::PointResult r = finish_point(layout, plan, res);
                      by_id[plan.id] = r;

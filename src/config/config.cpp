@@ -281,12 +281,20 @@ Document load_document_tree(const std::string& file, const Schema& schema) {
   return load_tree(file, schema, stack);
 }
 
+std::optional<Override> parse_override(std::string_view text) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) return std::nullopt;
+  return Override{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+}
+
+std::string override_form_error(std::string_view text) {
+  return fmt::format("expected KEY=VALUE such as chip.clock=1.85GHz, found \"{}\"", text);
+}
+
 void apply_override(Document& doc, const std::string& assignment, const Schema& schema) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError(fmt::format("--set {}: expected KEY=VALUE such as chip.clock=1.5GHz",
-                                  assignment));
-  const std::string key = assignment.substr(0, eq);
+  const auto o = parse_override(assignment);
+  if (!o) throw ConfigError("--set: " + override_form_error(assignment));
+  const std::string& key = o->key;
   const ParamDecl* decl = schema.find(key);
   if (!decl) {
     auto hint = schema.suggest(key);
@@ -296,7 +304,7 @@ void apply_override(Document& doc, const std::string& assignment, const Schema& 
   if (decl->kind == ValueKind::kInclude)
     throw ConfigError(fmt::format(
         "--set {}: names an included file; choose the file with --chip or --system instead", key));
-  doc.values[key] = RawValue{assignment.substr(eq + 1), "--set " + key, "--set " + key};
+  doc.values[key] = RawValue{o->value, "--set " + key, "--set " + key};
 }
 
 const Value& Resolved::at(const std::string& path) const {

@@ -119,8 +119,7 @@ std::vector<ExtraLink> parse_extra_links(const std::string& text, std::uint32_t 
 
 std::uint64_t SystemSpec::sync_cycles(std::uint32_t n) const {
   const double hops = 1.0 + static_cast<double>(n) / fabric.sync_ipus_per_hop;
-  return static_cast<std::uint64_t>(
-      std::ceil(2.0 * hops * fabric.sync_hop_latency.seconds * chip.clock.hz - 1e-9));
+  return (Duration{2.0 * hops * fabric.sync_hop_latency.seconds} * chip.clock).count;
 }
 
 const config::Schema& system_schema() {

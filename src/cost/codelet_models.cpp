@@ -201,14 +201,12 @@ C vector_width(const ChipSpec& chip, DType t) {
   return vw;
 }
 
-// Cycles to move `bytes` at `rate` bytes per cycle, rounded up.
-C cycles_at(double bytes, BytesPerCycle rate, const char* what) {
+// Cycles to move `bytes` at `rate` (the chip parameter `what`), rounded up by ceil_cycles.
+C cycles_at(Bytes bytes, BytesPerCycle rate, const char* what) {
   if (rate.value <= 0) {
     throw ModelError(std::string("codelet model: ") + what + " must be positive");
   }
-  const double cycles = std::ceil(bytes / rate.value);
-  if (!(cycles < 18446744073709551616.0)) throw ArithmeticOverflow();
-  return static_cast<u64>(cycles);
+  return (bytes / rate).count;
 }
 
 C at_least_one(C v) { return std::max<C>(v, 1); }
@@ -244,7 +242,7 @@ AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials) {
                      dtype_name(in) + " input");
   }
   c.core = ceil_div(c.weights, macs);
-  c.coeff_load = cycles_at(static_cast<double>((c.engines * c.weights * bytes_of(in)).get()),
+  c.coeff_load = cycles_at(Bytes{(c.engines * c.weights * bytes_of(in)).get()},
                            chip.amp.coeff_load_bytes_per_cycle, "amp.coeff_load_bytes_per_cycle");
   c.fast = c.half_in && (!c.half_partials || c.engines >= kAmpFastHalfEngines);
   return c;
@@ -428,7 +426,7 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
   const C acc_elems = std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1);
   const C loops = ceil_div(outputs, acc_elems);
   const C loads_per_partial =
-      cycles_at(static_cast<double>((acc_elems * bytes_of(in)).get()), chip.memory.load_bytes_per_cycle,
+      cycles_at(Bytes{(acc_elems * bytes_of(in)).get()}, chip.memory.load_bytes_per_cycle,
                 "memory.load_bytes_per_cycle");
   const C per_loop =
       loads_per_partial * inputs + (in == out ? kReduceLoopSameType : kReduceLoopConvert);
@@ -541,7 +539,7 @@ VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n)
   const C rem = n % vw;                   // tail elements, charged to the slowest worker
   // Per vector: load a and b (2 x datapath bytes at the plain load rate) + store a.
   const C per_vector =
-      cycles_at(2.0 * static_cast<double>(chip.datapath_width.count),
+      cycles_at(chip.datapath_width * 2,
                 chip.memory.load_bytes_per_cycle, "memory.load_bytes_per_cycle") +
       1;
   const C loop = vectors > 0 ? kScaledAddLoopSetup + per_vector * (vectors - 1) : 0;
@@ -595,7 +593,7 @@ VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::u
 
 VertexCost copy(const ChipSpec& chip, std::uint64_t bytes) {
   VertexCost cost;
-  cost.cycles = C(kCopyCallOverhead + cycles_at(static_cast<double>(bytes), chip.memory.memcpy_bytes_per_cycle,
+  cost.cycles = C(kCopyCallOverhead + cycles_at(Bytes{bytes}, chip.memory.memcpy_bytes_per_cycle,
                                     "memory.memcpy_bytes_per_cycle")).get();
   return cost;
 }
@@ -616,10 +614,10 @@ VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n) 
   // poplin's rearrangement cost: bytes / min(memcpy bytes per cycle, element size), i.e. an
   // element per cycle for half and float (ipu-hardware.md §1 "Local copy"), plus the fixed
   // cost of a six-worker copy call.
-  const double eb = trace::dtype_bytes(dtype);
-  const double rate = std::min(chip.memory.memcpy_bytes_per_cycle.value, eb);
+  const C eb = trace::dtype_bytes(dtype);
+  const BytesPerCycle rate{std::min(chip.memory.memcpy_bytes_per_cycle.value, static_cast<double>(eb.get()))};
   VertexCost cost;
-  cost.cycles = C(kCopyCallOverhead + cycles_at(static_cast<double>(n) * eb - 1e-9 * rate, BytesPerCycle{rate}, "memory.memcpy_bytes_per_cycle")).get();
+  cost.cycles = C(kCopyCallOverhead + cycles_at(Bytes{(C(n) * eb).get()}, rate, "memory.memcpy_bytes_per_cycle")).get();
   return cost;
 }
 

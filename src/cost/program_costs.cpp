@@ -177,8 +177,7 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   for (std::uint32_t t = 0; t < n; ++t) {
     out.tile_bytes[t] += sent[t];
     const double busy = std::max(static_cast<double>(sent[t]) / rate, receive_cycles[t]);
-    // Round up, tolerating floating-point noise from summing exact fractions.
-    const auto cycles = static_cast<std::uint64_t>(std::ceil(busy - 1e-9));
+    const std::uint64_t cycles = ceil_cycles(busy).count;
     if (cycles > out.transfer_cycles) {
       out.transfer_cycles = cycles;
       out.busiest_tile = t;
@@ -201,9 +200,7 @@ HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step) {
   const double link = static_cast<double>(out.total_bytes) / chip.host.bandwidth.bytes_per_second *
                       chip.clock.hz;
   const double tile = static_cast<double>(step.bytes) / chip.exchange.bytes_per_cycle.value;
-  const double latency = chip.host.latency.seconds * chip.clock.hz;
-  out.cycles = static_cast<std::uint64_t>(std::ceil(latency - 1e-9)) +
-               static_cast<std::uint64_t>(std::ceil(std::max(link, tile) - 1e-9));
+  out.cycles = (chip.host.latency * chip.clock + ceil_cycles(std::max(link, tile))).count;
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ipusim/model/clock.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 
@@ -14,10 +15,6 @@ namespace {
 
 constexpr std::uint64_t kShift = 56;
 constexpr std::uint64_t kField = 28;
-
-std::uint64_t ceil_cycles(double seconds, double hz) {
-  return static_cast<std::uint64_t>(std::ceil(seconds * hz - 1e-9));
-}
 
 }  // namespace
 
@@ -30,8 +27,7 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
       links_(topology_),
       programs_(trace.ipus_per_replica()),
       simulated_replicas_(simulate_all_replicas ? trace.replicas : 1),
-      period_(sc_core::sc_time::from_value(
-          static_cast<sc_dt::uint64>(std::llround(1e12 / system.chip.clock.hz)))) {
+      period_(clock_period(system.chip.clock)) {
   has_program_.assign(programs_, false);
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
@@ -203,7 +199,7 @@ std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
   const double bytes = static_cast<double>(step.bytes) * step.tiles.size();
   const double link = bytes / rate * hz;
   const double tile = static_cast<double>(step.bytes) / system_.chip.exchange.bytes_per_cycle.value;
-  return ceil_cycles(latency, hz) + static_cast<std::uint64_t>(std::ceil(std::max(link, tile) - 1e-9));
+  return (Duration{latency} * system_.chip.clock + ceil_cycles(std::max(link, tile))).count;
 }
 
 std::vector<std::string> Fabric::stuck() const {

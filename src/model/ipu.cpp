@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "ipusim/model/clock.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::model {
@@ -72,8 +73,7 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
       options_(options),
       placement_(placement),
       fabric_(fabric),
-      period_(sc_core::sc_time::from_value(
-          static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
+      period_(clock_period(chip.clock)),
       memory_(cost::memory_map(chip, program, /*exchanges=*/false)),
       exchange_("exchange", chip, program),
       sync_("sync", chip),
@@ -178,11 +178,11 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       const auto& c = compute_cost(step.index);
       const std::uint64_t cycles = checked_mul(c.cycles, times, "compute time");
       compute_executions_[step.index] += times;
-      phases_.compute += cycles;
-      counts_.compute += times;
+      phases_[PhaseKind::kCompute] += cycles;
+      counts_[PhaseKind::kCompute] += times;
       if (options_.record_spans) {
         record_tiles(false, step.index, now_, cycles, times);
-        record(SpanKind::kCompute, step.index, now_, cycles, times, c.active_tiles);
+        record(span_kind(PhaseKind::kCompute), step.index, now_, cycles, times, c.active_tiles);
         ++supersteps_;
       }
       advance(cycles);
@@ -194,9 +194,9 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
         break;
       }
       const std::uint64_t cycles = checked_mul(sync_.latency(), times, "sync time");
-      phases_.sync += cycles;
-      counts_.sync += times;
-      record(SpanKind::kSync, 0, now_, cycles, times);
+      phases_[PhaseKind::kSync] += cycles;
+      counts_[PhaseKind::kSync] += times;
+      record(span_kind(PhaseKind::kSync), 0, now_, cycles, times);
       advance(cycles);
       break;
     }
@@ -204,11 +204,11 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       const auto& c = exchange_.cost(step.index);
       const std::uint64_t cycles = checked_mul(c.cycles, times, "exchange time");
       exchange_executions_[step.index] += times;
-      phases_.exchange += cycles;
-      counts_.exchange += times;
+      phases_[PhaseKind::kExchange] += cycles;
+      counts_[PhaseKind::kExchange] += times;
       if (options_.record_spans) {
         record_tiles(true, step.index, now_, cycles, times);
-        record(SpanKind::kExchange, step.index, now_, cycles, times);
+        record(span_kind(PhaseKind::kExchange), step.index, now_, cycles, times);
       }
       advance(cycles);
       break;
@@ -221,11 +221,11 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
         // buffering), then let this one run behind the program. Loops holding one are never
         // scaled (see kRepeat), so times is 1 here.
         const std::uint64_t stall = background_until_ > now_ ? background_until_ - now_ : 0;
-        phases_.host += stall;
-        counts_.host += 1;
+        phases_[PhaseKind::kHost] += stall;
+        counts_[PhaseKind::kHost] += 1;
         host_bytes_ += c.total_bytes;
         const auto dir = static_cast<std::uint32_t>(step.direction);
-        if (stall > 0) record(SpanKind::kHost, dir, now_, stall, 1);
+        if (stall > 0) record(span_kind(PhaseKind::kHost), dir, now_, stall, 1);
         advance(stall);
         background_until_ = now_ + (fabric_ ? fabric_->host_cycles(step) : c.cycles);
         record(SpanKind::kBackgroundHost, dir, now_, background_until_ - now_, 1);
@@ -233,11 +233,12 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       }
       const std::uint64_t cycles =
           checked_mul(fabric_ ? fabric_->host_cycles(step) : c.cycles, times, "host copy time");
-      const bool streaming = step.memory == trace::HostMemory::kStreaming;
-      (streaming ? phases_.streaming : phases_.host) += cycles;
-      (streaming ? counts_.streaming : counts_.host) += times;
+      const PhaseKind kind =
+          step.memory == trace::HostMemory::kStreaming ? PhaseKind::kStreaming : PhaseKind::kHost;
+      phases_[kind] += cycles;
+      counts_[kind] += times;
       host_bytes_ += checked_mul(c.total_bytes, times, "host bytes");
-      record(streaming ? SpanKind::kStreaming : SpanKind::kHost,
+      record(span_kind(kind),
              static_cast<std::uint32_t>(step.direction), now_, cycles, times);
       advance(cycles);
       break;
@@ -285,22 +286,22 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
         program_.ipu));
   const std::uint64_t start = now_;
   const GroupTiming t = fabric_->group_step(placement_, step, now_, times);
-  record(SpanKind::kExternalSync, static_cast<std::uint32_t>(step.group.kind), start,
+  record(span_kind(PhaseKind::kExternalSync), static_cast<std::uint32_t>(step.group.kind), start,
          t.synced - start, times);
   if (step.kind == trace::StepKind::kCollective)
-    record(SpanKind::kCollective, static_cast<std::uint32_t>(step.collective), t.synced,
+    record(span_kind(PhaseKind::kCollective), static_cast<std::uint32_t>(step.collective), t.synced,
            t.end - t.synced, times);
   else if (step.kind == trace::StepKind::kGlobalExchange)
-    record(SpanKind::kInterIpu, step.index, t.synced, t.end - t.synced, times);
+    record(span_kind(PhaseKind::kInterIpu), step.index, t.synced, t.end - t.synced, times);
   // Waiting for the other members and the external sync count as sync; the rest is the step.
-  phases_.external_sync += t.synced - now_;
-  counts_.external_sync += times;
+  phases_[PhaseKind::kExternalSync] += t.synced - now_;
+  counts_[PhaseKind::kExternalSync] += times;
   if (step.kind == trace::StepKind::kCollective) {
-    phases_.collective += t.end - t.synced;
-    counts_.collective += times;
+    phases_[PhaseKind::kCollective] += t.end - t.synced;
+    counts_[PhaseKind::kCollective] += times;
   } else if (step.kind == trace::StepKind::kGlobalExchange) {
-    phases_.inter_ipu += t.end - t.synced;
-    counts_.inter_ipu += times;
+    phases_[PhaseKind::kInterIpu] += t.end - t.synced;
+    counts_[PhaseKind::kInterIpu] += times;
   }
   now_ = t.end;  // the fabric's event already advanced kernel time to the end
 }
@@ -325,8 +326,8 @@ void Ipu::run() {
     if (options_.progress && placement_.system_ipu == 0) options_.progress(work_total_, work_total_);
     // The program ends when its last background transfer has landed.
     if (background_until_ > now_) {
-      phases_.host += background_until_ - now_;
-      record(SpanKind::kHost, static_cast<std::uint32_t>(trace::HostDirection::kToIpu), now_,
+      phases_[PhaseKind::kHost] += background_until_ - now_;
+      record(span_kind(PhaseKind::kHost), static_cast<std::uint32_t>(trace::HostDirection::kToIpu), now_,
              background_until_ - now_, 1);
       advance(background_until_ - now_);
     }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/model/clock.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::model {
@@ -148,8 +149,7 @@ std::uint64_t ReferenceTile::exchange_phase(std::uint32_t exchange) {
   exchange_bytes_ += sent + received;
   received_bytes_ += received;
   const double busy = std::max(static_cast<double>(sent) / rate, receive_cycles);
-  // Round up, tolerating floating-point noise from summing exact fractions.
-  return static_cast<std::uint64_t>(std::ceil(busy - 1e-9));
+  return ceil_cycles(busy).count;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,8 +163,7 @@ ReferenceIpu::ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip,
       program_(program),
       placement_(placement),
       fabric_(fabric),
-      period_(sc_core::sc_time::from_value(
-          static_cast<sc_dt::uint64>(std::llround(1e12 / chip.clock.hz)))),
+      period_(clock_period(chip.clock)),
       memory_(cost::memory_map(chip, program)) {
   cost::check_memory(chip, program, memory_);
   tiles_.reserve(chip.tiles);
@@ -250,8 +249,8 @@ void ReferenceIpu::execute_step(const trace::Step& step) {
       auto& named = compute_sets_[step.index];
       ++named.executions;
       named.cycles += cycles;
-      phases_.compute += cycles;
-      ++counts_.compute;
+      phases_[PhaseKind::kCompute] += cycles;
+      ++counts_[PhaseKind::kCompute];
       break;
     }
     case trace::StepKind::kSync: {
@@ -263,8 +262,8 @@ void ReferenceIpu::execute_step(const trace::Step& step) {
       // latency.
       run_phase(Phase::kSync, 0);
       const std::uint64_t latency = chip_.sync.internal_latency.count;
-      phases_.sync += latency;
-      ++counts_.sync;
+      phases_[PhaseKind::kSync] += latency;
+      ++counts_[PhaseKind::kSync];
       advance(latency);
       break;
     }
@@ -278,8 +277,8 @@ void ReferenceIpu::execute_step(const trace::Step& step) {
       auto& named = exchanges_[step.index];
       ++named.executions;
       named.cycles += transfer + rest;
-      phases_.exchange += transfer + rest;
-      ++counts_.exchange;
+      phases_[PhaseKind::kExchange] += transfer + rest;
+      ++counts_[PhaseKind::kExchange];
       break;
     }
     case trace::StepKind::kHost: {
@@ -289,16 +288,17 @@ void ReferenceIpu::execute_step(const trace::Step& step) {
         // A background transfer on I/O tiles: wait for the previous one to land, then let
         // this one run behind the program.
         const std::uint64_t stall = background_until_ > now_ ? background_until_ - now_ : 0;
-        phases_.host += stall;
-        ++counts_.host;
+        phases_[PhaseKind::kHost] += stall;
+        ++counts_[PhaseKind::kHost];
         host_bytes_ += c.total_bytes;
         advance(stall);
         background_until_ = now_ + cycles;
         break;
       }
-      const bool streaming = step.memory == trace::HostMemory::kStreaming;
-      (streaming ? phases_.streaming : phases_.host) += cycles;
-      ++(streaming ? counts_.streaming : counts_.host);
+      const PhaseKind kind =
+          step.memory == trace::HostMemory::kStreaming ? PhaseKind::kStreaming : PhaseKind::kHost;
+      phases_[kind] += cycles;
+      ++counts_[kind];
       host_bytes_ += c.total_bytes;
       advance(cycles);
       break;
@@ -320,14 +320,14 @@ void ReferenceIpu::group_step(const trace::Step& step) {
         "system (--system configs/systems/...)",
         program_.ipu));
   const GroupTiming t = fabric_->group_step(placement_, step, now_, 1);
-  phases_.external_sync += t.synced - now_;
-  ++counts_.external_sync;
+  phases_[PhaseKind::kExternalSync] += t.synced - now_;
+  ++counts_[PhaseKind::kExternalSync];
   if (step.kind == trace::StepKind::kCollective) {
-    phases_.collective += t.end - t.synced;
-    ++counts_.collective;
+    phases_[PhaseKind::kCollective] += t.end - t.synced;
+    ++counts_[PhaseKind::kCollective];
   } else if (step.kind == trace::StepKind::kGlobalExchange) {
-    phases_.inter_ipu += t.end - t.synced;
-    ++counts_.inter_ipu;
+    phases_[PhaseKind::kInterIpu] += t.end - t.synced;
+    ++counts_[PhaseKind::kInterIpu];
   }
   now_ = t.end;
 }
@@ -337,7 +337,7 @@ void ReferenceIpu::run() {
     execute(program_.steps);
     // The program ends when its last background transfer has landed.
     if (background_until_ > now_) {
-      phases_.host += background_until_ - now_;
+      phases_[PhaseKind::kHost] += background_until_ - now_;
       advance(background_until_ - now_);
     }
     finished_ = true;

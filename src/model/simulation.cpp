@@ -98,7 +98,7 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
     stats.replica_symmetric = top.fabric->replicas_simulated() < trace.replicas;
     stats.links = top.fabric->link_use();
   }
-  stats.seconds = chip.clock.seconds(Cycles{stats.cycles});
+  stats.seconds = (Cycles{stats.cycles} / chip.clock).seconds;
   stats.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

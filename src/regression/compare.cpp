@@ -17,11 +17,12 @@ std::string tolerance_label(const Tolerance& t) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Number>> extract_fields(const Case& c, const JsonValue& stats,
-                                                           const std::string& stats_origin) {
-  std::vector<std::pair<std::string, Number>> out;
+std::vector<std::pair<std::string, JsonNumber>> extract_fields(const Case& c,
+                                                               const JsonValue& stats,
+                                                               const std::string& stats_origin) {
+  std::vector<std::pair<std::string, JsonNumber>> out;
   for (const auto& f : c.fields) {
-    const JsonValue* v = lookup(stats, f.path);
+    const JsonValue* v = json_field(stats, f.path);
     if (!v)
       throw Error(fmt::format("{}: expected a number at field {}, found none", stats_origin, f.path));
     out.emplace_back(f.path, v->number);
@@ -30,7 +31,7 @@ std::vector<std::pair<std::string, Number>> extract_fields(const Case& c, const 
 }
 
 CaseOutcome compare_case(const Case& c, const std::optional<Golden>& golden,
-                         const std::vector<std::pair<std::string, Number>>& now,
+                         const std::vector<std::pair<std::string, JsonNumber>>& now,
                          const std::string& golden_file) {
   CaseOutcome o;
   o.name = c.name;
@@ -47,7 +48,7 @@ CaseOutcome compare_case(const Case& c, const std::optional<Golden>& golden,
                                      golden->definition, c.definition()));
   for (std::size_t i = 0; i < now.size() && i < c.fields.size(); ++i) {
     const auto& [path, value] = now[i];
-    const Number* old = golden->find(path);
+    const JsonNumber* old = golden->find(path);
     FieldChange ch;
     ch.field = path;
     ch.new_value = value;
@@ -68,12 +69,12 @@ CaseOutcome compare_case(const Case& c, const std::optional<Golden>& golden,
   return o;
 }
 
-std::string delta_text(const Number& a, const Number& b) {
+std::string delta_text(const JsonNumber& a, const JsonNumber& b) {
   if (a.integral && b.integral) return fmt::format("{:+}", b.i - a.i);
   return fmt::format("{:+.6g}", b.d - a.d);
 }
 
-std::string percent_text(const Number& a, const Number& b) {
+std::string percent_text(const JsonNumber& a, const JsonNumber& b) {
   if (a.d == 0) return "n/a";
   const double diff = a.integral && b.integral ? static_cast<double>(b.i - a.i) : b.d - a.d;
   const double pct = 100.0 * diff / std::fabs(a.d);

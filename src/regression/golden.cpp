@@ -19,7 +19,7 @@ constexpr std::string_view kFormat = "ipusim-golden/1";
 
 }  // namespace
 
-const Number* Golden::find(std::string_view field) const {
+const JsonNumber* Golden::find(std::string_view field) const {
   for (const auto& [k, v] : fields)
     if (k == field) return &v;
   return nullptr;
@@ -71,8 +71,8 @@ Golden parse_golden(const std::string& text, const std::string& path) {
           throw ConfigError(fmt::format("{}: fields: expected a field path, found {}", r.loc(f.first), r.kind_of(f.first)));
         if (!names.insert(f.first.Scalar()).second)
           throw ConfigError(fmt::format("{}: fields: duplicate field '{}'", r.loc(f.first), f.first.Scalar()));
-        std::optional<Number> n;
-        if (f.second.IsScalar()) n = Number::parse(f.second.Scalar());
+        std::optional<JsonNumber> n;
+        if (f.second.IsScalar()) n = JsonNumber::parse(f.second.Scalar());
         if (!n)
           throw ConfigError(fmt::format("{}: fields.{}: expected a number, found {}", r.loc(f.second),
                                         f.first.Scalar(), r.kind_of(f.second)));

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ipusim/config/config.hpp"
 #include "ipusim/regression/manifest.hpp"
 
 #include <fmt/format.h>
@@ -92,8 +93,7 @@ struct Defaults {
 
 void check_overrides(const Reader& r, const YAML::Node& node, const std::vector<std::string>& sets) {
   for (const auto& s : sets)
-    if (s.find('=') == std::string::npos || s.front() == '=')
-      r.fail(node, fmt::format("set: expected KEY=VALUE such as chip.clock=1.85GHz, found \"{}\"", s));
+    if (!config::parse_override(s)) r.fail(node, "set: " + config::override_form_error(s));
 }
 
 // Resolves a config named in the manifest: a name under configs/<folder>/ or a path (with a
@@ -243,7 +243,7 @@ Tolerance Tolerance::parse(std::string_view text) {
   return t;
 }
 
-bool Tolerance::allows(const Number& golden, const Number& now) const {
+bool Tolerance::allows(const JsonNumber& golden, const JsonNumber& now) const {
   if (golden == now) return true;
   const double diff = golden.integral && now.integral
                           ? std::fabs(static_cast<double>(now.i - golden.i))

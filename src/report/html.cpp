@@ -16,7 +16,6 @@
 namespace ipusim::report {
 namespace {
 
-using regression::JsonValue;
 
 // Heat maps are drawn for at most this many IPUs (an --all-replicas POD256 run has 256).
 constexpr std::size_t kMaxHeatMaps = 16;
@@ -41,17 +40,6 @@ std::string num(double v) {
   if (v == std::floor(v) || std::fabs(v) >= 1000) return fmt::format("{:.0f}", v);
   return fmt::format("{:.4g}", v);
 }
-
-const std::map<std::string, std::string>& phase_colours() {
-  static const std::map<std::string, std::string> c{
-      {"compute", "#4e79a7"}, {"sync", "#f28e2b"}, {"exchange", "#e15759"},
-      {"host", "#76b7b2"}, {"streaming", "#59a14f"}, {"external_sync", "#edc948"},
-      {"inter_ipu", "#b07aa1"}, {"collective", "#ff9da7"}};
-  return c;
-}
-constexpr std::array<const char*, 8> kPhases{"compute", "sync", "exchange", "host",
-                                             "streaming", "external_sync", "inter_ipu",
-                                             "collective"};
 
 // Viridis-like colour for t in [0, 1].
 std::string heat_colour(double t) {
@@ -99,47 +87,43 @@ std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const
 
 // One stacked horizontal bar per row (e.g. per IPU), segments in kPhases order, with a legend.
 // Bars fill the width (shares) unless `absolute`: then the longest row fills it.
-std::string time_split_chart(const std::string& id,
-                             const std::vector<std::pair<std::string, std::map<std::string, double>>>& rows,
+using PhaseRow = std::pair<std::string, PerPhase<double>>;  // (label, cycles per kind)
+
+std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>& rows,
                              bool absolute = false) {
   const int label_w = 90, bar_w = 640, row_h = 26;
   const int legend_y = static_cast<int>(rows.size()) * row_h + 12;
   double legend_w = label_w;
-  for (const char* p : kPhases) legend_w += 28 + 8.0 * std::string_view(p).size();
+  for (const PhaseInfo& p : kPhases) legend_w += 28 + 8.0 * p.name.size();
   double longest = 0;
-  for (const auto& r : rows) {
-    double t = 0;
-    for (const auto& [k, v] : r.second) t += v;
-    longest = std::max(longest, t);
-  }
+  for (const auto& r : rows) longest = std::max(longest, r.second.total());
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" "
       "height=\"{}\" role=\"img\">\n", id, std::max<double>(label_w + bar_w + 20, legend_w), legend_y + 30);
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    double sum = 0;
-    for (const auto& [k, v] : rows[r].second) sum += v;
+    const double sum = rows[r].second.total();
     const double total = absolute ? longest : sum;
     const int y = static_cast<int>(r) * row_h + 4;
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 6, y + 16,
                      esc(rows[r].first));
     double x = label_w;
-    for (const char* p : kPhases) {
-      auto it = rows[r].second.find(p);
-      if (it == rows[r].second.end() || it->second <= 0 || total <= 0) continue;
-      const double w = it->second / total * bar_w;
+    for (const PhaseInfo& p : kPhases) {
+      const double v = rows[r].second[p.kind];
+      if (v <= 0 || total <= 0) continue;
+      const double w = v / total * bar_w;
       s += fmt::format(
           "<rect class=\"segment\" data-phase=\"{}\" x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" "
           "height=\"{}\" fill=\"{}\"><title>{}: {:.1f}% ({} cycles)</title></rect>\n",
-          p, x, y, w, row_h - 6, phase_colours().at(p), p, 100 * it->second / sum, num(it->second));
+          p.name, x, y, w, row_h - 6, p.colour, p.name, 100 * v / sum, num(v));
       x += w;
     }
   }
   double lx = label_w;
-  for (const char* p : kPhases) {
+  for (const PhaseInfo& p : kPhases) {
     s += fmt::format("<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
                      "<text x=\"{:.0f}\" y=\"{}\">{}</text>\n",
-                     lx, legend_y, phase_colours().at(p), lx + 14, legend_y + 10, p);
-    lx += 14 + 8.0 * std::string_view(p).size() + 14;
+                     lx, legend_y, p.colour, lx + 14, legend_y + 10, p.name);
+    lx += 14 + 8.0 * p.name.size() + 14;
   }
   return s + "</svg>\n";
 }
@@ -253,23 +237,24 @@ std::string summary_section(const RunDir& run) {
 }
 
 std::string time_section(const RunDir& run) {
-  std::vector<std::pair<std::string, std::map<std::string, double>>> rows;
-  std::map<std::string, double> total;
-  for (const char* p : kPhases) total[p] = stat(run, fmt::format("phases.{}.cycles", p));
+  std::vector<PhaseRow> rows;
+  PerPhase<double> total;
+  for (const PhaseInfo& p : kPhases) total[p.kind] = stat(run, fmt::format("phases.{}.cycles", p.name));
   rows.emplace_back("slowest IPU", total);
   const JsonValue* ipus = run.stats.find("ipu");
   const std::size_t n = ipus ? ipus->items.size() : 0;
   for (std::size_t i = 0; i < n && n > 1 && i < kMaxHeatMaps; ++i) {
-    std::map<std::string, double> m;
-    for (const char* p : kPhases) m[p] = stat(run, fmt::format("ipu[{}].phases.{}.cycles", i, p));
+    PerPhase<double> m;
+    for (const PhaseInfo& p : kPhases)
+      m[p.kind] = stat(run, fmt::format("ipu[{}].phases.{}.cycles", i, p.name));
     rows.emplace_back(fmt::format("IPU {}", num(stat(run, fmt::format("ipu[{}].index", i)))), m);
   }
   std::string b = "<h2>Where the time goes</h2>\n" + time_split_chart("chart-time-split", rows);
   b += "<table><tr><th>phase</th><th>cycles</th><th>share</th><th>count</th></tr>\n";
-  for (const char* p : kPhases)
+  for (const PhaseInfo& p : kPhases)
     b += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}%</td><td class=\"n\">{}</td></tr>\n",
-                     p, num(total[p]), 100 * stat(run, fmt::format("phases.{}.share", p)),
-                     num(stat(run, fmt::format("phases.{}.count", p))));
+                     p.name, num(total[p.kind]), 100 * stat(run, fmt::format("phases.{}.share", p.name)),
+                     num(stat(run, fmt::format("phases.{}.count", p.name))));
   return b + "</table>\n";
 }
 
@@ -352,21 +337,27 @@ std::string supersteps_section(const RunDir& run) {
   std::vector<const SuperstepRow*> rows;
   for (const auto& r : run.supersteps)
     if (r.ipu == ipu) rows.push_back(&r);
-  auto total = [](const SuperstepRow* r) { return r->compute + r->sync + r->exchange + r->other; };
+  auto total = [](const SuperstepRow* r) { return r->cycles.total(); };
+  // Everything but the on-chip BSP phases, drawn in the collective colour.
+  auto other = [](const SuperstepRow* r) {
+    return r->cycles.total() - r->cycles[PhaseKind::kCompute] - r->cycles[PhaseKind::kSync] -
+           r->cycles[PhaseKind::kExchange];
+  };
   std::stable_sort(rows.begin(), rows.end(), [&](auto a, auto b) { return total(a) > total(b); });
   if (rows.size() > 20) rows.resize(20);
-  std::vector<std::pair<std::string, std::map<std::string, double>>> chart;
+  std::vector<PhaseRow> chart;
   std::string table = "<table><tr><th>superstep</th><th>step</th><th>executions</th><th>compute</th><th>sync</th>"
                       "<th>exchange</th><th>other</th><th>active tiles</th></tr>\n";
   for (const auto* r : rows) {
-    chart.emplace_back(fmt::format("#{}", r->index),
-                       std::map<std::string, double>{{"compute", static_cast<double>(r->compute)},
-                                                     {"sync", static_cast<double>(r->sync)},
-                                                     {"exchange", static_cast<double>(r->exchange)},
-                                                     {"collective", static_cast<double>(r->other)}});
+    PerPhase<double> split;
+    for (auto k : {PhaseKind::kCompute, PhaseKind::kSync, PhaseKind::kExchange})
+      split[k] = static_cast<double>(r->cycles[k]);
+    split[PhaseKind::kCollective] = static_cast<double>(other(r));
+    chart.emplace_back(fmt::format("#{}", r->index), split);
     table += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
                          "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                         r->index, esc(r->step), r->executions, r->compute, r->sync, r->exchange, r->other,
+                         r->index, esc(r->step), r->executions, r->cycles[PhaseKind::kCompute],
+                         r->cycles[PhaseKind::kSync], r->cycles[PhaseKind::kExchange], other(r),
                          r->active_tiles);
   }
   return fmt::format("<h2>Longest supersteps (IPU {})</h2>\n<p class=\"note\">Each bar is one superstep's "
@@ -490,7 +481,7 @@ bool is_sweep_dir(const std::string& dir) {
 
 std::string sweep_html_report(const std::string& dir) {
   const std::string file = dir + "/sweep.json";
-  const JsonValue root = regression::parse_json(read_file_text(file), file);
+  const JsonValue root = parse_json(read_file_text(file), file);
   if (root.kind != JsonValue::Kind::kObject)
     throw Error(fmt::format("{}: expected an object at the top level", file));
   const JsonValue& points = need(root, "points", JsonValue::Kind::kArray, "sweep", file);

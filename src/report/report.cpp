@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
-#include <tuple>
 #include <numeric>
 #include <ostream>
 
@@ -70,30 +68,16 @@ void write_phase(JsonWriter& w, std::string_view name, std::uint64_t cycles, std
                  std::uint64_t total, const ChipSpec& chip) {
   w.key(name).begin_object();
   w.quantity("cycles", cycles, "cycles");
-  w.quantity("time", chip.clock.seconds(Cycles{cycles}), "s");
+  w.quantity("time", (Cycles{cycles} / chip.clock).seconds, "s");
   w.quantity("share", total ? static_cast<double>(cycles) / static_cast<double>(total) : 0.0,
              "fraction of total");
   w.quantity("count", count, "phases");
   w.end_object();
 }
 
-// Phase kinds in report order: (name, cycles, count).
-std::vector<std::tuple<std::string_view, std::uint64_t, std::uint64_t>> phase_list(
-    const PhaseCycles& p, const PhaseCounts& c) {
-  return {{"compute", p.compute, c.compute},
-          {"sync", p.sync, c.sync},
-          {"exchange", p.exchange, c.exchange},
-          {"host", p.host, c.host},
-          {"streaming", p.streaming, c.streaming},
-          {"external_sync", p.external_sync, c.external_sync},
-          {"inter_ipu", p.inter_ipu, c.inter_ipu},
-          {"collective", p.collective, c.collective}};
-}
-
 void write_phases(JsonWriter& w, const PhaseCycles& p, const PhaseCounts& c, std::uint64_t total,
                   const ChipSpec& chip) {
-  for (const auto& [name, cycles, count] : phase_list(p, c))
-    write_phase(w, name, cycles, count, total, chip);
+  for (const PhaseInfo& k : kPhases) write_phase(w, k.name, p[k.kind], c[k.kind], total, chip);
 }
 
 std::vector<NamedPhase> top(std::vector<NamedPhase> v) {
@@ -221,7 +205,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("utilisation",
              stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds / peak : 0.0,
              "fraction of FP16.16 peak");
-  const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
+  const double compute_s = (Cycles{t.phases[PhaseKind::kCompute]} / chip.clock).seconds;
   w.quantity("compute_phase_utilisation",
              compute_s > 0 ? static_cast<double>(t.flops) / compute_s / peak : 0.0,
              "fraction of FP16.16 peak while in compute phases");
@@ -307,24 +291,20 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
                        100.0 * static_cast<double>(c) / total, n, what);
   };
-  for (const auto& [name, cycles, count] : phase_list(t.phases, t.counts)) {
-    const bool chip_phase = name == "compute" || name == "sync" || name == "exchange" || name == "host";
-    if (!chip_phase && cycles == 0 && count == 0) continue;  // keep single-chip output short
-    static const std::map<std::string_view, std::string_view> kWhat{
-        {"compute", "compute phases"}, {"sync", "syncs"}, {"exchange", "exchanges"},
-        {"host", "host copies"}, {"streaming", "transfers"}, {"external_sync", "syncs"},
-        {"inter_ipu", "global exchanges"}, {"collective", "collectives"}};
-    line(name, cycles, count, kWhat.at(name));
+  for (const PhaseInfo& k : kPhases) {
+    const std::uint64_t cycles = t.phases[k.kind], count = t.counts[k.kind];
+    if (!k.on_chip && cycles == 0 && count == 0) continue;  // keep single-chip output short
+    line(k.name, cycles, count, k.counted);
   }
   if (t.flops > 0) {
-    const double compute_s = chip.clock.seconds(Cycles{t.phases.compute});
+    const double compute_s = (Cycles{t.phases[PhaseKind::kCompute]} / chip.clock).seconds;
     const double in_compute = compute_s > 0 ? static_cast<double>(t.flops) / compute_s : 0.0;
     out += fmt::format("  achieved      {} = {:.1f}% of the {} FP16.16 peak\n",
                        human_rate(rate, "FLOP/s"), 100.0 * rate / peak, human_rate(peak, "FLOP/s"));
     out += fmt::format(
         "  the gap       {:.1f}% of the time is not compute; within compute phases the AMP units "
         "run at {:.1f}% of peak\n",
-        100.0 * (1.0 - static_cast<double>(t.phases.compute) / total), 100.0 * in_compute / peak);
+        100.0 * (1.0 - static_cast<double>(t.phases[PhaseKind::kCompute]) / total), 100.0 * in_compute / peak);
   }
   if (!stats.links.empty()) {
     const LinkUse& busiest = stats.links.front();

@@ -12,13 +12,13 @@
 #include <limits>
 #include <sstream>
 
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 
 namespace ipusim::report {
 namespace {
 
-using regression::JsonValue;
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -129,7 +129,7 @@ RunDir load_run_dir(const std::string& dir) {
   if (!std::filesystem::is_regular_file(stats_path))
     throw Error(fmt::format("{}: not a run directory: expected {} (written by 'ipusim run --out "
                             "DIR'), found none", dir, stats_path));
-  r.stats = regression::parse_json(read_file_text(stats_path), stats_path);
+  r.stats = parse_json(read_file_text(stats_path), stats_path);
   const JsonValue* format = r.stats.find("format");
   if (!format || format->kind != JsonValue::Kind::kString || !format->string.starts_with("ipusim-stats/"))
     throw Error(fmt::format("{}: key \"format\": expected \"ipusim-stats/1\", found {}", stats_path,
@@ -146,7 +146,7 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string tiles_path = dir + "/tiles.csv";
   if (std::filesystem::is_regular_file(tiles_path)) {
-    Csv csv(tiles_path, "ipu,tile,compute_cycles,exchange_bytes,memory_bytes");
+    Csv csv(tiles_path, kTilesHeader);
     for (std::size_t i = 0; i < csv.size(); ++i) {
       auto& tiles = r.tiles[csv.number<std::uint32_t>(i, 0)];
       const auto t = csv.number<std::uint32_t>(i, 1);
@@ -159,10 +159,7 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string steps_path = dir + "/supersteps.csv";
   if (std::filesystem::is_regular_file(steps_path)) {
-    Csv csv(steps_path,
-            "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
-            "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
-            "active_tiles");
+    Csv csv(steps_path, supersteps_header());
     for (std::size_t i = 0; i < csv.size(); ++i) {
       SuperstepRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);
@@ -170,11 +167,9 @@ RunDir load_run_dir(const std::string& dir) {
       row.step = csv.text(i, 2);
       row.executions = csv.number<std::uint64_t>(i, 3);
       row.start = csv.number<std::uint64_t>(i, 4);
-      row.compute = csv.number<std::uint64_t>(i, 5);
-      row.sync = csv.number<std::uint64_t>(i, 6);
-      row.exchange = csv.number<std::uint64_t>(i, 7);
-      for (std::size_t c = 8; c <= 12; ++c) row.other += csv.number<std::uint64_t>(i, c);
-      row.active_tiles = csv.number<std::uint64_t>(i, 13);
+      for (std::size_t k = 0; k < kPhaseKinds; ++k)
+        row.cycles.values[k] = csv.number<std::uint64_t>(i, 5 + k);
+      row.active_tiles = csv.number<std::uint64_t>(i, 5 + kPhaseKinds);
       r.supersteps.push_back(std::move(row));
     }
   }
@@ -182,7 +177,7 @@ RunDir load_run_dir(const std::string& dir) {
 }
 
 std::optional<double> find_stat(const RunDir& run, const std::string& path) {
-  const JsonValue* v = regression::lookup(run.stats, path);
+  const JsonValue* v = json_field(run.stats, path);
   if (!v) return std::nullopt;
   return v->number.d;
 }

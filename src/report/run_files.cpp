@@ -14,11 +14,11 @@
 namespace ipusim::report {
 namespace {
 
-constexpr std::array<std::string_view, 10> kKindNames{
-    "compute", "sync", "exchange", "host", "streaming", "external_sync", "inter_ipu",
-    "collective", "loop", "background_host"};
-
-std::string_view kind_name(SpanKind k) { return kKindNames[static_cast<std::size_t>(k)]; }
+// The timeline category of a span: its phase kind's name, "loop" or "background_host".
+std::string_view kind_name(SpanKind k) {
+  if (const auto phase = phase_of(k)) return phase_name(*phase);
+  return k == SpanKind::kLoop ? "loop" : "background_host";
+}
 
 template <class Array>
 std::string_view name_at(const Array& names, std::uint32_t i) {
@@ -28,7 +28,7 @@ std::string_view name_at(const Array& names, std::uint32_t i) {
 }  // namespace
 
 std::string tiles_csv(const RunStats& stats) {
-  std::string out = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes\n";
+  std::string out = std::string(kTilesHeader) + "\n";
   auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus)
     for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t)
@@ -40,53 +40,63 @@ std::string tiles_csv(const RunStats& stats) {
 std::string span_name(const Span& s, const trace::Trace& trace, std::uint32_t program) {
   const trace::IpuProgram* p = program < trace.ipus.size() ? &trace.ipus[program] : nullptr;
   const std::string suffix = s.times > 1 ? fmt::format(" x{}", s.times) : "";
-  switch (s.kind) {
-    case SpanKind::kCompute:
+  const auto host = [&](std::string_view what) {
+    return fmt::format("{} {}{}", what, name_at(trace::kHostDirectionNames, s.index), suffix);
+  };
+  if (s.kind == SpanKind::kLoop) return fmt::format("loop x{}", s.times);
+  if (s.kind == SpanKind::kBackgroundHost) return host("host");
+  const auto phase = phase_of(s.kind);
+  if (!phase) return "?";
+  switch (*phase) {
+    case PhaseKind::kCompute:
       return (p && s.index < p->compute_sets.size() ? p->compute_sets[s.index].name : "compute") + suffix;
-    case SpanKind::kExchange:
+    case PhaseKind::kExchange:
       return (p && s.index < p->exchanges.size() ? p->exchanges[s.index].name : "exchange") + suffix;
-    case SpanKind::kSync: return "sync" + suffix;
-    case SpanKind::kHost:
-    case SpanKind::kStreaming:
-    case SpanKind::kBackgroundHost:
-      return fmt::format("{} {}{}", s.kind == SpanKind::kStreaming ? "streaming" : "host",
-                         name_at(trace::kHostDirectionNames, s.index), suffix);
-    case SpanKind::kExternalSync:
+    case PhaseKind::kSync: return "sync" + suffix;
+    case PhaseKind::kHost: return host("host");
+    case PhaseKind::kStreaming: return host("streaming");
+    case PhaseKind::kExternalSync:
       return fmt::format("external sync ({}){}", name_at(trace::kGroupKindNames, s.index), suffix);
-    case SpanKind::kInterIpu:
+    case PhaseKind::kInterIpu:
       return (s.index < trace.global_exchanges.size() ? trace.global_exchanges[s.index].name
                                                       : std::string("inter-IPU copy")) + suffix;
-    case SpanKind::kCollective:
+    case PhaseKind::kCollective:
       return std::string(name_at(trace::kCollectiveOpNames, s.index)) + suffix;
-    case SpanKind::kLoop: return fmt::format("loop x{}", s.times);
   }
   return "?";
+}
+
+std::string supersteps_header() {
+  std::string out = "ipu,superstep,step,executions,start_cycle,";
+  for (const PhaseInfo& k : kPhases) out += fmt::format("{}_cycles,", k.name);
+  return out + "active_tiles";
 }
 
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace) {
   bool any = false;
   for (const auto& ipu : stats.ipus) any = any || !ipu.spans.empty();
   if (!any) return {};
-  std::string out = std::string(kSuperstepsHeader) + "\n";
+  std::string out = supersteps_header() + "\n";
   auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus) {
     struct Row {
       std::int64_t index = -1;
       std::string step;
       std::uint64_t executions = 0, start = 0, active = 0;
-      std::array<std::uint64_t, 8> cycles{};  // SpanKind order up to kCollective
+      PhaseCycles cycles;
       bool used = false;
     } row;
     auto flush = [&] {
       if (!row.used) return;
       fmt::format_to(it, "{},{},{},{},{}", ipu.ipu, row.index, row.step, row.executions, row.start);
-      for (auto c : row.cycles) fmt::format_to(it, ",{}", c);
+      for (auto c : row.cycles.values) fmt::format_to(it, ",{}", c);
       fmt::format_to(it, ",{}\n", row.active);
     };
     std::int64_t next = 0;
     for (const auto& s : ipu.spans) {
-      if (s.kind == SpanKind::kLoop || s.kind == SpanKind::kBackgroundHost) continue;
-      if (s.kind == SpanKind::kCompute) {
+      const auto phase = phase_of(s.kind);
+      if (!phase) continue;  // loops and background transfers
+      if (*phase == PhaseKind::kCompute) {
         flush();
         row = Row{};
         row.index = next++;
@@ -98,7 +108,7 @@ std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace) {
         row.start = s.start;
       }
       row.used = true;
-      row.cycles[static_cast<std::size_t>(s.kind)] += s.cycles;
+      row.cycles[*phase] += s.cycles;
     }
     flush();
   }
@@ -111,7 +121,7 @@ std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, cons
   // Cycles to microseconds with 6 decimals (picosecond resolution; one cycle is ~0.75 ns).
   // Both ends of a span are rounded to whole picoseconds and dur = end - start, so adjacent
   // spans touch exactly and children never stick out of their parents by a rounding error.
-  const double ps_per_cycle = 1e12 / chip.clock.hz;
+  const double ps_per_cycle = chip.clock.period_ps();
   auto ps = [&](std::uint64_t c) {
     return static_cast<std::uint64_t>(std::llround(static_cast<double>(c) * ps_per_cycle));
   };

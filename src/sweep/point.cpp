@@ -167,8 +167,8 @@ PointPlan plan_point(const Spec& spec, const Point& point) {
 
 std::string point_trace_name(const PointPlan& plan) { return plan.kernel_point ? "kernel.itb" : ""; }
 
-regression::Job point_job(const PointPlan& p, const std::string& exe, const std::string& work_dir) {
-  regression::Job job;
+process::Job point_job(const PointPlan& p, const std::string& exe, const std::string& work_dir) {
+  process::Job job;
   job.log_prefix = work_dir + "/log";
   if (!p.kernel_point) {
     // A workload point is one process: the training step is compiled in memory and simulated

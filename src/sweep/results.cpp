@@ -11,24 +11,23 @@
 namespace ipusim::sweep {
 namespace {
 
-namespace rg = ipusim::regression;
 
 constexpr std::string_view kRecordFormat = "ipusim-sweep-point-result/1";
 
-std::string number_at(const rg::JsonValue& root, std::string_view path) {
-  const rg::JsonValue* v = rg::lookup(root, path);
+std::string number_at(const JsonValue& root, std::string_view path) {
+  const JsonValue* v = json_field(root, path);
   return v ? v->number.text : std::string();
 }
 
-std::string string_at(const rg::JsonValue& root, std::string_view key) {
-  const rg::JsonValue* v = root.find(key);
-  return v && v->kind == rg::JsonValue::Kind::kString ? v->string : std::string();
+std::string string_at(const JsonValue& root, std::string_view key) {
+  const JsonValue* v = root.find(key);
+  return v && v->kind == JsonValue::Kind::kString ? v->string : std::string();
 }
 
 // Writes a number given as JSON text: integers exactly, others through the writer's double
 // format (the format stats.json was written in, so the text round-trips); "" -> null.
 void number(JsonWriter& w, const std::string& text) {
-  const auto n = rg::Number::parse(text);
+  const auto n = JsonNumber::parse(text);
   if (!n) {
     w.value(std::numeric_limits<double>::quiet_NaN());  // null
   } else if (n->integral) {
@@ -47,7 +46,7 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-PointResult result_from_stats(const PointPlan& plan, const rg::JsonValue& stats, const std::string& origin) {
+PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats, const std::string& origin) {
   PointResult r = failed_result(plan, "");
   r.ok = true;
   r.cycles = number_at(stats, "total.cycles");
@@ -55,12 +54,12 @@ PointResult result_from_stats(const PointPlan& plan, const rg::JsonValue& stats,
   if (r.step_time_s.empty()) throw Error(fmt::format("{}: expected total.time, found none", origin));
   r.throughput = number_at(stats, "workload.throughput");
   if (!r.throughput.empty()) {
-    const rg::JsonValue* wl = stats.find("workload");
-    const rg::JsonValue* t = wl ? wl->find("throughput") : nullptr;
+    const JsonValue* wl = stats.find("workload");
+    const JsonValue* t = wl ? wl->find("throughput") : nullptr;
     r.throughput_unit = t ? string_at(*t, "unit") : "";
   }
-  r.breakdown_s.clear();
-  for (const auto& phase : kBreakdown) r.breakdown_s.push_back(number_at(stats, "phases." + phase + ".time"));
+  for (const PhaseInfo& p : kPhases)
+    r.breakdown_s[p.kind] = number_at(stats, fmt::format("phases.{}.time", p.name));
   r.flop_utilisation = number_at(stats, "throughput.utilisation");
   return r;
 }
@@ -75,7 +74,6 @@ PointResult failed_result(const PointPlan& plan, const std::string& error) {
   r.workload = plan.workload;
   r.system = plan.system;
   r.ipus = plan.ipus;
-  r.breakdown_s.assign(kBreakdown.size(), "");
   return r;
 }
 
@@ -92,9 +90,9 @@ static void write_outcome(JsonWriter& w, const PointResult& r) {
   number(w, r.throughput);
   w.key("throughput_unit").value(r.throughput_unit);
   w.key("breakdown_s").begin_object();
-  for (std::size_t i = 0; i < kBreakdown.size(); ++i) {
-    w.key(kBreakdown[i]);
-    number(w, i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+  for (const PhaseInfo& p : kPhases) {
+    w.key(p.name);
+    number(w, r.breakdown_s[p.kind]);
   }
   w.end_object();
   w.key("flop_utilisation");
@@ -114,8 +112,8 @@ std::string point_record(const PointResult& r) {
 }
 
 PointResult parse_point_record(const std::string& text, const std::string& origin) {
-  const rg::JsonValue root = rg::parse_json(text, origin);
-  if (root.kind != rg::JsonValue::Kind::kObject || string_at(root, "format") != kRecordFormat)
+  const JsonValue root = parse_json(text, origin);
+  if (root.kind != JsonValue::Kind::kObject || string_at(root, "format") != kRecordFormat)
     throw Error(fmt::format("{}: expected a point record of format {}", origin, kRecordFormat));
   PointResult r;
   r.id = string_at(root, "id");
@@ -129,7 +127,8 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   r.step_time_s = number_at(root, "step_time_s");
   r.throughput = number_at(root, "throughput");
   r.throughput_unit = string_at(root, "throughput_unit");
-  for (const auto& phase : kBreakdown) r.breakdown_s.push_back(number_at(root, "breakdown_s." + phase));
+  for (const PhaseInfo& p : kPhases)
+    r.breakdown_s[p.kind] = number_at(root, fmt::format("breakdown_s.{}", p.name));
   r.flop_utilisation = number_at(root, "flop_utilisation");
   if (r.id.empty() || (r.ok && r.step_time_s.empty()))
     throw Error(fmt::format("{}: expected id and step_time_s in a point record", origin));
@@ -140,7 +139,7 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vect
   std::string out = "index,id";
   for (const auto& k : axis_keys) out += "," + csv_field(k);
   out += ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit";
-  for (const auto& phase : kBreakdown) out += "," + phase + "_s";
+  for (const PhaseInfo& p : kPhases) out += fmt::format(",{}_s", p.name);
   out += ",flop_utilisation,error\n";
   for (const auto& r : results) {
     out += fmt::format("{},{}", r.index, r.id);
@@ -152,7 +151,7 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vect
     }
     out += fmt::format(",{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed", csv_field(r.workload), csv_field(r.system),
                        r.ipus, r.cycles, r.step_time_s, r.throughput, csv_field(r.throughput_unit));
-    for (std::size_t i = 0; i < kBreakdown.size(); ++i) out += "," + (i < r.breakdown_s.size() ? r.breakdown_s[i] : "");
+    for (const PhaseInfo& p : kPhases) out += "," + r.breakdown_s[p.kind];
     out += "," + r.flop_utilisation + "," + csv_field(r.error) + "\n";
   }
   return out;

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ipusim/config/config.hpp"
 #include "ipusim/sweep/spec.hpp"
 
 #include <fmt/format.h>
@@ -94,10 +95,9 @@ void check_key(const Reader& r, const YAML::Node& node, const std::string& what,
 
 void check_set(const Reader& r, const YAML::Node& node, const std::string& what, const std::string& s,
                const Base& base) {
-  const auto eq = s.find('=');
-  if (eq == std::string::npos || eq == 0)
-    r.fail(node, fmt::format("{}: expected KEY=VALUE such as chip.clock=1.85GHz, found \"{}\"", what, s));
-  const std::string key = s.substr(0, eq);
+  const auto o = config::parse_override(s);
+  if (!o) r.fail(node, fmt::format("{}: {}", what, config::override_form_error(s)));
+  const std::string& key = o->key;
   if (!known_config_key(key) || (key.starts_with("run.") && base.is_kernel()))
     check_key(r, node, what, key, base);
   if (!known_config_key(key))

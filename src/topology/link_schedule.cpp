@@ -13,10 +13,10 @@
 namespace ipusim::topology {
 
 LinkSchedule::LinkSchedule(const Topology& topology) : topology_(topology) {
-  const double hz = topology.system().chip.clock.hz;
+  const Frequency clock = topology.system().chip.clock;
   for (const Link& l : topology.links()) {
-    rate_.push_back(l.bytes_per_second / hz);
-    latency_.push_back(static_cast<std::uint64_t>(std::ceil(l.latency_seconds * hz - 1e-9)));
+    rate_.push_back(l.bytes_per_second / clock.hz);
+    latency_.push_back((Duration{l.latency_seconds} * clock).count);
   }
   free_at_.assign(topology.channels(), 0);
   use_.assign(topology.channels(), ChannelUse{});
@@ -37,7 +37,7 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
       latency += this->latency(c);
     }
     const auto cycles = [&](double rate) {
-      return static_cast<std::uint64_t>(std::ceil(static_cast<double>(f.bytes) / rate - 1e-9));
+      return (Bytes{f.bytes} / BytesPerCycle{rate}).count;
     };
     // Each channel is busy for the bytes at its own rate; the flow arrives at the pace of the
     // slowest channel of its route.
@@ -80,8 +80,7 @@ class Collective {
   Collective(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype)
       : links_(links), chip_(chip), dtype_(dtype) {
     const SystemSpec& sys = links.topology().system();
-    hop_sync_ = static_cast<std::uint64_t>(
-        std::ceil(2.0 * sys.fabric.sync_hop_latency.seconds * chip.clock.hz - 1e-9));
+    hop_sync_ = (Duration{2.0 * sys.fabric.sync_hop_latency.seconds} * chip.clock).count;
   }
 
   // `steps` ring steps of every pass at once; with `reduce`, each step ends with an on-chip

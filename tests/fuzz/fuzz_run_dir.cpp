@@ -6,7 +6,7 @@
 //
 // (a file absent from the input is absent from the directory). They are written into a private
 // directory and read by report::load_run_dir; then the stats are looked up as `report` and
-// `compare` look them up. The JSON reader (regression::parse_json, also used for goldens'
+// `compare` look them up. The JSON reader (parse_json, also used for goldens'
 // stats and sweep results) sees every byte of the first part. ipusim::Error is the expected
 // outcome for bad input.
 #include <cstdint>
@@ -16,9 +16,9 @@
 
 #include "fuzz_common.hpp"
 #include "fuzz_file_common.hpp"
-#include "ipusim/regression/json_reader.hpp"
 #include "ipusim/report/run_dir.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ipusim;
@@ -35,10 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // The JSON reader on its own, and lookup of the paths report and compare use.
   try {
-    const regression::JsonValue v = regression::parse_json(parts[0], "stats.json");
+    const JsonValue v = parse_json(parts[0], "stats.json");
     for (const char* path : {"total.cycles", "total.time", "ipu[0].tiles.memory.max",
                              "phases.compute.count", "links[0].utilisation"})
-      (void)regression::lookup(v, path);
+      (void)json_field(v, path);
   } catch (const Error&) {
   }
 

@@ -32,9 +32,9 @@
 #include "ipusim/config/chip.hpp"
 #include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
-#include "ipusim/regression/json_reader.hpp"
 #include "ipusim/trace/codelet.hpp"
 #include "ipusim/trace/program.hpp"
+#include "ipusim/util/json_reader.hpp"
 #include "ipusim/util/units.hpp"
 
 namespace ipusim::testing {
@@ -220,29 +220,29 @@ std::string judge_status(const Outcome& o) {
 // Checks every number of stats.json; "" if sane, else what is wrong.
 // `may_be_zero`: a kernel of syncs only, whose time is the drawn sync latencies (which may be 0).
 std::string judge_stats(const std::string& text, bool may_be_zero = false) {
-  regression::JsonValue root;
+  JsonValue root;
   try {
-    root = regression::parse_json(text, "stats.json");
+    root = parse_json(text, "stats.json");
   } catch (const std::exception& e) {
     return std::string("stats.json does not parse: ") + e.what();
   }
   std::string problem;
   // Walks the document; `unit` is the unit of the quantity a "value" belongs to.
-  auto walk = [&](auto&& self, const regression::JsonValue& v, const std::string& path) -> void {
+  auto walk = [&](auto&& self, const JsonValue& v, const std::string& path) -> void {
     if (!problem.empty()) return;
-    if (v.kind == regression::JsonValue::Kind::kNumber) {
+    if (v.kind == JsonValue::Kind::kNumber) {
       if (!std::isfinite(v.number.d)) problem = path + " is not finite: " + v.number.text;
       return;
     }
-    if (v.kind == regression::JsonValue::Kind::kArray) {
+    if (v.kind == JsonValue::Kind::kArray) {
       for (std::size_t i = 0; i < v.items.size(); ++i)
         self(self, v.items[i], path + "[" + std::to_string(i) + "]");
       return;
     }
-    if (v.kind != regression::JsonValue::Kind::kObject) return;
+    if (v.kind != JsonValue::Kind::kObject) return;
     const auto* value = v.find("value");
     const auto* unit = v.find("unit");
-    if (value && unit && value->kind == regression::JsonValue::Kind::kNumber) {
+    if (value && unit && value->kind == JsonValue::Kind::kNumber) {
       const double x = value->number.d;
       if (!std::isfinite(x)) { problem = path + " is not finite"; return; }
       if (x < 0) { problem = path + " is negative: " + value->number.text; return; }
@@ -258,9 +258,9 @@ std::string judge_stats(const std::string& text, bool may_be_zero = false) {
   };
   walk(walk, root, "");
   if (!problem.empty()) return problem;
-  const auto* cycles = regression::lookup(root, "total.cycles");
-  const auto* total_time = regression::lookup(root, "total.time");
-  const auto* chip_clock = regression::lookup(root, "chip.clock");
+  const auto* cycles = json_field(root, "total.cycles");
+  const auto* total_time = json_field(root, "total.time");
+  const auto* chip_clock = json_field(root, "chip.clock");
   if (!cycles || !total_time || !chip_clock) return "stats.json lacks total.cycles, total.time or chip.clock";
   if (!(cycles->number.d > 0) && !(may_be_zero && cycles->number.d == 0)) return "total.cycles is not positive: " + cycles->number.text;
   if (!(chip_clock->number.d > 0)) return "chip.clock is not positive";

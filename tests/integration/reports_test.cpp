@@ -12,12 +12,11 @@
 #include <sstream>
 
 #include "cli_harness.hpp"
-#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::testing {
 namespace {
 
-using regression::JsonValue;
 
 std::string workload(const std::string& name) { return source_dir() + "/tests/data/workloads/" + name; }
 std::string pod16() { return source_dir() + "/configs/systems/pod16.yaml"; }
@@ -31,11 +30,11 @@ std::string compile_resnet(const TempDir& dir) {
 }
 
 JsonValue parse_file(const std::string& path) {
-  return regression::parse_json(read_all(path), path);
+  return parse_json(read_all(path), path);
 }
 
 double num(const JsonValue& root, const std::string& path) {
-  const JsonValue* v = regression::lookup(root, path);
+  const JsonValue* v = json_field(root, path);
   EXPECT_NE(v, nullptr) << path;
   return v ? v->number.d : -1;
 }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/util/error.hpp"
 
@@ -168,6 +169,20 @@ TEST(ConfigChip, ReferenceDocMatchesTheSchema) {
   EXPECT_NE(doc.find(config::reference_markdown(system_schema())), std::string::npos)
       << "docs/config-reference.md is stale: regenerate the table with "
          "'ipusim info --config-reference'";
+}
+
+TEST(ConfigOverride, OneCheckOfTheKeyValueForm) {
+  const auto o = config::parse_override("chip.clock=1.5GHz");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->key, "chip.clock");
+  EXPECT_EQ(o->value, "1.5GHz");
+  EXPECT_EQ(config::parse_override("run.name=a=b")->value, "a=b");  // split at the first '='
+  EXPECT_EQ(config::parse_override("chip.name=")->value, "");
+  EXPECT_FALSE(config::parse_override("chip.tiles"));
+  EXPECT_FALSE(config::parse_override("=736"));
+  EXPECT_FALSE(config::parse_override(""));
+  EXPECT_EQ(config::override_form_error("chip.tiles"),
+            "expected KEY=VALUE such as chip.clock=1.85GHz, found \"chip.tiles\"");
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 namespace ipusim::regression {
 namespace {
 
-Number num(const char* s) { return *Number::parse(s); }
+JsonNumber num(const char* s) { return *JsonNumber::parse(s); }
 
 Case sample_case() {
   Case c;
@@ -79,7 +79,7 @@ TEST(RegressionCompare, ExactFieldsFailAndTolerancesHold) {
   EXPECT_EQ(same.status, CaseOutcome::Status::kPassed);
   EXPECT_TRUE(same.changes.empty());
   // One sync cycle more per iteration; memory within its 1%.
-  std::vector<std::pair<std::string, Number>> now = {
+  std::vector<std::pair<std::string, JsonNumber>> now = {
       {"total.cycles", num("91000")}, {"phases.sync.count", num("1000")}, {"ipu[0].tiles.memory.max", num("3100.0")}};
   const CaseOutcome o = compare_case(c, g, now, "g.yaml");
   EXPECT_EQ(o.status, CaseOutcome::Status::kFailed);
@@ -132,7 +132,7 @@ TEST(RegressionJunit, EscapesAndStructure) {
   EXPECT_EQ(xml_escape("a<b>&\"c\"'\x01\n"), "a&lt;b&gt;&amp;&quot;c&quot;&apos;\n");
   const Case c = sample_case();
   const Golden g = sample_golden();
-  std::vector<std::pair<std::string, Number>> now = g.fields;
+  std::vector<std::pair<std::string, JsonNumber>> now = g.fields;
   now[0].second = num("91000");
   CaseOutcome failed = compare_case(c, g, now, "g.yaml");
   failed.seconds = 0.5;

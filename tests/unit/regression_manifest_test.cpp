@@ -169,18 +169,18 @@ TEST(RegressionManifest, ErrorsNameTheLineWhatWasExpectedAndWhatWasFound) {
 }
 
 TEST(RegressionManifest, Tolerances) {
-  const Number golden = *Number::parse("1000");
-  const Number up1 = *Number::parse("1001");
-  const Number up6 = *Number::parse("1006");
+  const JsonNumber golden = *JsonNumber::parse("1000");
+  const JsonNumber up1 = *JsonNumber::parse("1001");
+  const JsonNumber up6 = *JsonNumber::parse("1006");
   EXPECT_TRUE(Tolerance::parse("exact").allows(golden, golden));
   EXPECT_FALSE(Tolerance::parse("exact").allows(golden, up1));
   EXPECT_FALSE(Tolerance::parse("0").allows(golden, up1));
   EXPECT_EQ(Tolerance::parse("0%").kind, Tolerance::Kind::kExact);
   EXPECT_TRUE(Tolerance::parse("1").allows(golden, up1));
   EXPECT_FALSE(Tolerance::parse("5").allows(golden, up6));
-  EXPECT_TRUE(Tolerance::parse("0.5%").allows(golden, *Number::parse("995")));
+  EXPECT_TRUE(Tolerance::parse("0.5%").allows(golden, *JsonNumber::parse("995")));
   EXPECT_FALSE(Tolerance::parse("0.5%").allows(golden, up6));
-  EXPECT_TRUE(Tolerance::parse("0.5%").allows(*Number::parse("1000.0"), *Number::parse("1005.0")));
+  EXPECT_TRUE(Tolerance::parse("0.5%").allows(*JsonNumber::parse("1000.0"), *JsonNumber::parse("1005.0")));
   for (const char* bad : {"-1", "1 %", "%", "abc", "nan", "inf", ".5", "1e999", "+2"})
     EXPECT_THROW(Tolerance::parse(bad), ParseError) << bad;
 }

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "ipusim/regression/runner.hpp"
+#include "ipusim/process/runner.hpp"
 
-namespace ipusim::regression {
+namespace ipusim::process {
 namespace {
 
 std::string slurp(const std::string& path) {
@@ -56,4 +56,4 @@ TEST(Runner, ChildrenGetNoMpiLauncherVariables) {
 }
 
 }  // namespace
-}  // namespace ipusim::regression
+}  // namespace ipusim::process

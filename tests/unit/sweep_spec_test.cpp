@@ -146,13 +146,13 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
   ok.system = "GC200";
   ok.cycles = "1000";
   ok.step_time_s = "9.9999999999999995e-07";
-  ok.breakdown_s.assign(kBreakdown.size(), "0.0");
+  ok.breakdown_s.values.fill("0.0");
   PointResult bad = ok;
   bad.index = 1;
   bad.ok = false;
   bad.error = "out of memory on tile 3, \"big\"";
   bad.cycles = bad.step_time_s = "";
-  bad.breakdown_s.assign(kBreakdown.size(), "");
+  bad.breakdown_s.values.fill("");
   const std::string csv = sweep_csv({"chip.clock"}, {ok, bad});
   EXPECT_EQ(csv,
             "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit,compute_s,"

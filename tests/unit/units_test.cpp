@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 
@@ -49,7 +51,46 @@ TEST(Units, FormatRoundTrips) {
 }
 
 TEST(Units, SecondsFromCycles) {
-  EXPECT_DOUBLE_EQ(Frequency{1.325e9}.seconds(Cycles{1325}), 1e-6);
+  EXPECT_DOUBLE_EQ((Cycles{1325} / Frequency{1.325e9}).seconds, 1e-6);
+  EXPECT_DOUBLE_EQ((Cycles{0} / Frequency{1.325e9}).seconds, 0.0);
+}
+
+TEST(Units, CyclesRoundUpWithOneRule) {
+  EXPECT_EQ(ceil_cycles(0.0), Cycles{0});
+  EXPECT_EQ(ceil_cycles(5.0), Cycles{5});           // an exact integer stays
+  EXPECT_EQ(ceil_cycles(5.0 + 1e-12), Cycles{5});   // noise above an integer is not a cycle
+  EXPECT_EQ(ceil_cycles(5.0 + 1e-6), Cycles{6});
+  EXPECT_EQ(ceil_cycles(5.5), Cycles{6});
+  EXPECT_EQ(ceil_cycles(4.9999), Cycles{5});
+  EXPECT_EQ(ceil_cycles(-1e-12), Cycles{0});
+  EXPECT_EQ(ceil_cycles(0.1 * 3 * 10), Cycles{3});   // 3.0000000000000004
+  EXPECT_EQ(ceil_cycles(9007199254740992.0), Cycles{9007199254740992ull});  // 2^53
+  EXPECT_THROW(ceil_cycles(18446744073709551616.0), ArithmeticOverflow);     // 2^64
+  EXPECT_THROW(ceil_cycles(std::nan("")), ArithmeticOverflow);
+}
+
+TEST(Units, BytesOverRateIsWholeCycles) {
+  EXPECT_EQ(Bytes{8} / BytesPerCycle{4}, Cycles{2});
+  EXPECT_EQ(Bytes{10} / BytesPerCycle{4}, Cycles{3});  // 2.5 cycles
+  EXPECT_EQ(Bytes{1} / BytesPerCycle{16}, Cycles{1});
+  EXPECT_EQ(Bytes{0} / BytesPerCycle{4}, Cycles{0});
+  EXPECT_EQ(Bytes{21} / BytesPerCycle{0.7}, Cycles{30});  // 30.000000000000004
+  EXPECT_EQ(Bytes{22} / BytesPerCycle{0.7}, Cycles{32});  // 31.43
+  EXPECT_EQ(Bytes{1000} / BytesPerCycle{1e9 / 1.325e9}, Cycles{1325});  // 1GB/s at 1.325GHz
+}
+
+TEST(Units, DurationTimesFrequencyIsWholeCycles) {
+  EXPECT_EQ(Duration{1e-6} * Frequency{1.325e9}, Cycles{1325});
+  EXPECT_EQ(Duration{15e-9} * Frequency{1.325e9}, Cycles{20});  // 19.875
+  EXPECT_EQ(Frequency{1.325e9} * Duration{15e-9}, Cycles{20});
+  EXPECT_EQ(Duration{35e-9} * Frequency{1.6e9}, Cycles{56});    // 56.00000000000001
+  EXPECT_EQ(Duration{0} * Frequency{1.6e9}, Cycles{0});
+}
+
+TEST(Units, ClockPeriodInPicoseconds) {
+  EXPECT_DOUBLE_EQ(Frequency{1.6e9}.period_ps(), 625.0);
+  EXPECT_DOUBLE_EQ(Frequency{1.325e9}.period_ps(), 1e12 / 1.325e9);  // 754.716...
+  EXPECT_NEAR(Frequency{1.325e9}.period_ps(), 754.7169811, 1e-6);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -68,6 +69,16 @@ Document parse_document(const std::string& yaml_text, const std::string& origin)
 // to the including file), merged into one Document. A key set in two files, a missing file or
 // a cycle of includes is a ConfigError naming the files.
 Document load_document_tree(const std::string& file, const Schema& schema);
+
+// An override "KEY=VALUE" (--set, or set: in a suite or sweep) split at its first '='.
+struct Override {
+  std::string key, value;
+};
+// The one check of the form: nullopt if `text` has no '=' or an empty KEY.
+std::optional<Override> parse_override(std::string_view text);
+// The error for a `text` parse_override refuses: "expected KEY=VALUE such as
+// chip.clock=1.85GHz, found \"<text>\"" (callers prefix where it came from).
+std::string override_form_error(std::string_view text);
 
 // Applies "key.path=value". Throws ConfigError if the form is wrong or the key unknown.
 void apply_override(Document& doc, const std::string& assignment, const Schema& schema);

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 
 namespace ipusim::model {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "ipusim/config/system_spec.hpp"
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 #include "ipusim/topology/link_schedule.hpp"
 #include "ipusim/topology/topology.hpp"
 #include "ipusim/trace/program.hpp"

@@ -24,7 +24,7 @@
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/engine.hpp"
 #include "ipusim/model/fabric.hpp"
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::model {

@@ -6,7 +6,7 @@
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/config/system_spec.hpp"
 #include "ipusim/model/ipu.hpp"
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::model {

@@ -8,20 +8,21 @@
 #include <vector>
 
 #include "ipusim/regression/golden.hpp"
-#include "ipusim/regression/json_reader.hpp"
 #include "ipusim/regression/manifest.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::regression {
 
 // The compared fields of `c` read from a parsed stats.json, in the case's field order. Throws
 // Error naming the first field that stats.json lacks.
-std::vector<std::pair<std::string, Number>> extract_fields(const Case& c, const JsonValue& stats,
-                                                           const std::string& stats_origin);
+std::vector<std::pair<std::string, JsonNumber>> extract_fields(const Case& c,
+                                                               const JsonValue& stats,
+                                                               const std::string& stats_origin);
 
 struct FieldChange {
   std::string field;
-  std::optional<Number> old_value;  // nullopt: the golden lacks the field
-  Number new_value;
+  std::optional<JsonNumber> old_value;  // nullopt: the golden lacks the field
+  JsonNumber new_value;
   Tolerance tolerance;
   bool within_tolerance = false;
 };
@@ -40,12 +41,12 @@ struct CaseOutcome {
 
 // Compares `now` with `golden` (nullopt: no golden file). `golden_file` names it in messages.
 CaseOutcome compare_case(const Case& c, const std::optional<Golden>& golden,
-                         const std::vector<std::pair<std::string, Number>>& now,
+                         const std::vector<std::pair<std::string, JsonNumber>>& now,
                          const std::string& golden_file);
 
 // "+12", "-3.5", "+0"; and "+1.11%", "n/a" when the old value is 0.
-std::string delta_text(const Number& old_value, const Number& new_value);
-std::string percent_text(const Number& old_value, const Number& new_value);
+std::string delta_text(const JsonNumber& old_value, const JsonNumber& new_value);
+std::string percent_text(const JsonNumber& old_value, const JsonNumber& new_value);
 
 // A one-line summary of a failed case: "total.cycles 90000 -> 91000 (+1000, +1.11%); ...".
 std::string failure_message(const CaseOutcome& outcome);

@@ -10,16 +10,16 @@
 #include <utility>
 #include <vector>
 
-#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::regression {
 
 struct Golden {
   std::string case_name;
   std::string definition;  // Case::definition() when the golden was written
-  std::vector<std::pair<std::string, Number>> fields;
+  std::vector<std::pair<std::string, JsonNumber>> fields;
 
-  const Number* find(std::string_view field) const;
+  const JsonNumber* find(std::string_view field) const;
 };
 
 // The file's text; parse_golden(golden_text(g)) == g.

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::regression {
 
@@ -26,7 +26,7 @@ struct Tolerance {
   // Throws ParseError (no location) if `text` is not a tolerance.
   static Tolerance parse(std::string_view text);
   // True if moving from `golden` to `now` stays within the tolerance.
-  bool allows(const Number& golden, const Number& now) const;
+  bool allows(const JsonNumber& golden, const JsonNumber& now) const;
 };
 
 // One compared field: a path into stats.json (json_reader.hpp: lookup) and its tolerance.

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::report {

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/stats/phase.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::report {
 
@@ -22,12 +23,12 @@ struct SuperstepRow {
   std::int64_t index = 0;
   std::string step;
   std::uint64_t executions = 0, start = 0, active_tiles = 0;
-  std::uint64_t compute = 0, sync = 0, exchange = 0, other = 0;  // cycles
+  PhaseCycles cycles;  // per phase kind, all executions
 };
 
 struct RunDir {
   std::string path;
-  regression::JsonValue stats;                  // stats.json
+  JsonValue stats;                              // stats.json
   std::map<std::string, std::string> config;    // config.resolved.yaml, flattened "a.b.c"
   std::map<std::uint32_t, std::vector<TileRow>> tiles;  // tiles.csv by system IPU (optional)
   std::vector<SuperstepRow> supersteps;         // supersteps.csv (optional)
@@ -38,7 +39,7 @@ struct RunDir {
 // path, what was expected and what was found.
 RunDir load_run_dir(const std::string& dir);
 
-// A number of stats.json by its dotted path (regression::lookup syntax); throws Error naming
+// A number of stats.json by its dotted path (json_field syntax); throws Error naming
 // the file and path if it is missing.
 double stat(const RunDir& run, const std::string& path);
 // The same, nullopt if missing.
@@ -52,7 +53,7 @@ struct StatField {
   double value = 0;
   std::string unit;
 };
-std::vector<StatField> flatten_stats(const regression::JsonValue& stats);
+std::vector<StatField> flatten_stats(const JsonValue& stats);
 
 struct Comparison {
   struct ConfigDiff {

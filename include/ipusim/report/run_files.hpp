@@ -7,14 +7,16 @@
 #include <string>
 
 #include "ipusim/config/chip_spec.hpp"
-#include "ipusim/model/run_stats.hpp"
+#include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::report {
 
-// tiles.csv: one row per tile of every simulated IPU (ipu, tile, compute_cycles,
-// exchange_bytes, memory_bytes), over the whole run.
+// tiles.csv (the run directory's, and `ipusim run --tile-stats FILE`): one row per tile of
+// every simulated IPU (ipu, tile, compute_cycles, exchange_bytes, memory_bytes), over the
+// whole run.
 std::string tiles_csv(const RunStats& stats);
+inline constexpr const char* kTilesHeader = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes";
 
 // supersteps.csv: one row per superstep of every simulated IPU, from the recorded spans (fast
 // engine). A superstep starts at a compute phase and holds the phases up to the next one; row
@@ -22,10 +24,8 @@ std::string tiles_csv(const RunStats& stats);
 // row's executions (a memoised loop's superstep is one row with executions = iterations), so
 // each column sums to the IPU's phase total in stats.json. Empty if no spans were recorded.
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
-inline constexpr const char* kSuperstepsHeader =
-    "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
-    "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
-    "active_tiles";
+// Its header: ipu,superstep,step,executions,start_cycle, <phase>_cycles per kPhases, active_tiles.
+std::string supersteps_header();
 
 // The name of a span as shown in the timeline (the program step's name).
 std::string span_name(const Span& span, const trace::Trace& trace, std::uint32_t program);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ipusim/regression/runner.hpp"
+#include "ipusim/process/runner.hpp"
 #include "ipusim/sweep/spec.hpp"
 
 namespace ipusim::sweep {
@@ -46,7 +46,7 @@ PointPlan plan_point(const Spec& spec, const Point& point);
 // The child processes of a point: for a kernel, 'ipusim kernel' writing <work_dir>/<trace>,
 // then 'ipusim run --out <work_dir>' on it; for a workload, one 'ipusim run --run RUN --out
 // <work_dir>' that compiles the step in memory (no trace file). Logs go to <work_dir>/log.N.*.
-regression::Job point_job(const PointPlan& plan, const std::string& exe, const std::string& work_dir);
+process::Job point_job(const PointPlan& plan, const std::string& exe, const std::string& work_dir);
 
 // The trace file a point's first step writes inside its work directory ("" for a workload
 // point, which writes none).

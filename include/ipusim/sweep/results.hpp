@@ -10,14 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/stats/phase.hpp"
 #include "ipusim/sweep/point.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::sweep {
-
-// The phase kinds whose time (s) sweep.csv reports, in stats.json order.
-inline const std::vector<std::string> kBreakdown{"compute",   "sync",          "exchange",  "host",
-                                                 "streaming", "external_sync", "inter_ipu", "collective"};
 
 struct PointResult {
   std::string id;
@@ -32,12 +29,12 @@ struct PointResult {
   std::string step_time_s;
   std::string throughput;  // workloads only
   std::string throughput_unit;
-  std::vector<std::string> breakdown_s;  // per kBreakdown
+  PerPhase<std::string> breakdown_s;  // time (s) per phase kind
   std::string flop_utilisation;
 };
 
 // The result of a point that ran: fields from stats.json (Throws Error if it lacks total.time).
-PointResult result_from_stats(const PointPlan& plan, const regression::JsonValue& stats, const std::string& origin);
+PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats, const std::string& origin);
 // The result of a point that failed with `error`.
 PointResult failed_result(const PointPlan& plan, const std::string& error);
 
@@ -49,7 +46,7 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
 
 // sweep.csv: a header, then one row per result in the given order. Columns: index, id, the
 // axis keys, status, workload, system_name (not "system": that may be an axis key), ipus,
-// cycles, step_time_s, throughput, throughput_unit, <phase>_s for each kBreakdown,
+// cycles, step_time_s, throughput, throughput_unit, <phase>_s for each of kPhases,
 // flop_utilisation, error (RFC 4180 quoting).
 std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results);
 

@@ -4,10 +4,13 @@
 // numbers with the unit in a comment.
 #pragma once
 
+#include <cmath>
 #include <compare>
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "ipusim/util/checked.hpp"
 
 namespace ipusim {
 
@@ -33,8 +36,9 @@ struct Bytes {
 struct Frequency {
   double hz = 0;
   constexpr auto operator<=>(const Frequency&) const = default;
-  // Seconds taken by `c` cycles at this frequency.
-  double seconds(Cycles c) const { return static_cast<double>(c.count) / hz; }
+  // The clock period in picoseconds, unrounded (754.7 at 1.325 GHz). SystemC time and the
+  // timeline both count picoseconds; the model rounds this to whole ones (model/clock.hpp).
+  constexpr double period_ps() const { return 1e12 / hz; }
 };
 
 // A per-cycle transfer rate (bytes per tile clock cycle).
@@ -54,6 +58,30 @@ struct Duration {
   double seconds = 0;
   constexpr auto operator<=>(const Duration&) const = default;
 };
+
+// The one rounding rule from a real-valued cycle count to whole cycles: up, except that a value
+// at most 1e-9 above an integer is that integer (floating-point noise from summing exact
+// fractions, or from seconds x Hz, is not a cycle). Negative values give 0; a count of 2^64 or
+// more (or NaN) throws ArithmeticOverflow.
+inline Cycles ceil_cycles(double cycles) {
+  const double c = std::ceil(cycles - 1e-9);
+  if (!(c < 18446744073709551616.0)) throw ArithmeticOverflow();
+  return Cycles{c > 0 ? static_cast<std::uint64_t>(c) : 0};
+}
+
+// Whole cycles to move `b` at `r`, rounded up by ceil_cycles. r > 0.
+inline Cycles operator/(Bytes b, BytesPerCycle r) {
+  return ceil_cycles(static_cast<double>(b.count) / r.value);
+}
+
+// Whole cycles of clock `f` that span `d`, rounded up by ceil_cycles.
+inline Cycles operator*(Duration d, Frequency f) { return ceil_cycles(d.seconds * f.hz); }
+inline Cycles operator*(Frequency f, Duration d) { return d * f; }
+
+// Time taken by `c` cycles of clock `f` (exact, no rounding).
+inline Duration operator/(Cycles c, Frequency f) {
+  return Duration{static_cast<double>(c.count) / f.hz};
+}
 
 // Parsers: accept "<number><unit>" with optional spaces between; throw ParseError naming the
 // expected form and what was found. Binary prefixes (KiB, MiB, GiB) are powers of 1024;

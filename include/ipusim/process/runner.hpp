@@ -12,7 +12,7 @@
 
 #include "ipusim/util/error.hpp"
 
-namespace ipusim::regression {
+namespace ipusim::process {
 
 class Interrupted : public Error {
  public:
@@ -45,4 +45,4 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel,
 // The path of the running executable (/proc/self/exe).
 std::string self_executable();
 
-}  // namespace ipusim::regression
+}  // namespace ipusim::process

@@ -3,45 +3,20 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ipusim/cost/program_costs.hpp"
+#include "ipusim/stats/phase.hpp"
 
 namespace ipusim {
-
-// Cycles spent in each BSP phase kind (tile clock cycles, wall time of the IPU).
-struct PhaseCycles {
-  std::uint64_t compute = 0;
-  std::uint64_t sync = 0;           // internal (on-chip) syncs
-  std::uint64_t exchange = 0;       // on-chip exchange
-  std::uint64_t host = 0;           // host transfers
-  std::uint64_t external_sync = 0;  // external syncs, including waiting for other IPUs
-  std::uint64_t inter_ipu = 0;      // copies between IPUs (global exchanges)
-  std::uint64_t collective = 0;     // collectives (after their group sync)
-  std::uint64_t streaming = 0;      // Streaming Memory transfers through the gateway
-  std::uint64_t total() const {
-    return compute + sync + exchange + host + external_sync + inter_ipu + collective + streaming;
-  }
-};
 
 // Accumulated time of one named compute set or exchange over all its executions.
 struct NamedPhase {
   std::string name;
   std::uint64_t executions = 0;
   std::uint64_t cycles = 0;  // sum over executions
-};
-
-// Counts of executed phases.
-struct PhaseCounts {
-  std::uint64_t compute = 0;  // compute phases (supersteps)
-  std::uint64_t sync = 0;
-  std::uint64_t exchange = 0;
-  std::uint64_t host = 0;
-  std::uint64_t external_sync = 0;
-  std::uint64_t inter_ipu = 0;
-  std::uint64_t collective = 0;
-  std::uint64_t streaming = 0;
 };
 
 // Traffic one directed link carried.
@@ -57,21 +32,27 @@ struct LinkUse {
 // a kLoop span covering the whole loop, then each body phase once with `times` = iterations
 // and `cycles` = its total over them, back to back. Loops that run every iteration (group
 // steps, background transfers) record every iteration.
+// A span is a phase (values 0 .. kPhaseKinds - 1, span_kind(PhaseKind)) or one of these.
 enum class SpanKind : std::uint8_t {
-  kCompute, kSync, kExchange, kHost, kStreaming, kExternalSync, kInterIpu, kCollective,
-  kLoop,            // a repeat step; `times` = iterations it stands for, `index` = nesting depth
-  kBackgroundHost,  // a background host transfer in flight (not on the program's track)
+  kLoop = kPhaseKinds,  // a repeat step; `times` = iterations it stands for, `index` = depth
+  kBackgroundHost,      // a background host transfer in flight (not on the program's track)
 };
+constexpr SpanKind span_kind(PhaseKind k) { return static_cast<SpanKind>(k); }
+// The phase kind of a phase span; nullopt for kLoop and kBackgroundHost.
+constexpr std::optional<PhaseKind> phase_of(SpanKind k) {
+  if (static_cast<std::size_t>(k) >= kPhaseKinds) return std::nullopt;
+  return static_cast<PhaseKind>(k);
+}
 struct Span {
   std::uint64_t start = 0;   // cycles since the start of the program
   std::uint64_t cycles = 0;  // duration (all `times` executions)
   std::uint64_t times = 1;   // executions this span stands for
-  // kCompute / kExchange: compute set / exchange index; kInterIpu: global exchange index;
-  // kCollective: trace::CollectiveOp; kExternalSync: trace::GroupKind; kHost / kStreaming /
+  // compute / exchange: compute set / exchange index; inter-IPU: global exchange index;
+  // collective: trace::CollectiveOp; external sync: trace::GroupKind; host / streaming /
   // kBackgroundHost: trace::HostDirection; kLoop: nesting depth.
   std::uint32_t index = 0;
   std::uint32_t active_tiles = 0;  // kCompute: tiles with at least one vertex
-  SpanKind kind = SpanKind::kCompute;
+  SpanKind kind = span_kind(PhaseKind::kCompute);
 };
 
 // Per-tile activity of one phase for the timeline's tile tracks (chosen IPU and supersteps).

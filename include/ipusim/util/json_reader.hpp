@@ -11,18 +11,18 @@
 #include <utility>
 #include <vector>
 
-namespace ipusim::regression {
+namespace ipusim {
 
 // A number as written ("12345", "0.25", "1e-05"). Integers that fit int64 compare exactly.
-struct Number {
+struct JsonNumber {
   std::string text;
   bool integral = false;  // no fraction or exponent and fits in int64
   std::int64_t i = 0;     // when integral
   double d = 0;           // always set
 
   // Parses a JSON number literal; nullopt if `text` is not one.
-  static std::optional<Number> parse(std::string_view text);
-  bool operator==(const Number& other) const;
+  static std::optional<JsonNumber> parse(std::string_view text);
+  bool operator==(const JsonNumber& other) const;
 };
 
 struct JsonMember;
@@ -31,7 +31,7 @@ struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  Number number;      // kNumber
+  JsonNumber number;      // kNumber
   std::string string; // kString (decoded)
   std::vector<JsonValue> items;                            // kArray
   std::vector<JsonMember> members;  // kObject, in document order
@@ -54,10 +54,10 @@ JsonValue parse_json(std::string_view text, const std::string& origin);
 // Looks up a dotted field path such as "total.cycles", "phases.sync.count" or
 // "ipu[0].tiles.memory.max". A path that ends at a quantity object ({"value": v, "unit": u})
 // yields its value. Returns nullptr if any segment is missing or the result is not a number.
-const JsonValue* lookup(const JsonValue& root, std::string_view path);
+const JsonValue* json_field(const JsonValue& root, std::string_view path);
 
 // True if `path` is a well-formed field path: segments [A-Za-z_][A-Za-z0-9_]* each optionally
 // followed by [INDEX], separated by dots.
 bool valid_field_path(std::string_view path);
 
-}  // namespace ipusim::regression
+}  // namespace ipusim

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "ipusim/regression/runner.hpp"
+#include "ipusim/process/runner.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -25,7 +25,7 @@
 
 extern char** environ;
 
-namespace ipusim::regression {
+namespace ipusim::process {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -206,4 +206,4 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel,
   return results;
 }
 
-}  // namespace ipusim::regression
+}  // namespace ipusim::process

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "ipusim/regression/json_reader.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "ipusim/util/error.hpp"
 
-namespace ipusim::regression {
+namespace ipusim {
 namespace {
 
 constexpr std::size_t kMaxDepth = 256;
@@ -161,7 +161,7 @@ class Parser {
     const std::size_t n = number_length(s_.substr(pos_));
     if (n == 0) fail("a value (object, array, string, number, true, false or null)", describe_here());
     v.kind = JsonValue::Kind::kNumber;
-    v.number = *Number::parse(s_.substr(pos_, n));
+    v.number = *JsonNumber::parse(s_.substr(pos_, n));
     pos_ += n;
     return v;
   }
@@ -288,9 +288,9 @@ std::optional<std::vector<Segment>> split_path(std::string_view path) {
 
 }  // namespace
 
-std::optional<Number> Number::parse(std::string_view text) {
+std::optional<JsonNumber> JsonNumber::parse(std::string_view text) {
   if (text.empty() || number_length(text) != text.size()) return std::nullopt;
-  Number n;
+  JsonNumber n;
   n.text = std::string(text);
   const std::string z(text);
   n.d = std::strtod(z.c_str(), nullptr);
@@ -305,7 +305,7 @@ std::optional<Number> Number::parse(std::string_view text) {
   return n;
 }
 
-bool Number::operator==(const Number& other) const {
+bool JsonNumber::operator==(const JsonNumber& other) const {
   if (integral && other.integral) return i == other.i;
   return d == other.d;
 }
@@ -321,7 +321,7 @@ JsonValue parse_json(std::string_view text, const std::string& origin) {
   return Parser(text, origin).document();
 }
 
-const JsonValue* lookup(const JsonValue& root, std::string_view path) {
+const JsonValue* json_field(const JsonValue& root, std::string_view path) {
   const auto segments = split_path(path);
   if (!segments) return nullptr;
   const JsonValue* v = &root;
@@ -341,4 +341,4 @@ const JsonValue* lookup(const JsonValue& root, std::string_view path) {
 
 bool valid_field_path(std::string_view path) { return split_path(path).has_value(); }
 
-}  // namespace ipusim::regression
+}  // namespace ipusim
