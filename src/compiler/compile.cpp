@@ -37,6 +37,9 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
             {"ttt.checkpoints", std::to_string(run.checkpoints_taken)},
             {"ttt.evaluation_s", meta_number(run.evaluation_seconds)},
             {"ttt.evaluations", std::to_string(run.evaluations)}};
+  // Vertices into runs (exchanges are coalesced as their transfers are added).
+  for (auto& program : t.ipus)
+    for (auto& cs : program.compute_sets) trace::coalesce(cs);
   for (const auto& program : t.ipus) cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
   trace::check_structure(t, run.name);
   return t;

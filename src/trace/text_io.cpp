@@ -197,6 +197,32 @@ class TextReader {
                        file_version_));
   }
 
+  void require_v3(std::string_view what) const {
+    if (file_version_ < 3)
+      fail(fmt::format("'{}' needs trace format version 3, but the header says version {}", what,
+                       file_version_));
+  }
+
+  // Run fields (v3): count=N (1..2^32-1) and signed steps.
+  std::uint32_t parse_run_count(std::string_view s) const {
+    require_v3("count=");
+    auto v = parse_integer<std::uint32_t>(s);
+    if (!v || *v == 0)
+      fail(fmt::format("expected count= in 1..{}, found '{}'",
+                       std::numeric_limits<std::uint32_t>::max(), s));
+    return *v;
+  }
+  std::int64_t parse_step(std::string_view s, std::string_view key) const {
+    require_v3(fmt::format("{}=", key));
+    auto v = parse_integer<std::int64_t>(s);
+    if (!v) fail(fmt::format("expected a signed integer for {}=, found '{}'", key, s));
+    return *v;
+  }
+  void check_single(std::uint32_t count, bool any_step) const {
+    if (count == 1 && any_step)
+      fail("expected no steps for a single record (count=1), found a non-zero step");
+  }
+
   void expect_arity(std::size_t n, std::string_view usage) const {
     if (tokens_.size() != n)
       fail(fmt::format("expected '{}', found '{}'", usage, join_tokens(tokens_)));
@@ -503,21 +529,37 @@ class TextReader {
   }
 
   void read_vertex() {
-    constexpr std::string_view kUsage = "vertex tiles=<range> <codelet> <param>=<value> ...";
+    constexpr std::string_view kUsage =
+        "vertex tiles=<range> [count=<n> step=<tiles>] <codelet> <param>=<value> ...";
     if (tokens_.size() < 3 || !tokens_[1].starts_with("tiles="))
       fail(fmt::format("expected '{}', found '{}'", kUsage, join_tokens(tokens_)));
     Vertex v;
     v.tiles = parse_range(tokens_[1].substr(6), "tiles");
-    auto codelet = codelet_by_name(tokens_[2]);
+    std::size_t at = 2;
+    bool step_given = false;
+    for (; at < tokens_.size(); ++at) {
+      if (tokens_[at].starts_with("count=") && v.count == 1 && at == 2) {
+        v.count = parse_run_count(tokens_[at].substr(6));
+      } else if (tokens_[at].starts_with("step=") && !step_given) {
+        v.step = parse_step(tokens_[at].substr(5), "step");
+        step_given = true;
+      } else {
+        break;
+      }
+    }
+    if (at >= tokens_.size())
+      fail(fmt::format("expected '{}', found '{}'", kUsage, join_tokens(tokens_)));
+    check_single(v.count, v.step != 0);
+    auto codelet = codelet_by_name(tokens_[at]);
     if (!codelet) {
       std::vector<std::string> names;
       for (const auto& spec : codelet_catalogue()) names.emplace_back(spec.name);
-      fail(fmt::format("unknown codelet '{}'{}", tokens_[2], suggest(tokens_[2], names)));
+      fail(fmt::format("unknown codelet '{}'{}", tokens_[at], suggest(tokens_[at], names)));
     }
     v.codelet = *codelet;
     const CodeletSpec& spec = codelet_spec(*codelet);
     std::array<bool, kMaxVertexParams> given{};
-    for (std::size_t i = 3; i < tokens_.size(); ++i) {
+    for (std::size_t i = at + 1; i < tokens_.size(); ++i) {
       auto [key, value] = split_key_value(tokens_[i]);
       auto index = param_index(*codelet, key);
       if (!index) {
@@ -599,7 +641,11 @@ class TextReader {
     Field fields[] = {{"src", "<range>", true, {}},
                       {"dst", "<range>[,<range>...]", true, {}},
                       {"bytes", "<count>", true, {}},
-                      {"mode", "multicast|personalised", false, {}}};
+                      {"mode", "multicast|personalised", false, {}},
+                      {"count", "<n>", false, {}},
+                      {"src_step", "<tiles>", false, {}},
+                      {"dst_step", "<tiles>", false, {}},
+                      {"bytes_step", "<bytes>", false, {}}};
     collect(1, fields, "transfer");
     const TileRange src = parse_range(*fields[0].value, "src");
     dst_scratch_.clear();
@@ -625,7 +671,15 @@ class TextReader {
                          suggest(*fields[3].value, modes)));
       mode = static_cast<TransferMode>(it - modes.begin());
     }
-    ipu().exchanges.back().add(src, dst_scratch_, bytes, mode);
+    const std::uint32_t count = fields[4].value ? parse_run_count(*fields[4].value) : 1;
+    const std::int64_t src_step = fields[5].value ? parse_step(*fields[5].value, "src_step") : 0;
+    const std::int64_t dst_step = fields[6].value ? parse_step(*fields[6].value, "dst_step") : 0;
+    const std::int64_t bytes_step =
+        fields[7].value ? parse_step(*fields[7].value, "bytes_step") : 0;
+    check_single(count, src_step != 0 || dst_step != 0 || bytes_step != 0);
+    // As written: a record per line (Exchange::add would merge transfers into runs).
+    ipu().exchanges.back().add_run(src, dst_scratch_, bytes, mode, count, src_step, dst_step,
+                                   bytes_step);
   }
 
   // --- program block -----------------------------------------------------------------------
@@ -866,6 +920,7 @@ class TextWriter {
     const CodeletSpec& spec = codelet_spec(v.codelet);
     put("  vertex tiles=");
     range(v.tiles);
+    if (v.count > 1) put(" count={} step={}", v.count, v.step);
     put(" {}", spec.name);
     for (std::size_t i = 0; i < spec.params.size(); ++i) {
       const ParamSpec& p = spec.params[i];
@@ -941,7 +996,11 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
           first = false;
           w.range(r);
         }
-        w.put(" bytes={} mode={}\n", t.bytes, kTransferModeNames[static_cast<std::size_t>(t.mode)]);
+        w.put(" bytes={} mode={}", t.bytes, kTransferModeNames[static_cast<std::size_t>(t.mode)]);
+        if (t.count > 1)
+          w.put(" count={} src_step={} dst_step={} bytes_step={}", t.count, t.src_step, t.dst_step,
+                t.bytes_step);
+        w.put("\n");
       }
       w.put("end\n");
     }

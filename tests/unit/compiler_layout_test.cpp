@@ -134,6 +134,9 @@ TEST(CompilerLayout, BatchNormStatisticsExchangeOnlyAmongTilesSharingChannels) {
   for (const auto& s : steps)
     if (s.kind == StepKind::kExchange) ex = &program.exchanges[s.index];
   ASSERT_NE(ex, nullptr);
+  EXPECT_EQ(ex->transfer_count(), 12u);
+  const trace::Exchange flat = trace::expanded(*ex);  // one record per transfer
+  ex = &flat;
   // Each non-leader tile sends its 16 channels x 2 statistics as float partials: 128 B.
   EXPECT_EQ(ex->transfers.size(), 12u);
   for (const auto& t : ex->transfers) {
@@ -265,7 +268,8 @@ TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
   b.broadcast(steps, l, Axis::kPositions, 2);
   EXPECT_EQ(count(steps, StepKind::kCompute), 0u);
   ASSERT_EQ(count(steps, StepKind::kExchange), 1u);
-  const trace::Exchange& ex = program.exchanges.back();
+  EXPECT_EQ(program.exchanges.back().transfer_count(), 4u);
+  const trace::Exchange ex = trace::expanded(program.exchanges.back());  // one record each
   ASSERT_EQ(ex.transfers.size(), 4u);
   for (const auto& t : ex.transfers) {
     EXPECT_EQ(t.bytes, 128u);
