@@ -185,6 +185,12 @@ class BinaryWriter {
     u8(static_cast<std::uint8_t>(g.kind));
     u32(g.size);
   }
+  void provenance(const Provenance& p) {  // v3
+    u8(static_cast<std::uint8_t>(p.pass));
+    u8(static_cast<std::uint8_t>(p.op));
+    count(p.layers.size());
+    for (const std::string& layer : p.layers) str(layer);
+  }
   void raw(const char* p, std::size_t n) {
     buf_.append(p, n);
     if (buf_.size() >= kBlock) flush();
@@ -213,6 +219,7 @@ class BinaryWriter {
           u64(s.bytes);
           u8(static_cast<std::uint8_t>(s.memory));
           u8(s.overlap ? 1 : 0);
+          provenance(s.provenance);
           break;
         case StepKind::kRepeat:
           u64(s.count);
@@ -227,6 +234,7 @@ class BinaryWriter {
           u8(static_cast<std::uint8_t>(s.dtype));
           group(s.group);
           u64(s.bytes);
+          provenance(s.provenance);
           break;
       }
     }
@@ -521,6 +529,7 @@ class BinaryReader {
       const std::uint64_t at = offset_;
       cs.name = name("compute set name");
       unique(names, cs.name, at, "compute set");
+      if (version_ >= 3) cs.provenance = provenance();
       const std::uint32_t vertices =
           count("vertices", version_ >= 3 ? kMinVertexBytesV3 : kMinVertexBytes);
       reserve(cs.vertices, vertices);
@@ -539,6 +548,7 @@ class BinaryReader {
       const std::uint64_t at = offset_;
       ex.name = name("exchange name");
       unique(names, ex.name, at, "exchange");
+      if (version_ >= 3) ex.provenance = provenance();
       const std::uint32_t transfers =
           count("transfers", version_ >= 3 ? kMinTransferBytesV3 : kMinTransferBytes);
       reserve(ex.transfers, transfers);
@@ -571,7 +581,26 @@ class BinaryReader {
     }
   }
 
-  // --- v3 varint records ---
+  // --- v3 ---
+
+  Provenance provenance() {
+    Provenance p;
+    p.pass = enumeration<Pass>("provenance pass", kPassNames.size());
+    p.op = enumeration<OpKind>("provenance op", kOpKindNames.size());
+    const std::uint64_t at = offset_;
+    const std::uint32_t n = count("provenance layers", kMinNameBytes);
+    if (n > kMaxProvenanceLayers)
+      fail_at(at, fmt::format("expected at most {} provenance layers, found {}",
+                              kMaxProvenanceLayers, n));
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint64_t name_at = offset_;
+      std::string layer = name("layer name");
+      if (std::find(p.layers.begin(), p.layers.end(), layer) != p.layers.end())
+        fail_at(name_at, fmt::format("expected each provenance layer once, found '{}' twice", layer));
+      p.layers.push_back(std::move(layer));
+    }
+    return p;
+  }
 
   std::uint64_t varint(std::string_view what) {
     const std::uint64_t at = offset_;
@@ -795,6 +824,7 @@ class BinaryReader {
       GlobalExchange& g = trace.global_exchanges.emplace_back();
       g.name = name("global exchange name");
       unique(names, g.name, name_at, "global exchange");
+      if (version_ >= 3) g.provenance = provenance();
       const std::uint32_t copies = count("copies", 16);
       for (std::uint32_t c = 0; c < copies; ++c) {
         IpuCopy copy;
@@ -845,6 +875,7 @@ class BinaryReader {
             s.memory = enumeration<HostMemory>("host memory", kHostMemoryNames.size());
             s.overlap = enumeration<std::uint8_t>("host overlap flag", 2) == 1;
           }
+          if (version_ >= 3) s.provenance = provenance();
           break;
         case StepKind::kGlobalExchange: {
           const std::uint64_t index_at = offset_;
@@ -860,6 +891,7 @@ class BinaryReader {
           s.dtype = enumeration<DType>("collective dtype", kDTypeNames.size());
           s.group = group("collective group");
           s.bytes = size("collective bytes");
+          if (version_ >= 3) s.provenance = provenance();
           break;
         case StepKind::kRepeat:
           if (depth + 1 > kMaxRepeatDepth)
@@ -923,6 +955,7 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
   w.count(trace.global_exchanges.size());
   for (const GlobalExchange& g : trace.global_exchanges) {
     w.str(g.name);
+    w.provenance(g.provenance);
     w.count(g.copies.size());
     for (const IpuCopy& c : g.copies) {
       w.u32(c.src);
@@ -944,11 +977,13 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
     w.count(ipu.compute_sets.size());
     for (const ComputeSet& cs : ipu.compute_sets) {
       w.str(cs.name);
+      w.provenance(cs.provenance);
       w.vertices(cs.vertices);
     }
     w.count(ipu.exchanges.size());
     for (const Exchange& ex : ipu.exchanges) {
       w.str(ex.name);
+      w.provenance(ex.provenance);
       w.transfers(ex);
     }
     w.steps(ipu.steps);

@@ -56,6 +56,7 @@ class StructureChecker {
     std::set<std::string_view> names;
     for (const GlobalExchange& g : trace_.global_exchanges) {
       check_name("global exchange", g.name, names);
+      check_provenance(fmt::format("global exchange '{}'", g.name), g.provenance);
       for (std::size_t i = 0; i < g.copies.size(); ++i) {
         const IpuCopy& c = g.copies[i];
         const std::string item = fmt::format("global exchange '{}' copy {}", g.name, i);
@@ -117,6 +118,22 @@ class StructureChecker {
                        min, kMaxCount));
   }
 
+  void check_provenance(const std::string& item, const Provenance& p) const {
+    if (static_cast<std::size_t>(p.pass) >= kPassNames.size() ||
+        static_cast<std::size_t>(p.op) >= kOpKindNames.size())
+      fail(fmt::format("{}{} has an invalid provenance pass or op", prefix_, item));
+    if (p.layers.size() > kMaxProvenanceLayers)
+      fail(fmt::format("{}{} names {} layers, expected at most {}", prefix_, item, p.layers.size(),
+                       kMaxProvenanceLayers));
+    std::set<std::string_view> seen;
+    for (const std::string& layer : p.layers) {
+      if (!is_valid_name(layer))
+        fail(fmt::format("{}{} has an invalid layer name '{}' {}", prefix_, item, layer, kNameRule));
+      if (!seen.insert(layer).second)
+        fail(fmt::format("{}{} names layer '{}' twice", prefix_, item, layer));
+    }
+  }
+
   template <typename Item>
   void check_run(const Item& item, std::optional<std::string> problem) const {
     if (problem) fail(fmt::format("{}{} {}", prefix_, describe(item), *problem));
@@ -138,11 +155,13 @@ class StructureChecker {
     names.clear();
     for (const ComputeSet& cs : ipu.compute_sets) {
       check_name("compute set", cs.name, names);
+      check_provenance(fmt::format("compute set '{}'", cs.name), cs.provenance);
       for (std::size_t i = 0; i < cs.vertices.size(); ++i) check_vertex(cs, i);
     }
     names.clear();
     for (const Exchange& ex : ipu.exchanges) {
       check_name("exchange", ex.name, names);
+      check_provenance(fmt::format("exchange '{}'", ex.name), ex.provenance);
       check_exchange(ex);
     }
     std::vector<std::size_t> path;
@@ -229,11 +248,13 @@ class StructureChecker {
                           s.memory != defaults.memory || s.overlap != defaults.overlap)) ||
           (!uses_group && s.group != defaults.group) ||
           (!uses_collective && (s.collective != defaults.collective ||
-                                s.method != defaults.method || s.dtype != defaults.dtype)))
+                                s.method != defaults.method || s.dtype != defaults.dtype)) ||
+          (!uses_host && !uses_collective && !s.provenance.empty()))
         fail(
             fmt::format("{}{} sets fields that its kind does not use (they must stay at their "
                         "defaults)",
                         prefix_, item));
+      check_provenance(item, s.provenance);
       switch (s.kind) {
         case StepKind::kCompute:
           if (s.index >= ipu.compute_sets.size())
@@ -524,6 +545,7 @@ void build_runs(const std::vector<Item>& items, Delta delta, Fits fits, Emit emi
 Exchange expanded(const Exchange& exchange) {
   Exchange out;
   out.name = exchange.name;
+  out.provenance = exchange.provenance;
   out.transfers.reserve(exchange.transfer_count());
   exchange.for_each([&](const TransferView& t) {
     out.add_run(t.src, t.dst, t.bytes, t.mode, 1, 0, 0, 0);
@@ -548,6 +570,7 @@ ComputeSet expanded(const ComputeSet& compute_set) {
 void coalesce(Exchange& exchange) {
   Exchange out;
   out.name = exchange.name;
+  out.provenance = exchange.provenance;
   exchange.for_each([&](const TransferView& t) { out.add(t.src, t.dst, t.bytes, t.mode); });
   out.transfers.shrink_to_fit();
   out.dst_pool.shrink_to_fit();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "cli_harness.hpp"
 #include "ipusim/trace/trace_io.hpp"
@@ -70,6 +71,12 @@ TEST(RunCompiled, RunsAndTheirExpandedFormGiveIdenticalStatistics) {
     for (auto& cs : ipu.compute_sets) cs = trace::expanded(cs);
   }
   EXPECT_LT(records * 4, transfers) << "the compiled trace should be mostly runs";
+  // Provenance is for reports only: the expanded trace also drops it, and still simulates the
+  // same.
+  for (auto& ipu : t.ipus) {
+    for (auto& ex : ipu.exchanges) ex.provenance = {};
+    for (auto& cs : ipu.compute_sets) cs.provenance = {};
+  }
   trace::write_file(t, flat, trace::Format::kBinary);
   for (const std::string engine : {"", " --engine reference"}) {
     r = ipusim("run -q --system " + pod16() + engine + " --out " + dir.file("a") + " " + runs);
@@ -84,6 +91,52 @@ TEST(RunCompiled, RunsAndTheirExpandedFormGiveIdenticalStatistics) {
           << f << engine;
     std::filesystem::remove_all(dir.file("a"));
     std::filesystem::remove_all(dir.file("b"));
+  }
+}
+
+// Trace format v3 provenance: every compute set, exchange, host copy and collective of a
+// compiled training step says which pass it belongs to, and layer operations name their layer.
+void expect_stamped_steps(const std::vector<trace::Step>& steps, int& seen) {
+  for (const auto& s : steps) {
+    if (s.kind == trace::StepKind::kHost || s.kind == trace::StepKind::kCollective) {
+      EXPECT_NE(s.provenance.pass, trace::Pass::kNone);
+      ++seen;
+    }
+    expect_stamped_steps(s.body, seen);
+  }
+}
+
+TEST(RunCompiled, CompiledTracesCarryProvenance) {
+  TempDir dir;
+  for (const std::string workload : {"resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml"}) {
+    const std::string file = dir.file(workload + ".itb");
+    auto r = ipusim("compile --run " + source_dir() + "/tests/data/workloads/" + workload + " --out " + file);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const trace::Trace t = trace::read_file(file);
+    std::set<trace::Pass> passes;
+    std::set<std::string> layers;
+    int steps = 0;
+    for (const auto& ipu : t.ipus) {
+      for (const auto& cs : ipu.compute_sets) {
+        EXPECT_NE(cs.provenance.pass, trace::Pass::kNone) << cs.name;
+        EXPECT_NE(cs.provenance.op, trace::OpKind::kNone) << cs.name;
+        passes.insert(cs.provenance.pass);
+        layers.insert(cs.provenance.layers.begin(), cs.provenance.layers.end());
+        if (cs.name.starts_with("conv_") && cs.name.ends_with("/conv") && cs.provenance.pass == trace::Pass::kForward)
+          EXPECT_FALSE(cs.provenance.layers.empty()) << cs.name;
+      }
+      for (const auto& ex : ipu.exchanges) {
+        EXPECT_NE(ex.provenance.pass, trace::Pass::kNone) << ex.name;
+        passes.insert(ex.provenance.pass);
+      }
+      expect_stamped_steps(ipu.steps, steps);
+    }
+    EXPECT_GT(steps, 0) << workload;
+    for (auto p : {trace::Pass::kForward, trace::Pass::kDataGradient, trace::Pass::kWeightGradient,
+                   trace::Pass::kWeightUpdate})
+      EXPECT_TRUE(passes.contains(p)) << workload << " " << trace::kPassNames[static_cast<int>(p)];
+    EXPECT_GT(layers.size(), 3u) << workload;
+    for (const auto& g : t.global_exchanges) EXPECT_EQ(g.provenance.pass, trace::Pass::kPipelineCopy);
   }
 }
 

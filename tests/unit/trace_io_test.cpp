@@ -78,7 +78,7 @@ name every_feature
 replicas 4
 meta samples_per_step 3200
 meta sample_unit images
-global_exchange stage_copies
+global_exchange stage_copies pass=pipeline_copy op=copy
   copy src=0 dst=3 bytes=1048576
   copy src=3 dst=1 bytes=0
 end
@@ -88,7 +88,7 @@ ipu 0
 tensor w kind=weight dtype=half tiles=0..1471 bytes=8192
 tensor acts kind=activation dtype=float tiles=5 bytes=0
 tensor grads kind=gradient dtype=int tiles=2..3 bytes=16
-computeset convs
+computeset convs layer=b1/conv1,b2/conv1 pass=forward op=conv
   vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1
   vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5
   vertex tiles=7 dot in=half partials=float length=1024 count=3
@@ -105,7 +105,7 @@ computeset elementwise
   vertex tiles=100..101 count=2 step=-50 copy bytes=4
   vertex tiles=60 count=2 step=0 copy bytes=4
 end
-exchange fetch
+exchange fetch layer=encoder3/attention pass=weight_gradient
   transfer src=5 dst=6..7,9 bytes=65536 mode=multicast
   transfer src=0..15 dst=0..15 bytes=64 mode=personalised
   transfer src=2 dst=0 bytes=14 mode=multicast count=5 src_step=2 dst_step=0 bytes_step=0
@@ -115,7 +115,7 @@ end
 exchange empty
 end
 program
-  host to_ipu tiles=0..15 bytes=1024 memory=host overlap=yes
+  host to_ipu tiles=0..15 bytes=1024 memory=host overlap=yes pass=host_io op=copy
   repeat 10
     exchange fetch
     sync
@@ -131,9 +131,9 @@ program
   end
   host from_ipu tiles=0 bytes=4 memory=streaming overlap=no
   sync group=replicas:2
-  collective all_reduce bytes=51200000 dtype=half group=replicas method=auto
+  collective all_reduce bytes=51200000 dtype=half group=replicas method=auto pass=gradient_allreduce
   collective reduce_scatter bytes=8 dtype=float group=all method=bidirectional_ring
-  collective all_gather bytes=0 dtype=half group=replica method=quad_ring
+  collective all_gather bytes=0 dtype=half group=replica method=quad_ring layer=bn1 pass=recompute op=batch_norm
   collective broadcast bytes=64 dtype=int group=replicas:4 method=broadcast_reduce
 end
 ipu 3
@@ -685,10 +685,10 @@ TEST(TraceBinaryErrors, TruncationAtEveryByteIsAnError) {
 TEST(TraceBinaryErrors, HugeCountRejectedBeforeAllocating) {
   const std::string bytes = to_binary(parse(kEveryFeature));
   // Layout: magic 8, version 4, name length 4 + "every_feature" 13, replicas 4, global
-  // exchange count 4, "stage_copies" (4 + 12, copy count 4, 2 copies x 16), "none" (4 + 4,
-  // copy count 4), IPU count 4, IPU index 4, tensor count 4.
+  // exchange count 4, "stage_copies" (4 + 12, provenance 6, copy count 4, 2 copies x 16),
+  // "none" (4 + 4, provenance 6, copy count 4), IPU count 4, IPU index 4, tensor count 4.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);  // count, 2 key/value pairs
-  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4);
+  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4);
   const std::size_t tensor_count_at = ipu_count_at + 4 + 4;
   const std::size_t name_length_at = 12;
   for (std::size_t at : {ipu_count_at, tensor_count_at, name_length_at}) {
@@ -727,7 +727,7 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
-  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4) + 4 + 4 + 4 + 4 + 1;
+  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4) + 4 + 4 + 4 + 4 + 1;
   std::string bad_kind = bytes;
   bad_kind[kind_at] = 42;
   EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
@@ -960,6 +960,47 @@ TEST(TraceRuns, BinaryRecordIsAsDocumented) {
   // ... exchange name, transfer count 1, the record, then the step count (4 bytes).
   EXPECT_EQ(bytes.substr(bytes.size() - 4 - 8, 8), std::string("\x32\x04\x0e\x00\x00\xc6\x05\x04", 8));
   EXPECT_EQ(from_binary(bytes, bytes.size()), t);
+}
+
+// --- provenance (v3) ------------------------------------------------------------------------------
+
+TEST(TraceProvenance, RoundTripsAndIsChecked) {
+  const Trace ir = parse(kEveryFeature);
+  const ComputeSet& convs = ir.ipus[0].compute_sets[0];
+  EXPECT_EQ(convs.provenance.layers, (std::vector<std::string>{"b1/conv1", "b2/conv1"}));
+  EXPECT_EQ(convs.provenance.pass, Pass::kForward);
+  EXPECT_EQ(convs.provenance.op, OpKind::kConv);
+  EXPECT_TRUE(ir.ipus[0].compute_sets[1].provenance.empty());
+  EXPECT_EQ(ir.ipus[0].exchanges[0].provenance.pass, Pass::kWeightGradient);
+  EXPECT_EQ(ir.ipus[0].exchanges[0].provenance.op, OpKind::kNone);
+  EXPECT_EQ(ir.global_exchanges[0].provenance.pass, Pass::kPipelineCopy);
+  EXPECT_EQ(ir.ipus[0].steps[0].provenance.op, OpKind::kCopy);
+  // Text, binary and IR agree (TraceRoundTrip covers the bytes); provenance is part of the
+  // identity.
+  Trace other = ir;
+  other.ipus[0].compute_sets[0].provenance.layers.pop_back();
+  EXPECT_NE(identity(other), identity(ir));
+  EXPECT_EQ(from_binary(to_binary(other), 0), other);
+  EXPECT_EQ(parse(to_text(other)), other);
+  // Errors: fields of version 3 in an older file, unknown values, repeated layers, provenance
+  // on a step kind that takes none.
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\ncomputeset c layer=a\nend\n"),
+                       "t.trace:3: 'layer=' needs trace format version 3"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\nexchange e pass=forwards\nend\n"),
+                       "t.trace:3: unknown pass 'forwards' (did you mean 'forward'?)"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c op=conv2d\nend\n"),
+                       "t.trace:3: unknown op kind 'conv2d'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c layer=a,b,a\nend\n"),
+                       "t.trace:3: expected each layer once in layer=, found 'a' twice"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c layer=a,\nend\n"),
+                       "t.trace:3: expected a layer name"));
+  Trace bad = ir;
+  bad.ipus[0].steps[1].provenance.pass = Pass::kForward;  // a repeat step
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }),
+                       "program step 1 (repeat) sets fields that its kind does not use"));
+  bad = ir;
+  bad.ipus[0].compute_sets[0].provenance.layers.push_back("b1/conv1");
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }), "names layer 'b1/conv1' twice"));
 }
 
 // Seeded byte mutations: every outcome is a valid trace or a TraceError, never a crash or

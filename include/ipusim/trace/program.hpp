@@ -66,6 +66,35 @@ struct Tensor {
   bool operator==(const Tensor&) const = default;
 };
 
+// Where an item of the program comes from (v3, issue 13): the model layer or layers it belongs
+// to (several when shared between layers or fused), the training pass and the kind of
+// operation. For reports only: provenance never changes timing. Empty when unknown (a
+// hand-written or kernel trace).
+enum class Pass : std::uint8_t {
+  kNone = 0, kForward, kRecompute, kDataGradient, kWeightGradient, kWeightUpdate,
+  kGradientAllreduce, kHostIo, kPipelineCopy,
+};
+inline constexpr std::array<std::string_view, 9> kPassNames{
+    "none",          "forward",            "recompute", "data_gradient", "weight_gradient",
+    "weight_update", "gradient_allreduce", "host_io",   "pipeline_copy"};
+enum class OpKind : std::uint8_t {
+  kNone = 0, kConv, kMatmul, kBatchNorm, kLayerNorm, kSoftmax, kElementwise, kReduce, kPool,
+  kEmbedding, kLoss, kOptimiser, kCopy,
+};
+inline constexpr std::array<std::string_view, 13> kOpKindNames{
+    "none",    "conv",   "matmul", "batch_norm", "layer_norm", "softmax", "elementwise",
+    "reduce",  "pool",   "embedding", "loss",    "optimiser",  "copy"};
+// Most layer names one item may carry.
+inline constexpr std::size_t kMaxProvenanceLayers = 4096;
+
+struct Provenance {
+  std::vector<std::string> layers;  // valid names, each at most once, in order of first use
+  Pass pass = Pass::kNone;
+  OpKind op = OpKind::kNone;
+  bool empty() const { return layers.empty() && pass == Pass::kNone && op == OpKind::kNone; }
+  bool operator==(const Provenance&) const = default;
+};
+
 // One vertex instance of `codelet` on every tile of `tiles` (a range is shorthand for
 // identical instances). Unused parameter slots are zero.
 // Since v3 a vertex record is a run: `count` copies of it, copy i on `tiles` shifted by
@@ -89,6 +118,7 @@ struct Vertex {
 struct ComputeSet {
   std::string name;
   std::vector<Vertex> vertices;
+  Provenance provenance;  // v3
   bool operator==(const ComputeSet&) const = default;
 };
 
@@ -145,6 +175,7 @@ struct Exchange {
   // builds it; check_structure enforces this so that files round-trip exactly). A run stores
   // the destination ranges of its first transfer.
   std::vector<TileRange> dst_pool;
+  Provenance provenance;  // v3
 
   std::span<const TileRange> destinations(const Transfer& t) const {
     return {dst_pool.data() + t.dst_first, t.dst_count};
@@ -249,6 +280,9 @@ struct Step {
   // kHost only: the transfer runs in the background on I/O tiles (prefetch); the program
   // waits for it only when it issues the next background transfer before this one is done.
   bool overlap = false;
+  // kHost and kCollective only (v3): where the step comes from. Compute sets, exchanges and
+  // global exchanges carry their own.
+  Provenance provenance;
   bool operator==(const Step&) const = default;
 };
 
@@ -265,6 +299,7 @@ struct IpuCopy {
 struct GlobalExchange {
   std::string name;
   std::vector<IpuCopy> copies;
+  Provenance provenance;  // v3
   bool operator==(const GlobalExchange&) const = default;
 };
 
