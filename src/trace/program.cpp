@@ -362,41 +362,42 @@ namespace {
 
 // A run (v3): count >= 1; a single record (count 1) has zero steps; every shifted tile range
 // stays within 0..2^32-1 and the bytes within 0..kMaxCount for every member of the run.
-std::optional<std::string> run_problem(std::uint32_t count, bool any_step,
-                                       std::span<const std::pair<std::int64_t, TileRange>> ranges,
-                                       std::optional<std::pair<std::int64_t, std::uint64_t>> bytes) {
+std::optional<std::string> count_problem(std::uint32_t count, bool any_step) {
   if (count == 0) return "has count 0, expected at least 1";
   if (count == 1 && any_step)
     return "has count 1 and a non-zero step (a single record has no steps)";
+  return std::nullopt;
+}
+
+std::optional<std::string> range_problem(std::uint32_t count, std::int64_t step, TileRange r) {
   const __int128 last = count - 1;
-  for (const auto& [step, r] : ranges) {
-    const __int128 lo = static_cast<__int128>(r.first) + (step < 0 ? last * step : 0);
-    const __int128 hi = static_cast<__int128>(r.last) + (step > 0 ? last * step : 0);
-    if (lo < 0 || hi > std::numeric_limits<std::uint32_t>::max())
-      return fmt::format("steps tile range {}..{} by {} over {} copies, past the tile indices 0..{}",
-                         r.first, r.last, step, count, std::numeric_limits<std::uint32_t>::max());
-  }
-  if (bytes) {
-    const __int128 end = static_cast<__int128>(bytes->second) + last * bytes->first;
-    if (end < 0 || end > static_cast<__int128>(kMaxCount))
-      return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", bytes->second,
-                         bytes->first, count, kMaxCount);
-  }
+  const __int128 lo = static_cast<__int128>(r.first) + (step < 0 ? last * step : 0);
+  const __int128 hi = static_cast<__int128>(r.last) + (step > 0 ? last * step : 0);
+  if (lo < 0 || hi > std::numeric_limits<std::uint32_t>::max())
+    return fmt::format("steps tile range {}..{} by {} over {} copies, past the tile indices 0..{}",
+                       r.first, r.last, step, count, std::numeric_limits<std::uint32_t>::max());
   return std::nullopt;
 }
 
 }  // namespace
 
 std::optional<std::string> run_problem(const Vertex& v) {
-  const std::pair<std::int64_t, TileRange> range{v.step, v.tiles};
-  return run_problem(v.count, v.step != 0, {&range, 1}, std::nullopt);
+  if (auto p = count_problem(v.count, v.step != 0)) return p;
+  return range_problem(v.count, v.step, v.tiles);
 }
 
 std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRange> dst) {
-  std::vector<std::pair<std::int64_t, TileRange>> ranges{{t.src_step, t.src}};
-  for (const TileRange& r : dst) ranges.emplace_back(t.dst_step, r);
-  return run_problem(t.count, t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0, ranges,
-                     std::make_pair(t.bytes_step, t.bytes));
+  if (auto p = count_problem(t.count, t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0))
+    return p;
+  if (t.count == 1) return std::nullopt;
+  if (auto p = range_problem(t.count, t.src_step, t.src)) return p;
+  for (const TileRange& r : dst)
+    if (auto p = range_problem(t.count, t.dst_step, r)) return p;
+  const __int128 end = static_cast<__int128>(t.bytes) + static_cast<__int128>(t.count - 1) * t.bytes_step;
+  if (end < 0 || end > static_cast<__int128>(kMaxCount))
+    return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", t.bytes, t.bytes_step,
+                       t.count, kMaxCount);
+  return std::nullopt;
 }
 
 std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {

@@ -910,6 +910,44 @@ TEST(TraceRuns, OldFilesReadToTheSameProgram) {
   EXPECT_GE(files, 10);
 }
 
+// Version 1 and 2 binary files (the fuzz corpus seeds) read as the program their text twin
+// spells, and write back as version 3 files that read as the same program.
+TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
+  const std::string root = std::string(IPUSIM_SOURCE_DIR) + "/tests/fuzz/";
+  int files = 0, twins = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "binary_trace/corpus")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes.size() < 12 || bytes.compare(0, 8, "IPUTRACE") != 0 || (bytes[8] != 1 && bytes[8] != 2))
+      continue;
+    Trace old;
+    try {
+      old = from_binary(bytes, bytes.size());
+    } catch (const TraceError&) {
+      continue;  // the corpus also holds invalid inputs
+    }
+    ++files;
+    const std::string v3 = to_binary(old);
+    EXPECT_EQ(v3.substr(8, 4), std::string("\x03\x00\x00\x00", 4));
+    EXPECT_EQ(from_binary(v3, v3.size()), old) << entry.path();
+    EXPECT_EQ(parse(to_text(old)), old) << entry.path();
+    auto twin = entry.path();
+    twin.replace_extension(".txt");
+    const auto text_path = root + "text_trace/corpus/" + twin.filename().string();
+    if (std::filesystem::exists(text_path)) {
+      std::ifstream tin(text_path);
+      const std::string text((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
+      try {
+        EXPECT_EQ(parse(text, text_path), old) << text_path;
+        ++twins;
+      } catch (const TraceError&) {
+      }
+    }
+  }
+  EXPECT_GE(files, 8);
+  EXPECT_GE(twins, 3);
+}
+
 TEST(TraceRuns, InvalidRunsAreRejected) {
   const std::string head = "ipusim-trace 3\nipu 0\nexchange e\n";
   EXPECT_TRUE(contains(text_error(head + "  transfer src=0 dst=1 bytes=1 count=0\nend\n"),
