@@ -61,7 +61,7 @@ BENCHMARK(BM_ComputeSetCost)->Unit(benchmark::kMicrosecond);
 void BM_ExchangeCostMatmulFetch(benchmark::State& state) {
   const auto& ex = matmul_2048().ipus[0].exchanges.front();
   for (auto _ : state) benchmark::DoNotOptimize(cost::exchange_cost(gc200(), ex));
-  state.counters["transfers"] = static_cast<double>(ex.transfers.size());
+  state.counters["transfers"] = static_cast<double>(ex.transfer_count());
 }
 BENCHMARK(BM_ExchangeCostMatmulFetch)->Unit(benchmark::kMicrosecond);
 
@@ -114,7 +114,7 @@ void BM_ProgramExchangeCosts(benchmark::State& state) {
   const auto* program = program_from_env(state);
   if (!program) return;
   std::size_t transfers = 0;
-  for (const auto& ex : program->exchanges) transfers += ex.transfers.size();
+  for (const auto& ex : program->exchanges) transfers += ex.transfer_count();
   for (auto _ : state)
     for (const auto& ex : program->exchanges) benchmark::DoNotOptimize(cost::exchange_cost(gc200(), ex));
   state.counters["transfers"] = static_cast<double>(transfers);

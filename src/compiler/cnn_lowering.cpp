@@ -30,6 +30,16 @@ struct Shape {
   std::uint64_t elements() const { return h * w * c; }
 };
 
+// The provenance op kind of a model layer (trace format v3).
+trace::OpKind op_kind(const std::string& op) {
+  if (op == "conv") return trace::OpKind::kConv;
+  if (op == "fc") return trace::OpKind::kMatmul;
+  if (op == "batchnorm") return trace::OpKind::kBatchNorm;
+  if (op == "maxpool" || op == "avgpool") return trace::OpKind::kPool;
+  if (op == "softmax_loss") return trace::OpKind::kLoss;
+  return trace::OpKind::kElementwise;  // relu, add
+}
+
 struct CnnLayer {
   const Layer* layer;
   std::string input;  // producing layer ("" = the image input)
@@ -100,15 +110,23 @@ class CnnLowering {
     // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
     if (run_.input_bytes_per_sample > 0 && !layers_.empty()) {
       Value images{b_.input_layout(forward_args(layers_.front())), {Op::kSub, Op::kMul}};
-      stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);
+      {
+        const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+        stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);
+      }
+      const auto scope = b_.scope("", trace::Pass::kForward, trace::OpKind::kElementwise);
       b_.cast(out, images.layout, DType::kChar);
       fwd_[""] = images;
     }
     for (const auto& c : layers_) forward(out, c, /*recompute=*/false);
-    flush_all(out, fwd_);
+    {
+      const auto scope = b_.scope("", trace::Pass::kForward);
+      flush_all(out, fwd_);
+    }
     if (run_.inference) {
       // The outputs (the last layer's, e.g. class probabilities) go back to the host.
       if (!layers_.empty()) {
+        const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         const CnnLayer& last = layers_.back();
         b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype), trace::HostDirection::kFromIpu,
                 trace::HostMemory::kHost, /*overlap=*/false, fwd_.at(last.layer->name).layout.range());
@@ -120,6 +138,7 @@ class CnnLowering {
       const auto [first, last] = segments[s];
       if (s + 1 != segments.size()) {
         for (std::size_t i = first; i < last; ++i) forward(out, layers_[i], /*recompute=*/true);
+        const auto scope = b_.scope("", trace::Pass::kRecompute);
         flush_all(out, fwd_);
       }
       for (std::size_t i = last; i-- > first;) backward(out, layers_[i], i == 0);
@@ -135,9 +154,12 @@ class CnnLowering {
     Steps out;
     const std::uint64_t params = total_params();
     const DType dt = m_.dtype;
-    if (run_.replicas > 1)
-      IpuBuilder::collectives(out, trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
-                              {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
+    if (run_.replicas > 1) {
+      const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
+      b_.collectives(out, trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
+                     {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
+    }
+    const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     const std::uint64_t layers_with_params = std::count_if(layers_.begin(), layers_.end(),
                                                            [](const CnnLayer& c) { return c.params > 0; });
     const Layout w = b_.linear(dt, layers_with_params, ceil_div(params, layers_with_params));
@@ -261,6 +283,7 @@ class CnnLowering {
 
   void forward(Steps& out, const CnnLayer& c, bool recompute) {
     const Layer& l = *c.layer;
+    const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward, op_kind(l.op));
     const DType dt = m_.dtype;
     if (l.op == "conv") {
       const Value& x = input_of(out, c);
@@ -278,7 +301,7 @@ class CnnLowering {
       if (!(recompute && run_.batchnorm_statistics_cache)) {
         b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
         if (run_.batchnorm_group > 1)
-          out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
+          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
                                                {trace::GroupKind::kReplicas, run_.batchnorm_group}));
         // mean, inverse standard deviation, then back to the tiles holding each channel.
         const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
@@ -353,6 +376,8 @@ class CnnLowering {
 
   void backward(Steps& out, const CnnLayer& c, bool first_layer) {
     const Layer& l = *c.layer;
+    // The builder's weight_gradient marks its own part.
+    const auto scope = b_.scope(l.name, trace::Pass::kDataGradient, op_kind(l.op));
     const DType dt = m_.dtype;
     const std::string& in = c.input;
     if (l.op == "softmax_loss") {
@@ -389,7 +414,7 @@ class CnnLowering {
       b_.elementwise(out, g.layout, {&mul, 1});
       b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
       if (run_.batchnorm_group > 1)
-        out.push_back(IpuBuilder::collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
+        out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
                                              {trace::GroupKind::kReplicas, run_.batchnorm_group}));
       b_.broadcast(out, g.layout, Axis::kPositions, 2);
       // gamma and beta gradients into their accumulators

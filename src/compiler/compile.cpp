@@ -128,6 +128,9 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
             {"target.chip.amp_engines", amp_engines(system.chip)},
             {"target.system", system.name},
             {"target.system.ipus", std::to_string(system.ipus())}};
+  // Vertices into runs (exchanges are coalesced as their transfers are added).
+  for (auto& program : t.ipus)
+    for (auto& cs : program.compute_sets) trace::coalesce(cs);
   for (const auto& program : t.ipus) cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
   trace::check_structure(t, run.name);
   return t;

@@ -130,8 +130,38 @@ void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
     Steps steps;
     build(steps);
     it = ops_.emplace(key, std::move(steps)).first;
+  } else {
+    add_layers(it->second);
   }
   out.insert(out.end(), it->second.begin(), it->second.end());
+}
+
+trace::Provenance IpuBuilder::stamp_for(trace::OpKind op) const {
+  trace::Provenance p = current_;
+  if (p.op == trace::OpKind::kNone) p.op = op;
+  return p;
+}
+
+void IpuBuilder::stamp_new(trace::OpKind op) {
+  if (stamped_compute_sets_ == program_.compute_sets.size() && stamped_exchanges_ == program_.exchanges.size())
+    return;
+  const trace::Provenance p = stamp_for(op);
+  for (; stamped_compute_sets_ < program_.compute_sets.size(); ++stamped_compute_sets_)
+    program_.compute_sets[stamped_compute_sets_].provenance = p;
+  for (; stamped_exchanges_ < program_.exchanges.size(); ++stamped_exchanges_)
+    program_.exchanges[stamped_exchanges_].provenance = p;
+}
+
+void IpuBuilder::add_layers(const Steps& steps) {
+  const auto add = [&](trace::Provenance& p) {
+    for (const std::string& layer : current_.layers)
+      if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end()) p.layers.push_back(layer);
+  };
+  for (const trace::Step& s : steps) {
+    if (s.kind == StepKind::kCompute && s.index < stamped_compute_sets_) add(program_.compute_sets[s.index].provenance);
+    if (s.kind == StepKind::kExchange && s.index < stamped_exchanges_) add(program_.exchanges[s.index].provenance);
+    if (s.kind == StepKind::kRepeat) add_layers(s.body);
+  }
 }
 
 std::uint32_t IpuBuilder::add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices) {
@@ -178,6 +208,7 @@ Layout IpuBuilder::input_layout(const kernels::ConvArgs& a) {
 }
 
 void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
+  const Stamp stamp(*this, trace::OpKind::kCopy);
   if (from == to) return;
   const std::string key = fmt::format("rearrange_{}_to_{}", layout_key(from), layout_key(to));
   cached(out, key, [&](Steps& steps) {
@@ -196,6 +227,7 @@ void IpuBuilder::per_block(Steps& out, const std::string& key, const Layout& l, 
 }
 
 void IpuBuilder::transpose(Steps& out, const Layout& l) {
+  const Stamp stamp(*this, trace::OpKind::kCopy);
   trace::Vertex v{trace::Codelet::kTranspose, l.range(), {}};
   v.params[sl::kTransposeDType] = static_cast<std::int64_t>(l.dtype);
   v.params[sl::kTransposeN] = static_cast<std::int64_t>(l.per_tile());
@@ -203,6 +235,7 @@ void IpuBuilder::transpose(Steps& out, const Layout& l) {
 }
 
 Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input, const Operand& weights) {
+  const Stamp stamp(*this, trace::OpKind::kConv);
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
   kernels::ConvArgs a = with_partials(args);
   if (rearrange_operands_) {
@@ -299,6 +332,9 @@ Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uin
   a.out_chans = n;
   a.in_chans = k;
   a.dtype = dt;
+  // A matmul is a 1x1 conv: the conv's operations are stamped as a matmul.
+  trace::Provenance p = stamp_for(trace::OpKind::kMatmul);
+  const Scope scope(*this, std::move(p));
   return conv(out, a, input, weights);
 }
 
@@ -314,6 +350,7 @@ Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const
 
 void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x, const Layout& w,
                                  const Layout& g, bool update) {
+  const auto pass = scope_pass(trace::Pass::kWeightGradient);
   const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
   const Layout dw = matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field, fwd.dtype,
                            Operand{x, true}, Operand{g, false}, fwd.groups);
@@ -323,6 +360,7 @@ void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const
 }
 
 void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> ops) {
+  const Stamp stamp(*this, trace::OpKind::kElementwise);
   if (ops.empty()) return;
   const std::uint64_t n = l.per_tile();
   auto vertex_for = [&](Op op) {
@@ -358,6 +396,7 @@ void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> op
 }
 
 void IpuBuilder::cast(Steps& out, const Layout& l, DType from) {
+  const Stamp stamp(*this, trace::OpKind::kElementwise);
   trace::Vertex v{trace::Codelet::kCast, l.range(), {}};
   v.params[sl::kCastFrom] = static_cast<std::int64_t>(from);
   v.params[sl::kCastTo] = static_cast<std::int64_t>(l.dtype);
@@ -366,6 +405,7 @@ void IpuBuilder::cast(Steps& out, const Layout& l, DType from) {
 }
 
 void IpuBuilder::scaled_add(Steps& out, const Layout& l) {
+  const Stamp stamp(*this, trace::OpKind::kElementwise);
   trace::Vertex v{trace::Codelet::kScaledAdd, l.range(), {}};
   v.params[sl::kScaledAddDType] = static_cast<std::int64_t>(l.dtype);
   v.params[sl::kScaledAddN] = static_cast<std::int64_t>(l.per_tile());
@@ -373,6 +413,7 @@ void IpuBuilder::scaled_add(Steps& out, const Layout& l) {
 }
 
 void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t stats, bool broadcast) {
+  const Stamp stamp(*this, trace::OpKind::kReduce);
   const std::string key = fmt::format("reduce_{}_{}{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
                                       broadcast ? "b" : "", layout_key(l));
   cached(out, key, [&](Steps& steps) {
@@ -439,6 +480,7 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
 }
 
 void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t stats) {
+  const Stamp stamp(*this, trace::OpKind::kReduce);
   const std::string key = fmt::format("broadcast_{}_{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
                                       layout_key(l));
   cached(out, key, [&](Steps& steps) {
@@ -464,11 +506,13 @@ void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirectio
   s.overlap = overlap;
   s.tiles = tiles;
   s.bytes = ceil_div(total_bytes, tiles.size());
+  s.provenance = stamp_for(trace::OpKind::kCopy);
   out.push_back(s);
 }
 
-trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, DType dt, trace::Group group) {
+trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, DType dt, trace::Group group) const {
   trace::Step s = make_step(StepKind::kCollective);
+  s.provenance = current_;
   s.collective = op;
   s.bytes = bytes;
   s.dtype = dt;
@@ -477,7 +521,7 @@ trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, 
 }
 
 void IpuBuilder::collectives(Steps& out, trace::CollectiveOp op, std::uint64_t bytes, DType dt,
-                             trace::Group group, std::uint64_t buffer) {
+                             trace::Group group, std::uint64_t buffer) const {
   const std::uint64_t n = ceil_div(bytes, std::max<std::uint64_t>(buffer, 1));
   if (n == 0) return;
   // n buffers of equal size (the last rounded up), so identical collectives repeat.

@@ -103,14 +103,50 @@ class IpuBuilder {
   void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
             bool overlap = false);
   // The same onto `tiles` (e.g. I/O tiles, or the tiles of the tensor it fills).
-  static void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
-                   bool overlap, trace::TileRange tiles);
-  static trace::Step collective(trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
-                                trace::Group group);
+  void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
+            bool overlap, trace::TileRange tiles);
+  trace::Step collective(trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
+                         trace::Group group) const;
   // A collective over a `bytes` tensor in fused buffers of at most `buffer` bytes, as GCL runs
   // the gradient reduction (one collective per buffer).
-  static void collectives(Steps& out, trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
-                          trace::Group group, std::uint64_t buffer);
+  void collectives(Steps& out, trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
+                   trace::Group group, std::uint64_t buffer) const;
+
+  // Provenance (trace format v3, issue 13): while a scope is alive, every compute set,
+  // exchange, host copy and collective the builder creates carries its layer, pass and op.
+  // Where the scope gives no op, each operation supplies its own (conv, matmul, reduce,
+  // elementwise, copy for rearrangements and host copies). A cached compute set or exchange
+  // reused under another layer adds that layer to its list. Scopes nest; the innermost wins,
+  // and its destruction restores the enclosing one.
+  class Scope {
+   public:
+    Scope(IpuBuilder& b, trace::Provenance p) : b_(b), saved_(std::move(b.current_)) {
+      b_.current_ = std::move(p);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() { b_.current_ = std::move(saved_); }
+
+   private:
+    IpuBuilder& b_;
+    trace::Provenance saved_;
+  };
+  // `layer` empty: no layer (e.g. the gradient all-reduce of all layers).
+  [[nodiscard]] Scope scope(const std::string& layer, trace::Pass pass,
+                            trace::OpKind op = trace::OpKind::kNone) {
+    trace::Provenance p;
+    if (!layer.empty()) p.layers.push_back(layer);
+    p.pass = pass;
+    p.op = op;
+    return Scope(*this, std::move(p));
+  }
+  // The current layers and op with another pass (weight_gradient within a backward scope).
+  [[nodiscard]] Scope scope_pass(trace::Pass pass) {
+    trace::Provenance p = current_;
+    p.pass = pass;
+    return Scope(*this, std::move(p));
+  }
+  const trace::Provenance& provenance() const { return current_; }
   // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
   void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt, std::uint64_t total_bytes);
   // `copies` tensors of `layout`, on the tiles that layout puts them (memory accounting).
@@ -138,6 +174,25 @@ class IpuBuilder {
   // Appends the cached steps of `key`, building them with `build` the first time.
   template <class F>
   void cached(Steps& out, const std::string& key, F&& build);
+  // The current provenance with `op` where the scope gives none.
+  trace::Provenance stamp_for(trace::OpKind op) const;
+  // Stamps the compute sets and exchanges created since the last stamp (on leaving each
+  // operation, so that nested operations stamp their own first).
+  void stamp_new(trace::OpKind op);
+  // Adds the current layers to the compute sets and exchanges `steps` refer to (reuse).
+  void add_layers(const Steps& steps);
+  // Stamps on leaving an operation.
+  class Stamp {
+   public:
+    Stamp(IpuBuilder& b, trace::OpKind op) : b_(b), op_(op) {}
+    Stamp(const Stamp&) = delete;
+    Stamp& operator=(const Stamp&) = delete;
+    ~Stamp() { b_.stamp_new(op_); }
+
+   private:
+    IpuBuilder& b_;
+    trace::OpKind op_;
+  };
 
   const ChipSpec& chip_;
   trace::IpuProgram& program_;
@@ -148,6 +203,8 @@ class IpuBuilder {
   std::uint64_t peak_temp_ = 0;
   std::map<std::string, Planned> plans_;
   std::map<std::string, Steps> ops_;
+  trace::Provenance current_;
+  std::size_t stamped_compute_sets_ = 0, stamped_exchanges_ = 0;
 };
 
 std::string layout_key(const Layout& l);

@@ -69,6 +69,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, Lay
   }
   program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, dt,
                              trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+  for (auto& cs : program.compute_sets) trace::coalesce(cs);
   cost::check_memory(chip, program, cost::memory_map(chip, program));
   trace::check_structure(t, t.name);
   return t;

@@ -145,10 +145,11 @@ trace::Exchange rearrangement(const std::string& name, const Layout& from, const
   // One pass: list the pieces while they fit, and count every destination's bytes.
   std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
   bool listed = true;
+  std::uint64_t pieces = 0;  // transfers listed (Exchange::add merges them into runs)
   for_each_piece(from, to, [&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
     received[dst] += bytes;
     if (!listed) return;
-    if (ex.transfers.size() == kMaxTransfers) {
+    if (pieces++ == kMaxTransfers) {
       listed = false;
       return;
     }

@@ -352,7 +352,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
   // single-IPU replica has no stage boundary and no inter-IPU copies.
   const bool pipelined = p > 1;
   if (pipelined) {
-    trace::GlobalExchange fwd{"stage_activations", {}}, bwd{"stage_gradients", {}};
+    const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
+    trace::GlobalExchange fwd{"stage_activations", {}, copy}, bwd{"stage_gradients", {}, copy};
     for (std::uint32_t i = 0; i < p; ++i) {
       fwd.copies.push_back({i, (i + 1) % p, acts});
       bwd.copies.push_back({(i + 1) % p, i, acts});
@@ -371,24 +372,43 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
     const bool first = ipu == 0;
     // Forward of the stage, then (pipeline recomputation) the forward again and the backward.
-    auto forward = [&](Steps& out) {
+    // Provenance: encoder sub-layers are numbered over the whole model.
+    std::uint32_t attn0 = 0, ffn0 = 0;
+    for (std::uint32_t j = 0; j < ipu; ++j) {
+      attn0 += run.placement[j].first;
+      ffn0 += run.placement[j].second;
+    }
+    const auto attn_name = [&](std::uint32_t i) { return fmt::format("encoder{}/attention", attn0 + i); };
+    const auto ffn_name = [&](std::uint32_t i) { return fmt::format("encoder{}/ffn", ffn0 + i); };
+    auto forward = [&](Steps& out, trace::Pass pass) {
       Value x = lower.stage_input();
-      if (first) lower.embedding_fwd(out, x);
-      for (std::uint32_t i = 0; i < std::max(n_attn, n_ffn); ++i) {
-        if (i < n_attn) lower.attention_fwd(out, x);
-        if (i < n_ffn) lower.ffn_fwd(out, x);
+      if (first) {
+        const auto scope = b.scope("embedding", pass, trace::OpKind::kEmbedding);
+        lower.embedding_fwd(out, x);
       }
+      for (std::uint32_t i = 0; i < std::max(n_attn, n_ffn); ++i) {
+        if (i < n_attn) {
+          const auto scope = b.scope(attn_name(i), pass);
+          lower.attention_fwd(out, x);
+        }
+        if (i < n_ffn) {
+          const auto scope = b.scope(ffn_name(i), pass);
+          lower.ffn_fwd(out, x);
+        }
+      }
+      const auto scope = b.scope(first ? "heads" : "", pass);
       if (first) lower.heads_fwd(out, x);
       lower.flush(out, x);
     };
     Steps fwd_steps, bwd_steps;
-    forward(fwd_steps);
+    forward(fwd_steps, trace::Pass::kForward);
     if (run.inference) {
       // Forward only, weights resident: one batch per replica through the pipeline (its
       // cycles: the batch plus the fill of the stages after the first).
       // The batch's input comes in once, before the pipeline cycles; the predictions go back
       // once, after them (IPU 0 holds the heads).
       if (first) {
+        const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
         stream_input(b, program.steps, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
                      system.chip.tiles);
@@ -398,8 +418,10 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
       if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
       program.steps.push_back(std::move(loop));
-      if (first)
+      if (first) {
+        const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu, trace::HostMemory::kHost);
+      }
       for (const auto& param : lower.parameters(n_attn, n_ffn, first))
         b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
       const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
@@ -411,18 +433,32 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
                                  trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
       continue;
     }
-    forward(bwd_steps);
+    forward(bwd_steps, trace::Pass::kRecompute);
     Value g = lower.stage_input();
-    if (first) lower.heads_bwd(bwd_steps, g);
-    for (std::uint32_t i = std::max(n_attn, n_ffn); i-- > 0;) {
-      if (i < n_ffn) lower.ffn_bwd(bwd_steps, g);
-      if (i < n_attn) lower.attention_bwd(bwd_steps, g);
+    if (first) {
+      const auto scope = b.scope("heads", trace::Pass::kDataGradient);
+      lower.heads_bwd(bwd_steps, g);
     }
-    if (first) lower.embedding_bwd(bwd_steps, g);
-    lower.flush(bwd_steps, g);
+    for (std::uint32_t i = std::max(n_attn, n_ffn); i-- > 0;) {
+      if (i < n_ffn) {
+        const auto scope = b.scope(ffn_name(i), trace::Pass::kDataGradient);
+        lower.ffn_bwd(bwd_steps, g);
+      }
+      if (i < n_attn) {
+        const auto scope = b.scope(attn_name(i), trace::Pass::kDataGradient);
+        lower.attention_bwd(bwd_steps, g);
+      }
+    }
+    {
+      const auto scope = b.scope(first ? "embedding" : "", trace::Pass::kDataGradient,
+                                 first ? trace::OpKind::kEmbedding : trace::OpKind::kNone);
+      if (first) lower.embedding_bwd(bwd_steps, g);
+      lower.flush(bwd_steps, g);
+    }
     trace::Step loop = make_step(StepKind::kRepeat);
     loop.count = cycles;
     if (first) {
+      const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
       const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
       stream_input(b, loop.body, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
                    system.chip.tiles);
@@ -437,10 +473,12 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     if (first) params += lower.embedding_params() + lower.head_params();
     const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
     const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
-    if (run.replicas > 1)
-      IpuBuilder::collectives(program.steps,
-                              rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
-                              params * eb, m.dtype, {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
+    if (run.replicas > 1) {
+      const auto scope = b.scope("", trace::Pass::kGradientAllreduce);
+      b.collectives(program.steps, rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
+                    params * eb, m.dtype, {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
+    }
+    const auto update_scope = b.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     // LAMB: two moments (16-bit), per-tensor norms, update; state streamed in and out when it
     // lives in Streaming Memory.
     const std::uint64_t state = 2 * shard * eb;
@@ -461,7 +499,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
     if (rts)
-      IpuBuilder::collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype,
+      b.collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype,
                               {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
     // stage inputs (2 x stages to the end + 1 micro-batches), the largest sub-layer's live

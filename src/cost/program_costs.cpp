@@ -22,9 +22,12 @@ ComputeSetCost compute_set_cost(const ChipSpec& chip, const trace::ComputeSet& c
     const trace::Vertex& v = cs.vertices[i];
     try {
       const VertexCost vc = vertex_cost(chip, v);
-      for (std::uint32_t t = v.tiles.first; t <= v.tiles.last; ++t)
-        out.tile_cycles[t] = (Checked(out.tile_cycles[t]) + vc.cycles).get();
-      out.flops = (Checked(out.flops) + Checked(vc.flops) * v.tiles.size()).get();
+      for (std::uint32_t c = 0; c < v.count; ++c) {
+        const trace::TileRange r = v.tiles_at(c);
+        for (std::uint32_t t = r.first; t <= r.last; ++t)
+          out.tile_cycles[t] = (Checked(out.tile_cycles[t]) + vc.cycles).get();
+        out.flops = (Checked(out.flops) + Checked(vc.flops) * r.size()).get();
+      }
     } catch (const ArithmeticOverflow& e) {
       // vertex_cost names the vertex; the sums here name it too (issue 16, defect C).
       const std::string what = e.what();
@@ -93,13 +96,13 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     return most > 0 ? static_cast<std::uint64_t>(most) : 0;
   };
 
-  for (const auto& tr : ex.transfers) {
+  ex.for_each([&](const trace::TransferView& tr) {
     if (tr.mode == trace::TransferMode::kMulticast && tr.src.first == tr.src.last &&
-        tr.dst_count == 1) {
+        tr.dst.size() == 1) {
       // The common case in compiled programs, one tile copying to one range of tiles: the
       // general multicast rule below, specialised.
       const std::uint32_t s = tr.src.first;
-      const trace::TileRange d = ex.dst_pool[tr.dst_first];
+      const trace::TileRange d = tr.dst[0];
       check(tr.src);
       check(d);
       max_distance = std::max(max_distance, distance(tr.src, d));
@@ -115,9 +118,9 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
         out.tile_bytes[t] += tr.bytes;
         out.total_bytes += tr.bytes;
       }
-      continue;
+      return;
     }
-    const auto dsts = ex.destinations(tr);
+    const auto dsts = tr.dst;
     check(tr.src);
     for (const auto& d : dsts) check(d);
     for (const auto& d : dsts) max_distance = std::max(max_distance, distance(tr.src, d));
@@ -135,7 +138,7 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
           out.tile_bytes[t] += tr.bytes * senders;
           out.total_bytes += tr.bytes * senders;
         }
-      continue;
+      return;
     }
     // Multicast: each source tile sends its data once; every destination except the sender
     // itself receives it, at group x the rate when every tile of its super-tile group receives
@@ -172,7 +175,7 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     if (!one_range)
       for (const auto& d : dsts)
         for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = 0;
-  }
+  });
 
   for (std::uint32_t t = 0; t < n; ++t) {
     out.tile_bytes[t] += sent[t];
@@ -223,18 +226,34 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
   const std::uint64_t vertex_state = chip.runtime.vertex_state_bytes.count;
   for (const auto& cs : program.compute_sets)
     for (const auto& v : cs.vertices) {
-      add(state, v.tiles, vertex_state);
       auto& count = codelet_vertices[static_cast<std::size_t>(v.codelet)];
       if (count.empty()) count.assign(n + 1, 0);
-      add(count, v.tiles, 1);
+      for (std::uint32_t i = 0; i < v.count; ++i) {
+        add(state, v.tiles_at(i), vertex_state);
+        add(count, v.tiles_at(i), 1);
+      }
     }
   const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
   for (std::size_t e = 0; exchanges && e < program.exchanges.size(); ++e) {
     const trace::Exchange& ex = program.exchanges[e];
     // Every source range and every destination range (the pool holds exactly the transfers'
     // destinations, back to back) costs one transfer's exchange code on each of its tiles.
-    for (const auto& tr : ex.transfers) add(exchange_code, tr.src, per_transfer);
-    for (const auto& d : ex.dst_pool) add(exchange_code, d, per_transfer);
+    for (const auto& tr : ex.transfers) {
+      if (tr.count == 1 || (tr.src_step == 0 && tr.dst_step == 0)) {
+        const std::uint64_t all = per_transfer * tr.count;
+        add(exchange_code, tr.src, all);
+        for (const auto& d : ex.destinations(tr)) add(exchange_code, d, all);
+        continue;
+      }
+      for (std::uint32_t i = 0; i < tr.count; ++i) {
+        add(exchange_code, tr.src_at(i), per_transfer);
+        for (const auto& d : ex.destinations(tr))
+          add(exchange_code,
+              {trace::Transfer::shift(d.first, tr.dst_step, i),
+               trace::Transfer::shift(d.last, tr.dst_step, i)},
+              per_transfer);
+      }
+    }
   }
 
   MemoryMap map;

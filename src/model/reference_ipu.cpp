@@ -156,11 +156,24 @@ std::uint64_t ReferenceTile::exchange_phase(std::uint32_t exchange) {
 // ReferenceIpu
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+trace::IpuProgram expanded_program(const trace::IpuProgram& program) {
+  trace::IpuProgram out;
+  out.ipu = program.ipu;
+  out.tensors = program.tensors;
+  out.steps = program.steps;
+  for (const auto& cs : program.compute_sets) out.compute_sets.push_back(trace::expanded(cs));
+  for (const auto& ex : program.exchanges) out.exchanges.push_back(trace::expanded(ex));
+  return out;
+}
+}  // namespace
+
 ReferenceIpu::ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip,
                            const trace::IpuProgram& program, Placement placement, Fabric* fabric)
     : IpuModule(name),
       chip_(chip),
-      program_(program),
+      expanded_(expanded_program(program)),
+      program_(expanded_),
       placement_(placement),
       fabric_(fabric),
       period_(clock_period(chip.clock)),
@@ -171,14 +184,14 @@ ReferenceIpu::ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip,
     tiles_.push_back(
         std::make_unique<ReferenceTile>(fmt::format("tile_{:04d}", t).c_str(), t, *this));
   // Load each tile's slice of the program.
-  for (std::uint32_t c = 0; c < program.compute_sets.size(); ++c) {
-    const auto& vertices = program.compute_sets[c].vertices;
+  for (std::uint32_t c = 0; c < program_.compute_sets.size(); ++c) {
+    const auto& vertices = program_.compute_sets[c].vertices;
     for (std::uint32_t v = 0; v < vertices.size(); ++v)
       for (std::uint32_t t = vertices[v].tiles.first; t <= vertices[v].tiles.last; ++t)
         tiles_[t]->vertices.push_back({c, v});
   }
-  for (std::uint32_t e = 0; e < program.exchanges.size(); ++e) {
-    const auto& ex = program.exchanges[e];
+  for (std::uint32_t e = 0; e < program_.exchanges.size(); ++e) {
+    const auto& ex = program_.exchanges[e];
     for (std::uint32_t i = 0; i < ex.transfers.size(); ++i) {
       const auto& tr = ex.transfers[i];
       const auto entry = [&](std::uint32_t t) -> ReferenceTile::TransferEntry& {

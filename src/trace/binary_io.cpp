@@ -38,6 +38,32 @@ constexpr std::uint64_t kMinVertexBytes = 1 + 8 + 1 + 8;  // every codelet has >
 constexpr std::uint64_t kMinExchangeBytes = kMinNameBytes + 4;
 constexpr std::uint64_t kMinTransferBytes = 8 + 8 + 1 + 4 + 8;  // at least one destination
 constexpr std::uint64_t kRangeBytes = 8;
+// Version 3 (varint records): flags, source delta, one destination range of two varints.
+constexpr std::uint64_t kMinTransferBytesV3 = 1 + 1 + 2;
+constexpr std::uint64_t kMinVertexBytesV3 = 1 + 1 + 1 + 1 + 1;
+constexpr std::uint64_t kRangeBytesV3 = 2;
+
+// Transfer record flags (v3, docs/trace-format.md §6).
+enum TransferFlag : std::uint8_t {
+  kPersonalised = 1 << 0,
+  kRun = 1 << 1,
+  kSrcRange = 1 << 2,
+  kDstRanges = 1 << 3,
+  kNewBytes = 1 << 4,
+  kSrcStep = 1 << 5,
+  kDstStep = 1 << 6,
+  kBytesStep = 1 << 7,
+};
+// Vertex record flags (v3).
+enum VertexFlag : std::uint8_t { kVertexRange = 1 << 0, kVertexRun = 1 << 1 };
+constexpr std::uint8_t kVertexFlags = kVertexRange | kVertexRun;
+
+std::uint64_t zigzag(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+std::int64_t unzigzag(std::uint64_t v) {
+  return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+}
 constexpr std::uint64_t kMinStepBytes = 1;
 
 // "a compute set name", "an exchange name".
@@ -71,6 +97,74 @@ class BinaryWriter {
   void u32(std::uint32_t v) { le(v, 4); }
   void u64(std::uint64_t v) { le(v, 8); }
   void i64(std::int64_t v) { le(static_cast<std::uint64_t>(v), 8); }
+  // LEB128, shortest form.
+  void varint(std::uint64_t v) {
+    char b[10];
+    std::size_t n = 0;
+    while (v >= 0x80) {
+      b[n++] = static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    b[n++] = static_cast<char>(v);
+    raw(b, n);
+  }
+  void svarint(std::int64_t v) { varint(zigzag(v)); }
+  std::int64_t delta(std::uint32_t to, std::uint32_t from) {
+    return static_cast<std::int64_t>(to) - static_cast<std::int64_t>(from);
+  }
+
+  // v3 records: each field relative to the record before it in the same list.
+  void vertices(const std::vector<Vertex>& vs) {
+    count(vs.size());
+    std::uint32_t prev_first = 0;
+    for (const Vertex& v : vs) {
+      const CodeletSpec& spec = codelet_spec(v.codelet);
+      u8(static_cast<std::uint8_t>(v.codelet));
+      u8((v.tiles.last != v.tiles.first ? kVertexRange : 0) | (v.count > 1 ? kVertexRun : 0));
+      svarint(delta(v.tiles.first, prev_first));
+      prev_first = v.tiles.first;
+      if (v.tiles.last != v.tiles.first) varint(v.tiles.last - v.tiles.first - 1);
+      if (v.count > 1) {
+        varint(v.count - 2);
+        svarint(v.step);
+      }
+      u8(static_cast<std::uint8_t>(spec.params.size()));
+      for (std::size_t p = 0; p < spec.params.size(); ++p) svarint(v.params[p]);
+    }
+  }
+
+  void transfers(const Exchange& ex) {
+    count(ex.transfers.size());
+    std::uint32_t prev_src = 0, prev_dst = 0;
+    std::uint64_t prev_bytes = 0;
+    for (const Transfer& t : ex.transfers) {
+      std::uint8_t flags = 0;
+      if (t.mode == TransferMode::kPersonalised) flags |= kPersonalised;
+      if (t.count > 1) flags |= kRun;
+      if (t.src.last != t.src.first) flags |= kSrcRange;
+      if (t.dst_count != 1) flags |= kDstRanges;
+      if (t.bytes != prev_bytes) flags |= kNewBytes;
+      if (t.src_step != 0) flags |= kSrcStep;
+      if (t.dst_step != 0) flags |= kDstStep;
+      if (t.bytes_step != 0) flags |= kBytesStep;
+      u8(flags);
+      svarint(delta(t.src.first, prev_src));
+      prev_src = t.src.first;
+      if (flags & kSrcRange) varint(t.src.last - t.src.first - 1);
+      if (flags & kNewBytes) varint(t.bytes);
+      prev_bytes = t.bytes;
+      if (flags & kDstRanges) varint(t.dst_count - 2);
+      for (const TileRange& r : ex.destinations(t)) {
+        svarint(delta(r.first, prev_dst));
+        prev_dst = r.first;
+        varint(r.last - r.first);
+      }
+      if (flags & kRun) varint(t.count - 2);
+      if (flags & kSrcStep) svarint(t.src_step);
+      if (flags & kDstStep) svarint(t.dst_step);
+      if (flags & kBytesStep) svarint(t.bytes_step);
+    }
+  }
   void range(TileRange r) {
     u32(r.first);
     u32(r.last);
@@ -90,6 +184,12 @@ class BinaryWriter {
   void group(Group g) {
     u8(static_cast<std::uint8_t>(g.kind));
     u32(g.size);
+  }
+  void provenance(const Provenance& p) {  // v3
+    u8(static_cast<std::uint8_t>(p.pass));
+    u8(static_cast<std::uint8_t>(p.op));
+    count(p.layers.size());
+    for (const std::string& layer : p.layers) str(layer);
   }
   void raw(const char* p, std::size_t n) {
     buf_.append(p, n);
@@ -119,6 +219,7 @@ class BinaryWriter {
           u64(s.bytes);
           u8(static_cast<std::uint8_t>(s.memory));
           u8(s.overlap ? 1 : 0);
+          provenance(s.provenance);
           break;
         case StepKind::kRepeat:
           u64(s.count);
@@ -133,6 +234,7 @@ class BinaryWriter {
           u8(static_cast<std::uint8_t>(s.dtype));
           group(s.group);
           u64(s.bytes);
+          provenance(s.provenance);
           break;
       }
     }
@@ -234,8 +336,7 @@ class BinaryReader {
   const Fnv1a64& hash() { return hasher_->finish(); }
   // The format version of the stream read.
   std::uint32_t version() const { return version_; }
-  // Whether the stream used an older layout within its version (not the canonical bytes).
-  bool legacy_layout() const { return legacy_layout_; }
+  
 
   Trace read() {
     char magic[8];
@@ -429,9 +530,17 @@ class BinaryReader {
       const std::uint64_t at = offset_;
       cs.name = name("compute set name");
       unique(names, cs.name, at, "compute set");
-      const std::uint32_t vertices = count("vertices", kMinVertexBytes);
+      if (version_ >= 3) cs.provenance = provenance();
+      const std::uint32_t vertices =
+          count("vertices", version_ >= 3 ? kMinVertexBytesV3 : kMinVertexBytes);
       reserve(cs.vertices, vertices);
-      for (std::uint32_t v = 0; v < vertices; ++v) read_vertex(cs.vertices.emplace_back());
+      prev_first_ = 0;
+      for (std::uint32_t v = 0; v < vertices; ++v) {
+        if (version_ >= 3)
+          read_vertex_v3(cs.vertices.emplace_back());
+        else
+          read_vertex(cs.vertices.emplace_back());
+      }
     }
     names.clear();
     const std::uint32_t exchanges = count("exchanges", kMinExchangeBytes);
@@ -440,10 +549,19 @@ class BinaryReader {
       const std::uint64_t at = offset_;
       ex.name = name("exchange name");
       unique(names, ex.name, at, "exchange");
-      const std::uint32_t transfers = count("transfers", kMinTransferBytes);
+      if (version_ >= 3) ex.provenance = provenance();
+      const std::uint32_t transfers =
+          count("transfers", version_ >= 3 ? kMinTransferBytesV3 : kMinTransferBytes);
       reserve(ex.transfers, transfers);
       reserve(ex.dst_pool, transfers);  // at least one destination range each
-      for (std::uint32_t t = 0; t < transfers; ++t) read_transfer(ex);
+      prev_src_ = prev_dst_ = 0;
+      prev_bytes_ = 0;
+      for (std::uint32_t t = 0; t < transfers; ++t) {
+        if (version_ >= 3)
+          read_transfer_v3(ex);
+        else
+          read_transfer(ex);
+      }
     }
     ipu.steps = read_steps(ipu, 0);
   }
@@ -454,21 +572,210 @@ class BinaryReader {
     v.tiles = range("vertex tile range");
     const std::uint64_t at = offset_;
     const std::uint8_t params = u8("parameter count");
-    // amp_convnx1 gained its last parameter (width) within version 2: files written before
-    // hold one parameter fewer, which takes its default.
-    const bool legacy = v.codelet == Codelet::kAmpConvNx1 && params + 1 == spec.params.size();
-    if (params != spec.params.size() && !legacy)
+    // amp_convnx1 gained its last parameter (width) late in version 2: v2 files written
+    // before hold one parameter fewer, which takes its default.
+    const bool without_width = v.codelet == Codelet::kAmpConvNx1 && params + 1 == spec.params.size();
+    if (params != spec.params.size() && !without_width)
       fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
                               spec.name, params));
-    if (legacy) {
-      legacy_layout_ = true;
-      v.params[params] = *spec.params[params].default_value;
-    }
+    if (without_width) v.params[params] = *spec.params[params].default_value;
     for (std::size_t p = 0; p < params; ++p) {
       const std::uint64_t param_at = offset_;
       v.params[p] = static_cast<std::int64_t>(u64("codelet parameter"));
       if (auto problem = param_problem(v.codelet, p, v.params[p])) fail_at(param_at, *problem);
     }
+  }
+
+  // --- v3 ---
+
+  Provenance provenance() {
+    Provenance p;
+    p.pass = enumeration<Pass>("provenance pass", kPassNames.size());
+    p.op = enumeration<OpKind>("provenance op", kOpKindNames.size());
+    const std::uint64_t at = offset_;
+    const std::uint32_t n = count("provenance layers", kMinNameBytes);
+    if (n > kMaxProvenanceLayers)
+      fail_at(at, fmt::format("expected at most {} provenance layers, found {}",
+                              kMaxProvenanceLayers, n));
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint64_t name_at = offset_;
+      std::string layer = name("layer name");
+      if (std::find(p.layers.begin(), p.layers.end(), layer) != p.layers.end())
+        fail_at(name_at, fmt::format("expected each provenance layer once, found '{}' twice", layer));
+      p.layers.push_back(std::move(layer));
+    }
+    return p;
+  }
+
+  std::uint64_t varint(std::string_view what) {
+    const std::uint64_t at = offset_;
+    std::uint64_t v = 0;
+    for (int i = 0; i < 10; ++i) {
+      std::uint8_t b;
+      if (pos_ < block_.size()) {
+        b = static_cast<std::uint8_t>(block_[pos_++]);
+        ++offset_;
+      } else {
+        b = static_cast<std::uint8_t>(le(1, what));
+      }
+      if (i == 9 && b > 1)
+        fail_at(at, fmt::format("expected {} of at most 64 bits, found a longer varint", what));
+      v |= static_cast<std::uint64_t>(b & 0x7f) << (7 * i);
+      if (!(b & 0x80)) {
+        if (b == 0 && i > 0)
+          fail_at(at, fmt::format("expected {} in its shortest varint form, found a padded one",
+                                  what));
+        return v;
+      }
+    }
+    fail_at(at, fmt::format("expected {} of at most 10 varint bytes, found more", what));
+  }
+  std::int64_t svarint(std::string_view what) { return unzigzag(varint(what)); }
+
+  // A tile index given as a signed delta from `prev`.
+  std::uint32_t tile_delta(std::uint32_t prev, std::string_view what) {
+    const std::uint64_t at = offset_;
+    const std::int64_t d = svarint(what);
+    const std::int64_t t = static_cast<std::int64_t>(prev) + d;
+    if (d < -static_cast<std::int64_t>(prev) ||
+        d > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()) - prev)
+      fail_at(at, fmt::format("expected {} giving a tile 0..{}, found {} after tile {}", what,
+                              std::numeric_limits<std::uint32_t>::max(), d, prev));
+    return static_cast<std::uint32_t>(t);
+  }
+  std::uint32_t tile_span(std::uint32_t first, std::uint64_t extra, std::string_view what,
+                          std::uint64_t at) {
+    if (extra > std::numeric_limits<std::uint32_t>::max() - std::uint64_t{first})
+      fail_at(at, fmt::format("expected {} ending at a tile 0..{}, found {} tiles after {}", what,
+                              std::numeric_limits<std::uint32_t>::max(), extra, first));
+    return static_cast<std::uint32_t>(first + extra);
+  }
+  std::uint32_t run_count(std::string_view what) {
+    const std::uint64_t at = offset_;
+    const std::uint64_t n = varint(what);
+    if (n > std::numeric_limits<std::uint32_t>::max() - 2)
+      fail_at(at, fmt::format("expected {} of at most 2^32-1, found {}", what, n + 2));
+    return static_cast<std::uint32_t>(n + 2);
+  }
+
+  void read_vertex_v3(Vertex& v) {
+    v.codelet = enumeration<Codelet>("codelet", kCodeletCount);
+    const CodeletSpec& spec = codelet_spec(v.codelet);
+    const std::uint64_t flags_at = offset_;
+    const std::uint8_t flags = u8("vertex flags");
+    if (flags & ~kVertexFlags)
+      fail_at(flags_at, fmt::format("expected vertex flags 0..3, found {}", flags));
+    v.tiles.first = tile_delta(prev_first_, "vertex tile delta");
+    prev_first_ = v.tiles.first;
+    v.tiles.last = v.tiles.first;
+    if (flags & kVertexRange) {
+      const std::uint64_t at = offset_;
+      v.tiles.last = tile_span(v.tiles.first, varint("vertex tile range") + 1, "vertex tile range", at);
+    }
+    if (flags & kVertexRun) {
+      const std::uint64_t at = offset_;
+      v.count = run_count("vertex run count");
+      v.step = svarint("vertex run step");
+      if (auto problem = run_problem(v))
+        fail_at(at, fmt::format("expected a vertex run within bounds, found one that {}", *problem));
+    }
+    const std::uint64_t at = offset_;
+    const std::uint8_t params = u8("parameter count");
+    if (params != spec.params.size())
+      fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
+                              spec.name, params));
+    for (std::size_t p = 0; p < params; ++p) {
+      const std::uint64_t param_at = offset_;
+      v.params[p] = svarint("codelet parameter");
+      if (auto problem = param_problem(v.codelet, p, v.params[p])) fail_at(param_at, *problem);
+    }
+  }
+
+  void read_transfer_v3(Exchange& ex) {
+    const std::uint8_t flags = u8("transfer flags");
+    const std::uint64_t flags_at = offset_ - 1;
+    if ((flags & (kSrcStep | kDstStep | kBytesStep)) && !(flags & kRun))
+      fail_at(flags_at, fmt::format("expected transfer flags with steps only for a run, found {}",
+                                    flags));
+    TileRange src;
+    src.first = tile_delta(prev_src_, "transfer source delta");
+    prev_src_ = src.first;
+    src.last = src.first;
+    if (flags & kSrcRange) {
+      const std::uint64_t at = offset_;
+      src.last = tile_span(src.first, varint("transfer source range") + 1, "transfer source range", at);
+    }
+    std::uint64_t bytes = prev_bytes_;
+    if (flags & kNewBytes) {
+      const std::uint64_t at = offset_;
+      bytes = varint("transfer bytes");
+      if (bytes > static_cast<std::uint64_t>(kMaxCount))
+        fail_at(at, fmt::format("expected transfer bytes in 0..{}, found {}", kMaxCount, bytes));
+      if (bytes == prev_bytes_)
+        fail_at(at, fmt::format("expected new transfer bytes (the flag says they differ from the "
+                                "previous transfer's), found the same {}",
+                                bytes));
+    }
+    prev_bytes_ = bytes;
+    std::uint64_t n = 1;
+    const std::uint64_t at = offset_;
+    if (flags & kDstRanges) {
+      n = varint("count of destination ranges") + 2;
+      if (size_hint_ != 0) {
+        const std::uint64_t remaining = size_hint_ > offset_ ? size_hint_ - offset_ : 0;
+        if (n > remaining / kRangeBytesV3)
+          fail_at(at, fmt::format("expected a count of destination ranges that fits in the "
+                                  "remaining {} bytes, found {}",
+                                  remaining, n));
+      }
+      if (n > std::numeric_limits<std::uint32_t>::max())
+        fail_at(at, fmt::format("expected at most 2^32-1 destination ranges, found {}", n));
+    }
+    dst_.clear();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      TileRange r;
+      r.first = tile_delta(prev_dst_, "transfer destination delta");
+      prev_dst_ = r.first;
+      const std::uint64_t span_at = offset_;
+      r.last = tile_span(r.first, varint("transfer destination range"), "transfer destination range",
+                         span_at);
+      dst_.push_back(r);
+    }
+    if (auto tile = first_shared_tile(dst_))
+      fail_at(at, fmt::format("expected destination ranges that do not overlap, found tile {} "
+                              "twice",
+                              *tile));
+    std::uint32_t count = 1;
+    std::int64_t src_step = 0, dst_step = 0, bytes_step = 0;
+    if (flags & kRun) count = run_count("transfer run count");
+    const auto step = [&](std::uint8_t flag, std::string_view what) -> std::int64_t {
+      if (!(flags & flag)) return 0;
+      const std::uint64_t step_at = offset_;
+      const std::int64_t v = svarint(what);
+      if (v == 0)
+        fail_at(step_at, fmt::format("expected a non-zero {} (the flag says there is one), found 0",
+                                     what));
+      return v;
+    };
+    const std::uint64_t run_at = offset_;
+    src_step = step(kSrcStep, "source step");
+    dst_step = step(kDstStep, "destination step");
+    bytes_step = step(kBytesStep, "bytes step");
+    if (count > 1) {
+      Transfer t;
+      t.src = src;
+      t.bytes = bytes;
+      t.count = count;
+      t.src_step = src_step;
+      t.dst_step = dst_step;
+      t.bytes_step = bytes_step;
+      if (auto problem = run_problem(t, dst_))
+        fail_at(run_at, fmt::format("expected a transfer run within bounds, found one that {}",
+                                    *problem));
+    }
+    ex.add_run(src, dst_, bytes,
+               (flags & kPersonalised) ? TransferMode::kPersonalised : TransferMode::kMulticast,
+               count, src_step, dst_step, bytes_step);
   }
 
   void read_transfer(Exchange& ex) {
@@ -484,7 +791,7 @@ class BinaryReader {
       fail_at(at, fmt::format("expected destination ranges that do not overlap, found tile {} "
                               "twice",
                               *tile));
-    ex.add(src, dst_, bytes, mode);
+    ex.add_run(src, dst_, bytes, mode, 1, 0, 0, 0);  // as written: one record per transfer
   }
 
   Group group(std::string_view what) {
@@ -522,6 +829,7 @@ class BinaryReader {
       GlobalExchange& g = trace.global_exchanges.emplace_back();
       g.name = name("global exchange name");
       unique(names, g.name, name_at, "global exchange");
+      if (version_ >= 3) g.provenance = provenance();
       const std::uint32_t copies = count("copies", 16);
       for (std::uint32_t c = 0; c < copies; ++c) {
         IpuCopy copy;
@@ -572,6 +880,7 @@ class BinaryReader {
             s.memory = enumeration<HostMemory>("host memory", kHostMemoryNames.size());
             s.overlap = enumeration<std::uint8_t>("host overlap flag", 2) == 1;
           }
+          if (version_ >= 3) s.provenance = provenance();
           break;
         case StepKind::kGlobalExchange: {
           const std::uint64_t index_at = offset_;
@@ -587,6 +896,7 @@ class BinaryReader {
           s.dtype = enumeration<DType>("collective dtype", kDTypeNames.size());
           s.group = group("collective group");
           s.bytes = size("collective bytes");
+          if (version_ >= 3) s.provenance = provenance();
           break;
         case StepKind::kRepeat:
           if (depth + 1 > kMaxRepeatDepth)
@@ -610,8 +920,11 @@ class BinaryReader {
   std::vector<char> block_;  // read-ahead from the stream; bytes [pos_, size) are unread
   std::size_t pos_ = 0;
   std::vector<TileRange> dst_;
+  // v3 delta bases: previous vertex first tile, transfer source, destination and bytes.
+  std::uint32_t prev_first_ = 0, prev_src_ = 0, prev_dst_ = 0;
+  std::uint64_t prev_bytes_ = 0;
   std::uint32_t version_ = kFormatVersion;
-  bool legacy_layout_ = false;
+
   std::uint32_t global_exchanges_ = 0;
   std::uint32_t replicas_ = 1;
 };
@@ -626,8 +939,7 @@ Trace read_binary(std::istream& in, const std::string& origin, std::uint64_t siz
     // The current version's encoding is canonical (fixed-width fields, no alternatives, no
     // trailing bytes), so the bytes read are exactly what write_binary would write. An older
     // version's bytes are not: its identity is that of its current-version serialisation.
-    *identity = reader.version() == kFormatVersion && !reader.legacy_layout() ? reader.hash().hex()
-                                                                              : trace::identity(trace);
+    *identity = reader.version() == kFormatVersion ? reader.hash().hex() : trace::identity(trace);
   }
   return trace;
 }
@@ -649,6 +961,7 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
   w.count(trace.global_exchanges.size());
   for (const GlobalExchange& g : trace.global_exchanges) {
     w.str(g.name);
+    w.provenance(g.provenance);
     w.count(g.copies.size());
     for (const IpuCopy& c : g.copies) {
       w.u32(c.src);
@@ -670,26 +983,14 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
     w.count(ipu.compute_sets.size());
     for (const ComputeSet& cs : ipu.compute_sets) {
       w.str(cs.name);
-      w.count(cs.vertices.size());
-      for (const Vertex& v : cs.vertices) {
-        const CodeletSpec& spec = codelet_spec(v.codelet);
-        w.u8(static_cast<std::uint8_t>(v.codelet));
-        w.range(v.tiles);
-        w.u8(static_cast<std::uint8_t>(spec.params.size()));
-        for (std::size_t p = 0; p < spec.params.size(); ++p) w.i64(v.params[p]);
-      }
+      w.provenance(cs.provenance);
+      w.vertices(cs.vertices);
     }
     w.count(ipu.exchanges.size());
     for (const Exchange& ex : ipu.exchanges) {
       w.str(ex.name);
-      w.count(ex.transfers.size());
-      for (const Transfer& t : ex.transfers) {
-        w.range(t.src);
-        w.u64(t.bytes);
-        w.u8(static_cast<std::uint8_t>(t.mode));
-        w.count(t.dst_count);
-        for (const TileRange& r : ex.destinations(t)) w.range(r);
-      }
+      w.provenance(ex.provenance);
+      w.transfers(ex);
     }
     w.steps(ipu.steps);
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <concepts>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -55,6 +56,7 @@ class StructureChecker {
     std::set<std::string_view> names;
     for (const GlobalExchange& g : trace_.global_exchanges) {
       check_name("global exchange", g.name, names);
+      check_provenance(fmt::format("global exchange '{}'", g.name), g.provenance);
       for (std::size_t i = 0; i < g.copies.size(); ++i) {
         const IpuCopy& c = g.copies[i];
         const std::string item = fmt::format("global exchange '{}' copy {}", g.name, i);
@@ -116,6 +118,27 @@ class StructureChecker {
                        min, kMaxCount));
   }
 
+  void check_provenance(const std::string& item, const Provenance& p) const {
+    if (static_cast<std::size_t>(p.pass) >= kPassNames.size() ||
+        static_cast<std::size_t>(p.op) >= kOpKindNames.size())
+      fail(fmt::format("{}{} has an invalid provenance pass or op", prefix_, item));
+    if (p.layers.size() > kMaxProvenanceLayers)
+      fail(fmt::format("{}{} names {} layers, expected at most {}", prefix_, item, p.layers.size(),
+                       kMaxProvenanceLayers));
+    std::set<std::string_view> seen;
+    for (const std::string& layer : p.layers) {
+      if (!is_valid_name(layer))
+        fail(fmt::format("{}{} has an invalid layer name '{}' {}", prefix_, item, layer, kNameRule));
+      if (!seen.insert(layer).second)
+        fail(fmt::format("{}{} names layer '{}' twice", prefix_, item, layer));
+    }
+  }
+
+  template <typename Item>
+  void check_run(const Item& item, std::optional<std::string> problem) const {
+    if (problem) fail(fmt::format("{}{} {}", prefix_, describe(item), *problem));
+  }
+
   void check_ipu(const IpuProgram& ipu) {
     prefix_ = ipu_prefix(trace_, ipu);
     std::set<std::string_view> names;
@@ -132,11 +155,13 @@ class StructureChecker {
     names.clear();
     for (const ComputeSet& cs : ipu.compute_sets) {
       check_name("compute set", cs.name, names);
+      check_provenance(fmt::format("compute set '{}'", cs.name), cs.provenance);
       for (std::size_t i = 0; i < cs.vertices.size(); ++i) check_vertex(cs, i);
     }
     names.clear();
     for (const Exchange& ex : ipu.exchanges) {
       check_name("exchange", ex.name, names);
+      check_provenance(fmt::format("exchange '{}'", ex.name), ex.provenance);
       check_exchange(ex);
     }
     std::vector<std::size_t> path;
@@ -149,6 +174,7 @@ class StructureChecker {
     if (static_cast<std::size_t>(v.codelet) >= kCodeletCount)
       fail(fmt::format("{}{} has unknown codelet {}", prefix_, item(), static_cast<int>(v.codelet)));
     check_range(item, v.tiles);
+    check_run(item, run_problem(v));
     const CodeletSpec& spec = codelet_spec(v.codelet);
     for (std::size_t p = 0; p < kMaxVertexParams; ++p) {
       if (p >= spec.params.size()) {
@@ -169,6 +195,9 @@ class StructureChecker {
       const auto item = [&] { return fmt::format("exchange '{}' transfer {}", ex.name, i); };
       check_range([&] { return item() + " source"; }, t.src);
       check_count(item, "bytes", t.bytes);
+      if ((t.count != 1 || t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0) &&
+          t.dst_first + std::uint64_t{t.dst_count} <= ex.dst_pool.size())
+        check_run(item, run_problem(t, ex.destinations(t)));
       if (static_cast<std::size_t>(t.mode) >= kTransferModeNames.size())
         fail(fmt::format("{}{} has invalid mode {}", prefix_, item(), static_cast<int>(t.mode)));
       if (t.dst_count == 0) fail(fmt::format("{}{} has no destinations", prefix_, item()));
@@ -219,11 +248,13 @@ class StructureChecker {
                           s.memory != defaults.memory || s.overlap != defaults.overlap)) ||
           (!uses_group && s.group != defaults.group) ||
           (!uses_collective && (s.collective != defaults.collective ||
-                                s.method != defaults.method || s.dtype != defaults.dtype)))
+                                s.method != defaults.method || s.dtype != defaults.dtype)) ||
+          (!uses_host && !uses_collective && !s.provenance.empty()))
         fail(
             fmt::format("{}{} sets fields that its kind does not use (they must stay at their "
                         "defaults)",
                         prefix_, item));
+      check_provenance(item, s.provenance);
       switch (s.kind) {
         case StepKind::kCompute:
           if (s.index >= ipu.compute_sets.size())
@@ -294,7 +325,14 @@ class TileChecker {
   TileChecker(std::uint32_t tile_count, const std::string& origin)
       : tile_count_(tile_count), origin_(origin) {}
 
-  void check(const std::string& item, std::string_view verb, TileRange r) const {
+  // `r` shifted by 0..count-1 steps (a run): checks its extreme positions.
+  void check(const std::string& item, std::string_view verb, TileRange r, std::uint32_t count = 1,
+             std::int64_t step = 0) const {
+    if (count > 1 && step != 0) {
+      const TileRange a{Transfer::shift(r.first, step, count - 1),
+                        Transfer::shift(r.last, step, count - 1)};
+      if (step > 0) r = a;
+    }
     if (r.last < tile_count_) return;
     throw TraceError(fmt::format("{}: {}{} {} {} but the chip has {} tiles", origin_, prefix_, item,
                                  verb, range_text(r), tile_count_));
@@ -319,6 +357,48 @@ class TileChecker {
 };
 
 }  // namespace
+
+namespace {
+
+// A run (v3): count >= 1; a single record (count 1) has zero steps; every shifted tile range
+// stays within 0..2^32-1 and the bytes within 0..kMaxCount for every member of the run.
+std::optional<std::string> count_problem(std::uint32_t count, bool any_step) {
+  if (count == 0) return "has count 0, expected at least 1";
+  if (count == 1 && any_step)
+    return "has count 1 and a non-zero step (a single record has no steps)";
+  return std::nullopt;
+}
+
+std::optional<std::string> range_problem(std::uint32_t count, std::int64_t step, TileRange r) {
+  const __int128 last = count - 1;
+  const __int128 lo = static_cast<__int128>(r.first) + (step < 0 ? last * step : 0);
+  const __int128 hi = static_cast<__int128>(r.last) + (step > 0 ? last * step : 0);
+  if (lo < 0 || hi > std::numeric_limits<std::uint32_t>::max())
+    return fmt::format("steps tile range {}..{} by {} over {} copies, past the tile indices 0..{}",
+                       r.first, r.last, step, count, std::numeric_limits<std::uint32_t>::max());
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> run_problem(const Vertex& v) {
+  if (auto p = count_problem(v.count, v.step != 0)) return p;
+  return range_problem(v.count, v.step, v.tiles);
+}
+
+std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRange> dst) {
+  if (auto p = count_problem(t.count, t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0))
+    return p;
+  if (t.count == 1) return std::nullopt;
+  if (auto p = range_problem(t.count, t.src_step, t.src)) return p;
+  for (const TileRange& r : dst)
+    if (auto p = range_problem(t.count, t.dst_step, r)) return p;
+  const __int128 end = static_cast<__int128>(t.bytes) + static_cast<__int128>(t.count - 1) * t.bytes_step;
+  if (end < 0 || end > static_cast<__int128>(kMaxCount))
+    return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", t.bytes, t.bytes_step,
+                       t.count, kMaxCount);
+  return std::nullopt;
+}
 
 std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {
   if (ranges.size() < 2) return std::nullopt;
@@ -350,8 +430,68 @@ bool is_valid_name(std::string_view name) {
   return true;
 }
 
+namespace {
+
+// Whether transfer `b` is transfer `a` shifted by `k` x (src, dst, bytes) steps.
+bool shifted_by(const Exchange& ex, const Transfer& a, std::int64_t k, std::int64_t src,
+                std::int64_t dst, std::int64_t bytes, TileRange b_src,
+                std::span<const TileRange> b_dst, std::uint64_t b_bytes, TransferMode b_mode) {
+  if (a.mode != b_mode || a.dst_count != b_dst.size() || a.dst_count == 0) return false;
+  if (static_cast<std::int64_t>(b_src.first) != a.src.first + k * src ||
+      static_cast<std::int64_t>(b_src.last) != a.src.last + k * src ||
+      static_cast<std::int64_t>(b_bytes) != static_cast<std::int64_t>(a.bytes) + k * bytes)
+    return false;
+  const auto da = ex.destinations(a);
+  for (std::size_t j = 0; j < da.size(); ++j)
+    if (static_cast<std::int64_t>(b_dst[j].first) != da[j].first + k * dst ||
+        static_cast<std::int64_t>(b_dst[j].last) != da[j].last + k * dst)
+      return false;
+  return true;
+}
+
+}  // namespace
+
 void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
                    TransferMode mode) {
+  // Coalesce as transfers arrive (docs/trace-format.md §4.2): extend the last run if this
+  // transfer continues it; turn the last two single transfers and this one into a run if the
+  // three are affine; else append a single transfer.
+  const std::size_t n = transfers.size();
+  if (n >= 1) {
+    Transfer& last = transfers.back();
+    if (last.count >= 2 && last.count < std::numeric_limits<std::uint32_t>::max() &&
+        shifted_by(*this, last, last.count, last.src_step, last.dst_step, last.bytes_step, src,
+                   dst, bytes, mode)) {
+      ++last.count;
+      return;
+    }
+    if (last.count == 1 && n >= 2 && transfers[n - 2].count == 1 && !dst.empty() &&
+        last.dst_count == dst.size()) {
+      Transfer& a = transfers[n - 2];
+      const auto db = destinations(last);
+      const std::int64_t s = static_cast<std::int64_t>(last.src.first) - a.src.first;
+      const std::int64_t d =
+          static_cast<std::int64_t>(db[0].first) - static_cast<std::int64_t>(dst_pool[a.dst_first].first);
+      const std::int64_t b = static_cast<std::int64_t>(last.bytes) - static_cast<std::int64_t>(a.bytes);
+      if (shifted_by(*this, a, 1, s, d, b, last.src, db, last.bytes, last.mode) &&
+          shifted_by(*this, a, 2, s, d, b, src, dst, bytes, mode)) {
+        dst_pool.resize(dst_pool.size() - last.dst_count);
+        transfers.pop_back();
+        Transfer& run = transfers.back();
+        run.count = 3;
+        run.src_step = s;
+        run.dst_step = d;
+        run.bytes_step = b;
+        return;
+      }
+    }
+  }
+  add_run(src, dst, bytes, mode, 1, 0, 0, 0);
+}
+
+void Exchange::add_run(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
+                       TransferMode mode, std::uint32_t count, std::int64_t src_step,
+                       std::int64_t dst_step, std::int64_t bytes_step) {
   if (dst_pool.size() + dst.size() > std::numeric_limits<std::uint32_t>::max())
     throw TraceError(fmt::format("exchange '{}' has more than 2^32-1 destination ranges", name));
   Transfer t;
@@ -360,8 +500,116 @@ void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t 
   t.dst_count = static_cast<std::uint32_t>(dst.size());
   t.bytes = bytes;
   t.mode = mode;
+  t.count = count;
+  t.src_step = src_step;
+  t.dst_step = dst_step;
+  t.bytes_step = bytes_step;
   dst_pool.insert(dst_pool.end(), dst.begin(), dst.end());
   transfers.push_back(t);
+}
+
+std::uint64_t Exchange::transfer_count() const {
+  std::uint64_t n = 0;
+  for (const Transfer& t : transfers) n += t.count;
+  return n;
+}
+
+namespace {
+
+// Builds runs from a sequence of single vertices, in order, by the same rule as
+// Exchange::add: a run starts only where three consecutive items are affine (so that a pair
+// does not take the head of a longer run with another step), then extends while the next
+// item continues it.
+template <typename Item, typename Steps, typename Delta, typename Fits, typename Emit>
+void build_runs(const std::vector<Item>& items, Delta delta, Fits fits, Emit emit) {
+  std::size_t i = 0;
+  const std::size_t n = items.size();
+  while (i < n) {
+    std::size_t len = 1;
+    std::optional<Steps> steps;
+    if (i + 2 < n) {
+      steps = delta(items[i], items[i + 1]);
+      if (steps && fits(items[i], *steps, 2, items[i + 2])) {
+        len = 3;
+        while (i + len < n && len < std::numeric_limits<std::uint32_t>::max() &&
+               fits(items[i], *steps, static_cast<std::uint32_t>(len), items[i + len]))
+          ++len;
+      }
+    }
+    emit(i, len, len > 1 ? steps : std::nullopt);
+    i += len;
+  }
+}
+
+}  // namespace
+
+Exchange expanded(const Exchange& exchange) {
+  Exchange out;
+  out.name = exchange.name;
+  out.provenance = exchange.provenance;
+  out.transfers.reserve(exchange.transfer_count());
+  exchange.for_each([&](const TransferView& t) {
+    out.add_run(t.src, t.dst, t.bytes, t.mode, 1, 0, 0, 0);
+  });
+  return out;
+}
+
+ComputeSet expanded(const ComputeSet& compute_set) {
+  ComputeSet out = compute_set;
+  out.vertices.clear();
+  for (const Vertex& v : compute_set.vertices)
+    for (std::uint32_t i = 0; i < v.count; ++i) {
+      Vertex one = v;
+      one.tiles = v.tiles_at(i);
+      one.count = 1;
+      one.step = 0;
+      out.vertices.push_back(one);
+    }
+  return out;
+}
+
+void coalesce(Exchange& exchange) {
+  Exchange out;
+  out.name = exchange.name;
+  out.provenance = exchange.provenance;
+  exchange.for_each([&](const TransferView& t) { out.add(t.src, t.dst, t.bytes, t.mode); });
+  out.transfers.shrink_to_fit();
+  out.dst_pool.shrink_to_fit();
+  exchange = std::move(out);
+}
+
+void coalesce(ComputeSet& compute_set) {
+  const ComputeSet flat = expanded(compute_set);  // small: compute sets have few records
+  const std::vector<Vertex>& items = flat.vertices;
+  const auto delta = [](const Vertex& a, const Vertex& b) -> std::optional<std::int64_t> {
+    if (a.codelet != b.codelet || a.params != b.params || a.tiles.size() != b.tiles.size())
+      return std::nullopt;
+    return static_cast<std::int64_t>(b.tiles.first) - a.tiles.first;
+  };
+  const auto fits = [](const Vertex& a, std::int64_t step, std::uint32_t i, const Vertex& b) {
+    return b.codelet == a.codelet && b.params == a.params &&
+           static_cast<std::int64_t>(b.tiles.first) == a.tiles.first + step * i &&
+           static_cast<std::int64_t>(b.tiles.last) == a.tiles.last + step * i;
+  };
+  std::vector<Vertex> out;
+  build_runs<Vertex, std::int64_t>(
+      items, delta, fits, [&](std::size_t i, std::size_t len, std::optional<std::int64_t> s) {
+        Vertex v = items[i];
+        if (s) {
+          v.count = static_cast<std::uint32_t>(len);
+          v.step = *s;
+        }
+        out.push_back(v);
+      });
+  out.shrink_to_fit();
+  compute_set.vertices = std::move(out);
+}
+
+void coalesce(Trace& trace) {
+  for (IpuProgram& ipu : trace.ipus) {
+    for (ComputeSet& cs : ipu.compute_sets) coalesce(cs);
+    for (Exchange& ex : ipu.exchanges) coalesce(ex);
+  }
 }
 
 std::uint32_t Trace::ipus_per_replica() const {
@@ -403,13 +651,14 @@ void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string
     for (const ComputeSet& cs : ipu.compute_sets)
       for (std::size_t i = 0; i < cs.vertices.size(); ++i)
         checker.check(fmt::format("compute set '{}' vertex {}", cs.name, i), "uses",
-                      cs.vertices[i].tiles);
+                      cs.vertices[i].tiles, cs.vertices[i].count, cs.vertices[i].step);
     for (const Exchange& ex : ipu.exchanges) {
       for (std::size_t i = 0; i < ex.transfers.size(); ++i) {
         const Transfer& t = ex.transfers[i];
         const std::string item = fmt::format("exchange '{}' transfer {}", ex.name, i);
-        checker.check(item, "sends from", t.src);
-        for (const TileRange& r : ex.destinations(t)) checker.check(item, "sends to", r);
+        checker.check(item, "sends from", t.src, t.count, t.src_step);
+        for (const TileRange& r : ex.destinations(t))
+          checker.check(item, "sends to", r, t.count, t.dst_step);
       }
     }
     std::vector<std::size_t> path;

@@ -197,6 +197,71 @@ class TextReader {
                        file_version_));
   }
 
+  void require_v3(std::string_view what) const {
+    if (file_version_ < 3)
+      fail(fmt::format("'{}' needs trace format version 3, but the header says version {}", what,
+                       file_version_));
+  }
+
+  // Run fields (v3): count=N (1..2^32-1) and signed steps.
+  std::uint32_t parse_run_count(std::string_view s) const {
+    require_v3("count=");
+    auto v = parse_integer<std::uint32_t>(s);
+    if (!v || *v == 0)
+      fail(fmt::format("expected count= in 1..{}, found '{}'",
+                       std::numeric_limits<std::uint32_t>::max(), s));
+    return *v;
+  }
+  std::int64_t parse_step(std::string_view s, std::string_view key) const {
+    require_v3(fmt::format("{}=", key));
+    auto v = parse_integer<std::int64_t>(s);
+    if (!v) fail(fmt::format("expected a signed integer for {}=, found '{}'", key, s));
+    return *v;
+  }
+  // Provenance fields (v3) layer=<name>[,<name>...] pass=<pass> op=<op>, as found by collect().
+  Provenance parse_provenance(const std::optional<std::string_view>& layer,
+                              const std::optional<std::string_view>& pass,
+                              const std::optional<std::string_view>& op) const {
+    Provenance p;
+    if (layer) {
+      require_v3("layer=");
+      std::string_view list = *layer;
+      while (true) {
+        const auto comma = list.find(',');
+        std::string name = parse_name(list.substr(0, comma), "layer");
+        if (std::find(p.layers.begin(), p.layers.end(), name) != p.layers.end())
+          fail(fmt::format("expected each layer once in layer=, found '{}' twice", name));
+        if (p.layers.size() == kMaxProvenanceLayers)
+          fail(fmt::format("expected at most {} layers in layer=", kMaxProvenanceLayers));
+        p.layers.push_back(std::move(name));
+        if (comma == std::string_view::npos) break;
+        list = list.substr(comma + 1);
+      }
+    }
+    if (pass) {
+      require_v3("pass=");
+      p.pass = static_cast<Pass>(parse_enum(*pass, kPassNames, "pass"));
+    }
+    if (op) {
+      require_v3("op=");
+      p.op = static_cast<OpKind>(parse_enum(*op, kOpKindNames, "op kind"));
+    }
+    return p;
+  }
+  // The provenance fields after a block's name: `<directive> <name> [layer=..] [pass=..] [op=..]`.
+  Provenance block_provenance(const std::string& what) {
+    Field fields[] = {{"layer", "<name>[,<name>...]", false, {}},
+                      {"pass", "<pass>", false, {}},
+                      {"op", "<op>", false, {}}};
+    collect(2, fields, what);
+    return parse_provenance(fields[0].value, fields[1].value, fields[2].value);
+  }
+
+  void check_single(std::uint32_t count, bool any_step) const {
+    if (count == 1 && any_step)
+      fail("expected no steps for a single record (count=1), found a non-zero step");
+  }
+
   void expect_arity(std::size_t n, std::string_view usage) const {
     if (tokens_.size() != n)
       fail(fmt::format("expected '{}', found '{}'", usage, join_tokens(tokens_)));
@@ -330,10 +395,11 @@ class TextReader {
       trace_.meta.emplace_back(std::move(key), parse_name(tokens_[2], "meta value"));
     } else if (d == "global_exchange") {
       require_v2("global_exchange");
-      expect_arity(2, "global_exchange <name>");
+      if (tokens_.size() < 2) expect_arity(2, "global_exchange <name> [layer=..] [pass=..] [op=..]");
       std::string name = parse_name(tokens_[1], "global exchange");
       define(global_exchanges_, name, "global exchange");
-      trace_.global_exchanges.push_back(GlobalExchange{std::move(name), {}});
+      Provenance p = block_provenance(fmt::format("global exchange '{}'", name));
+      trace_.global_exchanges.push_back(GlobalExchange{std::move(name), {}, std::move(p)});
       open_block(Block::kGlobalExchange);
     } else {
       bad_directive(d, {"name", "replicas", "meta", "global_exchange", "ipu"},
@@ -417,16 +483,18 @@ class TextReader {
     if (d == "tensor") {
       read_tensor();
     } else if (d == "computeset") {
-      expect_arity(2, "computeset <name>");
+      if (tokens_.size() < 2) expect_arity(2, "computeset <name> [layer=..] [pass=..] [op=..]");
       std::string name = parse_name(tokens_[1], "compute set");
       define(state_.compute_sets, name, "compute set");
-      ipu().compute_sets.push_back(ComputeSet{std::move(name), {}});
+      Provenance p = block_provenance(fmt::format("compute set '{}'", name));
+      ipu().compute_sets.push_back(ComputeSet{std::move(name), {}, std::move(p)});
       open_block(Block::kComputeSet);
     } else if (d == "exchange") {
-      expect_arity(2, "exchange <name>");
+      if (tokens_.size() < 2) expect_arity(2, "exchange <name> [layer=..] [pass=..] [op=..]");
       std::string name = parse_name(tokens_[1], "exchange");
       define(state_.exchanges, name, "exchange");
-      ipu().exchanges.push_back(Exchange{std::move(name), {}, {}});
+      Provenance p = block_provenance(fmt::format("exchange '{}'", name));
+      ipu().exchanges.push_back(Exchange{std::move(name), {}, {}, std::move(p)});
       open_block(Block::kExchange);
     } else if (d == "program") {
       expect_arity(1, "program");
@@ -503,21 +571,37 @@ class TextReader {
   }
 
   void read_vertex() {
-    constexpr std::string_view kUsage = "vertex tiles=<range> <codelet> <param>=<value> ...";
+    constexpr std::string_view kUsage =
+        "vertex tiles=<range> [count=<n> step=<tiles>] <codelet> <param>=<value> ...";
     if (tokens_.size() < 3 || !tokens_[1].starts_with("tiles="))
       fail(fmt::format("expected '{}', found '{}'", kUsage, join_tokens(tokens_)));
     Vertex v;
     v.tiles = parse_range(tokens_[1].substr(6), "tiles");
-    auto codelet = codelet_by_name(tokens_[2]);
+    std::size_t at = 2;
+    bool step_given = false;
+    for (; at < tokens_.size(); ++at) {
+      if (tokens_[at].starts_with("count=") && v.count == 1 && at == 2) {
+        v.count = parse_run_count(tokens_[at].substr(6));
+      } else if (tokens_[at].starts_with("step=") && !step_given) {
+        v.step = parse_step(tokens_[at].substr(5), "step");
+        step_given = true;
+      } else {
+        break;
+      }
+    }
+    if (at >= tokens_.size())
+      fail(fmt::format("expected '{}', found '{}'", kUsage, join_tokens(tokens_)));
+    check_single(v.count, v.step != 0);
+    auto codelet = codelet_by_name(tokens_[at]);
     if (!codelet) {
       std::vector<std::string> names;
       for (const auto& spec : codelet_catalogue()) names.emplace_back(spec.name);
-      fail(fmt::format("unknown codelet '{}'{}", tokens_[2], suggest(tokens_[2], names)));
+      fail(fmt::format("unknown codelet '{}'{}", tokens_[at], suggest(tokens_[at], names)));
     }
     v.codelet = *codelet;
     const CodeletSpec& spec = codelet_spec(*codelet);
     std::array<bool, kMaxVertexParams> given{};
-    for (std::size_t i = 3; i < tokens_.size(); ++i) {
+    for (std::size_t i = at + 1; i < tokens_.size(); ++i) {
       auto [key, value] = split_key_value(tokens_[i]);
       auto index = param_index(*codelet, key);
       if (!index) {
@@ -599,7 +683,11 @@ class TextReader {
     Field fields[] = {{"src", "<range>", true, {}},
                       {"dst", "<range>[,<range>...]", true, {}},
                       {"bytes", "<count>", true, {}},
-                      {"mode", "multicast|personalised", false, {}}};
+                      {"mode", "multicast|personalised", false, {}},
+                      {"count", "<n>", false, {}},
+                      {"src_step", "<tiles>", false, {}},
+                      {"dst_step", "<tiles>", false, {}},
+                      {"bytes_step", "<bytes>", false, {}}};
     collect(1, fields, "transfer");
     const TileRange src = parse_range(*fields[0].value, "src");
     dst_scratch_.clear();
@@ -625,7 +713,15 @@ class TextReader {
                          suggest(*fields[3].value, modes)));
       mode = static_cast<TransferMode>(it - modes.begin());
     }
-    ipu().exchanges.back().add(src, dst_scratch_, bytes, mode);
+    const std::uint32_t count = fields[4].value ? parse_run_count(*fields[4].value) : 1;
+    const std::int64_t src_step = fields[5].value ? parse_step(*fields[5].value, "src_step") : 0;
+    const std::int64_t dst_step = fields[6].value ? parse_step(*fields[6].value, "dst_step") : 0;
+    const std::int64_t bytes_step =
+        fields[7].value ? parse_step(*fields[7].value, "bytes_step") : 0;
+    check_single(count, src_step != 0 || dst_step != 0 || bytes_step != 0);
+    // As written: a record per line (Exchange::add would merge transfers into runs).
+    ipu().exchanges.back().add_run(src, dst_scratch_, bytes, mode, count, src_step, dst_step,
+                                   bytes_step);
   }
 
   // --- program block -----------------------------------------------------------------------
@@ -686,8 +782,12 @@ class TextReader {
       Field fields[] = {{"bytes", "<count>", true, {}},
                         {"dtype", "<dtype>", false, {}},
                         {"group", "replica|all|replicas[:K]", false, {}},
-                        {"method", "<method>", false, {}}};
+                        {"method", "<method>", false, {}},
+                        {"layer", "<name>[,<name>...]", false, {}},
+                        {"pass", "<pass>", false, {}},
+                        {"op", "<op>", false, {}}};
       collect(2, fields, "collective");
+      s.provenance = parse_provenance(fields[4].value, fields[5].value, fields[6].value);
       s.bytes = parse_count(*fields[0].value, "bytes", 0);
       if (fields[1].value) s.dtype = parse_dtype(*fields[1].value, "the collective");
       s.group = fields[2].value ? parse_group(*fields[2].value) : Group{GroupKind::kReplicas, 0};
@@ -707,8 +807,12 @@ class TextReader {
       Field fields[] = {{"tiles", "<range>", true, {}},
                         {"bytes", "<count>", true, {}},
                         {"memory", "host|streaming", false, {}},
-                        {"overlap", "yes|no", false, {}}};
+                        {"overlap", "yes|no", false, {}},
+                        {"layer", "<name>[,<name>...]", false, {}},
+                        {"pass", "<pass>", false, {}},
+                        {"op", "<op>", false, {}}};
       collect(2, fields, "host step");
+      s.provenance = parse_provenance(fields[4].value, fields[5].value, fields[6].value);
       s.kind = StepKind::kHost;
       s.direction = static_cast<HostDirection>(it - dirs.begin());
       s.tiles = parse_range(*fields[0].value, "tiles");
@@ -812,6 +916,12 @@ class TextWriter {
     out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
     buf_.clear();
   }
+  // Provenance fields (v3), each only when set, in the order layer pass op.
+  void provenance(const Provenance& p) {
+    for (std::size_t i = 0; i < p.layers.size(); ++i) put("{}{}", i ? "," : " layer=", p.layers[i]);
+    if (p.pass != Pass::kNone) put(" pass={}", kPassNames[static_cast<std::size_t>(p.pass)]);
+    if (p.op != OpKind::kNone) put(" op={}", kOpKindNames[static_cast<std::size_t>(p.op)]);
+  }
   void group(Group g) {
     put("{}", kGroupKindNames[static_cast<std::size_t>(g.kind)]);
     if (g.size != 0) put(":{}", g.size);
@@ -842,7 +952,9 @@ class TextWriter {
               kCollectiveOpNames[static_cast<std::size_t>(s.collective)], s.bytes,
               kDTypeNames[static_cast<std::size_t>(s.dtype)]);
           group(s.group);
-          put(" method={}\n", kCollectiveMethodNames[static_cast<std::size_t>(s.method)]);
+          put(" method={}", kCollectiveMethodNames[static_cast<std::size_t>(s.method)]);
+          provenance(s.provenance);
+          put("\n");
           break;
         case StepKind::kExchange:
           put("exchange {}\n", ipu.exchanges[s.index].name);
@@ -850,8 +962,10 @@ class TextWriter {
         case StepKind::kHost:
           put("host {} tiles=", kHostDirectionNames[static_cast<std::size_t>(s.direction)]);
           range(s.tiles);
-          put(" bytes={} memory={} overlap={}\n", s.bytes,
+          put(" bytes={} memory={} overlap={}", s.bytes,
               kHostMemoryNames[static_cast<std::size_t>(s.memory)], s.overlap ? "yes" : "no");
+          provenance(s.provenance);
+          put("\n");
           break;
         case StepKind::kRepeat:
           put("repeat {}\n", s.count);
@@ -866,6 +980,7 @@ class TextWriter {
     const CodeletSpec& spec = codelet_spec(v.codelet);
     put("  vertex tiles=");
     range(v.tiles);
+    if (v.count > 1) put(" count={} step={}", v.count, v.step);
     put(" {}", spec.name);
     for (std::size_t i = 0; i < spec.params.size(); ++i) {
       const ParamSpec& p = spec.params[i];
@@ -911,7 +1026,9 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
   w.put("replicas {}\n", trace.replicas);
   for (const auto& [key, value] : trace.meta) w.put("meta {} {}\n", key, value);
   for (const GlobalExchange& g : trace.global_exchanges) {
-    w.put("global_exchange {}\n", g.name);
+    w.put("global_exchange {}", g.name);
+    w.provenance(g.provenance);
+    w.put("\n");
     for (const IpuCopy& c : g.copies) w.put("  copy src={} dst={} bytes={}\n", c.src, c.dst, c.bytes);
     w.put("end\n");
   }
@@ -925,12 +1042,16 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
       w.put(" bytes={}\n", t.bytes_per_tile);
     }
     for (const ComputeSet& cs : ipu.compute_sets) {
-      w.put("computeset {}\n", cs.name);
+      w.put("computeset {}", cs.name);
+      w.provenance(cs.provenance);
+      w.put("\n");
       for (const Vertex& v : cs.vertices) w.vertex(v);
       w.put("end\n");
     }
     for (const Exchange& ex : ipu.exchanges) {
-      w.put("exchange {}\n", ex.name);
+      w.put("exchange {}", ex.name);
+      w.provenance(ex.provenance);
+      w.put("\n");
       for (const Transfer& t : ex.transfers) {
         w.put("  transfer src=");
         w.range(t.src);
@@ -941,7 +1062,11 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
           first = false;
           w.range(r);
         }
-        w.put(" bytes={} mode={}\n", t.bytes, kTransferModeNames[static_cast<std::size_t>(t.mode)]);
+        w.put(" bytes={} mode={}", t.bytes, kTransferModeNames[static_cast<std::size_t>(t.mode)]);
+        if (t.count > 1)
+          w.put(" count={} src_step={} dst_step={} bytes_step={}", t.count, t.src_step, t.dst_step,
+                t.bytes_step);
+        w.put("\n");
       }
       w.put("end\n");
     }

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "cli_harness.hpp"
+#include "ipusim/trace/trace_io.hpp"
 
 namespace ipusim::testing {
 namespace {
@@ -32,6 +34,110 @@ std::string without_file(const std::string& stats) {
 std::string identity_line(const std::string& trace_id) {
   const auto at = trace_id.find("identity: ");
   return at == std::string::npos ? "" : trace_id.substr(at);
+}
+
+// stats.json without the lines naming the trace (file and identity).
+std::string without_trace(const std::string& stats) {
+  std::string out;
+  std::size_t at = 0;
+  while (at < stats.size()) {
+    auto end = stats.find('\n', at);
+    if (end == std::string::npos) end = stats.size();
+    const std::string line = stats.substr(at, end - at);
+    if (line.find("\"identity\": ") == std::string::npos &&
+        (line.find("\"file\": ") == std::string::npos || line.find(".yaml") != std::string::npos))
+      out += line + "\n";
+    at = end + 1;
+  }
+  return out;
+}
+
+// Trace format v3: the compiler writes transfers and vertices as runs. The same program with
+// every run written out (one record per transfer and per vertex instance group, as a v2
+// trace had it) simulates to the same statistics, on the fast and the reference engine.
+TEST(RunCompiled, RunsAndTheirExpandedFormGiveIdenticalStatistics) {
+  TempDir dir;
+  const std::string runs = dir.file("runs.itb"), flat = dir.file("flat.itb");
+  auto r = ipusim("compile --run " + tiny_run() + " --out " + runs);
+  ASSERT_EQ(r.status, 0) << r.err;
+  trace::Trace t = trace::read_file(runs);
+  std::uint64_t records = 0, transfers = 0;
+  for (auto& ipu : t.ipus) {
+    for (auto& ex : ipu.exchanges) {
+      records += ex.transfers.size();
+      transfers += ex.transfer_count();
+      ex = trace::expanded(ex);
+    }
+    for (auto& cs : ipu.compute_sets) cs = trace::expanded(cs);
+  }
+  EXPECT_LT(records * 2, transfers) << "the compiled trace should be mostly runs";
+  // Provenance is for reports only: the expanded trace also drops it, and still simulates the
+  // same.
+  for (auto& ipu : t.ipus) {
+    for (auto& ex : ipu.exchanges) ex.provenance = {};
+    for (auto& cs : ipu.compute_sets) cs.provenance = {};
+  }
+  trace::write_file(t, flat, trace::Format::kBinary);
+  for (const std::string engine : {"", " --engine reference"}) {
+    r = ipusim("run -q --system " + pod16() + engine + " --out " + dir.file("a") + " " + runs);
+    ASSERT_EQ(r.status, 0) << r.err;
+    r = ipusim("run -q --system " + pod16() + engine + " --out " + dir.file("b") + " " + flat);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string a = read_all(dir.file("a/stats.json")), b = read_all(dir.file("b/stats.json"));
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(without_trace(a), without_trace(b)) << engine;
+    for (const char* f : {"tiles.csv", "supersteps.csv"})
+      EXPECT_EQ(read_all(dir.file(std::string("a/") + f)), read_all(dir.file(std::string("b/") + f)))
+          << f << engine;
+    std::filesystem::remove_all(dir.file("a"));
+    std::filesystem::remove_all(dir.file("b"));
+  }
+}
+
+// Trace format v3 provenance: every compute set, exchange, host copy and collective of a
+// compiled training step says which pass it belongs to, and layer operations name their layer.
+void expect_stamped_steps(const std::vector<trace::Step>& steps, int& seen) {
+  for (const auto& s : steps) {
+    if (s.kind == trace::StepKind::kHost || s.kind == trace::StepKind::kCollective) {
+      EXPECT_NE(s.provenance.pass, trace::Pass::kNone);
+      ++seen;
+    }
+    expect_stamped_steps(s.body, seen);
+  }
+}
+
+TEST(RunCompiled, CompiledTracesCarryProvenance) {
+  TempDir dir;
+  for (const std::string workload : {"resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml"}) {
+    const std::string file = dir.file(workload + ".itb");
+    auto r = ipusim("compile --run " + source_dir() + "/tests/data/workloads/" + workload + " --out " + file);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const trace::Trace t = trace::read_file(file);
+    std::set<trace::Pass> passes;
+    std::set<std::string> layers;
+    int steps = 0;
+    for (const auto& ipu : t.ipus) {
+      for (const auto& cs : ipu.compute_sets) {
+        EXPECT_NE(cs.provenance.pass, trace::Pass::kNone) << cs.name;
+        EXPECT_NE(cs.provenance.op, trace::OpKind::kNone) << cs.name;
+        passes.insert(cs.provenance.pass);
+        layers.insert(cs.provenance.layers.begin(), cs.provenance.layers.end());
+        if (cs.name.starts_with("conv_") && cs.name.ends_with("/conv") && cs.provenance.pass == trace::Pass::kForward)
+          EXPECT_FALSE(cs.provenance.layers.empty()) << cs.name;
+      }
+      for (const auto& ex : ipu.exchanges) {
+        EXPECT_NE(ex.provenance.pass, trace::Pass::kNone) << ex.name;
+        passes.insert(ex.provenance.pass);
+      }
+      expect_stamped_steps(ipu.steps, steps);
+    }
+    EXPECT_GT(steps, 0) << workload;
+    for (auto p : {trace::Pass::kForward, trace::Pass::kDataGradient, trace::Pass::kWeightGradient,
+                   trace::Pass::kWeightUpdate})
+      EXPECT_TRUE(passes.contains(p)) << workload << " " << trace::kPassNames[static_cast<int>(p)];
+    EXPECT_GT(layers.size(), 3u) << workload;
+    for (const auto& g : t.global_exchanges) EXPECT_EQ(g.provenance.pass, trace::Pass::kPipelineCopy);
+  }
 }
 
 TEST(RunCompiled, GivesTheRunDirectoryOfCompileThenRun) {

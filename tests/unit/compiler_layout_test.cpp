@@ -138,6 +138,9 @@ TEST(CompilerLayout, BatchNormStatisticsExchangeOnlyAmongTilesSharingChannels) {
   for (const auto& s : steps)
     if (s.kind == StepKind::kExchange) ex = &program.exchanges[s.index];
   ASSERT_NE(ex, nullptr);
+  EXPECT_EQ(ex->transfer_count(), 12u);
+  const trace::Exchange flat = trace::expanded(*ex);  // one record per transfer
+  ex = &flat;
   // Each non-leader tile sends its 16 channels x 2 statistics as float partials: 128 B.
   EXPECT_EQ(ex->transfers.size(), 12u);
   for (const auto& t : ex->transfers) {
@@ -269,7 +272,8 @@ TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
   b.broadcast(steps, l, Axis::kPositions, 2);
   EXPECT_EQ(count(steps, StepKind::kCompute), 0u);
   ASSERT_EQ(count(steps, StepKind::kExchange), 1u);
-  const trace::Exchange& ex = program.exchanges.back();
+  EXPECT_EQ(program.exchanges.back().transfer_count(), 4u);
+  const trace::Exchange ex = trace::expanded(program.exchanges.back());  // one record each
   ASSERT_EQ(ex.transfers.size(), 4u);
   for (const auto& t : ex.transfers) {
     EXPECT_EQ(t.bytes, 128u);
@@ -357,11 +361,10 @@ TEST(CompilerIoTiles, IoTilesTakeTheInputAndLeaveTheRestForCompute) {
   EXPECT_EQ(hosts[0]->tiles.last, 1471u);
   EXPECT_EQ(hosts[0]->bytes, 192u);
   for (const auto& cs : p.compute_sets)
-    for (const auto& v : cs.vertices) EXPECT_LT(v.tiles.last, 1344u) << cs.name;
+    for (const auto& v : trace::expanded(cs).vertices) EXPECT_LT(v.tiles.last, 1344u) << cs.name;
   std::uint64_t from_io = 0;
-  for (const auto& ex : p.exchanges)
-    for (std::size_t i = 0; i < ex.transfers.size(); ++i) {
-      const auto& tr = ex.transfers[i];
+  for (const auto& packed : p.exchanges)
+    for (const auto& tr : trace::expanded(packed).transfers) {
       if (tr.src.first >= 1344) from_io += std::uint64_t{tr.src.size()} * tr.bytes;
     }
   EXPECT_EQ(from_io, 24576u);
@@ -415,7 +418,7 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
     for (const auto& s : steps) {
       EXPECT_NE(s.kind, StepKind::kCollective);
       if (s.kind == StepKind::kCompute)
-        for (const auto& v : p.compute_sets[s.index].vertices)
+        for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
           if (v.codelet == trace::Codelet::kAmpConv1x1 || v.codelet == trace::Codelet::kAmpConvNx1)
             amp_flops += std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
       if (s.kind == StepKind::kRepeat) {

@@ -33,7 +33,7 @@ double amp_flops(const trace::IpuProgram& p, const std::vector<trace::Step>& ste
                                   : 1.0;
         total += 2.0 * static_cast<double>(v.params[sl::kAmpPositions] * v.params[sl::kAmpInChans] *
                                            v.params[sl::kAmpOutChans] * v.params[sl::kAmpGroups]) *
-                 kernel * v.tiles.size();
+                 kernel * v.instances();
       }
     }
   }
@@ -123,7 +123,7 @@ TEST(LayerProgram, TrainingEndsWithOneSgdUpdateOnTheWeightsLayout) {
       for (const auto& v : p.compute_sets.at(s.index).vertices)
         if (v.codelet == trace::Codelet::kScaledAdd) {
           ++updates;
-          updated += static_cast<std::uint64_t>(v.params[sl::kScaledAddN]) * v.tiles.size();
+          updated += static_cast<std::uint64_t>(v.params[sl::kScaledAddN]) * v.instances();
         }
   // One scaled_add compute set; its vertices cover every weight (3 x 3 x 64 x 64) once,
   // or a little more where the last block is padded.

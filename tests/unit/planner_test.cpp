@@ -316,8 +316,9 @@ TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
   ASSERT_EQ(prog.exchanges.size(), 3u);  // fetch, reduce, reduce2
   EXPECT_EQ(prog.exchanges[1].name, "mm/reduce");
   EXPECT_EQ(prog.exchanges[2].name, "mm/reduce2");
-  const auto& s1 = prog.exchanges[1].transfers;
-  const auto& s2 = prog.exchanges[2].transfers;
+  const trace::Exchange e1 = trace::expanded(prog.exchanges[1]), e2 = trace::expanded(prog.exchanges[2]);
+  const auto& s1 = e1.transfers;
+  const auto& s2 = e2.transfers;
   ASSERT_EQ(s1.size(), 80u);
   ASSERT_EQ(s2.size(), 60u);
   for (const auto& t : s1) EXPECT_EQ(t.bytes, 128u);
@@ -325,18 +326,18 @@ TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
   // Tile 7: stage 1 from 5, 6, 8, 9; stage 2 from 2, 12, 17.
   std::vector<std::uint32_t> from1, from2;
   for (const auto& t : s1)
-    if (prog.exchanges[1].destinations(t)[0].first == 7) from1.push_back(t.src.first);
+    if (e1.destinations(t)[0].first == 7) from1.push_back(t.src.first);
   for (const auto& t : s2)
-    if (prog.exchanges[2].destinations(t)[0].first == 7) from2.push_back(t.src.first);
+    if (e2.destinations(t)[0].first == 7) from2.push_back(t.src.first);
   EXPECT_EQ(from1, (std::vector<std::uint32_t>{5, 6, 8, 9}));
   EXPECT_EQ(from2, (std::vector<std::uint32_t>{2, 12, 17}));
   // Each stage's reduce vertices: 64 outputs from 5 inputs, then 16 outputs from 4 inputs.
   ASSERT_EQ(prog.compute_sets.size(), 3u);
-  for (const auto& v : prog.compute_sets[1].vertices) {
+  for (const auto& v : trace::expanded(prog.compute_sets[1]).vertices) {
     EXPECT_EQ(v.params[sl::kReduceOutputs], 64);
     EXPECT_EQ(v.params[sl::kReduceInputs], 5);
   }
-  for (const auto& v : prog.compute_sets[2].vertices) {
+  for (const auto& v : trace::expanded(prog.compute_sets[2]).vertices) {
     EXPECT_EQ(v.params[sl::kReduceOutputs], 16);
     EXPECT_EQ(v.params[sl::kReduceInputs], 4);
   }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Trace format v1: catalogue, structural checks, text and binary readers/writers.
+// Trace format (v1 to v3): catalogue, structural checks, text and binary readers/writers, runs.
 #include "ipusim/trace/trace_io.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -72,12 +73,12 @@ std::string text_error(const std::string& text) {
 // Canonical text (as write_text produces it) using every codelet, every step kind, nested
 // repeats, several IPUs, replicas and global exchanges.
 const char* const kEveryFeature =
-    R"(ipusim-trace 2
+    R"(ipusim-trace 3
 name every_feature
 replicas 4
 meta samples_per_step 3200
 meta sample_unit images
-global_exchange stage_copies
+global_exchange stage_copies pass=pipeline_copy op=copy
   copy src=0 dst=3 bytes=1048576
   copy src=3 dst=1 bytes=0
 end
@@ -87,7 +88,7 @@ ipu 0
 tensor w kind=weight dtype=half tiles=0..1471 bytes=8192
 tensor acts kind=activation dtype=float tiles=5 bytes=0
 tensor grads kind=gradient dtype=int tiles=2..3 bytes=16
-computeset convs
+computeset convs layer=b1/conv1,b2/conv1 pass=forward op=conv
   vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1
   vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5 width=8
   vertex tiles=7 dot in=half partials=float length=1024 count=3
@@ -100,15 +101,21 @@ computeset elementwise
   vertex tiles=20 cast from=float to=char n=77
   vertex tiles=21 copy bytes=1099511627776
   vertex tiles=22..30 dynamic_slice dtype=int elems=5 copies=9
+  vertex tiles=40 count=3 step=8 unary op=relu dtype=half n=16
+  vertex tiles=100..101 count=2 step=-50 copy bytes=4
+  vertex tiles=60 count=2 step=0 copy bytes=4
 end
-exchange fetch
+exchange fetch layer=encoder3/attention pass=weight_gradient
   transfer src=5 dst=6..7,9 bytes=65536 mode=multicast
   transfer src=0..15 dst=0..15 bytes=64 mode=personalised
+  transfer src=2 dst=0 bytes=14 mode=multicast count=5 src_step=2 dst_step=0 bytes_step=0
+  transfer src=0 dst=0..3,8 bytes=4704 mode=multicast count=3 src_step=1 dst_step=4 bytes_step=-672
+  transfer src=20..21 dst=30 bytes=8 mode=personalised count=2 src_step=-20 dst_step=0 bytes_step=0
 end
 exchange empty
 end
 program
-  host to_ipu tiles=0..15 bytes=1024 memory=host overlap=yes
+  host to_ipu tiles=0..15 bytes=1024 memory=host overlap=yes pass=host_io op=copy
   repeat 10
     exchange fetch
     sync
@@ -124,9 +131,9 @@ program
   end
   host from_ipu tiles=0 bytes=4 memory=streaming overlap=no
   sync group=replicas:2
-  collective all_reduce bytes=51200000 dtype=half group=replicas method=auto
+  collective all_reduce bytes=51200000 dtype=half group=replicas method=auto pass=gradient_allreduce
   collective reduce_scatter bytes=8 dtype=float group=all method=bidirectional_ring
-  collective all_gather bytes=0 dtype=half group=replica method=quad_ring
+  collective all_gather bytes=0 dtype=half group=replica method=quad_ring layer=bn1 pass=recompute op=batch_norm
   collective broadcast bytes=64 dtype=int group=replicas:4 method=broadcast_reduce
 end
 ipu 3
@@ -289,28 +296,23 @@ TEST(TraceText, AcceptsCrlfAndTabs) {
 }
 
 TEST(TraceRoundTrip, BinaryWithoutTheNx1WidthReadsAsWidthZero) {
-  // Version-2 files written before amp_convnx1 gained `width` hold 8 parameters for it: they
-  // read as width = 0, and their identity is that of the canonical (9-parameter) bytes.
-  const Trace ir = parse(
-      "ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 amp_convnx1 positions=12 in_chans=16 "
-      "out_chans=16 kernel_h=3 kernel_w=3\nend\nprogram\n  compute c\nend\n");
-  std::string bytes = to_binary(ir);
-  std::string params;
-  for (std::size_t i = 0; i < 9; ++i) {
-    const auto v = static_cast<std::uint64_t>(ir.ipus[0].compute_sets[0].vertices[0].params[i]);
-    for (int b = 0; b < 8; ++b) params.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
-  }
-  const std::size_t at = bytes.find(params);
-  ASSERT_NE(at, std::string::npos);
-  ASSERT_EQ(bytes[at - 1], 9);
-  bytes[at - 1] = 8;
-  bytes.erase(at + 64, 8);
-  std::istringstream in(bytes);
+  // A version-2 binary file written before amp_convnx1 gained `width` (the fuzz seed
+  // v2_every_feature.bin, 2026-11-30) holds 8 parameters for it: it reads as width = 0, equal
+  // to its text twin, and its identity is that of its current-version serialisation.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/fuzz/";
   std::string id;
-  const Trace back = read_binary(in, "legacy.itb", bytes.size(), &id);
-  EXPECT_EQ(back, ir);
-  EXPECT_EQ(back.ipus[0].compute_sets[0].vertices[0].params[slot::kAmpWidth], 0);
-  EXPECT_EQ(id, identity(ir));
+  const Trace bin = read_file(dir + "binary_trace/corpus/v2_every_feature.bin", &id);
+  const Trace text = read_file(dir + "text_trace/corpus/v2_every_feature.txt");
+  EXPECT_EQ(bin, text);
+  bool found = false;
+  for (const auto& cs : bin.ipus[0].compute_sets)
+    for (const auto& v : cs.vertices)
+      if (v.codelet == Codelet::kAmpConvNx1) {
+        found = true;
+        EXPECT_EQ(v.params[slot::kAmpWidth], 0);
+      }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(id, identity(bin));
 }
 
 TEST(TraceRoundTrip, TextBinaryTextIsExact) {
@@ -337,7 +339,7 @@ TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
       "  vertex tiles=0 reduce outputs=1 inputs=2\nend\nexchange e\n"
       "  transfer src=0 dst=1 bytes=4\nend\n");
   EXPECT_EQ(to_text(t),
-            "ipusim-trace 2\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+            "ipusim-trace 3\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
             "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
             "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
 }
@@ -369,7 +371,12 @@ TEST(TraceIdentity, ReadersAndWriterGiveTheSameIdentity) {
   Trace big = ir;
   ComputeSet& cs = big.ipus[0].compute_sets[0];
   const Vertex v = cs.vertices[0];
-  cs.vertices.assign(200000, v);
+  cs.vertices.clear();
+  for (std::uint32_t i = 0; i < 400000; ++i) {
+    Vertex one = v;
+    one.tiles = {i % 1000, i % 1000};  // a new tile every time: no two records alike
+    cs.vertices.push_back(one);
+  }
   std::ostringstream big_bin;
   write_binary(big, big_bin);
   ASSERT_GT(big_bin.str().size(), 4u << 20);
@@ -378,16 +385,31 @@ TEST(TraceIdentity, ReadersAndWriterGiveTheSameIdentity) {
   read_binary(big_in, "big.itb", big_bin.str().size(), &got);
   EXPECT_EQ(got, identity(big));
 
-  // An older version: its bytes differ from the current form, its identity does not. A v1
-  // file of a trace without v2 features is the v2 file without the replica count, meta and
-  // global exchanges (3 x u32 after the name) and with version 1.
+  // An older version: its bytes differ from the current form, its identity does not. A
+  // hand-made v1 file: one compute set with one copy vertex on tiles 0..3, one compute step.
   Trace simple = parse("ipusim-trace 1\nipu 0\ncomputeset cs\n  vertex tiles=0..3 copy bytes=8\nend\nprogram\n  compute cs\nend\n");
-  std::ostringstream v2;
-  write_binary(simple, v2);
-  std::string v1 = v2.str();
-  const std::size_t name_end = 8 + 4 + 4 + simple.name.size();
-  v1.erase(name_end, 12);
-  v1[8] = 1;
+  std::string v1 = "IPUTRACE";
+  const auto put = [&](std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) v1 += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put(1, 4);                    // version
+  put(0, 4);                    // name ""
+  put(1, 4);                    // one IPU
+  put(0, 4);                    // ipu 0
+  put(0, 4);                    // no tensors
+  put(1, 4);                    // one compute set
+  put(2, 4);                    // name "cs"
+  v1 += "cs";
+  put(1, 4);                    // one vertex
+  put(static_cast<std::uint64_t>(Codelet::kCopy), 1);
+  put(0, 4);                    // tiles 0..3
+  put(3, 4);
+  put(1, 1);                    // one parameter
+  put(8, 8);                    // bytes=8
+  put(0, 4);                    // no exchanges
+  put(1, 4);                    // one step: compute 0
+  put(0, 1);
+  put(0, 4);
   std::istringstream v1_in(v1);
   got.clear();
   EXPECT_EQ(read_binary(v1_in, "v1.itb", v1.size(), &got), simple);
@@ -530,11 +552,11 @@ TEST(TraceTextErrors, OverlappingDestinations) {
 }
 
 TEST(TraceTextErrors, HeaderAndStructure) {
-  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 2', found end of file");
+  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 3', found end of file");
   EXPECT_EQ(text_error("ipu 0\n"),
-            "t.trace:1: expected the header 'ipusim-trace 2', found 'ipu 0'");
-  EXPECT_TRUE(contains(text_error("ipusim-trace 3\n"),
-                       "t.trace:1: expected trace format version 1 to 2, found version 3"));
+            "t.trace:1: expected the header 'ipusim-trace 3', found 'ipu 0'");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 4\n"),
+                       "t.trace:1: expected trace format version 1 to 3, found version 4"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
                        "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
                        "first 'ipu' section, found 'tensor'"));
@@ -683,10 +705,10 @@ TEST(TraceBinaryErrors, TruncationAtEveryByteIsAnError) {
 TEST(TraceBinaryErrors, HugeCountRejectedBeforeAllocating) {
   const std::string bytes = to_binary(parse(kEveryFeature));
   // Layout: magic 8, version 4, name length 4 + "every_feature" 13, replicas 4, global
-  // exchange count 4, "stage_copies" (4 + 12, copy count 4, 2 copies x 16), "none" (4 + 4,
-  // copy count 4), IPU count 4, IPU index 4, tensor count 4.
+  // exchange count 4, "stage_copies" (4 + 12, provenance 6, copy count 4, 2 copies x 16),
+  // "none" (4 + 4, provenance 6, copy count 4), IPU count 4, IPU index 4, tensor count 4.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);  // count, 2 key/value pairs
-  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4);
+  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4);
   const std::size_t tensor_count_at = ipu_count_at + 4 + 4;
   const std::size_t name_length_at = 12;
   for (std::size_t at : {ipu_count_at, tensor_count_at, name_length_at}) {
@@ -718,14 +740,14 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'ipusim-t'");
   EXPECT_EQ(error_of([&] { from_binary("IPU", 0); }),
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'IPU'");
-  std::string v3 = bytes;
-  v3[8] = 3;
-  EXPECT_EQ(error_of([&] { from_binary(v3, 0); }),
-            "t.itb@8: expected trace format version 1 to 2, found version 3");
+  std::string v4 = bytes;
+  v4[8] = 4;
+  EXPECT_EQ(error_of([&] { from_binary(v4, 0); }),
+            "t.itb@8: expected trace format version 1 to 3, found version 4");
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
-  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 4 + 32) + (4 + 4 + 4) + 4 + 4 + 4 + 4 + 1;
+  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4) + 4 + 4 + 4 + 4 + 1;
   std::string bad_kind = bytes;
   bad_kind[kind_at] = 42;
   EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
@@ -741,7 +763,7 @@ std::string binary_nested_repeats(std::size_t depth) {
   auto u64 = [&](std::uint64_t v) {
     for (int i = 0; i < 8; ++i) b += static_cast<char>((v >> (8 * i)) & 0xff);
   };
-  u32(2);  // version
+  u32(kFormatVersion);  // version (the header and steps are the same in v2 and v3)
   u32(0);  // name ""
   u32(1);  // replicas
   u32(0);  // meta entries
@@ -775,6 +797,268 @@ TEST(TraceBinaryErrors, RepeatNestingIsCapped) {
   const std::string very_deep = binary_nested_repeats(100000);
   EXPECT_TRUE(contains(error_of([&] { from_binary(very_deep, 0); }),
                        "expected repeats nested at most 64 deep"));
+}
+
+
+// --- runs (v3) -----------------------------------------------------------------------------------
+
+// The transfers of an exchange, one line each, as expanded from its runs.
+std::vector<std::string> transfer_lines(const Exchange& ex) {
+  std::vector<std::string> out;
+  ex.for_each([&](const TransferView& t) {
+    std::string dst;
+    for (const TileRange& r : t.dst) dst += fmt::format("{}{}..{}", dst.empty() ? "" : ",", r.first, r.last);
+    out.push_back(fmt::format("{}..{} -> {} {} {}", t.src.first, t.src.last, dst, t.bytes,
+                              kTransferModeNames[static_cast<std::size_t>(t.mode)]));
+  });
+  return out;
+}
+
+TEST(TraceRuns, HandWrittenRunsExpandAsSpelled) {
+  const Trace t = parse(R"(ipusim-trace 3
+ipu 0
+computeset c
+  vertex tiles=1..2 count=3 step=10 copy bytes=4
+  vertex tiles=9 count=2 step=-9 copy bytes=8
+end
+exchange e
+  transfer src=2 dst=0 bytes=14 count=4 src_step=2
+  transfer src=0 dst=0..3,8 bytes=4704 count=3 src_step=1 dst_step=4 bytes_step=-672
+  transfer src=5..6 dst=7 bytes=1 mode=personalised
+end
+program
+  compute c
+  exchange e
+end
+)");
+  const Exchange& ex = t.ipus[0].exchanges[0];
+  ASSERT_EQ(ex.transfers.size(), 3u);  // read as spelled: three records
+  EXPECT_EQ(ex.transfer_count(), 8u);
+  const std::vector<std::string> expected{
+      "2..2 -> 0..0 14 multicast",           "4..4 -> 0..0 14 multicast",
+      "6..6 -> 0..0 14 multicast",           "8..8 -> 0..0 14 multicast",
+      "0..0 -> 0..3,8..8 4704 multicast",    "1..1 -> 4..7,12..12 4032 multicast",
+      "2..2 -> 8..11,16..16 3360 multicast", "5..6 -> 7..7 1 personalised"};
+  EXPECT_EQ(transfer_lines(ex), expected);
+  const ComputeSet flat = expanded(t.ipus[0].compute_sets[0]);
+  std::vector<TileRange> tiles;
+  for (const Vertex& v : flat.vertices) tiles.push_back(v.tiles);
+  EXPECT_EQ(tiles, (std::vector<TileRange>{{1, 2}, {11, 12}, {21, 22}, {9, 9}, {0, 0}}));
+  // The expanded form has the same transfers; coalescing it gives back the runs the compiler
+  // would write (here the same records: each was already a maximal run).
+  Exchange again = expanded(ex);
+  EXPECT_EQ(again.transfers.size(), 8u);
+  EXPECT_EQ(transfer_lines(again), expected);
+  coalesce(again);
+  EXPECT_EQ(again, ex);
+}
+
+TEST(TraceRuns, AddCoalescesAndRoundTripsExactly) {
+  // The pattern of a compiled reduction: each destination tile receives from every even tile
+  // but itself, then a few irregular transfers.
+  Exchange ex{"reduce", {}, {}};
+  Exchange literal{"reduce", {}, {}};
+  std::vector<std::string> lines;
+  for (std::uint32_t d = 0; d < 16; d += 2)
+    for (std::uint32_t s = 0; s < 16; s += 2) {
+      if (s == d) continue;
+      const TileRange dst{d, d};
+      ex.add({s, s}, {&dst, 1}, 14);
+      literal.add_run({s, s}, {&dst, 1}, 14, TransferMode::kMulticast, 1, 0, 0, 0);
+    }
+  for (std::uint32_t s : {3u, 7u, 8u}) {
+    const TileRange dst{1, 1};
+    ex.add({s, s}, {&dst, 1}, s);
+    literal.add_run({s, s}, {&dst, 1}, s, TransferMode::kMulticast, 1, 0, 0, 0);
+  }
+  EXPECT_EQ(ex.transfer_count(), 8u * 7u + 3u);
+  EXPECT_LT(ex.transfers.size(), 20u);
+  EXPECT_EQ(transfer_lines(ex), transfer_lines(literal));
+  EXPECT_EQ(expanded(ex), literal);
+  Exchange c = literal;
+  coalesce(c);
+  EXPECT_EQ(c, ex);  // coalesce() and add() build the same runs
+  coalesce(c);
+  EXPECT_EQ(c, ex);  // idempotent
+
+  // Both forms (runs and one record per transfer) round-trip exactly through text and binary.
+  for (const Exchange* e : {&ex, &literal}) {
+    Trace t;
+    t.ipus.emplace_back().exchanges.push_back(*e);
+    const std::string text = to_text(t);
+    EXPECT_EQ(parse(text), t);
+    EXPECT_EQ(from_binary(to_binary(t), 0), t);
+    EXPECT_EQ(to_text(from_binary(to_binary(parse(text)), 0)), text);
+  }
+}
+
+// Version 1 and 2 files read as the same program as the version 3 file with the same lines:
+// one record per transfer and vertex line (runs only where a v3 file spells them).
+TEST(TraceRuns, OldFilesReadToTheSameProgram) {
+  const std::string root = std::string(IPUSIM_SOURCE_DIR) + "/tests/";
+  int files = 0;
+  for (const std::string dir : {"regression/traces", "fuzz/text_trace/corpus"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(root + dir)) {
+      std::ifstream in(entry.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto header = text.find("ipusim-trace ");
+      if (header == std::string::npos) continue;
+      const char version = text[header + 13];
+      if (version != '1' && version != '2') continue;
+      Trace old;
+      try {
+        old = parse(text, entry.path().string());
+      } catch (const TraceError&) {
+        continue;  // the corpus also holds invalid inputs
+      }
+      std::string as_v3 = text;
+      as_v3[header + 13] = '3';
+      const Trace literal = parse(as_v3, entry.path().string());
+      ++files;
+      EXPECT_EQ(old, literal) << entry.path();
+      // Coalesced, it is still the same program.
+      Trace runs = old;
+      coalesce(runs);
+      for (std::size_t i = 0; i < old.ipus.size(); ++i)
+        for (std::size_t e = 0; e < old.ipus[i].exchanges.size(); ++e)
+          EXPECT_EQ(expanded(runs.ipus[i].exchanges[e]), old.ipus[i].exchanges[e]) << entry.path();
+      // Written in the current version and read back: the same program.
+      EXPECT_EQ(parse(to_text(old)), old);
+      EXPECT_EQ(from_binary(to_binary(old), 0), old);
+    }
+  }
+  EXPECT_GE(files, 10);
+}
+
+// Version 1 and 2 binary files (the fuzz corpus seeds) read as the program their text twin
+// spells, and write back as version 3 files that read as the same program.
+TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
+  const std::string root = std::string(IPUSIM_SOURCE_DIR) + "/tests/fuzz/";
+  int files = 0, twins = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "binary_trace/corpus")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes.size() < 12 || bytes.compare(0, 8, "IPUTRACE") != 0 || (bytes[8] != 1 && bytes[8] != 2))
+      continue;
+    Trace old;
+    try {
+      old = from_binary(bytes, bytes.size());
+    } catch (const TraceError&) {
+      continue;  // the corpus also holds invalid inputs
+    }
+    ++files;
+    const std::string v3 = to_binary(old);
+    EXPECT_EQ(v3.substr(8, 4), std::string("\x03\x00\x00\x00", 4));
+    EXPECT_EQ(from_binary(v3, v3.size()), old) << entry.path();
+    EXPECT_EQ(parse(to_text(old)), old) << entry.path();
+    auto twin = entry.path();
+    twin.replace_extension(".txt");
+    const auto text_path = root + "text_trace/corpus/" + twin.filename().string();
+    if (std::filesystem::exists(text_path)) {
+      std::ifstream tin(text_path);
+      const std::string text((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
+      try {
+        EXPECT_EQ(parse(text, text_path), old) << text_path;
+        ++twins;
+      } catch (const TraceError&) {
+      }
+    }
+  }
+  EXPECT_GE(files, 8);
+  EXPECT_GE(twins, 3);
+}
+
+TEST(TraceRuns, InvalidRunsAreRejected) {
+  const std::string head = "ipusim-trace 3\nipu 0\nexchange e\n";
+  EXPECT_TRUE(contains(text_error(head + "  transfer src=0 dst=1 bytes=1 count=0\nend\n"),
+                       "t.trace:4: expected count= in 1..4294967295, found '0'"));
+  EXPECT_TRUE(contains(text_error(head + "  transfer src=0 dst=1 bytes=1 src_step=2\nend\n"),
+                       "t.trace:4: expected no steps for a single record"));
+  EXPECT_TRUE(contains(text_error(head + "  transfer src=5 dst=1 bytes=1 count=7 src_step=-1\nend\n"),
+                       "steps tile range 5..5 by -1 over 7 copies"));
+  EXPECT_TRUE(contains(text_error(head + "  transfer src=0 dst=1 bytes=4 count=9 bytes_step=-1\nend\n"),
+                       "steps bytes 4 by -1 over 9 transfers"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nexchange e\n  transfer src=0 dst=1 bytes=1 count=2\nend\n"),
+                       "t.trace:4: 'count=' needs trace format version 3"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 count=2 step=1 copy bytes=1\nend\n"),
+                       "t.trace:4: 'count=' needs trace format version 3"));
+  // A run past the chip's last tile names the item.
+  const Trace t = parse("ipusim-trace 3\nipu 0\ncomputeset c\n  vertex tiles=0 count=5 step=400 copy bytes=1\nend\n");
+  EXPECT_EQ(error_of([&] { check_tiles(t, 1472, "k.trace"); }),
+            "k.trace: compute set 'c' vertex 0 uses tile 1600 but the chip has 1472 tiles");
+  // The binary form has one encoding per value: a padded varint or a repeated "new bytes" is
+  // an error, not another spelling.
+  Trace one;
+  Exchange& ex = one.ipus.emplace_back().exchanges.emplace_back();
+  ex.name = "e";
+  const TileRange d{1, 1};
+  ex.add_run({0, 0}, {&d, 1}, 0, TransferMode::kMulticast, 1, 0, 0, 0);
+  const std::string bytes = to_binary(one);
+  // The transfer record is at the end, before the step count (4 bytes): flags, src delta 0,
+  // dst delta 2 (zigzag of 1), dst span 0.
+  const std::size_t rec = bytes.size() - 4 - 4;
+  ASSERT_EQ(bytes.substr(rec), std::string("\x00\x00\x02\x00\x00\x00\x00\x00", 8));
+  std::string padded = bytes;
+  padded.replace(rec + 1, 1, std::string("\x80\x00", 2));
+  EXPECT_TRUE(contains(error_of([&] { from_binary(padded, 0); }), "shortest varint form"));
+  std::string same_bytes = bytes;
+  same_bytes[rec] = 0x10;
+  same_bytes.insert(rec + 2, 1, '\0');  // "new bytes" 0, equal to the previous (0)
+  EXPECT_TRUE(contains(error_of([&] { from_binary(same_bytes, 0); }), "expected new transfer bytes"));
+}
+
+// docs/trace-format.md §6, "v3 example".
+TEST(TraceRuns, BinaryRecordIsAsDocumented) {
+  Trace t;
+  Exchange& ex = t.ipus.emplace_back().exchanges.emplace_back();
+  ex.name = "e";
+  const TileRange d{0, 0};
+  ex.add_run({2, 2}, {&d, 1}, 14, TransferMode::kMulticast, 712, 2, 0, 0);
+  const std::string bytes = to_binary(t);
+  // ... exchange name, transfer count 1, the record, then the step count (4 bytes).
+  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 8, 8), std::string("\x32\x04\x0e\x00\x00\xc6\x05\x04", 8));
+  EXPECT_EQ(from_binary(bytes, bytes.size()), t);
+}
+
+// --- provenance (v3) ------------------------------------------------------------------------------
+
+TEST(TraceProvenance, RoundTripsAndIsChecked) {
+  const Trace ir = parse(kEveryFeature);
+  const ComputeSet& convs = ir.ipus[0].compute_sets[0];
+  EXPECT_EQ(convs.provenance.layers, (std::vector<std::string>{"b1/conv1", "b2/conv1"}));
+  EXPECT_EQ(convs.provenance.pass, Pass::kForward);
+  EXPECT_EQ(convs.provenance.op, OpKind::kConv);
+  EXPECT_TRUE(ir.ipus[0].compute_sets[1].provenance.empty());
+  EXPECT_EQ(ir.ipus[0].exchanges[0].provenance.pass, Pass::kWeightGradient);
+  EXPECT_EQ(ir.ipus[0].exchanges[0].provenance.op, OpKind::kNone);
+  EXPECT_EQ(ir.global_exchanges[0].provenance.pass, Pass::kPipelineCopy);
+  EXPECT_EQ(ir.ipus[0].steps[0].provenance.op, OpKind::kCopy);
+  // Text, binary and IR agree (TraceRoundTrip covers the bytes); provenance is part of the
+  // identity.
+  Trace other = ir;
+  other.ipus[0].compute_sets[0].provenance.layers.pop_back();
+  EXPECT_NE(identity(other), identity(ir));
+  EXPECT_EQ(from_binary(to_binary(other), 0), other);
+  EXPECT_EQ(parse(to_text(other)), other);
+  // Errors: fields of version 3 in an older file, unknown values, repeated layers, provenance
+  // on a step kind that takes none.
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\ncomputeset c layer=a\nend\n"),
+                       "t.trace:3: 'layer=' needs trace format version 3"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\nexchange e pass=forwards\nend\n"),
+                       "t.trace:3: unknown pass 'forwards' (did you mean 'forward'?)"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c op=conv2d\nend\n"),
+                       "t.trace:3: unknown op kind 'conv2d'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c layer=a,b,a\nend\n"),
+                       "t.trace:3: expected each layer once in layer=, found 'a' twice"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c layer=a,\nend\n"),
+                       "t.trace:3: expected a layer name"));
+  Trace bad = ir;
+  bad.ipus[0].steps[1].provenance.pass = Pass::kForward;  // a repeat step
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }),
+                       "program step 1 (repeat) sets fields that its kind does not use"));
+  bad = ir;
+  bad.ipus[0].compute_sets[0].provenance.layers.push_back("b1/conv1");
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }), "names layer 'b1/conv1' twice"));
 }
 
 // Seeded byte mutations: every outcome is a valid trace or a TraceError, never a crash or

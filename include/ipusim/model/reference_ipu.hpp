@@ -101,6 +101,9 @@ class ReferenceIpu : public IpuModule {
   void group_step(const trace::Step& step);
 
   const ChipSpec& chip_;
+  // The program with its runs written out (v3 runs): the reference engine keeps the one-record
+  // -per-transfer view it was written against, and is not on any fast path.
+  trace::IpuProgram expanded_;
   const trace::IpuProgram& program_;
   Placement placement_;
   Fabric* fabric_;

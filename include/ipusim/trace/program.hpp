@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The in-memory form of a compiled program trace (format v2, docs/trace-format.md).
+// The in-memory form of a compiled program trace (format v3, docs/trace-format.md).
 // A trace holds one BSP program per IPU of a replica: tensor allocations per tile, compute sets
 // (vertex instances per tile), exchanges (tile-to-tile transfers), and a step tree (compute,
 // sync, exchange, host copy, repeat; since v2 also external syncs, inter-IPU copies and
@@ -21,7 +21,7 @@
 namespace ipusim::trace {
 
 // The version writers produce; readers also accept kOldestFormatVersion..kFormatVersion.
-inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kFormatVersion = 3;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Deepest nesting of repeat steps that readers accept and check_structure allows.
@@ -66,18 +66,59 @@ struct Tensor {
   bool operator==(const Tensor&) const = default;
 };
 
+// Where an item of the program comes from (v3, issue 13): the model layer or layers it belongs
+// to (several when shared between layers or fused), the training pass and the kind of
+// operation. For reports only: provenance never changes timing. Empty when unknown (a
+// hand-written or kernel trace).
+enum class Pass : std::uint8_t {
+  kNone = 0, kForward, kRecompute, kDataGradient, kWeightGradient, kWeightUpdate,
+  kGradientAllreduce, kHostIo, kPipelineCopy,
+};
+inline constexpr std::array<std::string_view, 9> kPassNames{
+    "none",          "forward",            "recompute", "data_gradient", "weight_gradient",
+    "weight_update", "gradient_allreduce", "host_io",   "pipeline_copy"};
+enum class OpKind : std::uint8_t {
+  kNone = 0, kConv, kMatmul, kBatchNorm, kLayerNorm, kSoftmax, kElementwise, kReduce, kPool,
+  kEmbedding, kLoss, kOptimiser, kCopy,
+};
+inline constexpr std::array<std::string_view, 13> kOpKindNames{
+    "none",    "conv",   "matmul", "batch_norm", "layer_norm", "softmax", "elementwise",
+    "reduce",  "pool",   "embedding", "loss",    "optimiser",  "copy"};
+// Most layer names one item may carry.
+inline constexpr std::size_t kMaxProvenanceLayers = 4096;
+
+struct Provenance {
+  std::vector<std::string> layers;  // valid names, each at most once, in order of first use
+  Pass pass = Pass::kNone;
+  OpKind op = OpKind::kNone;
+  bool empty() const { return layers.empty() && pass == Pass::kNone && op == OpKind::kNone; }
+  bool operator==(const Provenance&) const = default;
+};
+
 // One vertex instance of `codelet` on every tile of `tiles` (a range is shorthand for
 // identical instances). Unused parameter slots are zero.
+// Since v3 a vertex record is a run: `count` copies of it, copy i on `tiles` shifted by
+// i x `step` (count 1 is a single record, whose step is 0). Engines visit the copies with
+// tiles_at(i); coalesce() builds runs from consecutive records.
 struct Vertex {
   Codelet codelet = Codelet::kCopy;
   TileRange tiles;
   std::array<std::int64_t, kMaxVertexParams> params{};
+  std::uint32_t count = 1;
+  std::int64_t step = 0;
+  TileRange tiles_at(std::uint32_t i) const {
+    const auto shift = static_cast<std::uint32_t>(static_cast<std::int64_t>(i) * step);
+    return {tiles.first + shift, tiles.last + shift};
+  }
+  // Tiles of all copies together (counting a tile once per copy on it).
+  std::uint64_t instances() const { return static_cast<std::uint64_t>(tiles.size()) * count; }
   bool operator==(const Vertex&) const = default;
 };
 
 struct ComputeSet {
   std::string name;
   std::vector<Vertex> vertices;
+  Provenance provenance;  // v3
   bool operator==(const ComputeSet&) const = default;
 };
 
@@ -92,27 +133,86 @@ enum class TransferMode : std::uint8_t {
 };
 inline constexpr std::array<std::string_view, 2> kTransferModeNames{"multicast", "personalised"};
 
+// A transfer record. Since v3 it is a run (an affine family) of `count` transfers: transfer
+// i sends from `src` shifted by i x `src_step`, to every destination range shifted by
+// i x `dst_step`, `bytes` + i x `bytes_step` bytes. A single transfer has count 1 and zero
+// steps. Each transfer of a run is a transfer in every respect (timing, exchange code).
 struct Transfer {
   TileRange src;
   std::uint32_t dst_first = 0;  // index into Exchange::dst_pool
   std::uint32_t dst_count = 0;  // number of destination ranges
   std::uint64_t bytes = 0;
   TransferMode mode = TransferMode::kMulticast;
+  std::uint32_t count = 1;
+  std::int64_t src_step = 0;
+  std::int64_t dst_step = 0;
+  std::int64_t bytes_step = 0;
+  bool is_run() const { return count > 1; }
+  static std::uint32_t shift(std::uint32_t tile, std::int64_t step, std::uint32_t i) {
+    return static_cast<std::uint32_t>(tile + static_cast<std::uint64_t>(step * i));
+  }
+  TileRange src_at(std::uint32_t i) const {
+    return {shift(src.first, src_step, i), shift(src.last, src_step, i)};
+  }
+  std::uint64_t bytes_at(std::uint32_t i) const {
+    return bytes + static_cast<std::uint64_t>(bytes_step * i);
+  }
   bool operator==(const Transfer&) const = default;
+};
+
+// One transfer of an exchange, as engines see it (Exchange::for_each).
+struct TransferView {
+  TileRange src;
+  std::span<const TileRange> dst;
+  std::uint64_t bytes = 0;
+  TransferMode mode = TransferMode::kMulticast;
 };
 
 struct Exchange {
   std::string name;
-  std::vector<Transfer> transfers;
+  std::vector<Transfer> transfers;  // runs (v3), in order
   // Destination ranges of all transfers, back to back in transfer order with no gaps (as add()
-  // builds it; check_structure enforces this so that files round-trip exactly).
+  // builds it; check_structure enforces this so that files round-trip exactly). A run stores
+  // the destination ranges of its first transfer.
   std::vector<TileRange> dst_pool;
+  Provenance provenance;  // v3
 
   std::span<const TileRange> destinations(const Transfer& t) const {
     return {dst_pool.data() + t.dst_first, t.dst_count};
   }
+  // Appends one transfer (count 1).
   void add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
            TransferMode mode = TransferMode::kMulticast);
+  // Appends a run of `count` transfers (count >= 1; steps must be 0 when count is 1).
+  void add_run(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
+               TransferMode mode, std::uint32_t count, std::int64_t src_step,
+               std::int64_t dst_step, std::int64_t bytes_step);
+  // Number of transfers (the runs expanded).
+  std::uint64_t transfer_count() const;
+  // Calls f(const TransferView&) for every transfer in order, the runs expanded on the fly
+  // (destination ranges of a run with a destination step are shifted into a scratch buffer).
+  template <typename F>
+  void for_each(F&& f) const {
+    std::vector<TileRange> scratch;
+    for (const Transfer& t : transfers) {
+      const auto dsts = destinations(t);
+      if (t.count == 1) {
+        f(TransferView{t.src, dsts, t.bytes, t.mode});
+        continue;
+      }
+      if (t.dst_step != 0) scratch.resize(dsts.size());
+      for (std::uint32_t i = 0; i < t.count; ++i) {
+        std::span<const TileRange> d = dsts;
+        if (t.dst_step != 0) {
+          for (std::size_t k = 0; k < dsts.size(); ++k)
+            scratch[k] = {Transfer::shift(dsts[k].first, t.dst_step, i),
+                          Transfer::shift(dsts[k].last, t.dst_step, i)};
+          d = scratch;
+        }
+        f(TransferView{t.src_at(i), d, t.bytes_at(i), t.mode});
+      }
+    }
+  }
   bool operator==(const Exchange&) const = default;
 };
 
@@ -180,6 +280,9 @@ struct Step {
   // kHost only: the transfer runs in the background on I/O tiles (prefetch); the program
   // waits for it only when it issues the next background transfer before this one is done.
   bool overlap = false;
+  // kHost and kCollective only (v3): where the step comes from. Compute sets, exchanges and
+  // global exchanges carry their own.
+  Provenance provenance;
   bool operator==(const Step&) const = default;
 };
 
@@ -196,6 +299,7 @@ struct IpuCopy {
 struct GlobalExchange {
   std::string name;
   std::vector<IpuCopy> copies;
+  Provenance provenance;  // v3
   bool operator==(const GlobalExchange&) const = default;
 };
 
@@ -222,6 +326,23 @@ struct Trace {
   bool uses_system() const;
   bool operator==(const Trace&) const = default;
 };
+
+// What is wrong with a run (v3) if anything, e.g. "steps tile range 5..5 by -1 over 7 copies,
+// past the tile indices 0..4294967295": a count of 0, steps on a single record, or a member
+// whose tiles leave 0..2^32-1 or whose bytes leave 0..kMaxCount.
+std::optional<std::string> run_problem(const Vertex& v);
+std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRange> dst);
+
+// Merges consecutive transfers of each exchange and consecutive vertices of each compute set
+// into runs (the canonical run form: the same transfers and vertex instances in the same
+// order, docs/trace-format.md §4.2). Idempotent; a trace and its coalesced form simulate
+// identically. The compiler calls it on its result.
+void coalesce(Exchange& exchange);
+void coalesce(ComputeSet& compute_set);
+void coalesce(Trace& trace);
+// The inverse: every run written out as count-1 records (for tests and the reference engine).
+Exchange expanded(const Exchange& exchange);
+ComputeSet expanded(const ComputeSet& compute_set);
 
 // Structural checks that do not need a chip: indices in range, tile ranges ordered, codelet
 // parameters within the catalogue's bounds, names valid and unique per IPU, counts and sizes
