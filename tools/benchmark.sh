@@ -112,7 +112,7 @@ compile_case() {  # compile TAG LABEL RUN_FILE: compile time row, writes $work/T
   local tag="$1" label="$2" run_file="$3"
   timed "compile-$tag" "$ipusim" compile --run "$run_file" --out "$work/$tag.itb" || return 1
   row "compile $label" "-" "$t_wall" "$t_cpu" "-" "-" "$t_rss_mib" \
-    "$(awk -v b="$(stat -c %s "$work/$tag.itb")" 'BEGIN { printf "%.0f MiB itb", b / 1048576 }')" \
+    "$(awk -v b="$(stat -c %s "$work/$tag.itb")" 'BEGIN { printf "%.2f MB itb", b / 1e6 }')" \
     "-" "-" "-"
 }
 
@@ -161,6 +161,25 @@ elif [[ $quick == 0 ]]; then
   for w in resnet50-pod16 resnet50-pod64 resnet50-pod256 bert-large-pod16 bert-large-pod64; do
     row "$w" "n/a (compiler not available)" "" "" "" "" "" "" "" "" ""
   done
+fi
+
+# 2b. Issue 14's targets: the default job compiled and simulated in one process, and a
+# 64-point what-if sweep of the ResNet-50 POD16 step (clock x tiles x exchange width).
+if [[ $quick == 0 && $have_compiler == 1 ]]; then
+  timed onep "$ipusim" run --run "$root/configs/runs/resnet50-pod16.yaml" -q &&
+    row "resnet50-pod16 compile+run, one process" "-" "$t_wall" "$t_cpu" "-" "-" "$t_rss_mib" "" "" "" ""
+  cat >"$work/whatif64.yaml" <<SPEC
+format: ipusim-sweep/1
+name: whatif64
+base:
+  run: $root/configs/runs/resnet50-pod16.yaml
+axes:
+  - chip.clock: [1.0GHz, 1.325GHz, 1.6GHz, 1.85GHz]
+  - chip.tiles: [1024, 1216, 1472, 1856]
+  - chip.exchange.bytes_per_cycle: [2B/cycle, 4B/cycle, 8B/cycle, 16B/cycle]
+SPEC
+  timed sweep64 "$ipusim" sweep "$work/whatif64.yaml" --out "$work/whatif64" --jobs "$(nproc)" --quiet &&
+    row "64-point ResNet-50 POD16 sweep, --jobs $(nproc)" "-" "$t_wall" "$t_cpu" "-" "-" "$t_rss_mib" "" "" "" ""
 fi
 
 # 3. Fast engine against the reference engine on the same trace, in this run. The single-IPU
