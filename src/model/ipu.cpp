@@ -286,15 +286,23 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
         program_.ipu));
   const std::uint64_t start = now_;
   const GroupTiming t = fabric_->group_step(placement_, step, now_, times);
-  record(span_kind(PhaseKind::kExternalSync), static_cast<std::uint32_t>(step.group.kind), start,
-         t.synced - start, times);
+  // Waiting for the group's other members (pipeline bubbles, imbalance), then the external
+  // sync itself from the last arrival.
+  const std::uint64_t arrived = std::max(start, t.barrier);
+  if (arrived > start)
+    record(span_kind(PhaseKind::kWaiting), static_cast<std::uint32_t>(step.group.kind), start, arrived - start,
+           times);
+  record(span_kind(PhaseKind::kExternalSync), static_cast<std::uint32_t>(step.group.kind), arrived,
+         t.synced - arrived, times);
   if (step.kind == trace::StepKind::kCollective)
     record(span_kind(PhaseKind::kCollective), static_cast<std::uint32_t>(step.collective), t.synced,
            t.end - t.synced, times);
   else if (step.kind == trace::StepKind::kGlobalExchange)
     record(span_kind(PhaseKind::kInterIpu), step.index, t.synced, t.end - t.synced, times);
-  // Waiting for the other members and the external sync count as sync; the rest is the step.
-  phases_[PhaseKind::kExternalSync] += t.synced - now_;
+  // Waiting for the other members, the external sync, then the step itself.
+  phases_[PhaseKind::kWaiting] += arrived - now_;
+  if (arrived > now_) counts_[PhaseKind::kWaiting] += times;
+  phases_[PhaseKind::kExternalSync] += t.synced - arrived;
   counts_[PhaseKind::kExternalSync] += times;
   if (step.kind == trace::StepKind::kCollective) {
     phases_[PhaseKind::kCollective] += t.end - t.synced;

@@ -333,7 +333,11 @@ void ReferenceIpu::group_step(const trace::Step& step) {
         "system (--system configs/systems/...)",
         program_.ipu));
   const GroupTiming t = fabric_->group_step(placement_, step, now_, 1);
-  phases_[PhaseKind::kExternalSync] += t.synced - now_;
+  // Waiting for the group's other members, then the external sync from the last arrival.
+  const std::uint64_t arrived = std::max(now_, t.barrier);
+  phases_[PhaseKind::kWaiting] += arrived - now_;
+  if (arrived > now_) ++counts_[PhaseKind::kWaiting];
+  phases_[PhaseKind::kExternalSync] += t.synced - arrived;
   ++counts_[PhaseKind::kExternalSync];
   if (step.kind == trace::StepKind::kCollective) {
     phases_[PhaseKind::kCollective] += t.end - t.synced;

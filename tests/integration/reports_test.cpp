@@ -55,7 +55,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path, std::str
 }
 
 constexpr const char* kPhases[] = {"compute", "sync", "exchange", "host", "streaming",
-                                   "external_sync", "inter_ipu", "collective"};
+                                   "external_sync", "waiting", "inter_ipu", "collective"};
 
 TEST(Reports, TimelineIsValidTraceEventJsonAndMatchesStats) {
   TempDir dir;
@@ -151,8 +151,8 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   const auto rows = read_csv(dir.file("out/supersteps.csv"), &header);
   EXPECT_EQ(header,
             "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
-            "host_cycles,streaming_cycles,external_sync_cycles,inter_ipu_cycles,collective_cycles,"
-            "active_tiles");
+            "host_cycles,streaming_cycles,external_sync_cycles,waiting_cycles,inter_ipu_cycles,"
+            "collective_cycles,active_tiles");
   ASSERT_GT(rows.size(), 10u);
   std::map<std::string, double> sums;
   double compute_execs = 0;
@@ -161,13 +161,13 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   EXPECT_TRUE(first == -1 || first == 0) << first;
   std::int64_t previous = first - 1;
   for (const auto& row : rows) {
-    ASSERT_EQ(row.size(), 14u);
+    ASSERT_EQ(row.size(), 15u);
     EXPECT_EQ(std::stoll(row[1]), previous + 1);  // supersteps numbered in order
     previous = std::stoll(row[1]);
-    for (int k = 0; k < 8; ++k) sums[kPhases[k]] += std::stod(row[5 + k]);
+    for (int k = 0; k < 9; ++k) sums[kPhases[k]] += std::stod(row[5 + k]);
     if (std::stoll(row[1]) >= 0) {
       compute_execs += std::stod(row[3]);
-      EXPECT_GT(std::stod(row[13]), 0);  // active tiles
+      EXPECT_GT(std::stod(row[14]), 0);  // active tiles
     }
   }
   for (const char* p : kPhases)

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "cli_harness.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::testing {
 namespace {
@@ -290,6 +291,42 @@ TEST(SystemKernels, ExternalSyncLoop) {
   const auto r = ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("o") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(total_cycles(read_all(dir.file("o/stats.json"))), 10.0 * 199);  // §2: N=16 -> 199
+}
+
+}  // namespace
+}  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+// Cycles of phase `phase` of simulated IPU `ipu` in a stats.json.
+double ipu_phase(const std::string& stats, std::size_t ipu, const std::string& phase) {
+  const JsonValue root = parse_json(stats, "stats.json");
+  return root.find("ipu")->items.at(ipu).find("phases")->find(phase)->find("cycles")->find("value")->number.d;
+}
+
+TEST(ExternalSync, WaitingForPeersIsNotSync) {
+  // IPU 0 computes (a copy vertex), then both IPUs of the replica sync. IPU 1 arrives at 0
+  // and waits until IPU 0 arrives, after its compute phase; then both pay the sync itself:
+  // 2 x (1 + 2/4) hops x 15 ns x 1.325 GHz = 59.6, rounded up to 60 cycles (ipu-hardware.md
+  // §2 sync latency model). Both engines agree.
+  TempDir dir;
+  const std::string trace = dir.file("w.trace");
+  std::ofstream(trace) << "ipusim-trace 3\nipu 0\ncomputeset c\n  vertex tiles=0 copy bytes=80000\nend\n"
+                          "program\n  compute c\n  sync group=replica\nend\n"
+                          "ipu 1\nprogram\n  sync group=replica\nend\n";
+  for (const std::string engine : {"fast", "reference"}) {
+    const auto r = ipusim("run -q --engine " + engine + " --system " + source_dir() +
+                          "/configs/systems/pod16.yaml --out " + dir.file(engine) + " " + trace);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string stats = read_all(dir.file(engine + "/stats.json"));
+    const double compute = ipu_phase(stats, 0, "compute");
+    ASSERT_GT(compute, 0);
+    EXPECT_EQ(ipu_phase(stats, 0, "waiting"), 0) << engine;
+    EXPECT_EQ(ipu_phase(stats, 1, "waiting"), compute) << engine;
+    EXPECT_EQ(ipu_phase(stats, 0, "external_sync"), 60) << engine;
+    EXPECT_EQ(ipu_phase(stats, 1, "external_sync"), 60) << engine;
+  }
 }
 
 }  // namespace

@@ -156,10 +156,11 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
   const std::string csv = sweep_csv({"chip.clock"}, {ok, bad});
   EXPECT_EQ(csv,
             "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit,compute_s,"
-            "sync_s,exchange_s,host_s,streaming_s,external_sync_s,inter_ipu_s,collective_s,flop_utilisation,error\n"
-            "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,0.0,0.0,0.0,0.0,0.0,0.0,0.0,"
+            "sync_s,exchange_s,host_s,streaming_s,external_sync_s,waiting_s,inter_ipu_s,collective_s,flop_utilisation,"
+            "error\n"
+            "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,"
             "0.0,,\n"
-            "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,\"out of memory on tile 3, \"\"big\"\"\"\n");
+            "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,\"out of memory on tile 3, \"\"big\"\"\"\n");
   // A record reads back to the same row.
   const PointResult back = parse_point_record(point_record(ok), "p.json");
   EXPECT_EQ(sweep_csv({}, {back}), sweep_csv({}, {ok}));

@@ -18,11 +18,12 @@ enum class PhaseKind : std::uint8_t {
   kExchange,      // on-chip exchanges
   kHost,          // host transfers
   kStreaming,     // Streaming Memory transfers through the gateway
-  kExternalSync,  // external syncs, including waiting for other IPUs
+  kExternalSync,  // external syncs: from the last member's arrival to the sync's end
+  kWaiting,       // at an external sync or collective, waiting for the group's other IPUs
   kInterIpu,      // copies between IPUs (global exchanges)
   kCollective,    // collectives (after their group sync)
 };
-inline constexpr std::size_t kPhaseKinds = 8;
+inline constexpr std::size_t kPhaseKinds = 9;
 
 struct PhaseInfo {
   PhaseKind kind;
@@ -39,6 +40,7 @@ inline constexpr std::array<PhaseInfo, kPhaseKinds> kPhases{{
     {PhaseKind::kHost, "host", "host copies", "#76b7b2", true},
     {PhaseKind::kStreaming, "streaming", "transfers", "#59a14f", false},
     {PhaseKind::kExternalSync, "external_sync", "syncs", "#edc948", false},
+    {PhaseKind::kWaiting, "waiting", "waits for other IPUs", "#bab0ac", false},
     {PhaseKind::kInterIpu, "inter_ipu", "global exchanges", "#b07aa1", false},
     {PhaseKind::kCollective, "collective", "collectives", "#ff9da7", false},
 }};
