@@ -13,6 +13,7 @@
 #include "ipusim/config/system.hpp"
 #include "ipusim/topology/link_schedule.hpp"
 #include "ipusim/topology/topology.hpp"
+#include "ipusim/topology/collective.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::topology {
@@ -351,6 +352,37 @@ TEST(LinkSchedule, FlowsSharingALinkQueue) {
   LinkSchedule s3(t);
   const std::vector<Flow> both{{0, 2, 1000000}, {2, 0, 1000000}};
   EXPECT_EQ(s3.run(both, 0), hold + latency);
+}
+
+}  // namespace
+}  // namespace ipusim::topology
+
+namespace ipusim::topology {
+namespace {
+
+TEST(CollectiveRegistry, EveryTraceMethodHasOneAlgorithmAndAutoTriesThemAll) {
+  // The trace's methods other than auto, each registered once under its own name, in the
+  // order auto tries them (ring first: a tie keeps the plain ring).
+  const auto& all = collective_algorithms();
+  ASSERT_EQ(all.size(), trace::kCollectiveMethodNames.size() - 1);
+  EXPECT_EQ(all.front()->method(), trace::CollectiveMethod::kRing);
+  for (std::size_t m = 0; m < trace::kCollectiveMethodNames.size(); ++m) {
+    const auto method = static_cast<trace::CollectiveMethod>(m);
+    if (method == trace::CollectiveMethod::kAuto) {
+      EXPECT_THROW(collective_algorithm(method), ModelError);
+      continue;
+    }
+    EXPECT_EQ(collective_algorithm(method).method(), method) << trace::kCollectiveMethodNames[m];
+    EXPECT_EQ(std::count_if(all.begin(), all.end(), [&](const auto* a) { return a->method() == method; }), 1);
+  }
+  // Ring-based algorithms lay out passes (and compose over racks); broadcast-reduce does not.
+  const std::vector<std::uint32_t> four{0, 1, 2, 3};
+  EXPECT_EQ(ring_algorithm().passes(four, four, 4000).size(), 1u);
+  EXPECT_EQ(ring_algorithm().passes(four, four, 4000)[0].chunk, 1000u);                // 4000 / 4
+  EXPECT_EQ(bidirectional_ring_algorithm().passes(four, four, 4000)[1].chunk, 500u);   // / 2 x 4
+  EXPECT_EQ(quad_ring_algorithm().passes(four, four, 4000).size(), 4u);
+  EXPECT_EQ(quad_ring_algorithm().passes(four, four, 4000)[3].chunk, 250u);            // / 4 x 4
+  EXPECT_TRUE(broadcast_reduce_algorithm().passes(four, four, 4000).empty());
 }
 
 }  // namespace

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// Collective algorithms: the extension point for how GCL-style collectives move data over the
+// links (docs/topology.md "Collectives"). Each algorithm is a CollectiveAlgorithm in a file of
+// its own (src/topology/collective_<name>.cpp) and a line of the registry
+// (collective_algorithms() in src/topology/collective.cpp); it is named in traces by its
+// trace::CollectiveMethod. `auto` tries every registered algorithm on a copy of the link state
+// and runs the fastest. All-reduces over several racks are composed hierarchically from the
+// chosen algorithm (reduce-scatter in each rack, ring all-reduce of the shards between racks,
+// all-gather in each rack) unless the algorithm opts out.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ipusim/topology/link_schedule.hpp"
+
+namespace ipusim::topology {
+
+// One ring pass: members in ring order, each sending `chunk` bytes to its successor (or
+// predecessor when reversed) at every step.
+struct RingPass {
+  std::vector<std::uint32_t> order;
+  bool reverse = false;
+  std::uint64_t chunk = 0;
+};
+
+class CollectiveAlgorithm;
+
+// What an algorithm runs on: the links (shared with everything else in flight), the chip
+// that reduces received data, and the steps every algorithm is made of. Times are tile clock
+// cycles; every function takes the cycle its work is ready and returns the cycle it ends.
+class CollectiveContext {
+ public:
+  CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype);
+
+  LinkSchedule& links() { return links_; }
+  const ChipSpec& chip() const { return chip_; }
+  trace::DType dtype() const { return dtype_; }
+  // A neighbour handshake between two IPUs: one sync hop there and back.
+  std::uint64_t hop_sync() const { return hop_sync_; }
+  // On-chip reduction of `inputs` vectors of `bytes` each (reduce_cycles for this dtype).
+  std::uint64_t reduce(std::uint64_t bytes, std::uint64_t inputs) const;
+
+  // `steps` ring steps of every pass at once; with `reduce`, each step ends with an on-chip
+  // reduction of the received chunk. Each step also pays a neighbour sync.
+  std::uint64_t ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce, std::uint64_t t);
+  // Reduce-scatter (`reduce`) or all-gather of `bytes` per member within each of `groups`,
+  // over the rings `algorithm` lays out (RingAlgorithm::passes), all groups at once.
+  std::uint64_t ring_phase(const std::vector<std::vector<std::uint32_t>>& groups, const CollectiveAlgorithm& algorithm,
+                           std::uint64_t bytes, bool reduce, std::uint64_t t);
+  // Every member sends `bytes` to every other member at once, then a handshake.
+  std::uint64_t direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes, std::uint64_t t);
+
+ private:
+  LinkSchedule& links_;
+  const ChipSpec& chip_;
+  trace::DType dtype_;
+  std::uint64_t hop_sync_ = 0;
+};
+
+class CollectiveAlgorithm {
+ public:
+  virtual ~CollectiveAlgorithm() = default;
+  // The name traces and run directories use for it.
+  virtual trace::CollectiveMethod method() const = 0;
+  // `op` over `members` (system IPUs in replica order, at least 2) on `bytes` per member.
+  virtual std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op, const std::vector<std::uint32_t>& members,
+                            std::uint64_t bytes, std::uint64_t t) const = 0;
+  // The ring passes one reduce-scatter or all-gather step of `members` uses (a ring in the
+  // topology's order is `ring`); empty for algorithms that are not ring-based, which then
+  // cannot be composed hierarchically over racks.
+  virtual std::vector<RingPass> passes(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& ring,
+                                       std::uint64_t bytes) const {
+    (void)members;
+    (void)ring;
+    (void)bytes;
+    return {};
+  }
+};
+
+// Ring-based algorithms: run() is the ring reduce-scatter and/or all-gather over passes().
+class RingAlgorithm : public CollectiveAlgorithm {
+ public:
+  std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op, const std::vector<std::uint32_t>& members,
+                    std::uint64_t bytes, std::uint64_t t) const override;
+};
+
+// The registered algorithms, in the order `auto` tries them (a tie keeps the first).
+const std::vector<const CollectiveAlgorithm*>& collective_algorithms();
+// The registered algorithm for `method` (not kAuto); throws ModelError if there is none.
+const CollectiveAlgorithm& collective_algorithm(trace::CollectiveMethod method);
+
+// One instance of each algorithm, defined in its own file (the registry lists them).
+const CollectiveAlgorithm& ring_algorithm();
+const CollectiveAlgorithm& bidirectional_ring_algorithm();
+const CollectiveAlgorithm& quad_ring_algorithm();
+const CollectiveAlgorithm& broadcast_reduce_algorithm();
+
+}  // namespace ipusim::topology

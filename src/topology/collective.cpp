@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collective-algorithm registry, the steps algorithms are made of, and run_collective:
+// `auto` and the hierarchical composition over racks (include/ipusim/topology/collective.hpp).
+#include "ipusim/topology/collective.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <span>
+
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::topology {
+
+using trace::CollectiveMethod;
+using trace::CollectiveOp;
+
+const std::vector<const CollectiveAlgorithm*>& collective_algorithms() {
+  static const std::vector<const CollectiveAlgorithm*> registry{
+      &ring_algorithm(), &bidirectional_ring_algorithm(), &quad_ring_algorithm(), &broadcast_reduce_algorithm()};
+  return registry;
+}
+
+const CollectiveAlgorithm& collective_algorithm(CollectiveMethod method) {
+  for (const auto* a : collective_algorithms())
+    if (a->method() == method) return *a;
+  throw ModelError(fmt::format("no collective algorithm is registered for method {}",
+                               trace::kCollectiveMethodNames[static_cast<std::size_t>(method)]));
+}
+
+CollectiveContext::CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype)
+    : links_(links), chip_(chip), dtype_(dtype) {
+  const SystemSpec& sys = links.topology().system();
+  hop_sync_ = (Duration{2.0 * sys.fabric.sync_hop_latency.seconds} * chip.clock).count;
+}
+
+std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t inputs) const {
+  return reduce_cycles(chip_, bytes, inputs, dtype_);
+}
+
+std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce,
+                                            std::uint64_t t) {
+  std::vector<Flow> flows;
+  for (std::size_t s = 0; s < steps; ++s) {
+    flows.clear();
+    std::uint64_t chunk = 0;
+    for (const RingPass& p : passes) {
+      const std::size_t n = p.order.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t next = p.reverse ? (i + n - 1) % n : (i + 1) % n;
+        flows.push_back({p.order[i], p.order[next], p.chunk});
+      }
+      chunk = std::max(chunk, p.chunk);
+    }
+    t = links_.run(flows, t);
+    if (reduce) t += this->reduce(chunk, 2);
+    t += hop_sync_;
+  }
+  return t;
+}
+
+std::uint64_t CollectiveContext::ring_phase(const std::vector<std::vector<std::uint32_t>>& groups,
+                                            const CollectiveAlgorithm& algorithm, std::uint64_t bytes, bool reduce,
+                                            std::uint64_t t) {
+  std::vector<RingPass> passes;
+  std::size_t n = 0;
+  for (const auto& members : groups) {
+    n = std::max(n, members.size());
+    for (auto& p : algorithm.passes(members, links_.topology().ring(members), bytes)) passes.push_back(std::move(p));
+  }
+  return n < 2 ? t : ring_steps(passes, n - 1, reduce, t);
+}
+
+// The n(n-1) flows are scheduled one sender at a time, in the same order as one list: flows
+// ready at the same cycle are independent of how they are split into calls, so memory stays
+// linear.
+std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes,
+                                        std::uint64_t t) {
+  std::vector<Flow> flows;
+  std::uint64_t end = t;
+  for (auto a : members) {
+    flows.clear();
+    for (auto b : members)
+      if (a != b) flows.push_back({a, b, bytes});
+    end = std::max(end, links_.run(flows, t));
+  }
+  return end + hop_sync_;
+}
+
+std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op, const std::vector<std::uint32_t>& members,
+                                 std::uint64_t bytes, std::uint64_t t) const {
+  const std::vector<std::vector<std::uint32_t>> one{members};
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      t = c.ring_phase(one, *this, bytes, true, t);
+      return c.ring_phase(one, *this, bytes, false, t);
+    case CollectiveOp::kReduceScatter:
+      return c.ring_phase(one, *this, bytes, true, t);
+    case CollectiveOp::kAllGather:
+      return c.ring_phase(one, *this, bytes, false, t);
+    case CollectiveOp::kBroadcast: {
+      // Scatter 1/n of the tensor from the root to each member, then all-gather.
+      const std::uint64_t n = members.size();
+      std::vector<Flow> flows;
+      for (std::size_t i = 1; i < n; ++i) flows.push_back({members[0], members[i], ceil_div(bytes, n)});
+      t = c.links().run(flows, t) + c.hop_sync();
+      return c.ring_phase(one, *this, bytes, false, t);
+    }
+  }
+  return t;
+}
+
+namespace {
+
+// Members grouped by rack, if they span several racks with the same count in each.
+std::vector<std::vector<std::uint32_t>> split_by_rack(const Topology& topo, std::span<const std::uint32_t> members) {
+  std::map<std::uint32_t, std::vector<std::uint32_t>> racks;
+  for (auto m : members) racks[topo.rack_of(m)].push_back(m);
+  std::vector<std::vector<std::uint32_t>> out;
+  if (racks.size() < 2) return out;
+  for (auto& [rack, list] : racks) {
+    if (!out.empty() && list.size() != out.front().size()) return {};
+    out.push_back(std::move(list));
+  }
+  return out;
+}
+
+// All-reduce across racks: reduce-scatter inside each rack with `algorithm`, ring all-reduce
+// of the shards between racks (over GW-Links), all-gather inside each rack.
+std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algorithm,
+                           const std::vector<std::vector<std::uint32_t>>& per_rack, std::uint64_t bytes,
+                           std::uint64_t t) {
+  const std::size_t k = per_rack.front().size();
+  t = c.ring_phase(per_rack, algorithm, bytes, true, t);
+  std::vector<std::vector<std::uint32_t>> across(k);
+  for (std::size_t j = 0; j < k; ++j)
+    for (const auto& rack : per_rack) across[j].push_back(c.links().topology().ring(rack)[j]);
+  const std::uint64_t shard = ceil_div(bytes, k);
+  t = c.ring_phase(across, ring_algorithm(), shard, true, t);
+  t = c.ring_phase(across, ring_algorithm(), shard, false, t);
+  return c.ring_phase(per_rack, algorithm, bytes, false, t);
+}
+
+CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
+                           const CollectiveAlgorithm& algorithm, std::span<const std::uint32_t> members,
+                           std::uint64_t bytes, trace::DType dtype, std::uint64_t ready) {
+  CollectiveContext c(links, chip, dtype);
+  const std::vector<std::uint32_t> list(members.begin(), members.end());
+  const auto racks = split_by_rack(links.topology(), members);
+  CollectiveOutcome out;
+  out.method = algorithm.method();
+  const bool ring_based = !algorithm.passes(list, list, bytes).empty();
+  if (op == CollectiveOp::kAllReduce && !racks.empty() && racks.front().size() > 1 && ring_based) {
+    out.hierarchical = true;
+    out.end = hierarchical(c, algorithm, racks, bytes, ready);
+  } else {
+    out.end = list.size() < 2 ? ready : algorithm.run(c, op, list, bytes, ready);
+  }
+  return out;
+}
+
+}  // namespace
+
+CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
+                                 CollectiveMethod method, std::span<const std::uint32_t> members,
+                                 std::uint64_t tensor_bytes, trace::DType dtype, std::uint64_t ready) {
+  if (method != CollectiveMethod::kAuto)
+    return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype, ready);
+  // auto: try each algorithm on a copy of the link state and run the fastest for real.
+  const CollectiveAlgorithm* best = collective_algorithms().front();
+  std::uint64_t best_end = std::numeric_limits<std::uint64_t>::max();
+  for (const auto* a : collective_algorithms()) {
+    LinkSchedule trial = links;
+    const auto outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
+    if (outcome.end < best_end) {
+      best_end = outcome.end;
+      best = a;
+    }
+  }
+  return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
+}
+
+}  // namespace ipusim::topology
