@@ -531,6 +531,14 @@ TEST(ModelFiles, TheWorkedResNet18HasItsPublishedParameterCount) {
   by_hand += 512 * 1000 + 1000;
   EXPECT_EQ(by_hand, 11689512u);
   EXPECT_EQ(parameter_count(m), by_hand);
+  // models/resnet18.yaml is the same block after its two comment lines.
+  std::ifstream in(std::string(IPUSIM_SOURCE_DIR) + "/models/resnet18.yaml");
+  std::stringstream content;
+  content << in.rdbuf();
+  const std::string text = content.str();
+  const auto body = text.find("model:");
+  ASSERT_NE(body, std::string::npos);
+  EXPECT_EQ(text.substr(body), yaml);
   // Repeated blocks name their layers by iteration and wire "{in}" to the iteration's input.
   const auto find = [&](const std::string& name) {
     for (const auto& l : m.layers)
