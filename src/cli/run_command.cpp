@@ -318,6 +318,7 @@ int run_command(int argc, char** argv) {
                           system ? system->resolved.to_yaml() : chip->resolved.to_yaml(), &trace);
   if (!quiet) {
     std::cout << report::summary_text(chip_spec, stats, info);
+    if (options.record_spans) std::cout << report::top_layers_text(stats, report::layer_rows(chip_spec, stats, trace), 5);
     if (!out_dir.empty()) std::cout << "  results       " << out_dir << "/stats.json\n";
   }
   return 0;

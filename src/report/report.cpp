@@ -341,6 +341,11 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
     files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});
   else
     std::filesystem::remove(dir + "/supersteps.csv", ec);  // an earlier run's, if any
+  const std::string layers = trace ? layers_csv(layer_rows(chip, stats, *trace)) : std::string();
+  if (!layers.empty())
+    files.push_back({dir + "/layers.csv", [&](std::ostream& o) { o << layers; }});
+  else
+    std::filesystem::remove(dir + "/layers.csv", ec);
   files.push_back({dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }});
   files.push_back({dir + "/trace.id", [&](std::ostream& o) {
                      o << "file: " << info.trace_file << "\nname: " << info.trace_name

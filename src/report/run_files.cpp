@@ -6,8 +6,11 @@
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <map>
 #include <ostream>
 
+#include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json.hpp"
 
@@ -34,6 +37,128 @@ std::string tiles_csv(const RunStats& stats) {
     for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t)
       fmt::format_to(it, "{},{},{},{},{}\n", ipu.ipu, t, ipu.tile_compute_cycles[t],
                      ipu.tile_exchange_bytes[t], ipu.memory.tiles[t].total());
+  return out;
+}
+
+std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats, const trace::Trace& trace) {
+  std::vector<LayerRow> out;
+  for (const auto& ipu : stats.ipus) {
+    if (ipu.spans.empty() || ipu.program >= trace.ipus.size()) continue;
+    const trace::IpuProgram& p = trace.ipus[ipu.program];
+    std::map<std::pair<std::string, std::string>, LayerRow> rows;
+    auto row = [&](const std::string& layer, const std::string& pass) -> LayerRow& {
+      LayerRow& r = rows[{layer, pass}];
+      r.ipu = ipu.ipu;
+      r.layer = layer;
+      r.pass = pass;
+      return r;
+    };
+    auto of = [&](const trace::Provenance& prov) -> LayerRow& {
+      if (prov.empty()) return row("(unattributed)", "");
+      std::string layers;
+      for (const auto& l : prov.layers) layers += (layers.empty() ? "" : "+") + l;
+      return row(layers.empty() ? "(" + std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]) + ")"
+                                : layers,
+                 std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]));
+    };
+    // Per compute set: FLOPs of one execution; per exchange: bytes received.
+    std::vector<std::uint64_t> cs_flops(p.compute_sets.size(), 0), ex_bytes(p.exchanges.size(), 0);
+    for (std::size_t i = 0; i < p.compute_sets.size(); ++i)
+      for (const auto& v : p.compute_sets[i].vertices)
+        cs_flops[i] += std::uint64_t{v.count} * v.tiles.size() * cost::vertex_cost(chip, v).flops;
+    for (std::size_t i = 0; i < p.exchanges.size(); ++i)
+      ex_bytes[i] = cost::exchange_cost(chip, p.exchanges[i]).total_bytes;
+    // Syncs (and external syncs) wait for the item they open.
+    PhaseCycles pending;
+    auto take_pending = [&](LayerRow& r) {
+      for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += pending.values[k];
+      pending = PhaseCycles{};
+    };
+    for (const auto& s : ipu.spans) {
+      const auto phase = phase_of(s.kind);
+      if (!phase) continue;
+      switch (*phase) {
+        case PhaseKind::kSync:
+        case PhaseKind::kExternalSync:
+        case PhaseKind::kWaiting:
+          pending[*phase] += s.cycles;
+          break;
+        case PhaseKind::kCompute: {
+          LayerRow& r = s.index < p.compute_sets.size() ? of(p.compute_sets[s.index].provenance)
+                                                        : row("(unattributed)", "");
+          take_pending(r);
+          r.cycles[PhaseKind::kCompute] += s.cycles;
+          r.executions += s.times;
+          if (s.index < cs_flops.size()) r.flops += cs_flops[s.index] * s.times;
+          break;
+        }
+        case PhaseKind::kExchange: {
+          LayerRow& r = s.index < p.exchanges.size() ? of(p.exchanges[s.index].provenance)
+                                                     : row("(unattributed)", "");
+          take_pending(r);
+          r.cycles[PhaseKind::kExchange] += s.cycles;
+          if (s.index < ex_bytes.size()) r.exchange_bytes += ex_bytes[s.index] * s.times;
+          break;
+        }
+        case PhaseKind::kHost:
+        case PhaseKind::kStreaming: {
+          LayerRow& r = row("(host I/O)", "host_io");
+          take_pending(r);
+          r.cycles[*phase] += s.cycles;
+          break;
+        }
+        case PhaseKind::kInterIpu: {
+          LayerRow& r = row("(pipeline copies)", "pipeline_copy");
+          take_pending(r);
+          r.cycles[*phase] += s.cycles;
+          break;
+        }
+        case PhaseKind::kCollective: {
+          LayerRow& r = row("(collectives)", "");
+          take_pending(r);
+          r.cycles[*phase] += s.cycles;
+          break;
+        }
+      }
+    }
+    if (pending.total() > 0) take_pending(row("(external sync)", ""));
+    std::vector<LayerRow> list;
+    for (auto& [key, r] : rows) list.push_back(std::move(r));
+    std::stable_sort(list.begin(), list.end(), [](const LayerRow& a, const LayerRow& b) { return a.total() > b.total(); });
+    for (auto& r : list) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string layers_csv(const std::vector<LayerRow>& rows) {
+  if (rows.empty()) return {};
+  std::string out = "ipu,layer,pass,executions,";
+  for (const PhaseInfo& k : kPhases) out += fmt::format("{}_cycles,", k.name);
+  out += "total_cycles,flops,exchange_bytes\n";
+  auto it = std::back_inserter(out);
+  for (const auto& r : rows) {
+    // Layer names are [A-Za-z0-9_.:/-] and '+': no quoting needed.
+    fmt::format_to(it, "{},{},{},{}", r.ipu, r.layer, r.pass, r.executions);
+    for (auto c : r.cycles.values) fmt::format_to(it, ",{}", c);
+    fmt::format_to(it, ",{},{},{}\n", r.total(), r.flops, r.exchange_bytes);
+  }
+  return out;
+}
+
+std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows, std::size_t n) {
+  const IpuRunStats* longest = nullptr;
+  for (const auto& ipu : stats.ipus)
+    if (!longest || ipu.cycles > longest->cycles) longest = &ipu;
+  if (!longest) return {};
+  std::string out;
+  std::size_t shown = 0;
+  for (const auto& r : rows) {
+    if (r.ipu != longest->ipu || shown == n) continue;
+    if (shown++ == 0) out += fmt::format("  top layers    of IPU {} (layers.csv has them all)\n", longest->ipu);
+    out += fmt::format("    {:<28} {:<16} {:>14} cycles  {:5.1f}%\n", r.layer.size() > 28 ? r.layer.substr(0, 25) + "..." : r.layer,
+                       r.pass, r.total(),
+                       longest->cycles ? 100.0 * static_cast<double>(r.total()) / static_cast<double>(longest->cycles) : 0.0);
+  }
   return out;
 }
 

@@ -580,3 +580,80 @@ TEST(Reports, ProgressOnTerminalOnly) {
 
 }  // namespace
 }  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
+  // A hand-built two-layer trace: layer l1's compute set (a copy of 8,000 bytes) and exchange,
+  // then layer l2's compute set (a copy of 16,000 bytes), each after a sync. Each row holds
+  // its layer's compute phase, exchange and the syncs before them (l1: two, l2: one); the
+  // rows add up to the IPU's phase totals, the larger first.
+  TempDir dir;
+  const std::string trace = dir.file("two.trace");
+  std::ofstream(trace) << "ipusim-trace 3\nipu 0\n"
+                          "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
+                          "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
+                          "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
+                          "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
+  const auto r = ipusim("run --chip " + source_dir() + "/configs/chips/gc200.yaml --out " + dir.file("out") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("top layers"), std::string::npos) << r.out;
+  std::string header;
+  const auto rows = read_csv(dir.file("out/layers.csv"), &header);
+  EXPECT_EQ(header.substr(0, 30), "ipu,layer,pass,executions,comp");
+  ASSERT_EQ(rows.size(), 2u);
+  const JsonValue stats = parse_file(dir.file("out/stats.json"));
+  // Columns: 0 ipu, 1 layer, 2 pass, 3 executions, 4.. the phases in kPhases order (compute,
+  // sync, exchange, ...), then total, flops, exchange bytes.
+  EXPECT_GE(std::stod(rows[0][13]), std::stod(rows[1][13]));
+  const auto& l1 = rows[0][1] == "l1" ? rows[0] : rows[1];
+  const auto& l2 = rows[0][1] == "l1" ? rows[1] : rows[0];
+  ASSERT_EQ(l1[1], "l1");
+  ASSERT_EQ(l2[1], "l2");
+  for (const auto* row : {&l1, &l2}) {
+    EXPECT_EQ((*row)[2], "forward");
+    EXPECT_EQ((*row)[3], "1");
+  }
+  EXPECT_EQ(std::stod(l1[5]), 180);  // two 90-cycle on-chip syncs
+  EXPECT_EQ(std::stod(l2[5]), 90);
+  EXPECT_GT(std::stod(l1[6]), 0);    // l1's exchange ...
+  EXPECT_EQ(std::stod(l1[15]), 3.0 * 4096);  // ... received by 3 tiles
+  EXPECT_EQ(std::stod(l2[6]), 0);    // l2 has none
+  EXPECT_GT(std::stod(l2[4]), std::stod(l1[4]));  // the larger copy
+  // Copy FLOPs are 0; the rows' phases add up to the IPU's.
+  double compute = 0, sync = 0, exchange = 0, total = 0;
+  for (const auto& row : rows) {
+    compute += std::stod(row[4]);
+    sync += std::stod(row[5]);
+    exchange += std::stod(row[6]);
+    total += std::stod(row[13]);
+  }
+  EXPECT_EQ(compute, num(stats, "ipu[0].phases.compute.cycles"));
+  EXPECT_EQ(sync, num(stats, "ipu[0].phases.sync.cycles"));
+  EXPECT_EQ(exchange, num(stats, "ipu[0].phases.exchange.cycles"));
+  EXPECT_EQ(total, num(stats, "total.cycles"));
+}
+
+TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {
+  // The reduced BERT pipeline (2 IPUs): every phase column of each IPU's rows sums to that
+  // IPU's phase total in stats.json.
+  TempDir dir;
+  const auto r = ipusim("run -q --run " + workload("bert_tiny-pod16.yaml") + " --out " + dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string header;
+  const auto rows = read_csv(dir.file("out/layers.csv"), &header);
+  ASSERT_GT(rows.size(), 4u);
+  const JsonValue stats = parse_file(dir.file("out/stats.json"));
+  for (std::size_t ipu = 0; ipu < 2; ++ipu) {
+    for (std::size_t k = 0; k < 9; ++k) {
+      double sum = 0;
+      for (const auto& row : rows)
+        if (std::stoul(row[0]) == ipu) sum += std::stod(row[4 + k]);
+      EXPECT_EQ(sum, num(stats, "ipu[" + std::to_string(ipu) + "].phases." + kPhases[k] + ".cycles")) << ipu << " " << kPhases[k];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::testing

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/stats/run_stats.hpp"
@@ -26,6 +27,31 @@ inline constexpr const char* kTilesHeader = "ipu,tile,compute_cycles,exchange_by
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
 // Its header: ipu,superstep,step,executions,start_cycle, <phase>_cycles per kPhases, active_tiles.
 std::string supersteps_header();
+
+// Time attributed to the layers and passes of a compiled trace (its provenance), per
+// simulated IPU, from the recorded spans (fast engine): a compute set's or exchange's time
+// goes to its layers and pass (several layers that share or fuse it form one row, "a+b"); the
+// on-chip syncs before it go with it; host and streaming copies, external syncs, waiting,
+// inter-IPU copies and collectives go to the rows "(host I/O)", "(external sync)",
+// "(pipeline copies)" and "(collectives)" (an external sync that opens a collective or an
+// inter-IPU copy goes with it). Items without provenance form the row "(unattributed)". The
+// rows of an IPU add up exactly to its phase totals. FLOPs are the compute sets' vertices'.
+struct LayerRow {
+  std::uint32_t ipu = 0;
+  std::string layer;
+  std::string pass;
+  PhaseCycles cycles;
+  std::uint64_t executions = 0;  // compute phases run
+  std::uint64_t flops = 0;
+  std::uint64_t exchange_bytes = 0;
+  std::uint64_t total() const { return cycles.total(); }
+};
+std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats, const trace::Trace& trace);
+// layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
+// exchange_bytes; rows of each IPU by total cycles, largest first. Empty without spans.
+std::string layers_csv(const std::vector<LayerRow>& rows);
+// The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest.
+std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows, std::size_t n);
 
 // The name of a span as shown in the timeline (the program step's name).
 std::string span_name(const Span& span, const trace::Trace& trace, std::uint32_t program);
