@@ -309,6 +309,7 @@ int run_command(int argc, char** argv) {
                        system ? system_file : chip_opts.chip_file};
   info.meta = trace.meta;
   info.warnings = mismatches;
+  if (options.record_spans) info.layers = report::layer_rows(chip_spec, stats, trace);
   if (!timeline_file.empty()) {
     const auto events = report::write_timeline(timeline_file, chip_spec, stats, trace);
     spdlog::info("timeline: {} events written to {}", events, timeline_file);
@@ -318,7 +319,7 @@ int run_command(int argc, char** argv) {
                           system ? system->resolved.to_yaml() : chip->resolved.to_yaml(), &trace);
   if (!quiet) {
     std::cout << report::summary_text(chip_spec, stats, info);
-    if (options.record_spans) std::cout << report::top_layers_text(stats, report::layer_rows(chip_spec, stats, trace), 5);
+    std::cout << report::top_layers_text(stats, info.layers, 5);
     if (!out_dir.empty()) std::cout << "  results       " << out_dir << "/stats.json\n";
   }
   return 0;

@@ -341,7 +341,7 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
     files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});
   else
     std::filesystem::remove(dir + "/supersteps.csv", ec);  // an earlier run's, if any
-  const std::string layers = trace ? layers_csv(layer_rows(chip, stats, *trace)) : std::string();
+  const std::string layers = layers_csv(info.layers);
   if (!layers.empty())
     files.push_back({dir + "/layers.csv", [&](std::ostream& o) { o << layers; }});
   else

@@ -3,6 +3,8 @@
 // human summary printed on stdout, and the run directory. Collection lives in model/.
 #pragma once
 
+#include "ipusim/report/run_files.hpp"
+
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,6 +25,9 @@ struct RunInfo {
   std::vector<std::pair<std::string, std::string>> meta;
   // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
   std::vector<std::string> warnings;
+  // Time per layer and pass (layer_rows), when the run recorded spans (fast engine): written
+  // to layers.csv, not to stats.json, which stays identical between the two engines.
+  std::vector<LayerRow> layers;
 };
 
 // Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:
