@@ -90,6 +90,21 @@ TEST(TileEngine, LatencyExposedWithFewerContextsThanPipelineDepth) {
   EXPECT_EQ(tile::run_workers(chip, ws, 0).cycles, 57u);
 }
 
+TEST(TileEngine, SkippedSteadyStateMatchesTurnByTurnUnderStalls) {
+  ChipSpec chip = testing::gc200_by_hand();
+  chip.worker_contexts = 3;  // fewer contexts than the 6-cycle latency: every other turn stalls
+  const tile::Bundle dep = tile::bundle(OpClass::kLd64, OpClass::kFnop, true);
+  // Straight line (no skipping): context c issues at c, c + 6, ..., c + 6 x 999.
+  std::vector<tile::WorkerProgram> flat(3, straight(1000, dep));
+  EXPECT_EQ(tile::run_workers(chip, flat, 0).cycles, 2u + 6 * 999 + 1);
+  // As an rpt (skipped ahead): the rpt bundle's result is ready a cycle later, so the body
+  // starts at the next turn, c + 3, then every 6: the last ends at 2 + 3 + 6 x 999 + 1.
+  tile::WorkerProgram r;
+  r.rpt({dep}, 1000);
+  std::vector<tile::WorkerProgram> looped(3, r);
+  EXPECT_EQ(tile::run_workers(chip, looped, 0).cycles, 2u + 3 + 6 * 999 + 1);
+}
+
 TEST(TileEngine, SupervisorLoopsChargeBrnzdecExceptOnTheLastIteration) {
   const ChipSpec chip = testing::gc200_by_hand();
   // 4 x (2 simple + 1 control) + 3 taken brnzdec (6) + 1 falling through (1).
