@@ -549,19 +549,19 @@ SupBlock amp1x1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   const u64 ig = std::max<u64>((in_chans + a.weights - 1) / a.weights, 1);
   const u64 og = std::max<u64>((out_chans + a.engines - 1) / a.engines, 1);
   const u64 weight_bytes = a.engines * a.weights * eb(in);
-  auto pass = [&](bool zeroing) {
+  // One output group: its pointer update and dependent load, put $CCCSLOAD, the weight
+  // load, the zero flag, runall and the run (tail: sync + 2 pointer updates).
+  auto out_group = [&](bool zeroing) {
     std::vector<WorkerProgram> ws;
     for (u64 i = 0; i < w; ++i) ws.push_back(amp1x1_worker(a, share(positions, w, i), zeroing));
-    // put $CCCSLOAD, the weight load, zero flag, runall, run; tail: sync + 2 pointer updates.
-    return SupBlock{control(1), weight_load(weight_bytes), simple(zeroing ? 1 : 0),
-                    run(std::move(ws), 2, 1)};
+    return SupBlock{simple(1), control(1), control(1), weight_load(weight_bytes),
+                    simple(zeroing ? 1 : 0), run(std::move(ws), 2, 1)};
   };
   const u64 cc = a.fast ? 1 : 0;
-  // Each loop's brnzdec is charged by loop(); bodies hold the rest of the bookkeeping.
-  SupBlock zero_group{simple(5), loop(og, SupBlock{simple(1 - cc + 1), control(2)}),
-                      loop(og, pass(true))};
-  SupBlock other_group{simple(4 - cc), control(1), loop(og, SupBlock{simple(1), control(2)}),
-                       loop(og, pass(false))};
+  // Input groups: the last one zeroes (or clears) the partials, the others accumulate; each
+  // loop's brnzdec is charged by loop().
+  SupBlock zero_group{simple(5), loop(og, out_group(true))};
+  SupBlock other_group{simple(4 - cc), control(1), loop(og, out_group(false))};
   SupBlock conv_group{simple(cc), control(2), loop(ig - 1, other_group)};
   for (auto& s : zero_group) conv_group.push_back(s);
   // Vertex state: 8 independent + 7 dependent loads.
