@@ -65,9 +65,10 @@ void overhead(WorkerProgram& p, u64 n) {
 void exit_worker(WorkerProgram& p) { p.straight(B(O::kExit)); }
 
 // Runs `make(i, k)` for worker i with k = counts[i] iterations of its outer software loop.
-// Beyond kUnroll iterations the run is linear in the count (every extra iteration of each
-// worker is the same bundles at the same turns), so T(c) = T(b) + d (T(b + 1) - T(b)) with
-// b = c - d: exact, and bounded in work whatever the count.
+// Beyond kUnroll iterations the run is linear in the counts (every extra iteration of each
+// worker is the same bundles at the same turns), so with d = min(count) - kUnroll,
+// T(c) = T(c - d) + d (T(c - d + 1) - T(c - d)): exact, and bounded in work whatever the
+// counts, as long as they differ little between workers (they are shares of one total).
 constexpr u64 kUnroll = 8;
 u64 timed_run(const ChipSpec& chip, const std::vector<u64>& counts,
               const std::function<WorkerProgram(u64, u64)>& make, u64 tail) {
@@ -76,10 +77,9 @@ u64 timed_run(const ChipSpec& chip, const std::vector<u64>& counts,
     for (u64 i = 0; i < counts.size(); ++i) ws.push_back(make(i, counts[i] - minus + plus));
     return run_workers(chip, ws, tail).cycles;
   };
-  const u64 mx = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
   const u64 mn = counts.empty() ? 0 : *std::min_element(counts.begin(), counts.end());
-  if (mx <= kUnroll || mn < mx - kUnroll) return at(0, 0);
-  const u64 d = mx - kUnroll;
+  if (mn <= kUnroll) return at(0, 0);
+  const u64 d = mn - kUnroll;
   const u64 t0 = at(d, 0), t1 = at(d, 1);
   return t0 + d * (t1 - t0);
 }

@@ -145,6 +145,16 @@ TEST(TileCodelets, Amp1x1HalfFloatOnePassCountedByHand) {
   EXPECT_EQ(tile::isa_vertex_cycles(chip, v), 355u);
 }
 
+TEST(TileCodelets, ReduceCountedByHandPastTheUnrollLimit) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  // 960 half outputs = 120 accumulator groups of 8, 20 per worker (timed at 8 and 9 and
+  // extended linearly). Per group: clear, rpt, 4 inputs x 2 loads, 2 read-outs, 2 stores,
+  // pointer, brnzdec = 16. Worker 19 + 20 x 16 + exit = 340; run max(2040, 2035 + 6) = 2041;
+  // supervisor 7 + 3 x 6 + runall 6 + 2041 + 1 = 2073.
+  const auto v = vertex(Codelet::kReduce, {0 /*add*/, kHalf, kHalf, 960, 4});
+  EXPECT_EQ(tile::isa_vertex_cycles(chip, v), 2073u);
+}
+
 TEST(TileCodelets, HalfTransposeMovesTwoElementsPerCycle) {
   const ChipSpec chip = testing::gc200_by_hand();
   // 4x4 half blocks: 4 loads + 4 stores with the 8 shuffles beside them = 8 bundles per 16
