@@ -132,9 +132,13 @@ Recipe recipe(Op op) {
 
 bool asm_binary(Op op) { return op == Op::kAdd || op == Op::kSub || op == Op::kMul; }
 
+// `count` dependent aux instructions; past kMaxOpBundles (only fused map expressions get
+// there) the rest are held turns of the last bundle, which times the same.
+constexpr u64 kMaxOpBundles = 64;
 std::vector<Bundle> op_bundles(O cls, u64 count) {
   std::vector<Bundle> v;
-  for (u64 i = 0; i < count; ++i) v.push_back(B(O::kNop, cls, i == 0));
+  for (u64 i = 0; i < std::min(count, kMaxOpBundles); ++i) v.push_back(B(O::kNop, cls, i == 0));
+  if (count > kMaxOpBundles) v.back().hold = (count - kMaxOpBundles) * op_info(cls).turns;
   return v;
 }
 

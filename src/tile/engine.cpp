@@ -125,6 +125,7 @@ class Barrel {
       bool all_done = true;
       for (const Ctx& c : ctx_) all_done = all_done && c.done;
       if (all_done) break;
+      skip_held();
       try_skip(seen);
       for (std::size_t s = 0; s < slots_; ++s) turn(ctx_[s]);
     }
@@ -179,7 +180,6 @@ class Barrel {
     if (++c.idx < b.body.size()) return;
     c.idx = 0;
     if (b.rpt && ++c.iter < b.repeat) {
-      if (!b.software && c.iter % rpt_max() == 0) c.rpt_pending = true;  // split rpt loop
       return;
     }
     ++c.block;
@@ -233,13 +233,32 @@ class Barrel {
     now_ += cost;
     stalls_ += cost - 1;
     ++bundles_;
-    c.busy = turns_of(b) - 1;
+    c.busy = turns_of(b) - 1 + b.hold;
     if (c.rpt_pending) {
+      // A loop longer than rpt_count_max runs as ceil(repeat / max) rpt blocks; their set-up
+      // bundles are issued together here (held turns), which times the same as between blocks.
+      const u64 repeat = c.prog->blocks[c.block].repeat;
+      c.busy += (repeat + rpt_max() - 1) / rpt_max() - 1;
       c.rpt_pending = false;
     } else {
       advance(c);
       if (c.done && c.busy > 0) c.done = false;  // finishes when its held turns end
     }
+  }
+
+  // Rounds in which every running context only sits out a held turn: each costs one cycle
+  // per slot, so they are skipped together (all but the last, which may end a program).
+  void skip_held() {
+    u64 k = ~u64{0};
+    for (const Ctx& c : ctx_) {
+      if (c.done) continue;
+      if (c.busy == 0) return;
+      k = std::min(k, c.busy);
+    }
+    if (k == ~u64{0} || k < 2) return;
+    for (Ctx& c : ctx_)
+      if (!c.done) c.busy -= k - 1;
+    now_ += (k - 1) * slots_;
   }
 
   // Steady-state skip: all running contexts inside rpt bodies, and the round-start state
@@ -282,9 +301,7 @@ class Barrel {
         return;
       }
       const Block& b = c.prog->blocks[c.block];
-      const u64 chunk_end =
-          b.software ? b.repeat : std::min<u64>(b.repeat, (c.iter / rpt_max() + 1) * rpt_max());
-      const u64 room = chunk_end - c.iter - 1;  // whole iterations left before the boundary
+      const u64 room = b.repeat - c.iter - 1;  // whole iterations left in the block
       k = std::min(k, room / d);
     }
     if (k != ~u64{0} && k > 0) {

@@ -155,6 +155,20 @@ TEST(TileCodelets, ReduceCountedByHandPastTheUnrollLimit) {
   EXPECT_EQ(tile::isa_vertex_cycles(chip, v), 2073u);
 }
 
+TEST(TileCodelets, LongFusedMapAndHugeVerticesStayCheap) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  // 1000 fused-op turns per vector (held turns past 64 bundles time the same): 60 vectors, 10
+  // per worker. Worker 20 + 10 x (2 loads + 1000 + store + add + brnzdec) + 4 + exit = 10075;
+  // run max(60450, 60445 + 6) = 60451; supervisor 3 + 6 + 60451 + 1.
+  EXPECT_EQ(tile::isa_vertex_cycles(chip, vertex(Codelet::kMap, {kHalf, 240, 1000, 50})), 60461u);
+  // 2^40 - 1 int -> half: two bundles per element on each of 6 workers, so at least 2 cycles
+  // per element; the rpt is re-armed every 4095 iterations (held turns, not simulated).
+  const std::int64_t n = (std::int64_t{1} << 40) - 1;
+  const u64 cast = tile::isa_vertex_cycles(chip, vertex(Codelet::kCast, {2 /*int*/, kHalf, n}));
+  EXPECT_GE(cast, 2 * static_cast<u64>(n));
+  EXPECT_LE(cast, 2 * static_cast<u64>(n) + 2 * static_cast<u64>(n) / 4095 + 1000);
+}
+
 TEST(TileCodelets, HalfTransposeMovesTwoElementsPerCycle) {
   const ChipSpec chip = testing::gc200_by_hand();
   // 4x4 half blocks: 4 loads + 4 stores with the 8 shuffles beside them = 8 bundles per 16

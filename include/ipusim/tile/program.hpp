@@ -38,6 +38,8 @@ struct Bundle {
   std::uint32_t store_bytes = 0;  // total written by the bundle
   bool pair_load = false;         // the reads are two accesses in one cycle (interleaved port)
   bool dep = false;               // uses the result of the context's previous bundle
+  std::uint64_t hold = 0;         // further turns held (a run of dependent aux instructions
+                                  // written as one bundle, e.g. a long fused expression)
 };
 
 // A bundle with the memory traffic of its op classes (op table bytes).
