@@ -8,7 +8,6 @@
 #include "ipusim/tile/codelets.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -302,7 +301,6 @@ SupBlock cast_program(const ChipSpec& c, DType from, DType to, u64 n) {
       Bundle a = B(O::kLd32), b = B(O::kSt32, O::kFnop, true);
       a.load_bytes = static_cast<std::uint32_t>(eb(from));
       b.store_bytes = static_cast<std::uint32_t>(eb(to));
-      b.main = O::kSt32;
       body = {a, b};
     }
     p.rpt(body, m / per);

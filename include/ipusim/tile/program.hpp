@@ -58,8 +58,8 @@ struct WorkerProgram {
   void rpt(std::vector<Bundle> body, std::uint64_t repeat);  // no-op when repeat == 0
   void loop(std::vector<Bundle> body, std::uint64_t repeat);  // software loop, body ends in
                                                               // its own branch
-  std::uint64_t bundles() const;  // dynamic bundle count, rpt setup bundles included
-                                  // only as the engine adds them (see engine)
+  std::uint64_t bundles() const;  // dynamic bundle count, without the rpt set-up bundles
+                                  // that the engine issues
 };
 
 struct SupStep;
