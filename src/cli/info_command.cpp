@@ -114,6 +114,25 @@ int info_command(int argc, char** argv) {
                            human_seconds((c.sync.internal_latency / c.clock).seconds));
   std::cout << fmt::format("  host link         {} each way\n",
                            human_rate(c.host.bandwidth.bytes_per_second, "B/s"));
+  // Tile micro-architecture (issue 18, docs/tile-model.md).
+  std::cout << fmt::format("  tile model        {}\n",
+                           c.tile_model == TileModel::kIsa ? "isa (bundle programs)"
+                                                           : "closed_form (poplibs formulas)");
+  std::cout << fmt::format("  tile core         {} barrel contexts, issue width {} (main + aux), "
+                           "result latency {} cycles\n",
+                           c.worker_contexts, c.tile.issue_width, c.tile.result_latency);
+  std::cout << fmt::format("  tile memory ports load {} B/cycle ({} B/cycle paired), store {} B/cycle\n",
+                           c.memory.load_bytes_per_cycle.value,
+                           c.memory.interleaved_load_bytes_per_cycle.value,
+                           c.tile.store_bytes_per_cycle.value);
+  std::cout << fmt::format("  tile AMP          {}/{}/{} engines (hh/hf/ff), pipeline depth {}, "
+                           "weights {} B/cycle\n",
+                           c.amp.half_half.engines, c.amp.half_float.engines,
+                           c.amp.float_float.engines, c.amp.pipeline_depth,
+                           c.amp.coeff_load_bytes_per_cycle.value);
+  std::cout << fmt::format("  tile supervisor   {} cycle simple, {} cycles control; rpt count max {}\n",
+                           c.tile.supervisor_simple_cycles, c.tile.supervisor_control_cycles,
+                           c.tile.rpt_count_max);
   std::cout << "\nresolved config:\n" << loaded.resolved.to_yaml();
   return 0;
 }

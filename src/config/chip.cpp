@@ -61,6 +61,37 @@ std::vector<ParamDecl> chip_params() {
        "§1 FP32 peak 16 MAC/cycle/tile with 16 engines; §4 core 8 cycles/position"},
       {"chip.amp.coeff_load_bytes_per_cycle", ValueKind::kBytesPerCycle, 1, 1024,
        "Supervisor load rate of weights into the AMP engines", "§1 AMP weight (coefficient) load"},
+      {"chip.amp.pipeline_depth", ValueKind::kCount, 1, 64,
+       "Output positions in flight in an AMP engine: the worker loop feeds this many minus one "
+       "before the first result and drains as many after the last input (tile model only)",
+       "§4 getConvUnitMaxPipelineDepth = 4 (2017 default); §3 rule 4 fill/drain about 3", true,
+       "4"},
+      // Tile micro-architecture (instruction-level model, docs/tile-model.md). Defaults so that
+      // chip configs without a tile: section keep working.
+      {"chip.tile_model", ValueKind::kString, 0, 0,
+       "Vertex timing model: closed_form (poplibs estimator formulas) or isa (bundle programs "
+       "on the worker-pipeline engine)",
+       "-", false, "closed_form", {"closed_form", "isa"}},
+      {"chip.tile.issue_width", ValueKind::kCount, 1, 2,
+       "Instructions a context issues in one turn: 2 = a main and an auxiliary instruction "
+       "per 64-bit bundle, 1 = single issue (a paired bundle takes two turns)",
+       "§3 rule 4 Bundles and rpt", false, "2"},
+      {"chip.tile.result_latency", ValueKind::kCount, 1, 64,
+       "Cycles from a worker's issue to its result being usable (load-use latency); hidden "
+       "while it does not exceed worker_contexts",
+       "§1 Local memory load latency (6 cycles, Mk1, assumed on Mk2); §3 rule 5", true, "6"},
+      {"chip.tile.store_bytes_per_cycle", ValueKind::kBytesPerCycle, 1, 1024,
+       "Store port width per tile per cycle", "§1 Load/store bandwidth (ld2xst64pace: 1 x 64-bit store)",
+       false, "8B/cycle"},
+      {"chip.tile.supervisor_simple_cycles", ValueKind::kCount, 1, 64,
+       "Cycles of an independent supervisor instruction", "§3 rule 2 (independent charged 1)",
+       false, "1"},
+      {"chip.tile.supervisor_control_cycles", ValueKind::kCount, 1, 64,
+       "Cycles of a dependent or control supervisor instruction (branch, put, runall, sync)",
+       "§3 rule 2 (about 6 each)", true, "6"},
+      {"chip.tile.rpt_count_max", ValueKind::kCount, 1, 1e9,
+       "Largest rpt repeat count; longer loops run as several rpt blocks",
+       "§3 rule 4 / §4 getRptCountMax (no public number)", true, "4095"},
       {"chip.exchange.bytes_per_cycle", ValueKind::kBytesPerCycle, 0.125, 1024,
        "Exchange send and receive rate per tile, each direction",
        "§1 Per-tile exchange send or receive rate"},
@@ -127,6 +158,16 @@ ChipSpec chip_from(const config::Resolved& r) {
   c.amp.macs_per_engine_float =
       static_cast<std::uint32_t>(r.count("chip.amp.macs_per_engine_float"));
   c.amp.coeff_load_bytes_per_cycle = r.bytes_per_cycle("chip.amp.coeff_load_bytes_per_cycle");
+  c.amp.pipeline_depth = static_cast<std::uint32_t>(r.count("chip.amp.pipeline_depth"));
+  c.tile_model = r.string("chip.tile_model") == "isa" ? TileModel::kIsa : TileModel::kClosedForm;
+  c.tile.issue_width = static_cast<std::uint32_t>(r.count("chip.tile.issue_width"));
+  c.tile.result_latency = static_cast<std::uint32_t>(r.count("chip.tile.result_latency"));
+  c.tile.store_bytes_per_cycle = r.bytes_per_cycle("chip.tile.store_bytes_per_cycle");
+  c.tile.supervisor_simple_cycles =
+      static_cast<std::uint32_t>(r.count("chip.tile.supervisor_simple_cycles"));
+  c.tile.supervisor_control_cycles =
+      static_cast<std::uint32_t>(r.count("chip.tile.supervisor_control_cycles"));
+  c.tile.rpt_count_max = static_cast<std::uint32_t>(r.count("chip.tile.rpt_count_max"));
   c.exchange.bytes_per_cycle = r.bytes_per_cycle("chip.exchange.bytes_per_cycle");
   c.exchange.tiles_per_shared_bus =
       static_cast<std::uint32_t>(r.count("chip.exchange.tiles_per_shared_bus"));

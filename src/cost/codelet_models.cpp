@@ -8,6 +8,7 @@
 // "worker cycles" are one worker's instruction count; tile cycles = W x slowest worker
 // (barrel issue, ipu-hardware.md §3 rule 1) + supervisor overhead.
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/cost/tile_timing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -733,8 +734,14 @@ std::string describe_vertex(const trace::Vertex& v) {
   return out;
 }
 
+VertexCost closed_form_vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
+  return vertex_cost_unchecked(chip, v);
+}
+
 VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
   try {
+    // Tile model hook (issue 18): chip.tile_model picks closed_form (default) or isa.
+    if (chip.tile_model != TileModel::kClosedForm) return tile_timing_model(chip.tile_model).cost(chip, v);
     return vertex_cost_unchecked(chip, v);
   } catch (const ArithmeticOverflow&) {
     throw ArithmeticOverflow("vertex " + describe_vertex(v) +

@@ -162,6 +162,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("clock", chip.clock.hz, "Hz");
   w.quantity("tiles", chip.tiles, "tiles");
   w.quantity("tile_memory", chip.tile_memory.count, "B");
+  w.key("tile_model").value(chip.tile_model == TileModel::kIsa ? "isa" : "closed_form");  // issue 18
   w.end_object();
   w.key("system").begin_object();
   w.key("name").value(stats.system_name.empty() ? chip.name : stats.system_name);

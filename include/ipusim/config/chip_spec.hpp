@@ -12,6 +12,10 @@
 
 namespace ipusim {
 
+// Which model times a vertex (chip.tile_model): the poplibs-derived closed forms
+// (src/cost/codelet_models.cpp) or the instruction-level tile model (src/tile/, docs/tile-model.md).
+enum class TileModel : std::uint8_t { kClosedForm, kIsa };
+
 // One AMP (accumulating matrix product) data path: input type -> partials type.
 struct AmpPath {
   std::uint32_t engines = 0;  // conv units (output channels per AMP pass)
@@ -40,7 +44,20 @@ struct ChipSpec {
     std::uint32_t macs_per_engine_half = 0;      // MACs per engine per AMP instruction, half
     std::uint32_t macs_per_engine_float = 0;     // MACs per engine per AMP instruction, float
     BytesPerCycle coeff_load_bytes_per_cycle;    // supervisor weight load into the engines
+    std::uint32_t pipeline_depth = 4;            // positions in flight in an engine (fill/drain)
   } amp;
+
+  // Tile micro-architecture read by the instruction-level model only (chip.tile.*, all with
+  // defaults; docs/tile-model.md). The barrel depth is worker_contexts.
+  TileModel tile_model = TileModel::kClosedForm;
+  struct Tile {
+    std::uint32_t issue_width = 2;        // instructions per bundle issued in one turn (main+aux)
+    std::uint32_t result_latency = 6;     // cycles from a worker's issue to its result
+    BytesPerCycle store_bytes_per_cycle{8};  // store port
+    std::uint32_t supervisor_simple_cycles = 1;   // independent supervisor instruction
+    std::uint32_t supervisor_control_cycles = 6;  // dependent, branch, put, runall, sync
+    std::uint32_t rpt_count_max = 4095;   // largest rpt count; longer loops are split
+  } tile;
 
   struct Exchange {
     BytesPerCycle bytes_per_cycle;    // per tile, each direction
