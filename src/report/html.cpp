@@ -218,6 +218,11 @@ std::string summary_section(const RunDir& run) {
   b += row("chip", fmt::format("{}: {} tiles at {}, {} per tile", text_of(s, {"chip", "name"}),
                                num(stat(run, "chip.tiles")), human_frequency(stat(run, "chip.clock")),
                                human_bytes(stat(run, "chip.tile_memory"))));
+  // Which vertex timing model the run used (issue 18); older run directories have none.
+  if (const JsonValue* chip = member(s, "chip"))
+    if (const JsonValue* m = chip->find("tile_model"); m && m->kind == JsonValue::Kind::kString)
+      b += row("tile model", m->string == "isa" ? "instruction-level (chip.tile_model=isa)"
+                                                : "closed-form codelet models (chip.tile_model=closed_form)");
   b += row("step time", fmt::format("{} ({} cycles)", human_seconds(stat(run, "total.time")),
                                     num(stat(run, "total.cycles"))));
   if (const JsonValue* w = member(s, "workload")) {

@@ -274,6 +274,8 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
                        IPUSIM_VERSION, info.trace_name, stats.system_name, stats.system_ipus,
                        stats.replicas, stats.system_ipus / stats.replicas, stats.ipus.size(),
                        stats.replica_symmetric ? ", replica-symmetric" : "");
+  if (chip.tile_model == TileModel::kIsa)
+    out += "  tile model    instruction-level (chip.tile_model=isa; docs/tile-model.md)\n";
   out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles, human_seconds(stats.seconds));
   if (const auto wl = workload(info, stats.seconds)) {
     out += fmt::format("  throughput    {:.0f} {}/s ({} {} per step of {})\n", wl->throughput,

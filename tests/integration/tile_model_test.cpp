@@ -44,3 +44,25 @@ TEST(TileModelRun, MatmulAndConvAgreeWithTheClosedFormWithinTenPercent) {
 
 }  // namespace
 }  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+TEST(TileModelRun, TheSummaryAndTheReportSayWhichModelTimedTheRun) {
+  TempDir dir;
+  const std::string trace = dir.file("k.trace");
+  ASSERT_EQ(ipusim("kernel matmul --m 64 --n 64 --k 64 --out " + trace).status, 0);
+  auto r = ipusim("run --set chip.tile_model=isa --out " + dir.file("isa") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("  tile model    instruction-level (chip.tile_model=isa"), std::string::npos) << r.out;
+  ASSERT_EQ(ipusim("report " + dir.file("isa")).status, 0);
+  EXPECT_NE(read_all(dir.file("isa/report.html")).find("instruction-level (chip.tile_model=isa)"), std::string::npos);
+  r = ipusim("run --out " + dir.file("closed") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("tile model"), std::string::npos) << r.out;  // the default says nothing
+  ASSERT_EQ(ipusim("report " + dir.file("closed")).status, 0);
+  EXPECT_NE(read_all(dir.file("closed/report.html")).find("closed-form codelet models"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ipusim::testing
