@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ipusim::fuzz {
 
@@ -23,6 +24,23 @@ namespace ipusim::fuzz {
 
 inline std::string as_string(const std::uint8_t* data, std::size_t size) {
   return std::string(reinterpret_cast<const char*>(data), size);
+}
+
+// The `--set` overrides of an input "FILE CONTENT\0KEY=VALUE\nKEY=VALUE...": one per line
+// after the first NUL (an empty last line included); none without a NUL.
+inline std::vector<std::string> overrides_after_nul(const std::string& input) {
+  std::vector<std::string> overrides;
+  const auto nul = input.find('\0');
+  if (nul == std::string::npos) return overrides;
+  const std::string rest = input.substr(nul + 1);
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const auto nl = rest.find('\n', start);
+    overrides.push_back(rest.substr(start, nl == std::string::npos ? nl : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return overrides;
 }
 
 }  // namespace ipusim::fuzz

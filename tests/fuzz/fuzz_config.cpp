@@ -92,17 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string input = fuzz::as_string(data, size);
   const auto nul = input.find('\0');
   const std::string yaml = input.substr(0, nul);
-  std::vector<std::string> overrides;
-  if (nul != std::string::npos) {
-    std::string rest = input.substr(nul + 1);
-    std::size_t start = 0;
-    while (start <= rest.size()) {
-      const auto nl = rest.find('\n', start);
-      overrides.push_back(rest.substr(start, nl == std::string::npos ? nl : nl - start));
-      if (nl == std::string::npos) break;
-      start = nl + 1;
-    }
-  }
+  const std::vector<std::string> overrides = fuzz::overrides_after_nul(input);
   check(yaml, overrides, chip_schema());
   check(yaml, overrides, system_schema());
   check_system_file(yaml, overrides);

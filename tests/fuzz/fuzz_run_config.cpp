@@ -23,17 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace ipusim;
   const std::string input = fuzz::as_string(data, size);
   const auto nul = input.find('\0');
-  std::vector<std::string> overrides;
-  if (nul != std::string::npos) {
-    const std::string rest = input.substr(nul + 1);
-    std::size_t start = 0;
-    while (start <= rest.size()) {
-      const auto nl = rest.find('\n', start);
-      overrides.push_back(rest.substr(start, nl == std::string::npos ? nl : nl - start));
-      if (nl == std::string::npos) break;
-      start = nl + 1;
-    }
-  }
+  const std::vector<std::string> overrides = fuzz::overrides_after_nul(input);
   static const bool linked = [] {
     const auto dir = fuzz::private_dir("run_config");
     const std::filesystem::path src = IPUSIM_SOURCE_DIR;

@@ -17,39 +17,30 @@ namespace {
 std::string tiny_run() { return source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml"; }
 std::string pod16() { return source_dir() + "/configs/systems/pod16.yaml"; }
 
-// stats.json without its "file" line (the trace file simulated, if any).
-std::string without_file(const std::string& stats) {
+// stats.json without its lines that name the simulated trace file (a "file" line that is not
+// a config's .yaml) and, with `identity`, without its "identity" line.
+std::string without_trace_lines(const std::string& stats, bool identity) {
   std::string out;
   std::size_t at = 0;
   while (at < stats.size()) {
     auto end = stats.find('\n', at);
     if (end == std::string::npos) end = stats.size();
     const std::string line = stats.substr(at, end - at);
-    if (line.find("\"file\": ") == std::string::npos || line.find(".yaml") != std::string::npos) out += line + "\n";
+    const bool names_file = line.find("\"file\": ") != std::string::npos && line.find(".yaml") == std::string::npos;
+    const bool names_identity = identity && line.find("\"identity\": ") != std::string::npos;
+    if (!names_file && !names_identity) out += line + "\n";
     at = end + 1;
   }
   return out;
 }
+// stats.json without its "file" line (the trace file simulated, if any).
+std::string without_file(const std::string& stats) { return without_trace_lines(stats, false); }
+// stats.json without the lines naming the trace (file and identity).
+std::string without_trace(const std::string& stats) { return without_trace_lines(stats, true); }
 
 std::string identity_line(const std::string& trace_id) {
   const auto at = trace_id.find("identity: ");
   return at == std::string::npos ? "" : trace_id.substr(at);
-}
-
-// stats.json without the lines naming the trace (file and identity).
-std::string without_trace(const std::string& stats) {
-  std::string out;
-  std::size_t at = 0;
-  while (at < stats.size()) {
-    auto end = stats.find('\n', at);
-    if (end == std::string::npos) end = stats.size();
-    const std::string line = stats.substr(at, end - at);
-    if (line.find("\"identity\": ") == std::string::npos &&
-        (line.find("\"file\": ") == std::string::npos || line.find(".yaml") != std::string::npos))
-      out += line + "\n";
-    at = end + 1;
-  }
-  return out;
 }
 
 // Trace format v3: the compiler writes transfers and vertices as runs. The same program with
