@@ -116,7 +116,8 @@ void BM_ProgramExchangeCosts(benchmark::State& state) {
   std::size_t transfers = 0;
   for (const auto& ex : program->exchanges) transfers += ex.transfer_count();
   for (auto _ : state)
-    for (const auto& ex : program->exchanges) benchmark::DoNotOptimize(cost::exchange_cost(gc200(), ex));
+    for (const auto& ex : program->exchanges)
+      benchmark::DoNotOptimize(cost::exchange_cost(gc200(), ex));
   state.counters["transfers"] = static_cast<double>(transfers);
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(transfers));
 }

@@ -44,9 +44,9 @@ void all_reduce(benchmark::State& state, const std::string& system,
   }
   for (auto _ : state) {
     topology::LinkSchedule links(topo);
-    benchmark::DoNotOptimize(topology::run_collective(links, sys.chip,
-                                                      trace::CollectiveOp::kAllReduce, method,
-                                                      members, 100ull << 20, trace::DType::kHalf, 0));
+    benchmark::DoNotOptimize(
+        topology::run_collective(links, sys.chip, trace::CollectiveOp::kAllReduce, method, members,
+                                 100ull << 20, trace::DType::kHalf, 0));
   }
 }
 

@@ -13,8 +13,10 @@ namespace {
 
 std::string serialised(bool binary) {
   std::ostringstream out;
-  if (binary) trace::write_binary(matmul_2048(), out);
-  else trace::write_text(matmul_2048(), out);
+  if (binary)
+    trace::write_binary(matmul_2048(), out);
+  else
+    trace::write_text(matmul_2048(), out);
   return out.str();
 }
 

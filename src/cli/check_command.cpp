@@ -48,7 +48,9 @@ class WorkDir {
       return;
     }
     std::string tmpl = (fs::temp_directory_path() / "ipusim-check-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw Error(fmt::format("cannot create a temporary folder in {}", fs::temp_directory_path().string()));
+    if (!::mkdtemp(tmpl.data()))
+      throw Error(fmt::format("cannot create a temporary folder in {}",
+                              fs::temp_directory_path().string()));
     path_ = tmpl;
   }
   ~WorkDir() {
@@ -65,7 +67,9 @@ class WorkDir {
   bool keep_ = false;
 };
 
-bool has_prefix(const std::string& assignment, const char* prefix) { return assignment.starts_with(prefix); }
+bool has_prefix(const std::string& assignment, const char* prefix) {
+  return assignment.starts_with(prefix);
+}
 
 // Every override of case `c`: its own, then those of the command line that concern it. A chip
 // case takes only the chip.* keys of the command line (machine.*, fabric.* and system.* keys
@@ -73,14 +77,16 @@ bool has_prefix(const std::string& assignment, const char* prefix) { return assi
 std::vector<std::string> case_overrides(const rg::Case& c, const std::vector<std::string>& extra) {
   std::vector<std::string> out = c.overrides;
   for (const auto& s : extra) {
-    const bool wanted = has_prefix(s, "chip.") || (has_prefix(s, "run.") ? c.is_compile() : c.is_system());
+    const bool wanted =
+        has_prefix(s, "chip.") || (has_prefix(s, "run.") ? c.is_compile() : c.is_system());
     if (wanted) out.push_back(s);
   }
   return out;
 }
 
 // The subset of `overrides` whose key starts with `prefix` (keep) or does not (drop).
-std::vector<std::string> select(const std::vector<std::string>& overrides, const char* prefix, bool keep) {
+std::vector<std::string> select(const std::vector<std::string>& overrides, const char* prefix,
+                                bool keep) {
   std::vector<std::string> out;
   for (const auto& s : overrides)
     if (has_prefix(s, prefix) == keep) out.push_back(s);
@@ -88,8 +94,12 @@ std::vector<std::string> select(const std::vector<std::string>& overrides, const
 }
 
 // Kernel planning sees the chip only; 'ipusim run' takes no run.* keys; 'ipusim compile' all.
-std::vector<std::string> kernel_overrides(const std::vector<std::string>& o) { return select(o, "chip.", true); }
-std::vector<std::string> run_overrides(const std::vector<std::string>& o) { return select(o, "run.", false); }
+std::vector<std::string> kernel_overrides(const std::vector<std::string>& o) {
+  return select(o, "chip.", true);
+}
+std::vector<std::string> run_overrides(const std::vector<std::string>& o) {
+  return select(o, "run.", false);
+}
 
 // Checks each case's configs and overrides before anything runs, so that a typo fails once,
 // naming the manifest line, instead of once per child.
@@ -101,7 +111,8 @@ void check_configs(const rg::Manifest& m, const std::vector<const rg::Case*>& ca
     const config::Schema& schema = has_prefix(s, "run.") ? compiler::run_schema() : system_schema();
     if (has_prefix(s, "chip.") || schema.find(key)) continue;
     const auto near = schema.suggest(key);
-    throw ConfigError(fmt::format("--set {}: unknown key{}", key, near ? " (did you mean " + *near + "?)" : ""));
+    throw ConfigError(
+        fmt::format("--set {}: unknown key{}", key, near ? " (did you mean " + *near + "?)" : ""));
   }
   std::set<std::string> done;
   for (const rg::Case* c : cases) {
@@ -146,7 +157,8 @@ process::Job job_for(const rg::Case& c, const std::string& exe, const std::strin
   } else if (c.is_compile()) {
     // One process, no trace file (a full step's trace is 70 to 220 MB): the step is compiled
     // in memory and run; run.* keys go to the run config, the others to the system.
-    std::vector<std::string> argv{exe, "run", "--quiet", "--run", c.compile_path, "--system", c.system_file};
+    std::vector<std::string> argv{exe,        "run",        "--quiet", "--run", c.compile_path,
+                                  "--system", c.system_file};
     if (!c.chip.empty()) argv.insert(argv.end(), {"--chip", c.chip_file});
     sets(argv, overrides);
     argv.insert(argv.end(), {"--out", dir + "/run"});
@@ -165,12 +177,13 @@ process::Job job_for(const rg::Case& c, const std::string& exe, const std::strin
 // Golden files under the goldens folder that belong to no case.
 std::vector<std::string> stray_goldens(const rg::Manifest& m) {
   std::set<std::string> known;
-  for (const auto& c : m.cases) known.insert(fs::path(rg::golden_path(m, c)).lexically_normal().string());
+  for (const auto& c : m.cases)
+    known.insert(fs::path(rg::golden_path(m, c)).lexically_normal().string());
   std::vector<std::string> out;
   std::error_code ec;
   if (!fs::is_directory(m.goldens_dir, ec)) return out;
-  for (auto it = fs::recursive_directory_iterator(m.goldens_dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(m.goldens_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file() && it->path().extension() == ".yaml" &&
         !known.count(it->path().lexically_normal().string()))
       out.push_back(it->path().string());
@@ -181,9 +194,12 @@ std::vector<std::string> stray_goldens(const rg::Manifest& m) {
 
 const char* status_word(rg::CaseOutcome::Status s) {
   switch (s) {
-    case rg::CaseOutcome::Status::kPassed: return "PASS";
-    case rg::CaseOutcome::Status::kFailed: return "FAIL";
-    case rg::CaseOutcome::Status::kError: return "ERROR";
+    case rg::CaseOutcome::Status::kPassed:
+      return "PASS";
+    case rg::CaseOutcome::Status::kFailed:
+      return "FAIL";
+    case rg::CaseOutcome::Status::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -203,7 +219,8 @@ int check_command(int argc, char** argv) {
                      "the suite manifest (tests/regression/suite.yaml)")(
       "filter", po::value(&filters)->composing()->value_name("PATTERN"),
       "run only cases whose name matches the glob PATTERN, e.g. 'matmul/*' (repeatable)")(
-      "junit", po::value(&junit)->value_name("FILE"), "also write the results as JUnit XML to FILE")(
+      "junit", po::value(&junit)->value_name("FILE"),
+      "also write the results as JUnit XML to FILE")(
       "update", po::bool_switch(&update),
       "rewrite the goldens of the selected cases with the new results (prints the same diff)")(
       "jobs,j", unsigned_value(&jobs)->default_value(cores)->value_name("N"),
@@ -218,22 +235,25 @@ int check_command(int argc, char** argv) {
       "verbose,v", po::bool_switch(&verbose), "print one line per case");
   parse("check", argc, argv, desc);
   if (common.help) {
-    print_help("ipusim check --suite MANIFEST [--filter PATTERN] [--junit FILE] [--update] [--jobs N]",
-               "Runs a regression suite: each case (a reference kernel, a trace or a compiled\n"
-               "training step, on a chip or a system, with overrides) in its own ipusim\n"
-               "processes, then compares the named stats.json fields with the case's golden\n"
-               "file under the tolerances of the manifest (exact by default). Prints a table\n"
-               "of every field that moved (old, new, delta, delta%)\n"
-               "and ends with 'check: N passed, N failed'. Exits 0 if every case passed, 5 if a\n"
-               "case moved beyond its tolerance, has no golden or could not run, 3 on a bad\n"
-               "manifest. --update rewrites the goldens instead and prints the same diff.\n"
-               "See docs/regression.md.",
-               desc);
+    print_help(
+        "ipusim check --suite MANIFEST [--filter PATTERN] [--junit FILE] [--update] [--jobs N]",
+        "Runs a regression suite: each case (a reference kernel, a trace or a compiled\n"
+        "training step, on a chip or a system, with overrides) in its own ipusim\n"
+        "processes, then compares the named stats.json fields with the case's golden\n"
+        "file under the tolerances of the manifest (exact by default). Prints a table\n"
+        "of every field that moved (old, new, delta, delta%)\n"
+        "and ends with 'check: N passed, N failed'. Exits 0 if every case passed, 5 if a\n"
+        "case moved beyond its tolerance, has no golden or could not run, 3 on a bad\n"
+        "manifest. --update rewrites the goldens instead and prints the same diff.\n"
+        "See docs/regression.md.",
+        desc);
     return 0;
   }
   apply_log_level(common.log_level);
-  if (suite.empty()) throw UsageError("ipusim check: missing --suite MANIFEST (see 'ipusim check --help')");
-  if (jobs < 1 || jobs > 256) throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
+  if (suite.empty())
+    throw UsageError("ipusim check: missing --suite MANIFEST (see 'ipusim check --help')");
+  if (jobs < 1 || jobs > 256)
+    throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
   for (const auto& s : overrides)
     if (!config::parse_override(s)) throw UsageError("--set: " + config::override_form_error(s));
 
@@ -245,7 +265,8 @@ int check_command(int argc, char** argv) {
     throw UsageError(fmt::format("ipusim check: --filter {} matches none of the {} cases of {}",
                                  fmt::join(filters, " --filter "), manifest.cases.size(), suite));
   if (list) {
-    for (const rg::Case* c : selected) std::cout << fmt::format("{}  {}\n", c->name, c->definition());
+    for (const rg::Case* c : selected)
+      std::cout << fmt::format("{}  {}\n", c->name, c->definition());
     return 0;
   }
   check_configs(manifest, selected, overrides);
@@ -260,12 +281,14 @@ int check_command(int argc, char** argv) {
     job_list.push_back(job_for(*selected[i], exe, dir, overrides));
   }
   const unsigned parallel = std::min<unsigned>(jobs, static_cast<unsigned>(selected.size()));
-  std::cout << fmt::format("check: {} {} case(s) of {} with {} job(s){}\n", update ? "updating" : "running",
-                           selected.size(), suite, parallel,
-                           overrides.empty() ? "" : fmt::format(" (--set {})", fmt::join(overrides, " --set ")));
+  std::cout << fmt::format(
+      "check: {} {} case(s) of {} with {} job(s){}\n", update ? "updating" : "running",
+      selected.size(), suite, parallel,
+      overrides.empty() ? "" : fmt::format(" (--set {})", fmt::join(overrides, " --set ")));
   std::cout.flush();
   const std::vector<process::JobResult> results = process::run_jobs(job_list, parallel);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   // Compare.
   std::vector<rg::CaseOutcome> outcomes;
@@ -277,7 +300,8 @@ int check_command(int argc, char** argv) {
     o.name = c.name;
     if (!results[i].ok) {
       o.status = rg::CaseOutcome::Status::kError;
-      o.error = fmt::format("{}:{}: case '{}': {}", manifest.file, c.line, c.name, results[i].error);
+      o.error =
+          fmt::format("{}:{}: case '{}': {}", manifest.file, c.line, c.name, results[i].error);
       o.output = results[i].stderr_text;
       o.seconds = results[i].seconds;
       outcomes.push_back(std::move(o));
@@ -313,14 +337,16 @@ int check_command(int argc, char** argv) {
   }
 
   const auto count = [&](rg::CaseOutcome::Status s) {
-    return std::count_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.status == s; });
+    return std::count_if(outcomes.begin(), outcomes.end(),
+                         [&](const auto& o) { return o.status == s; });
   };
   const auto errors = count(rg::CaseOutcome::Status::kError);
 
   // Update: all or nothing, each file atomically.
   if (update) {
     if (errors) {
-      std::cerr << fmt::format("check --update: wrote no goldens: {} case(s) could not be run\n", errors);
+      std::cerr << fmt::format("check --update: wrote no goldens: {} case(s) could not be run\n",
+                               errors);
     } else {
       std::size_t changed = 0, added = 0;
       for (std::size_t i = 0; i < selected.size(); ++i) {
@@ -340,14 +366,15 @@ int check_command(int argc, char** argv) {
       if (changed + added == 0)
         std::cout << fmt::format("update: all {} golden(s) already match\n", selected.size());
       else
-        std::cout << fmt::format("update: wrote {} golden file(s) in {} ({} changed, {} new)\n", changed + added,
-                                 manifest.goldens_dir, changed, added);
+        std::cout << fmt::format("update: wrote {} golden file(s) in {} ({} changed, {} new)\n",
+                                 changed + added, manifest.goldens_dir, changed, added);
     }
   }
 
   // Report.
   if (verbose)
-    for (const auto& o : outcomes) std::cout << fmt::format("  {:<5} {} ({:.2f} s)\n", status_word(o.status), o.name, o.seconds);
+    for (const auto& o : outcomes)
+      std::cout << fmt::format("  {:<5} {} ({:.2f} s)\n", status_word(o.status), o.name, o.seconds);
   const std::string table = rg::moved_table(outcomes, update && errors == 0);
   if (!table.empty()) std::cout << (update ? "changed fields:\n" : "moved fields:\n") << table;
   const bool updated = update && !errors;
@@ -355,21 +382,26 @@ int check_command(int argc, char** argv) {
     if (o.status == rg::CaseOutcome::Status::kError) {
       std::cout << fmt::format("ERROR {}: {}\n", o.name, o.error);
     } else if (updated && o.new_golden) {
-      std::cout << fmt::format("new   {}: {}\n", o.name, rg::golden_path(manifest, *selected[&o - outcomes.data()]));
+      std::cout << fmt::format("new   {}: {}\n", o.name,
+                               rg::golden_path(manifest, *selected[&o - outcomes.data()]));
     } else {
-      for (const auto& p : o.problems) std::cout << fmt::format("{} {}: {}\n", updated ? "fixed" : "FAIL ", o.name, p);
+      for (const auto& p : o.problems)
+        std::cout << fmt::format("{} {}: {}\n", updated ? "fixed" : "FAIL ", o.name, p);
     }
   }
   if (filters.empty())
     for (const auto& f : stray_goldens(manifest))
-      std::cerr << fmt::format("warning: {} belongs to no case of {} (delete it if the case is gone)\n", f, suite);
+      std::cerr << fmt::format(
+          "warning: {} belongs to no case of {} (delete it if the case is gone)\n", f, suite);
   if (!junit.empty()) {
-    const std::string xml = rg::junit_xml(manifest.name.empty() ? suite : manifest.name, outcomes, seconds);
+    const std::string xml =
+        rg::junit_xml(manifest.name.empty() ? suite : manifest.name, outcomes, seconds);
     write_file_atomically(junit, [&](std::ostream& o) { o << xml; });
   }
   const auto passed = count(rg::CaseOutcome::Status::kPassed);
   const auto failed = static_cast<long>(outcomes.size()) - passed;
-  std::cout << fmt::format("check: {} case(s) in {:.1f} s with {} job(s){}\n", outcomes.size(), seconds, parallel,
+  std::cout << fmt::format("check: {} case(s) in {:.1f} s with {} job(s){}\n", outcomes.size(),
+                           seconds, parallel,
                            errors ? fmt::format(", {} could not be run", errors) : "");
   std::cout << fmt::format("check: {} passed, {} failed\n", passed, failed);
   return failed ? kCheckFailed : 0;

@@ -39,7 +39,8 @@ po::variables_map parse(const std::string& command, int argc, char** argv,
     po::store(parser.run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    throw UsageError(fmt::format("ipusim {}: {} (see 'ipusim {} --help')", command, e.what(), command));
+    throw UsageError(
+        fmt::format("ipusim {}: {} (see 'ipusim {} --help')", command, e.what(), command));
   }
   return vm;
 }

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <boost/program_options.hpp>
-
 #include <charconv>
 #include <cstdint>
 #include <limits>

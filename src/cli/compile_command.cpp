@@ -7,10 +7,10 @@
 
 #include "common.hpp"
 #include "ipusim/compiler/compiler.hpp"
-#include "ipusim/util/progress.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/progress.hpp"
 
 namespace ipusim::cli {
 
@@ -24,7 +24,8 @@ int compile_command(int argc, char** argv) {
   desc.add_options()("run", po::value(&run_file)->value_name("FILE"),
                      "run config (configs/runs/*.yaml): replicas, micro-batch, gradient "
                      "accumulation, placement, recomputation, optimiser, ...")(
-      "model", po::value(&model_file)->value_name("FILE"), "model (models/*.yaml); default: the run's")(
+      "model", po::value(&model_file)->value_name("FILE"),
+      "model (models/*.yaml); default: the run's")(
       "system", po::value(&system_file)->value_name("FILE"),
       "system (configs/systems/*.yaml); default: the run's")(
       "chip", po::value(&chip_file)->value_name("FILE"), "replace the system's chip")(
@@ -36,30 +37,34 @@ int compile_command(int argc, char** argv) {
       "no progress line (shown on stderr only when it is a terminal)");
   parse("compile", argc, argv, desc);
   if (common.help) {
-    print_help("ipusim compile --run FILE [--model FILE] [--system FILE] [--set KEY=VALUE]... --out TRACE",
-               "Lowers one training step (forward, backward with recomputation, weight update)\n"
-               "of a model onto a system: every conv and matmul is planned for the chip given\n"
-               "(tile partition, AMP vertices, exchanges, reductions, within the run's\n"
-               "available-memory proportion), elementwise and normalisation layers are mapped\n"
-               "over the tiles, memory is accounted per tile, BERT is pipelined over the IPUs of\n"
-               "a replica, and replicas all-reduce their gradients. A model that does not fit\n"
-               "fails with an out-of-memory error naming the tile and its largest tensors.\n"
-               "Run the result with: ipusim run --system FILE TRACE (docs/workloads.md), or\n"
-               "compile and run in one process, without a trace file: ipusim run --run FILE.",
-               desc);
+    print_help(
+        "ipusim compile --run FILE [--model FILE] [--system FILE] [--set KEY=VALUE]... --out TRACE",
+        "Lowers one training step (forward, backward with recomputation, weight update)\n"
+        "of a model onto a system: every conv and matmul is planned for the chip given\n"
+        "(tile partition, AMP vertices, exchanges, reductions, within the run's\n"
+        "available-memory proportion), elementwise and normalisation layers are mapped\n"
+        "over the tiles, memory is accounted per tile, BERT is pipelined over the IPUs of\n"
+        "a replica, and replicas all-reduce their gradients. A model that does not fit\n"
+        "fails with an out-of-memory error naming the tile and its largest tensors.\n"
+        "Run the result with: ipusim run --system FILE TRACE (docs/workloads.md), or\n"
+        "compile and run in one process, without a trace file: ipusim run --run FILE.",
+        desc);
     return 0;
   }
   apply_log_level(common.log_level);
-  if (run_file.empty()) throw UsageError("ipusim compile: missing --run FILE (see 'ipusim compile --help')");
+  if (run_file.empty())
+    throw UsageError("ipusim compile: missing --run FILE (see 'ipusim compile --help')");
   if (out.empty()) throw UsageError("ipusim compile: missing --out TRACE");
   const auto start = std::chrono::steady_clock::now();
   // Overrides go to the file they belong to.
   std::vector<std::string> run_overrides, system_overrides;
-  for (const auto& o : overrides) (o.starts_with("run.") ? run_overrides : system_overrides).push_back(o);
+  for (const auto& o : overrides)
+    (o.starts_with("run.") ? run_overrides : system_overrides).push_back(o);
   Progress progress("ipusim compile", "stages", !quiet);
   progress.stage("loading configs", 0, 3);
   const compiler::LoadedRun run = compiler::load_run(run_file, run_overrides);
-  const compiler::ModelDef model = compiler::load_model(model_file.empty() ? run.run.model_file : model_file);
+  const compiler::ModelDef model =
+      compiler::load_model(model_file.empty() ? run.run.model_file : model_file);
   const LoadedSystem system =
       load_system(system_file.empty() ? run.run.system_file : system_file, system_overrides,
                   chip_file.empty() ? std::nullopt : std::optional(chip_file));

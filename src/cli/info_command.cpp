@@ -20,16 +20,17 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
   std::cout << fmt::format("system {} ({})\n", s.name, file);
   std::cout << fmt::format("  IPUs              {} x {} ({} tiles at {})\n", s.ipus(), s.chip.name,
                            s.chip.tiles, human_rate(s.chip.clock.hz, "Hz"));
-  std::cout << fmt::format("  machines          {} x {} ({} IPUs each), {} per rack\n", s.machines(),
-                           s.machine.name, s.machine.ipus, s.machines_per_rack);
+  std::cout << fmt::format("  machines          {} x {} ({} IPUs each), {} per rack\n",
+                           s.machines(), s.machine.name, s.machine.ipus, s.machines_per_rack);
   std::cout << fmt::format("  racks             {} ({} each){}\n", s.racks,
                            s.topology == RackTopology::kTorus ? "torus" : "ladder",
                            s.racks > 1 ? ", joined over GW-Links" : "");
   std::cout << fmt::format("  host servers      {}\n", s.host_servers);
   std::cout << fmt::format("  peak FP16.16      {}\n",
                            human_rate(s.chip.peak_flops(true, false) * s.ipus(), "FLOP/s"));
-  std::cout << fmt::format("  In-Processor-Memory {}\n",
-                           human_bytes(static_cast<double>(s.chip.total_memory().count) * s.ipus()));
+  std::cout << fmt::format(
+      "  In-Processor-Memory {}\n",
+      human_bytes(static_cast<double>(s.chip.total_memory().count) * s.ipus()));
   std::cout << "  links (bundles; rate per direction):\n";
   for (int k = 0; k < 5; ++k) {
     std::uint32_t count = 0, lanes = 0;
@@ -43,8 +44,8 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
     if (count == 0) continue;
     static const char* kWhat[] = {"IPU-Link rung", "IPU-Link rail", "IPU-Link extra",
                                   "PCIe IPU-gateway", "GW-Link"};
-    std::cout << fmt::format("    {:<18} {:>5} bundles, {:>5} links, {} per bundle\n", kWhat[k], count,
-                             lanes, human_rate(rate, "B/s"));
+    std::cout << fmt::format("    {:<18} {:>5} bundles, {:>5} links, {} per bundle\n", kWhat[k],
+                             count, lanes, human_rate(rate, "B/s"));
   }
   std::cout << fmt::format("  bisection         {} each way (IPUs 0..{} | {}..{})\n",
                            human_rate(topo.bisection_bytes_per_second(), "B/s"), s.ipus() / 2 - 1,
@@ -103,36 +104,39 @@ int info_command(int argc, char** argv) {
   std::cout << fmt::format("  peak FP32         {} ({} MAC/cycle/tile)\n",
                            human_rate(c.peak_flops(false, true), "FLOP/s"),
                            c.peak_macs_per_cycle_per_tile(false, true));
-  const double load_store = (c.memory.interleaved_load_bytes_per_cycle.value + c.datapath_width.count) *
-                            c.tiles * c.clock.hz;
+  const double load_store =
+      (c.memory.interleaved_load_bytes_per_cycle.value + c.datapath_width.count) * c.tiles *
+      c.clock.hz;
   std::cout << fmt::format("  memory bandwidth  {} (load {} B/cycle + store {} B/cycle per tile)\n",
-                           human_rate(load_store, "B/s"), c.memory.interleaved_load_bytes_per_cycle.value,
-                           c.datapath_width.count);
+                           human_rate(load_store, "B/s"),
+                           c.memory.interleaved_load_bytes_per_cycle.value, c.datapath_width.count);
   std::cout << fmt::format("  exchange          {} all-to-all ({} B/cycle/tile each way)\n",
-                           human_rate(c.exchange_bandwidth(), "B/s"), c.exchange.bytes_per_cycle.value);
+                           human_rate(c.exchange_bandwidth(), "B/s"),
+                           c.exchange.bytes_per_cycle.value);
   std::cout << fmt::format("  sync              {} cycles ({})\n", c.sync.internal_latency.count,
                            human_seconds((c.sync.internal_latency / c.clock).seconds));
   std::cout << fmt::format("  host link         {} each way\n",
                            human_rate(c.host.bandwidth.bytes_per_second, "B/s"));
   // Tile micro-architecture (issue 18, docs/tile-model.md).
-  std::cout << fmt::format("  tile model        {}\n",
-                           c.tile_model == TileModel::kIsa ? "isa (bundle programs)"
+  std::cout << fmt::format("  tile model        {}\n", c.tile_model == TileModel::kIsa
+                                                           ? "isa (bundle programs)"
                                                            : "closed_form (poplibs formulas)");
-  std::cout << fmt::format("  tile core         {} barrel contexts, issue width {} (main + aux), "
-                           "result latency {} cycles\n",
-                           c.worker_contexts, c.tile.issue_width, c.tile.result_latency);
-  std::cout << fmt::format("  tile memory ports load {} B/cycle ({} B/cycle paired), store {} B/cycle\n",
-                           c.memory.load_bytes_per_cycle.value,
-                           c.memory.interleaved_load_bytes_per_cycle.value,
-                           c.tile.store_bytes_per_cycle.value);
-  std::cout << fmt::format("  tile AMP          {}/{}/{} engines (hh/hf/ff), pipeline depth {}, "
-                           "weights {} B/cycle\n",
-                           c.amp.half_half.engines, c.amp.half_float.engines,
-                           c.amp.float_float.engines, c.amp.pipeline_depth,
-                           c.amp.coeff_load_bytes_per_cycle.value);
-  std::cout << fmt::format("  tile supervisor   {} cycle simple, {} cycles control; rpt count max {}\n",
-                           c.tile.supervisor_simple_cycles, c.tile.supervisor_control_cycles,
-                           c.tile.rpt_count_max);
+  std::cout << fmt::format(
+      "  tile core         {} barrel contexts, issue width {} (main + aux), "
+      "result latency {} cycles\n",
+      c.worker_contexts, c.tile.issue_width, c.tile.result_latency);
+  std::cout << fmt::format(
+      "  tile memory ports load {} B/cycle ({} B/cycle paired), store {} B/cycle\n",
+      c.memory.load_bytes_per_cycle.value, c.memory.interleaved_load_bytes_per_cycle.value,
+      c.tile.store_bytes_per_cycle.value);
+  std::cout << fmt::format(
+      "  tile AMP          {}/{}/{} engines (hh/hf/ff), pipeline depth {}, "
+      "weights {} B/cycle\n",
+      c.amp.half_half.engines, c.amp.half_float.engines, c.amp.float_float.engines,
+      c.amp.pipeline_depth, c.amp.coeff_load_bytes_per_cycle.value);
+  std::cout << fmt::format(
+      "  tile supervisor   {} cycle simple, {} cycles control; rpt count max {}\n",
+      c.tile.supervisor_simple_cycles, c.tile.supervisor_control_cycles, c.tile.rpt_count_max);
   std::cout << "\nresolved config:\n" << loaded.resolved.to_yaml();
   return 0;
 }

@@ -62,8 +62,8 @@ po::typed_value<std::uint64_t>* size_value() {
 template <class T>
 T need(const po::variables_map& vm, const std::string& name, const std::string& kernel) {
   if (!vm.count(name))
-    throw UsageError(fmt::format("ipusim kernel {}: missing --{} (see 'ipusim kernel --help')",
-                                 kernel, name));
+    throw UsageError(
+        fmt::format("ipusim kernel {}: missing --{} (see 'ipusim kernel --help')", kernel, name));
   return vm[name].as<T>();
 }
 
@@ -72,7 +72,8 @@ T need(const po::variables_map& vm, const std::string& name, const std::string& 
 int kernel_command(int argc, char** argv) {
   CommonOptions common;
   ChipOptions chip_opts;
-  std::string name, out, format_name, dtype = "half", op = "relu", pass = "forward", partials = "half";
+  std::string name, out, format_name, dtype = "half", op = "relu", pass = "forward",
+                                      partials = "half";
   po::options_description desc("Options");
   add_common_options(desc, common);
   add_chip_options(desc, chip_opts);
@@ -98,22 +99,24 @@ int kernel_command(int argc, char** argv) {
       "groups", size_value()->default_value(1),
       "matmul: independent matmuls G of a batched [G][M][K] x [G][K][N] (conv groups)")(
       "batch", size_value()->default_value(1), "conv2d: images (N)")(
-      "channels", size_value(), "conv2d: input channels (C)")(
-      "height", size_value(), "conv2d: input height (H)")(
-      "width", size_value(), "conv2d: input width (W)")(
-      "filters", size_value(), "conv2d: output channels (K)")(
+      "channels", size_value(), "conv2d: input channels (C)")("height", size_value(),
+                                                              "conv2d: input height (H)")(
+      "width", size_value(), "conv2d: input width (W)")("filters", size_value(),
+                                                        "conv2d: output channels (K)")(
       "kernel", size_value()->default_value(1), "conv2d: square kernel size")(
       "stride", size_value()->default_value(1), "conv2d: stride")(
-      "outputs", size_value(), "reduce: output elements")(
-      "inputs", size_value(), "reduce: partials per output")(
+      "outputs", size_value(), "reduce: output elements")("inputs", size_value(),
+                                                          "reduce: partials per output")(
       "op", po::value(&op)->default_value("relu"), "elementwise: operator (relu, exp, add, ...)")(
       "bytes", size_value(), "exchange: bytes per transfer")(
       "tiles", unsigned_value<std::uint32_t>(), "exchange: tiles taking part (default: all)")(
       "src", unsigned_value<std::uint32_t>()->default_value(0), "exchange-broadcast: source tile")(
       "iterations", size_value(), "sync-loop, sync: number of syncs")(
-      "src-ipu", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus - 1)->default_value(0), "link-p2p: sending IPU")(
-      "dst-ipu", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus - 1)->default_value(1), "link-p2p: receiving IPU")(
-      "group", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus), "allreduce, collective, sync: IPUs taking part")(
+      "src-ipu", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus - 1)->default_value(0),
+      "link-p2p: sending IPU")(
+      "dst-ipu", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus - 1)->default_value(1),
+      "link-p2p: receiving IPU")("group", unsigned_value<std::uint32_t>(nullptr, trace::kMaxIpus),
+                                 "allreduce, collective, sync: IPUs taking part")(
       "method", po::value<std::string>()->default_value("auto"),
       "allreduce, collective: auto, ring, bidirectional_ring, quad_ring or broadcast_reduce")(
       "collective", po::value<std::string>()->default_value("all_reduce"),
@@ -142,7 +145,8 @@ int kernel_command(int argc, char** argv) {
   if (name.empty()) throw UsageError("ipusim kernel: missing KERNEL (see 'ipusim kernel --help')");
   if (out.empty()) throw UsageError("ipusim kernel: missing --out FILE");
   if (std::find(kKernels.begin(), kKernels.end(), name) == kKernels.end())
-    throw UsageError(fmt::format("ipusim kernel: unknown kernel '{}'{}", name, did_you_mean(name, kKernels)));
+    throw UsageError(
+        fmt::format("ipusim kernel: unknown kernel '{}'{}", name, did_you_mean(name, kKernels)));
 
   const ChipSpec chip = load_chip_options(chip_opts).spec;
   const trace::DType dt = parse_dtype(dtype);
@@ -150,18 +154,22 @@ int kernel_command(int argc, char** argv) {
   const trace::DType partials_dt = parse_partials(partials);
   const bool available = vm.count("available-memory") > 0;
   // Poplar's default proportion (poplar-compiler.md §1.5) when --available-memory is not given.
-  const double proportion = available ? parse_available_memory(vm["available-memory"].as<double>()) : 0.6;
+  const double proportion =
+      available ? parse_available_memory(vm["available-memory"].as<double>()) : 0.6;
   const bool planned_kernel = name == "matmul" || name == "conv2d";
   if (!planned_kernel && (!vm["pass"].defaulted() || !vm["partials"].defaulted() || available))
-    throw UsageError(fmt::format(
-        "ipusim kernel {}: --pass, --partials and --available-memory apply to matmul and conv2d only", name));
+    throw UsageError(
+        fmt::format("ipusim kernel {}: --pass, --partials and --available-memory apply to matmul "
+                    "and conv2d only",
+                    name));
   // matmul and conv2d: the reference kernel (forward) or the layer's training program.
   auto planned = [&](const kernels::ConvArgs& a) {
     if (layer_pass == compiler::LayerPass::kTraining)
       return compiler::compile_layer(chip, a, layer_pass, proportion);
     if (!available) return kernels::conv2d(chip, a);
-    return kernels::conv2d(chip, a,
-                           static_cast<std::uint64_t>(proportion * static_cast<double>(chip.tile_memory.count)));
+    return kernels::conv2d(
+        chip, a,
+        static_cast<std::uint64_t>(proportion * static_cast<double>(chip.tile_memory.count)));
   };
   const std::uint32_t tiles = vm.count("tiles") ? vm["tiles"].as<std::uint32_t>() : chip.tiles;
   trace::Trace t;
@@ -211,21 +219,26 @@ int kernel_command(int argc, char** argv) {
       std::vector<std::string> list(names.begin(), names.end());
       auto it = std::find(list.begin(), list.end(), value);
       if (it == list.end())
-        throw UsageError(fmt::format("--{}: unknown value \"{}\"{}", option, value, did_you_mean(value, list)));
+        throw UsageError(
+            fmt::format("--{}: unknown value \"{}\"{}", option, value, did_you_mean(value, list)));
       return static_cast<std::size_t>(it - list.begin());
     };
-    const auto op = name == "allreduce" ? trace::CollectiveOp::kAllReduce
-                                        : static_cast<trace::CollectiveOp>(pick(
-                                              vm["collective"].as<std::string>(), trace::kCollectiveOpNames, "collective"));
+    const auto op =
+        name == "allreduce"
+            ? trace::CollectiveOp::kAllReduce
+            : static_cast<trace::CollectiveOp>(pick(vm["collective"].as<std::string>(),
+                                                    trace::kCollectiveOpNames, "collective"));
     const auto method = static_cast<trace::CollectiveMethod>(
         pick(vm["method"].as<std::string>(), trace::kCollectiveMethodNames, "method"));
-    t = kernels::collective(chip, op, need<U>(vm, "bytes", name), need<std::uint32_t>(vm, "group", name),
-                            method, dt);
+    t = kernels::collective(chip, op, need<U>(vm, "bytes", name),
+                            need<std::uint32_t>(vm, "group", name), method, dt);
   }
   trace::check_structure(t, out);
   trace::Format format = trace::format_for_path(out);
-  if (format_name == "text") format = trace::Format::kText;
-  else if (format_name == "binary") format = trace::Format::kBinary;
+  if (format_name == "text")
+    format = trace::Format::kText;
+  else if (format_name == "binary")
+    format = trace::Format::kBinary;
   else if (!format_name.empty())
     throw UsageError(fmt::format("--format: expected text or binary, found \"{}\"", format_name));
   trace::write_file(t, out, format, trace::Checked::kYes);  // checked above

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ipusim: the command-line driver. The only place that catches errors, prints them and picks
 // the exit code (docs/errors.md).
-#include <systemc>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 #include <iostream>
 #include <new>
 #include <string>
-#include <unistd.h>
+#include <systemc>
 
 #include "common.hpp"
 #include "ipusim/util/error.hpp"
@@ -84,7 +84,8 @@ int dispatch(int argc, char** argv) {
   if (command == "report") return report_command(argc - 1, argv + 1);
   if (command == "compare") return compare_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: compile, run, kernel, validate, info, check, sweep, report, compare; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, info, check, sweep, "
+                           "report, compare; see 'ipusim --help')");
 }
 
 }  // namespace

@@ -18,9 +18,8 @@ int report_command(int argc, char** argv) {
   std::string dir, out, other;
   po::options_description desc("Options");
   add_common_options(desc, common);
-  desc.add_options()(
-      "out,o", po::value(&out)->value_name("FILE"),
-      "HTML file to write (default: DIR/report.html)")(
+  desc.add_options()("out,o", po::value(&out)->value_name("FILE"),
+                     "HTML file to write (default: DIR/report.html)")(
       "compare", po::value(&other)->value_name("RUN_DIR"),
       "add a section comparing DIR with this run directory (as 'ipusim compare DIR RUN_DIR')")(
       "dir", po::value(&dir)->value_name("DIR"), "run directory or sweep directory");
@@ -45,7 +44,8 @@ int report_command(int argc, char** argv) {
   if (out.empty()) out = dir + "/report.html";
   std::string html;
   if (report::is_sweep_dir(dir)) {
-    if (!other.empty()) throw UsageError("--compare: works on run directories, not on a sweep directory");
+    if (!other.empty())
+      throw UsageError("--compare: works on run directories, not on a sweep directory");
     html = report::sweep_html_report(dir);
   } else {
     const report::RunDir run = report::load_run_dir(dir);
@@ -67,9 +67,8 @@ int compare_command(int argc, char** argv) {
   std::size_t top = 25;
   po::options_description desc("Options");
   add_common_options(desc, common);
-  desc.add_options()(
-      "top", unsigned_value(&top)->value_name("N")->default_value(25),
-      "show the N stats that moved most (by relative change)")(
+  desc.add_options()("top", unsigned_value(&top)->value_name("N")->default_value(25),
+                     "show the N stats that moved most (by relative change)")(
       "dirs", po::value(&dirs)->composing()->value_name("RUN_DIR"), "the two run directories");
   po::positional_options_description pos;
   pos.add("dirs", 2);
@@ -86,8 +85,9 @@ int compare_command(int argc, char** argv) {
   }
   apply_log_level(common.log_level);
   if (dirs.size() != 2)
-    throw UsageError(fmt::format("ipusim compare: expected two run directories, found {} (see 'ipusim compare --help')",
-                                 dirs.size()));
+    throw UsageError(fmt::format(
+        "ipusim compare: expected two run directories, found {} (see 'ipusim compare --help')",
+        dirs.size()));
   const report::RunDir a = report::load_run_dir(dirs[0]);
   const report::RunDir b = report::load_run_dir(dirs[1]);
   std::cout << report::comparison_text(a, b, report::compare_runs(a, b), top);

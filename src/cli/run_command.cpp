@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-
 #include <sys/resource.h>
 #include <time.h>
 
@@ -16,10 +15,10 @@
 #include "ipusim/model/simulation.hpp"
 #include "ipusim/report/report.hpp"
 #include "ipusim/report/run_files.hpp"
-#include "ipusim/util/progress.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
+#include "ipusim/util/progress.hpp"
 
 namespace ipusim::cli {
 namespace {
@@ -95,7 +94,7 @@ int run_command(int argc, char** argv) {
       "simulate every replica in full instead of replica 0 only (identical results for "
       "symmetric programs, slower)")(
       "out,o", po::value(&out_dir)->value_name("DIR"),
-                     "write stats.json, config.resolved.yaml and trace.id into DIR")(
+      "write stats.json, config.resolved.yaml and trace.id into DIR")(
       "full-loops", po::bool_switch(&full_loops),
       "simulate every iteration of repeat loops instead of timing the body once")(
       "engine", po::value(&engine_name)->value_name("fast|reference")->default_value("fast"),
@@ -119,51 +118,56 @@ int run_command(int argc, char** argv) {
       "runs on (other tile count, tile memory or AMP, or a system with more IPUs than it uses)")(
       "quiet,q", po::bool_switch(&quiet),
       "do not print the summary or the progress line (progress is shown on stderr only when "
-      "it is a terminal)")(
-      "trace", po::value(&trace_file)->value_name("TRACE"), "program trace (.trace text or .itb binary)");
+      "it is a terminal)")("trace", po::value(&trace_file)->value_name("TRACE"),
+                           "program trace (.trace text or .itb binary)");
   po::positional_options_description pos;
   pos.add("trace", 1);
   parse("run", argc, argv, desc, &pos);
   if (common.help) {
-    print_help("ipusim run [options] TRACE\n"
-               "       ipusim run --run FILE [--model FILE] [--system FILE] [--save-trace TRACE] [options]",
-               "Simulates a compiled BSP program trace on the SystemC model of a chip (--chip)\n"
-               "or of a whole system (--system: IPUs, IPU-Links, GW-Links, gateways), or, with\n"
-               "--run, compiles a training step in memory and simulates it in the same process\n"
-               "(the results are those of 'ipusim compile' then 'ipusim run' on its trace), and\n"
-               "prints total cycles, the split over compute, on-chip sync and exchange, host\n"
-               "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
-               "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
-               "stats.json (every value with its unit), config.resolved.yaml, trace.id,\n"
-               "tiles.csv and supersteps.csv (docs/stats-reference.md), the input of\n"
-               "'ipusim report' and 'ipusim compare'; with --timeline, a Perfetto timeline\n"
-               "(docs/reports.md). Files are written whole or not at all.",
-               desc);
+    print_help(
+        "ipusim run [options] TRACE\n"
+        "       ipusim run --run FILE [--model FILE] [--system FILE] [--save-trace TRACE] "
+        "[options]",
+        "Simulates a compiled BSP program trace on the SystemC model of a chip (--chip)\n"
+        "or of a whole system (--system: IPUs, IPU-Links, GW-Links, gateways), or, with\n"
+        "--run, compiles a training step in memory and simulates it in the same process\n"
+        "(the results are those of 'ipusim compile' then 'ipusim run' on its trace), and\n"
+        "prints total cycles, the split over compute, on-chip sync and exchange, host\n"
+        "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
+        "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
+        "stats.json (every value with its unit), config.resolved.yaml, trace.id,\n"
+        "tiles.csv and supersteps.csv (docs/stats-reference.md), the input of\n"
+        "'ipusim report' and 'ipusim compare'; with --timeline, a Perfetto timeline\n"
+        "(docs/reports.md). Files are written whole or not at all.",
+        desc);
     return 0;
   }
   apply_log_level(common.log_level);
   const bool compiling = !run_file.empty();
   if (compiling && !trace_file.empty())
-    throw UsageError(fmt::format("ipusim run: give a TRACE or --run FILE, not both (found {} and --run {})",
-                                 trace_file, run_file));
+    throw UsageError(
+        fmt::format("ipusim run: give a TRACE or --run FILE, not both (found {} and --run {})",
+                    trace_file, run_file));
   if (!compiling && !model_file.empty()) throw UsageError("--model: needs --run FILE");
   if (!compiling && !save_trace.empty()) throw UsageError("--save-trace: needs --run FILE");
   if (!compiling && trace_file.empty())
     throw UsageError("ipusim run: missing TRACE or --run FILE (see 'ipusim run --help')");
   const auto engine = model::engine_by_name(engine_name);
   if (!engine)
-    throw UsageError(fmt::format("--engine: expected fast or reference, found \"{}\"", engine_name));
+    throw UsageError(
+        fmt::format("--engine: expected fast or reference, found \"{}\"", engine_name));
   if (!timeline_file.empty() && *engine == model::Engine::kReference)
-    throw UsageError("--timeline: the timeline is recorded by the fast engine only; drop "
-                     "--engine reference (both engines give identical stats)");
+    throw UsageError(
+        "--timeline: the timeline is recorded by the fast engine only; drop "
+        "--engine reference (both engines give identical stats)");
   if (timeline_file.empty() && !timeline_tiles.empty())
     throw UsageError("--timeline-tiles: needs --timeline FILE");
   std::optional<std::uint32_t> tile_ipu;
   if (!timeline_tiles.empty()) {
     std::uint64_t v = 0;
     if (!parse_uint(timeline_tiles, v) || v > 0xffffffffu)
-      throw UsageError(fmt::format("--timeline-tiles: expected an IPU index (0, 1, ...), found \"{}\"",
-                                   timeline_tiles));
+      throw UsageError(fmt::format(
+          "--timeline-tiles: expected an IPU index (0, 1, ...), found \"{}\"", timeline_tiles));
     tile_ipu = static_cast<std::uint32_t>(v);
   }
   std::uint64_t steps_first = 0, steps_last = 0;
@@ -173,7 +177,8 @@ int run_command(int argc, char** argv) {
         !parse_uint(timeline_steps.substr(colon + 1), steps_last) || steps_last < steps_first)
       throw UsageError(fmt::format(
           "--timeline-steps: expected FIRST:LAST superstep indices with FIRST <= LAST (e.g. 0:9), "
-          "found \"{}\"", timeline_steps));
+          "found \"{}\"",
+          timeline_steps));
   }
 
   // Lock the run directory before anything else (a concurrent run into the same --out fails
@@ -206,7 +211,8 @@ int run_command(int argc, char** argv) {
     const bool chip_given = vm_has_chip(argc, argv);
     system = load_system(system_file, system_overrides,
                          chip_given ? std::optional(chip_opts.chip_file) : std::nullopt);
-    spdlog::info("system {} ({} IPUs) from {}", system->spec.name, system->spec.ipus(), system_file);
+    spdlog::info("system {} ({} IPUs) from {}", system->spec.name, system->spec.ipus(),
+                 system_file);
   } else {
     chip = load_chip_options(chip_opts);
     spdlog::info("chip {} from {}", chip->spec.name, chip_opts.chip_file);
@@ -236,7 +242,8 @@ int run_command(int argc, char** argv) {
       compiler::target_mismatches(trace, chip_spec, system ? &system->spec : nullptr);
   if (!mismatches.empty() && strict) {
     std::string all;
-    for (const auto& m : mismatches) all += (all.empty() ? "" : "\n") + (compiling ? run_file : trace_file) + ": " + m;
+    for (const auto& m : mismatches)
+      all += (all.empty() ? "" : "\n") + (compiling ? run_file : trace_file) + ": " + m;
     throw ConfigError(all + "\n(--strict turns these warnings into errors)");
   }
   for (const auto& m : mismatches)
@@ -248,8 +255,8 @@ int run_command(int argc, char** argv) {
     if (!save_trace.empty()) create_parent_directories(save_trace);
     saving = std::async(std::launch::async, [&] {
       if (!save_trace.empty())
-        trace::write_file(trace, save_trace, trace::format_for_path(save_trace), trace::Checked::kYes,
-                          want_identity ? &identity : nullptr);
+        trace::write_file(trace, save_trace, trace::format_for_path(save_trace),
+                          trace::Checked::kYes, want_identity ? &identity : nullptr);
       else
         identity = trace::identity(trace);
     });
@@ -260,7 +267,8 @@ int run_command(int argc, char** argv) {
   options.origin = compiling ? (save_trace.empty() ? run_file : save_trace) : trace_file;
   options.memoise_loops = !full_loops;
   // Spans feed the timeline and supersteps.csv (fast engine); recorded only when asked for.
-  options.record_spans = *engine == model::Engine::kFast && (!timeline_file.empty() || !out_dir.empty());
+  options.record_spans =
+      *engine == model::Engine::kFast && (!timeline_file.empty() || !out_dir.empty());
   if (tile_ipu) {
     const std::uint32_t ipus = trace.replicas * trace.ipus_per_replica();
     if (*tile_ipu >= ipus)
@@ -273,7 +281,9 @@ int run_command(int argc, char** argv) {
   }
   progress.message("building the model (costing every compute set and exchange)");
   if (progress.active())
-    options.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
+    options.progress = [&](std::uint64_t done, std::uint64_t total) {
+      progress.update(done, total);
+    };
   const double cpu_start = cpu_seconds();
   const RunStats stats = system ? model::simulate(system->spec, trace, options, all_replicas)
                                 : model::simulate(chip_spec, trace, options);
@@ -284,7 +294,8 @@ int run_command(int argc, char** argv) {
     if (!simulated)
       throw UsageError(fmt::format(
           "--timeline-tiles: IPU {} was not simulated (replica symmetry simulates replica 0 "
-          "only; pick one of its IPUs or add --all-replicas)", *tile_ipu));
+          "only; pick one of its IPUs or add --all-replicas)",
+          *tile_ipu));
   }
   const double engine_cpu = cpu_seconds() - cpu_start;
   spdlog::info("simulated {} cycles in {:.3f} s of wall time", stats.cycles, stats.wall_seconds);
@@ -296,8 +307,8 @@ int run_command(int argc, char** argv) {
   spdlog::info(
       "perf engine={} wall_s={:.6f} cpu_s={:.6f} simulated_s={:.9g} ipus={} tiles={} "
       "compute_phases={} tile_supersteps={:.0f} tile_supersteps_per_s={:.4g} peak_rss_kib={}",
-      model::engine_name(*engine), stats.wall_seconds, engine_cpu, stats.seconds,
-      stats.ipus.size(), chip_spec.tiles, compute_phases, supersteps,
+      model::engine_name(*engine), stats.wall_seconds, engine_cpu, stats.seconds, stats.ipus.size(),
+      chip_spec.tiles, compute_phases, supersteps,
       stats.wall_seconds > 0 ? supersteps / stats.wall_seconds : 0.0, peak_rss_kib());
   if (!tile_stats_file.empty())
     write_file_atomically(tile_stats_file, [&](std::ostream& o) { o << report::tiles_csv(stats); });

@@ -58,12 +58,14 @@ class Progress {
     const std::size_t ran = done_ - skipped_;
     std::string eta = "ETA --";
     if (ran > 0 && done_ < total_) {
-      const double per = std::chrono::duration<double>(Clock::now() - start_).count() / static_cast<double>(ran);
+      const double per =
+          std::chrono::duration<double>(Clock::now() - start_).count() / static_cast<double>(ran);
       eta = fmt::format("ETA {:.0f} s", per * static_cast<double>(total_ - done_));
     } else if (done_ >= total_) {
       eta = "done";
     }
-    std::cerr << fmt::format("\rsweep: {}/{} points done, {} failed, {}   ", done_, total_, failed_, eta);
+    std::cerr << fmt::format("\rsweep: {}/{} points done, {} failed, {}   ", done_, total_, failed_,
+                             eta);
     std::cerr.flush();
   }
   bool enabled_;
@@ -77,7 +79,9 @@ struct Layout {
   std::string out;
   std::string points() const { return out + "/points"; }
   std::string final_dir(const std::string& id) const { return points() + "/" + id; }
-  std::string work_dir(const std::string& id) const { return points() + "/" + id + std::string(kTmpSuffix); }
+  std::string work_dir(const std::string& id) const {
+    return points() + "/" + id + std::string(kTmpSuffix);
+  }
 };
 
 void remove_stale_work_dirs(const Layout& layout) {
@@ -95,7 +99,8 @@ void remove_stale_work_dirs(const Layout& layout) {
 std::optional<sw::PointResult> finished_result(const Layout& layout, const sw::PointPlan& plan) {
   const std::string record = layout.final_dir(plan.id) + "/point.json";
   std::error_code ec;
-  if (!fs::is_regular_file(record, ec) || !fs::is_regular_file(layout.final_dir(plan.id) + "/stats.json", ec))
+  if (!fs::is_regular_file(record, ec) ||
+      !fs::is_regular_file(layout.final_dir(plan.id) + "/stats.json", ec))
     return std::nullopt;
   try {
     sw::PointResult r = sw::parse_point_record(read_file_text(record), record);
@@ -109,14 +114,16 @@ std::optional<sw::PointResult> finished_result(const Layout& layout, const sw::P
 
 // After a point's children ended: reads its stats.json (or its error), writes point.json and
 // moves the work directory to points/<id> (replacing an earlier failed attempt).
-sw::PointResult finish_point(const Layout& layout, const sw::PointPlan& plan, const process::JobResult& job) {
+sw::PointResult finish_point(const Layout& layout, const sw::PointPlan& plan,
+                             const process::JobResult& job) {
   const std::string work = layout.work_dir(plan.id);
   const std::string run_dir = "points/" + plan.id;
   sw::PointResult r;
   if (job.ok) {
     const std::string stats_file = work + "/stats.json";
     try {
-      r = sw::result_from_stats(plan, parse_json(read_file_text(stats_file), stats_file), stats_file);
+      r = sw::result_from_stats(plan, parse_json(read_file_text(stats_file), stats_file),
+                                stats_file);
     } catch (const Error& e) {
       r = sw::failed_result(plan, sw::point_error(e.what(), e.what(), work, run_dir));
     }
@@ -130,7 +137,9 @@ sw::PointResult finish_point(const Layout& layout, const sw::PointPlan& plan, co
   const std::string final_dir = layout.final_dir(plan.id);
   fs::remove_all(final_dir, ec);
   fs::rename(work, final_dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot move the finished point into place: {}", final_dir, ec.message()));
+  if (ec)
+    throw Error(
+        fmt::format("{}: cannot move the finished point into place: {}", final_dir, ec.message()));
   return r;
 }
 
@@ -160,54 +169,60 @@ int sweep_command(int argc, char** argv) {
   std::uint64_t max_points = sw::kDefaultMaxPoints;
   po::options_description desc("Options");
   add_common_options(desc, common);
-  desc.add_options()("out,o", po::value(&out_dir)->value_name("DIR"),
-                     "write sweep.csv, sweep.json and each point's run directory (points/<id>/) into DIR; "
-                     "points already finished there with the same inputs are not run again")(
+  desc.add_options()(
+      "out,o", po::value(&out_dir)->value_name("DIR"),
+      "write sweep.csv, sweep.json and each point's run directory (points/<id>/) into DIR; "
+      "points already finished there with the same inputs are not run again")(
       "jobs,j", unsigned_value(&jobs)->default_value(cores)->value_name("N"),
       "points run in parallel (default: the number of cores); under mpirun each rank but rank 0 "
       "runs one point at a time instead")(
-      "max-points", unsigned_value(&max_points)->default_value(sw::kDefaultMaxPoints)->value_name("N"),
+      "max-points",
+      unsigned_value(&max_points)->default_value(sw::kDefaultMaxPoints)->value_name("N"),
       "refuse a spec that expands to more than N points (counted before expanding)")(
       "list", po::bool_switch(&list), "print the expanded points (index, id, overrides) and exit")(
-      "quiet,q", po::bool_switch(&quiet), "no progress line on stderr (it is shown only on a terminal anyway)")(
+      "quiet,q", po::bool_switch(&quiet),
+      "no progress line on stderr (it is shown only on a terminal anyway)")(
       "spec", po::value(&spec_file)->value_name("SPEC"), "the sweep spec (YAML, docs/sweeps.md)");
   po::positional_options_description pos;
   pos.add("spec", 1);
   parse("sweep", argc, argv, desc, &pos);
   if (common.help) {
-    print_help("ipusim sweep SPEC --out DIR [--jobs N]\n       mpirun -np N ipusim sweep SPEC --out DIR",
-               "Runs every point of a sweep spec: a base run (a reference kernel, or a training\n"
-               "step compiled from a run config) under each combination of the spec's axes\n"
-               "(config keys as with --set, the system, chip, run or model file, kernel\n"
-               "arguments), as a product or zipped, minus excluded points. Each point runs in\n"
-               "its own ipusim processes ('kernel' then 'run --out', or one 'run --run --out'\n"
-               "that compiles the training step in memory) and gets its own run directory\n"
-               "DIR/points/<id>, where <id> is a hash of all its resolved\n"
-               "inputs: re-running skips finished points and runs failed or changed ones.\n"
-               "Writes DIR/sweep.csv and DIR/sweep.json, one row per point in spec order, the\n"
-               "same bytes whatever --jobs or the MPI rank count. Under mpirun, rank 0 hands\n"
-               "points to the other ranks (largest first) and writes the files.\n"
-               "Exits 0 if every point ran, 5 if some failed (recorded with their error), 3 on\n"
-               "a bad spec, 130 when interrupted (finished points are kept). See docs/sweeps.md.",
-               desc);
+    print_help(
+        "ipusim sweep SPEC --out DIR [--jobs N]\n       mpirun -np N ipusim sweep SPEC --out DIR",
+        "Runs every point of a sweep spec: a base run (a reference kernel, or a training\n"
+        "step compiled from a run config) under each combination of the spec's axes\n"
+        "(config keys as with --set, the system, chip, run or model file, kernel\n"
+        "arguments), as a product or zipped, minus excluded points. Each point runs in\n"
+        "its own ipusim processes ('kernel' then 'run --out', or one 'run --run --out'\n"
+        "that compiles the training step in memory) and gets its own run directory\n"
+        "DIR/points/<id>, where <id> is a hash of all its resolved\n"
+        "inputs: re-running skips finished points and runs failed or changed ones.\n"
+        "Writes DIR/sweep.csv and DIR/sweep.json, one row per point in spec order, the\n"
+        "same bytes whatever --jobs or the MPI rank count. Under mpirun, rank 0 hands\n"
+        "points to the other ranks (largest first) and writes the files.\n"
+        "Exits 0 if every point ran, 5 if some failed (recorded with their error), 3 on\n"
+        "a bad spec, 130 when interrupted (finished points are kept). See docs/sweeps.md.",
+        desc);
     return 0;
   }
   apply_log_level(common.log_level);
   if (spec_file.empty()) throw UsageError("ipusim sweep: missing SPEC (see 'ipusim sweep --help')");
-  if (jobs < 1 || jobs > 256) throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
+  if (jobs < 1 || jobs > 256)
+    throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
 
   const sw::Spec spec = sw::load_spec(spec_file);
   const std::vector<sw::Point> points = sw::expand(spec, max_points);
   if (points.empty())
-    throw ConfigError(fmt::format("{}: expected at least one point, found none (every combination is excluded)",
-                                  spec_file));
+    throw ConfigError(fmt::format(
+        "{}: expected at least one point, found none (every combination is excluded)", spec_file));
   std::vector<sw::PointPlan> plans;
   for (const auto& p : points) plans.push_back(sw::plan_point(spec, p));
   if (list) {
     for (const auto& p : plans) std::cout << fmt::format("{}  {}  {}\n", p.index, p.id, p.label);
     return 0;
   }
-  if (out_dir.empty()) throw UsageError("ipusim sweep: missing --out DIR (see 'ipusim sweep --help')");
+  if (out_dir.empty())
+    throw UsageError("ipusim sweep: missing --out DIR (see 'ipusim sweep --help')");
 
   std::optional<sw::mpi::Session> session;
   if (sw::mpi::launched()) session.emplace();
@@ -224,7 +239,8 @@ int sweep_command(int argc, char** argv) {
     } catch (const process::Interrupted&) {
       throw;  // aborts the MPI job (Session)
     } catch (const Error& e) {
-      return sw::point_record(sw::failed_result(plan, e.what()));  // e.g. a full disk: this point only
+      return sw::point_record(
+          sw::failed_result(plan, e.what()));  // e.g. a full disk: this point only
     }
   };
   if (rank > 0) {
@@ -286,13 +302,13 @@ int sweep_command(int argc, char** argv) {
     }
     try {
       process::run_jobs(job_list, std::min<unsigned>(jobs, static_cast<unsigned>(job_list.size())),
-                   [&](std::size_t j, const process::JobResult& res) {
-                     const sw::PointPlan& plan = plans[pending[j]];
-                     sw::PointResult r = finish_point(layout, plan, res);
-                     by_id[plan.id] = r;
-                     ++ran;
-                     progress.point_done(r.ok);
-                   });
+                        [&](std::size_t j, const process::JobResult& res) {
+                          const sw::PointPlan& plan = plans[pending[j]];
+                          sw::PointResult r = finish_point(layout, plan, res);
+                          by_id[plan.id] = r;
+                          ++ran;
+                          progress.point_done(r.ok);
+                        });
     } catch (...) {
       progress.finish();
       remove_stale_work_dirs(layout);  // the points that were running; finished ones stay
@@ -317,10 +333,15 @@ int sweep_command(int argc, char** argv) {
   write_file_atomically(out_dir + "/sweep.csv", [&](std::ostream& o) { o << csv; });
   const std::string json = sw::sweep_json(spec_file, spec.name, results);
   write_file_atomically(out_dir + "/sweep.json", [&](std::ostream& o) { o << json; });
-  std::cout << fmt::format("sweep: {} point(s): {} ran, {} skipped (finished before), {} failed{}\n", results.size(),
-                           ran, skipped, failed, ranks > 1 ? fmt::format(" ({} MPI ranks; {} of the points run on rank 0)", ranks, on_rank0) : "");
+  std::cout << fmt::format(
+      "sweep: {} point(s): {} ran, {} skipped (finished before), {} failed{}\n", results.size(),
+      ran, skipped, failed,
+      ranks > 1 ? fmt::format(" ({} MPI ranks; {} of the points run on rank 0)", ranks, on_rank0)
+                : "");
   for (const auto& r : results)
-    if (!r.ok) std::cout << fmt::format("FAILED point {} ({}): {}\n", r.index, plans[r.index].label, r.error);
+    if (!r.ok)
+      std::cout << fmt::format("FAILED point {} ({}): {}\n", r.index, plans[r.index].label,
+                               r.error);
   std::cout << fmt::format("sweep: results in {}/sweep.csv and {}/sweep.json\n", out_dir, out_dir);
   return failed ? kSweepFailed : 0;
 }

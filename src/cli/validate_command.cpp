@@ -38,14 +38,16 @@ int validate_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
-  if (files.empty()) throw UsageError("ipusim validate: no FILE given (see 'ipusim validate --help')");
+  if (files.empty())
+    throw UsageError("ipusim validate: no FILE given (see 'ipusim validate --help')");
   int failures = 0;
   std::optional<ChipSpec> chip;
   for (const auto& f : files) {
     try {
       if (is_config(f)) {
         const auto loaded = load_chip(f, chip_opts.overrides);
-        std::cout << fmt::format("ok: {} (chip {}, {} tiles)\n", f, loaded.spec.name, loaded.spec.tiles);
+        std::cout << fmt::format("ok: {} (chip {}, {} tiles)\n", f, loaded.spec.name,
+                                 loaded.spec.tiles);
         continue;
       }
       if (!chip) chip = load_chip_options(chip_opts).spec;

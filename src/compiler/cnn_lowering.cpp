@@ -13,9 +13,9 @@
 #include <numeric>
 
 #include "ipu_builder.hpp"
-#include "lowering.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
+#include "lowering.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -65,8 +65,10 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
       s = {1, 1, s.c};
     } else if (l.op == "fc") {
       if (s.h != 1 || s.w != 1)
-        throw ConfigError(fmt::format("{}: layer '{}': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
-                                      "found {}x{}x{} from '{}'", m.file, l.name, s.h, s.w, s.c, in_name));
+        throw ConfigError(
+            fmt::format("{}: layer '{}': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
+                        "found {}x{}x{} from '{}'",
+                        m.file, l.name, s.h, s.w, s.c, in_name));
       s = {1, 1, l.out};
       c.params = c.in.c * l.out + l.out;
     } else if (l.op == "batchnorm") {
@@ -74,9 +76,10 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
     } else if (l.op == "add") {
       const Shape& o = shapes.at(l.other);
       if (o.h != s.h || o.w != s.w || o.c != s.c)
-        throw ConfigError(fmt::format("{}: layer '{}': add of '{}' ({}x{}x{}) and '{}' ({}x{}x{}): the shapes "
-                                      "must be equal (height x width x channels)",
-                                      m.file, l.name, in_name, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
+        throw ConfigError(
+            fmt::format("{}: layer '{}': add of '{}' ({}x{}x{}) and '{}' ({}x{}x{}): the shapes "
+                        "must be equal (height x width x channels)",
+                        m.file, l.name, in_name, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
     }
     c.out = s;
     shapes[l.name] = s;
@@ -128,8 +131,9 @@ class CnnLowering {
       if (!layers_.empty()) {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         const CnnLayer& last = layers_.back();
-        b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype), trace::HostDirection::kFromIpu,
-                trace::HostMemory::kHost, /*overlap=*/false, fwd_.at(last.layer->name).layout.range());
+        b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
+                trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
+                fwd_.at(last.layer->name).layout.range());
       }
       return out;
     }
@@ -160,8 +164,8 @@ class CnnLowering {
                      {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
     }
     const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    const std::uint64_t layers_with_params = std::count_if(layers_.begin(), layers_.end(),
-                                                           [](const CnnLayer& c) { return c.params > 0; });
+    const std::uint64_t layers_with_params = std::count_if(
+        layers_.begin(), layers_.end(), [](const CnnLayer& c) { return c.params > 0; });
     const Layout w = b_.linear(dt, layers_with_params, ceil_div(params, layers_with_params));
     for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||g|| per layer
       const Op square = Op::kSquare;
@@ -216,7 +220,8 @@ class CnnLowering {
   std::uint64_t inference_activation_bytes() const {
     std::uint64_t most = 0;
     const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
-    for (const auto& c : layers_) most = std::max(most, n_ * (c.in.elements() + c.out.elements()) * eb);
+    for (const auto& c : layers_)
+      most = std::max(most, n_ * (c.in.elements() + c.out.elements()) * eb);
     return most;
   }
 
@@ -283,7 +288,8 @@ class CnnLowering {
 
   void forward(Steps& out, const CnnLayer& c, bool recompute) {
     const Layer& l = *c.layer;
-    const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward, op_kind(l.op));
+    const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward,
+                                op_kind(l.op));
     const DType dt = m_.dtype;
     if (l.op == "conv") {
       const Value& x = input_of(out, c);
@@ -301,8 +307,9 @@ class CnnLowering {
       if (!(recompute && run_.batchnorm_statistics_cache)) {
         b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
         if (run_.batchnorm_group > 1)
-          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
-                                               {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
+                                      DType::kFloat,
+                                      {trace::GroupKind::kReplicas, run_.batchnorm_group}));
         // mean, inverse standard deviation, then back to the tiles holding each channel.
         const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
         b_.elementwise(out, b_.linear(DType::kFloat, 1, c.out.c), stats);
@@ -327,7 +334,8 @@ class CnnLowering {
       // neglected); the output keeps the input's block grid.
       Layout y = x.layout;
       y.positions = n_ * c.out.positions();
-      y.positions_per_tile = ceil_div(x.layout.positions_per_tile * c.out.positions(), c.in.positions());
+      y.positions_per_tile =
+          ceil_div(x.layout.positions_per_tile * c.out.positions(), c.in.positions());
       Layout work = y;
       work.positions_per_tile *= l.kernel * l.kernel;
       work.positions *= l.kernel * l.kernel;
@@ -415,7 +423,7 @@ class CnnLowering {
       b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
       if (run_.batchnorm_group > 1)
         out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
-                                             {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+                                    {trace::GroupKind::kReplicas, run_.batchnorm_group}));
       b_.broadcast(out, g.layout, Axis::kPositions, 2);
       // gamma and beta gradients into their accumulators
       b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
@@ -478,7 +486,7 @@ class CnnLowering {
   std::vector<CnnLayer> layers_;
   std::map<std::string, std::size_t> index_;
   std::uint64_t n_;
-  std::uint32_t all_tiles_;  // the chip's tiles, I/O tiles included
+  std::uint32_t all_tiles_;             // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;    // forward values by producing layer
   std::map<std::string, Value> grads_;  // gradients of layer outputs, while back-propagating
 };
@@ -486,7 +494,8 @@ class CnnLowering {
 void check_checkpoints(const ModelDef& m, const RunConfig& run) {
   for (const auto& c : run.checkpoints)
     if (std::none_of(m.layers.begin(), m.layers.end(), [&](const Layer& l) { return l.name == c; }))
-      throw ConfigError(fmt::format("{}: run.recompute_checkpoints: '{}' is not a layer of {}", run.file, c, m.file));
+      throw ConfigError(fmt::format("{}: run.recompute_checkpoints: '{}' is not a layer of {}",
+                                    run.file, c, m.file));
 }
 
 }  // namespace
@@ -499,8 +508,10 @@ std::uint64_t cnn_parameters(const ModelDef& m) {
 
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
   if (run.ipus_per_replica != 1)
-    throw ConfigError(fmt::format("{}: run.ipus_per_replica: CNN models run one IPU per replica (data "
-                                  "parallel), found {}", run.file, run.ipus_per_replica));
+    throw ConfigError(
+        fmt::format("{}: run.ipus_per_replica: CNN models run one IPU per replica (data "
+                    "parallel), found {}",
+                    run.file, run.ipus_per_replica));
   check_checkpoints(m, run);
   trace::Trace t;
   t.name = run.name;
@@ -519,8 +530,10 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     // activations live at once, the input buffer and the largest conv's temporaries.
     for (const auto& [name, layout] : lower.parameter_layouts())
       b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
-    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, lower.inference_activation_bytes());
-    b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
+             lower.inference_activation_bytes());
+    b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
+             run.micro_batch * run.input_bytes_per_sample);
     program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
                                trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
     return t;
@@ -543,7 +556,8 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input);
   else if (input > 0)
     program.tensors.push_back({"input_buffer", trace::TensorKind::kInput, DType::kChar,
-                               trace::TileRange{chip.tiles, system.chip.tiles - 1}, ceil_div(input, run.io_tiles)});
+                               trace::TileRange{chip.tiles, system.chip.tiles - 1},
+                               ceil_div(input, run.io_tiles)});
   program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
                              trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
   return t;

@@ -3,10 +3,10 @@
 // transformer_lowering.cpp), records what reports need, and checks memory and structure.
 #include <fmt/format.h>
 
+#include "ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
-#include "ipu_builder.hpp"
 #include "lowering.hpp"
 
 namespace ipusim::compiler {
@@ -19,7 +19,8 @@ std::string meta_number(double v) {
 
 // AMP engines of the half->half, half->float and float->float paths, e.g. "16/8/16".
 std::string amp_engines(const ChipSpec& c) {
-  return fmt::format("{}/{}/{}", c.amp.half_half.engines, c.amp.half_float.engines, c.amp.float_float.engines);
+  return fmt::format("{}/{}/{}", c.amp.half_half.engines, c.amp.half_float.engines,
+                     c.amp.float_float.engines);
 }
 
 const std::string* meta_of(const trace::Trace& t, const std::string& key) {
@@ -32,8 +33,9 @@ const std::string* meta_of(const trace::Trace& t, const std::string& key) {
 
 ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip) {
   if (run.io_tiles >= chip.tiles)
-    throw ConfigError(fmt::format("{}: run.io_tiles: expected fewer I/O tiles than the chip's {} tiles, found {}",
-                                  run.file, chip.tiles, run.io_tiles));
+    throw ConfigError(
+        fmt::format("{}: run.io_tiles: expected fewer I/O tiles than the chip's {} tiles, found {}",
+                    run.file, chip.tiles, run.io_tiles));
   ChipSpec c = chip;
   c.tiles -= run.io_tiles;
   return c;
@@ -45,7 +47,8 @@ void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig&
   using trace::HostDirection, trace::HostMemory;
   layout.dtype = trace::DType::kChar;
   if (run.io_tiles == 0) {
-    b.host(out, bytes, HostDirection::kToIpu, HostMemory::kStreaming, /*overlap=*/false, layout.range());
+    b.host(out, bytes, HostDirection::kToIpu, HostMemory::kStreaming, /*overlap=*/false,
+           layout.range());
     b.host(out, bytes, HostDirection::kToIpu, HostMemory::kHost, /*overlap=*/true);
     return;
   }
@@ -63,9 +66,10 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
   const std::string* run = meta_of(trace, "target.run");
   const std::string* name = meta_of(trace, "target.chip");
   if (!run || !name) return out;
-  const std::string again = fmt::format("recompile it for this target ('ipusim run --run {}' or "
-                                        "'ipusim compile --run {}' with the same --system, --chip and --set)",
-                                        *run, *run);
+  const std::string again = fmt::format(
+      "recompile it for this target ('ipusim run --run {}' or "
+      "'ipusim compile --run {}' with the same --system, --chip and --set)",
+      *run, *run);
   auto differs = [&](const char* key, const std::string& here) {
     const std::string* there = meta_of(trace, key);
     return there && *there != here ? there : nullptr;
@@ -74,23 +78,27 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
   if (auto v = differs("target.chip.tiles", std::to_string(chip.tiles)))
     chip_diffs.push_back(fmt::format("{} tiles (here {})", *v, chip.tiles));
   if (auto v = differs("target.chip.tile_memory", std::to_string(chip.tile_memory.count)))
-    chip_diffs.push_back(fmt::format("{} B of memory per tile (here {} B)", *v, chip.tile_memory.count));
+    chip_diffs.push_back(
+        fmt::format("{} B of memory per tile (here {} B)", *v, chip.tile_memory.count));
   if (auto v = differs("target.chip.amp_engines", amp_engines(chip)))
-    chip_diffs.push_back(fmt::format("AMP engines half/half, half/float, float/float {} (here {})", *v,
-                                     amp_engines(chip)));
+    chip_diffs.push_back(fmt::format("AMP engines half/half, half/float, float/float {} (here {})",
+                                     *v, amp_engines(chip)));
   if (!chip_diffs.empty()) {
     std::string list;
     for (const auto& d : chip_diffs) list += (list.empty() ? "" : "; ") + d;
-    out.push_back(fmt::format("the trace was planned for another chip than this run's {}: a {} with {}; {}",
-                              chip.name, *name, list, again));
+    out.push_back(
+        fmt::format("the trace was planned for another chip than this run's {}: a {} with {}; {}",
+                    chip.name, *name, list, again));
   }
   if (system) {
-    const std::uint64_t used = static_cast<std::uint64_t>(trace.replicas) * trace.ipus_per_replica();
+    const std::uint64_t used =
+        static_cast<std::uint64_t>(trace.replicas) * trace.ipus_per_replica();
     if (system->ipus() > used) {
       const std::string* planned = meta_of(trace, "target.system");
-      out.push_back(fmt::format("the trace uses {} of the {} IPUs of {} (it was compiled for {}): the others "
-                                "stay idle; for this system, compile a run config made for it",
-                                used, system->ipus(), system->name, planned ? *planned : "another system"));
+      out.push_back(
+          fmt::format("the trace uses {} of the {} IPUs of {} (it was compiled for {}): the others "
+                      "stay idle; for this system, compile a run config made for it",
+                      used, system->ipus(), system->name, planned ? *planned : "another system"));
     }
   }
   return out;
@@ -104,7 +112,8 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())
     throw ConfigError(fmt::format("{}: {} replicas x {} IPUs need {} IPUs, but {} has {}", run.file,
-                                  run.replicas, run.ipus_per_replica, needed, system.name, system.ipus()));
+                                  run.replicas, run.ipus_per_replica, needed, system.name,
+                                  system.ipus()));
   trace::Trace t = model.family == "cnn" ? compile_cnn(model, run, system)
                                          : compile_transformer(model, run, system);
   // What reports need to turn a step time into throughput and time to train.
@@ -131,7 +140,8 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
   // Vertices into runs (exchanges are coalesced as their transfers are added).
   for (auto& program : t.ipus)
     for (auto& cs : program.compute_sets) trace::coalesce(cs);
-  for (const auto& program : t.ipus) cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
+  for (const auto& program : t.ipus)
+    cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
   trace::check_structure(t, run.name);
   return t;
 }

@@ -43,10 +43,12 @@ Layout blocked(const Layout& source, std::uint64_t position_blocks, std::uint64_
 }
 
 std::string args_key(const kernels::ConvArgs& a) {
-  std::string key = fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
-                                a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
+  std::string key =
+      fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
+                  a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
   // Partials wider than the inputs (FP16.32) are named; the default precision keeps the names.
-  if (kernels::partials_of(a) != a.dtype) key += fmt::format("_p{}", static_cast<int>(kernels::partials_of(a)));
+  if (kernels::partials_of(a) != a.dtype)
+    key += fmt::format("_p{}", static_cast<int>(kernels::partials_of(a)));
   if (a.transposed_input) key += "_ti";
   if (a.transposed_weights) key += "_tw";
   return key;
@@ -71,7 +73,8 @@ std::vector<trace::Vertex> on_blocks(const Layout& l, trace::Vertex v) {
 
 // The results of a staged reduction, held by each group's first tile, sent back to every other
 // tile of the group (a normalisation's broadcast operand): `outputs` float values per tile.
-trace::Exchange broadcast_exchange(const std::string& name, const std::vector<std::vector<std::uint32_t>>& groups,
+trace::Exchange broadcast_exchange(const std::string& name,
+                                   const std::vector<std::vector<std::uint32_t>>& groups,
                                    std::uint64_t outputs) {
   trace::Exchange ex{name, {}, {}};
   const std::uint64_t bytes = outputs * trace::dtype_bytes(DType::kFloat);
@@ -116,12 +119,15 @@ std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& l, Axis a
   return groups;
 }
 
-
 IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
                        DType partials, bool fuse_elementwise, bool rearrange_operands)
-    : chip_(chip), program_(program), partials_(partials), fuse_(fuse_elementwise),
+    : chip_(chip),
+      program_(program),
+      partials_(partials),
+      fuse_(fuse_elementwise),
       rearrange_operands_(rearrange_operands),
-      budget_(static_cast<std::uint64_t>(available_memory * static_cast<double>(chip.tile_memory.count))) {}
+      budget_(static_cast<std::uint64_t>(available_memory *
+                                         static_cast<double>(chip.tile_memory.count))) {}
 
 template <class F>
 void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
@@ -143,7 +149,8 @@ trace::Provenance IpuBuilder::stamp_for(trace::OpKind op) const {
 }
 
 void IpuBuilder::stamp_new(trace::OpKind op) {
-  if (stamped_compute_sets_ == program_.compute_sets.size() && stamped_exchanges_ == program_.exchanges.size())
+  if (stamped_compute_sets_ == program_.compute_sets.size() &&
+      stamped_exchanges_ == program_.exchanges.size())
     return;
   const trace::Provenance p = stamp_for(op);
   for (; stamped_compute_sets_ < program_.compute_sets.size(); ++stamped_compute_sets_)
@@ -155,16 +162,20 @@ void IpuBuilder::stamp_new(trace::OpKind op) {
 void IpuBuilder::add_layers(const Steps& steps) {
   const auto add = [&](trace::Provenance& p) {
     for (const std::string& layer : current_.layers)
-      if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end()) p.layers.push_back(layer);
+      if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end())
+        p.layers.push_back(layer);
   };
   for (const trace::Step& s : steps) {
-    if (s.kind == StepKind::kCompute && s.index < stamped_compute_sets_) add(program_.compute_sets[s.index].provenance);
-    if (s.kind == StepKind::kExchange && s.index < stamped_exchanges_) add(program_.exchanges[s.index].provenance);
+    if (s.kind == StepKind::kCompute && s.index < stamped_compute_sets_)
+      add(program_.compute_sets[s.index].provenance);
+    if (s.kind == StepKind::kExchange && s.index < stamped_exchanges_)
+      add(program_.exchanges[s.index].provenance);
     if (s.kind == StepKind::kRepeat) add_layers(s.body);
   }
 }
 
-std::uint32_t IpuBuilder::add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices) {
+std::uint32_t IpuBuilder::add_compute_set(const std::string& name,
+                                          std::vector<trace::Vertex> vertices) {
   program_.compute_sets.push_back({name, std::move(vertices)});
   return static_cast<std::uint32_t>(program_.compute_sets.size() - 1);
 }
@@ -219,7 +230,8 @@ void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
   });
 }
 
-void IpuBuilder::per_block(Steps& out, const std::string& key, const Layout& l, const trace::Vertex& v) {
+void IpuBuilder::per_block(Steps& out, const std::string& key, const Layout& l,
+                           const trace::Vertex& v) {
   cached(out, key, [&](Steps& steps) {
     steps.push_back(make_step(StepKind::kCompute, add_compute_set(key, on_blocks(l, v))));
     steps.push_back(make_step(StepKind::kSync));
@@ -234,7 +246,8 @@ void IpuBuilder::transpose(Steps& out, const Layout& l) {
   per_block(out, fmt::format("transpose_{}", layout_key(l)), l, v);
 }
 
-Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input, const Operand& weights) {
+Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input,
+                        const Operand& weights) {
   const Stamp stamp(*this, trace::OpKind::kConv);
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
   kernels::ConvArgs a = with_partials(args);
@@ -269,10 +282,13 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
         const bool strided_1x1 = a.kernel == 1 && a.stride > 1;
         // When the source's shape is not the conv's input shape (a grouped matmul reading
         // heads out of a [tokens x hidden] tensor), blocks are cut in proportion instead.
-        const bool exact = source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
-        sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1, exact](trace::Exchange& fetch) {
+        const bool exact =
+            source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
+        sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1,
+                         exact](trace::Exchange& fetch) {
           const std::uint64_t cpt = ceil_div(source.channels, plan.in_split);
-          const std::uint64_t ppb = ceil_div(source.positions, std::uint64_t{plan.group_split} * plan.row_split);
+          const std::uint64_t ppb =
+              ceil_div(source.positions, std::uint64_t{plan.group_split} * plan.row_split);
           for (std::uint32_t g = 0; g < plan.group_split; ++g)
             for (std::uint32_t r = 0; r < plan.row_split; ++r) {
               // The source positions block (g, r) reads: [p0, p1).
@@ -282,9 +298,11 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
                 const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
                 if (r0 >= r1) continue;
                 const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
-                const std::uint64_t hi = std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
+                const std::uint64_t hi =
+                    std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
                 // Groups are outermost in the source's positions (a grouped matmul's rows).
-                const std::uint64_t base = std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
+                const std::uint64_t base =
+                    std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
                 const std::uint64_t span = plan.groups_per_tile * positions_per_group;
                 p0 = a.groups > 1 ? base + lo * a.width : lo * a.width;
                 p1 = a.groups > 1 ? std::min(base + span, base + hi * a.width) : hi * a.width;
@@ -292,25 +310,33 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
               for (std::uint32_t i = 0; i < plan.in_split; ++i) {
                 const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
                                       kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
-                range_pieces(source, p0, p1, i * cpt, (i + 1) * cpt, [&](std::uint32_t src, std::uint64_t bytes) {
-                  const std::uint64_t needed = exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
-                  fetch.add(TileRange{src, src}, {&users, 1}, needed);
-                });
+                range_pieces(source, p0, p1, i * cpt, (i + 1) * cpt,
+                             [&](std::uint32_t src, std::uint64_t bytes) {
+                               const std::uint64_t needed =
+                                   exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride)
+                                                        : bytes;
+                               fetch.add(TileRange{src, src}, {&users, 1}, needed);
+                             });
               }
             }
         };
       } else {
         // Block (in-channel block, group x out-channel block) goes to its row_split consumers.
-        const Layout blocks = blocked(source, plan.in_split, std::uint64_t{plan.group_split} * plan.out_split, 1);
+        const Layout blocks =
+            blocked(source, plan.in_split, std::uint64_t{plan.group_split} * plan.out_split, 1);
         sources.weights = [blocks, source, plan, O](trace::Exchange& fetch) {
-          block_pieces(source, blocks, [&](std::uint64_t pb, std::uint64_t cb, std::uint32_t src, std::uint64_t bytes) {
-            const auto i = static_cast<std::uint32_t>(pb);
-            const auto g = static_cast<std::uint32_t>(cb / O), o = static_cast<std::uint32_t>(cb % O);
-            std::vector<TileRange> users;
-            for (std::uint32_t r = 0; r < plan.row_split; ++r)
-              users.push_back(TileRange{kernels::plan_tile(plan, g, r, i, o), kernels::plan_tile(plan, g, r, i, o)});
-            fetch.add(TileRange{src, src}, users, bytes);
-          });
+          block_pieces(
+              source, blocks,
+              [&](std::uint64_t pb, std::uint64_t cb, std::uint32_t src, std::uint64_t bytes) {
+                const auto i = static_cast<std::uint32_t>(pb);
+                const auto g = static_cast<std::uint32_t>(cb / O),
+                           o = static_cast<std::uint32_t>(cb % O);
+                std::vector<TileRange> users;
+                for (std::uint32_t r = 0; r < plan.row_split; ++r)
+                  users.push_back(TileRange{kernels::plan_tile(plan, g, r, i, o),
+                                            kernels::plan_tile(plan, g, r, i, o)});
+                fetch.add(TileRange{src, src}, users, bytes);
+              });
         };
       }
       continue;
@@ -320,7 +346,9 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
     rearrange(out, source, home);
     if (operand->transposed) transpose(out, home);
   }
-  cached(out, key, [&](Steps& steps) { kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources); });
+  cached(out, key, [&](Steps& steps) {
+    kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);
+  });
   return p.output;
 }
 
@@ -338,7 +366,8 @@ Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uin
   return conv(out, a, input, weights);
 }
 
-Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& w, const Layout& g) {
+Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& w,
+                                 const Layout& g) {
   kernels::ConvArgs d = fwd;
   d.in_chans = fwd.out_chans;
   d.out_chans = fwd.in_chans;
@@ -348,12 +377,13 @@ Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const
   return conv(out, d, Operand{g, false}, Operand{w, true});
 }
 
-void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x, const Layout& w,
-                                 const Layout& g, bool update) {
+void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x,
+                                 const Layout& w, const Layout& g, bool update) {
   const auto pass = scope_pass(trace::Pass::kWeightGradient);
   const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
-  const Layout dw = matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field, fwd.dtype,
-                           Operand{x, true}, Operand{g, false}, fwd.groups);
+  const Layout dw =
+      matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field,
+             fwd.dtype, Operand{x, true}, Operand{g, false}, fwd.groups);
   if (!update) return;
   rearrange(out, dw, w);
   scaled_add(out, w);
@@ -412,13 +442,16 @@ void IpuBuilder::scaled_add(Steps& out, const Layout& l) {
   per_block(out, fmt::format("scaled_add_{}", layout_key(l)), l, v);
 }
 
-void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t stats, bool broadcast) {
+void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t stats,
+                        bool broadcast) {
   const Stamp stamp(*this, trace::OpKind::kReduce);
-  const std::string key = fmt::format("reduce_{}_{}{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
-                                      broadcast ? "b" : "", layout_key(l));
+  const std::string key =
+      fmt::format("reduce_{}_{}{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
+                  broadcast ? "b" : "", layout_key(l));
   cached(out, key, [&](Steps& steps) {
     const bool over_positions = axis == Axis::kPositions;
-    const std::uint64_t outputs = stats * (over_positions ? l.chans_per_tile : l.positions_per_tile);
+    const std::uint64_t outputs =
+        stats * (over_positions ? l.chans_per_tile : l.positions_per_tile);
     const std::uint64_t inputs = over_positions ? l.positions_per_tile : l.chans_per_tile;
     const auto groups = reduction_groups(l, axis);
     auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t partials) {
@@ -444,7 +477,8 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
     };
     std::vector<std::uint32_t> all;
     for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
-    steps.push_back(make_step(StepKind::kCompute, add_compute_set(key + "/local", over(all, l.dtype, inputs))));
+    steps.push_back(
+        make_step(StepKind::kCompute, add_compute_set(key + "/local", over(all, l.dtype, inputs))));
     steps.push_back(make_step(StepKind::kSync));
     // Partials are float between tiles (poplar-compiler.md §2.2).
     const std::uint64_t partial_bytes = outputs * 4;
@@ -461,30 +495,34 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
           next.push_back(g[i]);
           const std::size_t end = std::min(g.size(), i + fan_in);
           most = std::max<std::uint64_t>(most, end - i);
-          for (std::size_t j = i + 1; j < end; ++j) ex.add(TileRange{g[j], g[j]}, {&leader, 1}, partial_bytes);
+          for (std::size_t j = i + 1; j < end; ++j)
+            ex.add(TileRange{g[j], g[j]}, {&leader, 1}, partial_bytes);
         }
         g = std::move(next);
         leaders.insert(leaders.end(), g.begin(), g.end());
       }
       if (ex.transfers.empty()) continue;
       steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
-      steps.push_back(make_step(StepKind::kCompute,
-                                add_compute_set(fmt::format("{}/stage{}", key, stage), over(leaders, DType::kFloat, most))));
+      steps.push_back(
+          make_step(StepKind::kCompute, add_compute_set(fmt::format("{}/stage{}", key, stage),
+                                                        over(leaders, DType::kFloat, most))));
       steps.push_back(make_step(StepKind::kSync));
     }
     if (broadcast) {
       trace::Exchange ex = broadcast_exchange(key + "/broadcast", groups, outputs);
-      if (!ex.transfers.empty()) steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+      if (!ex.transfers.empty())
+        steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
     }
   });
 }
 
 void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t stats) {
   const Stamp stamp(*this, trace::OpKind::kReduce);
-  const std::string key = fmt::format("broadcast_{}_{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
-                                      layout_key(l));
+  const std::string key = fmt::format(
+      "broadcast_{}_{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats, layout_key(l));
   cached(out, key, [&](Steps& steps) {
-    const std::uint64_t outputs = stats * (axis == Axis::kPositions ? l.chans_per_tile : l.positions_per_tile);
+    const std::uint64_t outputs =
+        stats * (axis == Axis::kPositions ? l.chans_per_tile : l.positions_per_tile);
     trace::Exchange ex = broadcast_exchange(key, reduction_groups(l, axis), outputs);
     if (ex.transfers.empty()) return;
     steps.push_back(make_step(StepKind::kSync));
@@ -492,13 +530,13 @@ void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t
   });
 }
 
-void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
-                      bool overlap) {
+void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir,
+                      trace::HostMemory memory, bool overlap) {
   host(out, total_bytes, dir, memory, overlap, TileRange{0, chip_.tiles - 1});
 }
 
-void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
-                      bool overlap, TileRange tiles) {
+void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir,
+                      trace::HostMemory memory, bool overlap, TileRange tiles) {
   if (total_bytes == 0) return;
   trace::Step s = make_step(StepKind::kHost);
   s.direction = dir;
@@ -510,7 +548,8 @@ void IpuBuilder::host(Steps& out, std::uint64_t total_bytes, trace::HostDirectio
   out.push_back(s);
 }
 
-trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, DType dt, trace::Group group) const {
+trace::Step IpuBuilder::collective(trace::CollectiveOp op, std::uint64_t bytes, DType dt,
+                                   trace::Group group) const {
   trace::Step s = make_step(StepKind::kCollective);
   s.provenance = current_;
   s.collective = op;
@@ -536,12 +575,15 @@ void IpuBuilder::collectives(Steps& out, trace::CollectiveOp op, std::uint64_t b
   out.push_back(std::move(loop));
 }
 
-void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType dt, std::uint64_t total_bytes) {
+void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType dt,
+                        std::uint64_t total_bytes) {
   if (total_bytes == 0) return;
-  program_.tensors.push_back({name, kind, dt, TileRange{0, chip_.tiles - 1}, ceil_div(total_bytes, chip_.tiles)});
+  program_.tensors.push_back(
+      {name, kind, dt, TileRange{0, chip_.tiles - 1}, ceil_div(total_bytes, chip_.tiles)});
 }
 
-void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, const Layout& l, std::uint64_t copies) {
+void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, const Layout& l,
+                        std::uint64_t copies) {
   if (l.elements() == 0 || copies == 0) return;
   const std::uint64_t bytes = copies * l.bytes_per_tile();
   if (l.tile_stride == 1) {

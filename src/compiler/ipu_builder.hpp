@@ -49,7 +49,6 @@ std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& layout, A
 
 using kernels::reduction_stages;
 
-
 class IpuBuilder {
  public:
   // `rearrange_operands` false: conv operands are taken to be in the plan's layouts already
@@ -100,11 +99,11 @@ class IpuBuilder {
   // tile to the others.
   void broadcast(Steps& out, const Layout& layout, Axis axis, std::uint64_t stats);
 
-  void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
-            bool overlap = false);
+  void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir,
+            trace::HostMemory memory, bool overlap = false);
   // The same onto `tiles` (e.g. I/O tiles, or the tiles of the tensor it fills).
-  void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir, trace::HostMemory memory,
-            bool overlap, trace::TileRange tiles);
+  void host(Steps& out, std::uint64_t total_bytes, trace::HostDirection dir,
+            trace::HostMemory memory, bool overlap, trace::TileRange tiles);
   trace::Step collective(trace::CollectiveOp op, std::uint64_t bytes, trace::DType dt,
                          trace::Group group) const;
   // A collective over a `bytes` tensor in fused buffers of at most `buffer` bytes, as GCL runs
@@ -148,9 +147,11 @@ class IpuBuilder {
   }
   const trace::Provenance& provenance() const { return current_; }
   // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
-  void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt, std::uint64_t total_bytes);
+  void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt,
+              std::uint64_t total_bytes);
   // `copies` tensors of `layout`, on the tiles that layout puts them (memory accounting).
-  void tensor(const std::string& name, trace::TensorKind kind, const Layout& layout, std::uint64_t copies = 1);
+  void tensor(const std::string& name, trace::TensorKind kind, const Layout& layout,
+              std::uint64_t copies = 1);
 
   Layout linear(trace::DType dt, std::uint64_t positions, std::uint64_t channels) const {
     return linear_layout(chip_, dt, positions, channels);

@@ -28,7 +28,8 @@ std::string layer_name(const kernels::ConvArgs& a, LayerPass pass) {
 trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, LayerPass pass,
                            double available_memory) {
   if (!(available_memory > 0 && available_memory <= 1))
-    throw UsageError(fmt::format("available-memory proportion must be in (0, 1], found {}", available_memory));
+    throw UsageError(
+        fmt::format("available-memory proportion must be in (0, 1], found {}", available_memory));
   if (!(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
         a.kernel >= 1 && a.stride >= 1 && a.groups >= 1))
     throw UsageError("conv dimensions must all be at least 1");

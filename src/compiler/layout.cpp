@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ipusim/compiler/layout.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -13,7 +13,7 @@
 namespace ipusim::compiler {
 namespace {
 
-constexpr std::uint64_t kMinBytesPerTile = 128;  // poplar-compiler.md §1.7 (linear mapping)
+constexpr std::uint64_t kMinBytesPerTile = 128;   // poplar-compiler.md §1.7 (linear mapping)
 constexpr std::uint64_t kMaxTransfers = 1 << 18;  // per rearrangement, before coarsening
 
 std::uint64_t round_up(std::uint64_t v, std::uint64_t grain) { return ceil_div(v, grain) * grain; }
@@ -42,7 +42,8 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
   const std::uint64_t eb = trace::dtype_bytes(dtype);
   const std::uint64_t grain = std::max<std::uint64_t>(1, chip.datapath_width.count / eb);
   const std::uint64_t elements = positions * channels;
-  std::uint64_t per = round_up(std::max(ceil_div(elements, chip.tiles), ceil_div(kMinBytesPerTile, eb)), grain);
+  std::uint64_t per =
+      round_up(std::max(ceil_div(elements, chip.tiles), ceil_div(kMinBytesPerTile, eb)), grain);
   Layout l;
   l.dtype = dtype;
   l.positions = positions;
@@ -53,7 +54,9 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
   } else {
     // Pieces within a position; every position needs ceil(channels / per) tiles.
     if (positions * ceil_div(channels, per) > chip.tiles)
-      per = std::min(channels, round_up(ceil_div(channels, std::max<std::uint64_t>(1, chip.tiles / positions)), grain));
+      per = std::min(
+          channels,
+          round_up(ceil_div(channels, std::max<std::uint64_t>(1, chip.tiles / positions)), grain));
     l.chans_per_tile = std::min(channels, per);
     l.positions_per_tile = 1;
   }
@@ -85,13 +88,14 @@ Layout conv_input_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
   return l;
 }
 
-void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0, std::uint64_t ch1,
-                  const std::function<void(std::uint32_t, std::uint64_t)>& f) {
+void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0,
+                  std::uint64_t ch1, const std::function<void(std::uint32_t, std::uint64_t)>& f) {
   const std::uint64_t eb = trace::dtype_bytes(from.dtype);
   pos1 = std::min(pos1, from.positions);
   ch1 = std::min(ch1, from.channels);
   if (pos0 >= pos1 || ch0 >= ch1) return;
-  for (std::uint64_t fp = pos0 / from.positions_per_tile; fp * from.positions_per_tile < pos1; ++fp) {
+  for (std::uint64_t fp = pos0 / from.positions_per_tile; fp * from.positions_per_tile < pos1;
+       ++fp) {
     const std::uint64_t q0 = std::max(pos0, fp * from.positions_per_tile);
     const std::uint64_t q1 = std::min(pos1, (fp + 1) * from.positions_per_tile);
     for (std::uint64_t fc = ch0 / from.chans_per_tile; fc * from.chans_per_tile < ch1; ++fc) {
@@ -102,12 +106,13 @@ void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, st
   }
 }
 
-void block_pieces(const Layout& from, const Layout& to,
-                  const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f) {
+void block_pieces(
+    const Layout& from, const Layout& to,
+    const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f) {
   for (std::uint64_t p = 0; p < to.position_blocks(); ++p)
     for (std::uint64_t c = 0; c < to.channel_blocks(); ++c)
-      range_pieces(from, p * to.positions_per_tile, (p + 1) * to.positions_per_tile, c * to.chans_per_tile,
-                   (c + 1) * to.chans_per_tile,
+      range_pieces(from, p * to.positions_per_tile, (p + 1) * to.positions_per_tile,
+                   c * to.chans_per_tile, (c + 1) * to.chans_per_tile,
                    [&](std::uint32_t src, std::uint64_t bytes) { f(p, c, src, bytes); });
 }
 
@@ -116,16 +121,18 @@ namespace {
 // Calls f(src tile, dst tile, bytes) for every piece of `to` that `from` holds elsewhere.
 template <class F>
 void for_each_piece(const Layout& from, const Layout& to, F&& f) {
-  block_pieces(from, to, [&](std::uint64_t p, std::uint64_t c, std::uint32_t src, std::uint64_t bytes) {
-    const std::uint32_t dst = to.tile(p, c);
-    if (src != dst) f(src, dst, bytes);
-  });
+  block_pieces(from, to,
+               [&](std::uint64_t p, std::uint64_t c, std::uint32_t src, std::uint64_t bytes) {
+                 const std::uint32_t dst = to.tile(p, c);
+                 if (src != dst) f(src, dst, bytes);
+               });
 }
 
 void check_same_tensor(const Layout& from, const Layout& to) {
   if (from.positions != to.positions || from.channels != to.channels)
-    throw ModelError(fmt::format("rearrangement between layouts of different shapes: {}x{} to {}x{}",
-                                 from.positions, from.channels, to.positions, to.channels));
+    throw ModelError(
+        fmt::format("rearrangement between layouts of different shapes: {}x{} to {}x{}",
+                    from.positions, from.channels, to.positions, to.channels));
 }
 
 }  // namespace
@@ -134,7 +141,9 @@ std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to) 
   check_same_tensor(from, to);
   if (from == to) return 0;
   std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
-  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
+  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) {
+    received[dst] += bytes;
+  });
   return *std::max_element(received.begin(), received.end());
 }
 

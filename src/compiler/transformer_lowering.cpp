@@ -13,9 +13,9 @@
 #include <cmath>
 
 #include "ipu_builder.hpp"
-#include "lowering.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
+#include "lowering.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -38,16 +38,22 @@ struct FfnLayouts {
 };
 
 // Q, K, V and output projections with biases, and the layer norm after them.
-std::uint64_t transformer_attention_params(const ModelDef& m) { return 4 * m.hidden * m.hidden + 4 * m.hidden + 2 * m.hidden; }
+std::uint64_t transformer_attention_params(const ModelDef& m) {
+  return 4 * m.hidden * m.hidden + 4 * m.hidden + 2 * m.hidden;
+}
 // The two FFN matmuls with biases, and the layer norm after them.
-std::uint64_t transformer_ffn_params(const ModelDef& m) { return 2 * m.hidden * m.ffn + m.hidden + m.ffn + 2 * m.hidden; }
+std::uint64_t transformer_ffn_params(const ModelDef& m) {
+  return 2 * m.hidden * m.ffn + m.hidden + m.ffn + 2 * m.hidden;
+}
 // Token, position and two segment embeddings, and their layer norm.
 std::uint64_t transformer_embedding_params(const ModelDef& m) {
   return (m.vocabulary + m.max_positions + 2) * m.hidden + 2 * m.hidden;
 }
 // The masked-LM head's dense layer, bias, layer norm and output bias (its matmul is tied to
 // the token embedding).
-std::uint64_t transformer_head_params(const ModelDef& m) { return m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden; }
+std::uint64_t transformer_head_params(const ModelDef& m) {
+  return m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden;
+}
 
 class TransformerLowering {
  public:
@@ -59,7 +65,8 @@ class TransformerLowering {
   std::uint64_t embedding_params() const { return transformer_embedding_params(m_); }
   std::uint64_t head_params() const { return transformer_head_params(m_); }
   std::uint64_t masked() const {
-    return static_cast<std::uint64_t>(std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
+    return static_cast<std::uint64_t>(
+               std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
            m_.masked_tokens;
   }
   std::uint64_t tokens() const { return tokens_; }
@@ -72,7 +79,8 @@ class TransformerLowering {
     Layout layout;
     std::uint64_t copies;
   };
-  std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn, bool embeddings_and_heads) {
+  std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn,
+                                    bool embeddings_and_heads) {
     const std::uint64_t h = m_.hidden;
     std::vector<Parameter> out;
     auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies) {
@@ -86,7 +94,8 @@ class TransformerLowering {
     add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn);
     if (embeddings_and_heads) {
       const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
-      add("embedding/table", b_.weights_layout(mm(masked(), slice_n, h)), run_.embedding_serialisation);
+      add("embedding/table", b_.weights_layout(mm(masked(), slice_n, h)),
+          run_.embedding_serialisation);
       add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + 2, h), 1);
       add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
       add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
@@ -124,7 +133,7 @@ class TransformerLowering {
     if (!run_.inference) p.pending.push_back(Op::kMul);
     flush(out, p);
     L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
-    L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});                      // projection
+    L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});  // projection
     b_.rearrange(out, x.layout, L.out);  // the residual joins the projection's layout
     x = residual(L.out);
     layer_norm(out, x);
@@ -132,7 +141,8 @@ class TransformerLowering {
 
   // A sub-layer's output, pending its bias, dropout (training only) and residual add.
   Value residual(const Layout& l) const {
-    return run_.inference ? Value{l, {Op::kAdd, Op::kAdd}} : Value{l, {Op::kAdd, Op::kMul, Op::kAdd}};
+    return run_.inference ? Value{l, {Op::kAdd, Op::kAdd}}
+                          : Value{l, {Op::kAdd, Op::kMul, Op::kAdd}};
   }
 
   void ffn_fwd(Steps& out, Value& x) {
@@ -330,19 +340,24 @@ std::uint64_t transformer_parameters(const ModelDef& m) {
          transformer_embedding_params(m) + transformer_head_params(m);
 }
 
-trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
+trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
+                                 const SystemSpec& system) {
   const std::uint32_t p = run.ipus_per_replica;
   if (run.placement.size() != p)
-    throw ConfigError(fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "
-                                  "the {} IPUs of a replica", run.file, p));
+    throw ConfigError(
+        fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "
+                    "the {} IPUs of a replica",
+                    run.file, p));
   std::uint64_t attn = 0, ffn = 0;
   for (const auto& [a, f] : run.placement) {
     attn += a;
     ffn += f;
   }
   if (attn != m.encoder_layers || ffn != m.encoder_layers)
-    throw ConfigError(fmt::format("{}: run.pipeline_placement places {} attention and {} FFN sub-layers; "
-                                  "{} has {} of each", run.file, attn, ffn, m.file, m.encoder_layers));
+    throw ConfigError(
+        fmt::format("{}: run.pipeline_placement places {} attention and {} FFN sub-layers; "
+                    "{} has {} of each",
+                    run.file, attn, ffn, m.file, m.encoder_layers));
   trace::Trace t;
   t.name = run.name;
   t.replicas = run.replicas;
@@ -378,7 +393,9 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       attn0 += run.placement[j].first;
       ffn0 += run.placement[j].second;
     }
-    const auto attn_name = [&](std::uint32_t i) { return fmt::format("encoder{}/attention", attn0 + i); };
+    const auto attn_name = [&](std::uint32_t i) {
+      return fmt::format("encoder{}/attention", attn0 + i);
+    };
     const auto ffn_name = [&](std::uint32_t i) { return fmt::format("encoder{}/ffn", ffn0 + i); };
     auto forward = [&](Steps& out, trace::Pass pass) {
       Value x = lower.stage_input();
@@ -410,7 +427,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       if (first) {
         const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-        stream_input(b, program.steps, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
+        stream_input(b, program.steps, run,
+                     b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
                      system.chip.tiles);
       }
       trace::Step loop = make_step(StepKind::kRepeat);
@@ -420,7 +438,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       program.steps.push_back(std::move(loop));
       if (first) {
         const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu, trace::HostMemory::kHost);
+        b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu,
+               trace::HostMemory::kHost);
       }
       for (const auto& param : lower.parameters(n_attn, n_ffn, first))
         b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
@@ -428,7 +447,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
                std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts);
       if (first)
-        b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+        b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
+                 run.micro_batch * run.input_bytes_per_sample);
       program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
                                  trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
       continue;
@@ -460,8 +480,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     if (first) {
       const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
       const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-      stream_input(b, loop.body, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
-                   system.chip.tiles);
+      stream_input(b, loop.body, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)),
+                   input, system.chip.tiles);
     }
     loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
     if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
@@ -475,7 +495,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
     if (run.replicas > 1) {
       const auto scope = b.scope("", trace::Pass::kGradientAllreduce);
-      b.collectives(program.steps, rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
+      b.collectives(program.steps,
+                    rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
                     params * eb, m.dtype, {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     }
     const auto update_scope = b.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
@@ -487,7 +508,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     const std::uint64_t tensors = 2 * (n_attn + n_ffn) + 2;
     const Layout w = b.linear(m.dtype, tensors, ceil_div(shard, tensors));
     // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w
-    const Op moments[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
+    const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
+                          Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
     b.elementwise(program.steps, w, moments);
     const Op square = Op::kSquare;
     for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||u|| per tensor
@@ -500,28 +522,32 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
     if (rts)
       b.collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype,
-                              {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
+                    {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
     // stage inputs (2 x stages to the end + 1 micro-batches), the largest sub-layer's live
     // activations, and the planner's temporaries.
     const std::uint64_t stages_to_end = first ? 0 : p - ipu;
     const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
     const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
-    const std::uint64_t live = std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts;
+    const std::uint64_t live =
+        std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts;
     // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
     // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
     for (const auto& param : lower.parameters(n_attn, n_ffn, first)) {
       b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
-      b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout, param.copies);
+      b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
+               param.copies);
       if (!run.optimiser_state_streaming && !rts)
-        b.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout, 2 * param.copies);
+        b.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout,
+                 2 * param.copies);
     }
     if (!run.optimiser_state_streaming && rts)
       b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
     b.tensor("stashed_activations", trace::TensorKind::kActivation, m.dtype, stash);
     b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
     if (first)
-      b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, run.micro_batch * run.input_bytes_per_sample);
+      b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
+               run.micro_batch * run.input_bytes_per_sample);
     program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
                                trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
   }

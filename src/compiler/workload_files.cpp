@@ -9,8 +9,8 @@
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/yaml_reader.hpp"
-#include "ipusim/util/fs.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
 
 namespace ipusim::compiler {
@@ -27,8 +27,8 @@ void check_keys(const std::string& file, const YAML::Node& map, const std::strin
   if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
   for (const auto& kv : map) {
     if (!kv.first.IsScalar())
-      throw ConfigError(fmt::format("{}: {}: expected key names, found a {}", at(file, kv.first), where,
-                                    kv.first.IsMap() ? "map" : "list"));
+      throw ConfigError(fmt::format("{}: {}: expected key names, found a {}", at(file, kv.first),
+                                    where, kv.first.IsMap() ? "map" : "list"));
     const std::string key = kv.first.as<std::string>();
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       throw ConfigError(fmt::format("{}: {}.{}: unknown key{}", at(file, kv.first), where, key,
@@ -37,7 +37,8 @@ void check_keys(const std::string& file, const YAML::Node& map, const std::strin
 }
 
 std::uint64_t count(const std::string& file, const YAML::Node& map, const std::string& key,
-                    const std::string& where, std::optional<std::uint64_t> fallback = std::nullopt) {
+                    const std::string& where,
+                    std::optional<std::uint64_t> fallback = std::nullopt) {
   if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
   const YAML::Node n = map[key];
   if (!n) {
@@ -46,11 +47,12 @@ std::uint64_t count(const std::string& file, const YAML::Node& map, const std::s
   }
   const std::string text = n.Scalar();
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12)
-    throw ConfigError(fmt::format("{}: {}.{}: expected a whole number, found \"{}\"", at(file, n), where,
-                                  key, text));
+    throw ConfigError(fmt::format("{}: {}.{}: expected a whole number, found \"{}\"", at(file, n),
+                                  where, key, text));
   const std::uint64_t v = std::stoull(text);
   if (v == 0)
-    throw ConfigError(fmt::format("{}: {}.{}: expected at least 1, found 0", at(file, n), where, key));
+    throw ConfigError(
+        fmt::format("{}: {}.{}: expected at least 1, found 0", at(file, n), where, key));
   return v;
 }
 
@@ -67,8 +69,8 @@ std::string text(const std::string& file, const YAML::Node& map, const std::stri
   return n.Scalar();
 }
 
-const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool", "add",
-                                    "avgpool", "fc", "softmax_loss"};
+const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool",
+                                    "add",  "avgpool",   "fc",   "softmax_loss"};
 
 }  // namespace
 
@@ -96,7 +98,8 @@ ModelDef load_model(const std::string& file) {
   try {
     return parse_model(file, root);
   } catch (const YAML::Exception& e) {
-    const std::string where = e.mark.line < 0 ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
+    const std::string where =
+        e.mark.line < 0 ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
     throw ConfigError(fmt::format("{}: invalid model file: {}", where, e.msg));
   }
 }
@@ -128,9 +131,9 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     // `input`/`other` name a layer of the same iteration if the block defines that name, the
     // iteration's input if they are "{in}", else a layer defined above the block.
     struct Block {
-      std::string prefix;               // "b2/1/" in an iteration, "" at the top
-      std::set<std::string> local;      // the block's own layer names
-      std::string input;                // the layer before the iteration's first
+      std::string prefix;           // "b2/1/" in an iteration, "" at the top
+      std::set<std::string> local;  // the block's own layer names
+      std::string input;            // the layer before the iteration's first
     };
     auto add_layer = [&](const YAML::Node& l, const std::string& where, const Block& block) {
       check_keys(file, l, where, {"name", "op", "input", "other", "out", "kernel", "stride"});
@@ -143,8 +146,10 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       auto resolve = [&](const std::string& ref) {
         if (ref == "{in}") {
           if (block.prefix.empty())
-            throw ConfigError(fmt::format("{}: {}: \"{{in}}\" (the input of a repeated block) used outside a "
-                                          "repeated block", at(file, l), where));
+            throw ConfigError(
+                fmt::format("{}: {}: \"{{in}}\" (the input of a repeated block) used outside a "
+                            "repeated block",
+                            at(file, l), where));
           return block.input;
         }
         return block.local.count(ref) ? block.prefix + ref : ref;
@@ -156,14 +161,17 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
         throw ConfigError(fmt::format("{}: {}: an add needs 'other'", at(file, l), where));
       for (const auto* ref : {&layer.input, &layer.other})
         if (!ref->empty() && !names.count(*ref))
-          throw ConfigError(fmt::format("{}: {}: '{}' refers to layer '{}', which is not defined "
-                                        "above", at(file, l), where, layer.name, *ref));
+          throw ConfigError(
+              fmt::format("{}: {}: '{}' refers to layer '{}', which is not defined "
+                          "above",
+                          at(file, l), where, layer.name, *ref));
       const bool needs_out = layer.op == "conv" || layer.op == "fc";
       layer.out = needs_out ? count(file, l, "out", where) : 0;
       layer.kernel = count(file, l, "kernel", where, 1);
       layer.stride = count(file, l, "stride", where, 1);
       if (!names.insert(layer.name).second)
-        throw ConfigError(fmt::format("{}: {}: layer name '{}' used twice", at(file, l), where, layer.name));
+        throw ConfigError(
+            fmt::format("{}: {}: layer name '{}' used twice", at(file, l), where, layer.name));
       def.layers.push_back(std::move(layer));
     };
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -182,29 +190,36 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       if (from_node) {
         const std::string t = from_node.Scalar();
         if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 9)
-          throw ConfigError(fmt::format("{}: {}.from: expected a whole number, found \"{}\"", at(file, from_node),
-                                        where, t));
+          throw ConfigError(fmt::format("{}: {}.from: expected a whole number, found \"{}\"",
+                                        at(file, from_node), where, t));
         from = std::stoull(t);
       }
       const std::string as = text(file, l, "as", where);
       if (as.find("{i}") == std::string::npos)
-        throw ConfigError(fmt::format("{}: {}.as: expected a name pattern with {{i}} (e.g. \"b2/{{i}}\"), found "
-                                      "\"{}\"", at(file, l["as"]), where, as));
+        throw ConfigError(
+            fmt::format("{}: {}.as: expected a name pattern with {{i}} (e.g. \"b2/{{i}}\"), found "
+                        "\"{}\"",
+                        at(file, l["as"]), where, as));
       const YAML::Node body = l["layers"];
       if (!body || !body.IsSequence() || body.size() == 0)
-        throw ConfigError(fmt::format("{}: {}.layers: expected a list of layers", at(file, l), where));
+        throw ConfigError(
+            fmt::format("{}: {}.layers: expected a list of layers", at(file, l), where));
       if (n > 4096 || def.layers.size() + n * body.size() > 100000)
-        throw ConfigError(fmt::format("{}: {}.repeat: expected at most 4096 iterations and 100000 layers in all, "
-                                      "found {} x {}", at(file, l), where, n, body.size()));
+        throw ConfigError(
+            fmt::format("{}: {}.repeat: expected at most 4096 iterations and 100000 layers in all, "
+                        "found {} x {}",
+                        at(file, l), where, n, body.size()));
       Block block;
       for (const auto& b : body) {
         if (b.IsMap() && b["repeat"])
-          throw ConfigError(fmt::format("{}: {}.layers: repeated blocks do not nest", at(file, b), where));
+          throw ConfigError(
+              fmt::format("{}: {}.layers: repeated blocks do not nest", at(file, b), where));
         if (b.IsMap() && b["name"] && b["name"].IsScalar()) block.local.insert(b["name"].Scalar());
       }
       for (std::uint64_t it = from; it < from + n; ++it) {
         std::string prefix = as;
-        for (std::size_t at_i = prefix.find("{i}"); at_i != std::string::npos; at_i = prefix.find("{i}"))
+        for (std::size_t at_i = prefix.find("{i}"); at_i != std::string::npos;
+             at_i = prefix.find("{i}"))
           prefix.replace(at_i, 3, std::to_string(it));
         block.prefix = prefix + "/";
         block.input = def.layers.empty() ? "" : def.layers.back().name;
@@ -213,8 +228,9 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       }
     }
   } else if (def.family == "transformer") {
-    check_keys(file, m, "model", {"name", "family", "dtype", "layers", "hidden", "heads", "ffn",
-                                  "vocabulary", "sequence", "masked_tokens", "max_positions"});
+    check_keys(file, m, "model",
+               {"name", "family", "dtype", "layers", "hidden", "heads", "ffn", "vocabulary",
+                "sequence", "masked_tokens", "max_positions"});
     def.encoder_layers = count(file, m, "layers", "model");
     def.hidden = count(file, m, "hidden", "model");
     def.heads = count(file, m, "heads", "model");
@@ -226,7 +242,8 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     if (def.hidden % def.heads != 0)
       throw ConfigError(fmt::format("{}: model.hidden ({}) must be a multiple of model.heads ({})",
                                     at(file, m), def.hidden, def.heads));
-    if (root["layers"]) throw ConfigError(fmt::format("{}: a transformer takes no 'layers' list", file));
+    if (root["layers"])
+      throw ConfigError(fmt::format("{}: a transformer takes no 'layers' list", file));
   } else {
     throw ConfigError(fmt::format("{}: model.family: expected cnn or transformer, found \"{}\"",
                                   at(file, m["family"]), def.family));
@@ -234,7 +251,8 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   def.name = text(file, m, "name", "model");
   const std::string dtype = text(file, m, "dtype", "model", "half");
   if (dtype != "half" && dtype != "float")
-    throw ConfigError(fmt::format("{}: model.dtype: expected half or float, found \"{}\"", at(file, m), dtype));
+    throw ConfigError(
+        fmt::format("{}: model.dtype: expected half or float, found \"{}\"", at(file, m), dtype));
   def.dtype = dtype == "half" ? trace::DType::kHalf : trace::DType::kFloat;
   return def;
 }
@@ -252,57 +270,84 @@ std::vector<ParamDecl> run_params() {
       {"run.model", ValueKind::kString, 0, 0, "Model file, relative to the run file", "-"},
       {"run.system", ValueKind::kString, 0, 0, "System file, relative to the run file", "-"},
       {"run.replicas", ValueKind::kCount, 1, 65536, "Data-parallel replicas", "workloads.md"},
-      {"run.ipus_per_replica", ValueKind::kCount, 1, 1024, "IPUs per replica (pipeline stages)", "workloads.md"},
-      {"run.micro_batch", ValueKind::kCount, 1, 1 << 20, "Samples (images or packs) per micro-batch", "workloads.md"},
-      {"run.gradient_accumulation", ValueKind::kCount, 1, 1 << 20, "Micro-batches per weight update", "workloads.md"},
-      {"run.precision", ValueKind::kString, 0, 0, "16.16 (half partials) or 16.32 (float partials)", "workloads.md"},
+      {"run.ipus_per_replica", ValueKind::kCount, 1, 1024, "IPUs per replica (pipeline stages)",
+       "workloads.md"},
+      {"run.micro_batch", ValueKind::kCount, 1, 1 << 20,
+       "Samples (images or packs) per micro-batch", "workloads.md"},
+      {"run.gradient_accumulation", ValueKind::kCount, 1, 1 << 20,
+       "Micro-batches per weight update", "workloads.md"},
+      {"run.precision", ValueKind::kString, 0, 0, "16.16 (half partials) or 16.32 (float partials)",
+       "workloads.md"},
       {"run.optimiser", ValueKind::kString, 0, 0, "lars or lamb", "workloads.md"},
-      {"run.optimiser_state", ValueKind::kString, 0, 0, "on_chip or streaming (Streaming Memory)", "workloads.md"},
-      {"run.replicated_tensor_sharding", ValueKind::kString, 0, 0, "yes: shard optimiser state over replicas", "poplar-compiler.md §4.4"},
+      {"run.optimiser_state", ValueKind::kString, 0, 0, "on_chip or streaming (Streaming Memory)",
+       "workloads.md"},
+      {"run.replicated_tensor_sharding", ValueKind::kString, 0, 0,
+       "yes: shard optimiser state over replicas", "poplar-compiler.md §4.4"},
       {"run.available_memory_proportion", ValueKind::kString, 0, 0,
-       "Conv/matmul temporary-memory cap, one value or one per IPU of the replica", "workloads.md; poplar-compiler.md §1.5"},
+       "Conv/matmul temporary-memory cap, one value or one per IPU of the replica",
+       "workloads.md; poplar-compiler.md §1.5"},
       {"run.recompute_checkpoints", ValueKind::kString, 0, 0,
-       "CNN: comma-separated layer names whose outputs are kept; everything else is recomputed", "workloads.md"},
-      {"run.batchnorm_group", ValueKind::kCount, 1, 65536, "Replicas sharing batch-norm statistics", "workloads.md"},
+       "CNN: comma-separated layer names whose outputs are kept; everything else is recomputed",
+       "workloads.md"},
+      {"run.batchnorm_group", ValueKind::kCount, 1, 65536, "Replicas sharing batch-norm statistics",
+       "workloads.md"},
       {"run.batchnorm_statistics_cache", ValueKind::kString, 0, 0,
-       "yes: recomputation reuses the forward pass's batch-norm statistics (no second reduction or all-reduce)",
+       "yes: recomputation reuses the forward pass's batch-norm statistics (no second reduction or "
+       "all-reduce)",
        "poplar-compiler.md §6.1 (statistics caching)"},
       {"run.rearrangements", ValueKind::kString, 0, 0,
-       "yes: conv and matmul operands are regrouped and transposed into the layouts their plans want; "
-       "no: they are assumed to be there already (an idealised compiler, to measure what rearranging costs)",
+       "yes: conv and matmul operands are regrouped and transposed into the layouts their plans "
+       "want; "
+       "no: they are assumed to be there already (an idealised compiler, to measure what "
+       "rearranging costs)",
        "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)"},
       {"run.allreduce_buffer", ValueKind::kBytes, 1024, 1e12,
-       "Gradients are reduced across replicas in collectives of at most this many bytes (fused buffers)",
-       "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf ResNet)"},
+       "Gradients are reduced across replicas in collectives of at most this many bytes (fused "
+       "buffers)",
+       "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf "
+       "ResNet)"},
       {"run.mode", ValueKind::kString, 0, 0,
        "training (forward, backward, weight update per step) or inference (one batch per replica "
        "per step: input from the host, forward pass with resident weights and batch-norm "
        "statistics folded into a scale and shift, outputs back to the host)",
        "issue 15; poplar-compiler.md §2.3 (normalisations)"},
       {"run.io_tiles", ValueKind::kCount, 0, 1 << 20,
-       "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input streams are copied "
-       "inline on the compute tiles from Streaming Memory, where they were prefetched while the previous "
-       "micro-batch computed; N > 0: they land on N I/O tiles in the background, the model is planned on the "
+       "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input streams "
+       "are copied "
+       "inline on the compute tiles from Streaming Memory, where they were prefetched while the "
+       "previous "
+       "micro-batch computed; N > 0: they land on N I/O tiles in the background, the model is "
+       "planned on the "
        "other tiles, and each micro-batch is copied from the I/O tiles",
        "poplar-compiler.md §4.4 (numIOTiles); Graphcore TensorFlow docs, 'Efficient IPU I/O'"},
       {"run.fuse_elementwise", ValueKind::kString, 0, 0,
-       "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused vertices",
+       "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused "
+       "vertices",
        "poplar-compiler.md §2.1 (popops::map code generation)"},
       {"run.pipeline_placement", ValueKind::kString, 0, 0,
        "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md"},
-      {"run.sequences_per_pack", ValueKind::kRatio, 1, 16, "Average sequences per pack", "workloads.md"},
-      {"run.embedding_serialisation", ValueKind::kCount, 1, 64, "Steps the vocabulary matmul is split into", "workloads.md"},
-      {"run.input_bytes_per_sample", ValueKind::kBytes, 0, 1e9, "Host input per sample", "workloads.md"},
+      {"run.sequences_per_pack", ValueKind::kRatio, 1, 16, "Average sequences per pack",
+       "workloads.md"},
+      {"run.embedding_serialisation", ValueKind::kCount, 1, 64,
+       "Steps the vocabulary matmul is split into", "workloads.md"},
+      {"run.input_bytes_per_sample", ValueKind::kBytes, 0, 1e9, "Host input per sample",
+       "workloads.md"},
       {"run.sample_unit", ValueKind::kString, 0, 0, "images or sequences", "-"},
-      {"run.ttt.epochs", ValueKind::kRatio, 0, 1e4, "Epochs trained (0: use samples_to_train)", "workloads.md §3"},
-      {"run.ttt.samples_per_epoch", ValueKind::kCount, 1, 1e12, "Training samples per epoch", "workloads.md §1"},
-      {"run.ttt.samples_to_train", ValueKind::kCount, 0, 1e12,
-       "Samples to converge when not counted in epochs (0 with epochs 0: no time-to-train estimate, e.g. inference)",
+      {"run.ttt.epochs", ValueKind::kRatio, 0, 1e4, "Epochs trained (0: use samples_to_train)",
        "workloads.md §3"},
-      {"run.ttt.lead_in", ValueKind::kDuration, 0, 1e5, "Host-side time before the first step", "workloads.md §3"},
-      {"run.ttt.checkpoint_time", ValueKind::kDuration, 0, 1e5, "Time per checkpoint", "workloads.md §3"},
+      {"run.ttt.samples_per_epoch", ValueKind::kCount, 1, 1e12, "Training samples per epoch",
+       "workloads.md §1"},
+      {"run.ttt.samples_to_train", ValueKind::kCount, 0, 1e12,
+       "Samples to converge when not counted in epochs (0 with epochs 0: no time-to-train "
+       "estimate, e.g. inference)",
+       "workloads.md §3"},
+      {"run.ttt.lead_in", ValueKind::kDuration, 0, 1e5, "Host-side time before the first step",
+       "workloads.md §3"},
+      {"run.ttt.checkpoint_time", ValueKind::kDuration, 0, 1e5, "Time per checkpoint",
+       "workloads.md §3"},
       {"run.ttt.checkpoints", ValueKind::kCount, 1, 1e6, "Checkpoints taken", "workloads.md §3"},
-      {"run.ttt.evaluation_time", ValueKind::kDuration, 0, 1e5, "Time per evaluation", "workloads.md §3"},
+      {"run.ttt.evaluation_time", ValueKind::kDuration, 0, 1e5, "Time per evaluation",
+       "workloads.md §3"},
       {"run.ttt.evaluations", ValueKind::kCount, 1, 1e6, "Evaluations run", "workloads.md §3"},
   };
   for (auto& d : p) {
@@ -317,8 +362,10 @@ std::vector<ParamDecl> run_params() {
       d.default_text = "yes";
     if (d.path == "run.sample_unit") d.choices = {"images", "sequences"};
     if (d.path == "run.replicated_tensor_sharding") d.default_text = "no";
-    if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement") d.default_text = "none";
-    if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation") d.default_text = "1";
+    if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement")
+      d.default_text = "none";
+    if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation")
+      d.default_text = "1";
     if (d.path == "run.sequences_per_pack") d.default_text = "1";
     if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
     if (d.path == "run.io_tiles") d.default_text = "0";
@@ -330,7 +377,8 @@ std::vector<ParamDecl> run_params() {
     // training length is not known) no time to train is reported.
     if (d.path == "run.ttt.epochs" || d.path == "run.ttt.samples_to_train") d.default_text = "0";
     if (d.path == "run.ttt.samples_per_epoch") d.default_text = "1";
-    if (d.path == "run.ttt.lead_in" || d.path == "run.ttt.checkpoint_time" || d.path == "run.ttt.evaluation_time")
+    if (d.path == "run.ttt.lead_in" || d.path == "run.ttt.checkpoint_time" ||
+        d.path == "run.ttt.evaluation_time")
       d.default_text = "0s";
     if (d.path == "run.ttt.checkpoints" || d.path == "run.ttt.evaluations") d.default_text = "1";
   }
@@ -356,8 +404,8 @@ const config::Schema& run_schema() {
 
 std::uint64_t RunConfig::samples_per_step() const {
   const double per = sample_unit == "sequences" ? sequences_per_pack : 1.0;
-  return static_cast<std::uint64_t>(std::llround(static_cast<double>(replicas) * micro_batch *
-                                                 gradient_accumulation * per));
+  return static_cast<std::uint64_t>(
+      std::llround(static_cast<double>(replicas) * micro_batch * gradient_accumulation * per));
 }
 
 LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides) {
@@ -386,10 +434,12 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
     try {
       x = std::stod(v);
     } catch (const std::exception&) {
-      throw bad("run.available_memory_proportion", fmt::format("expected numbers such as 0.15, found \"{}\"", v));
+      throw bad("run.available_memory_proportion",
+                fmt::format("expected numbers such as 0.15, found \"{}\"", v));
     }
     if (!(x > 0 && x <= 1))
-      throw bad("run.available_memory_proportion", fmt::format("expected values in (0, 1], found {}", v));
+      throw bad("run.available_memory_proportion",
+                fmt::format("expected values in (0, 1], found {}", v));
     run.available_memory.push_back(x);
   }
   if (run.available_memory.size() != 1 && run.available_memory.size() != run.ipus_per_replica)
@@ -410,7 +460,8 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
               fmt::format("inference runs one batch per replica per step: expected 1, found {}",
                           run.gradient_accumulation));
   if (run.replicas % run.batchnorm_group != 0)
-    throw bad("run.batchnorm_group", fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
+    throw bad("run.batchnorm_group",
+              fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));
   const std::string placement = r.string("run.pipeline_placement");
   if (placement != "none") {
     run.placement.assign(run.ipus_per_replica, {0, 0});
@@ -419,10 +470,12 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
       unsigned ipu = 0, attn = 0, ffn = 0;
       char tail = 0;
       if (std::sscanf(item.c_str(), "ipu%u=%u,%u%c", &ipu, &attn, &ffn, &tail) != 3)
-        throw bad("run.pipeline_placement", fmt::format("expected items like ipu1=7,6, found \"{}\"", item));
+        throw bad("run.pipeline_placement",
+                  fmt::format("expected items like ipu1=7,6, found \"{}\"", item));
       if (ipu >= run.ipus_per_replica || seen[ipu])
-        throw bad("run.pipeline_placement", fmt::format("\"{}\" names IPU {} twice or beyond the {} IPUs of a replica",
-                                                        item, ipu, run.ipus_per_replica));
+        throw bad("run.pipeline_placement",
+                  fmt::format("\"{}\" names IPU {} twice or beyond the {} IPUs of a replica", item,
+                              ipu, run.ipus_per_replica));
       seen[ipu] = true;
       run.placement[ipu] = {attn, ffn};
     }

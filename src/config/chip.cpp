@@ -26,8 +26,7 @@ std::vector<ParamDecl> chip_params() {
       {"chip.clock", ValueKind::kFrequency, 1e6, 1e11, "Tile clock frequency",
        "§1 Tile clock (GC200 in M2000) / Bow IPU clock"},
       {"chip.tiles", ValueKind::kCount, 1, 65536, "Tiles per IPU", "§1 Tiles (IPU-cores) per IPU"},
-      {"chip.tile_memory", ValueKind::kBytes, kKiB, 64 * kMiB, "SRAM per tile",
-       "§1 SRAM per tile"},
+      {"chip.tile_memory", ValueKind::kBytes, kKiB, 64 * kMiB, "SRAM per tile", "§1 SRAM per tile"},
       {"chip.worker_contexts", ValueKind::kCount, 1, 64,
        "Barrel-threaded worker contexts per tile (a worker issues once every N cycles)",
        "§1 Hardware threads per tile; §3 rule 1"},
@@ -37,7 +36,8 @@ std::vector<ParamDecl> chip_params() {
       {"chip.memory.load_bytes_per_cycle", ValueKind::kBytesPerCycle, 1, 1024,
        "Plain (non-interleaved) load rate per tile", "§1 Load/store bandwidth per tile"},
       {"chip.memory.interleaved_load_bytes_per_cycle", ValueKind::kBytesPerCycle, 1, 1024,
-       "Load rate from interleaved memory (ld128 / ld2x64pace)", "§1 Load/store bandwidth per tile"},
+       "Load rate from interleaved memory (ld128 / ld2x64pace)",
+       "§1 Load/store bandwidth per tile"},
       {"chip.memory.memcpy_bytes_per_cycle", ValueKind::kBytesPerCycle, 1, 1024,
        "On-tile copy rate", "§1 Local copy (memcpy) rate", true},
       {"chip.amp.engines_half_half", ValueKind::kCount, 1, 256,
@@ -68,10 +68,16 @@ std::vector<ParamDecl> chip_params() {
        "4"},
       // Tile micro-architecture (instruction-level model, docs/tile-model.md). Defaults so that
       // chip configs without a tile: section keep working.
-      {"chip.tile_model", ValueKind::kString, 0, 0,
+      {"chip.tile_model",
+       ValueKind::kString,
+       0,
+       0,
        "Vertex timing model: closed_form (poplibs estimator formulas) or isa (bundle programs "
        "on the worker-pipeline engine)",
-       "-", false, "closed_form", {"closed_form", "isa"}},
+       "-",
+       false,
+       "closed_form",
+       {"closed_form", "isa"}},
       {"chip.tile.issue_width", ValueKind::kCount, 1, 2,
        "Instructions a context issues in one turn: 2 = a main and an auxiliary instruction "
        "per 64-bit bundle, 1 = single issue (a paired bundle takes two turns)",
@@ -81,8 +87,8 @@ std::vector<ParamDecl> chip_params() {
        "while it does not exceed worker_contexts",
        "§1 Local memory load latency (6 cycles, Mk1, assumed on Mk2); §3 rule 5", true, "6"},
       {"chip.tile.store_bytes_per_cycle", ValueKind::kBytesPerCycle, 1, 1024,
-       "Store port width per tile per cycle", "§1 Load/store bandwidth (ld2xst64pace: 1 x 64-bit store)",
-       false, "8B/cycle"},
+       "Store port width per tile per cycle",
+       "§1 Load/store bandwidth (ld2xst64pace: 1 x 64-bit store)", false, "8B/cycle"},
       {"chip.tile.supervisor_simple_cycles", ValueKind::kCount, 1, 64,
        "Cycles of an independent supervisor instruction", "§3 rule 2 (independent charged 1)",
        false, "1"},
@@ -106,17 +112,17 @@ std::vector<ParamDecl> chip_params() {
       {"chip.exchange.column_hop_latency", ValueKind::kCycles, 0, 1e6,
        "Extra exchange delay per column of distance between sender and receiver",
        "§1 Exchange timing model; open question in §5 (no public number)", true},
-      {"chip.sync.internal_latency", ValueKind::kCycles, 0, 1e9,
-       "On-chip BSP sync of all tiles", "§1 Exchange fixed overheads (syncCycles = 90)", true},
+      {"chip.sync.internal_latency", ValueKind::kCycles, 0, 1e9, "On-chip BSP sync of all tiles",
+       "§1 Exchange fixed overheads (syncCycles = 90)", true},
       {"chip.host.bandwidth", ValueKind::kBandwidth, 1e3, kBig,
        "Host <-> IPU transfer rate, each direction",
        "§1 Host interface (chip): PCIe Gen4 x16 64 GB/s bidirectional"},
-      {"chip.host.latency", ValueKind::kDuration, 0, 1,
-       "Fixed latency of one host transfer", "no public number (open question in §5)", true},
+      {"chip.host.latency", ValueKind::kDuration, 0, 1, "Fixed latency of one host transfer",
+       "no public number (open question in §5)", true},
       {"chip.runtime.vertex_state_bytes", ValueKind::kBytes, 0, kMiB,
        "Memory per vertex instance (vertex state)", "poplar-compiler.md §7.8 (about 12 B+)", true},
-      {"chip.runtime.stack_bytes", ValueKind::kBytes, 0, 64 * kMiB,
-       "Always-live stack per tile", "poplar-compiler.md §7.8 (about 3 KB per tile)", true},
+      {"chip.runtime.stack_bytes", ValueKind::kBytes, 0, 64 * kMiB, "Always-live stack per tile",
+       "poplar-compiler.md §7.8 (about 3 KB per tile)", true},
       {"chip.runtime.codelet_code_bytes", ValueKind::kBytes, 0, 64 * kMiB,
        "Code per distinct codelet type used on a tile", "no public number", true},
       {"chip.runtime.exchange_code_bytes_per_transfer", ValueKind::kBytes, 0, kMiB,
@@ -172,7 +178,8 @@ ChipSpec chip_from(const config::Resolved& r) {
   c.exchange.tiles_per_shared_bus =
       static_cast<std::uint32_t>(r.count("chip.exchange.tiles_per_shared_bus"));
   c.exchange.fixed_overhead = r.cycles("chip.exchange.fixed_overhead");
-  c.exchange.tiles_per_column = static_cast<std::uint32_t>(r.count("chip.exchange.tiles_per_column"));
+  c.exchange.tiles_per_column =
+      static_cast<std::uint32_t>(r.count("chip.exchange.tiles_per_column"));
   c.exchange.column_hop_latency = r.cycles("chip.exchange.column_hop_latency");
   c.sync.internal_latency = r.cycles("chip.sync.internal_latency");
   c.host.bandwidth = r.bandwidth("chip.host.bandwidth");

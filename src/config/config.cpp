@@ -44,12 +44,13 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
       // No valid key has a control character; say so with it escaped, so that a NUL cannot
       // cut the message off (issue 16, defect N).
       if (has_control_characters(key))
-        throw ConfigError(fmt::format("{}: {}: expected a key of printable characters, found "
-                                      "a control character",
-                                      location(origin, kv.first.Mark()), printable(path)));
+        throw ConfigError(
+            fmt::format("{}: {}: expected a key of printable characters, found "
+                        "a control character",
+                        location(origin, kv.first.Mark()), printable(path)));
       if (doc.values.count(path))
-        throw ConfigError(fmt::format("{}: {}: duplicate key", location(origin, kv.first.Mark()),
-                                      path));
+        throw ConfigError(
+            fmt::format("{}: {}: duplicate key", location(origin, kv.first.Mark()), path));
       flatten(kv.second, path, origin, doc, depth + 1, location(origin, kv.first.Mark()));
     }
     return;
@@ -75,7 +76,8 @@ class DocumentStart : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
   void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {}
   void OnSequenceEnd() override {}
@@ -104,15 +106,24 @@ double base_value(const Value& v) {
   return std::visit(
       [](const auto& x) -> double {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::uint64_t>) return static_cast<double>(x);
-        else if constexpr (std::is_same_v<T, Frequency>) return x.hz;
-        else if constexpr (std::is_same_v<T, Bytes>) return static_cast<double>(x.count);
-        else if constexpr (std::is_same_v<T, Cycles>) return static_cast<double>(x.count);
-        else if constexpr (std::is_same_v<T, BytesPerCycle>) return x.value;
-        else if constexpr (std::is_same_v<T, Bandwidth>) return x.bytes_per_second;
-        else if constexpr (std::is_same_v<T, Duration>) return x.seconds;
-        else if constexpr (std::is_same_v<T, double>) return x;
-        else return 0.0;
+        if constexpr (std::is_same_v<T, std::uint64_t>)
+          return static_cast<double>(x);
+        else if constexpr (std::is_same_v<T, Frequency>)
+          return x.hz;
+        else if constexpr (std::is_same_v<T, Bytes>)
+          return static_cast<double>(x.count);
+        else if constexpr (std::is_same_v<T, Cycles>)
+          return static_cast<double>(x.count);
+        else if constexpr (std::is_same_v<T, BytesPerCycle>)
+          return x.value;
+        else if constexpr (std::is_same_v<T, Bandwidth>)
+          return x.bytes_per_second;
+        else if constexpr (std::is_same_v<T, Duration>)
+          return x.seconds;
+        else if constexpr (std::is_same_v<T, double>)
+          return x;
+        else
+          return 0.0;
       },
       v);
 }
@@ -121,7 +132,8 @@ std::uint64_t parse_count(const std::string& text) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
     throw ParseError(fmt::format("expected a whole number such as \"1472\", found \"{}\"", text));
   if (text.size() > 18)
-    throw ParseError(fmt::format("expected a whole number such as \"1472\", found \"{}\" (too large)", text));
+    throw ParseError(
+        fmt::format("expected a whole number such as \"1472\", found \"{}\" (too large)", text));
   return std::stoull(text);
 }
 
@@ -140,29 +152,45 @@ double parse_ratio(const std::string& text) {
 
 Value parse_value(ValueKind kind, const std::string& text) {
   switch (kind) {
-    case ValueKind::kCount: return parse_count(text);
-    case ValueKind::kFrequency: return parse_frequency(text);
-    case ValueKind::kBytes: return parse_bytes(text);
-    case ValueKind::kCycles: return parse_cycles(text);
-    case ValueKind::kBytesPerCycle: return parse_bytes_per_cycle(text);
-    case ValueKind::kBandwidth: return parse_bandwidth(text);
-    case ValueKind::kDuration: return parse_duration(text);
-    case ValueKind::kRatio: return parse_ratio(text);
+    case ValueKind::kCount:
+      return parse_count(text);
+    case ValueKind::kFrequency:
+      return parse_frequency(text);
+    case ValueKind::kBytes:
+      return parse_bytes(text);
+    case ValueKind::kCycles:
+      return parse_cycles(text);
+    case ValueKind::kBytesPerCycle:
+      return parse_bytes_per_cycle(text);
+    case ValueKind::kBandwidth:
+      return parse_bandwidth(text);
+    case ValueKind::kDuration:
+      return parse_duration(text);
+    case ValueKind::kRatio:
+      return parse_ratio(text);
     case ValueKind::kString:
-    case ValueKind::kInclude: return text;
+    case ValueKind::kInclude:
+      return text;
   }
   return text;
 }
 
 std::string format_bound(ValueKind kind, double v) {
   switch (kind) {
-    case ValueKind::kFrequency: return format(Frequency{v});
-    case ValueKind::kBytes: return format(Bytes{static_cast<std::uint64_t>(v)});
-    case ValueKind::kCycles: return format(Cycles{static_cast<std::uint64_t>(v)});
-    case ValueKind::kBytesPerCycle: return format(BytesPerCycle{v});
-    case ValueKind::kBandwidth: return format(Bandwidth{v});
-    case ValueKind::kDuration: return format(Duration{v});
-    default: return fmt::format("{:.12g}", v);
+    case ValueKind::kFrequency:
+      return format(Frequency{v});
+    case ValueKind::kBytes:
+      return format(Bytes{static_cast<std::uint64_t>(v)});
+    case ValueKind::kCycles:
+      return format(Cycles{static_cast<std::uint64_t>(v)});
+    case ValueKind::kBytesPerCycle:
+      return format(BytesPerCycle{v});
+    case ValueKind::kBandwidth:
+      return format(Bandwidth{v});
+    case ValueKind::kDuration:
+      return format(Duration{v});
+    default:
+      return fmt::format("{:.12g}", v);
   }
 }
 
@@ -222,8 +250,9 @@ Document load_document(const std::string& file) {
     in.read(block, sizeof block);
     text.append(block, static_cast<std::size_t>(in.gcount()));
     if (text.size() > kMaxConfigBytes)
-      throw ConfigError(fmt::format("{}: expected a config file of at most {} bytes, found a larger one",
-                                    file, kMaxConfigBytes));
+      throw ConfigError(
+          fmt::format("{}: expected a config file of at most {} bytes, found a larger one", file,
+                      kMaxConfigBytes));
   }
   if (in.bad()) throw ConfigError(fmt::format("{}: cannot read config file", file));
   return parse_document(text, file);
@@ -256,11 +285,11 @@ Document load_tree(const std::string& file, const Schema& schema, std::vector<st
     std::error_code ec;
     const bool exists = fs::exists(target, ec);
     if (ec)
-      throw ConfigError(fmt::format("{}: {}: included file \"{}\" cannot be read: {}",
-                                    raw.origin, path, target, ec.message()));
+      throw ConfigError(fmt::format("{}: {}: included file \"{}\" cannot be read: {}", raw.origin,
+                                    path, target, ec.message()));
     if (!exists)
-      throw ConfigError(fmt::format("{}: {}: included file \"{}\" does not exist", raw.origin, path,
-                                    target));
+      throw ConfigError(
+          fmt::format("{}: {}: included file \"{}\" does not exist", raw.origin, path, target));
     merged.values[path].text = target;
     const Document sub = load_tree(target, schema, stack);
     for (const auto& [sub_path, sub_raw] : sub.values) {
@@ -327,7 +356,8 @@ Resolved resolve(const Document& doc, const Schema& schema) {
     if (it == doc.values.end() && !decl.default_text)
       throw ConfigError(fmt::format("{}: {}: missing required key ({}, {})", doc.file, decl.path,
                                     kind_name(decl.kind), decl.description));
-    if (it == doc.values.end()) fallback = RawValue{*decl.default_text, doc.file + " (default)", doc.file};
+    if (it == doc.values.end())
+      fallback = RawValue{*decl.default_text, doc.file + " (default)", doc.file};
     const RawValue& raw = it == doc.values.end() ? fallback : it->second;
     Value v;
     try {
@@ -340,7 +370,8 @@ Resolved resolve(const Document& doc, const Schema& schema) {
       std::string list;
       for (const auto& c : decl.choices) list += (list.empty() ? "" : ", ") + c;
       throw ConfigError(fmt::format("{}: {}: expected one of {}, found \"{}\"{}", raw.origin,
-                                    decl.path, list, raw.text, did_you_mean(raw.text, decl.choices)));
+                                    decl.path, list, raw.text,
+                                    did_you_mean(raw.text, decl.choices)));
     }
     if (decl.kind != ValueKind::kString && decl.kind != ValueKind::kInclude) {
       const double b = base_value(v);
@@ -358,10 +389,14 @@ std::string format_value(const Value& v) {
   return std::visit(
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::uint64_t>) return std::to_string(x);
-        else if constexpr (std::is_same_v<T, double>) return fmt::format("{:.12g}", x);
-        else if constexpr (std::is_same_v<T, std::string>) return x;
-        else return format(x);
+        if constexpr (std::is_same_v<T, std::uint64_t>)
+          return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>)
+          return fmt::format("{:.12g}", x);
+        else if constexpr (std::is_same_v<T, std::string>)
+          return x;
+        else
+          return format(x);
       },
       v);
 }
@@ -393,16 +428,26 @@ std::string Resolved::to_yaml() const {
 
 std::string kind_name(ValueKind kind) {
   switch (kind) {
-    case ValueKind::kCount: return "count";
-    case ValueKind::kFrequency: return "frequency";
-    case ValueKind::kBytes: return "size";
-    case ValueKind::kCycles: return "cycles";
-    case ValueKind::kBytesPerCycle: return "bytes/cycle";
-    case ValueKind::kBandwidth: return "bandwidth";
-    case ValueKind::kDuration: return "time";
-    case ValueKind::kRatio: return "number";
-    case ValueKind::kString: return "string";
-    case ValueKind::kInclude: return "file";
+    case ValueKind::kCount:
+      return "count";
+    case ValueKind::kFrequency:
+      return "frequency";
+    case ValueKind::kBytes:
+      return "size";
+    case ValueKind::kCycles:
+      return "cycles";
+    case ValueKind::kBytesPerCycle:
+      return "bytes/cycle";
+    case ValueKind::kBandwidth:
+      return "bandwidth";
+    case ValueKind::kDuration:
+      return "time";
+    case ValueKind::kRatio:
+      return "number";
+    case ValueKind::kString:
+      return "string";
+    case ValueKind::kInclude:
+      return "file";
   }
   return "?";
 }

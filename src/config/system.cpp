@@ -29,7 +29,8 @@ std::vector<ParamDecl> part_params() {
       {"machine.rail_links", ValueKind::kCount, 1, 64,
        "IPU-Links from an IPU to the next IPU up (or down) its rail",
        "§1 IPU-Link usage in the IPUModel (2 up, 2 down); §2 IPU-Links inside an M2000"},
-      {"machine.gw_links", ValueKind::kCount, 0, 64, "GW-Links from the machine's gateway to other racks",
+      {"machine.gw_links", ValueKind::kCount, 0, 64,
+       "GW-Links from the machine's gateway to other racks",
        "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)"},
       {"machine.gateway.pcie_bandwidth", ValueKind::kBandwidth, 1e6, kBig,
        "IPU <-> gateway rate, each direction, per IPU",
@@ -37,8 +38,8 @@ std::vector<ParamDecl> part_params() {
       {"machine.gateway.streaming_memory", ValueKind::kBytes, 0, kBig * 1e3,
        "Streaming Memory (gateway DDR) capacity", "§2 Streaming Memory (default 128 GB)"},
       {"machine.gateway.ddr_bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Gateway DDR rate shared by the machine's IPUs", "§2 IPU-Gateway (3 DRAM channels; speed not public)",
-       true},
+       "Gateway DDR rate shared by the machine's IPUs",
+       "§2 IPU-Gateway (3 DRAM channels; speed not public)", true},
       {"machine.gateway.latency", ValueKind::kDuration, 0, 1, "Fixed latency of a gateway transfer",
        "no public number", true},
       {"machine.host_link.bandwidth", ValueKind::kBandwidth, 1e6, kBig,
@@ -47,21 +48,25 @@ std::vector<ParamDecl> part_params() {
       {"machine.host_link.latency", ValueKind::kDuration, 0, 1, "Fixed latency of a host transfer",
        "no public number", true},
       {"fabric.ipu_link.bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Raw rate of one IPU-Link, each direction", "§1 IPU-Links; §2 IPU-Link physical rate (128 Gibit/s)"},
-      {"fabric.ipu_link.efficiency", ValueKind::kRatio, 0.01, 1, "Payload fraction of the IPU-Link rate",
-       "§1 IPU-Link usage in the IPUModel (0.85)"},
+       "Raw rate of one IPU-Link, each direction",
+       "§1 IPU-Links; §2 IPU-Link physical rate (128 Gibit/s)"},
+      {"fabric.ipu_link.efficiency", ValueKind::kRatio, 0.01, 1,
+       "Payload fraction of the IPU-Link rate", "§1 IPU-Link usage in the IPUModel (0.85)"},
       {"fabric.ipu_link.latency", ValueKind::kDuration, 0, 1, "IPU-Link latency per hop",
        "no public number (§5 open questions)", true},
       {"fabric.gw_link.bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Raw rate of one GW-Link, each direction", "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)"},
+       "Raw rate of one GW-Link, each direction",
+       "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)"},
       {"fabric.gw_link.efficiency", ValueKind::kRatio, 0.01, 1,
        "Payload fraction of the GW-Link rate", "no public number (IPU-Link value assumed)", true},
       {"fabric.gw_link.latency", ValueKind::kDuration, 0, 1, "GW-Link latency per hop",
        "no public number", true},
       {"fabric.sync.hop_latency", ValueKind::kDuration, 0, 1e-3,
-       "External sync time per hop of the sync tree", "§2 Sync latency model (IPUModel: 15 ns per hop)"},
+       "External sync time per hop of the sync tree",
+       "§2 Sync latency model (IPUModel: 15 ns per hop)"},
       {"fabric.sync.ipus_per_hop", ValueKind::kCount, 1, 1024,
-       "IPUs per extra sync hop: hops = 1 + n / this", "§2 Sync latency model (hops = 1 + (N/2)/2)"},
+       "IPUs per extra sync hop: hops = 1 + n / this",
+       "§2 Sync latency model (hops = 1 + (N/2)/2)"},
       {"fabric.host_server_bandwidth", ValueKind::kBandwidth, 1e6, kBig,
        "NIC bandwidth of one host server", "§2 POD4 DA / POD16 DA (100 GbE RoCEv2 NIC)"},
       {"system.name", ValueKind::kString, 0, 0, "System name shown in reports", "-"},
@@ -69,7 +74,8 @@ std::vector<ParamDecl> part_params() {
        "pod: IPU count must be a power of two >= 16; machine: a single machine",
        "§2 POD256 (Pod sizes must be powers of 2 and >= 16)"},
       {"system.chip", ValueKind::kInclude, 0, 0, "Chip config file (relative to this file)", "-"},
-      {"system.machine", ValueKind::kInclude, 0, 0, "Machine part file (relative to this file)", "-"},
+      {"system.machine", ValueKind::kInclude, 0, 0, "Machine part file (relative to this file)",
+       "-"},
       {"system.fabric", ValueKind::kInclude, 0, 0, "Fabric part file (relative to this file)", "-"},
       {"system.machines_per_rack", ValueKind::kCount, 1, 1024, "Machines stacked in one rack",
        "§2 POD topology; POD64 (16 x M2000)"},
@@ -102,13 +108,14 @@ std::vector<ExtraLink> parse_extra_links(const std::string& text, std::uint32_t 
     unsigned a = 0, b = 0, n = 0;
     char tail = 0;
     if (std::sscanf(item.c_str(), "%u-%u:%u%c", &a, &b, &n, &tail) != 3 || n == 0 || a == b)
-      throw ConfigError(fmt::format(
-          "{}: system.extra_links: expected \"a-b:n\" (two different IPUs, n >= 1 links), found \"{}\"",
-          origin, item));
+      throw ConfigError(
+          fmt::format("{}: system.extra_links: expected \"a-b:n\" (two different IPUs, n >= 1 "
+                      "links), found \"{}\"",
+                      origin, item));
     if (a >= ipus || b >= ipus)
       throw ConfigError(fmt::format(
-          "{}: system.extra_links: link {}-{} names IPU {}, but the system has IPUs 0..{}", origin, a,
-          b, std::max(a, b), ipus - 1));
+          "{}: system.extra_links: link {}-{} names IPU {}, but the system has IPUs 0..{}", origin,
+          a, b, std::max(a, b), ipus - 1));
     out.push_back({a, b, n});
     start = comma + 1;
   }
@@ -171,26 +178,31 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
   f.host_server_bandwidth = r.bandwidth("fabric.host_server_bandwidth");
   s.machines_per_rack = static_cast<std::uint32_t>(r.count("system.machines_per_rack"));
   s.racks = static_cast<std::uint32_t>(r.count("system.racks"));
-  s.topology = r.string("system.rack_topology") == "torus" ? RackTopology::kTorus : RackTopology::kLadder;
+  s.topology =
+      r.string("system.rack_topology") == "torus" ? RackTopology::kTorus : RackTopology::kLadder;
   s.host_servers = static_cast<std::uint32_t>(r.count("system.host_servers"));
 
   // Whole-system rules, reported against the system file.
   if (m.ipus % 2 != 0)
-    throw ConfigError(fmt::format("{}: machine.ipus: expected an even number (IPUs come in rungs "
-                                  "of two), found {}", file, m.ipus));
+    throw ConfigError(
+        fmt::format("{}: machine.ipus: expected an even number (IPUs come in rungs "
+                    "of two), found {}",
+                    file, m.ipus));
   const std::uint64_t ipus = static_cast<std::uint64_t>(s.machines()) * m.ipus;
   if (ipus > 65536)
-    throw ConfigError(fmt::format("{}: the system has {} IPUs; at most 65536 are supported", file, ipus));
+    throw ConfigError(
+        fmt::format("{}: the system has {} IPUs; at most 65536 are supported", file, ipus));
   if (s.is_pod && (ipus < 16 || (ipus & (ipus - 1)) != 0))
     throw ConfigError(fmt::format(
         "{}: system.kind is pod, so the IPU count must be a power of two of at least 16; "
         "found {} IPUs ({} racks x {} machines x {} IPUs)",
         file, ipus, s.racks, s.machines_per_rack, m.ipus));
   if (s.racks > 1 && m.gw_links == 0)
-    throw ConfigError(fmt::format("{}: {} racks need GW-Links, but machine.gw_links is 0", file, s.racks));
+    throw ConfigError(
+        fmt::format("{}: {} racks need GW-Links, but machine.gw_links is 0", file, s.racks));
   if (s.topology == RackTopology::kTorus && s.machines_per_rack * m.ipus < 6)
-    throw ConfigError(fmt::format("{}: system.rack_topology: a torus needs at least 3 rungs per rack",
-                                  file));
+    throw ConfigError(
+        fmt::format("{}: system.rack_topology: a torus needs at least 3 rungs per rack", file));
   s.extra_links = parse_extra_links(r.string("system.extra_links"), s.ipus(), file);
   return LoadedSystem{std::move(s), std::move(r)};
 }

@@ -8,13 +8,13 @@
 // "worker cycles" are one worker's instruction count; tile cycles = W x slowest worker
 // (barrel issue, ipu-hardware.md §3 rule 1) + supervisor overhead.
 #include "ipusim/cost/codelet_models.hpp"
-#include "ipusim/cost/tile_timing.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
 
+#include "ipusim/cost/tile_timing.hpp"
 #include "ipusim/util/checked.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -213,9 +213,7 @@ C cycles_at(Bytes bytes, BytesPerCycle rate, const char* what) {
 C at_least_one(C v) { return std::max<C>(v, 1); }
 
 // Barrel rule with rendezvous tag: max(W x slowest, W x fastest + tag) (§3 rules 1 and 3).
-C barrel(C w, C slowest, C fastest, C tag) {
-  return std::max(w * slowest, w * fastest + tag);
-}
+C barrel(C w, C slowest, C fastest, C tag) { return std::max(w * slowest, w * fastest + tag); }
 
 // ---------------------------------------------------------------------------------------------
 // AMP
@@ -297,14 +295,16 @@ C ampnx1_worker(const AmpConfig& c, C n) { return ampnx1_worker_base(c) + ampnx1
 // A worker whose share is output positions [begin, end) of a field whose rows hold `width`
 // positions: one worklist entry per row it touches (poplin's partitionConvPartialByWorker
 // cuts each share at row ends).
-C ampnx1_worker_rows(const AmpConfig& c, std::uint64_t begin, std::uint64_t end, std::uint64_t width) {
+C ampnx1_worker_rows(const AmpConfig& c, std::uint64_t begin, std::uint64_t end,
+                     std::uint64_t width) {
   if (end <= begin) return ampnx1_worker_base(c);
   const std::uint64_t first_row = begin / width, last_row = (end - 1) / width;
   if (first_row == last_row) return ampnx1_worker(c, end - begin);
   const std::uint64_t head = (first_row + 1) * width - begin;
   const std::uint64_t tail = end - last_row * width;
   const std::uint64_t full = last_row - first_row - 1;
-  return ampnx1_worker_base(c) + ampnx1_entry(c, head) + C(full) * ampnx1_entry(c, width) + ampnx1_entry(c, tail);
+  return ampnx1_worker_base(c) + ampnx1_entry(c, head) + C(full) * ampnx1_entry(c, width) +
+         ampnx1_entry(c, tail);
 }
 
 }  // namespace
@@ -341,7 +341,7 @@ VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
       (ig - 1) * (kAmp1x1PerInGroup - cc +
                   og * (kAmp1x1PerOutGroup + passes * (kAmp1x1PassNoZero + L + inner_nz)));
   const C zeroing_in_group = kAmp1x1LastInGroup + og * (kAmp1x1PerOutGroup - cc +
-                                                          passes * (kAmp1x1PassZero + L + inner_z));
+                                                        passes * (kAmp1x1PassZero + L + inner_z));
   const C per_conv_group = kAmp1x1PerConvGroup + cc + other_in_groups + zeroing_in_group;
 
   VertexCost cost;
@@ -385,8 +385,8 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
       (c.half_partials ? kAmpNx1OuterPerWorkerHalfPartials : kAmpNx1OuterPerWorkerFloatPartials);
   // The two "+ 1" terms are as written in §4's outer formula (ipu-hardware.md §4).
   const C setup = kAmpNx1OuterBase + w * per_worker +
-                    cg * (kAmpNx1PerOutGroupSetup * og + kAmpNx1PerOutGroupLoop * (og - 1) + 1) +
-                    kAmpNx1PerOutGroupLoop * (cg - 1) + 1;
+                  cg * (kAmpNx1PerOutGroupSetup * og + kAmpNx1PerOutGroupLoop * (og - 1) + 1) +
+                  kAmpNx1PerOutGroupLoop * (cg - 1) + 1;
   const C loops =
       cg * (kAmpNx1PerConvGroup + ig * (kAmpNx1PerInGroup + og * (kAmpNx1PerOutGroup + inner)));
 
@@ -432,7 +432,8 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
   const C per_loop =
       loads_per_partial * inputs + (in == out ? kReduceLoopSameType : kReduceLoopConvert);
   VertexCost cost;
-  cost.cycles = C(kReduceSupervisor + w * (kReduceWorkerBase + per_loop * ceil_div(loops, w))).get();
+  cost.cycles =
+      C(kReduceSupervisor + w * (kReduceWorkerBase + per_loop * ceil_div(loops, w))).get();
   cost.flops = (inputs > 0 ? C(outputs) * (inputs - 1) : C(0)).get();
   return cost;
 }
@@ -528,7 +529,9 @@ VertexCost binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::u
   const C per_vector =
       cost_for(*c, dtype) + (c->assembly ? kBinaryPerVectorAsm : kBinaryPerVectorCpp);
   VertexCost cost;
-  cost.cycles = C(kBasicOpSupervisor + workers(chip) * (base + vectors_per_worker(chip, dtype, n) * per_vector)).get();
+  cost.cycles = C(kBasicOpSupervisor +
+                  workers(chip) * (base + vectors_per_worker(chip, dtype, n) * per_vector))
+                    .get();
   cost.flops = C(n).get();
   return cost;
 }
@@ -539,16 +542,15 @@ VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n)
   const C vectors = ceil_div(n / vw, w);  // slowest worker's full vectors
   const C rem = n % vw;                   // tail elements, charged to the slowest worker
   // Per vector: load a and b (2 x datapath bytes at the plain load rate) + store a.
-  const C per_vector =
-      cycles_at(chip.datapath_width * 2,
-                chip.memory.load_bytes_per_cycle, "memory.load_bytes_per_cycle") +
-      1;
+  const C per_vector = cycles_at(chip.datapath_width * 2, chip.memory.load_bytes_per_cycle,
+                                 "memory.load_bytes_per_cycle") +
+                       1;
   const C loop = vectors > 0 ? kScaledAddLoopSetup + per_vector * (vectors - 1) : 0;
   const C worker =
       kScaledAddWorkerPrologue + loop + kScaledAddWorkerEpilogue + kScaledAddPerTailElement * rem;
   const C supervisor = kScaledAddPerType + kBasicOpSupervisor +
-                         (rem == 0 ? kScaledAddNoRemainder : kScaledAddRemainder) +
-                         kScaledAddSupervisorTail + kScaledAddTensorScale;
+                       (rem == 0 ? kScaledAddNoRemainder : kScaledAddRemainder) +
+                       kScaledAddSupervisorTail + kScaledAddTensorScale;
   VertexCost cost;
   cost.cycles = C(supervisor + w * worker).get();
   cost.flops = (C(2) * n).get();
@@ -587,7 +589,9 @@ C cast_worker(const ChipSpec& chip, DType from, DType to, C m) {
 VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::uint64_t n) {
   const C w = workers(chip);
   VertexCost cost;
-  cost.cycles = C(kCastSupervisor + w * (kCastWorkerEntry + cast_worker(chip, from, to, ceil_div(n, w)))).get();
+  cost.cycles =
+      C(kCastSupervisor + w * (kCastWorkerEntry + cast_worker(chip, from, to, ceil_div(n, w))))
+          .get();
   cost.flops = C((is_fp(from) || is_fp(to)) ? n : 0).get();
   return cost;
 }
@@ -595,7 +599,8 @@ VertexCost cast(const ChipSpec& chip, trace::DType from, trace::DType to, std::u
 VertexCost copy(const ChipSpec& chip, std::uint64_t bytes) {
   VertexCost cost;
   cost.cycles = C(kCopyCallOverhead + cycles_at(Bytes{bytes}, chip.memory.memcpy_bytes_per_cycle,
-                                    "memory.memcpy_bytes_per_cycle")).get();
+                                                "memory.memcpy_bytes_per_cycle"))
+                    .get();
   return cost;
 }
 
@@ -605,8 +610,10 @@ VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::u
   // with c the fused operators' summed cycles and 5 the per-vector overhead of C++ codelets.
   const C base = dtype == DType::kHalf ? kBinaryWorkerBaseHalf : kBinaryWorkerBaseFloat;
   VertexCost cost;
-  cost.cycles = C(kBasicOpSupervisor +
-                workers(chip) * (base + vectors_per_worker(chip, dtype, n) * (op_cycles + kBinaryPerVectorCpp))).get();
+  cost.cycles =
+      C(kBasicOpSupervisor + workers(chip) * (base + vectors_per_worker(chip, dtype, n) *
+                                                         (op_cycles + kBinaryPerVectorCpp)))
+          .get();
   cost.flops = (C(n) * ops).get();
   return cost;
 }
@@ -616,9 +623,12 @@ VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n) 
   // element per cycle for half and float (ipu-hardware.md §1 "Local copy"), plus the fixed
   // cost of a six-worker copy call.
   const C eb = trace::dtype_bytes(dtype);
-  const BytesPerCycle rate{std::min(chip.memory.memcpy_bytes_per_cycle.value, static_cast<double>(eb.get()))};
+  const BytesPerCycle rate{
+      std::min(chip.memory.memcpy_bytes_per_cycle.value, static_cast<double>(eb.get()))};
   VertexCost cost;
-  cost.cycles = C(kCopyCallOverhead + cycles_at(Bytes{(C(n) * eb).get()}, rate, "memory.memcpy_bytes_per_cycle")).get();
+  cost.cycles = C(kCopyCallOverhead +
+                  cycles_at(Bytes{(C(n) * eb).get()}, rate, "memory.memcpy_bytes_per_cycle"))
+                    .get();
   return cost;
 }
 
@@ -710,8 +720,8 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
       return dynamic_slice(chip, dtype_at(v, s::kSliceDType), count_at(v, s::kSliceElems),
                            count_at(v, s::kSliceCopies));
     case Codelet::kMap:
-      return map(chip, dtype_at(v, s::kMapDType), count_at(v, s::kMapN), count_at(v, s::kMapOpCycles),
-                 count_at(v, s::kMapOps));
+      return map(chip, dtype_at(v, s::kMapDType), count_at(v, s::kMapN),
+                 count_at(v, s::kMapOpCycles), count_at(v, s::kMapOps));
     case Codelet::kTranspose:
       return transpose(chip, dtype_at(v, s::kTransposeDType), count_at(v, s::kTransposeN));
   }
@@ -741,7 +751,8 @@ VertexCost closed_form_vertex_cost(const ChipSpec& chip, const trace::Vertex& v)
 VertexCost vertex_cost(const ChipSpec& chip, const trace::Vertex& v) {
   try {
     // Tile model hook (issue 18): chip.tile_model picks closed_form (default) or isa.
-    if (chip.tile_model != TileModel::kClosedForm) return tile_timing_model(chip.tile_model).cost(chip, v);
+    if (chip.tile_model != TileModel::kClosedForm)
+      return tile_timing_model(chip.tile_model).cost(chip, v);
     return vertex_cost_unchecked(chip, v);
   } catch (const ArithmeticOverflow&) {
     throw ArithmeticOverflow("vertex " + describe_vertex(v) +

@@ -31,11 +31,11 @@ ComputeSetCost compute_set_cost(const ChipSpec& chip, const trace::ComputeSet& c
     } catch (const ArithmeticOverflow& e) {
       // vertex_cost names the vertex; the sums here name it too (issue 16, defect C).
       const std::string what = e.what();
-      throw ModelError(fmt::format(
-          "compute set '{}' vertex {}: {}", cs.name, i,
-          what.starts_with("vertex ") ? what.substr(7)
-                                      : describe_vertex(v) + ": the compute set's cycle or FLOP "
-                                                             "count overflows 64 bits"));
+      throw ModelError(fmt::format("compute set '{}' vertex {}: {}", cs.name, i,
+                                   what.starts_with("vertex ")
+                                       ? what.substr(7)
+                                       : describe_vertex(v) + ": the compute set's cycle or FLOP "
+                                                              "count overflows 64 bits"));
     }
   }
   for (std::uint32_t t = 0; t < chip.tiles; ++t) {
@@ -200,8 +200,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
 HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step) {
   HostCopyCost out;
   out.total_bytes = step.bytes * step.tiles.size();
-  const double link = static_cast<double>(out.total_bytes) / chip.host.bandwidth.bytes_per_second *
-                      chip.clock.hz;
+  const double link =
+      static_cast<double>(out.total_bytes) / chip.host.bandwidth.bytes_per_second * chip.clock.hz;
   const double tile = static_cast<double>(step.bytes) / chip.exchange.bytes_per_cycle.value;
   out.cycles = (chip.host.latency * chip.clock + ceil_cycles(std::max(link, tile))).count;
   return out;
@@ -290,8 +290,7 @@ void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const 
   // Largest tensors on the worst tile.
   std::vector<std::pair<std::uint64_t, std::string>> consumers;
   for (const auto& tensor : program.tensors)
-    if (tensor.tiles.contains(worst))
-      consumers.emplace_back(tensor.bytes_per_tile, tensor.name);
+    if (tensor.tiles.contains(worst)) consumers.emplace_back(tensor.bytes_per_tile, tensor.name);
   std::sort(consumers.begin(), consumers.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
@@ -304,7 +303,8 @@ void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const 
       "exchange code {}, stack {}); largest tensors: {}; {} tile(s) over capacity",
       program.ipu, worst, human_bytes(static_cast<double>(use.total())),
       human_bytes(static_cast<double>(capacity)), human_bytes(static_cast<double>(use.tensors)),
-      human_bytes(static_cast<double>(use.vertex_state)), human_bytes(static_cast<double>(use.code)),
+      human_bytes(static_cast<double>(use.vertex_state)),
+      human_bytes(static_cast<double>(use.code)),
       human_bytes(static_cast<double>(use.exchange_code)),
       human_bytes(static_cast<double>(use.stack)), top.empty() ? "none" : top, over));
 }

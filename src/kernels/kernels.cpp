@@ -24,7 +24,8 @@ std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
 // the smallest s for its chunk size.
 std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t max_split) {
   std::set<std::uint64_t> chunks;
-  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s) chunks.insert(ceil_div(grains, s));
+  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s)
+    chunks.insert(ceil_div(grains, s));
   std::vector<std::uint64_t> out;
   for (auto c : chunks) out.push_back(ceil_div(grains, c));
   std::sort(out.begin(), out.end());
@@ -74,15 +75,15 @@ std::uint64_t in_cols(const ConvArgs& a, const Shape& s) { return uses_nx1(a) ? 
 
 // Per-tile buffer sizes (bytes) of the largest block of one serial iteration.
 struct Blocks {
-  std::uint64_t positions = 0;      // output positions per tile and group
-  std::uint64_t in_bytes = 0;       // input block
-  std::uint64_t weight_bytes = 0;   // weight block
-  std::uint64_t partial_bytes = 0;  // partial sums of the tile's block
-  std::uint64_t reduce_outputs = 0; // outputs each tile reduces when in_split > 1
-  std::uint64_t reduce_bytes = 0;   // received partials for the reduction
-  std::uint64_t out_bytes = 0;      // reduced outputs
-  std::uint64_t acc_outputs = 0;    // outputs the tile owns after the conv (or iteration)
-  std::uint64_t acc_bytes = 0;      // accumulated output across a serial input split
+  std::uint64_t positions = 0;       // output positions per tile and group
+  std::uint64_t in_bytes = 0;        // input block
+  std::uint64_t weight_bytes = 0;    // weight block
+  std::uint64_t partial_bytes = 0;   // partial sums of the tile's block
+  std::uint64_t reduce_outputs = 0;  // outputs each tile reduces when in_split > 1
+  std::uint64_t reduce_bytes = 0;    // received partials for the reduction
+  std::uint64_t out_bytes = 0;       // reduced outputs
+  std::uint64_t acc_outputs = 0;     // outputs the tile owns after the conv (or iteration)
+  std::uint64_t acc_bytes = 0;       // accumulated output across a serial input split
 };
 
 // `a` is the conv of one iteration (iteration_args), `p` the plan.
@@ -107,8 +108,7 @@ Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
 }
 
 std::uint64_t memory_of(const Blocks& b) {
-  return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes +
-         b.acc_bytes;
+  return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes + b.acc_bytes;
 }
 
 cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
@@ -136,8 +136,8 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   // Consecutive tiles differ in output-channel block: with out_split >= 2 both tiles of a
   // super-tile pair receive the same input block at twice the rate.
   const double in_rate = p.out_split >= 2 ? rate * chip.exchange.tiles_per_shared_bus : rate;
-  const double receive = static_cast<double>(b.in_bytes) / in_rate +
-                         static_cast<double>(b.weight_bytes) / rate;
+  const double receive =
+      static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
   const double send = static_cast<double>(b.in_bytes + b.weight_bytes) / rate;
   std::uint64_t cycles = fixed + static_cast<std::uint64_t>(std::max(receive, send));
   const auto args = amp_args(a, s, p);
@@ -151,8 +151,10 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
       const std::uint64_t span = stride * fan_in;
       const std::uint64_t owned = b.reduce_outputs * ceil_div(p.in_split, span);
       const std::uint64_t group = std::min(fan_in, ceil_div(p.in_split, stride));
-      cycles += fixed + static_cast<std::uint64_t>(static_cast<double>((group - 1) * owned * pb) / rate);
-      cycles += cost::reduce(chip, trace::Op::kAdd, s.partials, t + 1 == stages ? a.dtype : s.partials, owned, group)
+      cycles +=
+          fixed + static_cast<std::uint64_t>(static_cast<double>((group - 1) * owned * pb) / rate);
+      cycles += cost::reduce(chip, trace::Op::kAdd, s.partials,
+                             t + 1 == stages ? a.dtype : s.partials, owned, group)
                     .cycles;
       stride = span;
     }
@@ -172,7 +174,9 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   if (elements == 0) return 0;
   const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
   const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
-  return fixed + static_cast<std::uint64_t>(static_cast<double>(per_tile * eb) / chip.exchange.bytes_per_cycle.value) +
+  return fixed +
+         static_cast<std::uint64_t>(static_cast<double>(per_tile * eb) /
+                                    chip.exchange.bytes_per_cycle.value) +
          cost::transpose(chip, a.dtype, per_tile).cycles;
 }
 
@@ -245,7 +249,8 @@ void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp,
 }  // namespace
 
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
-  return plan_conv(chip, a, chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip)));
+  return plan_conv(chip, a,
+                   chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip)));
 }
 
 namespace {
@@ -295,7 +300,8 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 // that fits; if none fits, the fastest plan with a serial split of the input or the output
 // channels (one kind, a divisor of the channel count, at most kMaxSerial) that fits.
 // `least` is lowered to the smallest per-tile buffer size of any candidate seen.
-ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget, std::uint64_t& least) {
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                     std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
               a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
           "conv dimensions must all be at least 1");
@@ -315,7 +321,8 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
 }  // namespace
 
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
-  const std::uint64_t limit = chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
+  const std::uint64_t limit =
+      chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
   // Doubling the budget until a plan fits (poplar-compiler.md §1.5 step 2) ends at the first
   // budget x 2^k that holds the smallest candidate's buffers: after one search that finds no
   // plan, jump there instead of searching every budget in between (a tiny proportion would
@@ -338,13 +345,14 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 std::string conv_name(const ConvArgs& a) {
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
   const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
-  std::string name =
-      is_matmul ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
-                : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
-                              a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
+  std::string name = is_matmul
+                         ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
+                         : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
+                                       a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
   if (a.groups > 1) name += fmt::format("_g{}", a.groups);
   const trace::DType partials = partials_of(a);
-  if (partials != a.dtype) name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(partials)]);
+  if (partials != a.dtype)
+    name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(partials)]);
   return name;
 }
 
@@ -360,9 +368,11 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
   // Buffers are allocated at the largest block's size on every tile used.
   prog.tensors.push_back({"in_blk", trace::TensorKind::kActivation, a.dtype, all, b.in_bytes});
   prog.tensors.push_back({"weight_blk", trace::TensorKind::kWeight, a.dtype, all, b.weight_bytes});
-  prog.tensors.push_back({"partials", trace::TensorKind::kPartial, s.partials, all, b.partial_bytes});
+  prog.tensors.push_back(
+      {"partials", trace::TensorKind::kPartial, s.partials, all, b.partial_bytes});
   if (p.in_split > 1) {
-    prog.tensors.push_back({"reduce_buf", trace::TensorKind::kTemp, s.partials, all, b.reduce_bytes});
+    prog.tensors.push_back(
+        {"reduce_buf", trace::TensorKind::kTemp, s.partials, all, b.reduce_bytes});
     prog.tensors.push_back({"out", trace::TensorKind::kOutput, a.dtype, all, b.out_bytes});
   }
   if (p.serial_in > 1)
@@ -373,7 +383,9 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
 
 }  // namespace
 
-trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) { return conv2d_with(chip, a, plan_conv(chip, a)); }
+trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a) {
+  return conv2d_with(chip, a, plan_conv(chip, a));
+}
 
 trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
   return conv2d_with(chip, a, plan_conv(chip, a, budget));
@@ -382,7 +394,8 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budge
 std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
   const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
   if (stages == 0) return {0, 1};
-  auto fan_in = static_cast<std::uint64_t>(std::ceil(std::pow(static_cast<double>(depth), 1.0 / stages) - 1e-9));
+  auto fan_in = static_cast<std::uint64_t>(
+      std::ceil(std::pow(static_cast<double>(depth), 1.0 / stages) - 1e-9));
   return {stages, std::max<std::uint64_t>(2, fan_in)};
 }
 
@@ -420,9 +433,15 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
   auto groups_of = [&](std::uint32_t g) {
     return std::min(p.groups_per_tile, a.groups - g * p.groups_per_tile);
   };
-  auto rows_of = [&](std::uint32_t r) { return std::min(p.rows_per_tile, s.rows - r * p.rows_per_tile); };
-  auto in_of = [&](std::uint32_t i) { return std::min(p.in_per_tile, a.in_chans - i * p.in_per_tile); };
-  auto out_of = [&](std::uint32_t o) { return std::min(p.out_per_tile, a.out_chans - o * p.out_per_tile); };
+  auto rows_of = [&](std::uint32_t r) {
+    return std::min(p.rows_per_tile, s.rows - r * p.rows_per_tile);
+  };
+  auto in_of = [&](std::uint32_t i) {
+    return std::min(p.in_per_tile, a.in_chans - i * p.in_per_tile);
+  };
+  auto out_of = [&](std::uint32_t o) {
+    return std::min(p.out_per_tile, a.out_chans - o * p.out_per_tile);
+  };
   const std::uint64_t eb = trace::dtype_bytes(a.dtype);
   const auto pd = s.partials;
   const std::uint64_t pb = trace::dtype_bytes(pd);
@@ -451,7 +470,8 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
         // Tiles (g, r, i, 0..out_split-1) are contiguous; only the last out block may differ.
         auto add = [&](std::uint32_t o_first, std::uint32_t o_last) {
           trace::Vertex v{uses_nx1(a) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
-                          TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)}, {}};
+                          TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)},
+                          {}};
           v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.dtype);
           v.params[sl::kAmpPartials] = static_cast<std::int64_t>(pd);
           v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s.out_w);
@@ -515,24 +535,28 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
     std::uint64_t stride = 1;
     for (int t = 0; t < stages; ++t) {
       const std::uint64_t span = stride * fan_in;  // ownership modulus after this stage
-      trace::Exchange red{prefix + (t == 0 ? std::string("reduce") : fmt::format("reduce{}", t + 1)), {}, {}};
+      trace::Exchange red{
+          prefix + (t == 0 ? std::string("reduce") : fmt::format("reduce{}", t + 1)), {}, {}};
       trace::ComputeSet reduce_cs{red.name, {}};
       for (std::uint32_t g = 0; g < p.group_split; ++g)
         for (std::uint32_t r = 0; r < p.row_split; ++r)
           for (std::uint32_t o = 0; o < p.out_split; ++o)
             for (std::uint32_t k = 0; k < depth; ++k) {
               std::uint64_t n = 0;  // elements tile k owns after this stage
-              for (std::uint64_t c = k % span; c < depth; c += span) n += chunk(g, r, o, static_cast<std::uint32_t>(c));
+              for (std::uint64_t c = k % span; c < depth; c += span)
+                n += chunk(g, r, o, static_cast<std::uint32_t>(c));
               if (n == 0) continue;
               const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
-              const std::uint64_t base = k - (k / stride) % fan_in * stride;  // digit t of k set to 0
+              const std::uint64_t base =
+                  k - (k / stride) % fan_in * stride;  // digit t of k set to 0
               std::uint64_t inputs = 0;
               for (std::uint64_t m = 0; m < fan_in; ++m) {
                 const std::uint64_t i = base + m * stride;
                 if (i >= depth) break;
                 ++inputs;
                 if (i != k)
-                  red.add(TileRange{tile(g, r, static_cast<std::uint32_t>(i), o), tile(g, r, static_cast<std::uint32_t>(i), o)},
+                  red.add(TileRange{tile(g, r, static_cast<std::uint32_t>(i), o),
+                                    tile(g, r, static_cast<std::uint32_t>(i), o)},
                           {&owner, 1}, n * pb);
               }
               if (inputs < 2) continue;
@@ -609,7 +633,8 @@ trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t i
   const Spread sp = spread(outputs, chip.tiles);
   const TileRange used{0, sp.used - 1};
   const std::uint64_t eb = trace::dtype_bytes(dtype);
-  prog.tensors.push_back({"partials", trace::TensorKind::kPartial, dtype, used, sp.big * inputs * eb});
+  prog.tensors.push_back(
+      {"partials", trace::TensorKind::kPartial, dtype, used, sp.big * inputs * eb});
   prog.tensors.push_back({"out", trace::TensorKind::kOutput, dtype, used, sp.big * eb});
   trace::ComputeSet cs{"reduce", {}};
   namespace sl = trace::slot;
@@ -628,9 +653,9 @@ trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t i
 trace::Trace elementwise(const ChipSpec& chip, trace::Op op, std::uint64_t n, DType dtype) {
   require(n >= 1, "elementwise needs --n of at least 1");
   const bool is_binary = op <= trace::Op::kMin;
-  trace::Trace t = one_ipu(fmt::format("elementwise_{}_{}_{}",
-                                       trace::kOpNames[static_cast<std::size_t>(op)], n,
-                                       trace::kDTypeNames[static_cast<std::size_t>(dtype)]));
+  trace::Trace t =
+      one_ipu(fmt::format("elementwise_{}_{}_{}", trace::kOpNames[static_cast<std::size_t>(op)], n,
+                          trace::kDTypeNames[static_cast<std::size_t>(dtype)]));
   auto& prog = t.ipus[0];
   const Spread sp = spread(n, chip.tiles);
   const TileRange used{0, sp.used - 1};
@@ -657,8 +682,10 @@ trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std:
   trace::Trace t = one_ipu(fmt::format("exchange_all_to_all_{}B_{}tiles", bytes, tiles));
   auto& prog = t.ipus[0];
   const TileRange all{0, tiles - 1};
-  prog.tensors.push_back({"send_buf", trace::TensorKind::kTemp, DType::kChar, all, bytes * (tiles - 1)});
-  prog.tensors.push_back({"recv_buf", trace::TensorKind::kTemp, DType::kChar, all, bytes * (tiles - 1)});
+  prog.tensors.push_back(
+      {"send_buf", trace::TensorKind::kTemp, DType::kChar, all, bytes * (tiles - 1)});
+  prog.tensors.push_back(
+      {"recv_buf", trace::TensorKind::kTemp, DType::kChar, all, bytes * (tiles - 1)});
   trace::Exchange ex{"all_to_all", {}, {}};
   ex.add(all, {&all, 1}, bytes, trace::TransferMode::kPersonalised);
   prog.exchanges.push_back(std::move(ex));
@@ -708,15 +735,15 @@ trace::Trace link_p2p(const ChipSpec& /*chip*/, std::uint64_t bytes, std::uint32
 trace::Trace collective(const ChipSpec& chip, trace::CollectiveOp op, std::uint64_t bytes,
                         std::uint32_t group, trace::CollectiveMethod method, DType dtype) {
   require(group >= 1, "a collective needs --group of at least 1");
-  trace::Trace t = one_ipu(fmt::format("{}_{}B_{}ipus_{}",
-                                       trace::kCollectiveOpNames[static_cast<std::size_t>(op)], bytes,
-                                       group, trace::kCollectiveMethodNames[static_cast<std::size_t>(method)]));
+  trace::Trace t = one_ipu(
+      fmt::format("{}_{}B_{}ipus_{}", trace::kCollectiveOpNames[static_cast<std::size_t>(op)],
+                  bytes, group, trace::kCollectiveMethodNames[static_cast<std::size_t>(method)]));
   t.replicas = group;
   // The tensor is spread over all tiles, as gradients are.
   const Spread sp = spread(ceil_div(bytes, 1), chip.tiles);
   if (sp.used > 0)
-    t.ipus[0].tensors.push_back({"tensor", trace::TensorKind::kGradient, dtype,
-                                 TileRange{0, sp.used - 1}, sp.big});
+    t.ipus[0].tensors.push_back(
+        {"tensor", trace::TensorKind::kGradient, dtype, TileRange{0, sp.used - 1}, sp.big});
   trace::Step c = step(trace::StepKind::kCollective);
   c.collective = op;
   c.method = method;
@@ -727,7 +754,8 @@ trace::Trace collective(const ChipSpec& chip, trace::CollectiveOp op, std::uint6
   return t;
 }
 
-trace::Trace external_sync(const ChipSpec& /*chip*/, std::uint32_t group, std::uint64_t iterations) {
+trace::Trace external_sync(const ChipSpec& /*chip*/, std::uint32_t group,
+                           std::uint64_t iterations) {
   require(group >= 1 && iterations >= 1, "sync needs --group and --iterations of at least 1");
   trace::Trace t = one_ipu(fmt::format("external_sync_{}ipus_{}", group, iterations));
   t.replicas = group;

@@ -32,9 +32,9 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
   if (needed > system.ipus())
-    throw ModelError(fmt::format(
-        "the trace needs {} IPUs ({} replicas x {} IPUs per replica) but {} has {}", needed,
-        trace.replicas, programs_, system.name, system.ipus()));
+    throw ModelError(
+        fmt::format("the trace needs {} IPUs ({} replicas x {} IPUs per replica) but {} has {}",
+                    needed, trace.replicas, programs_, system.name, system.ipus()));
   for (std::size_t g = 0; g < trace.global_exchanges.size(); ++g)
     for (const auto& c : trace.global_exchanges[g].copies)
       if (std::max(c.src, c.dst) >= programs_)
@@ -60,7 +60,8 @@ std::vector<std::uint32_t> Fabric::members(const Placement& who, trace::Group gr
       const std::uint32_t k = group.size == 0 ? replicas : group.size;
       const std::uint32_t block = who.replica / k;
       instance = (3ull << kShift) | (static_cast<std::uint64_t>(who.program) << kField) | block;
-      for (std::uint32_t q = 0; q < k; ++q) out.push_back((block * k + q) * programs_ + who.program);
+      for (std::uint32_t q = 0; q < k; ++q)
+        out.push_back((block * k + q) * programs_ + who.program);
       break;
     }
     case trace::GroupKind::kTile:
@@ -78,7 +79,8 @@ std::uint32_t Fabric::simulated_count(const std::vector<std::uint32_t>& members)
 std::string Fabric::describe(const trace::Step& step) const {
   switch (step.kind) {
     case trace::StepKind::kSync:
-      return fmt::format("sync group={}", trace::kGroupKindNames[static_cast<int>(step.group.kind)]);
+      return fmt::format("sync group={}",
+                         trace::kGroupKindNames[static_cast<int>(step.group.kind)]);
     case trace::StepKind::kGlobalExchange:
       return fmt::format("global_exchange {}", trace_.global_exchanges[step.index].name);
     case trace::StepKind::kCollective:
@@ -102,15 +104,17 @@ GroupTiming Fabric::group_step(const Placement& who, const trace::Step& step, st
     std::uint64_t instance = 0;
     std::vector<std::uint32_t> group;
     if (step.kind == trace::StepKind::kGlobalExchange) {
-      instance = (4ull << kShift) | (static_cast<std::uint64_t>(step.index) << kField) | who.replica;
+      instance =
+          (4ull << kShift) | (static_cast<std::uint64_t>(step.index) << kField) | who.replica;
       for (const auto& c : trace_.global_exchanges[step.index].copies)
         for (auto p : {c.src, c.dst}) group.push_back(who.replica * programs_ + p);
       std::sort(group.begin(), group.end());
       group.erase(std::unique(group.begin(), group.end()), group.end());
       if (!std::binary_search(group.begin(), group.end(), who.system_ipu))
-        throw ModelError(fmt::format("IPU {} runs global exchange '{}' but none of its copies "
-                                     "involves that IPU",
-                                     who.program, trace_.global_exchanges[step.index].name));
+        throw ModelError(
+            fmt::format("IPU {} runs global exchange '{}' but none of its copies "
+                        "involves that IPU",
+                        who.program, trace_.global_exchanges[step.index].name));
     } else {
       group = members(who, step.group, instance);
     }
@@ -192,8 +196,9 @@ std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
     rate = std::min(rate, m.ddr_bandwidth.bytes_per_second / m.ipus);
   } else {
     const double used = static_cast<double>(trace_.replicas) * programs_;
-    rate = std::min({rate, m.host_link_bandwidth.bytes_per_second / m.ipus,
-                     system_.host_servers * system_.fabric.host_server_bandwidth.bytes_per_second / used});
+    rate = std::min(
+        {rate, m.host_link_bandwidth.bytes_per_second / m.ipus,
+         system_.host_servers * system_.fabric.host_server_bandwidth.bytes_per_second / used});
     latency += m.host_latency.seconds;
   }
   const double bytes = static_cast<double>(step.bytes) * step.tiles.size();
@@ -208,7 +213,8 @@ std::vector<std::string> Fabric::stuck() const {
     if (p.arrived >= p.expected) continue;
     std::string ipus;
     for (auto g : p.waiting) ipus += fmt::format("{}{}", ipus.empty() ? "" : ", ", g);
-    out.push_back(fmt::format("'{}': {} of {} IPUs arrived (IPU {})", p.what, p.arrived, p.expected, ipus));
+    out.push_back(
+        fmt::format("'{}': {} of {} IPUs arrived (IPU {})", p.what, p.arrived, p.expected, ipus));
   }
   return out;
 }
@@ -217,9 +223,11 @@ std::vector<LinkUse> Fabric::link_use() const {
   std::vector<LinkUse> out;
   const auto& use = links_.use();
   for (topology::Channel c = 0; c < use.size(); ++c)
-    if (use[c].bytes > 0) out.push_back({topology_.channel_name(c), use[c].bytes, use[c].busy_cycles});
-  std::stable_sort(out.begin(), out.end(),
-                   [](const LinkUse& a, const LinkUse& b) { return a.busy_cycles > b.busy_cycles; });
+    if (use[c].bytes > 0)
+      out.push_back({topology_.channel_name(c), use[c].bytes, use[c].busy_cycles});
+  std::stable_sort(out.begin(), out.end(), [](const LinkUse& a, const LinkUse& b) {
+    return a.busy_cycles > b.busy_cycles;
+  });
   return out;
 }
 

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "ipusim/model/clock.hpp"
@@ -58,7 +58,8 @@ void ExchangeFabric::cost_all(cost::MemoryMap& memory) {
 const cost::ExchangeCost& ExchangeFabric::cost(std::uint32_t index) {
   auto& slot = cache_.at(index);
   if (!slot)
-    slot = std::make_unique<cost::ExchangeCost>(cost::exchange_cost(chip_, program_.exchanges[index]));
+    slot =
+        std::make_unique<cost::ExchangeCost>(cost::exchange_cost(chip_, program_.exchanges[index]));
   return *slot;
 }
 
@@ -238,8 +239,7 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       phases_[kind] += cycles;
       counts_[kind] += times;
       host_bytes_ += checked_mul(c.total_bytes, times, "host bytes");
-      record(span_kind(kind),
-             static_cast<std::uint32_t>(step.direction), now_, cycles, times);
+      record(span_kind(kind), static_cast<std::uint32_t>(step.direction), now_, cycles, times);
       advance(cycles);
       break;
     }
@@ -273,8 +273,7 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
 
 bool Ipu::memoisable(const trace::Step& repeat) {
   auto [it, inserted] = memoisable_.try_emplace(&repeat, false);
-  if (inserted)
-    it->second = !has_group_step(repeat.body) && !has_background_transfer(repeat.body);
+  if (inserted) it->second = !has_group_step(repeat.body) && !has_background_transfer(repeat.body);
   return it->second;
 }
 
@@ -290,8 +289,8 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
   // sync itself from the last arrival.
   const std::uint64_t arrived = std::max(start, t.barrier);
   if (arrived > start)
-    record(span_kind(PhaseKind::kWaiting), static_cast<std::uint32_t>(step.group.kind), start, arrived - start,
-           times);
+    record(span_kind(PhaseKind::kWaiting), static_cast<std::uint32_t>(step.group.kind), start,
+           arrived - start, times);
   record(span_kind(PhaseKind::kExternalSync), static_cast<std::uint32_t>(step.group.kind), arrived,
          t.synced - arrived, times);
   if (step.kind == trace::StepKind::kCollective)
@@ -331,12 +330,13 @@ void Ipu::run() {
       options_.progress(0, work_total_);
     }
     execute(program_.steps, 1);
-    if (options_.progress && placement_.system_ipu == 0) options_.progress(work_total_, work_total_);
+    if (options_.progress && placement_.system_ipu == 0)
+      options_.progress(work_total_, work_total_);
     // The program ends when its last background transfer has landed.
     if (background_until_ > now_) {
       phases_[PhaseKind::kHost] += background_until_ - now_;
-      record(span_kind(PhaseKind::kHost), static_cast<std::uint32_t>(trace::HostDirection::kToIpu), now_,
-             background_until_ - now_, 1);
+      record(span_kind(PhaseKind::kHost), static_cast<std::uint32_t>(trace::HostDirection::kToIpu),
+             now_, background_until_ - now_, 1);
       advance(background_until_ - now_);
     }
     finished_ = true;

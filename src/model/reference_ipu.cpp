@@ -56,9 +56,11 @@ void ReferenceTile::run() {
           cycles = exchange_phase(ipu_.phase_index_);
           // The largest column distance of the transfers this tile sends.
           const auto& ex = ipu_.program_.exchanges[ipu_.phase_index_];
-          auto [lo, hi] = std::equal_range(
-              transfers.begin(), transfers.end(), TransferEntry{ipu_.phase_index_, 0, false, false},
-              [](const TransferEntry& a, const TransferEntry& b) { return a.exchange < b.exchange; });
+          auto [lo, hi] = std::equal_range(transfers.begin(), transfers.end(),
+                                           TransferEntry{ipu_.phase_index_, 0, false, false},
+                                           [](const TransferEntry& a, const TransferEntry& b) {
+                                             return a.exchange < b.exchange;
+                                           });
           for (auto it = lo; it != hi; ++it) {
             if (!it->sends) continue;
             const auto& tr = ex.transfers[it->transfer];

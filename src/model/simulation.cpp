@@ -29,8 +29,8 @@ class System : public sc_core::sc_module {
         const Placement place{r * per_replica + program.ipu, program.ipu, r};
         const std::string name = fmt::format("ipu{}", place.system_ipu);
         if (options.engine == Engine::kReference)
-          ipus.push_back(std::make_unique<ReferenceIpu>(name.c_str(), chip, program, place,
-                                                        fabric.get()));
+          ipus.push_back(
+              std::make_unique<ReferenceIpu>(name.c_str(), chip, program, place, fabric.get()));
         else
           ipus.push_back(
               std::make_unique<Ipu>(name.c_str(), chip, program, options, place, fabric.get()));
@@ -84,9 +84,9 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
       std::string stuck;
       if (top.fabric)
         for (const auto& s : top.fabric->stuck()) stuck += "; waiting at " + s;
-      throw ModelError(fmt::format(
-          "{} did not finish: its group steps do not match those of the other IPUs{}",
-          ipu->name(), stuck));
+      throw ModelError(
+          fmt::format("{} did not finish: its group steps do not match those of the other IPUs{}",
+                      ipu->name(), stuck));
     }
     stats.ipus.push_back(ipu->stats());
     stats.cycles = std::max(stats.cycles, stats.ipus.back().cycles);

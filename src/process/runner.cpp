@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -59,7 +59,8 @@ std::string last_line(const std::string& text) {
   std::size_t end = text.find_last_not_of("\n\r ");
   if (end == std::string::npos) return "";
   const std::size_t start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
 std::string command_line(const std::vector<std::string>& argv) {
@@ -84,12 +85,15 @@ std::vector<char*> child_environment() {
   return env;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file) {
+pid_t spawn(const std::vector<std::string>& argv, const std::string& out_file,
+            const std::string& err_file) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -113,18 +117,22 @@ struct Running {
 std::string self_executable() {
   std::error_code ec;
   const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(fmt::format("cannot find the ipusim executable (/proc/self/exe): {}", ec.message()));
+  if (ec)
+    throw Error(
+        fmt::format("cannot find the ipusim executable (/proc/self/exe): {}", ec.message()));
   return p.string();
 }
 
-std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel, const JobDone& on_done) {
+std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel,
+                                const JobDone& on_done) {
   const std::size_t width = std::clamp<std::size_t>(parallel, 1, kMaxChildren);
   std::vector<JobResult> results(jobs.size());
   std::deque<std::size_t> pending;
   for (std::size_t i = 0; i < jobs.size(); ++i) pending.push_back(i);
   std::vector<std::pair<pid_t, Running>> running;
 
-  struct sigaction sa {}, old_int{}, old_term{};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_check_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &old_int);
@@ -162,14 +170,16 @@ std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel,
         if (errno == EINTR) continue;
         throw Error(fmt::format("waiting for a child process: {}", std::strerror(errno)));
       }
-      auto it = std::find_if(running.begin(), running.end(), [&](const auto& r) { return r.first == pid; });
+      auto it = std::find_if(running.begin(), running.end(),
+                             [&](const auto& r) { return r.first == pid; });
       if (it == running.end()) continue;  // not one of ours
       const Running r = it->second;
       running.erase(it);
       g_children[r.slot].store(0);
       JobResult& res = results[r.job];
       res.seconds += std::chrono::duration<double>(Clock::now() - r.started).count();
-      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                         : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
       const Job& j = jobs[r.job];
       if (code == 0 && r.step + 1 < j.steps.size()) {
         start(r.job, r.step + 1, r.slot);

@@ -24,7 +24,8 @@ std::vector<std::pair<std::string, JsonNumber>> extract_fields(const Case& c,
   for (const auto& f : c.fields) {
     const JsonValue* v = json_field(stats, f.path);
     if (!v)
-      throw Error(fmt::format("{}: expected a number at field {}, found none", stats_origin, f.path));
+      throw Error(
+          fmt::format("{}: expected a number at field {}, found none", stats_origin, f.path));
     out.emplace_back(f.path, v->number);
   }
   return out;
@@ -38,14 +39,17 @@ CaseOutcome compare_case(const Case& c, const std::optional<Golden>& golden,
   if (!golden) {
     o.new_golden = true;
     o.status = CaseOutcome::Status::kFailed;
-    o.problems.push_back(fmt::format("no golden file {} (run 'ipusim check --update' to create it)", golden_file));
+    o.problems.push_back(
+        fmt::format("no golden file {} (run 'ipusim check --update' to create it)", golden_file));
     return o;
   }
   if (golden->case_name != c.name)
-    o.problems.push_back(fmt::format("{} belongs to case '{}', not '{}'", golden_file, golden->case_name, c.name));
+    o.problems.push_back(
+        fmt::format("{} belongs to case '{}', not '{}'", golden_file, golden->case_name, c.name));
   if (golden->definition != c.definition())
-    o.problems.push_back(fmt::format("the case changed since its golden was written: golden '{}', manifest '{}'",
-                                     golden->definition, c.definition()));
+    o.problems.push_back(
+        fmt::format("the case changed since its golden was written: golden '{}', manifest '{}'",
+                    golden->definition, c.definition()));
   for (std::size_t i = 0; i < now.size() && i < c.fields.size(); ++i) {
     const auto& [path, value] = now[i];
     const JsonNumber* old = golden->find(path);
@@ -63,8 +67,9 @@ CaseOutcome compare_case(const Case& c, const std::optional<Golden>& golden,
     ch.within_tolerance = ch.tolerance.allows(*old, value);
     o.changes.push_back(ch);
   }
-  const bool moved = std::any_of(o.changes.begin(), o.changes.end(),
-                                 [](const FieldChange& ch) { return ch.old_value && !ch.within_tolerance; });
+  const bool moved = std::any_of(o.changes.begin(), o.changes.end(), [](const FieldChange& ch) {
+    return ch.old_value && !ch.within_tolerance;
+  });
   if (moved || !o.problems.empty()) o.status = CaseOutcome::Status::kFailed;
   return o;
 }
@@ -88,9 +93,10 @@ std::string failure_message(const CaseOutcome& o) {
   std::vector<std::string> parts;
   for (const auto& ch : o.changes) {
     if (!ch.old_value || ch.within_tolerance) continue;
-    parts.push_back(fmt::format("{} {} -> {} ({}, {}; {})", ch.field, ch.old_value->text, ch.new_value.text,
-                                delta_text(*ch.old_value, ch.new_value),
-                                percent_text(*ch.old_value, ch.new_value), tolerance_label(ch.tolerance)));
+    parts.push_back(fmt::format("{} {} -> {} ({}, {}; {})", ch.field, ch.old_value->text,
+                                ch.new_value.text, delta_text(*ch.old_value, ch.new_value),
+                                percent_text(*ch.old_value, ch.new_value),
+                                tolerance_label(ch.tolerance)));
   }
   for (const auto& p : o.problems) parts.push_back(p);
   if (!o.error.empty()) parts.push_back(o.error);
@@ -106,15 +112,16 @@ std::string moved_table(const std::vector<CaseOutcome>& outcomes, bool updating)
   for (const auto& o : outcomes) {
     for (const auto& ch : o.changes) {
       if (!ch.old_value) {
-        rows.push_back(Row{{o.name, ch.field, "-", ch.new_value.text, "", "", updating ? "added" : "FAIL (not in golden)"}});
+        rows.push_back(Row{{o.name, ch.field, "-", ch.new_value.text, "", "",
+                            updating ? "added" : "FAIL (not in golden)"}});
         continue;
       }
-      std::string verdict = updating             ? "updated"
+      std::string verdict = updating              ? "updated"
                             : ch.within_tolerance ? "ok (within " + ch.tolerance.text + ")"
                                                   : "FAIL (" + tolerance_label(ch.tolerance) + ")";
       rows.push_back(Row{{o.name, ch.field, ch.old_value->text, ch.new_value.text,
-                          delta_text(*ch.old_value, ch.new_value), percent_text(*ch.old_value, ch.new_value),
-                          verdict}});
+                          delta_text(*ch.old_value, ch.new_value),
+                          percent_text(*ch.old_value, ch.new_value), verdict}});
     }
   }
   if (rows.size() == 1) return "";
@@ -123,8 +130,9 @@ std::string moved_table(const std::vector<CaseOutcome>& outcomes, bool updating)
     for (int i = 0; i < 7; ++i) w[i] = std::max(w[i], r.c[i].size());
   std::string out;
   for (const auto& r : rows) {
-    std::string line = fmt::format("  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}  {}", r.c[0], w[0], r.c[1],
-                                   w[1], r.c[2], w[2], r.c[3], w[3], r.c[4], w[4], r.c[5], w[5], r.c[6]);
+    std::string line =
+        fmt::format("  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}  {}", r.c[0], w[0], r.c[1],
+                    w[1], r.c[2], w[2], r.c[3], w[3], r.c[4], w[4], r.c[5], w[5], r.c[6]);
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }

@@ -43,8 +43,9 @@ Golden parse_golden(const std::string& text, const std::string& path) {
   const config::YamlReader r(path);
   const YAML::Node root = r.load(text);
   if (!root.IsMap())
-    throw ConfigError(fmt::format("{}: expected a golden file (format, case, definition, fields), found {}",
-                                  path, r.kind_of(root)));
+    throw ConfigError(
+        fmt::format("{}: expected a golden file (format, case, definition, fields), found {}", path,
+                    r.kind_of(root)));
   Golden g;
   bool have_format = false, have_case = false, have_fields = false;
   std::set<std::string> seen;
@@ -55,38 +56,47 @@ Golden parse_golden(const std::string& text, const std::string& path) {
     const YAML::Node& v = kv.second;
     if (key == "format") {
       if (!v.IsScalar() || v.Scalar() != kFormat)
-        throw ConfigError(fmt::format("{}: format: expected {}, found {}", r.loc(v), kFormat, r.kind_of(v)));
+        throw ConfigError(
+            fmt::format("{}: format: expected {}, found {}", r.loc(v), kFormat, r.kind_of(v)));
       have_format = true;
     } else if (key == "case" || key == "definition") {
       if (!v.IsScalar())
-        throw ConfigError(fmt::format("{}: {}: expected a string, found {}", r.loc(v), key, r.kind_of(v)));
+        throw ConfigError(
+            fmt::format("{}: {}: expected a string, found {}", r.loc(v), key, r.kind_of(v)));
       (key == "case" ? g.case_name : g.definition) = v.Scalar();
       have_case = have_case || key == "case";
     } else if (key == "fields") {
       if (!v.IsMap())
-        throw ConfigError(fmt::format("{}: fields: expected a map of field: number, found {}", r.loc(v), r.kind_of(v)));
+        throw ConfigError(fmt::format("{}: fields: expected a map of field: number, found {}",
+                                      r.loc(v), r.kind_of(v)));
       std::set<std::string> names;
       for (const auto& f : v) {
         if (!f.first.IsScalar() || !valid_field_path(f.first.Scalar()))
-          throw ConfigError(fmt::format("{}: fields: expected a field path, found {}", r.loc(f.first), r.kind_of(f.first)));
+          throw ConfigError(fmt::format("{}: fields: expected a field path, found {}",
+                                        r.loc(f.first), r.kind_of(f.first)));
         if (!names.insert(f.first.Scalar()).second)
-          throw ConfigError(fmt::format("{}: fields: duplicate field '{}'", r.loc(f.first), f.first.Scalar()));
+          throw ConfigError(
+              fmt::format("{}: fields: duplicate field '{}'", r.loc(f.first), f.first.Scalar()));
         std::optional<JsonNumber> n;
         if (f.second.IsScalar()) n = JsonNumber::parse(f.second.Scalar());
         if (!n)
-          throw ConfigError(fmt::format("{}: fields.{}: expected a number, found {}", r.loc(f.second),
-                                        f.first.Scalar(), r.kind_of(f.second)));
+          throw ConfigError(fmt::format("{}: fields.{}: expected a number, found {}",
+                                        r.loc(f.second), f.first.Scalar(), r.kind_of(f.second)));
         g.fields.emplace_back(f.first.Scalar(), *n);
       }
       have_fields = true;
     } else {
-      throw ConfigError(fmt::format("{}: expected one of the keys format, case, definition, fields, found '{}'",
-                                    r.loc(kv.first), key));
+      throw ConfigError(
+          fmt::format("{}: expected one of the keys format, case, definition, fields, found '{}'",
+                      r.loc(kv.first), key));
     }
   }
   if (!have_format || !have_case || !have_fields)
-    throw ConfigError(fmt::format("{}: expected the keys format, case and fields, found {} missing", path,
-                                  !have_format ? "format" : !have_case ? "case" : "fields"));
+    throw ConfigError(fmt::format("{}: expected the keys format, case and fields, found {} missing",
+                                  path,
+                                  !have_format ? "format"
+                                  : !have_case ? "case"
+                                               : "fields"));
   return g;
 }
 

@@ -16,7 +16,6 @@
 namespace ipusim::report {
 namespace {
 
-
 // Heat maps are drawn for at most this many IPUs (an --all-replicas POD256 run has 256).
 constexpr std::size_t kMaxHeatMaps = 16;
 constexpr std::size_t kHeatColumns = 64;  // tiles per heat-map row
@@ -25,11 +24,20 @@ std::string esc(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -43,13 +51,14 @@ std::string num(double v) {
 
 // Viridis-like colour for t in [0, 1].
 std::string heat_colour(double t) {
-  static const std::array<std::array<double, 3>, 5> stops{{{68, 1, 84}, {59, 82, 139},
-                                                           {33, 145, 140}, {94, 201, 98},
-                                                           {253, 231, 37}}};
+  static const std::array<std::array<double, 3>, 5> stops{
+      {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
   t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 4;
   const auto i = std::min<std::size_t>(3, static_cast<std::size_t>(t));
   const double f = t - static_cast<double>(i);
-  auto ch = [&](int k) { return static_cast<int>(std::lround(stops[i][k] + f * (stops[i + 1][k] - stops[i][k]))); };
+  auto ch = [&](int k) {
+    return static_cast<int>(std::lround(stops[i][k] + f * (stops[i + 1][k] - stops[i][k])));
+  };
   return fmt::format("#{:02x}{:02x}{:02x}", ch(0), ch(1), ch(2));
 }
 
@@ -67,20 +76,23 @@ std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const
   for (const auto& b : bars) max = std::max(max, b.value);
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
-      "height=\"{}\" role=\"img\">\n", id, label_w + bar_w + 140, h);
+      "height=\"{}\" role=\"img\">\n",
+      id, label_w + bar_w + 140, h);
   for (std::size_t i = 0; i < bars.size(); ++i) {
     const int y = static_cast<int>(i) * row_h + 5;
     const double w = max > 0 ? bars[i].value / max * bar_w : 0;
-    std::string label = bars[i].label.size() > 44 ? bars[i].label.substr(0, 20) + "..." +
-                                                        bars[i].label.substr(bars[i].label.size() - 21)
-                                                  : bars[i].label;
+    std::string label =
+        bars[i].label.size() > 44
+            ? bars[i].label.substr(0, 20) + "..." + bars[i].label.substr(bars[i].label.size() - 21)
+            : bars[i].label;
     s += fmt::format(
-        "<g class=\"bar\"><title>{}: {} {}{}</title><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>"
+        "<g class=\"bar\"><title>{}: {} {}{}</title><text x=\"{}\" y=\"{}\" "
+        "text-anchor=\"end\">{}</text>"
         "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>"
         "<text x=\"{:.1f}\" y=\"{}\">{} {}</text></g>\n",
         esc(bars[i].label), num(bars[i].value), esc(unit), esc(bars[i].note), label_w - 6, y + 14,
-        esc(label), label_w, y + 2, w, row_h - 4, colour, label_w + w + 4, y + 14, num(bars[i].value),
-        esc(unit));
+        esc(label), label_w, y + 2, w, row_h - 4, colour, label_w + w + 4, y + 14,
+        num(bars[i].value), esc(unit));
   }
   return s + "</svg>\n";
 }
@@ -99,7 +111,8 @@ std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>&
   for (const auto& r : rows) longest = std::max(longest, r.second.total());
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" "
-      "height=\"{}\" role=\"img\">\n", id, std::max<double>(label_w + bar_w + 20, legend_w), legend_y + 30);
+      "height=\"{}\" role=\"img\">\n",
+      id, std::max<double>(label_w + bar_w + 20, legend_w), legend_y + 30);
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const double sum = rows[r].second.total();
     const double total = absolute ? longest : sum;
@@ -120,9 +133,10 @@ std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>&
   }
   double lx = label_w;
   for (const PhaseInfo& p : kPhases) {
-    s += fmt::format("<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
-                     "<text x=\"{:.0f}\" y=\"{}\">{}</text>\n",
-                     lx, legend_y, p.colour, lx + 14, legend_y + 10, p.name);
+    s += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
+        "<text x=\"{:.0f}\" y=\"{}\">{}</text>\n",
+        lx, legend_y, p.colour, lx + 14, legend_y + 10, p.name);
     lx += 14 + 8.0 * p.name.size() + 14;
   }
   return s + "</svg>\n";
@@ -136,14 +150,16 @@ std::string heat_map(const std::string& id, const std::vector<double>& values, d
   const int w = static_cast<int>(kHeatColumns) * cell, h = static_cast<int>(rows) * cell;
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
-      "height=\"{}\" role=\"img\" data-tiles=\"{}\">\n", id, w + 10, h + 40, values.size());
+      "height=\"{}\" role=\"img\" data-tiles=\"{}\">\n",
+      id, w + 10, h + 40, values.size());
   for (std::size_t t = 0; t < values.size(); ++t) {
     const auto x = static_cast<int>(t % kHeatColumns) * cell;
     const auto y = static_cast<int>(t / kHeatColumns) * cell;
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>tile {}: "
-                     "{} {}</title></rect>\n",
-                     x, y, cell - 1, cell - 1, heat_colour(scale > 0 ? values[t] / scale : 0), t,
-                     num(values[t]), esc(unit));
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>tile {}: "
+        "{} {}</title></rect>\n",
+        x, y, cell - 1, cell - 1, heat_colour(scale > 0 ? values[t] / scale : 0), t, num(values[t]),
+        esc(unit));
   }
   // Colour scale.
   for (int i = 0; i < 10; ++i)
@@ -200,11 +216,12 @@ document.addEventListener('DOMContentLoaded', function () {
 )";
 
 std::string page(const std::string& title, const std::string& body) {
-  return fmt::format("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{}</title>\n"
-                     "{}{}</head>\n<body>\n<h1>{}</h1>\n<pre id=\"js-errors\"></pre>\n{}"
-                     "<p class=\"note\">Generated by ipusim {}; self-contained (no network access "
-                     "needed).</p>\n</body></html>\n",
-                     esc(title), kStyle, kScript, esc(title), body, IPUSIM_VERSION);
+  return fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{}</title>\n"
+      "{}{}</head>\n<body>\n<h1>{}</h1>\n<pre id=\"js-errors\"></pre>\n{}"
+      "<p class=\"note\">Generated by ipusim {}; self-contained (no network access "
+      "needed).</p>\n</body></html>\n",
+      esc(title), kStyle, kScript, esc(title), body, IPUSIM_VERSION);
 }
 
 std::string summary_section(const RunDir& run) {
@@ -212,17 +229,20 @@ std::string summary_section(const RunDir& run) {
   std::string b = "<h2>Summary</h2>\n<table id=\"summary\">\n";
   b += row("run directory", run.path);
   b += row("trace", text_of(s, {"trace", "name"}));
-  b += row("system", fmt::format("{}: {} IPU(s) = {} replica(s); {} simulated",
-                                 text_of(s, {"system", "name"}), num(stat(run, "system.ipus")),
-                                 num(stat(run, "system.replicas")), num(stat(run, "system.simulated_ipus"))));
-  b += row("chip", fmt::format("{}: {} tiles at {}, {} per tile", text_of(s, {"chip", "name"}),
-                               num(stat(run, "chip.tiles")), human_frequency(stat(run, "chip.clock")),
-                               human_bytes(stat(run, "chip.tile_memory"))));
+  b += row("system",
+           fmt::format("{}: {} IPU(s) = {} replica(s); {} simulated",
+                       text_of(s, {"system", "name"}), num(stat(run, "system.ipus")),
+                       num(stat(run, "system.replicas")), num(stat(run, "system.simulated_ipus"))));
+  b += row("chip",
+           fmt::format("{}: {} tiles at {}, {} per tile", text_of(s, {"chip", "name"}),
+                       num(stat(run, "chip.tiles")), human_frequency(stat(run, "chip.clock")),
+                       human_bytes(stat(run, "chip.tile_memory"))));
   // Which vertex timing model the run used (issue 18); older run directories have none.
   if (const JsonValue* chip = member(s, "chip"))
     if (const JsonValue* m = chip->find("tile_model"); m && m->kind == JsonValue::Kind::kString)
-      b += row("tile model", m->string == "isa" ? "instruction-level (chip.tile_model=isa)"
-                                                : "closed-form codelet models (chip.tile_model=closed_form)");
+      b += row("tile model", m->string == "isa"
+                                 ? "instruction-level (chip.tile_model=isa)"
+                                 : "closed-form codelet models (chip.tile_model=closed_form)");
   b += row("step time", fmt::format("{} ({} cycles)", human_seconds(stat(run, "total.time")),
                                     num(stat(run, "total.cycles"))));
   if (const JsonValue* w = member(s, "workload")) {
@@ -233,8 +253,9 @@ std::string summary_section(const RunDir& run) {
     if (auto latency = find_stat(run, "workload.latency"))
       b += row("latency", human_seconds(*latency) + " per batch");
     if (find_stat(run, "workload.time_to_train.total"))
-      b += row("time to train", fmt::format("{:.1f} min ({} steps)", stat(run, "workload.time_to_train.total") / 60,
-                                            num(stat(run, "workload.time_to_train.steps"))));
+      b += row("time to train",
+               fmt::format("{:.1f} min ({} steps)", stat(run, "workload.time_to_train.total") / 60,
+                           num(stat(run, "workload.time_to_train.steps"))));
   }
   if (auto u = find_stat(run, "throughput.utilisation"))
     b += row("FP16 utilisation", fmt::format("{:.1f}% of peak", 100 * *u));
@@ -244,7 +265,8 @@ std::string summary_section(const RunDir& run) {
 std::string time_section(const RunDir& run) {
   std::vector<PhaseRow> rows;
   PerPhase<double> total;
-  for (const PhaseInfo& p : kPhases) total[p.kind] = stat(run, fmt::format("phases.{}.cycles", p.name));
+  for (const PhaseInfo& p : kPhases)
+    total[p.kind] = stat(run, fmt::format("phases.{}.cycles", p.name));
   rows.emplace_back("slowest IPU", total);
   const JsonValue* ipus = run.stats.find("ipu");
   const std::size_t n = ipus ? ipus->items.size() : 0;
@@ -257,22 +279,26 @@ std::string time_section(const RunDir& run) {
   std::string b = "<h2>Where the time goes</h2>\n" + time_split_chart("chart-time-split", rows);
   b += "<table><tr><th>phase</th><th>cycles</th><th>share</th><th>count</th></tr>\n";
   for (const PhaseInfo& p : kPhases)
-    b += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}%</td><td class=\"n\">{}</td></tr>\n",
-                     p.name, num(total[p.kind]), 100 * stat(run, fmt::format("phases.{}.share", p.name)),
-                     num(stat(run, fmt::format("phases.{}.count", p.name))));
+    b += fmt::format(
+        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}%</td><td "
+        "class=\"n\">{}</td></tr>\n",
+        p.name, num(total[p.kind]), 100 * stat(run, fmt::format("phases.{}.share", p.name)),
+        num(stat(run, fmt::format("phases.{}.count", p.name))));
   return b + "</table>\n";
 }
 
 std::string tiles_section(const RunDir& run) {
   std::string b = "<h2>Tiles</h2>\n";
   if (run.tiles.empty())
-    return b + "<p class=\"note\">No tiles.csv in the run directory (written by ipusim run --out since "
-               "the reports were added): per-tile maps unavailable.</p>\n";
+    return b +
+           "<p class=\"note\">No tiles.csv in the run directory (written by ipusim run --out since "
+           "the reports were added): per-tile maps unavailable.</p>\n";
   const double capacity = stat(run, "chip.tile_memory");
   std::size_t drawn = 0;
   for (const auto& [ipu, tiles] : run.tiles) {
     if (drawn++ == kMaxHeatMaps) {
-      b += fmt::format("<p class=\"note\">Maps of the other {} IPUs omitted.</p>\n", run.tiles.size() - kMaxHeatMaps);
+      b += fmt::format("<p class=\"note\">Maps of the other {} IPUs omitted.</p>\n",
+                       run.tiles.size() - kMaxHeatMaps);
       break;
     }
     std::vector<double> mem, cmp;
@@ -287,29 +313,38 @@ std::string tiles_section(const RunDir& run) {
     const double cmean = tiles.empty() ? 0 : csum / static_cast<double>(tiles.size());
     b += fmt::format("<h3>IPU {}</h3>\n<p>Memory per tile (of {} each; mean {:.1f}%):</p>\n", ipu,
                      human_bytes(capacity),
-                     tiles.empty() || capacity <= 0 ? 0.0 : 100 * msum / static_cast<double>(tiles.size()) / capacity);
+                     tiles.empty() || capacity <= 0
+                         ? 0.0
+                         : 100 * msum / static_cast<double>(tiles.size()) / capacity);
     // Coloured against the fullest tile, so that imbalance shows even when memory is mostly free.
     const double mmax = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
     b += heat_map(fmt::format("heatmap-memory-ipu{}", ipu), mem, mmax, "B",
-                  fmt::format("fullest tile = top, {:.1f}% of capacity", capacity > 0 ? 100 * mmax / capacity : 0.0));
+                  fmt::format("fullest tile = top, {:.1f}% of capacity",
+                              capacity > 0 ? 100 * mmax / capacity : 0.0));
     b += fmt::format("<div class=\"note\" id=\"heatmap-memory-ipu{}-value\"></div>\n", ipu);
-    b += fmt::format("<p>Compute balance: busy cycles per tile (mean {} / max {}, balance {:.1f}%):</p>\n",
-                     num(cmean), num(cmax), cmax > 0 ? 100 * cmean / cmax : 100.0);
-    b += heat_map(fmt::format("heatmap-compute-ipu{}", ipu), cmp, cmax, "cycles", "busiest tile = top");
+    b += fmt::format(
+        "<p>Compute balance: busy cycles per tile (mean {} / max {}, balance {:.1f}%):</p>\n",
+        num(cmean), num(cmax), cmax > 0 ? 100 * cmean / cmax : 100.0);
+    b += heat_map(fmt::format("heatmap-compute-ipu{}", ipu), cmp, cmax, "cycles",
+                  "busiest tile = top");
     b += fmt::format("<div class=\"note\" id=\"heatmap-compute-ipu{}-value\"></div>\n", ipu);
     std::vector<std::uint32_t> idx(tiles.size());
     for (std::uint32_t i = 0; i < idx.size(); ++i) idx[i] = i;
     const std::size_t k = std::min<std::size_t>(10, idx.size());
     std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
                       [&](auto x, auto y) { return mem[x] != mem[y] ? mem[x] > mem[y] : x < y; });
-    b += fmt::format("<table id=\"worst-tiles-ipu{}\"><tr><th>tile</th><th>memory</th><th>of capacity</th>"
-                     "<th>busy cycles</th><th>exchange bytes</th></tr>\n", ipu);
+    b += fmt::format(
+        "<table id=\"worst-tiles-ipu{}\"><tr><th>tile</th><th>memory</th><th>of capacity</th>"
+        "<th>busy cycles</th><th>exchange bytes</th></tr>\n",
+        ipu);
     for (std::size_t i = 0; i < k; ++i) {
       const auto& t = tiles[idx[i]];
-      b += fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}%</td><td class=\"n\">{}</td>"
-                       "<td class=\"n\">{}</td></tr>\n",
-                       idx[i], human_bytes(mem[idx[i]]), capacity > 0 ? 100 * mem[idx[i]] / capacity : 0.0,
-                       t.compute_cycles, t.exchange_bytes);
+      b += fmt::format(
+          "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}%</td><td "
+          "class=\"n\">{}</td>"
+          "<td class=\"n\">{}</td></tr>\n",
+          idx[i], human_bytes(mem[idx[i]]), capacity > 0 ? 100 * mem[idx[i]] / capacity : 0.0,
+          t.compute_cycles, t.exchange_bytes);
     }
     b += "</table>\n";
   }
@@ -323,15 +358,19 @@ std::string phases_section(const RunDir& run) {
     std::vector<Bar> out;
     if (const JsonValue* list = ipus->items[0].find(key))
       for (std::size_t i = 0; i < list->items.size(); ++i)
-        out.push_back({text_of(list->items[i], {"name"}),
-                       stat(run, fmt::format("ipu[0].{}[{}].cycles", key, i)),
-                       fmt::format(" over {} executions", num(stat(run, fmt::format("ipu[0].{}[{}].executions", key, i))))});
+        out.push_back(
+            {text_of(list->items[i], {"name"}),
+             stat(run, fmt::format("ipu[0].{}[{}].cycles", key, i)),
+             fmt::format(" over {} executions",
+                         num(stat(run, fmt::format("ipu[0].{}[{}].executions", key, i))))});
     return out;
   };
   std::string b = fmt::format("<h2>Top compute sets and exchanges (IPU {})</h2>\n",
                               num(stat(run, "ipu[0].index")));
-  b += "<h3>Compute sets by total time</h3>\n" + bar_chart("chart-top-compute-sets", bars("top_compute_sets"), "cycles", "#4e79a7");
-  b += "<h3>Exchanges by total time</h3>\n" + bar_chart("chart-top-exchanges", bars("top_exchanges"), "cycles", "#e15759");
+  b += "<h3>Compute sets by total time</h3>\n" +
+       bar_chart("chart-top-compute-sets", bars("top_compute_sets"), "cycles", "#4e79a7");
+  b += "<h3>Exchanges by total time</h3>\n" +
+       bar_chart("chart-top-exchanges", bars("top_exchanges"), "cycles", "#e15759");
   return b;
 }
 
@@ -351,43 +390,52 @@ std::string supersteps_section(const RunDir& run) {
   std::stable_sort(rows.begin(), rows.end(), [&](auto a, auto b) { return total(a) > total(b); });
   if (rows.size() > 20) rows.resize(20);
   std::vector<PhaseRow> chart;
-  std::string table = "<table><tr><th>superstep</th><th>step</th><th>executions</th><th>compute</th><th>sync</th>"
-                      "<th>exchange</th><th>other</th><th>active tiles</th></tr>\n";
+  std::string table =
+      "<table><tr><th>superstep</th><th>step</th><th>executions</th><th>compute</th><th>sync</th>"
+      "<th>exchange</th><th>other</th><th>active tiles</th></tr>\n";
   for (const auto* r : rows) {
     PerPhase<double> split;
     for (auto k : {PhaseKind::kCompute, PhaseKind::kSync, PhaseKind::kExchange})
       split[k] = static_cast<double>(r->cycles[k]);
     split[PhaseKind::kCollective] = static_cast<double>(other(r));
     chart.emplace_back(fmt::format("#{}", r->index), split);
-    table += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-                         r->index, esc(r->step), r->executions, r->cycles[PhaseKind::kCompute],
-                         r->cycles[PhaseKind::kSync], r->cycles[PhaseKind::kExchange], other(r),
-                         r->active_tiles);
+    table += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
+        "class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+        r->index, esc(r->step), r->executions, r->cycles[PhaseKind::kCompute],
+        r->cycles[PhaseKind::kSync], r->cycles[PhaseKind::kExchange], other(r), r->active_tiles);
   }
-  return fmt::format("<h2>Longest supersteps (IPU {})</h2>\n<p class=\"note\">Each bar is one superstep's "
-                     "split (all its executions; 'collective' colour = host, external sync, inter-IPU "
-                     "and collective time). Full data: supersteps.csv.</p>\n", ipu) +
+  return fmt::format(
+             "<h2>Longest supersteps (IPU {})</h2>\n<p class=\"note\">Each bar is one superstep's "
+             "split (all its executions; 'collective' colour = host, external sync, inter-IPU "
+             "and collective time). Full data: supersteps.csv.</p>\n",
+             ipu) +
          time_split_chart("chart-supersteps", chart, /*absolute=*/true) + table + "</table>\n";
 }
 
 std::string compare_section(const RunDir& a, const RunDir& b) {
   const Comparison c = compare_runs(a, b);
-  std::string s = fmt::format("<h2>Compared with {}</h2>\n<div id=\"compare\">\n<h3>Config keys that differ ({})</h3>\n"
-                              "<table><tr><th>key</th><th>this run</th><th>other run</th></tr>\n",
-                              esc(b.path), c.config.size());
+  std::string s = fmt::format(
+      "<h2>Compared with {}</h2>\n<div id=\"compare\">\n<h3>Config keys that differ ({})</h3>\n"
+      "<table><tr><th>key</th><th>this run</th><th>other run</th></tr>\n",
+      esc(b.path), c.config.size());
   for (const auto& d : c.config)
-    s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(d.key), esc(d.a), esc(d.b));
-  s += fmt::format("</table>\n<h3>Stats that moved most ({} changed of {})</h3>\n<table><tr><th>field</th>"
-                   "<th>unit</th><th>this run</th><th>other run</th><th>delta</th><th>%</th></tr>\n",
-                   c.stats.size(), c.fields);
+    s +=
+        fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(d.key), esc(d.a), esc(d.b));
+  s += fmt::format(
+      "</table>\n<h3>Stats that moved most ({} changed of {})</h3>\n<table><tr><th>field</th>"
+      "<th>unit</th><th>this run</th><th>other run</th><th>delta</th><th>%</th></tr>\n",
+      c.stats.size(), c.fields);
   for (std::size_t i = 0; i < c.stats.size() && i < 40; ++i) {
     const auto& d = c.stats[i];
     const double rel = d.relative();
-    s += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                     "<td class=\"n\">{}</td></tr>\n",
-                     esc(d.path), esc(d.unit), num(d.a), num(d.b), num(d.delta()),
-                     std::isfinite(rel) ? fmt::format("{:+.2f}%", 100 * rel) : "new");
+    s += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
+        "class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td></tr>\n",
+        esc(d.path), esc(d.unit), num(d.a), num(d.b), num(d.delta()),
+        std::isfinite(rel) ? fmt::format("{:+.2f}%", 100 * rel) : "new");
   }
   return s + "</table>\n</div>\n";
 }
@@ -402,20 +450,22 @@ struct Point {
 
 const JsonValue& need(const JsonValue& obj, std::string_view key, JsonValue::Kind kind,
                       const std::string& where, const std::string& file) {
-  static constexpr std::array<std::string_view, 6> kNames{"null", "a boolean", "a number", "a string",
-                                                         "an array", "an object"};
+  static constexpr std::array<std::string_view, 6> kNames{"null",     "a boolean", "a number",
+                                                          "a string", "an array",  "an object"};
   const JsonValue* v = obj.find(key);
   if (!v)
     throw Error(fmt::format("{}: key \"{}.{}\": expected {}, found no such key", file, where, key,
                             kNames[static_cast<std::size_t>(kind)]));
   if (v->kind != kind)
     throw Error(fmt::format("{}: key \"{}.{}\": expected {}, found {}", file, where, key,
-                            kNames[static_cast<std::size_t>(kind)], kNames[static_cast<std::size_t>(v->kind)]));
+                            kNames[static_cast<std::size_t>(kind)],
+                            kNames[static_cast<std::size_t>(v->kind)]));
   return *v;
 }
 
-std::string line_chart(const std::string& id, const std::string& y_label,
-                       const std::map<std::string, std::vector<std::pair<double, double>>>& series) {
+std::string line_chart(
+    const std::string& id, const std::string& y_label,
+    const std::map<std::string, std::vector<std::pair<double, double>>>& series) {
   const int w = 640, h = 320, l = 70, r = 160, t = 20, bt = 40;
   double xmin = 1e300, xmax = -1e300, ymax = 0;
   for (const auto& [n, pts] : series)
@@ -432,13 +482,18 @@ std::string line_chart(const std::string& id, const std::string& y_label,
     return lx1 > lx0 ? l + (std::log2(x) - lx0) / (lx1 - lx0) * (w - l - r) : l + (w - l - r) / 2.0;
   };
   auto py = [&](double y) { return t + (1 - y / ymax) * (h - t - bt); };
-  std::string s = fmt::format("<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
-                              "height=\"{}\" role=\"img\">\n", id, w, h);
-  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>", l, h - bt, w - r, h - bt);
-  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", l, t, l, h - bt);
+  std::string s = fmt::format(
+      "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" role=\"img\">\n",
+      id, w, h);
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>", l, h - bt,
+                   w - r, h - bt);
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", l, t, l,
+                   h - bt);
   for (int i = 0; i <= 4; ++i) {
     const double y = ymax * i / 4;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", l - 4, py(y) + 4, num(y));
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", l - 4,
+                     py(y) + 4, num(y));
   }
   std::vector<double> xs;
   for (const auto& [n, pts] : series)
@@ -446,23 +501,34 @@ std::string line_chart(const std::string& id, const std::string& y_label,
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
   for (double x : xs)
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x), h - bt + 16, num(x));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">IPUs</text>\n", (l + w - r) / 2, h - 6);
-  s += fmt::format("<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" text-anchor=\"middle\">{}</text>\n",
-                   (t + h - bt) / 2, (t + h - bt) / 2, esc(y_label));
-  static const std::array<const char*, 6> colours{"#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2"};
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x),
+                     h - bt + 16, num(x));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">IPUs</text>\n", (l + w - r) / 2,
+                   h - 6);
+  s += fmt::format(
+      "<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" text-anchor=\"middle\">{}</text>\n",
+      (t + h - bt) / 2, (t + h - bt) / 2, esc(y_label));
+  static const std::array<const char*, 6> colours{"#4e79a7", "#e15759", "#59a14f",
+                                                  "#f28e2b", "#b07aa1", "#76b7b2"};
   std::size_t k = 0;
   for (const auto& [name, pts] : series) {
     const char* c = colours[k % colours.size()];
     std::string poly;
     for (auto [x, y] : pts) poly += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
-    s += fmt::format("<polyline class=\"series\" data-series=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
-                     esc(name), c, poly);
+    s += fmt::format(
+        "<polyline class=\"series\" data-series=\"{}\" fill=\"none\" stroke=\"{}\" "
+        "stroke-width=\"2\" points=\"{}\"/>\n",
+        esc(name), c, poly);
     for (auto [x, y] : pts)
-      s += fmt::format("<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {} IPUs: {}</title></circle>\n",
-                       px(x), py(y), c, esc(name), num(x), num(y));
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
-                     w - r + 10, t + 16 * static_cast<int>(k), c, w - r + 24, t + 16 * static_cast<int>(k) + 9, esc(name));
+      s += fmt::format(
+          "<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {} "
+          "IPUs: {}</title></circle>\n",
+          px(x), py(y), c, esc(name), num(x), num(y));
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" "
+        "y=\"{}\">{}</text>\n",
+        w - r + 10, t + 16 * static_cast<int>(k), c, w - r + 24, t + 16 * static_cast<int>(k) + 9,
+        esc(name));
     ++k;
   }
   return s + "</svg>\n";
@@ -494,23 +560,29 @@ std::string sweep_html_report(const std::string& dir) {
   for (std::size_t i = 0; i < points.items.size(); ++i) {
     const JsonValue& p = points.items[i];
     const std::string where = fmt::format("points[{}]", i);
-    if (p.kind != JsonValue::Kind::kObject) throw Error(fmt::format("{}: {}: expected an object", file, where));
+    if (p.kind != JsonValue::Kind::kObject)
+      throw Error(fmt::format("{}: {}: expected an object", file, where));
     Point q;
     q.id = need(p, "id", JsonValue::Kind::kString, where, file).string;
     q.status = need(p, "status", JsonValue::Kind::kString, where, file).string;
     if (q.status != "ok" && q.status != "failed")
-      throw Error(fmt::format("{}: key \"{}.status\": expected \"ok\" or \"failed\", found \"{}\"", file, where, q.status));
-    if (const JsonValue* e = p.find("error"); e && e->kind == JsonValue::Kind::kString) q.error = e->string;
-    if (const JsonValue* e = p.find("run_dir"); e && e->kind == JsonValue::Kind::kString) q.run_dir = e->string;
+      throw Error(fmt::format("{}: key \"{}.status\": expected \"ok\" or \"failed\", found \"{}\"",
+                              file, where, q.status));
+    if (const JsonValue* e = p.find("error"); e && e->kind == JsonValue::Kind::kString)
+      q.error = e->string;
+    if (const JsonValue* e = p.find("run_dir"); e && e->kind == JsonValue::Kind::kString)
+      q.run_dir = e->string;
     q.workload = need(p, "workload", JsonValue::Kind::kString, where, file).string;
-    if (const JsonValue* e = p.find("system"); e && e->kind == JsonValue::Kind::kString) q.system = e->string;
+    if (const JsonValue* e = p.find("system"); e && e->kind == JsonValue::Kind::kString)
+      q.system = e->string;
     q.ipus = need(p, "ipus", JsonValue::Kind::kNumber, where, file).number.d;
     if (q.status == "ok") {
       q.step_time = need(p, "step_time_s", JsonValue::Kind::kNumber, where, file).number.d;
       if (const JsonValue* t = p.find("throughput"); t && t->kind == JsonValue::Kind::kNumber)
         q.throughput = t->number.d;
     }
-    if (const JsonValue* u = p.find("throughput_unit"); u && u->kind == JsonValue::Kind::kString) q.unit = u->string;
+    if (const JsonValue* u = p.find("throughput_unit"); u && u->kind == JsonValue::Kind::kString)
+      q.unit = u->string;
     pts.push_back(std::move(q));
   }
   // Per workload: throughput vs IPUs and scaling efficiency against the smallest-IPUs point.
@@ -532,27 +604,34 @@ std::string sweep_html_report(const std::string& dir) {
     for (const auto& [w, u] : units) same = same && u == units.begin()->second;
     if (same && !units.begin()->second.empty()) unit_label += " (" + units.begin()->second + ")";
   }
-  std::string body = fmt::format("<h2>Summary</h2>\n<table id=\"summary\">{}{}{}</table>\n",
-                                 row("sweep directory", dir),
-                                 row("spec", root.find("spec") && root.find("spec")->kind == JsonValue::Kind::kString
-                                                 ? root.find("spec")->string : ""),
-                                 row("points", fmt::format("{} ({} failed)", pts.size(),
-                                                           std::count_if(pts.begin(), pts.end(), [](const Point& p) {
-                                                             return p.status != "ok";
-                                                           }))));
-  body += "<h2>Scaling</h2>\n<h3>Throughput vs IPUs</h3>\n" + line_chart("chart-sweep-throughput", unit_label, thr);
-  body += "<h3>Scaling efficiency</h3>\n<p class=\"note\">(throughput / IPUs) relative to the point with the "
-          "fewest IPUs of the same workload; 1 = perfect linear scaling.</p>\n" +
-          line_chart("chart-sweep-efficiency", "efficiency", eff);
-  body += "<h2>Points</h2>\n<table id=\"sweep-points\"><tr><th>id</th><th>workload</th><th>system</th><th>IPUs</th>"
-          "<th>step time</th><th>throughput</th><th>status</th><th>run directory / error</th></tr>\n";
+  std::string body = fmt::format(
+      "<h2>Summary</h2>\n<table id=\"summary\">{}{}{}</table>\n", row("sweep directory", dir),
+      row("spec", root.find("spec") && root.find("spec")->kind == JsonValue::Kind::kString
+                      ? root.find("spec")->string
+                      : ""),
+      row("points", fmt::format("{} ({} failed)", pts.size(),
+                                std::count_if(pts.begin(), pts.end(),
+                                              [](const Point& p) { return p.status != "ok"; }))));
+  body += "<h2>Scaling</h2>\n<h3>Throughput vs IPUs</h3>\n" +
+          line_chart("chart-sweep-throughput", unit_label, thr);
+  body +=
+      "<h3>Scaling efficiency</h3>\n<p class=\"note\">(throughput / IPUs) relative to the point "
+      "with the "
+      "fewest IPUs of the same workload; 1 = perfect linear scaling.</p>\n" +
+      line_chart("chart-sweep-efficiency", "efficiency", eff);
+  body +=
+      "<h2>Points</h2>\n<table "
+      "id=\"sweep-points\"><tr><th>id</th><th>workload</th><th>system</th><th>IPUs</th>"
+      "<th>step time</th><th>throughput</th><th>status</th><th>run directory / error</th></tr>\n";
   for (const auto& p : pts)
-    body += fmt::format("<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-                        "<td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
-                        p.status == "ok" ? "ok" : "failed", esc(p.id), esc(p.workload), esc(p.system), num(p.ipus),
-                        p.status == "ok" ? human_seconds(p.step_time) : "",
-                        p.throughput ? fmt::format("{} {}", num(*p.throughput), esc(p.unit)) : "", esc(p.status),
-                        esc(p.status == "ok" ? p.run_dir : p.error));
+    body += fmt::format(
+        "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td "
+        "class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
+        p.status == "ok" ? "ok" : "failed", esc(p.id), esc(p.workload), esc(p.system), num(p.ipus),
+        p.status == "ok" ? human_seconds(p.step_time) : "",
+        p.throughput ? fmt::format("{} {}", num(*p.throughput), esc(p.unit)) : "", esc(p.status),
+        esc(p.status == "ok" ? p.run_dir : p.error));
   body += "</table>\n";
   return page("ipusim sweep report: " + dir, body);
 }

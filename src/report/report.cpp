@@ -81,8 +81,10 @@ void write_phases(JsonWriter& w, const PhaseCycles& p, const PhaseCounts& c, std
 }
 
 std::vector<NamedPhase> top(std::vector<NamedPhase> v) {
-  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.cycles > b.cycles; });
-  v.erase(std::remove_if(v.begin(), v.end(), [](const auto& p) { return p.executions == 0; }), v.end());
+  std::stable_sort(v.begin(), v.end(),
+                   [](const auto& a, const auto& b) { return a.cycles > b.cycles; });
+  v.erase(std::remove_if(v.begin(), v.end(), [](const auto& p) { return p.executions == 0; }),
+          v.end());
   if (v.size() > kTopPhases) v.resize(kTopPhases);
   return v;
 }
@@ -131,8 +133,9 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
   if (w.samples_per_step <= 0 || step_seconds <= 0) return std::nullopt;
   w.throughput = w.samples_per_step / step_seconds;
   const double epochs = meta_value(info, "ttt.epochs");
-  w.steps = epochs > 0 ? epochs * std::ceil(meta_value(info, "ttt.samples_per_epoch") / w.samples_per_step)
-                       : std::ceil(meta_value(info, "ttt.samples_to_train") / w.samples_per_step);
+  w.steps = epochs > 0
+                ? epochs * std::ceil(meta_value(info, "ttt.samples_per_epoch") / w.samples_per_step)
+                : std::ceil(meta_value(info, "ttt.samples_to_train") / w.samples_per_step);
   w.lead_in = meta_value(info, "ttt.lead_in_s");
   w.checkpoints = meta_value(info, "ttt.checkpoints") * meta_value(info, "ttt.checkpoint_s");
   w.evaluations = meta_value(info, "ttt.evaluations") * meta_value(info, "ttt.evaluation_s");
@@ -162,7 +165,8 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("clock", chip.clock.hz, "Hz");
   w.quantity("tiles", chip.tiles, "tiles");
   w.quantity("tile_memory", chip.tile_memory.count, "B");
-  w.key("tile_model").value(chip.tile_model == TileModel::kIsa ? "isa" : "closed_form");  // issue 18
+  w.key("tile_model")
+      .value(chip.tile_model == TileModel::kIsa ? "isa" : "closed_form");  // issue 18
   w.end_object();
   w.key("system").begin_object();
   w.key("name").value(stats.system_name.empty() ? chip.name : stats.system_name);
@@ -216,9 +220,13 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.key("links").begin_array();
   for (std::size_t i = 0; i < stats.links.size() && i < kTopPhases; ++i) {
     const LinkUse& l = stats.links[i];
-    w.begin_object().key("name").value(l.name).quantity("bytes", l.bytes, "B")
+    w.begin_object()
+        .key("name")
+        .value(l.name)
+        .quantity("bytes", l.bytes, "B")
         .quantity("busy", l.busy_cycles, "cycles")
-        .quantity("utilisation", stats.cycles ? static_cast<double>(l.busy_cycles) / stats.cycles : 0.0,
+        .quantity("utilisation",
+                  stats.cycles ? static_cast<double>(l.busy_cycles) / stats.cycles : 0.0,
                   "fraction of total")
         .end_object();
   }
@@ -238,19 +246,28 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
                   "cycles each tile spent executing vertices, over the whole run");
     write_summary(w, "exchange_bytes", ipu.tile_exchange_bytes, "B",
                   "bytes each tile sent plus received on the exchange, over the whole run");
-    write_summary(w, "memory", memory_totals(ipu.memory), "B",
-                  "bytes allocated on each tile: tensors, vertex state, code, exchange code, stack");
+    write_summary(
+        w, "memory", memory_totals(ipu.memory), "B",
+        "bytes allocated on each tile: tensors, vertex state, code, exchange code, stack");
     w.quantity("memory_capacity", chip.tile_memory.count, "B");
     w.end_object();
     w.key("top_compute_sets").begin_array();
     for (const auto& p : top(ipu.compute_sets))
-      w.begin_object().key("name").value(p.name).quantity("cycles", p.cycles, "cycles")
-          .quantity("executions", p.executions, "times").end_object();
+      w.begin_object()
+          .key("name")
+          .value(p.name)
+          .quantity("cycles", p.cycles, "cycles")
+          .quantity("executions", p.executions, "times")
+          .end_object();
     w.end_array();
     w.key("top_exchanges").begin_array();
     for (const auto& p : top(ipu.exchanges))
-      w.begin_object().key("name").value(p.name).quantity("cycles", p.cycles, "cycles")
-          .quantity("executions", p.executions, "times").end_object();
+      w.begin_object()
+          .key("name")
+          .value(p.name)
+          .quantity("cycles", p.cycles, "cycles")
+          .quantity("executions", p.executions, "times")
+          .end_object();
     w.end_array();
     w.end_object();
   }
@@ -266,9 +283,9 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
   const double rate = stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds : 0.0;
   std::string out;
   if (stats.system_name.empty())
-    out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION,
-                       info.trace_name, stats.ipus.size(), chip.name, chip.tiles,
-                       human_frequency(chip.clock.hz));
+    out +=
+        fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION, info.trace_name,
+                    stats.ipus.size(), chip.name, chip.tiles, human_frequency(chip.clock.hz));
   else
     out += fmt::format("ipusim {}: {} on {} ({} IPUs = {} replica(s) x {}; {} simulated{})\n",
                        IPUSIM_VERSION, info.trace_name, stats.system_name, stats.system_ipus,
@@ -276,19 +293,23 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
                        stats.replica_symmetric ? ", replica-symmetric" : "");
   if (chip.tile_model == TileModel::kIsa)
     out += "  tile model    instruction-level (chip.tile_model=isa; docs/tile-model.md)\n";
-  out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles, human_seconds(stats.seconds));
+  out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles,
+                     human_seconds(stats.seconds));
   if (const auto wl = workload(info, stats.seconds)) {
     out += fmt::format("  throughput    {:.0f} {}/s ({} {} per step of {})\n", wl->throughput,
-                       wl->sample_unit, wl->samples_per_step, wl->sample_unit, human_seconds(stats.seconds));
+                       wl->sample_unit, wl->samples_per_step, wl->sample_unit,
+                       human_seconds(stats.seconds));
     if (wl->inference)
-      out += fmt::format("  latency       {} per batch ({} {} per replica, inputs from and outputs to the host)\n",
-                         human_seconds(stats.seconds), wl->samples_per_step / std::max(1u, stats.replicas),
-                         wl->sample_unit);
+      out += fmt::format(
+          "  latency       {} per batch ({} {} per replica, inputs from and outputs to the host)\n",
+          human_seconds(stats.seconds), wl->samples_per_step / std::max(1u, stats.replicas),
+          wl->sample_unit);
     else if (wl->has_time_to_train)
-      out += fmt::format("  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "
-                       "{:.0f} s + evaluations {:.0f} s; host-side terms from the run config)\n",
-                       wl->time_to_train / 60, wl->steps, human_seconds(stats.seconds), wl->lead_in,
-                       wl->checkpoints, wl->evaluations);
+      out += fmt::format(
+          "  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "
+          "{:.0f} s + evaluations {:.0f} s; host-side terms from the run config)\n",
+          wl->time_to_train / 60, wl->steps, human_seconds(stats.seconds), wl->lead_in,
+          wl->checkpoints, wl->evaluations);
   }
   auto line = [&](std::string_view name, std::uint64_t c, std::uint64_t n, std::string_view what) {
     out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
@@ -307,21 +328,24 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     out += fmt::format(
         "  the gap       {:.1f}% of the time is not compute; within compute phases the AMP units "
         "run at {:.1f}% of peak\n",
-        100.0 * (1.0 - static_cast<double>(t.phases[PhaseKind::kCompute]) / total), 100.0 * in_compute / peak);
+        100.0 * (1.0 - static_cast<double>(t.phases[PhaseKind::kCompute]) / total),
+        100.0 * in_compute / peak);
   }
   if (!stats.links.empty()) {
     const LinkUse& busiest = stats.links.front();
-    out += fmt::format("  busiest link  {} carried {} in {} cycles ({:.1f}% of the time)\n",
-                       busiest.name, human_bytes(static_cast<double>(busiest.bytes)),
-                       busiest.busy_cycles, 100.0 * static_cast<double>(busiest.busy_cycles) / total);
+    out +=
+        fmt::format("  busiest link  {} carried {} in {} cycles ({:.1f}% of the time)\n",
+                    busiest.name, human_bytes(static_cast<double>(busiest.bytes)),
+                    busiest.busy_cycles, 100.0 * static_cast<double>(busiest.busy_cycles) / total);
   }
   for (const auto& ipu : stats.ipus) {
-    if (stats.ipus.size() > 4 && &ipu != &stats.ipus.front()) continue;  // one line per IPU is enough for a few
+    if (stats.ipus.size() > 4 && &ipu != &stats.ipus.front())
+      continue;  // one line per IPU is enough for a few
     const Summary cmp = summarise(ipu.tile_compute_cycles);
     const Summary mem = summarise(memory_totals(ipu.memory));
     const std::string prefix = stats.ipus.size() > 1 ? fmt::format("ipu{} ", ipu.ipu) : "";
-    out += fmt::format("  {}tile busy     mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n", prefix,
-                       cmp.mean, cmp.max, cmp.max > 0 ? 100.0 * cmp.mean / cmp.max : 100.0);
+    out += fmt::format("  {}tile busy     mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n",
+                       prefix, cmp.mean, cmp.max, cmp.max > 0 ? 100.0 * cmp.mean / cmp.max : 100.0);
     out += fmt::format("  {}tile mem      min {} / mean {} / max {} of {} (tile {})\n", prefix,
                        human_bytes(mem.min), human_bytes(mem.mean), human_bytes(mem.max),
                        human_bytes(static_cast<double>(chip.tile_memory.count)),
@@ -349,7 +373,8 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
     files.push_back({dir + "/layers.csv", [&](std::ostream& o) { o << layers; }});
   else
     std::filesystem::remove(dir + "/layers.csv", ec);
-  files.push_back({dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }});
+  files.push_back(
+      {dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }});
   files.push_back({dir + "/trace.id", [&](std::ostream& o) {
                      o << "file: " << info.trace_file << "\nname: " << info.trace_name
                        << "\nidentity: " << info.trace_identity << "\n";

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/report/run_dir.hpp"
 
 #include <fmt/format.h>
@@ -12,13 +11,13 @@
 #include <limits>
 #include <sstream>
 
+#include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 
 namespace ipusim::report {
 namespace {
-
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -36,7 +35,8 @@ class Csv {
     std::istringstream in(read_file_text(path));
     std::string line;
     if (!std::getline(in, line) || line != header)
-      throw Error(fmt::format("{}:1: expected the header \"{}\", found \"{}\"", path, header, line));
+      throw Error(
+          fmt::format("{}:1: expected the header \"{}\", found \"{}\"", path, header, line));
     columns_ = split(header, ',');
     std::size_t n = 1;
     while (std::getline(in, line)) {
@@ -72,8 +72,10 @@ void flatten_yaml(const YAML::Node& node, const std::string& prefix,
                   std::map<std::string, std::string>& out) {
   if (node.IsMap()) {
     for (const auto& kv : node)
-      flatten_yaml(kv.second, prefix.empty() ? kv.first.as<std::string>()
-                                             : prefix + "." + kv.first.as<std::string>(), out);
+      flatten_yaml(
+          kv.second,
+          prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(),
+          out);
   } else if (node.IsSequence()) {
     for (std::size_t i = 0; i < node.size(); ++i)
       flatten_yaml(node[i], fmt::format("{}[{}]", prefix, i), out);
@@ -110,8 +112,8 @@ void flatten(const JsonValue& v, const std::string& path, const std::string& uni
     case JsonValue::Kind::kArray:
       for (std::size_t i = 0; i < v.items.size(); ++i) {
         const JsonValue* name = v.items[i].find("name");
-        const std::string key = name && name->kind == JsonValue::Kind::kString
-                                    ? name->string : std::to_string(i);
+        const std::string key =
+            name && name->kind == JsonValue::Kind::kString ? name->string : std::to_string(i);
         flatten(v.items[i], fmt::format("{}[{}]", path, key), unit, out);
       }
       break;
@@ -127,11 +129,14 @@ RunDir load_run_dir(const std::string& dir) {
   r.path = dir;
   const std::string stats_path = dir + "/stats.json";
   if (!std::filesystem::is_regular_file(stats_path))
-    throw Error(fmt::format("{}: not a run directory: expected {} (written by 'ipusim run --out "
-                            "DIR'), found none", dir, stats_path));
+    throw Error(
+        fmt::format("{}: not a run directory: expected {} (written by 'ipusim run --out "
+                    "DIR'), found none",
+                    dir, stats_path));
   r.stats = parse_json(read_file_text(stats_path), stats_path);
   const JsonValue* format = r.stats.find("format");
-  if (!format || format->kind != JsonValue::Kind::kString || !format->string.starts_with("ipusim-stats/"))
+  if (!format || format->kind != JsonValue::Kind::kString ||
+      !format->string.starts_with("ipusim-stats/"))
     throw Error(fmt::format("{}: key \"format\": expected \"ipusim-stats/1\", found {}", stats_path,
                             format ? "\"" + format->string + "\"" : "no such key"));
   const std::string config_path = dir + "/config.resolved.yaml";
@@ -184,7 +189,8 @@ std::optional<double> find_stat(const RunDir& run, const std::string& path) {
 
 double stat(const RunDir& run, const std::string& path) {
   if (auto v = find_stat(run, path)) return *v;
-  throw Error(fmt::format("{}/stats.json: key \"{}\": expected a number, found none", run.path, path));
+  throw Error(
+      fmt::format("{}/stats.json: key \"{}\": expected a number, found none", run.path, path));
 }
 
 std::vector<StatField> flatten_stats(const JsonValue& stats) {
@@ -215,7 +221,8 @@ Comparison compare_runs(const RunDir& a, const RunDir& b) {
     auto it = in_b.find(f.path);
     if (it == in_b.end()) continue;
     ++c.fields;
-    if (f.value != it->second->value) c.stats.push_back({f.path, f.unit, f.value, it->second->value});
+    if (f.value != it->second->value)
+      c.stats.push_back({f.path, f.unit, f.value, it->second->value});
   }
   std::stable_sort(c.stats.begin(), c.stats.end(), [](const auto& x, const auto& y) {
     return std::fabs(x.relative()) > std::fabs(y.relative());
@@ -223,7 +230,8 @@ Comparison compare_runs(const RunDir& a, const RunDir& b) {
   return c;
 }
 
-std::string comparison_text(const RunDir& a, const RunDir& b, const Comparison& c, std::size_t top) {
+std::string comparison_text(const RunDir& a, const RunDir& b, const Comparison& c,
+                            std::size_t top) {
   std::string out = fmt::format("ipusim compare\n  A  {}\n  B  {}\n\n", a.path, b.path);
   out += fmt::format("config keys that differ ({}):\n", c.config.size());
   std::size_t w = 3;

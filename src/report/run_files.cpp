@@ -40,7 +40,8 @@ std::string tiles_csv(const RunStats& stats) {
   return out;
 }
 
-std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats, const trace::Trace& trace) {
+std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
+                                 const trace::Trace& trace) {
   std::vector<LayerRow> out;
   for (const auto& ipu : stats.ipus) {
     if (ipu.spans.empty() || ipu.program >= trace.ipus.size()) continue;
@@ -57,9 +58,11 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats, co
       if (prov.empty()) return row("(unattributed)", "");
       std::string layers;
       for (const auto& l : prov.layers) layers += (layers.empty() ? "" : "+") + l;
-      return row(layers.empty() ? "(" + std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]) + ")"
-                                : layers,
-                 std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]));
+      return row(
+          layers.empty()
+              ? "(" + std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]) + ")"
+              : layers,
+          std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]));
     };
     // Per compute set: FLOPs of one execution; per exchange: bytes received.
     std::vector<std::uint64_t> cs_flops(p.compute_sets.size(), 0), ex_bytes(p.exchanges.size(), 0);
@@ -124,7 +127,8 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats, co
     if (pending.total() > 0) take_pending(row("(external sync)", ""));
     std::vector<LayerRow> list;
     for (auto& [key, r] : rows) list.push_back(std::move(r));
-    std::stable_sort(list.begin(), list.end(), [](const LayerRow& a, const LayerRow& b) { return a.total() > b.total(); });
+    std::stable_sort(list.begin(), list.end(),
+                     [](const LayerRow& a, const LayerRow& b) { return a.total() > b.total(); });
     for (auto& r : list) out.push_back(std::move(r));
   }
   return out;
@@ -145,7 +149,8 @@ std::string layers_csv(const std::vector<LayerRow>& rows) {
   return out;
 }
 
-std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows, std::size_t n) {
+std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows,
+                            std::size_t n) {
   const IpuRunStats* longest = nullptr;
   for (const auto& ipu : stats.ipus)
     if (!longest || ipu.cycles > longest->cycles) longest = &ipu;
@@ -154,10 +159,14 @@ std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& 
   std::size_t shown = 0;
   for (const auto& r : rows) {
     if (r.ipu != longest->ipu || shown == n) continue;
-    if (shown++ == 0) out += fmt::format("  top layers    of IPU {} (layers.csv has them all)\n", longest->ipu);
-    out += fmt::format("    {:<28} {:<16} {:>14} cycles  {:5.1f}%\n", r.layer.size() > 28 ? r.layer.substr(0, 25) + "..." : r.layer,
-                       r.pass, r.total(),
-                       longest->cycles ? 100.0 * static_cast<double>(r.total()) / static_cast<double>(longest->cycles) : 0.0);
+    if (shown++ == 0)
+      out += fmt::format("  top layers    of IPU {} (layers.csv has them all)\n", longest->ipu);
+    out += fmt::format(
+        "    {:<28} {:<16} {:>14} cycles  {:5.1f}%\n",
+        r.layer.size() > 28 ? r.layer.substr(0, 25) + "..." : r.layer, r.pass, r.total(),
+        longest->cycles
+            ? 100.0 * static_cast<double>(r.total()) / static_cast<double>(longest->cycles)
+            : 0.0);
   }
   return out;
 }
@@ -174,17 +183,23 @@ std::string span_name(const Span& s, const trace::Trace& trace, std::uint32_t pr
   if (!phase) return "?";
   switch (*phase) {
     case PhaseKind::kCompute:
-      return (p && s.index < p->compute_sets.size() ? p->compute_sets[s.index].name : "compute") + suffix;
+      return (p && s.index < p->compute_sets.size() ? p->compute_sets[s.index].name : "compute") +
+             suffix;
     case PhaseKind::kExchange:
-      return (p && s.index < p->exchanges.size() ? p->exchanges[s.index].name : "exchange") + suffix;
-    case PhaseKind::kSync: return "sync" + suffix;
-    case PhaseKind::kHost: return host("host");
-    case PhaseKind::kStreaming: return host("streaming");
+      return (p && s.index < p->exchanges.size() ? p->exchanges[s.index].name : "exchange") +
+             suffix;
+    case PhaseKind::kSync:
+      return "sync" + suffix;
+    case PhaseKind::kHost:
+      return host("host");
+    case PhaseKind::kStreaming:
+      return host("streaming");
     case PhaseKind::kExternalSync:
       return fmt::format("external sync ({}){}", name_at(trace::kGroupKindNames, s.index), suffix);
     case PhaseKind::kInterIpu:
       return (s.index < trace.global_exchanges.size() ? trace.global_exchanges[s.index].name
-                                                      : std::string("inter-IPU copy")) + suffix;
+                                                      : std::string("inter-IPU copy")) +
+             suffix;
     case PhaseKind::kCollective:
       return std::string(name_at(trace::kCollectiveOpNames, s.index)) + suffix;
   }
@@ -266,20 +281,22 @@ std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, cons
       first = false;
       ++events;
     };
-    auto meta = [&](std::uint32_t pid, std::int64_t tid, std::string_view what, std::string_view key,
-                    const std::string& value) {
+    auto meta = [&](std::uint32_t pid, std::int64_t tid, std::string_view what,
+                    std::string_view key, const std::string& value) {
       sep();
       fmt::format_to(it, R"({{"ph":"M","pid":{},"tid":{},"name":"{}","args":{{"{}":{}}}}})", pid,
                      tid, what, key, value);
     };
-    fmt::format_to(it, "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"generator\":\"ipusim {}\","
-                       "\"trace\":{},\"clock_hz\":{},\"system_ipus\":{},\"replicas\":{},"
-                       "\"simulated_ipus\":{}}},\n\"traceEvents\":[",
+    fmt::format_to(it,
+                   "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"generator\":\"ipusim {}\","
+                   "\"trace\":{},\"clock_hz\":{},\"system_ipus\":{},\"replicas\":{},"
+                   "\"simulated_ipus\":{}}},\n\"traceEvents\":[",
                    IPUSIM_VERSION, JsonWriter::escape(trace.name), chip.clock.hz, stats.system_ipus,
                    stats.replicas, stats.ipus.size());
     for (const auto& ipu : stats.ipus) {
       const std::uint32_t pid = ipu.ipu;
-      std::string label = fmt::format("IPU {} (program {}, replica {})", ipu.ipu, ipu.program, ipu.replica);
+      std::string label =
+          fmt::format("IPU {} (program {}, replica {})", ipu.ipu, ipu.program, ipu.replica);
       if (stats.replica_symmetric)
         label += fmt::format("; replicas 1..{} identical, not simulated", stats.replicas - 1);
       meta(pid, 0, "process_name", "name", JsonWriter::escape(label));
@@ -310,15 +327,17 @@ std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, cons
         sep();
         const std::string name =
             (s.exchange ? (s.index < trace.ipus[ipu.program].exchanges.size()
-                               ? trace.ipus[ipu.program].exchanges[s.index].name : std::string("exchange"))
+                               ? trace.ipus[ipu.program].exchanges[s.index].name
+                               : std::string("exchange"))
                         : (s.index < trace.ipus[ipu.program].compute_sets.size()
-                               ? trace.ipus[ipu.program].compute_sets[s.index].name : std::string("compute")));
+                               ? trace.ipus[ipu.program].compute_sets[s.index].name
+                               : std::string("compute")));
         fmt::format_to(it,
                        R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}",)"
                        R"("args":{{"superstep":{},"{}":{}}}}})",
-                       pid, 100 + s.tile, us(ps(s.start)), us(ps(s.start + s.cycles) - ps(s.start)), JsonWriter::escape(name),
-                       s.exchange ? "tile_exchange" : "tile_compute", s.superstep,
-                       s.exchange ? "bytes" : "cycles", s.value);
+                       pid, 100 + s.tile, us(ps(s.start)), us(ps(s.start + s.cycles) - ps(s.start)),
+                       JsonWriter::escape(name), s.exchange ? "tile_exchange" : "tile_compute",
+                       s.superstep, s.exchange ? "bytes" : "cycles", s.value);
         drain();
       }
     }

@@ -59,7 +59,8 @@ Session::~Session() {
 
 std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
                   const std::function<void(std::size_t, const std::string&)>& on_result,
-                  const std::function<void()>& idle, const std::function<std::string(std::size_t)>& run_local) {
+                  const std::function<void()>& idle,
+                  const std::function<std::string(std::size_t)>& run_local) {
   // The queue is shared with rank 0's own worker thread, which runs points as the remote
   // ranks do; its results come back through `done` and are reported from this thread.
   std::mutex mutex;
@@ -126,7 +127,8 @@ std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
     drain();
     int flag = 0;
     MPI_Status status;
-    if (active > 0) check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReady, MPI_COMM_WORLD, &flag, &status), "MPI_Iprobe");
+    if (active > 0)
+      check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReady, MPI_COMM_WORLD, &flag, &status), "MPI_Iprobe");
     if (!flag) {
       // Polling with a short sleep instead of a blocking receive, which spins a core in
       // OpenMPI: rank 0 shares the machine with the workers' children.
@@ -137,11 +139,13 @@ std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
     int count = 0;
     MPI_Get_count(&status, MPI_CHAR, &count);
     std::string message(static_cast<std::size_t>(count), '\0');
-    check(MPI_Recv(message.data(), count, MPI_CHAR, status.MPI_SOURCE, kTagReady, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    check(MPI_Recv(message.data(), count, MPI_CHAR, status.MPI_SOURCE, kTagReady, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE),
           "MPI_Recv");
     if (!message.empty()) {
       const std::size_t nl = message.find('\n');
-      on_result(std::stoull(message.substr(0, nl)), nl == std::string::npos ? "" : message.substr(nl + 1));
+      on_result(std::stoull(message.substr(0, nl)),
+                nl == std::string::npos ? "" : message.substr(nl + 1));
     }
     long long next = -1;
     {
@@ -152,7 +156,8 @@ std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
       }
     }
     if (next < 0) --active;
-    check(MPI_Send(&next, 1, MPI_LONG_LONG, status.MPI_SOURCE, kTagWork, MPI_COMM_WORLD), "MPI_Send");
+    check(MPI_Send(&next, 1, MPI_LONG_LONG, status.MPI_SOURCE, kTagWork, MPI_COMM_WORLD),
+          "MPI_Send");
   }
   if (local.joinable()) local.join();
   drain();
@@ -162,10 +167,12 @@ std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
 void work(const Session&, const std::function<std::string(std::size_t)>& run) {
   std::string message;
   while (true) {
-    check(MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, kTagReady, MPI_COMM_WORLD),
+    check(MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, 0, kTagReady,
+                   MPI_COMM_WORLD),
           "MPI_Send");
     long long next = -1;
-    check(MPI_Recv(&next, 1, MPI_LONG_LONG, 0, kTagWork, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+    check(MPI_Recv(&next, 1, MPI_LONG_LONG, 0, kTagWork, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "MPI_Recv");
     if (next < 0) return;
     const auto index = static_cast<std::size_t>(next);
     message = fmt::format("{}\n{}", index, run(index));
@@ -177,14 +184,15 @@ void work(const Session&, const std::function<std::string(std::size_t)>& run) {
 bool built() { return false; }
 
 Session::Session() {
-  throw UsageError("this ipusim was built without MPI (configure with -DIPUSIM_MPI=ON and an MPI library "
-                   "installed, see tools/install-deps.sh); run the sweep without mpirun");
+  throw UsageError(
+      "this ipusim was built without MPI (configure with -DIPUSIM_MPI=ON and an MPI library "
+      "installed, see tools/install-deps.sh); run the sweep without mpirun");
 }
 Session::~Session() = default;
 
 std::size_t serve(const Session&, const std::vector<std::size_t>&,
-                  const std::function<void(std::size_t, const std::string&)>&, const std::function<void()>&,
-                  const std::function<std::string(std::size_t)>&) {
+                  const std::function<void(std::size_t, const std::string&)>&,
+                  const std::function<void()>&, const std::function<std::string(std::size_t)>&) {
   return 0;
 }
 void work(const Session&, const std::function<std::string(std::size_t)>&) {}

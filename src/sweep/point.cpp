@@ -33,17 +33,21 @@ std::vector<std::string> names_in(const std::string& folder) {
 // or ending in .yaml) relative to the spec's folder.
 std::string resolve_file(const Spec& spec, const std::string& key, const std::string& value,
                          const std::string& folder, const std::string& what) {
-  const bool is_path = value.find('/') != std::string::npos || value.ends_with(".yaml") || value.ends_with(".yml");
+  const bool is_path =
+      value.find('/') != std::string::npos || value.ends_with(".yaml") || value.ends_with(".yml");
   const std::string dir = data_dir() + "/" + folder;
   const std::string file = !is_path ? dir + "/" + value + ".yaml"
-                           : fs::path(value).is_absolute() ? value
-                                                           : (fs::path(spec.dir) / value).lexically_normal().string();
+                           : fs::path(value).is_absolute()
+                               ? value
+                               : (fs::path(spec.dir) / value).lexically_normal().string();
   std::error_code ec;
   if (fs::is_regular_file(file, ec)) return file;
-  if (is_path) throw ConfigError(fmt::format("{}: expected a readable {}, found no file {}", key, what, file));
+  if (is_path)
+    throw ConfigError(fmt::format("{}: expected a readable {}, found no file {}", key, what, file));
   const auto names = names_in(dir);
-  throw ConfigError(fmt::format("{}: expected the name of a {} in {} ({}) or a path ending in .yaml, found \"{}\"{}",
-                                key, what, dir, fmt::join(names, ", "), value, did_you_mean(value, names)));
+  throw ConfigError(fmt::format(
+      "{}: expected the name of a {} in {} ({}) or a path ending in .yaml, found \"{}\"{}", key,
+      what, dir, fmt::join(names, ", "), value, did_you_mean(value, names)));
 }
 
 // The chip file a system config includes (system.chip, relative to the system file).
@@ -56,11 +60,12 @@ std::string system_chip_file(const std::string& system_file) {
   } catch (const YAML::Exception&) {
     // Reported below; loading the system names the exact problem.
   }
-  throw ConfigError(fmt::format("system: expected a system config with a system.chip key, found none in {}",
-                                system_file));
+  throw ConfigError(fmt::format(
+      "system: expected a system config with a system.chip key, found none in {}", system_file));
 }
 
-std::vector<std::string> select(const std::vector<std::string>& sets, const char* prefix, bool keep) {
+std::vector<std::string> select(const std::vector<std::string>& sets, const char* prefix,
+                                bool keep) {
   std::vector<std::string> out;
   for (const auto& s : sets)
     if (s.starts_with(prefix) == keep) out.push_back(s);
@@ -83,20 +88,28 @@ PointPlan plan(const Spec& spec, const Point& point) {
   p.sets = b.sets;
   std::string run = b.run, model = b.model, system = b.system, chip = b.chip;
   for (const auto& [key, value] : point.values) {
-    if (key == "run") run = value;
-    else if (key == "model") model = value;
-    else if (key == "system") system = value;
-    else if (key == "chip") chip = value;
+    if (key == "run")
+      run = value;
+    else if (key == "model")
+      model = value;
+    else if (key == "system")
+      system = value;
+    else if (key == "chip")
+      chip = value;
     else if (key.starts_with("args.")) {
       const std::string arg = key.substr(5);
-      auto it = std::find_if(p.args.begin(), p.args.end(), [&](const Assignment& a) { return a.first == arg; });
-      if (it != p.args.end()) it->second = value;
-      else p.args.emplace_back(arg, value);
+      auto it = std::find_if(p.args.begin(), p.args.end(),
+                             [&](const Assignment& a) { return a.first == arg; });
+      if (it != p.args.end())
+        it->second = value;
+      else
+        p.args.emplace_back(arg, value);
     } else {
       p.sets.push_back(key + "=" + value);
     }
   }
-  if (!system.empty()) p.system_file = resolve_file(spec, "system", system, "configs/systems", "system config");
+  if (!system.empty())
+    p.system_file = resolve_file(spec, "system", system, "configs/systems", "system config");
   if (!chip.empty()) {
     p.chip_file = resolve_file(spec, "chip", chip, "configs/chips", "chip config");
     p.chip_explicit = true;
@@ -113,14 +126,16 @@ PointPlan plan(const Spec& spec, const Point& point) {
   feed("ipusim", IPUSIM_VERSION);
   if (p.kernel_point) {
     std::string k = p.kernel;
-    for (const auto& [a, v] : p.args) k += v.empty() ? fmt::format(" --{}", a) : fmt::format(" --{} {}", a, v);
+    for (const auto& [a, v] : p.args)
+      k += v.empty() ? fmt::format(" --{}", a) : fmt::format(" --{} {}", a, v);
     feed("kernel", k);
     if (p.system_file.empty() && p.chip_file.empty()) {
       p.chip_file = resolve_file(spec, "chip", "gc200", "configs/chips", "chip config");
       p.chip_explicit = true;
     }
     // The kernel is planned for the explicit chip or the system's, with the chip.* overrides.
-    const std::string kernel_chip = !p.chip_file.empty() ? p.chip_file : system_chip_file(p.system_file);
+    const std::string kernel_chip =
+        !p.chip_file.empty() ? p.chip_file : system_chip_file(p.system_file);
     const LoadedChip kc = load_chip(kernel_chip, select(p.sets, "chip.", true));
     feed("kernel chip", kc.resolved.to_yaml());
     if (!p.chip_explicit) p.chip_file = kernel_chip;
@@ -130,7 +145,8 @@ PointPlan plan(const Spec& spec, const Point& point) {
       p.system = c.spec.name;
       p.ipus = 1;
     } else {
-      const LoadedSystem s = load_system(p.system_file, p.sets, p.chip_explicit ? explicit_chip : std::nullopt);
+      const LoadedSystem s =
+          load_system(p.system_file, p.sets, p.chip_explicit ? explicit_chip : std::nullopt);
       feed("system", s.resolved.to_yaml());
       p.system = s.spec.name;
       p.ipus = s.spec.ipus();
@@ -140,7 +156,8 @@ PointPlan plan(const Spec& spec, const Point& point) {
     p.run_file = resolve_file(spec, "run", run, "configs/runs", "run config");
     const compiler::LoadedRun r = compiler::load_run(p.run_file, select(p.sets, "run.", true));
     feed("run", r.resolved.to_yaml());
-    p.model_file = model.empty() ? r.run.model_file : resolve_file(spec, "model", model, "models", "model file");
+    p.model_file = model.empty() ? r.run.model_file
+                                 : resolve_file(spec, "model", model, "models", "model file");
     const compiler::ModelDef m = compiler::load_model(p.model_file);
     feed("model", read_file_text(p.model_file));
     if (p.system_file.empty()) p.system_file = r.run.system_file;
@@ -160,12 +177,14 @@ PointPlan plan_point(const Spec& spec, const Point& point) {
   try {
     return plan(spec, point);
   } catch (const Error& e) {
-    throw ConfigError(fmt::format("{}:{}: point {} ({}): {}", spec.file, point.line, point.index, point.label(),
-                                  e.what()));
+    throw ConfigError(fmt::format("{}:{}: point {} ({}): {}", spec.file, point.line, point.index,
+                                  point.label(), e.what()));
   }
 }
 
-std::string point_trace_name(const PointPlan& plan) { return plan.kernel_point ? "kernel.itb" : ""; }
+std::string point_trace_name(const PointPlan& plan) {
+  return plan.kernel_point ? "kernel.itb" : "";
+}
 
 process::Job point_job(const PointPlan& p, const std::string& exe, const std::string& work_dir) {
   process::Job job;
@@ -173,8 +192,8 @@ process::Job point_job(const PointPlan& p, const std::string& exe, const std::st
   if (!p.kernel_point) {
     // A workload point is one process: the training step is compiled in memory and simulated
     // (run.* keys go to the run config, the others to the system), with no trace file.
-    std::vector<std::string> argv{exe,         "run",         "--quiet",  "--run",  p.run_file,
-                                  "--model",   p.model_file,  "--system", p.system_file};
+    std::vector<std::string> argv{exe,       "run",        "--quiet",  "--run",      p.run_file,
+                                  "--model", p.model_file, "--system", p.system_file};
     if (p.chip_explicit) argv.insert(argv.end(), {"--chip", p.chip_file});
     add_sets(argv, p.sets);
     argv.insert(argv.end(), {"--out", work_dir});

@@ -11,7 +11,6 @@
 namespace ipusim::sweep {
 namespace {
 
-
 constexpr std::string_view kRecordFormat = "ipusim-sweep-point-result/1";
 
 std::string number_at(const JsonValue& root, std::string_view path) {
@@ -46,12 +45,14 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats, const std::string& origin) {
+PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats,
+                              const std::string& origin) {
   PointResult r = failed_result(plan, "");
   r.ok = true;
   r.cycles = number_at(stats, "total.cycles");
   r.step_time_s = number_at(stats, "total.time");
-  if (r.step_time_s.empty()) throw Error(fmt::format("{}: expected total.time, found none", origin));
+  if (r.step_time_s.empty())
+    throw Error(fmt::format("{}: expected total.time, found none", origin));
   r.throughput = number_at(stats, "workload.throughput");
   if (!r.throughput.empty()) {
     const JsonValue* wl = stats.find("workload");
@@ -135,7 +136,8 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   return r;
 }
 
-std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results) {
+std::string sweep_csv(const std::vector<std::string>& axis_keys,
+                      const std::vector<PointResult>& results) {
   std::string out = "index,id";
   for (const auto& k : axis_keys) out += "," + csv_field(k);
   out += ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit";
@@ -149,15 +151,17 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vect
         if (key == k) v = value;
       out += "," + csv_field(v);
     }
-    out += fmt::format(",{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed", csv_field(r.workload), csv_field(r.system),
-                       r.ipus, r.cycles, r.step_time_s, r.throughput, csv_field(r.throughput_unit));
+    out += fmt::format(",{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed", csv_field(r.workload),
+                       csv_field(r.system), r.ipus, r.cycles, r.step_time_s, r.throughput,
+                       csv_field(r.throughput_unit));
     for (const PhaseInfo& p : kPhases) out += "," + r.breakdown_s[p.kind];
     out += "," + r.flop_utilisation + "," + csv_field(r.error) + "\n";
   }
   return out;
 }
 
-std::string sweep_json(const std::string& spec_file, const std::string& name, const std::vector<PointResult>& results) {
+std::string sweep_json(const std::string& spec_file, const std::string& name,
+                       const std::vector<PointResult>& results) {
   JsonWriter w;
   w.begin_object();
   w.key("format").value("ipusim-sweep/1");
@@ -182,8 +186,8 @@ std::string sweep_json(const std::string& spec_file, const std::string& name, co
   return w.str() + "\n";
 }
 
-std::string point_error(const std::string& child_stderr, const std::string& fallback, const std::string& work_dir,
-                        const std::string& run_dir) {
+std::string point_error(const std::string& child_stderr, const std::string& fallback,
+                        const std::string& work_dir, const std::string& run_dir) {
   std::string line;
   const std::size_t end = child_stderr.find_last_not_of("\n\r ");
   if (end != std::string::npos) {
@@ -193,7 +197,8 @@ std::string point_error(const std::string& child_stderr, const std::string& fall
   }
   if (line.starts_with("error: ")) line = line.substr(7);
   if (line.empty()) line = fallback;
-  for (std::size_t pos = 0; !work_dir.empty() && (pos = line.find(work_dir, pos)) != std::string::npos;) {
+  for (std::size_t pos = 0;
+       !work_dir.empty() && (pos = line.find(work_dir, pos)) != std::string::npos;) {
     line.replace(pos, work_dir.size(), run_dir);
     pos += run_dir.size();
   }

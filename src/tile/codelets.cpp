@@ -110,21 +110,39 @@ struct Recipe {
 
 Recipe recipe(Op op) {
   switch (op) {
-    case Op::kAdd: case Op::kSub: case Op::kMul: return {O::kFvArith, 1, 1};
-    case Op::kDiv: return {O::kFvDivSqrt, 21, 10};
-    case Op::kMax: case Op::kMin: return {O::kFvCmp, 4, 4};   // compare + NaN-select sequence
-    case Op::kRelu: return {O::kFvCmp, 2, 2};
-    case Op::kExp: return {O::kFvTranscend, 2, 3};            // 2 turns each: 4 / 6
-    case Op::kLog: return {O::kFvTranscend, 2, 6};            // 4 / 12
-    case Op::kSqrt: return {O::kFvDivSqrt, 23, 10};
-    case Op::kRsqrt: return {O::kFvDivSqrt, 19, 8};
-    case Op::kInverse: return {O::kFvDivSqrt, 15, 6};
-    case Op::kNeg: return {O::kFvBitwise, 2, 2};
-    case Op::kAbs: return {O::kFvBitwise, 1, 1};
-    case Op::kTanh: return {O::kFvTranscend, 2, 6};
-    case Op::kSigmoid: return {O::kFvTranscend, 3, 6};
-    case Op::kGelu: return {O::kFvPoly, 16, 22};
-    case Op::kSquare: return {O::kFvArith, 2, 2};
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+      return {O::kFvArith, 1, 1};
+    case Op::kDiv:
+      return {O::kFvDivSqrt, 21, 10};
+    case Op::kMax:
+    case Op::kMin:
+      return {O::kFvCmp, 4, 4};  // compare + NaN-select sequence
+    case Op::kRelu:
+      return {O::kFvCmp, 2, 2};
+    case Op::kExp:
+      return {O::kFvTranscend, 2, 3};  // 2 turns each: 4 / 6
+    case Op::kLog:
+      return {O::kFvTranscend, 2, 6};  // 4 / 12
+    case Op::kSqrt:
+      return {O::kFvDivSqrt, 23, 10};
+    case Op::kRsqrt:
+      return {O::kFvDivSqrt, 19, 8};
+    case Op::kInverse:
+      return {O::kFvDivSqrt, 15, 6};
+    case Op::kNeg:
+      return {O::kFvBitwise, 2, 2};
+    case Op::kAbs:
+      return {O::kFvBitwise, 1, 1};
+    case Op::kTanh:
+      return {O::kFvTranscend, 2, 6};
+    case Op::kSigmoid:
+      return {O::kFvTranscend, 3, 6};
+    case Op::kGelu:
+      return {O::kFvPoly, 16, 22};
+    case Op::kSquare:
+      return {O::kFvArith, 2, 2};
   }
   throw ModelError("tile model: unknown operator");
 }
@@ -164,16 +182,15 @@ constexpr u64 kUnaryPrologue = 12;
 // EXPONENT loads its range-reduction constants first (16 bundles).
 constexpr u64 kExpConstants = 16;
 
-WorkerProgram elementwise_worker(const ChipSpec& c, u64 vectors, u64 rem, u64 width,
-                                 u64 inputs, const std::vector<Bundle>& op, bool assembly,
-                                 u64 prologue) {
+WorkerProgram elementwise_worker(const ChipSpec& c, u64 vectors, u64 rem, u64 width, u64 inputs,
+                                 const std::vector<Bundle>& op, bool assembly, u64 prologue) {
   WorkerProgram p;
   overhead(p, prologue);
   if (vectors > 0 && assembly) {
     // Software-pipelined rpt: loads of vector k+1 beside the op of vector k.
     std::vector<Bundle> body;
-    for (u64 i = 0; i < inputs; ++i) body.push_back(vload(c, i + 1 == inputs ? op[0].aux : O::kFnop,
-                                                          i + 1 == inputs));
+    for (u64 i = 0; i < inputs; ++i)
+      body.push_back(vload(c, i + 1 == inputs ? op[0].aux : O::kFnop, i + 1 == inputs));
     for (std::size_t i = 1; i < op.size(); ++i) body.push_back(op[i]);
     body.push_back(vstore(c));
     p.straight(vload(c), inputs);  // preload
@@ -195,9 +212,8 @@ WorkerProgram elementwise_worker(const ChipSpec& c, u64 vectors, u64 rem, u64 wi
   return p;
 }
 
-SupBlock elementwise(const ChipSpec& c, DType t, u64 n, u64 inputs,
-                     const std::vector<Bundle>& op, bool assembly, u64 prologue,
-                     u64 sup_extra) {
+SupBlock elementwise(const ChipSpec& c, DType t, u64 n, u64 inputs, const std::vector<Bundle>& op,
+                     bool assembly, u64 prologue, u64 sup_extra) {
   const u64 w = contexts(c), width = vw(c, t);
   const u64 vectors = n / width, rem = n % width;
   std::vector<WorkerProgram> ws;
@@ -225,8 +241,8 @@ SupBlock unary_program(const ChipSpec& c, Op op, DType t, u64 n) {
   const Recipe r = recipe(op);
   const auto ops = op_bundles(r.cls, t == DType::kHalf ? r.half : r.fp);
   // UnaryOp1D: the C++ loop plus 9 more supervisor instructions (2D-capable state unpacking).
-  return elementwise(c, t, n, 1, ops, false,
-                     kUnaryPrologue + (op == Op::kExp ? kExpConstants : 0), 9);
+  return elementwise(c, t, n, 1, ops, false, kUnaryPrologue + (op == Op::kExp ? kExpConstants : 0),
+                     9);
 }
 
 SupBlock map_program(const ChipSpec& c, DType t, u64 n, u64 op_cycles) {
@@ -254,11 +270,11 @@ SupBlock scaled_add_program(const ChipSpec& c, DType t, u64 n) {
     }
     p.straight(B(O::kCmp));
     p.straight(B(O::kBrCond, O::kFnop, true));  // remainder?
-    p.straight(B(O::kBrCond));                   // final check
+    p.straight(B(O::kBrCond));                  // final check
     if (i + 1 == w) {
       for (u64 e = 0; e < rem; ++e) {  // tail elements one at a time: the word holding a,
-        p.straight(B(O::kLd32));         // the element of b, axpy, merge into the word,
-        p.straight(B(O::kLd16Elem));     // store the word, loop branch
+        p.straight(B(O::kLd32));       // the element of b, axpy, merge into the word,
+        p.straight(B(O::kLd16Elem));   // store the word, loop branch
         p.straight(B(O::kNop, O::kFvMac, true));
         p.straight(B(O::kAnd, O::kFnop, true), 2);
         p.straight(B(O::kSt32, O::kFnop, true));
@@ -271,8 +287,14 @@ SupBlock scaled_add_program(const ChipSpec& c, DType t, u64 n) {
   // Supervisor: per-type state (3 dependent loads + 3), the basic launch (3), vector count and
   // remainder (one divide step, two with a remainder), the scale tensor's load, the run, and
   // the tail (two dependent instructions).
-  return {control(3), simple(3), simple(3), control(rem == 0 ? 1 : 2), simple(1), control(1),
-          run(std::move(ws), 0, 1), control(2)};
+  return {control(3),
+          simple(3),
+          simple(3),
+          control(rem == 0 ? 1 : 2),
+          simple(1),
+          control(1),
+          run(std::move(ws), 0, 1),
+          control(2)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,8 +578,12 @@ SupBlock amp1x1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   auto out_group = [&](bool zeroing) {
     std::vector<WorkerProgram> ws;
     for (u64 i = 0; i < w; ++i) ws.push_back(amp1x1_worker(a, share(positions, w, i), zeroing));
-    return SupBlock{simple(1), control(1), control(1), weight_load(weight_bytes),
-                    simple(zeroing ? 1 : 0), run(std::move(ws), 2, 1)};
+    return SupBlock{simple(1),
+                    control(1),
+                    control(1),
+                    weight_load(weight_bytes),
+                    simple(zeroing ? 1 : 0),
+                    run(std::move(ws), 2, 1)};
   };
   const u64 cc = a.fast ? 1 : 0;
   // Input groups: the last one zeroes (or clears) the partials, the others accumulate; each
@@ -586,8 +612,8 @@ WorkerProgram ampnx1_worker(const Amp& a, u64 head, u64 full_rows, u64 width, u6
   return p;
 }
 
-SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positions,
-                        u64 in_chans, u64 out_chans, u64 groups, u64 kh, u64 kw, u64 width) {
+SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positions, u64 in_chans,
+                        u64 out_chans, u64 groups, u64 kh, u64 kw, u64 width) {
   const Amp a = amp_of(c, in, partials);
   const u64 w = contexts(c);
   const u64 cg = std::max<u64>(groups, 1);
@@ -596,7 +622,9 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   kh = std::max<u64>(kh, 1);
   kw = std::max<u64>(kw, 1);
   // Worker i's share [b, e) cut at row ends: head, full rows, tail.
-  struct Share { u64 head, rows, tail; };
+  struct Share {
+    u64 head, rows, tail;
+  };
   std::vector<Share> sh(w);
   std::vector<u64> counts(w);
   for (u64 i = 0; i < w; ++i) {
@@ -611,7 +639,9 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
     }
     counts[i] = sh[i].rows;
   }
-  auto make = [&](u64 i, u64 rows) { return ampnx1_worker(a, sh[i].head, rows, width, sh[i].tail); };
+  auto make = [&](u64 i, u64 rows) {
+    return ampnx1_worker(a, sh[i].head, rows, width, sh[i].tail);
+  };
   const u64 tail = 1 * c.tile.supervisor_control_cycles + 3 * c.tile.supervisor_simple_cycles;
   const u64 kpos = timed_run(c, counts, make, tail);
   const u64 weight_bytes = a.engines * a.weights * eb(in);
@@ -652,17 +682,23 @@ Op op_at(const trace::Vertex& v, std::size_t slot) {
 
 // The micro-architecture fields the programs and engine read, as a memo key prefix.
 std::vector<double> chip_key(const ChipSpec& c) {
-  return {static_cast<double>(c.worker_contexts), static_cast<double>(c.datapath_width.count),
-          c.memory.load_bytes_per_cycle.value, c.memory.interleaved_load_bytes_per_cycle.value,
+  return {static_cast<double>(c.worker_contexts),
+          static_cast<double>(c.datapath_width.count),
+          c.memory.load_bytes_per_cycle.value,
+          c.memory.interleaved_load_bytes_per_cycle.value,
           c.memory.memcpy_bytes_per_cycle.value,
-          static_cast<double>(c.amp.half_half.engines), static_cast<double>(c.amp.half_float.engines),
+          static_cast<double>(c.amp.half_half.engines),
+          static_cast<double>(c.amp.half_float.engines),
           static_cast<double>(c.amp.float_float.engines),
           static_cast<double>(c.amp.weights_per_engine_half),
           static_cast<double>(c.amp.weights_per_engine_float),
           static_cast<double>(c.amp.macs_per_engine_half),
-          static_cast<double>(c.amp.macs_per_engine_float), c.amp.coeff_load_bytes_per_cycle.value,
-          static_cast<double>(c.amp.pipeline_depth), static_cast<double>(c.tile.issue_width),
-          static_cast<double>(c.tile.result_latency), c.tile.store_bytes_per_cycle.value,
+          static_cast<double>(c.amp.macs_per_engine_float),
+          c.amp.coeff_load_bytes_per_cycle.value,
+          static_cast<double>(c.amp.pipeline_depth),
+          static_cast<double>(c.tile.issue_width),
+          static_cast<double>(c.tile.result_latency),
+          c.tile.store_bytes_per_cycle.value,
           static_cast<double>(c.tile.supervisor_simple_cycles),
           static_cast<double>(c.tile.supervisor_control_cycles),
           static_cast<double>(c.tile.rpt_count_max)};
@@ -688,11 +724,10 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
                             count_at(v, s::kAmpPositions), count_at(v, s::kAmpInChans),
                             count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups));
     case Codelet::kAmpConvNx1:
-      return ampnx1_program(chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials),
-                            count_at(v, s::kAmpPositions), count_at(v, s::kAmpInChans),
-                            count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
-                            count_at(v, s::kAmpKernelH), count_at(v, s::kAmpKernelW),
-                            count_at(v, s::kAmpWidth));
+      return ampnx1_program(
+          chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials), count_at(v, s::kAmpPositions),
+          count_at(v, s::kAmpInChans), count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
+          count_at(v, s::kAmpKernelH), count_at(v, s::kAmpKernelW), count_at(v, s::kAmpWidth));
     case Codelet::kDot:
       return dot_program(chip, dtype_at(v, s::kDotIn), dtype_at(v, s::kDotPartials),
                          count_at(v, s::kDotLength), count_at(v, s::kDotCount));

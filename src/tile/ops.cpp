@@ -17,7 +17,8 @@ using O = OpClass;
 constexpr std::array<OpInfo, kOpClassCount> kTable{{
     {O::kNop, "nop", P::kNone, M::kNone, 0, 0, 1, 1, "§3 rule 4: empty main slot"},
     {O::kLd32, "ld32", P::kMain, M::kLoad, 4, 0, 1, 0, "§3 rule 5: 64-bit port, one access"},
-    {O::kLd64, "ld64", P::kMain, M::kLoad, 8, 0, 1, 0, "§1 Load/store bandwidth: normal load 64 bits"},
+    {O::kLd64, "ld64", P::kMain, M::kLoad, 8, 0, 1, 0,
+     "§1 Load/store bandwidth: normal load 64 bits"},
     {O::kLd128, "ld128", P::kMain, M::kLoadPair, 16, 0, 1, 0,
      "§1 Memory organisation / Load/store bandwidth: ld128 needs interleaved memory"},
     {O::kLd2x64Pace, "ld2x64pace", P::kMain, M::kLoadPair, 16, 0, 1, 0,

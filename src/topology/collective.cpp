@@ -20,7 +20,8 @@ using trace::CollectiveOp;
 
 const std::vector<const CollectiveAlgorithm*>& collective_algorithms() {
   static const std::vector<const CollectiveAlgorithm*> registry{
-      &ring_algorithm(), &bidirectional_ring_algorithm(), &quad_ring_algorithm(), &broadcast_reduce_algorithm()};
+      &ring_algorithm(), &bidirectional_ring_algorithm(), &quad_ring_algorithm(),
+      &broadcast_reduce_algorithm()};
   return registry;
 }
 
@@ -41,8 +42,8 @@ std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t input
   return reduce_cycles(chip_, bytes, inputs, dtype_);
 }
 
-std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce,
-                                            std::uint64_t t) {
+std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes, std::size_t steps,
+                                            bool reduce, std::uint64_t t) {
   std::vector<Flow> flows;
   for (std::size_t s = 0; s < steps; ++s) {
     flows.clear();
@@ -63,13 +64,14 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
 }
 
 std::uint64_t CollectiveContext::ring_phase(const std::vector<std::vector<std::uint32_t>>& groups,
-                                            const CollectiveAlgorithm& algorithm, std::uint64_t bytes, bool reduce,
-                                            std::uint64_t t) {
+                                            const CollectiveAlgorithm& algorithm,
+                                            std::uint64_t bytes, bool reduce, std::uint64_t t) {
   std::vector<RingPass> passes;
   std::size_t n = 0;
   for (const auto& members : groups) {
     n = std::max(n, members.size());
-    for (auto& p : algorithm.passes(members, links_.topology().ring(members), bytes)) passes.push_back(std::move(p));
+    for (auto& p : algorithm.passes(members, links_.topology().ring(members), bytes))
+      passes.push_back(std::move(p));
   }
   return n < 2 ? t : ring_steps(passes, n - 1, reduce, t);
 }
@@ -77,8 +79,8 @@ std::uint64_t CollectiveContext::ring_phase(const std::vector<std::vector<std::u
 // The n(n-1) flows are scheduled one sender at a time, in the same order as one list: flows
 // ready at the same cycle are independent of how they are split into calls, so memory stays
 // linear.
-std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes,
-                                        std::uint64_t t) {
+std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& members,
+                                        std::uint64_t bytes, std::uint64_t t) {
   std::vector<Flow> flows;
   std::uint64_t end = t;
   for (auto a : members) {
@@ -90,8 +92,9 @@ std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& member
   return end + hop_sync_;
 }
 
-std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op, const std::vector<std::uint32_t>& members,
-                                 std::uint64_t bytes, std::uint64_t t) const {
+std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op,
+                                 const std::vector<std::uint32_t>& members, std::uint64_t bytes,
+                                 std::uint64_t t) const {
   const std::vector<std::vector<std::uint32_t>> one{members};
   switch (op) {
     case CollectiveOp::kAllReduce:
@@ -105,7 +108,8 @@ std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op, const st
       // Scatter 1/n of the tensor from the root to each member, then all-gather.
       const std::uint64_t n = members.size();
       std::vector<Flow> flows;
-      for (std::size_t i = 1; i < n; ++i) flows.push_back({members[0], members[i], ceil_div(bytes, n)});
+      for (std::size_t i = 1; i < n; ++i)
+        flows.push_back({members[0], members[i], ceil_div(bytes, n)});
       t = c.links().run(flows, t) + c.hop_sync();
       return c.ring_phase(one, *this, bytes, false, t);
     }
@@ -116,7 +120,8 @@ std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op, const st
 namespace {
 
 // Members grouped by rack, if they span several racks with the same count in each.
-std::vector<std::vector<std::uint32_t>> split_by_rack(const Topology& topo, std::span<const std::uint32_t> members) {
+std::vector<std::vector<std::uint32_t>> split_by_rack(const Topology& topo,
+                                                      std::span<const std::uint32_t> members) {
   std::map<std::uint32_t, std::vector<std::uint32_t>> racks;
   for (auto m : members) racks[topo.rack_of(m)].push_back(m);
   std::vector<std::vector<std::uint32_t>> out;
@@ -131,8 +136,8 @@ std::vector<std::vector<std::uint32_t>> split_by_rack(const Topology& topo, std:
 // All-reduce across racks: reduce-scatter inside each rack with `algorithm`, ring all-reduce
 // of the shards between racks (over GW-Links), all-gather inside each rack.
 std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algorithm,
-                           const std::vector<std::vector<std::uint32_t>>& per_rack, std::uint64_t bytes,
-                           std::uint64_t t) {
+                           const std::vector<std::vector<std::uint32_t>>& per_rack,
+                           std::uint64_t bytes, std::uint64_t t) {
   const std::size_t k = per_rack.front().size();
   t = c.ring_phase(per_rack, algorithm, bytes, true, t);
   std::vector<std::vector<std::uint32_t>> across(k);
@@ -145,8 +150,9 @@ std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algo
 }
 
 CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
-                           const CollectiveAlgorithm& algorithm, std::span<const std::uint32_t> members,
-                           std::uint64_t bytes, trace::DType dtype, std::uint64_t ready) {
+                           const CollectiveAlgorithm& algorithm,
+                           std::span<const std::uint32_t> members, std::uint64_t bytes,
+                           trace::DType dtype, std::uint64_t ready) {
   CollectiveContext c(links, chip, dtype);
   const std::vector<std::uint32_t> list(members.begin(), members.end());
   const auto racks = split_by_rack(links.topology(), members);
@@ -166,9 +172,11 @@ CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, Collective
 
 CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
                                  CollectiveMethod method, std::span<const std::uint32_t> members,
-                                 std::uint64_t tensor_bytes, trace::DType dtype, std::uint64_t ready) {
+                                 std::uint64_t tensor_bytes, trace::DType dtype,
+                                 std::uint64_t ready) {
   if (method != CollectiveMethod::kAuto)
-    return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype, ready);
+    return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype,
+                    ready);
   // auto: try each algorithm on a copy of the link state and run the fastest for real.
   const CollectiveAlgorithm* best = collective_algorithms().front();
   std::uint64_t best_end = std::numeric_limits<std::uint64_t>::max();

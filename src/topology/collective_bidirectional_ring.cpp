@@ -8,8 +8,11 @@ namespace {
 
 class BidirectionalRing final : public RingAlgorithm {
  public:
-  trace::CollectiveMethod method() const override { return trace::CollectiveMethod::kBidirectionalRing; }
-  std::vector<RingPass> passes(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& ring,
+  trace::CollectiveMethod method() const override {
+    return trace::CollectiveMethod::kBidirectionalRing;
+  }
+  std::vector<RingPass> passes(const std::vector<std::uint32_t>& members,
+                               const std::vector<std::uint32_t>& ring,
                                std::uint64_t bytes) const override {
     const std::uint64_t chunk = ceil_div(bytes, 2 * members.size());
     return {{ring, false, chunk}, {ring, true, chunk}};

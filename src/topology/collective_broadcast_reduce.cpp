@@ -10,9 +10,12 @@ namespace {
 
 class BroadcastReduce final : public CollectiveAlgorithm {
  public:
-  trace::CollectiveMethod method() const override { return trace::CollectiveMethod::kBroadcastReduce; }
-  std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op, const std::vector<std::uint32_t>& members,
-                    std::uint64_t bytes, std::uint64_t t) const override {
+  trace::CollectiveMethod method() const override {
+    return trace::CollectiveMethod::kBroadcastReduce;
+  }
+  std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op,
+                    const std::vector<std::uint32_t>& members, std::uint64_t bytes,
+                    std::uint64_t t) const override {
     const std::uint64_t n = members.size();
     switch (op) {
       case trace::CollectiveOp::kAllReduce:

@@ -12,7 +12,8 @@ namespace {
 class QuadRing final : public RingAlgorithm {
  public:
   trace::CollectiveMethod method() const override { return trace::CollectiveMethod::kQuadRing; }
-  std::vector<RingPass> passes(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& ring,
+  std::vector<RingPass> passes(const std::vector<std::uint32_t>& members,
+                               const std::vector<std::uint32_t>& ring,
                                std::uint64_t bytes) const override {
     const std::uint64_t chunk = ceil_div(bytes, 4 * members.size());
     auto plain = members;

@@ -10,7 +10,8 @@ namespace {
 class Ring final : public RingAlgorithm {
  public:
   trace::CollectiveMethod method() const override { return trace::CollectiveMethod::kRing; }
-  std::vector<RingPass> passes(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& ring,
+  std::vector<RingPass> passes(const std::vector<std::uint32_t>& members,
+                               const std::vector<std::uint32_t>& ring,
                                std::uint64_t bytes) const override {
     return {{ring, false, ceil_div(bytes, members.size())}};
   }

@@ -35,9 +35,7 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
       slowest = std::min(slowest, rate(c));
       latency += this->latency(c);
     }
-    const auto cycles = [&](double rate) {
-      return (Bytes{f.bytes} / BytesPerCycle{rate}).count;
-    };
+    const auto cycles = [&](double rate) { return (Bytes{f.bytes} / BytesPerCycle{rate}).count; };
     // Each channel is busy for the bytes at its own rate; the flow arrives at the pace of the
     // slowest channel of its route.
     for (Channel c : route) {
@@ -56,8 +54,9 @@ std::uint64_t reduce_cycles(const ChipSpec& chip, std::uint64_t bytes, std::uint
   const std::uint64_t elements = ceil_div(bytes, trace::dtype_bytes(dtype));
   if (elements == 0 || inputs < 2) return 0;
   const std::uint64_t per_tile = ceil_div(elements, chip.tiles);
-  const auto vertex = inputs == 2 ? cost::binary(chip, trace::Op::kAdd, dtype, per_tile)
-                                  : cost::reduce(chip, trace::Op::kAdd, dtype, dtype, per_tile, inputs);
+  const auto vertex = inputs == 2
+                          ? cost::binary(chip, trace::Op::kAdd, dtype, per_tile)
+                          : cost::reduce(chip, trace::Op::kAdd, dtype, dtype, per_tile, inputs);
   return vertex.cycles + chip.runtime.compute_set_overhead.count + chip.sync.internal_latency.count;
 }
 

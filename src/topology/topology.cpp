@@ -23,7 +23,8 @@ Topology::Topology(const SystemSpec& system) : system_(system), ipus_(system.ipu
       if (last && (system_.topology != RackTopology::kTorus || rungs < 3)) continue;
       const std::uint32_t up = last ? 0 : rung + 1;
       for (std::uint32_t rail = 0; rail < 2; ++rail)
-        add(LinkKind::kRail, base + 2 * rung + rail, base + 2 * up + rail, m.rail_links, f.ipu_link);
+        add(LinkKind::kRail, base + 2 * rung + rail, base + 2 * up + rail, m.rail_links,
+            f.ipu_link);
     }
   }
   rack_links_ = static_cast<std::uint32_t>(links_.size() / system_.racks);
@@ -40,14 +41,16 @@ Topology::Topology(const SystemSpec& system) : system_(system), ipus_(system.ipu
     for (std::uint32_t r = 0; r < pairs; ++r)
       for (std::uint32_t s = 0; s < system_.machines_per_rack; ++s)
         add(LinkKind::kGw, gateway_node(r * system_.machines_per_rack + s),
-            gateway_node(((r + 1) % system_.racks) * system_.machines_per_rack + s), lanes, f.gw_link);
+            gateway_node(((r + 1) % system_.racks) * system_.machines_per_rack + s), lanes,
+            f.gw_link);
   }
   for (auto& adj : adjacency_) std::sort(adj.begin(), adj.end());
   ipu_first_.reserve(ipus_ + 1);
   for (std::uint32_t n = 0; n < ipus_; ++n) {
     ipu_first_.push_back(static_cast<std::uint32_t>(ipu_neighbours_.size()));
     for (const auto& [next, index] : adjacency_[n])
-      if (next < ipus_) ipu_neighbours_.emplace_back(next, 2 * index + (links_[index].a == next ? 0 : 1));
+      if (next < ipus_)
+        ipu_neighbours_.emplace_back(next, 2 * index + (links_[index].a == next ? 0 : 1));
   }
   ipu_first_.push_back(static_cast<std::uint32_t>(ipu_neighbours_.size()));
   // Without extra links every rack is the same IPU-Link graph (rack r's links are rack 0's,
@@ -90,7 +93,8 @@ std::string Topology::channel_name(Channel c) const {
 
 Channel Topology::channel(std::uint32_t from, std::uint32_t to, bool gw_only) const {
   for (const auto& [n, index] : adjacency_[from])
-    if (n == to && (!gw_only || links_[index].kind == LinkKind::kGw || links_[index].kind == LinkKind::kPcie))
+    if (n == to &&
+        (!gw_only || links_[index].kind == LinkKind::kGw || links_[index].kind == LinkKind::kPcie))
       return 2 * index + (links_[index].a == from ? 0 : 1);
   throw std::logic_error("no link between route nodes");
 }
@@ -204,15 +208,16 @@ std::vector<Channel> Topology::route(std::uint32_t src, std::uint32_t dst) const
 }
 
 std::size_t Topology::routing_bytes() const {
-  std::size_t bytes = links_.capacity() * sizeof(Link) +
-                      adjacency_.capacity() * sizeof(adjacency_.front());
+  std::size_t bytes =
+      links_.capacity() * sizeof(Link) + adjacency_.capacity() * sizeof(adjacency_.front());
   for (const auto& adj : adjacency_) bytes += adj.capacity() * sizeof(adj.front());
   bytes += local_trees_.capacity() * sizeof(local_trees_.front());
   for (const auto& tree : local_trees_) bytes += tree.capacity() * sizeof(Channel);
   bytes += ipu_first_.capacity() * sizeof(std::uint32_t) +
            ipu_neighbours_.capacity() * sizeof(ipu_neighbours_.front());
-  return bytes + (parent_.capacity() + parent_channel_.capacity() + mark_.capacity() +
-                  queue_.capacity()) * sizeof(std::uint32_t);
+  return bytes +
+         (parent_.capacity() + parent_channel_.capacity() + mark_.capacity() + queue_.capacity()) *
+             sizeof(std::uint32_t);
 }
 
 std::vector<std::uint32_t> Topology::ring(std::vector<std::uint32_t> members) const {
@@ -233,7 +238,8 @@ double Topology::bisection_bytes_per_second() const {
   const std::uint32_t half = ipus_ / 2;
   auto side = [&](std::uint32_t node) {
     const std::uint32_t ipu =
-        node < ipus_ ? node : (node - ipus_) * system_.machine.ipus;  // a gateway sits with its machine
+        node < ipus_ ? node
+                     : (node - ipus_) * system_.machine.ipus;  // a gateway sits with its machine
     return ipu < half;
   };
   double total = 0;

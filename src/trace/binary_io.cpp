@@ -336,7 +336,6 @@ class BinaryReader {
   const Fnv1a64& hash() { return hasher_->finish(); }
   // The format version of the stream read.
   std::uint32_t version() const { return version_; }
-  
 
   Trace read() {
     char magic[8];
@@ -574,7 +573,8 @@ class BinaryReader {
     const std::uint8_t params = u8("parameter count");
     // amp_convnx1 gained its last parameter (width) late in version 2: v2 files written
     // before hold one parameter fewer, which takes its default.
-    const bool without_width = v.codelet == Codelet::kAmpConvNx1 && params + 1 == spec.params.size();
+    const bool without_width =
+        v.codelet == Codelet::kAmpConvNx1 && params + 1 == spec.params.size();
     if (params != spec.params.size() && !without_width)
       fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
                               spec.name, params));
@@ -601,7 +601,8 @@ class BinaryReader {
       const std::uint64_t name_at = offset_;
       std::string layer = name("layer name");
       if (std::find(p.layers.begin(), p.layers.end(), layer) != p.layers.end())
-        fail_at(name_at, fmt::format("expected each provenance layer once, found '{}' twice", layer));
+        fail_at(name_at,
+                fmt::format("expected each provenance layer once, found '{}' twice", layer));
       p.layers.push_back(std::move(layer));
     }
     return p;
@@ -623,8 +624,8 @@ class BinaryReader {
       v |= static_cast<std::uint64_t>(b & 0x7f) << (7 * i);
       if (!(b & 0x80)) {
         if (b == 0 && i > 0)
-          fail_at(at, fmt::format("expected {} in its shortest varint form, found a padded one",
-                                  what));
+          fail_at(at,
+                  fmt::format("expected {} in its shortest varint form, found a padded one", what));
         return v;
       }
     }
@@ -670,14 +671,16 @@ class BinaryReader {
     v.tiles.last = v.tiles.first;
     if (flags & kVertexRange) {
       const std::uint64_t at = offset_;
-      v.tiles.last = tile_span(v.tiles.first, varint("vertex tile range") + 1, "vertex tile range", at);
+      v.tiles.last =
+          tile_span(v.tiles.first, varint("vertex tile range") + 1, "vertex tile range", at);
     }
     if (flags & kVertexRun) {
       const std::uint64_t at = offset_;
       v.count = run_count("vertex run count");
       v.step = svarint("vertex run step");
       if (auto problem = run_problem(v))
-        fail_at(at, fmt::format("expected a vertex run within bounds, found one that {}", *problem));
+        fail_at(at,
+                fmt::format("expected a vertex run within bounds, found one that {}", *problem));
     }
     const std::uint64_t at = offset_;
     const std::uint8_t params = u8("parameter count");
@@ -695,15 +698,16 @@ class BinaryReader {
     const std::uint8_t flags = u8("transfer flags");
     const std::uint64_t flags_at = offset_ - 1;
     if ((flags & (kSrcStep | kDstStep | kBytesStep)) && !(flags & kRun))
-      fail_at(flags_at, fmt::format("expected transfer flags with steps only for a run, found {}",
-                                    flags));
+      fail_at(flags_at,
+              fmt::format("expected transfer flags with steps only for a run, found {}", flags));
     TileRange src;
     src.first = tile_delta(prev_src_, "transfer source delta");
     prev_src_ = src.first;
     src.last = src.first;
     if (flags & kSrcRange) {
       const std::uint64_t at = offset_;
-      src.last = tile_span(src.first, varint("transfer source range") + 1, "transfer source range", at);
+      src.last =
+          tile_span(src.first, varint("transfer source range") + 1, "transfer source range", at);
     }
     std::uint64_t bytes = prev_bytes_;
     if (flags & kNewBytes) {
@@ -737,8 +741,8 @@ class BinaryReader {
       r.first = tile_delta(prev_dst_, "transfer destination delta");
       prev_dst_ = r.first;
       const std::uint64_t span_at = offset_;
-      r.last = tile_span(r.first, varint("transfer destination range"), "transfer destination range",
-                         span_at);
+      r.last = tile_span(r.first, varint("transfer destination range"),
+                         "transfer destination range", span_at);
       dst_.push_back(r);
     }
     if (auto tile = first_shared_tile(dst_))
@@ -753,8 +757,8 @@ class BinaryReader {
       const std::uint64_t step_at = offset_;
       const std::int64_t v = svarint(what);
       if (v == 0)
-        fail_at(step_at, fmt::format("expected a non-zero {} (the flag says there is one), found 0",
-                                     what));
+        fail_at(step_at,
+                fmt::format("expected a non-zero {} (the flag says there is one), found 0", what));
       return v;
     };
     const std::uint64_t run_at = offset_;
@@ -770,8 +774,8 @@ class BinaryReader {
       t.dst_step = dst_step;
       t.bytes_step = bytes_step;
       if (auto problem = run_problem(t, dst_))
-        fail_at(run_at, fmt::format("expected a transfer run within bounds, found one that {}",
-                                    *problem));
+        fail_at(run_at,
+                fmt::format("expected a transfer run within bounds, found one that {}", *problem));
     }
     ex.add_run(src, dst_, bytes,
                (flags & kPersonalised) ? TransferMode::kPersonalised : TransferMode::kMulticast,
@@ -819,7 +823,8 @@ class BinaryReader {
       const std::uint64_t meta_at = offset_;
       std::string key = name("meta key");
       for (const auto& kv : trace.meta)
-        if (kv.first == key) fail_at(meta_at, fmt::format("expected each meta key once, found '{}' twice", key));
+        if (kv.first == key)
+          fail_at(meta_at, fmt::format("expected each meta key once, found '{}' twice", key));
       trace.meta.emplace_back(std::move(key), name("meta value"));
     }
     const std::uint32_t n = count("global exchanges", kMinNameBytes + 4);
@@ -840,7 +845,8 @@ class BinaryReader {
           fail_at(copy_at, fmt::format("expected copy IPU indices 0..{}, found src = {}, dst = {}",
                                        kMaxIpus - 1, copy.src, copy.dst));
         if (copy.src == copy.dst)
-          fail_at(copy_at, fmt::format("expected a copy between two IPUs, found src = dst = {}", copy.src));
+          fail_at(copy_at,
+                  fmt::format("expected a copy between two IPUs, found src = dst = {}", copy.src));
         copy.bytes = size("copy bytes");
         g.copies.push_back(copy);
       }
@@ -892,7 +898,8 @@ class BinaryReader {
         }
         case StepKind::kCollective:
           s.collective = enumeration<CollectiveOp>("collective", kCollectiveOpNames.size());
-          s.method = enumeration<CollectiveMethod>("collective method", kCollectiveMethodNames.size());
+          s.method =
+              enumeration<CollectiveMethod>("collective method", kCollectiveMethodNames.size());
           s.dtype = enumeration<DType>("collective dtype", kDTypeNames.size());
           s.group = group("collective group");
           s.bytes = size("collective bytes");

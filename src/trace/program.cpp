@@ -128,7 +128,8 @@ class StructureChecker {
     std::set<std::string_view> seen;
     for (const std::string& layer : p.layers) {
       if (!is_valid_name(layer))
-        fail(fmt::format("{}{} has an invalid layer name '{}' {}", prefix_, item, layer, kNameRule));
+        fail(
+            fmt::format("{}{} has an invalid layer name '{}' {}", prefix_, item, layer, kNameRule));
       if (!seen.insert(layer).second)
         fail(fmt::format("{}{} names layer '{}' twice", prefix_, item, layer));
     }
@@ -172,7 +173,8 @@ class StructureChecker {
     const Vertex& v = cs.vertices[index];
     const auto item = [&] { return fmt::format("compute set '{}' vertex {}", cs.name, index); };
     if (static_cast<std::size_t>(v.codelet) >= kCodeletCount)
-      fail(fmt::format("{}{} has unknown codelet {}", prefix_, item(), static_cast<int>(v.codelet)));
+      fail(
+          fmt::format("{}{} has unknown codelet {}", prefix_, item(), static_cast<int>(v.codelet)));
     check_range(item, v.tiles);
     check_run(item, run_problem(v));
     const CodeletSpec& spec = codelet_spec(v.codelet);
@@ -393,7 +395,8 @@ std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRa
   if (auto p = range_problem(t.count, t.src_step, t.src)) return p;
   for (const TileRange& r : dst)
     if (auto p = range_problem(t.count, t.dst_step, r)) return p;
-  const __int128 end = static_cast<__int128>(t.bytes) + static_cast<__int128>(t.count - 1) * t.bytes_step;
+  const __int128 end =
+      static_cast<__int128>(t.bytes) + static_cast<__int128>(t.count - 1) * t.bytes_step;
   if (end < 0 || end > static_cast<__int128>(kMaxCount))
     return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", t.bytes, t.bytes_step,
                        t.count, kMaxCount);
@@ -460,8 +463,8 @@ void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t 
   if (n >= 1) {
     Transfer& last = transfers.back();
     if (last.count >= 2 && last.count < std::numeric_limits<std::uint32_t>::max() &&
-        shifted_by(*this, last, last.count, last.src_step, last.dst_step, last.bytes_step, src,
-                   dst, bytes, mode)) {
+        shifted_by(*this, last, last.count, last.src_step, last.dst_step, last.bytes_step, src, dst,
+                   bytes, mode)) {
       ++last.count;
       return;
     }
@@ -470,9 +473,10 @@ void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t 
       Transfer& a = transfers[n - 2];
       const auto db = destinations(last);
       const std::int64_t s = static_cast<std::int64_t>(last.src.first) - a.src.first;
-      const std::int64_t d =
-          static_cast<std::int64_t>(db[0].first) - static_cast<std::int64_t>(dst_pool[a.dst_first].first);
-      const std::int64_t b = static_cast<std::int64_t>(last.bytes) - static_cast<std::int64_t>(a.bytes);
+      const std::int64_t d = static_cast<std::int64_t>(db[0].first) -
+                             static_cast<std::int64_t>(dst_pool[a.dst_first].first);
+      const std::int64_t b =
+          static_cast<std::int64_t>(last.bytes) - static_cast<std::int64_t>(a.bytes);
       if (shifted_by(*this, a, 1, s, d, b, last.src, db, last.bytes, last.mode) &&
           shifted_by(*this, a, 2, s, d, b, src, dst, bytes, mode)) {
         dst_pool.resize(dst_pool.size() - last.dst_count);
@@ -548,9 +552,8 @@ Exchange expanded(const Exchange& exchange) {
   out.name = exchange.name;
   out.provenance = exchange.provenance;
   out.transfers.reserve(exchange.transfer_count());
-  exchange.for_each([&](const TransferView& t) {
-    out.add_run(t.src, t.dst, t.bytes, t.mode, 1, 0, 0, 0);
-  });
+  exchange.for_each(
+      [&](const TransferView& t) { out.add_run(t.src, t.dst, t.bytes, t.mode, 1, 0, 0, 0); });
   return out;
 }
 

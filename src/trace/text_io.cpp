@@ -146,8 +146,10 @@ class TextReader {
     ++line_no_;
     for (; c != kEof && c != '\n'; c = buf->sbumpc()) {
       if (line.size() == kMaxLineLength)
-        fail(fmt::format("expected a line of at most {} bytes, found a longer one "
-                         "(is this a text trace?)", kMaxLineLength));
+        fail(
+            fmt::format("expected a line of at most {} bytes, found a longer one "
+                        "(is this a text trace?)",
+                        kMaxLineLength));
       line.push_back(static_cast<char>(c));
     }
     return true;
@@ -271,12 +273,18 @@ class TextReader {
   [[noreturn]] void bad_directive(std::string_view d, const std::vector<std::string>& allowed,
                                   std::string_view context) const {
     static const std::map<std::string_view, std::string_view> kHome{
-        {"ipusim-trace", "the first line"},  {"name", "the top, before the first 'ipu'"},
-        {"tensor", "an 'ipu' section"},      {"computeset", "an 'ipu' section"},
-        {"program", "an 'ipu' section"},     {"vertex", "a 'computeset' block"},
-        {"transfer", "an 'exchange' block"}, {"compute", "a 'program' block"},
-        {"sync", "a 'program' block"},       {"host", "a 'program' block"},
-        {"repeat", "a 'program' block"},    {"collective", "a 'program' block"},
+        {"ipusim-trace", "the first line"},
+        {"name", "the top, before the first 'ipu'"},
+        {"tensor", "an 'ipu' section"},
+        {"computeset", "an 'ipu' section"},
+        {"program", "an 'ipu' section"},
+        {"vertex", "a 'computeset' block"},
+        {"transfer", "an 'exchange' block"},
+        {"compute", "a 'program' block"},
+        {"sync", "a 'program' block"},
+        {"host", "a 'program' block"},
+        {"repeat", "a 'program' block"},
+        {"collective", "a 'program' block"},
         {"replicas", "the top, before the first 'ipu'"},
         {"copy", "a 'global_exchange' block at the top"},
     };
@@ -391,11 +399,13 @@ class TextReader {
       expect_arity(3, "meta <key> <value>");
       std::string key = parse_name(tokens_[1], "meta key");
       for (const auto& kv : trace_.meta)
-        if (kv.first == key) fail(fmt::format("expected each meta key once, found '{}' twice", key));
+        if (kv.first == key)
+          fail(fmt::format("expected each meta key once, found '{}' twice", key));
       trace_.meta.emplace_back(std::move(key), parse_name(tokens_[2], "meta value"));
     } else if (d == "global_exchange") {
       require_v2("global_exchange");
-      if (tokens_.size() < 2) expect_arity(2, "global_exchange <name> [layer=..] [pass=..] [op=..]");
+      if (tokens_.size() < 2)
+        expect_arity(2, "global_exchange <name> [layer=..] [pass=..] [op=..]");
       std::string name = parse_name(tokens_[1], "global exchange");
       define(global_exchanges_, name, "global exchange");
       Provenance p = block_provenance(fmt::format("global exchange '{}'", name));
@@ -412,19 +422,21 @@ class TextReader {
       expect_arity(1, "end");
       block_ = Block::kTop;
     } else if (d == "copy") {
-      Field fields[] = {{"src", "<ipu>", true, {}}, {"dst", "<ipu>", true, {}},
-                        {"bytes", "<count>", true, {}}};
+      Field fields[] = {
+          {"src", "<ipu>", true, {}}, {"dst", "<ipu>", true, {}}, {"bytes", "<count>", true, {}}};
       collect(1, fields, "copy");
       IpuCopy c;
       auto ipu_index = [&](std::string_view v, std::string_view key) {
         auto n = parse_integer<std::uint32_t>(v);
         if (!n || *n >= kMaxIpus)
-          fail(fmt::format("expected an IPU index 0..{} for {}=, found '{}'", kMaxIpus - 1, key, v));
+          fail(
+              fmt::format("expected an IPU index 0..{} for {}=, found '{}'", kMaxIpus - 1, key, v));
         return *n;
       };
       c.src = ipu_index(*fields[0].value, "src");
       c.dst = ipu_index(*fields[1].value, "dst");
-      if (c.src == c.dst) fail(fmt::format("expected a copy between two IPUs, found src = dst = {}", c.src));
+      if (c.src == c.dst)
+        fail(fmt::format("expected a copy between two IPUs, found src = dst = {}", c.src));
       c.bytes = parse_count(*fields[2].value, "bytes", 0);
       trace_.global_exchanges.back().copies.push_back(c);
     } else {
@@ -437,8 +449,7 @@ class TextReader {
     std::string_view kind = v.substr(0, v.find(':'));
     auto names = to_strings(kGroupKindNames);
     auto it = std::find(names.begin(), names.end(), kind);
-    if (it == names.end())
-      fail(fmt::format("unknown group '{}'{}", v, suggest(kind, names)));
+    if (it == names.end()) fail(fmt::format("unknown group '{}'{}", v, suggest(kind, names)));
     g.kind = static_cast<GroupKind>(it - names.begin());
     if (kind.size() != v.size()) {
       auto n = parse_integer<std::uint32_t>(v.substr(kind.size() + 1));
@@ -680,14 +691,11 @@ class TextReader {
   }
 
   void read_transfer() {
-    Field fields[] = {{"src", "<range>", true, {}},
-                      {"dst", "<range>[,<range>...]", true, {}},
-                      {"bytes", "<count>", true, {}},
-                      {"mode", "multicast|personalised", false, {}},
-                      {"count", "<n>", false, {}},
-                      {"src_step", "<tiles>", false, {}},
-                      {"dst_step", "<tiles>", false, {}},
-                      {"bytes_step", "<bytes>", false, {}}};
+    Field fields[] = {
+        {"src", "<range>", true, {}},       {"dst", "<range>[,<range>...]", true, {}},
+        {"bytes", "<count>", true, {}},     {"mode", "multicast|personalised", false, {}},
+        {"count", "<n>", false, {}},        {"src_step", "<tiles>", false, {}},
+        {"dst_step", "<tiles>", false, {}}, {"bytes_step", "<bytes>", false, {}}};
     collect(1, fields, "transfer");
     const TileRange src = parse_range(*fields[0].value, "src");
     dst_scratch_.clear();
@@ -778,7 +786,8 @@ class TextReader {
           "[dtype=<dtype>] [group=<group>] [method=<method>]";
       if (tokens_.size() < 2) fail(fmt::format("expected '{}', found 'collective'", kUsage));
       s.kind = StepKind::kCollective;
-      s.collective = static_cast<CollectiveOp>(parse_enum(tokens_[1], kCollectiveOpNames, "collective"));
+      s.collective =
+          static_cast<CollectiveOp>(parse_enum(tokens_[1], kCollectiveOpNames, "collective"));
       Field fields[] = {{"bytes", "<count>", true, {}},
                         {"dtype", "<dtype>", false, {}},
                         {"group", "replica|all|replicas[:K]", false, {}},
@@ -819,7 +828,8 @@ class TextReader {
       s.bytes = parse_count(*fields[1].value, "bytes", 0);
       if (fields[2].value) {
         require_v2("host memory=");
-        s.memory = static_cast<HostMemory>(parse_enum(*fields[2].value, kHostMemoryNames, "memory"));
+        s.memory =
+            static_cast<HostMemory>(parse_enum(*fields[2].value, kHostMemoryNames, "memory"));
       }
       if (fields[3].value) {
         require_v2("host overlap=");
@@ -842,10 +852,10 @@ class TextReader {
       bodies_.push_back(OpenBody{&steps.back().body, line_no_});
       return;
     } else {
-      bad_directive(d,
-                    {"compute", "sync", "exchange", "host", "repeat", "global_exchange",
-                     "collective", "end"},
-                    "in a 'program' block");
+      bad_directive(
+          d,
+          {"compute", "sync", "exchange", "host", "repeat", "global_exchange", "collective", "end"},
+          "in a 'program' block");
     }
     steps.push_back(std::move(s));
   }
@@ -870,9 +880,10 @@ class TextReader {
         fail(fmt::format("expected 'end' for the {} opened at line {}, found end of file",
                          bodies_.size() > 1 ? "repeat" : "program", bodies_.back().line));
       case Block::kGlobalExchange:
-        fail(fmt::format("expected 'end' for global_exchange '{}' opened at line {}, found end "
-                         "of file",
-                         trace_.global_exchanges.back().name, block_line_));
+        fail(
+            fmt::format("expected 'end' for global_exchange '{}' opened at line {}, found end "
+                        "of file",
+                        trace_.global_exchanges.back().name, block_line_));
     }
   }
 
@@ -1029,7 +1040,8 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
     w.put("global_exchange {}", g.name);
     w.provenance(g.provenance);
     w.put("\n");
-    for (const IpuCopy& c : g.copies) w.put("  copy src={} dst={} bytes={}\n", c.src, c.dst, c.bytes);
+    for (const IpuCopy& c : g.copies)
+      w.put("  copy src={} dst={} bytes={}\n", c.src, c.dst, c.bytes);
     w.put("end\n");
   }
   for (const IpuProgram& ipu : trace.ipus) {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ipusim/util/fs.hpp"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -60,8 +60,8 @@ void write_temporary(const std::string& path, const std::string& tmp,
 
 void rename_into_place(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(fmt::format("{}: cannot rename temporary into place: {}", path,
-                            std::strerror(errno)));
+    throw Error(
+        fmt::format("{}: cannot rename temporary into place: {}", path, std::strerror(errno)));
 }
 
 std::string temporary_for(const std::string& path) {
@@ -70,8 +70,8 @@ std::string temporary_for(const std::string& path) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path,
-                           const std::function<void(std::ostream&)>& write, bool binary) {
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write,
+                           bool binary) {
   write_files_atomically({FileWriter{path, write, binary}});
 }
 
@@ -105,7 +105,8 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
   if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
   const std::string path = dir + "/.ipusim.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(fmt::format("{}: cannot create lock file: {}", path, std::strerror(errno)));
+  if (fd_ < 0)
+    throw Error(fmt::format("{}: cannot create lock file: {}", path, std::strerror(errno)));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);
@@ -128,7 +129,9 @@ void create_parent_directories(const std::string& path) {
   if (parent.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create directory {}: {}", path, parent.string(), ec.message()));
+  if (ec)
+    throw Error(
+        fmt::format("{}: cannot create directory {}: {}", path, parent.string(), ec.message()));
 }
 
 std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max_bytes,
@@ -155,7 +158,8 @@ std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max
         "{}: cannot read {}: it is a FIFO and nothing wrote to it within {} ms (is its writer "
         "running?)",
         path, what, timeout_ms));
-  if (ready < 0) throw Error(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
+  if (ready < 0)
+    throw Error(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
   // A writer is there (or was, and closed): read to the end, blocking from now on.
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string text;

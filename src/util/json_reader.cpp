@@ -65,18 +65,22 @@ class Parser {
         ++column;
       }
     }
-    throw Error(fmt::format("{}:{}:{}: expected {}, found {}", origin_, line, column, expected, found));
+    throw Error(
+        fmt::format("{}:{}:{}: expected {}, found {}", origin_, line, column, expected, found));
   }
 
   std::string describe_here() const {
     if (pos_ >= s_.size()) return "end of file";
     const char c = s_[pos_];
-    if (static_cast<unsigned char>(c) < 0x20) return fmt::format("control character 0x{:02x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    if (static_cast<unsigned char>(c) < 0x20)
+      return fmt::format("control character 0x{:02x}",
+                         static_cast<unsigned>(static_cast<unsigned char>(c)));
     return fmt::format("'{}'", c);
   }
 
   void skip_space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
       ++pos_;
   }
 
@@ -87,7 +91,8 @@ class Parser {
   }
 
   JsonValue value(std::size_t depth) {
-    if (depth > kMaxDepth) fail(fmt::format("nesting at most {} levels deep", kMaxDepth), "deeper nesting");
+    if (depth > kMaxDepth)
+      fail(fmt::format("nesting at most {} levels deep", kMaxDepth), "deeper nesting");
     if (pos_ >= s_.size()) fail("a value", "end of file");
     JsonValue v;
     const char c = s_[pos_];
@@ -159,7 +164,8 @@ class Parser {
     }
     if (consume("null")) return v;
     const std::size_t n = number_length(s_.substr(pos_));
-    if (n == 0) fail("a value (object, array, string, number, true, false or null)", describe_here());
+    if (n == 0)
+      fail("a value (object, array, string, number, true, false or null)", describe_here());
     v.kind = JsonValue::Kind::kNumber;
     v.number = *JsonNumber::parse(s_.substr(pos_, n));
     pos_ += n;
@@ -172,10 +178,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = s_[pos_];
       u <<= 4;
-      if (is_digit(c)) u |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') u |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') u |= static_cast<unsigned>(c - 'A' + 10);
-      else fail("4 hex digits after \\u", describe_here());
+      if (is_digit(c))
+        u |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        u |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        u |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("4 hex digits after \\u", describe_here());
       ++pos_;
     }
     return u;
@@ -220,14 +230,30 @@ class Parser {
       if (pos_ >= s_.size()) fail("an escape character", "end of file");
       const char e = s_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00 && consume("\\u")) {

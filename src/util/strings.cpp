@@ -53,13 +53,23 @@ std::string printable(std::string_view text) {
   out.reserve(text.size());
   for (unsigned char c : text) {
     switch (c) {
-      case '\0': out += "\\0"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
+      case '\0':
+        out += "\\0";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
-        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += static_cast<char>(c);
+        if (c < 0x20 || c == 0x7f)
+          out += fmt::format("\\x{:02x}", c);
+        else
+          out += static_cast<char>(c);
     }
   }
   return out;

@@ -55,12 +55,12 @@ void require_non_negative(double v, std::string_view text, std::string_view expe
 
 std::uint64_t to_u64(double v, std::string_view text, std::string_view expected) {
   if (v > static_cast<double>(std::numeric_limits<std::uint64_t>::max()) / 2)
-    throw ParseError(fmt::format("expected {}, found \"{}\" (too large)", expected,
-                                 std::string(text)));
+    throw ParseError(
+        fmt::format("expected {}, found \"{}\" (too large)", expected, std::string(text)));
   double r = std::round(v);
   if (std::fabs(r - v) > 1e-9 * std::max(1.0, std::fabs(v)))
-    throw ParseError(fmt::format("expected {} as a whole number, found \"{}\"", expected,
-                                 std::string(text)));
+    throw ParseError(
+        fmt::format("expected {} as a whole number, found \"{}\"", expected, std::string(text)));
   return static_cast<std::uint64_t>(r);
 }
 
@@ -147,8 +147,7 @@ Bandwidth parse_bandwidth(std::string_view text) {
   constexpr std::string_view kExpected = "a bandwidth such as \"32GB/s\" or \"100Gbit/s\"";
   auto [v, unit] = split_number(text, kExpected);
   auto slash = unit.find('/');
-  if (slash == std::string_view::npos || unit.substr(slash + 1) != "s")
-    bad_unit(text, kExpected);
+  if (slash == std::string_view::npos || unit.substr(slash + 1) != "s") bad_unit(text, kExpected);
   double scale = 0;
   if (!lookup(unit.substr(0, slash), kByteUnits, scale)) bad_unit(text, kExpected);
   require_non_negative(v, text, kExpected);

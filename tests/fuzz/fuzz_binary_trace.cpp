@@ -54,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (version == trace::kFormatVersion && bytes != input)
       fuzz::fuzz_fail("binary writer does not reproduce an accepted current-version file");
     if (version == trace::kFormatVersion && identity != trace::identity(t))
-      fuzz::fuzz_fail("the identity read from a current-version file is not that of its serialisation");
+      fuzz::fuzz_fail(
+          "the identity read from a current-version file is not that of its serialisation");
     std::istringstream bin_in(bytes);
     if (!(trace::read_binary(bin_in, "again.itb", bytes.size()) == t))
       fuzz::fuzz_fail("binary round trip changed the trace");

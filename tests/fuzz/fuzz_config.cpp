@@ -54,7 +54,8 @@ void check(const std::string& yaml, const std::vector<std::string>& overrides,
       fuzz::fuzz_fail("config.resolved.yaml does not resolve to itself",
                       resolved_yaml + "---\n" + resolved_again.to_yaml());
   } catch (const Error& e) {
-    fuzz::fuzz_fail("config.resolved.yaml is rejected", std::string(e.what()) + "\n" + resolved_yaml);
+    fuzz::fuzz_fail("config.resolved.yaml is rejected",
+                    std::string(e.what()) + "\n" + resolved_yaml);
   }
 }
 

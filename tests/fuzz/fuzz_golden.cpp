@@ -13,7 +13,8 @@
 namespace {
 
 bool same(const ipusim::regression::Golden& a, const ipusim::regression::Golden& b) {
-  if (a.case_name != b.case_name || a.definition != b.definition || a.fields.size() != b.fields.size())
+  if (a.case_name != b.case_name || a.definition != b.definition ||
+      a.fields.size() != b.fields.size())
     return false;
   for (std::size_t i = 0; i < a.fields.size(); ++i)
     if (a.fields[i].first != b.fields[i].first || !(a.fields[i].second == b.fields[i].second))

@@ -7,8 +7,8 @@
 //
 // The file is "run.yaml" in a private directory that also holds links to the repository's
 // configs/, models/ and tests/data/workloads/ (as workloads/), so that the seeds' model and
-// system paths resolve and a run's system includes are read too. compiler::load_run, then load_model of the model it
-// names. ipusim::Error is the expected outcome for bad input.
+// system paths resolve and a run's system includes are read too. compiler::load_run, then
+// load_model of the model it names. ipusim::Error is the expected outcome for bad input.
 #include <cstdint>
 #include <filesystem>
 #include <string>

@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!(from_text == t)) fuzz::fuzz_fail("text round trip changed the trace", text.str());
     std::ostringstream text2;
     trace::write_text(from_text, text2);
-    if (text2.str() != text.str()) fuzz::fuzz_fail("canonical text is not a fixed point", text.str());
+    if (text2.str() != text.str())
+      fuzz::fuzz_fail("canonical text is not a fixed point", text.str());
 
     std::ostringstream bin;
     trace::write_binary(t, bin);

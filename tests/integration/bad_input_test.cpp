@@ -41,8 +41,10 @@ TEST(BadInput, BadUnit) {
   const std::string chip = edited_chip(dir, "clock: 1.325GHz", "clock: 1.325GB");
   const auto r = ipusim("validate " + chip);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + chip +
-                       ":8:10: chip.clock: expected a frequency such as \"1.325GHz\", found \"1.325GB\"\n");
+  EXPECT_EQ(
+      r.err,
+      "error: " + chip +
+          ":8:10: chip.clock: expected a frequency such as \"1.325GHz\", found \"1.325GB\"\n");
 }
 
 TEST(BadInput, BadUnitOnTheCommandLine) {
@@ -50,7 +52,8 @@ TEST(BadInput, BadUnitOnTheCommandLine) {
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(lines(r.err), 1);
   EXPECT_NE(r.err.find("chip.exchange.bytes_per_cycle: expected a rate such as \"4B/cycle\""),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 }
 
 TEST(BadInput, NegativeSize) {
@@ -111,8 +114,9 @@ TEST(BadInput, TileOutOfMemory) {
 
 TEST(BadInput, SmallerTileMemoryMakesTheMatmulPlanFail) {
   // The planner cannot map 2048^3 onto 64 tiles of 16 KiB: a clear error, no crash.
-  const auto r = ipusim("kernel matmul --m 2048 --n 2048 --k 2048 --set chip.tiles=64 "
-                        "--set chip.tile_memory=16KiB --out /dev/null");
+  const auto r = ipusim(
+      "kernel matmul --m 2048 --n 2048 --k 2048 --set chip.tiles=64 "
+      "--set chip.tile_memory=16KiB --out /dev/null");
   EXPECT_EQ(r.status, 4);
   EXPECT_NE(r.err.find("no tile mapping fits"), std::string::npos) << r.err;
 }

@@ -63,7 +63,8 @@ class XmlParser {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
   }
   static bool name_char(char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':';
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+           c == ':';
   }
   std::string name() {
     const auto start = pos_;
@@ -85,10 +86,14 @@ class XmlParser {
       const auto semi = s_.find(';', pos_);
       if (semi == std::string::npos) fail("unterminated entity");
       const std::string ent = s_.substr(pos_ + 1, semi - pos_ - 1);
-      static const std::map<std::string, char> known{{"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
-      if (known.count(ent)) out += known.at(ent);
-      else if (std::regex_match(ent, std::regex("#[0-9]+|#x[0-9a-fA-F]+"))) out += '?';
-      else fail("unknown entity &" + ent + ";");
+      static const std::map<std::string, char> known{
+          {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
+      if (known.count(ent))
+        out += known.at(ent);
+      else if (std::regex_match(ent, std::regex("#[0-9]+|#x[0-9a-fA-F]+")))
+        out += '?';
+      else
+        fail("unknown entity &" + ent + ";");
       pos_ = semi + 1;
     }
     return out;
@@ -139,8 +144,8 @@ XmlElement parse_xml(const std::string& text) { return XmlParser(text).document(
 
 TEST(XmlChecker, RejectsMalformedXml) {
   EXPECT_NO_THROW(parse_xml("<?xml version=\"1.0\"?>\n<a x=\"1\"><b/>t &amp; u</a>\n"));
-  for (const char* bad : {"<a><b></a></b>", "<a>", "<a x=1/>", "<a x=\"1\" x=\"2\"/>", "<a>&nbsp;</a>",
-                          "<a>x < y</a>", "<a/><b/>", "<a>&amp</a>"})
+  for (const char* bad : {"<a><b></a></b>", "<a>", "<a x=1/>", "<a x=\"1\" x=\"2\"/>",
+                          "<a>&nbsp;</a>", "<a>x < y</a>", "<a/><b/>", "<a>&amp</a>"})
     EXPECT_THROW(parse_xml(bad), std::runtime_error) << bad;
 }
 
@@ -186,7 +191,8 @@ std::map<std::pair<std::string, std::string>, Row> moved_rows(const std::string&
 std::string last_line(const std::string& text) {
   auto end = text.find_last_not_of('\n');
   auto start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
 // The golden value of `field` for `name` in the suite folder `dir`.
@@ -203,7 +209,8 @@ TEST(Check, ReferenceSuitePassesAndWritesValidJunit) {
   ASSERT_GE(names.size(), 40u);
   const auto r = ipusim("check --suite " + suite() + " --jobs 2 --junit " + tmp.file("junit.xml"));
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(last_line(r.out), "check: " + std::to_string(names.size()) + " passed, 0 failed") << r.out;
+  EXPECT_EQ(last_line(r.out), "check: " + std::to_string(names.size()) + " passed, 0 failed")
+      << r.out;
   EXPECT_EQ(r.out.find("moved fields"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
 
@@ -225,7 +232,8 @@ TEST(Check, ReferenceSuitePassesAndWritesValidJunit) {
 TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
   TempDir tmp;
   const auto names = case_names(suite());
-  const auto r = ipusim("check --suite " + suite() + " --jobs 2 --set chip.sync.internal_latency=91cycles --junit " +
+  const auto r = ipusim("check --suite " + suite() +
+                        " --jobs 2 --set chip.sync.internal_latency=91cycles --junit " +
                         tmp.file("junit.xml"));
   EXPECT_EQ(r.status, 5) << r.out << r.err;
   const auto rows = moved_rows(r.out);
@@ -270,8 +278,8 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
     if (n.starts_with("exchange/all-to-all") || n.starts_with("exchange/broadcast") ||
         n.starts_with("exchange/gather")) {
       EXPECT_EQ(syncs, 1) << n;
-    } else if (n.starts_with("reduce/") || n.starts_with("elementwise/") || n == "exchange/link-p2p-16MiB" ||
-               n == "sync/external-16ipus-100") {
+    } else if (n.starts_with("reduce/") || n.starts_with("elementwise/") ||
+               n == "exchange/link-p2p-16MiB" || n == "sync/external-16ipus-100") {
       EXPECT_EQ(syncs, 0) << n;
     } else if (n.starts_with("matmul/") || n.starts_with("resnet50/")) {
       EXPECT_TRUE(syncs >= 1 && syncs <= 4) << n;
@@ -291,15 +299,19 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
     for (const auto& [key, row] : rows) {
       const auto& [name, field] = key;
       if (name != n) continue;
-      if (field.starts_with("phases.")) phases += std::stol(row.new_value) - std::stol(row.old_value);
+      if (field.starts_with("phases."))
+        phases += std::stol(row.new_value) - std::stol(row.old_value);
       EXPECT_TRUE(field == "total.cycles" || field == "workload.throughput" ||
                   (field.starts_with("phases.") && field.ends_with(".cycles")) ||
                   std::regex_match(field, std::regex(R"(ipu\[\d+\]\.cycles)")))
-          << n << " " << field << " moved\n" << r.out;
+          << n << " " << field << " moved\n"
+          << r.out;
     }
     ASSERT_EQ(rows.count({n, "total.cycles"}), 1u) << n;
-    EXPECT_EQ(std::stol(rows.at({n, "total.cycles"}).new_value) - std::stol(rows.at({n, "total.cycles"}).old_value),
-              phases) << n;
+    EXPECT_EQ(std::stol(rows.at({n, "total.cycles"}).new_value) -
+                  std::stol(rows.at({n, "total.cycles"}).old_value),
+              phases)
+        << n;
     EXPECT_GE(phases, syncs) << n;
   }
 
@@ -329,14 +341,15 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
     const auto& [n, field] = key;
     if (full_steps.count(n)) continue;
     EXPECT_TRUE(field == "total.cycles" || field == phase[n] || std::regex_match(field, ipu_cycles))
-        << n << " " << field << " moved\n" << r.out;
+        << n << " " << field << " moved\n"
+        << r.out;
     EXPECT_EQ(row.delta, "+" + std::to_string(expected[n])) << n << " " << field;
   }
   const auto& loop = rows.at({"sync/loop-1000", "total.cycles"});
   EXPECT_EQ(loop.old_value, "90000");
   EXPECT_EQ(loop.new_value, "91000");
-  EXPECT_EQ(last_line(r.out),
-            "check: " + std::to_string(names.size() - moved) + " passed, " + std::to_string(moved) + " failed");
+  EXPECT_EQ(last_line(r.out), "check: " + std::to_string(names.size() - moved) + " passed, " +
+                                  std::to_string(moved) + " failed");
 
   // JUnit: one <failure> inside each moved case, naming the field, old and new value.
   const XmlElement root = parse_xml(read_all(tmp.file("junit.xml")));
@@ -349,10 +362,12 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
     if (!expected[n]) continue;
     const std::string& msg = failures[0]->attrs.at("message");
     const long old_total = golden_value(suite_dir(), n, "total.cycles");
-    const long total_move = full_steps.count(n) ? std::stol(rows.at({n, "total.cycles"}).new_value) - old_total
-                                                : expected[n];
-    EXPECT_NE(msg.find("total.cycles " + std::to_string(old_total) + " -> " + std::to_string(old_total + total_move) +
-                       " (+" + std::to_string(total_move) + ", "),
+    const long total_move = full_steps.count(n)
+                                ? std::stol(rows.at({n, "total.cycles"}).new_value) - old_total
+                                : expected[n];
+    EXPECT_NE(msg.find("total.cycles " + std::to_string(old_total) + " -> " +
+                       std::to_string(old_total + total_move) + " (+" + std::to_string(total_move) +
+                       ", "),
               std::string::npos)
         << msg;
     EXPECT_NE(failures[0]->text.find(phase[n] + ": old"), std::string::npos) << failures[0]->text;
@@ -360,9 +375,7 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
 }
 
 // Copies the suite (manifest, goldens, traces) into `dir`.
-void copy_suite(const std::string& dir) {
-  fs::copy(suite_dir(), dir, fs::copy_options::recursive);
-}
+void copy_suite(const std::string& dir) { fs::copy(suite_dir(), dir, fs::copy_options::recursive); }
 
 TEST(Check, UpdatePrintsTheDiffAndTheNextCheckPasses) {
   TempDir tmp;
@@ -377,14 +390,16 @@ TEST(Check, UpdatePrintsTheDiffAndTheNextCheckPasses) {
   const auto up = ipusim("check --suite " + m + subset + set + " --update");
   EXPECT_EQ(up.status, 0) << up.out << up.err;
   const auto rows = moved_rows(up.out);
-  EXPECT_EQ(rows.size(), 2u * 7);  // 6 on-chip exchange cases + the sync loop; the rest have no on-chip sync
+  EXPECT_EQ(rows.size(),
+            2u * 7);  // 6 on-chip exchange cases + the sync loop; the rest have no on-chip sync
   EXPECT_EQ(rows.at({"sync/loop-1000", "total.cycles"}).old_value, "90000");
   EXPECT_EQ(rows.at({"sync/loop-1000", "total.cycles"}).new_value, "91000");
   EXPECT_EQ(rows.at({"sync/loop-1000", "total.cycles"}).delta, "+1000");
   EXPECT_EQ(rows.at({"sync/loop-1000", "total.cycles"}).verdict, "updated");
   EXPECT_EQ(rows.at({"exchange/gather-64t-4KiB", "total.cycles"}).delta, "+1");
   EXPECT_EQ(rows.count({"reduce/1M-by-8-half", "total.cycles"}), 0u);
-  EXPECT_NE(up.out.find("update: wrote 7 golden file(s) in " + tmp.file("golden") + " (7 changed, 0 new)"),
+  EXPECT_NE(up.out.find("update: wrote 7 golden file(s) in " + tmp.file("golden") +
+                        " (7 changed, 0 new)"),
             std::string::npos)
       << up.out;
   EXPECT_EQ(last_line(up.out), "check: 11 passed, 0 failed");
@@ -413,27 +428,37 @@ TEST(Check, MissingGoldenFailsAndUpdateCreatesIt) {
   fs::remove(tmp.file("golden/sync/loop-1000.yaml"));
   const auto r = ipusim("check --suite " + m + " --filter 'sync/*'");
   EXPECT_EQ(r.status, 5);
-  EXPECT_NE(r.out.find("FAIL  sync/loop-1000: no golden file " + tmp.file("golden/sync/loop-1000.yaml") +
-                       " (run 'ipusim check --update' to create it)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("FAIL  sync/loop-1000: no golden file " + tmp.file("golden/sync/loop-1000.yaml") +
+                 " (run 'ipusim check --update' to create it)"),
+      std::string::npos)
       << r.out;
   const auto up = ipusim("check --suite " + m + " --filter 'sync/*' --update");
   EXPECT_EQ(up.status, 0) << up.out;
-  EXPECT_NE(up.out.find("new   sync/loop-1000: " + tmp.file("golden/sync/loop-1000.yaml")), std::string::npos) << up.out;
-  EXPECT_EQ(read_all(tmp.file("golden/sync/loop-1000.yaml")), read_all(suite_dir() + "/golden/sync/loop-1000.yaml"));
+  EXPECT_NE(up.out.find("new   sync/loop-1000: " + tmp.file("golden/sync/loop-1000.yaml")),
+            std::string::npos)
+      << up.out;
+  EXPECT_EQ(read_all(tmp.file("golden/sync/loop-1000.yaml")),
+            read_all(suite_dir() + "/golden/sync/loop-1000.yaml"));
 }
 
 TEST(Check, ACaseThatCannotRunIsAnErrorAndUpdateWritesNothing) {
   TempDir tmp;
   const std::string m = tmp.file("m.yaml");
-  std::ofstream(m) << "format: ipusim-suite/1\nname: broken\ndefaults:\n  fields: {total.cycles: exact}\ncases:\n"
+  std::ofstream(m) << "format: ipusim-suite/1\nname: broken\ndefaults:\n  fields: {total.cycles: "
+                      "exact}\ncases:\n"
                       "  - name: ok\n    kernel: sync-loop\n    args: {iterations: 3}\n"
                       "  - name: typo\n    kernel: matmull\n    args: {m: 64, n: 64, k: 64}\n";
   const auto r = ipusim("check --suite " + m + " --update --junit " + tmp.file("j.xml"));
   EXPECT_EQ(r.status, 5);
-  EXPECT_NE(r.err.find("check --update: wrote no goldens: 1 case(s) could not be run"), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("ERROR typo: " + m + ":9: case 'typo': 'ipusim kernel matmull "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("exited with status 2: error: ipusim kernel: unknown kernel 'matmull' (did you mean 'matmul'?)"),
+  EXPECT_NE(r.err.find("check --update: wrote no goldens: 1 case(s) could not be run"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("ERROR typo: " + m + ":9: case 'typo': 'ipusim kernel matmull "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("exited with status 2: error: ipusim kernel: unknown kernel 'matmull' (did "
+                       "you mean 'matmul'?)"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(last_line(r.out), "check: 0 passed, 2 failed");
@@ -448,23 +473,31 @@ TEST(Check, ACaseThatCannotRunIsAnErrorAndUpdateWritesNothing) {
 TEST(Check, BadInputIsReportedWithFileAndLine) {
   TempDir tmp;
   const std::string m = tmp.file("bad.yaml");
-  std::ofstream(m) << "format: ipusim-suite/1\nname: bad\ndefaults:\n  fields: {total.cycles: exact}\ncases:\n"
-                      "  - name: a\n    kernel: sync-loop\n    args: {iterations: 3}\n    fields: {total.cycles: 1 cycle}\n";
+  std::ofstream(m)
+      << "format: ipusim-suite/1\nname: bad\ndefaults:\n  fields: {total.cycles: exact}\ncases:\n"
+         "  - name: a\n    kernel: sync-loop\n    args: {iterations: 3}\n    fields: "
+         "{total.cycles: 1 cycle}\n";
   auto r = ipusim("check --suite " + m);
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err, "error: " + m + ":9:28: cases[0].fields.total.cycles: expected a tolerance: exact, a non-negative "
-                   "amount such as 100 or a percentage such as 0.5%, found \"1 cycle\"\n");
+  EXPECT_EQ(r.err,
+            "error: " + m +
+                ":9:28: cases[0].fields.total.cycles: expected a tolerance: exact, a non-negative "
+                "amount such as 100 or a percentage such as 0.5%, found \"1 cycle\"\n");
 
-  std::ofstream(m) << "format: ipusim-suite/1\nname: bad\ndefaults:\n  fields: {total.cycles: exact}\ncases:\n"
-                      "  - name: a\n    kernel: sync-loop\n    set: [chip.sync.latency=1cycles]\n";
+  std::ofstream(m)
+      << "format: ipusim-suite/1\nname: bad\ndefaults:\n  fields: {total.cycles: exact}\ncases:\n"
+         "  - name: a\n    kernel: sync-loop\n    set: [chip.sync.latency=1cycles]\n";
   r = ipusim("check --suite " + m);
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("error: " + m + ":6: case 'a': --set chip.sync.latency: unknown key"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: " + m + ":6: case 'a': --set chip.sync.latency: unknown key"),
+            std::string::npos)
+      << r.err;
 
   r = ipusim("check --suite " + suite() + " --set chip.sync.internal_latenc=91cycles");
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("error: --set chip.sync.internal_latenc: unknown key (did you mean chip.sync.internal_latency?)"),
+  EXPECT_NE(r.err.find("error: --set chip.sync.internal_latenc: unknown key (did you mean "
+                       "chip.sync.internal_latency?)"),
             std::string::npos)
       << r.err;
 

@@ -42,7 +42,8 @@ std::string first_difference(const std::string& a, const std::string& b) {
     const bool more_b = static_cast<bool>(std::getline(sb, lb));
     if (!more_a && !more_b) return "texts differ";
     if (la != lb || more_a != more_b)
-      return fmt_args("line ", line, ": '", more_a ? la : "<end>", "' vs '", more_b ? lb : "<end>", "'");
+      return fmt_args("line ", line, ": '", more_a ? la : "<end>", "' vs '", more_b ? lb : "<end>",
+                      "'");
   }
 }
 
@@ -211,7 +212,8 @@ TEST(Engine, PipelineLoopMemoisedFullReferenceAndReplicasIdentical) {
   expect_identical(memo, full, "memoised vs full loops");
   expect_identical(memo, ref, "fast vs reference");
   const Outcome all_fast = run_trace(dir, trace, "all_fast", sys + " --all-replicas");
-  const Outcome all_ref = run_trace(dir, trace, "all_ref", sys + " --all-replicas --engine reference");
+  const Outcome all_ref =
+      run_trace(dir, trace, "all_ref", sys + " --all-replicas --engine reference");
   expect_identical(all_fast, all_ref, "fast vs reference, every replica simulated");
 }
 

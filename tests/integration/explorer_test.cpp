@@ -6,9 +6,10 @@
 // reference kernels (`ipusim kernel` then `ipusim run`) and, every few points, a reduced workload
 // (`ipusim compile` then `ipusim run`), each command under a timeout. Every command must either
 // succeed with sane results (stats.json parses; every number finite and non-negative;
-// total.cycles > 0 (>= 0 for kernels of syncs only); total.time = total.cycles / chip.clock; shares and utilisations in [0, 1])
-// or fail with one line "error: ..." and a documented exit status (2, 3, 4 or 6: docs/errors.md).
-// Never a signal, a hang, an internal error (status 1) or a sanitizer report.
+// total.cycles > 0 (>= 0 for kernels of syncs only); total.time = total.cycles / chip.clock; shares
+// and utilisations in [0, 1]) or fail with one line "error: ..." and a documented exit status (2,
+// 3, 4 or 6: docs/errors.md). Never a signal, a hang, an internal error (status 1) or a sanitizer
+// report.
 //
 // The points are split into shards (separate CTest tests, so `ctest -j` runs them side by side).
 // IPUSIM_EXPLORER_SEED and IPUSIM_EXPLORER_POINTS (points per shard) override the defaults
@@ -62,18 +63,12 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
 // [declared min, min(declared max, cap)].
 const std::map<std::string, double>& caps() {
   static const std::map<std::string, double> c = {
-      {"chip.tiles", 2048},
-      {"chip.exchange.tiles_per_column", 2048},
-      {"machine.ipus", 8},
-      {"system.machines_per_rack", 8},
-      {"system.racks", 2},
-      {"system.host_servers", 8},
-      {"run.replicas", 32},
-      {"run.ipus_per_replica", 2},
-      {"run.micro_batch", 16},
-      {"run.gradient_accumulation", 8},
-      {"run.batchnorm_group", 16},
-      {"run.embedding_serialisation", 8},
+      {"chip.tiles", 2048},        {"chip.exchange.tiles_per_column", 2048},
+      {"machine.ipus", 8},         {"system.machines_per_rack", 8},
+      {"system.racks", 2},         {"system.host_servers", 8},
+      {"run.replicas", 32},        {"run.ipus_per_replica", 2},
+      {"run.micro_batch", 16},     {"run.gradient_accumulation", 8},
+      {"run.batchnorm_group", 16}, {"run.embedding_serialisation", 8},
   };
   return c;
 }
@@ -92,7 +87,9 @@ const std::map<std::string, double>& floors() {
 class Draw {
  public:
   explicit Draw(std::uint64_t seed) : rng_(seed) {}
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng_);
+  }
   bool chance(double p) { return uniform(0, 1) < p; }
   // Log-uniform in [lo, hi] (lo > 0).
   double log_uniform(double lo, double hi) {
@@ -132,21 +129,32 @@ std::string draw_value(Draw& r, const ParamDecl& d) {
   // Either end of the range now and then, otherwise log-uniform (uniform for ratios).
   const double edge = r.uniform(0, 1);
   double v;
-  if (edge < 0.05) v = lo;
-  else if (edge < 0.10) v = hi;
-  else if (d.kind == ValueKind::kRatio) v = r.uniform(lo, hi);
-  else v = r.log_uniform(std::max(lo, hi * 1e-9), hi);
+  if (edge < 0.05)
+    v = lo;
+  else if (edge < 0.10)
+    v = hi;
+  else if (d.kind == ValueKind::kRatio)
+    v = r.uniform(lo, hi);
+  else
+    v = r.log_uniform(std::max(lo, hi * 1e-9), hi);
   switch (d.kind) {
     case ValueKind::kCount: {
-      const auto c = static_cast<std::uint64_t>(std::clamp(std::round(v), std::ceil(lo), std::floor(hi)));
+      const auto c =
+          static_cast<std::uint64_t>(std::clamp(std::round(v), std::ceil(lo), std::floor(hi)));
       return std::to_string(c);
     }
-    case ValueKind::kFrequency: return format(Frequency{v});
-    case ValueKind::kBytes: return format(Bytes{static_cast<std::uint64_t>(std::round(v))});
-    case ValueKind::kCycles: return format(Cycles{static_cast<std::uint64_t>(std::round(v))});
-    case ValueKind::kBytesPerCycle: return format(BytesPerCycle{v});
-    case ValueKind::kBandwidth: return format(Bandwidth{v});
-    case ValueKind::kDuration: return format(Duration{v});
+    case ValueKind::kFrequency:
+      return format(Frequency{v});
+    case ValueKind::kBytes:
+      return format(Bytes{static_cast<std::uint64_t>(std::round(v))});
+    case ValueKind::kCycles:
+      return format(Cycles{static_cast<std::uint64_t>(std::round(v))});
+    case ValueKind::kBytesPerCycle:
+      return format(BytesPerCycle{v});
+    case ValueKind::kBandwidth:
+      return format(Bandwidth{v});
+    case ValueKind::kDuration:
+      return format(Duration{v});
     default: {
       std::ostringstream s;
       s.precision(6);
@@ -158,8 +166,9 @@ std::string draw_value(Draw& r, const ParamDecl& d) {
 
 // --set options for a random subset of `schema`'s parameters whose path starts with one of
 // `prefixes` (each drawn with probability `p`), recorded in `values`.
-std::string draw_sets(Draw& r, const config::Schema& schema, const std::vector<std::string>& prefixes,
-                      double p, std::map<std::string, std::string>& values) {
+std::string draw_sets(Draw& r, const config::Schema& schema,
+                      const std::vector<std::string>& prefixes, double p,
+                      std::map<std::string, std::string>& values) {
   std::string out;
   for (const auto& d : schema.params()) {
     if (std::none_of(prefixes.begin(), prefixes.end(),
@@ -195,7 +204,8 @@ Outcome run_ipusim(const std::string& args) {
   const std::string cmd = "SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 " + timeout + IPUSIM_BINARY + " " +
                           args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
   const int raw = std::system(cmd.c_str());
-  o.result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + (WIFSIGNALED(raw) ? WTERMSIG(raw) : 0);
+  o.result.status =
+      WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + (WIFSIGNALED(raw) ? WTERMSIG(raw) : 0);
   o.result.out = read_all(tmp.file("out"));
   o.result.err = without_asan_stack_warning(read_all(tmp.file("err")));
   if (std::getenv("IPUSIM_EXPLORER_VERBOSE"))
@@ -244,14 +254,21 @@ std::string judge_stats(const std::string& text, bool may_be_zero = false) {
     const auto* unit = v.find("unit");
     if (value && unit && value->kind == JsonValue::Kind::kNumber) {
       const double x = value->number.d;
-      if (!std::isfinite(x)) { problem = path + " is not finite"; return; }
-      if (x < 0) { problem = path + " is negative: " + value->number.text; return; }
+      if (!std::isfinite(x)) {
+        problem = path + " is not finite";
+        return;
+      }
+      if (x < 0) {
+        problem = path + " is negative: " + value->number.text;
+        return;
+      }
       // Shares and link utilisations are at most 1. Throughput utilisations are fractions of
       // the FP16.16 peak, which a drawn chip may make lower than its FP16.32 or FP32 peak
       // (engines_half_float > engines_half_half is in range): not checked, docs/reliability.md.
-      const bool fraction = unit->string.rfind("fraction", 0) == 0 &&
-                            path.rfind("throughput.", 0) != 0;
-      if (fraction && x > 1 + 1e-9) problem = path + " (" + unit->string + ") exceeds 1: " + value->number.text;
+      const bool fraction =
+          unit->string.rfind("fraction", 0) == 0 && path.rfind("throughput.", 0) != 0;
+      if (fraction && x > 1 + 1e-9)
+        problem = path + " (" + unit->string + ") exceeds 1: " + value->number.text;
       return;
     }
     for (const auto& m : v.members) self(self, m.value, path.empty() ? m.key : path + "." + m.key);
@@ -261,13 +278,15 @@ std::string judge_stats(const std::string& text, bool may_be_zero = false) {
   const auto* cycles = json_field(root, "total.cycles");
   const auto* total_time = json_field(root, "total.time");
   const auto* chip_clock = json_field(root, "chip.clock");
-  if (!cycles || !total_time || !chip_clock) return "stats.json lacks total.cycles, total.time or chip.clock";
-  if (!(cycles->number.d > 0) && !(may_be_zero && cycles->number.d == 0)) return "total.cycles is not positive: " + cycles->number.text;
+  if (!cycles || !total_time || !chip_clock)
+    return "stats.json lacks total.cycles, total.time or chip.clock";
+  if (!(cycles->number.d > 0) && !(may_be_zero && cycles->number.d == 0))
+    return "total.cycles is not positive: " + cycles->number.text;
   if (!(chip_clock->number.d > 0)) return "chip.clock is not positive";
   const double expect = cycles->number.d / chip_clock->number.d;
   if (std::abs(total_time->number.d - expect) > 1e-6 * expect)
-    return "total.time " + total_time->number.text + " s is not total.cycles / chip.clock = " +
-           std::to_string(expect) + " s";
+    return "total.time " + total_time->number.text +
+           " s is not total.cycles / chip.clock = " + std::to_string(expect) + " s";
   return "";
 }
 
@@ -288,23 +307,29 @@ void kernel_then_run(PointReport& rep, const TempDir& dir, const std::string& ke
     rep.failures.push_back(why + "\n  command: " + k.command + "\n  stderr: " + k.result.err);
     return;
   }
-  if (k.result.status != 0) { ++rep.errors; return; }
+  if (k.result.status != 0) {
+    ++rep.errors;
+    return;
+  }
   const Outcome r = run_ipusim("run -q" + run_args + " --out " + out + " " + trace);
   ++rep.commands;
   if (auto why = judge_status(r); !why.empty()) {
     rep.failures.push_back(why + "\n  command: " + r.command + "\n  stderr: " + r.result.err);
     return;
   }
-  if (r.result.status != 0) { ++rep.errors; return; }
+  if (r.result.status != 0) {
+    ++rep.errors;
+    return;
+  }
   const bool syncs_only = kernel_args.rfind("sync", 0) == 0;  // sync, sync-loop
   if (auto why = judge_stats(read_all(out + "/stats.json"), syncs_only); !why.empty())
     rep.failures.push_back(why + "\n  command: " + r.command);
 }
 
 std::string single_chip_kernel(Draw& r, std::uint64_t tiles) {
-  static const std::vector<std::string> kinds = {"matmul", "conv2d", "reduce", "elementwise",
-                                                 "exchange-all-to-all", "exchange-broadcast",
-                                                 "sync-loop"};
+  static const std::vector<std::string> kinds = {
+      "matmul",   "conv2d", "reduce", "elementwise", "exchange-all-to-all", "exchange-broadcast",
+      "sync-loop"};
   const std::string k = r.pick(kinds);
   std::string a = k;
   const auto num = [&](const char* opt, std::uint64_t lo, std::uint64_t hi) {
@@ -318,13 +343,21 @@ std::string single_chip_kernel(Draw& r, std::uint64_t tiles) {
     if (r.chance(0.5)) a += " --available-memory " + proportion(r);
   }
   if (k == "matmul") {
-    num("m", 1, 512); num("n", 1, 512); num("k", 1, 512);
+    num("m", 1, 512);
+    num("n", 1, 512);
+    num("k", 1, 512);
     if (r.chance(0.2)) num("groups", 1, 8);
   } else if (k == "conv2d") {
-    num("batch", 1, 4); num("channels", 1, 64); num("height", 1, 32); num("width", 1, 32);
-    num("filters", 1, 64); num("kernel", 1, 3); num("stride", 1, 2);
+    num("batch", 1, 4);
+    num("channels", 1, 64);
+    num("height", 1, 32);
+    num("width", 1, 32);
+    num("filters", 1, 64);
+    num("kernel", 1, 3);
+    num("stride", 1, 2);
   } else if (k == "reduce") {
-    num("outputs", 1, 4096); num("inputs", 1, 64);
+    num("outputs", 1, 4096);
+    num("inputs", 1, 64);
   } else if (k == "elementwise") {
     a += " --op " + std::string(r.pick(trace::kOpNames));
     num("n", 1, 100000);
@@ -348,7 +381,8 @@ std::string system_kernel(Draw& r, std::uint64_t ipus) {
   const std::uint64_t group = r.count(1, std::max<std::uint64_t>(ipus, 1));
   if (k == "link-p2p") {
     a += " --bytes " + std::to_string(r.count(1, 1 << 20)) + " --src-ipu " +
-         std::to_string(r.count(1, ipus) - 1) + " --dst-ipu " + std::to_string(r.count(1, ipus) - 1);
+         std::to_string(r.count(1, ipus) - 1) + " --dst-ipu " +
+         std::to_string(r.count(1, ipus) - 1);
   } else if (k == "allreduce" || k == "collective") {
     if (k == "collective") a += " --collective " + std::string(r.pick(trace::kCollectiveOpNames));
     a += " --bytes " + std::to_string(r.count(1, 1 << 22)) + " --group " + std::to_string(group);
@@ -381,9 +415,10 @@ PointReport run_point(std::uint64_t seed, int index) {
   const std::string system = systems + (r.chance(0.7) ? "pod16.yaml" : "pod64.yaml");
   if (index % 2 == 1) {
     system_sets = draw_sets(r, system_schema(), {"machine.", "fabric.", "system."}, p, values);
-    const std::uint64_t ipus = value_or(values, "machine.ipus", 4) *
-                               value_or(values, "system.machines_per_rack", system.ends_with("pod16.yaml") ? 4 : 16) *
-                               value_or(values, "system.racks", 1);
+    const std::uint64_t ipus =
+        value_or(values, "machine.ipus", 4) *
+        value_or(values, "system.machines_per_rack", system.ends_with("pod16.yaml") ? 4 : 16) *
+        value_or(values, "system.racks", 1);
     const std::string k2 = system_kernel(r, std::min<std::uint64_t>(ipus, 64));
     rep.description += "\n  kernel " + k2 + chip_sets + " --system " + system + system_sets;
     kernel_then_run(rep, dir, k2, chip_sets, " --system " + system + chip_sets + system_sets, 2);
@@ -392,8 +427,8 @@ PointReport run_point(std::uint64_t seed, int index) {
   // 3. Every kWorkloadEvery-th point: a reduced workload with drawn run parameters.
   if (index % kWorkloadEvery == 0) {
     const bool bert = (index / kWorkloadEvery) % 2 == 1;
-    const std::string run_file =
-        source_dir() + "/tests/data/workloads/" + (bert ? "bert_tiny-pod16.yaml" : "resnet_tiny-pod16.yaml");
+    const std::string run_file = source_dir() + "/tests/data/workloads/" +
+                                 (bert ? "bert_tiny-pod16.yaml" : "resnet_tiny-pod16.yaml");
     std::map<std::string, std::string> run_values;
     std::string run_sets = draw_sets(r, compiler::run_schema(), {"run."}, p, run_values);
     // Replicas x IPUs per replica must fill the POD16 most of the time to get past the
@@ -407,7 +442,8 @@ PointReport run_point(std::uint64_t seed, int index) {
     run_sets += " --set run.available_memory_proportion=" + proportion(r);
     const std::string itb = dir.file("w.itb");
     const std::string out = dir.file("run-w");
-    const Outcome c = run_ipusim("compile --run " + run_file + chip_sets + run_sets + " --out " + itb);
+    const Outcome c =
+        run_ipusim("compile --run " + run_file + chip_sets + run_sets + " --out " + itb);
     rep.description += "\n  compile --run " + run_file + chip_sets + run_sets;
     ++rep.commands;
     if (auto why = judge_status(c); !why.empty()) {
@@ -419,7 +455,8 @@ PointReport run_point(std::uint64_t seed, int index) {
                                    " --out " + out + " " + itb);
       ++rep.commands;
       if (auto why_run = judge_status(w); !why_run.empty())
-        rep.failures.push_back(why_run + "\n  command: " + w.command + "\n  stderr: " + w.result.err);
+        rep.failures.push_back(why_run + "\n  command: " + w.command +
+                               "\n  stderr: " + w.result.err);
       else if (w.result.status != 0)
         ++rep.errors;
       else if (auto bad = judge_stats(read_all(out + "/stats.json")); !bad.empty())
@@ -446,8 +483,9 @@ TEST_P(Explorer, EveryPointSucceedsSanelyOrFailsCleanly) {
       ADD_FAILURE() << "explorer seed " << seed << " point " << index << ": " << f
                     << "\n  point: " << rep.description;
   }
-  std::printf("explorer seed %llu shard %d: %d points, %d commands, %d clean errors, %d failing points\n",
-              static_cast<unsigned long long>(seed), shard, points, commands, errors, failed);
+  std::printf(
+      "explorer seed %llu shard %d: %d points, %d commands, %d clean errors, %d failing points\n",
+      static_cast<unsigned long long>(seed), shard, points, commands, errors, failed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, Explorer, ::testing::Range(0, kShards));

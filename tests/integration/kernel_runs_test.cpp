@@ -10,7 +10,8 @@ namespace ipusim::testing {
 namespace {
 
 // Writes kernel `args` to a trace, runs it and returns stats.json.
-std::string run_kernel(const TempDir& dir, const std::string& args, const std::string& run_args = "") {
+std::string run_kernel(const TempDir& dir, const std::string& args,
+                       const std::string& run_args = "") {
   const std::string trace = dir.file("k.trace");
   const auto k = ipusim("kernel " + args + " --out " + trace);
   EXPECT_EQ(k.status, 0) << k.err;
@@ -59,8 +60,8 @@ TEST(KernelRun, ElementwiseReluOnFourTiles) {
   // 6144 half elements over 4 tiles = 1536 per tile. UnaryOp1D (docs/codelets.md):
   // per worker ceil(1536 / 6) = 256 elements = 64 vectors of 4 half; relu c = 2:
   // 11 + 9 + 6 x (17 + 64 x (2 + 4)) = 2426, + 12 compute-set overhead = 2438.
-  const std::string stats = run_kernel(dir, "elementwise --op relu --n 6144 --set chip.tiles=4",
-                                       "--set chip.tiles=4");
+  const std::string stats =
+      run_kernel(dir, "elementwise --op relu --n 6144 --set chip.tiles=4", "--set chip.tiles=4");
   EXPECT_EQ(total_cycles(stats), 2438.0);
 }
 

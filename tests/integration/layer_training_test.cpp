@@ -33,9 +33,11 @@ struct Layer {
 // 1x1, 3x3 and 7x7/2 convs and a BERT-Large matmul.
 const Layer kLayers[] = {
     // 4 x 28 x 28 output positions x 512 in x 128 out
-    {"conv2d --batch 4 --channels 512 --height 28 --width 28 --filters 128 --kernel 1", 4.0 * 28 * 28 * 512 * 128},
+    {"conv2d --batch 4 --channels 512 --height 28 --width 28 --filters 128 --kernel 1",
+     4.0 * 28 * 28 * 512 * 128},
     // 4 x 14 x 14 x 9 x 256 x 256
-    {"conv2d --batch 4 --channels 256 --height 14 --width 14 --filters 256 --kernel 3", 4.0 * 14 * 14 * 9 * 256 * 256},
+    {"conv2d --batch 4 --channels 256 --height 14 --width 14 --filters 256 --kernel 3",
+     4.0 * 14 * 14 * 9 * 256 * 256},
     // stride 2 at 224: 112 x 112 outputs; 2 x 112 x 112 x 49 x 3 x 64
     {"conv2d --batch 2 --channels 3 --height 224 --width 224 --filters 64 --kernel 7 --stride 2",
      2.0 * 112 * 112 * 49 * 3 * 64},
@@ -47,7 +49,8 @@ TEST(LayerTraining, TrainingIsThreeTimesTheForwardFlops) {
   for (const auto& l : kLayers) {
     TempDir fdir, tdir;
     const double fwd = flops(run_kernel(fdir, l.args));
-    const double train = flops(run_kernel(tdir, l.args + " --pass training --partials float --available-memory 0.6"));
+    const double train = flops(
+        run_kernel(tdir, l.args + " --pass training --partials float --available-memory 0.6"));
     // Forward: the conv's MACs, plus the adds reducing partials over the input-channel blocks:
     // (blocks - 1) adds per output against 2 x in_chans FLOP of MACs, and a block holds at
     // least 16 input channels, so at most 1/32 more.
@@ -62,15 +65,20 @@ TEST(LayerTraining, TrainingIsThreeTimesTheForwardFlops) {
 
 TEST(LayerTraining, DefaultsKeepTheForwardKernel) {
   TempDir dir;
-  const std::string args = "conv2d --batch 2 --channels 64 --height 28 --width 28 --filters 64 --kernel 3";
+  const std::string args =
+      "conv2d --batch 2 --channels 64 --height 28 --width 28 --filters 64 --kernel 3";
   ASSERT_EQ(ipusim("kernel " + args + " --out " + dir.file("a.trace")).status, 0);
-  ASSERT_EQ(ipusim("kernel " + args + " --pass forward --partials half --out " + dir.file("b.trace")).status, 0);
+  ASSERT_EQ(
+      ipusim("kernel " + args + " --pass forward --partials half --out " + dir.file("b.trace"))
+          .status,
+      0);
   EXPECT_EQ(read_all(dir.file("a.trace")), read_all(dir.file("b.trace")));
 }
 
 TEST(LayerTraining, FloatPartialsUseTheFloatAmpPathAndTakeLonger) {
   TempDir hdir, fdir;
-  const std::string args = "conv2d --batch 4 --channels 256 --height 28 --width 28 --filters 256 --kernel 1";
+  const std::string args =
+      "conv2d --batch 4 --channels 256 --height 28 --width 28 --filters 256 --kernel 1";
   const std::string half = run_kernel(hdir, args);
   const std::string flt = run_kernel(fdir, args + " --partials float");
   // The same MACs (4 x 28 x 28 x 256 x 256; the plans may differ in their reductions, at
@@ -114,16 +122,20 @@ TEST(LayerTraining, BadValuesAreClearErrors) {
   const Bad bad[] = {
       {"--pass backward", "--pass: expected forward or training"},
       {"--partials int", "--partials: expected half or float"},
-      {"--available-memory 0", "--available-memory: expected a proportion of tile memory in (0, 1]"},
-      {"--available-memory 1.5", "--available-memory: expected a proportion of tile memory in (0, 1]"},
-      {"--available-memory -0.2", "--available-memory: expected a proportion of tile memory in (0, 1]"},
+      {"--available-memory 0",
+       "--available-memory: expected a proportion of tile memory in (0, 1]"},
+      {"--available-memory 1.5",
+       "--available-memory: expected a proportion of tile memory in (0, 1]"},
+      {"--available-memory -0.2",
+       "--available-memory: expected a proportion of tile memory in (0, 1]"},
   };
   for (const auto& b : bad) {
     const auto r = ipusim(mm + b.option);
     EXPECT_NE(r.status, 0) << b.option;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << b.option << ": " << r.err;
   }
-  const auto other = ipusim("kernel reduce --outputs 10 --inputs 4 --pass training --out /dev/null");
+  const auto other =
+      ipusim("kernel reduce --outputs 10 --inputs 4 --pass training --out /dev/null");
   EXPECT_NE(other.status, 0);
   EXPECT_NE(other.err.find("apply to matmul and conv2d only"), std::string::npos) << other.err;
 }

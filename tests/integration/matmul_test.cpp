@@ -44,7 +44,8 @@ TEST(Matmul2048, ReportsTotalsSplitAndTileMemory) {
   for (const char* key : {"\"total\"", "\"compute\"", "\"sync\"", "\"exchange\"", "\"memory\"",
                           "\"worst_tiles\"", "\"flop_rate\"", "\"identity\""})
     EXPECT_NE(m.stats.find(key), std::string::npos) << key;
-  for (const char* word : {"total", "compute", "sync", "exchange", "tile mem", "achieved", "the gap"})
+  for (const char* word :
+       {"total", "compute", "sync", "exchange", "tile mem", "achieved", "the gap"})
     EXPECT_NE(m.summary.find(word), std::string::npos) << word << "\n" << m.summary;
   // 2 x 2048^3 FLOP in the reported time, plus the partial-sum additions of the split-K
   // reduction (at most 2048 x 2048 x 15 more).

@@ -32,7 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-
 // `ipusim ARGS` (cli_harness.hpp), with stderr as the user sees it without sanitizers.
 CommandResult cli(const std::string& args) {
   CommandResult r = ipusim(args);
@@ -49,12 +48,12 @@ void write(const std::string& path, const std::string& text) {
 // the same bound is ASan's resident-memory limit instead.
 CommandResult ipusim_limited(const std::string& args, long kib) {
   TempDir tmp;
-  const std::string limit =
-      kUnderAsan ? "export ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" +
-                       std::to_string(kib / 1024) + "\"; "
-                 : "ulimit -v " + std::to_string(kib) + "; ";
-  const std::string cmd = limit + IPUSIM_BINARY + " " + args +
-                          " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
+  const std::string limit = kUnderAsan
+                                ? "export ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" +
+                                      std::to_string(kib / 1024) + "\"; "
+                                : "ulimit -v " + std::to_string(kib) + "; ";
+  const std::string cmd = limit + IPUSIM_BINARY + " " + args + " >" + tmp.file("out") + " 2>" +
+                          tmp.file("err") + " </dev/null";
   CommandResult r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -206,8 +205,9 @@ TEST(Limits, TrillionTilesOnTheCommandLine) {
   for (const std::string cmd : {"info", "kernel sync-loop --iterations 1 --out /dev/null"}) {
     const auto r = cli(cmd + " --set chip.tiles=1000000000000");
     EXPECT_EQ(r.status, 3) << cmd;
-    EXPECT_EQ(r.err,
-              "error: --set chip.tiles: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+    EXPECT_EQ(
+        r.err,
+        "error: --set chip.tiles: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
     EXPECT_EQ(r.out, "");
   }
   // run rejects it before reading the trace.
@@ -225,7 +225,8 @@ TEST(Limits, TrillionTilesInAConfigFile) {
   write(chip, text);
   const auto r = cli("info --chip " + chip);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + chip + ":9:10: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+  EXPECT_EQ(r.err,
+            "error: " + chip + ":9:10: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
 }
 
 TEST(Limits, CountTooLargeForSixtyFourBits) {
@@ -250,8 +251,8 @@ TEST(Limits, TensorOfTwoToTheSixtyBytesInAText) {
   write(t, "ipusim-trace 1\nipu 0\ntensor t tiles=0 bytes=1152921504606846976\n");
   const auto r = cli("run " + t);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + t +
-                       ":3: expected bytes= in 0..1099511627776, found 1152921504606846976\n");
+  EXPECT_EQ(r.err,
+            "error: " + t + ":3: expected bytes= in 0..1099511627776, found 1152921504606846976\n");
   EXPECT_EQ(r.out, "");
 }
 
@@ -285,8 +286,9 @@ TEST(Limits, RepeatCountOfTwoToTheSixtyThreeInAText) {
   write(t, "ipusim-trace 1\nipu 0\nprogram\n  repeat 9223372036854775808\n    sync\n  end\nend\n");
   const auto r = cli("run " + t);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + t +
-                       ":4: expected a repeat count 1..1099511627776, found '9223372036854775808'\n");
+  EXPECT_EQ(r.err,
+            "error: " + t +
+                ":4: expected a repeat count 1..1099511627776, found '9223372036854775808'\n");
 }
 
 TEST(Limits, RepeatCountOfTwoToTheSixtyThreeInABinary) {
@@ -306,8 +308,9 @@ TEST(Limits, RepeatCountOfTwoToTheSixtyThreeFromTheKernelCommand) {
   // Kernel sizes and counts are options capped at the trace limit (2^40): a usage error.
   const auto r = cli("kernel sync-loop --iterations 9223372036854775808 --out " + t);
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.err, "error: ipusim kernel: --iterations: expected a whole number 0 to "
-                   "1099511627776, found \"9223372036854775808\" (see 'ipusim kernel --help')\n");
+  EXPECT_EQ(r.err,
+            "error: ipusim kernel: --iterations: expected a whole number 0 to "
+            "1099511627776, found \"9223372036854775808\" (see 'ipusim kernel --help')\n");
   EXPECT_FALSE(fs::exists(t));
 }
 
@@ -378,7 +381,8 @@ TEST(Limits, BinaryNameLongerThanTheFile) {
   write(t, patched(tiny_binary(), 12, 4000, 4));
   const auto r = cli("run " + t);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + t + "@156: truncated trace name: expected 3860 more bytes, file ends\n");
+  EXPECT_EQ(r.err,
+            "error: " + t + "@156: truncated trace name: expected 3860 more bytes, file ends\n");
 }
 
 TEST(Limits, BinaryNameLengthOfFourGigabytes) {
@@ -402,12 +406,12 @@ TEST(Limits, KernelTilesBeyondThirtyTwoBits) {
 
 TEST(Limits, KernelTilesBeyondTheChip) {
   TempDir dir;
-  const auto a = cli("kernel exchange-all-to-all --bytes 64 --tiles 100000 --out " +
-                        dir.file("a.trace"));
+  const auto a =
+      cli("kernel exchange-all-to-all --bytes 64 --tiles 100000 --out " + dir.file("a.trace"));
   EXPECT_EQ(a.status, 2);
   EXPECT_EQ(a.err, "error: all-to-all needs 2 to 1472 tiles, got 100000\n");
-  const auto b = cli("kernel exchange-broadcast --bytes 64 --tiles 4000000000 --out " +
-                        dir.file("b.trace"));
+  const auto b =
+      cli("kernel exchange-broadcast --bytes 64 --tiles 4000000000 --out " + dir.file("b.trace"));
   EXPECT_EQ(b.status, 2);
   EXPECT_EQ(b.err, "error: broadcast needs 2 to 1472 tiles and a source tile below that\n");
   EXPECT_FALSE(fs::exists(dir.file("a.trace")));
@@ -419,14 +423,15 @@ TEST(Limits, KernelTransferOfTwoToTheSixtyTwoBytes) {
   const std::string t = dir.file("x.trace");
   const auto r = cli("kernel exchange-all-to-all --bytes 4611686018427387904 --tiles 5 --out " + t);
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.err, "error: ipusim kernel: --bytes: expected a whole number 0 to 1099511627776, "
-                   "found \"4611686018427387904\" (see 'ipusim kernel --help')\n");
+  EXPECT_EQ(r.err,
+            "error: ipusim kernel: --bytes: expected a whole number 0 to 1099511627776, "
+            "found \"4611686018427387904\" (see 'ipusim kernel --help')\n");
   EXPECT_FALSE(fs::exists(t));
 }
 
 TEST(Limits, KernelTooLargeForTheChip) {
-  const auto r = cli(
-      "kernel matmul --m 1000000000000 --n 1000000000000 --k 1000000000000 --out /dev/null");
+  const auto r =
+      cli("kernel matmul --m 1000000000000 --n 1000000000000 --k 1000000000000 --out /dev/null");
   EXPECT_EQ(r.status, 4);
   EXPECT_EQ(r.err,
             "error: no tile mapping fits: even the finest split needs more than the 614.00 KiB "
@@ -460,8 +465,8 @@ TEST(Limits, CyclicConfigInclude) {
   write(dir.file("self.yaml"), "system:\n  chip: self.yaml\n");
   const auto s = cli("run --system " + dir.file("self.yaml") + " /nonexistent.trace");
   EXPECT_EQ(s.status, 3);
-  EXPECT_EQ(s.err, "error: " + dir.file("self.yaml") + ": cyclic include: " + dir.file("self.yaml") +
-                       " -> " + dir.file("self.yaml") + "\n");
+  EXPECT_EQ(s.err, "error: " + dir.file("self.yaml") + ": cyclic include: " +
+                       dir.file("self.yaml") + " -> " + dir.file("self.yaml") + "\n");
 }
 
 TEST(Limits, IncludeChainDeeperThanSixteenFiles) {
@@ -572,19 +577,24 @@ TEST(RoundTwo, NegativeOrHugeUnsignedOptionsAreUsageErrors) {
   const Case cases[] = {
       {"kernel matmul --m -1 --n 16 --k 16 --out " + x,
        "error: ipusim kernel: --m: expected a whole number 0 to 1099511627776 (not negative), "
-       "found \"-1\"" + k},
+       "found \"-1\"" +
+           k},
       {"kernel matmul --m 18446744073709551615 --n 16 --k 16 --out " + x,
        "error: ipusim kernel: --m: expected a whole number 0 to 1099511627776, found "
-       "\"18446744073709551615\"" + k},
+       "\"18446744073709551615\"" +
+           k},
       {"kernel conv2d --channels 4 --height -1 --width 8 --filters 4 --out " + x,
        "error: ipusim kernel: --height: expected a whole number 0 to 1099511627776 (not "
-       "negative), found \"-1\"" + k},
+       "negative), found \"-1\"" +
+           k},
       {"kernel exchange-all-to-all --bytes -1 --tiles 4 --out " + x,
        "error: ipusim kernel: --bytes: expected a whole number 0 to 1099511627776 (not "
-       "negative), found \"-1\"" + k},
+       "negative), found \"-1\"" +
+           k},
       {"kernel exchange-all-to-all --bytes 64 --tiles=-4 --out " + x,
        "error: ipusim kernel: --tiles: expected a whole number 0 to 4294967295 (not negative), "
-       "found \"-4\"" + k},
+       "found \"-4\"" +
+           k},
       {"check --jobs=-1 --suite /nonexistent.yaml",
        "error: ipusim check: --jobs: expected a whole number 0 to 4294967295 (not negative), "
        "found \"-1\" (see 'ipusim check --help')\n"},
@@ -622,10 +632,12 @@ TEST(RoundTwo, IpuIndexBeyondTheLimitIsATraceError) {
   EXPECT_EQ(r.err, "error: " + t + ":2: expected an IPU index 0..65535, found '4294967295'\n");
   const auto v = cli("validate " + t);
   EXPECT_EQ(v.status, 3);
-  const auto k = cli("kernel link-p2p --bytes 1024 --dst-ipu 4294967295 --out " + dir.file("p.trace"));
+  const auto k =
+      cli("kernel link-p2p --bytes 1024 --dst-ipu 4294967295 --out " + dir.file("p.trace"));
   EXPECT_EQ(k.status, 2);
-  EXPECT_EQ(k.err, "error: ipusim kernel: --dst-ipu: expected a whole number 0 to 65535, found "
-                   "\"4294967295\" (see 'ipusim kernel --help')\n");
+  EXPECT_EQ(k.err,
+            "error: ipusim kernel: --dst-ipu: expected a whole number 0 to 65535, found "
+            "\"4294967295\" (see 'ipusim kernel --help')\n");
   EXPECT_FALSE(fs::exists(dir.file("p.trace")));
 }
 
@@ -634,14 +646,16 @@ TEST(RoundTwo, IpuIndexBeyondTheLimitIsATraceError) {
 TEST(RoundTwo, CostOverflowIsAModelErrorNamingTheVertex) {
   TempDir dir;
   const std::string t = dir.file("amp.trace");
-  write(t, "ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 amp_conv1x1 "
-           "positions=1099511627776 in_chans=1099511627776 out_chans=1099511627776\nend\n"
-           "program\n  compute c\nend\n");
+  write(t,
+        "ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 amp_conv1x1 "
+        "positions=1099511627776 in_chans=1099511627776 out_chans=1099511627776\nend\n"
+        "program\n  compute c\nend\n");
   const auto r = cli("run --out " + dir.file("r") + " " + t);
   EXPECT_EQ(r.status, 4);
-  EXPECT_EQ(r.err, "error: compute set 'c' vertex 0: amp_conv1x1 in=half partials=half "
-                   "positions=1099511627776 in_chans=1099511627776 out_chans=1099511627776 "
-                   "groups=1: its cycle or FLOP count overflows 64 bits\n");
+  EXPECT_EQ(r.err,
+            "error: compute set 'c' vertex 0: amp_conv1x1 in=half partials=half "
+            "positions=1099511627776 in_chans=1099511627776 out_chans=1099511627776 "
+            "groups=1: its cycle or FLOP count overflows 64 bits\n");
   EXPECT_EQ(r.out, "");
   EXPECT_FALSE(fs::exists(dir.file("r/stats.json")));
 }
@@ -654,7 +668,8 @@ TEST(RoundTwo, YamlAliasExpansionIsBounded) {
   for (int i = 1; i < 10; ++i) {
     text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " {";
     for (int j = 0; j < 10; ++j)
-      text += (j ? ", " : "") + std::string("k") + std::to_string(j) + ": *a" + std::to_string(i - 1);
+      text +=
+          (j ? ", " : "") + std::string("k") + std::to_string(j) + ": *a" + std::to_string(i - 1);
     text += "}\n";
   }
   write(f, text);
@@ -662,15 +677,18 @@ TEST(RoundTwo, YamlAliasExpansionIsBounded) {
   const auto r = ipusim_limited("info --chip " + f, 1000000);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + f + ":1:13: a5.k1.k2.k5.k7.k1.x: expected at most 100000 YAML "
-                   "nodes with aliases expanded, found more (aliases that refer to aliases "
-                   "multiply)\n");
+  EXPECT_EQ(r.err, "error: " + f +
+                       ":1:13: a5.k1.k2.k5.k7.k1.x: expected at most 100000 YAML "
+                       "nodes with aliases expanded, found more (aliases that refer to aliases "
+                       "multiply)\n");
   // The same in a sweep spec (read by the strict YAML reader).
   const std::string s = dir.file("s.yaml");
   write(s, "format: ipusim-sweep/1\nbase: {kernel: matmul}\n" + text);
   const auto q = ipusim_limited("sweep --list " + s, 1000000);
   EXPECT_EQ(q.status, 3);
-  EXPECT_NE(q.err.find("expected at most 100000 YAML nodes with aliases expanded"), std::string::npos) << q.err;
+  EXPECT_NE(q.err.find("expected at most 100000 YAML nodes with aliases expanded"),
+            std::string::npos)
+      << q.err;
 }
 
 // F: a sweep of 10^9 (or 10^20) points is refused from its count, before expanding.
@@ -679,19 +697,22 @@ TEST(RoundTwo, SweepPointCountIsCappedBeforeExpanding) {
   const std::string s = dir.file("s.yaml");
   std::string text = "format: ipusim-sweep/1\nbase:\n  kernel: matmul\naxes:\n";
   const char* opts[] = {"m", "n", "k", "groups", "batch", "channels", "height", "width", "filters"};
-  for (const char* o : opts) text += std::string("  - args.") + o + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  for (const char* o : opts)
+    text += std::string("  - args.") + o + ": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
   write(s, text);
   const auto start = std::chrono::steady_clock::now();
   const auto r = ipusim_limited("sweep --list " + s, 1000000);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + s + ": expected at most 100000 points, found 1000000000 (9 axes "
-                   "of 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 values); raise the cap with "
-                   "--max-points if you mean it\n");
+  EXPECT_EQ(r.err, "error: " + s +
+                       ": expected at most 100000 points, found 1000000000 (9 axes "
+                       "of 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 x 10 values); raise the cap with "
+                       "--max-points if you mean it\n");
   // The override: a lower cap refuses a small spec, a higher one lets it through.
   const std::string small = dir.file("small.yaml");
-  write(small, "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {n: 64, k: 64}\naxes:\n"
-               "  - args.m: [16, 32, 64]\n");
+  write(small,
+        "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {n: 64, k: 64}\naxes:\n"
+        "  - args.m: [16, 32, 64]\n");
   EXPECT_EQ(cli("sweep --list --max-points 2 " + small).status, 3);
   EXPECT_EQ(cli("sweep --list --max-points 3 " + small).status, 0);
 }
@@ -709,8 +730,10 @@ TEST(RoundTwo, ConcurrentRunsIntoOneDirectoryAreRefused) {
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
   const auto r = cli("run -q --out " + out + " " + t);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + out + ": another ipusim process is writing into this directory "
-                   "(it holds " + out + "/.ipusim.lock); wait for it or choose another --out\n");
+  EXPECT_EQ(r.err, "error: " + out +
+                       ": another ipusim process is writing into this directory "
+                       "(it holds " +
+                       out + "/.ipusim.lock); wait for it or choose another --out\n");
   EXPECT_FALSE(fs::exists(out + "/stats.json"));
   ::close(fd);  // the lock goes with the holder
   EXPECT_EQ(cli("run -q --out " + out + " " + t).status, 0);
@@ -734,16 +757,19 @@ TEST(RoundTwo, SweepSpecWithUnknownKernelOrOption) {
   TempDir dir;
   const std::string a = dir.file("a.yaml"), b = dir.file("b.yaml");
   write(a, "format: ipusim-sweep/1\nbase: {kernel: nosuchkernel}\n");
-  write(b, "format: ipusim-sweep/1\nbase: {kernel: matmul, args: {m: 16, n: 16, k: 16}}\n"
-           "axes:\n  - args.nosuch: [1, 2]\n");
+  write(b,
+        "format: ipusim-sweep/1\nbase: {kernel: matmul, args: {m: 16, n: 16, k: 16}}\n"
+        "axes:\n  - args.nosuch: [1, 2]\n");
   const auto ra = cli("sweep --out " + dir.file("oa") + " " + a);
   EXPECT_EQ(ra.status, 3);
-  EXPECT_NE(ra.err.find(a + ":2:16: base.kernel: expected a kernel of 'ipusim kernel' ("), std::string::npos)
+  EXPECT_NE(ra.err.find(a + ":2:16: base.kernel: expected a kernel of 'ipusim kernel' ("),
+            std::string::npos)
       << ra.err;
   EXPECT_NE(ra.err.find("found unknown kernel 'nosuchkernel'\n"), std::string::npos) << ra.err;
   const auto rb = cli("sweep --out " + dir.file("ob") + " " + b);
   EXPECT_EQ(rb.status, 3);
-  EXPECT_NE(rb.err.find(b + ":4:5: axes[0]: expected an option of 'ipusim kernel' ("), std::string::npos)
+  EXPECT_NE(rb.err.find(b + ":4:5: axes[0]: expected an option of 'ipusim kernel' ("),
+            std::string::npos)
       << rb.err;
   EXPECT_NE(rb.err.find("found unknown option 'nosuch'\n"), std::string::npos) << rb.err;
   EXPECT_FALSE(fs::exists(dir.file("oa/sweep.csv")));
@@ -759,15 +785,17 @@ TEST(RoundTwo, FifoWithoutWriterDoesNotHang) {
   const auto r = cli("info --chip " + f);  // the 10 s default wait
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + f + ": cannot read config file: it is a FIFO and nothing wrote to "
-                   "it within 10000 ms (is its writer running?)\n");
+  EXPECT_EQ(r.err, "error: " + f +
+                       ": cannot read config file: it is a FIFO and nothing wrote to "
+                       "it within 10000 ms (is its writer running?)\n");
   TempDir out;
   const std::string cmd = "IPUSIM_FIFO_TIMEOUT_MS=200 " + std::string(IPUSIM_BINARY) + " run " + f +
                           " >" + out.file("o") + " 2>" + out.file("e") + " </dev/null";
   const int raw = std::system(cmd.c_str());
   EXPECT_EQ(WEXITSTATUS(raw), 3);
-  EXPECT_EQ(read_all(out.file("e")), "error: " + f + ": cannot read trace: it is a FIFO and nothing "
-                                     "wrote to it within 200 ms (is its writer running?)\n");
+  EXPECT_EQ(read_all(out.file("e")), "error: " + f +
+                                         ": cannot read trace: it is a FIFO and nothing "
+                                         "wrote to it within 200 ms (is its writer running?)\n");
   // With a writer: the chip config and a trace through FIFOs.
   const std::string t = dir.file("sl.trace"), g = dir.file("g");
   ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + t).status, 0);
@@ -786,7 +814,8 @@ TEST(RoundTwo, RunNamesTheFileInTileRangeErrors) {
   write(t, "ipusim-trace 2\nipu 0\ntensor t tiles=0..1500 bytes=4\nprogram\n  sync\nend\n");
   const auto r = cli("run " + t);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + t + ": tensor 't' is placed on tiles 0..1500 but the chip has 1472 tiles\n");
+  EXPECT_EQ(r.err, "error: " + t +
+                       ": tensor 't' is placed on tiles 0..1500 but the chip has 1472 tiles\n");
 }
 
 // N: a control character (NUL) in a YAML key is escaped in the message, not cut off at it.
@@ -796,8 +825,9 @@ TEST(RoundTwo, NulInAYamlKeyIsEscaped) {
   write(c, "chip:\n  \"ti\\0les\": 4\n");  // a YAML escape puts a NUL into the key
   const auto r = cli("info --chip " + c);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + c + ":2:3: chip.ti\\0les: expected a key of printable characters, "
-                   "found a control character\n");
+  EXPECT_EQ(r.err, "error: " + c +
+                       ":2:3: chip.ti\\0les: expected a key of printable characters, "
+                       "found a control character\n");
 }
 
 // O: running out of memory is a resource error (status 6), not "internal error" (1). The
@@ -811,8 +841,9 @@ TEST(RoundTwo, OutOfMemoryIsAResourceError) {
                                     "/configs/runs/resnet50-pod16.yaml --out " + dir.file("r.itb"),
                                 100000);
   EXPECT_EQ(r.status, 6) << r.err;
-  EXPECT_EQ(r.err, "error: out of memory (std::bad_alloc): the input needs more memory than is "
-                   "available; reduce it or raise the memory limit\n");
+  EXPECT_EQ(r.err,
+            "error: out of memory (std::bad_alloc): the input needs more memory than is "
+            "available; reduce it or raise the memory limit\n");
 }
 
 // G: a collective's memory is linear in the group size. The 1,024-IPU all-reduce of the
@@ -837,12 +868,14 @@ TEST(RoundTwo, AllReduceOver1024IpusRunsInBoundedMemory) {
 TEST(RoundTwo, SweepWithDuplicateAxisValues) {
   TempDir dir;
   const std::string s = dir.file("s.yaml");
-  write(s, "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 16, n: 16, k: 16}\n"
-           "axes: [{chip.tiles: [8, 8]}]\n");
+  write(s,
+        "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 16, n: 16, k: 16}\n"
+        "axes: [{chip.tiles: [8, 8]}]\n");
   const auto r = cli("sweep --out " + dir.file("o") + " " + s);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err, "error: " + s + ":5: expected distinct axis values, found combination 2 "
-                   "(chip.tiles=8) twice (combinations 1 and 2)\n");
+  EXPECT_EQ(r.err, "error: " + s +
+                       ":5: expected distinct axis values, found combination 2 "
+                       "(chip.tiles=8) twice (combinations 1 and 2)\n");
 }
 
 class Interrupt : public ::testing::TestWithParam<int> {};
@@ -867,7 +900,8 @@ TEST_P(Interrupt, DuringSimulationStopsPromptlyAndKeepsEarlierResults) {
   Child run(std::vector<std::string>{"run", "--full-loops", "--log-level", "info", "--out", out, t},
             dir.file("run.out"), dir.file("run.err"));
   // "trace ...: 1 IPU program(s)" is logged just before the simulation starts.
-  ASSERT_TRUE(wait_for_text(dir.file("run.err"), "IPU program(s)", 30s)) << read_all(dir.file("run.err"));
+  ASSERT_TRUE(wait_for_text(dir.file("run.err"), "IPU program(s)", 30s))
+      << read_all(dir.file("run.err"));
   std::this_thread::sleep_for(500ms);
   ASSERT_TRUE(run.running()) << "the run finished before the signal";
   const auto sent = std::chrono::steady_clock::now();

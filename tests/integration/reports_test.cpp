@@ -17,21 +17,21 @@
 namespace ipusim::testing {
 namespace {
 
-
-std::string workload(const std::string& name) { return source_dir() + "/tests/data/workloads/" + name; }
+std::string workload(const std::string& name) {
+  return source_dir() + "/tests/data/workloads/" + name;
+}
 std::string pod16() { return source_dir() + "/configs/systems/pod16.yaml"; }
 
 // Compiles the reduced ResNet for a POD16 into dir/w.itb.
 std::string compile_resnet(const TempDir& dir) {
   const std::string trace = dir.file("w.itb");
-  const auto c = ipusim("compile -q --run " + workload("resnet_tiny-pod16.yaml") + " --out " + trace);
+  const auto c =
+      ipusim("compile -q --run " + workload("resnet_tiny-pod16.yaml") + " --out " + trace);
   EXPECT_EQ(c.status, 0) << c.err;
   return trace;
 }
 
-JsonValue parse_file(const std::string& path) {
-  return parse_json(read_all(path), path);
-}
+JsonValue parse_file(const std::string& path) { return parse_json(read_all(path), path); }
 
 double num(const JsonValue& root, const std::string& path) {
   const JsonValue* v = json_field(root, path);
@@ -54,14 +54,16 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path, std::str
   return rows;
 }
 
-constexpr const char* kPhases[] = {"compute", "sync", "exchange", "host", "streaming",
-                                   "external_sync", "waiting", "inter_ipu", "collective"};
+constexpr const char* kPhases[] = {"compute", "sync",      "exchange",
+                                   "host",    "streaming", "external_sync",
+                                   "waiting", "inter_ipu", "collective"};
 
 TEST(Reports, TimelineIsValidTraceEventJsonAndMatchesStats) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);
-  const auto r = ipusim("run -q --system " + pod16() + " --out " + dir.file("out") + " --timeline " +
-                        dir.file("t.json") + " --timeline-tiles 0 --timeline-steps 2:4 " + trace);
+  const auto r =
+      ipusim("run -q --system " + pod16() + " --out " + dir.file("out") + " --timeline " +
+             dir.file("t.json") + " --timeline-tiles 0 --timeline-steps 2:4 " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "");  // machine-readable files only; nothing extra on stdout
   const JsonValue stats = parse_file(dir.file("out/stats.json"));
@@ -77,7 +79,8 @@ TEST(Reports, TimelineIsValidTraceEventJsonAndMatchesStats) {
   const double us_per_cycle = 1e6 / clock;
 
   std::map<double, double> compute_cycles, compute_us;  // per pid
-  std::map<std::pair<double, double>, std::vector<std::pair<double, double>>> stacks;  // open spans per track
+  std::map<std::pair<double, double>, std::vector<std::pair<double, double>>>
+      stacks;  // open spans per track
   std::map<std::pair<double, double>, double> last_ts;
   std::set<std::string> cats;
   std::size_t tile_events = 0, complete = 0;
@@ -123,13 +126,16 @@ TEST(Reports, TimelineIsValidTraceEventJsonAndMatchesStats) {
     }
   }
   // ResNet on a POD16: replica 0 is simulated; compute, sync, exchange, collectives, loops.
-  for (const char* c : {"compute", "sync", "exchange", "external_sync", "collective", "loop", "background_host"})
+  for (const char* c :
+       {"compute", "sync", "exchange", "external_sync", "collective", "loop", "background_host"})
     EXPECT_TRUE(cats.count(c)) << c;
   ASSERT_EQ(compute_cycles.size(), num(stats, "system.simulated_ipus"));
   for (std::size_t i = 0; i < compute_cycles.size(); ++i) {
     const double pid = num(stats, "ipu[" + std::to_string(i) + "].index");
-    EXPECT_EQ(compute_cycles[pid], num(stats, "ipu[" + std::to_string(i) + "].phases.compute.cycles"));
-    EXPECT_NEAR(compute_us[pid] * 1e-6, num(stats, "ipu[" + std::to_string(i) + "].phases.compute.time"),
+    EXPECT_EQ(compute_cycles[pid],
+              num(stats, "ipu[" + std::to_string(i) + "].phases.compute.cycles"));
+    EXPECT_NEAR(compute_us[pid] * 1e-6,
+                num(stats, "ipu[" + std::to_string(i) + "].phases.compute.time"),
                 1e-9 * compute_cycles.size() + 1e-9);
   }
   EXPECT_GT(tile_events, 0u);
@@ -137,7 +143,8 @@ TEST(Reports, TimelineIsValidTraceEventJsonAndMatchesStats) {
   // The end of the last span is the step time.
   double end = 0;
   for (const auto& e : events->items)
-    if (e.find("ph")->string == "X") end = std::max(end, e.find("ts")->number.d + e.find("dur")->number.d);
+    if (e.find("ph")->string == "X")
+      end = std::max(end, e.find("ts")->number.d + e.find("dur")->number.d);
   EXPECT_NEAR(end * 1e-6, num(stats, "total.time"), 1e-9);
 }
 
@@ -195,15 +202,17 @@ TEST(Reports, MemoisedLoopIsRecordedOnce) {
     std::ofstream(path) << "ipusim-trace 2\nname loop\nipu 0\ncomputeset work\n"
                            "  vertex tiles=0..7 binary op=mul dtype=half n=300\nend\n"
                            "exchange shift\n  transfer src=0..3 dst=4..7 bytes=256\nend\n"
-                           "program\n  repeat " << n << "\n    compute work\n    sync\n"
+                           "program\n  repeat "
+                        << n
+                        << "\n    compute work\n    sync\n"
                            "    exchange shift\n  end\nend\n";
     return path;
   };
   std::map<std::string, std::string> csv;
   for (const std::string& run : {"10", "1000", "full"}) {
     const std::string t = trace(run == "10" ? 10 : 1000);
-    const auto r = ipusim("run -q --set chip.tiles=16 --out " + dir.file(run) + " --timeline " + dir.file(run + ".json") +
-                          (run == "full" ? " --full-loops " : " ") + t);
+    const auto r = ipusim("run -q --set chip.tiles=16 --out " + dir.file(run) + " --timeline " +
+                          dir.file(run + ".json") + (run == "full" ? " --full-loops " : " ") + t);
     ASSERT_EQ(r.status, 0) << r.err;
     csv[run] = read_all(dir.file(run + "/supersteps.csv"));
     const JsonValue tl = parse_file(dir.file(run + ".json"));
@@ -214,7 +223,8 @@ TEST(Reports, MemoisedLoopIsRecordedOnce) {
       if (e.find("ph")->string != "X") continue;
       ++spans;
       if (e.find("cat")->string == "compute") compute += e.find("args")->find("cycles")->number.d;
-      if (e.find("cat")->string == "loop") EXPECT_EQ(e.find("name")->string, "loop x" + (run == "10" ? run : "1000"));
+      if (e.find("cat")->string == "loop")
+        EXPECT_EQ(e.find("name")->string, "loop x" + (run == "10" ? run : "1000"));
     }
     EXPECT_EQ(compute, num(stats, "phases.compute.cycles"));
     // loop + compute + sync + exchange once, or every iteration.
@@ -236,12 +246,15 @@ TEST(Reports, MemoisedLoopIsRecordedOnce) {
 
 TEST(Reports, ReferenceEngineRejectsTimeline) {
   TempDir dir;
-  ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status, 0);
-  const auto r = ipusim("run -q --engine reference --timeline " + dir.file("t.json") + " " + dir.file("k.trace"));
+  ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status,
+            0);
+  const auto r = ipusim("run -q --engine reference --timeline " + dir.file("t.json") + " " +
+                        dir.file("k.trace"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("fast engine only"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("t.json")));
-  const auto bad = ipusim("run -q --timeline " + dir.file("t.json") + " --timeline-steps 5:2 " + dir.file("k.trace"));
+  const auto bad = ipusim("run -q --timeline " + dir.file("t.json") + " --timeline-steps 5:2 " +
+                          dir.file("k.trace"));
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--timeline-steps: expected FIRST:LAST"), std::string::npos) << bad.err;
 }
@@ -262,11 +275,14 @@ void collect(const JsonValue& v, const std::string& path, std::map<std::string, 
       return;
     }
     // A summary object's plain numbers (min, mean, max) are in its "unit".
-    const std::string inherited = unit && unit->kind == JsonValue::Kind::kString ? unit->string : "";
+    const std::string inherited =
+        unit && unit->kind == JsonValue::Kind::kString ? unit->string : "";
     for (const auto& [k, m] : v.members) {
       const std::string p = path.empty() ? k : path + "." + k;
-      if (m.kind == JsonValue::Kind::kNumber) out[normalise(p)] = inherited;
-      else collect(m, p, out);
+      if (m.kind == JsonValue::Kind::kNumber)
+        out[normalise(p)] = inherited;
+      else
+        collect(m, p, out);
     }
   } else if (v.kind == JsonValue::Kind::kArray) {
     for (const auto& item : v.items) collect(item, path + "[]", out);
@@ -278,15 +294,22 @@ void collect(const JsonValue& v, const std::string& path, std::map<std::string, 
 TEST(Reports, StatsReferenceDocumentsEveryField) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);
-  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("w") + " " + trace).status, 0);
-  ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status, 0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("w") + " " + trace).status,
+            0);
+  ASSERT_EQ(ipusim("kernel reduce --outputs 500 --inputs 4 --out " + dir.file("k.trace")).status,
+            0);
   ASSERT_EQ(ipusim("run -q --out " + dir.file("k") + " " + dir.file("k.trace")).status, 0);
   // Fields only some runs write: warnings (a trace run on a system with more IPUs than it
   // uses) and an inference run's latency.
-  ASSERT_EQ(ipusim("run -q --system " + source_dir() + "/configs/systems/pod64.yaml --out " + dir.file("w64") + " " +
-                   trace).status, 0);
-  ASSERT_EQ(ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") +
-                   " --set run.mode=inference --set run.gradient_accumulation=1 --out " + dir.file("inf")).status, 0);
+  ASSERT_EQ(ipusim("run -q --system " + source_dir() + "/configs/systems/pod64.yaml --out " +
+                   dir.file("w64") + " " + trace)
+                .status,
+            0);
+  ASSERT_EQ(
+      ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") +
+             " --set run.mode=inference --set run.gradient_accumulation=1 --out " + dir.file("inf"))
+          .status,
+      0);
   std::map<std::string, std::string> fields, kernel_fields;
   collect(parse_file(dir.file("w/stats.json")), "", fields);
   collect(parse_file(dir.file("k/stats.json")), "", kernel_fields);
@@ -303,7 +326,8 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
       std::string unit = m[2];
       unit.erase(unit.find_last_not_of(' ') + 1);
       if (unit == "-") unit = "";
-      if (unit.size() >= 2 && unit.front() == '`' && unit.back() == '`') unit = unit.substr(1, unit.size() - 2);
+      if (unit.size() >= 2 && unit.front() == '`' && unit.back() == '`')
+        unit = unit.substr(1, unit.size() - 2);
       documented[m[1]] = unit;
     }
   ASSERT_GT(documented.size(), 30u);
@@ -346,20 +370,23 @@ Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_
     ADD_FAILURE() << "chromium not found: run tools/install-deps.sh (Debian package chromium)";
     return r;
   }
-  const std::string flags = "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-                            "--no-first-run --user-data-dir=" + dir.file("chromium-profile") +
-                            " --enable-logging=stderr --v=0 ";
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--no-first-run --user-data-dir=" +
+      dir.file("chromium-profile") + " --enable-logging=stderr --v=0 ";
   const std::string url = "file://" + html;
   const std::string shot = dir.file("shot.png");
-  const int s1 = std::system(("chromium " + flags + "--window-size=1280,2400 --screenshot=" + shot + " " +
-                              shell_quote(url) + " >" + dir.file("shot.log") + " 2>&1").c_str());
+  const int s1 = std::system(("chromium " + flags + "--window-size=1280,2400 --screenshot=" + shot +
+                              " " + shell_quote(url) + " >" + dir.file("shot.log") + " 2>&1")
+                                 .c_str());
   EXPECT_EQ(s1, 0) << read_all(dir.file("shot.log"));
   EXPECT_TRUE(std::filesystem::exists(shot));
   if (std::filesystem::exists(shot)) {
     EXPECT_GT(std::filesystem::file_size(shot), min_png);
   }
   const int s2 = std::system(("chromium " + flags + "--dump-dom " + shell_quote(url) + " >" +
-                              dir.file("dom.html") + " 2>" + dir.file("dom.log")).c_str());
+                              dir.file("dom.html") + " 2>" + dir.file("dom.log"))
+                                 .c_str());
   EXPECT_EQ(s2, 0) << read_all(dir.file("dom.log"));
   r.dom = read_all(dir.file("dom.html"));
   r.log = read_all(dir.file("shot.log")) + read_all(dir.file("dom.log"));
@@ -408,9 +435,14 @@ std::string element(const std::string& dom, const std::string& id, const std::st
 TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);
-  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status, 0);
-  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --set chip.clock=1.85GHz --out " + dir.file("b") + " " + trace).status, 0);
-  const auto rep = ipusim("report " + dir.file("a") + " --compare " + dir.file("b") + " --out " + dir.file("r.html"));
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status,
+            0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --set chip.clock=1.85GHz --out " +
+                   dir.file("b") + " " + trace)
+                .status,
+            0);
+  const auto rep = ipusim("report " + dir.file("a") + " --compare " + dir.file("b") + " --out " +
+                          dir.file("r.html"));
   ASSERT_EQ(rep.status, 0) << rep.err;
   EXPECT_EQ(rep.out, dir.file("r.html") + "\n");
   const std::string html = read_all(dir.file("r.html"));
@@ -419,15 +451,16 @@ TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
   EXPECT_EQ(html.find("href=\"http"), std::string::npos);
   const Rendered r = render(dir, dir.file("r.html"));
   expect_clean(r);
-  for (const char* id : {"summary", "chart-time-split", "heatmap-memory-ipu0", "heatmap-compute-ipu0",
-                         "worst-tiles-ipu0", "chart-top-compute-sets", "chart-top-exchanges",
-                         "chart-supersteps", "compare"})
+  for (const char* id : {"summary", "chart-time-split", "heatmap-memory-ipu0",
+                         "heatmap-compute-ipu0", "worst-tiles-ipu0", "chart-top-compute-sets",
+                         "chart-top-exchanges", "chart-supersteps", "compare"})
     EXPECT_NE(r.dom.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
   // One square per tile in each heat map (plus the 10 of the colour scale).
   const double tiles = num(parse_file(dir.file("a/stats.json")), "chip.tiles");
   EXPECT_EQ(count(element(r.dom, "heatmap-memory-ipu0", "</svg>"), "<rect"), tiles + 10);
   // The time split has a compute segment; the summary shows the throughput.
-  EXPECT_NE(element(r.dom, "chart-time-split", "</svg>").find("data-phase=\"compute\""), std::string::npos);
+  EXPECT_NE(element(r.dom, "chart-time-split", "</svg>").find("data-phase=\"compute\""),
+            std::string::npos);
   EXPECT_NE(element(r.dom, "summary", "</table>").find("images/s"), std::string::npos);
   EXPECT_NE(element(r.dom, "compare", "</div>").find("chip.clock"), std::string::npos);
 }
@@ -463,25 +496,33 @@ TEST(Reports, SweepReportDrawsScalingCharts) {
   { std::ofstream(sweep + "/sweep.json") << bad; }
   const auto err = ipusim("report " + sweep);
   EXPECT_EQ(err.status, 3);
-  EXPECT_NE(err.err.find("points[0].ipus\": expected a number, found a string"), std::string::npos) << err.err;
+  EXPECT_NE(err.err.find("points[0].ipus\": expected a number, found a string"), std::string::npos)
+      << err.err;
 }
 
 TEST(Reports, CompareShowsClockKeyAndMovedStatsFirst) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);
-  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status, 0);
-  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --set chip.clock=1.85GHz --out " + dir.file("b") + " " + trace).status, 0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status,
+            0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --set chip.clock=1.85GHz --out " +
+                   dir.file("b") + " " + trace)
+                .status,
+            0);
   const auto r = ipusim("compare --top 100 " + dir.file("a") + " " + dir.file("b"));
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream in(r.out);
   std::string line;
   std::vector<std::string> lines;
   while (std::getline(in, line)) lines.push_back(line);
-  const auto config_at = std::find_if(lines.begin(), lines.end(), [](auto& l) { return l.starts_with("config keys that differ (1)"); });
+  const auto config_at = std::find_if(lines.begin(), lines.end(), [](auto& l) {
+    return l.starts_with("config keys that differ (1)");
+  });
   ASSERT_NE(config_at, lines.end()) << r.out;
   EXPECT_NE((config_at + 1)->find("chip.clock"), std::string::npos) << r.out;
   EXPECT_NE((config_at + 1)->find("1.85GHz"), std::string::npos) << r.out;
-  const auto stats_at = std::find_if(lines.begin(), lines.end(), [](auto& l) { return l.starts_with("stats that moved most"); });
+  const auto stats_at = std::find_if(
+      lines.begin(), lines.end(), [](auto& l) { return l.starts_with("stats that moved most"); });
   ASSERT_NE(stats_at, lines.end());
   EXPECT_GT(stats_at, config_at);  // config differences first
   // Rows sorted by |%|, largest first; the clock itself moved by +39.62% (1.325 -> 1.85 GHz).
@@ -515,9 +556,11 @@ TEST(Reports, BadRunDirectoriesAndTimelineOptionsAreClearErrors) {
   const auto tiles = ipusim("run -q --system " + pod16() + " --timeline " + dir.file("t.json") +
                             " --timeline-tiles 3 " + trace);
   EXPECT_EQ(tiles.status, 2);
-  EXPECT_NE(tiles.err.find("--timeline-tiles: IPU 3 was not simulated"), std::string::npos) << tiles.err;
+  EXPECT_NE(tiles.err.find("--timeline-tiles: IPU 3 was not simulated"), std::string::npos)
+      << tiles.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("t.json")));
-  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status, 0);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status,
+            0);
   // A corrupt CSV names the file, line and column.
   std::string csv = read_all(dir.file("a/tiles.csv"));
   const auto line7 = [&] {
@@ -529,13 +572,17 @@ TEST(Reports, BadRunDirectoriesAndTimelineOptionsAreClearErrors) {
   { std::ofstream(dir.file("a/tiles.csv")) << csv; }
   auto r = ipusim("report " + dir.file("a"));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("tiles.csv:7: column memory_bytes: expected an integer, found"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tiles.csv:7: column memory_bytes: expected an integer, found"),
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("a/report.html")));
   // A stats.json that is not ours.
   { std::ofstream(dir.file("a/stats.json")) << "{\"format\": \"other/2\"}\n"; }
   r = ipusim("compare " + dir.file("a") + " " + dir.file("a"));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("key \"format\": expected \"ipusim-stats/1\", found \"other/2\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("key \"format\": expected \"ipusim-stats/1\", found \"other/2\""),
+            std::string::npos)
+      << r.err;
   r = ipusim("report " + dir.path() + "/missing");
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.err.find("not a run directory"), std::string::npos) << r.err;
@@ -574,7 +621,8 @@ TEST(Reports, ProgressOnTerminalOnly) {
   const std::string compile = on_terminal(
       dir, "compile --run " + workload("resnet_tiny-pod16.yaml") + " --out " + dir.file("x.itb"));
   EXPECT_NE(compile.find("ipusim compile: lowering"), std::string::npos) << compile;
-  const auto compile_piped = ipusim("compile --run " + workload("resnet_tiny-pod16.yaml") + " --out " + dir.file("y.itb"));
+  const auto compile_piped =
+      ipusim("compile --run " + workload("resnet_tiny-pod16.yaml") + " --out " + dir.file("y.itb"));
   EXPECT_EQ(compile_piped.err.find("ipusim compile:"), std::string::npos) << compile_piped.err;
 }
 
@@ -591,12 +639,14 @@ TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   // rows add up to the IPU's phase totals, the larger first.
   TempDir dir;
   const std::string trace = dir.file("two.trace");
-  std::ofstream(trace) << "ipusim-trace 3\nipu 0\n"
-                          "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
-                          "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
-                          "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
-                          "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
-  const auto r = ipusim("run --chip " + source_dir() + "/configs/chips/gc200.yaml --out " + dir.file("out") + " " + trace);
+  std::ofstream(trace)
+      << "ipusim-trace 3\nipu 0\n"
+         "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
+         "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
+         "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
+         "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
+  const auto r = ipusim("run --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +
+                        dir.file("out") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("top layers"), std::string::npos) << r.out;
   std::string header;
@@ -617,9 +667,9 @@ TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   }
   EXPECT_EQ(std::stod(l1[5]), 180);  // two 90-cycle on-chip syncs
   EXPECT_EQ(std::stod(l2[5]), 90);
-  EXPECT_GT(std::stod(l1[6]), 0);    // l1's exchange ...
-  EXPECT_EQ(std::stod(l1[15]), 3.0 * 4096);  // ... received by 3 tiles
-  EXPECT_EQ(std::stod(l2[6]), 0);    // l2 has none
+  EXPECT_GT(std::stod(l1[6]), 0);                 // l1's exchange ...
+  EXPECT_EQ(std::stod(l1[15]), 3.0 * 4096);       // ... received by 3 tiles
+  EXPECT_EQ(std::stod(l2[6]), 0);                 // l2 has none
   EXPECT_GT(std::stod(l2[4]), std::stod(l1[4]));  // the larger copy
   // Copy FLOPs are 0; the rows' phases add up to the IPU's.
   double compute = 0, sync = 0, exchange = 0, total = 0;
@@ -639,7 +689,8 @@ TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {
   // The reduced BERT pipeline (2 IPUs): every phase column of each IPU's rows sums to that
   // IPU's phase total in stats.json.
   TempDir dir;
-  const auto r = ipusim("run -q --run " + workload("bert_tiny-pod16.yaml") + " --out " + dir.file("out"));
+  const auto r =
+      ipusim("run -q --run " + workload("bert_tiny-pod16.yaml") + " --out " + dir.file("out"));
   ASSERT_EQ(r.status, 0) << r.err;
   std::string header;
   const auto rows = read_csv(dir.file("out/layers.csv"), &header);
@@ -650,7 +701,9 @@ TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {
       double sum = 0;
       for (const auto& row : rows)
         if (std::stoul(row[0]) == ipu) sum += std::stod(row[4 + k]);
-      EXPECT_EQ(sum, num(stats, "ipu[" + std::to_string(ipu) + "].phases." + kPhases[k] + ".cycles")) << ipu << " " << kPhases[k];
+      EXPECT_EQ(sum,
+                num(stats, "ipu[" + std::to_string(ipu) + "].phases." + kPhases[k] + ".cycles"))
+          << ipu << " " << kPhases[k];
     }
   }
 }

@@ -26,7 +26,8 @@ std::string without_trace_lines(const std::string& stats, bool identity) {
     auto end = stats.find('\n', at);
     if (end == std::string::npos) end = stats.size();
     const std::string line = stats.substr(at, end - at);
-    const bool names_file = line.find("\"file\": ") != std::string::npos && line.find(".yaml") == std::string::npos;
+    const bool names_file =
+        line.find("\"file\": ") != std::string::npos && line.find(".yaml") == std::string::npos;
     const bool names_identity = identity && line.find("\"identity\": ") != std::string::npos;
     if (!names_file && !names_identity) out += line + "\n";
     at = end + 1;
@@ -74,11 +75,13 @@ TEST(RunCompiled, RunsAndTheirExpandedFormGiveIdenticalStatistics) {
     ASSERT_EQ(r.status, 0) << r.err;
     r = ipusim("run -q --system " + pod16() + engine + " --out " + dir.file("b") + " " + flat);
     ASSERT_EQ(r.status, 0) << r.err;
-    const std::string a = read_all(dir.file("a/stats.json")), b = read_all(dir.file("b/stats.json"));
+    const std::string a = read_all(dir.file("a/stats.json")),
+                      b = read_all(dir.file("b/stats.json"));
     ASSERT_FALSE(a.empty());
     EXPECT_EQ(without_trace(a), without_trace(b)) << engine;
     for (const char* f : {"tiles.csv", "supersteps.csv"})
-      EXPECT_EQ(read_all(dir.file(std::string("a/") + f)), read_all(dir.file(std::string("b/") + f)))
+      EXPECT_EQ(read_all(dir.file(std::string("a/") + f)),
+                read_all(dir.file(std::string("b/") + f)))
           << f << engine;
     std::filesystem::remove_all(dir.file("a"));
     std::filesystem::remove_all(dir.file("b"));
@@ -101,7 +104,8 @@ TEST(RunCompiled, CompiledTracesCarryProvenance) {
   TempDir dir;
   for (const std::string workload : {"resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml"}) {
     const std::string file = dir.file(workload + ".itb");
-    auto r = ipusim("compile --run " + source_dir() + "/tests/data/workloads/" + workload + " --out " + file);
+    auto r = ipusim("compile --run " + source_dir() + "/tests/data/workloads/" + workload +
+                    " --out " + file);
     ASSERT_EQ(r.status, 0) << r.err;
     const trace::Trace t = trace::read_file(file);
     std::set<trace::Pass> passes;
@@ -113,7 +117,8 @@ TEST(RunCompiled, CompiledTracesCarryProvenance) {
         EXPECT_NE(cs.provenance.op, trace::OpKind::kNone) << cs.name;
         passes.insert(cs.provenance.pass);
         layers.insert(cs.provenance.layers.begin(), cs.provenance.layers.end());
-        if (cs.name.starts_with("conv_") && cs.name.ends_with("/conv") && cs.provenance.pass == trace::Pass::kForward)
+        if (cs.name.starts_with("conv_") && cs.name.ends_with("/conv") &&
+            cs.provenance.pass == trace::Pass::kForward)
           EXPECT_FALSE(cs.provenance.layers.empty()) << cs.name;
       }
       for (const auto& ex : ipu.exchanges) {
@@ -127,7 +132,8 @@ TEST(RunCompiled, CompiledTracesCarryProvenance) {
                    trace::Pass::kWeightUpdate})
       EXPECT_TRUE(passes.contains(p)) << workload << " " << trace::kPassNames[static_cast<int>(p)];
     EXPECT_GT(layers.size(), 3u) << workload;
-    for (const auto& g : t.global_exchanges) EXPECT_EQ(g.provenance.pass, trace::Pass::kPipelineCopy);
+    for (const auto& g : t.global_exchanges)
+      EXPECT_EQ(g.provenance.pass, trace::Pass::kPipelineCopy);
   }
 }
 
@@ -137,24 +143,29 @@ TEST(RunCompiled, GivesTheRunDirectoryOfCompileThenRun) {
   const std::string trace = dir.file("t.itb");
   auto r = ipusim("compile --run " + tiny_run() + sets + " --out " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
-  r = ipusim("run -q --system " + pod16() + " --set chip.clock=1.5GHz --out " + dir.file("two") + " " + trace);
+  r = ipusim("run -q --system " + pod16() + " --set chip.clock=1.5GHz --out " + dir.file("two") +
+             " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   // One process, no trace file: the same run directory except the trace file's name.
   r = ipusim("run -q --run " + tiny_run() + sets + " --out " + dir.file("one"));
   ASSERT_EQ(r.status, 0) << r.err;
-  const std::string two = read_all(dir.file("two/stats.json")), one = read_all(dir.file("one/stats.json"));
+  const std::string two = read_all(dir.file("two/stats.json")),
+                    one = read_all(dir.file("one/stats.json"));
   ASSERT_FALSE(two.empty());
   EXPECT_NE(one.find("\"file\": \"\""), std::string::npos) << "no trace file was simulated";
   EXPECT_EQ(without_file(one), without_file(two));
   for (const char* f : {"config.resolved.yaml", "tiles.csv", "supersteps.csv"})
-    EXPECT_EQ(read_all(dir.file(std::string("one/") + f)), read_all(dir.file(std::string("two/") + f))) << f;
+    EXPECT_EQ(read_all(dir.file(std::string("one/") + f)),
+              read_all(dir.file(std::string("two/") + f)))
+        << f;
   // The id of the in-memory trace is the one 'ipusim run' gives for its file.
   const std::string id = identity_line(read_all(dir.file("two/trace.id")));
   ASSERT_EQ(id.size(), std::string("identity: ").size() + 16 + 1) << id;
   EXPECT_EQ(identity_line(read_all(dir.file("one/trace.id"))), id);
   // Only the run directory was written: no trace beside it.
   std::size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    files += e.is_regular_file();
   EXPECT_EQ(files, 1u) << "t.itb only";
 }
 
@@ -167,22 +178,29 @@ TEST(RunCompiled, SaveTraceWritesTheTraceItSimulated) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string compiled = read_all(dir.file("c.itb"));
   std::filesystem::remove(dir.file("c.itb"));
-  r = ipusim("run -q --run " + tiny_run() + " --save-trace " + dir.file("c.itb") + " --out " + dir.file("one"));
+  r = ipusim("run -q --run " + tiny_run() + " --save-trace " + dir.file("c.itb") + " --out " +
+             dir.file("one"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(read_all(dir.file("one/stats.json")), read_all(dir.file("two/stats.json")));
   EXPECT_EQ(read_all(dir.file("one/trace.id")), read_all(dir.file("two/trace.id")));
-  EXPECT_TRUE(read_all(dir.file("c.itb")) == compiled) << "the saved trace is the compiled one, byte for byte";
+  EXPECT_TRUE(read_all(dir.file("c.itb")) == compiled)
+      << "the saved trace is the compiled one, byte for byte";
   // Running the saved file gives the same stats; a text trace too, and the same id.
-  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("again") + " " + dir.file("c.itb"));
+  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("again") + " " +
+             dir.file("c.itb"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(read_all(dir.file("again/stats.json")), read_all(dir.file("one/stats.json")));
-  r = ipusim("run -q --run " + tiny_run() + " --save-trace " + dir.file("sub/c.trace") + " --out " + dir.file("text"));
+  r = ipusim("run -q --run " + tiny_run() + " --save-trace " + dir.file("sub/c.trace") + " --out " +
+             dir.file("text"));
   ASSERT_EQ(r.status, 0) << r.err;
-  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("text2") + " " + dir.file("sub/c.trace"));
+  r = ipusim("run -q --system " + pod16() + " --out " + dir.file("text2") + " " +
+             dir.file("sub/c.trace"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(read_all(dir.file("text/stats.json")), read_all(dir.file("text2/stats.json")));
-  EXPECT_EQ(identity_line(read_all(dir.file("text/trace.id"))), identity_line(read_all(dir.file("one/trace.id"))));
-  EXPECT_EQ(identity_line(read_all(dir.file("text2/trace.id"))), identity_line(read_all(dir.file("one/trace.id"))));
+  EXPECT_EQ(identity_line(read_all(dir.file("text/trace.id"))),
+            identity_line(read_all(dir.file("one/trace.id"))));
+  EXPECT_EQ(identity_line(read_all(dir.file("text2/trace.id"))),
+            identity_line(read_all(dir.file("one/trace.id"))));
 }
 
 TEST(RunCompiled, BadInputsAreClearErrors) {
@@ -191,9 +209,7 @@ TEST(RunCompiled, BadInputsAreClearErrors) {
   EXPECT_EQ(r.status, 3) << r.err;
   EXPECT_NE(r.err.find(dir.file("missing.yaml")), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o/stats.json")));
-  {
-    std::ofstream(dir.file("bad.yaml")) << "run:\n  name: x\n  replicaz: 2\n";
-  }
+  { std::ofstream(dir.file("bad.yaml")) << "run:\n  name: x\n  replicaz: 2\n"; }
   r = ipusim("run --run " + dir.file("bad.yaml"));
   EXPECT_EQ(r.status, 3) << r.err;
   EXPECT_NE(r.err.find(dir.file("bad.yaml")), std::string::npos) << r.err;

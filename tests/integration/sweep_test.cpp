@@ -5,6 +5,7 @@
 // that cannot fit its chip fails with its error while the others run; spec errors name
 // file:line; an interrupt keeps finished points and removes the rest.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,8 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "cli_harness.hpp"
 
 namespace ipusim::testing {
@@ -28,9 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 std::vector<std::string> split(const std::string& line, char sep = ',') {
   std::vector<std::string> out;
@@ -71,8 +68,11 @@ std::string kernel_spec(const std::string& clocks, const std::string& extra = ""
          "  args: {m: 256, n: 256, k: 256, dtype: half}\n"
          "  chip: gc200\n"
          "axes:\n"
-         "  - chip.clock: [" + clocks + "]\n"
-         "  - chip.tiles: [736, 1472]\n" + extra;
+         "  - chip.clock: [" +
+         clocks +
+         "]\n"
+         "  - chip.tiles: [736, 1472]\n" +
+         extra;
 }
 
 std::string sweep(const std::string& spec, const std::string& out, const std::string& extra = "") {
@@ -106,7 +106,8 @@ TEST(Sweep, KernelOverClocksAndTilesGivesSixRowsEqualToDirectRuns) {
     EXPECT_GT(cycles, 0);
     EXPECT_NEAR(std::stod(row.at("step_time_s")), cycles / hz[i], 1e-12 * cycles / hz[i]);
     EXPECT_TRUE(fs::is_regular_file(dir.file("out/points/" + row.at("id") + "/stats.json")));
-    EXPECT_TRUE(fs::is_regular_file(dir.file("out/points/" + row.at("id") + "/config.resolved.yaml")));
+    EXPECT_TRUE(
+        fs::is_regular_file(dir.file("out/points/" + row.at("id") + "/config.resolved.yaml")));
     EXPECT_TRUE(fs::is_regular_file(dir.file("out/points/" + row.at("id") + "/trace.id")));
   }
   // The same clock gives the same cycles; fewer tiles more cycles.
@@ -115,10 +116,15 @@ TEST(Sweep, KernelOverClocksAndTilesGivesSixRowsEqualToDirectRuns) {
 
   // The point 1.5GHz x 736 tiles run directly gives the same cycles.
   const std::string t = dir.file("mm.itb");
-  ASSERT_EQ(ipusim("kernel matmul --m 256 --n 256 --k 256 --dtype half --chip " + chip_file("gc200") +
-                   " --set chip.clock=1.5GHz --set chip.tiles=736 --out " + t).status, 0);
-  ASSERT_EQ(ipusim("run -q --chip " + chip_file("gc200") + " --set chip.clock=1.5GHz --set chip.tiles=736 --out " +
-                   dir.file("direct") + " " + t).status, 0);
+  ASSERT_EQ(ipusim("kernel matmul --m 256 --n 256 --k 256 --dtype half --chip " +
+                   chip_file("gc200") + " --set chip.clock=1.5GHz --set chip.tiles=736 --out " + t)
+                .status,
+            0);
+  ASSERT_EQ(
+      ipusim("run -q --chip " + chip_file("gc200") +
+             " --set chip.clock=1.5GHz --set chip.tiles=736 --out " + dir.file("direct") + " " + t)
+          .status,
+      0);
   const std::string direct = read_all(dir.file("direct/stats.json"));
   const double direct_cycles = json_value_after(direct, "\"total\"");
   EXPECT_EQ(std::stod(table[2].at("cycles")), direct_cycles);
@@ -130,8 +136,10 @@ TEST(Sweep, KernelOverClocksAndTilesGivesSixRowsEqualToDirectRuns) {
   const std::string json = read_all(dir.file("out/sweep.json"));
   EXPECT_NE(json.find("\"spec\": \"" + spec + "\""), std::string::npos);
   EXPECT_NE(json.find("\"run_dir\": \"points/" + table[0].at("id") + "\""), std::string::npos);
-  EXPECT_NE(json.find("\"overrides\": {\n        \"chip.clock\": \"1.33GHz\",\n        \"chip.tiles\": \"736\""),
-            std::string::npos) << json;
+  EXPECT_NE(json.find("\"overrides\": {\n        \"chip.clock\": \"1.33GHz\",\n        "
+                      "\"chip.tiles\": \"736\""),
+            std::string::npos)
+      << json;
   EXPECT_NE(json.find("\"throughput\": null"), std::string::npos);
 
   // Re-running skips all 6 and writes the same bytes.
@@ -151,7 +159,8 @@ TEST(Sweep, KernelOverClocksAndTilesGivesSixRowsEqualToDirectRuns) {
   EXPECT_EQ(table2[4].at("chip.clock"), "1.6GHz");
   EXPECT_EQ(table2[0].at("id"), table[0].at("id"));
   EXPECT_NE(table2[4].at("id"), table[4].at("id"));
-  EXPECT_NEAR(std::stod(table2[4].at("step_time_s")), std::stod(table2[4].at("cycles")) / 1.6e9, 1e-15);
+  EXPECT_NEAR(std::stod(table2[4].at("step_time_s")), std::stod(table2[4].at("cycles")) / 1.6e9,
+              1e-15);
 }
 
 TEST(Sweep, JobsOneAndTwoGiveByteIdenticalCsv) {
@@ -177,7 +186,9 @@ TEST(Sweep, PointThatDoesNotFitFailsWithItsErrorWhileOthersRun) {
         "  - chip.tile_memory: [624KiB, 1KiB, 256KiB]\n");
   const auto r = ipusim(sweep(spec, dir.file("out"), "--jobs 2"));
   EXPECT_EQ(r.status, 5) << r.out << r.err;
-  EXPECT_NE(r.out.find("3 point(s): 3 ran, 0 skipped (finished before), 1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 point(s): 3 ran, 0 skipped (finished before), 1 failed"),
+            std::string::npos)
+      << r.out;
   const auto table = rows(read_all(dir.file("out/sweep.csv")));
   ASSERT_EQ(table.size(), 3u);
   EXPECT_EQ(table[0].at("status"), "ok");
@@ -186,7 +197,8 @@ TEST(Sweep, PointThatDoesNotFitFailsWithItsErrorWhileOthersRun) {
   EXPECT_EQ(table[1].at("step_time_s"), "");
   // The kernel step's own message, without "error: " (exit status 4 of 'ipusim kernel').
   EXPECT_EQ(table[1].at("error"),
-            "no tile mapping fits: even the finest split needs more than the 0 B per tile available for tensors on "
+            "no tile mapping fits: even the finest split needs more than the 0 B per tile "
+            "available for tensors on "
             "GC200 (1472 tiles)");
   EXPECT_NE(read_all(dir.file("out/sweep.json")).find("\"status\": \"failed\""), std::string::npos);
   // The failed point's logs are kept; a re-run tries it again and skips the others.
@@ -212,8 +224,10 @@ TEST(Sweep, ZippedWorkloadAxesResolveTheirFiles) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto ls = lines(r.out);
   ASSERT_EQ(ls.size(), 2u);
-  EXPECT_NE(ls[0].find("run=resnet50-pod16, system=pod16, run.gradient_accumulation=10"), std::string::npos);
-  EXPECT_NE(ls[1].find("run=bert-large-pod64, system=pod64, run.gradient_accumulation=20"), std::string::npos);
+  EXPECT_NE(ls[0].find("run=resnet50-pod16, system=pod16, run.gradient_accumulation=10"),
+            std::string::npos);
+  EXPECT_NE(ls[1].find("run=bert-large-pod64, system=pod64, run.gradient_accumulation=20"),
+            std::string::npos);
 }
 
 TEST(Sweep, ReportOfARealSweepDrawsEveryPoint) {
@@ -225,11 +239,15 @@ TEST(Sweep, ReportOfARealSweepDrawsEveryPoint) {
   write(spec,
         "format: ipusim-sweep/1\n"
         "base:\n"
-        "  model: " + data + "resnet_tiny.yaml\n"
-        "  run: " + data + "resnet_tiny-pod16.yaml\n"
-        "axes:\n"
-        "  - system: [pod16, pod64]\n"
-        "    run.replicas: [16, 64]\n");
+        "  model: " +
+            data +
+            "resnet_tiny.yaml\n"
+            "  run: " +
+            data +
+            "resnet_tiny-pod16.yaml\n"
+            "axes:\n"
+            "  - system: [pod16, pod64]\n"
+            "    run.replicas: [16, 64]\n");
   const auto r = ipusim(sweep(spec, dir.file("out"), "--jobs 2"));
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   const auto table = rows(read_all(dir.file("out/sweep.csv")));
@@ -243,13 +261,13 @@ TEST(Sweep, ReportOfARealSweepDrawsEveryPoint) {
   EXPECT_TRUE(fs::is_regular_file(point + "/log.0.err"));
   EXPECT_FALSE(fs::exists(point + "/log.1.err"));
   EXPECT_NE(read_all(point + "/trace.id").find("identity: "), std::string::npos);
-  for (const auto& e : fs::directory_iterator(point)) EXPECT_NE(e.path().extension(), ".itb") << e.path();
+  for (const auto& e : fs::directory_iterator(point))
+    EXPECT_NE(e.path().extension(), ".itb") << e.path();
   const auto rep = ipusim("report " + dir.file("out") + " --out " + dir.file("s.html"));
   ASSERT_EQ(rep.status, 0) << rep.err;
   const std::string html = read_all(dir.file("s.html"));
   EXPECT_NE(html.find("id=\"chart-sweep-throughput\""), std::string::npos);
-  EXPECT_NE(html.find(fmt::format("ResNet-tiny: 64 IPUs: {:.0f}<", t64)), std::string::npos)
-      << t64;
+  EXPECT_NE(html.find(fmt::format("ResNet-tiny: 64 IPUs: {:.0f}<", t64)), std::string::npos) << t64;
   // Efficiency: (throughput / IPUs) relative to the 16-IPU point, 4 significant digits.
   EXPECT_NE(html.find(fmt::format("ResNet-tiny: 16 IPUs: 1<")), std::string::npos);
   EXPECT_NE(html.find(fmt::format("ResNet-tiny: 64 IPUs: {:.4g}<", (t64 / 64) / (t16 / 16))),
@@ -263,7 +281,8 @@ TEST(Sweep, SpecErrorsNameFileLineAndKey) {
   auto r = ipusim(sweep(spec, dir.file("out")));
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.err.find(spec + ":10:5: axes[2]: expected a config key"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("unknown key 'chip.clok' (did you mean 'chip.clock'?)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown key 'chip.clok' (did you mean 'chip.clock'?)"), std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(dir.file("out")));
 
   write(spec, "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  chipp: gc200\n");
@@ -272,15 +291,20 @@ TEST(Sweep, SpecErrorsNameFileLineAndKey) {
   EXPECT_NE(r.err.find(spec + ":4:3: base: expected one of the keys"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("did you mean 'chip'?"), std::string::npos) << r.err;
 
-  write(spec, "format: ipusim-sweep/1\nbase: {kernel: matmul}\ncombine: zip\naxes:\n  - chip.tiles: [736, 1472]\n"
-              "  - chip.clock: [1GHz]\n");
+  write(spec,
+        "format: ipusim-sweep/1\nbase: {kernel: matmul}\ncombine: zip\naxes:\n  - chip.tiles: "
+        "[736, 1472]\n"
+        "  - chip.clock: [1GHz]\n");
   r = ipusim(sweep(spec, dir.file("out")));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find(spec + ":6:5: axes[1]: expected 2 values as axes[0] (combine: zip), found 1"),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find(spec + ":6:5: axes[1]: expected 2 values as axes[0] (combine: zip), found 1"),
+      std::string::npos)
+      << r.err;
 
   // A value out of range names the point and the key.
-  write(spec, "format: ipusim-sweep/1\nbase: {kernel: matmul}\naxes:\n  - chip.clock: [1GHz, 99THz]\n");
+  write(spec,
+        "format: ipusim-sweep/1\nbase: {kernel: matmul}\naxes:\n  - chip.clock: [1GHz, 99THz]\n");
   r = ipusim(sweep(spec, dir.file("out")));
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.err.find(spec + ":4: point 1 (chip.clock=99THz): "), std::string::npos) << r.err;
@@ -294,20 +318,23 @@ int mpirun(int ranks, const std::string& args, const TempDir& dir) {
   // allocations left at MPI_Finalize: suppress those (with full stacks, since OpenMPI's
   // libraries lack frame pointers); ipusim's code stays checked. No effect in other builds.
   // use_stacks=0 as in tools/run-tests.sh (SystemC's coroutine stacks at exit).
-  const std::string lsan = "LSAN_OPTIONS=suppressions=" + source_dir() +
-                           "/tests/integration/lsan-openmpi.supp:fast_unwind_on_malloc=0:use_stacks=0 ";
+  const std::string lsan =
+      "LSAN_OPTIONS=suppressions=" + source_dir() +
+      "/tests/integration/lsan-openmpi.supp:fast_unwind_on_malloc=0:use_stacks=0 ";
   // Containers often forbid the cross-memory attach OpenMPI's shared-memory transport uses for
   // large messages; ours are small, but do not depend on it.
   const std::string cma = "OMPI_MCA_btl_vader_single_copy_mechanism=none ";
-  const std::string cmd = lsan + cma + std::string(IPUSIM_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
-                          std::to_string(ranks) + " " + IPUSIM_BINARY + " " + args + " >" + dir.file("mpi.out") +
-                          " 2>" + dir.file("mpi.err") + " </dev/null";
+  const std::string cmd = lsan + cma + std::string(IPUSIM_MPIEXEC) +
+                          " --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) +
+                          " " + IPUSIM_BINARY + " " + args + " >" + dir.file("mpi.out") + " 2>" +
+                          dir.file("mpi.err") + " </dev/null";
   const int raw = std::system(cmd.c_str());
   return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
 }
 
 TEST(SweepMpi, ThreeRanksGiveTheLocalCsvByteForByte) {
-  ASSERT_TRUE(fs::exists(IPUSIM_MPIEXEC)) << "MPI is built in but " << IPUSIM_MPIEXEC << " is missing";
+  ASSERT_TRUE(fs::exists(IPUSIM_MPIEXEC))
+      << "MPI is built in but " << IPUSIM_MPIEXEC << " is missing";
   TempDir dir;
   const std::string spec = dir.file("s.yaml");
   // A failing point too, so that errors travel from the ranks to rank 0 identically.
@@ -317,7 +344,8 @@ TEST(SweepMpi, ThreeRanksGiveTheLocalCsvByteForByte) {
   const int status = mpirun(3, sweep(spec, dir.file("mpi")), dir);
   const std::string out = read_all(dir.file("mpi.out")), err = read_all(dir.file("mpi.err"));
   ASSERT_EQ(status, 5) << out << err;
-  EXPECT_NE(out.find("12 point(s): 12 ran, 0 skipped (finished before), 6 failed (3 MPI ranks; "), std::string::npos)
+  EXPECT_NE(out.find("12 point(s): 12 ran, 0 skipped (finished before), 6 failed (3 MPI ranks; "),
+            std::string::npos)
       << out << err;
   // Rank 0 runs points as well as handing them out: with 3 ranks three points run at once.
   const std::smatch on_rank0 = [&] {
@@ -332,7 +360,8 @@ TEST(SweepMpi, ThreeRanksGiveTheLocalCsvByteForByte) {
   EXPECT_EQ(lines(csv).size(), 13u);
   EXPECT_EQ(read_all(dir.file("mpi/sweep.csv")), csv);
   // Every point's run directory was written by a rank; a second MPI run skips them all.
-  for (const auto& row : rows(csv)) EXPECT_TRUE(fs::is_regular_file(dir.file("mpi/points/" + row.at("id") + "/point.json")));
+  for (const auto& row : rows(csv))
+    EXPECT_TRUE(fs::is_regular_file(dir.file("mpi/points/" + row.at("id") + "/point.json")));
   ASSERT_EQ(mpirun(2, sweep(spec, dir.file("mpi")), dir), 5) << read_all(dir.file("mpi.err"));
   EXPECT_NE(read_all(dir.file("mpi.out")).find("12 point(s): 6 ran, 6 skipped"), std::string::npos)
       << read_all(dir.file("mpi.out"));
@@ -404,7 +433,8 @@ TEST(Sweep, InterruptKeepsFinishedPointsAndRemovesTheRest) {
         "  - run.gradient_accumulation: [1, 2]\n");
   // Make the first point quick: run it alone first.
   write(dir.file("first.yaml"),
-        "format: ipusim-sweep/1\nbase:\n  run: resnet50-pod16\naxes:\n  - run.gradient_accumulation: [1]\n");
+        "format: ipusim-sweep/1\nbase:\n  run: resnet50-pod16\naxes:\n  - "
+        "run.gradient_accumulation: [1]\n");
   ASSERT_EQ(ipusim(sweep(dir.file("first.yaml"), dir.file("out"))).status, 0);
   const auto finished = entries(dir.file("out/points"));
   ASSERT_EQ(finished.size(), 1u);
@@ -420,11 +450,13 @@ TEST(Sweep, InterruptKeepsFinishedPointsAndRemovesTheRest) {
   EXPECT_NEAR(std::stod(table[0].at("throughput")), 320 / std::stod(table[0].at("step_time_s")),
               1e-9 * std::stod(table[0].at("throughput")));
   EXPECT_GT(std::stod(table[0].at("compute_s")), 0);
-  EXPECT_EQ(json_value_after(read_all(dir.file("out/points/" + finished[0] + "/stats.json")), "\"samples_per_step\""),
+  EXPECT_EQ(json_value_after(read_all(dir.file("out/points/" + finished[0] + "/stats.json")),
+                             "\"samples_per_step\""),
             320);
   const std::string record = read_all(dir.file("out/points/" + finished[0] + "/point.json"));
 
-  Background bg({"sweep", spec, "--out", dir.file("out"), "--jobs", "1"}, dir.file("bg.out"), dir.file("bg.err"));
+  Background bg({"sweep", spec, "--out", dir.file("out"), "--jobs", "1"}, dir.file("bg.out"),
+                dir.file("bg.err"));
   // Wait until the second point's work directory exists, then interrupt it.
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (entries(dir.file("out/points")).size() < 2 && std::chrono::steady_clock::now() < deadline)
@@ -433,7 +465,8 @@ TEST(Sweep, InterruptKeepsFinishedPointsAndRemovesTheRest) {
   std::this_thread::sleep_for(50ms);
   ASSERT_EQ(::kill(bg.pid(), SIGINT), 0);
   EXPECT_EQ(bg.wait(20s), 130) << read_all(dir.file("bg.err"));
-  EXPECT_NE(read_all(dir.file("bg.err")).find("interrupted"), std::string::npos) << read_all(dir.file("bg.err"));
+  EXPECT_NE(read_all(dir.file("bg.err")).find("interrupted"), std::string::npos)
+      << read_all(dir.file("bg.err"));
   // The finished point is intact, the running one gone, no sweep files half-written.
   EXPECT_EQ(entries(dir.file("out/points")), finished);
   EXPECT_EQ(read_all(dir.file("out/points/" + finished[0] + "/point.json")), record);

@@ -31,9 +31,10 @@ TEST(TileModelRun, ReluOnFourTilesCountedFromTheBundleProgram) {
 }
 
 TEST(TileModelRun, MatmulAndConvAgreeWithTheClosedFormWithinTenPercent) {
-  for (const std::string args : {std::string("matmul --m 512 --n 512 --k 512 --dtype half"),
-                                 std::string("conv2d --batch 4 --channels 64 --height 56 --width 56 "
-                                             "--filters 64 --kernel 3")}) {
+  for (const std::string args :
+       {std::string("matmul --m 512 --n 512 --k 512 --dtype half"),
+        std::string("conv2d --batch 4 --channels 64 --height 56 --width 56 "
+                    "--filters 64 --kernel 3")}) {
     TempDir a, b;
     const std::string closed = run_kernel(a, args, "");
     const std::string isa = run_kernel(b, args, " --set chip.tile_model=isa");
@@ -54,14 +55,17 @@ TEST(TileModelRun, TheSummaryAndTheReportSayWhichModelTimedTheRun) {
   ASSERT_EQ(ipusim("kernel matmul --m 64 --n 64 --k 64 --out " + trace).status, 0);
   auto r = ipusim("run --set chip.tile_model=isa --out " + dir.file("isa") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("  tile model    instruction-level (chip.tile_model=isa"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  tile model    instruction-level (chip.tile_model=isa"), std::string::npos)
+      << r.out;
   ASSERT_EQ(ipusim("report " + dir.file("isa")).status, 0);
-  EXPECT_NE(read_all(dir.file("isa/report.html")).find("instruction-level (chip.tile_model=isa)"), std::string::npos);
+  EXPECT_NE(read_all(dir.file("isa/report.html")).find("instruction-level (chip.tile_model=isa)"),
+            std::string::npos);
   r = ipusim("run --out " + dir.file("closed") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.find("tile model"), std::string::npos) << r.out;  // the default says nothing
   ASSERT_EQ(ipusim("report " + dir.file("closed")).status, 0);
-  EXPECT_NE(read_all(dir.file("closed/report.html")).find("closed-form codelet models"), std::string::npos);
+  EXPECT_NE(read_all(dir.file("closed/report.html")).find("closed-form codelet models"),
+            std::string::npos);
 }
 
 }  // namespace

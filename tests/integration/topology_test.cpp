@@ -36,7 +36,8 @@ TEST(SystemInfo, Pod256ShowsItsRacksAndGwLinks) {
   const auto r = ipusim("info --system " + system_file("pod256"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("IPUs              256 x GC200"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("racks             4 (torus each), joined over GW-Links"), std::string::npos);
+  EXPECT_NE(r.out.find("racks             4 (torus each), joined over GW-Links"),
+            std::string::npos);
   EXPECT_NE(r.out.find("GW-Link               64 bundles"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("64: 676 cycles"), std::string::npos) << r.out;
 }
@@ -89,7 +90,8 @@ TEST(AllReduce, AClockWhatIfMovesOnlyTheOnChipPart) {
   // its cycle count grows with the clock.
   TempDir a, b;
   const std::string slow = run_collective(a, "pod16", 52428800, 16, "auto");
-  const std::string fast = run_collective(b, "pod16", 52428800, 16, "auto", "--set chip.clock=1.85GHz");
+  const std::string fast =
+      run_collective(b, "pod16", 52428800, 16, "auto", "--set chip.clock=1.85GHz");
   auto seconds = [](const std::string& stats) {
     return json_value_after(stats.substr(stats.find("\"total\"")), "\"time\"");
   };
@@ -150,7 +152,8 @@ TEST(Pipeline, TwoStagesTimesTwoReplicasMatchesAHandCalculation) {
   TempDir dir;
   const std::string trace = dir.file("p.trace");
   std::ofstream(trace) << kPipeline;
-  const auto r = ipusim("run --system " + system_file("pod16") + " --out " + dir.file("out") + " " + trace);
+  const auto r =
+      ipusim("run --system " + system_file("pod16") + " --out " + dir.file("out") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   const double cycles = total_cycles(read_all(dir.file("out/stats.json")));
 
@@ -183,7 +186,8 @@ TEST(Pipeline, ReplicaSymmetricEqualsFullSimulation) {
   TempDir dir;
   const std::string trace = dir.file("p.trace");
   std::ofstream(trace) << kPipeline;
-  const auto sym = ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("a") + " " + trace);
+  const auto sym =
+      ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("a") + " " + trace);
   const auto full = ipusim("run -q --all-replicas --system " + system_file("pod16") + " --out " +
                            dir.file("b") + " " + trace);
   ASSERT_EQ(sym.status, 0) << sym.err;
@@ -198,7 +202,8 @@ TEST(Pipeline, ReplicaSymmetricEqualsFullSimulation) {
 TEST(AllReduce, ReplicaSymmetricEqualsFullSimulation) {
   TempDir a, b;
   const double sym = total_cycles(run_collective(a, "pod64", 8ull << 20, 64, "auto"));
-  const double full = total_cycles(run_collective(b, "pod64", 8ull << 20, 64, "auto", "--all-replicas"));
+  const double full =
+      total_cycles(run_collective(b, "pod64", 8ull << 20, 64, "auto", "--all-replicas"));
   EXPECT_EQ(sym, full);
 }
 
@@ -230,19 +235,23 @@ TEST(Pipeline, GroupStepErrorsLeaveNothingBehindInEitherEngine) {
                           "  collective all_reduce bytes=128 group=all\nend\n";
   for (const char* engine : {"fast", "reference"}) {
     SCOPED_TRACE(engine);
-    const std::string run = std::string("run --engine ") + engine + " --system " + system_file("pod16") + " ";
+    const std::string run =
+        std::string("run --engine ") + engine + " --system " + system_file("pod16") + " ";
     auto r = ipusim(run + never);
     EXPECT_EQ(r.status, 4) << r.err;
-    EXPECT_NE(r.err.find("error: system.ipu1 did not finish: its group steps do not match those of "
-                         "the other IPUs; waiting at 'sync group=replica (x1)': 1 of 2 IPUs arrived (IPU 1)"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find(
+            "error: system.ipu1 did not finish: its group steps do not match those of "
+            "the other IPUs; waiting at 'sync group=replica (x1)': 1 of 2 IPUs arrived (IPU 1)"),
+        std::string::npos)
         << r.err;
     r = ipusim(run + other);
     EXPECT_EQ(r.status, 4) << r.err;
-    EXPECT_NE(r.err.find("error: IPU 1 reached 'collective all_reduce bytes=128 group=all (x1)' as its "
-                         "group step 1 in a group where IPU 0 reached 'collective all_reduce "
-                         "bytes=64 group=all (x1)'"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find("error: IPU 1 reached 'collective all_reduce bytes=128 group=all (x1)' as its "
+                   "group step 1 in a group where IPU 0 reached 'collective all_reduce "
+                   "bytes=64 group=all (x1)'"),
+        std::string::npos)
         << r.err;
   }
 }
@@ -262,8 +271,9 @@ TEST(Pipeline, TraceNeedingMoreIpusThanTheSystemHas) {
   ASSERT_EQ(ipusim("kernel allreduce --bytes 64 --group 32 --out " + trace).status, 0);
   const auto r = ipusim("run --system " + system_file("pod16") + " " + trace);
   EXPECT_EQ(r.status, 4);
-  EXPECT_NE(r.err.find("the trace needs 32 IPUs (32 replicas x 1 IPUs per replica) but IPU-POD16 has 16"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("the trace needs 32 IPUs (32 replicas x 1 IPUs per replica) but IPU-POD16 has 16"),
+      std::string::npos)
       << r.err;
 }
 
@@ -276,8 +286,10 @@ namespace {
 TEST(SystemKernels, LinkP2pAcrossARung) {
   TempDir dir;
   const std::string trace = dir.file("p2p.trace");
-  ASSERT_EQ(ipusim("kernel link-p2p --bytes 1000000 --src-ipu 0 --dst-ipu 1 --out " + trace).status, 0);
-  const auto r = ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("o") + " " + trace);
+  ASSERT_EQ(ipusim("kernel link-p2p --bytes 1000000 --src-ipu 0 --dst-ipu 1 --out " + trace).status,
+            0);
+  const auto r =
+      ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("o") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   // Sync of 2 IPUs (60) + 1e6 B over 4 IPU-Links of 128 Gibit/s x 0.85 + 20 cycles latency.
   const double rate = 4 * 128.0 * (1u << 30) / 8 * 0.85 / 1.325e9;
@@ -288,7 +300,8 @@ TEST(SystemKernels, ExternalSyncLoop) {
   TempDir dir;
   const std::string trace = dir.file("sync.trace");
   ASSERT_EQ(ipusim("kernel sync --group 16 --iterations 10 --out " + trace).status, 0);
-  const auto r = ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("o") + " " + trace);
+  const auto r =
+      ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("o") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(total_cycles(read_all(dir.file("o/stats.json"))), 10.0 * 199);  // §2: N=16 -> 199
 }
@@ -302,7 +315,13 @@ namespace {
 // Cycles of phase `phase` of simulated IPU `ipu` in a stats.json.
 double ipu_phase(const std::string& stats, std::size_t ipu, const std::string& phase) {
   const JsonValue root = parse_json(stats, "stats.json");
-  return root.find("ipu")->items.at(ipu).find("phases")->find(phase)->find("cycles")->find("value")->number.d;
+  return root.find("ipu")
+      ->items.at(ipu)
+      .find("phases")
+      ->find(phase)
+      ->find("cycles")
+      ->find("value")
+      ->number.d;
 }
 
 TEST(ExternalSync, WaitingForPeersIsNotSync) {
@@ -312,9 +331,10 @@ TEST(ExternalSync, WaitingForPeersIsNotSync) {
   // §2 sync latency model). Both engines agree.
   TempDir dir;
   const std::string trace = dir.file("w.trace");
-  std::ofstream(trace) << "ipusim-trace 3\nipu 0\ncomputeset c\n  vertex tiles=0 copy bytes=80000\nend\n"
-                          "program\n  compute c\n  sync group=replica\nend\n"
-                          "ipu 1\nprogram\n  sync group=replica\nend\n";
+  std::ofstream(trace)
+      << "ipusim-trace 3\nipu 0\ncomputeset c\n  vertex tiles=0 copy bytes=80000\nend\n"
+         "program\n  compute c\n  sync group=replica\nend\n"
+         "ipu 1\nprogram\n  sync group=replica\nend\n";
   for (const std::string engine : {"fast", "reference"}) {
     const auto r = ipusim("run -q --engine " + engine + " --system " + source_dir() +
                           "/configs/systems/pod16.yaml --out " + dir.file(engine) + " " + trace);

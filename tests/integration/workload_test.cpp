@@ -27,8 +27,8 @@ std::string compile_and_run(const TempDir& dir, const std::string& run, const st
   const auto c = ipusim("compile --run " + run + " " + sets + " --out " + trace);
   EXPECT_EQ(c.status, 0) << c.err;
   const bool run_keys = sets.find("run.") != std::string::npos;
-  const auto r = ipusim("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " + (run_keys ? "" : sets) +
-                        " --out " + dir.file("out") + " " + trace);
+  const auto r = ipusim("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " +
+                        (run_keys ? "" : sets) + " --out " + dir.file("out") + " " + trace);
   EXPECT_EQ(r.status, 0) << r.err;
   return read_all(dir.file("out/stats.json"));
 }
@@ -67,12 +67,14 @@ TEST(Workload, TransformerWithOneIpuPerReplicaCompilesOrFailsWithOutOfMemory) {
   EXPECT_GT(step_cycles(stats), 0);
   const auto inter_ipu = stats.find("\"inter_ipu\"");
   ASSERT_NE(inter_ipu, std::string::npos);
-  EXPECT_EQ(json_value_after(stats.substr(inter_ipu), "\"cycles\""), 0) << "no inter-IPU copies expected";
+  EXPECT_EQ(json_value_after(stats.substr(inter_ipu), "\"cycles\""), 0)
+      << "no inter-IPU copies expected";
   // BERT-Large does not fit on one IPU: the out-of-memory error, not a crash.
-  const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml" +
-                        " --set run.ipus_per_replica=1 --set run.replicas=16" +
-                        " --set run.pipeline_placement=ipu0=24,24 --set run.available_memory_proportion=0.23" +
-                        " --out " + dir.file("b.itb"));
+  const auto r =
+      ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml" +
+             " --set run.ipus_per_replica=1 --set run.replicas=16" +
+             " --set run.pipeline_placement=ipu0=24,24 --set run.available_memory_proportion=0.23" +
+             " --out " + dir.file("b.itb"));
   EXPECT_EQ(r.status, 4) << r.err;
   EXPECT_NE(r.err.find("out of memory on tile"), std::string::npos) << r.err;
 }
@@ -105,7 +107,8 @@ TEST(Workload, Precision1632PlansEveryConvWithFloatPartials) {
                           dir.file(std::string(precision) + ".trace"));
     ASSERT_EQ(c.status, 0) << c.err;
   }
-  const std::string half = read_all(dir.file("16.16.trace")), flt = read_all(dir.file("16.32.trace"));
+  const std::string half = read_all(dir.file("16.16.trace")),
+                    flt = read_all(dir.file("16.32.trace"));
   EXPECT_NE(half.find("in=half partials=half"), std::string::npos);
   EXPECT_EQ(half.find("in=half partials=float"), std::string::npos);
   EXPECT_NE(flt.find("in=half partials=float"), std::string::npos);
@@ -127,7 +130,8 @@ TEST(Workload, ModelFilesOfTheWrongShapeAreClearErrors) {
   TempDir dir;
   const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";
   write_file(dir.file("a.yaml"), "model: cnn\nlayers: []\n");
-  auto r = ipusim("compile --run " + run + " --model " + dir.file("a.yaml") + " --out " + dir.file("x"));
+  auto r =
+      ipusim("compile --run " + run + " --model " + dir.file("a.yaml") + " --out " + dir.file("x"));
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.err.find("a.yaml:1:8: model: expected a map"), std::string::npos) << r.err;
   write_file(dir.file("b.yaml"), "model:\n  family: cnn\n  name: x\n  input: 5\nlayers: []\n");
@@ -142,9 +146,11 @@ TEST(Workload, ModelFilesOfTheWrongShapeAreClearErrors) {
 TEST(Workload, BadRunConfigsAreClearErrors) {
   TempDir dir;
   const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";
-  auto r = ipusim("compile --run " + run + " --set run.recompute_checkpoints=b9/0/relu --out " + dir.file("x"));
+  auto r = ipusim("compile --run " + run + " --set run.recompute_checkpoints=b9/0/relu --out " +
+                  dir.file("x"));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("run.recompute_checkpoints: 'b9/0/relu' is not a layer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run.recompute_checkpoints: 'b9/0/relu' is not a layer"), std::string::npos)
+      << r.err;
   r = ipusim("compile --run " + run + " --set run.replicas=32 --out " + dir.file("x"));
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.err.find("need 32 IPUs, but IPU-POD16 has 16"), std::string::npos) << r.err;
@@ -188,32 +194,40 @@ TEST(RunTarget, ATraceOnAnotherChipOrALargerSystemWarnsAndStrictFails) {
   const std::string trace = dir.file("t.itb");
   const std::string pod16 = source_dir() + "/configs/systems/pod16.yaml";
   const std::string pod64 = source_dir() + "/configs/systems/pod64.yaml";
-  ASSERT_EQ(ipusim("compile --run " + workload_dir() + "resnet_tiny-pod16.yaml --out " + trace).status, 0);
+  ASSERT_EQ(
+      ipusim("compile --run " + workload_dir() + "resnet_tiny-pod16.yaml --out " + trace).status,
+      0);
   // On its own target: no warning, and stats.json says so.
   auto r = ipusim("run -q --system " + pod16 + " --out " + dir.file("same") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
   EXPECT_NE(read_all(dir.file("same/stats.json")).find("\"warnings\": []"), std::string::npos);
   // On a 2,000-tile chip: it runs (528 tiles idle) with a warning on stderr and in stats.json.
-  r = ipusim("run -q --system " + pod16 + " --set chip.tiles=2000 --out " + dir.file("wide") + " " + trace);
+  r = ipusim("run -q --system " + pod16 + " --set chip.tiles=2000 --out " + dir.file("wide") + " " +
+             trace);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("warning: " + trace + ": the trace was planned for another chip than this run's GC200: "
+  EXPECT_NE(r.err.find("warning: " + trace +
+                       ": the trace was planned for another chip than this run's GC200: "
                        "a GC200 with 1472 tiles (here 2000); recompile it"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(read_all(dir.file("wide/stats.json")).find("1472 tiles (here 2000)"), std::string::npos);
+  EXPECT_NE(read_all(dir.file("wide/stats.json")).find("1472 tiles (here 2000)"),
+            std::string::npos);
   // More memory per tile and another AMP are differences too.
-  r = ipusim("run -q --system " + pod16 + " --set chip.tile_memory=1MiB --set chip.amp.engines_half_float=16 " + trace);
+  r = ipusim("run -q --system " + pod16 +
+             " --set chip.tile_memory=1MiB --set chip.amp.engines_half_float=16 " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("638976 B of memory per tile (here 1048576 B); AMP engines half/half, half/float, "
-                       "float/float 16/8/16 (here 16/16/16)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("638976 B of memory per tile (here 1048576 B); AMP engines half/half, half/float, "
+                 "float/float 16/8/16 (here 16/16/16)"),
+      std::string::npos)
       << r.err;
   // On a POD64: 48 of its IPUs would idle.
   r = ipusim("run -q --system " + pod64 + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("the trace uses 16 of the 64 IPUs of IPU-POD64 (it was compiled for IPU-POD16)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("the trace uses 16 of the 64 IPUs of IPU-POD64 (it was compiled for IPU-POD16)"),
+      std::string::npos)
       << r.err;
   // --strict makes each of them an error (bad input), before anything is simulated or written.
   r = ipusim("run -q --strict --system " + pod64 + " --out " + dir.file("strict") + " " + trace);
@@ -243,8 +257,8 @@ TEST(Workload, TheWorkedExampleOfDocsModelsCompilesAndRuns) {
   TempDir dir;
   write_file(dir.file("resnet18.yaml"), yaml);
   const auto r = ipusim("run -q --run " + workload_dir() + "resnet_tiny-pod16.yaml --model " +
-                        dir.file("resnet18.yaml") + " --set run.recompute_checkpoints=b2/1/relu --out " +
-                        dir.file("out"));
+                        dir.file("resnet18.yaml") +
+                        " --set run.recompute_checkpoints=b2/1/relu --out " + dir.file("out"));
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string stats = read_all(dir.file("out/stats.json"));
   EXPECT_NE(stats.find("\"model\": \"ResNet-18\""), std::string::npos);

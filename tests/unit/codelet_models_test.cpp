@@ -456,9 +456,12 @@ TEST(CodeletModels, MapIsOneBinaryOp1DShapedLoopOverTheFusedOps) {
   EXPECT_EQ(map(chip, DType::kFloat, 1200, 6, 5).cycles, 6785u);
   // Fusing pays the overheads once: relu after add as one map beats two separate vertices.
   const Op add = Op::kAdd, relu = Op::kRelu;
-  const std::uint64_t fused = map(chip, DType::kHalf, 1200, op_vector_cycles(add, DType::kHalf) +
-                                                             op_vector_cycles(relu, DType::kHalf), 2).cycles;
-  EXPECT_LT(fused, binary(chip, add, DType::kHalf, 1200).cycles + unary(chip, relu, DType::kHalf, 1200).cycles);
+  const std::uint64_t fused =
+      map(chip, DType::kHalf, 1200,
+          op_vector_cycles(add, DType::kHalf) + op_vector_cycles(relu, DType::kHalf), 2)
+          .cycles;
+  EXPECT_LT(fused, binary(chip, add, DType::kHalf, 1200).cycles +
+                       unary(chip, relu, DType::kHalf, 1200).cycles);
 }
 
 TEST(CodeletModels, TransposeMovesOneElementPerCycle) {

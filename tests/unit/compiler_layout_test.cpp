@@ -6,16 +6,16 @@
 
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "compiler/ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
 #include "ipusim/config/system.hpp"
-#include "ipusim/util/error.hpp"
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim::compiler {
@@ -160,9 +160,9 @@ TEST(CompilerLayout, BatchNormStatisticsExchangeOnlyAmongTilesSharingChannels) {
 TEST(CompilerLayout, ReductionStagesFollowPoplinsDepthRule) {
   EXPECT_EQ(reduction_stages(1), (std::pair<int, std::uint64_t>{0, 1}));
   EXPECT_EQ(reduction_stages(15), (std::pair<int, std::uint64_t>{1, 15}));
-  EXPECT_EQ(reduction_stages(16), (std::pair<int, std::uint64_t>{2, 4}));     // sqrt(16)
-  EXPECT_EQ(reduction_stages(124), (std::pair<int, std::uint64_t>{2, 12}));   // ceil(11.14)
-  EXPECT_EQ(reduction_stages(125), (std::pair<int, std::uint64_t>{3, 5}));    // cbrt(125)
+  EXPECT_EQ(reduction_stages(16), (std::pair<int, std::uint64_t>{2, 4}));    // sqrt(16)
+  EXPECT_EQ(reduction_stages(124), (std::pair<int, std::uint64_t>{2, 12}));  // ceil(11.14)
+  EXPECT_EQ(reduction_stages(125), (std::pair<int, std::uint64_t>{3, 5}));   // cbrt(125)
 }
 
 TEST(CompilerLayout, LayoutMismatchAddsARearrangementOfTheExpectedBytes) {
@@ -205,7 +205,8 @@ TEST(CompilerLayout, TransposedOperandIsRearrangedAndTransposed) {
   std::size_t transposes = 0;
   for (const auto& s : steps)
     if (s.kind == StepKind::kCompute)
-      for (const auto& v : program.compute_sets[s.index].vertices) transposes += v.codelet == trace::Codelet::kTranspose;
+      for (const auto& v : program.compute_sets[s.index].vertices)
+        transposes += v.codelet == trace::Codelet::kTranspose;
   EXPECT_GE(transposes, 1u);
   // Transposing n half elements costs the copy call overhead + n cycles (2 B per cycle).
   EXPECT_EQ(cost::transpose(chip, DType::kHalf, 1000).cycles, 288u + 1000u);
@@ -248,7 +249,8 @@ TEST(CompilerLayout, EveryParameterOfACompiledModelLivesOnItsLayout) {
       EXPECT_LT(found->tiles.last, system.spec.chip.tiles);
       const std::uint64_t held = std::uint64_t{found->tiles.size()} * found->bytes_per_tile;
       EXPECT_GE(held, bytes) << kind << l.name;
-      EXPECT_LT(held, bytes + std::uint64_t{found->tiles.size()} * found->bytes_per_tile / 2 + found->bytes_per_tile)
+      EXPECT_LT(held, bytes + std::uint64_t{found->tiles.size()} * found->bytes_per_tile / 2 +
+                          found->bytes_per_tile)
           << kind << l.name;
     }
   }
@@ -414,26 +416,30 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
   // Executed compute sets (two convs of one shape share theirs), each loop run once.
   std::uint64_t amp_flops = 0;
   const auto& p = t.ipus[0];
-  std::function<void(const std::vector<trace::Step>&)> walk = [&](const std::vector<trace::Step>& steps) {
-    for (const auto& s : steps) {
-      EXPECT_NE(s.kind, StepKind::kCollective);
-      if (s.kind == StepKind::kCompute)
-        for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
-          if (v.codelet == trace::Codelet::kAmpConv1x1 || v.codelet == trace::Codelet::kAmpConvNx1)
-            amp_flops += std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
-      if (s.kind == StepKind::kRepeat) {
-        EXPECT_EQ(s.count, 1u);
-        walk(s.body);
-      }
-    }
-  };
+  std::function<void(const std::vector<trace::Step>&)> walk =
+      [&](const std::vector<trace::Step>& steps) {
+        for (const auto& s : steps) {
+          EXPECT_NE(s.kind, StepKind::kCollective);
+          if (s.kind == StepKind::kCompute)
+            for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
+              if (v.codelet == trace::Codelet::kAmpConv1x1 ||
+                  v.codelet == trace::Codelet::kAmpConvNx1)
+                amp_flops +=
+                    std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
+          if (s.kind == StepKind::kRepeat) {
+            EXPECT_EQ(s.count, 1u);
+            walk(s.body);
+          }
+        }
+      };
   walk(p.steps);
   EXPECT_EQ(amp_flops, 2 * macs);
   const auto hosts = host_steps(p);
   ASSERT_EQ(hosts.size(), 3u);  // inline input copy, background prefetch, outputs
   EXPECT_EQ(hosts[2]->direction, trace::HostDirection::kFromIpu);
   EXPECT_GE(std::uint64_t{hosts[2]->tiles.size()} * hosts[2]->bytes, n * 10 * 2);
-  EXPECT_LT(std::uint64_t{hosts[2]->tiles.size()} * hosts[2]->bytes, n * 10 * 2 + hosts[2]->tiles.size());
+  EXPECT_LT(std::uint64_t{hosts[2]->tiles.size()} * hosts[2]->bytes,
+            n * 10 * 2 + hosts[2]->tiles.size());
   for (const auto& tensor : p.tensors) {
     EXPECT_EQ(tensor.name.find("gradient"), std::string::npos) << tensor.name;
     EXPECT_EQ(tensor.name.find("momentum"), std::string::npos) << tensor.name;
@@ -443,8 +449,9 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
     load_run(dir + "resnet_tiny-pod16.yaml", {"run.mode=inference"});
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("run.gradient_accumulation: inference runs one batch per replica per step: "
-                                         "expected 1, found 2"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "run.gradient_accumulation: inference runs one batch per replica per step: "
+                  "expected 1, found 2"),
               std::string::npos)
         << e.what();
   }
@@ -462,8 +469,8 @@ TEST(CompilerInference, ATransformerRunsItsForwardPassOnceThroughThePipeline) {
   // IPU 0 takes the packs in before the loop (2 packs x 1536 B) and sends one 32-bit token id
   // per masked token back after it: 2 packs x 2 sequences x 20 masked tokens x 4 B = 320 B.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
-  const LoadedRun run = load_run(dir + "bert_tiny-pod16.yaml",
-                                 {"run.mode=inference", "run.gradient_accumulation=1"});
+  const LoadedRun run =
+      load_run(dir + "bert_tiny-pod16.yaml", {"run.mode=inference", "run.gradient_accumulation=1"});
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
   const trace::Trace t = compile(model, run.run, system.spec);
@@ -481,12 +488,14 @@ TEST(CompilerInference, ATransformerRunsItsForwardPassOnceThroughThePipeline) {
       }
     }
     EXPECT_EQ(loops, 1u);
-    for (const auto& tensor : p.tensors) EXPECT_EQ(tensor.name.find("optimiser"), std::string::npos) << tensor.name;
+    for (const auto& tensor : p.tensors)
+      EXPECT_EQ(tensor.name.find("optimiser"), std::string::npos) << tensor.name;
   }
   std::uint64_t in = 0, out = 0;
   for (const auto& s : t.ipus[0].steps)
     if (s.kind == StepKind::kHost && !s.overlap)
-      (s.direction == trace::HostDirection::kToIpu ? in : out) += std::uint64_t{s.tiles.size()} * s.bytes;
+      (s.direction == trace::HostDirection::kToIpu ? in : out) +=
+          std::uint64_t{s.tiles.size()} * s.bytes;
   EXPECT_GE(in, 2u * 1536);
   EXPECT_LT(in, 2u * 1536 + system.spec.chip.tiles);
   EXPECT_GE(out, 320u);
@@ -554,18 +563,21 @@ TEST(ModelFiles, TheWorkedResNet18HasItsPublishedParameterCount) {
 
 TEST(ModelFiles, ShapeErrorsNameTheLayer) {
   const std::string dir = ::testing::TempDir();
-  const std::string head = "model: {name: m, family: cnn, input: {height: 8, width: 8, channels: 3}, classes: 2}\n";
+  const std::string head =
+      "model: {name: m, family: cnn, input: {height: 8, width: 8, channels: 3}, classes: 2}\n";
   auto compile_model = [&](const std::string& layers) {
     const std::string file = dir + "/shape.yaml";
     std::ofstream(file) << head << "layers:\n" << layers;
     return parameter_count(load_model(file));
   };
   try {
-    compile_model("  - {name: a, op: conv, out: 4}\n  - {name: b, op: conv, out: 8}\n"
-                  "  - {name: s, op: add, input: b, other: a}\n");
+    compile_model(
+        "  - {name: a, op: conv, out: 4}\n  - {name: b, op: conv, out: 8}\n"
+        "  - {name: s, op: add, input: b, other: a}\n");
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 's': add of 'b' (8x8x8) and 'a' (8x8x4): the shapes must be equal"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "layer 's': add of 'b' (8x8x8) and 'a' (8x8x4): the shapes must be equal"),
               std::string::npos)
         << e.what();
   }
@@ -573,19 +585,23 @@ TEST(ModelFiles, ShapeErrorsNameTheLayer) {
     compile_model("  - {name: a, op: conv, out: 4}\n  - {name: f, op: fc, out: 2}\n");
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 'f': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
-                                         "found 8x8x4 from 'a'"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "layer 'f': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
+                  "found 8x8x4 from 'a'"),
               std::string::npos)
         << e.what();
   }
   // A repeated block's errors say which iteration; "{in}" outside a block is an error.
   try {
-    compile_model("  - {name: a, op: conv, out: 4}\n  - repeat: 2\n    as: \"r/{i}\"\n    layers:\n"
-                  "      - {name: c, op: conv, out: 4, kernal: 3}\n");
+    compile_model(
+        "  - {name: a, op: conv, out: 4}\n  - repeat: 2\n    as: \"r/{i}\"\n    layers:\n"
+        "      - {name: c, op: conv, out: 4, kernal: 3}\n");
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("shape.yaml:7:37: "), std::string::npos) << e.what();  // the key in the block
-    EXPECT_NE(std::string(e.what()).find("layers[1].layers[0] (iteration 0).kernal: unknown key"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("shape.yaml:7:37: "), std::string::npos)
+        << e.what();  // the key in the block
+    EXPECT_NE(std::string(e.what()).find("layers[1].layers[0] (iteration 0).kernal: unknown key"),
+              std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("kernel"), std::string::npos) << e.what();  // did you mean
   }
@@ -593,7 +609,8 @@ TEST(ModelFiles, ShapeErrorsNameTheLayer) {
     compile_model("  - {name: a, op: conv, out: 4}\n  - {name: s, op: add, other: \"{in}\"}\n");
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("used outside a repeated block"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("used outside a repeated block"), std::string::npos)
+        << e.what();
   }
 }
 

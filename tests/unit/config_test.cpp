@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ipusim/config/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "ipusim/config/chip.hpp"
-#include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/util/error.hpp"
 
@@ -71,7 +72,8 @@ TEST(ConfigChip, Gc2AndBowLoad) {
 
 TEST(ConfigChip, OverrideByPath) {
   const ChipSpec c =
-      load_chip(chip_path("gc200"), {"chip.clock=1.5GHz", "chip.sync.internal_latency=91cycles"}).spec;
+      load_chip(chip_path("gc200"), {"chip.clock=1.5GHz", "chip.sync.internal_latency=91cycles"})
+          .spec;
   EXPECT_DOUBLE_EQ(c.clock.hz, 1.5e9);
   EXPECT_EQ(c.sync.internal_latency.count, 91u);
 }
@@ -87,7 +89,8 @@ TEST(ConfigChip, OverrideOfUnknownKeySuggests) {
     load_chip(chip_path("gc200"), {"chip.internal_latency=91cycles"});
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("did you mean chip.sync.internal_latency?"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("did you mean chip.sync.internal_latency?"),
+              std::string::npos);
   }
   EXPECT_THROW(load_chip(chip_path("gc200"), {"chip.clock"}), ConfigError);
 }
@@ -97,8 +100,9 @@ TEST(ConfigChip, OverrideWithBadValueNamesTheKey) {
     load_chip(chip_path("gc200"), {"chip.clock=fast"});
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(),
-                 "--set chip.clock: chip.clock: expected a frequency such as \"1.325GHz\", found \"fast\"");
+    EXPECT_STREQ(
+        e.what(),
+        "--set chip.clock: chip.clock: expected a frequency such as \"1.325GHz\", found \"fast\"");
   }
 }
 
@@ -140,7 +144,8 @@ TEST(ConfigChip, YamlSyntaxErrorHasLine) {
     config::parse_document("chip:\n  clock: [1.3GHz\n", "bad.yaml");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.yaml:3:1: invalid YAML"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.yaml:3:1: invalid YAML"), std::string::npos)
+        << e.what();
   }
 }
 

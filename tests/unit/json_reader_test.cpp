@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The minimal JSON reader used by 'ipusim check' to read stats.json.
+#include "ipusim/util/json_reader.hpp"
+
 #include <gtest/gtest.h>
 
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/json.hpp"
-#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim {
 namespace {
@@ -47,10 +48,10 @@ TEST(JsonReader, ReadsWhatJsonWriterWrites) {
   ASSERT_NE(json_field(v, "ipu[0].tiles.memory.max"), nullptr);
   EXPECT_EQ(json_field(v, "ipu[0].tiles.memory.max")->number.d, 22658.0);
   EXPECT_EQ(json_field(v, "ipu[1].tiles.memory.max"), nullptr);  // no such IPU
-  EXPECT_EQ(json_field(v, "total.time"), nullptr);                 // no such field
-  EXPECT_EQ(json_field(v, "format"), nullptr);                     // not a number
-  EXPECT_EQ(json_field(v, "ipu.tiles"), nullptr);                  // an array needs an index
-  EXPECT_EQ(json_field(v, "total..cycles"), nullptr);              // malformed path
+  EXPECT_EQ(json_field(v, "total.time"), nullptr);               // no such field
+  EXPECT_EQ(json_field(v, "format"), nullptr);                   // not a number
+  EXPECT_EQ(json_field(v, "ipu.tiles"), nullptr);                // an array needs an index
+  EXPECT_EQ(json_field(v, "total..cycles"), nullptr);            // malformed path
 }
 
 TEST(JsonReader, DecodesEscapes) {
@@ -63,15 +64,20 @@ TEST(JsonReader, DecodesEscapes) {
 }
 
 TEST(JsonReader, ErrorsNameLineColumnExpectedAndFound) {
-  EXPECT_EQ(error_of("{\n  \"a\": 1,\n  \"b\" 2\n}"), "s.json:3:7: expected ':' after a member name, found '2'");
+  EXPECT_EQ(error_of("{\n  \"a\": 1,\n  \"b\" 2\n}"),
+            "s.json:3:7: expected ':' after a member name, found '2'");
   EXPECT_EQ(error_of("{\"a\": [1, 2}"), "s.json:1:12: expected ',' or ']' in an array, found '}'");
   EXPECT_EQ(error_of("{\"a\": 01}"), "s.json:1:8: expected ',' or '}' in an object, found '1'");
-  EXPECT_EQ(error_of("{\"a\": tru}"), "s.json:1:7: expected a value (object, array, string, number, true, false or null), found 't'");
+  EXPECT_EQ(error_of("{\"a\": tru}"),
+            "s.json:1:7: expected a value (object, array, string, number, true, false or null), "
+            "found 't'");
   EXPECT_EQ(error_of("{\"a\": \"x"), "s.json:1:9: expected a closing '\"', found end of file");
   EXPECT_EQ(error_of("{} {}"), "s.json:1:4: expected the end of the document, found '{'");
   EXPECT_EQ(error_of(""), "s.json:1:1: expected a value, found end of file");
-  EXPECT_EQ(error_of("\"a\\qb\""), "s.json:1:4: expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u, found 'q'");
-  EXPECT_NE(error_of(std::string(300, '[')).find("nesting at most 256 levels deep"), std::string::npos);
+  EXPECT_EQ(error_of("\"a\\qb\""),
+            "s.json:1:4: expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u, found 'q'");
+  EXPECT_NE(error_of(std::string(300, '[')).find("nesting at most 256 levels deep"),
+            std::string::npos);
 }
 
 TEST(JsonReader, NumbersKeepTheirTextAndCompareExactly) {
@@ -83,8 +89,8 @@ TEST(JsonReader, NumbersKeepTheirTextAndCompareExactly) {
   EXPECT_FALSE(b->integral);
   EXPECT_FALSE(c->integral);
   EXPECT_TRUE(*a == *b);
-  EXPECT_FALSE(JsonNumber::parse("1.") || JsonNumber::parse("+1") || JsonNumber::parse("1e") || JsonNumber::parse("0x10") ||
-               JsonNumber::parse(" 1") || JsonNumber::parse(""));
+  EXPECT_FALSE(JsonNumber::parse("1.") || JsonNumber::parse("+1") || JsonNumber::parse("1e") ||
+               JsonNumber::parse("0x10") || JsonNumber::parse(" 1") || JsonNumber::parse(""));
   EXPECT_TRUE(valid_field_path("ipu[12].tiles.memory.max"));
   EXPECT_FALSE(valid_field_path("ipu[].x"));
   EXPECT_FALSE(valid_field_path("1total"));

@@ -28,11 +28,13 @@ double amp_flops(const trace::IpuProgram& p, const std::vector<trace::Step>& ste
     } else if (s.kind == trace::StepKind::kCompute) {
       for (const auto& v : p.compute_sets.at(s.index).vertices) {
         if (!is_amp(v)) continue;
-        const double kernel = v.codelet == trace::Codelet::kAmpConvNx1
-                                  ? static_cast<double>(v.params[sl::kAmpKernelH] * v.params[sl::kAmpKernelW])
-                                  : 1.0;
-        total += 2.0 * static_cast<double>(v.params[sl::kAmpPositions] * v.params[sl::kAmpInChans] *
-                                           v.params[sl::kAmpOutChans] * v.params[sl::kAmpGroups]) *
+        const double kernel =
+            v.codelet == trace::Codelet::kAmpConvNx1
+                ? static_cast<double>(v.params[sl::kAmpKernelH] * v.params[sl::kAmpKernelW])
+                : 1.0;
+        total += 2.0 *
+                 static_cast<double>(v.params[sl::kAmpPositions] * v.params[sl::kAmpInChans] *
+                                     v.params[sl::kAmpOutChans] * v.params[sl::kAmpGroups]) *
                  kernel * v.instances();
       }
     }
@@ -48,8 +50,8 @@ std::vector<trace::Vertex> amp_vertices(const trace::IpuProgram& p) {
   return out;
 }
 
-kernels::ConvArgs conv(std::uint64_t n, std::uint64_t c, std::uint64_t hw, std::uint64_t f, std::uint64_t k,
-                       std::uint64_t s) {
+kernels::ConvArgs conv(std::uint64_t n, std::uint64_t c, std::uint64_t hw, std::uint64_t f,
+                       std::uint64_t k, std::uint64_t s) {
   kernels::ConvArgs a;
   a.batch = n;
   a.in_chans = c;
@@ -130,8 +132,7 @@ TEST(LayerProgram, TrainingEndsWithOneSgdUpdateOnTheWeightsLayout) {
   EXPECT_GE(updates, 1u);
   EXPECT_GE(updated, 9u * 64 * 64);
   std::size_t scaled_add_sets = 0;
-  for (const auto& cs : p.compute_sets)
-    scaled_add_sets += cs.name.rfind("scaled_add_", 0) == 0;
+  for (const auto& cs : p.compute_sets) scaled_add_sets += cs.name.rfind("scaled_add_", 0) == 0;
   EXPECT_EQ(scaled_add_sets, 1u);
   // Memory: weights and gradient of 3 x 3 x 64 x 64 half = 73,728 B over 1472 tiles: 51 B per
   // tile each (rounded up).
@@ -161,7 +162,8 @@ TEST(LayerProgram, SmallerAvailableMemoryNeverGivesBiggerTemporaries) {
 TEST(LayerProgram, RejectsAvailableMemoryOutsideZeroToOne) {
   const ChipSpec chip = testing::gc200_by_hand();
   for (double p : {0.0, -0.1, 1.5})
-    EXPECT_THROW(compile_layer(chip, conv(1, 16, 8, 16, 1, 1), LayerPass::kTraining, p), UsageError);
+    EXPECT_THROW(compile_layer(chip, conv(1, 16, 8, 16, 1, 1), LayerPass::kTraining, p),
+                 UsageError);
 }
 
 TEST(ConvPartials, FloatPartialsHalveTheEnginesOfTheSamePlan) {
@@ -170,7 +172,8 @@ TEST(ConvPartials, FloatPartialsHalveTheEnginesOfTheSamePlan) {
   EXPECT_EQ(cost::amp_engines(chip, DType::kHalf, DType::kFloat), 8u);
   kernels::ConvArgs a = conv(4, 256, 28, 256, 1, 1);
   a.partials = DType::kFloat;
-  const kernels::ConvPlan p = kernels::plan_conv(chip, a, static_cast<std::uint64_t>(0.6 * 624 * 1024));
+  const kernels::ConvPlan p =
+      kernels::plan_conv(chip, a, static_cast<std::uint64_t>(0.6 * 624 * 1024));
   // The plan's vertex with float partials, and the same vertex with half partials.
   cost::AmpConvArgs v;
   v.in = DType::kHalf;
@@ -207,7 +210,8 @@ TEST(ConvPartials, BuilderConvsUseTheRunsPartials) {
     b.matmul(steps, 512, 512, 512, DType::kHalf);
     const auto vs = amp_vertices(program);
     ASSERT_FALSE(vs.empty());
-    for (const auto& v : vs) EXPECT_EQ(v.params[sl::kAmpPartials], static_cast<std::int64_t>(partials));
+    for (const auto& v : vs)
+      EXPECT_EQ(v.params[sl::kAmpPartials], static_cast<std::int64_t>(partials));
     // Half partials keep the compute-set names of before the partials type existed.
     const bool named = program.compute_sets[0].name.find("_p") != std::string::npos;
     EXPECT_EQ(named, partials == DType::kFloat) << program.compute_sets[0].name;

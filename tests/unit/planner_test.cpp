@@ -259,8 +259,9 @@ namespace {
 
 bool same_plan(const ConvPlan& a, const ConvPlan& b) {
   return a.row_split == b.row_split && a.out_split == b.out_split && a.in_split == b.in_split &&
-         a.group_split == b.group_split && a.serial_in == b.serial_in && a.serial_out == b.serial_out &&
-         a.estimated_cycles == b.estimated_cycles && a.bytes_per_tile == b.bytes_per_tile;
+         a.group_split == b.group_split && a.serial_in == b.serial_in &&
+         a.serial_out == b.serial_out && a.estimated_cycles == b.estimated_cycles &&
+         a.bytes_per_tile == b.bytes_per_tile;
 }
 
 TEST(Planner, TinyBudgetDoublesStraightToThePlanThatFits) {
@@ -316,7 +317,8 @@ TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
   ASSERT_EQ(prog.exchanges.size(), 3u);  // fetch, reduce, reduce2
   EXPECT_EQ(prog.exchanges[1].name, "mm/reduce");
   EXPECT_EQ(prog.exchanges[2].name, "mm/reduce2");
-  const trace::Exchange e1 = trace::expanded(prog.exchanges[1]), e2 = trace::expanded(prog.exchanges[2]);
+  const trace::Exchange e1 = trace::expanded(prog.exchanges[1]),
+                        e2 = trace::expanded(prog.exchanges[2]);
   const auto& s1 = e1.transfers;
   const auto& s2 = e2.transfers;
   ASSERT_EQ(s1.size(), 80u);

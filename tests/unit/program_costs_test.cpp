@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Exchange, host-copy and memory costs against hand-computed values (GC200: 4 B/cycle/tile,
 // super-tile pairs, 100-cycle exchange overhead, 46 tiles per column, 1 cycle per column).
+#include "ipusim/cost/program_costs.hpp"
+
 #include <gtest/gtest.h>
 
-#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
@@ -129,7 +130,8 @@ TEST(Memory, OverflowNamesTileUseAndBiggestConsumers) {
   const ChipSpec chip = testing::gc200_by_hand();
   trace::IpuProgram p;
   p.tensors.push_back({"big", trace::TensorKind::kWeight, trace::DType::kHalf, {7, 7}, 600 * 1024});
-  p.tensors.push_back({"medium", trace::TensorKind::kActivation, trace::DType::kHalf, {7, 8}, 40 * 1024});
+  p.tensors.push_back(
+      {"medium", trace::TensorKind::kActivation, trace::DType::kHalf, {7, 8}, 40 * 1024});
   p.tensors.push_back({"small", trace::TensorKind::kActivation, trace::DType::kHalf, {0, 9}, 1024});
   const MemoryMap m = memory_map(chip, p);
   try {
@@ -137,9 +139,12 @@ TEST(Memory, OverflowNamesTileUseAndBiggestConsumers) {
     FAIL();
   } catch (const ModelError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("out of memory on tile 7: needs 644.00 KiB of 624.00 KiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("out of memory on tile 7: needs 644.00 KiB of 624.00 KiB"),
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("largest tensors: big 600.00 KiB, medium 40.00 KiB, small 1.00 KiB"),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("1 tile(s) over capacity"), std::string::npos) << msg;
   }
 }

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ipusim/util/progress.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
-
-#include "ipusim/util/progress.hpp"
 
 namespace ipusim {
 namespace {
@@ -16,7 +16,8 @@ TEST(Progress, LineShowsCountPercentRateAndEta) {
   EXPECT_EQ(Progress::format_line("x", "", "phases", 3000000, 12000000, 100.0),
             "x: 3000000/12000000 phases (25.0%), 30.0k phases/s, ETA 5m00s, 1m40s elapsed");
   // Unknown total: no percentage or ETA.
-  EXPECT_EQ(Progress::format_line("x", "", "phases", 10, 0, 2.0), "x: 10 phases, 5 phases/s, 2s elapsed");
+  EXPECT_EQ(Progress::format_line("x", "", "phases", 10, 0, 2.0),
+            "x: 10 phases, 5 phases/s, 2s elapsed");
   // Nothing done yet: the ETA is unknown.
   EXPECT_EQ(Progress::format_line("c", "lowering", "stages", 0, 3, 0.0),
             "c: lowering 0/3 stages (0.0%), 0 stages/s, ETA ?, 0s elapsed");

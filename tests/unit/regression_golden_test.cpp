@@ -24,8 +24,10 @@ Case sample_case() {
 }
 
 Golden sample_golden() {
-  return Golden{"sync/loop", "kernel sync-loop --iterations 1000; chip gc200",
-                {{"total.cycles", num("90000")}, {"phases.sync.count", num("1000")},
+  return Golden{"sync/loop",
+                "kernel sync-loop --iterations 1000; chip gc200",
+                {{"total.cycles", num("90000")},
+                 {"phases.sync.count", num("1000")},
                  {"ipu[0].tiles.memory.max", num("3072.0")}}};
 }
 
@@ -67,8 +69,10 @@ TEST(RegressionGolden, MalformedGoldensNameTheLine) {
             "g.yaml:4:17: fields.total.cycles: expected a number, found \"lots\"");
   EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\nfield: {}\n"),
             "g.yaml:3:1: expected one of the keys format, case, definition, fields, found 'field'");
-  EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\n"), "g.yaml: expected the keys format, case and fields, found fields missing");
-  EXPECT_EQ(error_of("format: ipusim-golden/2\n"), "g.yaml:1:9: format: expected ipusim-golden/1, found \"ipusim-golden/2\"");
+  EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\n"),
+            "g.yaml: expected the keys format, case and fields, found fields missing");
+  EXPECT_EQ(error_of("format: ipusim-golden/2\n"),
+            "g.yaml:1:9: format: expected ipusim-golden/1, found \"ipusim-golden/2\"");
 }
 
 TEST(RegressionCompare, ExactFieldsFailAndTolerancesHold) {
@@ -80,17 +84,20 @@ TEST(RegressionCompare, ExactFieldsFailAndTolerancesHold) {
   EXPECT_TRUE(same.changes.empty());
   // One sync cycle more per iteration; memory within its 1%.
   std::vector<std::pair<std::string, JsonNumber>> now = {
-      {"total.cycles", num("91000")}, {"phases.sync.count", num("1000")}, {"ipu[0].tiles.memory.max", num("3100.0")}};
+      {"total.cycles", num("91000")},
+      {"phases.sync.count", num("1000")},
+      {"ipu[0].tiles.memory.max", num("3100.0")}};
   const CaseOutcome o = compare_case(c, g, now, "g.yaml");
   EXPECT_EQ(o.status, CaseOutcome::Status::kFailed);
   ASSERT_EQ(o.changes.size(), 2u);
   EXPECT_FALSE(o.changes[0].within_tolerance);
   EXPECT_TRUE(o.changes[1].within_tolerance);
   EXPECT_EQ(failure_message(o), "total.cycles 90000 -> 91000 (+1000, +1.11%; exact)");
-  EXPECT_EQ(moved_table({o}, false),
-            "  case       field                       old     new  delta  delta%  verdict\n"
-            "  sync/loop  total.cycles              90000   91000  +1000  +1.11%  FAIL (exact)\n"
-            "  sync/loop  ipu[0].tiles.memory.max  3072.0  3100.0    +28  +0.91%  ok (within 1%)\n");
+  EXPECT_EQ(
+      moved_table({o}, false),
+      "  case       field                       old     new  delta  delta%  verdict\n"
+      "  sync/loop  total.cycles              90000   91000  +1000  +1.11%  FAIL (exact)\n"
+      "  sync/loop  ipu[0].tiles.memory.max  3072.0  3100.0    +28  +0.91%  ok (within 1%)\n");
   EXPECT_NE(moved_table({o}, true).find("+1000  +1.11%  updated"), std::string::npos);
   // Only within tolerance: passes, still listed.
   now[0].second = num("90000");
@@ -104,7 +111,8 @@ TEST(RegressionCompare, ExactFieldsFailAndTolerancesHold) {
 
 TEST(RegressionCompare, MissingGoldenChangedDefinitionAndMissingField) {
   const Case c = sample_case();
-  const CaseOutcome none = compare_case(c, std::nullopt, sample_golden().fields, "golden/sync/loop.yaml");
+  const CaseOutcome none =
+      compare_case(c, std::nullopt, sample_golden().fields, "golden/sync/loop.yaml");
   EXPECT_EQ(none.status, CaseOutcome::Status::kFailed);
   EXPECT_TRUE(none.new_golden);
   EXPECT_EQ(failure_message(none),
@@ -115,8 +123,9 @@ TEST(RegressionCompare, MissingGoldenChangedDefinitionAndMissingField) {
   const CaseOutcome o = compare_case(c, g, sample_golden().fields, "g.yaml");
   EXPECT_EQ(o.status, CaseOutcome::Status::kFailed);
   ASSERT_EQ(o.problems.size(), 2u);
-  EXPECT_EQ(o.problems[0], "the case changed since its golden was written: golden 'kernel sync-loop --iterations "
-                           "999; chip gc200', manifest 'kernel sync-loop --iterations 1000; chip gc200'");
+  EXPECT_EQ(o.problems[0],
+            "the case changed since its golden was written: golden 'kernel sync-loop --iterations "
+            "999; chip gc200', manifest 'kernel sync-loop --iterations 1000; chip gc200'");
   EXPECT_EQ(o.problems[1], "golden has no field ipu[0].tiles.memory.max (new value 3072.0)");
 }
 
@@ -144,21 +153,25 @@ TEST(RegressionJunit, EscapesAndStructure) {
   error.error = "m.yaml:3: case 'broken': 'ipusim kernel x' exited with status 2";
   error.output = "error: bad & worse\n";
   const std::string xml = junit_xml("suite", {failed, passed, error}, 1.25);
-  EXPECT_EQ(xml,
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<testsuites name=\"ipusim check\" tests=\"3\" failures=\"1\" errors=\"1\" time=\"1.250\">\n"
-            "  <testsuite name=\"suite\" tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"0\" time=\"1.250\">\n"
-            "    <testcase name=\"sync/loop\" classname=\"suite\" time=\"0.500\">\n"
-            "      <failure type=\"regression\" message=\"total.cycles 90000 -&gt; 91000 (+1000, +1.11%; exact)\">"
-            "total.cycles: old 90000 new 91000 delta +1000 (+1.11%)\n</failure>\n"
-            "    </testcase>\n"
-            "    <testcase name=\"a&lt;b\" classname=\"suite\" time=\"0.000\"/>\n"
-            "    <testcase name=\"broken\" classname=\"suite\" time=\"0.000\">\n"
-            "      <error type=\"error\" message=\"m.yaml:3: case &apos;broken&apos;: &apos;ipusim kernel x&apos; exited "
-            "with status 2\">error: bad &amp; worse\n</error>\n"
-            "    </testcase>\n"
-            "  </testsuite>\n"
-            "</testsuites>\n");
+  EXPECT_EQ(
+      xml,
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<testsuites name=\"ipusim check\" tests=\"3\" failures=\"1\" errors=\"1\" time=\"1.250\">\n"
+      "  <testsuite name=\"suite\" tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"0\" "
+      "time=\"1.250\">\n"
+      "    <testcase name=\"sync/loop\" classname=\"suite\" time=\"0.500\">\n"
+      "      <failure type=\"regression\" message=\"total.cycles 90000 -&gt; 91000 (+1000, +1.11%; "
+      "exact)\">"
+      "total.cycles: old 90000 new 91000 delta +1000 (+1.11%)\n</failure>\n"
+      "    </testcase>\n"
+      "    <testcase name=\"a&lt;b\" classname=\"suite\" time=\"0.000\"/>\n"
+      "    <testcase name=\"broken\" classname=\"suite\" time=\"0.000\">\n"
+      "      <error type=\"error\" message=\"m.yaml:3: case &apos;broken&apos;: &apos;ipusim "
+      "kernel x&apos; exited "
+      "with status 2\">error: bad &amp; worse\n</error>\n"
+      "    </testcase>\n"
+      "  </testsuite>\n"
+      "</testsuites>\n");
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ TEST(Runner, ChildrenGetNoMpiLauncherVariables) {
   fail_job.steps = {{"/bin/sh", "-c", "echo 'error: broken' >&2; exit 4"}};
   fail_job.log_prefix = tmpl + "/fail";
   std::vector<std::size_t> done;
-  const auto results = run_jobs({env_job, fail_job}, 1, [&](std::size_t j, const JobResult&) { done.push_back(j); });
+  const auto results =
+      run_jobs({env_job, fail_job}, 1, [&](std::size_t j, const JobResult&) { done.push_back(j); });
   ::unsetenv("OMPI_COMM_WORLD_SIZE");
   ::unsetenv("PMIX_RANK");
   ::unsetenv("PMI_SIZE");

@@ -20,10 +20,12 @@ std::string error_of(const std::string& text) {
   return "(no error)";
 }
 
-const std::string kHead = "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 64, n: 64, k: 64}\n";
+const std::string kHead =
+    "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 64, n: 64, k: 64}\n";
 
 TEST(SweepSpec, ProductVariesTheLastAxisFastest) {
-  const Spec s = parse_spec(kHead + "axes:\n  - chip.clock: [1GHz, 2GHz, 3GHz]\n  - chip.tiles: [736, 1472]\n", "s.yaml");
+  const Spec s = parse_spec(
+      kHead + "axes:\n  - chip.clock: [1GHz, 2GHz, 3GHz]\n  - chip.tiles: [736, 1472]\n", "s.yaml");
   const auto points = expand(s);
   ASSERT_EQ(points.size(), 6u);
   EXPECT_EQ(points[0].label(), "chip.clock=1GHz, chip.tiles=736");
@@ -35,8 +37,11 @@ TEST(SweepSpec, ProductVariesTheLastAxisFastest) {
 }
 
 TEST(SweepSpec, ZipAndKeysWithinOneAxisPairValues) {
-  const Spec s = parse_spec(kHead + "combine: zip\naxes:\n  - chip.clock: [1GHz, 2GHz]\n    args.m: [64, 128]\n"
-                                    "  - chip.tiles: [736, 1472]\n", "s.yaml");
+  const Spec s =
+      parse_spec(kHead +
+                     "combine: zip\naxes:\n  - chip.clock: [1GHz, 2GHz]\n    args.m: [64, 128]\n"
+                     "  - chip.tiles: [736, 1472]\n",
+                 "s.yaml");
   const auto points = expand(s);
   ASSERT_EQ(points.size(), 2u);
   EXPECT_EQ(points[0].label(), "chip.clock=1GHz, args.m=64, chip.tiles=736");
@@ -44,8 +49,10 @@ TEST(SweepSpec, ZipAndKeysWithinOneAxisPairValues) {
 }
 
 TEST(SweepSpec, ExcludeDropsMatchingCombinationsAndRenumbers) {
-  const Spec s = parse_spec(kHead + "axes:\n  - chip.clock: [1GHz, 2GHz]\n  - chip.tiles: [736, 1472]\n"
-                                    "exclude:\n  - {chip.clock: 2GHz, chip.tiles: 736}\n", "s.yaml");
+  const Spec s = parse_spec(kHead +
+                                "axes:\n  - chip.clock: [1GHz, 2GHz]\n  - chip.tiles: [736, 1472]\n"
+                                "exclude:\n  - {chip.clock: 2GHz, chip.tiles: 736}\n",
+                            "s.yaml");
   const auto points = expand(s);
   ASSERT_EQ(points.size(), 3u);
   EXPECT_EQ(points[2].label(), "chip.clock=2GHz, chip.tiles=1472");
@@ -60,36 +67,49 @@ TEST(SweepSpec, NoAxesIsOnePoint) {
 
 TEST(SweepSpec, ErrorsNameFileLineColumnAndKey) {
   EXPECT_EQ(error_of("format: ipusim-sweep/2\n"),
-            "s.yaml:1:9: format: expected ipusim-sweep/1 (the only spec version this build reads), found \"ipusim-sweep/2\"");
+            "s.yaml:1:9: format: expected ipusim-sweep/1 (the only spec version this build reads), "
+            "found \"ipusim-sweep/2\"");
   EXPECT_EQ(error_of(kHead + "axis:\n  - chip.clock: [1GHz]\n").substr(0, 61),
             "s.yaml:5:1: sweep: expected one of the keys format, name, des");
-  EXPECT_NE(error_of(kHead + "axis:\n").find("unknown key 'axis' (did you mean 'axes'?)"), std::string::npos);
+  EXPECT_NE(error_of(kHead + "axis:\n").find("unknown key 'axis' (did you mean 'axes'?)"),
+            std::string::npos);
   EXPECT_NE(error_of(kHead + "axes:\n  - chip.tile_mem: [1KiB]\n")
-                .find("s.yaml:6:5: axes[0]: expected a config key"), std::string::npos);
-  EXPECT_NE(error_of(kHead + "axes:\n  - chip.tile_mem: [1KiB]\n").find("did you mean 'chip.tile_memory'?"),
+                .find("s.yaml:6:5: axes[0]: expected a config key"),
+            std::string::npos);
+  EXPECT_NE(error_of(kHead + "axes:\n  - chip.tile_mem: [1KiB]\n")
+                .find("did you mean 'chip.tile_memory'?"),
             std::string::npos);
   EXPECT_NE(error_of(kHead + "axes:\n  - chip.clock: [1GHz]\n    args.m: [1, 2]\n")
-                .find("s.yaml:7:13: axes[0].args.m: expected 1 values (keys of one axis are zipped), found 2"),
+                .find("s.yaml:7:13: axes[0].args.m: expected 1 values (keys of one axis are "
+                      "zipped), found 2"),
             std::string::npos);
   EXPECT_NE(error_of(kHead + "axes:\n  - chip.clock: [1GHz]\n  - chip.clock: [2GHz]\n")
-                .find("s.yaml:7:5: axes[1]: key 'chip.clock' is already swept by another axis"), std::string::npos);
-  EXPECT_NE(error_of(kHead + "axes:\n  - run: [resnet50-pod16]\n").find("expected 'run' only with a base run"),
+                .find("s.yaml:7:5: axes[1]: key 'chip.clock' is already swept by another axis"),
             std::string::npos);
-  EXPECT_NE(error_of(kHead + "axes:\n  - chip.clock: [1GHz]\nexclude:\n  - {chip.clok: 1GHz}\n")
-                .find("s.yaml:8:6: exclude[0]: expected an axis key (chip.clock), found 'chip.clok'"),
+  EXPECT_NE(error_of(kHead + "axes:\n  - run: [resnet50-pod16]\n")
+                .find("expected 'run' only with a base run"),
             std::string::npos);
-  EXPECT_NE(error_of(kHead + "combine: cartesian\n").find("combine: expected product or zip"), std::string::npos);
+  EXPECT_NE(
+      error_of(kHead + "axes:\n  - chip.clock: [1GHz]\nexclude:\n  - {chip.clok: 1GHz}\n")
+          .find("s.yaml:8:6: exclude[0]: expected an axis key (chip.clock), found 'chip.clok'"),
+      std::string::npos);
+  EXPECT_NE(error_of(kHead + "combine: cartesian\n").find("combine: expected product or zip"),
+            std::string::npos);
   EXPECT_NE(error_of("format: ipusim-sweep/1\nbase: {kernel: matmul, run: resnet50-pod16}\n")
-                .find("base: expected exactly one of kernel or run, found both"), std::string::npos);
+                .find("base: expected exactly one of kernel or run, found both"),
+            std::string::npos);
   EXPECT_NE(error_of("format: ipusim-sweep/1\nbase: {kernel: matmul, set: [chip.clok=1GHz]}\n")
-                .find("did you mean 'chip.clock'?"), std::string::npos);
+                .find("did you mean 'chip.clock'?"),
+            std::string::npos);
   EXPECT_NE(error_of("format: ipusim-sweep/1\nbase: {kernel: matmul}\naxes: [[1]]\n")
-                .find("axes[0]: expected a map of KEY: [values]"), std::string::npos);
+                .find("axes[0]: expected a map of KEY: [values]"),
+            std::string::npos);
 }
 
 TEST(SweepPoint, IdentityFollowsTheResolvedInputs) {
-  const Spec s = parse_spec(kHead + "axes:\n  - chip.clock: [1.5GHz, 1500MHz, 1.6GHz]\n  - args.m: [64, 128]\n",
-                            "s.yaml");
+  const Spec s = parse_spec(
+      kHead + "axes:\n  - chip.clock: [1.5GHz, 1500MHz, 1.6GHz]\n  - args.m: [64, 128]\n",
+      "s.yaml");
   const auto points = expand(s);
   std::vector<PointPlan> plans;
   for (const auto& p : points) plans.push_back(plan_point(s, p));
@@ -115,8 +135,10 @@ TEST(SweepPoint, IdentityFollowsTheResolvedInputs) {
 }
 
 TEST(SweepPoint, WorkloadPointsTakeTheRunsSystemAndCountItsIpus) {
-  const Spec s = parse_spec("format: ipusim-sweep/1\nbase: {run: resnet50-pod16}\ncombine: zip\naxes:\n"
-                            "  - run: [resnet50-pod16, resnet50-pod64]\n    system: [pod16, pod64]\n", "s.yaml");
+  const Spec s = parse_spec(
+      "format: ipusim-sweep/1\nbase: {run: resnet50-pod16}\ncombine: zip\naxes:\n"
+      "  - run: [resnet50-pod16, resnet50-pod64]\n    system: [pod16, pod64]\n",
+      "s.yaml");
   const auto points = expand(s);
   const PointPlan a = plan_point(s, points[0]), b = plan_point(s, points[1]);
   EXPECT_EQ(a.ipus, 16u);
@@ -133,7 +155,8 @@ TEST(SweepPoint, BadValuesNameThePoint) {
     plan_point(s, points[1]);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("s.yaml:6: point 1 (chip.clock=fast): ", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("s.yaml:6: point 1 (chip.clock=fast): ", 0), 0u)
+        << e.what();
   }
 }
 
@@ -155,16 +178,21 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
   bad.breakdown_s.values.fill("");
   const std::string csv = sweep_csv({"chip.clock"}, {ok, bad});
   EXPECT_EQ(csv,
-            "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit,compute_s,"
-            "sync_s,exchange_s,host_s,streaming_s,external_sync_s,waiting_s,inter_ipu_s,collective_s,flop_utilisation,"
+            "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,"
+            "throughput_unit,compute_s,"
+            "sync_s,exchange_s,host_s,streaming_s,external_sync_s,waiting_s,inter_ipu_s,collective_"
+            "s,flop_utilisation,"
             "error\n"
-            "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,"
+            "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,0.0,0.0,0.0,0."
+            "0,0.0,0.0,0.0,0.0,"
             "0.0,,\n"
-            "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,\"out of memory on tile 3, \"\"big\"\"\"\n");
+            "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,\"out of memory on tile "
+            "3, \"\"big\"\"\"\n");
   // A record reads back to the same row.
   const PointResult back = parse_point_record(point_record(ok), "p.json");
   EXPECT_EQ(sweep_csv({}, {back}), sweep_csv({}, {ok}));
-  EXPECT_EQ(point_error("log\nerror: a/w/x.itb: bad\n", "fallback", "a/w", "points/1"), "points/1/x.itb: bad");
+  EXPECT_EQ(point_error("log\nerror: a/w/x.itb: bad\n", "fallback", "a/w", "points/1"),
+            "points/1/x.itb: bad");
   EXPECT_EQ(point_error("", "fallback", "a/w", "points/1"), "fallback");
 }
 

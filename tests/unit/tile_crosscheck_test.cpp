@@ -10,8 +10,8 @@
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/cost/tile_timing.hpp"
 #include "ipusim/tile/codelets.hpp"
-#include "ipusim/util/error.hpp"
 #include "ipusim/tile/program.hpp"
+#include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim {
@@ -59,7 +59,8 @@ TEST(TileCrossCheck, Amp1x1HalfWithin10Percent) {
     for (const std::int64_t pos : {24, 96, 384, 1536})
       for (const std::int64_t ic : {16, 64, 256})
         for (const std::int64_t oc : {16, 64})
-          expect_within(chip, vertex(Codelet::kAmpConv1x1, {kHalf, partials, pos, ic, oc, 1, 1, 1, 0}));
+          expect_within(chip,
+                        vertex(Codelet::kAmpConv1x1, {kHalf, partials, pos, ic, oc, 1, 1, 1, 0}));
 }
 
 TEST(TileCrossCheck, Amp1x1FloatWithin10PercentFromEightInputGroups) {
@@ -71,13 +72,17 @@ TEST(TileCrossCheck, Amp1x1FloatWithin10PercentFromEightInputGroups) {
 
 TEST(TileCrossCheck, AmpNx1Within10Percent) {
   const ChipSpec chip = testing::gc200_by_hand();
-  struct Shape { std::int64_t pos, width; };
+  struct Shape {
+    std::int64_t pos, width;
+  };
   for (const std::int64_t partials : {kHalf, kFloat})
     for (const Shape s : {Shape{56, 56}, {196, 14}, {784, 28}, {3136, 56}})
       for (const std::int64_t k : {3, 7})
-        expect_within(chip, vertex(Codelet::kAmpConvNx1, {kHalf, partials, s.pos, 64, 64, 1, k, 1, s.width}));
+        expect_within(
+            chip, vertex(Codelet::kAmpConvNx1, {kHalf, partials, s.pos, 64, 64, 1, k, 1, s.width}));
   for (const Shape s : {Shape{784, 28}, {3136, 56}})
-    expect_within(chip, vertex(Codelet::kAmpConvNx1, {kFloat, kFloat, s.pos, 64, 64, 1, 3, 3, s.width}));
+    expect_within(chip,
+                  vertex(Codelet::kAmpConvNx1, {kFloat, kFloat, s.pos, 64, 64, 1, 3, 3, s.width}));
 }
 
 TEST(TileCrossCheck, ElementwiseWithin10Percent) {
@@ -86,8 +91,10 @@ TEST(TileCrossCheck, ElementwiseWithin10Percent) {
     for (const std::int64_t n : {240, 2400, 24000, 240000}) {
       for (const std::int64_t op : {0, 1, 2, 3, 4, 5})
         expect_within(chip, vertex(Codelet::kBinary, {op, t, n}));
-      for (std::int64_t op = 6; op < 18; ++op) expect_within(chip, vertex(Codelet::kUnary, {op, t, n}));
-      for (const std::int64_t c : {1, 6, 20}) expect_within(chip, vertex(Codelet::kMap, {t, n, c, 3}));
+      for (std::int64_t op = 6; op < 18; ++op)
+        expect_within(chip, vertex(Codelet::kUnary, {op, t, n}));
+      for (const std::int64_t c : {1, 6, 20})
+        expect_within(chip, vertex(Codelet::kMap, {t, n, c, 3}));
       expect_within(chip, vertex(Codelet::kScaledAdd, {t, n}));
       expect_within(chip, vertex(Codelet::kScaledAdd, {t, n + 3}));
     }

@@ -49,8 +49,8 @@ TEST(TileEngine, RptIsZeroOverheadAndSkipsAheadExactly) {
   ChipSpec chip = testing::gc200_by_hand();
   chip.tile.rpt_count_max = 1000000;
   tile::WorkerProgram p;
-  p.rpt({tile::bundle(OpClass::kLd64), tile::bundle(OpClass::kAdd),
-         tile::bundle(OpClass::kSt64)}, 100000);
+  p.rpt({tile::bundle(OpClass::kLd64), tile::bundle(OpClass::kAdd), tile::bundle(OpClass::kSt64)},
+        100000);
   // One rpt bundle + 3 x 100000 body bundles per worker, 6 cycles each.
   std::vector<tile::WorkerProgram> ws(6, p);
   EXPECT_EQ(tile::run_workers(chip, ws, 0).cycles, 6u * (1 + 300000));
@@ -85,7 +85,8 @@ TEST(TileEngine, SingleIssueSplitsPairedBundles) {
 TEST(TileEngine, LatencyExposedWithFewerContextsThanPipelineDepth) {
   ChipSpec chip = testing::gc200_by_hand();
   chip.worker_contexts = 3;
-  std::vector<tile::WorkerProgram> ws(3, straight(10, tile::bundle(OpClass::kLd64, OpClass::kFnop, true)));
+  std::vector<tile::WorkerProgram> ws(
+      3, straight(10, tile::bundle(OpClass::kLd64, OpClass::kFnop, true)));
   // Each context waits 6 cycles for its last load: context 2 issues at 2, 8, ..., 56.
   EXPECT_EQ(tile::run_workers(chip, ws, 0).cycles, 57u);
 }

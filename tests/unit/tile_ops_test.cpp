@@ -44,9 +44,10 @@ TEST(TileConfig, ChipsGiveTheTileSectionAndOlderConfigsGetItsDefaults) {
   std::stringstream old;
   for (std::string line; std::getline(in, line);) {
     bool tile_key = line.find("tile_model:") != std::string::npos ||
-                    line.find("pipeline_depth:") != std::string::npos || line.rfind("  tile:", 0) == 0;
-    for (const char* key : {"issue_width", "result_latency", "store_bytes_per_cycle",
-                            "supervisor_", "rpt_count_max"})
+                    line.find("pipeline_depth:") != std::string::npos ||
+                    line.rfind("  tile:", 0) == 0;
+    for (const char* key :
+         {"issue_width", "result_latency", "store_bytes_per_cycle", "supervisor_", "rpt_count_max"})
       tile_key = tile_key || line.find(key) != std::string::npos;
     if (!tile_key) old << line << "\n";
   }

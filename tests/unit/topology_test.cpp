@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // System configs, the link graph and routing, against the structure in
 // ../shared/reference/ipu-hardware.md §2 counted by hand.
+#include "ipusim/topology/topology.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,9 +13,8 @@
 #include <tuple>
 
 #include "ipusim/config/system.hpp"
-#include "ipusim/topology/link_schedule.hpp"
-#include "ipusim/topology/topology.hpp"
 #include "ipusim/topology/collective.hpp"
+#include "ipusim/topology/link_schedule.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::topology {
@@ -172,7 +173,8 @@ TEST(Topology, RingGoesUpOneRailAndDownTheOther) {
   const std::vector<std::uint32_t> expected{0, 2, 4, 6, 8, 10, 12, 14, 15, 13, 11, 9, 7, 5, 3, 1};
   EXPECT_EQ(t.ring(all), expected);
   // Every ring neighbour is one link away.
-  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(t.route(expected[i], expected[(i + 1) % 16]).size(), 1u);
+  for (std::size_t i = 0; i < 16; ++i)
+    EXPECT_EQ(t.route(expected[i], expected[(i + 1) % 16]).size(), 1u);
 }
 
 // Reference routing written from docs/topology.md's rules, independently of Topology's search
@@ -306,8 +308,9 @@ TEST(Topology, EveryRouteEqualsAReferenceSearch) {
 // per-pair table held 16 x 4,096 routes and a 4,096-entry tree per destination (>100 MB).
 // Routes to 8 destinations are checked against the reference.
 TEST(Topology, RoutingMemoryIsLinearInTheIpuCount) {
-  for (const auto& overrides : {std::vector<std::string>{"system.racks=16", "system.machines_per_rack=64"},
-                                std::vector<std::string>{"system.machines_per_rack=1024"}}) {
+  for (const auto& overrides :
+       {std::vector<std::string>{"system.racks=16", "system.machines_per_rack=64"},
+        std::vector<std::string>{"system.machines_per_rack=1024"}}) {
     SCOPED_TRACE(::testing::PrintToString(overrides));
     const Topology t(load_system(system_path("pod16"), overrides).spec);
     ASSERT_EQ(t.ipus(), 4096u);
@@ -318,7 +321,8 @@ TEST(Topology, RoutingMemoryIsLinearInTheIpuCount) {
     std::iota(all.begin(), all.end(), 0u);
     const auto ring = t.ring(all);
     std::size_t hops = 0;
-    for (std::size_t i = 0; i < ring.size(); ++i) hops += t.route(ring[i], ring[(i + 1) % ring.size()]).size();
+    for (std::size_t i = 0; i < ring.size(); ++i)
+      hops += t.route(ring[i], ring[(i + 1) % ring.size()]).size();
     // One IPU-Link per ring step, except at the 16 rack boundaries of the first system: IPU 1
     // of a rack to IPU 0 of the next is PCIe up, one GW-Link, PCIe down to IPU 1, a rung: 4.
     EXPECT_EQ(hops, ring.size() + (overrides.size() == 2 ? 16 * 3 : 0));
@@ -373,15 +377,17 @@ TEST(CollectiveRegistry, EveryTraceMethodHasOneAlgorithmAndAutoTriesThemAll) {
       continue;
     }
     EXPECT_EQ(collective_algorithm(method).method(), method) << trace::kCollectiveMethodNames[m];
-    EXPECT_EQ(std::count_if(all.begin(), all.end(), [&](const auto* a) { return a->method() == method; }), 1);
+    EXPECT_EQ(
+        std::count_if(all.begin(), all.end(), [&](const auto* a) { return a->method() == method; }),
+        1);
   }
   // Ring-based algorithms lay out passes (and compose over racks); broadcast-reduce does not.
   const std::vector<std::uint32_t> four{0, 1, 2, 3};
   EXPECT_EQ(ring_algorithm().passes(four, four, 4000).size(), 1u);
-  EXPECT_EQ(ring_algorithm().passes(four, four, 4000)[0].chunk, 1000u);                // 4000 / 4
-  EXPECT_EQ(bidirectional_ring_algorithm().passes(four, four, 4000)[1].chunk, 500u);   // / 2 x 4
+  EXPECT_EQ(ring_algorithm().passes(four, four, 4000)[0].chunk, 1000u);               // 4000 / 4
+  EXPECT_EQ(bidirectional_ring_algorithm().passes(four, four, 4000)[1].chunk, 500u);  // / 2 x 4
   EXPECT_EQ(quad_ring_algorithm().passes(four, four, 4000).size(), 4u);
-  EXPECT_EQ(quad_ring_algorithm().passes(four, four, 4000)[3].chunk, 250u);            // / 4 x 4
+  EXPECT_EQ(quad_ring_algorithm().passes(four, four, 4000)[3].chunk, 250u);  // / 4 x 4
   EXPECT_TRUE(broadcast_reduce_algorithm().passes(four, four, 4000).empty());
 }
 

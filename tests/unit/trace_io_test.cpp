@@ -338,10 +338,11 @@ TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
       "ipusim-trace 1\nipu 0\ntensor x tiles=0 bytes=2\ncomputeset c\n"
       "  vertex tiles=0 reduce outputs=1 inputs=2\nend\nexchange e\n"
       "  transfer src=0 dst=1 bytes=4\nend\n");
-  EXPECT_EQ(to_text(t),
-            "ipusim-trace 3\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
-            "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
-            "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
+  EXPECT_EQ(
+      to_text(t),
+      "ipusim-trace 3\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+      "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
+      "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
 }
 
 // Issue 14: the readers and write_file give the identity without re-serialising a current
@@ -387,27 +388,29 @@ TEST(TraceIdentity, ReadersAndWriterGiveTheSameIdentity) {
 
   // An older version: its bytes differ from the current form, its identity does not. A
   // hand-made v1 file: one compute set with one copy vertex on tiles 0..3, one compute step.
-  Trace simple = parse("ipusim-trace 1\nipu 0\ncomputeset cs\n  vertex tiles=0..3 copy bytes=8\nend\nprogram\n  compute cs\nend\n");
+  Trace simple = parse(
+      "ipusim-trace 1\nipu 0\ncomputeset cs\n  vertex tiles=0..3 copy bytes=8\nend\nprogram\n  "
+      "compute cs\nend\n");
   std::string v1 = "IPUTRACE";
   const auto put = [&](std::uint64_t v, int n) {
     for (int i = 0; i < n; ++i) v1 += static_cast<char>((v >> (8 * i)) & 0xff);
   };
-  put(1, 4);                    // version
-  put(0, 4);                    // name ""
-  put(1, 4);                    // one IPU
-  put(0, 4);                    // ipu 0
-  put(0, 4);                    // no tensors
-  put(1, 4);                    // one compute set
-  put(2, 4);                    // name "cs"
+  put(1, 4);  // version
+  put(0, 4);  // name ""
+  put(1, 4);  // one IPU
+  put(0, 4);  // ipu 0
+  put(0, 4);  // no tensors
+  put(1, 4);  // one compute set
+  put(2, 4);  // name "cs"
   v1 += "cs";
-  put(1, 4);                    // one vertex
+  put(1, 4);  // one vertex
   put(static_cast<std::uint64_t>(Codelet::kCopy), 1);
-  put(0, 4);                    // tiles 0..3
+  put(0, 4);  // tiles 0..3
   put(3, 4);
-  put(1, 1);                    // one parameter
-  put(8, 8);                    // bytes=8
-  put(0, 4);                    // no exchanges
-  put(1, 4);                    // one step: compute 0
+  put(1, 1);  // one parameter
+  put(8, 8);  // bytes=8
+  put(0, 4);  // no exchanges
+  put(1, 4);  // one step: compute 0
   put(0, 1);
   put(0, 4);
   std::istringstream v1_in(v1);
@@ -557,18 +560,22 @@ TEST(TraceTextErrors, HeaderAndStructure) {
             "t.trace:1: expected the header 'ipusim-trace 3', found 'ipu 0'");
   EXPECT_TRUE(contains(text_error("ipusim-trace 4\n"),
                        "t.trace:1: expected trace format version 1 to 3, found version 4"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
-                       "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
-                       "first 'ipu' section, found 'tensor'"));
+  EXPECT_TRUE(
+      contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
+               "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
+               "first 'ipu' section, found 'tensor'"));
   // Version 2 features in a version 1 file.
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\nreplicas 2\n"),
                        "t.trace:2: 'replicas' needs trace format version 2"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nreplicas 4\nipu 0\nprogram\n  sync group=replicas:3\n"),
-                       "t.trace:5: expected a group size dividing the 4 replicas, found 'replicas:3'"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  collective all_reduce bytes=4 group=tile\n"),
-                       "t.trace:4: expected a group of IPUs for a collective"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  collective all_reduse bytes=4\n"),
-                       "t.trace:4: unknown collective 'all_reduse' (did you mean 'all_reduce'?)"));
+  EXPECT_TRUE(
+      contains(text_error("ipusim-trace 2\nreplicas 4\nipu 0\nprogram\n  sync group=replicas:3\n"),
+               "t.trace:5: expected a group size dividing the 4 replicas, found 'replicas:3'"));
+  EXPECT_TRUE(contains(
+      text_error("ipusim-trace 2\nipu 0\nprogram\n  collective all_reduce bytes=4 group=tile\n"),
+      "t.trace:4: expected a group of IPUs for a collective"));
+  EXPECT_TRUE(
+      contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  collective all_reduse bytes=4\n"),
+               "t.trace:4: unknown collective 'all_reduse' (did you mean 'all_reduce'?)"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nend\n"), "found 'end' with no open"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\n"), "expected at least one 'ipu <index>'"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 1\nipu 0\nprogram\n  repeat 0\n"),
@@ -708,7 +715,8 @@ TEST(TraceBinaryErrors, HugeCountRejectedBeforeAllocating) {
   // exchange count 4, "stage_copies" (4 + 12, provenance 6, copy count 4, 2 copies x 16),
   // "none" (4 + 4, provenance 6, copy count 4), IPU count 4, IPU index 4, tensor count 4.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);  // count, 2 key/value pairs
-  const std::size_t ipu_count_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4);
+  const std::size_t ipu_count_at =
+      8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4);
   const std::size_t tensor_count_at = ipu_count_at + 4 + 4;
   const std::size_t name_length_at = 12;
   for (std::size_t at : {ipu_count_at, tensor_count_at, name_length_at}) {
@@ -747,7 +755,8 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
-  const std::size_t kind_at = 8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4) + 4 + 4 + 4 + 4 + 1;
+  const std::size_t kind_at =
+      8 + 4 + 4 + 13 + 4 + meta + 4 + (4 + 12 + 6 + 4 + 32) + (4 + 4 + 6 + 4) + 4 + 4 + 4 + 4 + 1;
   std::string bad_kind = bytes;
   bad_kind[kind_at] = 42;
   EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
@@ -764,15 +773,15 @@ std::string binary_nested_repeats(std::size_t depth) {
     for (int i = 0; i < 8; ++i) b += static_cast<char>((v >> (8 * i)) & 0xff);
   };
   u32(kFormatVersion);  // version (the header and steps are the same in v2 and v3)
-  u32(0);  // name ""
-  u32(1);  // replicas
-  u32(0);  // meta entries
-  u32(0);  // global exchanges
-  u32(1);  // one IPU
-  u32(0);  // ipu 0
-  u32(0);  // tensors
-  u32(0);  // compute sets
-  u32(0);  // exchanges
+  u32(0);               // name ""
+  u32(1);               // replicas
+  u32(0);               // meta entries
+  u32(0);               // global exchanges
+  u32(1);               // one IPU
+  u32(0);               // ipu 0
+  u32(0);               // tensors
+  u32(0);               // compute sets
+  u32(0);               // exchanges
   for (std::size_t i = 0; i < depth; ++i) {
     u32(1);
     b += static_cast<char>(StepKind::kRepeat);
@@ -799,7 +808,6 @@ TEST(TraceBinaryErrors, RepeatNestingIsCapped) {
                        "expected repeats nested at most 64 deep"));
 }
 
-
 // --- runs (v3) -----------------------------------------------------------------------------------
 
 // The transfers of an exchange, one line each, as expanded from its runs.
@@ -807,7 +815,8 @@ std::vector<std::string> transfer_lines(const Exchange& ex) {
   std::vector<std::string> out;
   ex.for_each([&](const TransferView& t) {
     std::string dst;
-    for (const TileRange& r : t.dst) dst += fmt::format("{}{}..{}", dst.empty() ? "" : ",", r.first, r.last);
+    for (const TileRange& r : t.dst)
+      dst += fmt::format("{}{}..{}", dst.empty() ? "" : ",", r.first, r.last);
     out.push_back(fmt::format("{}..{} -> {} {} {}", t.src.first, t.src.last, dst, t.bytes,
                               kTransferModeNames[static_cast<std::size_t>(t.mode)]));
   });
@@ -938,7 +947,8 @@ TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
   for (const auto& entry : std::filesystem::directory_iterator(root + "binary_trace/corpus")) {
     std::ifstream in(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (bytes.size() < 12 || bytes.compare(0, 8, "IPUTRACE") != 0 || (bytes[8] != 1 && bytes[8] != 2))
+    if (bytes.size() < 12 || bytes.compare(0, 8, "IPUTRACE") != 0 ||
+        (bytes[8] != 1 && bytes[8] != 2))
       continue;
     Trace old;
     try {
@@ -956,7 +966,8 @@ TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
     const auto text_path = root + "text_trace/corpus/" + twin.filename().string();
     if (std::filesystem::exists(text_path)) {
       std::ifstream tin(text_path);
-      const std::string text((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
+      const std::string text((std::istreambuf_iterator<char>(tin)),
+                             std::istreambuf_iterator<char>());
       try {
         EXPECT_EQ(parse(text, text_path), old) << text_path;
         ++twins;
@@ -974,16 +985,22 @@ TEST(TraceRuns, InvalidRunsAreRejected) {
                        "t.trace:4: expected count= in 1..4294967295, found '0'"));
   EXPECT_TRUE(contains(text_error(head + "  transfer src=0 dst=1 bytes=1 src_step=2\nend\n"),
                        "t.trace:4: expected no steps for a single record"));
-  EXPECT_TRUE(contains(text_error(head + "  transfer src=5 dst=1 bytes=1 count=7 src_step=-1\nend\n"),
-                       "steps tile range 5..5 by -1 over 7 copies"));
-  EXPECT_TRUE(contains(text_error(head + "  transfer src=0 dst=1 bytes=4 count=9 bytes_step=-1\nend\n"),
-                       "steps bytes 4 by -1 over 9 transfers"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nexchange e\n  transfer src=0 dst=1 bytes=1 count=2\nend\n"),
-                       "t.trace:4: 'count=' needs trace format version 3"));
-  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 count=2 step=1 copy bytes=1\nend\n"),
+  EXPECT_TRUE(
+      contains(text_error(head + "  transfer src=5 dst=1 bytes=1 count=7 src_step=-1\nend\n"),
+               "steps tile range 5..5 by -1 over 7 copies"));
+  EXPECT_TRUE(
+      contains(text_error(head + "  transfer src=0 dst=1 bytes=4 count=9 bytes_step=-1\nend\n"),
+               "steps bytes 4 by -1 over 9 transfers"));
+  EXPECT_TRUE(contains(
+      text_error(
+          "ipusim-trace 2\nipu 0\nexchange e\n  transfer src=0 dst=1 bytes=1 count=2\nend\n"),
+      "t.trace:4: 'count=' needs trace format version 3"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\ncomputeset c\n  vertex tiles=0 count=2 "
+                                  "step=1 copy bytes=1\nend\n"),
                        "t.trace:4: 'count=' needs trace format version 3"));
   // A run past the chip's last tile names the item.
-  const Trace t = parse("ipusim-trace 3\nipu 0\ncomputeset c\n  vertex tiles=0 count=5 step=400 copy bytes=1\nend\n");
+  const Trace t = parse(
+      "ipusim-trace 3\nipu 0\ncomputeset c\n  vertex tiles=0 count=5 step=400 copy bytes=1\nend\n");
   EXPECT_EQ(error_of([&] { check_tiles(t, 1472, "k.trace"); }),
             "k.trace: compute set 'c' vertex 0 uses tile 1600 but the chip has 1472 tiles");
   // The binary form has one encoding per value: a padded varint or a repeated "new bytes" is
@@ -1004,7 +1021,8 @@ TEST(TraceRuns, InvalidRunsAreRejected) {
   std::string same_bytes = bytes;
   same_bytes[rec] = 0x10;
   same_bytes.insert(rec + 2, 1, '\0');  // "new bytes" 0, equal to the previous (0)
-  EXPECT_TRUE(contains(error_of([&] { from_binary(same_bytes, 0); }), "expected new transfer bytes"));
+  EXPECT_TRUE(
+      contains(error_of([&] { from_binary(same_bytes, 0); }), "expected new transfer bytes"));
 }
 
 // docs/trace-format.md §6, "v3 example".
@@ -1016,11 +1034,13 @@ TEST(TraceRuns, BinaryRecordIsAsDocumented) {
   ex.add_run({2, 2}, {&d, 1}, 14, TransferMode::kMulticast, 712, 2, 0, 0);
   const std::string bytes = to_binary(t);
   // ... exchange name, transfer count 1, the record, then the step count (4 bytes).
-  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 8, 8), std::string("\x32\x04\x0e\x00\x00\xc6\x05\x04", 8));
+  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 8, 8),
+            std::string("\x32\x04\x0e\x00\x00\xc6\x05\x04", 8));
   EXPECT_EQ(from_binary(bytes, bytes.size()), t);
 }
 
-// --- provenance (v3) ------------------------------------------------------------------------------
+// --- provenance (v3)
+// ------------------------------------------------------------------------------
 
 TEST(TraceProvenance, RoundTripsAndIsChecked) {
   const Trace ir = parse(kEveryFeature);
@@ -1058,7 +1078,8 @@ TEST(TraceProvenance, RoundTripsAndIsChecked) {
                        "program step 1 (repeat) sets fields that its kind does not use"));
   bad = ir;
   bad.ipus[0].compute_sets[0].provenance.layers.push_back("b1/conv1");
-  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }), "names layer 'b1/conv1' twice"));
+  EXPECT_TRUE(
+      contains(error_of([&] { check_structure(bad, "x"); }), "names layer 'b1/conv1' twice"));
 }
 
 // Seeded byte mutations: every outcome is a valid trace or a TraceError, never a crash or

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ipusim/util/units.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ipusim/util/error.hpp"
-#include "ipusim/util/units.hpp"
 
 namespace ipusim {
 namespace {
@@ -29,24 +30,30 @@ TEST(Units, RejectsWrongUnitsWithTheExpectedForm) {
     EXPECT_STREQ(e.what(), "expected a frequency such as \"1.325GHz\", found \"1.325GB\"");
   }
   EXPECT_THROW(parse_bytes("-5KiB"), ParseError);
-  EXPECT_THROW(parse_bytes("1.5B"), ParseError);  // not a whole number of bytes
-  EXPECT_THROW(parse_cycles("90"), ParseError);   // unit required
-  EXPECT_THROW(parse_bytes("KiB"), ParseError);   // number required
-  EXPECT_THROW(parse_bytes("1e30B"), ParseError); // too large
+  EXPECT_THROW(parse_bytes("1.5B"), ParseError);   // not a whole number of bytes
+  EXPECT_THROW(parse_cycles("90"), ParseError);    // unit required
+  EXPECT_THROW(parse_bytes("KiB"), ParseError);    // number required
+  EXPECT_THROW(parse_bytes("1e30B"), ParseError);  // too large
   EXPECT_THROW(parse_frequency("0GHz"), ParseError);
 }
 
 TEST(Units, FormatRoundTrips) {
-  for (const char* s : {"1.325GHz", "1.85GHz", "624KiB", "256KiB", "90cycles", "4B/cycle",
-                        "32GB/s", "2us", "15ns"}) {
+  for (const char* s : {"1.325GHz", "1.85GHz", "624KiB", "256KiB", "90cycles", "4B/cycle", "32GB/s",
+                        "2us", "15ns"}) {
     SCOPED_TRACE(s);
     const std::string text(s);
-    if (text.ends_with("Hz")) EXPECT_EQ(format(parse_frequency(text)), text);
-    else if (text.ends_with("cycles")) EXPECT_EQ(format(parse_cycles(text)), text);
-    else if (text.ends_with("/cycle")) EXPECT_EQ(format(parse_bytes_per_cycle(text)), text);
-    else if (text.ends_with("/s")) EXPECT_EQ(format(parse_bandwidth(text)), text);
-    else if (text.ends_with("s")) EXPECT_EQ(format(parse_duration(text)), text);
-    else EXPECT_EQ(format(parse_bytes(text)), text);
+    if (text.ends_with("Hz"))
+      EXPECT_EQ(format(parse_frequency(text)), text);
+    else if (text.ends_with("cycles"))
+      EXPECT_EQ(format(parse_cycles(text)), text);
+    else if (text.ends_with("/cycle"))
+      EXPECT_EQ(format(parse_bytes_per_cycle(text)), text);
+    else if (text.ends_with("/s"))
+      EXPECT_EQ(format(parse_bandwidth(text)), text);
+    else if (text.ends_with("s"))
+      EXPECT_EQ(format(parse_duration(text)), text);
+    else
+      EXPECT_EQ(format(parse_bytes(text)), text);
   }
 }
 
@@ -57,15 +64,15 @@ TEST(Units, SecondsFromCycles) {
 
 TEST(Units, CyclesRoundUpWithOneRule) {
   EXPECT_EQ(ceil_cycles(0.0), Cycles{0});
-  EXPECT_EQ(ceil_cycles(5.0), Cycles{5});           // an exact integer stays
-  EXPECT_EQ(ceil_cycles(5.0 + 1e-12), Cycles{5});   // noise above an integer is not a cycle
+  EXPECT_EQ(ceil_cycles(5.0), Cycles{5});          // an exact integer stays
+  EXPECT_EQ(ceil_cycles(5.0 + 1e-12), Cycles{5});  // noise above an integer is not a cycle
   EXPECT_EQ(ceil_cycles(5.0 + 1e-6), Cycles{6});
   EXPECT_EQ(ceil_cycles(5.5), Cycles{6});
   EXPECT_EQ(ceil_cycles(4.9999), Cycles{5});
   EXPECT_EQ(ceil_cycles(-1e-12), Cycles{0});
-  EXPECT_EQ(ceil_cycles(0.1 * 3 * 10), Cycles{3});   // 3.0000000000000004
+  EXPECT_EQ(ceil_cycles(0.1 * 3 * 10), Cycles{3});                          // 3.0000000000000004
   EXPECT_EQ(ceil_cycles(9007199254740992.0), Cycles{9007199254740992ull});  // 2^53
-  EXPECT_THROW(ceil_cycles(18446744073709551616.0), ArithmeticOverflow);     // 2^64
+  EXPECT_THROW(ceil_cycles(18446744073709551616.0), ArithmeticOverflow);    // 2^64
   EXPECT_THROW(ceil_cycles(std::nan("")), ArithmeticOverflow);
 }
 
@@ -74,8 +81,8 @@ TEST(Units, BytesOverRateIsWholeCycles) {
   EXPECT_EQ(Bytes{10} / BytesPerCycle{4}, Cycles{3});  // 2.5 cycles
   EXPECT_EQ(Bytes{1} / BytesPerCycle{16}, Cycles{1});
   EXPECT_EQ(Bytes{0} / BytesPerCycle{4}, Cycles{0});
-  EXPECT_EQ(Bytes{21} / BytesPerCycle{0.7}, Cycles{30});  // 30.000000000000004
-  EXPECT_EQ(Bytes{22} / BytesPerCycle{0.7}, Cycles{32});  // 31.43
+  EXPECT_EQ(Bytes{21} / BytesPerCycle{0.7}, Cycles{30});                // 30.000000000000004
+  EXPECT_EQ(Bytes{22} / BytesPerCycle{0.7}, Cycles{32});                // 31.43
   EXPECT_EQ(Bytes{1000} / BytesPerCycle{1e9 / 1.325e9}, Cycles{1325});  // 1GB/s at 1.325GHz
 }
 
@@ -83,7 +90,7 @@ TEST(Units, DurationTimesFrequencyIsWholeCycles) {
   EXPECT_EQ(Duration{1e-6} * Frequency{1.325e9}, Cycles{1325});
   EXPECT_EQ(Duration{15e-9} * Frequency{1.325e9}, Cycles{20});  // 19.875
   EXPECT_EQ(Frequency{1.325e9} * Duration{15e-9}, Cycles{20});
-  EXPECT_EQ(Duration{35e-9} * Frequency{1.6e9}, Cycles{56});    // 56.00000000000001
+  EXPECT_EQ(Duration{35e-9} * Frequency{1.6e9}, Cycles{56});  // 56.00000000000001
   EXPECT_EQ(Duration{0} * Frequency{1.6e9}, Cycles{0});
 }
 

@@ -21,10 +21,10 @@ namespace ipusim::compiler {
 // One layer of a CNN model file.
 struct Layer {
   std::string name;
-  std::string op;        // conv, batchnorm, relu, maxpool, add, avgpool, fc, softmax_loss
-  std::string input;     // producer (default: the previous layer)
-  std::string other;     // add: the second operand
-  std::uint64_t out = 0; // conv/fc: output channels
+  std::string op;         // conv, batchnorm, relu, maxpool, add, avgpool, fc, softmax_loss
+  std::string input;      // producer (default: the previous layer)
+  std::string other;      // add: the second operand
+  std::uint64_t out = 0;  // conv/fc: output channels
   std::uint64_t kernel = 1;
   std::uint64_t stride = 1;
 };
@@ -61,15 +61,16 @@ struct RunConfig {
   std::string optimiser;                        // lars or lamb
   bool optimiser_state_streaming = false;
   bool replicated_tensor_sharding = false;
-  std::vector<double> available_memory;  // per IPU of the replica
-  std::vector<std::string> checkpoints;  // CNN recomputation checkpoints (layer names)
-  std::uint32_t batchnorm_group = 1;     // replicas sharing batch-norm statistics
-  bool batchnorm_statistics_cache = true;  // recomputation reuses the forward statistics
-  bool fuse_elementwise = true;            // elementwise chains become one fused compute set
-  bool rearrangements = true;              // conv operands are regrouped/transposed as needed
+  std::vector<double> available_memory;          // per IPU of the replica
+  std::vector<std::string> checkpoints;          // CNN recomputation checkpoints (layer names)
+  std::uint32_t batchnorm_group = 1;             // replicas sharing batch-norm statistics
+  bool batchnorm_statistics_cache = true;        // recomputation reuses the forward statistics
+  bool fuse_elementwise = true;                  // elementwise chains become one fused compute set
+  bool rearrangements = true;                    // conv operands are regrouped/transposed as needed
   std::uint64_t allreduce_buffer = 50ull << 20;  // bytes per gradient collective (fused buffers)
   std::uint32_t io_tiles = 0;
-  bool inference = false;      // run.mode: forward passes only (no gradients, no optimiser)  // tiles reserved for host I/O (0: input copied inline on compute tiles)
+  bool inference = false;  // run.mode: forward passes only (no gradients, no optimiser)  // tiles
+                           // reserved for host I/O (0: input copied inline on compute tiles)
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
   double sequences_per_pack = 1;

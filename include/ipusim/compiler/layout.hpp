@@ -5,9 +5,9 @@
 // grouped matmul's output (groups x rows) x columns. A layout cuts it into a grid of blocks,
 // `channel_blocks` blocks of `chans_per_tile` channels (whole grains) by `position_blocks`
 // blocks of `positions_per_tile` positions, one block per tile, channel block innermost:
-// block (p, c) lives on tile first_tile + (p x channel_blocks + c) x tile_stride. Only the last block of each
-// dimension may be smaller. Two layouts with equal fields are the same tile mapping, so an op
-// whose operands have equal layouts needs no exchange.
+// block (p, c) lives on tile first_tile + (p x channel_blocks + c) x tile_stride. Only the last
+// block of each dimension may be smaller. Two layouts with equal fields are the same tile mapping,
+// so an op whose operands have equal layouts needs no exchange.
 #pragma once
 
 #include <cstdint>
@@ -70,13 +70,14 @@ trace::Exchange rearrangement(const std::string& name, const Layout& from, const
 
 // Calls f(p, c, source tile, bytes) for every piece of block (p, c) of `to` that tile of
 // `from` holds (whatever tiles `to` itself would use).
-void block_pieces(const Layout& from, const Layout& to,
-                  const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f);
+void block_pieces(
+    const Layout& from, const Layout& to,
+    const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f);
 
 // Calls f(source tile, bytes) for every piece of positions [pos0, pos1) x channels [ch0, ch1)
 // that a tile of `from` holds.
-void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0, std::uint64_t ch1,
-                  const std::function<void(std::uint32_t, std::uint64_t)>& f);
+void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0,
+                  std::uint64_t ch1, const std::function<void(std::uint32_t, std::uint64_t)>& f);
 
 // Bytes the busiest destination tile receives in rearrangement(from, to).
 std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to);

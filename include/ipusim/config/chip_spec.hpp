@@ -13,7 +13,8 @@
 namespace ipusim {
 
 // Which model times a vertex (chip.tile_model): the poplibs-derived closed forms
-// (src/cost/codelet_models.cpp) or the instruction-level tile model (src/tile/, docs/tile-model.md).
+// (src/cost/codelet_models.cpp) or the instruction-level tile model (src/tile/,
+// docs/tile-model.md).
 enum class TileModel : std::uint8_t { kClosedForm, kIsa };
 
 // One AMP (accumulating matrix product) data path: input type -> partials type.
@@ -22,12 +23,12 @@ struct AmpPath {
 };
 
 struct ChipSpec {
-  std::string name;                 // e.g. "GC200"
-  Frequency clock;                  // tile clock
-  std::uint32_t tiles = 0;          // tiles per IPU
-  Bytes tile_memory;                // SRAM per tile
+  std::string name;                   // e.g. "GC200"
+  Frequency clock;                    // tile clock
+  std::uint32_t tiles = 0;            // tiles per IPU
+  Bytes tile_memory;                  // SRAM per tile
   std::uint32_t worker_contexts = 0;  // barrel-threaded worker contexts per tile
-  Bytes datapath_width;             // non-AMP vector datapath (64 bit = 8 B)
+  Bytes datapath_width;               // non-AMP vector datapath (64 bit = 8 B)
 
   struct Memory {
     BytesPerCycle load_bytes_per_cycle;              // plain 64-bit loads
@@ -36,9 +37,9 @@ struct ChipSpec {
   } memory;
 
   struct Amp {
-    AmpPath half_half;    // half in, half partials
-    AmpPath half_float;   // half in, float partials
-    AmpPath float_float;  // float in, float partials
+    AmpPath half_half;                           // half in, half partials
+    AmpPath half_float;                          // half in, float partials
+    AmpPath float_float;                         // float in, float partials
     std::uint32_t weights_per_engine_half = 0;   // input channels per group, half
     std::uint32_t weights_per_engine_float = 0;  // input channels per group, float
     std::uint32_t macs_per_engine_half = 0;      // MACs per engine per AMP instruction, half
@@ -51,20 +52,20 @@ struct ChipSpec {
   // defaults; docs/tile-model.md). The barrel depth is worker_contexts.
   TileModel tile_model = TileModel::kClosedForm;
   struct Tile {
-    std::uint32_t issue_width = 2;        // instructions per bundle issued in one turn (main+aux)
-    std::uint32_t result_latency = 6;     // cycles from a worker's issue to its result
-    BytesPerCycle store_bytes_per_cycle{8};  // store port
+    std::uint32_t issue_width = 2;     // instructions per bundle issued in one turn (main+aux)
+    std::uint32_t result_latency = 6;  // cycles from a worker's issue to its result
+    BytesPerCycle store_bytes_per_cycle{8};       // store port
     std::uint32_t supervisor_simple_cycles = 1;   // independent supervisor instruction
     std::uint32_t supervisor_control_cycles = 6;  // dependent, branch, put, runall, sync
-    std::uint32_t rpt_count_max = 4095;   // largest rpt count; longer loops are split
+    std::uint32_t rpt_count_max = 4095;           // largest rpt count; longer loops are split
   } tile;
 
   struct Exchange {
-    BytesPerCycle bytes_per_cycle;    // per tile, each direction
+    BytesPerCycle bytes_per_cycle;           // per tile, each direction
     std::uint32_t tiles_per_shared_bus = 0;  // super-tile size
-    Cycles fixed_overhead;            // per exchange phase
-    std::uint32_t tiles_per_column = 0;  // layout assumption for the latency term
-    Cycles column_hop_latency;        // extra delay per column of distance
+    Cycles fixed_overhead;                   // per exchange phase
+    std::uint32_t tiles_per_column = 0;      // layout assumption for the latency term
+    Cycles column_hop_latency;               // extra delay per column of distance
   } exchange;
 
   struct Sync {
@@ -77,17 +78,17 @@ struct ChipSpec {
   } host;
 
   struct Runtime {
-    Bytes vertex_state_bytes;          // per vertex instance
-    Bytes stack_bytes;                 // per tile, always live
-    Bytes codelet_code_bytes;          // per distinct codelet type used on a tile
+    Bytes vertex_state_bytes;                // per vertex instance
+    Bytes stack_bytes;                       // per tile, always live
+    Bytes codelet_code_bytes;                // per distinct codelet type used on a tile
     Bytes exchange_code_bytes_per_transfer;  // per transfer a tile sends or receives
-    Cycles compute_set_overhead;       // per compute set per tile (supervisor launch)
+    Cycles compute_set_overhead;             // per compute set per tile (supervisor launch)
   } runtime;
 
   // Derived peaks.
   double peak_macs_per_cycle_per_tile(bool half_in, bool float_partials) const;
   double peak_flops(bool half_in, bool float_partials) const;  // per IPU, FLOP/s
-  double exchange_bandwidth() const;  // aggregate all-to-all, bytes/s
+  double exchange_bandwidth() const;                           // aggregate all-to-all, bytes/s
   Bytes total_memory() const { return Bytes{tile_memory.count * tiles}; }
 };
 

@@ -17,14 +17,23 @@
 
 namespace ipusim::config {
 
-enum class ValueKind { kCount, kFrequency, kBytes, kCycles, kBytesPerCycle, kBandwidth,
-                       kDuration, kRatio, kString,
-                       kInclude };  // a path (relative to the file) of another config to merge
+enum class ValueKind {
+  kCount,
+  kFrequency,
+  kBytes,
+  kCycles,
+  kBytesPerCycle,
+  kBandwidth,
+  kDuration,
+  kRatio,
+  kString,
+  kInclude
+};  // a path (relative to the file) of another config to merge
 
 struct ParamDecl {
-  std::string path;         // e.g. "chip.exchange.bytes_per_cycle"
+  std::string path;  // e.g. "chip.exchange.bytes_per_cycle"
   ValueKind kind;
-  double min = 0;           // inclusive range in the kind's base unit (Hz, B, cycles, ...)
+  double min = 0;  // inclusive range in the kind's base unit (Hz, B, cycles, ...)
   double max = 0;
   std::string description;  // what it means, with its unit
   std::string source;       // the row of ipu-hardware.md (or the measurement) it comes from
@@ -94,7 +103,9 @@ class Resolved {
   Frequency frequency(const std::string& p) const { return std::get<Frequency>(at(p)); }
   Bytes bytes(const std::string& p) const { return std::get<Bytes>(at(p)); }
   Cycles cycles(const std::string& p) const { return std::get<Cycles>(at(p)); }
-  BytesPerCycle bytes_per_cycle(const std::string& p) const { return std::get<BytesPerCycle>(at(p)); }
+  BytesPerCycle bytes_per_cycle(const std::string& p) const {
+    return std::get<BytesPerCycle>(at(p));
+  }
   Bandwidth bandwidth(const std::string& p) const { return std::get<Bandwidth>(at(p)); }
   Duration duration(const std::string& p) const { return std::get<Duration>(at(p)); }
   double ratio(const std::string& p) const { return std::get<double>(at(p)); }

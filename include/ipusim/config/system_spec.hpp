@@ -23,22 +23,22 @@ struct LinkParams {
 
 struct MachineSpec {
   std::string name;
-  std::uint32_t ipus = 0;        // IPUs per machine (4 in an M2000: two rungs of two)
-  std::uint32_t rung_links = 0;  // IPU-Links between the two IPUs of a rung
-  std::uint32_t rail_links = 0;  // IPU-Links from an IPU to the next one up its rail
-  std::uint32_t gw_links = 0;    // GW-Links leaving the machine's gateway
-  Bandwidth pcie_bandwidth;      // each IPU <-> gateway, each direction
-  Bytes streaming_memory;        // gateway DDR capacity
-  Bandwidth ddr_bandwidth;       // gateway DDR, shared by the machine's IPUs
-  Duration gateway_latency;      // per streaming-memory or GW transfer
-  Bandwidth host_link_bandwidth; // host <-> machine (RoCE), shared by the machine's IPUs
-  Duration host_latency;         // per host transfer
+  std::uint32_t ipus = 0;         // IPUs per machine (4 in an M2000: two rungs of two)
+  std::uint32_t rung_links = 0;   // IPU-Links between the two IPUs of a rung
+  std::uint32_t rail_links = 0;   // IPU-Links from an IPU to the next one up its rail
+  std::uint32_t gw_links = 0;     // GW-Links leaving the machine's gateway
+  Bandwidth pcie_bandwidth;       // each IPU <-> gateway, each direction
+  Bytes streaming_memory;         // gateway DDR capacity
+  Bandwidth ddr_bandwidth;        // gateway DDR, shared by the machine's IPUs
+  Duration gateway_latency;       // per streaming-memory or GW transfer
+  Bandwidth host_link_bandwidth;  // host <-> machine (RoCE), shared by the machine's IPUs
+  Duration host_latency;          // per host transfer
 };
 
 struct FabricSpec {
   LinkParams ipu_link;
   LinkParams gw_link;
-  Duration sync_hop_latency;     // external sync: time per hop of the sync tree
+  Duration sync_hop_latency;  // external sync: time per hop of the sync tree
   std::uint32_t sync_ipus_per_hop = 0;
   Bandwidth host_server_bandwidth;  // NIC bandwidth of one host server
 };

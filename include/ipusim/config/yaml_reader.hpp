@@ -35,7 +35,8 @@ inline void count_expanded(const YAML::Node& node, std::vector<std::string>& pat
     throw ConfigError(fmt::format(
         "{}: {}: expected at most {} YAML nodes with aliases expanded, found more (aliases "
         "that refer to aliases multiply)",
-        where, path.empty() ? std::string("(top)") : printable(fmt::format("{}", fmt::join(path, "."))),
+        where,
+        path.empty() ? std::string("(top)") : printable(fmt::format("{}", fmt::join(path, "."))),
         kMaxExpandedYamlNodes));
   }
   if (path.size() > 256) return;  // deeper nesting is refused by the readers themselves
@@ -79,9 +80,9 @@ class YamlReader {
       check_expanded_size(root, file_);
       return root;
     } catch (const YAML::Exception& e) {
-      const std::string where = e.mark.line < 0 ? file_
-                                                : fmt::format("{}:{}:{}", file_, e.mark.line + 1,
-                                                              e.mark.column + 1);
+      const std::string where =
+          e.mark.line < 0 ? file_
+                          : fmt::format("{}:{}:{}", file_, e.mark.line + 1, e.mark.column + 1);
       throw ConfigError(fmt::format("{}: invalid YAML: {}", where, e.msg));
     }
   }

@@ -39,8 +39,8 @@ struct AmpConvArgs {
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a);
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a);
-VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials,
-               std::uint64_t length, std::uint64_t count);
+VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std::uint64_t length,
+               std::uint64_t count);
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
                   std::uint64_t outputs, std::uint64_t inputs);
 VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);

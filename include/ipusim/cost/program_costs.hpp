@@ -16,9 +16,9 @@
 namespace ipusim::cost {
 
 struct ComputeSetCost {
-  std::uint64_t cycles = 0;             // phase time = slowest tile
-  std::uint64_t flops = 0;              // over all tiles
-  std::uint32_t active_tiles = 0;       // tiles with at least one vertex
+  std::uint64_t cycles = 0;                // phase time = slowest tile
+  std::uint64_t flops = 0;                 // over all tiles
+  std::uint32_t active_tiles = 0;          // tiles with at least one vertex
   std::vector<std::uint64_t> tile_cycles;  // per tile (size = chip.tiles)
 };
 
@@ -26,10 +26,10 @@ struct ComputeSetCost {
 ComputeSetCost compute_set_cost(const ChipSpec& chip, const trace::ComputeSet& cs);
 
 struct ExchangeCost {
-  std::uint64_t cycles = 0;          // fixed overhead + slowest tile + column latency
-  std::uint64_t transfer_cycles = 0; // slowest tile's send/receive time alone
-  std::uint64_t latency_cycles = 0;  // column-distance term
-  std::uint64_t total_bytes = 0;     // bytes received over all tiles
+  std::uint64_t cycles = 0;           // fixed overhead + slowest tile + column latency
+  std::uint64_t transfer_cycles = 0;  // slowest tile's send/receive time alone
+  std::uint64_t latency_cycles = 0;   // column-distance term
+  std::uint64_t total_bytes = 0;      // bytes received over all tiles
   std::uint32_t busiest_tile = 0;
   std::vector<std::uint64_t> tile_bytes;  // bytes sent + received per tile
 };
@@ -72,8 +72,7 @@ struct MemoryMap {
 // Throws TraceError if a tensor, vertex or transfer uses a tile beyond chip.tiles
 // (trace::check_tiles names the item). Without `exchanges`, the exchange code is left at zero
 // (exchange_cost() can add it while costing each exchange).
-MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program,
-                     bool exchanges = true);
+MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, bool exchanges = true);
 
 // Throws ModelError naming the most over-committed tile, its use, its capacity and its
 // biggest consumers if any tile's use exceeds chip.tile_memory.

@@ -10,15 +10,25 @@
 
 namespace ipusim::kernels {
 
-inline constexpr std::array<std::string_view, 11> kKernelNames{
-    "matmul", "conv2d", "reduce", "elementwise", "exchange-all-to-all", "exchange-broadcast",
-    "sync-loop", "link-p2p", "allreduce", "collective", "sync"};
+inline constexpr std::array<std::string_view, 11> kKernelNames{"matmul",
+                                                               "conv2d",
+                                                               "reduce",
+                                                               "elementwise",
+                                                               "exchange-all-to-all",
+                                                               "exchange-broadcast",
+                                                               "sync-loop",
+                                                               "link-p2p",
+                                                               "allreduce",
+                                                               "collective",
+                                                               "sync"};
 
 // Every kernel option except --out, --chip, --set and --format (which a sweep supplies) and
 // --help.
 inline constexpr std::array<std::string_view, 28> kKernelOptions{
-    "log-level", "dtype", "pass", "partials", "available-memory", "m", "n", "k", "groups", "batch", "channels", "height", "width",
-    "filters", "kernel", "stride", "outputs", "inputs", "op", "bytes", "tiles", "src",
-    "iterations", "src-ipu", "dst-ipu", "group", "method", "collective"};
+    "log-level", "dtype",   "pass",   "partials",  "available-memory", "m",
+    "n",         "k",       "groups", "batch",     "channels",         "height",
+    "width",     "filters", "kernel", "stride",    "outputs",          "inputs",
+    "op",        "bytes",   "tiles",  "src",       "iterations",       "src-ipu",
+    "dst-ipu",   "group",   "method", "collective"};
 
 }  // namespace ipusim::kernels

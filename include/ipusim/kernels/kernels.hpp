@@ -18,15 +18,15 @@ namespace ipusim::kernels {
 // G independent convs of these sizes (a grouped conv, or a batched matmul [G][M][K] x
 // [G][K][N]).
 struct ConvArgs {
-  std::uint64_t batch = 1;     // N (images); 1 for a matmul
-  std::uint64_t in_chans = 0;  // C (matmul: K)
-  std::uint64_t height = 0;    // H (matmul: M)
-  std::uint64_t width = 1;     // W (matmul: 1)
-  std::uint64_t out_chans = 0; // K (matmul: N)
-  std::uint64_t kernel = 1;    // square kernel size
+  std::uint64_t batch = 1;      // N (images); 1 for a matmul
+  std::uint64_t in_chans = 0;   // C (matmul: K)
+  std::uint64_t height = 0;     // H (matmul: M)
+  std::uint64_t width = 1;      // W (matmul: 1)
+  std::uint64_t out_chans = 0;  // K (matmul: N)
+  std::uint64_t kernel = 1;     // square kernel size
   std::uint64_t stride = 1;
   trace::DType dtype = trace::DType::kHalf;
-  std::uint64_t groups = 1;    // G conv groups; in_chans and out_chans are per group
+  std::uint64_t groups = 1;  // G conv groups; in_chans and out_chans are per group
   // AMP accumulation type: half (FP16.16) or float (FP16.32) for half inputs; a float dtype
   // always accumulates in float (partials_of), so the default keeps each dtype's precision.
   trace::DType partials = trace::DType::kHalf;
@@ -90,7 +90,7 @@ std::uint32_t plan_tile(const ConvPlan& plan, std::uint32_t g, std::uint32_t r, 
 // caller that knows where the operand lives adds its transfers to the fetch exchange itself
 // (so that a tile receives its block straight from the producer, in the one exchange).
 struct FetchSources {
-  std::function<void(trace::Exchange& fetch)> input, weights;
+  std::function<void(trace::Exchange&fetch)> input, weights;
 };
 // emit_conv with caller-supplied fetch transfers for the operands set in `sources` (plans
 // without a serial split only).

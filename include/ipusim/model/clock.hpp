@@ -2,9 +2,8 @@
 // The tile clock as SystemC time.
 #pragma once
 
-#include <systemc>
-
 #include <cmath>
+#include <systemc>
 
 #include "ipusim/util/units.hpp"
 

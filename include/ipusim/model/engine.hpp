@@ -10,13 +10,12 @@
 //    must give bit-identical statistics.
 #pragma once
 
-#include <systemc>
-
 #include <exception>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <systemc>
 
 #include "ipusim/stats/run_stats.hpp"
 

@@ -10,13 +10,12 @@
 // replicas are assumed to arrive at the same time, which holds for symmetric programs).
 #pragma once
 
-#include <systemc>
-
 #include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <systemc>
 #include <vector>
 
 #include "ipusim/config/system_spec.hpp"

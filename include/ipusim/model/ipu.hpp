@@ -12,11 +12,10 @@
 // exact integer cycle count is kept separately, so the ps rounding never reaches the stats.
 #pragma once
 
-#include <systemc>
-
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <systemc>
 #include <unordered_map>
 #include <vector>
 
@@ -94,8 +93,8 @@ class Ipu : public IpuModule {
   // Span recording (ModelOptions::record_spans); no-ops when off.
   void record(SpanKind kind, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
               std::uint64_t times, std::uint32_t active_tiles = 0);
-  void record_tiles(bool exchange, std::uint32_t index, std::uint64_t start,
-                    std::uint64_t cycles, std::uint64_t times);
+  void record_tiles(bool exchange, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
+                    std::uint64_t times);
   // Phases this engine will execute for `steps` (memoised loops once), saturating.
   std::uint64_t work(const std::vector<trace::Step>& steps);
   void tick();

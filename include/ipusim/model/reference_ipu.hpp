@@ -15,11 +15,10 @@
 // It must give bit-identical statistics to the fast engine: tests/integration/engine_test.cpp.
 #pragma once
 
-#include <systemc>
-
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <systemc>
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
@@ -76,9 +75,8 @@ class ReferenceTile : public sc_core::sc_module {
 class ReferenceIpu : public IpuModule {
  public:
   SC_HAS_PROCESS(ReferenceIpu);
-  ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip,
-               const trace::IpuProgram& program, Placement placement = {},
-               Fabric* fabric = nullptr);
+  ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
+               Placement placement = {}, Fabric* fabric = nullptr);
 
   bool finished() const override { return finished_; }
   IpuRunStats stats() override;

@@ -27,11 +27,11 @@ struct Job {
 
 struct JobResult {
   bool ok = false;
-  int failed_step = -1;   // index of the step that failed
-  int exit_status = 0;    // its exit status (or 128 + signal)
-  std::string error;      // one line: which command failed and the last line of its stderr
+  int failed_step = -1;     // index of the step that failed
+  int exit_status = 0;      // its exit status (or 128 + signal)
+  std::string error;        // one line: which command failed and the last line of its stderr
   std::string stderr_text;  // the failed step's stderr (bounded)
-  double seconds = 0;     // wall time of all its steps
+  double seconds = 0;       // wall time of all its steps
 };
 
 // Called as each job ends (ok or failed), before the next one starts in its slot, with the
@@ -40,7 +40,8 @@ using JobDone = std::function<void(std::size_t job, const JobResult& result)>;
 
 // Runs every job and returns their results in the same order. `parallel` >= 1. Children get
 // our environment without the OMPI_*, PMIX_* and PMI_* variables of an MPI launcher.
-std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel, const JobDone& on_done = {});
+std::vector<JobResult> run_jobs(const std::vector<Job>& jobs, unsigned parallel,
+                                const JobDone& on_done = {});
 
 // The path of the running executable (/proc/self/exe).
 std::string self_executable();

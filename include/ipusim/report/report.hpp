@@ -3,14 +3,13 @@
 // human summary printed on stdout, and the run directory. Collection lives in model/.
 #pragma once
 
-#include "ipusim/report/run_files.hpp"
-
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
@@ -44,7 +43,7 @@ struct Workload {
   std::string sample_unit;
   double throughput = 0;  // samples per second
   double steps = 0;
-  double time_to_train = 0;  // seconds
+  double time_to_train = 0;                              // seconds
   double lead_in = 0, checkpoints = 0, evaluations = 0;  // seconds of each host-side term
 };
 std::optional<Workload> workload(const RunInfo& info, double step_seconds);

@@ -28,10 +28,10 @@ struct SuperstepRow {
 
 struct RunDir {
   std::string path;
-  JsonValue stats;                              // stats.json
-  std::map<std::string, std::string> config;    // config.resolved.yaml, flattened "a.b.c"
+  JsonValue stats;                                      // stats.json
+  std::map<std::string, std::string> config;            // config.resolved.yaml, flattened "a.b.c"
   std::map<std::uint32_t, std::vector<TileRow>> tiles;  // tiles.csv by system IPU (optional)
-  std::vector<SuperstepRow> supersteps;         // supersteps.csv (optional)
+  std::vector<SuperstepRow> supersteps;                 // supersteps.csv (optional)
 };
 
 // Reads DIR/stats.json (required), config.resolved.yaml, tiles.csv and supersteps.csv (each

@@ -46,12 +46,14 @@ struct LayerRow {
   std::uint64_t exchange_bytes = 0;
   std::uint64_t total() const { return cycles.total(); }
 };
-std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats, const trace::Trace& trace);
+std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
+                                 const trace::Trace& trace);
 // layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
 // exchange_bytes; rows of each IPU by total cycles, largest first. Empty without spans.
 std::string layers_csv(const std::vector<LayerRow>& rows);
 // The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest.
-std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows, std::size_t n);
+std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows,
+                            std::size_t n);
 
 // The name of a span as shown in the timeline (the program step's name).
 std::string span_name(const Span& span, const trace::Trace& trace, std::uint32_t program);

@@ -62,7 +62,7 @@ struct TileSpan {
   std::uint64_t value = 0;   // compute: busy cycles; exchange: bytes sent + received
   std::uint32_t tile = 0;
   std::uint32_t superstep = 0;
-  std::uint32_t index = 0;   // compute set / exchange index
+  std::uint32_t index = 0;  // compute set / exchange index
   bool exchange = false;
 };
 
@@ -88,13 +88,13 @@ struct IpuRunStats {
 struct RunStats {
   std::vector<IpuRunStats> ipus;  // the simulated IPUs
   std::uint32_t replicas = 1;
-  std::uint32_t system_ipus = 1;  // IPUs taking part (replicas x programs)
-  bool replica_symmetric = false; // only replica 0 was simulated
-  std::string system_name;        // empty for a single chip
-  std::vector<LinkUse> links;     // directed links that carried traffic, busiest first
-  std::uint64_t cycles = 0;   // the slowest IPU
-  double seconds = 0;         // cycles / clock
-  double wall_seconds = 0;    // host time spent simulating
+  std::uint32_t system_ipus = 1;   // IPUs taking part (replicas x programs)
+  bool replica_symmetric = false;  // only replica 0 was simulated
+  std::string system_name;         // empty for a single chip
+  std::vector<LinkUse> links;      // directed links that carried traffic, busiest first
+  std::uint64_t cycles = 0;        // the slowest IPU
+  double seconds = 0;              // cycles / clock
+  double wall_seconds = 0;         // host time spent simulating
 };
 
 }  // namespace ipusim

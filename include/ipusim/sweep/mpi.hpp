@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Spreading sweep points over MPI ranks (docs/sweeps.md): rank 0 hands out point indices on
 // request (dynamic load balancing), runs points itself as well, and collects each point's
-// result; ranks 1..N-1 run the points they are given. Compiled in only with IPUSIM_MPI (the IPUSIM_HAVE_MPI definition); without it
-// built() is false and Session throws.
+// result; ranks 1..N-1 run the points they are given. Compiled in only with IPUSIM_MPI (the
+// IPUSIM_HAVE_MPI definition); without it built() is false and Session throws.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +44,8 @@ class Session {
 // rethrown here.
 std::size_t serve(const Session& session, const std::vector<std::size_t>& order,
                   const std::function<void(std::size_t, const std::string&)>& on_result,
-                  const std::function<void()>& idle, const std::function<std::string(std::size_t)>& run_local = {});
+                  const std::function<void()>& idle,
+                  const std::function<std::string(std::size_t)>& run_local = {});
 
 // Ranks > 0: asks rank 0 for work and runs it (`run(index)` returns the payload sent back)
 // until told to stop.

@@ -33,7 +33,7 @@ struct PointPlan {
   std::string workload;  // model name or kernel name
   std::string system;    // system name, or chip name for a kernel on a chip
   std::uint64_t ipus = 1;
-  std::string id;        // 16 hex digits: FNV-1a of identity_text
+  std::string id;  // 16 hex digits: FNV-1a of identity_text
   std::string identity_text;
 };
 

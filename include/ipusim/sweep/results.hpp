@@ -34,7 +34,8 @@ struct PointResult {
 };
 
 // The result of a point that ran: fields from stats.json (Throws Error if it lacks total.time).
-PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats, const std::string& origin);
+PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats,
+                              const std::string& origin);
 // The result of a point that failed with `error`.
 PointResult failed_result(const PointPlan& plan, const std::string& error);
 
@@ -48,14 +49,16 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
 // axis keys, status, workload, system_name (not "system": that may be an axis key), ipus,
 // cycles, step_time_s, throughput, throughput_unit, <phase>_s for each of kPhases,
 // flop_utilisation, error (RFC 4180 quoting).
-std::string sweep_csv(const std::vector<std::string>& axis_keys, const std::vector<PointResult>& results);
+std::string sweep_csv(const std::vector<std::string>& axis_keys,
+                      const std::vector<PointResult>& results);
 
 // sweep.json (the contract in docs/sweeps.md).
-std::string sweep_json(const std::string& spec_file, const std::string& name, const std::vector<PointResult>& results);
+std::string sweep_json(const std::string& spec_file, const std::string& name,
+                       const std::vector<PointResult>& results);
 
 // The error of a failed child, independent of where the sweep writes: the last line of its
 // stderr without the "error: " prefix, with `work_dir` replaced by `run_dir`.
-std::string point_error(const std::string& child_stderr, const std::string& fallback, const std::string& work_dir,
-                        const std::string& run_dir);
+std::string point_error(const std::string& child_stderr, const std::string& fallback,
+                        const std::string& work_dir, const std::string& run_dir);
 
 }  // namespace ipusim::sweep

@@ -22,9 +22,9 @@ struct Base {
   std::vector<Assignment> args;  // in spec order; "" = bare flag
   // ... or a training step compiled from a run config (names model and system).
   std::string run;
-  std::string model;   // replaces the run's model when set
-  std::string system;  // a system config (a name under configs/systems/ or a path)
-  std::string chip;    // a chip config (a name under configs/chips/ or a path)
+  std::string model;              // replaces the run's model when set
+  std::string system;             // a system config (a name under configs/systems/ or a path)
+  std::string chip;               // a chip config (a name under configs/chips/ or a path)
   std::vector<std::string> sets;  // KEY=VALUE config overrides
   bool is_kernel() const { return !kernel.empty(); }
 };
@@ -43,8 +43,8 @@ struct Spec {
   std::string name;
   Base base;
   std::vector<Axis> axes;
-  bool zip = false;                             // combine: zip (else product)
-  std::vector<std::vector<Assignment>> exclude; // a point matching every pair of one is dropped
+  bool zip = false;                              // combine: zip (else product)
+  std::vector<std::vector<Assignment>> exclude;  // a point matching every pair of one is dropped
   std::vector<int> exclude_lines;
 
   // Every axis key in spec order (the override columns of sweep.csv).

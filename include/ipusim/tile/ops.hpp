@@ -23,34 +23,70 @@ enum class Pipe : std::uint8_t {
 // Memory port an op uses.
 enum class Port : std::uint8_t {
   kNone,
-  kLoad,         // plain load port (chip.memory.load_bytes_per_cycle)
-  kLoadPair,     // two loads in one cycle: interleaved memory (interleaved_load_bytes_per_cycle)
-  kStore,        // store port (chip.tile.store_bytes_per_cycle)
-  kLoadStore,    // plain load + store
+  kLoad,           // plain load port (chip.memory.load_bytes_per_cycle)
+  kLoadPair,       // two loads in one cycle: interleaved memory (interleaved_load_bytes_per_cycle)
+  kStore,          // store port (chip.tile.store_bytes_per_cycle)
+  kLoadStore,      // plain load + store
   kLoadPairStore,  // two loads + one store (the paced AMP feed)
 };
 
 enum class OpClass : std::uint8_t {
   // Main pipeline: memory.
-  kNop, kLd32, kLd64, kLd128, kLd2x64Pace, kLdSt64Pace, kLd2xSt64Pace, kSt32, kSt64, kSt64Pace,
-  kLd16Elem, kSt16Elem,
+  kNop,
+  kLd32,
+  kLd64,
+  kLd128,
+  kLd2x64Pace,
+  kLdSt64Pace,
+  kLd2xSt64Pace,
+  kSt32,
+  kSt64,
+  kSt64Pace,
+  kLd16Elem,
+  kSt16Elem,
   // Main pipeline: integer and address arithmetic.
-  kSetzi, kAdd, kCmp, kShift, kIntMul, kAnd,
+  kSetzi,
+  kAdd,
+  kCmp,
+  kShift,
+  kIntMul,
+  kAnd,
   // Main pipeline: control and state.
-  kBr, kBrCond, kBrnzdec, kRpt, kGet, kPut, kExit, kCall,
+  kBr,
+  kBrCond,
+  kBrnzdec,
+  kRpt,
+  kGet,
+  kPut,
+  kExit,
+  kCall,
   // Supervisor.
-  kRunAll, kSync, kLd128PutCs, kLd64PutCs, kSupPutCcc,
+  kRunAll,
+  kSync,
+  kLd128PutCs,
+  kLd64PutCs,
+  kSupPutCcc,
   // Auxiliary pipeline: floating point.
-  kFnop, kFvArith, kFvMac, kFvCmp, kFvBitwise, kFvCvt, kFvAcc, kFvShuffle, kFvTranscend,
-  kFvDivSqrt, kFvPoly,
+  kFnop,
+  kFvArith,
+  kFvMac,
+  kFvCmp,
+  kFvBitwise,
+  kFvCvt,
+  kFvAcc,
+  kFvShuffle,
+  kFvTranscend,
+  kFvDivSqrt,
+  kFvPoly,
   // Auxiliary pipeline: AMP.
-  kAmp, kAmpClear,
+  kAmp,
+  kAmpClear,
 };
 inline constexpr std::size_t kOpClassCount = static_cast<std::size_t>(OpClass::kAmpClear) + 1;
 
 struct OpInfo {
   OpClass op;
-  std::string_view name;     // class name, e.g. "ld2xst64pace"
+  std::string_view name;  // class name, e.g. "ld2xst64pace"
   Pipe pipe;
   Port port;
   std::uint32_t load_bytes;   // bytes read per instruction at the 64-bit datapath

@@ -54,8 +54,8 @@ struct Block {
 
 struct WorkerProgram {
   std::vector<Block> blocks;
-  void straight(const Bundle& b, std::uint64_t times = 1);  // appends `times` copies
-  void rpt(std::vector<Bundle> body, std::uint64_t repeat);  // no-op when repeat == 0
+  void straight(const Bundle& b, std::uint64_t times = 1);    // appends `times` copies
+  void rpt(std::vector<Bundle> body, std::uint64_t repeat);   // no-op when repeat == 0
   void loop(std::vector<Bundle> body, std::uint64_t repeat);  // software loop, body ends in
                                                               // its own branch
   std::uint64_t bundles() const;  // dynamic bundle count, without the rpt set-up bundles
@@ -68,13 +68,13 @@ using SupBlock = std::vector<SupStep>;
 struct SupStep {
   enum class Kind : std::uint8_t { kSimple, kControl, kWeightLoad, kRun, kRunCycles, kLoop };
   Kind kind = Kind::kSimple;
-  std::uint64_t count = 1;            // instructions (simple/control), iterations (loop)
-  std::uint64_t bytes = 0;            // kWeightLoad: bytes loaded into the AMP
-  std::vector<WorkerProgram> workers; // kRun: one per context (fewer: the rest stay idle)
-  std::uint64_t tail_simple = 0;      // kRun: supervisor work after the first worker exits
-  std::uint64_t tail_control = 0;     //       (the final sync is one of these)
-  std::uint64_t cycles = 0;           // kRunCycles: a run already timed (runall excluded)
-  std::shared_ptr<SupBlock> body;     // kLoop
+  std::uint64_t count = 1;             // instructions (simple/control), iterations (loop)
+  std::uint64_t bytes = 0;             // kWeightLoad: bytes loaded into the AMP
+  std::vector<WorkerProgram> workers;  // kRun: one per context (fewer: the rest stay idle)
+  std::uint64_t tail_simple = 0;       // kRun: supervisor work after the first worker exits
+  std::uint64_t tail_control = 0;      //       (the final sync is one of these)
+  std::uint64_t cycles = 0;            // kRunCycles: a run already timed (runall excluded)
+  std::shared_ptr<SupBlock> body;      // kLoop
 };
 
 SupStep simple(std::uint64_t n = 1);

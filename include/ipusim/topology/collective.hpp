@@ -43,13 +43,16 @@ class CollectiveContext {
 
   // `steps` ring steps of every pass at once; with `reduce`, each step ends with an on-chip
   // reduction of the received chunk. Each step also pays a neighbour sync.
-  std::uint64_t ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce, std::uint64_t t);
+  std::uint64_t ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce,
+                           std::uint64_t t);
   // Reduce-scatter (`reduce`) or all-gather of `bytes` per member within each of `groups`,
   // over the rings `algorithm` lays out (RingAlgorithm::passes), all groups at once.
-  std::uint64_t ring_phase(const std::vector<std::vector<std::uint32_t>>& groups, const CollectiveAlgorithm& algorithm,
-                           std::uint64_t bytes, bool reduce, std::uint64_t t);
+  std::uint64_t ring_phase(const std::vector<std::vector<std::uint32_t>>& groups,
+                           const CollectiveAlgorithm& algorithm, std::uint64_t bytes, bool reduce,
+                           std::uint64_t t);
   // Every member sends `bytes` to every other member at once, then a handshake.
-  std::uint64_t direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes, std::uint64_t t);
+  std::uint64_t direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes,
+                       std::uint64_t t);
 
  private:
   LinkSchedule& links_;
@@ -64,12 +67,14 @@ class CollectiveAlgorithm {
   // The name traces and run directories use for it.
   virtual trace::CollectiveMethod method() const = 0;
   // `op` over `members` (system IPUs in replica order, at least 2) on `bytes` per member.
-  virtual std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op, const std::vector<std::uint32_t>& members,
-                            std::uint64_t bytes, std::uint64_t t) const = 0;
+  virtual std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op,
+                            const std::vector<std::uint32_t>& members, std::uint64_t bytes,
+                            std::uint64_t t) const = 0;
   // The ring passes one reduce-scatter or all-gather step of `members` uses (a ring in the
   // topology's order is `ring`); empty for algorithms that are not ring-based, which then
   // cannot be composed hierarchically over racks.
-  virtual std::vector<RingPass> passes(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& ring,
+  virtual std::vector<RingPass> passes(const std::vector<std::uint32_t>& members,
+                                       const std::vector<std::uint32_t>& ring,
                                        std::uint64_t bytes) const {
     (void)members;
     (void)ring;
@@ -81,8 +86,9 @@ class CollectiveAlgorithm {
 // Ring-based algorithms: run() is the ring reduce-scatter and/or all-gather over passes().
 class RingAlgorithm : public CollectiveAlgorithm {
  public:
-  std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op, const std::vector<std::uint32_t>& members,
-                    std::uint64_t bytes, std::uint64_t t) const override;
+  std::uint64_t run(CollectiveContext& c, trace::CollectiveOp op,
+                    const std::vector<std::uint32_t>& members, std::uint64_t bytes,
+                    std::uint64_t t) const override;
 };
 
 // The registered algorithms, in the order `auto` tries them (a tie keeps the first).

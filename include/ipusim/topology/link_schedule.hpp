@@ -48,11 +48,11 @@ class LinkSchedule {
 
  private:
   const Topology& topology_;
-  std::vector<double> rate_;           // per link, bytes/cycle each direction
-  std::vector<std::uint64_t> latency_; // per link, cycles
-  std::vector<std::uint64_t> free_at_; // per channel
-  std::vector<ChannelUse> use_;        // per channel
-  std::vector<Channel> route_;         // scratch: the route of the flow being scheduled
+  std::vector<double> rate_;            // per link, bytes/cycle each direction
+  std::vector<std::uint64_t> latency_;  // per link, cycles
+  std::vector<std::uint64_t> free_at_;  // per channel
+  std::vector<ChannelUse> use_;         // per channel
+  std::vector<Channel> route_;          // scratch: the route of the flow being scheduled
 };
 
 // The algorithm a collective ran with (after `auto` chose).
@@ -66,8 +66,8 @@ struct CollectiveOutcome {
 // `dtype` per IPU, starting at cycle `ready` (after the group's external sync). Reduction
 // arithmetic on each IPU is costed with the codelet models over all its tiles. See
 // docs/topology.md for each method.
-CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip,
-                                 trace::CollectiveOp op, trace::CollectiveMethod method,
+CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, trace::CollectiveOp op,
+                                 trace::CollectiveMethod method,
                                  std::span<const std::uint32_t> members, std::uint64_t tensor_bytes,
                                  trace::DType dtype, std::uint64_t ready);
 

@@ -77,8 +77,8 @@ class Topology {
  private:
   void add(LinkKind kind, std::uint32_t a, std::uint32_t b, std::uint32_t lanes,
            const LinkParams& params);
-  void add_raw(LinkKind kind, std::uint32_t a, std::uint32_t b, std::uint32_t lanes,
-               double rate, double latency);
+  void add_raw(LinkKind kind, std::uint32_t a, std::uint32_t b, std::uint32_t lanes, double rate,
+               double latency);
   // Channel from each IPU of rack 0 to its parent in the search tree towards rack-local IPU
   // `dst`, kNoRoute where there is none (computed once; only used when local_trees_ is sized).
   const std::vector<Channel>& local_tree(std::uint32_t dst) const;

@@ -19,27 +19,42 @@ std::uint32_t dtype_bytes(DType t);
 
 // Operators for the elementwise and reduce codelets.
 enum class Op : std::uint8_t {
-  kAdd = 0, kSub, kMul, kDiv, kMax, kMin,                      // binary / reduce
-  kRelu, kExp, kLog, kSqrt, kRsqrt, kInverse, kNeg, kAbs,       // unary
-  kTanh, kSigmoid, kGelu, kSquare,
+  kAdd = 0,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,  // binary / reduce
+  kRelu,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kInverse,
+  kNeg,
+  kAbs,  // unary
+  kTanh,
+  kSigmoid,
+  kGelu,
+  kSquare,
 };
 inline constexpr std::array<std::string_view, 18> kOpNames{
-    "add", "sub", "mul", "div", "max", "min", "relu", "exp", "log",
+    "add",  "sub",   "mul",     "div", "max", "min",  "relu",    "exp",  "log",
     "sqrt", "rsqrt", "inverse", "neg", "abs", "tanh", "sigmoid", "gelu", "square"};
 
 enum class Codelet : std::uint8_t {
-  kAmpConv1x1 = 0,   // AMP partial convolution, 1x1 kernel (also the matmul path)
-  kAmpConvNx1,       // AMP partial convolution, kernel_h x kernel_w > 1x1
-  kDot,              // non-AMP dot products (vector MAC on the 64-bit datapath)
-  kReduce,           // reduce `inputs` partials into `outputs` values (add or max)
-  kUnary,            // elementwise unary op over n elements
-  kBinary,           // elementwise binary op over n elements
-  kScaledAdd,        // a += scale * b over n elements
-  kCast,             // convert n elements between dtypes
-  kCopy,             // on-tile memcpy of `bytes` bytes
-  kDynamicSlice,     // copy `copies` rows of `elems` elements at a runtime offset
-  kMap,              // fused elementwise expression (popops::map codegen) over n elements
-  kTranspose,        // rearrangement (transpose / regroup) of n elements on a tile
+  kAmpConv1x1 = 0,  // AMP partial convolution, 1x1 kernel (also the matmul path)
+  kAmpConvNx1,      // AMP partial convolution, kernel_h x kernel_w > 1x1
+  kDot,             // non-AMP dot products (vector MAC on the 64-bit datapath)
+  kReduce,          // reduce `inputs` partials into `outputs` values (add or max)
+  kUnary,           // elementwise unary op over n elements
+  kBinary,          // elementwise binary op over n elements
+  kScaledAdd,       // a += scale * b over n elements
+  kCast,            // convert n elements between dtypes
+  kCopy,            // on-tile memcpy of `bytes` bytes
+  kDynamicSlice,    // copy `copies` rows of `elems` elements at a runtime offset
+  kMap,             // fused elementwise expression (popops::map codegen) over n elements
+  kTranspose,       // rearrangement (transpose / regroup) of n elements on a tile
 };
 inline constexpr std::size_t kCodeletCount = 12;
 
@@ -48,8 +63,8 @@ enum class ParamKind : std::uint8_t { kInt, kDType, kOp };
 struct ParamSpec {
   std::string_view name;
   ParamKind kind;
-  std::int64_t min;       // inclusive lower bound (for kInt)
-  std::int64_t max;       // inclusive upper bound (for kInt)
+  std::int64_t min;                           // inclusive lower bound (for kInt)
+  std::int64_t max;                           // inclusive upper bound (for kInt)
   std::optional<std::int64_t> default_value;  // nullopt: required
   std::string_view description;
 };

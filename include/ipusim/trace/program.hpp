@@ -12,8 +12,8 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ipusim/trace/codelet.hpp"
@@ -51,7 +51,14 @@ struct TileRange {
 std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges);
 
 enum class TensorKind : std::uint8_t {
-  kWeight = 0, kActivation, kGradient, kOptimiser, kPartial, kInput, kOutput, kTemp,
+  kWeight = 0,
+  kActivation,
+  kGradient,
+  kOptimiser,
+  kPartial,
+  kInput,
+  kOutput,
+  kTemp,
 };
 inline constexpr std::array<std::string_view, 8> kTensorKindNames{
     "weight", "activation", "gradient", "optimiser", "partial", "input", "output", "temp"};
@@ -71,19 +78,43 @@ struct Tensor {
 // operation. For reports only: provenance never changes timing. Empty when unknown (a
 // hand-written or kernel trace).
 enum class Pass : std::uint8_t {
-  kNone = 0, kForward, kRecompute, kDataGradient, kWeightGradient, kWeightUpdate,
-  kGradientAllreduce, kHostIo, kPipelineCopy,
+  kNone = 0,
+  kForward,
+  kRecompute,
+  kDataGradient,
+  kWeightGradient,
+  kWeightUpdate,
+  kGradientAllreduce,
+  kHostIo,
+  kPipelineCopy,
 };
-inline constexpr std::array<std::string_view, 9> kPassNames{
-    "none",          "forward",            "recompute", "data_gradient", "weight_gradient",
-    "weight_update", "gradient_allreduce", "host_io",   "pipeline_copy"};
+inline constexpr std::array<std::string_view, 9> kPassNames{"none",
+                                                            "forward",
+                                                            "recompute",
+                                                            "data_gradient",
+                                                            "weight_gradient",
+                                                            "weight_update",
+                                                            "gradient_allreduce",
+                                                            "host_io",
+                                                            "pipeline_copy"};
 enum class OpKind : std::uint8_t {
-  kNone = 0, kConv, kMatmul, kBatchNorm, kLayerNorm, kSoftmax, kElementwise, kReduce, kPool,
-  kEmbedding, kLoss, kOptimiser, kCopy,
+  kNone = 0,
+  kConv,
+  kMatmul,
+  kBatchNorm,
+  kLayerNorm,
+  kSoftmax,
+  kElementwise,
+  kReduce,
+  kPool,
+  kEmbedding,
+  kLoss,
+  kOptimiser,
+  kCopy,
 };
 inline constexpr std::array<std::string_view, 13> kOpKindNames{
-    "none",    "conv",   "matmul", "batch_norm", "layer_norm", "softmax", "elementwise",
-    "reduce",  "pool",   "embedding", "loss",    "optimiser",  "copy"};
+    "none",   "conv", "matmul",    "batch_norm", "layer_norm", "softmax", "elementwise",
+    "reduce", "pool", "embedding", "loss",       "optimiser",  "copy"};
 // Most layer names one item may carry.
 inline constexpr std::size_t kMaxProvenanceLayers = 4096;
 
@@ -185,8 +216,8 @@ struct Exchange {
            TransferMode mode = TransferMode::kMulticast);
   // Appends a run of `count` transfers (count >= 1; steps must be 0 when count is 1).
   void add_run(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
-               TransferMode mode, std::uint32_t count, std::int64_t src_step,
-               std::int64_t dst_step, std::int64_t bytes_step);
+               TransferMode mode, std::uint32_t count, std::int64_t src_step, std::int64_t dst_step,
+               std::int64_t bytes_step);
   // Number of transfers (the runs expanded).
   std::uint64_t transfer_count() const;
   // Calls f(const TransferView&) for every transfer in order, the runs expanded on the fly
@@ -217,8 +248,13 @@ struct Exchange {
 };
 
 enum class StepKind : std::uint8_t {
-  kCompute = 0, kSync, kExchange, kHost, kRepeat,  // v1
-  kGlobalExchange, kCollective,                    // v2
+  kCompute = 0,
+  kSync,
+  kExchange,
+  kHost,
+  kRepeat,  // v1
+  kGlobalExchange,
+  kCollective,  // v2
 };
 enum class HostDirection : std::uint8_t { kToIpu = 0, kFromIpu = 1 };
 inline constexpr std::array<std::string_view, 2> kHostDirectionNames{"to_ipu", "from_ipu"};
@@ -245,12 +281,16 @@ struct Group {
 };
 
 enum class CollectiveOp : std::uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast };
-inline constexpr std::array<std::string_view, 4> kCollectiveOpNames{
-    "all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+inline constexpr std::array<std::string_view, 4> kCollectiveOpNames{"all_reduce", "reduce_scatter",
+                                                                    "all_gather", "broadcast"};
 
 // Collective algorithms (docs/topology.md): auto picks the fastest for the size and group.
 enum class CollectiveMethod : std::uint8_t {
-  kAuto = 0, kRing, kBidirectionalRing, kQuadRing, kBroadcastReduce,
+  kAuto = 0,
+  kRing,
+  kBidirectionalRing,
+  kQuadRing,
+  kBroadcastReduce,
 };
 inline constexpr std::array<std::string_view, 5> kCollectiveMethodNames{
     "auto", "ring", "bidirectional_ring", "quad_ring", "broadcast_reduce"};

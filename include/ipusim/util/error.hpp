@@ -10,12 +10,12 @@ namespace ipusim {
 // Process exit codes used by the CLI (documented in docs/errors.md).
 enum class ExitCode : int {
   kOk = 0,
-  kInternal = 1,     // a bug: an unexpected exception
-  kUsage = 2,        // bad command line
-  kBadInput = 3,     // a config or trace file is malformed or out of range
-  kModelError = 4,   // the input is well-formed but cannot run (e.g. a tile is out of memory)
-  kResource = 6,     // the simulator itself would exceed a resource (host memory, a size cap)
-  kInterrupted = 130 // SIGINT / SIGTERM
+  kInternal = 1,      // a bug: an unexpected exception
+  kUsage = 2,         // bad command line
+  kBadInput = 3,      // a config or trace file is malformed or out of range
+  kModelError = 4,    // the input is well-formed but cannot run (e.g. a tile is out of memory)
+  kResource = 6,      // the simulator itself would exceed a resource (host memory, a size cap)
+  kInterrupted = 130  // SIGINT / SIGTERM
 };
 
 // Base of every user-facing error: what() is the complete one-line message.

@@ -31,9 +31,9 @@ struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  JsonNumber number;      // kNumber
-  std::string string; // kString (decoded)
-  std::vector<JsonValue> items;                            // kArray
+  JsonNumber number;                // kNumber
+  std::string string;               // kString (decoded)
+  std::vector<JsonValue> items;     // kArray
   std::vector<JsonMember> members;  // kObject, in document order
 
   // The member named `key` of an object (the first, if repeated), or nullptr.

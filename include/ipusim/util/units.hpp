@@ -18,7 +18,10 @@ namespace ipusim {
 struct Cycles {
   std::uint64_t count = 0;
   constexpr auto operator<=>(const Cycles&) const = default;
-  constexpr Cycles& operator+=(Cycles o) { count += o.count; return *this; }
+  constexpr Cycles& operator+=(Cycles o) {
+    count += o.count;
+    return *this;
+  }
   friend constexpr Cycles operator+(Cycles a, Cycles b) { return Cycles{a.count + b.count}; }
   friend constexpr Cycles operator*(Cycles a, std::uint64_t k) { return Cycles{a.count * k}; }
 };
@@ -27,7 +30,10 @@ struct Cycles {
 struct Bytes {
   std::uint64_t count = 0;
   constexpr auto operator<=>(const Bytes&) const = default;
-  constexpr Bytes& operator+=(Bytes o) { count += o.count; return *this; }
+  constexpr Bytes& operator+=(Bytes o) {
+    count += o.count;
+    return *this;
+  }
   friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.count + b.count}; }
   friend constexpr Bytes operator*(Bytes a, std::uint64_t k) { return Bytes{a.count * k}; }
 };
