@@ -89,6 +89,9 @@ int kernel_command(int argc, char** argv) {
       "partials", po::value(&partials)->default_value("half")->value_name("half|float"),
       "matmul, conv2d: AMP partials (accumulation) type for half inputs: half = FP16.16 (16 "
       "AMP engines on GC200), float = FP16.32 (8 engines); --dtype float always uses float")(
+      "conv-unit-load-bits", po::value<std::string>()->default_value("64")->value_name("64|128"),
+      "matmul, conv2d: bits per supervisor load of weights into the AMP engines: 64 is "
+      "Poplar's default (8 B/cycle), 128 loads at the chip's full rate")(
       "available-memory", po::value<double>()->value_name("P"),
       "matmul, conv2d: available-memory proportion in (0, 1]: each conv is planned within "
       "P x tile memory bytes per tile for its temporaries (default 0.6 with --pass training; "
@@ -157,11 +160,18 @@ int kernel_command(int argc, char** argv) {
   const double proportion =
       available ? parse_available_memory(vm["available-memory"].as<double>()) : 0.6;
   const bool planned_kernel = name == "matmul" || name == "conv2d";
-  if (!planned_kernel && (!vm["pass"].defaulted() || !vm["partials"].defaulted() || available))
+  if (!planned_kernel && (!vm["pass"].defaulted() || !vm["partials"].defaulted() || available ||
+                          !vm["conv-unit-load-bits"].defaulted()))
     throw UsageError(
-        fmt::format("ipusim kernel {}: --pass, --partials and --available-memory apply to matmul "
-                    "and conv2d only",
+        fmt::format("ipusim kernel {}: --pass, --partials, --conv-unit-load-bits and "
+                    "--available-memory apply to matmul and conv2d only",
                     name));
+  const std::string load_text = vm["conv-unit-load-bits"].as<std::string>();
+  if (load_text != "64" && load_text != "128")
+    throw UsageError(
+        fmt::format("ipusim kernel {}: --conv-unit-load-bits: expected 64 or 128, found \"{}\"",
+                    name, load_text));
+  const std::uint32_t load_bits = load_text == "64" ? 64 : 128;
   // matmul and conv2d: the reference kernel (forward) or the layer's training program.
   auto planned = [&](const kernels::ConvArgs& a) {
     if (layer_pass == compiler::LayerPass::kTraining)
@@ -184,6 +194,7 @@ int kernel_command(int argc, char** argv) {
     a.dtype = dt;
     a.groups = groups;
     a.partials = partials_dt;
+    a.coeff_load_bits = load_bits;
     t = planned(a);
   } else if (name == "conv2d") {
     kernels::ConvArgs a;
@@ -196,6 +207,7 @@ int kernel_command(int argc, char** argv) {
     a.stride = vm["stride"].as<U>();
     a.dtype = dt;
     a.partials = partials_dt;
+    a.coeff_load_bits = load_bits;
     t = planned(a);
   } else if (name == "reduce") {
     t = kernels::reduce(chip, need<U>(vm, "outputs", name), need<U>(vm, "inputs", name), dt);

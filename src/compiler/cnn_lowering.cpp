@@ -520,6 +520,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   const ChipSpec chip = compute_chip(run, system.chip);
   IpuBuilder b(chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise,
                run.rearrangements);
+  b.set_coeff_load_bits(run.conv_unit_load_bits);
   CnnLowering lower(m, run, b, system.chip.tiles);
   trace::Step loop = make_step(StepKind::kRepeat);
   loop.count = run.gradient_accumulation;

@@ -51,6 +51,8 @@ std::string args_key(const kernels::ConvArgs& a) {
     key += fmt::format("_p{}", static_cast<int>(kernels::partials_of(a)));
   if (a.transposed_input) key += "_ti";
   if (a.transposed_weights) key += "_tw";
+  if (a.coeff_load_bits != kernels::ConvArgs{}.coeff_load_bits)
+    key += fmt::format("_l{}", a.coeff_load_bits);
   return key;
 }
 
@@ -187,6 +189,7 @@ std::uint32_t IpuBuilder::add_exchange(trace::Exchange ex) {
 
 kernels::ConvArgs IpuBuilder::with_partials(kernels::ConvArgs a) const {
   a.partials = partials_;
+  a.coeff_load_bits = coeff_load_bits_;
   return a;
 }
 

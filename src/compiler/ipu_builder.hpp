@@ -55,6 +55,8 @@ class IpuBuilder {
   // (no regroup exchange or transpose), to measure what rearranging costs.
   IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double available_memory,
              trace::DType partials, bool fuse_elementwise, bool rearrange_operands = true);
+  // Bits per AMP weight load of every conv and matmul built from now on (64 or 128).
+  void set_coeff_load_bits(std::uint32_t bits) { coeff_load_bits_ = bits; }
 
   // A conv or matmul: rearranges the operands into the plan's layouts (exchange plus transpose
   // vertices where the conv reads an operand transposed), then the planned conv; returns the
@@ -166,6 +168,7 @@ class IpuBuilder {
   };
   const Planned& planned(const kernels::ConvArgs& a);
   // `a` with the builder's partials type (the run's precision).
+  // `a` with the builder's partials type and AMP weight-load width.
   kernels::ConvArgs with_partials(kernels::ConvArgs a) const;
   void transpose(Steps& out, const Layout& layout);
   // A compute set (cached by `key`) of `v` on every block of `layout`, then a sync.
@@ -198,6 +201,7 @@ class IpuBuilder {
   const ChipSpec& chip_;
   trace::IpuProgram& program_;
   trace::DType partials_;
+  std::uint32_t coeff_load_bits_ = kernels::ConvArgs{}.coeff_load_bits;
   bool fuse_;
   bool rearrange_operands_;
   std::uint64_t budget_;

@@ -37,6 +37,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, Lay
   t.name = layer_name(a, pass);
   auto& program = t.ipus.emplace_back();
   IpuBuilder b(chip, program, available_memory, kernels::partials_of(a), /*fuse_elementwise=*/true);
+  b.set_coeff_load_bits(a.coeff_load_bits);
   const DType dt = a.dtype;
   const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
   Steps& out = program.steps;

@@ -383,6 +383,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     program.ipu = ipu;
     IpuBuilder b(chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
                  run.rearrangements);
+    b.set_coeff_load_bits(run.conv_unit_load_bits);
     TransformerLowering lower(m, run, b);
     const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
     const bool first = ipu == 0;

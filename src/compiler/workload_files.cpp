@@ -320,6 +320,11 @@ std::vector<ParamDecl> run_params() {
        "planned on the "
        "other tiles, and each micro-batch is copied from the I/O tiles",
        "poplar-compiler.md §4.4 (numIOTiles); Graphcore TensorFlow docs, 'Efficient IPU I/O'"},
+      {"run.conv_unit_load_bits", ValueKind::kCount, 64, 128,
+       "Bits per supervisor load of conv/matmul weights into the AMP engines: 64 (Poplar's "
+       "default, use128BitConvUnitLoad=false: 8 B/cycle) or 128 (the chip's full "
+       "chip.amp.coeff_load_bytes_per_cycle)",
+       "poplar-compiler.md §1.3; ipu-hardware.md §1 (AMP weight load)"},
       {"run.fuse_elementwise", ValueKind::kString, 0, 0,
        "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused "
        "vertices",
@@ -369,6 +374,10 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.sequences_per_pack") d.default_text = "1";
     if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
     if (d.path == "run.io_tiles") d.default_text = "0";
+    if (d.path == "run.conv_unit_load_bits") {
+      d.choices = {"64", "128"};
+      d.default_text = "64";
+    }
     if (d.path == "run.mode") {
       d.choices = {"training", "inference"};
       d.default_text = "training";
@@ -454,6 +463,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.rearrangements = r.string("run.rearrangements") == "yes";
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
   run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
+  run.conv_unit_load_bits = static_cast<std::uint32_t>(r.count("run.conv_unit_load_bits"));
   run.inference = r.string("run.mode") == "inference";
   if (run.inference && run.gradient_accumulation != 1)
     throw bad("run.gradient_accumulation",

@@ -229,7 +229,15 @@ struct AmpConfig {
   bool fast = false;  // the "c = 1" path: half in with float partials or >= 16 engines
 };
 
-AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials) {
+// Weight-load rate of a vertex: the chip's, capped by the vertex's load width when narrower.
+BytesPerCycle coeff_load_rate(const ChipSpec& chip, std::uint64_t coeff_load_bits) {
+  const BytesPerCycle chip_rate = chip.amp.coeff_load_bytes_per_cycle;
+  if (coeff_load_bits == 0) return chip_rate;
+  return BytesPerCycle{std::min(chip_rate.value, static_cast<double>(coeff_load_bits) / 8.0)};
+}
+
+AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials,
+                     std::uint64_t coeff_load_bits) {
   AmpConfig c;
   c.engines = amp_engines(chip, in, partials);
   c.half_in = in == DType::kHalf;
@@ -241,8 +249,9 @@ AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials) {
                      dtype_name(in) + " input");
   }
   c.core = ceil_div(c.weights, macs);
-  c.coeff_load = cycles_at(Bytes{(c.engines * c.weights * bytes_of(in)).get()},
-                           chip.amp.coeff_load_bytes_per_cycle, "amp.coeff_load_bytes_per_cycle");
+  c.coeff_load =
+      cycles_at(Bytes{(c.engines * c.weights * bytes_of(in)).get()},
+                coeff_load_rate(chip, coeff_load_bits), "amp.coeff_load_bytes_per_cycle");
   c.fast = c.half_in && (!c.half_partials || c.engines >= kAmpFastHalfEngines);
   return c;
 }
@@ -326,7 +335,7 @@ std::uint32_t amp_engines(const ChipSpec& chip, trace::DType in, trace::DType pa
 }
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
-  const AmpConfig c = amp_config(chip, a.in, a.partials);
+  const AmpConfig c = amp_config(chip, a.in, a.partials, a.coeff_load_bits);
   const C w = workers(chip);
   const C cg = at_least_one(a.groups);
   const C ig = at_least_one(ceil_div(a.in_chans, c.weights));
@@ -351,7 +360,7 @@ VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
 }
 
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
-  const AmpConfig c = amp_config(chip, a.in, a.partials);
+  const AmpConfig c = amp_config(chip, a.in, a.partials, a.coeff_load_bits);
   const C w = workers(chip);
   const C cg = at_least_one(a.groups);
   const C ig = at_least_one(ceil_div(a.in_chans, c.weights));
@@ -684,6 +693,9 @@ AmpConvArgs amp_args(const trace::Vertex& v) {
   a.kernel_h = count_at(v, s::kAmpKernelH);
   a.kernel_w = count_at(v, s::kAmpKernelW);
   if (v.codelet == trace::Codelet::kAmpConvNx1) a.width = count_at(v, s::kAmpWidth);
+  a.coeff_load_bits =
+      count_at(v, v.codelet == trace::Codelet::kAmpConvNx1 ? s::kAmpNx1CoeffLoadBits
+                                                           : s::kAmp1x1CoeffLoadBits);
   return a;
 }
 
@@ -736,6 +748,7 @@ std::string describe_vertex(const trace::Vertex& v) {
   std::string out(spec.name);
   for (std::size_t i = 0; i < spec.params.size() && i < v.params.size(); ++i) {
     const trace::ParamSpec& p = spec.params[i];
+    if (p.late && v.params[i] == p.default_value) continue;  // as the text form omits it
     std::string value = std::to_string(v.params[i]);
     if (p.kind == trace::ParamKind::kDType) value = dtype_name(static_cast<DType>(v.params[i]));
     if (p.kind == trace::ParamKind::kOp) value = op_name(static_cast<Op>(v.params[i]));

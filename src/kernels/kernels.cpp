@@ -122,6 +122,7 @@ cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p)
   v.kernel_h = a.kernel;
   v.kernel_w = a.kernel;
   v.width = s.out_w;
+  v.coeff_load_bits = a.coeff_load_bits;
   return v;
 }
 
@@ -483,6 +484,8 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
             v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel);
             v.params[sl::kAmpWidth] = static_cast<std::int64_t>(s.out_w);
           }
+          v.params[uses_nx1(a) ? sl::kAmpNx1CoeffLoadBits : sl::kAmp1x1CoeffLoadBits] =
+              static_cast<std::int64_t>(a.coeff_load_bits);
           conv.vertices.push_back(v);
         };
         const std::uint32_t last = p.out_split - 1;

@@ -566,7 +566,7 @@ WorkerProgram amp1x1_worker(const Amp& a, u64 n, bool zeroing) {
 }
 
 SupBlock amp1x1_program(const ChipSpec& c, DType in, DType partials, u64 positions, u64 in_chans,
-                        u64 out_chans, u64 groups) {
+                        u64 out_chans, u64 groups, u64 load_bits) {
   const Amp a = amp_of(c, in, partials);
   const u64 w = contexts(c);
   const u64 cg = std::max<u64>(groups, 1);
@@ -581,7 +581,7 @@ SupBlock amp1x1_program(const ChipSpec& c, DType in, DType partials, u64 positio
     return SupBlock{simple(1),
                     control(1),
                     control(1),
-                    weight_load(weight_bytes),
+                    weight_load(weight_bytes, load_bits),
                     simple(zeroing ? 1 : 0),
                     run(std::move(ws), 2, 1)};
   };
@@ -613,7 +613,7 @@ WorkerProgram ampnx1_worker(const Amp& a, u64 head, u64 full_rows, u64 width, u6
 }
 
 SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positions, u64 in_chans,
-                        u64 out_chans, u64 groups, u64 kh, u64 kw, u64 width) {
+                        u64 out_chans, u64 groups, u64 kh, u64 kw, u64 width, u64 load_bits) {
   const Amp a = amp_of(c, in, partials);
   const u64 w = contexts(c);
   const u64 cg = std::max<u64>(groups, 1);
@@ -647,7 +647,8 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   const u64 weight_bytes = a.engines * a.weights * eb(in);
   // Per kernel column: weight addressing (6 + 3), put $CCCSLOAD + the weight-height cost of
   // ld128putcs set-up (2 control + 3), the load, runall and the run.
-  SupBlock per_kx{simple(9), control(3), weight_load(weight_bytes), simple(3), run_cycles(kpos)};
+  SupBlock per_kx{simple(9), control(3), weight_load(weight_bytes, load_bits), simple(3),
+                  run_cycles(kpos)};
   SupBlock per_ky{simple(2), control(1), loop(kw, per_kx)};
   SupBlock per_og{simple(2), control(1), loop(kh, per_ky)};
   SupBlock per_ig{simple(2), control(1), loop(og, per_og)};
@@ -722,12 +723,14 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
     case Codelet::kAmpConv1x1:
       return amp1x1_program(chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials),
                             count_at(v, s::kAmpPositions), count_at(v, s::kAmpInChans),
-                            count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups));
+                            count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
+                            count_at(v, s::kAmp1x1CoeffLoadBits));
     case Codelet::kAmpConvNx1:
-      return ampnx1_program(
-          chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials), count_at(v, s::kAmpPositions),
-          count_at(v, s::kAmpInChans), count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
-          count_at(v, s::kAmpKernelH), count_at(v, s::kAmpKernelW), count_at(v, s::kAmpWidth));
+      return ampnx1_program(chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials),
+                            count_at(v, s::kAmpPositions), count_at(v, s::kAmpInChans),
+                            count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
+                            count_at(v, s::kAmpKernelH), count_at(v, s::kAmpKernelW),
+                            count_at(v, s::kAmpWidth), count_at(v, s::kAmpNx1CoeffLoadBits));
     case Codelet::kDot:
       return dot_program(chip, dtype_at(v, s::kDotIn), dtype_at(v, s::kDotPartials),
                          count_at(v, s::kDotLength), count_at(v, s::kDotCount));

@@ -57,9 +57,10 @@ SupStep step(SupStep::Kind kind, std::uint64_t count = 1) {
 
 SupStep simple(std::uint64_t n) { return step(SupStep::Kind::kSimple, n); }
 SupStep control(std::uint64_t n) { return step(SupStep::Kind::kControl, n); }
-SupStep weight_load(std::uint64_t bytes) {
+SupStep weight_load(std::uint64_t bytes, std::uint64_t load_bits) {
   SupStep s = step(SupStep::Kind::kWeightLoad);
   s.bytes = bytes;
+  s.load_bits = load_bits;
   return s;
 }
 SupStep run(std::vector<WorkerProgram> workers, std::uint64_t tail_simple,
@@ -330,8 +331,12 @@ u64 step_cycles(const ChipSpec& chip, const SupStep& s) {
       return s.count * simple_c;
     case SupStep::Kind::kControl:
       return s.count * control_c;
-    case SupStep::Kind::kWeightLoad:
-      return ceil_bytes(s.bytes, chip.amp.coeff_load_bytes_per_cycle.value);
+    case SupStep::Kind::kWeightLoad: {
+      // ld128putcs at the chip's rate; ld64putcs (load_bits 64) at most 8 B per cycle.
+      double rate = chip.amp.coeff_load_bytes_per_cycle.value;
+      if (s.load_bits > 0) rate = std::min(rate, static_cast<double>(s.load_bits) / 8.0);
+      return ceil_bytes(s.bytes, rate);
+    }
     case SupStep::Kind::kRun: {
       const u64 tail = s.tail_simple * simple_c + s.tail_control * control_c;
       return control_c + run_workers(chip, s.workers, tail).cycles;  // runall + the run

@@ -336,6 +336,8 @@ class BinaryReader {
   const Fnv1a64& hash() { return hasher_->finish(); }
   // The format version of the stream read.
   std::uint32_t version() const { return version_; }
+  // False when a vertex lacked late parameters: the bytes are not what write_binary writes.
+  bool canonical() const { return canonical_; }
 
   Trace read() {
     char magic[8];
@@ -565,20 +567,32 @@ class BinaryReader {
     ipu.steps = read_steps(ipu, 0);
   }
 
+  // A vertex holds every parameter of its codelet, or all but trailing late ones (added after
+  // traces were written; they take their defaults). `first_missing`: the first parameter the
+  // file lacks, once parameters that an older version did not know are accounted for.
+  void check_param_count(std::uint64_t at, const CodeletSpec& spec, std::size_t params,
+                         std::size_t first_missing) {
+    bool ok = params <= spec.params.size();
+    for (std::size_t p = first_missing; ok && p < spec.params.size(); ++p) ok = spec.params[p].late;
+    if (!ok)
+      fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
+                              spec.name, params));
+    if (params < spec.params.size()) canonical_ = false;
+  }
+
   void read_vertex(Vertex& v) {
     v.codelet = enumeration<Codelet>("codelet", kCodeletCount);
     const CodeletSpec& spec = codelet_spec(v.codelet);
     v.tiles = range("vertex tile range");
     const std::uint64_t at = offset_;
     const std::uint8_t params = u8("parameter count");
-    // amp_convnx1 gained its last parameter (width) late in version 2: v2 files written
-    // before hold one parameter fewer, which takes its default.
-    const bool without_width =
-        v.codelet == Codelet::kAmpConvNx1 && params + 1 == spec.params.size();
-    if (params != spec.params.size() && !without_width)
-      fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
-                              spec.name, params));
-    if (without_width) v.params[params] = *spec.params[params].default_value;
+    // amp_convnx1 gained its width late in version 2: v2 files written before hold one
+    // parameter fewer, which takes its default (as do the late parameters).
+    const bool without_width = v.codelet == Codelet::kAmpConvNx1 && params < spec.params.size() &&
+                               spec.params[params].name == "width";
+    check_param_count(at, spec, params, without_width ? params + 1 : params);
+    for (std::size_t p = params; p < spec.params.size(); ++p)
+      v.params[p] = *spec.params[p].default_value;
     for (std::size_t p = 0; p < params; ++p) {
       const std::uint64_t param_at = offset_;
       v.params[p] = static_cast<std::int64_t>(u64("codelet parameter"));
@@ -684,9 +698,9 @@ class BinaryReader {
     }
     const std::uint64_t at = offset_;
     const std::uint8_t params = u8("parameter count");
-    if (params != spec.params.size())
-      fail_at(at, fmt::format("expected {} parameters for codelet {}, found {}", spec.params.size(),
-                              spec.name, params));
+    check_param_count(at, spec, params, params);
+    for (std::size_t p = params; p < spec.params.size(); ++p)
+      v.params[p] = *spec.params[p].default_value;
     for (std::size_t p = 0; p < params; ++p) {
       const std::uint64_t param_at = offset_;
       v.params[p] = svarint("codelet parameter");
@@ -931,6 +945,7 @@ class BinaryReader {
   std::uint32_t prev_first_ = 0, prev_src_ = 0, prev_dst_ = 0;
   std::uint64_t prev_bytes_ = 0;
   std::uint32_t version_ = kFormatVersion;
+  bool canonical_ = true;
 
   std::uint32_t global_exchanges_ = 0;
   std::uint32_t replicas_ = 1;
@@ -945,8 +960,10 @@ Trace read_binary(std::istream& in, const std::string& origin, std::uint64_t siz
   if (identity) {
     // The current version's encoding is canonical (fixed-width fields, no alternatives, no
     // trailing bytes), so the bytes read are exactly what write_binary would write. An older
-    // version's bytes are not: its identity is that of its current-version serialisation.
-    *identity = reader.version() == kFormatVersion ? reader.hash().hex() : trace::identity(trace);
+    // version's bytes are not, nor are those of a file whose vertices lack late parameters:
+    // their identity is that of their current-version serialisation.
+    *identity = reader.version() == kFormatVersion && reader.canonical() ? reader.hash().hex()
+                                                                         : trace::identity(trace);
   }
   return trace;
 }

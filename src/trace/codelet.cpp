@@ -27,6 +27,21 @@ constexpr ParamSpec int_param(std::string_view name, std::int64_t min,
   return ParamSpec{name, ParamKind::kInt, min, kMaxCount, def, description};
 }
 
+// The width of the supervisor's weight loads into the AMP engines, a vertex variant in poplibs
+// (use128BitConvUnitLoad): 64 loads at most 8 B/cycle, 128 at the chip's full rate.
+constexpr ParamSpec coeff_load_param() {
+  ParamSpec p{"coeff_load_bits",
+              ParamKind::kInt,
+              0,
+              128,
+              0,
+              "bits per supervisor weight load into the AMP engines: 64 (Poplar's default, "
+              "use128BitConvUnitLoad=false) or 128; 0: the chip's full rate "
+              "(chip.amp.coeff_load_bytes_per_cycle)"};
+  p.late = true;
+  return p;
+}
+
 // Parameter lists, in the order of the slot:: constants in codelet.hpp.
 constexpr ParamSpec kAmpConv1x1Params[] = {
     dtype_param("in", kHalf, "input and weight element type"),
@@ -35,6 +50,7 @@ constexpr ParamSpec kAmpConv1x1Params[] = {
     int_param("in_chans", 1, std::nullopt, "input channels per conv group"),
     int_param("out_chans", 1, std::nullopt, "output channels per conv group"),
     int_param("groups", 1, 1, "conv groups"),
+    coeff_load_param(),
 };
 constexpr ParamSpec kAmpConvNx1Params[] = {
     dtype_param("in", kHalf, "input and weight element type"),
@@ -48,6 +64,7 @@ constexpr ParamSpec kAmpConvNx1Params[] = {
     int_param("width", 0, 0,
               "output positions per row of the tile's output field: each worker's share of the "
               "positions is one worklist entry per row it touches (0: one contiguous run)"),
+    coeff_load_param(),
 };
 constexpr ParamSpec kDotParams[] = {
     dtype_param("in", kHalf, "input element type"),
@@ -141,6 +158,8 @@ static_assert(kAmpConvNx1Params[slot::kAmpKernelH].name == "kernel_h");
 static_assert(kAmpConvNx1Params[slot::kAmpKernelW].name == "kernel_w");
 static_assert(kAmpConvNx1Params[slot::kAmpWidth].name == "width");
 static_assert(kAmpConv1x1Params[slot::kAmpOutChans].name == "out_chans");
+static_assert(kAmpConv1x1Params[slot::kAmp1x1CoeffLoadBits].name == "coeff_load_bits");
+static_assert(kAmpConvNx1Params[slot::kAmpNx1CoeffLoadBits].name == "coeff_load_bits");
 static_assert(kDotParams[slot::kDotCount].name == "count");
 static_assert(kReduceParams[slot::kReduceInputs].name == "inputs");
 static_assert(kReduceParams[slot::kReduceOut].name == "out");

@@ -996,6 +996,7 @@ class TextWriter {
     for (std::size_t i = 0; i < spec.params.size(); ++i) {
       const ParamSpec& p = spec.params[i];
       const auto value = v.params[i];
+      if (p.late && value == p.default_value) continue;
       switch (p.kind) {
         case ParamKind::kDType:
           put(" {}={}", p.name, kDTypeNames[static_cast<std::size_t>(value)]);

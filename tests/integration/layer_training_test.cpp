@@ -128,6 +128,8 @@ TEST(LayerTraining, BadValuesAreClearErrors) {
        "--available-memory: expected a proportion of tile memory in (0, 1]"},
       {"--available-memory -0.2",
        "--available-memory: expected a proportion of tile memory in (0, 1]"},
+      {"--conv-unit-load-bits 96", "--conv-unit-load-bits: expected 64 or 128, found \"96\""},
+      {"--conv-unit-load-bits -64", "--conv-unit-load-bits: expected 64 or 128, found \"-64\""},
   };
   for (const auto& b : bad) {
     const auto r = ipusim(mm + b.option);
@@ -138,6 +140,32 @@ TEST(LayerTraining, BadValuesAreClearErrors) {
       ipusim("kernel reduce --outputs 10 --inputs 4 --pass training --out /dev/null");
   EXPECT_NE(other.status, 0);
   EXPECT_NE(other.err.find("apply to matmul and conv2d only"), std::string::npos) << other.err;
+}
+
+// Every AMP vertex of a planned kernel carries the weight-load width: 64 (Poplar's default)
+// unless --conv-unit-load-bits 128 asks for the chip's full rate.
+TEST(LayerTraining, EveryAmpVertexCarriesTheWeightLoadWidth) {
+  TempDir dir;
+  for (const char* bits : {"", " --conv-unit-load-bits 128"}) {
+    for (const char* pass : {"forward", "training"}) {
+      const std::string trace = dir.file("w.trace");
+      const auto k = ipusim(std::string("kernel conv2d --batch 2 --channels 64 --height 14 "
+                                        "--width 14 --filters 64 --kernel 3 --pass ") +
+                            pass + bits + " --out " + trace);
+      ASSERT_EQ(k.status, 0) << k.err;
+      const std::string text = read_all(trace);
+      const std::string want = *bits ? "coeff_load_bits=128" : "coeff_load_bits=64";
+      std::size_t amp = 0, with = 0;
+      for (std::size_t at = text.find("amp_conv"); at != std::string::npos;
+           at = text.find("amp_conv", at + 1)) {
+        ++amp;
+        const std::size_t eol = text.find('\n', at);
+        if (text.substr(at, eol - at).find(want) != std::string::npos) ++with;
+      }
+      EXPECT_GT(amp, 0u) << pass << bits;
+      EXPECT_EQ(with, amp) << pass << bits;
+    }
+  }
 }
 
 TEST(LayerTraining, HelpDocumentsTheOptions) {

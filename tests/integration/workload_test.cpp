@@ -96,6 +96,36 @@ TEST(Workload, FusionAndStatisticsCachingShortenTheStep) {
   EXPECT_GT(step_cycles(uncached), step_cycles(base));
 }
 
+TEST(Workload, RunConfigSetsTheWeightLoadWidthOfEveryAmpVertex) {
+  // run.conv_unit_load_bits: 64 by default (Poplar's), 128 on request, nothing else.
+  TempDir dir;
+  const std::string run = workload_dir() + "resnet_tiny-pod16.yaml";
+  for (const char* bits : {"", "128"}) {
+    const std::string out = dir.file(std::string("l") + bits + ".trace");
+    const auto c = ipusim("compile --run " + run +
+                          (*bits ? std::string(" --set run.conv_unit_load_bits=") + bits : "") +
+                          " --out " + out);
+    ASSERT_EQ(c.status, 0) << c.err;
+    const std::string text = read_all(out);
+    const std::string want = std::string("coeff_load_bits=") + (*bits ? bits : "64");
+    std::size_t amp = 0, with = 0;
+    for (std::size_t at = text.find(" amp_conv"); at != std::string::npos;
+         at = text.find(" amp_conv", at + 1)) {
+      ++amp;
+      const std::size_t eol = text.find('\n', at);
+      if (text.substr(at, eol - at).find(want) != std::string::npos) ++with;
+    }
+    EXPECT_GT(amp, 0u);
+    EXPECT_EQ(with, amp) << want;
+  }
+  const auto bad = ipusim("compile --run " + run + " --set run.conv_unit_load_bits=96 --out " +
+                          dir.file("bad.trace"));
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("run.conv_unit_load_bits: expected one of 64, 128, found \"96\""),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST(Workload, Precision1632PlansEveryConvWithFloatPartials) {
   // run.precision 16.32 gives every AMP vertex float partials (8 engines per tile on GC200
   // instead of 16); 16.16 keeps half partials. (The step is not necessarily longer: with 16

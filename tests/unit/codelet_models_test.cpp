@@ -52,6 +52,28 @@ TEST(CodeletAmp1x1, HandComputedHalfHalf16Engines) {
   EXPECT_EQ(c.flops, 122880u);
 }
 
+TEST(CodeletAmp1x1, SixtyFourBitWeightLoadsHalveTheLoadRate) {
+  // As HandComputedHalfHalf16Engines, whose 2 x 2 (input group, output group) passes each
+  // load 512 B of weights: 32 cycles at the chip's 16 B/cycle, 64 at 8 B/cycle with 64-bit
+  // loads (Poplar's default): 1957 + 4 x 32 = 2085. 128-bit loads run at the chip's rate.
+  auto a = conv(DType::kHalf, DType::kHalf, 60, 32, 32);
+  a.coeff_load_bits = 64;
+  EXPECT_EQ(amp_conv1x1(gc200_by_hand(), a).cycles, 2085u);
+  a.coeff_load_bits = 128;
+  EXPECT_EQ(amp_conv1x1(gc200_by_hand(), a).cycles, 1957u);
+  // From a trace vertex (the last amp_conv1x1 parameter).
+  trace::Vertex v{trace::Codelet::kAmpConv1x1, {0, 0}, {}};
+  namespace sl = trace::slot;
+  v.params[sl::kAmpIn] = static_cast<std::int64_t>(DType::kHalf);
+  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(DType::kHalf);
+  v.params[sl::kAmpPositions] = 60;
+  v.params[sl::kAmpInChans] = 32;
+  v.params[sl::kAmpOutChans] = 32;
+  v.params[sl::kAmpGroups] = 1;
+  v.params[sl::kAmp1x1CoeffLoadBits] = 64;
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 2085u);
+}
+
 TEST(CodeletAmp1x1, HandComputedHalfFloatUnevenSplit) {
   // half->float: E=8, fast path (float partials), base 37. 4 positions over 6 workers:
   // max_w = 1 -> special case 32, min_w = 0 -> special case 21.
@@ -150,6 +172,14 @@ TEST(CodeletAmpNx1, HandComputedHalfHalf3x3) {
       amp_convnx1(gc200_by_hand(), conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3));
   EXPECT_EQ(c.cycles, 3397u);
   EXPECT_EQ(c.flops, 55296u);
+}
+
+TEST(CodeletAmpNx1, SixtyFourBitWeightLoadsHalveTheLoadRate) {
+  // As HandComputedHalfHalf3x3: one pass per kernel position (9), each loading 512 B of
+  // weights, 32 more cycles each at 8 B/cycle: 3397 + 9 x 32 = 3685.
+  auto a = conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3);
+  a.coeff_load_bits = 64;
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3685u);
 }
 
 TEST(CodeletAmpNx1, RowsCutEachWorkersShareIntoWorklistEntries) {

@@ -35,7 +35,7 @@ TEST(TileCrossCheck, FloatAmpZeroingStoresEveryEngine) {
   // float->float, 16 engines x 4 B = 64 B of zeros per position = 8 stores (the closed form's
   // z = 4 is the 8-engine value); the difference between a 1-group and a 2-group vertex is one
   // non-zeroing pass, the same in both models up to the fill/drain (+15 bundles per worker).
-  const auto one = vertex(Codelet::kAmpConv1x1, {kFloat, kFloat, 600, 8, 16, 1, 1, 1, 0});
+  const auto one = vertex(Codelet::kAmpConv1x1, {kFloat, kFloat, 600, 8, 16, 1, 0});
   const u64 isa = tile::isa_vertex_cycles(chip, one);
   const u64 cf = cost::closed_form_vertex_cost(chip, one).cycles;
   // Per worker 100 positions: isa worker 12 + zero (2 + rpt + 800) + stream (24 + rpt +
@@ -59,15 +59,16 @@ TEST(TileCrossCheck, Amp1x1HalfWithin10Percent) {
     for (const std::int64_t pos : {24, 96, 384, 1536})
       for (const std::int64_t ic : {16, 64, 256})
         for (const std::int64_t oc : {16, 64})
-          expect_within(chip,
-                        vertex(Codelet::kAmpConv1x1, {kHalf, partials, pos, ic, oc, 1, 1, 1, 0}));
+          for (const std::int64_t bits : {0, 64})  // chip-rate and 64-bit weight loads
+            expect_within(chip,
+                          vertex(Codelet::kAmpConv1x1, {kHalf, partials, pos, ic, oc, 1, bits}));
 }
 
 TEST(TileCrossCheck, Amp1x1FloatWithin10PercentFromEightInputGroups) {
   const ChipSpec chip = testing::gc200_by_hand();
   for (const std::int64_t pos : {384, 1536})
     for (const std::int64_t ic : {64, 256})
-      expect_within(chip, vertex(Codelet::kAmpConv1x1, {kFloat, kFloat, pos, ic, 32, 1, 1, 1, 0}));
+      expect_within(chip, vertex(Codelet::kAmpConv1x1, {kFloat, kFloat, pos, ic, 32, 1, 0}));
 }
 
 TEST(TileCrossCheck, AmpNx1Within10Percent) {
@@ -78,8 +79,8 @@ TEST(TileCrossCheck, AmpNx1Within10Percent) {
   for (const std::int64_t partials : {kHalf, kFloat})
     for (const Shape s : {Shape{56, 56}, {196, 14}, {784, 28}, {3136, 56}})
       for (const std::int64_t k : {3, 7})
-        expect_within(
-            chip, vertex(Codelet::kAmpConvNx1, {kHalf, partials, s.pos, 64, 64, 1, k, 1, s.width}));
+        expect_within(chip, vertex(Codelet::kAmpConvNx1,
+                                   {kHalf, partials, s.pos, 64, 64, 1, k, 1, s.width, 64}));
   for (const Shape s : {Shape{784, 28}, {3136, 56}})
     expect_within(chip,
                   vertex(Codelet::kAmpConvNx1, {kFloat, kFloat, s.pos, 64, 64, 1, 3, 3, s.width}));
@@ -130,7 +131,7 @@ TEST(TileCrossCheck, ReduceDotSliceWithin10Percent) {
 
 TEST(TileWhatIf, DoubleAmpEnginesNeedTheDoubledLoadPort) {
   ChipSpec base = testing::gc200_by_hand();
-  const auto v = vertex(Codelet::kAmpConv1x1, {kHalf, kHalf, 6000, 64, 64, 1, 1, 1, 0});
+  const auto v = vertex(Codelet::kAmpConv1x1, {kHalf, kHalf, 6000, 64, 64, 1, 0});
   const double t16 = static_cast<double>(tile::isa_vertex_cycles(base, v));
   ChipSpec twice = base;
   twice.amp.half_half.engines = 32;  // 16 B of partials per AMP instruction: 24 B of loads

@@ -111,8 +111,10 @@ TEST(TileEngine, SupervisorLoopsChargeBrnzdecExceptOnTheLastIteration) {
   // 4 x (2 simple + 1 control) + 3 taken brnzdec (6) + 1 falling through (1).
   EXPECT_EQ(tile::supervisor_cycles(chip, {tile::loop(4, {tile::simple(2), tile::control(1)})}),
             4u * 8 + 3 * 6 + 1);
-  // Weight load: 512 B at 16 B/cycle.
-  EXPECT_EQ(tile::supervisor_cycles(chip, {tile::weight_load(512)}), 32u);
+  // Weight load: 512 B at 16 B/cycle (ld128putcs); with 64-bit loads (ld64putcs) at 8 B/cycle.
+  EXPECT_EQ(tile::supervisor_cycles(chip, {tile::weight_load(512, 0)}), 32u);
+  EXPECT_EQ(tile::supervisor_cycles(chip, {tile::weight_load(512, 128)}), 32u);
+  EXPECT_EQ(tile::supervisor_cycles(chip, {tile::weight_load(512, 64)}), 64u);
 }
 
 // ----- Codelet programs counted by hand ------------------------------------------------------
@@ -142,7 +144,7 @@ TEST(TileCodelets, Amp1x1HalfFloatOnePassCountedByHand) {
   // 8 x 16 x 2 B / 16 = 16 + zero flag 1 + runall 6 + 249 = 285, + brnzdec 1 = 286.
   // Zeroing input group: 5 + 286 = 291. Conv group: 1 + 12 + 291 = 304. Vertex: 8 + 42 (state)
   // + 304 + brnzdec 1 = 355.
-  const auto v = vertex(Codelet::kAmpConv1x1, {kHalf, kFloat, 24, 16, 8, 1, 1, 1, 0});
+  const auto v = vertex(Codelet::kAmpConv1x1, {kHalf, kFloat, 24, 16, 8, 1, 0});
   EXPECT_EQ(tile::isa_vertex_cycles(chip, v), 355u);
 }
 

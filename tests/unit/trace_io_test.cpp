@@ -89,7 +89,7 @@ tensor w kind=weight dtype=half tiles=0..1471 bytes=8192
 tensor acts kind=activation dtype=float tiles=5 bytes=0
 tensor grads kind=gradient dtype=int tiles=2..3 bytes=16
 computeset convs layer=b1/conv1,b2/conv1 pass=forward op=conv
-  vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1
+  vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1 coeff_load_bits=64
   vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5 width=8
   vertex tiles=7 dot in=half partials=float length=1024 count=3
 end
@@ -313,6 +313,27 @@ TEST(TraceRoundTrip, BinaryWithoutTheNx1WidthReadsAsWidthZero) {
       }
   EXPECT_TRUE(found);
   EXPECT_EQ(id, identity(bin));
+}
+
+TEST(TraceRoundTrip, BinaryWithoutTheWeightLoadWidthReadsAsTheChipRate) {
+  // A binary file written before the AMP codelets gained `coeff_load_bits` (the fuzz seed
+  // conv2d.bin) lacks it: it reads as 0 (the chip's full rate), and the text form omits it.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/fuzz/";
+  const Trace bin = read_file(dir + "binary_trace/corpus/conv2d.bin");
+  int amp = 0;
+  for (const auto& cs : bin.ipus[0].compute_sets)
+    for (const auto& v : cs.vertices) {
+      if (v.codelet == Codelet::kAmpConv1x1) {
+        ++amp;
+        EXPECT_EQ(v.params[slot::kAmp1x1CoeffLoadBits], 0);
+      }
+      if (v.codelet == Codelet::kAmpConvNx1) {
+        ++amp;
+        EXPECT_EQ(v.params[slot::kAmpNx1CoeffLoadBits], 0);
+      }
+    }
+  EXPECT_GT(amp, 0);
+  EXPECT_EQ(to_text(bin).find("coeff_load_bits"), std::string::npos);
 }
 
 TEST(TraceRoundTrip, TextBinaryTextIsExact) {
@@ -641,9 +662,9 @@ TEST(TraceStructure, CheckStructureRejectsBadIr) {
   }
   {
     Trace t = good;
-    t.ipus[0].compute_sets[0].vertices[0].params[slot::kAmpKernelH] = 3;
+    t.ipus[0].compute_sets[0].vertices[0].params[slot::kAmpKernelW] = 3;  // not amp_conv1x1's
     EXPECT_TRUE(contains(error_of([&] { check_structure(t, "x"); }),
-                         "non-zero value 3 in unused parameter slot 6"));
+                         "non-zero value 3 in unused parameter slot 7"));
   }
   {
     Trace t = good;

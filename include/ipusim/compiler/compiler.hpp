@@ -68,9 +68,10 @@ struct RunConfig {
   bool fuse_elementwise = true;                  // elementwise chains become one fused compute set
   bool rearrangements = true;                    // conv operands are regrouped/transposed as needed
   std::uint64_t allreduce_buffer = 50ull << 20;  // bytes per gradient collective (fused buffers)
-  std::uint32_t io_tiles = 0;
-  bool inference = false;  // run.mode: forward passes only (no gradients, no optimiser)  // tiles
-                           // reserved for host I/O (0: input copied inline on compute tiles)
+  std::uint32_t io_tiles =
+      0;                   // tiles reserved for host I/O (0: input copied inline on compute tiles)
+  bool inference = false;  // run.mode: forward passes only (no gradients, no optimiser)
+  std::uint32_t conv_unit_load_bits = 64;  // AMP weight-load width: 64 (Poplar's default) or 128
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
   double sequences_per_pack = 1;

@@ -35,6 +35,8 @@ struct AmpConvArgs {
   std::uint64_t kernel_h = 1;   // kernel height (nx1 path only)
   std::uint64_t kernel_w = 1;   // kernel width (nx1 path only)
   std::uint64_t width = 0;      // nx1: output positions per field row (0: one contiguous run)
+  // Bits per supervisor weight load: 64 caps the load at 8 B/cycle; 0 or 128: the chip's rate.
+  std::uint64_t coeff_load_bits = 0;
 };
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a);

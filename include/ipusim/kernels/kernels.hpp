@@ -34,6 +34,9 @@ struct ConvArgs {
   // weight-gradient pass its activations): a rearranged copy is made first, and the planner
   // counts that copy's cost in the plan's, as poplin does (poplar-compiler.md §1.3).
   bool transposed_input = false, transposed_weights = false;
+  // Bits per supervisor weight load into the AMP engines: 64, Poplar's default
+  // (use128BitConvUnitLoad = false, poplar-compiler.md §1.3), or 128.
+  std::uint32_t coeff_load_bits = 64;
 };
 
 // The partials type a conv accumulates in: float for float inputs, else args.partials.

@@ -70,6 +70,7 @@ struct SupStep {
   Kind kind = Kind::kSimple;
   std::uint64_t count = 1;             // instructions (simple/control), iterations (loop)
   std::uint64_t bytes = 0;             // kWeightLoad: bytes loaded into the AMP
+  std::uint64_t load_bits = 0;         // kWeightLoad: bits per load (64: ld64putcs; 0: chip)
   std::vector<WorkerProgram> workers;  // kRun: one per context (fewer: the rest stay idle)
   std::uint64_t tail_simple = 0;       // kRun: supervisor work after the first worker exits
   std::uint64_t tail_control = 0;      //       (the final sync is one of these)
@@ -79,7 +80,7 @@ struct SupStep {
 
 SupStep simple(std::uint64_t n = 1);
 SupStep control(std::uint64_t n = 1);
-SupStep weight_load(std::uint64_t bytes);
+SupStep weight_load(std::uint64_t bytes, std::uint64_t load_bits);
 SupStep run(std::vector<WorkerProgram> workers, std::uint64_t tail_simple,
             std::uint64_t tail_control);
 SupStep loop(std::uint64_t iterations, SupBlock body);

@@ -67,9 +67,13 @@ struct ParamSpec {
   std::int64_t max;                           // inclusive upper bound (for kInt)
   std::optional<std::int64_t> default_value;  // nullopt: required
   std::string_view description;
+  // A parameter added to a codelet after traces were written with it: the text form omits it
+  // at its default, and binary traces whose vertex lacks it (as the last parameters) read it
+  // as its default.
+  bool late = false;
 };
 
-inline constexpr std::size_t kMaxVertexParams = 9;
+inline constexpr std::size_t kMaxVertexParams = 10;
 
 // Upper bound on every count or size in a trace (element counts, bytes, repeat counts): 2^40.
 // Larger values are rejected when read, long before they could overflow a cost computation.
@@ -109,6 +113,8 @@ namespace slot {
 inline constexpr std::size_t kAmpIn = 0, kAmpPartials = 1, kAmpPositions = 2, kAmpInChans = 3,
                              kAmpOutChans = 4, kAmpGroups = 5, kAmpKernelH = 6, kAmpKernelW = 7,
                              kAmpWidth = 8;
+// coeff_load_bits, the last parameter of each AMP codelet
+inline constexpr std::size_t kAmp1x1CoeffLoadBits = 6, kAmpNx1CoeffLoadBits = 9;
 // dot
 inline constexpr std::size_t kDotIn = 0, kDotPartials = 1, kDotLength = 2, kDotCount = 3;
 // reduce
