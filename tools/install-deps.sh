@@ -11,8 +11,9 @@ packages=(
   # docs/reliability.md: clang + compiler-rt for the ASan/UBSan build and the libFuzzer
   # targets, llvm for llvm-symbolizer (readable sanitizer stack traces)
   clang libclang-rt-14-dev llvm
-  # docs/architecture.md: clang-format checks the layout of every C++ file in CI
-  clang-format
+  # docs/architecture.md: clang-format checks the layout of every C++ file in CI, clang-tidy
+  # runs a short list of bug-finding checks over src/
+  clang-format clang-tidy
   # docs/sweeps.md: 'mpirun -np N ipusim sweep' spreads sweep points over MPI ranks
   openmpi-bin libopenmpi-dev
   # docs/reports.md: headless Chromium renders `ipusim report` pages in the report tests
