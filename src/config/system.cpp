@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/field.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim {
@@ -17,84 +18,119 @@ using config::ValueKind;
 
 constexpr double kBig = 1e15;
 
-// Sources are rows of ../shared/reference/ipu-hardware.md §1-§2.
-std::vector<ParamDecl> part_params() {
-  std::vector<ParamDecl> p = {
-      {"machine.name", ValueKind::kString, 0, 0, "Machine name shown in reports", "-"},
-      {"machine.ipus", ValueKind::kCount, 2, 64, "IPUs per machine, in rungs of two",
-       "§2 M2000 contents (4 x GC200)"},
-      {"machine.rung_links", ValueKind::kCount, 1, 64,
-       "IPU-Links between the two IPUs of a rung, used for partner traffic",
-       "§1 IPU-Link usage in the IPUModel (4 for rung-partner traffic)"},
-      {"machine.rail_links", ValueKind::kCount, 1, 64,
-       "IPU-Links from an IPU to the next IPU up (or down) its rail",
-       "§1 IPU-Link usage in the IPUModel (2 up, 2 down); §2 IPU-Links inside an M2000"},
-      {"machine.gw_links", ValueKind::kCount, 0, 64,
-       "GW-Links from the machine's gateway to other racks",
-       "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)"},
-      {"machine.gateway.pcie_bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "IPU <-> gateway rate, each direction, per IPU",
-       "§1 Host interface (in M2000): PCIe Gen4 x8 per IPU", true},
-      {"machine.gateway.streaming_memory", ValueKind::kBytes, 0, kBig * 1e3,
-       "Streaming Memory (gateway DDR) capacity", "§2 Streaming Memory (default 128 GB)"},
-      {"machine.gateway.ddr_bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Gateway DDR rate shared by the machine's IPUs",
-       "§2 IPU-Gateway (3 DRAM channels; speed not public)", true},
-      {"machine.gateway.latency", ValueKind::kDuration, 0, 1, "Fixed latency of a gateway transfer",
-       "no public number", true},
-      {"machine.host_link.bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Host <-> machine rate (RoCE), shared by the machine's IPUs",
-       "§1 Host interface (in M2000): 100 GbE RoCEv2"},
-      {"machine.host_link.latency", ValueKind::kDuration, 0, 1, "Fixed latency of a host transfer",
-       "no public number", true},
-      {"fabric.ipu_link.bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Raw rate of one IPU-Link, each direction",
-       "§1 IPU-Links; §2 IPU-Link physical rate (128 Gibit/s)"},
-      {"fabric.ipu_link.efficiency", ValueKind::kRatio, 0.01, 1,
-       "Payload fraction of the IPU-Link rate", "§1 IPU-Link usage in the IPUModel (0.85)"},
-      {"fabric.ipu_link.latency", ValueKind::kDuration, 0, 1, "IPU-Link latency per hop",
-       "no public number (§5 open questions)", true},
-      {"fabric.gw_link.bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "Raw rate of one GW-Link, each direction",
-       "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)"},
-      {"fabric.gw_link.efficiency", ValueKind::kRatio, 0.01, 1,
-       "Payload fraction of the GW-Link rate", "no public number (IPU-Link value assumed)", true},
-      {"fabric.gw_link.latency", ValueKind::kDuration, 0, 1, "GW-Link latency per hop",
-       "no public number", true},
-      {"fabric.sync.hop_latency", ValueKind::kDuration, 0, 1e-3,
-       "External sync time per hop of the sync tree",
-       "§2 Sync latency model (IPUModel: 15 ns per hop)"},
-      {"fabric.sync.ipus_per_hop", ValueKind::kCount, 1, 1024,
-       "IPUs per extra sync hop: hops = 1 + n / this",
-       "§2 Sync latency model (hops = 1 + (N/2)/2)"},
-      {"fabric.host_server_bandwidth", ValueKind::kBandwidth, 1e6, kBig,
-       "NIC bandwidth of one host server", "§2 POD4 DA / POD16 DA (100 GbE RoCEv2 NIC)"},
-      {"system.name", ValueKind::kString, 0, 0, "System name shown in reports", "-"},
-      {"system.kind", ValueKind::kString, 0, 0,
-       "pod: IPU count must be a power of two >= 16; machine: a single machine",
-       "§2 POD256 (Pod sizes must be powers of 2 and >= 16)"},
-      {"system.chip", ValueKind::kInclude, 0, 0, "Chip config file (relative to this file)", "-"},
-      {"system.machine", ValueKind::kInclude, 0, 0, "Machine part file (relative to this file)",
-       "-"},
-      {"system.fabric", ValueKind::kInclude, 0, 0, "Fabric part file (relative to this file)", "-"},
-      {"system.machines_per_rack", ValueKind::kCount, 1, 1024, "Machines stacked in one rack",
-       "§2 POD topology; POD64 (16 x M2000)"},
-      {"system.racks", ValueKind::kCount, 1, 1024, "Racks joined over GW-Links",
-       "§2 POD128 / POD256 (2 / 4 x POD64)"},
-      {"system.rack_topology", ValueKind::kString, 0, 0,
-       "ladder: rails open at the ends; torus: the ends wrap round", "§2 POD topology"},
-      {"system.host_servers", ValueKind::kCount, 1, 4096, "Host servers feeding the system",
-       "§2 POD16 DA (1 server); POD64 (1-4 servers)"},
-      {"system.extra_links", ValueKind::kString, 0, 0,
-       "What-if IPU-Link bundles added to the generated graph: \"a-b:n,...\" (IPU a to b, n links)",
-       "-"},
+// One row per machine, fabric and system parameter, bound to the SystemSpec member that holds
+// it (config/field.hpp); the chip's rows come from chip_schema().
+template <class Access>
+config::Field<SystemSpec> row(std::string path, double min, double max, std::string description,
+                              std::string source, Access access, bool uncertain = false) {
+  return config::field<SystemSpec>(std::move(path), min, max, std::move(description),
+                                   std::move(source), access, uncertain);
+}
+
+// Sources are rows of ../shared/reference/ipu-hardware.md §1-§2. The includes name the part
+// files; system.extra_links is parsed once the IPU count is known.
+const std::vector<config::Field<SystemSpec>>& part_fields() {
+  static const std::vector<config::Field<SystemSpec>> fields = {
+      row("machine.name", 0, 0, "Machine name shown in reports", "-",
+          [](SystemSpec& s) { return &s.machine.name; }),
+      row("machine.ipus", 2, 64, "IPUs per machine, in rungs of two",
+          "§2 M2000 contents (4 x GC200)", [](SystemSpec& s) { return &s.machine.ipus; }),
+      row("machine.rung_links", 1, 64,
+          "IPU-Links between the two IPUs of a rung, used for partner traffic",
+          "§1 IPU-Link usage in the IPUModel (4 for rung-partner traffic)",
+          [](SystemSpec& s) { return &s.machine.rung_links; }),
+      row("machine.rail_links", 1, 64,
+          "IPU-Links from an IPU to the next IPU up (or down) its rail",
+          "§1 IPU-Link usage in the IPUModel (2 up, 2 down); §2 IPU-Links inside an M2000",
+          [](SystemSpec& s) { return &s.machine.rail_links; }),
+      row("machine.gw_links", 0, 64, "GW-Links from the machine's gateway to other racks",
+          "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)",
+          [](SystemSpec& s) { return &s.machine.gw_links; }),
+      row(
+          "machine.gateway.pcie_bandwidth", 1e6, kBig,
+          "IPU <-> gateway rate, each direction, per IPU",
+          "§1 Host interface (in M2000): PCIe Gen4 x8 per IPU",
+          [](SystemSpec& s) { return &s.machine.pcie_bandwidth; }, true),
+      row("machine.gateway.streaming_memory", 0, kBig * 1e3,
+          "Streaming Memory (gateway DDR) capacity", "§2 Streaming Memory (default 128 GB)",
+          [](SystemSpec& s) { return &s.machine.streaming_memory; }),
+      row(
+          "machine.gateway.ddr_bandwidth", 1e6, kBig,
+          "Gateway DDR rate shared by the machine's IPUs",
+          "§2 IPU-Gateway (3 DRAM channels; speed not public)",
+          [](SystemSpec& s) { return &s.machine.ddr_bandwidth; }, true),
+      row(
+          "machine.gateway.latency", 0, 1, "Fixed latency of a gateway transfer",
+          "no public number", [](SystemSpec& s) { return &s.machine.gateway_latency; }, true),
+      row("machine.host_link.bandwidth", 1e6, kBig,
+          "Host <-> machine rate (RoCE), shared by the machine's IPUs",
+          "§1 Host interface (in M2000): 100 GbE RoCEv2",
+          [](SystemSpec& s) { return &s.machine.host_link_bandwidth; }),
+      row(
+          "machine.host_link.latency", 0, 1, "Fixed latency of a host transfer", "no public number",
+          [](SystemSpec& s) { return &s.machine.host_latency; }, true),
+      row("fabric.ipu_link.bandwidth", 1e6, kBig, "Raw rate of one IPU-Link, each direction",
+          "§1 IPU-Links; §2 IPU-Link physical rate (128 Gibit/s)",
+          [](SystemSpec& s) { return &s.fabric.ipu_link.bandwidth; }),
+      row("fabric.ipu_link.efficiency", 0.01, 1, "Payload fraction of the IPU-Link rate",
+          "§1 IPU-Link usage in the IPUModel (0.85)",
+          [](SystemSpec& s) { return &s.fabric.ipu_link.efficiency; }),
+      row(
+          "fabric.ipu_link.latency", 0, 1, "IPU-Link latency per hop",
+          "no public number (§5 open questions)",
+          [](SystemSpec& s) { return &s.fabric.ipu_link.latency; }, true),
+      row("fabric.gw_link.bandwidth", 1e6, kBig, "Raw rate of one GW-Link, each direction",
+          "§2 IPU-Fabric per machine (GW-Link 2 x 100 Gbps)",
+          [](SystemSpec& s) { return &s.fabric.gw_link.bandwidth; }),
+      row(
+          "fabric.gw_link.efficiency", 0.01, 1, "Payload fraction of the GW-Link rate",
+          "no public number (IPU-Link value assumed)",
+          [](SystemSpec& s) { return &s.fabric.gw_link.efficiency; }, true),
+      row(
+          "fabric.gw_link.latency", 0, 1, "GW-Link latency per hop", "no public number",
+          [](SystemSpec& s) { return &s.fabric.gw_link.latency; }, true),
+      row("fabric.sync.hop_latency", 0, 1e-3, "External sync time per hop of the sync tree",
+          "§2 Sync latency model (IPUModel: 15 ns per hop)",
+          [](SystemSpec& s) { return &s.fabric.sync_hop_latency; }),
+      row("fabric.sync.ipus_per_hop", 1, 1024, "IPUs per extra sync hop: hops = 1 + n / this",
+          "§2 Sync latency model (hops = 1 + (N/2)/2)",
+          [](SystemSpec& s) { return &s.fabric.sync_ipus_per_hop; }),
+      row("fabric.host_server_bandwidth", 1e6, kBig, "NIC bandwidth of one host server",
+          "§2 POD4 DA / POD16 DA (100 GbE RoCEv2 NIC)",
+          [](SystemSpec& s) { return &s.fabric.host_server_bandwidth; }),
+      row("system.name", 0, 0, "System name shown in reports", "-",
+          [](SystemSpec& s) { return &s.name; }),
+      config::choice_field<SystemSpec>(
+          "system.kind", {"pod", "machine"},
+          "pod: IPU count must be a power of two >= 16; machine: a single machine",
+          "§2 POD256 (Pod sizes must be powers of 2 and >= 16)",
+          [](SystemSpec& s, const std::string& v) { s.is_pod = v == "pod"; }),
+      config::unbound<SystemSpec>({"system.chip", ValueKind::kInclude, 0, 0,
+                                   "Chip config file (relative to this file)", "-"}),
+      config::unbound<SystemSpec>({"system.machine", ValueKind::kInclude, 0, 0,
+                                   "Machine part file (relative to this file)", "-"}),
+      config::unbound<SystemSpec>({"system.fabric", ValueKind::kInclude, 0, 0,
+                                   "Fabric part file (relative to this file)", "-"}),
+      row("system.machines_per_rack", 1, 1024, "Machines stacked in one rack",
+          "§2 POD topology; POD64 (16 x M2000)",
+          [](SystemSpec& s) { return &s.machines_per_rack; }),
+      row("system.racks", 1, 1024, "Racks joined over GW-Links",
+          "§2 POD128 / POD256 (2 / 4 x POD64)", [](SystemSpec& s) { return &s.racks; }),
+      config::choice_field<SystemSpec>(
+          "system.rack_topology", {"ladder", "torus"},
+          "ladder: rails open at the ends; torus: the ends wrap round", "§2 POD topology",
+          [](SystemSpec& s, const std::string& v) {
+            s.topology = v == "torus" ? RackTopology::kTorus : RackTopology::kLadder;
+          }),
+      row("system.host_servers", 1, 4096, "Host servers feeding the system",
+          "§2 POD16 DA (1 server); POD64 (1-4 servers)",
+          [](SystemSpec& s) { return &s.host_servers; }),
+      config::unbound<SystemSpec>({"system.extra_links", ValueKind::kString, 0, 0,
+                                   "What-if IPU-Link bundles added to the generated graph: "
+                                   "\"a-b:n,...\" (IPU a to b, n links)",
+                                   "-", false, "none"}),
   };
-  for (auto& d : p) {
-    if (d.path == "system.kind") d.choices = {"pod", "machine"};
-    if (d.path == "system.rack_topology") d.choices = {"ladder", "torus"};
-    if (d.path == "system.extra_links") d.default_text = "none";
-  }
-  return p;
+  return fields;
 }
 
 std::vector<ExtraLink> parse_extra_links(const std::string& text, std::uint32_t ipus,
@@ -132,7 +168,7 @@ std::uint64_t SystemSpec::sync_cycles(std::uint32_t n) const {
 const config::Schema& system_schema() {
   static const config::Schema schema = [] {
     std::vector<ParamDecl> all = chip_schema().params();
-    for (auto& p : part_params()) all.push_back(std::move(p));
+    for (auto& p : config::decls_of(part_fields())) all.push_back(std::move(p));
     return config::Schema("system", std::move(all));
   }();
   return schema;
@@ -153,34 +189,9 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
   config::Resolved r = config::resolve(doc, schema);
 
   SystemSpec s;
-  s.name = r.string("system.name");
-  s.is_pod = r.string("system.kind") == "pod";
   s.chip = chip_from(r);
-  auto& m = s.machine;
-  m.name = r.string("machine.name");
-  m.ipus = static_cast<std::uint32_t>(r.count("machine.ipus"));
-  m.rung_links = static_cast<std::uint32_t>(r.count("machine.rung_links"));
-  m.rail_links = static_cast<std::uint32_t>(r.count("machine.rail_links"));
-  m.gw_links = static_cast<std::uint32_t>(r.count("machine.gw_links"));
-  m.pcie_bandwidth = r.bandwidth("machine.gateway.pcie_bandwidth");
-  m.streaming_memory = r.bytes("machine.gateway.streaming_memory");
-  m.ddr_bandwidth = r.bandwidth("machine.gateway.ddr_bandwidth");
-  m.gateway_latency = r.duration("machine.gateway.latency");
-  m.host_link_bandwidth = r.bandwidth("machine.host_link.bandwidth");
-  m.host_latency = r.duration("machine.host_link.latency");
-  auto& f = s.fabric;
-  f.ipu_link = {r.bandwidth("fabric.ipu_link.bandwidth"), r.ratio("fabric.ipu_link.efficiency"),
-                r.duration("fabric.ipu_link.latency")};
-  f.gw_link = {r.bandwidth("fabric.gw_link.bandwidth"), r.ratio("fabric.gw_link.efficiency"),
-               r.duration("fabric.gw_link.latency")};
-  f.sync_hop_latency = r.duration("fabric.sync.hop_latency");
-  f.sync_ipus_per_hop = static_cast<std::uint32_t>(r.count("fabric.sync.ipus_per_hop"));
-  f.host_server_bandwidth = r.bandwidth("fabric.host_server_bandwidth");
-  s.machines_per_rack = static_cast<std::uint32_t>(r.count("system.machines_per_rack"));
-  s.racks = static_cast<std::uint32_t>(r.count("system.racks"));
-  s.topology =
-      r.string("system.rack_topology") == "torus" ? RackTopology::kTorus : RackTopology::kLadder;
-  s.host_servers = static_cast<std::uint32_t>(r.count("system.host_servers"));
+  config::assign_fields(part_fields(), r, s);
+  const auto& m = s.machine;
 
   // Whole-system rules, reported against the system file.
   if (m.ipus % 2 != 0)

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/field.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/util/error.hpp"
 
@@ -37,6 +38,43 @@ std::string error_with_edit(const std::string& from, const std::string& to) {
     return e.what();
   }
   return "(no error)";
+}
+
+// A schema row bound to a member: its kind follows from the member's type, a count's range
+// must fit the member, and assign_fields sets exactly the bound members.
+TEST(ConfigField, KindFollowsTheMemberAndAssignSetsIt) {
+  struct Spec {
+    Bytes size;
+    std::uint32_t n = 0;
+    double share = 0;
+    std::string label;
+  };
+  using config::field;
+  const std::vector<config::Field<Spec>> fields = {
+      field<Spec>("s.size", 0, 1e6, "size", "-", [](Spec& s) { return &s.size; }),
+      field<Spec>("s.n", 1, 10, "count", "-", [](Spec& s) { return &s.n; }),
+      field<Spec>("s.share", 0, 1, "ratio", "-", [](Spec& s) { return &s.share; }),
+      field<Spec>("s.label", 0, 0, "text", "-", [](Spec& s) { return &s.label; }),
+      config::unbound<Spec>({"s.other", config::ValueKind::kInclude, 0, 0, "include", "-"}),
+  };
+  EXPECT_EQ(fields[0].decl.kind, config::ValueKind::kBytes);
+  EXPECT_EQ(fields[1].decl.kind, config::ValueKind::kCount);
+  EXPECT_EQ(fields[2].decl.kind, config::ValueKind::kRatio);
+  EXPECT_EQ(fields[3].decl.kind, config::ValueKind::kString);
+  EXPECT_FALSE(fields[4].assign);
+  // A count whose range does not fit its member is refused when the row is made.
+  EXPECT_THROW(field<Spec>("s.n", 1, 1e10, "count", "-", [](Spec& s) { return &s.n; }),
+               std::logic_error);
+
+  const config::Schema schema("s", config::decls_of(fields));
+  const config::Document doc = config::parse_document(
+      "s:\n  size: 2KiB\n  n: 7\n  share: 0.25\n  label: abc\n  other: x.yaml\n", "s.yaml");
+  Spec spec;
+  config::assign_fields(fields, config::resolve(doc, schema), spec);
+  EXPECT_EQ(spec.size.count, 2048u);
+  EXPECT_EQ(spec.n, 7u);
+  EXPECT_DOUBLE_EQ(spec.share, 0.25);
+  EXPECT_EQ(spec.label, "abc");
 }
 
 TEST(ConfigChip, Gc200MatchesTheHardwareReference) {
