@@ -66,7 +66,9 @@ std::int64_t clamped(double v) {
   return static_cast<std::int64_t>(v);
 }
 std::int64_t rounded(double v) { return clamped(std::round(v)); }
-std::uint64_t whole(double v) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clamped(v))); }
+std::uint64_t whole(double v) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, clamped(v)));
+}
 
 std::string time_direction(double delta) {
   return delta < 0 ? "faster" : delta > 0 ? "slower" : "same";
@@ -123,7 +125,7 @@ std::optional<double> peak_tile_memory(const RunDir& r) {
   return peak;
 }
 
-// The time unit of the attribution: that of the longer step.
+// The time unit for a duration.
 std::pair<std::string, double> time_unit(double seconds) {
   const double a = std::fabs(seconds);
   if (a >= 1) return {"s", 1};
@@ -145,9 +147,7 @@ std::optional<double> HeadlineRow::relative() const {
   return *d / std::fabs(*a);
 }
 
-bool ExplainedComparison::identical() const {
-  return settings.empty() && stats.stats.empty();
-}
+bool ExplainedComparison::identical() const { return settings.empty() && stats.stats.empty(); }
 
 std::vector<std::int64_t> apportion(const std::vector<double>& values, double total,
                                     double quantum) {
@@ -232,14 +232,21 @@ ExplainedComparison explain_comparison(const RunDir& a, const RunDir& b) {
   HeadlineRow step{"step_time", workload ? "step time" : "run time", "s", e.step.a, e.step.b, ""};
   step.direction = time_direction(step.delta().value_or(0));
   e.headline.push_back(step);
-  HeadlineRow thr{"throughput", "throughput", unit_of(a, {"workload", "throughput"}),
-                  find_stat(a, "workload.throughput"), find_stat(b, "workload.throughput"), ""};
+  HeadlineRow thr{"throughput",
+                  "throughput",
+                  unit_of(a, {"workload", "throughput"}),
+                  find_stat(a, "workload.throughput"),
+                  find_stat(b, "workload.throughput"),
+                  ""};
   if (thr.unit.empty()) thr.unit = unit_of(b, {"workload", "throughput"});
-  HeadlineRow ttt{"time_to_train", "time to train", "s",
+  HeadlineRow ttt{"time_to_train",
+                  "time to train",
+                  "s",
                   find_stat(a, "workload.time_to_train.total"),
-                  find_stat(b, "workload.time_to_train.total"), ""};
-  HeadlineRow mem{"peak_tile_memory", "peak tile memory", "B", peak_tile_memory(a),
-                  peak_tile_memory(b), ""};
+                  find_stat(b, "workload.time_to_train.total"),
+                  ""};
+  HeadlineRow mem{"peak_tile_memory",  "peak tile memory",  "B",
+                  peak_tile_memory(a), peak_tile_memory(b), ""};
   for (HeadlineRow* h : {&thr, &ttt, &mem}) {
     if (!h->a && !h->b) continue;
     if (!h->a || !h->b) {
@@ -297,10 +304,10 @@ ExplainedComparison explain_comparison(const RunDir& a, const RunDir& b) {
     for (const auto* row : lb) add(*row, e.clock_b, true);
     for (auto& [key, l] : rows) {
       const int side = sides[key];
-      l.direction = side == 1   ? "only in A"
-                    : side == 2 ? "only in B"
-                                : share_direction(same_value(l.time.a, l.time.b) ? 0
-                                                                                 : l.time.delta());
+      l.direction = side == 1 ? "only in A"
+                    : side == 2
+                        ? "only in B"
+                        : share_direction(same_value(l.time.a, l.time.b) ? 0 : l.time.delta());
       e.layers.push_back(std::move(l));
     }
     std::stable_sort(e.layers.begin(), e.layers.end(), [](const auto& x, const auto& y) {
@@ -340,7 +347,10 @@ std::string AttributionView::in_unit(double seconds, bool sign) const {
 
 AttributionView attribution_view(const ExplainedComparison& e, std::size_t layers) {
   AttributionView v;
-  std::tie(v.unit, v.unit_seconds) = time_unit(std::max(e.step.a, e.step.b));
+  // The unit of the shorter step (of the longer if one is 0): 898.5 us -> 1.134 ms is in us.
+  const double shorter = std::min(e.step.a, e.step.b);
+  std::tie(v.unit, v.unit_seconds) =
+      time_unit(shorter > 0 ? shorter : std::max(e.step.a, e.step.b));
   // Four significant digits of the largest change (step, phase kind or layer row), at most
   // picoseconds.
   double largest = std::fabs(e.step.delta());
@@ -351,9 +361,9 @@ AttributionView attribution_view(const ExplainedComparison& e, std::size_t layer
     const int exp = static_cast<int>(std::floor(std::log10(largest / v.unit_seconds)));
     v.decimals = std::clamp(3 - exp, 0, max_decimals);
   } else {
-    v.decimals = std::clamp(3 - static_cast<int>(std::floor(std::log10(
-                                    std::max(e.step.a, 1e-300) / v.unit_seconds))),
-                            0, max_decimals);
+    v.decimals = std::clamp(
+        3 - static_cast<int>(std::floor(std::log10(std::max(e.step.a, 1e-300) / v.unit_seconds))),
+        0, max_decimals);
   }
   const double q = std::pow(10.0, -v.decimals) * v.unit_seconds;  // seconds per printed unit
   const double step_delta = e.step_delta();
@@ -366,8 +376,12 @@ AttributionView attribution_view(const ExplainedComparison& e, std::size_t layer
     v.phase_b.push_back(v.in_unit(p.time.b));
     deltas.push_back(p.time.delta());
   }
-  for (auto k : apportion(deltas, step_delta, q))
-    v.phase_delta.push_back(decimal(k, -v.decimals, true, false));
+  const auto phase_units = apportion(deltas, step_delta, q);
+  for (std::size_t k = 0; k < e.phases.size(); ++k) {
+    v.phase_delta.push_back(decimal(phase_units[k], -v.decimals, true, false));
+    const std::string& d = e.phases[k].direction;
+    v.phase_direction.push_back(phase_units[k] == 0 && d != "same" ? "about the same" : d);
+  }
   if (e.have_layers) {
     deltas.clear();
     for (const auto& l : e.layers) deltas.push_back(l.time.delta());
@@ -378,6 +392,8 @@ AttributionView attribution_view(const ExplainedComparison& e, std::size_t layer
         v.layer_a.push_back(v.in_unit(e.layers[i].time.a));
         v.layer_b.push_back(v.in_unit(e.layers[i].time.b));
         v.layer_delta.push_back(decimal(ks[i], -v.decimals, true, false));
+        const std::string& d = e.layers[i].direction;
+        v.layer_direction.push_back(ks[i] == 0 && d.ends_with(" time") ? "about the same" : d);
       } else {
         other += ks[i];
         ++v.other_layers;
@@ -473,7 +489,7 @@ std::string explained_text(const ExplainedComparison& e, std::size_t top, std::s
     const auto& p = e.phases[k];
     if (p.a_cycles == 0 && p.b_cycles == 0) continue;
     out += fmt::format("  {:<14}  {:>{}}  {:>{}}  {:>{}}  {}\n", phase_name(p.kind), v.phase_a[k],
-                       w, v.phase_b[k], w, v.phase_delta[k], w, p.direction);
+                       w, v.phase_b[k], w, v.phase_delta[k], w, v.phase_direction[k]);
   }
   out += fmt::format("  {:<14}  {:>{}}  {:>{}}  {:>{}}  {}\n", "step (total)", v.step_a, w,
                      v.step_b, w, v.step_delta, w, e.headline.front().direction);
@@ -500,7 +516,7 @@ std::string explained_text(const ExplainedComparison& e, std::size_t top, std::s
       const auto& l = e.layers[i];
       out += fmt::format("  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}  {}\n", truncated(l.layer, 40),
                          lw, l.pass, pw, v.layer_a[i], nw, v.layer_b[i], nw, v.layer_delta[i], nw,
-                         l.direction);
+                         v.layer_direction[i]);
     }
     if (v.other_layers)
       out += fmt::format("  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}\n",
@@ -512,7 +528,8 @@ std::string explained_text(const ExplainedComparison& e, std::size_t top, std::s
                      e.settings.size());
   std::size_t kw = 3;
   for (const auto& d : e.settings) kw = std::max(kw, d.key.size());
-  for (const auto& d : e.settings) out += fmt::format("  {:<{}}  {}  ->  {}\n", d.key, kw, d.a, d.b);
+  for (const auto& d : e.settings)
+    out += fmt::format("  {:<{}}  {}  ->  {}\n", d.key, kw, d.a, d.b);
   if (e.settings.empty()) out += "  (none)\n";
 
   const auto& c = e.stats;
@@ -628,15 +645,13 @@ std::string explained_json(const ExplainedComparison& e, std::size_t top, std::s
       w.key("direction").value(l.direction);
       w.key("phases").begin_object();
       for (const PhaseInfo& p : kPhases)
-        if (const double d = l.phase_delta[p.kind]; d != 0)
-          w.key(p.name).number_text(seconds(d));
+        if (const double d = l.phase_delta[p.kind]; d != 0) w.key(p.name).number_text(seconds(d));
       w.end_object().end_object();
     }
     w.end_array();
     w.key("other_layers").begin_object();
-    w.key("rows").value(static_cast<std::uint64_t>(e.layers.size() > layers
-                                                       ? e.layers.size() - layers
-                                                       : 0));
+    w.key("rows").value(
+        static_cast<std::uint64_t>(e.layers.size() > layers ? e.layers.size() - layers : 0));
     w.key("delta").number_text(decimal(other, exp, false, true)).end_object();
   } else {
     w.end_array();

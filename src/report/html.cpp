@@ -548,7 +548,7 @@ std::string compare_section(const RunDir& a, const RunDir& b) {
         "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}"
         "<td>{}</td></tr>\n",
         phase_name(p.kind), v.phase_a[k], v.phase_b[k], v.phase_delta[k],
-        direction_cell(p.direction),
+        direction_cell(v.phase_direction[k]),
         p.top_layer.empty() ? ""
                             : esc(fmt::format("{} {} ({} {})", p.top_layer, p.top_pass,
                                               v.in_unit(p.top_delta, true), v.unit)));
@@ -582,7 +582,7 @@ std::string compare_section(const RunDir& a, const RunDir& b) {
           "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
           "class=\"n\">{}</td>{}</tr>\n",
           esc(l.layer), esc(l.pass), v.layer_a[i], v.layer_b[i], v.layer_delta[i],
-          direction_cell(l.direction));
+          direction_cell(v.layer_direction[i]));
     }
     if (v.other_layers) {
       bars.push_back({fmt::format("{} other rows", v.other_layers),

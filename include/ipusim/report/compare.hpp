@@ -58,8 +58,8 @@ struct ExplainedComparison {
   std::vector<HeadlineRow> headline;
   // The IPU whose program sets the step time (stats.json "phases" are its), per run.
   std::uint32_t critical_a = 0, critical_b = 0;
-  double clock_a = 0, clock_b = 0;  // Hz
-  TimeDelta step;                   // total.time of each run
+  double clock_a = 0, clock_b = 0;           // Hz
+  TimeDelta step;                            // total.time of each run
   std::uint64_t cycles_a = 0, cycles_b = 0;  // total.cycles
   // The step-time change: exactly 0 when cycles and clock agree.
   double step_delta() const {
@@ -73,7 +73,7 @@ struct ExplainedComparison {
   std::vector<LayerAttribution> layers;
   std::vector<Comparison::ConfigDiff> settings;  // config.resolved.yaml keys (and the trace)
   Comparison stats;                              // the stats.json fields that moved
-  bool identical() const;  // no setting, headline or stat differs
+  bool identical() const;                        // no setting, headline or stat differs
 };
 
 // Compares two run directories. Throws Error (naming the file and key) if a stats.json lacks
@@ -97,20 +97,23 @@ std::string format_percent(std::optional<double> relative);
 // +1.200 ms) + exchange +0.018 ms"; its terms add up exactly to the printed step change.
 std::string attribution_equation(const ExplainedComparison& e);
 
-// The attribution as printed: one time unit for the section, a fixed number of decimals (four
-// significant digits of the largest change), and the changes apportioned so that the printed
-// terms add up exactly to the printed step change. Text, HTML and the tests share it.
+// The attribution as printed: one time unit for the section (the shorter step's), a fixed
+// number of decimals (four significant digits of the largest change), and the changes
+// apportioned so that the printed terms add up exactly to the printed step change. Text, HTML
+// and the tests share it.
 struct AttributionView {
-  std::string unit;          // "ms"
-  double unit_seconds = 1;   // seconds per unit (1e-3)
-  int decimals = 0;          // after the decimal point
+  std::string unit;                        // "ms"
+  double unit_seconds = 1;                 // seconds per unit (1e-3)
+  int decimals = 0;                        // after the decimal point
   std::string step_a, step_b, step_delta;  // "12.346", "16.464", "+4.118"
   // Per phase kind (kPhases order): A, B and the apportioned change.
   std::vector<std::string> phase_a, phase_b, phase_delta;
+  // Directions as printed: "about the same" where a change rounds to 0 in the unit.
+  std::vector<std::string> phase_direction, layer_direction;
   // The `shown` layer rows that moved most (e.layers order), then the rest summed.
   std::vector<std::string> layer_a, layer_b, layer_delta;
-  std::size_t other_layers = 0;  // rows not shown
-  std::string other_delta;       // their apportioned change, summed
+  std::size_t other_layers = 0;                                  // rows not shown
+  std::string other_delta;                                       // their apportioned change, summed
   std::string in_unit(double seconds, bool sign = false) const;  // rounded to `decimals`
 };
 AttributionView attribution_view(const ExplainedComparison& e, std::size_t layers);
