@@ -16,6 +16,12 @@
 namespace ipusim::report {
 namespace {
 
+// floor(log10(v)) for v > 0, as an int (0 for infinities: stats.json is input).
+int floor_log10(double v) {
+  const double l = std::floor(std::log10(v));
+  return std::isfinite(l) ? static_cast<int>(std::clamp(l, -400.0, 400.0)) : 0;
+}
+
 // `v` rounded to `digits` significant digits, as a double (so that 9.99996 becomes 10).
 double round_sig(double v, int digits) {
   if (v == 0 || !std::isfinite(v)) return v;
@@ -26,7 +32,7 @@ double round_sig(double v, int digits) {
 std::string sig(double v, int digits, bool sign) {
   v = round_sig(v, digits);
   if (v == 0) return "0";
-  const int e = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+  const int e = floor_log10(std::fabs(v));
   const int decimals = std::max(0, digits - 1 - e);
   return fmt::format("{}{:.{}f}", sign && v > 0 ? "+" : "", v, decimals);
 }
@@ -152,6 +158,15 @@ bool ExplainedComparison::identical() const { return settings.empty() && stats.s
 std::vector<std::int64_t> apportion(const std::vector<double>& values, double total,
                                     double quantum) {
   std::vector<std::int64_t> out(values.size(), 0);
+  // Beyond 10^15 units (never for a run's own times) the values are only rounded: no integer
+  // sum may overflow.
+  constexpr double kLimit = 1e15;
+  bool small = std::fabs(total / quantum) <= kLimit;
+  for (double v : values) small = small && std::fabs(v / quantum) <= kLimit;
+  if (!small || values.size() > 9000) {
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = rounded(values[i] / quantum);
+    return out;
+  }
   const std::int64_t target = rounded(total / quantum);
   std::int64_t sum = 0;
   std::vector<std::pair<double, std::size_t>> fractions;  // (fractional part, index)
@@ -358,12 +373,11 @@ AttributionView attribution_view(const ExplainedComparison& e, std::size_t layer
   for (const auto& l : e.layers) largest = std::max(largest, std::fabs(l.time.delta()));
   const int max_decimals = static_cast<int>(std::lround(std::log10(v.unit_seconds / 1e-12)));
   if (largest > 0) {
-    const int exp = static_cast<int>(std::floor(std::log10(largest / v.unit_seconds)));
+    const int exp = floor_log10(largest / v.unit_seconds);
     v.decimals = std::clamp(3 - exp, 0, max_decimals);
   } else {
-    v.decimals = std::clamp(
-        3 - static_cast<int>(std::floor(std::log10(std::max(e.step.a, 1e-300) / v.unit_seconds))),
-        0, max_decimals);
+    v.decimals =
+        std::clamp(3 - floor_log10(std::max(e.step.a, 1e-300) / v.unit_seconds), 0, max_decimals);
   }
   const double q = std::pow(10.0, -v.decimals) * v.unit_seconds;  // seconds per printed unit
   const double step_delta = e.step_delta();
@@ -558,7 +572,7 @@ std::string explained_json(const ExplainedComparison& e, std::size_t top, std::s
   // Seconds on one grid: 12 significant digits of the longer step. Changes are apportioned on
   // it, so the phase kinds' (and the layer rows') changes add up exactly to the step's.
   const double longest = std::max({e.step.a, e.step.b, 1e-300});
-  const int exp = static_cast<int>(std::floor(std::log10(longest))) - 11;
+  const int exp = floor_log10(longest) - 11;
   const double q = std::pow(10.0, exp);
   auto seconds = [&](double s) { return decimal(rounded(s / q), exp, false, true); };
   // Other numbers to 12 significant digits: the text of a double, without its noise.
