@@ -442,7 +442,7 @@ std::string attribution_equation(const ExplainedComparison& e) {
     const auto& p = e.phases[order[i]];
     out += fmt::format("{} {} {} {}", i ? " +" : "", phase_name(p.kind), v.phase_delta[order[i]],
                        v.unit);
-    if (!p.top_layer.empty() && i < 3)
+    if (!p.top_layer.empty() && i < 3 && std::strtod(v.in_unit(p.top_delta).c_str(), nullptr) != 0)
       out += fmt::format(" (top: {}{} {} {})", truncated(p.top_layer, 32),
                          p.top_pass.empty() ? "" : " " + p.top_pass, v.in_unit(p.top_delta, true),
                          v.unit);

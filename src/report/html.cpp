@@ -549,9 +549,10 @@ std::string compare_section(const RunDir& a, const RunDir& b) {
         "<td>{}</td></tr>\n",
         phase_name(p.kind), v.phase_a[k], v.phase_b[k], v.phase_delta[k],
         direction_cell(v.phase_direction[k]),
-        p.top_layer.empty() ? ""
-                            : esc(fmt::format("{} {} ({} {})", p.top_layer, p.top_pass,
-                                              v.in_unit(p.top_delta, true), v.unit)));
+        p.top_layer.empty() || std::strtod(v.in_unit(p.top_delta).c_str(), nullptr) == 0
+            ? ""
+            : esc(fmt::format("{} {} ({} {})", p.top_layer, p.top_pass,
+                              v.in_unit(p.top_delta, true), v.unit)));
   }
   bars.push_back({"step time (total)", std::strtod(v.step_delta.c_str(), nullptr),
                   v.step_delta + " " + v.unit, "#555"});
