@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "common.hpp"
+#include "ipusim/report/compare.hpp"
 #include "ipusim/report/html.hpp"
 #include "ipusim/report/run_dir.hpp"
 #include "ipusim/util/error.hpp"
@@ -64,22 +65,29 @@ int report_command(int argc, char** argv) {
 int compare_command(int argc, char** argv) {
   CommonOptions common;
   std::vector<std::string> dirs;
-  std::size_t top = 25;
+  std::size_t top = 25, layers = 10;
+  bool json = false;
   po::options_description desc("Options");
   add_common_options(desc, common);
   desc.add_options()("top", unsigned_value(&top)->value_name("N")->default_value(25),
                      "show the N stats that moved most (by relative change)")(
+      "layers", unsigned_value(&layers)->value_name("N")->default_value(10),
+      "show the N layer rows whose time moved most")("json", po::bool_switch(&json),
+                                                     "print one JSON document instead of text")(
       "dirs", po::value(&dirs)->composing()->value_name("RUN_DIR"), "the two run directories");
   po::positional_options_description pos;
   pos.add("dirs", 2);
   parse("compare", argc, argv, desc, &pos);
   if (common.help) {
-    print_help("ipusim compare RUN_A RUN_B [--top N]",
-               "Prints the differences between two run directories ('ipusim run --out DIR'):\n"
-               "first the keys of config.resolved.yaml that differ, then the numeric fields of\n"
-               "stats.json that moved most (largest relative change first) with old (A), new\n"
-               "(B), delta and percent. 'ipusim report RUN_A --compare RUN_B' puts the same\n"
-               "into the HTML report.",
+    print_help("ipusim compare RUN_A RUN_B [--top N] [--layers N] [--json]",
+               "Explains the differences between two run directories ('ipusim run --out DIR'):\n"
+               "the headline (step time, throughput, time to train, peak tile memory: A, B,\n"
+               "delta, percent and direction), the step-time change attributed to phase kinds\n"
+               "and to layers (layers.csv) of the IPU that sets the step time, adding up to the\n"
+               "change, the settings that differ (config.resolved.yaml: chip, system and run\n"
+               "keys; the trace), and the stats.json fields that moved most. --json prints the\n"
+               "same as one JSON document (docs/reports.md). 'ipusim report RUN_A --compare\n"
+               "RUN_B' puts the same into the HTML report.",
                desc);
     return 0;
   }
@@ -90,7 +98,9 @@ int compare_command(int argc, char** argv) {
         dirs.size()));
   const report::RunDir a = report::load_run_dir(dirs[0]);
   const report::RunDir b = report::load_run_dir(dirs[1]);
-  std::cout << report::comparison_text(a, b, report::compare_runs(a, b), top);
+  const report::ExplainedComparison e = report::explain_comparison(a, b);
+  std::cout << (json ? report::explained_json(e, top, layers)
+                     : report::explained_text(e, top, layers));
   return 0;
 }
 

@@ -325,9 +325,13 @@ int run_command(int argc, char** argv) {
     const auto events = report::write_timeline(timeline_file, chip_spec, stats, trace);
     spdlog::info("timeline: {} events written to {}", events, timeline_file);
   }
-  if (!out_dir.empty())
-    report::write_run_dir(out_dir, chip_spec, stats, info,
-                          system ? system->resolved.to_yaml() : chip->resolved.to_yaml(), &trace);
+  if (!out_dir.empty()) {
+    // config.resolved.yaml: the chip or system, and with --run the run config's keys (run.*),
+    // so that 'ipusim compare' can list every setting that differs.
+    std::string resolved = system ? system->resolved.to_yaml() : chip->resolved.to_yaml();
+    if (run) resolved += run->resolved.to_yaml();
+    report::write_run_dir(out_dir, chip_spec, stats, info, resolved, &trace);
+  }
   if (!quiet) {
     std::cout << report::summary_text(chip_spec, stats, info);
     std::cout << report::top_layers_text(stats, info.layers, 5);

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
+#include "ipusim/report/compare.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/units.hpp"
@@ -191,6 +193,7 @@ table{border-collapse:collapse;margin:8px 0}th,td{padding:3px 10px;text-align:le
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg text{font-size:11px;fill:#333}svg.heatmap rect:hover,g.bar:hover rect{stroke:#000}
 .note{color:#666;font-size:12px}.failed{color:#b00}
+td.better{color:#1a7f37}td.worse{color:#b00}svg text.axis-title{font-size:12px}
 #js-errors{color:#b00}
 </style>
 )";
@@ -414,28 +417,214 @@ std::string supersteps_section(const RunDir& run) {
          time_split_chart("chart-supersteps", chart, /*absolute=*/true) + table + "</table>\n";
 }
 
-std::string compare_section(const RunDir& a, const RunDir& b) {
-  const Comparison c = compare_runs(a, b);
+// A diverging horizontal bar chart of changes (B - A): zero at its place in the range, round
+// ticks on a labelled axis, each bar's value at its end.
+struct DeltaBar {
+  std::string label;
+  double value = 0;  // in the axis unit
+  std::string text;  // the value as printed
+  std::string colour;
+};
+
+double nice_step(double range) {
+  const double raw = range / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (raw <= m * mag) return m * mag;
+  return 10 * mag;
+}
+
+std::string delta_chart(const std::string& id, const std::vector<DeltaBar>& bars,
+                        const std::string& axis_title) {
+  const int label_w = 250, pad = 90, plot_w = 520, row_h = 22, top = 8;
+  const int plot_h = static_cast<int>(bars.size()) * row_h;
+  double lo = 0, hi = 0;
+  for (const auto& b : bars) {
+    lo = std::min(lo, b.value);
+    hi = std::max(hi, b.value);
+  }
+  if (hi - lo <= 0) hi = lo + 1;
+  const double step = nice_step(hi - lo);
+  // Whole ticks around the bars; zero stays an end when nothing passes it.
+  lo = lo < 0 ? std::floor(lo / step) * step : 0.0;
+  hi = hi > 0 ? std::ceil(hi / step) * step : 0.0;
+  const double x0 = label_w + pad;
+  auto x = [&](double v) { return x0 + (v - lo) / (hi - lo) * plot_w; };
+  const int w = label_w + 2 * pad + plot_w, h = top + plot_h + 48;
   std::string s = fmt::format(
-      "<h2>Compared with {}</h2>\n<div id=\"compare\">\n<h3>Config keys that differ ({})</h3>\n"
-      "<table><tr><th>key</th><th>this run</th><th>other run</th></tr>\n",
-      esc(b.path), c.config.size());
-  for (const auto& d : c.config)
+      "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" role=\"img\">\n",
+      id, w, h);
+  // Grid and tick labels.
+  for (double t = lo; t <= hi + step / 2; t += step) {
+    const double v = std::fabs(t) < step / 1e6 ? 0.0 : t;
+    s += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#e4e4e4\"/>"
+        "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+        x(v), top, x(v), top + plot_h, x(v), top + plot_h + 14, fmt::format("{:g}", v));
+  }
+  s += fmt::format(
+      "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#999\"/>\n"
+      "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\"/>\n",
+      x(lo), top + plot_h, x(hi), top + plot_h, x(0), top - 4, x(0), top + plot_h);
+  s += fmt::format(
+      "<text class=\"axis-title\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+      x0 + plot_w / 2.0, top + plot_h + 36, esc(axis_title));
+  for (std::size_t i = 0; i < bars.size(); ++i) {
+    const auto& b = bars[i];
+    const int y = top + static_cast<int>(i) * row_h;
+    const double x1 = x(std::min(0.0, b.value)), x2 = x(std::max(0.0, b.value));
+    const std::string label =
+        b.label.size() > 38 ? b.label.substr(0, 17) + "..." + b.label.substr(b.label.size() - 18)
+                            : b.label;
+    s += fmt::format(
+        "<g class=\"bar\"><title>{}: {}</title><text x=\"{}\" y=\"{}\" "
+        "text-anchor=\"end\">{}</text><rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" "
+        "height=\"{}\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{}\" text-anchor=\"{}\">{}</text></g>\n",
+        esc(b.label), esc(b.text), label_w - 6, y + 15, esc(label), x1, y + 3,
+        std::max(x2 - x1, 0.5), row_h - 6, b.colour, b.value < 0 ? x1 - 4 : x2 + 4, y + 15,
+        b.value < 0 ? "end" : "start", esc(b.text));
+  }
+  return s + "</svg>\n";
+}
+
+// better / worse for a direction label (the colour of its cell).
+std::string direction_cell(const std::string& d) {
+  static const std::array<std::string_view, 4> kBetter{"faster", "higher", "less memory",
+                                                       "less time"};
+  static const std::array<std::string_view, 4> kWorse{"slower", "lower", "more memory",
+                                                      "more time"};
+  const bool better = std::find(kBetter.begin(), kBetter.end(), d) != kBetter.end();
+  const bool worse = std::find(kWorse.begin(), kWorse.end(), d) != kWorse.end();
+  return fmt::format("<td{}>{}</td>",
+                     better  ? " class=\"better\""
+                     : worse ? " class=\"worse\""
+                             : "",
+                     esc(d));
+}
+
+std::string compare_section(const RunDir& a, const RunDir& b) {
+  const ExplainedComparison e = explain_comparison(a, b);
+  const std::size_t kLayers = 12;
+  std::string s = fmt::format(
+      "<h2>Compared with {}</h2>\n<div id=\"compare\">\n<p class=\"note\">A = this run ({}), "
+      "B = the other run ({}); every delta is B &minus; A.</p>\n<h3>Headline</h3>\n"
+      "<table id=\"compare-headline\"><tr><th></th><th>A (this run)</th><th>B (other run)</th>"
+      "<th>delta</th><th>change</th><th>direction</th></tr>\n",
+      esc(b.path), esc(a.path), esc(b.path));
+  for (const auto& h : e.headline) {
+    const auto d = h.delta();
+    s += fmt::format(
+        "<tr><th>{}</th><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td>{}</tr>\n",
+        esc(h.label), h.a ? esc(format_quantity(*h.a, h.unit)) : "-",
+        h.b ? esc(format_quantity(*h.b, h.unit)) : "-",
+        d ? (*d == 0 ? "0" : esc(format_quantity(*d, h.unit, 4, true))) : "-",
+        esc(format_percent(h.relative())), direction_cell(h.direction));
+  }
+  s += "</table>\n";
+  if (e.identical())
+    return s + fmt::format(
+                   "<p id=\"compare-none\">No differences: the same settings and the same {} "
+                   "stats.json fields.</p>\n</div>\n",
+                   e.stats.fields);
+
+  const AttributionView v = attribution_view(e, kLayers);
+  s += fmt::format(
+      "<h3>Where the step-time change comes from</h3>\n<p id=\"compare-equation\"><code>{}</code>"
+      "</p>\n<p class=\"note\">By phase kind, on the IPU that sets the step time (IPU {} in A, "
+      "IPU {} in B); the terms add up to the step-time change.</p>\n",
+      esc(attribution_equation(e)), e.critical_a, e.critical_b);
+  std::vector<DeltaBar> bars;
+  std::string table = fmt::format(
+      "<table id=\"compare-phases\"><tr><th>phase</th><th>A [{0}]</th><th>B [{0}]</th>"
+      "<th>delta [{0}]</th><th>direction</th><th>layer that moved most in it</th></tr>\n",
+      esc(v.unit));
+  for (std::size_t k = 0; k < e.phases.size(); ++k) {
+    const auto& p = e.phases[k];
+    if (p.a_cycles == 0 && p.b_cycles == 0) continue;
+    bars.push_back({std::string(phase_name(p.kind)), std::strtod(v.phase_delta[k].c_str(), nullptr),
+                    v.phase_delta[k] + " " + v.unit, std::string(phase_info(p.kind).colour)});
+    table += fmt::format(
+        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}"
+        "<td>{}</td></tr>\n",
+        phase_name(p.kind), v.phase_a[k], v.phase_b[k], v.phase_delta[k],
+        direction_cell(v.phase_direction[k]),
+        p.top_layer.empty() || std::strtod(v.in_unit(p.top_delta).c_str(), nullptr) == 0
+            ? ""
+            : esc(fmt::format("{} {} ({} {})", p.top_layer, p.top_pass,
+                              v.in_unit(p.top_delta, true), v.unit)));
+  }
+  bars.push_back({"step time (total)", std::strtod(v.step_delta.c_str(), nullptr),
+                  v.step_delta + " " + v.unit, "#555"});
+  table += fmt::format(
+      "<tr><th>step time</th><th class=\"n\">{}</th><th class=\"n\">{}</th><th "
+      "class=\"n\">{}</th>{}<td></td></tr>\n</table>\n",
+      v.step_a, v.step_b, v.step_delta, direction_cell(e.headline.front().direction));
+  s += delta_chart("chart-compare-phases", bars,
+                   fmt::format("change in step time by phase kind, B \u2212 A [{}]", v.unit));
+  s += table;
+
+  s += "<h3>By layer</h3>\n";
+  if (!e.have_layers) {
+    s += "<p class=\"note\">No layer attribution: layers.csv (written by ipusim run --out with "
+         "the fast engine) is missing in A or B.</p>\n";
+  } else {
+    bars.clear();
+    table = fmt::format(
+        "<table id=\"compare-layers\"><tr><th>layer</th><th>pass</th><th>A [{0}]</th><th>B "
+        "[{0}]</th><th>delta [{0}]</th><th>direction</th></tr>\n",
+        esc(v.unit));
+    for (std::size_t i = 0; i < v.layer_delta.size(); ++i) {
+      const auto& l = e.layers[i];
+      const double d = std::strtod(v.layer_delta[i].c_str(), nullptr);
+      bars.push_back({l.pass.empty() ? l.layer : l.layer + " " + l.pass, d,
+                      v.layer_delta[i] + " " + v.unit, d > 0 ? "#e15759" : "#59a14f"});
+      table += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
+          "class=\"n\">{}</td>{}</tr>\n",
+          esc(l.layer), esc(l.pass), v.layer_a[i], v.layer_b[i], v.layer_delta[i],
+          direction_cell(v.layer_direction[i]));
+    }
+    if (v.other_layers) {
+      bars.push_back({fmt::format("{} other rows", v.other_layers),
+                      std::strtod(v.other_delta.c_str(), nullptr), v.other_delta + " " + v.unit,
+                      "#bab0ac"});
+      table += fmt::format(
+          "<tr><td>({} other rows)</td><td></td><td></td><td></td><td class=\"n\">{}</td><td></td>"
+          "</tr>\n",
+          v.other_layers, v.other_delta);
+    }
+    s += fmt::format(
+        "<p class=\"note\">The layer rows (layers.csv) of the same IPUs whose time moved most; "
+        "with the other rows they add up to the step-time change ({} {}).</p>\n",
+        v.step_delta, esc(v.unit));
+    s += delta_chart("chart-compare-layers", bars,
+                     fmt::format("change in step time by layer, B \u2212 A [{}]", v.unit));
+    s += table + "</table>\n";
+  }
+
+  s += fmt::format(
+      "<h3>Settings that differ ({})</h3>\n<table id=\"compare-settings\"><tr><th>key</th>"
+      "<th>A (this run)</th><th>B (other run)</th></tr>\n",
+      e.settings.size());
+  for (const auto& d : e.settings)
     s +=
         fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(d.key), esc(d.a), esc(d.b));
+  if (e.settings.empty()) s += "<tr><td colspan=\"3\">(none)</td></tr>\n";
+  const Comparison& c = e.stats;
   s += fmt::format(
-      "</table>\n<h3>Stats that moved most ({} changed of {})</h3>\n<table><tr><th>field</th>"
-      "<th>unit</th><th>this run</th><th>other run</th><th>delta</th><th>%</th></tr>\n",
+      "</table>\n<h3>Stats that moved most ({} changed of {})</h3>\n<table id=\"compare-stats\">"
+      "<tr><th>field</th><th>unit</th><th>A</th><th>B</th><th>delta</th><th>%</th>"
+      "<th>direction</th></tr>\n",
       c.stats.size(), c.fields);
   for (std::size_t i = 0; i < c.stats.size() && i < 40; ++i) {
     const auto& d = c.stats[i];
     const double rel = d.relative();
     s += fmt::format(
         "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
-        "class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td></tr>\n",
+        "class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
         esc(d.path), esc(d.unit), num(d.a), num(d.b), num(d.delta()),
-        std::isfinite(rel) ? fmt::format("{:+.2f}%", 100 * rel) : "new");
+        std::isfinite(rel) ? format_percent(rel) : "new", d.delta() > 0 ? "up" : "down");
   }
   return s + "</table>\n</div>\n";
 }

@@ -86,11 +86,6 @@ void flatten_yaml(const YAML::Node& node, const std::string& prefix,
   }
 }
 
-std::string number_text(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
-  return fmt::format("{:.6g}", v);
-}
-
 void flatten(const JsonValue& v, const std::string& path, const std::string& unit,
              std::vector<StatField>& out) {
   switch (v.kind) {
@@ -123,6 +118,14 @@ void flatten(const JsonValue& v, const std::string& path, const std::string& uni
 }
 
 }  // namespace
+
+bool same_value(double a, double b) {
+  if (a == b) return true;
+  // Whole numbers (cycles, bytes, counts) compare exactly; others up to a relative 1e-9, so
+  // that the last bits of a double computed two ways never show as a change.
+  if (a == std::floor(a) && b == std::floor(b)) return false;
+  return std::fabs(b - a) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
+}
 
 RunDir load_run_dir(const std::string& dir) {
   RunDir r;
@@ -178,6 +181,23 @@ RunDir load_run_dir(const std::string& dir) {
       r.supersteps.push_back(std::move(row));
     }
   }
+  const std::string layers_path = dir + "/layers.csv";
+  if (std::filesystem::is_regular_file(layers_path)) {
+    Csv csv(layers_path, layers_header());
+    for (std::size_t i = 0; i < csv.size(); ++i) {
+      LayerCsvRow row;
+      row.ipu = csv.number<std::uint32_t>(i, 0);
+      row.layer = csv.text(i, 1);
+      row.pass = csv.text(i, 2);
+      row.executions = csv.number<std::uint64_t>(i, 3);
+      for (std::size_t k = 0; k < kPhaseKinds; ++k)
+        row.cycles.values[k] = csv.number<std::uint64_t>(i, 4 + k);
+      // total_cycles (column 4 + kPhaseKinds) is the sum of the phase columns.
+      row.flops = csv.number<std::uint64_t>(i, 5 + kPhaseKinds);
+      row.exchange_bytes = csv.number<std::uint64_t>(i, 6 + kPhaseKinds);
+      r.layers.push_back(std::move(row));
+    }
+  }
   return r;
 }
 
@@ -221,41 +241,13 @@ Comparison compare_runs(const RunDir& a, const RunDir& b) {
     auto it = in_b.find(f.path);
     if (it == in_b.end()) continue;
     ++c.fields;
-    if (f.value != it->second->value)
+    if (!same_value(f.value, it->second->value))
       c.stats.push_back({f.path, f.unit, f.value, it->second->value});
   }
   std::stable_sort(c.stats.begin(), c.stats.end(), [](const auto& x, const auto& y) {
     return std::fabs(x.relative()) > std::fabs(y.relative());
   });
   return c;
-}
-
-std::string comparison_text(const RunDir& a, const RunDir& b, const Comparison& c,
-                            std::size_t top) {
-  std::string out = fmt::format("ipusim compare\n  A  {}\n  B  {}\n\n", a.path, b.path);
-  out += fmt::format("config keys that differ ({}):\n", c.config.size());
-  std::size_t w = 3;
-  for (const auto& d : c.config) w = std::max(w, d.key.size());
-  for (const auto& d : c.config) out += fmt::format("  {:<{}}  {}  ->  {}\n", d.key, w, d.a, d.b);
-  if (c.config.empty()) out += "  (none)\n";
-  const std::size_t shown = std::min(top, c.stats.size());
-  out += fmt::format("\nstats that moved most ({} of {} changed, of {} compared):\n", shown,
-                     c.stats.size(), c.fields);
-  std::size_t pw = 5;
-  for (std::size_t i = 0; i < shown; ++i)
-    pw = std::max(pw, c.stats[i].path.size() + c.stats[i].unit.size() + 3);
-  out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>16}  {:>9}\n", "field", pw, "old (A)", "new (B)",
-                     "delta", "%");
-  for (std::size_t i = 0; i < shown; ++i) {
-    const auto& s = c.stats[i];
-    const double rel = s.relative();
-    out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>16}  {:>9}\n",
-                       s.unit.empty() ? s.path : fmt::format("{} [{}]", s.path, s.unit), pw,
-                       number_text(s.a), number_text(s.b), number_text(s.delta()),
-                       std::isfinite(rel) ? fmt::format("{:+.2f}%", 100 * rel) : "new");
-  }
-  if (c.stats.empty()) out += "  (no stat changed)\n";
-  return out;
 }
 
 }  // namespace ipusim::report

@@ -134,11 +134,15 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
   return out;
 }
 
-std::string layers_csv(const std::vector<LayerRow>& rows) {
-  if (rows.empty()) return {};
+std::string layers_header() {
   std::string out = "ipu,layer,pass,executions,";
   for (const PhaseInfo& k : kPhases) out += fmt::format("{}_cycles,", k.name);
-  out += "total_cycles,flops,exchange_bytes\n";
+  return out + "total_cycles,flops,exchange_bytes";
+}
+
+std::string layers_csv(const std::vector<LayerRow>& rows) {
+  if (rows.empty()) return {};
+  std::string out = layers_header() + "\n";
   auto it = std::back_inserter(out);
   for (const auto& r : rows) {
     // Layer names are [A-Za-z0-9_.:/-] and '+': no quoting needed.

@@ -99,6 +99,18 @@ JsonWriter& JsonWriter::value(bool b) {
   return *this;
 }
 
+JsonWriter& JsonWriter::number_text(std::string_view text) {
+  before_value();
+  out_ += text;
+  return *this;
+}
+
+JsonWriter& JsonWriter::null() {
+  before_value();
+  out_ += "null";
+  return *this;
+}
+
 std::string JsonWriter::escape(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {

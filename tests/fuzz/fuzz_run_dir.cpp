@@ -6,9 +6,9 @@
 //
 // (a file absent from the input is absent from the directory). They are written into a private
 // directory and read by report::load_run_dir; then the stats are looked up as `report` and
-// `compare` look them up. The JSON reader (parse_json, also used for goldens'
-// stats and sweep results) sees every byte of the first part. ipusim::Error is the expected
-// outcome for bad input.
+// `compare` look them up, and compared with themselves (explain_comparison). The JSON reader
+// (parse_json, also used for goldens' stats and sweep results) sees every byte of the first part.
+// ipusim::Error is the expected outcome for bad input.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -16,6 +16,7 @@
 
 #include "fuzz_common.hpp"
 #include "fuzz_file_common.hpp"
+#include "ipusim/report/compare.hpp"
 #include "ipusim/report/run_dir.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/json_reader.hpp"
@@ -54,6 +55,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)report::find_stat(run, "total.cycles");
     (void)report::find_stat(run, "chip.clock");
     (void)report::find_stat(run, "throughput.utilisation");
+    // The explained comparison, of the run with itself, as compare prints it.
+    const report::ExplainedComparison e = report::explain_comparison(run, run);
+    (void)report::explained_text(e, 25);
+    (void)report::explained_json(e, 25);
   } catch (const Error&) {
   }
   return 0;

@@ -2,9 +2,11 @@
 // Reports people can read (docs/reports.md): the run directory's CSVs, the Perfetto timeline,
 // the HTML report rendered in headless Chromium, ipusim compare, the progress line, and
 // docs/stats-reference.md kept in step with stats.json.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -364,7 +366,10 @@ struct Rendered {
 // (does not skip) without chromium: tools/install-deps.sh installs it.
 // `min_png`: the screenshot's least size in bytes (a blank 1280x2400 page is ~10 KB; the
 // reports' charts and tile maps make it hundreds).
-Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_png = 60000) {
+// With IPUSIM_TEST_SCREENSHOTS=DIR in the environment, the screenshot is kept as DIR/keep_as.png
+// (for people to look at; tests never read it back).
+Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_png = 60000,
+                const std::string& keep_as = "") {
   Rendered r;
   if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
     ADD_FAILURE() << "chromium not found: run tools/install-deps.sh (Debian package chromium)";
@@ -383,6 +388,12 @@ Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_
   EXPECT_TRUE(std::filesystem::exists(shot));
   if (std::filesystem::exists(shot)) {
     EXPECT_GT(std::filesystem::file_size(shot), min_png);
+    const char* keep = std::getenv("IPUSIM_TEST_SCREENSHOTS");
+    if (keep && *keep && !keep_as.empty()) {
+      std::filesystem::create_directories(keep);
+      std::filesystem::copy_file(shot, std::string(keep) + "/" + keep_as + ".png",
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
   }
   const int s2 = std::system(("chromium " + flags + "--dump-dom " + shell_quote(url) + " >" +
                               dir.file("dom.html") + " 2>" + dir.file("dom.log"))
@@ -463,6 +474,38 @@ TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
             std::string::npos);
   EXPECT_NE(element(r.dom, "summary", "</table>").find("images/s"), std::string::npos);
   EXPECT_NE(element(r.dom, "compare", "</div>").find("chip.clock"), std::string::npos);
+  // The compare section opens with the headline, then attributes the change (equation, chart
+  // by phase kind and by layer, labelled axes) and lists the settings.
+  for (const char* id :
+       {"compare-headline", "compare-equation", "chart-compare-phases", "compare-phases",
+        "chart-compare-layers", "compare-layers", "compare-settings", "compare-stats"})
+    EXPECT_NE(r.dom.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  const std::string headline = element(r.dom, "compare-headline", "</table>");
+  EXPECT_NE(headline.find("faster"), std::string::npos) << headline;  // 1.325 -> 1.85 GHz
+  EXPECT_NE(headline.find("higher"), std::string::npos) << headline;
+  EXPECT_NE(headline.find("same memory"), std::string::npos) << headline;
+  const std::string phases = element(r.dom, "chart-compare-phases", "</svg>");
+  EXPECT_TRUE(std::regex_search(
+      phases, std::regex("change in step time by phase kind, B \u2212 A \\[(ms|us)\\]")))
+      << phases;
+  EXPECT_NE(phases.find(">compute<"), std::string::npos) << phases;
+  EXPECT_NE(element(r.dom, "chart-compare-layers", "</svg>").find("change in step time by layer"),
+            std::string::npos);
+  EXPECT_NE(element(r.dom, "compare-settings", "</table>").find("1.85GHz"), std::string::npos);
+
+  // The compare section on its own page (the report's head, style and script), screenshotted
+  // for people to look at (IPUSIM_TEST_SCREENSHOTS).
+  const std::size_t body = html.find("<h2>Summary</h2>"), section = html.find("<h2>Compared with");
+  ASSERT_NE(body, std::string::npos);
+  ASSERT_NE(section, std::string::npos);
+  const std::size_t end = html.find("</div>\n", section);
+  ASSERT_NE(end, std::string::npos);
+  std::ofstream(dir.file("compare.html"))
+      << html.substr(0, body) + html.substr(section, end + 7 - section) + "</body></html>\n";
+  TempDir shot_dir;
+  const Rendered c = render(shot_dir, dir.file("compare.html"), 30000, "compare-clock-what-if");
+  expect_clean(c);
+  EXPECT_NE(c.dom.find("id=\"chart-compare-phases\""), std::string::npos);
 }
 
 TEST(Reports, SweepReportDrawsScalingCharts) {
@@ -516,7 +559,7 @@ TEST(Reports, CompareShowsClockKeyAndMovedStatsFirst) {
   std::vector<std::string> lines;
   while (std::getline(in, line)) lines.push_back(line);
   const auto config_at = std::find_if(lines.begin(), lines.end(), [](auto& l) {
-    return l.starts_with("config keys that differ (1)");
+    return l.starts_with("settings that differ (config.resolved.yaml and the trace, A -> B: 1)");
   });
   ASSERT_NE(config_at, lines.end()) << r.out;
   EXPECT_NE((config_at + 1)->find("chip.clock"), std::string::npos) << r.out;
@@ -525,17 +568,40 @@ TEST(Reports, CompareShowsClockKeyAndMovedStatsFirst) {
       lines.begin(), lines.end(), [](auto& l) { return l.starts_with("stats that moved most"); });
   ASSERT_NE(stats_at, lines.end());
   EXPECT_GT(stats_at, config_at);  // config differences first
-  // Rows sorted by |%|, largest first; the clock itself moved by +39.62% (1.325 -> 1.85 GHz).
+  // The headline first: a higher clock is faster, with higher throughput, a shorter time to
+  // train and the same memory.
+  const auto head_at = std::find_if(
+      lines.begin(), lines.end(), [](auto& l) { return l.starts_with("headline (B against A)"); });
+  ASSERT_NE(head_at, lines.end()) << r.out;
+  EXPECT_LT(head_at, config_at);
+  auto headline = [&](const std::string& label) -> std::string {
+    for (auto it = head_at + 1; it != lines.end() && !it->empty(); ++it)
+      if (it->starts_with("  " + label + " ")) return *it;
+    return "";
+  };
+  EXPECT_TRUE(headline("step time").ends_with(" faster")) << r.out;
+  EXPECT_TRUE(headline("throughput").ends_with(" higher")) << r.out;
+  EXPECT_NE(headline("throughput").find("images/s"), std::string::npos) << r.out;
+  EXPECT_TRUE(headline("time to train").ends_with(" faster")) << r.out;
+  EXPECT_TRUE(headline("peak tile memory").ends_with(" same memory")) << r.out;
+  EXPECT_NE(headline("peak tile memory").find(" 0% "), std::string::npos) << r.out;
+  // Every changed stat has a direction.
+  // Rows sorted by |%|, largest first; the clock itself moved by +39.6% (1.325 -> 1.85 GHz).
   std::vector<double> pct;
   bool clock_row = false;
   for (auto it = stats_at + 2; it != lines.end(); ++it) {
-    const auto p = it->rfind(' ');
-    const std::string last = it->substr(p + 1);
+    const auto d = it->rfind(' ');
+    const std::string direction = it->substr(d + 1);
+    EXPECT_TRUE(direction == "up" || direction == "down") << *it;
+    const std::string rest = it->substr(0, it->find_last_not_of(' ', d) + 1);
+    const auto p = rest.rfind(' ');
+    std::string last = rest.substr(p + 1);
+    if (last.ends_with('%')) last.pop_back();
     if (last == "new") continue;
     pct.push_back(std::fabs(std::stod(last)));
     if (it->find("chip.clock [Hz]") != std::string::npos) {
       clock_row = true;
-      EXPECT_NE(it->find("+39.62%"), std::string::npos) << *it;
+      EXPECT_NE(it->find("+39.6%"), std::string::npos) << *it;
     }
   }
   ASSERT_GT(pct.size(), 3u);
@@ -706,6 +772,286 @@ TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {
           << ipu << " " << kPhases[k];
     }
   }
+}
+
+}  // namespace
+}  // namespace ipusim::testing
+
+// --- ipusim compare: the explained comparison ----------------------------------------------
+
+namespace ipusim::testing {
+namespace {
+
+// The decimal text "+4.118" (or "-0.25", "0") in units of its `decimals`-th decimal: 4118.
+std::int64_t in_units(std::string text, int decimals) {
+  const bool negative = !text.empty() && text[0] == '-';
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) text.erase(0, 1);
+  const auto dot = text.find('.');
+  std::string whole = text.substr(0, dot),
+              frac = dot == std::string::npos ? "" : text.substr(dot + 1);
+  EXPECT_LE(frac.size(), static_cast<std::size_t>(decimals)) << text;
+  frac.resize(static_cast<std::size_t>(decimals), '0');
+  const std::int64_t v = std::stoll(whole + frac);
+  return negative ? -v : v;
+}
+
+// The step change and the phase terms of the equation line "step +X ms = compute +Y ms (top:
+// ...) + sync +Z ms", as (name, decimal text, unit).
+std::vector<std::array<std::string, 3>> equation_terms(const std::string& line) {
+  std::vector<std::array<std::string, 3>> out;
+  const std::string plain = std::regex_replace(line, std::regex(R"( \([^)]*\))"), "");
+  static const std::regex term(R"(([a-z_]+) ([+-]?[0-9.]+) (s|ms|us|ns))");
+  for (auto it = std::sregex_iterator(plain.begin(), plain.end(), term);
+       it != std::sregex_iterator(); ++it)
+    out.push_back({(*it)[1], (*it)[2], (*it)[3]});
+  return out;
+}
+
+// The most significant digits of any number in `v` as written ("0.00000390188679245": 12;
+// "2.496512e+14": 7; 0.30000000000000004: 17).
+std::size_t most_significant_digits(const JsonValue& v) {
+  std::size_t most = 0;
+  if (v.kind == JsonValue::Kind::kNumber) {
+    std::string digits;
+    for (char ch : v.number.text.substr(0, v.number.text.find_first_of("eE")))
+      if (std::isdigit(static_cast<unsigned char>(ch))) digits += ch;
+    const auto first = digits.find_first_not_of('0'), last = digits.find_last_not_of('0');
+    return first == std::string::npos ? 0 : last - first + 1;
+  }
+  for (const auto& item : v.items) most = std::max(most, most_significant_digits(item));
+  for (const auto& m : v.members) most = std::max(most, most_significant_digits(m.value));
+  return most;
+}
+
+int decimals_of(const std::string& text) {
+  const auto dot = text.find('.');
+  return dot == std::string::npos ? 0 : static_cast<int>(text.size() - dot - 1);
+}
+
+std::string gc200() { return source_dir() + "/configs/chips/gc200.yaml"; }
+
+// Two layers of pure compute (and the on-chip syncs before them): cycles do not depend on
+// the clock, so every phase's and layer's time scales with 1 / clock.
+std::string two_layer_compute_trace(const TempDir& dir) {
+  const std::string trace = dir.file("two.trace");
+  std::ofstream(trace)
+      << "ipusim-trace 3\nipu 0\n"
+         "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
+         "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
+         "program\n  sync\n  compute a\n  sync\n  compute b\n  sync\n  compute a\nend\n";
+  return trace;
+}
+
+TEST(Reports, CompareAttributesAClockWhatIfToPhasesAndLayersAndAddsUp) {
+  TempDir dir;
+  const std::string trace = two_layer_compute_trace(dir);
+  ASSERT_EQ(ipusim("run -q --chip " + gc200() + " --out " + dir.file("a") + " " + trace).status, 0);
+  ASSERT_EQ(ipusim("run -q --chip " + gc200() + " --set chip.clock=1GHz --out " + dir.file("b") +
+                   " " + trace)
+                .status,
+            0);
+  const JsonValue sa = parse_file(dir.file("a/stats.json")),
+                  sb = parse_file(dir.file("b/stats.json"));
+  const double cycles = num(sa, "total.cycles"), clock_a = num(sa, "chip.clock");
+  ASSERT_EQ(cycles, num(sb, "total.cycles"));  // the premise: same cycles at any clock
+  ASSERT_EQ(num(sb, "chip.clock"), 1e9);
+  // Derived independently: the step takes cycles / clock at each clock.
+  const double expected = cycles / 1e9 - cycles / clock_a;
+  ASSERT_GT(expected, 0);
+
+  // --json: one document with the documented keys.
+  const auto j = ipusim("compare --json " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(j.status, 0) << j.err;
+  const JsonValue c = parse_json(j.out, "compare --json");
+  ASSERT_EQ(c.kind, JsonValue::Kind::kObject);
+  for (const char* key :
+       {"format", "a", "b", "identical", "headline", "attribution", "settings", "stats"})
+    EXPECT_NE(c.find(key), nullptr) << key;
+  EXPECT_EQ(c.find("format")->string, "ipusim-compare/1");
+  EXPECT_FALSE(c.find("identical")->boolean);
+  const JsonValue& step = c.find("headline")->items.at(0);
+  EXPECT_EQ(step.find("name")->string, "step_time");
+  EXPECT_EQ(step.find("direction")->string, "slower");
+  EXPECT_NEAR(step.find("relative")->number.d, clock_a / 1e9 - 1, 1e-9);
+  // Kernel runs have no throughput or time to train; the memory is the same.
+  ASSERT_EQ(c.find("headline")->items.size(), 2u);
+  const JsonValue& mem = c.find("headline")->items[1];
+  EXPECT_EQ(mem.find("name")->string, "peak_tile_memory");
+  EXPECT_EQ(mem.find("direction")->string, "same memory");
+  EXPECT_EQ(mem.find("delta")->number.text, "0");
+
+  // The phase kinds add up to the step change, each scaled by the clock ratio.
+  const JsonValue& at = *c.find("attribution");
+  const double delta = num(at, "step.delta");
+  EXPECT_NEAR(delta, expected, 1e-11 * cycles / 1e9);
+  double sum = 0;
+  std::map<std::string, double> phase;
+  for (const auto& p : at.find("phases")->items) {
+    sum += p.find("delta")->number.d;
+    phase[p.find("phase")->string] = p.find("delta")->number.d;
+    const double a = p.find("a_cycles")->number.d;
+    EXPECT_EQ(a, p.find("b_cycles")->number.d);
+    EXPECT_NEAR(p.find("delta")->number.d, a / 1e9 - a / clock_a, 1e-11 * cycles / 1e9);
+  }
+  EXPECT_NEAR(sum, delta, 1e-14);
+  EXPECT_GT(phase["compute"], 0);
+  EXPECT_GT(phase["sync"], 0);
+  EXPECT_EQ(phase["exchange"], 0);
+  // The layers too: l1 (two compute phases) and l2, from layers.csv.
+  ASSERT_TRUE(at.find("layers_available")->boolean);
+  std::string header;
+  std::map<std::string, double> layer_cycles;
+  for (const auto& row : read_csv(dir.file("a/layers.csv"), &header))
+    layer_cycles[row[1]] = std::stod(row[13]);
+  ASSERT_EQ(layer_cycles.size(), 2u);
+  double layer_sum = num(at, "other_layers.delta");
+  for (const auto& l : at.find("layers")->items) {
+    const std::string name = l.find("layer")->string;
+    ASSERT_TRUE(layer_cycles.count(name)) << name;
+    layer_sum += l.find("delta")->number.d;
+    EXPECT_NEAR(l.find("delta")->number.d, layer_cycles[name] / 1e9 - layer_cycles[name] / clock_a,
+                1e-11 * cycles / 1e9);
+    EXPECT_EQ(l.find("direction")->string, "more time");
+  }
+  EXPECT_NEAR(layer_sum, delta, 1e-14);
+  ASSERT_EQ(c.find("settings")->items.size(), 1u);
+  EXPECT_EQ(c.find("settings")->items[0].find("key")->string, "chip.clock");
+  EXPECT_EQ(c.find("settings")->items[0].find("b")->string, "1GHz");
+
+  // The text: the equation's printed terms add up exactly to the printed step change.
+  const auto t = ipusim("compare " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(t.status, 0) << t.err;
+  std::istringstream in(t.out);
+  std::string line, equation;
+  while (std::getline(in, line))
+    if (line.starts_with("  step ") && line.find(" = ") != std::string::npos) equation = line;
+  const auto terms = equation_terms(equation);
+  ASSERT_GE(terms.size(), 3u) << t.out;
+  EXPECT_EQ(terms[0][0], "step");
+  const int decimals = decimals_of(terms[0][1]);
+  std::int64_t printed = 0;
+  for (std::size_t i = 1; i < terms.size(); ++i) {
+    EXPECT_EQ(decimals_of(terms[i][1]), decimals) << equation;
+    printed += in_units(terms[i][1], decimals);
+  }
+  EXPECT_EQ(printed, in_units(terms[0][1], decimals)) << equation;
+  const std::map<std::string, double> unit{{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+  EXPECT_NEAR(std::stod(terms[0][1]) * unit.at(terms[0][2]), expected, expected * 1e-3) << t.out;
+  EXPECT_NE(equation.find("compute +"), std::string::npos) << equation;
+  EXPECT_NE(equation.find("(top: l"), std::string::npos) << equation;
+  EXPECT_TRUE(std::regex_search(
+      t.out, std::regex(R"(\n  l2 +forward +[0-9.]+ +[0-9.]+ +\+[0-9.]+ +more time\n)")))
+      << t.out;
+  // The other way round it is faster, by the same amount.
+  const auto back = ipusim("compare --json " + dir.file("b") + " " + dir.file("a"));
+  const JsonValue r = parse_json(back.out, "compare --json");
+  EXPECT_EQ(r.find("headline")->items.at(0).find("direction")->string, "faster");
+  EXPECT_EQ(num(*r.find("attribution"), "step.delta"), -delta);
+}
+
+TEST(Reports, CompareOfIdenticalRunsSaysNoDifferencesWithoutNoise) {
+  TempDir dir;
+  const std::string trace = two_layer_compute_trace(dir);
+  for (const char* out : {"a", "b"})
+    ASSERT_EQ(ipusim("run -q --chip " + gc200() + " --out " + dir.file(out) + " " + trace).status,
+              0);
+  // b's step time off in its last digits (a double computed another way): no change.
+  std::string stats = read_all(dir.file("b/stats.json"));
+  const JsonValue parsed = parse_json(stats, "b");
+  const JsonValue* time = json_field(parsed, "total.time");
+  ASSERT_NE(time, nullptr);
+  const auto at = stats.find(time->number.text, stats.find("\"total\""));
+  ASSERT_NE(at, std::string::npos);
+  stats.replace(at, time->number.text.size(), fmt::format("{:.17g}", time->number.d * (1 + 1e-13)));
+  { std::ofstream(dir.file("b/stats.json")) << stats; }
+  ASSERT_NE(read_all(dir.file("b/stats.json")), read_all(dir.file("a/stats.json")));
+
+  const auto t = ipusim("compare " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("no differences"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("stats that moved"), std::string::npos) << t.out;
+  // No 1e-13 anywhere, no 0.30000000000000004.
+  const std::regex noise(R"([0-9]e-[0-9]|[0-9]{13})");
+  EXPECT_FALSE(std::regex_search(t.out, noise)) << t.out;
+  EXPECT_NE(t.out.find(" same\n"), std::string::npos) << t.out;
+  const auto j = ipusim("compare --json " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(j.status, 0) << j.err;
+  const JsonValue c = parse_json(j.out, "compare --json");
+  EXPECT_LE(most_significant_digits(c), 12u) << j.out;
+  EXPECT_TRUE(c.find("identical")->boolean);
+  EXPECT_TRUE(c.find("settings")->items.empty());
+  EXPECT_EQ(num(c, "stats.changed"), 0);
+  for (const auto& h : c.find("headline")->items) {
+    EXPECT_EQ(h.find("delta")->number.text, "0");
+    EXPECT_TRUE(h.find("direction")->string.starts_with("same")) << h.find("name")->string;
+  }
+  EXPECT_EQ(num(*c.find("attribution"), "step.delta"), 0);
+  for (const auto& p : c.find("attribution")->find("phases")->items)
+    EXPECT_EQ(p.find("delta")->number.text, "0");
+}
+
+// A stats.json with what compare reads: a step of `cycles` at `clock` (all compute), a peak tile
+// memory and, if `throughput` > 0, a workload with a time to train.
+std::string minimal_stats(double clock, double cycles, double memory, double throughput) {
+  std::string phases;
+  for (const char* k : kPhases)
+    phases +=
+        fmt::format("{}\"{}\": {{\"cycles\": {{\"value\": {}, \"unit\": \"cycles\"}}}}",
+                    phases.empty() ? "" : ", ", k, std::string(k) == "compute" ? cycles : 0.0);
+  std::string workload;
+  if (throughput > 0)
+    workload = fmt::format(
+        "\"workload\": {{\"throughput\": {{\"value\": {}, \"unit\": \"images/s\"}}, "
+        "\"time_to_train\": {{\"total\": {{\"value\": {}, \"unit\": \"s\"}}}}}}, ",
+        throughput, 1e6 / throughput);
+  return fmt::format(
+      "{{\"format\": \"ipusim-stats/1\", \"trace\": {{\"name\": \"t\", \"identity\": \"x\"}}, "
+      "\"chip\": {{\"clock\": {{\"value\": {}, \"unit\": \"Hz\"}}}}, "
+      "\"total\": {{\"cycles\": {{\"value\": {}, \"unit\": \"cycles\"}}, \"time\": {{\"value\": "
+      "{:.17g}, \"unit\": \"s\"}}}}, {}\"phases\": {{{}}}, \"ipu\": [{{\"index\": 0, \"cycles\": "
+      "{{\"value\": {}, \"unit\": \"cycles\"}}, \"tiles\": {{\"memory\": {{\"max\": {{\"value\": "
+      "{}, \"unit\": \"B\"}}}}}}}}]}}\n",
+      clock, cycles, cycles / clock, workload, phases, cycles, memory);
+}
+
+TEST(Reports, CompareLabelsTheDirectionOfEveryHeadlineDelta) {
+  TempDir dir;
+  auto write = [&](const std::string& name, const std::string& stats) {
+    std::filesystem::create_directories(dir.file(name));
+    std::ofstream(dir.file(name + "/stats.json")) << stats;
+  };
+  write("slow", minimal_stats(1e9, 2000, 4096, 500));
+  write("fast", minimal_stats(1e9, 1000, 8192, 1000));
+  write("kernel", minimal_stats(1e9, 1000, 8192, 0));
+  auto headline = [&](const std::string& a, const std::string& b) {
+    const auto r = ipusim("compare --json " + dir.file(a) + " " + dir.file(b));
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::string> out;
+    const JsonValue c = parse_json(r.out, "compare --json");
+    for (const auto& h : c.find("headline")->items)
+      out[h.find("name")->string] = h.find("direction")->string;
+    return out;
+  };
+  auto h = headline("slow", "fast");
+  EXPECT_EQ(h["step_time"], "faster");
+  EXPECT_EQ(h["throughput"], "higher");
+  EXPECT_EQ(h["time_to_train"], "faster");
+  EXPECT_EQ(h["peak_tile_memory"], "more memory");
+  h = headline("fast", "slow");
+  EXPECT_EQ(h["step_time"], "slower");
+  EXPECT_EQ(h["throughput"], "lower");
+  EXPECT_EQ(h["time_to_train"], "slower");
+  EXPECT_EQ(h["peak_tile_memory"], "less memory");
+  h = headline("slow", "kernel");
+  EXPECT_EQ(h["throughput"], "only in A");
+  EXPECT_EQ(h["time_to_train"], "only in A");
+  // The text says the same, with percentages to 3 significant digits.
+  const auto t = ipusim("compare " + dir.file("slow") + " " + dir.file("fast"));
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("-50.0%  faster"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("+100%  higher"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("+100%  more memory"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("step time change by layer: unavailable"), std::string::npos) << t.out;
 }
 
 }  // namespace

@@ -26,17 +26,27 @@ struct SuperstepRow {
   PhaseCycles cycles;  // per phase kind, all executions
 };
 
+// One row of layers.csv (docs/stats-reference.md).
+struct LayerCsvRow {
+  std::uint32_t ipu = 0;
+  std::string layer, pass;
+  std::uint64_t executions = 0;
+  PhaseCycles cycles;  // per phase kind
+  std::uint64_t flops = 0, exchange_bytes = 0;
+};
+
 struct RunDir {
   std::string path;
   JsonValue stats;                                      // stats.json
   std::map<std::string, std::string> config;            // config.resolved.yaml, flattened "a.b.c"
   std::map<std::uint32_t, std::vector<TileRow>> tiles;  // tiles.csv by system IPU (optional)
   std::vector<SuperstepRow> supersteps;                 // supersteps.csv (optional)
+  std::vector<LayerCsvRow> layers;                      // layers.csv (optional)
 };
 
-// Reads DIR/stats.json (required), config.resolved.yaml, tiles.csv and supersteps.csv (each
-// optional: older run directories lack the CSVs). Throws Error naming the file, line or key
-// path, what was expected and what was found.
+// Reads DIR/stats.json (required), config.resolved.yaml, tiles.csv, supersteps.csv and
+// layers.csv (each optional: older run directories lack the CSVs). Throws Error naming the file,
+// line or key path, what was expected and what was found.
 RunDir load_run_dir(const std::string& dir);
 
 // A number of stats.json by its dotted path (json_field syntax); throws Error naming
@@ -55,6 +65,10 @@ struct StatField {
 };
 std::vector<StatField> flatten_stats(const JsonValue& stats);
 
+// Whether two stats.json numbers are the same value: whole numbers exactly, others to a
+// relative 1e-9 (floating-point noise is no change).
+bool same_value(double a, double b);
+
 struct Comparison {
   struct ConfigDiff {
     std::string key, a, b;  // "(absent)" where a side lacks the key
@@ -66,13 +80,9 @@ struct Comparison {
     double relative() const;  // delta / |a|; +-inf if a == 0 and b != 0
   };
   std::vector<ConfigDiff> config;  // sorted by key
-  std::vector<StatDiff> stats;     // changed fields only, largest |relative| first
+  std::vector<StatDiff> stats;     // changed fields only (same_value), largest |relative| first
   std::size_t fields = 0;          // numeric fields compared
 };
 Comparison compare_runs(const RunDir& a, const RunDir& b);
-
-// The text `ipusim compare` prints: config differences first, then the `top` stats that moved
-// most with old / new / delta / %.
-std::string comparison_text(const RunDir& a, const RunDir& b, const Comparison& c, std::size_t top);
 
 }  // namespace ipusim::report

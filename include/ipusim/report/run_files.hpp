@@ -51,6 +51,9 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
 // layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
 // exchange_bytes; rows of each IPU by total cycles, largest first. Empty without spans.
 std::string layers_csv(const std::vector<LayerRow>& rows);
+// Its header: ipu,layer,pass,executions, <phase>_cycles per kPhases, total_cycles,flops,
+// exchange_bytes.
+std::string layers_header();
 // The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest.
 std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows,
                             std::size_t n);

@@ -25,6 +25,9 @@ class JsonWriter {
   JsonWriter& value(std::uint32_t u) { return value(static_cast<std::uint64_t>(u)); }
   JsonWriter& value(int i) { return value(static_cast<std::int64_t>(i)); }
   JsonWriter& value(bool b);
+  // A number given as its JSON text (the caller rounds it, e.g. `ipusim compare --json`).
+  JsonWriter& number_text(std::string_view text);
+  JsonWriter& null();
   // {"value": v, "unit": unit}
   template <class T>
   JsonWriter& quantity(std::string_view k, T v, std::string_view unit) {
