@@ -65,7 +65,13 @@ Field<Spec> field(std::string path, double min, double max, std::string descript
       throw std::logic_error("config field " + path + ": max does not fit its member");
   }
   Field<Spec> f;
-  f.decl = ParamDecl{path, kind, min, max, std::move(description), std::move(source), uncertain,
+  f.decl = ParamDecl{path,
+                     kind,
+                     min,
+                     max,
+                     std::move(description),
+                     std::move(source),
+                     uncertain,
                      std::move(default_text)};
   f.assign = [path, access](Spec& s, const Resolved& r) {
     const Value& v = r.at(path);
@@ -83,8 +89,8 @@ Field<Spec> choice_field(std::string path, std::vector<std::string> choices,
                          std::string description, std::string source, Convert convert,
                          std::optional<std::string> default_text = std::nullopt) {
   Field<Spec> f;
-  f.decl = ParamDecl{path,  ValueKind::kString,     0, 0, std::move(description),
-                     std::move(source), false, std::move(default_text)};
+  f.decl = ParamDecl{path,  ValueKind::kString,     0, 0, std::move(description), std::move(source),
+                     false, std::move(default_text)};
   f.decl.choices = std::move(choices);
   f.assign = [path, convert](Spec& s, const Resolved& r) { convert(s, r.string(path)); };
   return f;
