@@ -200,6 +200,9 @@ std::string span_name(const Span& s, const trace::Trace& trace, std::uint32_t pr
       return host("streaming");
     case PhaseKind::kExternalSync:
       return fmt::format("external sync ({}){}", name_at(trace::kGroupKindNames, s.index), suffix);
+    case PhaseKind::kWaiting:
+      return fmt::format("waiting at external sync ({}){}",
+                         name_at(trace::kGroupKindNames, s.index), suffix);
     case PhaseKind::kInterIpu:
       return (s.index < trace.global_exchanges.size() ? trace.global_exchanges[s.index].name
                                                       : std::string("inter-IPU copy")) +

@@ -774,6 +774,26 @@ TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {
   }
 }
 
+TEST(Reports, EverySpanOfAPipelinedStepIsNamedWaitingIncluded) {
+  // The reduced BERT pipeline waits at external syncs for its slower stage: those spans (in
+  // the timeline and in supersteps.csv) are named after what they wait at, and no span is
+  // nameless ("?").
+  TempDir dir;
+  const auto r = ipusim("run -q --run " + workload("bert_tiny-pod16.yaml") + " --out " +
+                        dir.file("out") + " --timeline " + dir.file("t.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const JsonValue tl = parse_file(dir.file("t.json"));
+  std::size_t waiting = 0;
+  for (const auto& e : tl.find("traceEvents")->items) {
+    const std::string name = e.find("name")->string;
+    EXPECT_NE(name, "?");
+    if (name.starts_with("waiting at external sync (")) ++waiting;
+  }
+  EXPECT_GT(waiting, 0u);
+  const std::string supersteps = read_all(dir.file("out/supersteps.csv"));
+  EXPECT_EQ(supersteps.find(",?,"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ipusim::testing
 
