@@ -8,7 +8,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <map>
+#include <optional>
+#include <ostream>
+#include <set>
 
 #include "ipusim/report/compare.hpp"
 #include "ipusim/util/error.hpp"
@@ -104,8 +108,11 @@ std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const
 using PhaseRow = std::pair<std::string, PerPhase<double>>;  // (label, cycles per kind)
 
 std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>& rows,
-                             bool absolute = false) {
-  const int label_w = 90, bar_w = 640, row_h = 26;
+                             bool absolute = false, const std::string& unit = "cycles") {
+  std::size_t longest_label = 0;
+  for (const auto& r : rows) longest_label = std::max(longest_label, r.first.size());
+  const int label_w = std::clamp(static_cast<int>(longest_label) * 7 + 12, 90, 420);
+  const int bar_w = 640, row_h = 26;
   const int legend_y = static_cast<int>(rows.size()) * row_h + 12;
   double legend_w = label_w;
   for (const PhaseInfo& p : kPhases) legend_w += 28 + 8.0 * p.name.size();
@@ -114,7 +121,7 @@ std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>&
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" "
       "height=\"{}\" role=\"img\">\n",
-      id, std::max<double>(label_w + bar_w + 20, legend_w), legend_y + 30);
+      id, std::max<double>(label_w + bar_w + (absolute ? 120 : 20), legend_w), legend_y + 30);
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const double sum = rows[r].second.total();
     const double total = absolute ? longest : sum;
@@ -128,10 +135,13 @@ std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>&
       const double w = v / total * bar_w;
       s += fmt::format(
           "<rect class=\"segment\" data-phase=\"{}\" x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" "
-          "height=\"{}\" fill=\"{}\"><title>{}: {:.1f}% ({} cycles)</title></rect>\n",
-          p.name, x, y, w, row_h - 6, p.colour, p.name, 100 * v / sum, num(v));
+          "height=\"{}\" fill=\"{}\"><title>{}: {:.1f}% ({} {})</title></rect>\n",
+          p.name, x, y, w, row_h - 6, p.colour, p.name, 100 * v / sum, num(v), esc(unit));
       x += w;
     }
+    if (absolute && sum > 0)  // the row's total at the end of its bar
+      s += fmt::format("<text class=\"total\" x=\"{:.1f}\" y=\"{}\">{}</text>\n", x + 4, y + 16,
+                       unit == "s" ? human_seconds(sum) : num(sum) + " " + esc(unit));
   }
   double lx = label_w;
   for (const PhaseInfo& p : kPhases) {
@@ -632,9 +642,18 @@ std::string compare_section(const RunDir& a, const RunDir& b) {
 // --- sweep.json -----------------------------------------------------------------------------
 
 struct Point {
-  std::string id, status, error, run_dir, workload, system, unit;
+  std::string id, status, error, run_dir, workload, system, unit, samples_unit;
   double ipus = 0, step_time = 0;
-  std::optional<double> throughput;
+  std::optional<double> throughput, samples, time_to_train;
+  std::vector<std::pair<std::string, std::string>> overrides;  // key -> value, as in the spec
+  PerPhase<double> breakdown;                                  // seconds per phase kind
+  std::string report;  // the point's report, relative to the sweep directory ("": none)
+
+  const std::string* value_of(const std::string& key) const {
+    for (const auto& [k, v] : overrides)
+      if (k == key) return &v;
+    return nullptr;
+  }
 };
 
 const JsonValue& need(const JsonValue& obj, std::string_view key, JsonValue::Kind kind,
@@ -652,75 +671,288 @@ const JsonValue& need(const JsonValue& obj, std::string_view key, JsonValue::Kin
   return *v;
 }
 
-std::string line_chart(
-    const std::string& id, const std::string& y_label,
-    const std::map<std::string, std::vector<std::pair<double, double>>>& series) {
-  const int w = 640, h = 320, l = 70, r = 160, t = 20, bt = 40;
-  double xmin = 1e300, xmax = -1e300, ymax = 0;
+std::optional<double> number_member(const JsonValue& obj, std::string_view key) {
+  const JsonValue* v = obj.find(key);
+  if (v && v->kind == JsonValue::Kind::kNumber) return v->number.d;
+  return std::nullopt;
+}
+
+// Round tick values from 0 to at least `max`: steps of 1, 2, 2.5 or 5 x 10^k, 3 to 6 ticks.
+std::vector<double> round_ticks(double max) {
+  if (!(max > 0) || !std::isfinite(max)) return {0, 1};
+  const double raw = max / 5;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = 10 * magnitude;
+  for (const double m : {1.0, 2.0, 2.5, 5.0})
+    if (m * magnitude >= raw) {
+      step = m * magnitude;
+      break;
+    }
+  std::vector<double> ticks;
+  for (int i = 0; ticks.empty() || ticks.back() < max * (1 - 1e-12); ++i) ticks.push_back(i * step);
+  return ticks;
+}
+
+// A swept value such as "1.325GHz", "8B/cycle" or "736" as (number, unit text).
+std::optional<std::pair<double, std::string>> numeric_value(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(v)) return std::nullopt;
+  return std::make_pair(v, std::string(end));
+}
+
+// The x axis of the sweep charts: a swept numeric key (with its unit), or the IPU count.
+struct XAxis {
+  std::string key;   // "" for the IPU count
+  std::string unit;  // of the key's values, e.g. "GHz"
+  bool log2 = false;
+  std::string title() const {
+    if (key.empty()) return "IPUs";
+    return unit.empty() ? key : key + " (" + unit + ")";
+  }
+  // "256 IPUs", "chip.clock 1.85GHz"
+  std::string at(double x) const {
+    return key.empty() ? num(x) + " IPUs" : key + " " + num(x) + unit;
+  }
+};
+
+struct XY {
+  double x = 0, y = 0;
+  std::string note;  // drawn above the point (e.g. its global batch)
+};
+using SeriesMap = std::map<std::string, std::vector<XY>>;
+
+// A line chart of y against the sweep's x axis (log2 for IPU counts), round y ticks from 0,
+// one series per entry with a legend, and optionally a dashed reference line at `ideal`.
+std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& y_title,
+                     const SeriesMap& series, std::optional<double> ideal = std::nullopt) {
+  const int w = 760, h = 340, l = 78, r = 230, t = 24, bt = 46;
+  double xmin = 1e300, xmax = -1e300, ymax = ideal.value_or(0);
+  std::vector<double> xs;
   for (const auto& [n, pts] : series)
-    for (auto [x, y] : pts) {
-      xmin = std::min(xmin, x);
-      xmax = std::max(xmax, x);
-      ymax = std::max(ymax, y);
+    for (const XY& p : pts) {
+      xmin = std::min(xmin, p.x);
+      xmax = std::max(xmax, p.x);
+      ymax = std::max(ymax, p.y);
+      xs.push_back(p.x);
     }
   if (xmin > xmax) xmin = xmax = 1;
-  ymax = ymax > 0 ? ymax * 1.1 : 1;
-  // x on a log2 scale (IPU counts double); a single point sits in the middle.
-  const double lx0 = std::log2(std::max(xmin, 1e-9)), lx1 = std::log2(std::max(xmax, 1e-9));
+  const std::vector<double> yticks = round_ticks(ymax);
+  const double ytop = yticks.back();
+  const bool log2 = xa.log2 && xmin > 0;
+  const auto fx = [&](double x) { return log2 ? std::log2(x) : x; };
+  const double fx0 = fx(xmin), fx1 = fx(xmax);
   auto px = [&](double x) {
-    return lx1 > lx0 ? l + (std::log2(x) - lx0) / (lx1 - lx0) * (w - l - r) : l + (w - l - r) / 2.0;
+    return fx1 > fx0 ? l + (fx(x) - fx0) / (fx1 - fx0) * (w - l - r) : l + (w - l - r) / 2.0;
   };
-  auto py = [&](double y) { return t + (1 - y / ymax) * (h - t - bt); };
+  auto py = [&](double y) { return t + (1 - y / ytop) * (h - t - bt); };
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
       "height=\"{}\" role=\"img\">\n",
       id, w, h);
+  for (const double y : yticks)
+    s += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
+        l, py(y), w - r, py(y), l - 4, py(y) + 4, num(y));
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>", l, h - bt,
                    w - r, h - bt);
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", l, t, l,
                    h - bt);
-  for (int i = 0; i <= 4; ++i) {
-    const double y = ymax * i / 4;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", l - 4,
-                     py(y) + 4, num(y));
-  }
-  std::vector<double> xs;
-  for (const auto& [n, pts] : series)
-    for (auto [x, y] : pts) xs.push_back(x);
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-  for (double x : xs)
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x),
-                     h - bt + 16, num(x));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">IPUs</text>\n", (l + w - r) / 2,
-                   h - 6);
+  for (const double x : xs)
+    s += fmt::format(
+        "<text class=\"x-tick\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x),
+        h - bt + 16, num(x));
+  s +=
+      fmt::format("<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                  (l + w - r) / 2, h - 10, esc(xa.title()));
   s += fmt::format(
-      "<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" text-anchor=\"middle\">{}</text>\n",
-      (t + h - bt) / 2, (t + h - bt) / 2, esc(y_label));
+      "<text class=\"axis-title\" x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" "
+      "text-anchor=\"middle\">{}</text>\n",
+      (t + h - bt) / 2, (t + h - bt) / 2, esc(y_title));
+  if (ideal)
+    s += fmt::format(
+        "<line class=\"ideal\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#555\" "
+        "stroke-dasharray=\"6 4\"/><text x=\"{}\" y=\"{:.1f}\">ideal (linear)</text>\n",
+        l, py(*ideal), w - r, py(*ideal), w - r + 4, py(*ideal) + 4);
   static const std::array<const char*, 6> colours{"#4e79a7", "#e15759", "#59a14f",
                                                   "#f28e2b", "#b07aa1", "#76b7b2"};
   std::size_t k = 0;
   for (const auto& [name, pts] : series) {
     const char* c = colours[k % colours.size()];
+    std::vector<XY> sorted = pts;
+    std::sort(sorted.begin(), sorted.end(), [](const XY& a, const XY& b) { return a.x < b.x; });
     std::string poly;
-    for (auto [x, y] : pts) poly += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+    for (const XY& p : sorted) poly += fmt::format("{:.1f},{:.1f} ", px(p.x), py(p.y));
     s += fmt::format(
         "<polyline class=\"series\" data-series=\"{}\" fill=\"none\" stroke=\"{}\" "
         "stroke-width=\"2\" points=\"{}\"/>\n",
         esc(name), c, poly);
-    for (auto [x, y] : pts)
+    for (const XY& p : sorted) {
       s += fmt::format(
-          "<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {} "
-          "IPUs: {}</title></circle>\n",
-          px(x), py(y), c, esc(name), num(x), num(y));
+          "<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {}: "
+          "{}</title></circle>\n",
+          px(p.x), py(p.y), c, esc(name), esc(xa.at(p.x)), num(p.y));
+      if (!p.note.empty())
+        s += fmt::format(
+            "<text class=\"point-note\" x=\"{:.1f}\" y=\"{:.1f}\" "
+            "text-anchor=\"middle\">{}</text>\n",
+            px(p.x), py(p.y) - 8, esc(p.note));
+    }
+    const std::string label = name.size() > 34 ? name.substr(0, 31) + "..." : name;
     s += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" "
         "y=\"{}\">{}</text>\n",
-        w - r + 10, t + 16 * static_cast<int>(k), c, w - r + 24, t + 16 * static_cast<int>(k) + 9,
-        esc(name));
+        w - r + 10, t + 18 * static_cast<int>(k) + 16, c, w - r + 24,
+        t + 18 * static_cast<int>(k) + 25, esc(label));
     ++k;
   }
   return s + "</svg>\n";
+}
+
+// Step time in a readable unit for a chart axis: (scale to multiply seconds by, unit).
+std::pair<double, std::string> time_unit(double max_seconds) {
+  if (max_seconds >= 1) return {1, "s"};
+  if (max_seconds >= 1e-3) return {1e3, "ms"};
+  if (max_seconds >= 1e-6) return {1e6, "us"};
+  return {1e9, "ns"};
+}
+
+// Keys swept by the spec: those whose value differs between points, in first-seen order.
+std::vector<std::string> swept_keys(const std::vector<Point>& pts) {
+  std::vector<std::string> keys;
+  for (const auto& p : pts)
+    for (const auto& [k, v] : p.overrides)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::erase_if(keys, [&](const std::string& k) {
+    const std::string* first = pts.front().value_of(k);
+    return std::all_of(pts.begin(), pts.end(), [&](const Point& p) {
+      const std::string* v = p.value_of(k);
+      return v && first && *v == *first;
+    });
+  });
+  return keys;
+}
+
+// What selects the workload and system rather than a parameter of them.
+bool is_selector(const std::string& key) {
+  return key == "run" || key == "system" || key == "model" || key == "kernel" || key == "chip" ||
+         key == "trace";
+}
+
+// The x axis: the IPU count (log2) when it varies within a workload (a scaling sweep), else
+// the first swept key whose values are numbers in one unit with at least two distinct values,
+// else the IPU count.
+XAxis choose_x_axis(const std::vector<Point>& pts, const std::vector<std::string>& keys) {
+  std::map<std::string, std::set<double>> ipus;
+  for (const auto& p : pts) ipus[p.workload].insert(p.ipus);
+  for (const auto& [w, counts] : ipus)
+    if (counts.size() > 1) return XAxis{"", "", true};
+  for (const auto& k : keys) {
+    if (is_selector(k)) continue;
+    std::optional<std::string> unit;
+    std::set<double> values;
+    bool numeric = true;
+    for (const auto& p : pts) {
+      const std::string* v = p.value_of(k);
+      const auto n = v ? numeric_value(*v) : std::nullopt;
+      if (!n || (unit && *unit != n->second)) {
+        numeric = false;
+        break;
+      }
+      unit = n->second;
+      values.insert(n->first);
+    }
+    if (numeric && values.size() >= 2) return XAxis{k, unit.value_or(""), false};
+  }
+  return XAxis{"", "", true};
+}
+
+double x_of(const Point& p, const XAxis& xa) {
+  if (xa.key.empty()) return p.ipus;
+  const std::string* v = p.value_of(xa.key);
+  const auto n = v ? numeric_value(*v) : std::nullopt;
+  return n ? n->first : 0;
+}
+
+// Whether swept key `k` moves along the x axis, one value per x value and one x value per
+// value (e.g. run and system in a scaling sweep): it names no series then.
+bool along_x(const std::vector<Point>& pts, const XAxis& xa, const std::string& k) {
+  if (k == xa.key) return true;
+  std::map<std::pair<std::string, double>, std::string> by_x;  // per workload
+  std::map<std::pair<std::string, std::string>, double> by_value;
+  for (const auto& p : pts) {
+    const std::string* v = p.value_of(k);
+    const std::string value = v ? *v : "";
+    const double x = x_of(p, xa);
+    const auto [i, new_x] = by_x.emplace(std::make_pair(p.workload, x), value);
+    const auto [j, new_value] = by_value.emplace(std::make_pair(p.workload, value), x);
+    if ((!new_x && i->second != value) || (!new_value && j->second != x)) return false;
+  }
+  return true;
+}
+
+// The series a point belongs to: its values of the swept keys that do not move along x.
+std::string series_of(const Point& p, const std::vector<std::string>& series_keys) {
+  std::string name;
+  for (const auto& k : series_keys) {
+    const std::string* v = p.value_of(k);
+    name += (name.empty() ? "" : ", ") + k + "=" + (v ? *v : std::string("-"));
+  }
+  return name.empty() ? p.workload : name;
+}
+
+Point parse_point(const JsonValue& p, const std::string& where, const std::string& file) {
+  if (p.kind != JsonValue::Kind::kObject)
+    throw Error(fmt::format("{}: {}: expected an object", file, where));
+  Point q;
+  q.id = need(p, "id", JsonValue::Kind::kString, where, file).string;
+  q.status = need(p, "status", JsonValue::Kind::kString, where, file).string;
+  if (q.status != "ok" && q.status != "failed")
+    throw Error(fmt::format("{}: key \"{}.status\": expected \"ok\" or \"failed\", found \"{}\"",
+                            file, where, q.status));
+  const auto text = [&](std::string_view key) {
+    const JsonValue* e = p.find(key);
+    return e && e->kind == JsonValue::Kind::kString ? e->string : std::string();
+  };
+  q.error = text("error");
+  q.run_dir = text("run_dir");
+  q.workload = need(p, "workload", JsonValue::Kind::kString, where, file).string;
+  q.system = text("system");
+  q.ipus = need(p, "ipus", JsonValue::Kind::kNumber, where, file).number.d;
+  if (q.status == "ok") {
+    q.step_time = need(p, "step_time_s", JsonValue::Kind::kNumber, where, file).number.d;
+    q.throughput = number_member(p, "throughput");
+    q.samples = number_member(p, "samples_per_step");
+    q.time_to_train = number_member(p, "time_to_train_s");
+  }
+  q.unit = text("throughput_unit");
+  q.samples_unit = text("samples_unit");
+  if (const JsonValue* o = p.find("overrides"); o && o->kind == JsonValue::Kind::kObject)
+    for (const auto& m : o->members)
+      q.overrides.emplace_back(
+          m.key, m.value.kind == JsonValue::Kind::kString ? m.value.string : std::string());
+  if (const JsonValue* b = p.find("breakdown_s"); b && b->kind == JsonValue::Kind::kObject)
+    for (const PhaseInfo& k : kPhases) q.breakdown[k.kind] = number_member(*b, k.name).value_or(0);
+  return q;
+}
+
+// Writes DIR/<run_dir>/report.html for an ok point whose run directory is complete; returns
+// the link ("" when there is none, e.g. a point whose run directory was removed).
+std::string point_report(const std::string& dir, const Point& p) {
+  if (p.status != "ok" || p.run_dir.empty() || p.run_dir.find("..") != std::string::npos) return "";
+  const std::string run = dir + "/" + p.run_dir;
+  if (!std::filesystem::is_regular_file(run + "/stats.json")) return "";
+  try {
+    const std::string html = html_report(load_run_dir(run));
+    write_file_atomically(run + "/report.html", [&](std::ostream& o) { o << html; });
+  } catch (const Error&) {
+    return "";  // an incomplete run directory: the point is listed without a report
+  }
+  return p.run_dir + "/report.html";
 }
 
 }  // namespace
@@ -746,81 +978,133 @@ std::string sweep_html_report(const std::string& dir) {
     throw Error(fmt::format("{}: expected an object at the top level", file));
   const JsonValue& points = need(root, "points", JsonValue::Kind::kArray, "sweep", file);
   std::vector<Point> pts;
-  for (std::size_t i = 0; i < points.items.size(); ++i) {
-    const JsonValue& p = points.items[i];
-    const std::string where = fmt::format("points[{}]", i);
-    if (p.kind != JsonValue::Kind::kObject)
-      throw Error(fmt::format("{}: {}: expected an object", file, where));
-    Point q;
-    q.id = need(p, "id", JsonValue::Kind::kString, where, file).string;
-    q.status = need(p, "status", JsonValue::Kind::kString, where, file).string;
-    if (q.status != "ok" && q.status != "failed")
-      throw Error(fmt::format("{}: key \"{}.status\": expected \"ok\" or \"failed\", found \"{}\"",
-                              file, where, q.status));
-    if (const JsonValue* e = p.find("error"); e && e->kind == JsonValue::Kind::kString)
-      q.error = e->string;
-    if (const JsonValue* e = p.find("run_dir"); e && e->kind == JsonValue::Kind::kString)
-      q.run_dir = e->string;
-    q.workload = need(p, "workload", JsonValue::Kind::kString, where, file).string;
-    if (const JsonValue* e = p.find("system"); e && e->kind == JsonValue::Kind::kString)
-      q.system = e->string;
-    q.ipus = need(p, "ipus", JsonValue::Kind::kNumber, where, file).number.d;
-    if (q.status == "ok") {
-      q.step_time = need(p, "step_time_s", JsonValue::Kind::kNumber, where, file).number.d;
-      if (const JsonValue* t = p.find("throughput"); t && t->kind == JsonValue::Kind::kNumber)
-        q.throughput = t->number.d;
-    }
-    if (const JsonValue* u = p.find("throughput_unit"); u && u->kind == JsonValue::Kind::kString)
-      q.unit = u->string;
-    pts.push_back(std::move(q));
-  }
-  // Per workload: throughput vs IPUs and scaling efficiency against the smallest-IPUs point.
-  std::map<std::string, std::vector<std::pair<double, double>>> thr, eff;
-  std::map<std::string, std::string> units;
+  for (std::size_t i = 0; i < points.items.size(); ++i)
+    pts.push_back(parse_point(points.items[i], fmt::format("points[{}]", i), file));
+  for (auto& p : pts) p.report = point_report(dir, p);
+
+  // Swept keys: of every point for the table; of the points that ran for the charts.
+  const std::vector<std::string> keys = pts.empty() ? std::vector<std::string>{} : swept_keys(pts);
+  std::vector<Point> ran;
+  std::copy_if(pts.begin(), pts.end(), std::back_inserter(ran),
+               [](const Point& p) { return p.status == "ok"; });
+  const std::vector<std::string> ran_keys =
+      ran.empty() ? std::vector<std::string>{} : swept_keys(ran);
+  const XAxis xa = choose_x_axis(ran, ran_keys);
+  std::vector<std::string> series_keys;
+  for (const auto& k : ran_keys)
+    if (!along_x(ran, xa, k)) series_keys.push_back(k);
+  std::vector<std::string> workloads;
   for (const auto& p : pts)
-    if (p.status == "ok" && p.throughput) {
-      thr[p.workload].emplace_back(p.ipus, *p.throughput);
-      units[p.workload] = p.unit;
-    }
-  for (auto& [w, v] : thr) {
-    std::sort(v.begin(), v.end());
-    const auto [x0, y0] = v.front();
-    for (auto [x, y] : v) eff[w].emplace_back(x, y0 > 0 && x > 0 ? (y / x) / (y0 / x0) : 0.0);
-  }
-  std::string unit_label = "throughput";
-  if (!units.empty()) {
-    bool same = true;
-    for (const auto& [w, u] : units) same = same && u == units.begin()->second;
-    if (same && !units.begin()->second.empty()) unit_label += " (" + units.begin()->second + ")";
-  }
+    if (p.status == "ok" &&
+        std::find(workloads.begin(), workloads.end(), p.workload) == workloads.end())
+      workloads.push_back(p.workload);
+
+  const auto failed =
+      std::count_if(pts.begin(), pts.end(), [](const Point& p) { return p.status != "ok"; });
+  std::string swept;
+  for (const auto& k : keys) swept += (swept.empty() ? "" : ", ") + k;
+  const JsonValue* spec = root.find("spec");
   std::string body = fmt::format(
-      "<h2>Summary</h2>\n<table id=\"summary\">{}{}{}</table>\n", row("sweep directory", dir),
-      row("spec", root.find("spec") && root.find("spec")->kind == JsonValue::Kind::kString
-                      ? root.find("spec")->string
-                      : ""),
-      row("points", fmt::format("{} ({} failed)", pts.size(),
-                                std::count_if(pts.begin(), pts.end(),
-                                              [](const Point& p) { return p.status != "ok"; }))));
-  body += "<h2>Scaling</h2>\n<h3>Throughput vs IPUs</h3>\n" +
-          line_chart("chart-sweep-throughput", unit_label, thr);
+      "<h2>Summary</h2>\n<table id=\"summary\">{}{}{}{}{}</table>\n", row("sweep directory", dir),
+      row("spec", spec && spec->kind == JsonValue::Kind::kString ? spec->string : ""),
+      row("points", fmt::format("{} ({} failed)", pts.size(), failed)),
+      row("swept", swept.empty() ? "nothing" : swept), row("x axis of the charts", xa.title()));
+
+  // One panel per workload: throughput (or, without one, step time) against the x axis, and
+  // on an IPU axis the scaling efficiency with the ideal line and each point's global batch.
+  body += "<h2>Results against " + esc(xa.title()) + "</h2>\n";
+  for (std::size_t w = 0; w < workloads.size(); ++w) {
+    SeriesMap values, efficiency;
+    std::string unit, samples_unit;
+    double longest = 0;
+    bool has_throughput = true;
+    for (const auto& p : pts)
+      if (p.status == "ok" && p.workload == workloads[w]) {
+        has_throughput = has_throughput && p.throughput.has_value();
+        longest = std::max(longest, p.step_time);
+      }
+    const auto [scale, time_unit_name] = time_unit(longest);
+    for (const auto& p : pts) {
+      if (p.status != "ok" || p.workload != workloads[w]) continue;
+      const std::string name = series_of(p, series_keys);
+      const std::string batch =
+          p.samples ? fmt::format("batch {}", num(*p.samples)) : std::string();
+      values[name].push_back(
+          {x_of(p, xa), has_throughput ? *p.throughput : p.step_time * scale, batch});
+      unit = p.unit;
+      samples_unit = p.samples_unit;
+    }
+    const std::string y_title = has_throughput
+                                    ? "throughput" + (unit.empty() ? "" : " (" + unit + ")")
+                                    : "step time (" + time_unit_name + ")";
+    body += fmt::format("<h3>{}: {}</h3>\n", esc(workloads[w]), esc(y_title));
+    body += xy_chart(fmt::format("chart-sweep-throughput-{}", w), xa, y_title, values);
+    if (xa.key.empty() && has_throughput) {
+      // (throughput / IPUs) relative to the series' point with the fewest IPUs.
+      bool scaling = false;
+      for (auto& [name, v] : values) {
+        std::sort(v.begin(), v.end(), [](const XY& a, const XY& b) { return a.x < b.x; });
+        const XY& first = v.front();
+        for (const XY& p : v)
+          efficiency[name].push_back(
+              {p.x, first.y > 0 && p.x > 0 ? (p.y / p.x) / (first.y / first.x) : 0.0, p.note});
+        scaling = scaling || v.size() > 1;
+      }
+      if (scaling)
+        body += fmt::format(
+                    "<p class=\"note\">Scaling efficiency: (throughput / IPUs) relative to the "
+                    "point with the fewest IPUs; 1 = linear scaling. Labels: global batch ({} per "
+                    "step).</p>\n",
+                    esc(samples_unit.empty() ? "samples" : samples_unit)) +
+                xy_chart(fmt::format("chart-sweep-efficiency-{}", w), xa, "scaling efficiency",
+                         efficiency, 1.0);
+    }
+  }
+
+  // Where each point's step goes (seconds per phase kind), points in sweep order.
+  std::vector<PhaseRow> rows;
+  for (const auto& p : pts) {
+    if (p.status != "ok") continue;
+    std::string label = p.id.substr(0, 8);
+    for (const auto& k : keys)
+      if (const std::string* v = p.value_of(k)) label += " " + *v;
+    rows.emplace_back(label, p.breakdown);
+  }
+  if (!rows.empty())
+    body +=
+        "<h2>Where the time goes, per point</h2>\n<p class=\"note\">Step time of each point "
+        "by phase kind (seconds, the IPU that sets the step), to scale.</p>\n" +
+        time_split_chart("chart-sweep-breakdown", rows, /*absolute=*/true, "s");
+
+  // Every point, with its swept values and a link to its own report.
+  body += "<h2>Points</h2>\n<table id=\"sweep-points\"><tr><th>id</th>";
+  for (const auto& k : keys) body += "<th>" + esc(k) + "</th>";
   body +=
-      "<h3>Scaling efficiency</h3>\n<p class=\"note\">(throughput / IPUs) relative to the point "
-      "with the "
-      "fewest IPUs of the same workload; 1 = perfect linear scaling.</p>\n" +
-      line_chart("chart-sweep-efficiency", "efficiency", eff);
-  body +=
-      "<h2>Points</h2>\n<table "
-      "id=\"sweep-points\"><tr><th>id</th><th>workload</th><th>system</th><th>IPUs</th>"
-      "<th>step time</th><th>throughput</th><th>status</th><th>run directory / error</th></tr>\n";
-  for (const auto& p : pts)
+      "<th>workload</th><th>system</th><th>IPUs</th><th>global batch</th><th>step time</th>"
+      "<th>throughput</th><th>time to train</th><th>status</th><th>run directory / "
+      "error</th></tr>\n";
+  for (const auto& p : pts) {
+    body += fmt::format("<tr class=\"{}\"><td>{}</td>", p.status == "ok" ? "ok" : "failed",
+                        p.report.empty()
+                            ? esc(p.id)
+                            : fmt::format("<a href=\"{}\">{}</a>", esc(p.report), esc(p.id)));
+    for (const auto& k : keys) {
+      const std::string* v = p.value_of(k);
+      body += "<td>" + esc(v ? *v : "") + "</td>";
+    }
     body += fmt::format(
-        "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td "
-        "class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
-        p.status == "ok" ? "ok" : "failed", esc(p.id), esc(p.workload), esc(p.system), num(p.ipus),
+        "<td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
+        "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td>"
+        "</tr>\n",
+        esc(p.workload), esc(p.system), num(p.ipus),
+        p.samples ? num(*p.samples) + " " + esc(p.samples_unit) : "",
         p.status == "ok" ? human_seconds(p.step_time) : "",
-        p.throughput ? fmt::format("{} {}", num(*p.throughput), esc(p.unit)) : "", esc(p.status),
-        esc(p.status == "ok" ? p.run_dir : p.error));
+        p.throughput ? fmt::format("{} {}", num(*p.throughput), esc(p.unit)) : "",
+        p.time_to_train ? human_seconds(*p.time_to_train) : "", esc(p.status),
+        p.status != "ok"   ? esc(p.error)
+        : p.report.empty() ? esc(p.run_dir)
+                           : fmt::format("<a href=\"{}\">{}</a>", esc(p.report), esc(p.run_dir)));
+  }
   body += "</table>\n";
   return page("ipusim sweep report: " + dir, body);
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 
 #include "ipusim/util/error.hpp"
@@ -16,6 +17,14 @@ constexpr std::string_view kRecordFormat = "ipusim-sweep-point-result/1";
 std::string number_at(const JsonValue& root, std::string_view path) {
   const JsonValue* v = json_field(root, path);
   return v ? v->number.text : std::string();
+}
+
+// "256.0" -> "256" (a count written as a double); other text unchanged.
+std::string integral_text(const std::string& text) {
+  const auto n = JsonNumber::parse(text);
+  if (n && !n->integral && n->d == std::floor(n->d) && std::fabs(n->d) < 1e15)
+    return fmt::format("{:.0f}", n->d);
+  return text;
 }
 
 std::string string_at(const JsonValue& root, std::string_view key) {
@@ -58,6 +67,10 @@ PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats,
     const JsonValue* wl = stats.find("workload");
     const JsonValue* t = wl ? wl->find("throughput") : nullptr;
     r.throughput_unit = t ? string_at(*t, "unit") : "";
+    r.samples_per_step = integral_text(number_at(stats, "workload.samples_per_step"));
+    const JsonValue* s = wl ? wl->find("samples_per_step") : nullptr;
+    r.samples_unit = s ? string_at(*s, "unit") : "";
+    r.time_to_train_s = number_at(stats, "workload.time_to_train.total");
   }
   for (const PhaseInfo& p : kPhases)
     r.breakdown_s[p.kind] = number_at(stats, fmt::format("phases.{}.time", p.name));
@@ -90,6 +103,11 @@ static void write_outcome(JsonWriter& w, const PointResult& r) {
   w.key("throughput");
   number(w, r.throughput);
   w.key("throughput_unit").value(r.throughput_unit);
+  w.key("samples_per_step");
+  number(w, r.samples_per_step);
+  w.key("samples_unit").value(r.samples_unit);
+  w.key("time_to_train_s");
+  number(w, r.time_to_train_s);
   w.key("breakdown_s").begin_object();
   for (const PhaseInfo& p : kPhases) {
     w.key(p.name);
@@ -128,6 +146,9 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   r.step_time_s = number_at(root, "step_time_s");
   r.throughput = number_at(root, "throughput");
   r.throughput_unit = string_at(root, "throughput_unit");
+  r.samples_per_step = number_at(root, "samples_per_step");
+  r.samples_unit = string_at(root, "samples_unit");
+  r.time_to_train_s = number_at(root, "time_to_train_s");
   for (const PhaseInfo& p : kPhases)
     r.breakdown_s[p.kind] = number_at(root, fmt::format("breakdown_s.{}", p.name));
   r.flop_utilisation = number_at(root, "flop_utilisation");
@@ -140,7 +161,9 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys,
                       const std::vector<PointResult>& results) {
   std::string out = "index,id";
   for (const auto& k : axis_keys) out += "," + csv_field(k);
-  out += ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit";
+  out +=
+      ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit,"
+      "global_batch,global_batch_unit,time_to_train_s";
   for (const PhaseInfo& p : kPhases) out += fmt::format(",{}_s", p.name);
   out += ",flop_utilisation,error\n";
   for (const auto& r : results) {
@@ -151,9 +174,10 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys,
         if (key == k) v = value;
       out += "," + csv_field(v);
     }
-    out += fmt::format(",{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed", csv_field(r.workload),
-                       csv_field(r.system), r.ipus, r.cycles, r.step_time_s, r.throughput,
-                       csv_field(r.throughput_unit));
+    out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{}", r.ok ? "ok" : "failed",
+                       csv_field(r.workload), csv_field(r.system), r.ipus, r.cycles, r.step_time_s,
+                       r.throughput, csv_field(r.throughput_unit), r.samples_per_step,
+                       csv_field(r.samples_unit), r.time_to_train_s);
     for (const PhaseInfo& p : kPhases) out += "," + r.breakdown_s[p.kind];
     out += "," + r.flop_utilisation + "," + csv_field(r.error) + "\n";
   }

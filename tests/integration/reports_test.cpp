@@ -519,16 +519,21 @@ TEST(Reports, SweepReportDrawsScalingCharts) {
   ASSERT_EQ(rep.status, 0) << rep.err;
   const Rendered r = render(dir, dir.file("s.html"));
   expect_clean(r);
-  const std::string thr = element(r.dom, "chart-sweep-throughput", "</svg>");
-  const std::string eff = element(r.dom, "chart-sweep-efficiency", "</svg>");
-  EXPECT_EQ(count(thr, "<circle"), 5u);
-  EXPECT_EQ(count(eff, "<circle"), 5u);
+  // One panel per workload, in order of appearance.
+  const std::string thr = element(r.dom, "chart-sweep-throughput-0", "</svg>");
+  const std::string eff = element(r.dom, "chart-sweep-efficiency-0", "</svg>");
+  const std::string bert_eff = element(r.dom, "chart-sweep-efficiency-1", "</svg>");
+  EXPECT_EQ(count(thr, "<circle"), 3u);
+  EXPECT_EQ(count(element(r.dom, "chart-sweep-throughput-1", "</svg>"), "<circle"), 2u);
+  EXPECT_EQ(count(eff, "<circle"), 3u);
   EXPECT_NE(thr.find("resnet50: 256 IPUs: 12800"), std::string::npos) << thr;
+  EXPECT_NE(thr.find(">IPUs</text>"), std::string::npos) << thr;
   // Efficiency: (3600 / 64) / (1000 / 16) = 0.9; (12800 / 256) / (1000 / 16) = 0.8;
-  // (380 / 64) / (100 / 16) = 0.95.
+  // (380 / 64) / (100 / 16) = 0.95; with the ideal line at 1.
   EXPECT_NE(eff.find("resnet50: 64 IPUs: 0.9<"), std::string::npos) << eff;
   EXPECT_NE(eff.find("resnet50: 256 IPUs: 0.8<"), std::string::npos) << eff;
-  EXPECT_NE(eff.find("bert-large: 64 IPUs: 0.95<"), std::string::npos) << eff;
+  EXPECT_NE(bert_eff.find("bert-large: 64 IPUs: 0.95<"), std::string::npos) << bert_eff;
+  EXPECT_NE(eff.find("class=\"ideal\""), std::string::npos) << eff;
   const std::string table = element(r.dom, "sweep-points", "</table>");
   EXPECT_EQ(count(table, "<tr class=\"failed\""), 1u);
   EXPECT_NE(table.find("out of memory on tile 17"), std::string::npos);
@@ -541,6 +546,64 @@ TEST(Reports, SweepReportDrawsScalingCharts) {
   EXPECT_EQ(err.status, 3);
   EXPECT_NE(err.err.find("points[0].ipus\": expected a number, found a string"), std::string::npos)
       << err.err;
+}
+
+TEST(Reports, SweepOverAClockDrawsAgainstTheClockAndLinksAReportPerPoint) {
+  // A what-if over the tile clock of the reduced ResNet on a POD16: charts against
+  // chip.clock (GHz), not IPUs; the swept value a column of the points table and of sweep.csv;
+  // each point's own report written and linked; global batch and time to train in sweep.csv.
+  TempDir dir;
+  const std::string spec = dir.file("clock.yaml");
+  {
+    std::ofstream(spec) << "format: ipusim-sweep/1\nname: clock\nbase:\n  run: " +
+                               workload("resnet_tiny-pod16.yaml") +
+                               "\naxes:\n  - chip.clock: [1GHz, 1.325GHz, 1.85GHz]\n";
+  }
+  const std::string out = dir.file("sweep");
+  const auto sw = ipusim("sweep " + spec + " --out " + out + " --jobs 2");
+  ASSERT_EQ(sw.status, 0) << sw.out << sw.err;
+  const auto rep = ipusim("report " + out + " --out " + dir.file("s.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  TempDir shot_dir;
+  const Rendered r = render(shot_dir, dir.file("s.html"), 30000, "sweep-clock-what-if");
+  expect_clean(r);
+  const std::string chart = element(r.dom, "chart-sweep-throughput-0", "</svg>");
+  EXPECT_EQ(count(chart, "<circle"), 3u);
+  EXPECT_NE(chart.find(">chip.clock (GHz)</text>"), std::string::npos) << chart;
+  EXPECT_EQ(chart.find(">IPUs</text>"), std::string::npos) << chart;
+  for (const char* tick : {">1<", ">1.325<", ">1.85<"})
+    EXPECT_NE(chart.find(tick), std::string::npos) << tick;
+  EXPECT_NE(chart.find(">throughput (images/s)</text>"), std::string::npos) << chart;
+  EXPECT_EQ(r.dom.find("chart-sweep-efficiency-0"), std::string::npos);  // not an IPU axis
+  EXPECT_NE(r.dom.find("id=\"chart-sweep-breakdown\""), std::string::npos);
+  const std::string table = element(r.dom, "sweep-points", "</table>");
+  EXPECT_NE(table.find("<th>chip.clock</th>"), std::string::npos) << table;
+  EXPECT_EQ(count(table, "report.html\""), 6u) << table;  // id and run directory, per point
+  for (const char* v : {">1GHz<", ">1.325GHz<", ">1.85GHz<"})
+    EXPECT_NE(table.find(v), std::string::npos) << v;
+
+  // sweep.csv: the swept value, the global batch (16 replicas x 8 images x GA 2 = 256) and
+  // the time to train (1 epoch of 50,000 images: ceil(50000 / 256) = 196 steps, no host terms).
+  std::string header;
+  const auto rows = read_csv(out + "/sweep.csv", &header);
+  ASSERT_EQ(rows.size(), 3u);
+  const auto column = [&](const std::string& name) {
+    std::istringstream in(header);
+    std::string f;
+    for (std::size_t i = 0; std::getline(in, f, ','); ++i)
+      if (f == name) return i;
+    ADD_FAILURE() << "no column " << name << " in " << header;
+    return std::size_t{0};
+  };
+  for (const auto& row : rows) {
+    EXPECT_EQ(row[column("global_batch")], "256");
+    EXPECT_EQ(row[column("global_batch_unit")], "images");
+    EXPECT_NEAR(std::stod(row[column("time_to_train_s")]),
+                196 * std::stod(row[column("step_time_s")]), 1e-9);
+    EXPECT_TRUE(
+        std::filesystem::is_regular_file(out + "/points/" + row[column("id")] + "/report.html"));
+  }
+  EXPECT_EQ(rows[0][column("chip.clock")], "1GHz");
 }
 
 TEST(Reports, CompareShowsClockKeyAndMovedStatsFirst) {

@@ -177,17 +177,27 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
   bad.cycles = bad.step_time_s = "";
   bad.breakdown_s.values.fill("");
   const std::string csv = sweep_csv({"chip.clock"}, {ok, bad});
-  EXPECT_EQ(csv,
-            "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,"
-            "throughput_unit,compute_s,"
-            "sync_s,exchange_s,host_s,streaming_s,external_sync_s,waiting_s,inter_ipu_s,collective_"
-            "s,flop_utilisation,"
-            "error\n"
-            "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,0.0,0.0,0.0,0."
-            "0,0.0,0.0,0.0,0.0,"
-            "0.0,,\n"
-            "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,\"out of memory on tile "
-            "3, \"\"big\"\"\"\n");
+  EXPECT_EQ(
+      csv,
+      "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,"
+      "throughput_unit,global_batch,global_batch_unit,time_to_train_s,compute_s,"
+      "sync_s,exchange_s,host_s,streaming_s,external_sync_s,waiting_s,inter_ipu_s,collective_"
+      "s,flop_utilisation,"
+      "error\n"
+      "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,,,,0.0,0.0,0.0,"
+      "0.0,0.0,0.0,0.0,0.0,"
+      "0.0,,\n"
+      "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,,,,\"out of memory on "
+      "tile 3, \"\"big\"\"\"\n");
+  // A workload point's global batch and time to train are columns too, and read back.
+  PointResult wl = ok;
+  wl.throughput = "256000";
+  wl.throughput_unit = "images/s";
+  wl.samples_per_step = "256";
+  wl.samples_unit = "images";
+  wl.time_to_train_s = "0.25";
+  EXPECT_NE(sweep_csv({}, {wl}).find(",256000,images/s,256,images,0.25,"), std::string::npos);
+  EXPECT_EQ(sweep_csv({}, {parse_point_record(point_record(wl), "p.json")}), sweep_csv({}, {wl}));
   // A record reads back to the same row.
   const PointResult back = parse_point_record(point_record(ok), "p.json");
   EXPECT_EQ(sweep_csv({}, {back}), sweep_csv({}, {ok}));

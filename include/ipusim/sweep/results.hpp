@@ -29,6 +29,9 @@ struct PointResult {
   std::string step_time_s;
   std::string throughput;  // workloads only
   std::string throughput_unit;
+  std::string samples_per_step;       // global batch (workloads only)
+  std::string samples_unit;           // images, sequences
+  std::string time_to_train_s;        // workloads with a time-to-train estimate only
   PerPhase<std::string> breakdown_s;  // time (s) per phase kind
   std::string flop_utilisation;
 };
