@@ -743,8 +743,10 @@ std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& 
   const bool log2 = xa.log2 && xmin > 0;
   const auto fx = [&](double x) { return log2 ? std::log2(x) : x; };
   const double fx0 = fx(xmin), fx1 = fx(xmax);
+  const double pad = 28;  // the first and last x values sit this far inside the plot
   auto px = [&](double x) {
-    return fx1 > fx0 ? l + (fx(x) - fx0) / (fx1 - fx0) * (w - l - r) : l + (w - l - r) / 2.0;
+    return fx1 > fx0 ? l + pad + (fx(x) - fx0) / (fx1 - fx0) * (w - l - r - 2 * pad)
+                     : l + (w - l - r) / 2.0;
   };
   auto py = [&](double y) { return t + (1 - y / ytop) * (h - t - bt); };
   std::string s = fmt::format(
@@ -780,6 +782,7 @@ std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& 
         l, py(*ideal), w - r, py(*ideal), w - r + 4, py(*ideal) + 4);
   static const std::array<const char*, 6> colours{"#4e79a7", "#e15759", "#59a14f",
                                                   "#f28e2b", "#b07aa1", "#76b7b2"};
+  const int legend_top = t + (ideal ? 40 : 16);  // below the ideal line's label
   std::size_t k = 0;
   for (const auto& [name, pts] : series) {
     const char* c = colours[k % colours.size()];
@@ -806,8 +809,8 @@ std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& 
     s += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" "
         "y=\"{}\">{}</text>\n",
-        w - r + 10, t + 18 * static_cast<int>(k) + 16, c, w - r + 24,
-        t + 18 * static_cast<int>(k) + 25, esc(label));
+        w - r + 20, legend_top + 18 * static_cast<int>(k), c, w - r + 34,
+        legend_top + 18 * static_cast<int>(k) + 9, esc(label));
     ++k;
   }
   return s + "</svg>\n";
@@ -1080,7 +1083,7 @@ std::string sweep_html_report(const std::string& dir) {
   body += "<h2>Points</h2>\n<table id=\"sweep-points\"><tr><th>id</th>";
   for (const auto& k : keys) body += "<th>" + esc(k) + "</th>";
   body +=
-      "<th>workload</th><th>system</th><th>IPUs</th><th>global batch</th><th>step time</th>"
+      "<th>workload</th><th>system name</th><th>IPUs</th><th>global batch</th><th>step time</th>"
       "<th>throughput</th><th>time to train</th><th>status</th><th>run directory / "
       "error</th></tr>\n";
   for (const auto& p : pts) {
@@ -1100,7 +1103,11 @@ std::string sweep_html_report(const std::string& dir) {
         p.samples ? num(*p.samples) + " " + esc(p.samples_unit) : "",
         p.status == "ok" ? human_seconds(p.step_time) : "",
         p.throughput ? fmt::format("{} {}", num(*p.throughput), esc(p.unit)) : "",
-        p.time_to_train ? human_seconds(*p.time_to_train) : "", esc(p.status),
+        p.time_to_train
+            ? (*p.time_to_train >= 120 ? fmt::format("{:.1f} min", *p.time_to_train / 60)
+                                       : human_seconds(*p.time_to_train))
+            : "",
+        esc(p.status),
         p.status != "ok"   ? esc(p.error)
         : p.report.empty() ? esc(p.run_dir)
                            : fmt::format("<a href=\"{}\">{}</a>", esc(p.report), esc(p.run_dir)));
