@@ -266,7 +266,8 @@ TEST(Sweep, ReportOfARealSweepDrawsEveryPoint) {
   const auto rep = ipusim("report " + dir.file("out") + " --out " + dir.file("s.html"));
   ASSERT_EQ(rep.status, 0) << rep.err;
   const std::string html = read_all(dir.file("s.html"));
-  EXPECT_NE(html.find("id=\"chart-sweep-throughput\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-sweep-throughput-0\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-sweep-efficiency-0\""), std::string::npos);
   EXPECT_NE(html.find(fmt::format("ResNet-tiny: 64 IPUs: {:.0f}<", t64)), std::string::npos) << t64;
   // Efficiency: (throughput / IPUs) relative to the 16-IPU point, 4 significant digits.
   EXPECT_NE(html.find(fmt::format("ResNet-tiny: 16 IPUs: 1<")), std::string::npos);
