@@ -3,7 +3,8 @@
 # Checks that two ipusim binaries write byte-identical outputs (issue 17: a refactoring must
 # not change results): every configs/runs/*.yaml run directory (stats.json, CSVs, resolved
 # config), the scaling sweep (configs/sweeps/scaling.yaml: sweep.json, sweep.csv, point
-# records), the HTML reports of a run and of the sweep, and `ipusim compare` of two runs.
+# records), the HTML reports of a run and of the sweep, `ipusim compare` of two runs, and the
+# regression goldens written afresh by `ipusim check --update` into a copy of the suite.
 # Prints one line per differing file and exits 1 if any differs.
 #
 # Usage: tools/same-outputs.sh OLD_IPUSIM NEW_IPUSIM [WORK_DIR]
@@ -36,6 +37,19 @@ outputs() {  # BINARY NAME: every output of the binary into $work/NAME
     --compare "$out/runs/bert-large-pod64" >/dev/null
   "$bin" report "$out/sweep" --out "$out/report-sweep.html" >/dev/null
   "$bin" compare "$out/runs/resnet50-pod16" "$out/runs/resnet50-pod64" >"$out/compare.txt"
+  # A copy of the suite beside links to the repository's configs, models and test data (its
+  # paths are relative), with no goldens: --update writes every one.
+  local tree="$work/tree"
+  rm -rf "$tree"
+  mkdir -p "$tree/tests"
+  ln -s "$root/configs" "$tree/configs"
+  ln -s "$root/models" "$tree/models"
+  ln -s "$root/tests/data" "$tree/tests/data"
+  cp -r "$root/tests/regression" "$tree/tests/regression"
+  rm -rf "$tree/tests/regression/golden"
+  "$bin" check --suite "$tree/tests/regression/suite.yaml" --jobs 1 --update >/dev/null
+  mv "$tree/tests/regression/golden" "$out/golden"
+  rm -rf "$tree"
   # The lock files are empty and the logs name the directory: neither is an output.
   find "$out" \( -name .ipusim.lock -o -name '*.log' \) -delete
   mv "$out" "$work/$2"
