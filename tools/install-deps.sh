@@ -8,6 +8,8 @@ packages=(
   build-essential cmake pkg-config
   libsystemc-dev libyaml-cpp-dev libboost-program-options-dev libfmt-dev libspdlog-dev
   libgtest-dev libbenchmark-dev
+  # docs/architecture.md: nlohmann-json parses every JSON file ipusim reads (util/json_reader)
+  nlohmann-json3-dev
   # docs/reliability.md: clang + compiler-rt for the ASan/UBSan build and the libFuzzer
   # targets, llvm for llvm-symbolizer (readable sanitizer stack traces)
   clang libclang-rt-14-dev llvm

@@ -7,10 +7,14 @@
 // (a file absent from the input is absent from the directory). They are written into a private
 // directory and read by report::load_run_dir; then the stats are looked up as `report` and
 // `compare` look them up, and compared with themselves (explain_comparison). The JSON reader
-// (parse_json, also used for goldens' stats and sweep results) sees every byte of the first part.
-// ipusim::Error is the expected outcome for bad input.
+// (parse_json: nlohmann-json's parser behind ipusim's document type, also used for goldens'
+// stats and sweep results) sees every byte of the first part; a document it accepts must come
+// back the same through JsonWriter and parse_json, and each number's text must parse to the
+// same number. ipusim::Error is the expected outcome for bad input.
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,7 +23,67 @@
 #include "ipusim/report/compare.hpp"
 #include "ipusim/report/run_dir.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/json.hpp"
 #include "ipusim/util/json_reader.hpp"
+
+namespace {
+
+using ipusim::JsonValue;
+
+// Writes a parsed document back as ipusim writes JSON (a non-finite double becomes null).
+void write(ipusim::JsonWriter& w, const JsonValue& v) {
+  switch (v.kind) {
+    case JsonValue::Kind::kNull:
+      w.value(std::numeric_limits<double>::quiet_NaN());
+      break;
+    case JsonValue::Kind::kBool:
+      w.value(v.boolean);
+      break;
+    case JsonValue::Kind::kNumber:
+      if (v.number.integral)
+        w.value(v.number.i);
+      else
+        w.value(v.number.d);
+      break;
+    case JsonValue::Kind::kString:
+      w.value(v.string);
+      break;
+    case JsonValue::Kind::kArray:
+      w.begin_array();
+      for (const auto& item : v.items) write(w, item);
+      w.end_array();
+      break;
+    case JsonValue::Kind::kObject:
+      w.begin_object();
+      for (const auto& m : v.members) {
+        w.key(m.key);
+        write(w, m.value);
+      }
+      w.end_object();
+      break;
+  }
+}
+
+bool same(const JsonValue& a, const JsonValue& b) {
+  if (a.kind == JsonValue::Kind::kNumber) {
+    const auto reparsed = ipusim::JsonNumber::parse(a.number.text);
+    if (!reparsed || !(*reparsed == a.number))
+      ipusim::fuzz::fuzz_fail("number text", a.number.text);
+    if (!std::isfinite(a.number.d)) return b.kind == JsonValue::Kind::kNull;
+  }
+  if (a.kind != b.kind || a.boolean != b.boolean || a.string != b.string ||
+      a.items.size() != b.items.size() || a.members.size() != b.members.size())
+    return false;
+  if (a.kind == JsonValue::Kind::kNumber && !(a.number == b.number)) return false;
+  for (std::size_t i = 0; i < a.items.size(); ++i)
+    if (!same(a.items[i], b.items[i])) return false;
+  for (std::size_t i = 0; i < a.members.size(); ++i)
+    if (a.members[i].key != b.members[i].key || !same(a.members[i].value, b.members[i].value))
+      return false;
+  return true;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ipusim;
@@ -37,6 +101,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The JSON reader on its own, and lookup of the paths report and compare use.
   try {
     const JsonValue v = parse_json(parts[0], "stats.json");
+    JsonWriter w;
+    write(w, v);
+    if (!same(v, parse_json(w.str(), "rewritten.json")))
+      fuzz::fuzz_fail("parse_json(JsonWriter(parse_json(x))) differs from parse_json(x)", w.str());
     for (const char* path : {"total.cycles", "total.time", "ipu[0].tiles.memory.max",
                              "phases.compute.count", "links[0].utilisation"})
       (void)json_field(v, path);

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The minimal JSON reader used by 'ipusim check' to read stats.json.
+// The JSON reader (nlohmann-json's parser behind parse_json) used to read stats.json, goldens'
+// stats and sweep results.
 #include "ipusim/util/json_reader.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/json.hpp"
@@ -73,11 +77,74 @@ TEST(JsonReader, ErrorsNameLineColumnExpectedAndFound) {
             "found 't'");
   EXPECT_EQ(error_of("{\"a\": \"x"), "s.json:1:9: expected a closing '\"', found end of file");
   EXPECT_EQ(error_of("{} {}"), "s.json:1:4: expected the end of the document, found '{'");
-  EXPECT_EQ(error_of(""), "s.json:1:1: expected a value, found end of file");
+  EXPECT_EQ(error_of(""),
+            "s.json:1:1: expected a value (object, array, string, number, true, false or null), "
+            "found end of file");
   EXPECT_EQ(error_of("\"a\\qb\""),
             "s.json:1:4: expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u, found 'q'");
-  EXPECT_NE(error_of(std::string(300, '[')).find("nesting at most 256 levels deep"),
-            std::string::npos);
+  EXPECT_EQ(error_of(std::string(300, '[')),
+            "s.json:1:257: expected nesting at most 256 levels deep, found deeper nesting");
+  EXPECT_EQ(error_of("{\"a\": 1,}"), "s.json:1:9: expected a quoted member name, found '}'");
+  EXPECT_EQ(error_of("[1,\n  2 3]"), "s.json:2:5: expected ',' or ']' in an array, found '3'");
+  EXPECT_EQ(error_of("[1 true]"), "s.json:1:4: expected ',' or ']' in an array, found 't'");
+  EXPECT_EQ(error_of("{\"a\" \"b\"}"), "s.json:1:6: expected ':' after a member name, found '\"'");
+  EXPECT_EQ(error_of("[\"a\x01\"]"),
+            "s.json:1:4: expected a string character, found control character 0x01");
+  EXPECT_EQ(error_of("[\"\xff\"]"), "s.json:1:3: expected UTF-8 text in a string, found byte 0xff");
+  EXPECT_EQ(error_of("[\"\\ud800\"]"),
+            "s.json:1:9: expected a low surrogate \\uDC00-\\uDFFF after a high surrogate, found "
+            "'\"'");
+  EXPECT_EQ(error_of("[-]"), "s.json:1:3: expected a digit after '-', found ']'");
+  EXPECT_EQ(error_of("[1, nul"),
+            "s.json:1:5: expected a value (object, array, string, number, true, false or null), "
+            "found 'n'");
+  EXPECT_EQ(error_of("\xEF\xBB\xBF{}"),
+            "s.json:1:1: expected a value (object, array, string, number, true, false or null), "
+            "found byte 0xef");
+  EXPECT_EQ(error_of("[1,\n -1e999]"),
+            "s.json:2:2: expected a number a double can hold (magnitude below 1.8e308), found "
+            "'-1e999'");
+  // No NaN, Infinity, comments or trailing commas.
+  for (const char* bad :
+       {"[NaN]", "[Infinity]", "[-Infinity]", "[1] // c", "[1,]", "[+1]", "1e400"})
+    EXPECT_NE(error_of(bad), "") << bad;
+  EXPECT_EQ(error_of("[NaN]"),
+            "s.json:1:2: expected a value (object, array, string, number, true, false or null), "
+            "found 'N'");
+}
+
+TEST(JsonReader, NestsUpTo256LevelsAndKeepsRepeatedKeys) {
+  const JsonValue deep = parse_json(std::string(256, '[') + std::string(256, ']'), "d");
+  EXPECT_EQ(deep.items.size(), 1u);
+  const JsonValue v = parse_json(R"({"a": 1, "a": 2, "b": {}})", "x");
+  ASSERT_EQ(v.members.size(), 3u);
+  EXPECT_EQ(v.find("a")->number.i, 1);  // the first of repeated keys
+  EXPECT_EQ(v.members[1].value.number.i, 2);
+}
+
+TEST(JsonReader, NumbersOfEveryRange) {
+  const JsonValue v = parse_json(
+      "[-9223372036854775808, 9223372036854775807, 9223372036854775808, "
+      "18446744073709551616, 1E-05, 0.094760927547169818, -0.0]",
+      "x");
+  ASSERT_EQ(v.items.size(), 7u);
+  const auto& n = [&](std::size_t i) { return v.items[i].number; };
+  EXPECT_TRUE(n(0).integral);
+  EXPECT_EQ(n(0).i, std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(n(0).text, "-9223372036854775808");
+  EXPECT_TRUE(n(1).integral);
+  EXPECT_EQ(n(1).i, std::numeric_limits<std::int64_t>::max());
+  EXPECT_FALSE(n(2).integral);  // fits uint64, not int64
+  EXPECT_EQ(n(2).text, "9223372036854775808");
+  EXPECT_EQ(n(2).d, 9223372036854775808.0);
+  EXPECT_FALSE(n(3).integral);  // beyond uint64
+  EXPECT_EQ(n(3).text, "18446744073709551616");
+  EXPECT_EQ(n(4).text, "1E-05");
+  EXPECT_EQ(n(4).d, 1e-5);
+  EXPECT_EQ(n(5).text, "0.094760927547169818");
+  EXPECT_EQ(n(5).d, 0.094760927547169818);
+  EXPECT_EQ(n(6).text, "-0.0");
+  EXPECT_TRUE(std::signbit(n(6).d));
 }
 
 TEST(JsonReader, NumbersKeepTheirTextAndCompareExactly) {
@@ -90,7 +157,12 @@ TEST(JsonReader, NumbersKeepTheirTextAndCompareExactly) {
   EXPECT_FALSE(c->integral);
   EXPECT_TRUE(*a == *b);
   EXPECT_FALSE(JsonNumber::parse("1.") || JsonNumber::parse("+1") || JsonNumber::parse("1e") ||
-               JsonNumber::parse("0x10") || JsonNumber::parse(" 1") || JsonNumber::parse(""));
+               JsonNumber::parse("0x10") || JsonNumber::parse(" 1") || JsonNumber::parse("") ||
+               JsonNumber::parse("1 ") || JsonNumber::parse("01") || JsonNumber::parse("1 2") ||
+               JsonNumber::parse("-") || JsonNumber::parse("NaN") || JsonNumber::parse("[1]") ||
+               JsonNumber::parse("1e999"));
+  EXPECT_EQ(JsonNumber::parse("-0")->text, "-0");
+  EXPECT_EQ(JsonNumber::parse("1e-05")->text, "1e-05");
   EXPECT_TRUE(valid_field_path("ipu[12].tiles.memory.max"));
   EXPECT_FALSE(valid_field_path("ipu[].x"));
   EXPECT_FALSE(valid_field_path("1total"));

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A minimal JSON reader for the files ipusim itself writes (stats.json): the full JSON grammar
-// (RFC 8259) without extensions, numbers kept as their literal text so that nothing is lost
-// between stats.json, a golden file and a comparison.
+// The JSON reader for the files ipusim itself writes (stats.json, point records, sweep.json):
+// nlohmann-json's strict RFC 8259 parser (no comments, NaN or Infinity; UTF-8 checked) behind a
+// small document type whose numbers keep their literal text, so that nothing is lost between
+// stats.json, a golden file and a comparison.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@ struct JsonNumber {
   std::int64_t i = 0;     // when integral
   double d = 0;           // always set
 
-  // Parses a JSON number literal; nullopt if `text` is not one.
+  // Parses a JSON number literal (and keeps `text` as it is); nullopt if `text` is not one.
   static std::optional<JsonNumber> parse(std::string_view text);
   bool operator==(const JsonNumber& other) const;
 };
@@ -48,7 +49,9 @@ struct JsonMember {
 };
 
 // Parses a whole JSON document. Throws ipusim::Error "<origin>:<line>:<column>: expected ...,
-// found ..." on malformed input. Nesting is limited to 256 levels.
+// found ..." on malformed input (the column counts bytes). Objects and arrays nest at most 256
+// deep. A repeated member name keeps every member; find() returns the first. The integer "-0"
+// reads as 0 with text "0" (nlohmann passes integers by value).
 JsonValue parse_json(std::string_view text, const std::string& origin);
 
 // Looks up a dotted field path such as "total.cycles", "phases.sync.count" or
