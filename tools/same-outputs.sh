@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks that two ipusim binaries write byte-identical outputs (issue 17: a refactoring must
 # not change results): every configs/runs/*.yaml run directory (stats.json, CSVs, resolved
-# config), the scaling sweep (configs/sweeps/scaling.yaml: sweep.json, sweep.csv, point
+# config) with its compiled trace and Perfetto timeline, the scaling sweep (configs/sweeps/scaling.yaml: sweep.json, sweep.csv, point
 # records), the HTML reports of a run and of the sweep, `ipusim compare` of two runs, and the
 # regression goldens written afresh by `ipusim check --update` into a copy of the suite.
 # Prints one line per differing file and exits 1 if any differs.
@@ -21,6 +21,9 @@ old="$(realpath "$1")"
 new="$(realpath "$2")"
 work="${3:-$(mktemp -d)}"
 mkdir -p "$work"
+# Both binaries read this checkout's configs and models (a binary built elsewhere would default
+# to its own source tree, whose paths then enter the sweep's point ids).
+export IPUSIM_DATA_DIR="$root"
 
 # The outputs name their directories (reports, compare), so both binaries write into the same
 # path, $work/out, which is then renamed.
@@ -30,7 +33,8 @@ outputs() {  # BINARY NAME: every output of the binary into $work/NAME
   mkdir -p "$out"
   for f in "$root"/configs/runs/*.yaml; do
     n="$(basename "$f" .yaml)"
-    "$bin" run -q --run "$f" --out "$out/runs/$n"
+    "$bin" run -q --run "$f" --out "$out/runs/$n" --save-trace "$out/traces/$n.itb" \
+      --timeline "$out/timelines/$n.json"
   done
   "$bin" sweep "$root/configs/sweeps/scaling.yaml" --out "$out/sweep" --jobs 1 >/dev/null
   "$bin" report "$out/runs/bert-large-pod16" --out "$out/report-run.html" \
