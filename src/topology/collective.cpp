@@ -140,9 +140,11 @@ std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algo
                            std::uint64_t bytes, std::uint64_t t) {
   const std::size_t k = per_rack.front().size();
   t = c.ring_phase(per_rack, algorithm, bytes, true, t);
+  std::vector<std::vector<std::uint32_t>> rings;  // each rack's ring order, computed once
+  for (const auto& rack : per_rack) rings.push_back(c.links().topology().ring(rack));
   std::vector<std::vector<std::uint32_t>> across(k);
   for (std::size_t j = 0; j < k; ++j)
-    for (const auto& rack : per_rack) across[j].push_back(c.links().topology().ring(rack)[j]);
+    for (const auto& ring : rings) across[j].push_back(ring[j]);
   const std::uint64_t shard = ceil_div(bytes, k);
   t = c.ring_phase(across, ring_algorithm(), shard, true, t);
   t = c.ring_phase(across, ring_algorithm(), shard, false, t);
