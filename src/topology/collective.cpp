@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <span>
 
 #include "ipusim/util/error.hpp"
@@ -179,18 +180,26 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
   if (method != CollectiveMethod::kAuto)
     return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype,
                     ready);
-  // auto: try each algorithm on a copy of the link state and run the fastest for real.
+  // auto: try each algorithm on a copy of the link state and keep the fastest. Running it
+  // again on the real state would give the same outcome and the same state (the schedule is
+  // deterministic), so the best trial's state becomes the real one.
   const CollectiveAlgorithm* best = collective_algorithms().front();
   std::uint64_t best_end = std::numeric_limits<std::uint64_t>::max();
+  std::optional<LinkSchedule> best_links;
+  CollectiveOutcome best_outcome;
   for (const auto* a : collective_algorithms()) {
     LinkSchedule trial = links;
     const auto outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
     if (outcome.end < best_end) {
       best_end = outcome.end;
       best = a;
+      best_outcome = outcome;
+      best_links = std::move(trial);
     }
   }
-  return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
+  if (!best_links) return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
+  links = std::move(*best_links);
+  return best_outcome;
 }
 
 }  // namespace ipusim::topology

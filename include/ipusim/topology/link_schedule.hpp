@@ -37,7 +37,7 @@ class LinkSchedule {
  public:
   explicit LinkSchedule(const Topology& topology);
 
-  const Topology& topology() const { return topology_; }
+  const Topology& topology() const { return *topology_; }
   // Schedules `flows`, all ready at cycle `ready`; returns the cycle the last one arrives
   // (`ready` if there are none).
   std::uint64_t run(std::span<const Flow> flows, std::uint64_t ready);
@@ -47,8 +47,8 @@ class LinkSchedule {
   const std::vector<ChannelUse>& use() const { return use_; }
 
  private:
-  const Topology& topology_;
-  std::vector<double> rate_;            // per link, bytes/cycle each direction
+  const Topology* topology_;  // a pointer, so that schedules can be assigned (auto's trials)
+  std::vector<double> rate_;  // per link, bytes/cycle each direction
   std::vector<std::uint64_t> latency_;  // per link, cycles
   std::vector<std::uint64_t> free_at_;  // per channel
   std::vector<ChannelUse> use_;         // per channel
