@@ -180,8 +180,10 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
   if (method != CollectiveMethod::kAuto)
     return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype,
                     ready);
-  // auto: try each algorithm on a copy of the link state and keep the fastest. Running it
-  // again on the real state would give the same outcome and the same state (the schedule is
+  // auto: try each algorithm on a copy of the link state and keep the fastest (the first of
+  // equals). A trial stops once one of its flows arrives no earlier than the best end so far:
+  // it can only end later, so it cannot be chosen. Running the chosen algorithm again on the
+  // real state would give the same outcome and the same state (the schedule is
   // deterministic), so the best trial's state becomes the real one.
   const CollectiveAlgorithm* best = collective_algorithms().front();
   std::uint64_t best_end = std::numeric_limits<std::uint64_t>::max();
@@ -189,7 +191,13 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
   CollectiveOutcome best_outcome;
   for (const auto* a : collective_algorithms()) {
     LinkSchedule trial = links;
-    const auto outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
+    if (best_links) trial.abort_at(best_end);
+    CollectiveOutcome outcome;
+    try {
+      outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
+    } catch (const LinkSchedule::Exceeded&) {
+      continue;
+    }
     if (outcome.end < best_end) {
       best_end = outcome.end;
       best = a;
@@ -199,6 +207,7 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
   }
   if (!best_links) return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
   links = std::move(*best_links);
+  links.never_abort();
   return best_outcome;
 }
 

@@ -45,6 +45,7 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
       use_[c].busy_cycles += busy;
     }
     end = std::max(end, start + cycles(slowest) + latency);
+    if (abort_ && end >= abort_at_) throw Exceeded{};
   }
   return end;
 }
