@@ -61,9 +61,44 @@ std::uint32_t column_of(const ChipSpec& chip, std::uint32_t tile) {
 
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
                            MemoryMap* exchange_code) {
+  ExchangeScratch scratch;
+  return exchange_cost(chip, ex, exchange_code, scratch);
+}
+
+ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
+                           MemoryMap* exchange_code, ExchangeScratch& scratch) {
   const std::uint32_t n = chip.tiles;
-  // Transfers per tile (as differences at range ends) for the exchange code, when asked for.
-  std::vector<std::uint64_t> transfers_at(exchange_code ? n + 1 : 0, 0);
+  const std::uint32_t group = chip.exchange.tiles_per_shared_bus;
+  const double rate = chip.exchange.bytes_per_cycle.value;
+  // Per-tile sums, all zero on entry and left zero on return: sent bytes, receive time, and
+  // transfers per tile as differences at range ends (for the exchange code).
+  auto& transfers_at = scratch.transfers_at_;
+  auto& sent = scratch.sent_;
+  auto& receive_cycles = scratch.receive_cycles_;
+  auto& is_dst = scratch.is_dst_;
+  if (!scratch.clean_ || sent.size() != n) {
+    transfers_at.assign(n + 1, 0);
+    sent.assign(n, 0);
+    receive_cycles.assign(n, 0.0);
+    is_dst.assign(n, 0);
+  }
+  scratch.clean_ = false;
+  // Column and first tile of the super-tile group of every tile, looked up instead of divided
+  // per transfer (compiled programs have millions of small transfers).
+  auto& column = scratch.column_;
+  auto& group_start = scratch.group_start_;
+  if (scratch.tiles_ != n || scratch.tiles_per_column_ != chip.exchange.tiles_per_column ||
+      scratch.group_ != group || column.size() != n) {
+    column.resize(n);
+    group_start.resize(n);
+    for (std::uint32_t t = 0; t < n; ++t) {
+      column[t] = column_of(chip, t);
+      group_start[t] = t - t % group;
+    }
+    scratch.tiles_ = n;
+    scratch.tiles_per_column_ = chip.exchange.tiles_per_column;
+    scratch.group_ = group;
+  }
   const auto check = [&](trace::TileRange r) {
     if (r.last >= n)
       throw TraceError(fmt::format("exchange '{}' uses tiles {}..{} but the chip has {} tiles",
@@ -73,22 +108,11 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
       --transfers_at[r.last + 1];
     }
   };
-  const std::uint32_t group = chip.exchange.tiles_per_shared_bus;
-  const double rate = chip.exchange.bytes_per_cycle.value;
-  std::vector<std::uint64_t> sent(n, 0);
-  std::vector<double> receive_cycles(n, 0.0);
   ExchangeCost out;
   out.tile_bytes.assign(n, 0);
+  std::uint64_t* const tile_bytes = out.tile_bytes.data();
+  std::uint64_t total_bytes = 0;
   std::uint64_t max_distance = 0;
-  std::vector<std::uint8_t> is_dst(n, 0);
-  // Column and first tile of the super-tile group of every tile, looked up instead of divided
-  // per transfer (compiled programs have millions of small transfers).
-  std::vector<std::int64_t> column(n);
-  std::vector<std::uint32_t> group_start(n);
-  for (std::uint32_t t = 0; t < n; ++t) {
-    column[t] = column_of(chip, t);
-    group_start[t] = t - t % group;
-  }
   const auto distance = [&](trace::TileRange a, trace::TileRange b) -> std::uint64_t {
     const std::int64_t forward = column[b.last] - column[a.first];
     const std::int64_t backward = column[a.last] - column[b.first];
@@ -96,30 +120,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     return most > 0 ? static_cast<std::uint64_t>(most) : 0;
   };
 
-  ex.for_each([&](const trace::TransferView& tr) {
-    if (tr.mode == trace::TransferMode::kMulticast && tr.src.first == tr.src.last &&
-        tr.dst.size() == 1) {
-      // The common case in compiled programs, one tile copying to one range of tiles: the
-      // general multicast rule below, specialised.
-      const std::uint32_t s = tr.src.first;
-      const trace::TileRange d = tr.dst[0];
-      check(tr.src);
-      check(d);
-      max_distance = std::max(max_distance, distance(tr.src, d));
-      sent[s] += tr.bytes;
-      const std::uint32_t s0 = group_start[s];
-      for (std::uint32_t t = d.first; t <= d.last; ++t) {
-        if (t == s) continue;
-        const std::uint32_t g0 = group_start[t];
-        const bool whole_group =
-            g0 != s0 && g0 + group <= n && d.first <= g0 && g0 + group - 1 <= d.last;
-        receive_cycles[t] += whole_group ? static_cast<double>(tr.bytes) / (rate * group)
-                                         : static_cast<double>(tr.bytes) / (rate * 1u);
-        out.tile_bytes[t] += tr.bytes;
-        out.total_bytes += tr.bytes;
-      }
-      return;
-    }
+  // Any transfer, by the rule.
+  const auto general = [&](const trace::TransferView& tr) {
     const auto dsts = tr.dst;
     check(tr.src);
     for (const auto& d : dsts) check(d);
@@ -135,8 +137,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
         for (std::uint32_t t = d.first; t <= d.last; ++t) {
           const std::uint64_t senders = tr.src.size() - (tr.src.contains(t) ? 1 : 0);
           receive_cycles[t] += static_cast<double>(tr.bytes * senders) / rate;
-          out.tile_bytes[t] += tr.bytes * senders;
-          out.total_bytes += tr.bytes * senders;
+          tile_bytes[t] += tr.bytes * senders;
+          total_bytes += tr.bytes * senders;
         }
       return;
     }
@@ -168,18 +170,88 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
           const std::uint32_t g0 = group_start[t];
           const bool whole_group = g0 != s0 && group_receives(g0);
           receive_cycles[t] += whole_group ? shared : alone;
-          out.tile_bytes[t] += tr.bytes;
-          out.total_bytes += tr.bytes;
+          tile_bytes[t] += tr.bytes;
+          total_bytes += tr.bytes;
         }
     }
     if (!one_range)
       for (const auto& d : dsts)
         for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = 0;
-  });
+  };
 
+  std::vector<trace::TileRange> shifted;  // destinations of a run with a destination step
+  for (const trace::Transfer& t : ex.transfers) {
+    const auto dsts = ex.destinations(t);
+    if (t.mode == trace::TransferMode::kMulticast && t.src.first == t.src.last &&
+        dsts.size() == 1 && (t.count == 1 || t.dst_step == 0)) {
+      // The common case in compiled programs, one tile copying to one range of tiles (a run of
+      // them, from shifted sources to the same range): the multicast rule above, specialised.
+      // Each transfer of the run in turn, exactly as above (the same sums in the same order).
+      const trace::TileRange d = dsts[0];
+      std::int64_t first_column = 0, last_column = 0;  // of the destination range
+      // A super-tile group lies in the destinations only if the range holds at least a group.
+      const bool groups = d.size() >= group;
+      double alone = 0.0, shared = 0.0;
+      for (std::uint32_t i = 0; i < t.count; ++i) {
+        const std::uint32_t s = trace::Transfer::shift(t.src.first, t.src_step, i);
+        const std::uint64_t bytes = t.bytes_at(i);
+        check({s, s});
+        if (i == 0) {
+          if (d.last >= n) check(d);  // throws
+          first_column = column[d.first];
+          last_column = column[d.last];
+        }
+        const std::int64_t forward = last_column - column[s];
+        const std::int64_t backward = column[s] - first_column;
+        const std::int64_t most = forward > backward ? forward : backward;
+        if (most > 0) max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
+        sent[s] += bytes;
+        const std::uint32_t s0 = group_start[s];
+        if (i == 0 || t.bytes_step != 0) {
+          alone = static_cast<double>(bytes) / (rate * 1u);
+          if (groups) shared = static_cast<double>(bytes) / (rate * group);
+        }
+        for (std::uint32_t r = d.first; r <= d.last; ++r) {
+          if (r == s) continue;
+          const std::uint32_t g0 = group_start[r];
+          const bool whole_group =
+              groups && g0 != s0 && g0 + group <= n && d.first <= g0 && g0 + group - 1 <= d.last;
+          receive_cycles[r] += whole_group ? shared : alone;
+          tile_bytes[r] += bytes;
+        }
+        // bytes once per receiving tile (unsigned, so the product is the repeated sum)
+        total_bytes += bytes * (std::uint64_t{d.size()} - (d.contains(s) ? 1 : 0));
+      }
+      if (exchange_code) {  // the destination range's exchange code, once per transfer
+        transfers_at[d.first] += t.count;
+        transfers_at[d.last + 1] -= t.count;
+      }
+      continue;
+    }
+    if (t.count == 1) {
+      general(trace::TransferView{t.src, dsts, t.bytes, t.mode});
+      continue;
+    }
+    if (t.dst_step != 0) shifted.resize(dsts.size());
+    for (std::uint32_t i = 0; i < t.count; ++i) {
+      std::span<const trace::TileRange> d = dsts;
+      if (t.dst_step != 0) {
+        for (std::size_t k = 0; k < dsts.size(); ++k)
+          shifted[k] = {trace::Transfer::shift(dsts[k].first, t.dst_step, i),
+                        trace::Transfer::shift(dsts[k].last, t.dst_step, i)};
+        d = shifted;
+      }
+      general(trace::TransferView{t.src_at(i), d, t.bytes_at(i), t.mode});
+    }
+  }
+  out.total_bytes = total_bytes;
+
+  // Busiest tile; the sums cleared for the next exchange as they are read.
   for (std::uint32_t t = 0; t < n; ++t) {
-    out.tile_bytes[t] += sent[t];
+    tile_bytes[t] += sent[t];
     const double busy = std::max(static_cast<double>(sent[t]) / rate, receive_cycles[t]);
+    sent[t] = 0;
+    receive_cycles[t] = 0.0;
     const std::uint64_t cycles = ceil_cycles(busy).count;
     if (cycles > out.transfer_cycles) {
       out.transfer_cycles = cycles;
@@ -191,9 +263,13 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   if (exchange_code) {
     const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
     std::uint64_t count = 0;
-    for (std::uint32_t t = 0; t < n; ++t)
+    for (std::uint32_t t = 0; t < n; ++t) {
       exchange_code->tiles[t].exchange_code += (count += transfers_at[t]) * per_transfer;
+      transfers_at[t] = 0;
+    }
+    transfers_at[n] = 0;
   }
+  scratch.clean_ = true;
   return out;
 }
 

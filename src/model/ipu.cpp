@@ -49,10 +49,11 @@ ExchangeFabric::ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chi
     : sc_core::sc_module(name), chip_(chip), program_(p), cache_(p.exchanges.size()) {}
 
 void ExchangeFabric::cost_all(cost::MemoryMap& memory) {
+  cost::ExchangeScratch scratch;
   for (std::size_t i = 0; i < cache_.size(); ++i)
     if (!cache_[i])
       cache_[i] = std::make_unique<cost::ExchangeCost>(
-          cost::exchange_cost(chip_, program_.exchanges[i], &memory));
+          cost::exchange_cost(chip_, program_.exchanges[i], &memory, scratch));
 }
 
 const cost::ExchangeCost& ExchangeFabric::cost(std::uint32_t index) {

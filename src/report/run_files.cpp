@@ -69,8 +69,9 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     for (std::size_t i = 0; i < p.compute_sets.size(); ++i)
       for (const auto& v : p.compute_sets[i].vertices)
         cs_flops[i] += std::uint64_t{v.count} * v.tiles.size() * cost::vertex_cost(chip, v).flops;
+    cost::ExchangeScratch scratch;
     for (std::size_t i = 0; i < p.exchanges.size(); ++i)
-      ex_bytes[i] = cost::exchange_cost(chip, p.exchanges[i]).total_bytes;
+      ex_bytes[i] = cost::exchange_cost(chip, p.exchanges[i], nullptr, scratch).total_bytes;
     // Syncs (and external syncs) wait for the item they open.
     PhaseCycles pending;
     auto take_pending = [&](LayerRow& r) {

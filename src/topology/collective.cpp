@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <span>
 
 #include "ipusim/util/error.hpp"
@@ -140,9 +141,11 @@ std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algo
                            std::uint64_t bytes, std::uint64_t t) {
   const std::size_t k = per_rack.front().size();
   t = c.ring_phase(per_rack, algorithm, bytes, true, t);
+  std::vector<std::vector<std::uint32_t>> rings;  // each rack's ring order, computed once
+  for (const auto& rack : per_rack) rings.push_back(c.links().topology().ring(rack));
   std::vector<std::vector<std::uint32_t>> across(k);
   for (std::size_t j = 0; j < k; ++j)
-    for (const auto& rack : per_rack) across[j].push_back(c.links().topology().ring(rack)[j]);
+    for (const auto& ring : rings) across[j].push_back(ring[j]);
   const std::uint64_t shard = ceil_div(bytes, k);
   t = c.ring_phase(across, ring_algorithm(), shard, true, t);
   t = c.ring_phase(across, ring_algorithm(), shard, false, t);
@@ -177,18 +180,35 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
   if (method != CollectiveMethod::kAuto)
     return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype,
                     ready);
-  // auto: try each algorithm on a copy of the link state and run the fastest for real.
+  // auto: try each algorithm on a copy of the link state and keep the fastest (the first of
+  // equals). A trial stops once one of its flows arrives no earlier than the best end so far:
+  // it can only end later, so it cannot be chosen. Running the chosen algorithm again on the
+  // real state would give the same outcome and the same state (the schedule is
+  // deterministic), so the best trial's state becomes the real one.
   const CollectiveAlgorithm* best = collective_algorithms().front();
   std::uint64_t best_end = std::numeric_limits<std::uint64_t>::max();
+  std::optional<LinkSchedule> best_links;
+  CollectiveOutcome best_outcome;
   for (const auto* a : collective_algorithms()) {
     LinkSchedule trial = links;
-    const auto outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
+    if (best_links) trial.abort_at(best_end);
+    CollectiveOutcome outcome;
+    try {
+      outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
+    } catch (const LinkSchedule::Exceeded&) {
+      continue;
+    }
     if (outcome.end < best_end) {
       best_end = outcome.end;
       best = a;
+      best_outcome = outcome;
+      best_links = std::move(trial);
     }
   }
-  return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
+  if (!best_links) return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
+  links = std::move(*best_links);
+  links.never_abort();
+  return best_outcome;
 }
 
 }  // namespace ipusim::topology

@@ -11,7 +11,7 @@
 
 namespace ipusim::topology {
 
-LinkSchedule::LinkSchedule(const Topology& topology) : topology_(topology) {
+LinkSchedule::LinkSchedule(const Topology& topology) : topology_(&topology) {
   const Frequency clock = topology.system().chip.clock;
   for (const Link& l : topology.links()) {
     rate_.push_back(l.bytes_per_second / clock.hz);
@@ -25,7 +25,7 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
   std::uint64_t end = ready;
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes == 0) continue;
-    topology_.route(f.src, f.dst, route_);
+    topology_->route(f.src, f.dst, route_);
     const auto& route = route_;
     std::uint64_t start = ready;
     double slowest = std::numeric_limits<double>::max();
@@ -45,6 +45,7 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
       use_[c].busy_cycles += busy;
     }
     end = std::max(end, start + cycles(slowest) + latency);
+    if (abort_ && end >= abort_at_) throw Exceeded{};
   }
   return end;
 }

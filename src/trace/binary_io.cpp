@@ -623,6 +623,11 @@ class BinaryReader {
   }
 
   std::uint64_t varint(std::string_view what) {
+    // The common case, one byte in the block (values below 128).
+    if (pos_ < block_.size() && !(block_[pos_] & 0x80)) {
+      ++offset_;
+      return static_cast<std::uint8_t>(block_[pos_++]);
+    }
     const std::uint64_t at = offset_;
     std::uint64_t v = 0;
     for (int i = 0; i < 10; ++i) {
@@ -759,7 +764,7 @@ class BinaryReader {
                          "transfer destination range", span_at);
       dst_.push_back(r);
     }
-    if (auto tile = first_shared_tile(dst_))
+    if (auto tile = n < 2 ? std::nullopt : first_shared_tile(dst_))  // one range: none
       fail_at(at, fmt::format("expected destination ranges that do not overlap, found tile {} "
                               "twice",
                               *tile));

@@ -90,6 +90,60 @@ TEST(ExchangeCost, AllToAllNeverBeatsFourBytesPerCyclePerTile) {
   }
 }
 
+// Runs are costed transfer by transfer (the fast path takes a run whole); reusing one
+// ExchangeScratch, across exchanges, chips and a costing that threw, gives the same results.
+TEST(ExchangeCost, RunsAndScratchGiveTheResultsOfSingleTransfers) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::Exchange ex;
+  ex.name = "runs";
+  const TileRange pair{10, 11}, wide{40, 47}, one_tile{50, 50}, two[2] = {{60, 61}, {64, 67}};
+  const auto multicast = trace::TransferMode::kMulticast;
+  // Single sources into one range: a source step, a bytes step, a source inside the range.
+  ex.add_run({0, 0}, {&pair, 1}, 100, multicast, 5, 2, 0, 0);
+  ex.add_run({41, 41}, {&wide, 1}, 7, multicast, 4, 1, 0, 13);
+  ex.add_run({1, 1}, {&one_tile, 1}, 4096, multicast, 3, 50, 0, -1000);
+  // A destination step, a source range, several ranges, personalised runs.
+  ex.add_run({2, 2}, {&pair, 1}, 64, multicast, 4, 1, 2, 0);
+  ex.add_run({90, 92}, {&wide, 1}, 33, multicast, 2, 3, 0, 1);
+  ex.add_run({3, 3}, {two, 2}, 12, multicast, 3, 1, 8, 4);
+  ex.add_run({100, 103}, {&wide, 1}, 8, trace::TransferMode::kPersonalised, 3, 4, 0, 8);
+  ex.add({5, 5}, {&wide, 1}, 1000);
+  const trace::Exchange flat = trace::expanded(ex);
+  ASSERT_EQ(flat.transfers.size(), ex.transfer_count());
+
+  trace::IpuProgram program;
+  const auto same = [&](const ExchangeCost& a, const ExchangeCost& b) {
+    EXPECT_EQ(a.cycles, b.cycles);
+    EXPECT_EQ(a.transfer_cycles, b.transfer_cycles);
+    EXPECT_EQ(a.latency_cycles, b.latency_cycles);
+    EXPECT_EQ(a.total_bytes, b.total_bytes);
+    EXPECT_EQ(a.busiest_tile, b.busiest_tile);
+    EXPECT_EQ(a.tile_bytes, b.tile_bytes);
+  };
+  MemoryMap flat_code = memory_map(chip, program, false);
+  const ExchangeCost expected = exchange_cost(chip, flat, &flat_code);
+  MemoryMap code = memory_map(chip, program, false);
+  same(exchange_cost(chip, ex, &code), expected);
+  for (std::uint32_t t = 0; t < chip.tiles; ++t)
+    EXPECT_EQ(code.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+
+  ExchangeScratch scratch;
+  same(exchange_cost(chip, ex, nullptr, scratch), expected);
+  trace::Exchange bad;
+  bad.name = "bad";
+  const TileRange past{1470, 1472};
+  bad.add({0, 0}, {&wide, 1}, 8);
+  bad.add({1, 1}, {&past, 1}, 8);
+  EXPECT_THROW(exchange_cost(chip, bad, nullptr, scratch), TraceError);
+  ChipSpec small = chip;
+  small.tiles = 128;
+  same(exchange_cost(small, ex, nullptr, scratch), exchange_cost(small, flat));
+  MemoryMap again = memory_map(chip, program, false);
+  same(exchange_cost(chip, ex, &again, scratch), expected);
+  for (std::uint32_t t = 0; t < chip.tiles; ++t)
+    EXPECT_EQ(again.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+}
+
 TEST(HostCopyCost, LatencyPlusLinkOrTileLimit) {
   const ChipSpec chip = testing::gc200_by_hand();
   trace::Step s;

@@ -393,3 +393,61 @@ TEST(CollectiveRegistry, EveryTraceMethodHasOneAlgorithmAndAutoTriesThemAll) {
 
 }  // namespace
 }  // namespace ipusim::topology
+
+namespace ipusim::topology {
+namespace {
+
+// `auto` runs the fastest algorithm (the first of equals) and leaves the links as that
+// algorithm alone would: the same end, method and per-channel use, and the same busy links
+// for what comes next. Its trials stop early once they cannot win, and the winning trial's
+// state is kept instead of running it again; neither may change anything.
+TEST(CollectiveRegistry, AutoEqualsTheFastestAlgorithmRunAlone) {
+  for (const std::string system : {"pod16", "pod128"}) {
+    const Topology topo(load_system(system_path(system)).spec);
+    const ChipSpec& chip = topo.system().chip;
+    std::vector<std::uint32_t> all(topo.ipus()), few{0, 1, 2, 3, 5, 8};
+    std::iota(all.begin(), all.end(), 0u);
+    const std::vector<Flow> busy{{0, 1, 1 << 20}, {2, 6, 1 << 16}};  // links not idle
+    const std::vector<Flow> probe{{1, 0, 4096}, {3, 2, 4096}, {0, topo.ipus() - 1, 4096}};
+    for (const auto op : {trace::CollectiveOp::kAllReduce, trace::CollectiveOp::kReduceScatter,
+                          trace::CollectiveOp::kAllGather, trace::CollectiveOp::kBroadcast})
+      for (const auto* members : {&all, &few})
+        for (const std::uint64_t bytes : {std::uint64_t{64}, std::uint64_t{1} << 26})
+          for (const bool idle : {true, false}) {
+            LinkSchedule start(topo);
+            if (!idle) start.run(busy, 0);
+            // The fastest algorithm, tried alone on copies.
+            const CollectiveAlgorithm* fastest = nullptr;
+            std::uint64_t fastest_end = 0;
+            for (const auto* a : collective_algorithms()) {
+              LinkSchedule copy = start;
+              const auto o = run_collective(copy, chip, op, a->method(), *members, bytes,
+                                            trace::DType::kHalf, 100);
+              if (!fastest || o.end < fastest_end) {
+                fastest = a;
+                fastest_end = o.end;
+              }
+            }
+            LinkSchedule alone = start, chosen = start;
+            const auto expected = run_collective(alone, chip, op, fastest->method(), *members,
+                                                 bytes, trace::DType::kHalf, 100);
+            const auto got = run_collective(chosen, chip, op, trace::CollectiveMethod::kAuto,
+                                            *members, bytes, trace::DType::kHalf, 100);
+            const std::string what = system + " op " + std::to_string(static_cast<int>(op)) +
+                                     " members " + std::to_string(members->size()) + " bytes " +
+                                     std::to_string(bytes) + (idle ? " idle" : " busy");
+            EXPECT_EQ(got.end, expected.end) << what;
+            EXPECT_EQ(got.method, expected.method) << what;
+            EXPECT_EQ(got.hierarchical, expected.hierarchical) << what;
+            ASSERT_EQ(chosen.use().size(), alone.use().size());
+            for (std::size_t c = 0; c < alone.use().size(); ++c) {
+              EXPECT_EQ(chosen.use()[c].bytes, alone.use()[c].bytes) << what << " channel " << c;
+              EXPECT_EQ(chosen.use()[c].busy_cycles, alone.use()[c].busy_cycles) << what;
+            }
+            EXPECT_EQ(chosen.run(probe, got.end), alone.run(probe, expected.end)) << what;
+          }
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::topology

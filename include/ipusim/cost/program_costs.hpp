@@ -46,6 +46,28 @@ struct MemoryMap;
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
                            MemoryMap* exchange_code = nullptr);
 
+// Working buffers of exchange_cost (per-tile sums and lookup tables), kept between calls so
+// that costing many exchanges of one program allocates and clears them once, not once per
+// exchange. Any chip; not shared between threads.
+class ExchangeScratch {
+ public:
+  ExchangeScratch() = default;
+
+ private:
+  friend ExchangeCost exchange_cost(const ChipSpec&, const trace::Exchange&, MemoryMap*,
+                                    ExchangeScratch&);
+  std::vector<std::uint64_t> transfers_at_, sent_;
+  std::vector<double> receive_cycles_;
+  std::vector<std::uint8_t> is_dst_;
+  std::vector<std::int64_t> column_;
+  std::vector<std::uint32_t> group_start_;
+  std::uint32_t tiles_ = 0, tiles_per_column_ = 0, group_ = 0;  // what the tables are for
+  bool clean_ = true;  // the sums are all zero (false after a costing that threw)
+};
+// exchange_cost with reusable buffers; the same result.
+ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
+                           MemoryMap* exchange_code, ExchangeScratch& scratch);
+
 struct HostCopyCost {
   std::uint64_t cycles = 0;
   std::uint64_t total_bytes = 0;

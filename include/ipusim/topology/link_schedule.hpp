@@ -37,7 +37,7 @@ class LinkSchedule {
  public:
   explicit LinkSchedule(const Topology& topology);
 
-  const Topology& topology() const { return topology_; }
+  const Topology& topology() const { return *topology_; }
   // Schedules `flows`, all ready at cycle `ready`; returns the cycle the last one arrives
   // (`ready` if there are none).
   std::uint64_t run(std::span<const Flow> flows, std::uint64_t ready);
@@ -46,8 +46,20 @@ class LinkSchedule {
   std::uint64_t latency(Channel c) const { return latency_[c / 2]; }
   const std::vector<ChannelUse>& use() const { return use_; }
 
+  // For `auto`'s trials (run_collective): from now on run() throws Exceeded as soon as a flow
+  // arrives at or after `cycle`. A collective ends no earlier than any of its flows, so such a
+  // trial cannot beat the one that ended at `cycle`.
+  struct Exceeded {};
+  void abort_at(std::uint64_t cycle) {
+    abort_ = true;
+    abort_at_ = cycle;
+  }
+  void never_abort() { abort_ = false; }
+
  private:
-  const Topology& topology_;
+  const Topology* topology_;  // a pointer, so that schedules can be assigned (auto's trials)
+  bool abort_ = false;
+  std::uint64_t abort_at_ = 0;
   std::vector<double> rate_;            // per link, bytes/cycle each direction
   std::vector<std::uint64_t> latency_;  // per link, cycles
   std::vector<std::uint64_t> free_at_;  // per channel
