@@ -334,7 +334,7 @@ int run_command(int argc, char** argv) {
   }
   if (!quiet) {
     std::cout << report::summary_text(chip_spec, stats, info);
-    std::cout << report::top_layers_text(stats, info.layers, 5);
+    std::cout << report::top_layers_text(chip_spec, stats, info.layers, 5);
     if (!out_dir.empty()) std::cout << "  results       " << out_dir << "/stats.json\n";
   }
   return 0;

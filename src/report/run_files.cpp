@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <iterator>
@@ -13,6 +14,7 @@
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json.hpp"
+#include "ipusim/util/units.hpp"
 
 namespace ipusim::report {
 namespace {
@@ -154,8 +156,42 @@ std::string layers_csv(const std::vector<LayerRow>& rows) {
   return out;
 }
 
-std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows,
-                            std::size_t n) {
+// Why a layer row costs what it does, from its phase split: the phase kind that takes the
+// largest share names the bound; compute-bound rows give their AMP use against the chip's
+// FP16.16 peak (the layer's FLOPs over its compute time).
+std::string layer_bound(const ChipSpec& chip, const LayerRow& r) {
+  const double total = static_cast<double>(std::max<std::uint64_t>(r.total(), 1));
+  const auto share = [&](PhaseKind k) { return static_cast<double>(r.cycles[k]) / total; };
+  const double waiting = share(PhaseKind::kWaiting) + share(PhaseKind::kExternalSync);
+  const double io = share(PhaseKind::kHost) + share(PhaseKind::kStreaming) +
+                    share(PhaseKind::kInterIpu) + share(PhaseKind::kCollective);
+  const double compute = share(PhaseKind::kCompute), exchange = share(PhaseKind::kExchange),
+               sync = share(PhaseKind::kSync);
+  const double top = std::max({compute, exchange, sync, waiting, io});
+  if (top == compute) {
+    const double seconds = static_cast<double>(r.cycles[PhaseKind::kCompute]) / chip.clock.hz;
+    const double peak = chip.peak_flops(true, false);
+    const double use = seconds > 0 && peak > 0 ? static_cast<double>(r.flops) / seconds / peak : 0;
+    return fmt::format(
+        "compute-bound ({:.0f}% of its time): the AMP units at {:.1f}% of the FP16.16 peak while "
+        "it computes",
+        100 * compute, 100 * use);
+  }
+  if (top == exchange)
+    return fmt::format("exchange-bound ({:.0f}% of its time exchanging {} on-chip)", 100 * exchange,
+                       human_bytes(static_cast<double>(r.exchange_bytes)));
+  if (top == sync)
+    return fmt::format("sync-bound ({:.0f}% of its time in on-chip syncs: many small supersteps)",
+                       100 * sync);
+  if (top == waiting)
+    return fmt::format("waiting for peers ({:.0f}% of its time at external syncs)", 100 * waiting);
+  return fmt::format(
+      "I/O and collectives ({:.0f}% of its time: host, streaming, inter-IPU, collective)",
+      100 * io);
+}
+
+std::string top_layers_text(const ChipSpec& chip, const RunStats& stats,
+                            const std::vector<LayerRow>& rows, std::size_t n) {
   const IpuRunStats* longest = nullptr;
   for (const auto& ipu : stats.ipus)
     if (!longest || ipu.cycles > longest->cycles) longest = &ipu;
@@ -172,6 +208,7 @@ std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& 
         longest->cycles
             ? 100.0 * static_cast<double>(r.total()) / static_cast<double>(longest->cycles)
             : 0.0);
+    if (shown == 1) out += "      why: " + layer_bound(chip, r) + "\n";
   }
   return out;
 }

@@ -54,9 +54,14 @@ std::string layers_csv(const std::vector<LayerRow>& rows);
 // Its header: ipu,layer,pass,executions, <phase>_cycles per kPhases, total_cycles,flops,
 // exchange_bytes.
 std::string layers_header();
-// The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest.
-std::string top_layers_text(const RunStats& stats, const std::vector<LayerRow>& rows,
-                            std::size_t n);
+// The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest,
+// and for the first, why it costs what it does (layer_bound).
+std::string top_layers_text(const ChipSpec& chip, const RunStats& stats,
+                            const std::vector<LayerRow>& rows, std::size_t n);
+// What bounds a layer row: the phase kind with the largest share of its time (compute-bound
+// with its AMP use against the FP16.16 peak, exchange-bound with its bytes, sync-bound,
+// waiting for peers, or I/O and collectives).
+std::string layer_bound(const ChipSpec& chip, const LayerRow& row);
 
 // The name of a span as shown in the timeline (the program step's name).
 std::string span_name(const Span& span, const trace::Trace& trace, std::uint32_t program);
