@@ -282,11 +282,11 @@ Document load_tree(const std::string& file, const Schema& schema, std::vector<st
     if (!decl || decl->kind != ValueKind::kInclude) continue;
     const std::string target =
         (fs::path(file).parent_path() / raw.text).lexically_normal().string();
-    std::error_code ec;
-    const bool exists = fs::exists(target, ec);
-    if (ec)
+    std::error_code exists_ec;
+    const bool exists = fs::exists(target, exists_ec);
+    if (exists_ec)
       throw ConfigError(fmt::format("{}: {}: included file \"{}\" cannot be read: {}", raw.origin,
-                                    path, target, ec.message()));
+                                    path, target, exists_ec.message()));
     if (!exists)
       throw ConfigError(
           fmt::format("{}: {}: included file \"{}\" does not exist", raw.origin, path, target));

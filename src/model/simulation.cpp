@@ -27,13 +27,13 @@ class System : public sc_core::sc_module {
     for (std::uint32_t r = 0; r < replicas; ++r)
       for (const auto& program : trace.ipus) {
         const Placement place{r * per_replica + program.ipu, program.ipu, r};
-        const std::string name = fmt::format("ipu{}", place.system_ipu);
+        const std::string module = fmt::format("ipu{}", place.system_ipu);
         if (options.engine == Engine::kReference)
           ipus.push_back(
-              std::make_unique<ReferenceIpu>(name.c_str(), chip, program, place, fabric.get()));
+              std::make_unique<ReferenceIpu>(module.c_str(), chip, program, place, fabric.get()));
         else
           ipus.push_back(
-              std::make_unique<Ipu>(name.c_str(), chip, program, options, place, fabric.get()));
+              std::make_unique<Ipu>(module.c_str(), chip, program, options, place, fabric.get()));
       }
   }
   std::unique_ptr<Fabric> fabric;

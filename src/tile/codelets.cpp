@@ -89,13 +89,6 @@ std::vector<u64> shares(u64 total, u64 w) {
   return s;
 }
 
-// Supervisor wrapper of a one-run vertex: `pre` simple set-up instructions, runall, the run
-// (tail: sync), `post` simple instructions.
-SupBlock one_run(u64 pre_simple, u64 pre_control, u64 run_cycles, u64 post_simple) {
-  return {simple(pre_simple), control(pre_control), tile::run_cycles(run_cycles),
-          simple(post_simple)};
-}
-
 // ---------------------------------------------------------------------------------------------
 // Elementwise: instructions per vector of each operator. add/sub/mul are one vector
 // instruction (§4 c = 1); the other rows are inferred sequences whose issue turns equal the

@@ -371,10 +371,14 @@ std::optional<std::string> count_problem(std::uint32_t count, bool any_step) {
   return std::nullopt;
 }
 
+// 128-bit intermediates: a count times a 64-bit step cannot overflow them (a GCC/Clang
+// extension, hence __extension__ for -Wpedantic).
+__extension__ using Wide = __int128;
+
 std::optional<std::string> range_problem(std::uint32_t count, std::int64_t step, TileRange r) {
-  const __int128 last = count - 1;
-  const __int128 lo = static_cast<__int128>(r.first) + (step < 0 ? last * step : 0);
-  const __int128 hi = static_cast<__int128>(r.last) + (step > 0 ? last * step : 0);
+  const Wide last = count - 1;
+  const Wide lo = static_cast<Wide>(r.first) + (step < 0 ? last * step : 0);
+  const Wide hi = static_cast<Wide>(r.last) + (step > 0 ? last * step : 0);
   if (lo < 0 || hi > std::numeric_limits<std::uint32_t>::max())
     return fmt::format("steps tile range {}..{} by {} over {} copies, past the tile indices 0..{}",
                        r.first, r.last, step, count, std::numeric_limits<std::uint32_t>::max());
@@ -395,9 +399,8 @@ std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRa
   if (auto p = range_problem(t.count, t.src_step, t.src)) return p;
   for (const TileRange& r : dst)
     if (auto p = range_problem(t.count, t.dst_step, r)) return p;
-  const __int128 end =
-      static_cast<__int128>(t.bytes) + static_cast<__int128>(t.count - 1) * t.bytes_step;
-  if (end < 0 || end > static_cast<__int128>(kMaxCount))
+  const Wide end = static_cast<Wide>(t.bytes) + static_cast<Wide>(t.count - 1) * t.bytes_step;
+  if (end < 0 || end > static_cast<Wide>(kMaxCount))
     return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", t.bytes, t.bytes_step,
                        t.count, kMaxCount);
   return std::nullopt;
