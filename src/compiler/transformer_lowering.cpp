@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lowering of a transformer training step (BERT-Large): pipelined over the IPUs of a
+// Lowering of a transformer training step (BERT-Large, GPT-2): pipelined over the IPUs of a
 // replica, pipeline recomputation, then the gradient all-reduce (or reduce-scatter under
 // replicated tensor sharding) and LAMB (docs/workloads.md). Matmul outputs stay where the
 // planner computed them; bias, GELU, dropout, residual adds and the layer-norm apply run
 // there fused; layer-norm and softmax statistics are reduced among the tiles holding each
 // token's (or row's) channels; attention runs per head as grouped matmuls; and the operands
 // every backward matmul reads transposed (weights, activations, attention scores) are
-// rearranged and transposed, as Poplar's FC passes do.
+// rearranged and transposed, as Poplar's FC passes do. The model file chooses post- or
+// pre-layer-norm sub-layers, causal attention and a masked-LM or LM head (docs/models.md).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,22 +38,28 @@ struct FfnLayouts {
   Layout x, hidden, out;
 };
 
-// Q, K, V and output projections with biases, and the layer norm after them.
+// Q, K, V and output projections with biases, and the sub-layer's layer norm.
 std::uint64_t transformer_attention_params(const ModelDef& m) {
   return 4 * m.hidden * m.hidden + 4 * m.hidden + 2 * m.hidden;
 }
-// The two FFN matmuls with biases, and the layer norm after them.
+// The two FFN matmuls with biases, and the sub-layer's layer norm.
 std::uint64_t transformer_ffn_params(const ModelDef& m) {
   return 2 * m.hidden * m.ffn + m.hidden + m.ffn + 2 * m.hidden;
 }
-// Token, position and two segment embeddings, and their layer norm.
-std::uint64_t transformer_embedding_params(const ModelDef& m) {
-  return (m.vocabulary + m.max_positions + 2) * m.hidden + 2 * m.hidden;
+// Token (`vocabulary` rows), position and segment embeddings, and (post-norm) their layer
+// norm.
+std::uint64_t transformer_embedding_params(const ModelDef& m, std::uint64_t vocabulary) {
+  return (vocabulary + m.max_positions + m.token_types) * m.hidden +
+         (m.pre_norm ? 0 : 2 * m.hidden);
 }
 // The masked-LM head's dense layer, bias, layer norm and output bias (its matmul is tied to
-// the token embedding).
+// the token embedding); an LM head is the tied matmul alone.
 std::uint64_t transformer_head_params(const ModelDef& m) {
-  return m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden;
+  return m.lm_head ? 0 : m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden;
+}
+// Pre-norm: the final layer norm after the last sub-layer.
+std::uint64_t transformer_final_norm_params(const ModelDef& m) {
+  return m.pre_norm ? 2 * m.hidden : 0;
 }
 
 class TransformerLowering {
@@ -62,9 +69,15 @@ class TransformerLowering {
 
   std::uint64_t attention_params() const { return transformer_attention_params(m_); }
   std::uint64_t ffn_params() const { return transformer_ffn_params(m_); }
-  std::uint64_t embedding_params() const { return transformer_embedding_params(m_); }
+  // The table as stored: the vocabulary padded to the model's multiple.
+  std::uint64_t embedding_params() const {
+    return transformer_embedding_params(m_, m_.padded_vocabulary());
+  }
   std::uint64_t head_params() const { return transformer_head_params(m_); }
+  std::uint64_t final_norm_params() const { return transformer_final_norm_params(m_); }
+  // Tokens the head predicts per micro-batch: every token (LM head), or the masked ones.
   std::uint64_t masked() const {
+    if (m_.lm_head) return tokens_;
     return static_cast<std::uint64_t>(
                std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
            m_.masked_tokens;
@@ -80,7 +93,7 @@ class TransformerLowering {
     std::uint64_t copies;
   };
   std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn,
-                                    bool embeddings_and_heads) {
+                                    bool embeddings_and_heads, bool final_norm) {
     const std::uint64_t h = m_.hidden;
     std::vector<Parameter> out;
     auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies) {
@@ -93,14 +106,21 @@ class TransformerLowering {
     add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
     add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn);
     if (embeddings_and_heads) {
-      const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
-      add("embedding/table", b_.weights_layout(mm(masked(), slice_n, h)),
+      add("embedding/table", b_.weights_layout(mm(masked(), slice_n(), h)),
           run_.embedding_serialisation);
-      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + 2, h), 1);
-      add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
-      add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
+      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types, h), 1);
+      if (!m_.lm_head) {
+        add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
+        add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
+      }
     }
+    if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1);
     return out;
+  }
+
+  // Columns of one serialised slice of the (padded) vocabulary matmul.
+  std::uint64_t slice_n() const {
+    return ceil_div(m_.padded_vocabulary(), run_.embedding_serialisation);
   }
 
   // The stage input (an inter-IPU copy, or the embeddings' output) on the linear layout.
@@ -118,12 +138,24 @@ class TransformerLowering {
     const DType dt = m_.dtype;
     const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, g = groups();
     flush(out, x);
+    const Layout residual_in = x.layout;
+    if (m_.pre_norm) {  // the sub-layer reads the normalised input; the residual is the input
+      layer_norm(out, x);
+      flush(out, x);
+    }
     AttentionLayouts& L = attention_;
     L.x = x.layout;
     L.qkv = b_.matmul(out, tokens_, 3 * h, h, dt, Operand{x.layout, false});  // Q, K, V projections
     const Layout q = slice(L.qkv, h);
     // scores = Q K^T per (pack, head): K is read transposed.
     L.scores = b_.matmul(out, s, s, d, dt, Operand{q, false}, Operand{q, true}, g);
+    // Causal mask: Poplar computes the whole score matrix and adds the mask (0 or -inf) to
+    // every score before the softmax, one add per score; it has no backward work (the masked
+    // probabilities are 0, so their gradients vanish in the softmax gradient).
+    if (m_.causal) {
+      const Op add = Op::kAdd;
+      b_.elementwise(out, L.scores, {&add, 1});
+    }
     // softmax over keys (stable: max, then exp and sum), then dropout
     const Op sub_exp[] = {Op::kSub, Op::kExp};
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
@@ -134,9 +166,9 @@ class TransformerLowering {
     flush(out, p);
     L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
     L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});  // projection
-    b_.rearrange(out, x.layout, L.out);  // the residual joins the projection's layout
+    b_.rearrange(out, residual_in, L.out);  // the residual joins the projection's layout
     x = residual(L.out);
-    layer_norm(out, x);
+    if (!m_.pre_norm) layer_norm(out, x);
   }
 
   // A sub-layer's output, pending its bias, dropout (training only) and residual add.
@@ -148,15 +180,20 @@ class TransformerLowering {
   void ffn_fwd(Steps& out, Value& x) {
     const DType dt = m_.dtype;
     flush(out, x);
+    const Layout residual_in = x.layout;
+    if (m_.pre_norm) {
+      layer_norm(out, x);
+      flush(out, x);
+    }
     FfnLayouts& L = ffn_;
     L.x = x.layout;
     L.hidden = b_.matmul(out, tokens_, m_.ffn, m_.hidden, dt, Operand{x.layout, false});
     Value hdn{L.hidden, {Op::kAdd, Op::kGelu}};  // bias + GELU
     flush(out, hdn);
     L.out = b_.matmul(out, tokens_, m_.hidden, m_.ffn, dt, Operand{L.hidden, false});
-    b_.rearrange(out, x.layout, L.out);
+    b_.rearrange(out, residual_in, L.out);
     x = residual(L.out);
-    layer_norm(out, x);
+    if (!m_.pre_norm) layer_norm(out, x);
   }
 
   // Backward of C[M x N] = A[M x K] B[K x N] with A, B and dC on the given layouts:
@@ -186,7 +223,7 @@ class TransformerLowering {
   void attention_bwd(Steps& out, Value& g) {
     const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, gr = groups();
     const AttentionLayouts& L = attention_;
-    layer_norm_bwd(out, g, L.out);
+    if (!m_.pre_norm) layer_norm_bwd(out, g, L.out);
     g.pending.push_back(Op::kMul);  // dropout
     flush(out, g);
     const Layout residual = g.layout;
@@ -208,14 +245,23 @@ class TransformerLowering {
     const Layout dqkv = L.qkv;
     for (int part = 0; part < 3; ++part) b_.rearrange(out, slice_as(dq, q), q);  // dQ, dK, dV
     const Layout dx = matmul_bwd(out, tokens_, 3 * h, h, L.x, weights_qkv, dqkv, true);
+    pre_norm_bwd(out, dx, L.x);
     // The residual's gradient joins the input gradient.
     b_.rearrange(out, residual, dx);
     g = Value{dx, {Op::kAdd}};
   }
 
+  // Pre-norm: the gradient of the sub-layer's input layer norm (its input was on `x`).
+  void pre_norm_bwd(Steps& out, const Layout& dx, const Layout& x) {
+    if (!m_.pre_norm) return;
+    Value gx{dx, {}};
+    layer_norm_bwd(out, gx, x);
+    flush(out, gx);
+  }
+
   void ffn_bwd(Steps& out, Value& g) {
     const FfnLayouts& L = ffn_;
-    layer_norm_bwd(out, g, L.out);
+    if (!m_.pre_norm) layer_norm_bwd(out, g, L.out);
     g.pending.push_back(Op::kMul);  // dropout
     flush(out, g);
     const Layout residual = g.layout;
@@ -227,24 +273,37 @@ class TransformerLowering {
     flush(out, gh);
     const Layout w1 = b_.weights_layout(mm(tokens_, m_.ffn, m_.hidden));
     const Layout dx = matmul_bwd(out, tokens_, m_.ffn, m_.hidden, L.x, w1, dh, true);
+    pre_norm_bwd(out, dx, L.x);
     b_.rearrange(out, residual, dx);
     g = Value{dx, {Op::kAdd}};
   }
 
-  // Embedding lookup (token + position embeddings per token) and its layer norm.
+  // Embedding lookup (token + position embeddings per token) and (post-norm) its layer norm.
   void embedding_fwd(Steps& out, Value& x) {
     x = stage_input();
     const Op add = Op::kAdd;
     b_.elementwise(out, x.layout, {&add, 1});
-    layer_norm(out, x);
+    if (!m_.pre_norm) layer_norm(out, x);
     embedding_out_ = x.layout;
   }
+  // Pre-norm: the layer norm after the last sub-layer (on the last pipeline stage).
+  void final_norm_fwd(Steps& out, Value& x) {
+    flush(out, x);
+    final_norm_in_ = x.layout;
+    layer_norm(out, x);
+  }
+  void final_norm_bwd(Steps& out, Value& g) { layer_norm_bwd(out, g, final_norm_in_); }
   // The MLM head on the masked tokens: dense + GELU + layer norm, then the vocabulary matmul
   // against the tied embedding, serialised over the vocabulary, with the softmax statistics.
   void heads_fwd(Steps& out, Value& x) {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
     flush(out, x);
+    if (m_.lm_head) {  // every token, where it is, against the tied table
+      head_y_ = x.layout;
+      vocabulary_fwd(out, x.layout);
+      return;
+    }
     const Layout xm = b_.linear(dt, t, m_.hidden);  // the masked tokens, gathered
     head_in_ = xm;
     head_dense_ = b_.matmul(out, t, m_.hidden, m_.hidden, dt, Operand{xm, false});
@@ -252,27 +311,34 @@ class TransformerLowering {
     layer_norm(out, y);
     flush(out, y);
     head_y_ = y.layout;
-    const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
+    vocabulary_fwd(out, y.layout);
+  }
+  // The vocabulary matmul against the tied embedding, serialised over the vocabulary, with
+  // the softmax statistics.
+  void vocabulary_fwd(Steps& out, const Layout& y) {
     for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
-      logits_ = b_.matmul(out, t, slice_n, m_.hidden, dt, Operand{y.layout, false});
+      logits_ = b_.matmul(out, masked(), slice_n(), m_.hidden, m_.dtype, Operand{y, false});
       const Op exp = Op::kExp;
       b_.elementwise(out, logits_, {&exp, 1});
       b_.reduce(out, logits_, Axis::kChannels, 1, /*broadcast=*/false);
     }
   }
-  // Bytes of one micro-batch's predictions: a 32-bit token id per masked token (the heads
+  // Bytes of one micro-batch's predictions: a 32-bit token id per predicted token (the heads
   // compute the vocabulary scores on the IPU; only the chosen ids go back).
   std::uint64_t output_bytes() const { return masked() * 4; }
   void heads_bwd(Steps& out, Value& g) {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
-    const std::uint64_t slice_n = ceil_div(m_.vocabulary, run_.embedding_serialisation);
-    const Layout table = b_.weights_layout(mm(t, slice_n, m_.hidden));
+    const Layout table = b_.weights_layout(mm(t, slice_n(), m_.hidden));
     Layout dy;
     for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
       const Op sub = Op::kSub;  // softmax - labels
       b_.elementwise(out, logits_, {&sub, 1});
-      dy = matmul_bwd(out, t, slice_n, m_.hidden, head_y_, table, logits_, true);
+      dy = matmul_bwd(out, t, slice_n(), m_.hidden, head_y_, table, logits_, true);
+    }
+    if (m_.lm_head) {  // the gradient of every token's output, where the matmul left it
+      g = Value{dy, {}};
+      return;
     }
     Value gy{dy, {}};
     layer_norm_bwd(out, gy, head_y_);
@@ -287,7 +353,7 @@ class TransformerLowering {
     b_.rearrange(out, dxm, b_.linear(m_.dtype, t, m_.hidden));
   }
   void embedding_bwd(Steps& out, Value& g) {
-    layer_norm_bwd(out, g, embedding_out_);
+    if (!m_.pre_norm) layer_norm_bwd(out, g, embedding_out_);
     flush(out, g);
     b_.scaled_add(out, g.layout);  // scatter-add into the table gradient
   }
@@ -330,14 +396,17 @@ class TransformerLowering {
   std::uint64_t packs_;
   AttentionLayouts attention_;
   FfnLayouts ffn_;
-  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_;
+  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_, final_norm_in_;
 };
 
 }  // namespace
 
+// The model's parameters with its published vocabulary (the padding rows of the stored table
+// are not counted).
 std::uint64_t transformer_parameters(const ModelDef& m) {
   return m.encoder_layers * (transformer_attention_params(m) + transformer_ffn_params(m)) +
-         transformer_embedding_params(m) + transformer_head_params(m);
+         transformer_embedding_params(m, m.vocabulary) + transformer_head_params(m) +
+         transformer_final_norm_params(m);
 }
 
 trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
@@ -386,7 +455,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     b.set_coeff_load_bits(run.conv_unit_load_bits);
     TransformerLowering lower(m, run, b);
     const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
-    const bool first = ipu == 0;
+    const bool first = ipu == 0, last = ipu + 1 == p;
     // Forward of the stage, then (pipeline recomputation) the forward again and the backward.
     // Provenance: encoder sub-layers are numbered over the whole model.
     std::uint32_t attn0 = 0, ffn0 = 0;
@@ -413,6 +482,10 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
           const auto scope = b.scope(ffn_name(i), pass);
           lower.ffn_fwd(out, x);
         }
+      }
+      if (last && m.pre_norm) {
+        const auto scope = b.scope("final_norm", pass);
+        lower.final_norm_fwd(out, x);
       }
       const auto scope = b.scope(first ? "heads" : "", pass);
       if (first) lower.heads_fwd(out, x);
@@ -442,11 +515,13 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
         b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu,
                trace::HostMemory::kHost);
       }
-      for (const auto& param : lower.parameters(n_attn, n_ffn, first))
+      for (const auto& param : lower.parameters(n_attn, n_ffn, first, last))
         b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
       const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
       b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
-               std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts);
+               std::max({heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb,
+                         first ? lower.masked() * lower.slice_n() * eb : 0}) +
+                   4 * acts);
       if (first)
         b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
                  run.micro_batch * run.input_bytes_per_sample);
@@ -459,6 +534,10 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     if (first) {
       const auto scope = b.scope("heads", trace::Pass::kDataGradient);
       lower.heads_bwd(bwd_steps, g);
+    }
+    if (last && m.pre_norm) {
+      const auto scope = b.scope("final_norm", trace::Pass::kDataGradient);
+      lower.final_norm_bwd(bwd_steps, g);
     }
     for (std::uint32_t i = std::max(n_attn, n_ffn); i-- > 0;) {
       if (i < n_ffn) {
@@ -492,6 +571,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     // Weight update after the pipeline flush, on the tiles holding each stage's weights.
     std::uint64_t params = n_attn * lower.attention_params() + n_ffn * lower.ffn_params();
     if (first) params += lower.embedding_params() + lower.head_params();
+    if (last) params += lower.final_norm_params();
     const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
     const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
     if (run.replicas > 1) {
@@ -501,8 +581,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
                     params * eb, m.dtype, {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     }
     const auto update_scope = b.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    // LAMB: two moments (16-bit), per-tensor norms, update; state streamed in and out when it
-    // lives in Streaming Memory.
+    // LAMB: two moments (16-bit), per-tensor norms, update (AdamW: the same without the
+    // norms); state streamed in and out when it lives in Streaming Memory.
     const std::uint64_t state = 2 * shard * eb;
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
@@ -512,13 +592,18 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
                           Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
     b.elementwise(program.steps, w, moments);
-    const Op square = Op::kSquare;
-    for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||u|| per tensor
-      b.elementwise(program.steps, w, {&square, 1});
-      b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/true);
+    if (run.optimiser == "adamw") {
+      const Op update[] = {Op::kMul, Op::kSub};  // w -= lr u
+      b.elementwise(program.steps, w, update);
+    } else {
+      const Op square = Op::kSquare;
+      for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||u|| per tensor
+        b.elementwise(program.steps, w, {&square, 1});
+        b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/true);
+      }
+      const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
+      b.elementwise(program.steps, w, update);
     }
-    const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
-    b.elementwise(program.steps, w, update);
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
     if (rts)
@@ -530,11 +615,14 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     const std::uint64_t stages_to_end = first ? 0 : p - ipu;
     const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
     const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
-    const std::uint64_t live =
-        std::max(heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb) + 4 * acts;
+    // (IPU 0: or one slice of the vocabulary scores, when larger: an LM head's over every
+    // token.)
+    const std::uint64_t live = std::max({heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb,
+                                         first ? lower.masked() * lower.slice_n() * eb : 0}) +
+                               4 * acts;
     // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
     // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
-    for (const auto& param : lower.parameters(n_attn, n_ffn, first)) {
+    for (const auto& param : lower.parameters(n_attn, n_ffn, first, last)) {
       b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
       b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
                param.copies);

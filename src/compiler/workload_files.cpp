@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Loading of model files (models/*.yaml) and run configs (configs/runs/*.yaml).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -230,18 +231,47 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   } else if (def.family == "transformer") {
     check_keys(file, m, "model",
                {"name", "family", "dtype", "layers", "hidden", "heads", "ffn", "vocabulary",
-                "sequence", "masked_tokens", "max_positions"});
+                "sequence", "masked_tokens", "max_positions", "causal", "norm", "head",
+                "token_types", "pad_vocabulary_to"});
+    const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
+      const std::string v = text(file, m, key, "model", allowed.front());
+      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+        throw ConfigError(fmt::format("{}: model.{}: expected {}, found \"{}\"{}", at(file, m[key]),
+                                      key, fmt::join(allowed, " or "), v,
+                                      did_you_mean(v, allowed)));
+      return v;
+    };
     def.encoder_layers = count(file, m, "layers", "model");
     def.hidden = count(file, m, "hidden", "model");
     def.heads = count(file, m, "heads", "model");
     def.ffn = count(file, m, "ffn", "model");
     def.vocabulary = count(file, m, "vocabulary", "model");
     def.sequence = count(file, m, "sequence", "model");
-    def.masked_tokens = count(file, m, "masked_tokens", "model");
+    def.causal = choice("causal", {"false", "true"}) == "true";
+    def.pre_norm = choice("norm", {"post", "pre"}) == "pre";
+    def.lm_head = choice("head", {"masked_lm", "lm"}) == "lm";
+    if (def.lm_head && m["masked_tokens"])
+      throw ConfigError(fmt::format(
+          "{}: model.masked_tokens: an lm head predicts every token (remove the key, or use "
+          "head: masked_lm)",
+          at(file, m["masked_tokens"])));
+    def.masked_tokens = def.lm_head ? 0 : count(file, m, "masked_tokens", "model");
     def.max_positions = count(file, m, "max_positions", "model", def.sequence);
+    if (const YAML::Node tt = m["token_types"]; tt && tt.IsScalar() && tt.Scalar() == "0")
+      def.token_types = 0;
+    else
+      def.token_types = count(file, m, "token_types", "model", 2);
+    def.vocabulary_multiple = count(file, m, "pad_vocabulary_to", "model", 1);
+    if (def.max_positions < def.sequence)
+      throw ConfigError(fmt::format(
+          "{}: model.max_positions: {} position embeddings cannot cover a sequence of {}",
+          at(file, m), def.max_positions, def.sequence));
+    // The attention layer splits its width among its heads.
     if (def.hidden % def.heads != 0)
-      throw ConfigError(fmt::format("{}: model.hidden ({}) must be a multiple of model.heads ({})",
-                                    at(file, m), def.hidden, def.heads));
+      throw ConfigError(fmt::format(
+          "{}: layer 'attention': model.heads ({}) must divide model.hidden ({}): each head "
+          "takes hidden / heads channels",
+          at(file, m["heads"]), def.heads, def.hidden));
     if (root["layers"])
       throw ConfigError(fmt::format("{}: a transformer takes no 'layers' list", file));
   } else {
@@ -278,7 +308,10 @@ std::vector<ParamDecl> run_params() {
        "Micro-batches per weight update", "workloads.md"},
       {"run.precision", ValueKind::kString, 0, 0, "16.16 (half partials) or 16.32 (float partials)",
        "workloads.md"},
-      {"run.optimiser", ValueKind::kString, 0, 0, "lars or lamb", "workloads.md"},
+      {"run.optimiser", ValueKind::kString, 0, 0,
+       "lars or sgd (CNN), lamb or adamw (transformer: AdamW is LAMB without its per-tensor "
+       "norms)",
+       "workloads.md"},
       {"run.optimiser_state", ValueKind::kString, 0, 0, "on_chip or streaming (Streaming Memory)",
        "workloads.md"},
       {"run.replicated_tensor_sharding", ValueKind::kString, 0, 0,
@@ -357,7 +390,7 @@ std::vector<ParamDecl> run_params() {
   };
   for (auto& d : p) {
     if (d.path == "run.precision") d.choices = {"16.16", "16.32"};
-    if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd"};
+    if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd", "adamw"};
     if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
     if (d.path == "run.replicated_tensor_sharding" || d.path == "run.batchnorm_statistics_cache" ||
         d.path == "run.fuse_elementwise" || d.path == "run.rearrangements")

@@ -49,6 +49,22 @@ TEST(Workload, ResNet50OnPod16ReportsThroughputAndTimeToTrain) {
   EXPECT_GT(json_value_after(stats, "\"collective\""), 0);
 }
 
+TEST(Workload, Gpt2MediumOnPod16CompilesRunsAndReportsThroughput) {
+  // models/gpt2_medium.yaml with Graphcore's POD16 parallelism (2 replicas of an 8-IPU
+  // pipeline, micro-batch 1, gradient accumulation 4096): 8,192 sequences per step, every IPU
+  // of the POD16 used, gradients reduce-scattered and weights all-gathered across replicas.
+  TempDir dir;
+  const std::string stats =
+      compile_and_run(dir, source_dir() + "/configs/runs/gpt2-medium-pod16.yaml", "");
+  const double step = step_seconds(stats);
+  EXPECT_GT(step, 0);
+  const double throughput = json_value_after(stats, "\"throughput\"");
+  EXPECT_NEAR(throughput * step, 8192.0, 1e-6 * 8192);
+  EXPECT_NE(stats.find("\"unit\": \"sequences/s\""), std::string::npos);
+  EXPECT_NE(stats.find("\"model\": \"GPT-2-medium\""), std::string::npos);
+  EXPECT_GT(json_value_after(stats, "\"collective\""), 0);
+}
+
 TEST(Workload, ChipThatCannotHoldTheModelFailsToCompile) {
   TempDir dir;
   const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml " +

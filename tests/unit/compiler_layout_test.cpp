@@ -616,3 +616,143 @@ TEST(ModelFiles, ShapeErrorsNameTheLayer) {
 
 }  // namespace
 }  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+// A reduced GPT (2 decoder layers, hidden 256, 4 heads, sequence 128) with `extra` model keys,
+// on one IPU of a POD16 (one replica, one micro-batch of 2 sequences per step); compiled.
+trace::Trace compile_gpt_tiny(const std::string& name, const std::string& extra) {
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/" + name + ".yaml")
+      << "model:\n  name: GPT-tiny\n  family: transformer\n  layers: 2\n  hidden: 256\n"
+         "  heads: 4\n  ffn: 1024\n  vocabulary: 1000\n  pad_vocabulary_to: 16\n"
+         "  sequence: 128\n  token_types: 0\n  norm: pre\n  head: lm\n"
+      << extra;
+  std::ofstream(dir + "/" + name + "-run.yaml")
+      << "run:\n  name: " << name << "\n  model: " << name
+      << ".yaml\n  system: " << IPUSIM_SOURCE_DIR << "/configs/systems/pod16.yaml\n"
+      << "  replicas: 1\n  ipus_per_replica: 1\n  micro_batch: 2\n  gradient_accumulation: 1\n"
+         "  precision: \"16.16\"\n  optimiser: adamw\n  optimiser_state: on_chip\n"
+         "  available_memory_proportion: \"0.3\"\n  pipeline_placement: \"ipu0=2,2\"\n"
+         "  embedding_serialisation: 2\n  input_bytes_per_sample: 1KiB\n"
+         "  sample_unit: sequences\n";
+  const LoadedRun run = load_run(dir + "/" + name + "-run.yaml");
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  return compile(model, run.run, system.spec);
+}
+
+// Elements processed by unfused (one-op) elementwise adds over a program's execution: each
+// add vertex's per-tile element count on each of its tiles, times the repeats around it.
+std::uint64_t unfused_add_elements(const trace::IpuProgram& p, const Steps& steps,
+                                   std::uint64_t times) {
+  namespace sl = trace::slot;
+  std::uint64_t n = 0;
+  for (const auto& s : steps) {
+    if (s.kind == StepKind::kRepeat) n += unfused_add_elements(p, s.body, times * s.count);
+    if (s.kind != StepKind::kCompute) continue;
+    for (const auto& v : p.compute_sets.at(s.index).vertices)
+      if (v.codelet == trace::Codelet::kBinary &&
+          v.params[sl::kEltOp] == static_cast<std::int64_t>(Op::kAdd))
+        n += times * v.instances() * static_cast<std::uint64_t>(v.params[sl::kEltN]);
+  }
+  return n;
+}
+
+TEST(CompilerDecoder, TheCausalMaskAddsOneAddPerScore) {
+  // By hand: the mask is one add per score before the softmax, on the whole score matrix
+  // (Poplar computes it all): sequence x sequence x heads x micro-batch = 128 x 128 x 4 x 2 =
+  // 131,072 adds per attention sub-layer forward, nothing in the backward pass. The step runs
+  // the forward pass and (pipeline recomputation) the forward again, over 2 layers: the mask's
+  // compute set runs 2 x 2 = 4 times, and nothing else changes.
+  const trace::Trace plain = compile_gpt_tiny("gpt_plain", "");
+  const trace::Trace causal = compile_gpt_tiny("gpt_causal", "  causal: true\n");
+  ASSERT_EQ(plain.ipus.size(), 1u);
+  ASSERT_EQ(causal.ipus.size(), 1u);
+  const trace::IpuProgram& c = causal.ipus[0];
+  const trace::IpuProgram& u = plain.ipus[0];
+  ASSERT_EQ(c.compute_sets.size(), u.compute_sets.size() + 1);  // the mask's, and no other
+  std::set<std::string> plain_names;
+  for (const auto& cs : u.compute_sets) plain_names.insert(cs.name);
+  const trace::ComputeSet* mask = nullptr;
+  for (const auto& cs : c.compute_sets)
+    if (!plain_names.count(cs.name)) mask = &cs;
+  ASSERT_NE(mask, nullptr);
+  namespace sl = trace::slot;
+  std::uint64_t held = 0;  // elements the mask's vertices add, on all their tiles
+  for (const auto& v : mask->vertices) {
+    EXPECT_EQ(v.codelet, trace::Codelet::kBinary);
+    EXPECT_EQ(v.params[sl::kEltOp], static_cast<std::int64_t>(Op::kAdd));
+    held += v.instances() * static_cast<std::uint64_t>(v.params[sl::kEltN]);
+  }
+  // The add covers the score tensor's tile blocks: its 131,072 elements, and no more than the
+  // rounding of the planner's split into equal blocks (here 131,712: 640 elements, 0.5%, of
+  // block padding, charged as every tile is charged for its block).
+  const std::uint64_t scores = 128u * 128 * 4 * 2;
+  EXPECT_GE(held, scores);
+  EXPECT_LT(held, scores + scores / 100);
+  // And it is the whole difference in elementwise adds over the step: 4 executions.
+  const std::uint64_t with = unfused_add_elements(c, c.steps, 1);
+  const std::uint64_t without = unfused_add_elements(u, u.steps, 1);
+  EXPECT_EQ(with - without, 4 * held);
+}
+
+TEST(CompilerDecoder, AHeadCountThatDoesNotDivideTheWidthNamesTheLayerAndKey) {
+  const std::string file = ::testing::TempDir() + "/bad_heads.yaml";
+  std::ofstream(file) << "model:\n  name: m\n  family: transformer\n  layers: 2\n"
+                         "  hidden: 1000\n  heads: 16\n  ffn: 4000\n  vocabulary: 100\n"
+                         "  sequence: 64\n  head: lm\n";
+  try {
+    load_model(file);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bad_heads.yaml:6:"), std::string::npos) << what;  // the heads line
+    EXPECT_NE(what.find("layer 'attention': model.heads (16) must divide model.hidden (1000)"),
+              std::string::npos)
+        << what;
+  }
+  // Unknown choices get a "did you mean".
+  std::ofstream(file) << "model:\n  name: m\n  family: transformer\n  layers: 2\n"
+                         "  hidden: 64\n  heads: 4\n  ffn: 256\n  vocabulary: 100\n"
+                         "  sequence: 64\n  head: lm\n  norm: prenorm\n";
+  try {
+    load_model(file);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.norm: expected post or pre, found \"prenorm\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CompilerDecoder, Gpt2MediumHasItsPublishedParameterCount) {
+  // GPT-2 medium by hand (L = 24, H = 1024, F = 4096, V = 50,257, context P = 1024):
+  //   token embedding V x H = 51,463,168 (tied to the LM head: counted once)
+  //   position embedding P x H = 1,048,576
+  //   per layer: LN 2H = 2,048; QKV 3H x H + 3H = 3,148,800; projection H x H + H = 1,049,600;
+  //     LN 2H = 2,048; FFN in H x F + F = 4,198,400; FFN out F x H + H = 4,195,328;
+  //     in all 12,596,224, x 24 = 302,309,376
+  //   final LN 2H = 2,048
+  // total 354,823,168 (the 354.8 M of the released model). The stored table's 15 padding rows
+  // (50,272 = 16 x 3,142) are not parameters.
+  const ModelDef m = load_model(std::string(IPUSIM_SOURCE_DIR) + "/models/gpt2_medium.yaml");
+  const std::uint64_t h = 1024, f = 4096, v = 50257, p = 1024;
+  const std::uint64_t layer =
+      2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h);
+  EXPECT_EQ(layer, 12596224u);
+  const std::uint64_t by_hand = v * h + p * h + 24 * layer + 2 * h;
+  EXPECT_EQ(by_hand, 354823168u);
+  EXPECT_EQ(parameter_count(m), by_hand);
+  EXPECT_EQ(m.padded_vocabulary(), 50272u);
+  // GPT-2 XL likewise: H = 1600, F = 6400, 48 layers: 1,557,611,200.
+  const ModelDef xl = load_model(std::string(IPUSIM_SOURCE_DIR) + "/models/gpt2_xl.yaml");
+  const std::uint64_t hx = 1600, fx = 6400;
+  const std::uint64_t layer_xl = 4 * hx + 4 * hx * hx + 4 * hx + 2 * hx * fx + fx + hx;
+  EXPECT_EQ(parameter_count(xl), v * hx + p * hx + 48 * layer_xl + 2 * hx);
+  EXPECT_EQ(parameter_count(xl), 1557611200u);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler

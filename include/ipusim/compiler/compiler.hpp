@@ -40,6 +40,19 @@ struct ModelDef {
   // transformer
   std::uint64_t encoder_layers = 0, hidden = 0, heads = 0, ffn = 0, vocabulary = 0, sequence = 0,
                 masked_tokens = 0, max_positions = 0;
+  // Attention with a causal mask (an elementwise add on the scores before the softmax).
+  bool causal = false;
+  // Layer norm before each sub-layer and once after the last (GPT-2), instead of after each
+  // sub-layer and after the embeddings (BERT).
+  bool pre_norm = false;
+  // The language-model head predicts every token with the tied embedding only (GPT-2);
+  // otherwise the masked-LM head (dense, GELU, layer norm, bias) on the masked tokens.
+  bool lm_head = false;
+  std::uint64_t token_types = 2;          // segment embeddings
+  std::uint64_t vocabulary_multiple = 1;  // the table is padded to a multiple of this
+  std::uint64_t padded_vocabulary() const {
+    return (vocabulary + vocabulary_multiple - 1) / vocabulary_multiple * vocabulary_multiple;
+  }
 };
 
 // Loads a model file strictly: unknown keys and ops are errors naming file:line.
