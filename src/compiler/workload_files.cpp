@@ -10,6 +10,7 @@
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/yaml_reader.hpp"
+#include "ipusim/trace/program.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
@@ -55,6 +56,17 @@ std::uint64_t count(const std::string& file, const YAML::Node& map, const std::s
     throw ConfigError(
         fmt::format("{}: {}.{}: expected at least 1, found 0", at(file, n), where, key));
   return v;
+}
+
+// A name the trace will carry (a model, layer or run name) must be a trace name
+// (trace::is_valid_name): checked where it is written, not when a trace holding it is read.
+void check_trace_name(const std::string& where_in_file, const std::string& key,
+                      const std::string& name) {
+  if (!trace::is_valid_name(name))
+    throw ConfigError(
+        fmt::format("{}: {}: expected a name of 1..{} characters from [A-Za-z0-9_.:/-] (it goes "
+                    "into the trace), found \"{}\"",
+                    where_in_file, key, trace::kMaxNameLength, name));
 }
 
 std::string text(const std::string& file, const YAML::Node& map, const std::string& key,
@@ -140,6 +152,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       check_keys(file, l, where, {"name", "op", "input", "other", "out", "kernel", "stride"});
       Layer layer;
       layer.name = block.prefix + text(file, l, "name", where);
+      check_trace_name(at(file, l["name"]), where + ".name", layer.name);
       layer.op = text(file, l, "op", where);
       if (std::find(kOps.begin(), kOps.end(), layer.op) == kOps.end())
         throw ConfigError(fmt::format("{}: {}.op: unknown op \"{}\"{}", at(file, l["op"]), where,
@@ -279,6 +292,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
                                   at(file, m["family"]), def.family));
   }
   def.name = text(file, m, "name", "model");
+  check_trace_name(at(file, m["name"]), "model.name", def.name);
   const std::string dtype = text(file, m, "dtype", "model", "half");
   if (dtype != "half" && dtype != "float")
     throw ConfigError(
@@ -458,6 +472,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.file = file;
   const auto dir = std::filesystem::path(file).parent_path();
   run.name = r.string("run.name");
+  check_trace_name(file, "run.name", run.name);
   run.model_file = (dir / r.string("run.model")).lexically_normal().string();
   run.system_file = (dir / r.string("run.system")).lexically_normal().string();
   run.replicas = static_cast<std::uint32_t>(r.count("run.replicas"));

@@ -561,6 +561,37 @@ TEST(ModelFiles, TheWorkedResNet18HasItsPublishedParameterCount) {
   EXPECT_EQ(find("b3/1/add")->input, "b3/1/bn2");
 }
 
+TEST(ModelFiles, NamesThatCannotGoIntoATraceAreErrorsWhereTheyAreWritten) {
+  // A model or layer name with a space would make a trace no reader accepts: refused when
+  // the model file is read, naming file:line:column and the key.
+  const std::string file = ::testing::TempDir() + "/names.yaml";
+  const std::string model =
+      "model: {name: \"my net\", family: cnn, input: {height: 8, width: 8, channels: 3}, "
+      "classes: 2}\nlayers:\n  - {name: a, op: conv, out: 4}\n";
+  std::ofstream(file) << model;
+  try {
+    load_model(file);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(file + ":1:15: model.name: expected a name of 1..4096 "
+                                          "characters from [A-Za-z0-9_.:/-] (it goes into the "
+                                          "trace), found \"my net\""),
+        std::string::npos)
+        << e.what();
+  }
+  std::ofstream(file) << "model: {name: m, family: cnn, input: {height: 8, width: 8, channels: "
+                         "3}, classes: 2}\nlayers:\n  - {name: \"conv 1\", op: conv, out: 4}\n";
+  try {
+    load_model(file);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(":3:12: layers[0].name: expected a name"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ModelFiles, ShapeErrorsNameTheLayer) {
   const std::string dir = ::testing::TempDir();
   const std::string head =
