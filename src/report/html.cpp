@@ -328,6 +328,75 @@ std::string time_section(const RunDir& run) {
   return b + "</table>\n";
 }
 
+// The memory of an IPU's tiles by category (tiles.csv since issue 13): the whole IPU, the mean
+// tile and the fullest tile, with a bar of the fullest tile against the tile capacity.
+std::string memory_breakdown(std::uint32_t ipu, const std::vector<TileRow>& tiles,
+                             double capacity) {
+  if (tiles.empty() || !std::all_of(tiles.begin(), tiles.end(),
+                                    [](const TileRow& t) { return t.memory.has_value(); }))
+    return "<p class=\"note\">No memory categories in tiles.csv (an older run directory).</p>\n";
+  std::array<double, kMemoryCategories> sum{};
+  std::size_t fullest = 0;
+  for (std::size_t t = 0; t < tiles.size(); ++t) {
+    for (std::size_t k = 0; k < kMemoryCategories; ++k)
+      sum[k] += static_cast<double>((*tiles[t].memory)[k]);
+    if (tiles[t].memory_bytes > tiles[fullest].memory_bytes) fullest = t;
+  }
+  double all = 0;
+  for (double v : sum) all += v;
+  static const std::array<const char*, kMemoryCategories> colours{"#4e79a7", "#f28e2b", "#59a14f",
+                                                                  "#e15759", "#bab0ac"};
+  const auto& top = *tiles[fullest].memory;
+  const int bar_w = 640, label_w = 130;
+  std::string s = fmt::format(
+      "<p>Memory by category (tiles.csv; tensors are weights, activations, gradients, optimiser "
+      "state and temporaries together). The fullest tile, {}, against the tile capacity:</p>\n"
+      "<svg id=\"chart-memory-ipu{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{}\" height=\"56\" role=\"img\">\n<text x=\"{}\" y=\"18\" "
+      "text-anchor=\"end\">tile {}</text>\n",
+      fullest, ipu, label_w + bar_w + 150, label_w - 6, fullest);
+  double x = label_w;
+  for (std::size_t k = 0; k < kMemoryCategories; ++k) {
+    const double w = capacity > 0 ? static_cast<double>(top[k]) / capacity * bar_w : 0;
+    if (w <= 0) continue;
+    s += fmt::format(
+        "<rect x=\"{:.2f}\" y=\"4\" width=\"{:.2f}\" height=\"20\" fill=\"{}\"><title>{}: {}"
+        "</title></rect>\n",
+        x, w, colours[k], kMemoryCategoryNames[k], human_bytes(static_cast<double>(top[k])));
+    x += w;
+  }
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"4\" width=\"{}\" height=\"20\" fill=\"none\" stroke=\"#333\"/>"
+      "<text x=\"{}\" y=\"18\">capacity {}</text>\n",
+      label_w, bar_w, label_w + bar_w + 6, human_bytes(capacity));
+  double lx = label_w;
+  for (std::size_t k = 0; k < kMemoryCategories; ++k) {
+    s += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"36\" width=\"10\" height=\"10\" fill=\"{}\"/><text "
+        "x=\"{:.0f}\" y=\"46\">{}</text>\n",
+        lx, colours[k], lx + 14, kMemoryCategoryNames[k]);
+    lx += 28 + 7.0 * static_cast<double>(std::string_view(kMemoryCategoryNames[k]).size());
+  }
+  s += "</svg>\n";
+  s += fmt::format(
+      "<table id=\"memory-breakdown-ipu{}\"><tr><th>category</th><th>whole IPU</th><th>share"
+      "</th><th>mean tile</th><th>fullest tile ({})</th></tr>\n",
+      ipu, fullest);
+  const auto n = static_cast<double>(tiles.size());
+  for (std::size_t k = 0; k < kMemoryCategories; ++k)
+    s += fmt::format(
+        "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.1f}%</td><td "
+        "class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+        kMemoryCategoryNames[k], sum[k], human_bytes(sum[k]), all > 0 ? 100 * sum[k] / all : 0.0,
+        human_bytes(sum[k] / n), human_bytes(static_cast<double>(top[k])));
+  s += fmt::format(
+      "<tr><th>total</th><th class=\"n\">{}</th><th class=\"n\">100%</th><th class=\"n\">{}"
+      "</th><th class=\"n\">{}</th></tr>\n</table>\n",
+      human_bytes(all), human_bytes(all / n),
+      human_bytes(static_cast<double>(tiles[fullest].memory_bytes)));
+  return s;
+}
+
 std::string tiles_section(const RunDir& run) {
   std::string b = "<h2>Tiles</h2>\n";
   if (run.tiles.empty())
@@ -365,6 +434,7 @@ std::string tiles_section(const RunDir& run) {
                               human_bytes(capacity), human_bytes(mmax),
                               capacity > 0 ? 100 * mmax / capacity : 0.0));
     b += fmt::format("<div class=\"note\" id=\"heatmap-memory-ipu{}-value\"></div>\n", ipu);
+    b += memory_breakdown(ipu, tiles, capacity);
     b += fmt::format(
         "<p>Compute balance: busy cycles per tile (mean {} / max {}, balance {:.1f}%):</p>\n",
         num(cmean), num(cmax), cmax > 0 ? 100 * cmean / cmax : 100.0);

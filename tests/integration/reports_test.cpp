@@ -184,10 +184,17 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   EXPECT_EQ(compute_execs, num(stats, "ipu[0].phases.compute.count"));
 
   const auto tiles = read_csv(dir.file("out/tiles.csv"), &header);
-  EXPECT_EQ(header, "ipu,tile,compute_cycles,exchange_bytes,memory_bytes");
+  EXPECT_EQ(header,
+            "ipu,tile,compute_cycles,exchange_bytes,memory_bytes,tensor_bytes,vertex_state_bytes,"
+            "code_bytes,exchange_code_bytes,stack_bytes");
   ASSERT_EQ(tiles.size(), num(stats, "chip.tiles") * num(stats, "system.simulated_ipus"));
   double max_mem = 0, max_busy = 0;
   for (const auto& t : tiles) {
+    // The memory categories add up to the tile's memory.
+    ASSERT_EQ(t.size(), 10u);
+    EXPECT_EQ(
+        std::stod(t[5]) + std::stod(t[6]) + std::stod(t[7]) + std::stod(t[8]) + std::stod(t[9]),
+        std::stod(t[4]));
     max_mem = std::max(max_mem, std::stod(t[4]));
     max_busy = std::max(max_busy, std::stod(t[2]));
   }
@@ -618,6 +625,28 @@ TEST(Reports, HtmlReportShowsLayersRooflineBspStripAndMemoryAgainstCapacity) {
       << mem.substr(mem.size() - 400);
   EXPECT_NE(mem.find("tile capacity of "), std::string::npos);
   EXPECT_NE(mem.find("(chip.tile_memory)"), std::string::npos);
+  // The memory by category: its rows add up to the IPU's memory in tiles.csv.
+  const std::string cats = element(page.dom, "memory-breakdown-ipu0", "</table>");
+  for (const char* c : {"tensors", "vertex state", "code", "exchange code", "stack"})
+    EXPECT_NE(cats.find(std::string("<td>") + c + "</td>"), std::string::npos) << c;
+  double cat_sum = 0, ipu0_memory = 0;
+  for (std::sregex_iterator it(cats.begin(), cats.end(), cell_re), e; it != e; ++it)
+    cat_sum += std::stod((*it)[1]);
+  for (const auto& row : read_csv(dir.file("out/tiles.csv"), &header))
+    if (row[0] == "0") ipu0_memory += std::stod(row[4]);
+  EXPECT_EQ(cat_sum, ipu0_memory);
+  EXPECT_NE(page.dom.find("id=\"chart-memory-ipu0\""), std::string::npos);
+
+  // An older run directory (tiles.csv without the categories) still renders, saying so.
+  std::string old_tiles = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes\n";
+  for (const auto& row : read_csv(dir.file("out/tiles.csv"), &header))
+    old_tiles += fmt::format("{},{},{},{},{}\n", row[0], row[1], row[2], row[3], row[4]);
+  { std::ofstream(dir.file("out/tiles.csv")) << old_tiles; }
+  const auto old_rep = ipusim("report " + dir.file("out") + " --out " + dir.file("old.html"));
+  ASSERT_EQ(old_rep.status, 0) << old_rep.err;
+  const std::string old_html = read_all(dir.file("old.html"));
+  EXPECT_NE(old_html.find("No memory categories in tiles.csv"), std::string::npos);
+  EXPECT_NE(old_html.find("id=\"heatmap-memory-ipu0\""), std::string::npos);
 }
 
 TEST(Reports, SweepReportDrawsScalingCharts) {
@@ -813,7 +842,7 @@ TEST(Reports, BadRunDirectoriesAndTimelineOptionsAreClearErrors) {
   { std::ofstream(dir.file("a/tiles.csv")) << csv; }
   auto r = ipusim("report " + dir.file("a"));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("tiles.csv:7: column memory_bytes: expected an integer, found"),
+  EXPECT_NE(r.err.find("tiles.csv:7: column stack_bytes: expected an integer, found"),
             std::string::npos)
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("a/report.html")));
