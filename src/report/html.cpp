@@ -1370,9 +1370,9 @@ std::string roofline_section(const RunDir& run) {
   return b + s + "</svg>\n";
 }
 
-// One step of the slowest IPU as a strip of its supersteps in program order, each superstep
-// split into compute / sync / exchange / other, width proportional to cycles. Supersteps
-// narrower than a pixel share it: each pixel column is stacked by what fills it.
+// One step of the slowest IPU as a strip of its supersteps in program order, width
+// proportional to cycles, one lane per kind (compute / sync / exchange / waiting / other).
+// Supersteps narrower than a pixel share its column: each lane shows its kind's share of it.
 std::string bsp_strip_section(const RunDir& run) {
   if (run.supersteps.empty()) return "";
   const auto cycles = ipu_cycles(run);
@@ -1392,13 +1392,14 @@ std::string bsp_strip_section(const RunDir& run) {
   for (const auto* r : steps) total += static_cast<double>(r->cycles.total());
   if (steps.empty() || total <= 0) return "";
   const double clock = stat(run, "chip.clock");
-  constexpr int kBins = 1000, kStripH = 40;
-  const int l = 20, t = 10, w = l + kBins + 40, h = t + kStripH + 86;
-  constexpr std::size_t kCats = 4;
-  const std::array<std::string, kCats> names{"compute", "sync", "exchange", "other"};
+  constexpr std::size_t kCats = 5;
+  constexpr int kBins = 1000, kLane = 18, kStripH = kLane * static_cast<int>(kCats);
+  const int l = 70, t = 10, w = l + kBins + 30, h = t + kStripH + 86;
+  const std::array<std::string, kCats> names{"compute", "sync", "exchange", "waiting", "other"};
   const std::array<std::string_view, kCats> colours{
       phase_info(PhaseKind::kCompute).colour, phase_info(PhaseKind::kSync).colour,
-      phase_info(PhaseKind::kExchange).colour, "#bab0ac"};
+      phase_info(PhaseKind::kExchange).colour, phase_info(PhaseKind::kWaiting).colour,
+      phase_info(PhaseKind::kInterIpu).colour};
   struct BinData {
     std::array<double, kCats> c{};
     std::int64_t first = -2, last = -2;  // supersteps in the bin
@@ -1410,8 +1411,9 @@ std::string bsp_strip_section(const RunDir& run) {
     const double comp = static_cast<double>(r->cycles[PhaseKind::kCompute]),
                  sync = static_cast<double>(r->cycles[PhaseKind::kSync]),
                  exch = static_cast<double>(r->cycles[PhaseKind::kExchange]);
+    const double wait = static_cast<double>(r->cycles[PhaseKind::kWaiting]);
     const std::array<double, kCats> parts{
-        comp, sync, exch, static_cast<double>(r->cycles.total()) - comp - sync - exch};
+        comp, sync, exch, wait, static_cast<double>(r->cycles.total()) - comp - sync - exch - wait};
     for (std::size_t c = 0; c < kCats; ++c) {
       double s = at;
       const double e = at + parts[c];
@@ -1431,61 +1433,60 @@ std::string bsp_strip_section(const RunDir& run) {
       "<svg id=\"chart-bsp-strip\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
       "width=\"{}\" height=\"{}\" role=\"img\" data-supersteps=\"{}\" data-ipu=\"{}\">\n",
       w, h, steps.size(), ipu);
-  // Runs of bins filled by one category are drawn as one rectangle.
-  auto pure = [&](const BinData& d) -> int {
-    for (std::size_t c = 0; c < kCats; ++c)
-      if (d.c[c] >= per_bin * (1 - 1e-9)) return static_cast<int>(c);
-    return -1;
-  };
   const auto tu = time_unit(total / clock);
   const double scale = tu.first;
   const std::string unit = tu.second;
-  auto title = [&](std::size_t from, std::size_t to) {
-    std::array<double, kCats> sum{};
-    for (std::size_t i = from; i < to; ++i)
-      for (std::size_t c = 0; c < kCats; ++c) sum[c] += bins[i].c[c];
+  auto title = [&](std::size_t bin) {
     double all = 0;
-    for (double v : sum) all += v;
+    for (double v : bins[bin].c) all += v;
     std::string parts;
     for (std::size_t c = 0; c < kCats; ++c)
-      if (sum[c] > 0) parts += fmt::format(", {} {:.0f}%", names[c], 100 * sum[c] / all);
-    return fmt::format("{:.3f}-{:.3f} {}: superstep{} #{}{}{}",
-                       static_cast<double>(from) * per_bin / clock * scale,
-                       static_cast<double>(to) * per_bin / clock * scale, unit,
-                       bins[from].first == bins[to - 1].last ? "" : "s", bins[from].first,
-                       bins[from].first == bins[to - 1].last
-                           ? std::string()
-                           : fmt::format("..#{}", bins[to - 1].last),
-                       parts);
+      if (bins[bin].c[c] > 0)
+        parts += fmt::format(", {} {:.0f}%", names[c], 100 * bins[bin].c[c] / all);
+    return fmt::format(
+        "{:.3f}-{:.3f} {}: superstep{} #{}{}{}", static_cast<double>(bin) * per_bin / clock * scale,
+        static_cast<double>(bin + 1) * per_bin / clock * scale, unit,
+        bins[bin].first == bins[bin].last ? "" : "s", bins[bin].first,
+        bins[bin].first == bins[bin].last ? std::string() : fmt::format("..#{}", bins[bin].last),
+        parts);
   };
-  for (std::size_t i = 0; i < bins.size();) {
-    const int c = pure(bins[i]);
-    if (c >= 0) {
-      std::size_t j = i + 1;
-      while (j < bins.size() && pure(bins[j]) == c) ++j;
-      s += fmt::format(
-          "<rect class=\"segment\" data-kind=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-          "fill=\"{}\"><title>{}</title></rect>\n",
-          names[static_cast<std::size_t>(c)], l + static_cast<int>(i), t, static_cast<int>(j - i),
-          kStripH, colours[static_cast<std::size_t>(c)], title(i, j));
-      i = j;
-      continue;
+  // One lane per category: in each pixel column a bar as tall as the category's share of
+  // the column (runs of full columns as one rectangle).
+  for (std::size_t k = 0; k < kCats; ++k) {
+    const int top = t + static_cast<int>(k) * kLane;
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", l - 6,
+                     top + kLane - 6, names[k]);
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f4f4f4\"/>\n", l,
+                     top, kBins, kLane - 2);
+    auto full = [&](std::size_t i) { return bins[i].c[k] >= per_bin * (1 - 1e-9); };
+    for (std::size_t i = 0; i < bins.size();) {
+      if (full(i)) {
+        std::size_t j = i + 1;
+        while (j < bins.size() && full(j)) ++j;
+        s += fmt::format(
+            "<rect class=\"segment\" data-kind=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" "
+            "height=\"{}\" fill=\"{}\"/>\n",
+            names[k], l + static_cast<int>(i), top, static_cast<int>(j - i), kLane - 2, colours[k]);
+        i = j;
+        continue;
+      }
+      if (bins[i].c[k] > 0) {
+        const double hh = std::max(0.5, bins[i].c[k] / per_bin * (kLane - 2));
+        s += fmt::format(
+            "<rect class=\"segment\" data-kind=\"{}\" x=\"{}\" y=\"{:.2f}\" width=\"1\" "
+            "height=\"{:.2f}\" fill=\"{}\"/>",
+            names[k], l + static_cast<int>(i), top + kLane - 2 - hh, hh, colours[k]);
+      }
+      ++i;
     }
-    double y = t, sum = 0;
-    for (double v : bins[i].c) sum += v;
-    s += fmt::format("<g class=\"mixed\"><title>{}</title>", title(i, i + 1));
-    for (std::size_t k = 0; k < kCats; ++k) {
-      if (bins[i].c[k] <= 0 || sum <= 0) continue;
-      const double hh = bins[i].c[k] / sum * kStripH;
-      s += fmt::format(
-          "<rect class=\"segment\" data-kind=\"{}\" x=\"{}\" y=\"{:.2f}\" width=\"1\" "
-          "height=\"{:.2f}\" fill=\"{}\"/>",
-          names[k], l + static_cast<int>(i), y, hh, colours[k]);
-      y += hh;
-    }
-    s += "</g>\n";
-    ++i;
+    s += "\n";
   }
+  // Hover targets: one per pixel column, over every lane.
+  for (std::size_t i = 0; i < bins.size(); ++i)
+    s += fmt::format(
+        "<rect class=\"hover\" x=\"{}\" y=\"{}\" width=\"1\" height=\"{}\" "
+        "fill-opacity=\"0\"><title>{}</title></rect>\n",
+        l + static_cast<int>(i), t, kStripH, title(i));
   // Time axis with round ticks.
   const double span = total / clock * scale;
   for (const double v : round_ticks(span)) {
@@ -1503,8 +1504,8 @@ std::string bsp_strip_section(const RunDir& run) {
   double lx = l;
   const int ly = t + kStripH + 54;
   const std::array<std::string, kCats> legend{
-      "compute", "sync", "exchange",
-      "other (host, streaming, external sync, waiting, inter-IPU, collective)"};
+      "compute", "sync", "exchange", "waiting (for other IPUs)",
+      "other (host, streaming, external sync, inter-IPU, collective)"};
   for (std::size_t c = 0; c < kCats; ++c) {
     s += fmt::format(
         "<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0f}\" "
@@ -1516,9 +1517,10 @@ std::string bsp_strip_section(const RunDir& run) {
   return fmt::format(
              "<h2 id=\"bsp-strip\">BSP timeline of one step (IPU {})</h2>\n<p class=\"note\">The "
              "IPU that sets the step time: its {} supersteps in program order (each with all of "
-             "its executions), width proportional to cycles; where supersteps are narrower than "
-             "a pixel, the column is stacked by what fills it. Hover for the supersteps "
-             "(supersteps.csv).</p>\n",
+             "its executions), time running left to right, one lane per kind of phase. Each "
+             "pixel column is a slice of the step; a lane's bar is as tall as that kind's share "
+             "of the slice (full: the slice is all that kind). Hover for the supersteps and "
+             "shares (supersteps.csv).</p>\n",
              ipu, steps.size()) +
          s;
 }
