@@ -210,7 +210,7 @@ td.better{color:#1a7f37}td.worse{color:#b00}svg text.axis-title{font-size:12px}
 #js-errors{color:#b00}
 table.sortable th{cursor:pointer;white-space:nowrap}table.sortable th[data-dir=desc]::after{content:" \25BC"}
 table.sortable th[data-dir=asc]::after{content:" \25B2"}td.layer{min-width:220px;max-width:320px}
-#layers th,#layers td{padding:2px 6px;font-size:12px}
+#layers th,#layers td{padding:2px 6px;font-size:12px}#layers td.n{white-space:nowrap}
 .scroll{max-height:640px;overflow:auto}
 </style>
 )";
