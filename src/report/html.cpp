@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iterator>
 #include <map>
+#include <numbers>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -163,7 +164,7 @@ std::string heat_map(const std::string& id, const std::vector<double>& values, d
   std::string s = fmt::format(
       "<svg id=\"{}\" class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
       "height=\"{}\" role=\"img\" data-tiles=\"{}\">\n",
-      id, w + 10, h + 40, values.size());
+      id, w + 10, h + 44, values.size());
   for (std::size_t t = 0; t < values.size(); ++t) {
     const auto x = static_cast<int>(t % kHeatColumns) * cell;
     const auto y = static_cast<int>(t / kHeatColumns) * cell;
@@ -177,8 +178,10 @@ std::string heat_map(const std::string& id, const std::vector<double>& values, d
   for (int i = 0; i < 10; ++i)
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"20\" height=\"10\" fill=\"{}\"/>", i * 20,
                      h + 8, heat_colour(i / 9.0));
-  s += fmt::format("<text x=\"210\" y=\"{}\">0 .. {} {} ({})</text>\n</svg>\n", h + 17, num(scale),
-                   esc(unit), esc(legend));
+  s += fmt::format(
+      "<text x=\"210\" y=\"{}\">0 .. {} {}</text>\n<text class=\"legend\" x=\"0\" "
+      "y=\"{}\">{}</text>\n</svg>\n",
+      h + 17, num(scale), esc(unit), h + 33, esc(legend));
   return s;
 }
 
@@ -205,6 +208,10 @@ svg text{font-size:11px;fill:#333}svg.heatmap rect:hover,g.bar:hover rect{stroke
 .note{color:#666;font-size:12px}.failed{color:#b00}
 td.better{color:#1a7f37}td.worse{color:#b00}svg text.axis-title{font-size:12px}
 #js-errors{color:#b00}
+table.sortable th{cursor:pointer;white-space:nowrap}table.sortable th[data-dir=desc]::after{content:" \25BC"}
+table.sortable th[data-dir=asc]::after{content:" \25B2"}td.layer{min-width:220px;max-width:320px}
+#layers th,#layers td{padding:2px 6px;font-size:12px}#layers td.n{white-space:nowrap}
+.scroll{max-height:640px;overflow:auto}
 </style>
 )";
 
@@ -221,6 +228,27 @@ document.addEventListener('DOMContentLoaded', function () {
     svg.addEventListener('mouseover', function (e) {
       var t = e.target.querySelector && e.target.querySelector('title');
       if (t && out) out.textContent = t.textContent;
+    });
+  });
+  // Sortable tables: a click on a header sorts by its column (numbers by data-v), again
+  // reverses.
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    var heads = table.tHead.rows[0].cells, body = table.tBodies[0];
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.addEventListener('click', function () {
+        var desc = th.getAttribute('data-dir') !== 'desc';
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute('data-dir'); });
+        th.setAttribute('data-dir', desc ? 'desc' : 'asc');
+        var numeric = th.classList.contains('n');
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[col], y = b.cells[col];
+          var d = numeric ? parseFloat(x.getAttribute('data-v')) - parseFloat(y.getAttribute('data-v'))
+                          : x.textContent.localeCompare(y.textContent);
+          return desc ? -d : d;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
     });
   });
   document.body.setAttribute('data-ready', '1');
@@ -300,6 +328,75 @@ std::string time_section(const RunDir& run) {
   return b + "</table>\n";
 }
 
+// The memory of an IPU's tiles by category (tiles.csv since issue 13): the whole IPU, the mean
+// tile and the fullest tile, with a bar of the fullest tile against the tile capacity.
+std::string memory_breakdown(std::uint32_t ipu, const std::vector<TileRow>& tiles,
+                             double capacity) {
+  if (tiles.empty() || !std::all_of(tiles.begin(), tiles.end(),
+                                    [](const TileRow& t) { return t.memory.has_value(); }))
+    return "<p class=\"note\">No memory categories in tiles.csv (an older run directory).</p>\n";
+  std::array<double, kMemoryCategories> sum{};
+  std::size_t fullest = 0;
+  for (std::size_t t = 0; t < tiles.size(); ++t) {
+    for (std::size_t k = 0; k < kMemoryCategories; ++k)
+      sum[k] += static_cast<double>((*tiles[t].memory)[k]);
+    if (tiles[t].memory_bytes > tiles[fullest].memory_bytes) fullest = t;
+  }
+  double all = 0;
+  for (double v : sum) all += v;
+  static const std::array<const char*, kMemoryCategories> colours{"#4e79a7", "#f28e2b", "#59a14f",
+                                                                  "#e15759", "#bab0ac"};
+  const auto& top = *tiles[fullest].memory;
+  const int bar_w = 640, label_w = 130;
+  std::string s = fmt::format(
+      "<p>Memory by category (tiles.csv; tensors are weights, activations, gradients, optimiser "
+      "state and temporaries together). The fullest tile, {}, against the tile capacity:</p>\n"
+      "<svg id=\"chart-memory-ipu{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{}\" height=\"56\" role=\"img\">\n<text x=\"{}\" y=\"18\" "
+      "text-anchor=\"end\">tile {}</text>\n",
+      fullest, ipu, label_w + bar_w + 150, label_w - 6, fullest);
+  double x = label_w;
+  for (std::size_t k = 0; k < kMemoryCategories; ++k) {
+    const double w = capacity > 0 ? static_cast<double>(top[k]) / capacity * bar_w : 0;
+    if (w <= 0) continue;
+    s += fmt::format(
+        "<rect x=\"{:.2f}\" y=\"4\" width=\"{:.2f}\" height=\"20\" fill=\"{}\"><title>{}: {}"
+        "</title></rect>\n",
+        x, w, colours[k], kMemoryCategoryNames[k], human_bytes(static_cast<double>(top[k])));
+    x += w;
+  }
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"4\" width=\"{}\" height=\"20\" fill=\"none\" stroke=\"#333\"/>"
+      "<text x=\"{}\" y=\"18\">capacity {}</text>\n",
+      label_w, bar_w, label_w + bar_w + 6, human_bytes(capacity));
+  double lx = label_w;
+  for (std::size_t k = 0; k < kMemoryCategories; ++k) {
+    s += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"36\" width=\"10\" height=\"10\" fill=\"{}\"/><text "
+        "x=\"{:.0f}\" y=\"46\">{}</text>\n",
+        lx, colours[k], lx + 14, kMemoryCategoryNames[k]);
+    lx += 28 + 7.0 * static_cast<double>(std::string_view(kMemoryCategoryNames[k]).size());
+  }
+  s += "</svg>\n";
+  s += fmt::format(
+      "<table id=\"memory-breakdown-ipu{}\"><tr><th>category</th><th>whole IPU</th><th>share"
+      "</th><th>mean tile</th><th>fullest tile ({})</th></tr>\n",
+      ipu, fullest);
+  const auto n = static_cast<double>(tiles.size());
+  for (std::size_t k = 0; k < kMemoryCategories; ++k)
+    s += fmt::format(
+        "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.1f}%</td><td "
+        "class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+        kMemoryCategoryNames[k], sum[k], human_bytes(sum[k]), all > 0 ? 100 * sum[k] / all : 0.0,
+        human_bytes(sum[k] / n), human_bytes(static_cast<double>(top[k])));
+  s += fmt::format(
+      "<tr><th>total</th><th class=\"n\">{}</th><th class=\"n\">100%</th><th class=\"n\">{}"
+      "</th><th class=\"n\">{}</th></tr>\n</table>\n",
+      human_bytes(all), human_bytes(all / n),
+      human_bytes(static_cast<double>(tiles[fullest].memory_bytes)));
+  return s;
+}
+
 std::string tiles_section(const RunDir& run) {
   std::string b = "<h2>Tiles</h2>\n";
   if (run.tiles.empty())
@@ -329,12 +426,15 @@ std::string tiles_section(const RunDir& run) {
                      tiles.empty() || capacity <= 0
                          ? 0.0
                          : 100 * msum / static_cast<double>(tiles.size()) / capacity);
-    // Coloured against the fullest tile, so that imbalance shows even when memory is mostly free.
+    // Coloured against the tile capacity: the top colour is a full tile, so headroom shows.
     const double mmax = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
-    b += heat_map(fmt::format("heatmap-memory-ipu{}", ipu), mem, mmax, "B",
-                  fmt::format("fullest tile = top, {:.1f}% of capacity",
+    b += heat_map(fmt::format("heatmap-memory-ipu{}", ipu), mem, capacity, "B",
+                  fmt::format("scale: 0 to the tile capacity of {} (chip.tile_memory); fullest "
+                              "tile {}, {:.1f}% of capacity",
+                              human_bytes(capacity), human_bytes(mmax),
                               capacity > 0 ? 100 * mmax / capacity : 0.0));
     b += fmt::format("<div class=\"note\" id=\"heatmap-memory-ipu{}-value\"></div>\n", ipu);
+    b += memory_breakdown(ipu, tiles, capacity);
     b += fmt::format(
         "<p>Compute balance: busy cycles per tile (mean {} / max {}, balance {:.1f}%):</p>\n",
         num(cmean), num(cmax), cmax > 0 ? 100 * cmean / cmax : 100.0);
@@ -958,11 +1058,481 @@ std::string point_report(const std::string& dir, const Point& p) {
   return p.run_dir + "/report.html";
 }
 
+// --- per-layer views (layers.csv), the roofline and the BSP strip -------------------------
+
+// 279.2 G, 63.34 T: a value with an SI prefix (for FLOP and FLOP/s).
+std::string si(double v) {
+  static const std::array<const char*, 6> kPrefix{"", "k", "M", "G", "T", "P"};
+  std::size_t i = 0;
+  while (std::fabs(v) >= 1000 && i + 1 < kPrefix.size()) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.4g} {}", v, kPrefix[i]);
+}
+
+// The FP16 AMP peak of one chip: stats.json's is that of all the simulated IPUs.
+std::optional<double> chip_peak(const RunDir& run) {
+  const std::optional<double> all = find_stat(run, "throughput.peak_flop_rate_fp16");
+  const double ipus = find_stat(run, "system.simulated_ipus").value_or(1);
+  if (!all || !(ipus >= 1)) return all;
+  return *all / ipus;
+}
+
+// Each simulated IPU's step cycles by system IPU index, in stats.json order.
+std::vector<std::pair<std::uint32_t, double>> ipu_cycles(const RunDir& run) {
+  std::vector<std::pair<std::uint32_t, double>> out;
+  const JsonValue* ipus = run.stats.find("ipu");
+  for (std::size_t i = 0; ipus && i < ipus->items.size(); ++i)
+    out.emplace_back(static_cast<std::uint32_t>(stat(run, fmt::format("ipu[{}].index", i))),
+                     stat(run, fmt::format("ipu[{}].cycles", i)));
+  return out;
+}
+
+// The layer rows drawn: those of the first kMaxHeatMaps simulated IPUs, with each row's IPU
+// step cycles.
+struct LayerView {
+  const LayerCsvRow* row = nullptr;
+  double ipu_cycles = 0;
+};
+std::vector<LayerView> layer_views(const RunDir& run, std::size_t* ipus_shown) {
+  std::map<std::uint32_t, double> cycles;
+  for (const auto& [ipu, c] : ipu_cycles(run))
+    if (cycles.size() < kMaxHeatMaps) cycles.emplace(ipu, c);
+  std::vector<LayerView> out;
+  for (const auto& l : run.layers)
+    if (auto it = cycles.find(l.ipu); it != cycles.end()) out.push_back({&l, it->second});
+  *ipus_shown = cycles.size();
+  return out;
+}
+
+std::string short_label(const std::string& s, std::size_t max = 48) {
+  if (s.size() <= max) return s;
+  const std::size_t head = (max - 3) / 2, tail = max - 3 - head;
+  return s.substr(0, head) + "..." + s.substr(s.size() - tail);
+}
+
+std::string layers_section(const RunDir& run) {
+  std::string b = "<h2 id=\"by-layer\">By layer</h2>\n";
+  if (run.layers.empty())
+    return b +
+           "<p class=\"note\">No layers.csv in the run directory (written by ipusim run --out with "
+           "the fast engine): per-layer views unavailable.</p>\n";
+  const double clock = stat(run, "chip.clock");
+  const std::optional<double> peak = chip_peak(run);
+  std::size_t ipus = 0;
+  const std::vector<LayerView> rows = layer_views(run, &ipus);
+  double longest = 0;
+  for (const auto& [ipu, c] : ipu_cycles(run)) longest = std::max(longest, c);
+  const auto [scale, unit] = time_unit(longest / clock);
+  // Phase kinds that any row spends time in (the others would be columns of zeros).
+  std::vector<const PhaseInfo*> kinds;
+  for (const PhaseInfo& p : kPhases)
+    if (std::any_of(rows.begin(), rows.end(),
+                    [&](const LayerView& v) { return v.row->cycles[p.kind] > 0; }))
+      kinds.push_back(&p);
+  const bool multi = ipus > 1;
+
+  // The stacked time chart: the 20 rows with the most time.
+  std::vector<const LayerView*> top;
+  for (const auto& v : rows) top.push_back(&v);
+  std::stable_sort(top.begin(), top.end(), [](const LayerView* x, const LayerView* y) {
+    return x->row->cycles.total() > y->row->cycles.total();
+  });
+  if (top.size() > 20) top.resize(20);
+  std::vector<PhaseRow> chart;
+  for (const LayerView* v : top) {
+    PerPhase<double> t;
+    for (const PhaseInfo& p : kPhases)
+      t[p.kind] = static_cast<double>(v->row->cycles[p.kind]) / clock;
+    chart.emplace_back((multi ? fmt::format("IPU {}: ", v->row->ipu) : std::string()) +
+                           short_label(v->row->layer) + " " + v->row->pass,
+                       t);
+  }
+  b += fmt::format(
+      "<h3>The {} layers with the most time</h3>\n<p class=\"note\">Each bar is one layer and "
+      "pass (layers.csv row), split by phase kind, to scale; the time of all its executions in "
+      "the step{}.</p>\n",
+      top.size(), multi ? ", on its IPU" : "");
+  b += time_split_chart("chart-layers", chart, /*absolute=*/true, "s");
+
+  // The sortable table of every row.
+  b += fmt::format(
+      "<h3>Every layer</h3>\n<p class=\"note\">{} rows (layers.csv{}); click a column header to "
+      "sort. Times in {}; each IPU's rows add up to its step time. Share = of the IPU's step. "
+      "Achieved FLOP/s = the row's FLOPs over its time{}.</p>\n",
+      rows.size(), multi ? fmt::format(", {} IPUs", ipus) : std::string(), unit,
+      peak ? fmt::format("; AMP utilisation = achieved / one chip's FP16 peak of {}FLOP/s",
+                         si(*peak))
+           : std::string());
+  b += "<div class=\"scroll\"><table id=\"layers\" class=\"sortable\"><thead><tr>";
+  if (multi) b += "<th class=\"n\">IPU</th>";
+  b += "<th>layer</th><th>pass</th><th class=\"n\">executions</th>";
+  for (const PhaseInfo* p : kinds)
+    b += fmt::format("<th class=\"n\">{}<br>[{}]</th>", p->name, unit);
+  b += fmt::format(
+      "<th class=\"n\" data-dir=\"desc\">total<br>[{}]</th><th class=\"n\">share</th>"
+      "<th class=\"n\">FLOPs</th><th class=\"n\">achieved FLOP/s</th><th class=\"n\">exchange "
+      "bytes</th>{}</tr></thead>\n<tbody>\n",
+      unit, peak ? "<th class=\"n\">AMP utilisation</th>" : "");
+  std::vector<const LayerView*> sorted;
+  for (const auto& v : rows) sorted.push_back(&v);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const LayerView* x, const LayerView* y) {
+    return x->row->cycles.total() > y->row->cycles.total();
+  });
+  auto cell = [](double v, const std::string& text) {
+    return fmt::format("<td class=\"n\" data-v=\"{}\">{}</td>", v, text);
+  };
+  for (const LayerView* v : sorted) {
+    const LayerCsvRow& l = *v->row;
+    const double total = static_cast<double>(l.cycles.total());
+    const double seconds = total / clock;
+    const double flops = static_cast<double>(l.flops);
+    b += fmt::format("<tr data-ipu=\"{}\">", l.ipu);
+    if (multi) b += cell(l.ipu, std::to_string(l.ipu));
+    // Fused layers ("b3/1/conv2+b3/2/conv2+...") may break after each '+'.
+    std::string shown;
+    for (char c : esc(short_label(l.layer, 90)))
+      shown += c == '+' ? std::string("+<wbr>") : std::string(1, c);
+    b += fmt::format("<td class=\"layer\" title=\"{}\">{}</td><td>{}</td>", esc(l.layer), shown,
+                     esc(l.pass));
+    b += cell(static_cast<double>(l.executions), std::to_string(l.executions));
+    for (const PhaseInfo* p : kinds) {
+      const double c = static_cast<double>(l.cycles[p->kind]);
+      b += cell(c, fmt::format("{:.3f}", c / clock * scale));
+    }
+    b += fmt::format("<td class=\"n total\" data-v=\"{}\">{:.3f}</td>", total, seconds * scale);
+    const double share = v->ipu_cycles > 0 ? total / v->ipu_cycles : 0;
+    b += cell(share, fmt::format("{:.2f}%", 100 * share));
+    b += cell(flops, flops > 0 ? si(flops) : "0");
+    const double rate = seconds > 0 ? flops / seconds : 0;
+    b += cell(rate, rate > 0 ? si(rate) + "FLOP/s" : "");
+    b += cell(static_cast<double>(l.exchange_bytes),
+              l.exchange_bytes ? human_bytes(static_cast<double>(l.exchange_bytes)) : "0");
+    if (peak) {
+      const double u = *peak > 0 ? rate / *peak : 0;
+      b += cell(u, flops > 0 ? fmt::format("{:.1f}%", 100 * u) : "");
+    }
+    b += "</tr>\n";
+  }
+  return b + "</tbody></table></div>\n";
+}
+
+// Decades from 10^floor(log10 lo) to 10^ceil(log10 hi).
+std::pair<int, int> decades(double lo, double hi) {
+  int a = static_cast<int>(std::floor(std::log10(lo))),
+      z = static_cast<int>(std::ceil(std::log10(hi)));
+  if (z <= a) z = a + 1;
+  return {a, z};
+}
+
+std::string roofline_section(const RunDir& run) {
+  if (run.layers.empty()) return "";
+  const double clock = stat(run, "chip.clock"), tiles = stat(run, "chip.tiles");
+  const std::optional<double> peak = chip_peak(run);
+  double link = 0;  // exchange bytes per tile cycle
+  if (auto it = run.config.find("chip.exchange.bytes_per_cycle"); it != run.config.end())
+    link = std::strtod(it->second.c_str(), nullptr);
+  const double bandwidth = tiles * link * clock;  // B/s, every tile sending at once
+  std::size_t ipus = 0;
+  const std::vector<LayerView> rows = layer_views(run, &ipus);
+  struct Pt {
+    double x, y;
+    const LayerCsvRow* row;
+  };
+  std::vector<Pt> pts;
+  std::size_t no_flops = 0, no_bytes = 0;
+  for (const auto& v : rows) {
+    const LayerCsvRow& l = *v.row;
+    if (l.exchange_bytes == 0) {
+      ++no_bytes;
+      continue;
+    }
+    if (l.flops == 0 || l.cycles.total() == 0) {
+      ++no_flops;
+      continue;
+    }
+    pts.push_back({static_cast<double>(l.flops) / static_cast<double>(l.exchange_bytes),
+                   static_cast<double>(l.flops) / (static_cast<double>(l.cycles.total()) / clock),
+                   &l});
+  }
+  std::string b =
+      "<h2 id=\"roofline\">Roofline</h2>\n<p class=\"note\">Each point is one layer and pass: "
+      "its FLOPs per byte it exchanged (arithmetic intensity against the on-chip exchange) and "
+      "its achieved FLOP/s (FLOPs over all of its time, exchange and sync included). The roofs: "
+      "the chip's FP16 AMP peak and the exchange bandwidth (tiles &times; exchange bytes per "
+      "cycle &times; clock). Points far below both roofs lose their time elsewhere (sync, "
+      "waiting, imbalance, or vertices that do not use the AMP).";
+  b += fmt::format(" Not drawn: {} rows without exchanged bytes, {} without FLOPs.</p>\n", no_bytes,
+                   no_flops);
+  if (pts.empty()) return b;
+  double xlo = 1e300, xhi = 0, ylo = 1e300, yhi = peak.value_or(0);
+  for (const Pt& p : pts) {
+    xlo = std::min(xlo, p.x);
+    xhi = std::max(xhi, p.x);
+    ylo = std::min(ylo, p.y);
+    yhi = std::max(yhi, p.y);
+  }
+  // Where the two roofs meet (0: no exchange roof).
+  const double ridge = peak && bandwidth > 0 ? *peak / bandwidth : 0;
+  if (ridge > 0) {
+    xlo = std::min(xlo, ridge / 10);
+    xhi = std::max(xhi, ridge * 10);
+  }
+  const std::pair<int, int> xd = decades(xlo, xhi), yd = decades(ylo, yhi * 1.5);
+  const int x0 = xd.first, x1 = xd.second, y0 = yd.first, y1 = yd.second;
+  const int w = 1000, h = 460, l = 90, r = 200, t = 20, bt = 50;
+  auto px = [&](double x) { return l + (std::log10(x) - x0) / (x1 - x0) * (w - l - r); };
+  auto py = [&](double y) { return t + (1 - (std::log10(y) - y0) / (y1 - y0)) * (h - t - bt); };
+  std::string s = fmt::format(
+      "<svg id=\"chart-roofline\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{}\" height=\"{}\" role=\"img\" data-points=\"{}\">\n",
+      w, h, pts.size());
+  for (int d = x0; d <= x1; ++d) {
+    const double x = px(std::pow(10.0, d));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#eee\"/><text "
+        "class=\"x-tick\" x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+        x, t, h - bt, h - bt + 16, si(std::pow(10.0, d)));
+  }
+  for (int d = y0; d <= y1; ++d) {
+    const double y = py(std::pow(10.0, d));
+    s += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#eee\"/><text "
+        "class=\"y-tick\" x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}FLOP/s</text>\n",
+        l, y, w - r, l - 4, y + 4, si(std::pow(10.0, d)));
+  }
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", l, t,
+      w - l - r, h - t - bt);
+  s += fmt::format(
+      "<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">arithmetic intensity: "
+      "FLOP per exchanged byte (FLOP/B, log scale)</text>\n",
+      (l + w - r) / 2, h - 12);
+  s += fmt::format(
+      "<text class=\"axis-title\" x=\"16\" y=\"{0}\" transform=\"rotate(-90 16 {0})\" "
+      "text-anchor=\"middle\">achieved FLOP/s (log scale)</text>\n",
+      (t + h - bt) / 2);
+  const double xmin = std::pow(10.0, x0), xmax = std::pow(10.0, x1), ymin = std::pow(10.0, y0);
+  if (ridge > 0) {
+    // Exchange roof y = bandwidth * x up to the ridge (from where it enters the plot), then
+    // the AMP peak.
+    const double xs = std::max(xmin, ymin / bandwidth);
+    s += fmt::format(
+        "<polyline class=\"roof\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\" "
+        "points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
+        px(xs), py(xs * bandwidth), px(ridge), py(*peak), px(xmax), py(*peak));
+    s += fmt::format(
+        "<text class=\"roof-label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">AMP peak "
+        "{}FLOP/s (FP16)</text>\n",
+        px(xmax) - 4, py(*peak) - 6, si(*peak));
+    // The exchange roof's label along its slope, halfway along the drawn part.
+    const double xm = std::sqrt(xs * ridge);
+    const double angle =
+        std::atan2(py(xs * bandwidth) - py(ridge * bandwidth), px(ridge) - px(xs)) * 180 /
+        std::numbers::pi;
+    s += fmt::format(
+        "<text class=\"roof-label\" x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"middle\" "
+        "transform=\"rotate({2:.1f} {0:.1f} {1:.1f})\">exchange {3}B/s = {4} tiles &times; {5} "
+        "B/cycle &times; {6}</text>\n",
+        px(xm), py(xm * bandwidth) - 6, -angle, si(bandwidth), num(tiles), num(link),
+        human_frequency(clock));
+  } else if (peak) {
+    s += fmt::format(
+        "<line class=\"roof\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#333\" "
+        "stroke-width=\"2\"/><text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">AMP peak "
+        "{5}FLOP/s</text>\n",
+        l, py(*peak), w - r, w - r - 4, py(*peak) - 6, si(*peak));
+  }
+  // Points coloured by pass, with a legend.
+  static const std::array<const char*, 8> colours{"#4e79a7", "#e15759", "#59a14f", "#f28e2b",
+                                                  "#b07aa1", "#76b7b2", "#edc948", "#9c755f"};
+  std::vector<std::string> passes;
+  for (const Pt& p : pts)
+    if (std::find(passes.begin(), passes.end(), p.row->pass) == passes.end())
+      passes.push_back(p.row->pass);
+  for (const Pt& p : pts) {
+    const auto k = static_cast<std::size_t>(std::find(passes.begin(), passes.end(), p.row->pass) -
+                                            passes.begin());
+    s += fmt::format(
+        "<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\" "
+        "fill-opacity=\"0.75\"><title>{}{} {}: {} FLOP/B, {}FLOP/s{}</title></circle>\n",
+        px(p.x), py(p.y), colours[k % colours.size()],
+        ipus > 1 ? fmt::format("IPU {}: ", p.row->ipu) : std::string(), esc(p.row->layer),
+        esc(p.row->pass), num(p.x), si(p.y),
+        peak ? fmt::format(" ({:.1f}% of the AMP peak)", 100 * p.y / *peak) : std::string());
+  }
+  for (std::size_t k = 0; k < passes.size(); ++k)
+    s += fmt::format(
+        "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+        w - r + 20, t + 10 + 18 * static_cast<int>(k), colours[k % colours.size()], w - r + 30,
+        t + 14 + 18 * static_cast<int>(k), esc(passes[k]));
+  return b + s + "</svg>\n";
+}
+
+// One step of the slowest IPU as a strip of its supersteps in program order, width
+// proportional to cycles, one lane per kind (compute / sync / exchange / waiting / other).
+// Supersteps narrower than a pixel share its column: each lane shows its kind's share of it.
+std::string bsp_strip_section(const RunDir& run) {
+  if (run.supersteps.empty()) return "";
+  const auto cycles = ipu_cycles(run);
+  std::uint32_t ipu = run.supersteps.front().ipu;
+  double most = -1;
+  for (const auto& [i, c] : cycles)
+    if (c > most) {
+      most = c;
+      ipu = i;
+    }
+  std::vector<const SuperstepRow*> steps;
+  for (const auto& r : run.supersteps)
+    if (r.ipu == ipu) steps.push_back(&r);
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](auto* a, auto* b) { return a->index < b->index; });
+  double total = 0;
+  for (const auto* r : steps) total += static_cast<double>(r->cycles.total());
+  if (steps.empty() || total <= 0) return "";
+  const double clock = stat(run, "chip.clock");
+  constexpr std::size_t kCats = 5;
+  constexpr int kBins = 1000, kLane = 18, kStripH = kLane * static_cast<int>(kCats);
+  const int l = 70, t = 10, w = l + kBins + 30, h = t + kStripH + 86;
+  const std::array<std::string, kCats> names{"compute", "sync", "exchange", "waiting", "other"};
+  const std::array<std::string_view, kCats> colours{
+      phase_info(PhaseKind::kCompute).colour, phase_info(PhaseKind::kSync).colour,
+      phase_info(PhaseKind::kExchange).colour, phase_info(PhaseKind::kWaiting).colour,
+      phase_info(PhaseKind::kInterIpu).colour};
+  struct BinData {
+    std::array<double, kCats> c{};
+    std::int64_t first = -2, last = -2;  // supersteps in the bin
+  };
+  std::vector<BinData> bins(kBins);
+  const double per_bin = total / kBins;
+  double at = 0;
+  for (const auto* r : steps) {
+    const double comp = static_cast<double>(r->cycles[PhaseKind::kCompute]),
+                 sync = static_cast<double>(r->cycles[PhaseKind::kSync]),
+                 exch = static_cast<double>(r->cycles[PhaseKind::kExchange]);
+    const double wait = static_cast<double>(r->cycles[PhaseKind::kWaiting]);
+    const std::array<double, kCats> parts{
+        comp, sync, exch, wait, static_cast<double>(r->cycles.total()) - comp - sync - exch - wait};
+    for (std::size_t c = 0; c < kCats; ++c) {
+      double s = at;
+      const double e = at + parts[c];
+      while (s < e) {
+        auto bi = std::min<std::size_t>(kBins - 1, static_cast<std::size_t>(s / per_bin));
+        while (bi + 1 < kBins && static_cast<double>(bi + 1) * per_bin <= s) ++bi;  // rounding
+        const double end = bi + 1 == kBins ? e : std::min(e, static_cast<double>(bi + 1) * per_bin);
+        bins[bi].c[c] += end - s;
+        if (bins[bi].first == -2) bins[bi].first = r->index;
+        bins[bi].last = r->index;
+        s = end;
+      }
+      at = e;
+    }
+  }
+  std::string s = fmt::format(
+      "<svg id=\"chart-bsp-strip\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{}\" height=\"{}\" role=\"img\" data-supersteps=\"{}\" data-ipu=\"{}\">\n",
+      w, h, steps.size(), ipu);
+  const auto tu = time_unit(total / clock);
+  const double scale = tu.first;
+  const std::string unit = tu.second;
+  auto title = [&](std::size_t bin) {
+    double all = 0;
+    for (double v : bins[bin].c) all += v;
+    std::string parts;
+    for (std::size_t c = 0; c < kCats; ++c)
+      if (bins[bin].c[c] > 0)
+        parts += fmt::format(", {} {:.0f}%", names[c], 100 * bins[bin].c[c] / all);
+    return fmt::format(
+        "{:.3f}-{:.3f} {}: superstep{} #{}{}{}", static_cast<double>(bin) * per_bin / clock * scale,
+        static_cast<double>(bin + 1) * per_bin / clock * scale, unit,
+        bins[bin].first == bins[bin].last ? "" : "s", bins[bin].first,
+        bins[bin].first == bins[bin].last ? std::string() : fmt::format("..#{}", bins[bin].last),
+        parts);
+  };
+  // One lane per category: in each pixel column a bar as tall as the category's share of
+  // the column (runs of full columns as one rectangle).
+  for (std::size_t k = 0; k < kCats; ++k) {
+    const int top = t + static_cast<int>(k) * kLane;
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", l - 6,
+                     top + kLane - 6, names[k]);
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f4f4f4\"/>\n", l,
+                     top, kBins, kLane - 2);
+    auto full = [&](std::size_t i) { return bins[i].c[k] >= per_bin * (1 - 1e-9); };
+    for (std::size_t i = 0; i < bins.size();) {
+      if (full(i)) {
+        std::size_t j = i + 1;
+        while (j < bins.size() && full(j)) ++j;
+        s += fmt::format(
+            "<rect class=\"segment\" data-kind=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" "
+            "height=\"{}\" fill=\"{}\"/>\n",
+            names[k], l + static_cast<int>(i), top, static_cast<int>(j - i), kLane - 2, colours[k]);
+        i = j;
+        continue;
+      }
+      if (bins[i].c[k] > 0) {
+        const double hh = std::max(0.5, bins[i].c[k] / per_bin * (kLane - 2));
+        s += fmt::format(
+            "<rect class=\"segment\" data-kind=\"{}\" x=\"{}\" y=\"{:.2f}\" width=\"1\" "
+            "height=\"{:.2f}\" fill=\"{}\"/>",
+            names[k], l + static_cast<int>(i), top + kLane - 2 - hh, hh, colours[k]);
+      }
+      ++i;
+    }
+    s += "\n";
+  }
+  // Hover targets: one per pixel column, over every lane.
+  for (std::size_t i = 0; i < bins.size(); ++i)
+    s += fmt::format(
+        "<rect class=\"hover\" x=\"{}\" y=\"{}\" width=\"1\" height=\"{}\" "
+        "fill-opacity=\"0\"><title>{}</title></rect>\n",
+        l + static_cast<int>(i), t, kStripH, title(i));
+  // Time axis with round ticks.
+  const double span = total / clock * scale;
+  for (const double v : round_ticks(span)) {
+    if (v > span * (1 + 1e-9)) break;
+    const double x = l + v / span * kBins;
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#999\"/><text "
+        "x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+        x, t + kStripH, t + kStripH + 5, t + kStripH + 18, num(v));
+  }
+  s += fmt::format(
+      "<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">time in the step "
+      "({}), supersteps in program order</text>\n",
+      l + kBins / 2, t + kStripH + 36, unit);
+  double lx = l;
+  const int ly = t + kStripH + 54;
+  const std::array<std::string, kCats> legend{
+      "compute", "sync", "exchange", "waiting (for other IPUs)",
+      "other (host, streaming, external sync, inter-IPU, collective)"};
+  for (std::size_t c = 0; c < kCats; ++c) {
+    s += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0f}\" "
+        "y=\"{}\">{}</text>\n",
+        lx, ly, colours[c], lx + 14, ly + 10, legend[c]);
+    lx += 28 + 6.5 * static_cast<double>(legend[c].size());
+  }
+  s += "</svg>\n";
+  return fmt::format(
+             "<h2 id=\"bsp-strip\">BSP timeline of one step (IPU {})</h2>\n<p class=\"note\">The "
+             "IPU that sets the step time: its {} supersteps in program order (each with all of "
+             "its executions), time running left to right, one lane per kind of phase. Each "
+             "pixel column is a slice of the step; a lane's bar is as tall as that kind's share "
+             "of the slice (full: the slice is all that kind). Hover for the supersteps and "
+             "shares (supersteps.csv).</p>\n",
+             ipu, steps.size()) +
+         s;
+}
+
 }  // namespace
 
 std::string html_report(const RunDir& run, const RunDir* compare) {
   std::string body = summary_section(run);
   body += time_section(run);
+  body += layers_section(run);
+  body += roofline_section(run);
+  body += bsp_strip_section(run);
   body += tiles_section(run);
   body += phases_section(run);
   body += supersteps_section(run);

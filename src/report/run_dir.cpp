@@ -31,13 +31,15 @@ std::vector<std::string> split(const std::string& line, char sep) {
 // A CSV of unsigned integers (and a few text columns) with a fixed header.
 class Csv {
  public:
-  Csv(const std::string& path, const std::string& header) : path_(path) {
+  // `older`: another header accepted (an older run directory's).
+  Csv(const std::string& path, const std::string& header, const std::string& older = "")
+      : path_(path) {
     std::istringstream in(read_file_text(path));
     std::string line;
-    if (!std::getline(in, line) || line != header)
+    if (!std::getline(in, line) || (line != header && (older.empty() || line != older)))
       throw Error(
           fmt::format("{}:1: expected the header \"{}\", found \"{}\"", path, header, line));
-    columns_ = split(header, ',');
+    columns_ = split(line, ',');
     std::size_t n = 1;
     while (std::getline(in, line)) {
       ++n;
@@ -50,6 +52,7 @@ class Csv {
     }
   }
   std::size_t size() const { return rows_.size(); }
+  std::size_t columns() const { return columns_.size(); }
   const std::string& text(std::size_t row, std::size_t col) const { return rows_[row].second[col]; }
   template <class T>
   T number(std::size_t row, std::size_t col) const {
@@ -154,7 +157,7 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string tiles_path = dir + "/tiles.csv";
   if (std::filesystem::is_regular_file(tiles_path)) {
-    Csv csv(tiles_path, kTilesHeader);
+    Csv csv(tiles_path, kTilesHeader, kTilesHeaderTotalsOnly);
     for (std::size_t i = 0; i < csv.size(); ++i) {
       auto& tiles = r.tiles[csv.number<std::uint32_t>(i, 0)];
       const auto t = csv.number<std::uint32_t>(i, 1);
@@ -162,7 +165,12 @@ RunDir load_run_dir(const std::string& dir) {
         throw Error(fmt::format("{}: row {}: column tile: expected {}, found {}", tiles_path, i + 2,
                                 tiles.size(), t));
       tiles.push_back({csv.number<std::uint64_t>(i, 2), csv.number<std::uint64_t>(i, 3),
-                       csv.number<std::uint64_t>(i, 4)});
+                       csv.number<std::uint64_t>(i, 4), std::nullopt});
+      if (csv.columns() > 5) {
+        std::array<std::uint64_t, kMemoryCategories> m{};
+        for (std::size_t k = 0; k < m.size(); ++k) m[k] = csv.number<std::uint64_t>(i, 5 + k);
+        tiles.back().memory = m;
+      }
     }
   }
   const std::string steps_path = dir + "/supersteps.csv";

@@ -36,9 +36,12 @@ std::string tiles_csv(const RunStats& stats) {
   std::string out = std::string(kTilesHeader) + "\n";
   auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus)
-    for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t)
-      fmt::format_to(it, "{},{},{},{},{}\n", ipu.ipu, t, ipu.tile_compute_cycles[t],
-                     ipu.tile_exchange_bytes[t], ipu.memory.tiles[t].total());
+    for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t) {
+      const auto& m = ipu.memory.tiles[t];
+      fmt::format_to(it, "{},{},{},{},{},{},{},{},{},{}\n", ipu.ipu, t, ipu.tile_compute_cycles[t],
+                     ipu.tile_exchange_bytes[t], m.total(), m.tensors, m.vertex_state, m.code,
+                     m.exchange_code, m.stack);
+    }
   return out;
 }
 

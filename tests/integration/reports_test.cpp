@@ -184,10 +184,17 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   EXPECT_EQ(compute_execs, num(stats, "ipu[0].phases.compute.count"));
 
   const auto tiles = read_csv(dir.file("out/tiles.csv"), &header);
-  EXPECT_EQ(header, "ipu,tile,compute_cycles,exchange_bytes,memory_bytes");
+  EXPECT_EQ(header,
+            "ipu,tile,compute_cycles,exchange_bytes,memory_bytes,tensor_bytes,vertex_state_bytes,"
+            "code_bytes,exchange_code_bytes,stack_bytes");
   ASSERT_EQ(tiles.size(), num(stats, "chip.tiles") * num(stats, "system.simulated_ipus"));
   double max_mem = 0, max_busy = 0;
   for (const auto& t : tiles) {
+    // The memory categories add up to the tile's memory.
+    ASSERT_EQ(t.size(), 10u);
+    EXPECT_EQ(
+        std::stod(t[5]) + std::stod(t[6]) + std::stod(t[7]) + std::stod(t[8]) + std::stod(t[9]),
+        std::stod(t[4]));
     max_mem = std::max(max_mem, std::stod(t[4]));
     max_busy = std::max(max_busy, std::stod(t[2]));
   }
@@ -508,6 +515,140 @@ TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
   EXPECT_NE(c.dom.find("id=\"chart-compare-phases\""), std::string::npos);
 }
 
+// The per-layer views (issue 13) on the reduced BERT pipeline (2 IPUs): the sortable layer
+// table, whose rows add up to each IPU's step; the stacked chart of the top layers; the
+// roofline with a point per layer that has FLOPs and exchanged bytes; the BSP strip of the
+// slowest IPU covering its whole width; the memory maps coloured against the tile capacity.
+TEST(Reports, HtmlReportShowsLayersRooflineBspStripAndMemoryAgainstCapacity) {
+  TempDir dir;
+  const auto r =
+      ipusim("run -q --run " + workload("bert_tiny-pod16.yaml") + " --out " + dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rep = ipusim("report " + dir.file("out") + " --out " + dir.file("r.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  // A click on the executions header once the page's own handlers are in place.
+  std::string html = read_all(dir.file("r.html"));
+  html.insert(html.rfind("</body>"),
+              "<script>document.addEventListener('DOMContentLoaded', function () {"
+              "Array.prototype.filter.call(document.querySelectorAll('#layers th'), function (t) "
+              "{ return t.textContent === 'executions'; })[0].click(); });</script>\n");
+  std::ofstream(dir.file("clicked.html")) << html;
+  const Rendered page = render(dir, dir.file("clicked.html"), 60000, "layers-bert-tiny");
+  expect_clean(page);
+  for (const char* id : {"layers", "chart-layers", "chart-roofline", "chart-bsp-strip"})
+    EXPECT_NE(page.dom.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  const JsonValue stats = parse_file(dir.file("out/stats.json"));
+  std::string header;
+  const auto csv = read_csv(dir.file("out/layers.csv"), &header);
+  ASSERT_GT(csv.size(), 4u);
+
+  // The table: one row per layers.csv row; each IPU's totals add up to its step cycles; after
+  // the click, sorted by executions, most first.
+  const std::string table = element(page.dom, "layers", "</table>");
+  EXPECT_NE(table.find("data-dir=\"desc\">executions"), std::string::npos) << table.substr(0, 800);
+  std::map<unsigned long, double> totals;
+  std::vector<double> executions;
+  std::size_t rows = 0;
+  const std::regex total_re("class=\"n total\" data-v=\"([^\"]+)\""),
+      cell_re("data-v=\"([^\"]+)\"");
+  for (auto p = table.find("<tr data-ipu=\""); p != std::string::npos;
+       p = table.find("<tr data-ipu=\"", p + 1)) {
+    const std::string tr = table.substr(p, table.find("</tr>", p) - p);
+    ++rows;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(tr, m, total_re)) << tr;
+    totals[std::stoul(tr.substr(14))] += std::stod(m[1]);
+    std::vector<double> cells;
+    for (std::sregex_iterator it(tr.begin(), tr.end(), cell_re), e; it != e; ++it)
+      cells.push_back(std::stod((*it)[1]));
+    ASSERT_GE(cells.size(), 2u);
+    executions.push_back(cells[1]);  // IPU, executions, ...
+  }
+  EXPECT_EQ(rows, csv.size());
+  EXPECT_TRUE(std::is_sorted(executions.rbegin(), executions.rend()));
+  const double ipus = num(stats, "system.simulated_ipus");
+  ASSERT_EQ(totals.size(), ipus);
+  for (std::size_t i = 0; i < ipus; ++i) {
+    const std::string at = "ipu[" + std::to_string(i) + "].";
+    EXPECT_EQ(totals[static_cast<unsigned long>(num(stats, at + "index"))],
+              num(stats, at + "cycles"))
+        << i;
+  }
+
+  // The top layers: a bar (with its total) per row, at most 20.
+  EXPECT_EQ(count(element(page.dom, "chart-layers", "</svg>"), "<text class=\"total\""),
+            std::min<std::size_t>(20, csv.size()));
+
+  // The roofline: a point per row with FLOPs and exchanged bytes; labelled axes and both roofs.
+  std::size_t with_both = 0;
+  for (const auto& row : csv)
+    if (std::stod(row[14]) > 0 && std::stod(row[15]) > 0 && std::stod(row[13]) > 0) ++with_both;
+  const std::string roof = element(page.dom, "chart-roofline", "</svg>");
+  EXPECT_GT(with_both, 0u);
+  EXPECT_EQ(count(roof, "<circle class=\"point\""), with_both);
+  for (const char* text :
+       {"FLOP per exchanged byte (FLOP/B", "achieved FLOP/s", "AMP peak", "B/cycle", "TFLOP/s"})
+    EXPECT_NE(roof.find(text), std::string::npos) << text;
+
+  // The BSP strip: the slowest IPU, all its supersteps, every pixel column of the strip drawn.
+  std::size_t slowest = 0;
+  for (std::size_t i = 1; i < ipus; ++i)
+    if (num(stats, "ipu[" + std::to_string(i) + "].cycles") >
+        num(stats, "ipu[" + std::to_string(slowest) + "].cycles"))
+      slowest = i;
+  const auto slowest_ipu =
+      static_cast<unsigned long>(num(stats, "ipu[" + std::to_string(slowest) + "].index"));
+  const auto steps = read_csv(dir.file("out/supersteps.csv"), &header);
+  const auto supersteps = std::count_if(steps.begin(), steps.end(), [&](const auto& row) {
+    return std::stoul(row[0]) == slowest_ipu;
+  });
+  const std::string strip = element(page.dom, "chart-bsp-strip", "</svg>");
+  EXPECT_NE(
+      strip.find(fmt::format("data-supersteps=\"{}\" data-ipu=\"{}\"", supersteps, slowest_ipu)),
+      std::string::npos)
+      << strip.substr(0, 300);
+  std::set<int> columns;
+  const std::regex seg_re(
+      "class=\"segment\" data-kind=\"\\w+\" x=\"(\\d+)\" y=\"[^\"]+\" "
+      "width=\"(\\d+)\"");
+  for (std::sregex_iterator it(strip.begin(), strip.end(), seg_re), e; it != e; ++it)
+    for (int x = std::stoi((*it)[1]), w = std::stoi((*it)[2]), i = 0; i < w; ++i)
+      columns.insert(x + i);
+  EXPECT_EQ(columns.size(), 1000u);
+  EXPECT_NE(strip.find("data-kind=\"compute\""), std::string::npos);
+  EXPECT_NE(strip.find("time in the step ("), std::string::npos);
+
+  // Memory against the tile capacity, which the legend names.
+  const std::string mem = element(page.dom, "heatmap-memory-ipu0", "</svg>");
+  EXPECT_NE(mem.find("0 .. " + fmt::format("{}", num(stats, "chip.tile_memory")) + " B"),
+            std::string::npos)
+      << mem.substr(mem.size() - 400);
+  EXPECT_NE(mem.find("tile capacity of "), std::string::npos);
+  EXPECT_NE(mem.find("(chip.tile_memory)"), std::string::npos);
+  // The memory by category: its rows add up to the IPU's memory in tiles.csv.
+  const std::string cats = element(page.dom, "memory-breakdown-ipu0", "</table>");
+  for (const char* c : {"tensors", "vertex state", "code", "exchange code", "stack"})
+    EXPECT_NE(cats.find(std::string("<td>") + c + "</td>"), std::string::npos) << c;
+  double cat_sum = 0, ipu0_memory = 0;
+  for (std::sregex_iterator it(cats.begin(), cats.end(), cell_re), e; it != e; ++it)
+    cat_sum += std::stod((*it)[1]);
+  for (const auto& row : read_csv(dir.file("out/tiles.csv"), &header))
+    if (row[0] == "0") ipu0_memory += std::stod(row[4]);
+  EXPECT_EQ(cat_sum, ipu0_memory);
+  EXPECT_NE(page.dom.find("id=\"chart-memory-ipu0\""), std::string::npos);
+
+  // An older run directory (tiles.csv without the categories) still renders, saying so.
+  std::string old_tiles = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes\n";
+  for (const auto& row : read_csv(dir.file("out/tiles.csv"), &header))
+    old_tiles += fmt::format("{},{},{},{},{}\n", row[0], row[1], row[2], row[3], row[4]);
+  { std::ofstream(dir.file("out/tiles.csv")) << old_tiles; }
+  const auto old_rep = ipusim("report " + dir.file("out") + " --out " + dir.file("old.html"));
+  ASSERT_EQ(old_rep.status, 0) << old_rep.err;
+  const std::string old_html = read_all(dir.file("old.html"));
+  EXPECT_NE(old_html.find("No memory categories in tiles.csv"), std::string::npos);
+  EXPECT_NE(old_html.find("id=\"heatmap-memory-ipu0\""), std::string::npos);
+}
+
 TEST(Reports, SweepReportDrawsScalingCharts) {
   TempDir dir;
   // tests/data/sweep/sweep.json: resnet 1000 / 3600 / 12800 images/s on 16 / 64 / 256 IPUs,
@@ -701,7 +842,7 @@ TEST(Reports, BadRunDirectoriesAndTimelineOptionsAreClearErrors) {
   { std::ofstream(dir.file("a/tiles.csv")) << csv; }
   auto r = ipusim("report " + dir.file("a"));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("tiles.csv:7: column memory_bytes: expected an integer, found"),
+  EXPECT_NE(r.err.find("tiles.csv:7: column stack_bytes: expected an integer, found"),
             std::string::npos)
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("a/report.html")));

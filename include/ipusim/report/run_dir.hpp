@@ -3,6 +3,7 @@
 // `ipusim compare` (docs/reports.md), and comparing two of them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -14,8 +15,15 @@
 
 namespace ipusim::report {
 
+// tiles.csv's memory categories, in column order.
+inline constexpr std::size_t kMemoryCategories = 5;
+inline constexpr std::array<const char*, kMemoryCategories> kMemoryCategoryNames{
+    "tensors", "vertex state", "code", "exchange code", "stack"};
+
 struct TileRow {
   std::uint64_t compute_cycles = 0, exchange_bytes = 0, memory_bytes = 0;
+  // memory_bytes by category (kMemoryCategoryNames); none in older run directories
+  std::optional<std::array<std::uint64_t, kMemoryCategories>> memory;
 };
 
 struct SuperstepRow {

@@ -14,10 +14,15 @@
 namespace ipusim::report {
 
 // tiles.csv (the run directory's, and `ipusim run --tile-stats FILE`): one row per tile of
-// every simulated IPU (ipu, tile, compute_cycles, exchange_bytes, memory_bytes), over the
-// whole run.
+// every simulated IPU (ipu, tile, compute_cycles, exchange_bytes, memory_bytes, then the
+// memory by category: tensors, vertex state, code, exchange code, stack), over the whole run.
 std::string tiles_csv(const RunStats& stats);
-inline constexpr const char* kTilesHeader = "ipu,tile,compute_cycles,exchange_bytes,memory_bytes";
+inline constexpr const char* kTilesHeader =
+    "ipu,tile,compute_cycles,exchange_bytes,memory_bytes,tensor_bytes,vertex_state_bytes,"
+    "code_bytes,exchange_code_bytes,stack_bytes";
+// tiles.csv before the memory categories (still read: no breakdown).
+inline constexpr const char* kTilesHeaderTotalsOnly =
+    "ipu,tile,compute_cycles,exchange_bytes,memory_bytes";
 
 // supersteps.csv: one row per superstep of every simulated IPU, from the recorded spans (fast
 // engine). A superstep starts at a compute phase and holds the phases up to the next one; row
