@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The libraries behind 'ipusim run', called directly (issue 17, item 5): a request struct given to
-// one library function does what the command does, with the same files and the same output. Each
-// test calls at most one simulation in this process (SystemC elaborates once per process; ctest
-// runs each test in its own process).
+// The libraries behind 'ipusim run' and 'ipusim check', called directly (issue 17, item 5): a
+// request struct given to one library function does what the command does, with the same files and
+// the same output. Each test calls at most one simulation in this process (SystemC elaborates once
+// per process; ctest runs each test in its own process).
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +11,7 @@
 
 #include "cli_harness.hpp"
 #include "ipusim/driver/run.hpp"
+#include "ipusim/regression/check.hpp"
 
 namespace ipusim::testing {
 namespace {
@@ -20,6 +21,15 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
   return text;
+}
+
+// `text` without the lines that contain `marker`.
+std::string without_lines(const std::string& text, const std::string& marker) {
+  std::istringstream in(text);
+  std::string out, line;
+  while (std::getline(in, line))
+    if (line.find(marker) == std::string::npos) out += line + "\n";
+  return out;
 }
 
 TEST(Requests, RunRequestGivesTheRunDirectoryAndSummaryOfIpusimRun) {
@@ -51,6 +61,36 @@ TEST(Requests, RunRequestGivesTheRunDirectoryAndSummaryOfIpusimRun) {
   EXPECT_GT(stats.cycles, 0u);
   EXPECT_EQ(json_value_after(read_all(dir.file("lib/stats.json")), "\"total\""),
             static_cast<double>(stats.cycles));
+}
+
+TEST(Requests, CheckRequestGivesTheReportOfIpusimCheck) {
+  const std::string suite = source_dir() + "/tests/regression/suite.yaml";
+  const std::string filter = "matmul/square-512-half";
+  const auto cli = ipusim("check --suite " + suite + " --jobs 1 --verbose --filter " + filter);
+  ASSERT_EQ(cli.status, 0) << cli.out << cli.err;
+
+  regression::CheckRequest request;
+  request.suite = suite;
+  request.filters = {filter};
+  request.verbose = true;
+  request.executable = IPUSIM_BINARY;
+  std::ostringstream out, err;
+  const regression::CheckResult result = regression::check(request, out, err);
+  EXPECT_EQ(result.passed, 1u);
+  EXPECT_EQ(result.failed, 0u);
+  EXPECT_EQ(result.exit_code(), 0);
+  // Only the seconds differ: the per-case line and "check: 1 case(s) in N s".
+  EXPECT_EQ(without_lines(without_lines(out.str(), " s)"), " s with "),
+            without_lines(without_lines(cli.out, " s)"), " s with "));
+  EXPECT_EQ(err.str(), cli.err);
+  EXPECT_NE(out.str().find("check: 1 passed, 0 failed\n"), std::string::npos) << out.str();
+
+  // A case that moves fails, with the exit status of the command.
+  request.overrides = {"chip.sync.internal_latency=1000cycles"};
+  std::ostringstream moved_out, moved_err;
+  const regression::CheckResult moved = regression::check(request, moved_out, moved_err);
+  EXPECT_EQ(moved.failed, 1u);
+  EXPECT_EQ(moved.exit_code(), regression::kCheckFailed);
 }
 
 }  // namespace
