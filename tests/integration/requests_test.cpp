@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The libraries behind 'ipusim run' and 'ipusim check', called directly (issue 17, item 5): a
-// request struct given to one library function does what the command does, with the same files and
-// the same output. Each test calls at most one simulation in this process (SystemC elaborates once
-// per process; ctest runs each test in its own process).
+// The libraries behind 'ipusim run', 'ipusim check' and 'ipusim sweep', called directly (issue
+// 17, item 5): a request struct given to one library function does what the command does, with
+// the same files and the same output. Each test calls at most one simulation in this process
+// (SystemC elaborates once per process; ctest runs each test in its own process).
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +12,7 @@
 #include "cli_harness.hpp"
 #include "ipusim/driver/run.hpp"
 #include "ipusim/regression/check.hpp"
+#include "ipusim/sweep/run.hpp"
 
 namespace ipusim::testing {
 namespace {
@@ -91,6 +92,45 @@ TEST(Requests, CheckRequestGivesTheReportOfIpusimCheck) {
   const regression::CheckResult moved = regression::check(request, moved_out, moved_err);
   EXPECT_EQ(moved.failed, 1u);
   EXPECT_EQ(moved.exit_code(), regression::kCheckFailed);
+}
+
+TEST(Requests, SweepRequestGivesTheFilesOfIpusimSweep) {
+  TempDir dir;
+  const std::string spec = dir.file("s.yaml");
+  {
+    std::ofstream f(spec);
+    f << "format: ipusim-sweep/1\n"
+         "name: matmul-clocks\n"
+         "base:\n"
+         "  kernel: matmul\n"
+         "  args: {m: 256, n: 256, k: 256, dtype: half}\n"
+         "  chip: gc200\n"
+         "axes:\n"
+         "  - chip.clock: [1.33GHz, 1.85GHz]\n";
+  }
+  const auto cli = ipusim("sweep " + spec + " --jobs 1 --out " + dir.file("cli"));
+  ASSERT_EQ(cli.status, 0) << cli.out << cli.err;
+
+  sweep::SweepRequest request;
+  request.spec_file = spec;
+  request.out_dir = dir.file("lib");
+  request.executable = IPUSIM_BINARY;
+  std::ostringstream out, err;
+  const sweep::SweepResult result = sweep::run_sweep(request, out, err);
+  EXPECT_EQ(result.points, 2u);
+  EXPECT_EQ(result.ran, 2u);
+  EXPECT_EQ(result.failed, 0u);
+  EXPECT_EQ(result.exit_code(), 0);
+  EXPECT_EQ(out.str(), replaced(cli.out, dir.file("cli"), dir.file("lib")));
+  EXPECT_EQ(err.str(), "");
+  EXPECT_EQ(read_all(dir.file("lib/sweep.csv")), read_all(dir.file("cli/sweep.csv")));
+  EXPECT_EQ(read_all(dir.file("lib/sweep.json")), read_all(dir.file("cli/sweep.json")));
+
+  // A second request finds both points finished and runs none.
+  std::ostringstream again_out, again_err;
+  const sweep::SweepResult again = sweep::run_sweep(request, again_out, again_err);
+  EXPECT_EQ(again.ran, 0u);
+  EXPECT_EQ(again.skipped, 2u);
 }
 
 }  // namespace
