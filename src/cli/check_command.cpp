@@ -1,238 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
-// ipusim check: runs the regression suite described by a manifest, each case in its own ipusim
-// child processes, and compares the results with the golden files (docs/regression.md).
+// ipusim check: parses and checks its options into a regression::CheckRequest, which
+// regression::check() carries out (src/regression/check.cpp, docs/regression.md).
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <filesystem>
+#include <algorithm>
 #include <iostream>
-#include <map>
-#include <optional>
-#include <set>
 #include <thread>
 
 #include "common.hpp"
-#include "ipusim/compiler/compiler.hpp"
-#include "ipusim/config/chip.hpp"
 #include "ipusim/config/config.hpp"
-#include "ipusim/config/system.hpp"
-#include "ipusim/process/runner.hpp"
-#include "ipusim/regression/compare.hpp"
-#include "ipusim/regression/golden.hpp"
-#include "ipusim/regression/junit.hpp"
-#include "ipusim/regression/manifest.hpp"
+#include "ipusim/regression/check.hpp"
 #include "ipusim/util/error.hpp"
-#include "ipusim/util/fs.hpp"
 
 namespace ipusim::cli {
-namespace {
-
-namespace fs = std::filesystem;
-namespace rg = ipusim::regression;
-
-// Exit status when a case moved beyond its tolerance, lacks a golden or could not be run.
-constexpr int kCheckFailed = 5;
-
-// A temporary folder for the children's outputs, removed on scope exit unless kept.
-class WorkDir {
- public:
-  explicit WorkDir(const std::string& keep) {
-    if (!keep.empty()) {
-      std::error_code ec;
-      fs::create_directories(keep, ec);
-      if (ec) throw Error(fmt::format("--work-dir {}: cannot create: {}", keep, ec.message()));
-      path_ = keep;
-      keep_ = true;
-      return;
-    }
-    std::string tmpl = (fs::temp_directory_path() / "ipusim-check-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data()))
-      throw Error(fmt::format("cannot create a temporary folder in {}",
-                              fs::temp_directory_path().string()));
-    path_ = tmpl;
-  }
-  ~WorkDir() {
-    if (keep_) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  bool keep_ = false;
-};
-
-bool has_prefix(const std::string& assignment, const char* prefix) {
-  return assignment.starts_with(prefix);
-}
-
-// Every override of case `c`: its own, then those of the command line that concern it. A chip
-// case takes only the chip.* keys of the command line (machine.*, fabric.* and system.* keys
-// concern system cases, run.* keys compile cases).
-std::vector<std::string> case_overrides(const rg::Case& c, const std::vector<std::string>& extra) {
-  std::vector<std::string> out = c.overrides;
-  for (const auto& s : extra) {
-    const bool wanted =
-        has_prefix(s, "chip.") || (has_prefix(s, "run.") ? c.is_compile() : c.is_system());
-    if (wanted) out.push_back(s);
-  }
-  return out;
-}
-
-// The subset of `overrides` whose key starts with `prefix` (keep) or does not (drop).
-std::vector<std::string> select(const std::vector<std::string>& overrides, const char* prefix,
-                                bool keep) {
-  std::vector<std::string> out;
-  for (const auto& s : overrides)
-    if (has_prefix(s, prefix) == keep) out.push_back(s);
-  return out;
-}
-
-// Kernel planning sees the chip only; 'ipusim run' takes no run.* keys; 'ipusim compile' all.
-std::vector<std::string> kernel_overrides(const std::vector<std::string>& o) {
-  return select(o, "chip.", true);
-}
-std::vector<std::string> run_overrides(const std::vector<std::string>& o) {
-  return select(o, "run.", false);
-}
-
-// Checks each case's configs and overrides before anything runs, so that a typo fails once,
-// naming the manifest line, instead of once per child.
-void check_configs(const rg::Manifest& m, const std::vector<const rg::Case*>& cases,
-                   const std::vector<std::string>& extra) {
-  // Command-line keys outside chip.* must at least exist in the system or run schema.
-  for (const auto& s : extra) {
-    const std::string key = s.substr(0, s.find('='));
-    const config::Schema& schema = has_prefix(s, "run.") ? compiler::run_schema() : system_schema();
-    if (has_prefix(s, "chip.") || schema.find(key)) continue;
-    const auto near = schema.suggest(key);
-    throw ConfigError(
-        fmt::format("--set {}: unknown key{}", key, near ? " (did you mean " + *near + "?)" : ""));
-  }
-  std::set<std::string> done;
-  for (const rg::Case* c : cases) {
-    std::string key = c->compile_path + "\n" + c->system_file + "\n" + c->chip_file;
-    for (const auto& s : c->overrides) key += "\n" + s;
-    if (!done.insert(key).second) continue;
-    const auto chip = c->chip.empty() ? std::nullopt : std::optional(c->chip_file);
-    auto load = [&](const std::vector<std::string>& overrides) {
-      if (c->is_compile()) compiler::load_run(c->compile_path, select(overrides, "run.", true));
-      if (c->is_system()) load_system(c->system_file, run_overrides(overrides), chip);
-      if (c->is_kernel() || !c->is_system())
-        load_chip(c->chip_file, c->is_system() ? kernel_overrides(overrides) : overrides);
-    };
-    try {
-      load(c->overrides);
-    } catch (const Error& e) {
-      throw ConfigError(fmt::format("{}:{}: case '{}': {}", m.file, c->line, c->name, e.what()));
-    }
-    if (!extra.empty()) load(case_overrides(*c, extra));  // names the bad --set itself
-  }
-}
-
-process::Job job_for(const rg::Case& c, const std::string& exe, const std::string& dir,
-                     const std::vector<std::string>& extra) {
-  const std::vector<std::string> overrides = case_overrides(c, extra);
-  auto sets = [](std::vector<std::string>& argv, const std::vector<std::string>& list) {
-    for (const auto& s : list) argv.insert(argv.end(), {"--set", s});
-  };
-  process::Job job;
-  job.log_prefix = dir + "/log";
-  std::string trace = c.trace_path;
-  if (c.is_kernel()) {
-    trace = dir + "/kernel.itb";
-    std::vector<std::string> argv{exe, "kernel", c.kernel, "--chip", c.chip_file};
-    sets(argv, c.is_system() ? kernel_overrides(overrides) : overrides);
-    for (const auto& [k, v] : c.args) {
-      argv.push_back("--" + k);
-      if (!v.empty()) argv.push_back(v);
-    }
-    argv.insert(argv.end(), {"--out", trace});
-    job.steps.push_back(std::move(argv));
-  } else if (c.is_compile()) {
-    // One process, no trace file (a full step's trace is 70 to 220 MB): the step is compiled
-    // in memory and run; run.* keys go to the run config, the others to the system.
-    std::vector<std::string> argv{exe,        "run",        "--quiet", "--run", c.compile_path,
-                                  "--system", c.system_file};
-    if (!c.chip.empty()) argv.insert(argv.end(), {"--chip", c.chip_file});
-    sets(argv, overrides);
-    argv.insert(argv.end(), {"--out", dir + "/run"});
-    job.steps.push_back(std::move(argv));
-    return job;
-  }
-  std::vector<std::string> run{exe, "run", "--quiet"};
-  if (c.is_system()) run.insert(run.end(), {"--system", c.system_file});
-  if (!c.is_system() || !c.chip.empty()) run.insert(run.end(), {"--chip", c.chip_file});
-  sets(run, run_overrides(overrides));
-  run.insert(run.end(), {"--out", dir + "/run", trace});
-  job.steps.push_back(std::move(run));
-  return job;
-}
-
-// Golden files under the goldens folder that belong to no case.
-std::vector<std::string> stray_goldens(const rg::Manifest& m) {
-  std::set<std::string> known;
-  for (const auto& c : m.cases)
-    known.insert(fs::path(rg::golden_path(m, c)).lexically_normal().string());
-  std::vector<std::string> out;
-  std::error_code ec;
-  if (!fs::is_directory(m.goldens_dir, ec)) return out;
-  for (auto it = fs::recursive_directory_iterator(m.goldens_dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file() && it->path().extension() == ".yaml" &&
-        !known.count(it->path().lexically_normal().string()))
-      out.push_back(it->path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-const char* status_word(rg::CaseOutcome::Status s) {
-  switch (s) {
-    case rg::CaseOutcome::Status::kPassed:
-      return "PASS";
-    case rg::CaseOutcome::Status::kFailed:
-      return "FAIL";
-    case rg::CaseOutcome::Status::kError:
-      return "ERROR";
-  }
-  return "?";
-}
-
-}  // namespace
 
 int check_command(int argc, char** argv) {
   CommonOptions common;
-  std::string suite, junit, work_dir;
-  std::vector<std::string> filters, overrides;
-  bool update = false, list = false, verbose = false;
+  regression::CheckRequest r;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  unsigned jobs = cores;
+  r.jobs = cores;
   po::options_description desc("Options");
   add_common_options(desc, common);
-  desc.add_options()("suite", po::value(&suite)->value_name("MANIFEST"),
+  desc.add_options()("suite", po::value(&r.suite)->value_name("MANIFEST"),
                      "the suite manifest (tests/regression/suite.yaml)")(
-      "filter", po::value(&filters)->composing()->value_name("PATTERN"),
+      "filter", po::value(&r.filters)->composing()->value_name("PATTERN"),
       "run only cases whose name matches the glob PATTERN, e.g. 'matmul/*' (repeatable)")(
-      "junit", po::value(&junit)->value_name("FILE"),
+      "junit", po::value(&r.junit)->value_name("FILE"),
       "also write the results as JUnit XML to FILE")(
-      "update", po::bool_switch(&update),
+      "update", po::bool_switch(&r.update),
       "rewrite the goldens of the selected cases with the new results (prints the same diff)")(
-      "jobs,j", unsigned_value(&jobs)->default_value(cores)->value_name("N"),
+      "jobs,j", unsigned_value(&r.jobs)->default_value(cores)->value_name("N"),
       "cases run in parallel (default: the number of cores)")(
-      "set", po::value(&overrides)->composing()->value_name("KEY=VALUE"),
+      "set", po::value(&r.overrides)->composing()->value_name("KEY=VALUE"),
       "override a config key in every case, e.g. --set chip.sync.internal_latency=91cycles "
       "(repeatable; chip.* keys apply to every case, machine.*, fabric.* and system.* keys to "
       "system cases, run.* keys to compile cases)")(
-      "list", po::bool_switch(&list), "print the selected cases and what each runs, then exit")(
-      "work-dir", po::value(&work_dir)->value_name("DIR"),
+      "list", po::bool_switch(&r.list), "print the selected cases and what each runs, then exit")(
+      "work-dir", po::value(&r.work_dir)->value_name("DIR"),
       "keep each case's trace, logs and stats.json in DIR (default: a temporary folder, removed)")(
-      "verbose,v", po::bool_switch(&verbose), "print one line per case");
+      "verbose,v", po::bool_switch(&r.verbose), "print one line per case");
   parse("check", argc, argv, desc);
   if (common.help) {
     print_help(
@@ -250,161 +56,15 @@ int check_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
-  if (suite.empty())
+  if (r.suite.empty())
     throw UsageError("ipusim check: missing --suite MANIFEST (see 'ipusim check --help')");
-  if (jobs < 1 || jobs > 256)
-    throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", jobs));
-  for (const auto& s : overrides)
+  if (r.jobs < 1 || r.jobs > 256)
+    throw UsageError(fmt::format("--jobs: expected 1 to 256, found {}", r.jobs));
+  for (const auto& s : r.overrides)
     if (!config::parse_override(s)) throw UsageError("--set: " + config::override_form_error(s));
 
-  const rg::Manifest manifest = rg::load_manifest(suite);
-  std::vector<const rg::Case*> selected;
-  for (const auto& c : manifest.cases)
-    if (rg::matches_filter(c.name, filters)) selected.push_back(&c);
-  if (selected.empty())
-    throw UsageError(fmt::format("ipusim check: --filter {} matches none of the {} cases of {}",
-                                 fmt::join(filters, " --filter "), manifest.cases.size(), suite));
-  if (list) {
-    for (const rg::Case* c : selected)
-      std::cout << fmt::format("{}  {}\n", c->name, c->definition());
-    return 0;
-  }
-  check_configs(manifest, selected, overrides);
-
-  const auto started = std::chrono::steady_clock::now();
-  const WorkDir work(work_dir);
-  const std::string exe = process::self_executable();
-  std::vector<process::Job> job_list;
-  for (std::size_t i = 0; i < selected.size(); ++i) {
-    const std::string dir = fmt::format("{}/case-{:03}", work.path(), i);
-    fs::create_directories(dir);
-    job_list.push_back(job_for(*selected[i], exe, dir, overrides));
-  }
-  const unsigned parallel = std::min<unsigned>(jobs, static_cast<unsigned>(selected.size()));
-  std::cout << fmt::format(
-      "check: {} {} case(s) of {} with {} job(s){}\n", update ? "updating" : "running",
-      selected.size(), suite, parallel,
-      overrides.empty() ? "" : fmt::format(" (--set {})", fmt::join(overrides, " --set ")));
-  std::cout.flush();
-  const std::vector<process::JobResult> results = process::run_jobs(job_list, parallel);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-  // Compare.
-  std::vector<rg::CaseOutcome> outcomes;
-  std::vector<std::vector<std::pair<std::string, JsonNumber>>> values(selected.size());
-  for (std::size_t i = 0; i < selected.size(); ++i) {
-    const rg::Case& c = *selected[i];
-    const std::string golden_file = rg::golden_path(manifest, c);
-    rg::CaseOutcome o;
-    o.name = c.name;
-    if (!results[i].ok) {
-      o.status = rg::CaseOutcome::Status::kError;
-      o.error =
-          fmt::format("{}:{}: case '{}': {}", manifest.file, c.line, c.name, results[i].error);
-      o.output = results[i].stderr_text;
-      o.seconds = results[i].seconds;
-      outcomes.push_back(std::move(o));
-      continue;
-    }
-    try {
-      const std::string stats_file = fmt::format("{}/case-{:03}/run/stats.json", work.path(), i);
-      const JsonValue stats = parse_json(read_file_text(stats_file), stats_file);
-      values[i] = rg::extract_fields(c, stats, stats_file);
-    } catch (const Error& e) {
-      o.status = rg::CaseOutcome::Status::kError;
-      o.error = fmt::format("{}:{}: case '{}': {}", manifest.file, c.line, c.name, e.what());
-      o.seconds = results[i].seconds;
-      outcomes.push_back(std::move(o));
-      continue;
-    }
-    std::optional<rg::Golden> golden;
-    std::string golden_problem;
-    if (fs::exists(golden_file)) {
-      try {
-        golden = rg::read_golden(golden_file);
-      } catch (const Error& e) {
-        golden_problem = e.what();
-      }
-    }
-    o = rg::compare_case(c, golden, values[i], golden_file);
-    if (!golden_problem.empty()) {
-      o.new_golden = false;
-      o.problems.assign(1, "unreadable golden: " + golden_problem);
-    }
-    o.seconds = results[i].seconds;
-    outcomes.push_back(std::move(o));
-  }
-
-  const auto count = [&](rg::CaseOutcome::Status s) {
-    return std::count_if(outcomes.begin(), outcomes.end(),
-                         [&](const auto& o) { return o.status == s; });
-  };
-  const auto errors = count(rg::CaseOutcome::Status::kError);
-
-  // Update: all or nothing, each file atomically.
-  if (update) {
-    if (errors) {
-      std::cerr << fmt::format("check --update: wrote no goldens: {} case(s) could not be run\n",
-                               errors);
-    } else {
-      std::size_t changed = 0, added = 0;
-      for (std::size_t i = 0; i < selected.size(); ++i) {
-        const rg::Case& c = *selected[i];
-        rg::Golden g{c.name, c.definition(), values[i]};
-        const std::string text = rg::golden_text(g);
-        const std::string path = rg::golden_path(manifest, c);
-        const bool existed = fs::exists(path);
-        if (existed && read_file_text(path) == text) continue;
-        fs::create_directories(fs::path(path).parent_path());
-        write_file_atomically(path, [&](std::ostream& o) { o << text; });
-        ++(existed ? changed : added);
-      }
-      for (auto& o : outcomes) {
-        o.status = rg::CaseOutcome::Status::kPassed;  // its golden now holds these results
-      }
-      if (changed + added == 0)
-        std::cout << fmt::format("update: all {} golden(s) already match\n", selected.size());
-      else
-        std::cout << fmt::format("update: wrote {} golden file(s) in {} ({} changed, {} new)\n",
-                                 changed + added, manifest.goldens_dir, changed, added);
-    }
-  }
-
-  // Report.
-  if (verbose)
-    for (const auto& o : outcomes)
-      std::cout << fmt::format("  {:<5} {} ({:.2f} s)\n", status_word(o.status), o.name, o.seconds);
-  const std::string table = rg::moved_table(outcomes, update && errors == 0);
-  if (!table.empty()) std::cout << (update ? "changed fields:\n" : "moved fields:\n") << table;
-  const bool updated = update && !errors;
-  for (const auto& o : outcomes) {
-    if (o.status == rg::CaseOutcome::Status::kError) {
-      std::cout << fmt::format("ERROR {}: {}\n", o.name, o.error);
-    } else if (updated && o.new_golden) {
-      std::cout << fmt::format("new   {}: {}\n", o.name,
-                               rg::golden_path(manifest, *selected[&o - outcomes.data()]));
-    } else {
-      for (const auto& p : o.problems)
-        std::cout << fmt::format("{} {}: {}\n", updated ? "fixed" : "FAIL ", o.name, p);
-    }
-  }
-  if (filters.empty())
-    for (const auto& f : stray_goldens(manifest))
-      std::cerr << fmt::format(
-          "warning: {} belongs to no case of {} (delete it if the case is gone)\n", f, suite);
-  if (!junit.empty()) {
-    const std::string xml =
-        rg::junit_xml(manifest.name.empty() ? suite : manifest.name, outcomes, seconds);
-    write_file_atomically(junit, [&](std::ostream& o) { o << xml; });
-  }
-  const auto passed = count(rg::CaseOutcome::Status::kPassed);
-  const auto failed = static_cast<long>(outcomes.size()) - passed;
-  std::cout << fmt::format("check: {} case(s) in {:.1f} s with {} job(s){}\n", outcomes.size(),
-                           seconds, parallel,
-                           errors ? fmt::format(", {} could not be run", errors) : "");
-  std::cout << fmt::format("check: {} passed, {} failed\n", passed, failed);
-  return failed ? kCheckFailed : 0;
+  const regression::CheckResult result = regression::check(r, std::cout, std::cerr);
+  return result.exit_code();
 }
 
 }  // namespace ipusim::cli
