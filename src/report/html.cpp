@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <numbers>
@@ -536,9 +537,11 @@ struct DeltaBar {
   std::string colour;
 };
 
-double nice_step(double range) {
+// A round step for about five ticks over `range`: the first of `mantissas` x 10^k that
+// reaches range / 5, else 10 x 10^k.
+double nice_step(double range, std::initializer_list<double> mantissas = {1.0, 2.0, 5.0}) {
   const double raw = range / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
+  for (double m : mantissas)
     if (raw <= m * mag) return m * mag;
   return 10 * mag;
 }
@@ -780,14 +783,7 @@ std::optional<double> number_member(const JsonValue& obj, std::string_view key) 
 // Round tick values from 0 to at least `max`: steps of 1, 2, 2.5 or 5 x 10^k, 3 to 6 ticks.
 std::vector<double> round_ticks(double max) {
   if (!(max > 0) || !std::isfinite(max)) return {0, 1};
-  const double raw = max / 5;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = 10 * magnitude;
-  for (const double m : {1.0, 2.0, 2.5, 5.0})
-    if (m * magnitude >= raw) {
-      step = m * magnitude;
-      break;
-    }
+  const double step = nice_step(max, {1.0, 2.0, 2.5, 5.0});
   std::vector<double> ticks;
   for (int i = 0; ticks.empty() || ticks.back() < max * (1 - 1e-12); ++i) ticks.push_back(i * step);
   return ticks;
