@@ -212,7 +212,7 @@ class Builder : public nlohmann::json_sax<Json> {
     const std::string_view expected = expected_at == std::string_view::npos
                                           ? "valid JSON"
                                           : rest.substr(expected_at + kExpected.size());
-    std::size_t at = text_.size();  // "end of input"
+    std::size_t at = std::min(text_.find('\0'), text_.size());  // "end of input" (or a NUL)
     if (found != "end of input") {
       std::size_t length = 1;  // a structural character
       if (found == "true literal" || found == "null literal")
@@ -278,6 +278,9 @@ class Builder : public nlohmann::json_sax<Json> {
   std::size_t opened_ = 0;         // containers opened so far
 };
 
+// nlohmann's lexer takes a NUL byte for the end of input, as in a C string; ipusim's text ends
+// at its last byte. Whatever stops the parse at a NUL has been reported at the NUL (the Builder
+// describes it from the whole text); a parse that succeeds before one leaves it to the caller.
 bool sax_parse(std::string_view text, Builder& builder) {
   return Json::sax_parse(text.data(), text.data() + text.size(), &builder,
                          Json::input_format_t::json, /*strict=*/true);
@@ -327,7 +330,8 @@ std::optional<JsonNumber> JsonNumber::parse(std::string_view text) {
   if (text.empty() || !(text.front() == '-' || is_digit(text.front())) || !is_digit(text.back()))
     return std::nullopt;
   Builder builder(text, nullptr);
-  if (!sax_parse(text, builder) || builder.root().kind != JsonValue::Kind::kNumber)
+  if (text.find('\0') != std::string_view::npos || !sax_parse(text, builder) ||
+      builder.root().kind != JsonValue::Kind::kNumber)
     return std::nullopt;
   JsonNumber n = std::move(builder.root().number);
   n.text = std::string(text);
@@ -351,6 +355,8 @@ JsonValue parse_json(std::string_view text, const std::string& origin) {
   if (starts_with(text, "\xEF\xBB\xBF")) fail(text, origin, 0, kAValue, describe(text, 0));
   Builder builder(text, &origin);
   if (!sax_parse(text, builder)) fail(text, origin, text.size(), "valid JSON", "none");
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    fail(text, origin, nul, "the end of the document", describe(text, nul));
   return std::move(builder.root());
 }
 

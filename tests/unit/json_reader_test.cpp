@@ -94,6 +94,13 @@ TEST(JsonReader, ErrorsNameLineColumnExpectedAndFound) {
   EXPECT_EQ(error_of("[\"\\ud800\"]"),
             "s.json:1:9: expected a low surrogate \\uDC00-\\uDFFF after a high surrogate, found "
             "'\"'");
+  // A NUL byte is not the end of the text (nlohmann's lexer stops at one).
+  EXPECT_EQ(error_of(std::string("{}\0{", 4)),
+            "s.json:1:3: expected the end of the document, found control character 0x00");
+  EXPECT_EQ(error_of(std::string("[1\0]", 4)),
+            "s.json:1:3: expected ',' or ']' in an array, found control character 0x00");
+  EXPECT_EQ(error_of(std::string("[\"a\0\"]", 6)),
+            "s.json:1:4: expected a string character, found control character 0x00");
   EXPECT_EQ(error_of("[-]"), "s.json:1:3: expected a digit after '-', found ']'");
   EXPECT_EQ(error_of("[1, nul"),
             "s.json:1:5: expected a value (object, array, string, number, true, false or null), "
@@ -160,7 +167,7 @@ TEST(JsonReader, NumbersKeepTheirTextAndCompareExactly) {
                JsonNumber::parse("0x10") || JsonNumber::parse(" 1") || JsonNumber::parse("") ||
                JsonNumber::parse("1 ") || JsonNumber::parse("01") || JsonNumber::parse("1 2") ||
                JsonNumber::parse("-") || JsonNumber::parse("NaN") || JsonNumber::parse("[1]") ||
-               JsonNumber::parse("1e999"));
+               JsonNumber::parse("1e999") || JsonNumber::parse(std::string("3\0 5", 4)));
   EXPECT_EQ(JsonNumber::parse("-0")->text, "-0");
   EXPECT_EQ(JsonNumber::parse("1e-05")->text, "1e-05");
   EXPECT_TRUE(valid_field_path("ipu[12].tiles.memory.max"));

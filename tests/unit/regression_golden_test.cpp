@@ -67,6 +67,9 @@ TEST(RegressionGolden, MalformedGoldensNameTheLine) {
   };
   EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\nfields:\n  total.cycles: lots\n"),
             "g.yaml:4:17: fields.total.cycles: expected a number, found \"lots\"");
+  // A quoted "3\0 5" is not the number 3 (found by fuzz_golden: the writer wrote the NUL raw).
+  EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\nfields:\n  total.cycles: \"3\\0 5\"\n"),
+            "g.yaml:4:17: fields.total.cycles: expected a number, found \"3\\0 5\"");
   EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\nfield: {}\n"),
             "g.yaml:3:1: expected one of the keys format, case, definition, fields, found 'field'");
   EXPECT_EQ(error_of("format: ipusim-golden/1\ncase: a\n"),
