@@ -141,9 +141,18 @@ std::vector<ExtraLink> parse_extra_links(const std::string& text, std::uint32_t 
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
-    unsigned a = 0, b = 0, n = 0;
-    char tail = 0;
-    if (std::sscanf(item.c_str(), "%u-%u:%u%c", &a, &b, &n, &tail) != 3 || n == 0 || a == b)
+    // Exactly "a-b:n", each 1-9 digits (no sign, space or anything after n).
+    std::uint32_t a = 0, b = 0, n = 0;
+    std::size_t at = 0;
+    const auto number = [&](std::uint32_t& v, char stop) {
+      const std::size_t from = at;
+      while (at < item.size() && at - from < 9 && item[at] >= '0' && item[at] <= '9')
+        v = v * 10 + static_cast<std::uint32_t>(item[at++] - '0');
+      if (at == from) return false;
+      if (stop == '\0') return at == item.size();
+      return at < item.size() && item[at++] == stop;
+    };
+    if (!(number(a, '-') && number(b, ':') && number(n, '\0')) || n == 0 || a == b)
       throw ConfigError(
           fmt::format("{}: system.extra_links: expected \"a-b:n\" (two different IPUs, n >= 1 "
                       "links), found \"{}\"",

@@ -68,8 +68,14 @@ TEST(SystemConfig, LinkToAMissingIpu) {
   EXPECT_NE(e.find("system.extra_links: link 3-16 names IPU 16, but the system has IPUs 0..15"),
             std::string::npos)
       << e;
-  EXPECT_NE(error_of(system_path("pod16"), {"system.extra_links=0-x"}).find("expected \"a-b:n\""),
-            std::string::npos);
+  // Exactly "a-b:n": no sign, space, overflow or anything after n (sscanf let these through).
+  for (const std::string& bad :
+       std::vector<std::string>{"0-x", "0-1:1x", "0- 1:1", "-1-2:1", "0-1:+1", "0-1:4294967297",
+                                std::string("0-1:1\0z", 7), "0-1", "0-1:", "0-0:1", "0-1:0"})
+    EXPECT_NE(error_of(system_path("pod16"), {"system.extra_links=" + bad})
+                  .find("expected \"a-b:n\" (two different IPUs, n >= 1 links)"),
+              std::string::npos)
+        << bad;
 }
 
 TEST(SystemConfig, NegativeBandwidth) {
