@@ -8,6 +8,8 @@
 # <build>/corpus/<target>, crash inputs to <build>/artifacts/<target>/. Quiet on success apart
 # from one line per target; on a crash prints the end of the log and exits 1.
 # Every run is appended to <build>/fuzz-totals.tsv (target, seconds, executions, status).
+# IPUSIM_FUZZ_RSS_MB raises libFuzzer's RSS limit (default 2048) for hour-long runs, where the
+# fuzzer's own per-input state grows.
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]     targets: config text_trace binary_trace
 #        model run_config sweep_spec golden run_dir   (a target named explicitly runs SECONDS)
 set -euo pipefail
@@ -40,7 +42,7 @@ run_one() {
   local status=ok start=$SECONDS secs_for="$seconds"
   [[ " ${half_time[*]} " == *" $t "* ]] && secs_for=$(( (seconds + 1) / 2 ))
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
-  "$build/fuzz/fuzz_$t" -max_total_time="$secs_for" -timeout=10 -rss_limit_mb=2048 \
+  "$build/fuzz/fuzz_$t" -max_total_time="$secs_for" -timeout=10 -rss_limit_mb="${IPUSIM_FUZZ_RSS_MB:-2048}" \
     -max_len=16384 -dict="$root/tests/fuzz/$t.dict" -artifact_prefix="$art" \
     -print_final_stats=1 "$work" "$src/corpus" "$src/crashes" </dev/null >"$tlog" 2>&1 || status=crash
   local execs secs=$((SECONDS - start))
