@@ -46,15 +46,20 @@ std::uint64_t transformer_attention_params(const ModelDef& m) {
 std::uint64_t transformer_ffn_params(const ModelDef& m) {
   return 2 * m.hidden * m.ffn + m.hidden + m.ffn + 2 * m.hidden;
 }
-// Token (`vocabulary` rows), position and segment embeddings, and (post-norm) their layer
-// norm.
+// Elements of one image patch (the patch embedding's reduction width).
+std::uint64_t patch_elements(const ModelDef& m) { return m.patch * m.patch * m.channels; }
+// Token (`vocabulary` rows) or patch embedding (weights and bias, and the class token),
+// position and segment embeddings, and (post-norm) their layer norm.
 std::uint64_t transformer_embedding_params(const ModelDef& m, std::uint64_t vocabulary) {
-  return (vocabulary + m.max_positions + m.token_types) * m.hidden +
-         (m.pre_norm ? 0 : 2 * m.hidden);
+  const std::uint64_t inputs =
+      m.classifier ? patch_elements(m) * m.hidden + 2 * m.hidden : vocabulary * m.hidden;
+  return inputs + (m.max_positions + m.token_types) * m.hidden + (m.pre_norm ? 0 : 2 * m.hidden);
 }
 // The masked-LM head's dense layer, bias, layer norm and output bias (its matmul is tied to
-// the token embedding); an LM head is the tied matmul alone.
+// the token embedding); an LM head is the tied matmul alone; a classifier's is its matmul and
+// bias.
 std::uint64_t transformer_head_params(const ModelDef& m) {
+  if (m.classifier) return m.hidden * m.classes + m.classes;
   return m.lm_head ? 0 : m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden;
 }
 // Pre-norm: the final layer norm after the last sub-layer.
@@ -75,14 +80,21 @@ class TransformerLowering {
   }
   std::uint64_t head_params() const { return transformer_head_params(m_); }
   std::uint64_t final_norm_params() const { return transformer_final_norm_params(m_); }
-  // Tokens the head predicts per micro-batch: every token (LM head), or the masked ones.
+  // Tokens the head predicts per micro-batch: every token (LM head), the masked ones, or the
+  // class token of each image (classifier).
   std::uint64_t masked() const {
     if (m_.lm_head) return tokens_;
+    if (m_.classifier) return packs_;
     return static_cast<std::uint64_t>(
                std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
            m_.masked_tokens;
   }
   std::uint64_t tokens() const { return tokens_; }
+  // Elements of the head's largest live tensor: one slice of the vocabulary scores, or the
+  // class scores.
+  std::uint64_t head_elements() const {
+    return masked() * (m_.classifier ? m_.classes : slice_n());
+  }
 
   // The stage's parameters, each matrix on the layout its forward matmul created it with
   // (createWeights), `count` copies of each sub-layer's; biases and norms on the linear
@@ -92,8 +104,8 @@ class TransformerLowering {
     Layout layout;
     std::uint64_t copies;
   };
-  std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn,
-                                    bool embeddings_and_heads, bool final_norm) {
+  std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn, bool embeddings,
+                                    bool heads, bool final_norm) {
     const std::uint64_t h = m_.hidden;
     std::vector<Parameter> out;
     auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies) {
@@ -105,14 +117,21 @@ class TransformerLowering {
     add("ffn/in", b_.weights_layout(mm(tokens_, m_.ffn, h)), n_ffn);
     add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
     add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn);
-    if (embeddings_and_heads) {
+    if (embeddings && m_.classifier) {
+      add("embedding/patches", b_.weights_layout(patch_matmul()), 1);
+      // position embeddings, the class token and the patch embedding's bias
+      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types + 2, h), 1);
+    } else if (embeddings) {
       add("embedding/table", b_.weights_layout(mm(masked(), slice_n(), h)),
           run_.embedding_serialisation);
       add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types, h), 1);
-      if (!m_.lm_head) {
-        add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
-        add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
-      }
+    }
+    if (heads && m_.classifier) {
+      add("heads/classifier", b_.weights_layout(mm(masked(), m_.classes, h)), 1);
+      add("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
+    } else if (heads && !m_.lm_head) {
+      add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
+      add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
     }
     if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1);
     return out;
@@ -278,11 +297,35 @@ class TransformerLowering {
     g = Value{dx, {Op::kAdd}};
   }
 
+  // The images of a micro-batch as the patch embedding reads them: [patches, patch elements]
+  // per image, created for the matmul (createInput), where the host stream lands.
+  Layout image_layout() { return b_.input_layout(patch_matmul()); }
+  // The patch embedding of a micro-batch: [images x patches, patch elements] x [patch
+  // elements, hidden] (a patch x patch conv with stride patch is that matmul).
+  kernels::ConvArgs patch_matmul() const {
+    return mm(packs_ * m_.patches(), m_.hidden, patch_elements(m_));
+  }
+
   // Embedding lookup (token + position embeddings per token) and (post-norm) its layer norm.
+  // A classifier's images arrive as 8-bit values, are cast and normalised where they land,
+  // embedded patch by patch, and written after the class token into the token tensor, with
+  // the bias and the position embeddings added there.
   void embedding_fwd(Steps& out, Value& x) {
     x = stage_input();
-    const Op add = Op::kAdd;
-    b_.elementwise(out, x.layout, {&add, 1});
+    if (m_.classifier) {
+      const Layout images = image_layout();
+      b_.cast(out, images, DType::kChar);
+      const Op normalise[] = {Op::kSub, Op::kMul};  // (x - mean) / std
+      b_.elementwise(out, images, normalise);
+      patches_out_ = b_.matmul(out, packs_ * m_.patches(), m_.hidden, patch_elements(m_), m_.dtype,
+                               Operand{images, false});
+      b_.rearrange(out, patches_out_, patch_rows());       // concatenated after the class token
+      x.pending = {Op::kAdd, Op::kAdd};                    // bias, positions
+      if (!run_.inference) x.pending.push_back(Op::kMul);  // dropout
+    } else {
+      const Op add = Op::kAdd;
+      b_.elementwise(out, x.layout, {&add, 1});
+    }
     if (!m_.pre_norm) layer_norm(out, x);
     embedding_out_ = x.layout;
   }
@@ -299,6 +342,15 @@ class TransformerLowering {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
     flush(out, x);
+    if (m_.classifier) {  // the class tokens (gathered), a matmul, bias and softmax
+      head_in_ = b_.linear(dt, t, m_.hidden);
+      logits_ = b_.matmul(out, t, m_.classes, m_.hidden, dt, Operand{head_in_, false});
+      const Op bias_exp[] = {Op::kAdd, Op::kExp}, div = Op::kDiv;
+      b_.elementwise(out, logits_, bias_exp);
+      b_.reduce(out, logits_, Axis::kChannels, 1, /*broadcast=*/true);
+      b_.elementwise(out, logits_, {&div, 1});
+      return;
+    }
     if (m_.lm_head) {  // every token, where it is, against the tied table
       head_y_ = x.layout;
       vocabulary_fwd(out, x.layout);
@@ -329,6 +381,17 @@ class TransformerLowering {
   void heads_bwd(Steps& out, Value& g) {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
+    if (m_.classifier) {
+      const Op sub = Op::kSub;  // softmax - labels
+      b_.elementwise(out, logits_, {&sub, 1});
+      b_.reduce(out, logits_, Axis::kPositions, 1, /*broadcast=*/false);  // bias gradient
+      const Layout w = b_.weights_layout(mm(t, m_.classes, m_.hidden));
+      const Layout dxm = matmul_bwd(out, t, m_.classes, m_.hidden, head_in_, w, logits_, true);
+      // The class tokens' gradient scatters into the encoder output's gradient.
+      g = Value{b_.linear(dt, tokens_, m_.hidden), {}};
+      b_.rearrange(out, dxm, b_.linear(dt, t, m_.hidden));
+      return;
+    }
     const Layout table = b_.weights_layout(mm(t, slice_n(), m_.hidden));
     Layout dy;
     for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
@@ -354,8 +417,15 @@ class TransformerLowering {
   }
   void embedding_bwd(Steps& out, Value& g) {
     if (!m_.pre_norm) layer_norm_bwd(out, g, embedding_out_);
+    if (m_.classifier) g.pending.push_back(Op::kMul);  // dropout
     flush(out, g);
-    b_.scaled_add(out, g.layout);  // scatter-add into the table gradient
+    b_.scaled_add(out, g.layout);  // scatter-add into the table (or positions) gradient
+    if (m_.classifier) {
+      // The patch embedding's weight gradient (the images need none): the patch tokens'
+      // gradient, read where it is, against the images read transposed.
+      b_.weight_gradient(out, patch_matmul(), image_layout(), b_.weights_layout(patch_matmul()),
+                         patch_rows(), /*update=*/true);
+    }
   }
 
   void flush(Steps& out, Value& v) {
@@ -365,6 +435,8 @@ class TransformerLowering {
 
  private:
   std::uint64_t groups() const { return packs_ * m_.heads; }
+  // The patch tokens' rows of the token tensor (all but the class tokens), linearly mapped.
+  Layout patch_rows() const { return b_.linear(m_.dtype, packs_ * m_.patches(), m_.hidden); }
   kernels::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
     kernels::ConvArgs a;
     a.height = m;
@@ -396,7 +468,7 @@ class TransformerLowering {
   std::uint64_t packs_;
   AttentionLayouts attention_;
   FfnLayouts ffn_;
-  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_, final_norm_in_;
+  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_, final_norm_in_, patches_out_;
 };
 
 }  // namespace
@@ -432,13 +504,14 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
   t.replicas = run.replicas;
   const std::uint64_t eb = trace::dtype_bytes(m.dtype);
   const std::uint64_t acts = run.micro_batch * m.sequence * m.hidden * eb;  // stage boundary
-  // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0; gradients the other way. A
+  // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0 (the tied head on IPU 0);
+  // gradients the other way. A classifier's head is on the last IPU, so its ring is open. A
   // single-IPU replica has no stage boundary and no inter-IPU copies.
   const bool pipelined = p > 1;
   if (pipelined) {
     const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
     trace::GlobalExchange fwd{"stage_activations", {}, copy}, bwd{"stage_gradients", {}, copy};
-    for (std::uint32_t i = 0; i < p; ++i) {
+    for (std::uint32_t i = 0; i < (m.classifier ? p - 1 : p); ++i) {
       fwd.copies.push_back({i, (i + 1) % p, acts});
       bwd.copies.push_back({(i + 1) % p, i, acts});
     }
@@ -454,8 +527,15 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
                  run.rearrangements);
     b.set_coeff_load_bits(run.conv_unit_load_bits);
     TransformerLowering lower(m, run, b);
+    // The host input lands where its first reader wants it: the images on the patch
+    // embedding's input layout, token ids linearly.
+    const auto input_layout = [&](std::uint64_t bytes) {
+      return m.classifier ? lower.image_layout()
+                          : b.linear(DType::kChar, 1, std::max<std::uint64_t>(bytes, 1));
+    };
     const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
     const bool first = ipu == 0, last = ipu + 1 == p;
+    const bool heads = m.classifier ? last : first;  // a tied head sits with the embedding
     // Forward of the stage, then (pipeline recomputation) the forward again and the backward.
     // Provenance: encoder sub-layers are numbered over the whole model.
     std::uint32_t attn0 = 0, ffn0 = 0;
@@ -487,8 +567,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
         const auto scope = b.scope("final_norm", pass);
         lower.final_norm_fwd(out, x);
       }
-      const auto scope = b.scope(first ? "heads" : "", pass);
-      if (first) lower.heads_fwd(out, x);
+      const auto scope = b.scope(heads ? "heads" : "", pass);
+      if (heads) lower.heads_fwd(out, x);
       lower.flush(out, x);
     };
     Steps fwd_steps, bwd_steps;
@@ -501,26 +581,24 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
       if (first) {
         const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-        stream_input(b, program.steps, run,
-                     b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)), input,
-                     system.chip.tiles);
+        stream_input(b, program.steps, run, input_layout(input), input, system.chip.tiles);
       }
       trace::Step loop = make_step(StepKind::kRepeat);
       loop.count = cycles;
       loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
       if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
       program.steps.push_back(std::move(loop));
-      if (first) {
+      if (heads) {
         const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu,
                trace::HostMemory::kHost);
       }
-      for (const auto& param : lower.parameters(n_attn, n_ffn, first, last))
+      for (const auto& param : lower.parameters(n_attn, n_ffn, first, heads, last))
         b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
       const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
       b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
                std::max({heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb,
-                         first ? lower.masked() * lower.slice_n() * eb : 0}) +
+                         heads ? lower.head_elements() * eb : 0}) +
                    4 * acts);
       if (first)
         b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
@@ -531,7 +609,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     }
     forward(bwd_steps, trace::Pass::kRecompute);
     Value g = lower.stage_input();
-    if (first) {
+    if (heads) {
       const auto scope = b.scope("heads", trace::Pass::kDataGradient);
       lower.heads_bwd(bwd_steps, g);
     }
@@ -560,8 +638,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     if (first) {
       const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
       const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-      stream_input(b, loop.body, run, b.linear(DType::kChar, 1, std::max<std::uint64_t>(input, 1)),
-                   input, system.chip.tiles);
+      stream_input(b, loop.body, run, input_layout(input), input, system.chip.tiles);
     }
     loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
     if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
@@ -570,7 +647,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     program.steps.push_back(std::move(loop));
     // Weight update after the pipeline flush, on the tiles holding each stage's weights.
     std::uint64_t params = n_attn * lower.attention_params() + n_ffn * lower.ffn_params();
-    if (first) params += lower.embedding_params() + lower.head_params();
+    if (first) params += lower.embedding_params();
+    if (heads) params += lower.head_params();
     if (last) params += lower.final_norm_params();
     const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
     const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
@@ -582,20 +660,29 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     }
     const auto update_scope = b.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     // LAMB: two moments (16-bit), per-tensor norms, update (AdamW: the same without the
-    // norms); state streamed in and out when it lives in Streaming Memory.
-    const std::uint64_t state = 2 * shard * eb;
+    // norms; SGD: one momentum, no norms); state streamed in and out when it lives in
+    // Streaming Memory.
+    const bool sgd = run.optimiser == "sgd";
+    const std::uint64_t moments_kept = sgd ? 1 : 2;
+    const std::uint64_t state = moments_kept * shard * eb;
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
     const std::uint64_t tensors = 2 * (n_attn + n_ffn) + 2;
     const Layout w = b.linear(m.dtype, tensors, ceil_div(shard, tensors));
-    // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w
-    const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
-                          Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
-    b.elementwise(program.steps, w, moments);
+    if (sgd) {
+      // v = m v + (g + wd w); w -= lr v
+      const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
+      b.elementwise(program.steps, w, update);
+    } else {
+      // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w
+      const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
+                            Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
+      b.elementwise(program.steps, w, moments);
+    }
     if (run.optimiser == "adamw") {
       const Op update[] = {Op::kMul, Op::kSub};  // w -= lr u
       b.elementwise(program.steps, w, update);
-    } else {
+    } else if (!sgd) {
       const Op square = Op::kSquare;
       for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||u|| per tensor
         b.elementwise(program.steps, w, {&square, 1});
@@ -615,20 +702,20 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     const std::uint64_t stages_to_end = first ? 0 : p - ipu;
     const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
     const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
-    // (IPU 0: or one slice of the vocabulary scores, when larger: an LM head's over every
-    // token.)
+    // (The heads' IPU: or one slice of the vocabulary scores, when larger: an LM head's over
+    // every token.)
     const std::uint64_t live = std::max({heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb,
-                                         first ? lower.masked() * lower.slice_n() * eb : 0}) +
+                                         heads ? lower.head_elements() * eb : 0}) +
                                4 * acts;
     // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
     // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
-    for (const auto& param : lower.parameters(n_attn, n_ffn, first, last)) {
+    for (const auto& param : lower.parameters(n_attn, n_ffn, first, heads, last)) {
       b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
       b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
                param.copies);
       if (!run.optimiser_state_streaming && !rts)
         b.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout,
-                 2 * param.copies);
+                 moments_kept * param.copies);
     }
     if (!run.optimiser_state_streaming && rts)
       b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);

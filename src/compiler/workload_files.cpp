@@ -245,7 +245,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     check_keys(file, m, "model",
                {"name", "family", "dtype", "layers", "hidden", "heads", "ffn", "vocabulary",
                 "sequence", "masked_tokens", "max_positions", "causal", "norm", "head",
-                "token_types", "pad_vocabulary_to"});
+                "token_types", "pad_vocabulary_to", "input", "patch", "classes"});
     const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
       const std::string v = text(file, m, key, "model", allowed.front());
       if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -258,22 +258,62 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     def.hidden = count(file, m, "hidden", "model");
     def.heads = count(file, m, "heads", "model");
     def.ffn = count(file, m, "ffn", "model");
-    def.vocabulary = count(file, m, "vocabulary", "model");
-    def.sequence = count(file, m, "sequence", "model");
     def.causal = choice("causal", {"false", "true"}) == "true";
     def.pre_norm = choice("norm", {"post", "pre"}) == "pre";
-    def.lm_head = choice("head", {"masked_lm", "lm"}) == "lm";
+    const std::string head = choice("head", {"masked_lm", "lm", "classifier"});
+    def.lm_head = head == "lm";
+    def.classifier = head == "classifier";
+    // A classifier (ViT) reads an image cut into patches, not token ids: its sequence is the
+    // patches plus the class token.
+    for (const char* key : {"input", "patch", "classes"})
+      if (m[key] && !def.classifier)
+        throw ConfigError(fmt::format(
+            "{}: model.{}: only an image classifier reads images (add head: classifier)",
+            at(file, m[key]), key));
+    if (def.classifier) {
+      for (const char* key : {"vocabulary", "masked_tokens", "pad_vocabulary_to"})
+        if (m[key])
+          throw ConfigError(fmt::format(
+              "{}: model.{}: a classifier reads image patches, not tokens (remove the key)",
+              at(file, m[key]), key));
+      const YAML::Node in = m["input"];
+      if (!in)
+        throw ConfigError(
+            fmt::format("{}: model.input: missing required key (the image size)", at(file, m)));
+      check_keys(file, in, "model.input", {"height", "width", "channels"});
+      def.height = count(file, in, "height", "model.input");
+      def.width = count(file, in, "width", "model.input");
+      def.channels = count(file, in, "channels", "model.input");
+      def.patch = count(file, m, "patch", "model");
+      def.classes = count(file, m, "classes", "model");
+      if (def.height % def.patch != 0 || def.width % def.patch != 0)
+        throw ConfigError(fmt::format(
+            "{}: layer 'patch_embedding': model.patch ({}) must divide the image ({}x{})",
+            at(file, m["patch"]), def.patch, def.height, def.width));
+      const std::uint64_t tokens = def.patches() + 1;
+      def.sequence = count(file, m, "sequence", "model", tokens);
+      if (def.sequence != tokens)
+        throw ConfigError(fmt::format(
+            "{}: model.sequence: {}x{} patches of a {}x{} image and the class token make {} "
+            "tokens, found {}",
+            at(file, m["sequence"]), def.height / def.patch, def.width / def.patch, def.height,
+            def.width, tokens, def.sequence));
+    } else {
+      def.vocabulary = count(file, m, "vocabulary", "model");
+      def.sequence = count(file, m, "sequence", "model");
+    }
     if (def.lm_head && m["masked_tokens"])
       throw ConfigError(fmt::format(
           "{}: model.masked_tokens: an lm head predicts every token (remove the key, or use "
           "head: masked_lm)",
           at(file, m["masked_tokens"])));
-    def.masked_tokens = def.lm_head ? 0 : count(file, m, "masked_tokens", "model");
+    def.masked_tokens =
+        def.lm_head || def.classifier ? 0 : count(file, m, "masked_tokens", "model");
     def.max_positions = count(file, m, "max_positions", "model", def.sequence);
     if (const YAML::Node tt = m["token_types"]; tt && tt.IsScalar() && tt.Scalar() == "0")
       def.token_types = 0;
     else
-      def.token_types = count(file, m, "token_types", "model", 2);
+      def.token_types = count(file, m, "token_types", "model", def.classifier ? 0 : 2);
     def.vocabulary_multiple = count(file, m, "pad_vocabulary_to", "model", 1);
     if (def.max_positions < def.sequence)
       throw ConfigError(fmt::format(
@@ -323,8 +363,8 @@ std::vector<ParamDecl> run_params() {
       {"run.precision", ValueKind::kString, 0, 0, "16.16 (half partials) or 16.32 (float partials)",
        "workloads.md"},
       {"run.optimiser", ValueKind::kString, 0, 0,
-       "lars or sgd (CNN), lamb or adamw (transformer: AdamW is LAMB without its per-tensor "
-       "norms)",
+       "lars or sgd (CNN), lamb, adamw or sgd (transformer: AdamW is LAMB without its "
+       "per-tensor norms; SGD keeps one momentum and no norms)",
        "workloads.md"},
       {"run.optimiser_state", ValueKind::kString, 0, 0, "on_chip or streaming (Streaming Memory)",
        "workloads.md"},

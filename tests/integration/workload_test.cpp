@@ -65,6 +65,23 @@ TEST(Workload, Gpt2MediumOnPod16CompilesRunsAndReportsThroughput) {
   EXPECT_GT(json_value_after(stats, "\"collective\""), 0);
 }
 
+TEST(Workload, VitB16OnPod16ReportsImagesAndTimeToTrain) {
+  // models/vit_b16.yaml with the recipe's parallelism (4 replicas of a 4-IPU pipeline,
+  // micro-batch 17, gradient accumulation 32): 2,176 images per step, 5,000 steps to train
+  // (10,880,000 images), and every IPU of the POD16 used.
+  TempDir dir;
+  const std::string stats =
+      compile_and_run(dir, source_dir() + "/configs/runs/vit-b16-pod16.yaml", "");
+  const double step = step_seconds(stats);
+  EXPECT_GT(step, 0);
+  EXPECT_NEAR(json_value_after(stats, "\"throughput\"") * step, 2176.0, 1e-6 * 2176);
+  EXPECT_NE(stats.find("\"unit\": \"images/s\""), std::string::npos);
+  EXPECT_NE(stats.find("\"model\": \"ViT-B-16\""), std::string::npos);
+  const double ttt = json_value_after(stats, "\"time_to_train\"");
+  EXPECT_NEAR(ttt, 5000 * step, 1e-6 * ttt);
+  EXPECT_GT(json_value_after(stats, "\"collective\""), 0);  // the gradient all-reduce
+}
+
 TEST(Workload, ChipThatCannotHoldTheModelFailsToCompile) {
   TempDir dir;
   const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml " +
@@ -226,7 +243,8 @@ TEST_P(WorkloadWhatIf, FasterHardwareShortensTheStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ReducedModels, WorkloadWhatIf,
-                         ::testing::Values("resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml"));
+                         ::testing::Values("resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml",
+                                           "vit_tiny-pod16.yaml"));
 
 }  // namespace
 }  // namespace ipusim::testing

@@ -785,5 +785,97 @@ TEST(CompilerDecoder, Gpt2MediumHasItsPublishedParameterCount) {
   EXPECT_EQ(parameter_count(xl), 1557611200u);
 }
 
+TEST(CompilerVit, VitB16HasItsPublishedParameterCount) {
+  // ViT-B/16 by hand (L = 12, H = 768, F = 3072, 16 x 16 x 3 patches of a 224 x 224 image,
+  // 1,000 classes):
+  //   patch embedding 768 x H + H = 590,592; class token H; positions 197 x H = 151,296
+  //   per layer: LN 2H; QKV 3H x H + 3H; projection H x H + H; LN 2H; FFN in H x F + F;
+  //     FFN out F x H + H: 7,087,872, x 12 = 85,054,464
+  //   final LN 2H = 1,536; classifier H x 1000 + 1000 = 769,000
+  // total 86,567,656 (the 86.6 M of Dosovitskiy et al., table 1).
+  const ModelDef m = load_model(std::string(IPUSIM_SOURCE_DIR) + "/models/vit_b16.yaml");
+  const std::uint64_t h = 768, f = 3072;
+  const std::uint64_t layer =
+      2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h);
+  EXPECT_EQ(layer, 7087872u);
+  const std::uint64_t by_hand =
+      (16 * 16 * 3 * h + h) + h + 197 * h + 12 * layer + 2 * h + (h * 1000 + 1000);
+  EXPECT_EQ(by_hand, 86567656u);
+  EXPECT_EQ(parameter_count(m), by_hand);
+  EXPECT_EQ(m.sequence, 197u);  // 14 x 14 patches and the class token
+  EXPECT_EQ(m.token_types, 0u);
+}
+
+trace::Trace compile_run(const std::string& run_file) {
+  const LoadedRun run = load_run(run_file);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  return compile(model, run.run, system.spec);
+}
+
+bool has_layer(const trace::IpuProgram& p, const std::string& layer) {
+  for (const auto& cs : p.compute_sets)
+    for (const auto& l : cs.provenance.layers)
+      if (l == layer) return true;
+  return false;
+}
+
+TEST(CompilerVit, ClassifierSitsOnTheLastStageAndThePipelineRingIsOpen) {
+  // vit_tiny: 32 x 32 images in 8 x 8 patches, 2 layers on a 2-IPU pipeline.
+  const trace::Trace t =
+      compile_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/vit_tiny-pod16.yaml");
+  ASSERT_EQ(t.ipus.size(), 2u);
+  // The patch embedding on IPU 0, the classifier on IPU 1 (after the last layer), and no
+  // stage boundary back from IPU 1 to IPU 0: one copy each way, 0 -> 1 and 1 -> 0.
+  EXPECT_TRUE(has_layer(t.ipus[0], "embedding"));
+  EXPECT_FALSE(has_layer(t.ipus[1], "embedding"));
+  EXPECT_TRUE(has_layer(t.ipus[1], "heads"));
+  EXPECT_FALSE(has_layer(t.ipus[0], "heads"));
+  ASSERT_EQ(t.global_exchanges.size(), 2u);
+  ASSERT_EQ(t.global_exchanges[0].copies.size(), 1u);
+  EXPECT_EQ(t.global_exchanges[0].copies[0].src, 0u);
+  EXPECT_EQ(t.global_exchanges[0].copies[0].dst, 1u);
+  // The stage boundary carries micro-batch x (16 patches + class token) x hidden halves.
+  EXPECT_EQ(t.global_exchanges[0].copies[0].bytes, 8u * 17 * 192 * 2);
+  ASSERT_EQ(t.global_exchanges[1].copies.size(), 1u);
+  EXPECT_EQ(t.global_exchanges[1].copies[0].src, 1u);
+}
+
+TEST(CompilerVit, ImageModelErrorsNameTheKey) {
+  const std::string file = ::testing::TempDir() + "/bad_vit.yaml";
+  const std::string base =
+      "model:\n  name: v\n  family: transformer\n  layers: 2\n  hidden: 64\n  heads: 4\n"
+      "  ffn: 256\n  norm: pre\n";
+  const auto error_of = [&](const std::string& extra) {
+    std::ofstream(file) << base << extra;
+    try {
+      load_model(file);
+    } catch (const ipusim::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string image = "  input: {height: 32, width: 32, channels: 3}\n  classes: 10\n";
+  EXPECT_NE(error_of("  head: classifier\n  patch: 5\n" + image)
+                .find("layer 'patch_embedding': model.patch (5) must divide the image (32x32)"),
+            std::string::npos);
+  EXPECT_NE(error_of("  head: classifier\n  patch: 8\n  sequence: 16\n" + image)
+                .find("model.sequence: 4x4 patches of a 32x32 image and the class token make 17 "
+                      "tokens, found 16"),
+            std::string::npos);
+  EXPECT_NE(error_of("  head: classifier\n  patch: 8\n  vocabulary: 100\n" + image)
+                .find("model.vocabulary: a classifier reads image patches, not tokens"),
+            std::string::npos);
+  EXPECT_NE(error_of("  head: lm\n  vocabulary: 100\n  sequence: 16\n  patch: 8\n")
+                .find("model.patch: only an image classifier reads images (add head: classifier)"),
+            std::string::npos);
+  EXPECT_NE(error_of("  head: classifier\n  patch: 8\n  classes: 10\n")
+                .find("model.input: missing required key"),
+            std::string::npos);
+  EXPECT_NE(error_of("  head: clasifier\n").find("(did you mean 'classifier'?)"), std::string::npos)
+      << error_of("  head: clasifier\n");
+  EXPECT_EQ(error_of("  head: classifier\n  patch: 8\n" + image), "");
+}
+
 }  // namespace
 }  // namespace ipusim::compiler

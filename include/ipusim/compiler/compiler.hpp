@@ -34,7 +34,7 @@ struct ModelDef {
   std::string name;
   std::string family;  // cnn or transformer
   trace::DType dtype = trace::DType::kHalf;
-  // cnn
+  // cnn (and an image transformer's input)
   std::uint64_t height = 0, width = 0, channels = 0, classes = 0;
   std::vector<Layer> layers;
   // transformer
@@ -48,6 +48,12 @@ struct ModelDef {
   // The language-model head predicts every token with the tied embedding only (GPT-2);
   // otherwise the masked-LM head (dense, GELU, layer norm, bias) on the masked tokens.
   bool lm_head = false;
+  // An image classifier (ViT): the `height` x `width` x `channels` input is cut into `patch` x
+  // `patch` patches, embedded by one matmul, with a class token in front; the head classifies
+  // the class token into `classes`.
+  bool classifier = false;
+  std::uint64_t patch = 0;
+  std::uint64_t patches() const { return patch == 0 ? 0 : (height / patch) * (width / patch); }
   std::uint64_t token_types = 2;          // segment embeddings
   std::uint64_t vocabulary_multiple = 1;  // the table is padded to a multiple of this
   std::uint64_t padded_vocabulary() const {
