@@ -31,13 +31,15 @@ struct Shape {
 };
 
 // The provenance op kind of a model layer (trace format v3).
+bool is_conv(const std::string& op) { return op == "conv" || op == "dwconv"; }
+
 trace::OpKind op_kind(const std::string& op) {
-  if (op == "conv") return trace::OpKind::kConv;
+  if (is_conv(op)) return trace::OpKind::kConv;
   if (op == "fc") return trace::OpKind::kMatmul;
   if (op == "batchnorm") return trace::OpKind::kBatchNorm;
   if (op == "maxpool" || op == "avgpool") return trace::OpKind::kPool;
   if (op == "softmax_loss") return trace::OpKind::kLoss;
-  return trace::OpKind::kElementwise;  // relu, add
+  return trace::OpKind::kElementwise;  // relu, swish, sigmoid, add, scale
 }
 
 struct CnnLayer {
@@ -45,6 +47,7 @@ struct CnnLayer {
   std::string input;  // producing layer ("" = the image input)
   Shape in, out;
   std::uint64_t params = 0;
+  std::uint64_t groups = 1;  // a conv's channel groups
 };
 
 std::vector<CnnLayer> propagate(const ModelDef& m) {
@@ -56,9 +59,19 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
     const std::string in_name = l.input.empty() ? previous : l.input;
     CnnLayer c{&l, in_name, in_name.empty() ? input : shapes.at(in_name), {}, 0};
     Shape s = c.in;
-    if (l.op == "conv") {
-      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), l.out};
-      c.params = l.kernel * l.kernel * c.in.c * l.out;
+    if (is_conv(l.op)) {
+      // A grouped conv: each of in / group_size groups maps its group_size input channels to
+      // out / groups output channels (a dwconv keeps the channel count).
+      const std::uint64_t out = l.out > 0 ? l.out : s.c;
+      const std::uint64_t gs = l.group_size > 0 ? l.group_size : s.c;
+      if (s.c % gs != 0 || out % (s.c / gs) != 0)
+        throw ConfigError(fmt::format(
+            "{}: layer '{}': group_size {} must divide the {} input channels (from '{}') and "
+            "the groups ({}) the {} output channels",
+            m.file, l.name, gs, s.c, in_name, s.c / std::max<std::uint64_t>(1, gs), out));
+      c.groups = s.c / gs;
+      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), out};
+      c.params = l.kernel * l.kernel * gs * out;
     } else if (l.op == "maxpool") {
       s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), s.c};
     } else if (l.op == "avgpool") {
@@ -73,6 +86,13 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
       c.params = c.in.c * l.out + l.out;
     } else if (l.op == "batchnorm") {
       c.params = 2 * s.c;
+    } else if (l.op == "scale") {
+      const Shape& o = shapes.at(l.other);
+      if (o.h != 1 || o.w != 1 || o.c != s.c)
+        throw ConfigError(
+            fmt::format("{}: layer '{}': scale multiplies each of the {} channels of '{}' by a "
+                        "factor: '{}' must be 1x1x{}, found {}x{}x{}",
+                        m.file, l.name, s.c, in_name, l.other, s.c, o.h, o.w, o.c));
     } else if (l.op == "add") {
       const Shape& o = shapes.at(l.other);
       if (o.h != s.h || o.w != s.w || o.c != s.c)
@@ -184,7 +204,7 @@ class CnnLowering {
     std::vector<std::pair<std::string, Layout>> out;
     for (const auto& c : layers_) {
       const Layer& l = *c.layer;
-      if (l.op == "conv") {
+      if (is_conv(l.op)) {
         out.emplace_back(l.name, b_.weights_layout(forward_args(c)));
       } else if (l.op == "fc") {
         kernels::ConvArgs mm;
@@ -238,7 +258,10 @@ class CnnLowering {
       for (std::size_t i = first; i < last; ++i) {
         const std::string& op = layers_[i].layer->op;
         const std::uint64_t bytes = n_ * layers_[i].out.elements() * eb;
-        if (op == "conv" || op == "maxpool" || op == "avgpool" || op == "fc") seg += bytes;
+        // (swish, sigmoid and scale keep what their gradients read: their input, or output)
+        if (is_conv(op) || op == "maxpool" || op == "avgpool" || op == "fc" || op == "swish" ||
+            op == "sigmoid" || op == "scale")
+          seg += bytes;
         largest = std::max(largest, bytes);
       }
       live = std::max(live, seg + 2 * largest);
@@ -260,8 +283,13 @@ class CnnLowering {
     a.dtype = m_.dtype;
     return a;
   }
+  // A conv's arguments; a grouped conv's channel counts are per group.
   kernels::ConvArgs forward_args(const CnnLayer& c) const {
-    return conv_args(c.in.c, c.in.h, c.in.w, c.layer->out, c.layer->kernel, c.layer->stride);
+    kernels::ConvArgs a = conv_args(c.in.c / c.groups, c.in.h, c.in.w, c.out.c / c.groups,
+                                    c.layer->kernel, c.layer->stride);
+    a.groups = c.groups;
+    a.channel_groups = c.groups > 1;
+    return a;
   }
 
   // Applies a value's pending elementwise ops (one fused compute set).
@@ -291,7 +319,7 @@ class CnnLowering {
     const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward,
                                 op_kind(l.op));
     const DType dt = m_.dtype;
-    if (l.op == "conv") {
+    if (is_conv(l.op)) {
       const Value& x = input_of(out, c);
       const kernels::ConvArgs a = forward_args(c);
       fwd_[l.name] = Value{b_.conv(out, a, Operand{x.layout, false}), {}};
@@ -320,6 +348,19 @@ class CnnLowering {
     } else if (l.op == "relu") {
       Value v = take(c.input);
       v.pending.push_back(Op::kRelu);
+      fwd_[l.name] = std::move(v);
+    } else if (l.op == "swish" || l.op == "sigmoid") {
+      Value v = take(c.input);
+      v.pending.push_back(Op::kSigmoid);
+      if (l.op == "swish") v.pending.push_back(Op::kMul);  // x sigmoid(x)
+      fwd_[l.name] = std::move(v);
+    } else if (l.op == "scale") {
+      // Each channel times its factor (squeeze-and-excitation): the factors go to the tiles
+      // holding each channel (a broadcast from the first of them), then a fused multiply.
+      flush(out, fwd_.at(l.other));
+      Value v = take(c.input);
+      b_.broadcast(out, v.layout, Axis::kPositions, 1);
+      v.pending.push_back(Op::kMul);
       fwd_[l.name] = std::move(v);
     } else if (l.op == "add") {
       Value& other = fwd_.at(l.other);
@@ -395,7 +436,7 @@ class CnnLowering {
     }
     Value g = grads_.at(l.name);
     grads_.erase(l.name);
-    if (l.op == "conv") {
+    if (is_conv(l.op)) {
       flush(out, g);
       const kernels::ConvArgs fa = forward_args(c);
       const Layout weights = b_.weights_layout(fa);
@@ -404,10 +445,11 @@ class CnnLowering {
       if (!first_layer) {
         Layout dx = b_.data_gradient(out, fa, weights, g.layout);
         // A strided conv's data gradient is computed at the output resolution (same MACs) and
-        // written at the input resolution: each tile's block grows by stride^2.
-        const std::uint64_t grow = c.in.positions() / c.out.positions();
-        dx.positions *= grow;
-        dx.positions_per_tile *= grow;
+        // written at the input resolution: each tile's block grows by in / out positions
+        // (stride^2 where the stride divides the field).
+        dx.positions = dx.positions / c.out.positions() * c.in.positions();
+        dx.positions_per_tile =
+            ceil_div(dx.positions_per_tile * c.in.positions(), c.out.positions());
         add_gradient(out, in, Value{dx, {}});
       }
       const Layout x = in.empty() ? b_.input_layout(fa) : fwd_.at(in).layout;
@@ -433,6 +475,29 @@ class CnnLowering {
     } else if (l.op == "relu") {
       // g x (y > 0): the forward output comes to the gradient's layout.
       b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+      g.pending.push_back(Op::kMul);
+      add_gradient(out, in, std::move(g));
+    } else if (l.op == "swish") {
+      // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.
+      b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+      for (Op op : {Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul})
+        g.pending.push_back(op);
+      add_gradient(out, in, std::move(g));
+    } else if (l.op == "sigmoid") {
+      // g y (1 - y): the output comes to the gradient's layout.
+      b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+      for (Op op : {Op::kSub, Op::kMul, Op::kMul}) g.pending.push_back(op);
+      add_gradient(out, in, std::move(g));
+    } else if (l.op == "scale") {
+      flush(out, g);
+      // The factors' gradient: g x summed over each channel's positions (x to g's layout).
+      b_.rearrange(out, fwd_.at(in).layout, g.layout);
+      const Op mul = Op::kMul;
+      b_.elementwise(out, g.layout, {&mul, 1});
+      b_.reduce(out, g.layout, Axis::kPositions, 1, /*broadcast=*/false);
+      add_gradient(out, l.other, Value{b_.linear(dt, n_, c.out.c), {}});
+      // The input's gradient: g times the factors, brought to g's tiles.
+      b_.broadcast(out, g.layout, Axis::kPositions, 1);
       g.pending.push_back(Op::kMul);
       add_gradient(out, in, std::move(g));
     } else if (l.op == "add") {

@@ -26,8 +26,9 @@ trace::Step make_step(StepKind kind, std::uint32_t index) {
 }
 
 std::string layout_key(const Layout& l) {
-  return fmt::format("{}x{}_t{}s{}_b{}x{}_{}", l.positions, l.channels, l.first_tile, l.tile_stride,
-                     l.positions_per_tile, l.chans_per_tile, static_cast<int>(l.dtype));
+  return fmt::format("{}x{}_t{}s{}_b{}x{}_{}{}", l.positions, l.channels, l.first_tile,
+                     l.tile_stride, l.positions_per_tile, l.chans_per_tile,
+                     static_cast<int>(l.dtype), l.channels_outer ? "_co" : "");
 }
 
 namespace {
@@ -37,6 +38,7 @@ Layout blocked(const Layout& source, std::uint64_t position_blocks, std::uint64_
   Layout l = source;
   l.first_tile = 0;
   l.tile_stride = stride;
+  l.channels_outer = false;
   l.positions_per_tile = ceil_div(source.positions, std::max<std::uint64_t>(1, position_blocks));
   l.chans_per_tile = ceil_div(source.channels, std::max<std::uint64_t>(1, channel_blocks));
   return l;
@@ -53,6 +55,7 @@ std::string args_key(const kernels::ConvArgs& a) {
   if (a.transposed_weights) key += "_tw";
   if (a.coeff_load_bits != kernels::ConvArgs{}.coeff_load_bits)
     key += fmt::format("_l{}", a.coeff_load_bits);
+  if (a.channel_groups) key += "_cg";
   return key;
 }
 
@@ -205,20 +208,22 @@ const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
   return it->second;
 }
 
+// A channel-grouped conv's weights are [k x k x in, groups x out] and its input [positions,
+// groups x in]; it is planned after combining its groups (kernels::combine_conv_groups).
 Layout IpuBuilder::weights_layout(const kernels::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
   source.positions = a.kernel * a.kernel * a.in_chans;
-  source.channels = a.out_chans;
-  return plan_weight_layout(source, planned(a).plan, false);
+  source.channels = (a.channel_groups ? a.groups : 1) * a.out_chans;
+  return plan_weight_layout(source, planned(kernels::combine_conv_groups(chip_, a)).plan, false);
 }
 
 Layout IpuBuilder::input_layout(const kernels::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
   source.positions = a.batch * a.height * a.width;
-  source.channels = a.in_chans;
-  return plan_input_layout(source, planned(a).plan, false);
+  source.channels = (a.channel_groups ? a.groups : 1) * a.in_chans;
+  return plan_input_layout(source, planned(kernels::combine_conv_groups(chip_, a)).plan, false);
 }
 
 void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
@@ -253,7 +258,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
                         const Operand& weights) {
   const Stamp stamp(*this, trace::OpKind::kConv);
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
-  kernels::ConvArgs a = with_partials(args);
+  kernels::ConvArgs a = kernels::combine_conv_groups(chip_, with_partials(args));
   if (rearrange_operands_) {
     a.transposed_input = input.layout && input.transposed;
     a.transposed_weights = weights.layout && weights.transposed;
@@ -287,16 +292,24 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
         // heads out of a [tokens x hidden] tensor), blocks are cut in proportion instead.
         const bool exact =
             source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
-        sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1,
-                         exact](trace::Exchange& fetch) {
-          const std::uint64_t cpt = ceil_div(source.channels, plan.in_split);
+        // A channel-grouped conv's source holds the groups side by side in its channels.
+        const bool by_channels = a.channel_groups && source.positions == positions_per_group &&
+                                 source.channels == a.groups * a.in_chans;
+        sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1, exact,
+                         by_channels](trace::Exchange& fetch) {
+          const std::uint64_t cpt =
+              ceil_div(by_channels ? a.in_chans : source.channels, plan.in_split);
           const std::uint64_t ppb =
               ceil_div(source.positions, std::uint64_t{plan.group_split} * plan.row_split);
           for (std::uint32_t g = 0; g < plan.group_split; ++g)
             for (std::uint32_t r = 0; r < plan.row_split; ++r) {
               // The source positions block (g, r) reads: [p0, p1).
               std::uint64_t p0 = (std::uint64_t{g} * plan.row_split + r) * ppb, p1 = p0 + ppb;
-              if (exact) {
+              // Channels of group block g (by_channels): its groups' slices.
+              const std::uint64_t c0 =
+                  by_channels ? std::uint64_t{g} * plan.groups_per_tile * a.in_chans : 0;
+              const std::uint64_t cw = by_channels ? plan.groups_per_tile * a.in_chans : 0;
+              if (exact || by_channels) {
                 const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
                 const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
                 if (r0 >= r1) continue;
@@ -307,19 +320,25 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
                 const std::uint64_t base =
                     std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
                 const std::uint64_t span = plan.groups_per_tile * positions_per_group;
-                p0 = a.groups > 1 ? base + lo * a.width : lo * a.width;
-                p1 = a.groups > 1 ? std::min(base + span, base + hi * a.width) : hi * a.width;
+                const bool in_rows = a.groups > 1 && !by_channels;
+                p0 = in_rows ? base + lo * a.width : lo * a.width;
+                p1 = in_rows ? std::min(base + span, base + hi * a.width) : hi * a.width;
               }
               for (std::uint32_t i = 0; i < plan.in_split; ++i) {
                 const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
                                       kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
-                range_pieces(source, p0, p1, i * cpt, (i + 1) * cpt,
-                             [&](std::uint32_t src, std::uint64_t bytes) {
-                               const std::uint64_t needed =
-                                   exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride)
-                                                        : bytes;
-                               fetch.add(TileRange{src, src}, {&users, 1}, needed);
-                             });
+                // (by_channels: the in-channel block i of each of the block's groups, taken
+                // together: the groups' slices are adjacent.)
+                const std::uint64_t ch0 =
+                    by_channels ? c0 + i * cpt * plan.groups_per_tile : i * cpt;
+                const std::uint64_t ch1 = by_channels
+                                              ? std::min(c0 + cw, ch0 + cpt * plan.groups_per_tile)
+                                              : (i + 1) * cpt;
+                range_pieces(source, p0, p1, ch0, ch1, [&](std::uint32_t src, std::uint64_t bytes) {
+                  const std::uint64_t needed =
+                      exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
+                  fetch.add(TileRange{src, src}, {&users, 1}, needed);
+                });
               }
             }
         };
@@ -352,7 +371,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
   cached(out, key, [&](Steps& steps) {
     kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);
   });
-  return p.output;
+  return a.channel_groups ? channel_view(p.output, a.groups) : p.output;
 }
 
 Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
@@ -384,10 +403,12 @@ void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const
                                  const Layout& w, const Layout& g, bool update) {
   const auto pass = scope_pass(trace::Pass::kWeightGradient);
   const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
-  const Layout dw =
-      matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field,
-             fwd.dtype, Operand{x, true}, Operand{g, false}, fwd.groups);
+  Layout dw = matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field,
+                     fwd.dtype, Operand{x, true}, Operand{g, false}, fwd.groups);
   if (!update) return;
+  // A channel-grouped conv's weights are [k x k x in, groups x out]; the grouped matmul's
+  // result is [(groups x k x k x in), out].
+  if (fwd.channel_groups) dw = channel_view(dw, fwd.groups);
   rearrange(out, dw, w);
   scaled_add(out, w);
 }

@@ -30,10 +30,33 @@ std::uint32_t Layout::tiles() const {
   return static_cast<std::uint32_t>(position_blocks() * channel_blocks());
 }
 std::uint32_t Layout::tile(std::uint64_t p, std::uint64_t c) const {
-  return static_cast<std::uint32_t>(first_tile + (p * channel_blocks() + c) * tile_stride);
+  const std::uint64_t block = channels_outer ? c * position_blocks() + p : p * channel_blocks() + c;
+  return static_cast<std::uint32_t>(first_tile + block * tile_stride);
 }
 trace::TileRange Layout::range() const {
   return trace::TileRange{first_tile, tile(position_blocks() - 1, channel_blocks() - 1)};
+}
+
+Layout channel_view(const Layout& grouped, std::uint64_t groups) {
+  if (groups <= 1) return grouped;
+  Layout v = grouped;
+  const std::uint64_t per_group = grouped.positions / groups;  // positions of one group
+  v.positions = per_group;
+  v.channels = groups * grouped.channels;
+  // A block of whole groups (a tile holding several groups' positions, all their channels)
+  // becomes a channel block of those groups; a block within one group keeps its positions
+  // and becomes one of that group's position blocks. Blocks that straddle groups are rounded
+  // to whole groups, or to equal parts of one, never to more blocks than tiles.
+  const std::uint64_t ppt = grouped.positions_per_tile;
+  if (ppt >= per_group) {
+    v.positions_per_tile = per_group;
+    v.chans_per_tile = ceil_div(ppt, per_group) * grouped.chans_per_tile;
+  } else {
+    v.positions_per_tile = ceil_div(per_group, per_group / ppt);
+    v.chans_per_tile = grouped.chans_per_tile;
+  }
+  v.channels_outer = true;
+  return v;
 }
 
 Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t positions,

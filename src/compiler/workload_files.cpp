@@ -82,8 +82,9 @@ std::string text(const std::string& file, const YAML::Node& map, const std::stri
   return n.Scalar();
 }
 
-const std::vector<std::string> kOps{"conv", "batchnorm", "relu", "maxpool",
-                                    "add",  "avgpool",   "fc",   "softmax_loss"};
+const std::vector<std::string> kOps{"conv",  "dwconv",  "batchnorm", "relu",
+                                    "swish", "sigmoid", "maxpool",   "add",
+                                    "scale", "avgpool", "fc",        "softmax_loss"};
 
 }  // namespace
 
@@ -128,7 +129,8 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   def.file = file;
   def.family = text(file, m, "family", "model");
   if (def.family == "cnn") {
-    check_keys(file, m, "model", {"name", "family", "dtype", "input", "classes"});
+    check_keys(file, m, "model",
+               {"name", "family", "dtype", "input", "classes", "depthwise_group_size"});
     const YAML::Node in = m["input"];
     if (!in) throw ConfigError(fmt::format("{}: model.input: missing required key", at(file, m)));
     check_keys(file, in, "model.input", {"height", "width", "channels"});
@@ -136,6 +138,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     def.width = count(file, in, "width", "model.input");
     def.channels = count(file, in, "channels", "model.input");
     def.classes = count(file, m, "classes", "model");
+    def.depthwise_group_size = count(file, m, "depthwise_group_size", "model", 1);
     const YAML::Node layers = root["layers"];
     if (!layers || !layers.IsSequence() || layers.size() == 0)
       throw ConfigError(fmt::format("{}: layers: expected a list of layers", file));
@@ -149,7 +152,8 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       std::string input;            // the layer before the iteration's first
     };
     auto add_layer = [&](const YAML::Node& l, const std::string& where, const Block& block) {
-      check_keys(file, l, where, {"name", "op", "input", "other", "out", "kernel", "stride"});
+      check_keys(file, l, where,
+                 {"name", "op", "input", "other", "out", "kernel", "stride", "group_size"});
       Layer layer;
       layer.name = block.prefix + text(file, l, "name", where);
       check_trace_name(at(file, l["name"]), where + ".name", layer.name);
@@ -171,8 +175,10 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       layer.input = def.layers.empty() ? "" : def.layers.back().name;
       if (l["input"]) layer.input = resolve(text(file, l, "input", where));
       layer.other = l["other"] ? resolve(text(file, l, "other", where)) : "";
-      if (layer.op == "add" && layer.other.empty())
-        throw ConfigError(fmt::format("{}: {}: an add needs 'other'", at(file, l), where));
+      if ((layer.op == "add" || layer.op == "scale") && layer.other.empty())
+        throw ConfigError(
+            fmt::format("{}: {}: {} needs 'other'", at(file, l), where,
+                        layer.op == "add" ? "an add" : "a scale (the per-channel factors)"));
       for (const auto* ref : {&layer.input, &layer.other})
         if (!ref->empty() && !names.count(*ref))
           throw ConfigError(
@@ -181,8 +187,15 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
                           at(file, l), where, layer.name, *ref));
       const bool needs_out = layer.op == "conv" || layer.op == "fc";
       layer.out = needs_out ? count(file, l, "out", where) : 0;
+      if (layer.op == "dwconv" && l["out"]) layer.out = count(file, l, "out", where);
       layer.kernel = count(file, l, "kernel", where, 1);
       layer.stride = count(file, l, "stride", where, 1);
+      if (l["group_size"] && layer.op != "conv" && layer.op != "dwconv")
+        throw ConfigError(fmt::format("{}: {}.group_size: only a conv or dwconv has groups",
+                                      at(file, l["group_size"]), where));
+      layer.group_size = l["group_size"]        ? count(file, l, "group_size", where)
+                         : layer.op == "dwconv" ? def.depthwise_group_size
+                                                : 0;
       if (!names.insert(layer.name).second)
         throw ConfigError(
             fmt::format("{}: {}: layer name '{}' used twice", at(file, l), where, layer.name));

@@ -249,6 +249,19 @@ void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp,
 
 }  // namespace
 
+ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& a) {
+  if (!a.channel_groups || a.groups <= 1 || a.in_chans > 2) return a;
+  const std::uint64_t grain = a.dtype == DType::kHalf ? chip.amp.weights_per_engine_half
+                                                      : chip.amp.weights_per_engine_float;
+  std::uint64_t f = 1;
+  while (2 * f * a.in_chans <= grain && a.groups % (2 * f) == 0) f *= 2;
+  ConvArgs c = a;
+  c.groups = a.groups / f;
+  c.in_chans = a.in_chans * f;
+  c.out_chans = a.out_chans * f;
+  return c;
+}
+
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
   return plan_conv(chip, a,
                    chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip)));

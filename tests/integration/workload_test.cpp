@@ -82,6 +82,21 @@ TEST(Workload, VitB16OnPod16ReportsImagesAndTimeToTrain) {
   EXPECT_GT(json_value_after(stats, "\"collective\""), 0);  // the gradient all-reduce
 }
 
+TEST(Workload, EfficientNetB0OnPod16ReportsImagesAndTimeToTrain) {
+  // models/efficientnet_b0.yaml data parallel: 16 replicas x 10 images x 5 micro-batches per
+  // step; 350 epochs of ceil(1,281,167 / 800) = 1,602 steps.
+  TempDir dir;
+  const std::string stats =
+      compile_and_run(dir, source_dir() + "/configs/runs/efficientnet-b0-pod16.yaml", "");
+  const double step = step_seconds(stats);
+  EXPECT_GT(step, 0);
+  EXPECT_NEAR(json_value_after(stats, "\"throughput\"") * step, 800.0, 1e-6 * 800);
+  EXPECT_NE(stats.find("\"model\": \"EfficientNet-B0\""), std::string::npos);
+  const double ttt = json_value_after(stats, "\"time_to_train\"");
+  EXPECT_NEAR(ttt, 350 * 1602 * step, 1e-6 * ttt);
+  EXPECT_GT(json_value_after(stats, "\"collective\""), 0);
+}
+
 TEST(Workload, ChipThatCannotHoldTheModelFailsToCompile) {
   TempDir dir;
   const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml " +
@@ -244,7 +259,7 @@ TEST_P(WorkloadWhatIf, FasterHardwareShortensTheStep) {
 
 INSTANTIATE_TEST_SUITE_P(ReducedModels, WorkloadWhatIf,
                          ::testing::Values("resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml",
-                                           "vit_tiny-pod16.yaml"));
+                                           "vit_tiny-pod16.yaml", "effnet_tiny-pod16.yaml"));
 
 }  // namespace
 }  // namespace ipusim::testing

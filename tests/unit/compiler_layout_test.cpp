@@ -877,5 +877,141 @@ TEST(CompilerVit, ImageModelErrorsNameTheKey) {
   EXPECT_EQ(error_of("  head: classifier\n  patch: 8\n" + image), "");
 }
 
+TEST(CompilerCnn, EfficientNetsHaveTheirPublishedParameterCounts) {
+  // The published counts (the reference implementations' 5,288,548 and 19,341,616). By hand,
+  // B0's first block (32 -> 16 channels, expansion 1, 3x3): depthwise 3 x 3 x 32 = 288, its
+  // batch norm 64, squeeze-and-excitation 32 x 8 + 8 and 8 x 32 + 32, projection 32 x 16 =
+  // 512 and its batch norm 32: 1,448.
+  const std::string models = std::string(IPUSIM_SOURCE_DIR) + "/models/";
+  const ModelDef b0 = load_model(models + "efficientnet_b0.yaml");
+  EXPECT_EQ(parameter_count(b0), 5288548u);
+  EXPECT_EQ(parameter_count(load_model(models + "efficientnet_b4.yaml")), 19341616u);
+  // The stem (3 x 3 x 3 x 32 + BN 64), the first block and nothing else.
+  const std::string file = ::testing::TempDir() + "/b0_first_block.yaml";
+  std::ofstream f(file);
+  f << "model:\n  name: m\n  family: cnn\n  input: {height: 224, width: 224, channels: 3}\n"
+       "  classes: 16\nlayers:\n";
+  for (std::size_t i = 0; i < 14; ++i) {  // stem (3) and block s1/0 (11 layers)
+    const Layer& l = b0.layers[i];
+    f << "  - {name: " << l.name << ", op: " << l.op;
+    if (l.op == "conv" || l.op == "fc") f << ", out: " << l.out;
+    if (l.kernel != 1) f << ", kernel: " << l.kernel;
+    if (l.stride != 1) f << ", stride: " << l.stride;
+    if (!l.other.empty()) f << ", input: " << l.input << ", other: " << l.other;
+    f << "}\n";
+  }
+  f.close();
+  EXPECT_EQ(b0.layers[13].name, "s1/0/project_bn");
+  EXPECT_EQ(parameter_count(load_model(file)), 3u * 3 * 3 * 32 + 64 + 1448);
+}
+
+TEST(Planner, DepthwiseConvsCombineGroupsToFillTheAmpGrain) {
+  // poplar-compiler.md §1.2 step 7: 1 or 2 input channels per group are packed F to a group,
+  // F a power of two up to 16 / Ci (half) or 8 / Ci (float) that divides the groups.
+  const ChipSpec chip = ipusim::testing::gc200_by_hand();
+  kernels::ConvArgs a;
+  a.batch = 4;
+  a.height = a.width = 14;
+  a.kernel = 3;
+  a.in_chans = a.out_chans = 1;
+  a.groups = 96;
+  a.channel_groups = true;
+  kernels::ConvArgs c = kernels::combine_conv_groups(chip, a);
+  EXPECT_EQ(c.groups, 6u);
+  EXPECT_EQ(c.in_chans, 16u);
+  EXPECT_EQ(c.out_chans, 16u);
+  a.groups = 24;  // 16 does not divide 24: 8 groups are combined
+  c = kernels::combine_conv_groups(chip, a);
+  EXPECT_EQ(c.groups, 3u);
+  EXPECT_EQ(c.in_chans, 8u);
+  a.in_chans = a.out_chans = 2;  // 2 channels per group: 8 groups of 2 fill 16
+  a.groups = 96;
+  c = kernels::combine_conv_groups(chip, a);
+  EXPECT_EQ(c.groups, 12u);
+  EXPECT_EQ(c.in_chans, 16u);
+  a.dtype = trace::DType::kFloat;  // float: a grain of 8
+  c = kernels::combine_conv_groups(chip, a);
+  EXPECT_EQ(c.groups, 24u);
+  EXPECT_EQ(c.in_chans, 8u);
+  a.dtype = trace::DType::kHalf;
+  a.in_chans = 4;  // more than 2 channels per group: unchanged
+  EXPECT_EQ(kernels::combine_conv_groups(chip, a).groups, 96u);
+  a.in_chans = 1;
+  a.channel_groups = false;  // a grouped matmul (attention heads): unchanged
+  EXPECT_EQ(kernels::combine_conv_groups(chip, a).groups, 96u);
+}
+
+TEST(CompilerCnn, GroupedAndDepthwiseConvsDoTheirCombinedMacs) {
+  // The reduced EfficientNet in inference: the AMP vertices do each conv's and fc's MACs, the
+  // depthwise conv's counted as Poplar runs it, 16 groups combined into one with
+  // block-diagonal 16 x 16 weights (16 x its own MACs); the group-size-4 conv's 4 channels
+  // per group are padded, not combined (its own MACs).
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "effnet_tiny-pod16.yaml",
+                                 {"run.mode=inference", "run.gradient_accumulation=1"});
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  const std::uint64_t n = run.run.micro_batch, field = 16 * 16;  // 32 x 32 / stride 2
+  const std::uint64_t macs = n * field * 3 * 16 * 9              // stem
+                             + n * field * 16 * 64               // expand
+                             + n * field * 64 * 9 * 16           // depthwise, 16 groups combined
+                             + n * (64 * 4 + 4 * 64)             // squeeze-and-excitation
+                             + n * field * 64 * 16               // project
+                             + n * field * 4 * (4 * 4 * 9)       // 4 groups of 4 -> 4, 3 x 3
+                             + n * field * 16 * 32               // head
+                             + n * 32 * 10;                      // fc
+  std::uint64_t amp_flops = 0;
+  const auto& p = t.ipus[0];
+  std::function<void(const std::vector<trace::Step>&)> walk =
+      [&](const std::vector<trace::Step>& steps) {
+        for (const auto& s : steps) {
+          if (s.kind == StepKind::kCompute)
+            for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
+              if (v.codelet == trace::Codelet::kAmpConv1x1 ||
+                  v.codelet == trace::Codelet::kAmpConvNx1)
+                amp_flops +=
+                    std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
+          if (s.kind == StepKind::kRepeat) walk(s.body);
+        }
+      };
+  walk(p.steps);
+  EXPECT_EQ(amp_flops, 2 * macs);
+}
+
+TEST(CompilerCnn, GroupAndScaleShapeErrorsNameTheLayer) {
+  const std::string file = ::testing::TempDir() + "/bad_groups.yaml";
+  const auto error_of = [&](const std::string& layers) {
+    std::ofstream(file) << "model:\n  name: m\n  family: cnn\n"
+                           "  input: {height: 8, width: 8, channels: 12}\n  classes: 10\nlayers:\n"
+                        << layers;
+    try {
+      const ModelDef m = load_model(file);
+      parameter_count(m);
+    } catch (const ipusim::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("  - {name: c, op: conv, out: 16, group_size: 5}\n")
+                .find("layer 'c': group_size 5 must divide the 12 input channels"),
+            std::string::npos);
+  EXPECT_NE(error_of("  - {name: c, op: conv, out: 10, group_size: 4}\n")
+                .find("the groups (3) the 10 output channels"),
+            std::string::npos);
+  EXPECT_NE(error_of("  - {name: p, op: avgpool}\n  - {name: f, op: fc, out: 6}\n"
+                     "  - {name: d, op: dwconv, input: p}\n  - {name: s, op: scale, other: f}\n")
+                .find("layer 's': scale multiplies each of the 12 channels of 'd' by a factor: "
+                      "'f' must be 1x1x12, found 1x1x6"),
+            std::string::npos);
+  EXPECT_NE(error_of("  - {name: s, op: scale}\n").find("a scale (the per-channel factors) needs"),
+            std::string::npos);
+  EXPECT_NE(error_of("  - {name: r, op: relu, group_size: 2}\n")
+                .find("group_size: only a conv or dwconv has groups"),
+            std::string::npos);
+  EXPECT_NE(error_of("  - {name: d, op: dwconvv}\n").find("(did you mean 'dwconv'?)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ipusim::compiler

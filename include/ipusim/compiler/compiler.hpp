@@ -21,12 +21,15 @@ namespace ipusim::compiler {
 // One layer of a CNN model file.
 struct Layer {
   std::string name;
-  std::string op;         // conv, batchnorm, relu, maxpool, add, avgpool, fc, softmax_loss
+  // conv, dwconv, batchnorm, relu, swish, sigmoid, maxpool, add, scale, avgpool, fc,
+  // softmax_loss (docs/models.md)
+  std::string op;
   std::string input;      // producer (default: the previous layer)
-  std::string other;      // add: the second operand
-  std::uint64_t out = 0;  // conv/fc: output channels
+  std::string other;      // add: the second operand; scale: the per-channel factors
+  std::uint64_t out = 0;  // conv/fc: output channels (dwconv: 0 = its input channels)
   std::uint64_t kernel = 1;
   std::uint64_t stride = 1;
+  std::uint64_t group_size = 0;  // conv/dwconv: input channels per group (0: all, dense)
 };
 
 struct ModelDef {
@@ -36,6 +39,7 @@ struct ModelDef {
   trace::DType dtype = trace::DType::kHalf;
   // cnn (and an image transformer's input)
   std::uint64_t height = 0, width = 0, channels = 0, classes = 0;
+  std::uint64_t depthwise_group_size = 1;  // a dwconv's channels per group (1: depthwise)
   std::vector<Layer> layers;
   // transformer
   std::uint64_t encoder_layers = 0, hidden = 0, heads = 0, ffn = 0, vocabulary = 0, sequence = 0,

@@ -5,7 +5,9 @@
 // grouped matmul's output (groups x rows) x columns. A layout cuts it into a grid of blocks,
 // `channel_blocks` blocks of `chans_per_tile` channels (whole grains) by `position_blocks`
 // blocks of `positions_per_tile` positions, one block per tile, channel block innermost:
-// block (p, c) lives on tile first_tile + (p x channel_blocks + c) x tile_stride. Only the last
+// block (p, c) lives on tile first_tile + (p x channel_blocks + c) x tile_stride (or, with
+// `channels_outer`, first_tile + (c x position_blocks + p) x tile_stride: the output of a conv
+// whose groups are channel slices, which its plan puts outermost on the tiles). Only the last
 // block of each dimension may be smaller. Two layouts with equal fields are the same tile mapping,
 // so an op whose operands have equal layouts needs no exchange.
 #pragma once
@@ -27,6 +29,7 @@ struct Layout {
   std::uint32_t first_tile = 0;
   std::uint32_t tile_stride = 1;  // tiles between consecutive blocks
   std::uint64_t positions_per_tile = 0, chans_per_tile = 0;
+  bool channels_outer = false;  // blocks numbered channel block first (see above)
 
   std::uint64_t elements() const { return positions * channels; }
   std::uint64_t position_blocks() const;
@@ -57,6 +60,13 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
 // in_split chunks when partial sums are reduce-scattered over the input-channel split.
 Layout conv_output_layout(const ChipSpec& chip, const kernels::ConvArgs& args,
                           const kernels::ConvPlan& plan);
+
+// A conv's output whose groups are channel slices (a grouped or depthwise conv of a CNN),
+// given in the planner's axes [(groups x positions) x channels], in the CNN's axes
+// [positions x (groups x channels)]: the plan's group blocks become channel blocks, outermost
+// on the tiles. Exact when each tile holds whole groups, or one group's block of positions
+// with all its channels; otherwise the blocks keep their sizes and tiles in another order.
+Layout channel_view(const Layout& grouped, std::uint64_t groups);
 
 // The input a planned conv wants (createInput, §1.7): its row blocks by in-channel blocks,
 // each block held once (by the block's first out-channel tile).

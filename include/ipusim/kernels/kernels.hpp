@@ -27,6 +27,9 @@ struct ConvArgs {
   std::uint64_t stride = 1;
   trace::DType dtype = trace::DType::kHalf;
   std::uint64_t groups = 1;  // G conv groups; in_chans and out_chans are per group
+  // The groups are slices of the channels (a grouped or depthwise conv of a CNN), not of the
+  // rows (a grouped matmul, e.g. attention per head): the compiler's layouts differ.
+  bool channel_groups = false;
   // AMP accumulation type: half (FP16.16) or float (FP16.32) for half inputs; a float dtype
   // always accumulates in float (partials_of), so the default keeps each dtype's precision.
   trace::DType partials = trace::DType::kHalf;
@@ -62,6 +65,13 @@ struct ConvPlan {
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
 };
+
+// Poplar's "combine conv groups" transform (poplar-compiler.md §1.2, step 7): a channel-grouped
+// conv with 1 or 2 input channels per group packs F groups into one with F x the input and
+// output channels (the weights block-diagonal, padded with zeros), so the AMP's input grain
+// is used; F is the largest power of two up to grain / in_chans that divides the groups.
+// Other convs are returned unchanged.
+ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& args);
 
 // Plans with every byte of tile memory not needed by the stack and code available.
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args);
