@@ -259,7 +259,8 @@ TEST_P(WorkloadWhatIf, FasterHardwareShortensTheStep) {
 
 INSTANTIATE_TEST_SUITE_P(ReducedModels, WorkloadWhatIf,
                          ::testing::Values("resnet_tiny-pod16.yaml", "bert_tiny-pod16.yaml",
-                                           "vit_tiny-pod16.yaml", "effnet_tiny-pod16.yaml"));
+                                           "vit_tiny-pod16.yaml", "effnet_tiny-pod16.yaml",
+                                           "gpt_tiny-pod16.yaml"));
 
 }  // namespace
 }  // namespace ipusim::testing
