@@ -184,7 +184,9 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
                        system ? system_file : r.chip_file};
   info.meta = trace.meta;
   info.warnings = mismatches;
-  if (options.record_spans) info.layers = report::layer_rows(chip_spec, stats, trace);
+  // Per-layer time (both engines: it needs only the trace and each phase's totals).
+  if (!r.timeline_file.empty() || !r.out_dir.empty())
+    info.layers = report::layer_rows(chip_spec, stats, trace);
   if (!r.timeline_file.empty()) {
     const auto events = report::write_timeline(r.timeline_file, chip_spec, stats, trace);
     spdlog::info("timeline: {} events written to {}", events, r.timeline_file);

@@ -300,6 +300,15 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
   else if (step.kind == trace::StepKind::kGlobalExchange)
     record(span_kind(PhaseKind::kInterIpu), step.index, t.synced, t.end - t.synced, times);
   // Waiting for the other members, the external sync, then the step itself.
+  PhaseCycles& by_kind = step.kind == trace::StepKind::kCollective       ? collective_steps_
+                         : step.kind == trace::StepKind::kGlobalExchange ? inter_ipu_steps_
+                                                                         : external_sync_steps_;
+  by_kind[PhaseKind::kWaiting] += arrived - now_;
+  by_kind[PhaseKind::kExternalSync] += t.synced - arrived;
+  if (step.kind == trace::StepKind::kCollective)
+    by_kind[PhaseKind::kCollective] += t.end - t.synced;
+  else if (step.kind == trace::StepKind::kGlobalExchange)
+    by_kind[PhaseKind::kInterIpu] += t.end - t.synced;
   phases_[PhaseKind::kWaiting] += arrived - now_;
   if (arrived > now_) counts_[PhaseKind::kWaiting] += times;
   phases_[PhaseKind::kExternalSync] += t.synced - arrived;
@@ -355,6 +364,9 @@ IpuRunStats Ipu::stats() {
   s.cycles = now_;
   s.phases = phases_;
   s.counts = counts_;
+  s.external_sync_steps = external_sync_steps_;
+  s.collective_steps = collective_steps_;
+  s.inter_ipu_steps = inter_ipu_steps_;
   s.host_bytes = host_bytes_;
   s.memory = memory_;
   s.spans = std::move(spans_);

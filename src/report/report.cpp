@@ -269,6 +269,28 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
           .quantity("executions", p.executions, "times")
           .end_object();
     w.end_array();
+    // Time per layer and pass (layers.csv's rows of this IPU), when attributed (--out).
+    if (!info.layers.empty()) {
+      w.key("layers").begin_array();
+      const double ipu_peak = chip.peak_flops(true, false);
+      for (const auto& row : info.layers) {
+        if (row.ipu != ipu.ipu) continue;
+        w.begin_object().key("layer").value(row.layer).key("pass").value(row.pass);
+        w.quantity("executions", row.executions, "compute phases");
+        w.key("cycles").begin_object();
+        for (const PhaseInfo& k : kPhases) w.quantity(k.name, row.cycles[k.kind], "cycles");
+        w.quantity("total", row.total(), "cycles");
+        w.end_object();
+        w.quantity("flops", row.flops, "FLOP");
+        const double compute_s = (Cycles{row.cycles[PhaseKind::kCompute]} / chip.clock).seconds;
+        w.quantity("compute_phase_utilisation",
+                   compute_s > 0 ? static_cast<double>(row.flops) / compute_s / ipu_peak : 0.0,
+                   "fraction of FP16.16 peak while in its compute phases");
+        w.quantity("exchange_bytes", row.exchange_bytes, "B");
+        w.end_object();
+      }
+      w.end_array();
+    }
     w.end_object();
   }
   w.end_array();

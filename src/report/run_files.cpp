@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <ostream>
@@ -45,11 +46,61 @@ std::string tiles_csv(const RunStats& stats) {
   return out;
 }
 
+namespace {
+
+// Where the time of one step goes (layer_rows): a compute set's or exchange's provenance, or
+// one of the fixed rows.
+struct Target {
+  enum Kind {
+    kNone,
+    kCompute,
+    kExchange,
+    kHost,
+    kExternalSync,
+    kCollective,
+    kInterIpu
+  } kind = kNone;
+  std::uint32_t index = 0;
+};
+
+Target target_of(const trace::Step& s) {
+  switch (s.kind) {
+    case trace::StepKind::kCompute:
+      return {Target::kCompute, s.index};
+    case trace::StepKind::kExchange:
+      return {Target::kExchange, s.index};
+    case trace::StepKind::kHost:
+      return {Target::kHost, 0};
+    case trace::StepKind::kCollective:
+      return {Target::kCollective, 0};
+    case trace::StepKind::kGlobalExchange:
+      return {Target::kInterIpu, 0};
+    case trace::StepKind::kSync:
+      return s.group.kind == trace::GroupKind::kTile ? Target{} : Target{Target::kExternalSync, 0};
+    case trace::StepKind::kRepeat:
+      break;
+  }
+  return {};
+}
+
+// The first (or last) step of `steps` that is not an on-chip sync, looking into loops.
+Target first_target(const std::vector<trace::Step>& steps, bool from_end) {
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const trace::Step& s = steps[from_end ? steps.size() - 1 - k : k];
+    const Target t =
+        s.kind == trace::StepKind::kRepeat ? first_target(s.body, from_end) : target_of(s);
+    if (t.kind != Target::kNone) return t;
+  }
+  return {};
+}
+
+}  // namespace
+
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace) {
   std::vector<LayerRow> out;
   for (const auto& ipu : stats.ipus) {
-    if (ipu.spans.empty() || ipu.program >= trace.ipus.size()) continue;
+    if (ipu.program >= trace.ipus.size()) continue;
     const trace::IpuProgram& p = trace.ipus[ipu.program];
     std::map<std::pair<std::string, std::string>, LayerRow> rows;
     auto row = [&](const std::string& layer, const std::string& pass) -> LayerRow& {
@@ -69,7 +120,30 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
               : layers,
           std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]));
     };
-    // Per compute set: FLOPs of one execution; per exchange: bytes received.
+    auto row_of = [&](const Target& t) -> LayerRow& {
+      switch (t.kind) {
+        case Target::kCompute:
+          return t.index < p.compute_sets.size() ? of(p.compute_sets[t.index].provenance)
+                                                 : row("(unattributed)", "");
+        case Target::kExchange:
+          return t.index < p.exchanges.size() ? of(p.exchanges[t.index].provenance)
+                                              : row("(unattributed)", "");
+        case Target::kHost:
+          return row("(host I/O)", "host_io");
+        case Target::kExternalSync:
+          return row("(external sync)", "");
+        case Target::kCollective:
+          return row("(collectives)", "");
+        case Target::kInterIpu:
+          return row("(pipeline copies)", "pipeline_copy");
+        case Target::kNone:
+          break;
+      }
+      return row("(unattributed)", "");
+    };
+    // Per compute set: FLOPs and cycles of one execution; per exchange: bytes received and
+    // cycles. Every on-chip phase costs the same on each execution, so its share of the
+    // engine's total (stats) is exact.
     std::vector<std::uint64_t> cs_flops(p.compute_sets.size(), 0), ex_bytes(p.exchanges.size(), 0);
     for (std::size_t i = 0; i < p.compute_sets.size(); ++i)
       for (const auto& v : p.compute_sets[i].vertices)
@@ -77,62 +151,60 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     cost::ExchangeScratch scratch;
     for (std::size_t i = 0; i < p.exchanges.size(); ++i)
       ex_bytes[i] = cost::exchange_cost(chip, p.exchanges[i], nullptr, scratch).total_bytes;
-    // Syncs (and external syncs) wait for the item they open.
-    PhaseCycles pending;
-    auto take_pending = [&](LayerRow& r) {
-      for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += pending.values[k];
-      pending = PhaseCycles{};
+    const auto per_execution = [](const std::vector<NamedPhase>& named, std::uint32_t i) {
+      return i < named.size() && named[i].executions > 0 ? named[i].cycles / named[i].executions
+                                                         : std::uint64_t{0};
     };
-    for (const auto& s : ipu.spans) {
-      const auto phase = phase_of(s.kind);
-      if (!phase) continue;
-      switch (*phase) {
-        case PhaseKind::kSync:
-        case PhaseKind::kExternalSync:
-        case PhaseKind::kWaiting:
-          pending[*phase] += s.cycles;
-          break;
-        case PhaseKind::kCompute: {
-          LayerRow& r = s.index < p.compute_sets.size() ? of(p.compute_sets[s.index].provenance)
-                                                        : row("(unattributed)", "");
-          take_pending(r);
-          r.cycles[PhaseKind::kCompute] += s.cycles;
-          r.executions += s.times;
-          if (s.index < cs_flops.size()) r.flops += cs_flops[s.index] * s.times;
-          break;
-        }
-        case PhaseKind::kExchange: {
-          LayerRow& r = s.index < p.exchanges.size() ? of(p.exchanges[s.index].provenance)
-                                                     : row("(unattributed)", "");
-          take_pending(r);
-          r.cycles[PhaseKind::kExchange] += s.cycles;
-          if (s.index < ex_bytes.size()) r.exchange_bytes += ex_bytes[s.index] * s.times;
-          break;
-        }
-        case PhaseKind::kHost:
-        case PhaseKind::kStreaming: {
-          LayerRow& r = row("(host I/O)", "host_io");
-          take_pending(r);
-          r.cycles[*phase] += s.cycles;
-          break;
-        }
-        case PhaseKind::kInterIpu: {
-          LayerRow& r = row("(pipeline copies)", "pipeline_copy");
-          take_pending(r);
-          r.cycles[*phase] += s.cycles;
-          break;
-        }
-        case PhaseKind::kCollective: {
-          LayerRow& r = row("(collectives)", "");
-          take_pending(r);
-          r.cycles[*phase] += s.cycles;
-          break;
-        }
+    const std::uint64_t sync_cycles = chip.sync.internal_latency.count;
+    // The program's on-chip phases, each execution counted (the product of its loops): an
+    // on-chip sync goes with the next step of its list that is not one (looking into a loop
+    // that follows), or else the last before it, so that the attribution does not depend on
+    // how loops are run. Host copies and group steps are dynamic: their phase totals go to
+    // their fixed rows below.
+    const std::function<void(const std::vector<trace::Step>&, std::uint64_t)> walk =
+        [&](const std::vector<trace::Step>& steps, std::uint64_t times) {
+          for (std::size_t i = 0; i < steps.size(); ++i) {
+            const trace::Step& s = steps[i];
+            if (s.kind == trace::StepKind::kRepeat) {
+              walk(s.body, times * s.count);
+            } else if (s.kind == trace::StepKind::kCompute) {
+              LayerRow& r = row_of(target_of(s));
+              r.cycles[PhaseKind::kCompute] += per_execution(ipu.compute_sets, s.index) * times;
+              r.executions += times;
+              if (s.index < cs_flops.size()) r.flops += cs_flops[s.index] * times;
+            } else if (s.kind == trace::StepKind::kExchange) {
+              LayerRow& r = row_of(target_of(s));
+              r.cycles[PhaseKind::kExchange] += per_execution(ipu.exchanges, s.index) * times;
+              if (s.index < ex_bytes.size()) r.exchange_bytes += ex_bytes[s.index] * times;
+            } else if (s.kind == trace::StepKind::kSync &&
+                       s.group.kind == trace::GroupKind::kTile) {
+              Target t;
+              for (std::size_t j = i + 1; j < steps.size() && t.kind == Target::kNone; ++j)
+                t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, false)
+                                                              : target_of(steps[j]);
+              for (std::size_t j = i; j-- > 0 && t.kind == Target::kNone;)
+                t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, true)
+                                                              : target_of(steps[j]);
+              row_of(t).cycles[PhaseKind::kSync] += sync_cycles * times;
+            }
+          }
+        };
+    walk(p.steps, 1);
+    LayerRow& host = row("(host I/O)", "host_io");
+    host.cycles[PhaseKind::kHost] += ipu.phases[PhaseKind::kHost];
+    host.cycles[PhaseKind::kStreaming] += ipu.phases[PhaseKind::kStreaming];
+    const std::pair<const PhaseCycles*, Target::Kind> groups[] = {
+        {&ipu.external_sync_steps, Target::kExternalSync},
+        {&ipu.collective_steps, Target::kCollective},
+        {&ipu.inter_ipu_steps, Target::kInterIpu}};
+    for (const auto& [cycles, kind] : groups)
+      if (cycles->total() > 0) {
+        LayerRow& r = row_of({kind, 0});
+        for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += cycles->values[k];
       }
-    }
-    if (pending.total() > 0) take_pending(row("(external sync)", ""));
     std::vector<LayerRow> list;
-    for (auto& [key, r] : rows) list.push_back(std::move(r));
+    for (auto& [key, r] : rows)
+      if (r.total() > 0 || r.executions > 0) list.push_back(std::move(r));
     std::stable_sort(list.begin(), list.end(),
                      [](const LayerRow& a, const LayerRow& b) { return a.total() > b.total(); });
     for (auto& r : list) out.push_back(std::move(r));

@@ -953,6 +953,23 @@ TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   EXPECT_EQ(sync, num(stats, "ipu[0].phases.sync.cycles"));
   EXPECT_EQ(exchange, num(stats, "ipu[0].phases.exchange.cycles"));
   EXPECT_EQ(total, num(stats, "total.cycles"));
+  // stats.json has the same rows, per IPU, in the same order.
+  const std::string first = rows[0][1];
+  const JsonValue* layers = stats.find("ipu")->items[0].find("layers");
+  ASSERT_NE(layers, nullptr);
+  ASSERT_EQ(layers->items.size(), 2u);
+  EXPECT_EQ(layers->items[0].find("layer")->string, first);
+  const std::string l1_at = first == "l1" ? "ipu[0].layers[0]" : "ipu[0].layers[1]";
+  EXPECT_EQ(num(stats, l1_at + ".cycles.sync"), 180);
+  EXPECT_EQ(num(stats, l1_at + ".executions"), 1);
+  EXPECT_EQ(num(stats, l1_at + ".exchange_bytes"), 3.0 * 4096);
+  EXPECT_EQ(num(stats, l1_at + ".cycles.total"),
+            std::stod((first == "l1" ? rows[0] : rows[1])[13]));
+  // The reference engine attributes the same time: its stats.json is the same, byte for byte.
+  const auto ref = ipusim("run --engine reference --chip " + source_dir() +
+                          "/configs/chips/gc200.yaml --out " + dir.file("ref") + " " + trace);
+  ASSERT_EQ(ref.status, 0) << ref.err;
+  EXPECT_EQ(read_all(dir.file("ref/layers.csv")), read_all(dir.file("out/layers.csv")));
 }
 
 TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {

@@ -34,13 +34,14 @@ std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
 std::string supersteps_header();
 
 // Time attributed to the layers and passes of a compiled trace (its provenance), per
-// simulated IPU, from the recorded spans (fast engine): a compute set's or exchange's time
-// goes to its layers and pass (several layers that share or fuse it form one row, "a+b"); the
-// on-chip syncs before it go with it; host and streaming copies, external syncs, waiting,
-// inter-IPU copies and collectives go to the rows "(host I/O)", "(external sync)",
-// "(pipeline copies)" and "(collectives)" (an external sync that opens a collective or an
-// inter-IPU copy goes with it). Items without provenance form the row "(unattributed)". The
-// rows of an IPU add up exactly to its phase totals. FLOPs are the compute sets' vertices'.
+// simulated IPU, from the program and the engine's totals (so both engines, and memoised or
+// fully run loops, give the same rows): a compute set's or exchange's time goes to its layers
+// and pass (several layers that share or fuse it form one row, "a+b"), each execution
+// counted; an on-chip sync goes with the next step of its list (or, at the end of a list, the
+// last one before it); host and streaming copies go to "(host I/O)"; group steps with their
+// waiting and external sync to "(collectives)", "(pipeline copies)" and "(external sync)".
+// Items without provenance form the row "(unattributed)". The rows of an IPU add up exactly
+// to its phase totals. FLOPs are the compute sets' vertices'.
 struct LayerRow {
   std::uint32_t ipu = 0;
   std::string layer;
@@ -54,7 +55,7 @@ struct LayerRow {
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace);
 // layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
-// exchange_bytes; rows of each IPU by total cycles, largest first. Empty without spans.
+// exchange_bytes; rows of each IPU by total cycles, largest first.
 std::string layers_csv(const std::vector<LayerRow>& rows);
 // Its header: ipu,layer,pass,executions, <phase>_cycles per kPhases, total_cycles,flops,
 // exchange_bytes.

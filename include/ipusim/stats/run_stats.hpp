@@ -81,8 +81,11 @@ struct IpuRunStats {
   cost::MemoryMap memory;
   std::vector<NamedPhase> compute_sets;  // one per compute set of the program
   std::vector<NamedPhase> exchanges;     // one per exchange of the program
-  std::vector<Span> spans;               // when recorded (fast engine), in start order
-  std::vector<TileSpan> tile_spans;      // when recorded for this IPU
+  // The group steps' time (waiting, external sync and the step itself) by step kind: external
+  // syncs alone, collectives, inter-IPU copies (per-layer attribution, report::layer_rows).
+  PhaseCycles external_sync_steps, collective_steps, inter_ipu_steps;
+  std::vector<Span> spans;           // when recorded (fast engine), in start order
+  std::vector<TileSpan> tile_spans;  // when recorded for this IPU
 };
 
 struct RunStats {
