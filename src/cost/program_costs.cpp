@@ -296,7 +296,14 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
     diff[r.last + 1] -= v;
   };
   std::vector<std::uint64_t> tensors(n + 1, 0), state(n + 1, 0), exchange_code(n + 1, 0);
-  for (const auto& tensor : program.tensors) add(tensors, tensor.tiles, tensor.bytes_per_tile);
+  constexpr std::size_t kKinds = trace::kTensorKindNames.size();
+  std::array<std::vector<std::uint64_t>, kKinds> kinds;
+  for (const auto& tensor : program.tensors) {
+    add(tensors, tensor.tiles, tensor.bytes_per_tile);
+    auto& diff = kinds[std::min<std::size_t>(static_cast<std::size_t>(tensor.kind), kKinds - 1)];
+    if (diff.empty()) diff.assign(n + 1, 0);
+    add(diff, tensor.tiles, tensor.bytes_per_tile);
+  }
   // Code: one copy per distinct codelet per tile (vertices of each codelet counted per tile).
   std::vector<std::vector<std::uint64_t>> codelet_vertices(trace::kCodeletCount);
   const std::uint64_t vertex_state = chip.runtime.vertex_state_bytes.count;
@@ -336,9 +343,12 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
   map.tiles.assign(n, TileMemoryUse{});
   std::vector<std::uint64_t> used(trace::kCodeletCount, 0);  // running vertex counts
   std::uint64_t t_tensors = 0, t_state = 0, t_exchange = 0;
+  std::array<std::uint64_t, kKinds> t_kinds{};
   for (std::uint32_t t = 0; t < n; ++t) {
     TileMemoryUse& use = map.tiles[t];
     use.tensors = t_tensors += tensors[t];
+    for (std::size_t k = 0; k < kKinds; ++k)
+      if (!kinds[k].empty()) use.tensor_kinds[k] = t_kinds[k] += kinds[k][t];
     use.vertex_state = t_state += state[t];
     use.exchange_code = t_exchange += exchange_code[t];
     std::uint64_t distinct = 0;

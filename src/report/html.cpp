@@ -345,19 +345,41 @@ std::string memory_breakdown(std::uint32_t ipu, const std::vector<TileRow>& tile
   }
   double all = 0;
   for (double v : sum) all += v;
-  static const std::array<const char*, kMemoryCategories> colours{"#4e79a7", "#f28e2b", "#59a14f",
-                                                                  "#e15759", "#bab0ac"};
+  static const std::array<const char*, kMemoryCategories> colours{
+      "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+      "#ff9da7", "#9c755f", "#bab0ac", "#8cd17d", "#d4a6c8", "#86bcb6"};
+  // The categories this IPU uses (a kind of tensor the program has none of is left out).
+  std::vector<std::size_t> used;
+  for (std::size_t k = 0; k < kMemoryCategories; ++k)
+    if (sum[k] > 0) used.push_back(k);
   const auto& top = *tiles[fullest].memory;
-  const int bar_w = 640, label_w = 130;
+  const int bar_w = 640, label_w = 130, width = label_w + bar_w + 150;
+  // The legend, in as many rows as it needs.
+  std::string legend;
+  double lx = label_w;
+  int ly = 36;
+  for (const std::size_t k : used) {
+    const double w =
+        28 + 7.0 * static_cast<double>(std::string_view(kMemoryCategoryNames[k]).size());
+    if (lx + w > width && lx > label_w) {
+      lx = label_w;
+      ly += 16;
+    }
+    legend += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text "
+        "x=\"{:.0f}\" y=\"{}\">{}</text>\n",
+        lx, ly, colours[k], lx + 14, ly + 10, kMemoryCategoryNames[k]);
+    lx += w;
+  }
   std::string s = fmt::format(
-      "<p>Memory by category (tiles.csv; tensors are weights, activations, gradients, optimiser "
-      "state and temporaries together). The fullest tile, {}, against the tile capacity:</p>\n"
+      "<p>Memory by category (tiles.csv: the tensors by kind, then the runtime's vertex state, "
+      "code, exchange code and stack). The fullest tile, {}, against the tile capacity:</p>\n"
       "<svg id=\"chart-memory-ipu{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"{}\" height=\"56\" role=\"img\">\n<text x=\"{}\" y=\"18\" "
+      "width=\"{}\" height=\"{}\" role=\"img\">\n<text x=\"{}\" y=\"18\" "
       "text-anchor=\"end\">tile {}</text>\n",
-      fullest, ipu, label_w + bar_w + 150, label_w - 6, fullest);
+      fullest, ipu, width, ly + 20, label_w - 6, fullest);
   double x = label_w;
-  for (std::size_t k = 0; k < kMemoryCategories; ++k) {
+  for (const std::size_t k : used) {
     const double w = capacity > 0 ? static_cast<double>(top[k]) / capacity * bar_w : 0;
     if (w <= 0) continue;
     s += fmt::format(
@@ -370,21 +392,14 @@ std::string memory_breakdown(std::uint32_t ipu, const std::vector<TileRow>& tile
       "<rect x=\"{}\" y=\"4\" width=\"{}\" height=\"20\" fill=\"none\" stroke=\"#333\"/>"
       "<text x=\"{}\" y=\"18\">capacity {}</text>\n",
       label_w, bar_w, label_w + bar_w + 6, human_bytes(capacity));
-  double lx = label_w;
-  for (std::size_t k = 0; k < kMemoryCategories; ++k) {
-    s += fmt::format(
-        "<rect x=\"{:.0f}\" y=\"36\" width=\"10\" height=\"10\" fill=\"{}\"/><text "
-        "x=\"{:.0f}\" y=\"46\">{}</text>\n",
-        lx, colours[k], lx + 14, kMemoryCategoryNames[k]);
-    lx += 28 + 7.0 * static_cast<double>(std::string_view(kMemoryCategoryNames[k]).size());
-  }
+  s += legend;
   s += "</svg>\n";
   s += fmt::format(
       "<table id=\"memory-breakdown-ipu{}\"><tr><th>category</th><th>whole IPU</th><th>share"
       "</th><th>mean tile</th><th>fullest tile ({})</th></tr>\n",
       ipu, fullest);
   const auto n = static_cast<double>(tiles.size());
-  for (std::size_t k = 0; k < kMemoryCategories; ++k)
+  for (const std::size_t k : used)
     s += fmt::format(
         "<tr><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{:.1f}%</td><td "
         "class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",

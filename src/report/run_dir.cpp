@@ -8,8 +8,10 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
 #include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/report/run_files.hpp"
@@ -31,12 +33,14 @@ std::vector<std::string> split(const std::string& line, char sep) {
 // A CSV of unsigned integers (and a few text columns) with a fixed header.
 class Csv {
  public:
-  // `older`: another header accepted (an older run directory's).
-  Csv(const std::string& path, const std::string& header, const std::string& older = "")
+  // `older`: other headers accepted (older run directories').
+  Csv(const std::string& path, const std::string& header,
+      std::initializer_list<std::string_view> older = {})
       : path_(path) {
     std::istringstream in(read_file_text(path));
     std::string line;
-    if (!std::getline(in, line) || (line != header && (older.empty() || line != older)))
+    if (!std::getline(in, line) ||
+        (line != header && std::find(older.begin(), older.end(), line) == older.end()))
       throw Error(
           fmt::format("{}:1: expected the header \"{}\", found \"{}\"", path, header, line));
     columns_ = split(line, ',');
@@ -157,7 +161,8 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string tiles_path = dir + "/tiles.csv";
   if (std::filesystem::is_regular_file(tiles_path)) {
-    Csv csv(tiles_path, kTilesHeader, kTilesHeaderTotalsOnly);
+    Csv csv(tiles_path, kTilesHeader, {kTilesHeaderTensorsTogether, kTilesHeaderTotalsOnly});
+    const bool together = csv.columns() == 10;  // the older categories: tensors in one
     for (std::size_t i = 0; i < csv.size(); ++i) {
       auto& tiles = r.tiles[csv.number<std::uint32_t>(i, 0)];
       const auto t = csv.number<std::uint32_t>(i, 1);
@@ -168,7 +173,12 @@ RunDir load_run_dir(const std::string& dir) {
                        csv.number<std::uint64_t>(i, 4), std::nullopt});
       if (csv.columns() > 5) {
         std::array<std::uint64_t, kMemoryCategories> m{};
-        for (std::size_t k = 0; k < m.size(); ++k) m[k] = csv.number<std::uint64_t>(i, 5 + k);
+        if (together) {  // tensors, vertex state, code, exchange code, stack
+          m[kMemoryCategories - 1] = csv.number<std::uint64_t>(i, 5);
+          for (std::size_t k = 0; k < 4; ++k) m[8 + k] = csv.number<std::uint64_t>(i, 6 + k);
+        } else {
+          for (std::size_t k = 0; k + 1 < m.size(); ++k) m[k] = csv.number<std::uint64_t>(i, 5 + k);
+        }
         tiles.back().memory = m;
       }
     }

@@ -39,9 +39,10 @@ std::string tiles_csv(const RunStats& stats) {
   for (const auto& ipu : stats.ipus)
     for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t) {
       const auto& m = ipu.memory.tiles[t];
-      fmt::format_to(it, "{},{},{},{},{},{},{},{},{},{}\n", ipu.ipu, t, ipu.tile_compute_cycles[t],
-                     ipu.tile_exchange_bytes[t], m.total(), m.tensors, m.vertex_state, m.code,
-                     m.exchange_code, m.stack);
+      fmt::format_to(it, "{},{},{},{},{},", ipu.ipu, t, ipu.tile_compute_cycles[t],
+                     ipu.tile_exchange_bytes[t], m.total());
+      for (std::uint64_t b : m.tensor_kinds) fmt::format_to(it, "{},", b);
+      fmt::format_to(it, "{},{},{},{}\n", m.vertex_state, m.code, m.exchange_code, m.stack);
     }
   return out;
 }

@@ -6,6 +6,7 @@
 // cost depends only on the trace and the chip, so it is identical on every execution.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,6 +81,8 @@ HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step);
 // Per-tile memory use: tensors, vertex state, code, exchange code and stack.
 struct TileMemoryUse {
   std::uint64_t tensors = 0;
+  // `tensors` by trace::TensorKind (weights, activations, gradients, optimiser state, ...).
+  std::array<std::uint64_t, trace::kTensorKindNames.size()> tensor_kinds{};
   std::uint64_t vertex_state = 0;
   std::uint64_t code = 0;
   std::uint64_t exchange_code = 0;

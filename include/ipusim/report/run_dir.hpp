@@ -15,10 +15,12 @@
 
 namespace ipusim::report {
 
-// tiles.csv's memory categories, in column order.
-inline constexpr std::size_t kMemoryCategories = 5;
+// tiles.csv's memory categories, in column order: the tensors by kind (trace::TensorKind),
+// then the rest. (An older tiles.csv's tensors, not split by kind, are read as "tensors".)
+inline constexpr std::size_t kMemoryCategories = 13;
 inline constexpr std::array<const char*, kMemoryCategories> kMemoryCategoryNames{
-    "tensors", "vertex state", "code", "exchange code", "stack"};
+    "weights",     "activations",  "gradients", "optimiser state", "partials", "inputs", "outputs",
+    "temporaries", "vertex state", "code",      "exchange code",   "stack",    "tensors"};
 
 struct TileRow {
   std::uint64_t compute_cycles = 0, exchange_bytes = 0, memory_bytes = 0;

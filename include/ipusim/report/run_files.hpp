@@ -15,9 +15,16 @@ namespace ipusim::report {
 
 // tiles.csv (the run directory's, and `ipusim run --tile-stats FILE`): one row per tile of
 // every simulated IPU (ipu, tile, compute_cycles, exchange_bytes, memory_bytes, then the
-// memory by category: tensors, vertex state, code, exchange code, stack), over the whole run.
+// memory by category: the tensors by kind (weights, activations, gradients, optimiser state,
+// partials, inputs, outputs, temporaries), vertex state, code, exchange code, stack), over the
+// whole run.
 std::string tiles_csv(const RunStats& stats);
 inline constexpr const char* kTilesHeader =
+    "ipu,tile,compute_cycles,exchange_bytes,memory_bytes,weight_bytes,activation_bytes,"
+    "gradient_bytes,optimiser_bytes,partial_bytes,input_bytes,output_bytes,temp_bytes,"
+    "vertex_state_bytes,code_bytes,exchange_code_bytes,stack_bytes";
+// tiles.csv before the tensors were split by kind (still read: tensors as one category).
+inline constexpr const char* kTilesHeaderTensorsTogether =
     "ipu,tile,compute_cycles,exchange_bytes,memory_bytes,tensor_bytes,vertex_state_bytes,"
     "code_bytes,exchange_code_bytes,stack_bytes";
 // tiles.csv before the memory categories (still read: no breakdown).
