@@ -50,6 +50,9 @@ struct CnnLayer {
   std::uint64_t groups = 1;  // a conv's channel groups
 };
 
+// Where a layer's errors point: its entry in the model file (file:line:column).
+std::string where(const ModelDef& m, const Layer& l) { return l.at.empty() ? m.file : l.at; }
+
 std::vector<CnnLayer> propagate(const ModelDef& m) {
   std::map<std::string, Shape> shapes;
   std::vector<CnnLayer> out;
@@ -68,7 +71,7 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
         throw ConfigError(fmt::format(
             "{}: layer '{}': group_size {} must divide the {} input channels (from '{}') and "
             "the groups ({}) the {} output channels",
-            m.file, l.name, gs, s.c, in_name, s.c / std::max<std::uint64_t>(1, gs), out));
+            where(m, l), l.name, gs, s.c, in_name, s.c / std::max<std::uint64_t>(1, gs), out));
       c.groups = s.c / gs;
       s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), out};
       c.params = l.kernel * l.kernel * gs * out;
@@ -81,7 +84,7 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
         throw ConfigError(
             fmt::format("{}: layer '{}': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
                         "found {}x{}x{} from '{}'",
-                        m.file, l.name, s.h, s.w, s.c, in_name));
+                        where(m, l), l.name, s.h, s.w, s.c, in_name));
       s = {1, 1, l.out};
       c.params = c.in.c * l.out + l.out;
     } else if (l.op == "batchnorm") {
@@ -92,14 +95,14 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
         throw ConfigError(
             fmt::format("{}: layer '{}': scale multiplies each of the {} channels of '{}' by a "
                         "factor: '{}' must be 1x1x{}, found {}x{}x{}",
-                        m.file, l.name, s.c, in_name, l.other, s.c, o.h, o.w, o.c));
+                        where(m, l), l.name, s.c, in_name, l.other, s.c, o.h, o.w, o.c));
     } else if (l.op == "add") {
       const Shape& o = shapes.at(l.other);
       if (o.h != s.h || o.w != s.w || o.c != s.c)
         throw ConfigError(
             fmt::format("{}: layer '{}': add of '{}' ({}x{}x{}) and '{}' ({}x{}x{}): the shapes "
                         "must be equal (height x width x channels)",
-                        m.file, l.name, in_name, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
+                        where(m, l), l.name, in_name, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
     }
     c.out = s;
     shapes[l.name] = s;

@@ -155,6 +155,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       check_keys(file, l, where,
                  {"name", "op", "input", "other", "out", "kernel", "stride", "group_size"});
       Layer layer;
+      layer.at = at(file, l);
       layer.name = block.prefix + text(file, l, "name", where);
       check_trace_name(at(file, l["name"]), where + ".name", layer.name);
       layer.op = text(file, l, "op", where);

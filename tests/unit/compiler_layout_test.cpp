@@ -608,7 +608,8 @@ TEST(ModelFiles, ShapeErrorsNameTheLayer) {
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "layer 's': add of 'b' (8x8x8) and 'a' (8x8x4): the shapes must be equal"),
+                  "shape.yaml:5:5: layer 's': add of 'b' (8x8x8) and 'a' (8x8x4): the shapes "
+                  "must be equal"),
               std::string::npos)
         << e.what();
   }
@@ -994,7 +995,8 @@ TEST(CompilerCnn, GroupAndScaleShapeErrorsNameTheLayer) {
     return std::string();
   };
   EXPECT_NE(error_of("  - {name: c, op: conv, out: 16, group_size: 5}\n")
-                .find("layer 'c': group_size 5 must divide the 12 input channels"),
+                .find("bad_groups.yaml:7:5: layer 'c': group_size 5 must divide the 12 input "
+                      "channels"),
             std::string::npos);
   EXPECT_NE(error_of("  - {name: c, op: conv, out: 10, group_size: 4}\n")
                 .find("the groups (3) the 10 output channels"),
