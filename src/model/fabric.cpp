@@ -18,6 +18,27 @@ constexpr std::uint64_t kField = 28;
 
 }  // namespace
 
+void charge_group_step(const trace::Step& step, std::uint64_t start, const GroupTiming& t,
+                       std::uint64_t times, PhaseCycles& phases, PhaseCounts& counts,
+                       GroupStepCycles& by_kind) {
+  const std::uint64_t arrived = std::max(start, t.barrier);
+  const bool collective = step.kind == trace::StepKind::kCollective;
+  const bool copy = step.kind == trace::StepKind::kGlobalExchange;
+  PhaseCycles& row = collective ? by_kind.collective
+                     : copy     ? by_kind.inter_ipu
+                                : by_kind.external_sync;
+  for (PhaseCycles* p : {&phases, &row}) {
+    (*p)[PhaseKind::kWaiting] += arrived - start;
+    (*p)[PhaseKind::kExternalSync] += t.synced - arrived;
+    if (collective) (*p)[PhaseKind::kCollective] += t.end - t.synced;
+    if (copy) (*p)[PhaseKind::kInterIpu] += t.end - t.synced;
+  }
+  if (arrived > start) counts[PhaseKind::kWaiting] += times;
+  counts[PhaseKind::kExternalSync] += times;
+  if (collective) counts[PhaseKind::kCollective] += times;
+  if (copy) counts[PhaseKind::kInterIpu] += times;
+}
+
 Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const trace::Trace& trace,
                bool simulate_all_replicas)
     : sc_core::sc_module(name),

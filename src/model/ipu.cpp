@@ -300,26 +300,7 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
   else if (step.kind == trace::StepKind::kGlobalExchange)
     record(span_kind(PhaseKind::kInterIpu), step.index, t.synced, t.end - t.synced, times);
   // Waiting for the other members, the external sync, then the step itself.
-  PhaseCycles& by_kind = step.kind == trace::StepKind::kCollective       ? collective_steps_
-                         : step.kind == trace::StepKind::kGlobalExchange ? inter_ipu_steps_
-                                                                         : external_sync_steps_;
-  by_kind[PhaseKind::kWaiting] += arrived - now_;
-  by_kind[PhaseKind::kExternalSync] += t.synced - arrived;
-  if (step.kind == trace::StepKind::kCollective)
-    by_kind[PhaseKind::kCollective] += t.end - t.synced;
-  else if (step.kind == trace::StepKind::kGlobalExchange)
-    by_kind[PhaseKind::kInterIpu] += t.end - t.synced;
-  phases_[PhaseKind::kWaiting] += arrived - now_;
-  if (arrived > now_) counts_[PhaseKind::kWaiting] += times;
-  phases_[PhaseKind::kExternalSync] += t.synced - arrived;
-  counts_[PhaseKind::kExternalSync] += times;
-  if (step.kind == trace::StepKind::kCollective) {
-    phases_[PhaseKind::kCollective] += t.end - t.synced;
-    counts_[PhaseKind::kCollective] += times;
-  } else if (step.kind == trace::StepKind::kGlobalExchange) {
-    phases_[PhaseKind::kInterIpu] += t.end - t.synced;
-    counts_[PhaseKind::kInterIpu] += times;
-  }
+  charge_group_step(step, start, t, times, phases_, counts_, group_steps_);
   now_ = t.end;  // the fabric's event already advanced kernel time to the end
 }
 
@@ -364,9 +345,7 @@ IpuRunStats Ipu::stats() {
   s.cycles = now_;
   s.phases = phases_;
   s.counts = counts_;
-  s.external_sync_steps = external_sync_steps_;
-  s.collective_steps = collective_steps_;
-  s.inter_ipu_steps = inter_ipu_steps_;
+  s.group_steps = group_steps_;
   s.host_bytes = host_bytes_;
   s.memory = memory_;
   s.spans = std::move(spans_);

@@ -336,27 +336,7 @@ void ReferenceIpu::group_step(const trace::Step& step) {
         program_.ipu));
   const GroupTiming t = fabric_->group_step(placement_, step, now_, 1);
   // Waiting for the group's other members, then the external sync from the last arrival.
-  const std::uint64_t arrived = std::max(now_, t.barrier);
-  PhaseCycles& by_kind = step.kind == trace::StepKind::kCollective       ? collective_steps_
-                         : step.kind == trace::StepKind::kGlobalExchange ? inter_ipu_steps_
-                                                                         : external_sync_steps_;
-  by_kind[PhaseKind::kWaiting] += arrived - now_;
-  by_kind[PhaseKind::kExternalSync] += t.synced - arrived;
-  if (step.kind == trace::StepKind::kCollective)
-    by_kind[PhaseKind::kCollective] += t.end - t.synced;
-  else if (step.kind == trace::StepKind::kGlobalExchange)
-    by_kind[PhaseKind::kInterIpu] += t.end - t.synced;
-  phases_[PhaseKind::kWaiting] += arrived - now_;
-  if (arrived > now_) ++counts_[PhaseKind::kWaiting];
-  phases_[PhaseKind::kExternalSync] += t.synced - arrived;
-  ++counts_[PhaseKind::kExternalSync];
-  if (step.kind == trace::StepKind::kCollective) {
-    phases_[PhaseKind::kCollective] += t.end - t.synced;
-    ++counts_[PhaseKind::kCollective];
-  } else if (step.kind == trace::StepKind::kGlobalExchange) {
-    phases_[PhaseKind::kInterIpu] += t.end - t.synced;
-    ++counts_[PhaseKind::kInterIpu];
-  }
+  charge_group_step(step, now_, t, 1, phases_, counts_, group_steps_);
   now_ = t.end;
 }
 
@@ -383,9 +363,7 @@ IpuRunStats ReferenceIpu::stats() {
   s.cycles = now_;
   s.phases = phases_;
   s.counts = counts_;
-  s.external_sync_steps = external_sync_steps_;
-  s.collective_steps = collective_steps_;
-  s.inter_ipu_steps = inter_ipu_steps_;
+  s.group_steps = group_steps_;
   s.host_bytes = host_bytes_;
   s.memory = memory_;
   for (const auto& tile : tiles_) {

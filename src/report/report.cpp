@@ -272,7 +272,6 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
     // Time per layer and pass (layers.csv's rows of this IPU), when attributed (--out).
     if (!info.layers.empty()) {
       w.key("layers").begin_array();
-      const double ipu_peak = chip.peak_flops(true, false);
       for (const auto& row : info.layers) {
         if (row.ipu != ipu.ipu) continue;
         w.begin_object().key("layer").value(row.layer).key("pass").value(row.pass);
@@ -282,9 +281,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
         w.quantity("total", row.total(), "cycles");
         w.end_object();
         w.quantity("flops", row.flops, "FLOP");
-        const double compute_s = (Cycles{row.cycles[PhaseKind::kCompute]} / chip.clock).seconds;
-        w.quantity("compute_phase_utilisation",
-                   compute_s > 0 ? static_cast<double>(row.flops) / compute_s / ipu_peak : 0.0,
+        w.quantity("compute_phase_utilisation", compute_phase_utilisation(chip, row),
                    "fraction of FP16.16 peak while in its compute phases");
         w.quantity("exchange_bytes", row.exchange_bytes, "B");
         w.end_object();

@@ -195,9 +195,9 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     host.cycles[PhaseKind::kHost] += ipu.phases[PhaseKind::kHost];
     host.cycles[PhaseKind::kStreaming] += ipu.phases[PhaseKind::kStreaming];
     const std::pair<const PhaseCycles*, Target::Kind> groups[] = {
-        {&ipu.external_sync_steps, Target::kExternalSync},
-        {&ipu.collective_steps, Target::kCollective},
-        {&ipu.inter_ipu_steps, Target::kInterIpu}};
+        {&ipu.group_steps.external_sync, Target::kExternalSync},
+        {&ipu.group_steps.collective, Target::kCollective},
+        {&ipu.group_steps.inter_ipu, Target::kInterIpu}};
     for (const auto& [cycles, kind] : groups)
       if (cycles->total() > 0) {
         LayerRow& r = row_of({kind, 0});
@@ -235,6 +235,12 @@ std::string layers_csv(const std::vector<LayerRow>& rows) {
 // Why a layer row costs what it does, from its phase split: the phase kind that takes the
 // largest share names the bound; compute-bound rows give their AMP use against the chip's
 // FP16.16 peak (the layer's FLOPs over its compute time).
+double compute_phase_utilisation(const ChipSpec& chip, const LayerRow& r) {
+  const double seconds = static_cast<double>(r.cycles[PhaseKind::kCompute]) / chip.clock.hz;
+  const double peak = chip.peak_flops(true, false);
+  return seconds > 0 && peak > 0 ? static_cast<double>(r.flops) / seconds / peak : 0;
+}
+
 std::string layer_bound(const ChipSpec& chip, const LayerRow& r) {
   const double total = static_cast<double>(std::max<std::uint64_t>(r.total(), 1));
   const auto share = [&](PhaseKind k) { return static_cast<double>(r.cycles[k]) / total; };
@@ -244,15 +250,11 @@ std::string layer_bound(const ChipSpec& chip, const LayerRow& r) {
   const double compute = share(PhaseKind::kCompute), exchange = share(PhaseKind::kExchange),
                sync = share(PhaseKind::kSync);
   const double top = std::max({compute, exchange, sync, waiting, io});
-  if (top == compute) {
-    const double seconds = static_cast<double>(r.cycles[PhaseKind::kCompute]) / chip.clock.hz;
-    const double peak = chip.peak_flops(true, false);
-    const double use = seconds > 0 && peak > 0 ? static_cast<double>(r.flops) / seconds / peak : 0;
+  if (top == compute)
     return fmt::format(
         "compute-bound ({:.0f}% of its time): the AMP units at {:.1f}% of the FP16.16 peak while "
         "it computes",
-        100 * compute, 100 * use);
-  }
+        100 * compute, 100 * compute_phase_utilisation(chip, r));
   if (top == exchange)
     return fmt::format("exchange-bound ({:.0f}% of its time exchanging {} on-chip)", 100 * exchange,
                        human_bytes(static_cast<double>(r.exchange_bytes)));

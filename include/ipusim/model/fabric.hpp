@@ -40,6 +40,14 @@ struct GroupTiming {
   std::uint64_t end = 0;      // operation done (x times)
 };
 
+// Charges a group step begun at `start` and timed `t` (`times` executions), as both engines
+// do: waiting for the other members (from `start` to the last arrival), the external sync,
+// then the collective or inter-IPU copy, to `phases` and `counts` and to its kind's row of
+// `by_kind`.
+void charge_group_step(const trace::Step& step, std::uint64_t start, const GroupTiming& t,
+                       std::uint64_t times, PhaseCycles& phases, PhaseCounts& counts,
+                       GroupStepCycles& by_kind);
+
 class Fabric : public sc_core::sc_module {
  public:
   Fabric(sc_core::sc_module_name name, const SystemSpec& system, const trace::Trace& trace,

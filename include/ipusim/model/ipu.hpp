@@ -116,7 +116,7 @@ class Ipu : public IpuModule {
   std::uint64_t now_ = 0;  // exact cycles since start
   PhaseCycles phases_;
   PhaseCounts counts_;
-  PhaseCycles external_sync_steps_, collective_steps_, inter_ipu_steps_;
+  GroupStepCycles group_steps_;
   std::uint64_t host_bytes_ = 0;
   std::uint64_t background_until_ = 0;  // end of the background host transfer in flight
   bool finished_ = false;

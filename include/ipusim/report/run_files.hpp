@@ -71,6 +71,8 @@ std::string layers_header();
 // and for the first, why it costs what it does (layer_bound).
 std::string top_layers_text(const ChipSpec& chip, const RunStats& stats,
                             const std::vector<LayerRow>& rows, std::size_t n);
+// A row's FLOPs over its compute time against one IPU's FP16.16 peak (0 without compute).
+double compute_phase_utilisation(const ChipSpec& chip, const LayerRow& row);
 // What bounds a layer row: the phase kind with the largest share of its time (compute-bound
 // with its AMP use against the FP16.16 peak, exchange-bound with its bytes, sync-bound,
 // waiting for peers, or I/O and collectives).

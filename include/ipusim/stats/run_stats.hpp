@@ -66,6 +66,12 @@ struct TileSpan {
   bool exchange = false;
 };
 
+// The group steps' time (waiting, external sync and the step itself) by step kind: external
+// syncs alone, collectives, inter-IPU copies (per-layer attribution, report::layer_rows).
+struct GroupStepCycles {
+  PhaseCycles external_sync, collective, inter_ipu;
+};
+
 struct IpuRunStats {
   std::uint32_t ipu = 0;      // system IPU index
   std::uint32_t program = 0;  // program (IPU of the replica) it ran
@@ -81,9 +87,7 @@ struct IpuRunStats {
   cost::MemoryMap memory;
   std::vector<NamedPhase> compute_sets;  // one per compute set of the program
   std::vector<NamedPhase> exchanges;     // one per exchange of the program
-  // The group steps' time (waiting, external sync and the step itself) by step kind: external
-  // syncs alone, collectives, inter-IPU copies (per-layer attribution, report::layer_rows).
-  PhaseCycles external_sync_steps, collective_steps, inter_ipu_steps;
+  GroupStepCycles group_steps;
   std::vector<Span> spans;           // when recorded (fast engine), in start order
   std::vector<TileSpan> tile_spans;  // when recorded for this IPU
 };
