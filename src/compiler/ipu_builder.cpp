@@ -190,14 +190,14 @@ std::uint32_t IpuBuilder::add_exchange(trace::Exchange ex) {
   return static_cast<std::uint32_t>(program_.exchanges.size() - 1);
 }
 
-kernels::ConvArgs IpuBuilder::with_partials(kernels::ConvArgs a) const {
+kernels::ConvArgs IpuBuilder::as_planned(kernels::ConvArgs a) const {
   a.partials = partials_;
   a.coeff_load_bits = coeff_load_bits_;
-  return a;
+  return kernels::combine_conv_groups(chip_, a);
 }
 
 const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
-  const kernels::ConvArgs a = with_partials(args);
+  const kernels::ConvArgs a = as_planned(args);
   const std::string key = args_key(a);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
@@ -209,13 +209,13 @@ const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
 }
 
 // A channel-grouped conv's weights are [k x k x in, groups x out] and its input [positions,
-// groups x in]; it is planned after combining its groups (kernels::combine_conv_groups).
+// groups x in]; its plan is that of its combined groups (as_planned).
 Layout IpuBuilder::weights_layout(const kernels::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
   source.positions = a.kernel * a.kernel * a.in_chans;
   source.channels = (a.channel_groups ? a.groups : 1) * a.out_chans;
-  return plan_weight_layout(source, planned(kernels::combine_conv_groups(chip_, a)).plan, false);
+  return plan_weight_layout(source, planned(a).plan, false);
 }
 
 Layout IpuBuilder::input_layout(const kernels::ConvArgs& a) {
@@ -223,7 +223,7 @@ Layout IpuBuilder::input_layout(const kernels::ConvArgs& a) {
   source.dtype = a.dtype;
   source.positions = a.batch * a.height * a.width;
   source.channels = (a.channel_groups ? a.groups : 1) * a.in_chans;
-  return plan_input_layout(source, planned(kernels::combine_conv_groups(chip_, a)).plan, false);
+  return plan_input_layout(source, planned(a).plan, false);
 }
 
 void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
@@ -258,7 +258,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
                         const Operand& weights) {
   const Stamp stamp(*this, trace::OpKind::kConv);
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
-  kernels::ConvArgs a = kernels::combine_conv_groups(chip_, with_partials(args));
+  kernels::ConvArgs a = as_planned(args);
   if (rearrange_operands_) {
     a.transposed_input = input.layout && input.transposed;
     a.transposed_weights = weights.layout && weights.transposed;

@@ -167,9 +167,10 @@ class IpuBuilder {
     Layout output;
   };
   const Planned& planned(const kernels::ConvArgs& a);
-  // `a` with the builder's partials type (the run's precision).
-  // `a` with the builder's partials type and AMP weight-load width.
-  kernels::ConvArgs with_partials(kernels::ConvArgs a) const;
+  // `a` as the builder plans it: with its partials type (the run's precision) and AMP
+  // weight-load width, and its groups combined (kernels::combine_conv_groups; applying it again
+  // changes nothing).
+  kernels::ConvArgs as_planned(kernels::ConvArgs a) const;
   void transpose(Steps& out, const Layout& layout);
   // A compute set (cached by `key`) of `v` on every block of `layout`, then a sync.
   void per_block(Steps& out, const std::string& key, const Layout& layout, const trace::Vertex& v);

@@ -317,9 +317,9 @@ class TransformerLowering {
       b_.cast(out, images, DType::kChar);
       const Op normalise[] = {Op::kSub, Op::kMul};  // (x - mean) / std
       b_.elementwise(out, images, normalise);
-      patches_out_ = b_.matmul(out, packs_ * m_.patches(), m_.hidden, patch_elements(m_), m_.dtype,
-                               Operand{images, false});
-      b_.rearrange(out, patches_out_, patch_rows());       // concatenated after the class token
+      const Layout patches = b_.matmul(out, packs_ * m_.patches(), m_.hidden, patch_elements(m_),
+                                       m_.dtype, Operand{images, false});
+      b_.rearrange(out, patches, patch_rows());            // concatenated after the class token
       x.pending = {Op::kAdd, Op::kAdd};                    // bias, positions
       if (!run_.inference) x.pending.push_back(Op::kMul);  // dropout
     } else {
@@ -468,7 +468,7 @@ class TransformerLowering {
   std::uint64_t packs_;
   AttentionLayouts attention_;
   FfnLayouts ffn_;
-  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_, final_norm_in_, patches_out_;
+  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_, final_norm_in_;
 };
 
 }  // namespace

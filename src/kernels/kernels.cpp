@@ -40,6 +40,12 @@ struct Shape {
   DType partials = DType::kHalf;
 };
 
+// Input channels one AMP engine takes per weight load (the planner's input-channel grain).
+std::uint32_t amp_in_grain(const ChipSpec& chip, DType dtype) {
+  return dtype == DType::kHalf ? chip.amp.weights_per_engine_half
+                               : chip.amp.weights_per_engine_float;
+}
+
 Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
   Shape s;
   s.out_h = ceil_div(a.height, a.stride);
@@ -48,8 +54,7 @@ Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
   // FP16.16 for half by default (ConvArgs::partials selects FP16.32), FP32 for float.
   s.partials = partials_of(a);
   s.engines = cost::amp_engines(chip, a.dtype, s.partials);
-  s.in_grain = a.dtype == DType::kHalf ? chip.amp.weights_per_engine_half
-                                       : chip.amp.weights_per_engine_float;
+  s.in_grain = amp_in_grain(chip, a.dtype);
   return s;
 }
 
@@ -251,8 +256,7 @@ void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp,
 
 ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& a) {
   if (!a.channel_groups || a.groups <= 1 || a.in_chans > 2) return a;
-  const std::uint64_t grain = a.dtype == DType::kHalf ? chip.amp.weights_per_engine_half
-                                                      : chip.amp.weights_per_engine_float;
+  const std::uint64_t grain = amp_in_grain(chip, a.dtype);
   std::uint64_t f = 1;
   while (2 * f * a.in_chans <= grain && a.groups % (2 * f) == 0) f *= 2;
   ConvArgs c = a;

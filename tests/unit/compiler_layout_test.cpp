@@ -387,6 +387,28 @@ TEST(CompilerIoTiles, IoTilesTakeTheInputAndLeaveTheRestForCompute) {
 namespace ipusim::compiler {
 namespace {
 
+// FLOPs of the AMP vertices of `p`'s compute steps, each step counted once (loop counts are
+// not applied: the inference programs checked with it run each loop once); `each` is called on
+// every step on the way.
+std::uint64_t step_amp_flops(const ChipSpec& chip, const trace::IpuProgram& p,
+                             const std::function<void(const trace::Step&)>& each = {}) {
+  std::uint64_t flops = 0;
+  const std::function<void(const std::vector<trace::Step>&)> walk =
+      [&](const std::vector<trace::Step>& steps) {
+        for (const auto& s : steps) {
+          if (each) each(s);
+          if (s.kind == StepKind::kCompute)
+            for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
+              if (v.codelet == trace::Codelet::kAmpConv1x1 ||
+                  v.codelet == trace::Codelet::kAmpConvNx1)
+                flops += std::uint64_t{v.tiles.size()} * cost::vertex_cost(chip, v).flops;
+          if (s.kind == StepKind::kRepeat) walk(s.body);
+        }
+      };
+  walk(p.steps);
+  return flops;
+}
+
 TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
   // The reduced ResNet in inference: the AMP vertices do exactly the forward convolutions and
   // the fc layer, whose MACs follow from the model file by hand (n x out_h x out_w x Cin x
@@ -414,25 +436,11 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
     if (l.op == "fc") macs += n * cin * l.out;
   }
   // Executed compute sets (two convs of one shape share theirs), each loop run once.
-  std::uint64_t amp_flops = 0;
   const auto& p = t.ipus[0];
-  std::function<void(const std::vector<trace::Step>&)> walk =
-      [&](const std::vector<trace::Step>& steps) {
-        for (const auto& s : steps) {
-          EXPECT_NE(s.kind, StepKind::kCollective);
-          if (s.kind == StepKind::kCompute)
-            for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
-              if (v.codelet == trace::Codelet::kAmpConv1x1 ||
-                  v.codelet == trace::Codelet::kAmpConvNx1)
-                amp_flops +=
-                    std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
-          if (s.kind == StepKind::kRepeat) {
-            EXPECT_EQ(s.count, 1u);
-            walk(s.body);
-          }
-        }
-      };
-  walk(p.steps);
+  const std::uint64_t amp_flops = step_amp_flops(system.spec.chip, p, [](const trace::Step& s) {
+    EXPECT_NE(s.kind, StepKind::kCollective);
+    if (s.kind == StepKind::kRepeat) EXPECT_EQ(s.count, 1u);
+  });
   EXPECT_EQ(amp_flops, 2 * macs);
   const auto hosts = host_steps(p);
   ASSERT_EQ(hosts.size(), 3u);  // inline input copy, background prefetch, outputs
@@ -962,22 +970,7 @@ TEST(CompilerCnn, GroupedAndDepthwiseConvsDoTheirCombinedMacs) {
                              + n * field * 4 * (4 * 4 * 9)       // 4 groups of 4 -> 4, 3 x 3
                              + n * field * 16 * 32               // head
                              + n * 32 * 10;                      // fc
-  std::uint64_t amp_flops = 0;
-  const auto& p = t.ipus[0];
-  std::function<void(const std::vector<trace::Step>&)> walk =
-      [&](const std::vector<trace::Step>& steps) {
-        for (const auto& s : steps) {
-          if (s.kind == StepKind::kCompute)
-            for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
-              if (v.codelet == trace::Codelet::kAmpConv1x1 ||
-                  v.codelet == trace::Codelet::kAmpConvNx1)
-                amp_flops +=
-                    std::uint64_t{v.tiles.size()} * cost::vertex_cost(system.spec.chip, v).flops;
-          if (s.kind == StepKind::kRepeat) walk(s.body);
-        }
-      };
-  walk(p.steps);
-  EXPECT_EQ(amp_flops, 2 * macs);
+  EXPECT_EQ(step_amp_flops(system.spec.chip, t.ipus[0]), 2 * macs);
 }
 
 TEST(CompilerCnn, GroupAndScaleShapeErrorsNameTheLayer) {
