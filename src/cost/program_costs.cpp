@@ -283,6 +283,70 @@ HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step) {
   return out;
 }
 
+namespace {
+
+// Tensors with a lifetime (trace-format §4.3) add, on each tile, their peak over program
+// positions: the largest sum of those live at one position, split by kind as at that
+// position. Tiles between consecutive ends of these tensors' tile ranges hold the same
+// tensors, so each such segment is swept once over the lifetimes' start and end events
+// (starts before ends at one position, as both are inclusive).
+void add_peak_live(const trace::IpuProgram& program, MemoryMap& map) {
+  std::vector<const trace::Tensor*> scoped;
+  std::vector<std::uint64_t> cuts{0, map.tiles.size()};
+  for (const auto& t : program.tensors)
+    if (t.live && t.bytes_per_tile > 0) {
+      scoped.push_back(&t);
+      cuts.push_back(t.tiles.first);
+      cuts.push_back(std::uint64_t{t.tiles.last} + 1);
+    }
+  if (scoped.empty()) return;
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  struct Event {
+    std::uint64_t position;
+    bool end;  // after the position
+    const trace::Tensor* tensor;
+  };
+  std::vector<Event> events;
+  events.reserve(2 * scoped.size());
+  for (const trace::Tensor* t : scoped) {
+    events.push_back({t->live->first, false, t});
+    events.push_back({t->live->last, true, t});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.position != b.position ? a.position < b.position : a.end < b.end;
+  });
+  constexpr std::size_t kKinds = trace::kTensorKindNames.size();
+  for (std::size_t c = 0; c + 1 < cuts.size() && cuts[c] < map.tiles.size(); ++c) {
+    const auto tile = static_cast<std::uint32_t>(cuts[c]);
+    std::uint64_t live = 0, peak = 0;
+    std::array<std::uint64_t, kKinds> live_kinds{}, peak_kinds{};
+    for (const Event& e : events) {
+      if (!e.tensor->tiles.contains(tile)) continue;
+      const auto k = static_cast<std::size_t>(e.tensor->kind);
+      if (e.end) {
+        live -= e.tensor->bytes_per_tile;
+        live_kinds[k] -= e.tensor->bytes_per_tile;
+        continue;
+      }
+      live += e.tensor->bytes_per_tile;
+      live_kinds[k] += e.tensor->bytes_per_tile;
+      if (live > peak) {
+        peak = live;
+        peak_kinds = live_kinds;
+      }
+    }
+    if (peak == 0) continue;
+    for (std::uint64_t t = cuts[c]; t < cuts[c + 1] && t < map.tiles.size(); ++t) {
+      TileMemoryUse& use = map.tiles[t];
+      use.tensors += peak;
+      for (std::size_t k = 0; k < kKinds; ++k) use.tensor_kinds[k] += peak_kinds[k];
+    }
+  }
+}
+
+}  // namespace
+
 MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, bool exchanges) {
   // Every item adds a constant over a tile range: accumulate differences at the range ends and
   // sum them once over the tiles (unsigned arithmetic, so the totals are exact), instead of
@@ -299,6 +363,10 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
   constexpr std::size_t kKinds = trace::kTensorKindNames.size();
   std::array<std::vector<std::uint64_t>, kKinds> kinds;
   for (const auto& tensor : program.tensors) {
+    if (tensor.live) {                // not always live: add_peak_live below
+      add(tensors, tensor.tiles, 0);  // (checks the range)
+      continue;
+    }
     add(tensors, tensor.tiles, tensor.bytes_per_tile);
     auto& diff = kinds[std::min<std::size_t>(static_cast<std::size_t>(tensor.kind), kKinds - 1)];
     if (diff.empty()) diff.assign(n + 1, 0);
@@ -360,6 +428,7 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
     use.code = distinct * chip.runtime.codelet_code_bytes.count;
     use.stack = chip.runtime.stack_bytes.count;
   }
+  add_peak_live(program, map);
   return map;
 }
 

@@ -33,6 +33,8 @@ constexpr std::array<char, 8> kMagic{'I', 'P', 'U', 'T', 'R', 'A', 'C', 'E'};
 constexpr std::uint64_t kMinIpuBytes = 4 + 4 + 4 + 4 + 4;
 constexpr std::uint64_t kMinNameBytes = 4 + 1;
 constexpr std::uint64_t kMinTensorBytes = kMinNameBytes + 1 + 1 + 8 + 8;
+// Set in a tensor's kind byte when its lifetime (u64 first, u64 last) follows (v3).
+constexpr std::uint8_t kTensorHasLifetime = 0x80;
 constexpr std::uint64_t kMinComputeSetBytes = kMinNameBytes + 4;
 constexpr std::uint64_t kMinVertexBytes = 1 + 8 + 1 + 8;  // every codelet has >= 1 parameter
 constexpr std::uint64_t kMinExchangeBytes = kMinNameBytes + 4;
@@ -513,16 +515,37 @@ class BinaryReader {
 
   void read_ipu(IpuProgram& ipu) {
     std::set<std::string> names;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> lifetimes;  // (offset, last position)
     const std::uint32_t tensors = count("tensors", kMinTensorBytes);
     for (std::uint32_t i = 0; i < tensors; ++i) {
       Tensor& t = ipu.tensors.emplace_back();
       const std::uint64_t at = offset_;
       t.name = name("tensor name");
       unique(names, t.name, at, "tensor");
-      t.kind = enumeration<TensorKind>("tensor kind", kTensorKindNames.size());
+      // The kind byte's top bit (v3) says a lifetime follows the tensor's bytes.
+      const std::uint64_t kind_at = offset_;
+      std::uint8_t kind = u8("tensor kind");
+      const bool has_lifetime = (kind & kTensorHasLifetime) != 0 && version_ >= 3;
+      if (has_lifetime) kind &= ~kTensorHasLifetime;
+      if (kind >= kTensorKindNames.size())
+        fail_at(kind_at,
+                fmt::format("expected a tensor kind 0..{}{}, found {}", kTensorKindNames.size() - 1,
+                            version_ >= 3 ? ", or 128 more with a lifetime" : "",
+                            kind | (has_lifetime ? kTensorHasLifetime : 0)));
+      t.kind = static_cast<TensorKind>(kind);
       t.dtype = enumeration<DType>("dtype", kDTypeNames.size());
       t.tiles = range("tensor tile range");
       t.bytes_per_tile = size("tensor bytes per tile");
+      if (has_lifetime) {
+        Lifetime& l = t.live.emplace();
+        l.first = size("first live position");
+        const std::uint64_t last_at = offset_;
+        l.last = size("last live position");
+        if (l.last < l.first)
+          fail_at(last_at, fmt::format("expected a last live position >= the first ({}), found {}",
+                                       l.first, l.last));
+        lifetimes.emplace_back(last_at, l.last);
+      }
     }
     names.clear();
     const std::uint32_t sets = count("compute sets", kMinComputeSetBytes);
@@ -565,6 +588,13 @@ class BinaryReader {
       }
     }
     ipu.steps = read_steps(ipu, 0);
+    if (lifetimes.empty()) return;
+    const std::uint64_t positions = program_positions(ipu.steps);
+    for (const auto& [at, last] : lifetimes)
+      if (last >= positions)
+        fail_at(at, fmt::format("expected a last live position below the program's {} "
+                                "position(s), found {}",
+                                positions, last));
   }
 
   // A vertex holds every parameter of its codelet, or all but trailing late ones (added after
@@ -1004,10 +1034,15 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
     w.count(ipu.tensors.size());
     for (const Tensor& t : ipu.tensors) {
       w.str(t.name);
-      w.u8(static_cast<std::uint8_t>(t.kind));
+      w.u8(static_cast<std::uint8_t>(static_cast<std::uint8_t>(t.kind) |
+                                     (t.live ? kTensorHasLifetime : 0)));
       w.u8(static_cast<std::uint8_t>(t.dtype));
       w.range(t.tiles);
       w.u64(t.bytes_per_tile);
+      if (t.live) {
+        w.u64(t.live->first);
+        w.u64(t.live->last);
+      }
     }
     w.count(ipu.compute_sets.size());
     for (const ComputeSet& cs : ipu.compute_sets) {

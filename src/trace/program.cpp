@@ -167,6 +167,24 @@ class StructureChecker {
     }
     std::vector<std::size_t> path;
     check_steps(ipu, ipu.steps, path);
+    check_lifetimes(ipu);
+  }
+
+  // A lifetime lies within the program's positions (after check_steps: nesting is bounded).
+  void check_lifetimes(const IpuProgram& ipu) const {
+    std::optional<std::uint64_t> positions;
+    for (const Tensor& t : ipu.tensors) {
+      if (!t.live) continue;
+      if (t.live->first > t.live->last)
+        fail(fmt::format("{}tensor '{}' is live at positions {}..{}, expected first <= last",
+                         prefix_, t.name, t.live->first, t.live->last));
+      if (!positions) positions = program_positions(ipu.steps);
+      if (t.live->last >= *positions)
+        fail(fmt::format(
+            "{}tensor '{}' is live at positions {}..{}, but the program has {} position(s){}",
+            prefix_, t.name, t.live->first, t.live->last, *positions,
+            *positions == 0 ? "" : fmt::format(" (0..{})", *positions - 1)));
+    }
   }
 
   void check_vertex(const ComputeSet& cs, std::size_t index) const {
@@ -404,6 +422,17 @@ std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRa
     return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", t.bytes, t.bytes_step,
                        t.count, kMaxCount);
   return std::nullopt;
+}
+
+std::uint64_t program_positions(const std::vector<Step>& steps) {
+  std::uint64_t n = 0;
+  for (const Step& s : steps) {
+    const std::uint64_t here = 1 + (s.kind == StepKind::kRepeat ? program_positions(s.body) : 0);
+    n = here > std::numeric_limits<std::uint64_t>::max() - n
+            ? std::numeric_limits<std::uint64_t>::max()
+            : n + here;
+  }
+  return n;
 }
 
 std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {

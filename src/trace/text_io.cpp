@@ -103,6 +103,7 @@ class TextReader {
     }
     if (in_.bad()) fail("expected more input, found a read error");
     finish();
+    check_lifetimes();
     // The destination-overlap test ran as each transfer was parsed.
     check_structure_after_read(trace_, origin_);
     return std::move(trace_);
@@ -333,6 +334,31 @@ class TextReader {
     return r;
   }
 
+  // live=FIRST..LAST or live=POSITION (v3): program positions, each 0..2^40; the program's
+  // length is checked once it has been read (check_structure).
+  Lifetime parse_lifetime(std::string_view s) const {
+    require_v3("live=");
+    const auto position = [&](std::string_view p) {
+      auto v = parse_integer<std::uint64_t>(p);
+      if (!v || *v > static_cast<std::uint64_t>(kMaxCount))
+        fail(
+            fmt::format("expected program positions like 5 or 0..120 (each 0..{}) for live=, "
+                        "found '{}'",
+                        kMaxCount, s));
+      return *v;
+    };
+    Lifetime l;
+    if (auto dots = s.find(".."); dots != std::string_view::npos) {
+      l.first = position(s.substr(0, dots));
+      l.last = position(s.substr(dots + 2));
+    } else {
+      l.first = l.last = position(s);
+    }
+    if (l.first > l.last)
+      fail(fmt::format("expected program positions with first <= last for live=, found '{}'", s));
+    return l;
+  }
+
   std::pair<std::string_view, std::string_view> split_key_value(std::string_view tok) const {
     auto eq = tok.find('=');
     if (eq == std::string_view::npos || eq == 0)
@@ -533,14 +559,15 @@ class TextReader {
   void read_tensor() {
     if (tokens_.size() < 2)
       fail(
-          "expected 'tensor <name> tiles=<range> bytes=<count> [kind=<kind>] [dtype=<dtype>]', "
-          "found 'tensor'");
+          "expected 'tensor <name> tiles=<range> bytes=<count> [kind=<kind>] [dtype=<dtype>] "
+          "[live=<positions>]', found 'tensor'");
     std::string name = parse_name(tokens_[1], "tensor");
     define(state_.tensors, name, "tensor");
     Field fields[] = {{"kind", "<kind>", false, {}},
                       {"dtype", "<dtype>", false, {}},
                       {"tiles", "<range>", true, {}},
-                      {"bytes", "<count>", true, {}}};
+                      {"bytes", "<count>", true, {}},
+                      {"live", "<positions>", false, {}}};
     collect(2, fields, fmt::format("tensor '{}'", name));
     Tensor t;
     t.name = std::move(name);
@@ -555,6 +582,10 @@ class TextReader {
     if (fields[1].value) t.dtype = parse_dtype(*fields[1].value, "dtype of the tensor");
     t.tiles = parse_range(*fields[2].value, "tiles");
     t.bytes_per_tile = parse_count(*fields[3].value, "bytes", 0);
+    if (fields[4].value) {
+      t.live = parse_lifetime(*fields[4].value);
+      lifetimes_.push_back({trace_.ipus.size() - 1, ipu().tensors.size(), line_no_});
+    }
     ipu().tensors.push_back(std::move(t));
   }
 
@@ -860,6 +891,23 @@ class TextReader {
     steps.push_back(std::move(s));
   }
 
+  // Each lifetime ends within its IPU's program, which may follow the tensor in the file.
+  void check_lifetimes() {
+    for (const auto& [ipu_index, tensor, line] : lifetimes_) {
+      const IpuProgram& p = trace_.ipus[ipu_index];
+      const std::uint64_t positions = program_positions(p.steps);
+      const Lifetime& l = *p.tensors[tensor].live;
+      if (l.last >= positions) {
+        line_no_ = line;
+        fail(
+            fmt::format("tensor '{}' is live at positions {}..{}, but the program of ipu {} has "
+                        "{} position(s){}",
+                        p.tensors[tensor].name, l.first, l.last, p.ipu, positions,
+                        positions == 0 ? "" : fmt::format(" (0..{})", positions - 1)));
+      }
+    }
+  }
+
   void finish() {
     if (!header_seen_)
       fail(fmt::format("expected the header 'ipusim-trace {}', found end of file", kFormatVersion));
@@ -896,6 +944,10 @@ class TextReader {
   std::size_t name_line_ = 0;
   std::size_t replicas_line_ = 0;
   std::uint32_t file_version_ = kFormatVersion;
+  struct LifetimeAt {
+    std::size_t ipu = 0, tensor = 0, line = 0;
+  };
+  std::vector<LifetimeAt> lifetimes_;
   NameTable global_exchanges_;
   std::map<std::uint32_t, std::size_t> ipu_lines_;
   Block block_ = Block::kTop;
@@ -1052,7 +1104,15 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
             kTensorKindNames[static_cast<std::size_t>(t.kind)],
             kDTypeNames[static_cast<std::size_t>(t.dtype)]);
       w.range(t.tiles);
-      w.put(" bytes={}\n", t.bytes_per_tile);
+      w.put(" bytes={}", t.bytes_per_tile);
+      if (t.live) {
+        w.put(" live=");
+        if (t.live->first == t.live->last)
+          w.put("{}", t.live->first);
+        else
+          w.put("{}..{}", t.live->first, t.live->last);
+      }
+      w.put("\n");
     }
     for (const ComputeSet& cs : ipu.compute_sets) {
       w.put("computeset {}", cs.name);

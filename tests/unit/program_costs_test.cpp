@@ -180,6 +180,43 @@ TEST(Memory, SumsTensorsStateCodeAndStack) {
   EXPECT_EQ(m.tiles[5].total(), 3072u);
 }
 
+TEST(Memory, TensorsWithLifetimesAddTheirPeakOverPositions) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram p;
+  p.steps.resize(4);  // four on-chip syncs: positions 0..3
+  using K = trace::TensorKind;
+  const auto tensor = [&](const char* name, K kind, TileRange tiles, std::uint64_t bytes,
+                          std::optional<trace::Lifetime> live) {
+    p.tensors.push_back({name, kind, trace::DType::kHalf, tiles, bytes, live});
+  };
+  tensor("w", K::kWeight, {0, 3}, 100, std::nullopt);
+  tensor("b", K::kActivation, {0, 1}, 1000, trace::Lifetime{0, 1});
+  tensor("c", K::kGradient, {1, 2}, 500, trace::Lifetime{1, 2});
+  tensor("d", K::kTemp, {0, 3}, 1200, trace::Lifetime{3, 3});
+  const MemoryMap m = memory_map(chip, p);
+  // By hand, live bytes at positions 0..3 on each tile, plus w's 100 always:
+  //  tile 0: 1000, 1000, 0, 1200 -> 1200 (d);   tile 1: 1000, 1500, 500, 1200 -> 1500 (b + c)
+  //  tile 2: 0, 500, 500, 1200 -> 1200 (d);     tile 3: 0, 0, 0, 1200 -> 1200 (d);  tile 4: none
+  const std::uint64_t expected[] = {1300, 1600, 1300, 1300, 0};
+  for (std::uint32_t t = 0; t < 5; ++t) EXPECT_EQ(m.tiles[t].tensors, expected[t]) << t;
+  const auto kind = [&](std::uint32_t t, K k) {
+    return m.tiles[t].tensor_kinds[static_cast<std::size_t>(k)];
+  };
+  EXPECT_EQ(kind(0, K::kTemp), 1200u);
+  EXPECT_EQ(kind(0, K::kActivation), 0u);
+  EXPECT_EQ(kind(1, K::kActivation), 1000u);
+  EXPECT_EQ(kind(1, K::kGradient), 500u);
+  EXPECT_EQ(kind(1, K::kTemp), 0u);
+  EXPECT_EQ(kind(1, K::kWeight), 100u);
+  // Without lifetimes every tensor is live throughout: the plain sum.
+  for (auto& t : p.tensors) t.live.reset();
+  EXPECT_EQ(memory_map(chip, p).tiles[1].tensors, 100u + 1000u + 500u + 1200u);
+  // A scoped tensor beyond the chip is still an error.
+  p.tensors.push_back(
+      {"far", K::kTemp, trace::DType::kHalf, {0, chip.tiles}, 1, trace::Lifetime{0, 0}});
+  EXPECT_THROW(memory_map(chip, p), TraceError);
+}
+
 TEST(Memory, OverflowNamesTileUseAndBiggestConsumers) {
   const ChipSpec chip = testing::gc200_by_hand();
   trace::IpuProgram p;

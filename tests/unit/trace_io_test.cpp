@@ -86,8 +86,8 @@ global_exchange none
 end
 ipu 0
 tensor w kind=weight dtype=half tiles=0..1471 bytes=8192
-tensor acts kind=activation dtype=float tiles=5 bytes=0
-tensor grads kind=gradient dtype=int tiles=2..3 bytes=16
+tensor acts kind=activation dtype=float tiles=5 bytes=0 live=2..10
+tensor grads kind=gradient dtype=int tiles=2..3 bytes=16 live=16
 computeset convs layer=b1/conv1,b2/conv1 pass=forward op=conv
   vertex tiles=0..1023 amp_conv1x1 in=half partials=float positions=128 in_chans=256 out_chans=256 groups=1 coeff_load_bits=64
   vertex tiles=1024..1471 amp_convnx1 in=float partials=float positions=64 in_chans=16 out_chans=32 groups=2 kernel_h=3 kernel_w=5 width=8
@@ -781,7 +781,14 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
   std::string bad_kind = bytes;
   bad_kind[kind_at] = 42;
   EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
-            fmt::format("t.itb@{}: expected a tensor kind 0..7, found 42", kind_at));
+            fmt::format("t.itb@{}: expected a tensor kind 0..7, or 128 more with a lifetime, "
+                        "found 42",
+                        kind_at));
+  bad_kind[kind_at] = static_cast<char>(0x80 | 42);
+  EXPECT_EQ(error_of([&] { from_binary(bad_kind, 0); }),
+            fmt::format("t.itb@{}: expected a tensor kind 0..7, or 128 more with a lifetime, "
+                        "found 170",
+                        kind_at));
 }
 
 // Hand-built binary: one IPU whose program is `depth` nested repeats around a sync.
@@ -1101,6 +1108,71 @@ TEST(TraceProvenance, RoundTripsAndIsChecked) {
   bad.ipus[0].compute_sets[0].provenance.layers.push_back("b1/conv1");
   EXPECT_TRUE(
       contains(error_of([&] { check_structure(bad, "x"); }), "names layer 'b1/conv1' twice"));
+}
+
+TEST(TraceLifetime, RoundTripsAndIsChecked) {
+  const Trace ir = parse(kEveryFeature);
+  const IpuProgram& p = ir.ipus[0];
+  // Positions by hand: host 0, repeat 1 (fetch 2, sync 3, convs 4, repeat 5 (elementwise 6,
+  // sync 7, repeat 8 (empty 9)), stage copies 10), host 11, sync 12, four collectives 13..16.
+  EXPECT_EQ(program_positions(p.steps), 17u);
+  EXPECT_EQ(program_positions(ir.ipus[1].steps), 1u);
+  EXPECT_EQ(program_positions(ir.ipus[2].steps), 0u);
+  EXPECT_FALSE(p.tensors[0].live.has_value());
+  EXPECT_EQ(p.tensors[1].live, (Lifetime{2, 10}));
+  EXPECT_EQ(p.tensors[2].live, (Lifetime{16, 16}));
+  // A lifetime is part of the identity, and survives both forms.
+  Trace other = ir;
+  other.ipus[0].tensors[1].live->last = 9;
+  EXPECT_NE(identity(other), identity(ir));
+  EXPECT_EQ(from_binary(to_binary(other), 0), other);
+  EXPECT_EQ(parse(to_text(other)), other);
+  // Errors: a version-2 file, first > last, not a number, beyond the program's last position.
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\ntensor t tiles=0 bytes=4 live=0\n"),
+                       "t.trace:3: 'live=' needs trace format version 3"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ntensor t tiles=0 bytes=4 live=3..2\n"),
+                       "t.trace:3: expected program positions with first <= last for live=, "
+                       "found '3..2'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ntensor t tiles=0 bytes=4 live=-1\n"),
+                       "t.trace:3: expected program positions like 5 or 0..120"));
+  EXPECT_TRUE(contains(
+      text_error("ipusim-trace 3\nipu 0\ntensor t tiles=0 bytes=4 live=1..2\nprogram\n  sync\n"
+                 "  sync\nend\n"),
+      "t.trace:3: tensor 't' is live at positions 1..2, but the program of ipu 0 has 2 "
+      "position(s) (0..1)"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 5\n\ntensor t tiles=0 bytes=4 live=0\n"),
+                       "t.trace:4: tensor 't' is live at positions 0..0, but the program of ipu "
+                       "5 has 0 position(s)"));
+  Trace bad = ir;
+  bad.ipus[0].tensors[1].live = Lifetime{5, 4};
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }),
+                       "tensor 'acts' is live at positions 5..4, expected first <= last"));
+  bad.ipus[0].tensors[1].live = Lifetime{5, 17};
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }),
+                       "tensor 'acts' is live at positions 5..17, but the program has 17 "
+                       "position(s) (0..16)"));
+  // The binary reader names the offending bytes: the last position of 'acts'.
+  std::string beyond = to_binary(ir);
+  const std::size_t acts = beyond.find("acts");
+  ASSERT_NE(acts, std::string::npos);
+  const std::size_t last_at = acts + 4 + 1 + 1 + 8 + 8 + 8;  // kind, dtype, tiles, bytes, first
+  beyond[last_at] = 17;
+  EXPECT_EQ(error_of([&] { from_binary(beyond, 0); }),
+            fmt::format("t.itb@{}: expected a last live position below the program's 17 "
+                        "position(s), found 17",
+                        last_at));
+  beyond[last_at] = 1;
+  EXPECT_EQ(
+      error_of([&] { from_binary(beyond, 0); }),
+      fmt::format("t.itb@{}: expected a last live position >= the first (2), found 1", last_at));
+  // A version-2 binary file has no lifetime bit.
+  Trace v2 =
+      parse("ipusim-trace 3\nipu 0\ntensor t tiles=0 bytes=4 live=0\nprogram\n  sync\nend\n");
+  std::string bytes = to_binary(v2);
+  ASSERT_NE(bytes.find(static_cast<char>(0x81)), std::string::npos);
+  bytes[8] = 2;
+  EXPECT_TRUE(
+      contains(error_of([&] { from_binary(bytes, 0); }), "expected a tensor kind 0..7, found 129"));
 }
 
 // Seeded byte mutations: every outcome is a valid trace or a TraceError, never a crash or

@@ -63,13 +63,24 @@ enum class TensorKind : std::uint8_t {
 inline constexpr std::array<std::string_view, 8> kTensorKindNames{
     "weight", "activation", "gradient", "optimiser", "partial", "input", "output", "temp"};
 
-// `bytes_per_tile` bytes live on every tile of `tiles` for the whole program.
+// Program positions of an IPU's program: its steps numbered in pre-order from 0 (a repeat
+// step, then its body's steps, each counted once however often the loop runs).
+struct Lifetime {
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;  // included
+  bool contains(std::uint64_t position) const { return position >= first && position <= last; }
+  bool operator==(const Lifetime&) const = default;
+};
+
+// `bytes_per_tile` bytes on every tile of `tiles`, live at the program positions `live`
+// (v3; unset: the whole program). Memory is the peak over positions of the live tensors.
 struct Tensor {
   std::string name;
   TensorKind kind = TensorKind::kActivation;
   DType dtype = DType::kHalf;
   TileRange tiles;
   std::uint64_t bytes_per_tile = 0;
+  std::optional<Lifetime> live;
   bool operator==(const Tensor&) const = default;
 };
 
@@ -351,6 +362,9 @@ struct IpuProgram {
   std::vector<Step> steps;
   bool operator==(const IpuProgram&) const = default;
 };
+
+// The number of program positions of `steps` (see Lifetime), saturating at 2^64-1.
+std::uint64_t program_positions(const std::vector<Step>& steps);
 
 struct Trace {
   std::uint32_t version = kFormatVersion;
