@@ -459,12 +459,14 @@ class CnnLowering {
       b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
     } else if (l.op == "batchnorm") {
       // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
-      // gradient; x_hat comes to the gradient's layout.
+      // gradient. Batch norm ran in place, so what is kept is its input x: it comes to the
+      // gradient's layout and is whitened again, x_hat = (x - mean) inv_std (popnn's
+      // batchNormWhiten, two element-wise ops; poplar-compiler.md §2.3), then multiplied by g.
+      // x_hat stays for the input gradient below.
       flush(out, g);
-      const Layout xhat = fwd_.at(in).layout;
-      b_.rearrange(out, xhat, g.layout);
-      const Op mul = Op::kMul;
-      b_.elementwise(out, g.layout, {&mul, 1});
+      b_.rearrange(out, fwd_.at(in).layout, g.layout);
+      const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+      b_.elementwise(out, g.layout, whiten_mul);
       b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
       if (run_.batchnorm_group > 1)
         out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,

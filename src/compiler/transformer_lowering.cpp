@@ -227,13 +227,16 @@ class TransformerLowering {
     return da;
   }
 
-  // Layer-norm backward on the gradient's layout: statistics of g and g x_hat per token,
-  // gamma and beta gradients per channel, then the input gradient (pending).
-  void layer_norm_bwd(Steps& out, Value& g, const Layout& xhat) {
+  // Layer-norm backward on the gradient's layout: the kept input x whitened again per token,
+  // x_hat = (x - mean) inv_std (popnn's group-norm gradients whiten their input; two
+  // element-wise ops, poplar-compiler.md §2.3) and multiplied by g; statistics of g and
+  // g x_hat per token, gamma and beta gradients per channel, then the input gradient (pending,
+  // reading x_hat).
+  void layer_norm_bwd(Steps& out, Value& g, const Layout& x) {
     flush(out, g);
-    b_.rearrange(out, xhat, g.layout);
-    const Op mul = Op::kMul;
-    b_.elementwise(out, g.layout, {&mul, 1});
+    b_.rearrange(out, x, g.layout);
+    const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+    b_.elementwise(out, g.layout, whiten_mul);
     b_.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
     b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
     g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
