@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <set>
 
 #include "ipu_builder.hpp"
 #include "ipusim/util/error.hpp"
@@ -141,10 +143,16 @@ class CnnLowering {
         stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);
       }
       const auto scope = b_.scope("", trace::Pass::kForward, trace::OpKind::kElementwise);
+      images_at_ = out.size();
       b_.cast(out, images.layout, DType::kChar);
       fwd_[""] = images;
     }
-    for (const auto& c : layers_) forward(out, c, /*recompute=*/false);
+    spans_.assign(layers_.size(), Spans{});
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      spans_[i].fwd.first = out.size();
+      forward(out, layers_[i], /*recompute=*/false);
+      spans_[i].fwd.second = out.size();
+    }
     {
       const auto scope = b_.scope("", trace::Pass::kForward);
       flush_all(out, fwd_);
@@ -164,13 +172,94 @@ class CnnLowering {
     for (std::size_t s = segments.size(); s-- > 0;) {
       const auto [first, last] = segments[s];
       if (s + 1 != segments.size()) {
-        for (std::size_t i = first; i < last; ++i) forward(out, layers_[i], /*recompute=*/true);
+        for (std::size_t i = first; i < last; ++i) {
+          spans_[i].rec.first = out.size();
+          forward(out, layers_[i], /*recompute=*/true);
+          spans_[i].rec.second = out.size();
+          spans_[i].recomputed = true;
+        }
         const auto scope = b_.scope("", trace::Pass::kRecompute);
         flush_all(out, fwd_);
       }
-      for (std::size_t i = last; i-- > first;) backward(out, layers_[i], i == 0);
+      for (std::size_t i = last; i-- > first;) {
+        spans_[i].bwd.first = out.size();
+        backward(out, layers_[i], i == 0);
+        spans_[i].bwd.second = out.size();
+      }
     }
     grads_.clear();
+    body_steps_ = out.size();
+    return out;
+  }
+
+  // The activations a training micro-batch keeps, each with its lifetime (trace-format §4.3)
+  // at program positions `offset` + its step index in the micro-batch body: the images from
+  // their cast to the first conv's weight gradient; each checkpoint from its forward to its
+  // consumers' backward; the outputs of convs, pools, fc, swish, sigmoid and scale (batch norm,
+  // ReLU and the residual add work in place) from the forward to the consumers' forward where
+  // the segment is recomputed, and again from the recomputation, else to the consumers' (and
+  // their own) backward; each layer's output gradient from its first consumer's backward to
+  // its own. Call after micro_batch().
+  struct Scoped {
+    std::string name;
+    trace::TensorKind kind;
+    Layout layout;
+    trace::Lifetime live;
+  };
+  std::vector<Scoped> scoped_activations(std::uint64_t offset) const {
+    std::vector<Scoped> out;
+    if (body_steps_ == 0) return out;
+    // Positions of body steps [begin, end) (an empty span: its place; within the body).
+    const auto at = [&](std::size_t i) { return offset + std::min(i, body_steps_ - 1); };
+    const auto live = [&](std::size_t begin, std::size_t end) {
+      return trace::Lifetime{at(begin), std::max(at(begin), at(end > begin ? end - 1 : begin))};
+    };
+    std::map<std::string, std::vector<std::size_t>> consumers;
+    for (std::size_t j = 0; j < layers_.size(); ++j) {
+      consumers[layers_[j].input].push_back(j);
+      if (!layers_[j].layer->other.empty()) consumers[layers_[j].layer->other].push_back(j);
+    }
+    const auto used_until = [&](const std::string& name, std::size_t own, bool backward) {
+      std::size_t end = own;
+      for (std::size_t j : consumers[name])
+        end = std::max(end, backward ? spans_[j].bwd.second : spans_[j].fwd.second);
+      return end;
+    };
+    const auto first_gradient = [&](const std::string& name) {
+      std::size_t begin = body_steps_;
+      for (std::size_t j : consumers[name]) begin = std::min(begin, spans_[j].bwd.first);
+      return begin;
+    };
+    if (auto it = fwd_.find(""); it != fwd_.end() && images_at_)
+      out.push_back({"input_images", trace::TensorKind::kActivation, it->second.layout,
+                     live(*images_at_, used_until("", 0, true))});
+    std::set<std::size_t> checkpoints;
+    for (const auto& [first, last] : segment_bounds())
+      if (last < layers_.size()) checkpoints.insert(last - 1);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const std::string& name = layers_[i].layer->name;
+      const std::string& op = layers_[i].layer->op;
+      const Layout& layout = fwd_.at(name).layout;
+      const Spans& sp = spans_[i];
+      if (checkpoints.count(i) != 0) {
+        out.push_back({"checkpoint/" + name, trace::TensorKind::kActivation, layout,
+                       live(sp.fwd.first, used_until(name, sp.bwd.second, true))});
+      } else if (is_conv(op) || op == "maxpool" || op == "avgpool" || op == "fc" || op == "swish" ||
+                 op == "sigmoid" || op == "scale") {
+        if (sp.recomputed) {
+          out.push_back({"activation/" + name, trace::TensorKind::kActivation, layout,
+                         live(sp.fwd.first, used_until(name, sp.fwd.second, false))});
+          out.push_back({"recomputed/" + name, trace::TensorKind::kActivation, layout,
+                         live(sp.rec.first, used_until(name, sp.bwd.second, true))});
+        } else {
+          out.push_back({"activation/" + name, trace::TensorKind::kActivation, layout,
+                         live(sp.fwd.first, used_until(name, sp.bwd.second, true))});
+        }
+      }
+      if (!consumers[name].empty())
+        out.push_back({"gradient/" + name, trace::TensorKind::kGradient, layout,
+                       live(first_gradient(name), sp.bwd.second)});
+    }
     return out;
   }
 
@@ -224,16 +313,6 @@ class CnnLowering {
     return out;
   }
 
-  // The checkpointed activations, each on the layout its layer produced.
-  std::vector<std::pair<std::string, Layout>> checkpoint_layouts() const {
-    std::vector<std::pair<std::string, Layout>> out;
-    for (const auto& [first, last] : segment_bounds()) {
-      const std::string& name = layers_[last - 1].layer->name;
-      out.emplace_back(name, fwd_.at(name).layout);
-    }
-    return out;
-  }
-
   std::uint64_t total_params() const {
     return std::accumulate(layers_.begin(), layers_.end(), std::uint64_t{0},
                            [](std::uint64_t a, const CnnLayer& c) { return a + c.params; });
@@ -246,30 +325,6 @@ class CnnLowering {
     for (const auto& c : layers_)
       most = std::max(most, n_ * (c.in.elements() + c.out.elements()) * eb);
     return most;
-  }
-
-  // Activation bytes kept between forward and backward: the checkpoints, plus the largest
-  // segment's activations while it is recomputed and back-propagated. Batch norm, ReLU and
-  // the residual add work in place, so a segment holds the outputs of its convs, pools and
-  // fc, plus a working set of two gradient tensors of its largest activation.
-  std::pair<std::uint64_t, std::uint64_t> activation_bytes() const {
-    const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
-    std::uint64_t checkpoints = 0, live = 0;
-    for (const auto& [first, last] : segment_bounds()) {
-      checkpoints += n_ * layers_[last - 1].out.elements() * eb;
-      std::uint64_t seg = 0, largest = 0;
-      for (std::size_t i = first; i < last; ++i) {
-        const std::string& op = layers_[i].layer->op;
-        const std::uint64_t bytes = n_ * layers_[i].out.elements() * eb;
-        // (swish, sigmoid and scale keep what their gradients read: their input, or output)
-        if (is_conv(op) || op == "maxpool" || op == "avgpool" || op == "fc" || op == "swish" ||
-            op == "sigmoid" || op == "scale")
-          seg += bytes;
-        largest = std::max(largest, bytes);
-      }
-      live = std::max(live, seg + 2 * largest);
-    }
-    return {checkpoints, live};
   }
 
  private:
@@ -559,6 +614,14 @@ class CnnLowering {
   std::uint32_t all_tiles_;             // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;    // forward values by producing layer
   std::map<std::string, Value> grads_;  // gradients of layer outputs, while back-propagating
+  // Where each layer's forward, recomputation and backward steps sit in the micro-batch body.
+  struct Spans {
+    std::pair<std::size_t, std::size_t> fwd, rec, bwd;  // [begin, end) step indices
+    bool recomputed = false;
+  };
+  std::vector<Spans> spans_;
+  std::optional<std::size_t> images_at_;  // the images' cast
+  std::size_t body_steps_ = 0;
 };
 
 void check_checkpoints(const ModelDef& m, const RunConfig& run) {
@@ -611,17 +674,16 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   }
   for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
   // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
-  // layout, the checkpoints on their layers' layouts, the live activations of the largest
-  // segment, the input buffer and the largest conv's temporaries.
-  const std::uint64_t live = lower.activation_bytes().second;
+  // layout (always live); the activations, checkpoints and activation gradients on their
+  // layers' layouts, each live where the micro-batch body (positions 1.., after the loop step
+  // at 0) uses it; the input buffer and the largest conv's temporaries (always live).
   for (const auto& [name, layout] : lower.parameter_layouts()) {
     b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
     b.tensor("gradient_accumulator/" + name, trace::TensorKind::kGradient, layout);
     b.tensor("momentum/" + name, trace::TensorKind::kOptimiser, layout);
   }
-  for (const auto& [name, layout] : lower.checkpoint_layouts())
-    b.tensor("checkpoint/" + name, trace::TensorKind::kActivation, layout);
-  b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
+  for (const auto& a : lower.scoped_activations(/*offset=*/1))
+    b.tensor(a.name, a.kind, a.layout, 1, a.live);
   const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
   if (run.io_tiles == 0)
     b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input);

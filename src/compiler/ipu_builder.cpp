@@ -607,17 +607,17 @@ void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType d
 }
 
 void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, const Layout& l,
-                        std::uint64_t copies) {
+                        std::uint64_t copies, std::optional<trace::Lifetime> live) {
   if (l.elements() == 0 || copies == 0) return;
   const std::uint64_t bytes = copies * l.bytes_per_tile();
   if (l.tile_stride == 1) {
-    program_.tensors.push_back({name, kind, l.dtype, l.range(), bytes});
+    program_.tensors.push_back({name, kind, l.dtype, l.range(), bytes, live});
     return;
   }
   for (std::uint64_t p = 0; p < l.position_blocks(); ++p)
     for (std::uint64_t c = 0; c < l.channel_blocks(); ++c)
       program_.tensors.push_back({fmt::format("{}/{}.{}", name, p, c), kind, l.dtype,
-                                  TileRange{l.tile(p, c), l.tile(p, c)}, bytes});
+                                  TileRange{l.tile(p, c), l.tile(p, c)}, bytes, live});
 }
 
 }  // namespace ipusim::compiler

@@ -151,9 +151,10 @@ class IpuBuilder {
   // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
   void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt,
               std::uint64_t total_bytes);
-  // `copies` tensors of `layout`, on the tiles that layout puts them (memory accounting).
+  // `copies` tensors of `layout`, on the tiles that layout puts them (memory accounting),
+  // live at the program positions `live` (unset: always live).
   void tensor(const std::string& name, trace::TensorKind kind, const Layout& layout,
-              std::uint64_t copies = 1);
+              std::uint64_t copies = 1, std::optional<trace::Lifetime> live = std::nullopt);
 
   Layout linear(trace::DType dt, std::uint64_t positions, std::uint64_t channels) const {
     return linear_layout(chip_, dt, positions, channels);

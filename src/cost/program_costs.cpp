@@ -340,6 +340,7 @@ void add_peak_live(const trace::IpuProgram& program, MemoryMap& map) {
     for (std::uint64_t t = cuts[c]; t < cuts[c + 1] && t < map.tiles.size(); ++t) {
       TileMemoryUse& use = map.tiles[t];
       use.tensors += peak;
+      use.scoped_peak = peak;
       for (std::size_t k = 0; k < kKinds; ++k) use.tensor_kinds[k] += peak_kinds[k];
     }
   }

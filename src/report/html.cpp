@@ -1171,7 +1171,8 @@ std::string layers_section(const RunDir& run) {
   b += fmt::format(
       "<h3>Every layer</h3>\n<p class=\"note\">{} rows (layers.csv{}); click a column header to "
       "sort. Times in {}; each IPU's rows add up to its step time. Share = of the IPU's step. "
-      "Achieved FLOP/s = the row's FLOPs over its time{}.</p>\n",
+      "Achieved FLOP/s = the row's FLOPs over its time{}. Peak live = the most memory live on "
+      "the IPU's fullest tile at any step of the row (memory over the program, below).</p>\n",
       rows.size(), multi ? fmt::format(", {} IPUs", ipus) : std::string(), unit,
       peak ? fmt::format("; AMP utilisation = achieved / one chip's FP16 peak of {}FLOP/s",
                          si(*peak))
@@ -1184,7 +1185,7 @@ std::string layers_section(const RunDir& run) {
   b += fmt::format(
       "<th class=\"n\" data-dir=\"desc\">total<br>[{}]</th><th class=\"n\">share</th>"
       "<th class=\"n\">FLOPs</th><th class=\"n\">achieved FLOP/s</th><th class=\"n\">exchange "
-      "bytes</th>{}</tr></thead>\n<tbody>\n",
+      "bytes</th>{}<th class=\"n\">peak live<br>(fullest tile)</th></tr></thead>\n<tbody>\n",
       unit, peak ? "<th class=\"n\">AMP utilisation</th>" : "");
   std::vector<const LayerView*> sorted;
   for (const auto& v : rows) sorted.push_back(&v);
@@ -1224,6 +1225,8 @@ std::string layers_section(const RunDir& run) {
       const double u = *peak > 0 ? rate / *peak : 0;
       b += cell(u, flops > 0 ? fmt::format("{:.1f}%", 100 * u) : "");
     }
+    const auto live = static_cast<double>(l.peak_tile_live_bytes);
+    b += cell(live, live > 0 ? human_bytes(live) : "");
     b += "</tr>\n";
   }
   return b + "</tbody></table></div>\n";
@@ -1538,6 +1541,100 @@ std::string bsp_strip_section(const RunDir& run) {
 
 }  // namespace
 
+// --- memory over the program (stats.json ipu[].memory_over_program) ---------------------
+
+// The number at `path` under `v`, or 0.
+double number_at(const JsonValue& v, std::string_view path) {
+  const JsonValue* f = json_field(v, path);
+  return f && f->kind == JsonValue::Kind::kNumber ? f->number.d : 0;
+}
+
+// The fullest tile's live memory over program positions, against the tile capacity, with
+// what is always live (docs/reports.md "Memory over the program").
+std::string liveness_chart(std::uint32_t ipu, const JsonValue& m, double capacity) {
+  const JsonValue* samples = m.find("samples");
+  const double positions = number_at(m, "positions.value");
+  if (!samples || samples->kind != JsonValue::Kind::kArray || samples->items.empty() ||
+      !(positions > 0))
+    return "";
+  const double per = std::max(1.0, number_at(m, "positions_per_sample.value"));
+  const double tile = number_at(m, "tile"), always = number_at(m, "always_live.tile.value");
+  const double peak = number_at(m, "peak.tile.value");
+  const double kib = 1024;
+  const std::vector<double> yticks = round_ticks(std::max(capacity, peak) / kib);
+  const std::vector<double> xticks = round_ticks(positions);
+  const int w = 760, h = 300, l = 78, r = 150, t = 20, bt = 46;
+  const double ytop = yticks.back(), xtop = xticks.back();
+  const auto px = [&](double x) { return l + x / xtop * (w - l - r); };
+  const auto py = [&](double y) { return t + (1 - y / kib / ytop) * (h - t - bt); };
+  std::string s = fmt::format(
+      "<p>Memory over the program: live bytes on the fullest tile, {}, at each program position "
+      "(the program's steps in order, loop bodies once; the largest value of each run of {} "
+      "positions), against the tile capacity. Tensors without a lifetime are live throughout. "
+      "Whole IPU: peak {}, of which {} always live.</p>\n"
+      "<svg id=\"chart-liveness-ipu{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"{}\" height=\"{}\" role=\"img\">\n",
+      num(tile), num(per), human_bytes(number_at(m, "peak.ipu.value")),
+      human_bytes(number_at(m, "always_live.ipu.value")), ipu, w, h);
+  for (const double y : yticks)
+    s += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
+        l, py(y * kib), w - r, py(y * kib), l - 4, py(y * kib) + 4, num(y));
+  for (const double x : xticks)
+    s += fmt::format(
+        "<text class=\"x-tick\" x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(x),
+        h - bt + 16, num(x));
+  s += fmt::format(
+      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/><line x1=\"{}\" "
+      "y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n",
+      l, h - bt, w - r, h - bt, l, t, l, h - bt);
+  s += fmt::format(
+      "<text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">program "
+      "position</text>\n<text class=\"axis-title\" x=\"14\" y=\"{}\" transform=\"rotate(-90 "
+      "14 {})\" text-anchor=\"middle\">live on tile {} (KiB)</text>\n",
+      (l + w - r) / 2, h - 10, (t + h - bt) / 2, (t + h - bt) / 2, num(tile));
+  // A step line: each sample holds from its first position to the next sample's.
+  std::string poly;
+  for (std::size_t i = 0; i < samples->items.size(); ++i) {
+    const JsonValue& p = samples->items[i];
+    const double x0 = number_at(p, "first_position"), y = number_at(p, "tile_bytes");
+    const double x1 = std::min(positions, x0 + per);
+    poly += fmt::format("{:.1f},{:.1f} {:.1f},{:.1f} ", px(x0), py(y), px(x1), py(y));
+  }
+  s += fmt::format(
+      "<polyline class=\"series\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"2\" "
+      "points=\"{}\"><title>live on tile {}: peak {}</title></polyline>\n",
+      poly, num(tile), human_bytes(peak));
+  const auto level = [&](double bytes, const char* dash, const std::string& label) {
+    return fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#555\" "
+        "stroke-dasharray=\"{}\"/><text x=\"{}\" y=\"{:.1f}\">{}</text>\n",
+        l, py(bytes), w - r, py(bytes), dash, w - r + 4, py(bytes) + 4, esc(label));
+  };
+  if (capacity > 0) s += level(capacity, "6 4", "capacity " + human_bytes(capacity));
+  s += level(always, "2 3", "always live " + human_bytes(always));
+  return s + "</svg>\n";
+}
+
+std::string liveness_section(const RunDir& run) {
+  const JsonValue* ipus = run.stats.find("ipu");
+  if (!ipus || ipus->kind != JsonValue::Kind::kArray) return "";
+  const double capacity = find_stat(run, "chip.tile_memory").value_or(0);
+  std::string b;
+  std::size_t drawn = 0;
+  for (const JsonValue& ipu : ipus->items) {
+    const JsonValue* m = ipu.find("memory_over_program");
+    if (!m || m->kind != JsonValue::Kind::kObject || drawn == kMaxHeatMaps) continue;
+    const std::string chart =
+        liveness_chart(static_cast<std::uint32_t>(number_at(ipu, "index")), *m, capacity);
+    if (chart.empty()) continue;
+    if (drawn++ == 0) b += "<h2>Memory over the program</h2>\n";
+    b += fmt::format("<h3>IPU {}</h3>\n", num(number_at(ipu, "index"))) + chart;
+  }
+  return b;
+}
+
 std::string html_report(const RunDir& run, const RunDir* compare) {
   std::string body = summary_section(run);
   body += time_section(run);
@@ -1545,6 +1642,7 @@ std::string html_report(const RunDir& run, const RunDir* compare) {
   body += roofline_section(run);
   body += bsp_strip_section(run);
   body += tiles_section(run);
+  body += liveness_section(run);
   body += phases_section(run);
   body += supersteps_section(run);
   if (compare) body += compare_section(run, *compare);

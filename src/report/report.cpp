@@ -75,6 +75,42 @@ void write_phase(JsonWriter& w, std::string_view name, std::uint64_t cycles, std
   w.end_object();
 }
 
+// ipu[].memory_over_program: the fullest tile, the always-live bytes, the peaks, and the
+// curve in at most kLiveSamples runs of consecutive positions (each run's largest value).
+constexpr std::uint64_t kLiveSamples = 256;
+void write_live_memory(JsonWriter& w, const LiveMemory& m) {
+  const std::uint64_t n = m.ipu_bytes.size();
+  w.key("memory_over_program").begin_object();
+  w.key("tile").value(m.tile);
+  w.quantity("positions", n, "program positions");
+  w.key("always_live").begin_object();
+  w.quantity("ipu", m.always_ipu, "B").quantity("tile", m.always_tile, "B");
+  w.end_object();
+  const auto most = [](const std::vector<std::uint64_t>& v, std::uint64_t fallback) {
+    return v.empty() ? fallback : *std::max_element(v.begin(), v.end());
+  };
+  w.key("peak").begin_object();
+  w.quantity("ipu", most(m.ipu_bytes, m.always_ipu), "B")
+      .quantity("tile", most(m.tile_bytes, m.always_tile), "B");
+  w.end_object();
+  const std::uint64_t per = std::max<std::uint64_t>(1, (n + kLiveSamples - 1) / kLiveSamples);
+  w.quantity("positions_per_sample", per, "program positions");
+  w.key("samples").begin_array();
+  for (std::uint64_t first = 0; first < n; first += per) {
+    const std::uint64_t end = std::min(n, first + per);
+    w.begin_object().key("first_position").value(first);
+    w.key("ipu_bytes")
+        .value(*std::max_element(m.ipu_bytes.begin() + static_cast<std::ptrdiff_t>(first),
+                                 m.ipu_bytes.begin() + static_cast<std::ptrdiff_t>(end)));
+    w.key("tile_bytes")
+        .value(*std::max_element(m.tile_bytes.begin() + static_cast<std::ptrdiff_t>(first),
+                                 m.tile_bytes.begin() + static_cast<std::ptrdiff_t>(end)));
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
 void write_phases(JsonWriter& w, const PhaseCycles& p, const PhaseCounts& c, std::uint64_t total,
                   const ChipSpec& chip) {
   for (const PhaseInfo& k : kPhases) write_phase(w, k.name, p[k.kind], c[k.kind], total, chip);
@@ -284,10 +320,15 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
         w.quantity("compute_phase_utilisation", compute_phase_utilisation(chip, row),
                    "fraction of FP16.16 peak while in its compute phases");
         w.quantity("exchange_bytes", row.exchange_bytes, "B");
+        w.key("peak_live").begin_object();
+        w.quantity("ipu", row.peak_live_bytes, "B");
+        w.quantity("tile", row.peak_tile_live_bytes, "B");
+        w.end_object();
         w.end_object();
       }
       w.end_array();
     }
+    if (const LiveMemory* m = info.live_memory_of(ipu.ipu)) write_live_memory(w, *m);
     w.end_object();
   }
   w.end_array();

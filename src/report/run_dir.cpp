@@ -201,7 +201,7 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string layers_path = dir + "/layers.csv";
   if (std::filesystem::is_regular_file(layers_path)) {
-    Csv csv(layers_path, layers_header());
+    Csv csv(layers_path, layers_header(), {layers_header_without_memory()});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       LayerCsvRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);
@@ -213,6 +213,10 @@ RunDir load_run_dir(const std::string& dir) {
       // total_cycles (column 4 + kPhaseKinds) is the sum of the phase columns.
       row.flops = csv.number<std::uint64_t>(i, 5 + kPhaseKinds);
       row.exchange_bytes = csv.number<std::uint64_t>(i, 6 + kPhaseKinds);
+      if (csv.columns() > 7 + kPhaseKinds) {
+        row.peak_live_bytes = csv.number<std::uint64_t>(i, 7 + kPhaseKinds);
+        row.peak_tile_live_bytes = csv.number<std::uint64_t>(i, 8 + kPhaseKinds);
+      }
       r.layers.push_back(std::move(row));
     }
   }

@@ -97,6 +97,38 @@ Target first_target(const std::vector<trace::Step>& steps, bool from_end) {
 
 }  // namespace
 
+LiveMemory live_memory(const trace::IpuProgram& program, const cost::MemoryMap& map) {
+  LiveMemory out;
+  for (std::uint32_t t = 0; t < map.tiles.size(); ++t) {
+    const cost::TileMemoryUse& use = map.tiles[t];
+    out.always_ipu += use.total() - use.scoped_peak;
+    if (use.total() > map.tiles[out.tile].total()) out.tile = t;
+  }
+  if (!map.tiles.empty())
+    out.always_tile = map.tiles[out.tile].total() - map.tiles[out.tile].scoped_peak;
+  const std::uint64_t positions = trace::program_positions(program.steps);
+  // Differences at each lifetime's ends, summed once (unsigned, so exact).
+  std::vector<std::uint64_t> ipu(positions + 1, 0), tile(positions + 1, 0);
+  for (const auto& t : program.tensors) {
+    if (!t.live || t.live->last >= positions) continue;
+    const std::uint64_t all = t.bytes_per_tile * t.tiles.size();
+    ipu[t.live->first] += all;
+    ipu[t.live->last + 1] -= all;
+    if (t.tiles.contains(out.tile)) {
+      tile[t.live->first] += t.bytes_per_tile;
+      tile[t.live->last + 1] -= t.bytes_per_tile;
+    }
+  }
+  out.ipu_bytes.resize(positions);
+  out.tile_bytes.resize(positions);
+  std::uint64_t a = out.always_ipu, b = out.always_tile;
+  for (std::uint64_t p = 0; p < positions; ++p) {
+    out.ipu_bytes[p] = a += ipu[p];
+    out.tile_bytes[p] = b += tile[p];
+  }
+  return out;
+}
+
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace) {
   std::vector<LayerRow> out;
@@ -157,6 +189,14 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                                          : std::uint64_t{0};
     };
     const std::uint64_t sync_cycles = chip.sync.internal_latency.count;
+    // Each step's program position (pre-order), for the rows' peak live memory.
+    const LiveMemory memory = live_memory(p, ipu.memory);
+    std::uint64_t position = 0;
+    const auto note_memory = [&](LayerRow& r, std::uint64_t at) {
+      if (at >= memory.ipu_bytes.size()) return;
+      r.peak_live_bytes = std::max(r.peak_live_bytes, memory.ipu_bytes[at]);
+      r.peak_tile_live_bytes = std::max(r.peak_tile_live_bytes, memory.tile_bytes[at]);
+    };
     // The program's on-chip phases, each execution counted (the product of its loops): an
     // on-chip sync goes with the next step of its list that is not one (looking into a loop
     // that follows), or else the last before it, so that the attribution does not depend on
@@ -166,6 +206,9 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
         [&](const std::vector<trace::Step>& steps, std::uint64_t times) {
           for (std::size_t i = 0; i < steps.size(); ++i) {
             const trace::Step& s = steps[i];
+            const std::uint64_t here = position++;  // a loop's body follows it
+            if (s.kind != trace::StepKind::kRepeat && target_of(s).kind != Target::kNone)
+              note_memory(row_of(target_of(s)), here);
             if (s.kind == trace::StepKind::kRepeat) {
               walk(s.body, times * s.count);
             } else if (s.kind == trace::StepKind::kCompute) {
@@ -213,10 +256,14 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
   return out;
 }
 
-std::string layers_header() {
+std::string layers_header_without_memory() {
   std::string out = "ipu,layer,pass,executions,";
   for (const PhaseInfo& k : kPhases) out += fmt::format("{}_cycles,", k.name);
   return out + "total_cycles,flops,exchange_bytes";
+}
+
+std::string layers_header() {
+  return layers_header_without_memory() + ",peak_live_bytes,peak_tile_live_bytes";
 }
 
 std::string layers_csv(const std::vector<LayerRow>& rows) {
@@ -227,7 +274,8 @@ std::string layers_csv(const std::vector<LayerRow>& rows) {
     // Layer names are [A-Za-z0-9_.:/-] and '+': no quoting needed.
     fmt::format_to(it, "{},{},{},{}", r.ipu, r.layer, r.pass, r.executions);
     for (auto c : r.cycles.values) fmt::format_to(it, ",{}", c);
-    fmt::format_to(it, ",{},{},{}\n", r.total(), r.flops, r.exchange_bytes);
+    fmt::format_to(it, ",{},{},{},{},{}\n", r.total(), r.flops, r.exchange_bytes, r.peak_live_bytes,
+                   r.peak_tile_live_bytes);
   }
   return out;
 }

@@ -998,6 +998,59 @@ TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   EXPECT_EQ(read_all(dir.file("ref/layers.csv")), read_all(dir.file("out/layers.csv")));
 }
 
+TEST(Reports, PeakLiveMemoryFollowsTensorLifetimes) {
+  // The two-layer trace above with two tensors on tiles 0..3: t1 (1,000 B per tile) live at
+  // positions 1..2, t2 (2,000 B) at 4..5. Positions: 0 sync, 1 compute a (l1), 2 sync,
+  // 3 exchange x (l1), 4 sync, 5 compute b (l2). So l1's steps see t1 (+1,000 B per tile) and
+  // l2's see t2 (+2,000 B); the tiles hold at most 2,000 B of them, once.
+  TempDir dir;
+  const std::string trace = dir.file("two.trace");
+  std::ofstream(trace)
+      << "ipusim-trace 3\nipu 0\n"
+         "tensor t1 tiles=0..3 bytes=1000 live=1..2\ntensor t2 tiles=0..3 bytes=2000 live=4..5\n"
+         "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
+         "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
+         "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
+         "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
+  const auto r = ipusim("run --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +
+                        dir.file("out") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const JsonValue stats = parse_file(dir.file("out/stats.json"));
+  const std::string m = "ipu[0].memory_over_program";
+  EXPECT_EQ(num(stats, m + ".positions"), 6);
+  const double always_tile = num(stats, m + ".always_live.tile");
+  const double always_ipu = num(stats, m + ".always_live.ipu");
+  EXPECT_EQ(num(stats, m + ".peak.tile"), always_tile + 2000);
+  EXPECT_EQ(num(stats, m + ".peak.ipu"), always_ipu + 4 * 2000);
+  // The fullest tile holds the tensors' peak, once: its memory is the curve's peak.
+  EXPECT_EQ(num(stats, "ipu[0].tiles.memory.max"), always_tile + 2000);
+  // Position 1 (t1 live) and position 3 (none) in the first sample run, ...
+  const JsonValue* samples = stats.find("ipu")->items[0].find("memory_over_program");
+  ASSERT_NE(samples, nullptr);
+  samples = samples->find("samples");
+  ASSERT_NE(samples, nullptr);
+  ASSERT_EQ(samples->items.size(), 6u);  // one position per sample
+  const double curve[] = {0, 1000, 1000, 0, 2000, 2000};
+  for (std::size_t p = 0; p < 6; ++p)
+    EXPECT_EQ(json_field(samples->items[p], "tile_bytes")->number.d, always_tile + curve[p]) << p;
+  std::string header;
+  const auto rows = read_csv(dir.file("out/layers.csv"), &header);
+  EXPECT_EQ(header.substr(header.size() - 36), "peak_live_bytes,peak_tile_live_bytes");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    const double extra = row[1] == "l1" ? 1000 : 2000;
+    EXPECT_EQ(std::stod(row[16]), always_ipu + 4 * extra) << row[1];
+    EXPECT_EQ(std::stod(row[17]), always_tile + extra) << row[1];
+  }
+  const std::string at = rows[0][1] == "l2" ? "ipu[0].layers[0]" : "ipu[0].layers[1]";
+  EXPECT_EQ(num(stats, at + ".peak_live.tile"), always_tile + 2000);
+  // The report draws the curve against the tile capacity and lists the peaks per layer.
+  ASSERT_EQ(ipusim("report " + dir.file("out")).status, 0);
+  const std::string html = read_all(dir.file("out/report.html"));
+  EXPECT_NE(html.find("id=\"chart-liveness-ipu0\""), std::string::npos);
+  EXPECT_NE(html.find("peak live<br>(fullest tile)"), std::string::npos);
+}
+
 TEST(Reports, LayersCsvOfACompiledStepAddsUpToEachIpusTotals) {
   // The reduced BERT pipeline (2 IPUs): every phase column of each IPU's rows sums to that
   // IPU's phase total in stats.json.

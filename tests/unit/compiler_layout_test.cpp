@@ -257,6 +257,79 @@ TEST(CompilerLayout, EveryParameterOfACompiledModelLivesOnItsLayout) {
   EXPECT_EQ(convs, 9u);  // the stem and two bottleneck blocks of four convs (resnet_tiny.yaml)
 }
 
+TEST(CompilerLiveness, ActivationsAndGradientsLiveWhereTheirLayersRun) {
+  // The reduced ResNet with one checkpoint (b1/0/relu): layers before it are recomputed. Each
+  // activation, checkpoint and gradient tensor has a lifetime inside the micro-batch loop body
+  // (positions 1.. after the loop at 0), and its lifetime holds steps of its own layer (by the
+  // steps' provenance: the forward or recomputation for an activation, a backward pass for a
+  // gradient); a recomputed layer's first copy is freed before its recomputation starts.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml");
+  const ModelDef model = load_model(run.run.model_file);
+  const trace::Trace t = compile(model, run.run, ipusim::load_system(run.run.system_file).spec);
+  const trace::IpuProgram& p = t.ipus[0];
+  ASSERT_EQ(p.steps[0].kind, trace::StepKind::kRepeat);
+  const std::uint64_t body = trace::program_positions(p.steps[0].body);
+  // The provenance of each body position (compute and exchange steps; none for the others).
+  std::vector<const trace::Provenance*> at(body + 1, nullptr);
+  for (std::size_t i = 0; i < p.steps[0].body.size(); ++i) {
+    const trace::Step& s = p.steps[0].body[i];
+    if (s.kind == trace::StepKind::kCompute) at[1 + i] = &p.compute_sets[s.index].provenance;
+    if (s.kind == trace::StepKind::kExchange) at[1 + i] = &p.exchanges[s.index].provenance;
+  }
+  const auto runs_in = [&](const trace::Lifetime& l, const std::string& layer, bool backward) {
+    for (std::uint64_t q = l.first; q <= l.last; ++q) {
+      if (!at[q]) continue;
+      const bool bwd =
+          at[q]->pass == trace::Pass::kDataGradient || at[q]->pass == trace::Pass::kWeightGradient;
+      if (bwd == backward &&
+          std::find(at[q]->layers.begin(), at[q]->layers.end(), layer) != at[q]->layers.end())
+        return true;
+    }
+    return false;
+  };
+  std::map<std::string, trace::Lifetime> scoped;
+  for (const auto& tensor : p.tensors) {
+    const bool kept =
+        tensor.name.starts_with("activation/") || tensor.name.starts_with("recomputed/") ||
+        tensor.name.starts_with("checkpoint/") || tensor.name.starts_with("gradient/");
+    if (!kept) continue;
+    ASSERT_TRUE(tensor.live.has_value()) << tensor.name;
+    EXPECT_GE(tensor.live->first, 1u) << tensor.name;
+    EXPECT_LE(tensor.live->last, body) << tensor.name;
+    // Tensors of a layout with several tile blocks are one per block ("name/0.1"): the same.
+    const std::string name =
+        tensor.name.substr(0, tensor.name.find('/', tensor.name.find('/') + 1) == std::string::npos
+                                  ? std::string::npos
+                                  : tensor.name.size());
+    scoped.emplace(name, *tensor.live);
+  }
+  // (ReLU and the residual add run fused into their neighbours' compute sets, under those
+  // layers' names: only layers with compute sets of their own are checked.)
+  std::map<std::string, std::string> op;
+  for (const Layer& l : model.layers) op[l.name] = l.op;
+  std::size_t checked = 0;
+  for (const auto& [name, live] : scoped) {
+    const std::string kind = name.substr(0, name.find('/'));
+    const std::string layer = name.substr(kind.size() + 1);
+    if (op.at(layer) == "relu" || op.at(layer) == "add") continue;
+    EXPECT_TRUE(runs_in(live, layer, kind == "gradient")) << name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 30u);
+  // Segment 0 (conv1 .. b1/0/relu) is recomputed; the last segment is not.
+  ASSERT_TRUE(scoped.count("activation/conv1") && scoped.count("recomputed/conv1"));
+  EXPECT_LT(scoped.at("activation/conv1").last, scoped.at("recomputed/conv1").first);
+  EXPECT_TRUE(scoped.count("checkpoint/b1/0/relu"));
+  EXPECT_TRUE(scoped.count("activation/b2/0/conv1"));
+  EXPECT_FALSE(scoped.count("recomputed/b2/0/conv1"));
+  // The checkpoint outlives the last segment's backward, which reads it.
+  EXPECT_GT(scoped.at("checkpoint/b1/0/relu").last, scoped.at("gradient/b2/0/conv1").first);
+  // Weights and their state stay live throughout.
+  for (const auto& tensor : p.tensors)
+    if (tensor.name.starts_with("weights/")) EXPECT_FALSE(tensor.live.has_value()) << tensor.name;
+}
+
 }  // namespace
 }  // namespace ipusim::compiler
 

@@ -81,6 +81,9 @@ HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step);
 // Per-tile memory use: tensors, vertex state, code, exchange code and stack.
 struct TileMemoryUse {
   std::uint64_t tensors = 0;
+  // Of `tensors`: the tensors with a lifetime, at the tile's peak over program positions (the
+  // rest is live throughout).
+  std::uint64_t scoped_peak = 0;
   // `tensors` by trace::TensorKind (weights, activations, gradients, optimiser state, ...).
   std::array<std::uint64_t, trace::kTensorKindNames.size()> tensor_kinds{};
   std::uint64_t vertex_state = 0;

@@ -27,6 +27,14 @@ struct RunInfo {
   // Time per layer and pass (layer_rows), when the run recorded spans (fast engine): written
   // to layers.csv, not to stats.json, which stays identical between the two engines.
   std::vector<LayerRow> layers;
+  // Memory over program positions per system IPU (live_memory), with the layers: stats.json's
+  // ipu[].memory_over_program.
+  std::vector<std::pair<std::uint32_t, LiveMemory>> live_memory;
+  const LiveMemory* live_memory_of(std::uint32_t ipu) const {
+    for (const auto& [i, m] : live_memory)
+      if (i == ipu) return &m;
+    return nullptr;
+  }
 };
 
 // Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:

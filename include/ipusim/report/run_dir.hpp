@@ -43,6 +43,8 @@ struct LayerCsvRow {
   std::uint64_t executions = 0;
   PhaseCycles cycles;  // per phase kind
   std::uint64_t flops = 0, exchange_bytes = 0;
+  // Peak live memory of the row's program positions (0 in older layers.csv without them).
+  std::uint64_t peak_live_bytes = 0, peak_tile_live_bytes = 0;
 };
 
 struct RunDir {

@@ -57,15 +57,32 @@ struct LayerRow {
   std::uint64_t executions = 0;  // compute phases run
   std::uint64_t flops = 0;
   std::uint64_t exchange_bytes = 0;
+  // The most memory live at any program position of the row's steps (LiveMemory): on the
+  // whole IPU and on its fullest tile.
+  std::uint64_t peak_live_bytes = 0;
+  std::uint64_t peak_tile_live_bytes = 0;
   std::uint64_t total() const { return cycles.total(); }
 };
+
+// Memory over the program positions of one IPU (docs/trace-format.md §4.3): at each position,
+// the bytes live on the whole IPU (what is always live, on every tile, plus the tensors with a
+// lifetime that are live there) and on its fullest tile (the tile with the most memory in
+// `map`, the peak the chip must hold).
+struct LiveMemory {
+  std::uint32_t tile = 0;
+  std::uint64_t always_ipu = 0, always_tile = 0;     // live throughout
+  std::vector<std::uint64_t> ipu_bytes, tile_bytes;  // per position
+};
+LiveMemory live_memory(const trace::IpuProgram& program, const cost::MemoryMap& map);
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace);
 // layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
-// exchange_bytes; rows of each IPU by total cycles, largest first.
+// exchange_bytes, peak_live_bytes, peak_tile_live_bytes; rows of each IPU by total cycles,
+// largest first.
 std::string layers_csv(const std::vector<LayerRow>& rows);
 // Its header: ipu,layer,pass,executions, <phase>_cycles per kPhases, total_cycles,flops,
-// exchange_bytes.
+// exchange_bytes,peak_live_bytes,peak_tile_live_bytes; and the header before the peaks.
+std::string layers_header_without_memory();
 std::string layers_header();
 // The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest,
 // and for the first, why it costs what it does (layer_bound).
