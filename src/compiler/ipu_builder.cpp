@@ -600,10 +600,10 @@ void IpuBuilder::collectives(Steps& out, trace::CollectiveOp op, std::uint64_t b
 }
 
 void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType dt,
-                        std::uint64_t total_bytes) {
+                        std::uint64_t total_bytes, std::optional<trace::Lifetime> live) {
   if (total_bytes == 0) return;
   program_.tensors.push_back(
-      {name, kind, dt, TileRange{0, chip_.tiles - 1}, ceil_div(total_bytes, chip_.tiles)});
+      {name, kind, dt, TileRange{0, chip_.tiles - 1}, ceil_div(total_bytes, chip_.tiles), live});
 }
 
 void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, const Layout& l,

@@ -148,9 +148,10 @@ class IpuBuilder {
     return Scope(*this, std::move(p));
   }
   const trace::Provenance& provenance() const { return current_; }
-  // A tensor of `total_bytes` spread evenly over all tiles (memory accounting).
+  // A tensor of `total_bytes` spread evenly over all tiles (memory accounting), live at the
+  // program positions `live` (unset: always live).
   void tensor(const std::string& name, trace::TensorKind kind, trace::DType dt,
-              std::uint64_t total_bytes);
+              std::uint64_t total_bytes, std::optional<trace::Lifetime> live = std::nullopt);
   // `copies` tensors of `layout`, on the tiles that layout puts them (memory accounting),
   // live at the program positions `live` (unset: always live).
   void tensor(const std::string& name, trace::TensorKind kind, const Layout& layout,

@@ -648,6 +648,9 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     loop.body.insert(loop.body.end(), bwd_steps.begin(), bwd_steps.end());
     if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 1));
     program.steps.push_back(std::move(loop));
+    // The activations live while the pipeline loop runs (positions up to its last), not during
+    // the weight update.
+    const trace::Lifetime loop_live{0, trace::program_positions(program.steps) - 1};
     // Weight update after the pipeline flush, on the tiles holding each stage's weights.
     std::uint64_t params = n_attn * lower.attention_params() + n_ffn * lower.ffn_params();
     if (first) params += lower.embedding_params();
@@ -700,8 +703,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
       b.collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype,
                     {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
     // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
-    // stage inputs (2 x stages to the end + 1 micro-batches), the largest sub-layer's live
-    // activations, and the planner's temporaries.
+    // stage inputs (2 x stages to the end + 1 micro-batches) and the largest sub-layer's live
+    // activations (during the pipeline loop), and the planner's temporaries.
     const std::uint64_t stages_to_end = first ? 0 : p - ipu;
     const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
     const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
@@ -722,8 +725,8 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     }
     if (!run.optimiser_state_streaming && rts)
       b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
-    b.tensor("stashed_activations", trace::TensorKind::kActivation, m.dtype, stash);
-    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live);
+    b.tensor("stashed_activations", trace::TensorKind::kActivation, m.dtype, stash, loop_live);
+    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live, loop_live);
     if (first)
       b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
                run.micro_batch * run.input_bytes_per_sample);
