@@ -1568,14 +1568,12 @@ std::string liveness_chart(std::uint32_t ipu, const JsonValue& m, double capacit
   const auto px = [&](double x) { return l + x / xtop * (w - l - r); };
   const auto py = [&](double y) { return t + (1 - y / kib / ytop) * (h - t - bt); };
   std::string s = fmt::format(
-      "<p>Memory over the program: live bytes on the fullest tile, {}, at each program position "
-      "(the program's steps in order, loop bodies once; the largest value of each run of {} "
-      "positions), against the tile capacity. Tensors without a lifetime are live throughout. "
-      "Whole IPU: peak {}, of which {} always live.</p>\n"
+      "<p>Fullest tile {}: peak {}; whole IPU: peak {}, of which {} always live (each point the "
+      "largest of {} positions).</p>\n"
       "<svg id=\"chart-liveness-ipu{}\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
       "width=\"{}\" height=\"{}\" role=\"img\">\n",
-      num(tile), num(per), human_bytes(number_at(m, "peak.ipu.value")),
-      human_bytes(number_at(m, "always_live.ipu.value")), ipu, w, h);
+      num(tile), human_bytes(peak), human_bytes(number_at(m, "peak.ipu.value")),
+      human_bytes(number_at(m, "always_live.ipu.value")), num(per), ipu, w, h);
   for (const double y : yticks)
     s += fmt::format(
         "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
@@ -1629,7 +1627,11 @@ std::string liveness_section(const RunDir& run) {
     const std::string chart =
         liveness_chart(static_cast<std::uint32_t>(number_at(ipu, "index")), *m, capacity);
     if (chart.empty()) continue;
-    if (drawn++ == 0) b += "<h2>Memory over the program</h2>\n";
+    if (drawn++ == 0)
+      b += "<h2>Memory over the program</h2>\n<p class=\"note\">Live bytes on each IPU's fullest "
+           "tile at each program position (the program's steps in order, loop bodies once), "
+           "against the tile capacity (dashed) and what is live throughout (dotted: tensors "
+           "without a lifetime, vertex state, code, exchange code, stack).</p>\n";
     b += fmt::format("<h3>IPU {}</h3>\n", num(number_at(ipu, "index"))) + chart;
   }
   return b;
