@@ -186,11 +186,8 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   info.warnings = mismatches;
   // Per-layer time (both engines: it needs only the trace and each phase's totals).
   if (!r.timeline_file.empty() || !r.out_dir.empty()) {
-    info.layers = report::layer_rows(chip_spec, stats, trace);
-    for (const auto& ipu : stats.ipus)
-      if (ipu.program < trace.ipus.size())
-        info.live_memory.emplace_back(ipu.ipu,
-                                      report::live_memory(trace.ipus[ipu.program], ipu.memory));
+    info.live_memory = report::live_memories(stats, trace);
+    info.layers = report::layer_rows(chip_spec, stats, trace, info.live_memory);
   }
   if (!r.timeline_file.empty()) {
     const auto events = report::write_timeline(r.timeline_file, chip_spec, stats, trace);

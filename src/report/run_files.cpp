@@ -129,8 +129,17 @@ LiveMemory live_memory(const trace::IpuProgram& program, const cost::MemoryMap& 
   return out;
 }
 
+LiveMemories live_memories(const RunStats& stats, const trace::Trace& trace) {
+  LiveMemories out;
+  for (const auto& ipu : stats.ipus)
+    if (ipu.program < trace.ipus.size())
+      out.emplace_back(ipu.ipu, live_memory(trace.ipus[ipu.program], ipu.memory));
+  return out;
+}
+
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
-                                 const trace::Trace& trace) {
+                                 const trace::Trace& trace, const LiveMemories& memories) {
+  static const LiveMemory kNone;
   std::vector<LayerRow> out;
   for (const auto& ipu : stats.ipus) {
     if (ipu.program >= trace.ipus.size()) continue;
@@ -190,7 +199,10 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     };
     const std::uint64_t sync_cycles = chip.sync.internal_latency.count;
     // Each step's program position (pre-order), for the rows' peak live memory.
-    const LiveMemory memory = live_memory(p, ipu.memory);
+    const LiveMemory* found = &kNone;
+    for (const auto& [index, m] : memories)
+      if (index == ipu.ipu) found = &m;
+    const LiveMemory& memory = *found;
     std::uint64_t position = 0;
     const auto note_memory = [&](LayerRow& r, std::uint64_t at) {
       if (at >= memory.ipu_bytes.size()) return;

@@ -29,7 +29,7 @@ struct RunInfo {
   std::vector<LayerRow> layers;
   // Memory over program positions per system IPU (live_memory), with the layers: stats.json's
   // ipu[].memory_over_program.
-  std::vector<std::pair<std::uint32_t, LiveMemory>> live_memory;
+  LiveMemories live_memory;
   const LiveMemory* live_memory_of(std::uint32_t ipu) const {
     for (const auto& [i, m] : live_memory)
       if (i == ipu) return &m;

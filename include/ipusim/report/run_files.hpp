@@ -74,8 +74,14 @@ struct LiveMemory {
   std::vector<std::uint64_t> ipu_bytes, tile_bytes;  // per position
 };
 LiveMemory live_memory(const trace::IpuProgram& program, const cost::MemoryMap& map);
+// Each simulated IPU's live memory (live_memory), by system IPU index.
+using LiveMemories = std::vector<std::pair<std::uint32_t, LiveMemory>>;
+LiveMemories live_memories(const RunStats& stats, const trace::Trace& trace);
+
+// Time per layer and pass of every simulated IPU, with each row's peak live memory from
+// `memory` (live_memories).
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
-                                 const trace::Trace& trace);
+                                 const trace::Trace& trace, const LiveMemories& memory);
 // layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
 // exchange_bytes, peak_live_bytes, peak_tile_live_bytes; rows of each IPU by total cycles,
 // largest first.
