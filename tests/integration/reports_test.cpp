@@ -928,6 +928,16 @@ TEST(Reports, ProgressOnTerminalOnly) {
 namespace ipusim::testing {
 namespace {
 
+// Two layers on tiles 0..3: l1's compute set (a copy of 8,000 bytes) and exchange, then l2's
+// compute set (a copy of 16,000 bytes), each after a sync; `tensors` go first in the section.
+std::string two_layer_trace(const std::string& tensors) {
+  return "ipusim-trace 3\nipu 0\n" + tensors +
+         "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
+         "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
+         "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
+         "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
+}
+
 TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   // A hand-built two-layer trace: layer l1's compute set (a copy of 8,000 bytes) and exchange,
   // then layer l2's compute set (a copy of 16,000 bytes), each after a sync. Each row holds
@@ -935,12 +945,7 @@ TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   // rows add up to the IPU's phase totals, the larger first.
   TempDir dir;
   const std::string trace = dir.file("two.trace");
-  std::ofstream(trace)
-      << "ipusim-trace 3\nipu 0\n"
-         "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
-         "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
-         "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
-         "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
+  std::ofstream(trace) << two_layer_trace("");
   const auto r = ipusim("run --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +
                         dir.file("out") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -1005,13 +1010,8 @@ TEST(Reports, PeakLiveMemoryFollowsTensorLifetimes) {
   // l2's see t2 (+2,000 B); the tiles hold at most 2,000 B of them, once.
   TempDir dir;
   const std::string trace = dir.file("two.trace");
-  std::ofstream(trace)
-      << "ipusim-trace 3\nipu 0\n"
-         "tensor t1 tiles=0..3 bytes=1000 live=1..2\ntensor t2 tiles=0..3 bytes=2000 live=4..5\n"
-         "computeset a layer=l1 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\nend\n"
-         "computeset b layer=l2 pass=forward op=conv\n  vertex tiles=0..3 copy bytes=16000\nend\n"
-         "exchange x layer=l1 pass=forward op=copy\n  transfer src=0 dst=1..3 bytes=4096\nend\n"
-         "program\n  sync\n  compute a\n  sync\n  exchange x\n  sync\n  compute b\nend\n";
+  std::ofstream(trace) << two_layer_trace(
+      "tensor t1 tiles=0..3 bytes=1000 live=1..2\ntensor t2 tiles=0..3 bytes=2000 live=4..5\n");
   const auto r = ipusim("run --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +
                         dir.file("out") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
