@@ -319,7 +319,7 @@ void add_peak_live(const trace::IpuProgram& program, MemoryMap& map) {
   constexpr std::size_t kKinds = trace::kTensorKindNames.size();
   for (std::size_t c = 0; c + 1 < cuts.size() && cuts[c] < map.tiles.size(); ++c) {
     const auto tile = static_cast<std::uint32_t>(cuts[c]);
-    std::uint64_t live = 0, peak = 0;
+    std::uint64_t live = 0, peak = 0, peak_position = 0;
     std::array<std::uint64_t, kKinds> live_kinds{}, peak_kinds{};
     for (const Event& e : events) {
       if (!e.tensor->tiles.contains(tile)) continue;
@@ -334,6 +334,7 @@ void add_peak_live(const trace::IpuProgram& program, MemoryMap& map) {
       if (live > peak) {
         peak = live;
         peak_kinds = live_kinds;
+        peak_position = e.position;
       }
     }
     if (peak == 0) continue;
@@ -341,6 +342,7 @@ void add_peak_live(const trace::IpuProgram& program, MemoryMap& map) {
       TileMemoryUse& use = map.tiles[t];
       use.tensors += peak;
       use.scoped_peak = peak;
+      use.peak_position = peak_position;
       for (std::size_t k = 0; k < kKinds; ++k) use.tensor_kinds[k] += peak_kinds[k];
     }
   }
@@ -443,10 +445,13 @@ void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const 
   }
   if (over == 0) return;
   const TileMemoryUse& use = map.tiles[worst];
-  // Largest tensors on the worst tile.
+  // Largest tensors on the worst tile: those live throughout, and those with a lifetime live
+  // where the tile's memory peaks.
   std::vector<std::pair<std::uint64_t, std::string>> consumers;
   for (const auto& tensor : program.tensors)
-    if (tensor.tiles.contains(worst)) consumers.emplace_back(tensor.bytes_per_tile, tensor.name);
+    if (tensor.tiles.contains(worst) &&
+        (!tensor.live || (use.scoped_peak > 0 && tensor.live->contains(use.peak_position))))
+      consumers.emplace_back(tensor.bytes_per_tile, tensor.name);
   std::sort(consumers.begin(), consumers.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });

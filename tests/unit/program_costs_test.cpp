@@ -240,5 +240,39 @@ TEST(Memory, OverflowNamesTileUseAndBiggestConsumers) {
   }
 }
 
+TEST(Memory, OverflowNamesTheTensorsLiveAtTheTilesPeak) {
+  // Tile 7: 500 KiB live throughout, then 100 KiB at position 0 or 130 KiB at position 1: the
+  // peak (630 KiB + stack, over 624 KiB) is at position 1, so the message names big and b.
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::IpuProgram p;
+  p.steps.resize(2);
+  const auto kib = [](std::uint64_t n) { return n * 1024; };
+  p.tensors.push_back({"big", trace::TensorKind::kWeight, trace::DType::kHalf, {7, 7}, kib(500)});
+  p.tensors.push_back({"a",
+                       trace::TensorKind::kActivation,
+                       trace::DType::kHalf,
+                       {7, 7},
+                       kib(100),
+                       trace::Lifetime{0, 0}});
+  p.tensors.push_back({"b",
+                       trace::TensorKind::kActivation,
+                       trace::DType::kHalf,
+                       {7, 7},
+                       kib(130),
+                       trace::Lifetime{1, 1}});
+  const MemoryMap m = memory_map(chip, p);
+  EXPECT_EQ(m.tiles[7].tensors, kib(630));
+  EXPECT_EQ(m.tiles[7].peak_position, 1u);
+  try {
+    check_memory(chip, p, m);
+    FAIL();
+  } catch (const ModelError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("largest tensors: big 500.00 KiB, b 130.00 KiB; 1 tile(s)"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 }  // namespace
 }  // namespace ipusim::cost

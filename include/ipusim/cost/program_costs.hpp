@@ -84,6 +84,7 @@ struct TileMemoryUse {
   // Of `tensors`: the tensors with a lifetime, at the tile's peak over program positions (the
   // rest is live throughout).
   std::uint64_t scoped_peak = 0;
+  std::uint64_t peak_position = 0;  // where they peak (with scoped_peak > 0)
   // `tensors` by trace::TensorKind (weights, activations, gradients, optimiser state, ...).
   std::array<std::uint64_t, trace::kTensorKindNames.size()> tensor_kinds{};
   std::uint64_t vertex_state = 0;
