@@ -235,14 +235,14 @@ int kernel_command(int argc, char** argv) {
             fmt::format("--{}: unknown value \"{}\"{}", option, value, did_you_mean(value, list)));
       return static_cast<std::size_t>(it - list.begin());
     };
-    const auto op =
+    const auto collective =
         name == "allreduce"
             ? trace::CollectiveOp::kAllReduce
             : static_cast<trace::CollectiveOp>(pick(vm["collective"].as<std::string>(),
                                                     trace::kCollectiveOpNames, "collective"));
     const auto method = static_cast<trace::CollectiveMethod>(
         pick(vm["method"].as<std::string>(), trace::kCollectiveMethodNames, "method"));
-    t = kernels::collective(chip, op, need<U>(vm, "bytes", name),
+    t = kernels::collective(chip, collective, need<U>(vm, "bytes", name),
                             need<std::uint32_t>(vm, "group", name), method, dt);
   }
   trace::check_structure(t, out);

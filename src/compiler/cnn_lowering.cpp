@@ -67,16 +67,16 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
     if (is_conv(l.op)) {
       // A grouped conv: each of in / group_size groups maps its group_size input channels to
       // out / groups output channels (a dwconv keeps the channel count).
-      const std::uint64_t out = l.out > 0 ? l.out : s.c;
+      const std::uint64_t filters = l.out > 0 ? l.out : s.c;
       const std::uint64_t gs = l.group_size > 0 ? l.group_size : s.c;
-      if (s.c % gs != 0 || out % (s.c / gs) != 0)
+      if (s.c % gs != 0 || filters % (s.c / gs) != 0)
         throw ConfigError(fmt::format(
             "{}: layer '{}': group_size {} must divide the {} input channels (from '{}') and "
             "the groups ({}) the {} output channels",
-            where(m, l), l.name, gs, s.c, in_name, s.c / std::max<std::uint64_t>(1, gs), out));
+            where(m, l), l.name, gs, s.c, in_name, s.c / std::max<std::uint64_t>(1, gs), filters));
       c.groups = s.c / gs;
-      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), out};
-      c.params = l.kernel * l.kernel * gs * out;
+      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), filters};
+      c.params = l.kernel * l.kernel * gs * filters;
     } else if (l.op == "maxpool") {
       s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), s.c};
     } else if (l.op == "avgpool") {

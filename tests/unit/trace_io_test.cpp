@@ -413,8 +413,8 @@ TEST(TraceIdentity, ReadersAndWriterGiveTheSameIdentity) {
       "ipusim-trace 1\nipu 0\ncomputeset cs\n  vertex tiles=0..3 copy bytes=8\nend\nprogram\n  "
       "compute cs\nend\n");
   std::string v1 = "IPUTRACE";
-  const auto put = [&](std::uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) v1 += static_cast<char>((v >> (8 * i)) & 0xff);
+  const auto put = [&](std::uint64_t value, int n) {
+    for (int i = 0; i < n; ++i) v1 += static_cast<char>((value >> (8 * i)) & 0xff);
   };
   put(1, 4);  // version
   put(0, 4);  // name ""
