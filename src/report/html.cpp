@@ -1539,14 +1539,12 @@ std::string bsp_strip_section(const RunDir& run) {
          s;
 }
 
-}  // namespace
-
 // --- memory over the program (stats.json ipu[].memory_over_program) ---------------------
 
-// The number at `path` under `v`, or 0.
+// The number at `path` under `v` (json_field: a quantity's value), or 0.
 double number_at(const JsonValue& v, std::string_view path) {
   const JsonValue* f = json_field(v, path);
-  return f && f->kind == JsonValue::Kind::kNumber ? f->number.d : 0;
+  return f ? f->number.d : 0;
 }
 
 // The fullest tile's live memory over program positions, against the tile capacity, with
@@ -1636,6 +1634,8 @@ std::string liveness_section(const RunDir& run) {
   }
   return b;
 }
+
+}  // namespace
 
 std::string html_report(const RunDir& run, const RunDir* compare) {
   std::string body = summary_section(run);

@@ -328,7 +328,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
       }
       w.end_array();
     }
-    if (const LiveMemory* m = info.live_memory_of(ipu.ipu)) write_live_memory(w, *m);
+    if (const LiveMemory* m = find_live_memory(info.live_memory, ipu.ipu)) write_live_memory(w, *m);
     w.end_object();
   }
   w.end_array();

@@ -137,6 +137,12 @@ LiveMemories live_memories(const RunStats& stats, const trace::Trace& trace) {
   return out;
 }
 
+const LiveMemory* find_live_memory(const LiveMemories& memories, std::uint32_t ipu) {
+  for (const auto& [index, m] : memories)
+    if (index == ipu) return &m;
+  return nullptr;
+}
+
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace, const LiveMemories& memories) {
   static const LiveMemory kNone;
@@ -199,10 +205,8 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     };
     const std::uint64_t sync_cycles = chip.sync.internal_latency.count;
     // Each step's program position (pre-order), for the rows' peak live memory.
-    const LiveMemory* found = &kNone;
-    for (const auto& [index, m] : memories)
-      if (index == ipu.ipu) found = &m;
-    const LiveMemory& memory = *found;
+    const LiveMemory* found = find_live_memory(memories, ipu.ipu);
+    const LiveMemory& memory = found ? *found : kNone;
     std::uint64_t position = 0;
     const auto note_memory = [&](LayerRow& r, std::uint64_t at) {
       if (at >= memory.ipu_bytes.size()) return;

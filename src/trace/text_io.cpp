@@ -893,9 +893,12 @@ class TextReader {
 
   // Each lifetime ends within its IPU's program, which may follow the tensor in the file.
   void check_lifetimes() {
+    std::map<std::size_t, std::uint64_t> positions_of;  // per IPU, counted once
     for (const auto& [ipu_index, tensor, line] : lifetimes_) {
       const IpuProgram& p = trace_.ipus[ipu_index];
-      const std::uint64_t positions = program_positions(p.steps);
+      auto [it, inserted] = positions_of.try_emplace(ipu_index, 0);
+      if (inserted) it->second = program_positions(p.steps);
+      const std::uint64_t positions = it->second;
       const Lifetime& l = *p.tensors[tensor].live;
       if (l.last >= positions) {
         line_no_ = line;
@@ -969,7 +972,9 @@ class TextWriter {
     fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
     if (buf_.size() >= kBlock) flush();
   }
-  void range(TileRange r) {
+  // A tile range or a lifetime: "5" or "0..1471".
+  template <class Range>
+  void range(const Range& r) {
     if (r.first == r.last)
       put("{}", r.first);
     else
@@ -1107,10 +1112,7 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
       w.put(" bytes={}", t.bytes_per_tile);
       if (t.live) {
         w.put(" live=");
-        if (t.live->first == t.live->last)
-          w.put("{}", t.live->first);
-        else
-          w.put("{}..{}", t.live->first, t.live->last);
+        w.range(*t.live);
       }
       w.put("\n");
     }

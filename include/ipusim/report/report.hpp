@@ -30,11 +30,6 @@ struct RunInfo {
   // Memory over program positions per system IPU (live_memory), with the layers: stats.json's
   // ipu[].memory_over_program.
   LiveMemories live_memory;
-  const LiveMemory* live_memory_of(std::uint32_t ipu) const {
-    for (const auto& [i, m] : live_memory)
-      if (i == ipu) return &m;
-    return nullptr;
-  }
 };
 
 // Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:

@@ -77,6 +77,8 @@ LiveMemory live_memory(const trace::IpuProgram& program, const cost::MemoryMap& 
 // Each simulated IPU's live memory (live_memory), by system IPU index.
 using LiveMemories = std::vector<std::pair<std::uint32_t, LiveMemory>>;
 LiveMemories live_memories(const RunStats& stats, const trace::Trace& trace);
+// The live memory of system IPU `ipu` in `memories`, or nullptr.
+const LiveMemory* find_live_memory(const LiveMemories& memories, std::uint32_t ipu);
 
 // Time per layer and pass of every simulated IPU, with each row's peak live memory from
 // `memory` (live_memories).
