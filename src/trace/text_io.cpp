@@ -893,12 +893,9 @@ class TextReader {
 
   // Each lifetime ends within its IPU's program, which may follow the tensor in the file.
   void check_lifetimes() {
-    std::map<std::size_t, std::uint64_t> positions_of;  // per IPU, counted once
     for (const auto& [ipu_index, tensor, line] : lifetimes_) {
       const IpuProgram& p = trace_.ipus[ipu_index];
-      auto [it, inserted] = positions_of.try_emplace(ipu_index, 0);
-      if (inserted) it->second = program_positions(p.steps);
-      const std::uint64_t positions = it->second;
+      const std::uint64_t positions = program_positions(p.steps);
       const Lifetime& l = *p.tensors[tensor].live;
       if (l.last >= positions) {
         line_no_ = line;
@@ -972,9 +969,7 @@ class TextWriter {
     fmt::format_to(std::back_inserter(buf_), f, std::forward<Args>(args)...);
     if (buf_.size() >= kBlock) flush();
   }
-  // A tile range or a lifetime: "5" or "0..1471".
-  template <class Range>
-  void range(const Range& r) {
+  void range(TileRange r) {
     if (r.first == r.last)
       put("{}", r.first);
     else
@@ -1112,7 +1107,10 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
       w.put(" bytes={}", t.bytes_per_tile);
       if (t.live) {
         w.put(" live=");
-        w.range(*t.live);
+        if (t.live->first == t.live->last)
+          w.put("{}", t.live->first);
+        else
+          w.put("{}..{}", t.live->first, t.live->last);
       }
       w.put("\n");
     }
