@@ -3,7 +3,7 @@
 # The two calibration points of ../shared/reference/workloads.md (ResNet-50 and BERT-Large on
 # IPU-POD16) under the compiler's structural switches (run.rearrangements,
 # run.fuse_elementwise, run.batchnorm_statistics_cache): all three off, then each added in
-# turn, then each alone turned off. Prints a Markdown table of step time, throughput, error against the measured
+# turn, then each alone turned off; last, batch norm and ReLU fused (run.norm_lowering). Prints a Markdown table of step time, throughput, error against the measured
 # point and the time split (docs/workloads.md "Where every percent comes from").
 # Usage: tools/calibration.sh
 set -euo pipefail
@@ -20,7 +20,8 @@ variants=("layouts, layout-aware reductions, grouped attention (switches off)|$o
           "+ statistics caching (all on, the default)|"
           "all on but rearrangements|--set run.rearrangements=no"
           "all on but fusion|--set run.fuse_elementwise=no"
-          "all on but statistics caching|--set run.batchnorm_statistics_cache=no")
+          "all on but statistics caching|--set run.batchnorm_statistics_cache=no"
+          "all on, batch norm and ReLU fused instead of through popnn|--set run.norm_lowering=fused")
 echo "| compiler | ResNet-50 step | images/s | vs 29,500 | compute / exchange / sync / other | BERT-Large step | sequences/s | vs 1,525 | compute / exchange / sync / other |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for v in "${variants[@]}"; do

@@ -390,22 +390,48 @@ class CnnLowering {
       Value& x = input_of(out, c);
       // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
       // shared over the batch-norm group; recomputation reuses the cached statistics.
-      if (!(recompute && run_.batchnorm_statistics_cache)) {
+      const bool statistics = !(recompute && run_.batchnorm_statistics_cache);
+      const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
+      if (statistics) {
         b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
         if (run_.batchnorm_group > 1)
           out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
                                       DType::kFloat,
                                       {trace::GroupKind::kReplicas, run_.batchnorm_group}));
-        // mean, inverse standard deviation, then back to the tiles holding each channel.
+        // mean, inverse standard deviation (popnn's InverseStdDeviation).
         const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
-        b_.elementwise(out, b_.linear(DType::kFloat, 1, c.out.c), stats);
-        b_.broadcast(out, x.layout, Axis::kPositions, 2);
+        b_.elementwise(out, channels, stats);
       }
-      // whiten (x - mean) * inv_std, then scale and shift: pending, fused with what follows.
-      fwd_[l.name] = Value{x.layout, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd}};
+      if (run_.popnn_norms) {
+        // TensorFlow for IPU (norm.cc): with cached statistics the stored variance is turned
+        // back into inv_std first; per-channel multiplicand = gamma inv_std and addend =
+        // beta - multiplicand mean (two small maps), brought to the tiles holding each
+        // channel; then popnn's batchNormalise: an out-of-place multiply and an in-place add
+        // over the activations, each its own compute set; after statistics, inv_std is
+        // turned into the variance the op returns.
+        if (!statistics) b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
+        b_.elementwise(out, channels, std::array{Op::kMul});
+        b_.elementwise(out, channels, std::array{Op::kMul, Op::kSub});
+        b_.broadcast(out, x.layout, Axis::kPositions, 2);
+        b_.channel_op(out, x.layout, Op::kMul, /*in_place=*/false);
+        b_.channel_op(out, x.layout, Op::kAdd, /*in_place=*/true);
+        if (statistics) b_.elementwise(out, channels, std::array{Op::kMul, Op::kDiv, Op::kSub});
+        fwd_[l.name] = Value{x.layout, {}};
+      } else {
+        // mean and inv_std back to the tiles holding each channel; whiten (x - mean) inv_std,
+        // then scale and shift: pending, fused with what follows.
+        if (statistics) b_.broadcast(out, x.layout, Axis::kPositions, 2);
+        fwd_[l.name] = Value{x.layout, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd}};
+      }
     } else if (l.op == "relu") {
       Value v = take(c.input);
-      v.pending.push_back(Op::kRelu);
+      if (run_.popnn_norms) {
+        // popnn's nonLinearityInPlace: its own compute set, not part of an expression.
+        flush(out, v);
+        b_.elementwise(out, v.layout, std::array{Op::kRelu});
+      } else {
+        v.pending.push_back(Op::kRelu);
+      }
       fwd_[l.name] = std::move(v);
     } else if (l.op == "swish" || l.op == "sigmoid") {
       Value v = take(c.input);
@@ -520,22 +546,65 @@ class CnnLowering {
       // x_hat stays for the input gradient below.
       flush(out, g);
       b_.rearrange(out, fwd_.at(in).layout, g.layout);
-      const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
-      b_.elementwise(out, g.layout, whiten_mul);
-      b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
-      if (run_.batchnorm_group > 1)
-        out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
-                                    {trace::GroupKind::kReplicas, run_.batchnorm_group}));
-      b_.broadcast(out, g.layout, Axis::kPositions, 2);
-      // gamma and beta gradients into their accumulators
-      b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
-      // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
-      g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
-      add_gradient(out, in, std::move(g));
+      const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
+      auto allreduce = [&] {
+        if (run_.batchnorm_group > 1)
+          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
+                                      DType::kFloat,
+                                      {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+      };
+      if (run_.popnn_norms) {
+        // TensorFlow for IPU's BatchNormGrad (norm.cc) through popnn (poplin Norms.cpp):
+        // variance back to inv_std; batchNormWhiten (an out-of-place subtract, an in-place
+        // multiply); batchNormGradients: g gamma, x_hat (g gamma), one joint reduction of
+        // both (shared over the batch-norm group), a copy of the gradient, x_hat times the
+        // variance delta, the mean delta added, a scaled add, times inv_std; then
+        // batchNormParamGradients on its own: x_hat g and its joint reduction again. Each
+        // pass over the activations is its own compute set; the per-channel deltas are
+        // small maps brought to the tiles holding each channel.
+        const Layout& gl = g.layout;
+        const Op mul = Op::kMul;
+        b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
+        b_.broadcast(out, gl, Axis::kPositions, 2);
+        b_.channel_op(out, gl, Op::kSub, /*in_place=*/false);  // x - mean
+        b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);   // x_hat
+        b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // g gamma
+        b_.elementwise(out, gl, {&mul, 1});                    // x_hat g gamma
+        b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
+        allreduce();
+        b_.elementwise(out, channels, std::array{Op::kMul, Op::kMul});
+        b_.broadcast(out, gl, Axis::kPositions, 2);
+        b_.copy(out, gl);
+        b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // x_hat variance delta
+        b_.channel_op(out, gl, Op::kAdd, /*in_place=*/true);   // + mean delta
+        b_.scaled_add(out, gl);
+        b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);  // inv_std
+        b_.elementwise(out, gl, {&mul, 1});                   // x_hat g, for gamma and beta
+        b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
+        b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
+        add_gradient(out, in, std::move(g));
+      } else {
+        const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+        b_.elementwise(out, g.layout, whiten_mul);
+        b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
+        allreduce();
+        b_.broadcast(out, g.layout, Axis::kPositions, 2);
+        // gamma and beta gradients into their accumulators
+        b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
+        // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
+        g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
+        add_gradient(out, in, std::move(g));
+      }
     } else if (l.op == "relu") {
       // g x (y > 0): the forward output comes to the gradient's layout.
       b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-      g.pending.push_back(Op::kMul);
+      if (run_.popnn_norms) {
+        // popnn's nonLinearityInputGradient: its own compute set.
+        flush(out, g);
+        b_.elementwise(out, g.layout, std::array{Op::kMul});
+      } else {
+        g.pending.push_back(Op::kMul);
+      }
       add_gradient(out, in, std::move(g));
     } else if (l.op == "swish") {
       // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.

@@ -246,12 +246,16 @@ void IpuBuilder::per_block(Steps& out, const std::string& key, const Layout& l,
   });
 }
 
-void IpuBuilder::transpose(Steps& out, const Layout& l) {
+void IpuBuilder::transpose(Steps& out, const Layout& l, std::uint64_t factor) {
   const Stamp stamp(*this, trace::OpKind::kCopy);
   trace::Vertex v{trace::Codelet::kTranspose, l.range(), {}};
   v.params[sl::kTransposeDType] = static_cast<std::int64_t>(l.dtype);
   v.params[sl::kTransposeN] = static_cast<std::int64_t>(l.per_tile());
-  per_block(out, fmt::format("transpose_{}", layout_key(l)), l, v);
+  v.params[sl::kTransposeFactor] = static_cast<std::int64_t>(factor);
+  per_block(
+      out,
+      fmt::format("transpose{}_{}", factor == 1 ? "" : "f" + std::to_string(factor), layout_key(l)),
+      l, v);
 }
 
 Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input,
@@ -366,7 +370,8 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
                                  : plan_weight_layout(source, plan, operand->transposed);
     rearrange(out, source, home);
-    if (operand->transposed) transpose(out, home);
+    if (operand->transposed)
+      transpose(out, home, cost::transpose_factor(chip_, a.dtype, a.in_chans * a.out_chans));
   }
   cached(out, key, [&](Steps& steps) {
     kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);
@@ -449,6 +454,24 @@ void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> op
   per_block(out, key, l, v);
 }
 
+void IpuBuilder::channel_op(Steps& out, const Layout& l, Op op, bool in_place) {
+  if (l.dtype != DType::kHalf || l.chans_per_tile % 4 != 0) {
+    elementwise(out, l, {&op, 1});
+    return;
+  }
+  const Stamp stamp(*this, trace::OpKind::kElementwise);
+  trace::Vertex v{trace::Codelet::kBroadcastBinary, l.range(), {}};
+  v.params[sl::kBroadcastOp] = static_cast<std::int64_t>(op);
+  v.params[sl::kBroadcastDType] = static_cast<std::int64_t>(l.dtype);
+  v.params[sl::kBroadcastN] = static_cast<std::int64_t>(l.per_tile());
+  v.params[sl::kBroadcastLength] = static_cast<std::int64_t>(l.chans_per_tile);
+  v.params[sl::kBroadcastInPlace] = in_place ? 1 : 0;
+  per_block(out,
+            fmt::format("channel_{}{}_{}", trace::kOpNames[static_cast<std::size_t>(op)],
+                        in_place ? "_inplace" : "", layout_key(l)),
+            l, v);
+}
+
 void IpuBuilder::cast(Steps& out, const Layout& l, DType from) {
   const Stamp stamp(*this, trace::OpKind::kElementwise);
   trace::Vertex v{trace::Codelet::kCast, l.range(), {}};
@@ -456,6 +479,13 @@ void IpuBuilder::cast(Steps& out, const Layout& l, DType from) {
   v.params[sl::kCastTo] = static_cast<std::int64_t>(l.dtype);
   v.params[sl::kCastN] = static_cast<std::int64_t>(l.per_tile());
   per_block(out, fmt::format("cast_{}_{}", static_cast<int>(from), layout_key(l)), l, v);
+}
+
+void IpuBuilder::copy(Steps& out, const Layout& l) {
+  const Stamp stamp(*this, trace::OpKind::kCopy);
+  trace::Vertex v{trace::Codelet::kCopy, l.range(), {}};
+  v.params[sl::kCopyBytes] = static_cast<std::int64_t>(l.per_tile() * trace::dtype_bytes(l.dtype));
+  per_block(out, fmt::format("copy_{}", layout_key(l)), l, v);
 }
 
 void IpuBuilder::scaled_add(Steps& out, const Layout& l) {

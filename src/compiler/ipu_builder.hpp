@@ -86,10 +86,16 @@ class IpuBuilder {
   // An elementwise chain over a tensor of `layout`, computed where it lives: one compute set
   // of fused `map` vertices, or (fusion off) one compute set and sync per op.
   void elementwise(Steps& out, const Layout& layout, std::span<const trace::Op> ops);
+  // `op` of a tensor of `layout` with a per-channel vector broadcast over its positions, where
+  // the tensor lives (the vector already on its tiles): popops' BroadcastVectorInner vertex
+  // where popops would pick it (half, channel blocks a multiple of 4), else a plain binary op.
+  void channel_op(Steps& out, const Layout& layout, trace::Op op, bool in_place);
   // Converts a tensor of `layout` (in `from`) to the layout's dtype, where it lives.
   void cast(Steps& out, const Layout& layout, trace::DType from);
   // a += scale * b where both have `layout`.
   void scaled_add(Steps& out, const Layout& layout);
+  // A copy of a tensor of `layout` into a new tensor of the same layout, where it lives.
+  void copy(Steps& out, const Layout& layout);
 
   // Reduces `stats` statistics (e.g. sum and sum of squares) of `layout` over `axis`:
   // tile-local partials, then staged cross-tile combining among the tiles holding the same
@@ -173,7 +179,8 @@ class IpuBuilder {
   // weight-load width, and its groups combined (kernels::combine_conv_groups; applying it again
   // changes nothing).
   kernels::ConvArgs as_planned(kernels::ConvArgs a) const;
-  void transpose(Steps& out, const Layout& layout);
+  // `factor`: poplin's empirical factor on the copy (cost::transpose_factor).
+  void transpose(Steps& out, const Layout& layout, std::uint64_t factor);
   // A compute set (cached by `key`) of `v` on every block of `layout`, then a sync.
   void per_block(Steps& out, const std::string& key, const Layout& layout, const trace::Vertex& v);
   std::uint32_t add_compute_set(const std::string& name, std::vector<trace::Vertex> vertices);

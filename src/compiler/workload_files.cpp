@@ -396,6 +396,12 @@ std::vector<ParamDecl> run_params() {
        "yes: recomputation reuses the forward pass's batch-norm statistics (no second reduction or "
        "all-reduce)",
        "poplar-compiler.md §6.1 (statistics caching)"},
+      {"run.norm_lowering", ValueKind::kString, 0, 0,
+       "CNN batch norm and ReLU: popnn (as TensorFlow for IPU lowers them: batch norm through "
+       "popnn's separate passes, ReLU in place on its own) or fused (folded into the fused "
+       "elementwise chains around them)",
+       "graphcore/tensorflow driver/ops/custom_ops/popnn/norm.cc, non_linearity.cc; poplibs "
+       "lib/poplin/Norms.cpp"},
       {"run.rearrangements", ValueKind::kString, 0, 0,
        "yes: conv and matmul operands are regrouped and transposed into the layouts their plans "
        "want; "
@@ -467,6 +473,10 @@ std::vector<ParamDecl> run_params() {
         d.path == "run.rearrangements")
       d.default_text = "yes";
     if (d.path == "run.sample_unit") d.choices = {"images", "sequences"};
+    if (d.path == "run.norm_lowering") {
+      d.choices = {"popnn", "fused"};
+      d.default_text = "popnn";
+    }
     if (d.path == "run.replicated_tensor_sharding") d.default_text = "no";
     if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement")
       d.default_text = "none";
@@ -562,6 +572,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.batchnorm_group = static_cast<std::uint32_t>(r.count("run.batchnorm_group"));
   run.batchnorm_statistics_cache = r.string("run.batchnorm_statistics_cache") == "yes";
   run.fuse_elementwise = r.string("run.fuse_elementwise") == "yes";
+  run.popnn_norms = r.string("run.norm_lowering") == "popnn";
   run.rearrangements = r.string("run.rearrangements") == "yes";
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
   run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));

@@ -228,6 +228,16 @@ SupBlock binary_program(const ChipSpec& c, Op op, DType t, u64 n) {
   return elementwise(c, t, n, 2, ops, asm_binary(op), kBinaryPrologue, 0);
 }
 
+// BroadcastVectorInner: the vector stays in registers, so each worker streams one operand
+// through the operator (one load and one store per vector).
+SupBlock broadcast_binary_program(const ChipSpec& c, Op op, DType t, u64 n) {
+  if (op != Op::kAdd && op != Op::kSub && op != Op::kMul)
+    throw ModelError("tile model: broadcast_binary: operator is not add, sub or mul");
+  const Recipe r = recipe(op);
+  const auto ops = op_bundles(r.cls, t == DType::kHalf ? r.half : r.fp);
+  return elementwise(c, t, n, 1, ops, true, kBinaryPrologue, 0);
+}
+
 SupBlock unary_program(const ChipSpec& c, Op op, DType t, u64 n) {
   if (static_cast<int>(op) < static_cast<int>(Op::kRelu))
     throw ModelError("tile model: unary: operator is not a unary op");
@@ -752,6 +762,9 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
                          count_at(v, s::kMapOpCycles));
     case Codelet::kTranspose:
       return transpose_program(chip, dtype_at(v, s::kTransposeDType), count_at(v, s::kTransposeN));
+    case Codelet::kBroadcastBinary:
+      return broadcast_binary_program(chip, op_at(v, s::kBroadcastOp),
+                                      dtype_at(v, s::kBroadcastDType), count_at(v, s::kBroadcastN));
   }
   throw ModelError("tile model: unknown codelet");
 }

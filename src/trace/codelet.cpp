@@ -116,9 +116,33 @@ constexpr ParamSpec kMapParams[] = {
               "sum over the fused operators of their per-vector cycles (poplibs op tables)"),
     int_param("ops", 1, std::nullopt, "fused operators (FLOPs per element)"),
 };
+// poplin's empirical factor on its rearrangement estimate (ConvModel's transform scale factor,
+// docs/codelets.md "transpose"); added late in version 3, older traces read as 0 (none).
+constexpr ParamSpec transpose_factor_param() {
+  ParamSpec p{"factor",
+              ParamKind::kInt,
+              0,
+              2,
+              0,
+              "poplin's empirical factor on the copy: 1 = 5/4 (the rearranged channels, in x out "
+              "per group, are a multiple of the vector width), 2 = 5/3 (they are not); 0: none"};
+  p.late = true;
+  return p;
+}
 constexpr ParamSpec kTransposeParams[] = {
     dtype_param("dtype", kHalf, "element type"),
     int_param("n", 0, std::nullopt, "elements rearranged"),
+    transpose_factor_param(),
+};
+
+constexpr ParamSpec kBroadcastBinaryParams[] = {
+    op_param("op", std::nullopt, "binary operator: add sub mul"),
+    dtype_param("dtype", kHalf, "element type"),
+    int_param("n", 0, std::nullopt, "elements of the full operand (a whole number of vectors)"),
+    int_param("length", 1, std::nullopt,
+              "length of the broadcast vector (channels per block, repeated along the outer "
+              "dimension)"),
+    ParamSpec{"in_place", ParamKind::kInt, 0, 1, 0, "1: the result overwrites the full operand"},
 };
 
 constexpr CodeletSpec kCatalogue[] = {
@@ -139,6 +163,9 @@ constexpr CodeletSpec kCatalogue[] = {
      "fused elementwise expression over n elements (one generated codelet for a chain of ops)"},
     {Codelet::kTranspose, "transpose", kTransposeParams,
      "rearrange n elements on a tile (transpose or regroup of channel groups)"},
+    {Codelet::kBroadcastBinary, "broadcast_binary", kBroadcastBinaryParams,
+     "binary operator of n elements with a per-channel vector of `length` broadcast along the "
+     "outer dimension (popops BroadcastVectorInner)"},
 };
 static_assert(std::size(kCatalogue) == kCodeletCount);
 
@@ -243,6 +270,8 @@ bool op_allowed(Codelet c, Op op) {
       return v >= static_cast<unsigned>(Op::kAdd) && v <= static_cast<unsigned>(Op::kMin);
     case Codelet::kUnary:
       return v >= static_cast<unsigned>(Op::kRelu) && v <= static_cast<unsigned>(Op::kSquare);
+    case Codelet::kBroadcastBinary:
+      return op == Op::kAdd || op == Op::kSub || op == Op::kMul;
     default:
       return false;
   }

@@ -503,6 +503,47 @@ TEST(CodeletModels, TransposeMovesOneElementPerCycle) {
   EXPECT_EQ(transpose(chip, DType::kHalf, 1000).flops, 0u);
 }
 
+TEST(CodeletModels, TransposeTakesPoplinsEmpiricalFactor) {
+  const ChipSpec chip = gc200_by_hand();
+  // 2,000 B at 2 B/cycle x 5/4 = 1,250 cycles, + 288; x 5/3 = 1,666.7 -> 1,667, + 288.
+  EXPECT_EQ(transpose(chip, DType::kHalf, 1000, 1).cycles, 1538u);
+  EXPECT_EQ(transpose(chip, DType::kHalf, 1000, 2).cycles, 1955u);
+  // The factor is 5/4 where in x out channels are a multiple of the vector width (4 half,
+  // 2 float), else 5/3: 3 x 64 = 192 and 2 x 3 = 6 are (half, float); 3 x 5 = 15 is not.
+  EXPECT_EQ(transpose_factor(chip, DType::kHalf, 3 * 64), 1u);
+  EXPECT_EQ(transpose_factor(chip, DType::kHalf, 3 * 5), 2u);
+  EXPECT_EQ(transpose_factor(chip, DType::kFloat, 2 * 3), 1u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kTranspose, {kHalf, 1000, 1})).cycles, 1538u);
+}
+
+TEST(CodeletModels, BroadcastBinaryFollowsPopopsBroadcastVectorInnerEstimate) {
+  const ChipSpec chip = gc200_by_hand();
+  const Op mul = Op::kMul, add = Op::kAdd;
+  // half, n = 2,720 = 170 blocks of B = 16: the slowest worker holds m = ceil(170 / 6) = 29.
+  // MUL out of place, pipelined: core 9 + 3 + (16/4)(9 + 29) + 1 = 165; 13 supervisor +
+  // 6 x 24 + 6 x (19 + 165) + 2 x 6 = 1,273.
+  EXPECT_EQ(broadcast_binary(chip, mul, DType::kHalf, 2720, 16, false).cycles, 1273u);
+  // MUL in place: core 5 + 3 + 4 (7 + 2 x 29) + 1 = 269; 13 + 144 + 6 x 288 + 4 x 6 = 1,909.
+  EXPECT_EQ(broadcast_binary(chip, mul, DType::kHalf, 2720, 16, true).cycles, 1909u);
+  // ADD in place, 8 channels at a time: core 5 + 2 + 4 + 2 (8 + 2 x 28 + 7) + 1 = 154;
+  // 13 + 6 x 173 + 2 x 6 = 1,063; out of place 4 x 6 instead: 1,075.
+  EXPECT_EQ(broadcast_binary(chip, add, DType::kHalf, 2720, 16, true).cycles, 1063u);
+  EXPECT_EQ(broadcast_binary(chip, add, DType::kHalf, 2720, 16, false).cycles, 1075u);
+  // B = 64, n = 2,688 (42 blocks, m = 7): MUL 9 + 3 + 16 (9 + 7) + 1 = 269 -> 1,897; ADD in
+  // place 5 + 7 + 8 (8 + 12 + 7) = 228 -> 13 + 6 x 247 + 12 = 1,507.
+  EXPECT_EQ(broadcast_binary(chip, mul, DType::kHalf, 2688, 64, false).cycles, 1897u);
+  EXPECT_EQ(broadcast_binary(chip, add, DType::kHalf, 2688, 64, true).cycles, 1507u);
+  // The vector in registers makes it cheaper than a BinaryOp1D over the same elements:
+  // 11 + 6 x (26 + 114 x 3) = 2,219.
+  EXPECT_EQ(binary(chip, mul, DType::kHalf, 2720).cycles, 2219u);
+  EXPECT_EQ(broadcast_binary(chip, mul, DType::kHalf, 2720, 16, false).flops, 2720u);
+  EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kBroadcastBinary,
+                                     {static_cast<std::int64_t>(mul), kHalf, 2720, 16, 0}))
+                .cycles,
+            1273u);
+  EXPECT_THROW(broadcast_binary(chip, Op::kDiv, DType::kHalf, 2720, 16, false), ModelError);
+}
+
 TEST(CodeletVertexCost, RejectsBadSlotValues) {
   const ChipSpec chip = gc200_by_hand();
   EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kCopy, {-1})), ModelError);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -335,6 +336,44 @@ TEST(CompilerLiveness, ActivationsAndGradientsLiveWhereTheirLayersRun) {
 
 namespace ipusim::compiler {
 namespace {
+
+// Steps of the micro-batch body that run a compute set holding `codelet` vertices (with op
+// `op` for elementwise codelets).
+std::size_t body_steps_running(const trace::IpuProgram& p, trace::Codelet codelet,
+                               std::optional<Op> op = std::nullopt) {
+  std::size_t n = 0;
+  for (const trace::Step& s : p.steps[0].body) {
+    if (s.kind != StepKind::kCompute) continue;
+    for (const trace::Vertex& v : p.compute_sets[s.index].vertices)
+      if (v.codelet == codelet &&
+          (!op || v.params[trace::slot::kEltOp] == static_cast<std::int64_t>(*op))) {
+        ++n;
+        break;
+      }
+  }
+  return n;
+}
+
+TEST(CompilerCnn, BatchNormAndReluRunAsTensorFlowLowersThemThroughPopnn) {
+  // The reduced ResNet: 9 batch norms and 7 ReLUs; the segment up to the checkpoint
+  // b1/0/relu (5 batch norms, 4 ReLUs) is recomputed. Through popnn (the default) each batch
+  // norm's apply is two broadcast-vector passes (multiply, add) in the forward pass and its
+  // recomputation, and its gradient six (subtract and multiply of the whitening, times gamma,
+  // times the variance delta, plus the mean delta, times inv_std): 9 x 2 + 5 x 2 + 9 x 6 =
+  // 82. Each ReLU is its own unary compute set: 7 + 4 = 11. Fused, there are none of either.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml");
+  const ModelDef model = load_model(run.run.model_file);
+  const SystemSpec sys = ipusim::load_system(run.run.system_file).spec;
+  ASSERT_TRUE(run.run.popnn_norms);
+  const trace::Trace popnn = compile(model, run.run, sys);
+  EXPECT_EQ(body_steps_running(popnn.ipus[0], trace::Codelet::kBroadcastBinary), 82u);
+  EXPECT_EQ(body_steps_running(popnn.ipus[0], trace::Codelet::kUnary, Op::kRelu), 11u);
+  run.run.popnn_norms = false;
+  const trace::Trace fused = compile(model, run.run, sys);
+  EXPECT_EQ(body_steps_running(fused.ipus[0], trace::Codelet::kBroadcastBinary), 0u);
+  EXPECT_EQ(body_steps_running(fused.ipus[0], trace::Codelet::kUnary, Op::kRelu), 0u);
+}
 
 TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
   // After batch-norm statistics are reduced (and all-reduced), only the results travel: from

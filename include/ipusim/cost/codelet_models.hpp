@@ -58,8 +58,19 @@ VertexCost dynamic_slice(const ChipSpec& chip, trace::DType dtype, std::uint64_t
 VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::uint64_t op_cycles,
                std::uint64_t ops);
 // Rearranging n elements on a tile (transpose or channel regroup): one element per
-// min(memcpy rate, element size) bytes per cycle, as poplin costs rearrangements.
-VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n);
+// min(memcpy rate, element size) bytes per cycle, as poplin costs rearrangements, times
+// poplin's empirical factor `factor` (the transpose codelet's parameter: 0 none, 1 = 5/4,
+// 2 = 5/3), plus a six-worker copy call.
+VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n,
+                     std::uint64_t factor = 0);
+// A binary op of n elements with a vector of `length` broadcast along the outer dimension
+// (popops' BroadcastVectorInner MultiVertex: batch norm's per-channel scale and shift), as
+// popops estimates it (docs/codelets.md "broadcast_binary").
+VertexCost broadcast_binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n,
+                            std::uint64_t length, bool in_place);
+// The factor poplin applies to a rearrangement of conv operands whose channels (in x out per
+// conv group) are `channels`: 1 (5/4) if a multiple of the vector width, else 2 (5/3).
+std::uint64_t transpose_factor(const ChipSpec& chip, trace::DType dtype, std::uint64_t channels);
 
 // Per-vector cycles `c` of an elementwise operator in the poplibs op tables (ipu-hardware.md
 // §4), for composing fused `map` vertices.

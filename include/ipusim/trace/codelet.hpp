@@ -43,20 +43,21 @@ inline constexpr std::array<std::string_view, 18> kOpNames{
     "sqrt", "rsqrt", "inverse", "neg", "abs", "tanh", "sigmoid", "gelu", "square"};
 
 enum class Codelet : std::uint8_t {
-  kAmpConv1x1 = 0,  // AMP partial convolution, 1x1 kernel (also the matmul path)
-  kAmpConvNx1,      // AMP partial convolution, kernel_h x kernel_w > 1x1
-  kDot,             // non-AMP dot products (vector MAC on the 64-bit datapath)
-  kReduce,          // reduce `inputs` partials into `outputs` values (add or max)
-  kUnary,           // elementwise unary op over n elements
-  kBinary,          // elementwise binary op over n elements
-  kScaledAdd,       // a += scale * b over n elements
-  kCast,            // convert n elements between dtypes
-  kCopy,            // on-tile memcpy of `bytes` bytes
-  kDynamicSlice,    // copy `copies` rows of `elems` elements at a runtime offset
-  kMap,             // fused elementwise expression (popops::map codegen) over n elements
-  kTranspose,       // rearrangement (transpose / regroup) of n elements on a tile
+  kAmpConv1x1 = 0,   // AMP partial convolution, 1x1 kernel (also the matmul path)
+  kAmpConvNx1,       // AMP partial convolution, kernel_h x kernel_w > 1x1
+  kDot,              // non-AMP dot products (vector MAC on the 64-bit datapath)
+  kReduce,           // reduce `inputs` partials into `outputs` values (add or max)
+  kUnary,            // elementwise unary op over n elements
+  kBinary,           // elementwise binary op over n elements
+  kScaledAdd,        // a += scale * b over n elements
+  kCast,             // convert n elements between dtypes
+  kCopy,             // on-tile memcpy of `bytes` bytes
+  kDynamicSlice,     // copy `copies` rows of `elems` elements at a runtime offset
+  kMap,              // fused elementwise expression (popops::map codegen) over n elements
+  kTranspose,        // rearrangement (transpose / regroup) of n elements on a tile
+  kBroadcastBinary,  // binary op of n elements with a vector broadcast along the inner dimension
 };
-inline constexpr std::size_t kCodeletCount = 12;
+inline constexpr std::size_t kCodeletCount = 13;
 
 enum class ParamKind : std::uint8_t { kInt, kDType, kOp };
 
@@ -132,7 +133,10 @@ inline constexpr std::size_t kSliceDType = 0, kSliceElems = 1, kSliceCopies = 2;
 // map (fused elementwise): `op_cycles` = sum of the fused operators' per-vector cycles
 inline constexpr std::size_t kMapDType = 0, kMapN = 1, kMapOpCycles = 2, kMapOps = 3;
 // transpose
-inline constexpr std::size_t kTransposeDType = 0, kTransposeN = 1;
+inline constexpr std::size_t kTransposeDType = 0, kTransposeN = 1, kTransposeFactor = 2;
+// broadcast_binary
+inline constexpr std::size_t kBroadcastOp = 0, kBroadcastDType = 1, kBroadcastN = 2,
+                             kBroadcastLength = 3, kBroadcastInPlace = 4;
 }  // namespace slot
 
 }  // namespace ipusim::trace
