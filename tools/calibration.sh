@@ -3,8 +3,9 @@
 # The two calibration points of ../shared/reference/workloads.md (ResNet-50 and BERT-Large on
 # IPU-POD16) under the compiler's structural switches (run.rearrangements,
 # run.fuse_elementwise, run.batchnorm_statistics_cache): all three off, then each added in
-# turn, then each alone turned off; last, batch norm and ReLU fused (run.norm_lowering). Prints a Markdown table of step time, throughput, error against the measured
-# point and the time split (docs/workloads.md "Where every percent comes from").
+# turn, then each alone turned off; last, batch norm and ReLU fused (run.norm_lowering).
+# Prints a Markdown table of step time, throughput, error against the measured point and the
+# time split (docs/workloads.md "Where every percent comes from").
 # Usage: tools/calibration.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

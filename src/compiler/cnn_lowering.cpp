@@ -350,6 +350,14 @@ class CnnLowering {
     return a;
   }
 
+  // Distributed batch norm: a batch norm's two per-channel float statistics all-reduced over
+  // the run's batch-norm group of replicas.
+  void share_statistics(Steps& out, const CnnLayer& c) {
+    if (run_.batchnorm_group > 1)
+      out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
+                                  {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+  }
+
   // Applies a value's pending elementwise ops (one fused compute set).
   void flush(Steps& out, Value& v) {
     b_.elementwise(out, v.layout, v.pending);
@@ -394,10 +402,7 @@ class CnnLowering {
       const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
       if (statistics) {
         b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
-        if (run_.batchnorm_group > 1)
-          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
-                                      DType::kFloat,
-                                      {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+        share_statistics(out, c);
         // mean, inverse standard deviation (popnn's InverseStdDeviation).
         const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
         b_.elementwise(out, channels, stats);
@@ -546,13 +551,6 @@ class CnnLowering {
       // x_hat stays for the input gradient below.
       flush(out, g);
       b_.rearrange(out, fwd_.at(in).layout, g.layout);
-      const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
-      auto allreduce = [&] {
-        if (run_.batchnorm_group > 1)
-          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4,
-                                      DType::kFloat,
-                                      {trace::GroupKind::kReplicas, run_.batchnorm_group}));
-      };
       if (run_.popnn_norms) {
         // TensorFlow for IPU's BatchNormGrad (norm.cc) through popnn (poplin Norms.cpp):
         // variance back to inv_std; batchNormWhiten (an out-of-place subtract, an in-place
@@ -563,15 +561,15 @@ class CnnLowering {
         // pass over the activations is its own compute set; the per-channel deltas are
         // small maps brought to the tiles holding each channel.
         const Layout& gl = g.layout;
-        const Op mul = Op::kMul;
+        const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
         b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
         b_.broadcast(out, gl, Axis::kPositions, 2);
         b_.channel_op(out, gl, Op::kSub, /*in_place=*/false);  // x - mean
         b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);   // x_hat
         b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // g gamma
-        b_.elementwise(out, gl, {&mul, 1});                    // x_hat g gamma
+        b_.elementwise(out, gl, std::array{Op::kMul});         // x_hat g gamma
         b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
-        allreduce();
+        share_statistics(out, c);
         b_.elementwise(out, channels, std::array{Op::kMul, Op::kMul});
         b_.broadcast(out, gl, Axis::kPositions, 2);
         b_.copy(out, gl);
@@ -579,7 +577,7 @@ class CnnLowering {
         b_.channel_op(out, gl, Op::kAdd, /*in_place=*/true);   // + mean delta
         b_.scaled_add(out, gl);
         b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);  // inv_std
-        b_.elementwise(out, gl, {&mul, 1});                   // x_hat g, for gamma and beta
+        b_.elementwise(out, gl, std::array{Op::kMul});        // x_hat g, for gamma and beta
         b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
         b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
         add_gradient(out, in, std::move(g));
@@ -587,7 +585,7 @@ class CnnLowering {
         const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
         b_.elementwise(out, g.layout, whiten_mul);
         b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
-        allreduce();
+        share_statistics(out, c);
         b_.broadcast(out, g.layout, Axis::kPositions, 2);
         // gamma and beta gradients into their accumulators
         b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));

@@ -370,8 +370,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
                                  : plan_weight_layout(source, plan, operand->transposed);
     rearrange(out, source, home);
-    if (operand->transposed)
-      transpose(out, home, cost::transpose_factor(chip_, a.dtype, a.in_chans * a.out_chans));
+    if (operand->transposed) transpose(out, home, kernels::transpose_factor(chip_, a));
   }
   cached(out, key, [&](Steps& steps) {
     kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);

@@ -179,7 +179,7 @@ class IpuBuilder {
   // weight-load width, and its groups combined (kernels::combine_conv_groups; applying it again
   // changes nothing).
   kernels::ConvArgs as_planned(kernels::ConvArgs a) const;
-  // `factor`: poplin's empirical factor on the copy (cost::transpose_factor).
+  // `factor`: poplin's empirical factor on the copy (kernels::transpose_factor).
   void transpose(Steps& out, const Layout& layout, std::uint64_t factor);
   // A compute set (cached by `key`) of `v` on every block of `layout`, then a sync.
   void per_block(Steps& out, const std::string& key, const Layout& layout, const trace::Vertex& v);

@@ -169,6 +169,14 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   return cycles * p.serial();
 }
 
+}  // namespace
+
+std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
+  return cost::transpose_factor(chip, a.dtype, a.in_chans * a.out_chans);
+}
+
+namespace {
+
 // The one-off cost of the rearranged, transposed copies of the operands the pass reads
 // transposed: each of the plan's tiles receives its share of the operand (exchange) and
 // transposes it (cost::transpose: an element per cycle times poplin's 5/4 or 5/3), in one
@@ -184,9 +192,7 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   return fixed +
          static_cast<std::uint64_t>(static_cast<double>(per_tile * eb) /
                                     chip.exchange.bytes_per_cycle.value) +
-         cost::transpose(chip, a.dtype, per_tile,
-                         cost::transpose_factor(chip, a.dtype, a.in_chans * a.out_chans))
-             .cycles;
+         cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
 }
 
 // Longest serial loop the planner considers (iterations).

@@ -73,6 +73,10 @@ struct ConvPlan {
 // Other convs are returned unchanged.
 ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& args);
 
+// poplin's empirical factor on the transposed copy of an operand of `a`
+// (cost::transpose_factor of its in x out channels per conv group).
+std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a);
+
 // Plans with every byte of tile memory not needed by the stack and code available.
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args);
 // Plans within `budget` bytes per tile for the conv's buffers (the available-memory

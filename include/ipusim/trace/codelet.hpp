@@ -55,7 +55,7 @@ enum class Codelet : std::uint8_t {
   kDynamicSlice,     // copy `copies` rows of `elems` elements at a runtime offset
   kMap,              // fused elementwise expression (popops::map codegen) over n elements
   kTranspose,        // rearrangement (transpose / regroup) of n elements on a tile
-  kBroadcastBinary,  // binary op of n elements with a vector broadcast along the inner dimension
+  kBroadcastBinary,  // binary op of n elements with a vector repeated along the outer dimension
 };
 inline constexpr std::size_t kCodeletCount = 13;
 
