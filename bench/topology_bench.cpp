@@ -40,13 +40,13 @@ void all_reduce(benchmark::State& state, const std::string& system,
   {  // a first collective, as in a run (routes are not cached; this warms the allocator)
     topology::LinkSchedule warm(topo);
     topology::run_collective(warm, sys.chip, trace::CollectiveOp::kAllReduce, method, members,
-                             100ull << 20, trace::DType::kHalf, 0);
+                             100ull << 20, trace::DType::kHalf, 0, topo.sync_cycles(members));
   }
   for (auto _ : state) {
     topology::LinkSchedule links(topo);
     benchmark::DoNotOptimize(
         topology::run_collective(links, sys.chip, trace::CollectiveOp::kAllReduce, method, members,
-                                 100ull << 20, trace::DType::kHalf, 0));
+                                 100ull << 20, trace::DType::kHalf, 0, topo.sync_cycles(members)));
   }
 }
 

@@ -263,9 +263,12 @@ class CnnLowering {
     return out;
   }
 
-  // After the gradient-accumulation loop: all-reduce of the gradients, then LARS on the
-  // weight-owning tiles: per-layer weight and gradient norms, then the fused momentum and
-  // weight update.
+  // After the gradient-accumulation loop: all-reduce of the gradients, then the optimiser
+  // one weight tensor at a time on the tiles holding it, as TensorFlow applies it per
+  // variable (graphcore/examples cnns lars_optimizer.py): LARS's two norms, ||w|| and ||g||,
+  // for each conv and fc kernel (batch-norm gamma and beta and biases are in LARS's skip
+  // list), each a square and a staged reduction to one value over that tensor's tiles; then
+  // the fused momentum and weight update of every tensor.
   Steps weight_update() {
     Steps out;
     const std::uint64_t params = total_params();
@@ -276,18 +279,38 @@ class CnnLowering {
                      {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
     }
     const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    const std::uint64_t layers_with_params = std::count_if(
-        layers_.begin(), layers_.end(), [](const CnnLayer& c) { return c.params > 0; });
-    const Layout w = b_.linear(dt, layers_with_params, ceil_div(params, layers_with_params));
-    for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||g|| per layer
-      const Op square = Op::kSquare;
-      b_.elementwise(out, w, {&square, 1});
-      b_.reduce(out, w, Axis::kChannels, 1, /*broadcast=*/true);
+    const bool lars = run_.optimiser == "lars";
+    for (const auto& [name, w] : parameter_layouts()) {
+      if (lars && lars_tensor(name)) {
+        // The whole tensor as one row over its own tiles, reduced to one value.
+        Layout flat = w;
+        flat.positions = 1;
+        flat.channels = w.elements();
+        flat.positions_per_tile = 1;
+        flat.chans_per_tile = std::max<std::uint64_t>(1, w.per_tile());
+        flat.channels_outer = false;
+        for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||g||
+          const Op square = Op::kSquare;
+          b_.elementwise(out, w, {&square, 1});
+          b_.reduce(out, flat, Axis::kChannels, 1, /*broadcast=*/true);
+        }
+        // v = m v + lr trust (g + wd w); w -= v
+        const Op update[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
+        b_.elementwise(out, w, update);
+      } else {
+        // v = m v + lr g; w -= v (momentum without LARS's trust ratio)
+        const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
+        b_.elementwise(out, w, update);
+      }
     }
-    // v = m v + lr trust (g + wd w); w -= v
-    const Op update[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
-    b_.elementwise(out, w, update);
     return out;
+  }
+
+  // LARS adapts the conv and fc kernels; parameter_layouts names them after their layer.
+  bool lars_tensor(const std::string& name) const {
+    for (const auto& c : layers_)
+      if (c.layer->name == name) return is_conv(c.layer->op) || c.layer->op == "fc";
+    return false;
   }
 
   // Each layer's parameters on the layout its forward conv created them with (createWeights;

@@ -117,26 +117,29 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
   trace::Trace t = model.family == "cnn" ? compile_cnn(model, run, system)
                                          : compile_transformer(model, run, system);
   // What reports need to turn a step time into throughput and time to train.
-  t.meta = {{"model", model.name},
-            {"mode", run.inference ? "inference" : "training"},
-            {"samples_per_step", std::to_string(run.samples_per_step())},
-            {"sample_unit", run.sample_unit},
-            {"ttt.epochs", meta_number(run.epochs)},
-            {"ttt.samples_per_epoch", std::to_string(run.samples_per_epoch)},
-            {"ttt.samples_to_train", std::to_string(run.samples_to_train)},
-            {"ttt.lead_in_s", meta_number(run.lead_in_seconds)},
-            {"ttt.checkpoint_s", meta_number(run.checkpoint_seconds)},
-            {"ttt.checkpoints", std::to_string(run.checkpoints_taken)},
-            {"ttt.evaluation_s", meta_number(run.evaluation_seconds)},
-            {"ttt.evaluations", std::to_string(run.evaluations)},
-            // The target it was planned for (target_mismatches).
-            {"target.run", run.file},
-            {"target.chip", system.chip.name},
-            {"target.chip.tiles", std::to_string(system.chip.tiles)},
-            {"target.chip.tile_memory", std::to_string(system.chip.tile_memory.count)},
-            {"target.chip.amp_engines", amp_engines(system.chip)},
-            {"target.system", system.name},
-            {"target.system.ipus", std::to_string(system.ipus())}};
+  t.meta = {
+      {"model", model.name},
+      {"mode", run.inference ? "inference" : "training"},
+      {"samples_per_step", std::to_string(run.samples_per_step())},
+      {"sample_unit", run.sample_unit},
+      {"ttt.epochs", meta_number(run.epochs)},
+      {"ttt.samples_per_epoch", std::to_string(run.samples_per_epoch)},
+      {"ttt.samples_to_train", std::to_string(run.samples_to_train)},
+      {"ttt.lead_in_s", meta_number(run.lead_in_seconds)},
+      {"ttt.checkpoint_s", meta_number(run.checkpoint_seconds)},
+      {"ttt.checkpoints", std::to_string(run.checkpoints_taken)},
+      {"ttt.evaluation_s", meta_number(run.evaluation_seconds)},
+      {"ttt.evaluations", std::to_string(run.evaluations)},
+      // Run-time options the program was compiled with, as Poplar engine options.
+      {"engine.sync_replicas_independently", run.sync_replicas_independently ? "true" : "false"},
+      // The target it was planned for (target_mismatches).
+      {"target.run", run.file},
+      {"target.chip", system.chip.name},
+      {"target.chip.tiles", std::to_string(system.chip.tiles)},
+      {"target.chip.tile_memory", std::to_string(system.chip.tile_memory.count)},
+      {"target.chip.amp_engines", amp_engines(system.chip)},
+      {"target.system", system.name},
+      {"target.system.ipus", std::to_string(system.ipus())}};
   // Vertices into runs (exchanges are coalesced as their transfers are added).
   for (auto& program : t.ipus)
     for (auto& cs : program.compute_sets) trace::coalesce(cs);

@@ -384,6 +384,10 @@ std::vector<ParamDecl> run_params() {
        "workloads.md"},
       {"run.replicated_tensor_sharding", ValueKind::kString, 0, 0,
        "yes: shard optimiser state over replicas", "poplar-compiler.md §4.4"},
+      {"run.sync_replicas_independently", ValueKind::kString, 0, 0,
+       "Poplar's engine option target.syncReplicasIndependently: no (Poplar's default) makes "
+       "every external sync span all the run's IPUs; yes syncs only the group involved",
+       "docs/topology.md \"External sync\""},
       {"run.available_memory_proportion", ValueKind::kString, 0, 0,
        "Conv/matmul temporary-memory cap, one value or one per IPU of the replica",
        "workloads.md; poplar-compiler.md §1.5"},
@@ -467,7 +471,8 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd", "adamw"};
     if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
     if (d.path == "run.replicated_tensor_sharding" || d.path == "run.batchnorm_statistics_cache" ||
-        d.path == "run.fuse_elementwise" || d.path == "run.rearrangements")
+        d.path == "run.fuse_elementwise" || d.path == "run.rearrangements" ||
+        d.path == "run.sync_replicas_independently")
       d.choices = {"yes", "no"};
     if (d.path == "run.batchnorm_statistics_cache" || d.path == "run.fuse_elementwise" ||
         d.path == "run.rearrangements")
@@ -477,7 +482,8 @@ std::vector<ParamDecl> run_params() {
       d.choices = {"popnn", "fused"};
       d.default_text = "popnn";
     }
-    if (d.path == "run.replicated_tensor_sharding") d.default_text = "no";
+    if (d.path == "run.replicated_tensor_sharding" || d.path == "run.sync_replicas_independently")
+      d.default_text = "no";
     if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement")
       d.default_text = "none";
     if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation")
@@ -547,6 +553,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.optimiser = r.string("run.optimiser");
   run.optimiser_state_streaming = r.string("run.optimiser_state") == "streaming";
   run.replicated_tensor_sharding = r.string("run.replicated_tensor_sharding") == "yes";
+  run.sync_replicas_independently = r.string("run.sync_replicas_independently") == "yes";
   const auto bad = [&](const std::string& key, const std::string& what) {
     return ConfigError(fmt::format("{}: {}: {}", file, key, what));
   };

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -169,9 +170,19 @@ std::vector<ExtraLink> parse_extra_links(const std::string& text, std::uint32_t 
 
 }  // namespace
 
+std::uint64_t SystemSpec::sync_cycles(std::uint32_t n_in_rack, std::uint32_t rack_distance) const {
+  const double hops = 1.0 + static_cast<double>(n_in_rack) / fabric.sync_ipus_per_hop;
+  const double one_way =
+      hops * fabric.sync_hop_latency.seconds + rack_distance * fabric.gw_link.latency.seconds;
+  return (Duration{2.0 * one_way} * chip.clock).count;
+}
+
 std::uint64_t SystemSpec::sync_cycles(std::uint32_t n) const {
-  const double hops = 1.0 + static_cast<double>(n) / fabric.sync_ipus_per_hop;
-  return (Duration{2.0 * hops * fabric.sync_hop_latency.seconds} * chip.clock).count;
+  const std::uint32_t per_rack = std::max<std::uint32_t>(1, ipus_per_rack());
+  const std::uint32_t spanned = (n + per_rack - 1) / per_rack;
+  // Consecutive racks, on a line or all of the ring: the farthest is spanned / 2 away from
+  // the middle one.
+  return sync_cycles(std::min(n, per_rack), spanned / 2);
 }
 
 const config::Schema& system_schema() {

@@ -49,6 +49,13 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
       programs_(trace.ipus_per_replica()),
       simulated_replicas_(simulate_all_replicas ? trace.replicas : 1),
       period_(clock_period(system.chip.clock)) {
+  for (const auto& [key, value] : trace.meta)
+    if (key == "engine.sync_replicas_independently") sync_replicas_independently_ = value == "true";
+  {
+    std::vector<std::uint32_t> all(static_cast<std::size_t>(trace.replicas) * programs_);
+    for (std::uint32_t g = 0; g < all.size(); ++g) all[g] = g;
+    if (all.size() <= system.ipus()) all_ipus_sync_ = topology_.sync_cycles(all);
+  }
   has_program_.assign(programs_, false);
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
@@ -173,7 +180,8 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
                         std::uint64_t times) {
   GroupTiming t;
   t.barrier = barrier;
-  t.synced = barrier + system_.sync_cycles(static_cast<std::uint32_t>(group.size()));
+  const std::uint64_t sync = sync_cycles(group);
+  t.synced = barrier + sync;
   std::uint64_t end = t.synced;
   if (step.kind == trace::StepKind::kGlobalExchange) {
     std::vector<topology::Flow> flows;
@@ -194,7 +202,7 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
       if (auto it = auto_choice_.find(key); it != auto_choice_.end()) method = it->second;
     }
     const auto outcome = topology::run_collective(links_, system_.chip, step.collective, method,
-                                                  group, step.bytes, step.dtype, t.synced);
+                                                  group, step.bytes, step.dtype, t.synced, sync);
     if (step.method == trace::CollectiveMethod::kAuto && idle)
       auto_choice_.try_emplace(std::move(key), outcome.method);
     end = outcome.end;
@@ -204,6 +212,10 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
   t.synced = barrier + (t.synced - barrier) * times;
   t.end = barrier + (end - barrier) * times;
   return t;
+}
+
+std::uint64_t Fabric::sync_cycles(const std::vector<std::uint32_t>& group) const {
+  return sync_replicas_independently_ ? topology_.sync_cycles(group) : all_ipus_sync_;
 }
 
 std::uint64_t Fabric::host_cycles(const trace::Step& step) const {

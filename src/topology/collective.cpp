@@ -33,10 +33,16 @@ const CollectiveAlgorithm& collective_algorithm(CollectiveMethod method) {
                                trace::kCollectiveMethodNames[static_cast<std::size_t>(method)]));
 }
 
-CollectiveContext::CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype)
-    : links_(links), chip_(chip), dtype_(dtype) {
-  const SystemSpec& sys = links.topology().system();
-  hop_sync_ = (Duration{2.0 * sys.fabric.sync_hop_latency.seconds} * chip.clock).count;
+CollectiveContext::CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype,
+                                     std::uint64_t step_sync)
+    : links_(links), chip_(chip), dtype_(dtype), step_sync_(step_sync) {}
+
+std::uint64_t CollectiveContext::begin_step(std::uint64_t t) {
+  if (!started_) {
+    started_ = true;
+    return t;
+  }
+  return t + step_sync_;
 }
 
 std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t inputs) const {
@@ -57,9 +63,8 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
       }
       chunk = std::max(chunk, p.chunk);
     }
-    t = links_.run(flows, t);
+    t = links_.run(flows, begin_step(t));
     if (reduce) t += this->reduce(chunk, 2);
-    t += hop_sync_;
   }
   return t;
 }
@@ -83,6 +88,7 @@ std::uint64_t CollectiveContext::ring_phase(const std::vector<std::vector<std::u
 std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& members,
                                         std::uint64_t bytes, std::uint64_t t) {
   std::vector<Flow> flows;
+  t = begin_step(t);
   std::uint64_t end = t;
   for (auto a : members) {
     flows.clear();
@@ -90,7 +96,7 @@ std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& member
       if (a != b) flows.push_back({a, b, bytes});
     end = std::max(end, links_.run(flows, t));
   }
-  return end + hop_sync_;
+  return end;
 }
 
 std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op,
@@ -111,7 +117,7 @@ std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op,
       std::vector<Flow> flows;
       for (std::size_t i = 1; i < n; ++i)
         flows.push_back({members[0], members[i], ceil_div(bytes, n)});
-      t = c.links().run(flows, t) + c.hop_sync();
+      t = c.links().run(flows, c.begin_step(t));
       return c.ring_phase(one, *this, bytes, false, t);
     }
   }
@@ -155,8 +161,8 @@ std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algo
 CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
                            const CollectiveAlgorithm& algorithm,
                            std::span<const std::uint32_t> members, std::uint64_t bytes,
-                           trace::DType dtype, std::uint64_t ready) {
-  CollectiveContext c(links, chip, dtype);
+                           trace::DType dtype, std::uint64_t ready, std::uint64_t step_sync) {
+  CollectiveContext c(links, chip, dtype, step_sync);
   const std::vector<std::uint32_t> list(members.begin(), members.end());
   const auto racks = split_by_rack(links.topology(), members);
   CollectiveOutcome out;
@@ -176,10 +182,10 @@ CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, Collective
 CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
                                  CollectiveMethod method, std::span<const std::uint32_t> members,
                                  std::uint64_t tensor_bytes, trace::DType dtype,
-                                 std::uint64_t ready) {
+                                 std::uint64_t ready, std::uint64_t step_sync) {
   if (method != CollectiveMethod::kAuto)
     return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype,
-                    ready);
+                    ready, step_sync);
   // auto: try each algorithm on a copy of the link state and keep the fastest (the first of
   // equals). A trial stops once one of its flows arrives no earlier than the best end so far:
   // it can only end later, so it cannot be chosen. Running the chosen algorithm again on the
@@ -194,7 +200,7 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
     if (best_links) trial.abort_at(best_end);
     CollectiveOutcome outcome;
     try {
-      outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready);
+      outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready, step_sync);
     } catch (const LinkSchedule::Exceeded&) {
       continue;
     }
@@ -205,7 +211,8 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
       best_links = std::move(trial);
     }
   }
-  if (!best_links) return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready);
+  if (!best_links)
+    return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready, step_sync);
   links = std::move(*best_links);
   links.never_abort();
   return best_outcome;

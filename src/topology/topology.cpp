@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "ipusim/util/error.hpp"
 
@@ -246,6 +247,28 @@ double Topology::bisection_bytes_per_second() const {
   for (const Link& l : links_)
     if (side(l.a) != side(l.b)) total += l.bytes_per_second;
   return total;
+}
+
+std::uint64_t Topology::sync_cycles(std::span<const std::uint32_t> ipus) const {
+  std::map<std::uint32_t, std::uint32_t> per_rack;  // rack -> members
+  for (auto g : ipus) ++per_rack[rack_of(g)];
+  std::uint32_t most = 0;
+  for (const auto& [rack, n] : per_rack) most = std::max(most, n);
+  const std::uint32_t r = system_.racks;
+  const auto ring_distance = [r](std::uint32_t a, std::uint32_t b) {
+    const std::uint32_t d = a > b ? a - b : b - a;
+    return std::min(d, r - d);
+  };
+  std::uint32_t radius = 0;
+  if (per_rack.size() > 1) {
+    radius = r;
+    for (const auto& [a, na] : per_rack) {
+      std::uint32_t farthest = 0;
+      for (const auto& [b, nb] : per_rack) farthest = std::max(farthest, ring_distance(a, b));
+      radius = std::min(radius, farthest);
+    }
+  }
+  return system_.sync_cycles(most, radius);
 }
 
 }  // namespace ipusim::topology

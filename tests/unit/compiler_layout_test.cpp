@@ -375,6 +375,37 @@ TEST(CompilerCnn, BatchNormAndReluRunAsTensorFlowLowersThemThroughPopnn) {
   EXPECT_EQ(body_steps_running(fused.ipus[0], trace::Codelet::kUnary, Op::kRelu), 0u);
 }
 
+TEST(CompilerCnn, LarsTakesTwoNormsOfEachConvAndFcKernelOnItsOwnTiles) {
+  // ResNet-50 has 53 convs (the stem, 16 bottleneck blocks of 3 and 4 projections) and one fc
+  // kernel; LARS skips batch-norm gamma and beta and the fc bias (lars_skip_list of
+  // graphcore/examples). So a step takes 2 x 54 = 108 norm reductions, each a square of the
+  // tensor on its own tiles and a staged reduction: 108 square passes after the loop, none
+  // with SGD.
+  const std::string root = std::string(IPUSIM_SOURCE_DIR);
+  LoadedRun run = load_run(root + "/configs/runs/resnet50-pod16.yaml");
+  const ModelDef model = load_model(run.run.model_file);
+  const SystemSpec sys = ipusim::load_system(run.run.system_file).spec;
+  const auto squares_after_loop = [](const trace::IpuProgram& p) {
+    std::size_t n = 0;
+    for (std::size_t i = 1; i < p.steps.size(); ++i) {
+      if (p.steps[i].kind != StepKind::kCompute) continue;
+      for (const trace::Vertex& v : p.compute_sets[p.steps[i].index].vertices)
+        if ((v.codelet == trace::Codelet::kUnary || v.codelet == trace::Codelet::kMap) &&
+            v.params[trace::slot::kEltOp] == static_cast<std::int64_t>(Op::kSquare)) {
+          ++n;
+          break;
+        }
+    }
+    return n;
+  };
+  std::size_t kernels = 0;
+  for (const Layer& l : model.layers) kernels += l.op == "conv" || l.op == "fc";
+  EXPECT_EQ(kernels, 54u);
+  EXPECT_EQ(squares_after_loop(compile(model, run.run, sys).ipus[0]), 108u);
+  run.run.optimiser = "sgd";
+  EXPECT_EQ(squares_after_loop(compile(model, run.run, sys).ipus[0]), 0u);
+}
+
 TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
   // After batch-norm statistics are reduced (and all-reduced), only the results travel: from
   // each channel block's first tile (c) to the others holding that block (4 + c, 8 + c,

@@ -124,6 +124,30 @@ TEST(SystemConfig, ExternalSyncFollowsTheIpuModelFormula) {
   EXPECT_EQ(s.sync_cycles(64), 676u);
 }
 
+TEST(SystemConfig, ExternalSyncAcrossRacksCrossesTheGwLinksToTheFarthestRackAndBack) {
+  // ceil(2 x (hops x 15 ns + rack hops x 2 us) x 1.325 GHz), hops = 1 + (members in the
+  // fullest rack) / 4, rack hops from the middle rack of the group to the farthest.
+  const Topology pod256(load_system(system_path("pod256")).spec);
+  std::vector<std::uint32_t> all(256);
+  std::iota(all.begin(), all.end(), 0u);
+  // 64 per rack (17 hops); 4 racks in a ring, the farthest 2 GW hops from any of them:
+  // 2 x (255 ns + 4 us) = 8.51 us = 11,275.75 cycles.
+  EXPECT_EQ(pod256.sync_cycles(all), 11276u);
+  EXPECT_EQ(pod256.system().sync_cycles(256), 11276u);
+  // One IPU in each rack: 1.25 hops, 2 x (18.75 ns + 4 us) = 10,649.69 cycles.
+  const std::vector<std::uint32_t> strided{0, 64, 128, 192};
+  EXPECT_EQ(pod256.sync_cycles(strided), 10650u);
+  // Two neighbouring racks: 1 GW hop, 2 x (255 ns + 2 us) = 5,975.75 cycles.
+  const std::vector<std::uint32_t> two_racks(all.begin(), all.begin() + 128);
+  EXPECT_EQ(pod256.sync_cycles(two_racks), 5976u);
+  // Racks 0 and 2 of the ring: 2 GW hops either way round.
+  const std::vector<std::uint32_t> opposite{0, 128};
+  EXPECT_EQ(pod256.sync_cycles(opposite), 10650u);
+  // Inside one rack the IPUModel formula alone: 16 IPUs -> 199 cycles.
+  const std::vector<std::uint32_t> sixteen(all.begin(), all.begin() + 16);
+  EXPECT_EQ(pod256.sync_cycles(sixteen), 199u);
+}
+
 TEST(Topology, Pod16IsALadderOfEightRungs) {
   const Topology t(load_system(system_path("pod16")).spec);
   EXPECT_EQ(count(t, LinkKind::kRung), 8u);
@@ -364,6 +388,28 @@ TEST(LinkSchedule, FlowsSharingALinkQueue) {
   EXPECT_EQ(s3.run(both, 0), hold + latency);
 }
 
+TEST(Collective, EveryStepAfterTheFirstPaysTheExternalSyncOfItsDomain) {
+  // A ring all-gather of 4 MiB per IPU over IPUs 0..3 of a POD16: the GCL ring 0 -> 2 -> 3 ->
+  // 1 -> 0 (two rail hops, two rung hops), 3 steps of 1 MiB chunks, each bound by a rail hop
+  // (2 IPU-Links x 128 Gibit/s x 0.85) plus its 15 ns latency (20 cycles). Each step is a BSP
+  // superstep: the two after the first start with an external sync (the first one's is the
+  // group step's own). Fixed cost = 2 syncs; bytes over bandwidth = 3 chunks over the rail.
+  const Topology t(load_system(system_path("pod16")).spec);
+  const ChipSpec& chip = t.system().chip;
+  const double rate = 2 * 128.0 * (1u << 30) / 8 * 0.85 / 1.325e9;  // rail, bytes/cycle
+  const std::uint64_t step = static_cast<std::uint64_t>(std::ceil((1u << 20) / rate)) + 20;
+  const std::vector<std::uint32_t> members{0, 1, 2, 3};
+  const std::uint64_t sync = t.sync_cycles(members);
+  EXPECT_EQ(sync, 80u);  // 4 IPUs: ceil(2 x 2 hops x 15 ns x 1.325 GHz)
+  for (const std::uint64_t step_sync : {std::uint64_t{0}, sync, std::uint64_t{10000}}) {
+    LinkSchedule links(t);
+    const auto o =
+        run_collective(links, chip, trace::CollectiveOp::kAllGather, trace::CollectiveMethod::kRing,
+                       members, 4u << 20, trace::DType::kHalf, 1000, step_sync);
+    EXPECT_EQ(o.end, 1000 + 3 * step + 2 * step_sync) << step_sync;
+  }
+}
+
 }  // namespace
 }  // namespace ipusim::topology
 
@@ -428,17 +474,19 @@ TEST(CollectiveRegistry, AutoEqualsTheFastestAlgorithmRunAlone) {
             for (const auto* a : collective_algorithms()) {
               LinkSchedule copy = start;
               const auto o = run_collective(copy, chip, op, a->method(), *members, bytes,
-                                            trace::DType::kHalf, 100);
+                                            trace::DType::kHalf, 100, topo.sync_cycles(*members));
               if (!fastest || o.end < fastest_end) {
                 fastest = a;
                 fastest_end = o.end;
               }
             }
             LinkSchedule alone = start, chosen = start;
-            const auto expected = run_collective(alone, chip, op, fastest->method(), *members,
-                                                 bytes, trace::DType::kHalf, 100);
-            const auto got = run_collective(chosen, chip, op, trace::CollectiveMethod::kAuto,
-                                            *members, bytes, trace::DType::kHalf, 100);
+            const auto expected =
+                run_collective(alone, chip, op, fastest->method(), *members, bytes,
+                               trace::DType::kHalf, 100, topo.sync_cycles(*members));
+            const auto got =
+                run_collective(chosen, chip, op, trace::CollectiveMethod::kAuto, *members, bytes,
+                               trace::DType::kHalf, 100, topo.sync_cycles(*members));
             const std::string what = system + " op " + std::to_string(static_cast<int>(op)) +
                                      " members " + std::to_string(members->size()) + " bytes " +
                                      std::to_string(bytes) + (idle ? " idle" : " busy");

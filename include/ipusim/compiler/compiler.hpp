@@ -85,11 +85,12 @@ struct RunConfig {
   std::string optimiser;                        // lars or lamb
   bool optimiser_state_streaming = false;
   bool replicated_tensor_sharding = false;
-  std::vector<double> available_memory;    // per IPU of the replica
-  std::vector<std::string> checkpoints;    // CNN recomputation checkpoints (layer names)
-  std::uint32_t batchnorm_group = 1;       // replicas sharing batch-norm statistics
-  bool batchnorm_statistics_cache = true;  // recomputation reuses the forward statistics
-  bool fuse_elementwise = true;            // elementwise chains become one fused compute set
+  bool sync_replicas_independently = false;  // Poplar's target.syncReplicasIndependently
+  std::vector<double> available_memory;      // per IPU of the replica
+  std::vector<std::string> checkpoints;      // CNN recomputation checkpoints (layer names)
+  std::uint32_t batchnorm_group = 1;         // replicas sharing batch-norm statistics
+  bool batchnorm_statistics_cache = true;    // recomputation reuses the forward statistics
+  bool fuse_elementwise = true;              // elementwise chains become one fused compute set
   bool popnn_norms = true;     // CNN batch norm and ReLU lowered as popnn calls, not fused chains
   bool rearrangements = true;  // conv operands are regrouped/transposed as needed
   std::uint64_t allreduce_buffer = 50ull << 20;  // bytes per gradient collective (fused buffers)

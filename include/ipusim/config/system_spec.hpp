@@ -65,8 +65,14 @@ struct SystemSpec {
   std::uint32_t machines() const { return machines_per_rack * racks; }
   std::uint32_t ipus() const { return machines() * machine.ipus; }
   std::uint32_t ipus_per_rack() const { return machines_per_rack * machine.ipus; }
-  // External BSP sync of a group of n IPUs, in tile cycles (ipu-hardware.md §2, IPUModel):
-  // hops = 1 + n / ipus_per_hop; cycles = ceil(2 x hops x hop latency x clock).
+  // External BSP sync of a group of IPUs, in tile cycles. Inside a rack, over the Sync-Links
+  // (ipu-hardware.md §2, IPUModel): hops = 1 + n / ipus_per_hop for the `n` members of the
+  // rack with the most. A group that spans racks also sends the sync over the GW-Links to the
+  // farthest rack of the group and back (`rack_distance` hops of the ring of racks, each a
+  // GW-Link latency): cycles = ceil(2 x (hops x hop latency + rack_distance x GW latency) x
+  // clock).
+  std::uint64_t sync_cycles(std::uint32_t n_in_rack, std::uint32_t rack_distance) const;
+  // The same for the first n IPUs of the system (consecutive IPUs, rack by rack).
   std::uint64_t sync_cycles(std::uint32_t n) const;
 };
 

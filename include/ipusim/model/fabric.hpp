@@ -84,6 +84,9 @@ class Fabric : public sc_core::sc_module {
                                      std::uint64_t& instance) const;
   std::uint32_t simulated_count(const std::vector<std::uint32_t>& members) const;
   std::string describe(const trace::Step& step) const;
+  // Cycles of the external sync that starts a group step of `group` (and each later step of
+  // a collective over it).
+  std::uint64_t sync_cycles(const std::vector<std::uint32_t>& group) const;
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);
@@ -96,6 +99,11 @@ class Fabric : public sc_core::sc_module {
   std::vector<bool> has_program_;  // by program index
   std::uint32_t simulated_replicas_;
   sc_core::sc_time period_;
+  // Poplar's engine option target.syncReplicasIndependently (trace meta
+  // engine.sync_replicas_independently, default false): when false every external sync
+  // spans all the IPUs the trace uses, whatever the group, and takes `all_ipus_sync_` cycles.
+  bool sync_replicas_independently_ = false;
+  std::uint64_t all_ipus_sync_ = 0;
   // (group instance, sequence number) -> operation waiting for members
   std::map<std::pair<std::uint64_t, std::uint64_t>, Pending> pending_;
   // (system IPU, group instance) -> group steps it has started

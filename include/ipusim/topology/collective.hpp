@@ -31,18 +31,24 @@ class CollectiveAlgorithm;
 // cycles; every function takes the cycle its work is ready and returns the cycle it ends.
 class CollectiveContext {
  public:
-  CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype);
+  // `step_sync`: cycles of the external sync each step after the first starts with (the
+  // first step's sync is the group step's own, paid before `ready`).
+  CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype,
+                    std::uint64_t step_sync);
 
   LinkSchedule& links() { return links_; }
   const ChipSpec& chip() const { return chip_; }
   trace::DType dtype() const { return dtype_; }
-  // A neighbour handshake between two IPUs: one sync hop there and back.
-  std::uint64_t hop_sync() const { return hop_sync_; }
+  // Every step of a collective is a BSP superstep over the links (syncful GCL): its
+  // inter-IPU exchange follows an external sync of the collective's sync domain. The first
+  // step's sync is the one the group step started with; each later step pays `step_sync`.
+  // Returns the cycle the step's flows may start.
+  std::uint64_t begin_step(std::uint64_t t);
   // On-chip reduction of `inputs` vectors of `bytes` each (reduce_cycles for this dtype).
   std::uint64_t reduce(std::uint64_t bytes, std::uint64_t inputs) const;
 
   // `steps` ring steps of every pass at once; with `reduce`, each step ends with an on-chip
-  // reduction of the received chunk. Each step also pays a neighbour sync.
+  // reduction of the received chunk. Each step starts with begin_step.
   std::uint64_t ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce,
                            std::uint64_t t);
   // Reduce-scatter (`reduce`) or all-gather of `bytes` per member within each of `groups`,
@@ -50,7 +56,7 @@ class CollectiveContext {
   std::uint64_t ring_phase(const std::vector<std::vector<std::uint32_t>>& groups,
                            const CollectiveAlgorithm& algorithm, std::uint64_t bytes, bool reduce,
                            std::uint64_t t);
-  // Every member sends `bytes` to every other member at once, then a handshake.
+  // One step: every member sends `bytes` to every other member at once.
   std::uint64_t direct(const std::vector<std::uint32_t>& members, std::uint64_t bytes,
                        std::uint64_t t);
 
@@ -58,7 +64,8 @@ class CollectiveContext {
   LinkSchedule& links_;
   const ChipSpec& chip_;
   trace::DType dtype_;
-  std::uint64_t hop_sync_ = 0;
+  std::uint64_t step_sync_ = 0;
+  bool started_ = false;  // a step has begun
 };
 
 class CollectiveAlgorithm {

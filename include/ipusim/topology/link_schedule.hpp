@@ -75,13 +75,14 @@ struct CollectiveOutcome {
 };
 
 // Runs a collective among `members` (system IPUs, in replica order) on `tensor_bytes` of
-// `dtype` per IPU, starting at cycle `ready` (after the group's external sync). Reduction
+// `dtype` per IPU, starting at cycle `ready` (after the group's external sync); each of its
+// steps after the first starts with another external sync of `step_sync` cycles. Reduction
 // arithmetic on each IPU is costed with the codelet models over all its tiles. See
 // docs/topology.md for each method.
 CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, trace::CollectiveOp op,
                                  trace::CollectiveMethod method,
                                  std::span<const std::uint32_t> members, std::uint64_t tensor_bytes,
-                                 trace::DType dtype, std::uint64_t ready);
+                                 trace::DType dtype, std::uint64_t ready, std::uint64_t step_sync);
 
 // Cycles for one IPU to reduce `inputs` vectors of `bytes` each into one, spread over all of
 // its tiles: one compute set of reduce vertices plus an internal sync.

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class Topology {
   std::uint32_t nodes() const { return ipus_ + system_.machines(); }
   std::uint32_t machine_of(std::uint32_t ipu) const { return ipu / system_.machine.ipus; }
   std::uint32_t rack_of(std::uint32_t ipu) const { return ipu / system_.ipus_per_rack(); }
+  // External sync of `ipus` (SystemSpec::sync_cycles): the most members in one rack, and the
+  // GW-Link hops from the middle rack of the group (the one nearest to all others round the
+  // ring of racks) to the farthest.
+  std::uint64_t sync_cycles(std::span<const std::uint32_t> ipus) const;
   std::uint32_t gateway_node(std::uint32_t machine) const { return ipus_ + machine; }
   const std::vector<Link>& links() const { return links_; }
   std::uint32_t channels() const { return static_cast<std::uint32_t>(2 * links_.size()); }
