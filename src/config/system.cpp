@@ -99,6 +99,11 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
       row("fabric.host_server_bandwidth", 1e6, kBig, "NIC bandwidth of one host server",
           "§2 POD4 DA / POD16 DA (100 GbE RoCEv2 NIC)",
           [](SystemSpec& s) { return &s.fabric.host_server_bandwidth; }),
+      row("fabric.gcl.max_broadcast_size", 0, kBig,
+          "GCL software: method auto broadcasts a collective of at most this many bytes x "
+          "members and uses a ring method otherwise",
+          "GCL user guide, options: syncful.maxBroadcastSize (default 2048)",
+          [](SystemSpec& s) { return &s.fabric.gcl_max_broadcast_size; }),
       row("system.name", 0, 0, "System name shown in reports", "-",
           [](SystemSpec& s) { return &s.name; }),
       config::choice_field<SystemSpec>(

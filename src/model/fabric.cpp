@@ -201,8 +201,9 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
     if (method == trace::CollectiveMethod::kAuto && idle) {
       if (auto it = auto_choice_.find(key); it != auto_choice_.end()) method = it->second;
     }
-    const auto outcome = topology::run_collective(links_, system_.chip, step.collective, method,
-                                                  group, step.bytes, step.dtype, t.synced, sync);
+    const auto outcome =
+        topology::run_collective(links_, system_.chip, step.collective, method, group, step.bytes,
+                                 step.dtype, t.synced, domain_sync());
     if (step.method == trace::CollectiveMethod::kAuto && idle)
       auto_choice_.try_emplace(std::move(key), outcome.method);
     end = outcome.end;
@@ -215,7 +216,12 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
 }
 
 std::uint64_t Fabric::sync_cycles(const std::vector<std::uint32_t>& group) const {
-  return sync_replicas_independently_ ? topology_.sync_cycles(group) : all_ipus_sync_;
+  return domain_sync().value_or(topology_.sync_cycles(group));
+}
+
+std::optional<std::uint64_t> Fabric::domain_sync() const {
+  if (sync_replicas_independently_) return std::nullopt;
+  return all_ipus_sync_;
 }
 
 std::uint64_t Fabric::host_cycles(const trace::Step& step) const {

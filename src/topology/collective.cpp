@@ -34,15 +34,16 @@ const CollectiveAlgorithm& collective_algorithm(CollectiveMethod method) {
 }
 
 CollectiveContext::CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype,
-                                     std::uint64_t step_sync)
-    : links_(links), chip_(chip), dtype_(dtype), step_sync_(step_sync) {}
+                                     std::optional<std::uint64_t> domain_sync)
+    : links_(links), chip_(chip), dtype_(dtype), domain_sync_(domain_sync) {}
 
-std::uint64_t CollectiveContext::begin_step(std::uint64_t t) {
+std::uint64_t CollectiveContext::begin_step(std::uint64_t t,
+                                            std::span<const std::uint32_t> members) {
   if (!started_) {
     started_ = true;
     return t;
   }
-  return t + step_sync_;
+  return t + (domain_sync_ ? *domain_sync_ : links_.topology().sync_cycles(members));
 }
 
 std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t inputs) const {
@@ -52,6 +53,10 @@ std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t input
 std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes, std::size_t steps,
                                             bool reduce, std::uint64_t t) {
   std::vector<Flow> flows;
+  std::vector<std::uint32_t> members;  // every IPU of the passes: those a step syncs
+  for (const RingPass& p : passes) members.insert(members.end(), p.order.begin(), p.order.end());
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
   for (std::size_t s = 0; s < steps; ++s) {
     flows.clear();
     std::uint64_t chunk = 0;
@@ -63,7 +68,7 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
       }
       chunk = std::max(chunk, p.chunk);
     }
-    t = links_.run(flows, begin_step(t));
+    t = links_.run(flows, begin_step(t, members));
     if (reduce) t += this->reduce(chunk, 2);
   }
   return t;
@@ -88,7 +93,7 @@ std::uint64_t CollectiveContext::ring_phase(const std::vector<std::vector<std::u
 std::uint64_t CollectiveContext::direct(const std::vector<std::uint32_t>& members,
                                         std::uint64_t bytes, std::uint64_t t) {
   std::vector<Flow> flows;
-  t = begin_step(t);
+  t = begin_step(t, members);
   std::uint64_t end = t;
   for (auto a : members) {
     flows.clear();
@@ -117,7 +122,7 @@ std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op,
       std::vector<Flow> flows;
       for (std::size_t i = 1; i < n; ++i)
         flows.push_back({members[0], members[i], ceil_div(bytes, n)});
-      t = c.links().run(flows, c.begin_step(t));
+      t = c.links().run(flows, c.begin_step(t, members));
       return c.ring_phase(one, *this, bytes, false, t);
     }
   }
@@ -125,6 +130,12 @@ std::uint64_t RingAlgorithm::run(CollectiveContext& c, CollectiveOp op,
 }
 
 namespace {
+
+// Whether `a` lays out ring passes (and so composes hierarchically over racks).
+bool ring_based(const CollectiveAlgorithm& a) {
+  const std::vector<std::uint32_t> two{0, 1};
+  return !a.passes(two, two, 2).empty();
+}
 
 // Members grouped by rack, if they span several racks with the same count in each.
 std::vector<std::vector<std::uint32_t>> split_by_rack(const Topology& topo,
@@ -161,14 +172,15 @@ std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algo
 CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
                            const CollectiveAlgorithm& algorithm,
                            std::span<const std::uint32_t> members, std::uint64_t bytes,
-                           trace::DType dtype, std::uint64_t ready, std::uint64_t step_sync) {
-  CollectiveContext c(links, chip, dtype, step_sync);
+                           trace::DType dtype, std::uint64_t ready,
+                           std::optional<std::uint64_t> domain_sync) {
+  CollectiveContext c(links, chip, dtype, domain_sync);
   const std::vector<std::uint32_t> list(members.begin(), members.end());
   const auto racks = split_by_rack(links.topology(), members);
   CollectiveOutcome out;
   out.method = algorithm.method();
-  const bool ring_based = !algorithm.passes(list, list, bytes).empty();
-  if (op == CollectiveOp::kAllReduce && !racks.empty() && racks.front().size() > 1 && ring_based) {
+  if (op == CollectiveOp::kAllReduce && !racks.empty() && racks.front().size() > 1 &&
+      ring_based(algorithm)) {
     out.hierarchical = true;
     out.end = hierarchical(c, algorithm, racks, bytes, ready);
   } else {
@@ -182,25 +194,35 @@ CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, Collective
 CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
                                  CollectiveMethod method, std::span<const std::uint32_t> members,
                                  std::uint64_t tensor_bytes, trace::DType dtype,
-                                 std::uint64_t ready, std::uint64_t step_sync) {
+                                 std::uint64_t ready, std::optional<std::uint64_t> domain_sync) {
   if (method != CollectiveMethod::kAuto)
     return run_with(links, chip, op, collective_algorithm(method), members, tensor_bytes, dtype,
-                    ready, step_sync);
-  // auto: try each algorithm on a copy of the link state and keep the fastest (the first of
+                    ready, domain_sync);
+  // auto, as GCL's: a collective of at most fabric.gcl.max_broadcast_size bytes x members
+  // is broadcast (every member sends to every other in one step, so the latency is paid
+  // once); a larger one runs the fastest ring-based method.
+  const std::uint64_t broadcast_limit =
+      links.topology().system().fabric.gcl_max_broadcast_size.count;
+  const bool broadcast = members.size() * tensor_bytes <= broadcast_limit;
+  std::vector<const CollectiveAlgorithm*> candidates;
+  for (const auto* a : collective_algorithms())
+    if (ring_based(*a) != broadcast) candidates.push_back(a);
+  if (candidates.empty()) candidates = collective_algorithms();
+  // Try each candidate on a copy of the link state and keep the fastest (the first of
   // equals). A trial stops once one of its flows arrives no earlier than the best end so far:
   // it can only end later, so it cannot be chosen. Running the chosen algorithm again on the
   // real state would give the same outcome and the same state (the schedule is
   // deterministic), so the best trial's state becomes the real one.
-  const CollectiveAlgorithm* best = collective_algorithms().front();
+  const CollectiveAlgorithm* best = candidates.front();
   std::uint64_t best_end = std::numeric_limits<std::uint64_t>::max();
   std::optional<LinkSchedule> best_links;
   CollectiveOutcome best_outcome;
-  for (const auto* a : collective_algorithms()) {
+  for (const auto* a : candidates) {
     LinkSchedule trial = links;
     if (best_links) trial.abort_at(best_end);
     CollectiveOutcome outcome;
     try {
-      outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready, step_sync);
+      outcome = run_with(trial, chip, op, *a, members, tensor_bytes, dtype, ready, domain_sync);
     } catch (const LinkSchedule::Exceeded&) {
       continue;
     }
@@ -212,7 +234,7 @@ CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, Coll
     }
   }
   if (!best_links)
-    return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready, step_sync);
+    return run_with(links, chip, op, *best, members, tensor_bytes, dtype, ready, domain_sync);
   links = std::move(*best_links);
   links.never_abort();
   return best_outcome;

@@ -27,7 +27,7 @@ class BroadcastReduce final : public CollectiveAlgorithm {
       case trace::CollectiveOp::kBroadcast: {
         std::vector<Flow> flows;
         for (std::size_t i = 1; i < n; ++i) flows.push_back({members[0], members[i], bytes});
-        return c.links().run(flows, c.begin_step(t));
+        return c.links().run(flows, c.begin_step(t, members));
       }
     }
     return t;

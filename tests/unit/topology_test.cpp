@@ -408,6 +408,12 @@ TEST(Collective, EveryStepAfterTheFirstPaysTheExternalSyncOfItsDomain) {
                        members, 4u << 20, trace::DType::kHalf, 1000, step_sync);
     EXPECT_EQ(o.end, 1000 + 3 * step + 2 * step_sync) << step_sync;
   }
+  // Replicas syncing independently: each step syncs the IPUs it involves, all four here.
+  LinkSchedule links(t);
+  const auto o =
+      run_collective(links, chip, trace::CollectiveOp::kAllGather, trace::CollectiveMethod::kRing,
+                     members, 4u << 20, trace::DType::kHalf, 1000, std::nullopt);
+  EXPECT_EQ(o.end, 1000 + 3 * step + 2 * sync);
 }
 
 }  // namespace
@@ -453,7 +459,7 @@ namespace {
 // algorithm alone would: the same end, method and per-channel use, and the same busy links
 // for what comes next. Its trials stop early once they cannot win, and the winning trial's
 // state is kept instead of running it again; neither may change anything.
-TEST(CollectiveRegistry, AutoEqualsTheFastestAlgorithmRunAlone) {
+TEST(CollectiveRegistry, AutoEqualsTheFastestAlgorithmGclWouldPickRunAlone) {
   for (const std::string system : {"pod16", "pod128"}) {
     const Topology topo(load_system(system_path(system)).spec);
     const ChipSpec& chip = topo.system().chip;
@@ -468,10 +474,14 @@ TEST(CollectiveRegistry, AutoEqualsTheFastestAlgorithmRunAlone) {
           for (const bool idle : {true, false}) {
             LinkSchedule start(topo);
             if (!idle) start.run(busy, 0);
-            // The fastest algorithm, tried alone on copies.
+            // The fastest algorithm GCL's auto may pick (broadcast-reduce when members x bytes
+            // <= fabric.gcl.max_broadcast_size, 2048 B; a ring-based one otherwise), each
+            // tried alone on copies.
+            const bool small = members->size() * bytes <= 2048;
             const CollectiveAlgorithm* fastest = nullptr;
             std::uint64_t fastest_end = 0;
             for (const auto* a : collective_algorithms()) {
+              if ((a->method() == trace::CollectiveMethod::kBroadcastReduce) != small) continue;
               LinkSchedule copy = start;
               const auto o = run_collective(copy, chip, op, a->method(), *members, bytes,
                                             trace::DType::kHalf, 100, topo.sync_cycles(*members));

@@ -41,6 +41,9 @@ struct FabricSpec {
   Duration sync_hop_latency;  // external sync: time per hop of the sync tree
   std::uint32_t sync_ipus_per_hop = 0;
   Bandwidth host_server_bandwidth;  // NIC bandwidth of one host server
+  // GCL's `auto` method broadcasts a collective whose members x bytes is at most this (GCL
+  // option syncful.maxBroadcastSize), and runs a ring-based method otherwise.
+  Bytes gcl_max_broadcast_size;
 };
 
 enum class RackTopology { kLadder, kTorus };

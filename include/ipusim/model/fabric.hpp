@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <systemc>
 #include <vector>
@@ -87,6 +88,8 @@ class Fabric : public sc_core::sc_module {
   // Cycles of the external sync that starts a group step of `group` (and each later step of
   // a collective over it).
   std::uint64_t sync_cycles(const std::vector<std::uint32_t>& group) const;
+  // Every sync's cycles when all span the run's IPUs; none when replicas sync independently.
+  std::optional<std::uint64_t> domain_sync() const;
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "ipusim/topology/link_schedule.hpp"
@@ -31,19 +33,20 @@ class CollectiveAlgorithm;
 // cycles; every function takes the cycle its work is ready and returns the cycle it ends.
 class CollectiveContext {
  public:
-  // `step_sync`: cycles of the external sync each step after the first starts with (the
+  // `domain_sync`: cycles of the external sync each step after the first starts with when
+  // every sync spans a whole domain; none: each step syncs just the IPUs it involves (the
   // first step's sync is the group step's own, paid before `ready`).
   CollectiveContext(LinkSchedule& links, const ChipSpec& chip, trace::DType dtype,
-                    std::uint64_t step_sync);
+                    std::optional<std::uint64_t> domain_sync);
 
   LinkSchedule& links() { return links_; }
   const ChipSpec& chip() const { return chip_; }
   trace::DType dtype() const { return dtype_; }
   // Every step of a collective is a BSP superstep over the links (syncful GCL): its
-  // inter-IPU exchange follows an external sync of the collective's sync domain. The first
-  // step's sync is the one the group step started with; each later step pays `step_sync`.
-  // Returns the cycle the step's flows may start.
-  std::uint64_t begin_step(std::uint64_t t);
+  // inter-IPU exchange follows an external sync of the domain, or of `members` (the IPUs the
+  // step involves) when replicas sync independently. The first step's sync is the one the
+  // group step started with. Returns the cycle the step's flows may start.
+  std::uint64_t begin_step(std::uint64_t t, std::span<const std::uint32_t> members);
   // On-chip reduction of `inputs` vectors of `bytes` each (reduce_cycles for this dtype).
   std::uint64_t reduce(std::uint64_t bytes, std::uint64_t inputs) const;
 
@@ -64,7 +67,7 @@ class CollectiveContext {
   LinkSchedule& links_;
   const ChipSpec& chip_;
   trace::DType dtype_;
-  std::uint64_t step_sync_ = 0;
+  std::optional<std::uint64_t> domain_sync_;
   bool started_ = false;  // a step has begun
 };
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -76,13 +77,15 @@ struct CollectiveOutcome {
 
 // Runs a collective among `members` (system IPUs, in replica order) on `tensor_bytes` of
 // `dtype` per IPU, starting at cycle `ready` (after the group's external sync); each of its
-// steps after the first starts with another external sync of `step_sync` cycles. Reduction
+// steps after the first starts with another external sync: of `domain_sync` cycles when every
+// sync spans a whole domain (Poplar's default), else of the IPUs that step involves. Reduction
 // arithmetic on each IPU is costed with the codelet models over all its tiles. See
 // docs/topology.md for each method.
 CollectiveOutcome run_collective(LinkSchedule& links, const ChipSpec& chip, trace::CollectiveOp op,
                                  trace::CollectiveMethod method,
                                  std::span<const std::uint32_t> members, std::uint64_t tensor_bytes,
-                                 trace::DType dtype, std::uint64_t ready, std::uint64_t step_sync);
+                                 trace::DType dtype, std::uint64_t ready,
+                                 std::optional<std::uint64_t> domain_sync);
 
 // Cycles for one IPU to reduce `inputs` vectors of `bytes` each into one, spread over all of
 // its tiles: one compute set of reduce vertices plus an internal sync.
