@@ -275,8 +275,15 @@ class CnnLowering {
     const DType dt = m_.dtype;
     if (run_.replicas > 1) {
       const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
-      b_.collectives(out, trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
-                     {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
+      if (run_.per_tensor_collectives) {  // one all-reduce per parameter tensor
+        for (const auto& [name, w] : parameter_layouts())
+          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce,
+                                      w.elements() * trace::dtype_bytes(dt), dt,
+                                      {trace::GroupKind::kReplicas, 0}));
+      } else {
+        b_.collectives(out, trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
+                       {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
+      }
     }
     const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     const bool lars = run_.optimiser == "lars";

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "ipu_builder.hpp"
 #include "ipusim/util/error.hpp"
@@ -103,20 +104,24 @@ class TransformerLowering {
     std::string name;
     Layout layout;
     std::uint64_t copies;
+    std::uint64_t tensors = 1;  // separate weight tensors of equal size in one copy's layout
   };
   std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn, bool embeddings,
                                     bool heads, bool final_norm) {
     const std::uint64_t h = m_.hidden;
     std::vector<Parameter> out;
-    auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies) {
-      if (copies > 0) out.push_back({name, l, copies});
+    auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies,
+                   std::uint64_t tensors = 1) {
+      if (copies > 0) out.push_back({name, l, copies, tensors});
     };
-    add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn);
+    add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn, 3);  // Q, K, V
     add("attention/out", b_.weights_layout(mm(tokens_, h, h)), n_attn);
-    add("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn);
+    // Q, K, V and output biases, layer-norm gamma and beta
+    add("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn, 6);
     add("ffn/in", b_.weights_layout(mm(tokens_, m_.ffn, h)), n_ffn);
     add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
-    add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn);
+    // the two biases, layer-norm gamma and beta
+    add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn, 4);
     if (embeddings && m_.classifier) {
       add("embedding/patches", b_.weights_layout(patch_matmul()), 1);
       // position embeddings, the class token and the patch embedding's bias
@@ -124,16 +129,17 @@ class TransformerLowering {
     } else if (embeddings) {
       add("embedding/table", b_.weights_layout(mm(masked(), slice_n(), h)),
           run_.embedding_serialisation);
-      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types, h), 1);
+      // position and token-type tables
+      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types, h), 1, 2);
     }
     if (heads && m_.classifier) {
       add("heads/classifier", b_.weights_layout(mm(masked(), m_.classes, h)), 1);
       add("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
     } else if (heads && !m_.lm_head) {
       add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
-      add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1);
+      add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1, 4);
     }
-    if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1);
+    if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1, 2);
     return out;
   }
 
@@ -658,11 +664,43 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     if (last) params += lower.final_norm_params();
     const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
     const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
-    if (run.replicas > 1) {
+    // One collective per weight tensor (PopART 2.3: run.collective_grouping per_tensor): the
+    // stage's tensors by elements, with how many there are of each size. Under replicated
+    // tensor sharding only tensors of at least PopART's minElementsForReplicatedTensorSharding
+    // (8,192) are sharded: reduce-scattered, then all-gathered after the update; the others
+    // are all-reduced.
+    constexpr std::uint64_t kMinShardedElements = 8192;
+    std::map<std::uint64_t, std::uint64_t> tensor_sizes;
+    for (const auto& param : lower.parameters(n_attn, n_ffn, first, heads, last))
+      tensor_sizes[param.layout.elements() / param.tensors] += param.copies * param.tensors;
+    const trace::Group replicas{trace::GroupKind::kReplicas, 0};
+    const auto each = [&](trace::Step step, std::uint64_t count) {
+      if (count == 1) {
+        program.steps.push_back(std::move(step));
+        return;
+      }
+      trace::Step loop = make_step(StepKind::kRepeat);
+      loop.count = count;
+      loop.body.push_back(std::move(step));
+      program.steps.push_back(std::move(loop));
+    };
+    const bool per_tensor = run.per_tensor_collectives && run.replicas > 1;
+    std::uint64_t sharded_tensors = 0;
+    if (per_tensor) {
+      const auto scope = b.scope("", trace::Pass::kGradientAllreduce);
+      for (const auto& [elements, count] : tensor_sizes) {
+        const bool sharded = rts && elements >= kMinShardedElements;
+        if (sharded) sharded_tensors += count;
+        each(b.collective(
+                 sharded ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
+                 elements * eb, m.dtype, replicas),
+             count);
+      }
+    } else if (run.replicas > 1) {
       const auto scope = b.scope("", trace::Pass::kGradientAllreduce);
       b.collectives(program.steps,
                     rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
-                    params * eb, m.dtype, {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
+                    params * eb, m.dtype, replicas, run.allreduce_buffer);
     }
     const auto update_scope = b.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     // LAMB: two moments (16-bit), per-tensor norms, update (AdamW: the same without the
@@ -694,14 +732,26 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
         b.elementwise(program.steps, w, {&square, 1});
         b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/true);
       }
+      // A sharded tensor's norms are sums over every replica's shard: PopART adds a scalar
+      // all-reduce (float) after each of LAMB's two (LambSquareOp with replicated tensor
+      // sharding).
+      if (per_tensor && sharded_tensors > 0)
+        each(b.collective(trace::CollectiveOp::kAllReduce, 4, DType::kFloat, replicas),
+             2 * sharded_tensors);
       const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
       b.elementwise(program.steps, w, update);
     }
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
-    if (rts)
-      b.collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype,
-                    {trace::GroupKind::kReplicas, 0}, run.allreduce_buffer);
+    if (rts && per_tensor) {
+      for (const auto& [elements, count] : tensor_sizes)
+        if (elements >= kMinShardedElements)
+          each(b.collective(trace::CollectiveOp::kAllGather, elements * eb, m.dtype, replicas),
+               count);
+    } else if (rts) {
+      b.collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype, replicas,
+                    run.allreduce_buffer);
+    }
     // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
     // stage inputs (2 x stages to the end + 1 micro-batches) and the largest sub-layer's live
     // activations (during the pipeline loop), and the planner's temporaries.

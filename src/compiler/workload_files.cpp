@@ -417,6 +417,12 @@ std::vector<ParamDecl> run_params() {
        "buffers)",
        "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf "
        "ResNet)"},
+      {"run.collective_grouping", ValueKind::kString, 0, 0,
+       "buffers: gradients reduced in fused buffers of run.allreduce_buffer bytes (TensorFlow's "
+       "all-reduce combiner); per_tensor: one collective per weight tensor, and under "
+       "replicated tensor sharding a scalar all-reduce after each LAMB norm (PopART 2.3)",
+       "graphcore/popart sdk-release-2.3 (no collective grouping before SDK 2.5; LambSquareOp "
+       "with replicated tensor sharding)"},
       {"run.mode", ValueKind::kString, 0, 0,
        "training (forward, backward, weight update per step) or inference (one batch per replica "
        "per step: input from the host, forward pass with resident weights and batch-norm "
@@ -491,6 +497,10 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.sequences_per_pack") d.default_text = "1";
     if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
     if (d.path == "run.io_tiles") d.default_text = "0";
+    if (d.path == "run.collective_grouping") {
+      d.choices = {"buffers", "per_tensor"};
+      d.default_text = "buffers";
+    }
     if (d.path == "run.conv_unit_load_bits") {
       d.choices = {"64", "128"};
       d.default_text = "64";
@@ -582,6 +592,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.popnn_norms = r.string("run.norm_lowering") == "popnn";
   run.rearrangements = r.string("run.rearrangements") == "yes";
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
+  run.per_tensor_collectives = r.string("run.collective_grouping") == "per_tensor";
   run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
   run.conv_unit_load_bits = static_cast<std::uint32_t>(r.count("run.conv_unit_load_bits"));
   run.inference = r.string("run.mode") == "inference";

@@ -38,25 +38,31 @@ CollectiveContext::CollectiveContext(LinkSchedule& links, const ChipSpec& chip, 
     : links_(links), chip_(chip), dtype_(dtype), domain_sync_(domain_sync) {}
 
 std::uint64_t CollectiveContext::begin_step(std::uint64_t t,
-                                            std::span<const std::uint32_t> members) {
+                                            std::span<const std::vector<std::uint32_t>> groups) {
   if (!started_) {
     started_ = true;
     return t;
   }
-  return t + (domain_sync_ ? *domain_sync_ : links_.topology().sync_cycles(members));
+  if (domain_sync_) return t + *domain_sync_;
+  std::uint64_t sync = 0;  // groups sync at once; the step waits for the slowest
+  for (const auto& g : groups) sync = std::max(sync, links_.topology().sync_cycles(g));
+  return t + sync;
+}
+
+std::uint64_t CollectiveContext::begin_step(std::uint64_t t,
+                                            std::span<const std::uint32_t> members) {
+  const std::vector<std::vector<std::uint32_t>> one{{members.begin(), members.end()}};
+  return begin_step(t, one);
 }
 
 std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t inputs) const {
   return reduce_cycles(chip_, bytes, inputs, dtype_);
 }
 
-std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes, std::size_t steps,
-                                            bool reduce, std::uint64_t t) {
+std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
+                                            std::span<const std::vector<std::uint32_t>> groups,
+                                            std::size_t steps, bool reduce, std::uint64_t t) {
   std::vector<Flow> flows;
-  std::vector<std::uint32_t> members;  // every IPU of the passes: those a step syncs
-  for (const RingPass& p : passes) members.insert(members.end(), p.order.begin(), p.order.end());
-  std::sort(members.begin(), members.end());
-  members.erase(std::unique(members.begin(), members.end()), members.end());
   for (std::size_t s = 0; s < steps; ++s) {
     flows.clear();
     std::uint64_t chunk = 0;
@@ -68,7 +74,7 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
       }
       chunk = std::max(chunk, p.chunk);
     }
-    t = links_.run(flows, begin_step(t, members));
+    t = links_.run(flows, begin_step(t, groups));
     if (reduce) t += this->reduce(chunk, 2);
   }
   return t;
@@ -84,7 +90,7 @@ std::uint64_t CollectiveContext::ring_phase(const std::vector<std::vector<std::u
     for (auto& p : algorithm.passes(members, links_.topology().ring(members), bytes))
       passes.push_back(std::move(p));
   }
-  return n < 2 ? t : ring_steps(passes, n - 1, reduce, t);
+  return n < 2 ? t : ring_steps(passes, groups, n - 1, reduce, t);
 }
 
 // The n(n-1) flows are scheduled one sender at a time, in the same order as one list: flows
@@ -151,22 +157,25 @@ std::vector<std::vector<std::uint32_t>> split_by_rack(const Topology& topo,
   return out;
 }
 
-// All-reduce across racks: reduce-scatter inside each rack with `algorithm`, ring all-reduce
-// of the shards between racks (over GW-Links), all-gather inside each rack.
+// A collective across racks, as GCL's three-phase collectives over several racks: for an
+// all-reduce, reduce-scatter inside each rack with `algorithm`, ring all-reduce of the shards
+// between racks (over GW-Links), all-gather inside each rack; a reduce-scatter stops after
+// reducing the shards between racks, and an all-gather starts by gathering them there.
 std::uint64_t hierarchical(CollectiveContext& c, const CollectiveAlgorithm& algorithm,
-                           const std::vector<std::vector<std::uint32_t>>& per_rack,
+                           CollectiveOp op, const std::vector<std::vector<std::uint32_t>>& per_rack,
                            std::uint64_t bytes, std::uint64_t t) {
   const std::size_t k = per_rack.front().size();
-  t = c.ring_phase(per_rack, algorithm, bytes, true, t);
+  const bool reduce = op != CollectiveOp::kAllGather, gather = op != CollectiveOp::kReduceScatter;
+  if (reduce) t = c.ring_phase(per_rack, algorithm, bytes, true, t);
   std::vector<std::vector<std::uint32_t>> rings;  // each rack's ring order, computed once
   for (const auto& rack : per_rack) rings.push_back(c.links().topology().ring(rack));
   std::vector<std::vector<std::uint32_t>> across(k);
   for (std::size_t j = 0; j < k; ++j)
     for (const auto& ring : rings) across[j].push_back(ring[j]);
   const std::uint64_t shard = ceil_div(bytes, k);
-  t = c.ring_phase(across, ring_algorithm(), shard, true, t);
-  t = c.ring_phase(across, ring_algorithm(), shard, false, t);
-  return c.ring_phase(per_rack, algorithm, bytes, false, t);
+  if (reduce) t = c.ring_phase(across, ring_algorithm(), shard, true, t);
+  if (gather) t = c.ring_phase(across, ring_algorithm(), shard, false, t);
+  return gather ? c.ring_phase(per_rack, algorithm, bytes, false, t) : t;
 }
 
 CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, CollectiveOp op,
@@ -179,10 +188,10 @@ CollectiveOutcome run_with(LinkSchedule& links, const ChipSpec& chip, Collective
   const auto racks = split_by_rack(links.topology(), members);
   CollectiveOutcome out;
   out.method = algorithm.method();
-  if (op == CollectiveOp::kAllReduce && !racks.empty() && racks.front().size() > 1 &&
+  if (op != CollectiveOp::kBroadcast && !racks.empty() && racks.front().size() > 1 &&
       ring_based(algorithm)) {
     out.hierarchical = true;
-    out.end = hierarchical(c, algorithm, racks, bytes, ready);
+    out.end = hierarchical(c, algorithm, op, racks, bytes, ready);
   } else {
     out.end = list.size() < 2 ? ready : algorithm.run(c, op, list, bytes, ready);
   }

@@ -358,3 +358,35 @@ TEST(ExternalSync, WaitingForPeersIsNotSync) {
 
 }  // namespace
 }  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+// One IPU streams `tiles` x `bytes` from Streaming Memory onto the last `tiles` tiles (I/O
+// tiles) of an IPU-M2000; returns the run's cycles.
+double streamed_onto_io_tiles(std::uint32_t tiles, std::uint64_t bytes) {
+  TempDir dir;
+  const std::string trace = dir.file("io.trace");
+  std::ofstream(trace) << "ipusim-trace 3\nipu 0\nprogram\n  host to_ipu tiles=" << 1472 - tiles
+                       << "..1471 bytes=" << bytes << " memory=streaming\nend\n";
+  const auto r =
+      ipusim("run --system " + system_file("m2000") + " --out " + dir.file("out") + " " + trace);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return total_cycles(read_all(dir.file("out/stats.json")));
+}
+
+TEST(HostIo, ATransferOntoFewIoTilesIsBoundByTheirExchangeRate) {
+  // 4 MiB from Streaming Memory at 1.325 GHz: the gateway's DDR (57.6 GB/s shared by the 4
+  // IPUs of the machine, 14.4 GB/s each, below PCIe Gen4 x8's 15.75 GB/s) takes
+  // 4 MiB / 14.4 GB/s = 385,926 cycles; each receiving tile takes its share at 4 B/cycle.
+  // Plus the gateway latency, 2 us = 2,650 cycles.
+  const double latency = 2650;
+  const double link = std::ceil(4.0 * (1 << 20) / 14.4e9 * 1.325e9);
+  // Four I/O tiles of 1 MiB each: 262,144 cycles at 4 B/cycle, so the link bounds it.
+  EXPECT_EQ(streamed_onto_io_tiles(4, 1 << 20), latency + link);
+  // Two of 2 MiB each: 524,288 cycles, above the link's time: the I/O tiles bound it.
+  EXPECT_EQ(streamed_onto_io_tiles(2, 2 << 20), latency + (2 << 20) / 4);
+}
+
+}  // namespace
+}  // namespace ipusim::testing

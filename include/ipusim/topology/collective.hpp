@@ -3,10 +3,12 @@
 // links (docs/topology.md "Collectives"). Each algorithm is a CollectiveAlgorithm in a file of
 // its own (src/topology/collective_<name>.cpp) and a line of the registry
 // (collective_algorithms() in src/topology/collective.cpp); it is named in traces by its
-// trace::CollectiveMethod. `auto` tries every registered algorithm on a copy of the link state
-// and runs the fastest. All-reduces over several racks are composed hierarchically from the
+// trace::CollectiveMethod. `auto`, as GCL's, broadcasts small collectives and otherwise tries
+// every ring-based algorithm on a copy of the link state and runs the fastest. All-reduces,
+// reduce-scatters and all-gathers over several racks are composed hierarchically from the
 // chosen algorithm (reduce-scatter in each rack, ring all-reduce of the shards between racks,
-// all-gather in each rack) unless the algorithm opts out.
+// all-gather in each rack; a reduce-scatter or all-gather does its half) unless the algorithm
+// opts out.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +49,17 @@ class CollectiveContext {
   // step involves) when replicas sync independently. The first step's sync is the one the
   // group step started with. Returns the cycle the step's flows may start.
   std::uint64_t begin_step(std::uint64_t t, std::span<const std::uint32_t> members);
+  // The same for a step of several groups at once (each syncs its own members).
+  std::uint64_t begin_step(std::uint64_t t, std::span<const std::vector<std::uint32_t>> groups);
   // On-chip reduction of `inputs` vectors of `bytes` each (reduce_cycles for this dtype).
   std::uint64_t reduce(std::uint64_t bytes, std::uint64_t inputs) const;
 
   // `steps` ring steps of every pass at once; with `reduce`, each step ends with an on-chip
   // reduction of the received chunk. Each step starts with begin_step.
-  std::uint64_t ring_steps(const std::vector<RingPass>& passes, std::size_t steps, bool reduce,
-                           std::uint64_t t);
+  // `groups` are the member sets whose rings the passes lay out (what each step syncs).
+  std::uint64_t ring_steps(const std::vector<RingPass>& passes,
+                           std::span<const std::vector<std::uint32_t>> groups, std::size_t steps,
+                           bool reduce, std::uint64_t t);
   // Reduce-scatter (`reduce`) or all-gather of `bytes` per member within each of `groups`,
   // over the rings `algorithm` lays out (RingAlgorithm::passes), all groups at once.
   std::uint64_t ring_phase(const std::vector<std::vector<std::uint32_t>>& groups,
