@@ -524,10 +524,27 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
       fwd.copies.push_back({i, (i + 1) % p, acts});
       bwd.copies.push_back({(i + 1) % p, i, acts});
     }
-    t.global_exchanges = {fwd, bwd};
-    if (run.inference) t.global_exchanges.pop_back();  // no gradients travel back
+    if (run.inference) {
+      t.global_exchanges = {fwd};  // no gradients travel back
+    } else {
+      // PopART merges every pipeline cycle's copies, activations forward and gradients back,
+      // into one inter-IPU copy that runs every cycle (popx/popprograms.cpp, the pipeline's
+      // IpuCopy sequence: "outlined across pipelineCycles AND merged across pipelineStages").
+      trace::GlobalExchange both{"stage_copies", fwd.copies, copy};
+      both.copies.insert(both.copies.end(), bwd.copies.begin(), bwd.copies.end());
+      t.global_exchanges = {both};
+    }
   }
-  const std::uint64_t cycles = run.gradient_accumulation + p - 1;  // fill + steady state + flush
+  // Inference: the batch plus the fill of the stages after the first.
+  const std::uint64_t cycles = run.gradient_accumulation + p - 1;
+  // Training, as PopART pipelines it (transforms/pipeline.cpp): the backward of forward stage
+  // s is stage 2L - s, L the loss stage, and stage s runs in cycles s .. s + GA - 1. With the
+  // tied heads on IPU 0 the forward stages are IPU 0's embedding (0), IPU 1 .. p-1 (1 .. p-1)
+  // and IPU 0's last layers, heads and loss (L = p), so 2p + 1 stages and GA + 2p cycles; with
+  // a classifier on the last IPU, L = p - 1 and GA + 2p - 2 cycles. A fill or flush cycle runs
+  // only the stages active in it.
+  const std::uint64_t loss_stage = pipelined ? (m.classifier ? p - 1 : p) : 0;
+  const std::uint64_t training_cycles = run.gradient_accumulation + 2 * loss_stage;
   const ChipSpec chip = compute_chip(run, system.chip);
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
@@ -556,13 +573,15 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
       return fmt::format("encoder{}/attention", attn0 + i);
     };
     const auto ffn_name = [&](std::uint32_t i) { return fmt::format("encoder{}/ffn", ffn0 + i); };
-    auto forward = [&](Steps& out, trace::Pass pass) {
+    // `embedding` and `body` (the stage's layers and heads) select the parts it runs: IPU 0
+    // of a pipeline with tied heads runs them in different pipeline stages.
+    auto forward = [&](Steps& out, trace::Pass pass, bool embedding = true, bool body = true) {
       Value x = lower.stage_input();
-      if (first) {
+      if (first && embedding) {
         const auto scope = b.scope("embedding", pass, trace::OpKind::kEmbedding);
         lower.embedding_fwd(out, x);
       }
-      for (std::uint32_t i = 0; i < std::max(n_attn, n_ffn); ++i) {
+      for (std::uint32_t i = 0; body && i < std::max(n_attn, n_ffn); ++i) {
         if (i < n_attn) {
           const auto scope = b.scope(attn_name(i), pass);
           lower.attention_fwd(out, x);
@@ -572,16 +591,18 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
           lower.ffn_fwd(out, x);
         }
       }
-      if (last && m.pre_norm) {
+      if (body && last && m.pre_norm) {
         const auto scope = b.scope("final_norm", pass);
         lower.final_norm_fwd(out, x);
       }
-      const auto scope = b.scope(heads ? "heads" : "", pass);
-      if (heads) lower.heads_fwd(out, x);
+      const auto scope = b.scope(body && heads ? "heads" : "", pass);
+      if (body && heads) lower.heads_fwd(out, x);
       lower.flush(out, x);
     };
-    Steps fwd_steps, bwd_steps;
-    forward(fwd_steps, trace::Pass::kForward);
+    // IPU 0 of a training pipeline with tied heads runs its parts as separate stages.
+    const bool split_stages = pipelined && first && !m.classifier && !run.inference;
+    Steps fwd_steps;
+    if (!split_stages) forward(fwd_steps, trace::Pass::kForward);
     if (run.inference) {
       // Forward only, weights resident: one batch per replica through the pipeline (its
       // cycles: the batch plus the fill of the stages after the first).
@@ -616,44 +637,88 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
                                  trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
       continue;
     }
-    forward(bwd_steps, trace::Pass::kRecompute);
-    Value g = lower.stage_input();
-    if (heads) {
-      const auto scope = b.scope("heads", trace::Pass::kDataGradient);
-      lower.heads_bwd(bwd_steps, g);
-    }
-    if (last && m.pre_norm) {
-      const auto scope = b.scope("final_norm", trace::Pass::kDataGradient);
-      lower.final_norm_bwd(bwd_steps, g);
-    }
-    for (std::uint32_t i = std::max(n_attn, n_ffn); i-- > 0;) {
-      if (i < n_ffn) {
-        const auto scope = b.scope(ffn_name(i), trace::Pass::kDataGradient);
-        lower.ffn_bwd(bwd_steps, g);
+    // Pipeline recomputation: the forward again, then the backward.
+    auto backward = [&](Steps& out, bool embedding = true, bool body = true) {
+      forward(out, trace::Pass::kRecompute, embedding, body);
+      Value g = lower.stage_input();
+      if (body && heads) {
+        const auto scope = b.scope("heads", trace::Pass::kDataGradient);
+        lower.heads_bwd(out, g);
       }
-      if (i < n_attn) {
-        const auto scope = b.scope(attn_name(i), trace::Pass::kDataGradient);
-        lower.attention_bwd(bwd_steps, g);
+      if (body && last && m.pre_norm) {
+        const auto scope = b.scope("final_norm", trace::Pass::kDataGradient);
+        lower.final_norm_bwd(out, g);
+      }
+      for (std::uint32_t i = body ? std::max(n_attn, n_ffn) : 0; i-- > 0;) {
+        if (i < n_ffn) {
+          const auto scope = b.scope(ffn_name(i), trace::Pass::kDataGradient);
+          lower.ffn_bwd(out, g);
+        }
+        if (i < n_attn) {
+          const auto scope = b.scope(attn_name(i), trace::Pass::kDataGradient);
+          lower.attention_bwd(out, g);
+        }
+      }
+      const bool embedding_bwd = first && embedding;
+      const auto scope = b.scope(embedding_bwd ? "embedding" : "", trace::Pass::kDataGradient,
+                                 embedding_bwd ? trace::OpKind::kEmbedding : trace::OpKind::kNone);
+      if (embedding_bwd) lower.embedding_bwd(out, g);
+      lower.flush(out, g);
+    };
+    // This IPU's pipeline stages, in stage order, each with its first cycle: a stage runs
+    // for gradient_accumulation cycles from there.
+    struct Stage {
+      Steps steps;
+      std::uint64_t start = 0;
+      bool input = false;  // reads the micro-batch from the host
+    };
+    std::vector<Stage> stages;
+    if (!pipelined) {
+      stages.push_back({fwd_steps, 0, true});
+      backward(stages.back().steps);
+    } else if (split_stages) {  // embedding, last layers with the heads, embedding backward
+      Stage embed{{}, 0, true}, loss{{}, loss_stage, false}, embed_bwd{{}, 2 * loss_stage, false};
+      forward(embed.steps, trace::Pass::kForward, true, false);
+      forward(loss.steps, trace::Pass::kForward, false, true);
+      backward(loss.steps, false, true);
+      backward(embed_bwd.steps, true, false);
+      stages = {std::move(embed), std::move(loss), std::move(embed_bwd)};
+    } else {
+      Stage f{fwd_steps, ipu, first}, bw{{}, 2 * loss_stage - ipu, false};
+      backward(bw.steps);
+      if (bw.start == f.start) {  // the loss stage: forward and backward in one
+        f.steps.insert(f.steps.end(), bw.steps.begin(), bw.steps.end());
+        stages = {std::move(f)};
+      } else {
+        stages = {std::move(f), std::move(bw)};
       }
     }
-    {
-      const auto scope = b.scope(first ? "embedding" : "", trace::Pass::kDataGradient,
-                                 first ? trace::OpKind::kEmbedding : trace::OpKind::kNone);
-      if (first) lower.embedding_bwd(bwd_steps, g);
-      lower.flush(bwd_steps, g);
+    // The cycles, cut where a stage starts or ends; each run of identical cycles is a loop
+    // of the stages active in it and (pipelined) the cycle's inter-IPU copy.
+    const std::uint64_t ga = run.gradient_accumulation;
+    std::vector<std::uint64_t> cuts{0, pipelined ? training_cycles : ga};
+    for (const Stage& st : stages) {
+      cuts.push_back(st.start);
+      cuts.push_back(st.start + ga);
     }
-    trace::Step loop = make_step(StepKind::kRepeat);
-    loop.count = cycles;
-    if (first) {
-      const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-      const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-      stream_input(b, loop.body, run, input_layout(input), input, system.chip.tiles);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+      const std::uint64_t from = cuts[k], to = cuts[k + 1];
+      trace::Step loop = make_step(StepKind::kRepeat);
+      loop.count = to - from;
+      for (const Stage& st : stages) {
+        if (from < st.start || from >= st.start + ga) continue;
+        if (st.input) {
+          const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+          const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
+          stream_input(b, loop.body, run, input_layout(input), input, system.chip.tiles);
+        }
+        loop.body.insert(loop.body.end(), st.steps.begin(), st.steps.end());
+      }
+      if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
+      program.steps.push_back(std::move(loop));
     }
-    loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
-    if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
-    loop.body.insert(loop.body.end(), bwd_steps.begin(), bwd_steps.end());
-    if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 1));
-    program.steps.push_back(std::move(loop));
     // The activations live while the pipeline loop runs (positions up to its last), not during
     // the weight update.
     const trace::Lifetime loop_live{0, trace::program_positions(program.steps) - 1};

@@ -978,19 +978,56 @@ TEST(CompilerVit, ClassifierSitsOnTheLastStageAndThePipelineRingIsOpen) {
       compile_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/vit_tiny-pod16.yaml");
   ASSERT_EQ(t.ipus.size(), 2u);
   // The patch embedding on IPU 0, the classifier on IPU 1 (after the last layer), and no
-  // stage boundary back from IPU 1 to IPU 0: one copy each way, 0 -> 1 and 1 -> 0.
+  // stage boundary back from IPU 1 to IPU 0: one copy each way, 0 -> 1 (activations) and
+  // 1 -> 0 (gradients), merged into the one inter-IPU copy of every pipeline cycle.
   EXPECT_TRUE(has_layer(t.ipus[0], "embedding"));
   EXPECT_FALSE(has_layer(t.ipus[1], "embedding"));
   EXPECT_TRUE(has_layer(t.ipus[1], "heads"));
   EXPECT_FALSE(has_layer(t.ipus[0], "heads"));
-  ASSERT_EQ(t.global_exchanges.size(), 2u);
-  ASSERT_EQ(t.global_exchanges[0].copies.size(), 1u);
-  EXPECT_EQ(t.global_exchanges[0].copies[0].src, 0u);
-  EXPECT_EQ(t.global_exchanges[0].copies[0].dst, 1u);
+  ASSERT_EQ(t.global_exchanges.size(), 1u);
+  const auto& copies = t.global_exchanges[0].copies;
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].src, 0u);
+  EXPECT_EQ(copies[0].dst, 1u);
   // The stage boundary carries micro-batch x (16 patches + class token) x hidden halves.
-  EXPECT_EQ(t.global_exchanges[0].copies[0].bytes, 8u * 17 * 192 * 2);
-  ASSERT_EQ(t.global_exchanges[1].copies.size(), 1u);
-  EXPECT_EQ(t.global_exchanges[1].copies[0].src, 1u);
+  EXPECT_EQ(copies[0].bytes, 8u * 17 * 192 * 2);
+  EXPECT_EQ(copies[1].src, 1u);
+  EXPECT_EQ(copies[1].dst, 0u);
+}
+
+TEST(CompilerPipeline, CyclesFollowPopartsStagesWithPartialFillAndFlush) {
+  // vit_tiny: a classifier on a 2-IPU pipeline, so the loss stage is IPU 1's (L = 1): IPU 0's
+  // forward is stage 0, IPU 1's forward and backward stage 1, IPU 0's backward stage 2 (PopART:
+  // the backward of forward stage s is 2L - s). With GA micro-batches a stage runs GA cycles
+  // from its number, so a step is GA + 2 cycles: IPU 0 runs its forward alone in cycles 0 and
+  // 1, both stages in cycles 2 .. GA - 1, its backward alone in cycles GA and GA + 1; IPU 1 idles
+  // (taking part in the cycle's copy) in cycle 0, runs its stage in 1 .. GA, idles in GA + 1.
+  const trace::Trace t =
+      compile_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/vit_tiny-pod16.yaml");
+  const LoadedRun run =
+      load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/vit_tiny-pod16.yaml");
+  const std::uint64_t ga = run.run.gradient_accumulation;
+  ASSERT_GE(ga, 3u);
+  const auto loops = [](const trace::IpuProgram& p) {
+    std::vector<std::uint64_t> counts;
+    for (const auto& s : p.steps)
+      if (s.kind == StepKind::kRepeat) counts.push_back(s.count);
+    return counts;
+  };
+  // IPU 0: [0, 2) forward, [2, GA) both, [GA, GA + 2) backward.
+  EXPECT_EQ(loops(t.ipus[0]), (std::vector<std::uint64_t>{2, ga - 2, 2}));
+  // IPU 1: [0, 1) idle, [1, GA + 1) its one stage, [GA + 1, GA + 2) idle.
+  EXPECT_EQ(loops(t.ipus[1]), (std::vector<std::uint64_t>{1, ga, 1}));
+
+  // bert_tiny: tied heads on IPU 0 of a 2-IPU pipeline (GA 4), so the loss stage is IPU 0's
+  // last layers and heads (L = 2): IPU 0 runs stages 0 (embedding), 2 (loss) and 4 (embedding
+  // backward), IPU 1 stages 1 and 3; GA + 4 = 8 cycles. IPU 0: [0, 2) stage 0, [2, 4) stages
+  // 0 and 2, [4, 6) stages 2 and 4, [6, 8) stage 4. IPU 1: [0, 1) idle, [1, 3) stage 1,
+  // [3, 5) stages 1 and 3, [5, 7) stage 3, [7, 8) idle.
+  const trace::Trace bert =
+      compile_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/bert_tiny-pod16.yaml");
+  EXPECT_EQ(loops(bert.ipus[0]), (std::vector<std::uint64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(loops(bert.ipus[1]), (std::vector<std::uint64_t>{1, 2, 2, 2, 1}));
 }
 
 TEST(CompilerVit, ImageModelErrorsNameTheKey) {
