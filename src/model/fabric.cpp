@@ -216,7 +216,8 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
 }
 
 std::uint64_t Fabric::sync_cycles(const std::vector<std::uint32_t>& group) const {
-  return domain_sync().value_or(topology_.sync_cycles(group));
+  if (const auto all = domain_sync()) return *all;
+  return topology_.sync_cycles(group);
 }
 
 std::optional<std::uint64_t> Fabric::domain_sync() const {
