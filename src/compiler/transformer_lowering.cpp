@@ -83,12 +83,13 @@ class TransformerLowering {
   std::uint64_t final_norm_params() const { return transformer_final_norm_params(m_); }
   // Tokens the head predicts per micro-batch: every token (LM head), the masked ones, or the
   // class token of each image (classifier).
+  // A masked-LM head predicts masked_tokens + max_sequences_per_pack - 1 tokens per pack, the
+  // first positions of each (the MLPerf BERT packer puts the masked tokens first and slices
+  // max_lm_predictions = 76 + 3 - 1 = 78 per pack).
   std::uint64_t masked() const {
     if (m_.lm_head) return tokens_;
     if (m_.classifier) return packs_;
-    return static_cast<std::uint64_t>(
-               std::ceil(static_cast<double>(packs_) * run_.sequences_per_pack)) *
-           m_.masked_tokens;
+    return packs_ * (m_.masked_tokens + run_.max_sequences_per_pack - 1);
   }
   std::uint64_t tokens() const { return tokens_; }
   // Elements of the head's largest live tensor: one slice of the vocabulary scores, or the
@@ -136,11 +137,17 @@ class TransformerLowering {
       add("heads/classifier", b_.weights_layout(mm(masked(), m_.classes, h)), 1);
       add("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
     } else if (heads && !m_.lm_head) {
-      add("heads/dense", b_.weights_layout(mm(masked(), h, h)), 1);
+      add("heads/dense", b_.weights_layout(mm(tokens_, h, h)), 1);
       add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1, 4);
     }
     if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1, 2);
     return out;
+  }
+
+  // The first `rows` positions of `l`, where `l` keeps them.
+  static Layout first_rows(Layout l, std::uint64_t rows) {
+    l.positions = std::min(l.positions, rows);
+    return l;
   }
 
   // Columns of one serialised slice of the (padded) vocabulary matmul.
@@ -187,7 +194,7 @@ class TransformerLowering {
     b_.elementwise(out, L.scores, sub_exp);
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
     Value p{L.scores, {Op::kDiv}};
-    if (!run_.inference) p.pending.push_back(Op::kMul);
+    if (!run_.inference && m_.attention_dropout) p.pending.push_back(Op::kMul);
     flush(out, p);
     L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
     L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});  // projection
@@ -260,8 +267,9 @@ class TransformerLowering {
     const Layout q = slice(L.qkv, h);
     // context = P V: dP = dctx V^T, dV = P^T dctx
     const Layout dp = matmul_bwd(out, s, d, s, L.scores, q, dctx, false, gr);
-    // softmax and dropout gradient: y (g - sum(g y))
-    Value gp{dp, {Op::kMul, Op::kMul}};
+    // softmax (and dropout) gradient: y (g - sum(g y))
+    Value gp{dp, {Op::kMul}};
+    if (m_.attention_dropout) gp.pending.push_back(Op::kMul);
     b_.rearrange(out, L.scores, dp);
     flush(out, gp);
     b_.reduce(out, dp, Axis::kChannels, 1, /*broadcast=*/true);
@@ -365,14 +373,18 @@ class TransformerLowering {
       vocabulary_fwd(out, x.layout);
       return;
     }
-    const Layout xm = b_.linear(dt, t, m_.hidden);  // the masked tokens, gathered
-    head_in_ = xm;
-    head_dense_ = b_.matmul(out, t, m_.hidden, m_.hidden, dt, Operand{xm, false});
+    // The transform (dense, bias, GELU, layer norm) on every token, where the encoder left
+    // them, then the predicted rows sliced out for the vocabulary matmul (Graphcore's MLPerf
+    // BERT, bert_model.py lm_prediction_head and projection).
+    head_in_ = x.layout;
+    head_dense_ = b_.matmul(out, tokens_, m_.hidden, m_.hidden, dt, Operand{x.layout, false});
     Value y{head_dense_, {Op::kAdd, Op::kGelu}};
     layer_norm(out, y);
     flush(out, y);
     head_y_ = y.layout;
-    vocabulary_fwd(out, y.layout);
+    head_rows_ = b_.linear(dt, t, m_.hidden);
+    b_.rearrange(out, first_rows(head_y_, t), head_rows_);
+    vocabulary_fwd(out, head_rows_);
   }
   // The vocabulary matmul against the tied embedding, serialised over the vocabulary, with
   // the softmax statistics.
@@ -402,27 +414,28 @@ class TransformerLowering {
       return;
     }
     const Layout table = b_.weights_layout(mm(t, slice_n(), m_.hidden));
+    const Layout rows = m_.lm_head ? head_y_ : head_rows_;
     Layout dy;
     for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
       const Op sub = Op::kSub;  // softmax - labels
       b_.elementwise(out, logits_, {&sub, 1});
-      dy = matmul_bwd(out, t, slice_n(), m_.hidden, head_y_, table, logits_, true);
+      dy = matmul_bwd(out, t, slice_n(), m_.hidden, rows, table, logits_, true);
     }
     if (m_.lm_head) {  // the gradient of every token's output, where the matmul left it
       g = Value{dy, {}};
       return;
     }
-    Value gy{dy, {}};
+    // The predicted rows' gradient goes back into the transform's output gradient (zero for
+    // the other tokens), then through the layer norm, GELU and dense on every token.
+    Value gy{head_y_, {}};
+    b_.rearrange(out, dy, first_rows(head_y_, t));
     layer_norm_bwd(out, gy, head_y_);
     gy.pending.push_back(Op::kGelu);
     gy.pending.push_back(Op::kMul);
     flush(out, gy);
-    const Layout wd = b_.weights_layout(mm(t, m_.hidden, m_.hidden));
-    const Layout dxm = matmul_bwd(out, t, m_.hidden, m_.hidden, head_in_, wd, gy.layout, true);
-    (void)dt;
-    // The masked tokens' gradient scatters into the encoder output's gradient.
-    g = Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}};
-    b_.rearrange(out, dxm, b_.linear(m_.dtype, t, m_.hidden));
+    const Layout wd = b_.weights_layout(mm(tokens_, m_.hidden, m_.hidden));
+    const Layout dx = matmul_bwd(out, tokens_, m_.hidden, m_.hidden, head_in_, wd, gy.layout, true);
+    g = Value{dx, {}};
   }
   void embedding_bwd(Steps& out, Value& g) {
     if (!m_.pre_norm) layer_norm_bwd(out, g, embedding_out_);
@@ -477,7 +490,7 @@ class TransformerLowering {
   std::uint64_t packs_;
   AttentionLayouts attention_;
   FfnLayouts ffn_;
-  Layout embedding_out_, head_in_, head_dense_, head_y_, logits_, final_norm_in_;
+  Layout embedding_out_, head_in_, head_dense_, head_y_, head_rows_, logits_, final_norm_in_;
 };
 
 }  // namespace

@@ -257,9 +257,11 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     }
   } else if (def.family == "transformer") {
     check_keys(file, m, "model",
-               {"name", "family", "dtype", "layers", "hidden", "heads", "ffn", "vocabulary",
-                "sequence", "masked_tokens", "max_positions", "causal", "norm", "head",
-                "token_types", "pad_vocabulary_to", "input", "patch", "classes"});
+               {"name",     "family",        "dtype",         "layers",
+                "hidden",   "heads",         "ffn",           "vocabulary",
+                "sequence", "masked_tokens", "max_positions", "causal",
+                "norm",     "head",          "token_types",   "pad_vocabulary_to",
+                "input",    "patch",         "classes",       "attention_dropout"});
     const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
       const std::string v = text(file, m, key, "model", allowed.front());
       if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -273,6 +275,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     def.heads = count(file, m, "heads", "model");
     def.ffn = count(file, m, "ffn", "model");
     def.causal = choice("causal", {"false", "true"}) == "true";
+    def.attention_dropout = choice("attention_dropout", {"true", "false"}) == "true";
     def.pre_norm = choice("norm", {"post", "pre"}) == "pre";
     const std::string head = choice("head", {"masked_lm", "lm", "classifier"});
     def.lm_head = head == "lm";
@@ -448,6 +451,10 @@ std::vector<ParamDecl> run_params() {
        "poplar-compiler.md §2.1 (popops::map code generation)"},
       {"run.pipeline_placement", ValueKind::kString, 0, 0,
        "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md"},
+      {"run.max_sequences_per_pack", ValueKind::kCount, 1, 16,
+       "Most sequences in one pack: a masked-LM head predicts masked_tokens + this - 1 tokens "
+       "per pack (the MLPerf BERT packer's max_lm_predictions)",
+       "MLPerf v1.1 Graphcore BERT bert_model.py, pack_pretraining_data.py"},
       {"run.sequences_per_pack", ValueKind::kRatio, 1, 16, "Average sequences per pack",
        "workloads.md"},
       {"run.embedding_serialisation", ValueKind::kCount, 1, 64,
@@ -494,7 +501,8 @@ std::vector<ParamDecl> run_params() {
       d.default_text = "none";
     if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation")
       d.default_text = "1";
-    if (d.path == "run.sequences_per_pack") d.default_text = "1";
+    if (d.path == "run.sequences_per_pack" || d.path == "run.max_sequences_per_pack")
+      d.default_text = "1";
     if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
     if (d.path == "run.io_tiles") d.default_text = "0";
     if (d.path == "run.collective_grouping") {
@@ -622,6 +630,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
     }
   }
   run.sequences_per_pack = r.ratio("run.sequences_per_pack");
+  run.max_sequences_per_pack = r.count("run.max_sequences_per_pack");
   run.embedding_serialisation = static_cast<std::uint32_t>(r.count("run.embedding_serialisation"));
   run.input_bytes_per_sample = r.bytes("run.input_bytes_per_sample").count;
   run.sample_unit = r.string("run.sample_unit");

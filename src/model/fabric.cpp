@@ -13,8 +13,12 @@
 namespace ipusim::model {
 namespace {
 
+// A group instance: its kind in the top byte, then (replica groups) the group size less one
+// in 16 bits (k <= kMaxReplicas), the program in 16 (< kMaxIpus) and the group's index (block,
+// < kMaxReplicas) in the low 24.
 constexpr std::uint64_t kShift = 56;
-constexpr std::uint64_t kField = 28;
+constexpr std::uint64_t kSizeShift = 40;
+constexpr std::uint64_t kField = 24;
 
 }  // namespace
 
@@ -87,7 +91,9 @@ std::vector<std::uint32_t> Fabric::members(const Placement& who, trace::Group gr
     case trace::GroupKind::kReplicas: {
       const std::uint32_t k = group.size == 0 ? replicas : group.size;
       const std::uint32_t block = who.replica / k;
-      instance = (3ull << kShift) | (static_cast<std::uint64_t>(who.program) << kField) | block;
+      // The size is part of the instance: groups of 2 and of all replicas both have a block 0.
+      instance = (3ull << kShift) | (static_cast<std::uint64_t>(k - 1) << kSizeShift) |
+                 (static_cast<std::uint64_t>(who.program) << kField) | block;
       for (std::uint32_t q = 0; q < k; ++q)
         out.push_back((block * k + q) * programs_ + who.program);
       break;

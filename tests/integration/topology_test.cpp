@@ -206,6 +206,27 @@ TEST(Pipeline, ReplicaSymmetricEqualsFullSimulation) {
   EXPECT_NE(b.find("\"replica_symmetric\": false"), std::string::npos);
 }
 
+TEST(AllReduce, GroupsOfTwoAndOfAllReplicasAreDistinctGroups) {
+  // Batch-norm style all-reduces over pairs of replicas, then one over all four: replicas 0
+  // and 1 form pair 0 and all four form group 0 too, yet they are different groups. Every
+  // replica simulated must give the replica-symmetric result (the pairs' collectives once
+  // mixed with the all-replica one and the run stopped, IPUs waiting at different steps).
+  TempDir dir;
+  const std::string trace = dir.file("groups.trace");
+  std::ofstream(trace) << "ipusim-trace 2\nreplicas 4\nipu 0\nprogram\n"
+                          "  collective all_reduce bytes=4096 dtype=float group=replicas:2\n"
+                          "  collective all_reduce bytes=4096 dtype=float group=replicas:2\n"
+                          "  collective all_reduce bytes=1048576 group=replicas\nend\n";
+  const auto sym =
+      ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("a") + " " + trace);
+  const auto full = ipusim("run -q --all-replicas --system " + system_file("pod16") + " --out " +
+                           dir.file("b") + " " + trace);
+  ASSERT_EQ(sym.status, 0) << sym.err;
+  ASSERT_EQ(full.status, 0) << full.err;
+  EXPECT_EQ(total_cycles(read_all(dir.file("a/stats.json"))),
+            total_cycles(read_all(dir.file("b/stats.json"))));
+}
+
 TEST(AllReduce, ReplicaSymmetricEqualsFullSimulation) {
   TempDir a, b;
   const double sym = total_cycles(run_collective(a, "pod64", 8ull << 20, 64, "auto"));

@@ -47,6 +47,8 @@ struct ModelDef {
                 masked_tokens = 0, max_positions = 0;
   // Attention with a causal mask (an elementwise add on the scores before the softmax).
   bool causal = false;
+  // Dropout on the attention probabilities in training (Graphcore's MLPerf BERT has none).
+  bool attention_dropout = true;
   // Layer norm before each sub-layer and once after the last (GPT-2), instead of after each
   // sub-layer and after the embeddings (BERT).
   bool pre_norm = false;
@@ -102,6 +104,7 @@ struct RunConfig {
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
   double sequences_per_pack = 1;
+  std::uint64_t max_sequences_per_pack = 1;  // a masked-LM head predicts masked + this - 1
   std::uint32_t embedding_serialisation = 1;
   std::uint64_t input_bytes_per_sample = 0;
   std::string sample_unit;  // images or sequences
