@@ -273,10 +273,11 @@ class CnnLowering {
     Steps out;
     const std::uint64_t params = total_params();
     const DType dt = m_.dtype;
+    const auto tensors = parameter_layouts();
     if (run_.replicas > 1) {
       const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
       if (run_.per_tensor_collectives) {  // one all-reduce per parameter tensor
-        for (const auto& [name, w] : parameter_layouts())
+        for (const auto& [name, w] : tensors)
           out.push_back(b_.collective(trace::CollectiveOp::kAllReduce,
                                       w.elements() * trace::dtype_bytes(dt), dt,
                                       {trace::GroupKind::kReplicas, 0}));
@@ -287,7 +288,7 @@ class CnnLowering {
     }
     const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     const bool lars = run_.optimiser == "lars";
-    for (const auto& [name, w] : parameter_layouts()) {
+    for (const auto& [name, w] : tensors) {
       if (lars && lars_tensor(name)) {
         // The whole tensor as one row over its own tiles, reduced to one value.
         Layout flat = w;

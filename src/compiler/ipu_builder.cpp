@@ -25,6 +25,17 @@ trace::Step make_step(StepKind kind, std::uint32_t index) {
   return s;
 }
 
+void push_repeated(Steps& out, trace::Step step, std::uint64_t count) {
+  if (count == 1) {
+    out.push_back(std::move(step));
+    return;
+  }
+  trace::Step loop = make_step(StepKind::kRepeat);
+  loop.count = count;
+  loop.body.push_back(std::move(step));
+  out.push_back(std::move(loop));
+}
+
 std::string layout_key(const Layout& l) {
   return fmt::format("{}x{}_t{}s{}_b{}x{}_{}{}", l.positions, l.channels, l.first_tile,
                      l.tile_stride, l.positions_per_tile, l.chans_per_tile,
@@ -617,15 +628,7 @@ void IpuBuilder::collectives(Steps& out, trace::CollectiveOp op, std::uint64_t b
   const std::uint64_t n = ceil_div(bytes, std::max<std::uint64_t>(buffer, 1));
   if (n == 0) return;
   // n buffers of equal size (the last rounded up), so identical collectives repeat.
-  trace::Step one = collective(op, ceil_div(bytes, n), dt, group);
-  if (n == 1) {
-    out.push_back(one);
-    return;
-  }
-  trace::Step loop = make_step(StepKind::kRepeat);
-  loop.count = n;
-  loop.body.push_back(one);
-  out.push_back(std::move(loop));
+  push_repeated(out, collective(op, ceil_div(bytes, n), dt, group), n);
 }
 
 void IpuBuilder::tensor(const std::string& name, trace::TensorKind kind, DType dt,

@@ -23,6 +23,8 @@ namespace ipusim::compiler {
 using Steps = std::vector<trace::Step>;
 
 trace::Step make_step(trace::StepKind kind, std::uint32_t index = 0);
+// Appends `step` run `count` times: the step itself once, else a repeat loop of it.
+void push_repeated(Steps& out, trace::Step step, std::uint64_t count);
 
 // An operand of a conv or matmul: the layout it has now, and whether the conv reads it
 // transposed (positions and channels swapped: the weights of a data-gradient pass, the

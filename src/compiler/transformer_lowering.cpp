@@ -748,19 +748,13 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     // (8,192) are sharded: reduce-scattered, then all-gathered after the update; the others
     // are all-reduced.
     constexpr std::uint64_t kMinShardedElements = 8192;
+    const auto parameters = lower.parameters(n_attn, n_ffn, first, heads, last);
     std::map<std::uint64_t, std::uint64_t> tensor_sizes;
-    for (const auto& param : lower.parameters(n_attn, n_ffn, first, heads, last))
+    for (const auto& param : parameters)
       tensor_sizes[param.layout.elements() / param.tensors] += param.copies * param.tensors;
     const trace::Group replicas{trace::GroupKind::kReplicas, 0};
     const auto each = [&](trace::Step step, std::uint64_t count) {
-      if (count == 1) {
-        program.steps.push_back(std::move(step));
-        return;
-      }
-      trace::Step loop = make_step(StepKind::kRepeat);
-      loop.count = count;
-      loop.body.push_back(std::move(step));
-      program.steps.push_back(std::move(loop));
+      push_repeated(program.steps, std::move(step), count);
     };
     const bool per_tensor = run.per_tensor_collectives && run.replicas > 1;
     std::uint64_t sharded_tensors = 0;
@@ -843,7 +837,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
                                4 * acts;
     // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
     // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
-    for (const auto& param : lower.parameters(n_attn, n_ffn, first, heads, last)) {
+    for (const auto& param : parameters) {
       b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
       b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
                param.copies);

@@ -186,8 +186,7 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
                         std::uint64_t times) {
   GroupTiming t;
   t.barrier = barrier;
-  const std::uint64_t sync = sync_cycles(group);
-  t.synced = barrier + sync;
+  t.synced = barrier + sync_cycles(group);
   std::uint64_t end = t.synced;
   if (step.kind == trace::StepKind::kGlobalExchange) {
     std::vector<topology::Flow> flows;

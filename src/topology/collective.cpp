@@ -37,22 +37,21 @@ CollectiveContext::CollectiveContext(LinkSchedule& links, const ChipSpec& chip, 
                                      std::optional<std::uint64_t> domain_sync)
     : links_(links), chip_(chip), dtype_(dtype), domain_sync_(domain_sync) {}
 
-std::uint64_t CollectiveContext::begin_step(std::uint64_t t,
-                                            std::span<const std::vector<std::uint32_t>> groups) {
+std::uint64_t CollectiveContext::group_sync(std::span<const std::uint32_t> members) const {
+  return domain_sync_ ? *domain_sync_ : links_.topology().sync_cycles(members);
+}
+
+std::uint64_t CollectiveContext::begin_step_with(std::uint64_t t, std::uint64_t sync) {
   if (!started_) {
     started_ = true;
     return t;
   }
-  if (domain_sync_) return t + *domain_sync_;
-  std::uint64_t sync = 0;  // groups sync at once; the step waits for the slowest
-  for (const auto& g : groups) sync = std::max(sync, links_.topology().sync_cycles(g));
   return t + sync;
 }
 
 std::uint64_t CollectiveContext::begin_step(std::uint64_t t,
                                             std::span<const std::uint32_t> members) {
-  const std::vector<std::vector<std::uint32_t>> one{{members.begin(), members.end()}};
-  return begin_step(t, one);
+  return begin_step_with(t, started_ ? group_sync(members) : 0);
 }
 
 std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t inputs) const {
@@ -63,6 +62,9 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
                                             std::span<const std::vector<std::uint32_t>> groups,
                                             std::size_t steps, bool reduce, std::uint64_t t) {
   std::vector<Flow> flows;
+  // The groups sync at once each step, which waits for the slowest; the same every step.
+  std::uint64_t sync = 0;
+  for (const auto& g : groups) sync = std::max(sync, group_sync(g));
   for (std::size_t s = 0; s < steps; ++s) {
     flows.clear();
     std::uint64_t chunk = 0;
@@ -74,7 +76,7 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
       }
       chunk = std::max(chunk, p.chunk);
     }
-    t = links_.run(flows, begin_step(t, groups));
+    t = links_.run(flows, begin_step_with(t, sync));
     if (reduce) t += this->reduce(chunk, 2);
   }
   return t;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <utility>
 
 #include "cli_harness.hpp"
 #include "ipusim/util/json_reader.hpp"
@@ -189,18 +190,23 @@ TEST(Pipeline, TwoStagesTimesTwoReplicasMatchesAHandCalculation) {
   EXPECT_EQ(cycles, expected);
 }
 
-TEST(Pipeline, ReplicaSymmetricEqualsFullSimulation) {
+// Runs `trace_text` on a POD16 replica-symmetric and with every replica simulated; returns
+// both stats.json files.
+std::pair<std::string, std::string> symmetric_and_full(const std::string& trace_text) {
   TempDir dir;
-  const std::string trace = dir.file("p.trace");
-  std::ofstream(trace) << kPipeline;
+  const std::string trace = dir.file("t.trace");
+  std::ofstream(trace) << trace_text;
   const auto sym =
       ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("a") + " " + trace);
   const auto full = ipusim("run -q --all-replicas --system " + system_file("pod16") + " --out " +
                            dir.file("b") + " " + trace);
-  ASSERT_EQ(sym.status, 0) << sym.err;
-  ASSERT_EQ(full.status, 0) << full.err;
-  const std::string a = read_all(dir.file("a/stats.json"));
-  const std::string b = read_all(dir.file("b/stats.json"));
+  EXPECT_EQ(sym.status, 0) << sym.err;
+  EXPECT_EQ(full.status, 0) << full.err;
+  return {read_all(dir.file("a/stats.json")), read_all(dir.file("b/stats.json"))};
+}
+
+TEST(Pipeline, ReplicaSymmetricEqualsFullSimulation) {
+  const auto [a, b] = symmetric_and_full(kPipeline);
   EXPECT_EQ(total_cycles(a), total_cycles(b));
   EXPECT_NE(a.find("\"replica_symmetric\": true"), std::string::npos);
   EXPECT_NE(b.find("\"replica_symmetric\": false"), std::string::npos);
@@ -211,20 +217,12 @@ TEST(AllReduce, GroupsOfTwoAndOfAllReplicasAreDistinctGroups) {
   // and 1 form pair 0 and all four form group 0 too, yet they are different groups. Every
   // replica simulated must give the replica-symmetric result (the pairs' collectives once
   // mixed with the all-replica one and the run stopped, IPUs waiting at different steps).
-  TempDir dir;
-  const std::string trace = dir.file("groups.trace");
-  std::ofstream(trace) << "ipusim-trace 2\nreplicas 4\nipu 0\nprogram\n"
-                          "  collective all_reduce bytes=4096 dtype=float group=replicas:2\n"
-                          "  collective all_reduce bytes=4096 dtype=float group=replicas:2\n"
-                          "  collective all_reduce bytes=1048576 group=replicas\nend\n";
-  const auto sym =
-      ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("a") + " " + trace);
-  const auto full = ipusim("run -q --all-replicas --system " + system_file("pod16") + " --out " +
-                           dir.file("b") + " " + trace);
-  ASSERT_EQ(sym.status, 0) << sym.err;
-  ASSERT_EQ(full.status, 0) << full.err;
-  EXPECT_EQ(total_cycles(read_all(dir.file("a/stats.json"))),
-            total_cycles(read_all(dir.file("b/stats.json"))));
+  const auto [a, b] = symmetric_and_full(
+      "ipusim-trace 2\nreplicas 4\nipu 0\nprogram\n"
+      "  collective all_reduce bytes=4096 dtype=float group=replicas:2\n"
+      "  collective all_reduce bytes=4096 dtype=float group=replicas:2\n"
+      "  collective all_reduce bytes=1048576 group=replicas\nend\n");
+  EXPECT_EQ(total_cycles(a), total_cycles(b));
 }
 
 TEST(AllReduce, ReplicaSymmetricEqualsFullSimulation) {

@@ -49,8 +49,6 @@ class CollectiveContext {
   // step involves) when replicas sync independently. The first step's sync is the one the
   // group step started with. Returns the cycle the step's flows may start.
   std::uint64_t begin_step(std::uint64_t t, std::span<const std::uint32_t> members);
-  // The same for a step of several groups at once (each syncs its own members).
-  std::uint64_t begin_step(std::uint64_t t, std::span<const std::vector<std::uint32_t>> groups);
   // On-chip reduction of `inputs` vectors of `bytes` each (reduce_cycles for this dtype).
   std::uint64_t reduce(std::uint64_t bytes, std::uint64_t inputs) const;
 
@@ -73,6 +71,11 @@ class CollectiveContext {
   LinkSchedule& links_;
   const ChipSpec& chip_;
   trace::DType dtype_;
+  // The sync a step of `members` starts with: the domain's, or the members' own.
+  std::uint64_t group_sync(std::span<const std::uint32_t> members) const;
+  // begin_step with the step's sync already known (`sync` cycles unless it is the first).
+  std::uint64_t begin_step_with(std::uint64_t t, std::uint64_t sync);
+
   std::optional<std::uint64_t> domain_sync_;
   bool started_ = false;  // a step has begun
 };
