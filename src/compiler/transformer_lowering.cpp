@@ -181,13 +181,14 @@ class TransformerLowering {
     const Layout q = slice(L.qkv, h);
     // scores = Q K^T per (pack, head): K is read transposed.
     L.scores = b_.matmul(out, s, s, d, dt, Operand{q, false}, Operand{q, true}, g);
-    // Causal mask: Poplar computes the whole score matrix and adds the mask (0 or -inf) to
-    // every score before the softmax, one add per score; it has no backward work (the masked
-    // probabilities are 0, so their gradients vanish in the softmax gradient).
-    if (m_.causal) {
-      const Op add = Op::kAdd;
-      b_.elementwise(out, L.scores, {&add, 1});
-    }
+    // The scores are scaled by 1 / sqrt(d), one multiply per score (its own op in the
+    // frameworks' graphs: bert_model.py's Mul by a constant), then a causal or padding mask
+    // (0 or -inf) is added to every score before the softmax: Poplar computes the whole score
+    // matrix. The mask has no backward work (the masked probabilities are 0, so their
+    // gradients vanish in the softmax gradient); the scale's gradient is one more multiply.
+    Value scaled{L.scores, {Op::kMul}};
+    if (m_.causal || m_.attention_mask) scaled.pending.push_back(Op::kAdd);
+    flush(out, scaled);
     // softmax over keys (stable: max, then exp and sum), then dropout
     const Op sub_exp[] = {Op::kSub, Op::kExp};
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
@@ -273,7 +274,7 @@ class TransformerLowering {
     b_.rearrange(out, L.scores, dp);
     flush(out, gp);
     b_.reduce(out, dp, Axis::kChannels, 1, /*broadcast=*/true);
-    gp.pending = {Op::kSub, Op::kMul};
+    gp.pending = {Op::kSub, Op::kMul, Op::kMul};  // ... and the scale's gradient
     flush(out, gp);
     // scores = Q K^T: dQ = dS K, dK = dS^T Q
     const Layout dq = matmul_bwd(out, s, s, d, q, q, dp, false, gr);

@@ -261,7 +261,8 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
                 "hidden",   "heads",         "ffn",           "vocabulary",
                 "sequence", "masked_tokens", "max_positions", "causal",
                 "norm",     "head",          "token_types",   "pad_vocabulary_to",
-                "input",    "patch",         "classes",       "attention_dropout"});
+                "input",    "patch",         "classes",       "attention_dropout",
+                "attention_mask"});
     const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
       const std::string v = text(file, m, key, "model", allowed.front());
       if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -276,6 +277,7 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     def.ffn = count(file, m, "ffn", "model");
     def.causal = choice("causal", {"false", "true"}) == "true";
     def.attention_dropout = choice("attention_dropout", {"true", "false"}) == "true";
+    def.attention_mask = choice("attention_mask", {"false", "true"}) == "true";
     def.pre_norm = choice("norm", {"post", "pre"}) == "pre";
     const std::string head = choice("head", {"masked_lm", "lm", "classifier"});
     def.lm_head = head == "lm";

@@ -803,9 +803,11 @@ TEST(ModelFiles, ShapeErrorsNameTheLayer) {
 namespace ipusim::compiler {
 namespace {
 
-// A reduced GPT (2 decoder layers, hidden 256, 4 heads, sequence 128) with `extra` model keys,
-// on one IPU of a POD16 (one replica, one micro-batch of 2 sequences per step); compiled.
-trace::Trace compile_gpt_tiny(const std::string& name, const std::string& extra) {
+// A reduced GPT (2 decoder layers, hidden 256, 4 heads, sequence 128) with `extra` model keys
+// and `run_extra` run keys, on one IPU of a POD16 (one replica, one micro-batch of 2 sequences
+// per step); compiled.
+trace::Trace compile_gpt_tiny(const std::string& name, const std::string& extra,
+                              const std::string& run_extra = "") {
   const std::string dir = ::testing::TempDir();
   std::ofstream(dir + "/" + name + ".yaml")
       << "model:\n  name: GPT-tiny\n  family: transformer\n  layers: 2\n  hidden: 256\n"
@@ -819,38 +821,45 @@ trace::Trace compile_gpt_tiny(const std::string& name, const std::string& extra)
          "  precision: \"16.16\"\n  optimiser: adamw\n  optimiser_state: on_chip\n"
          "  available_memory_proportion: \"0.3\"\n  pipeline_placement: \"ipu0=2,2\"\n"
          "  embedding_serialisation: 2\n  input_bytes_per_sample: 1KiB\n"
-         "  sample_unit: sequences\n";
+         "  sample_unit: sequences\n"
+      << run_extra;
   const LoadedRun run = load_run(dir + "/" + name + "-run.yaml");
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
   return compile(model, run.run, system.spec);
 }
 
-// Elements processed by unfused (one-op) elementwise adds over a program's execution: each
-// add vertex's per-tile element count on each of its tiles, times the repeats around it.
-std::uint64_t unfused_add_elements(const trace::IpuProgram& p, const Steps& steps,
-                                   std::uint64_t times) {
+// Elements processed by unfused (one-op) elementwise `op`s over a program's execution: each
+// such vertex's per-tile element count on each of its tiles, times the repeats around it.
+std::uint64_t unfused_elements(const trace::IpuProgram& p, const Steps& steps, Op op,
+                               std::uint64_t times) {
   namespace sl = trace::slot;
   std::uint64_t n = 0;
   for (const auto& s : steps) {
-    if (s.kind == StepKind::kRepeat) n += unfused_add_elements(p, s.body, times * s.count);
+    if (s.kind == StepKind::kRepeat) n += unfused_elements(p, s.body, op, times * s.count);
     if (s.kind != StepKind::kCompute) continue;
     for (const auto& v : p.compute_sets.at(s.index).vertices)
-      if (v.codelet == trace::Codelet::kBinary &&
-          v.params[sl::kEltOp] == static_cast<std::int64_t>(Op::kAdd))
+      if ((v.codelet == trace::Codelet::kBinary || v.codelet == trace::Codelet::kUnary) &&
+          v.params[sl::kEltOp] == static_cast<std::int64_t>(op))
         n += times * v.instances() * static_cast<std::uint64_t>(v.params[sl::kEltN]);
   }
   return n;
 }
 
-TEST(CompilerDecoder, TheCausalMaskAddsOneAddPerScore) {
-  // By hand: the mask is one add per score before the softmax, on the whole score matrix
-  // (Poplar computes it all): sequence x sequence x heads x micro-batch = 128 x 128 x 4 x 2 =
-  // 131,072 adds per attention sub-layer forward, nothing in the backward pass. The step runs
-  // the forward pass and (pipeline recomputation) the forward again, over 2 layers: the mask's
-  // compute set runs 2 x 2 = 4 times, and nothing else changes.
-  const trace::Trace plain = compile_gpt_tiny("gpt_plain", "");
-  const trace::Trace causal = compile_gpt_tiny("gpt_causal", "  causal: true\n");
+TEST(CompilerDecoder, TheScoresAreScaledAndTheMaskAddsOneAddPerScore) {
+  // By hand, lowered op by op (fuse_elementwise "no", as PopART lowers): the mask is one add
+  // per score before the softmax, on the whole score matrix (Poplar computes it all):
+  // sequence x sequence x heads x micro-batch = 128 x 128 x 4 x 2 = 131,072 adds per
+  // attention sub-layer forward, nothing in the backward pass. The step runs the forward pass
+  // and (pipeline recomputation) the forward again, over 2 layers: the mask's compute set runs
+  // 2 x 2 = 4 times, and nothing else changes. Either way the scores are scaled by 1/sqrt(64)
+  // first, one multiply per score in each forward (4) and one per score gradient (2).
+  const std::string op_by_op = "  fuse_elementwise: \"no\"\n";
+  const trace::Trace plain = compile_gpt_tiny("gpt_plain", "  attention_dropout: false\n", op_by_op);
+  const trace::Trace causal =
+      compile_gpt_tiny("gpt_causal", "  attention_dropout: false\n  causal: true\n", op_by_op);
+  const trace::Trace padded = compile_gpt_tiny(
+      "gpt_padded", "  attention_dropout: false\n  attention_mask: true\n", op_by_op);
   ASSERT_EQ(plain.ipus.size(), 1u);
   ASSERT_EQ(causal.ipus.size(), 1u);
   const trace::IpuProgram& c = causal.ipus[0];
@@ -875,10 +884,33 @@ TEST(CompilerDecoder, TheCausalMaskAddsOneAddPerScore) {
   const std::uint64_t scores = 128u * 128 * 4 * 2;
   EXPECT_GE(held, scores);
   EXPECT_LT(held, scores + scores / 100);
-  // And it is the whole difference in elementwise adds over the step: 4 executions.
-  const std::uint64_t with = unfused_add_elements(c, c.steps, 1);
-  const std::uint64_t without = unfused_add_elements(u, u.steps, 1);
+  // And it is the whole difference in elementwise adds over the step: 4 executions; a
+  // padding mask costs what the causal one does.
+  const std::uint64_t with = unfused_elements(c, c.steps, Op::kAdd, 1);
+  const std::uint64_t without = unfused_elements(u, u.steps, Op::kAdd, 1);
   EXPECT_EQ(with - without, 4 * held);
+  EXPECT_EQ(unfused_elements(padded.ipus[0], padded.ipus[0].steps, Op::kAdd, 1), with);
+  // The scale: count the executed multiplies over a tensor the size of the scores (with no
+  // attention dropout, nothing else of that size multiplies). Per layer: the scale in the forward and the recompute (2), the softmax gradient's two
+  // multiplies y g and y (g - sum) (2) and the scale's gradient (1): 5 per layer, 10 in all.
+  std::uint64_t score_muls = 0;
+  std::function<void(const Steps&, std::uint64_t)> count = [&](const Steps& steps,
+                                                               std::uint64_t times) {
+    for (const auto& s : steps) {
+      if (s.kind == StepKind::kRepeat) count(s.body, times * s.count);
+      if (s.kind != StepKind::kCompute) continue;
+      std::uint64_t n = 0;
+      bool mul = false;
+      for (const auto& v : u.compute_sets.at(s.index).vertices) {
+        if (v.codelet != trace::Codelet::kBinary && v.codelet != trace::Codelet::kUnary) continue;
+        mul = mul || v.params[sl::kEltOp] == static_cast<std::int64_t>(Op::kMul);
+        n += v.instances() * static_cast<std::uint64_t>(v.params[sl::kEltN]);
+      }
+      if (mul && n >= scores && n < scores + scores / 100) score_muls += times;
+    }
+  };
+  count(u.steps, 1);
+  EXPECT_EQ(score_muls, 10u);
 }
 
 TEST(CompilerDecoder, AHeadCountThatDoesNotDivideTheWidthNamesTheLayerAndKey) {

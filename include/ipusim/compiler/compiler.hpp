@@ -47,6 +47,9 @@ struct ModelDef {
                 masked_tokens = 0, max_positions = 0;
   // Attention with a causal mask (an elementwise add on the scores before the softmax).
   bool causal = false;
+  // A padding or packing mask added to the scores before the softmax (BERT's AttentionMask and
+  // ApplyMask ops), as the causal mask is added.
+  bool attention_mask = false;
   // Dropout on the attention probabilities in training (Graphcore's MLPerf BERT has none).
   bool attention_dropout = true;
   // Layer norm before each sub-layer and once after the last (GPT-2), instead of after each
