@@ -257,11 +257,11 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
     }
   } else if (def.family == "transformer") {
     check_keys(file, m, "model",
-               {"name",     "family",        "dtype",         "layers",
-                "hidden",   "heads",         "ffn",           "vocabulary",
-                "sequence", "masked_tokens", "max_positions", "causal",
-                "norm",     "head",          "token_types",   "pad_vocabulary_to",
-                "input",    "patch",         "classes",       "attention_dropout",
+               {"name",          "family",        "dtype",         "layers",
+                "hidden",        "heads",         "ffn",           "vocabulary",
+                "sequence",      "masked_tokens", "max_positions", "causal",
+                "norm",          "head",          "token_types",   "pad_vocabulary_to",
+                "input",         "patch",         "classes",       "attention_dropout",
                 "attention_mask"});
     const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
       const std::string v = text(file, m, key, "model", allowed.front());

@@ -855,7 +855,8 @@ TEST(CompilerDecoder, TheScoresAreScaledAndTheMaskAddsOneAddPerScore) {
   // 2 x 2 = 4 times, and nothing else changes. Either way the scores are scaled by 1/sqrt(64)
   // first, one multiply per score in each forward (4) and one per score gradient (2).
   const std::string op_by_op = "  fuse_elementwise: \"no\"\n";
-  const trace::Trace plain = compile_gpt_tiny("gpt_plain", "  attention_dropout: false\n", op_by_op);
+  const trace::Trace plain =
+      compile_gpt_tiny("gpt_plain", "  attention_dropout: false\n", op_by_op);
   const trace::Trace causal =
       compile_gpt_tiny("gpt_causal", "  attention_dropout: false\n  causal: true\n", op_by_op);
   const trace::Trace padded = compile_gpt_tiny(
@@ -891,8 +892,9 @@ TEST(CompilerDecoder, TheScoresAreScaledAndTheMaskAddsOneAddPerScore) {
   EXPECT_EQ(with - without, 4 * held);
   EXPECT_EQ(unfused_elements(padded.ipus[0], padded.ipus[0].steps, Op::kAdd, 1), with);
   // The scale: count the executed multiplies over a tensor the size of the scores (with no
-  // attention dropout, nothing else of that size multiplies). Per layer: the scale in the forward and the recompute (2), the softmax gradient's two
-  // multiplies y g and y (g - sum) (2) and the scale's gradient (1): 5 per layer, 10 in all.
+  // attention dropout, nothing else of that size multiplies). Per layer: the scale in the forward
+  // and the recompute (2), the softmax gradient's two multiplies y g and y (g - sum) (2) and the
+  // scale's gradient (1): 5 per layer, 10 in all.
   std::uint64_t score_muls = 0;
   std::function<void(const Steps&, std::uint64_t)> count = [&](const Steps& steps,
                                                                std::uint64_t times) {
