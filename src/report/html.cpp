@@ -1233,11 +1233,17 @@ std::string layers_section(const RunDir& run) {
 }
 
 // Decades from 10^floor(log10 lo) to 10^ceil(log10 hi).
+// The decades [a, z] a log axis spans from lo to hi. A value that is not a positive finite
+// number is taken as the nearest end of the doubles' range, so an axis has at most about 630
+// decades whatever a run directory holds.
 std::pair<int, int> decades(double lo, double hi) {
-  int a = static_cast<int>(std::floor(std::log10(lo))),
-      z = static_cast<int>(std::ceil(std::log10(hi)));
-  if (z <= a) z = a + 1;
-  return {a, z};
+  const auto exponent = [](double v, bool up) {
+    if (!(v > 0)) return -324;
+    const double e = up ? std::ceil(std::log10(v)) : std::floor(std::log10(v));
+    return static_cast<int>(std::clamp(e, -324.0, 309.0));
+  };
+  const int a = exponent(lo, false);
+  return {a, std::max(exponent(hi, true), a + 1)};
 }
 
 std::string roofline_section(const RunDir& run) {

@@ -134,6 +134,36 @@ bool same_value(double a, double b) {
   return std::fabs(b - a) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
 }
 
+namespace {
+
+// "a number", "a string", ... for messages about a JSON value of the wrong kind.
+std::string json_kind(const JsonValue& v) {
+  switch (v.kind) {
+    case JsonValue::Kind::kNull:
+      return "null";
+    case JsonValue::Kind::kBool:
+      return "boolean";
+    case JsonValue::Kind::kNumber:
+      return "number";
+    case JsonValue::Kind::kString:
+      return "string";
+    case JsonValue::Kind::kArray:
+      return "array";
+    case JsonValue::Kind::kObject:
+      return "object";
+  }
+  return "value";
+}
+
+void check_positive_stat(const RunDir& r, const std::string& path) {
+  const double v = stat(r, path);
+  if (!(v > 0) || !std::isfinite(v))
+    throw Error(fmt::format("{}/stats.json: key \"{}\": expected a positive number, found {}",
+                            r.path, path, v));
+}
+
+}  // namespace
+
 RunDir load_run_dir(const std::string& dir) {
   RunDir r;
   r.path = dir;
@@ -145,10 +175,14 @@ RunDir load_run_dir(const std::string& dir) {
                     dir, stats_path));
   r.stats = parse_json(read_file_text(stats_path), stats_path);
   const JsonValue* format = r.stats.find("format");
-  if (!format || format->kind != JsonValue::Kind::kString ||
-      !format->string.starts_with("ipusim-stats/"))
+  if (!format || format->kind != JsonValue::Kind::kString || format->string != "ipusim-stats/1")
     throw Error(fmt::format("{}: key \"format\": expected \"ipusim-stats/1\", found {}", stats_path,
-                            format ? "\"" + format->string + "\"" : "no such key"));
+                            !format ? "no such key"
+                            : format->kind == JsonValue::Kind::kString
+                                ? "\"" + format->string + "\""
+                                : "a " + json_kind(*format)));
+  // What every reader (report, compare) divides by or takes the logarithm of, checked once.
+  check_positive_stat(r, "chip.clock");
   const std::string config_path = dir + "/config.resolved.yaml";
   if (std::filesystem::is_regular_file(config_path)) {
     try {

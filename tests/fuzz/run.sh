@@ -4,14 +4,14 @@
 # (or $IPUSIM_FUZZ_BUILD_DIR) and fuzzes each for SECONDS (default 60), $IPUSIM_JOBS targets at
 # a time; the targets added in issue 16 (model run_config sweep_spec golden run_dir: small
 # YAML and JSON readers, which reach their depth quickly) run for half of SECONDS by default,
-# so that the CI stage (8 targets, two at a time) stays within about six minutes. Seeds: tests/fuzz/<target>/corpus and .../crashes (read only); new inputs go to
+# so that the CI stage (9 targets, two at a time) stays within about six minutes. Seeds: tests/fuzz/<target>/corpus and .../crashes (read only); new inputs go to
 # <build>/corpus/<target>, crash inputs to <build>/artifacts/<target>/. Quiet on success apart
 # from one line per target; on a crash prints the end of the log and exits 1.
 # Every run is appended to <build>/fuzz-totals.tsv (target, seconds, executions, status).
 # IPUSIM_FUZZ_RSS_MB raises libFuzzer's RSS limit (default 2048) for hour-long runs, where the
 # fuzzer's own per-input state grows.
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]     targets: config text_trace binary_trace
-#        model run_config sweep_spec golden run_dir   (a target named explicitly runs SECONDS)
+#        model run_config sweep_spec golden run_dir report   (a target named explicitly runs SECONDS)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${IPUSIM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
@@ -21,8 +21,8 @@ seconds="${1:-60}"
 targets=("$@")
 half_time=()
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(config text_trace binary_trace model run_config sweep_spec golden run_dir)
-  half_time=(model run_config sweep_spec golden run_dir)
+  targets=(config text_trace binary_trace model run_config sweep_spec golden run_dir report)
+  half_time=(model run_config sweep_spec golden run_dir report)
 fi
 
 mkdir -p "$build"

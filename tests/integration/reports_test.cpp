@@ -884,6 +884,50 @@ TEST(Reports, BadRunDirectoriesAndTimelineOptionsAreClearErrors) {
   EXPECT_NE(r.err.find("not a run directory"), std::string::npos) << r.err;
 }
 
+TEST(Reports, StatsReportAndCompareCannotUseAreRefusedWhenTheRunDirectoryIsRead) {
+  // Issue 30, defects 6 and 15: a chip.clock of 0 made the report's roofline take the log of
+  // a non-positive rate and loop about 2^31 times (11 s, 2.1 GB) where compare refused it; a
+  // later format was accepted by its prefix, and a number for the format said found "".
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status,
+            0);
+  const std::string good = read_all(dir.file("a/stats.json"));
+  // stats.json with the first match of `from` (a regular expression) replaced by `to`.
+  const auto with = [&](const std::string& from, const std::string& to) {
+    const std::string s =
+        std::regex_replace(good, std::regex(from), to, std::regex_constants::format_first_only);
+    EXPECT_TRUE(from.empty() || s != good) << from;
+    std::ofstream(dir.file("a/stats.json")) << s;
+  };
+  for (const std::string bad : {"0", "-1325000000.0"}) {
+    with(R"("clock": \{\s*"value": [0-9.e+]+)", "\"clock\": {\"value\": " + bad);
+    for (const std::string cmd : {std::string("report "), "report --compare " + dir.file("a") + " ",
+                                  "compare " + dir.file("a") + " "}) {
+      const auto r = ipusim(cmd + dir.file("a"));
+      EXPECT_EQ(r.status, 3) << cmd << bad;
+      EXPECT_NE(r.err.find("stats.json: key \"chip.clock\": expected a positive number, found"),
+                std::string::npos)
+          << r.err;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir.file("a/report.html")));
+  }
+  with(R"("format": "ipusim-stats/1")", "\"format\": \"ipusim-stats/2\"");
+  auto r = ipusim("report " + dir.file("a"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("key \"format\": expected \"ipusim-stats/1\", found \"ipusim-stats/2\""),
+            std::string::npos)
+      << r.err;
+  with(R"("format": "ipusim-stats/1")", "\"format\": 5");
+  r = ipusim("compare " + dir.file("a") + " " + dir.file("a"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("key \"format\": expected \"ipusim-stats/1\", found a number"),
+            std::string::npos)
+      << r.err;
+  with("", "");  // the run as written reports again
+  EXPECT_EQ(ipusim("report " + dir.file("a")).status, 0);
+}
+
 // --- progress -------------------------------------------------------------------------------
 
 // Runs `ipusim args` under a pseudo-terminal (script from util-linux); returns what it printed.
