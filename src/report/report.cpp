@@ -419,30 +419,31 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
                    const trace::Trace* trace) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
+  if (ec) throw IoError(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
   const std::string json = stats_json(chip, stats, info);
+  // The small files first, tiles.csv (one row per tile) last before stats.json.
   std::vector<FileWriter> files{
-      {dir + "/tiles.csv", [&](std::ostream& o) { o << tiles_csv(stats); }}};
+      {dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }},
+      {dir + "/trace.id", [&](std::ostream& o) {
+         o << "file: " << info.trace_file << "\nname: " << info.trace_name
+           << "\nidentity: " << info.trace_identity << "\n";
+       }}};
+  std::vector<std::string> stale;  // an earlier run's files this run does not write
   const std::string steps = trace ? supersteps_csv(stats, *trace) : std::string();
   if (!steps.empty())
     files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});
   else
-    std::filesystem::remove(dir + "/supersteps.csv", ec);  // an earlier run's, if any
+    stale.push_back(dir + "/supersteps.csv");
   const std::string layers = layers_csv(info.layers);
   if (!layers.empty())
     files.push_back({dir + "/layers.csv", [&](std::ostream& o) { o << layers; }});
   else
-    std::filesystem::remove(dir + "/layers.csv", ec);
-  files.push_back(
-      {dir + "/config.resolved.yaml", [&](std::ostream& o) { o << resolved_config_yaml; }});
-  files.push_back({dir + "/trace.id", [&](std::ostream& o) {
-                     o << "file: " << info.trace_file << "\nname: " << info.trace_name
-                       << "\nidentity: " << info.trace_identity << "\n";
-                   }});
+    stale.push_back(dir + "/layers.csv");
+  files.push_back({dir + "/tiles.csv", [&](std::ostream& o) { o << tiles_csv(stats); }});
   // stats.json last: its presence means the run directory is complete. All files or none are
-  // replaced (write_files_atomically).
+  // replaced, and the stale ones go only with them (write_files_atomically).
   files.push_back({dir + "/stats.json", [&](std::ostream& o) { o << json; }});
-  write_files_atomically(files);
+  write_files_atomically(files, stale);
 }
 
 }  // namespace ipusim::report

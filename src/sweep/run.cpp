@@ -201,6 +201,9 @@ SweepResult run_sweep(const SweepRequest& request, std::ostream& out, std::ostre
     return SweepResult{};
   }
 
+  // One sweep at a time in an output directory: a second is refused at once (as `run --out`
+  // is), before it removes the first one's work directories.
+  const DirectoryLock lock(layout.out);
   fs::create_directories(layout.points());
   remove_stale_work_dirs(layout);
   // One run per distinct id (two axis values may resolve to the same inputs).

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "ipusim/util/error.hpp"
 
@@ -48,50 +49,162 @@ void unregister_temporary(int slot) {
 
 namespace {
 
-// Writes `write`'s output to the registered temporary `tmp` (throws Error naming `path`).
-void write_temporary(const std::string& path, const std::string& tmp,
-                     const std::function<void(std::ostream&)>& write, bool binary) {
-  std::ofstream out(tmp, binary ? std::ios::binary | std::ios::trunc : std::ios::trunc);
-  if (!out) throw Error(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
+// A stream buffer over a file descriptor it does not own: buffered writes, retried on EINTR;
+// the first failing write() sets error() (its errno) and every later write is dropped.
+class FdBuf : public std::streambuf {
+ public:
+  explicit FdBuf(int fd) : fd_(fd) { setp(buf_.data(), buf_.data() + buf_.size()); }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    const char* p = pbase();
+    while (p < pptr() && error_ == 0) {
+      const ssize_t n = ::write(fd_, p, static_cast<std::size_t>(pptr() - p));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) error_ = errno;
+      if (n > 0) p += n;
+    }
+    setp(buf_.data(), buf_.data() + buf_.size());
+    return error_ == 0;
+  }
+  int fd_;
+  int error_ = 0;
+  std::array<char, 64 * 1024> buf_{};
+};
+
+// Runs `write` on a stream over `fd`; throws IoError naming `path` if any write failed.
+void write_to_fd(const std::string& path, int fd, const std::function<void(std::ostream&)>& write) {
+  FdBuf buf(fd);
+  std::ostream out(&buf);
   write(out);
   out.flush();
-  if (!out) throw Error(fmt::format("{}: write failed: {}", path, std::strerror(errno)));
+  if (buf.error() != 0 || !out)
+    throw IoError(fmt::format("{}: write failed: {}", path,
+                              std::strerror(buf.error() != 0 ? buf.error() : EIO)));
 }
 
-void rename_into_place(const std::string& tmp, const std::string& path) {
+// How an output path is written.
+enum class Target { kReplace, kStream };
+
+// kStream for an existing character device or FIFO (written into, never replaced), kReplace
+// for a regular file or a path that does not exist yet; IoError for anything else.
+Target target_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Target::kReplace;  // new (or a dangling link)
+  if (S_ISREG(st.st_mode)) return Target::kReplace;
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return Target::kStream;
+  throw IoError(fmt::format("{}: cannot write an output here: it is {}", path,
+                            S_ISDIR(st.st_mode)    ? "a directory"
+                            : S_ISSOCK(st.st_mode) ? "a socket"
+                                                   : "a block device"));
+}
+
+// Writes into a character device or FIFO in place. A FIFO nobody reads is an error at once
+// (opened without blocking: ENXIO), not a hang.
+void write_stream(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    throw IoError(errno == ENXIO
+                      ? fmt::format("{}: cannot write: it is a FIFO and nothing reads it", path)
+                      : fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  write_to_fd(path, fd, write);
+}
+
+// Creates a new temporary beside `path` (mkostemp: exclusive, never an existing name) with
+// the permissions a new file gets (0666 less the umask) and registers it; returns its name and
+// an open descriptor.
+std::pair<std::string, int> create_temporary(const std::string& path, int& slot) {
+  std::string name = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw IoError(fmt::format("{}: cannot create a temporary file beside it: {}", path,
+                              std::strerror(errno)));
+  slot = register_temporary(name);
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  return {name, fd};
+}
+
+// Renames the temporary written through `fd` over `path`, after checking that its name still
+// names that file: a name replaced while it was written (unlinked and planted as a symlink, in
+// a directory others may write to) is refused, not renamed into place.
+void rename_into_place(const std::string& tmp, int fd, const std::string& path) {
+  struct stat ours {
+  }, named{};
+  if (::fstat(fd, &ours) != 0 || ::lstat(tmp.c_str(), &named) != 0 || ours.st_dev != named.st_dev ||
+      ours.st_ino != named.st_ino)
+    throw IoError(fmt::format(
+        "{}: the temporary {} was replaced by another file while it was written; not renamed "
+        "into place",
+        path, tmp));
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(
+    throw IoError(
         fmt::format("{}: cannot rename temporary into place: {}", path, std::strerror(errno)));
-}
-
-std::string temporary_for(const std::string& path) {
-  return fmt::format("{}.tmp.{}", path, ::getpid());
 }
 
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write,
                            bool binary) {
+  // Written through a file descriptor: text and binary are the same on POSIX.
   write_files_atomically({FileWriter{path, write, binary}});
 }
 
-void write_files_atomically(const std::vector<FileWriter>& files) {
-  std::vector<std::string> tmps;
-  std::vector<int> slots;
+void write_files_atomically(const std::vector<FileWriter>& files,
+                            const std::vector<std::string>& stale) {
+  std::vector<Target> targets;
+  for (const auto& f : files) targets.push_back(target_of(f.path));
+  std::vector<std::string> tmps;  // per file: its temporary ("" for a streamed one)
+  std::vector<int> slots, fds;
   const auto release = [&](bool remove) {
-    for (std::size_t i = 0; i < slots.size(); ++i) {
-      if (remove) std::remove(tmps[i].c_str());
+    for (std::size_t i = 0; i < tmps.size(); ++i) {
+      if (remove && !tmps[i].empty()) ::unlink(tmps[i].c_str());
+      if (fds[i] >= 0) ::close(fds[i]);
       unregister_temporary(slots[i]);
     }
   };
   try {
-    for (const auto& f : files) {
-      tmps.push_back(temporary_for(f.path));
-      slots.push_back(register_temporary(tmps.back()));
-      write_temporary(f.path, tmps.back(), f.write, f.binary);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const auto& f = files[i];
+      if (targets[i] == Target::kStream) {
+        tmps.emplace_back();
+        slots.push_back(-1);
+        fds.push_back(-1);
+        write_stream(f.path, f.write);
+        continue;
+      }
+      int slot = -1;
+      auto [tmp, fd] = create_temporary(f.path, slot);
+      tmps.push_back(tmp);
+      slots.push_back(slot);
+      fds.push_back(fd);
+      write_to_fd(f.path, fd, f.write);
     }
-    if (files.size() > 1) std::remove(files.back().path.c_str());
-    for (std::size_t i = 0; i < files.size(); ++i) rename_into_place(tmps[i], files[i].path);
+    // The group's marker (its last file) goes first, so that an interruption between the
+    // renames never leaves the old marker beside new files.
+    if (files.size() > 1 && targets.back() == Target::kReplace)
+      std::remove(files.back().path.c_str());
+    for (const auto& path : stale) std::remove(path.c_str());
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (targets[i] == Target::kReplace) rename_into_place(tmps[i], fds[i], files[i].path);
   } catch (...) {
     release(true);
     throw;
@@ -102,11 +215,11 @@ void write_files_atomically(const std::vector<FileWriter>& files) {
 DirectoryLock::DirectoryLock(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
+  if (ec) throw IoError(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
   const std::string path = dir + "/.ipusim.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    throw Error(fmt::format("{}: cannot create lock file: {}", path, std::strerror(errno)));
+    throw IoError(fmt::format("{}: cannot create lock file: {}", path, std::strerror(errno)));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);
@@ -130,7 +243,7 @@ void create_parent_directories(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
   if (ec)
-    throw Error(
+    throw IoError(
         fmt::format("{}: cannot create directory {}: {}", path, parent.string(), ec.message()));
 }
 

@@ -740,6 +740,47 @@ TEST(RoundTwo, ConcurrentRunsIntoOneDirectoryAreRefused) {
   EXPECT_TRUE(fs::exists(out + "/stats.json"));
 }
 
+// Issue 30, defects 1-3 at the command line: a symlink planted at the old predictable
+// temporary name is not written through; an output that is a device is written into, never
+// replaced; a write the disk refuses exits with the I/O status (7), not "bad input".
+TEST(RoundThree, OutputsCannotBeHijackedOrDestroyed) {
+  TempDir dir;
+  write(dir.file("victim"), "precious\n");
+  const std::string out = dir.file("k.itb");
+  Child k(std::vector<std::string>{"kernel", "sync-loop", "--iterations", "10", "--out", out},
+          dir.file("k.out"), dir.file("k.err"), /*stopped=*/true);
+  ASSERT_GT(k.pid(), 0);
+  fs::create_symlink(dir.file("victim"), out + ".tmp." + std::to_string(k.pid()));
+  ASSERT_EQ(::kill(k.pid(), SIGCONT), 0);
+  EXPECT_EQ(k.wait(30s), 0) << read_all(dir.file("k.err"));
+  EXPECT_EQ(read_all(dir.file("victim")), "precious\n");
+  EXPECT_FALSE(fs::is_symlink(out));
+  EXPECT_TRUE(fs::is_regular_file(out));
+  for (const std::string cmd : {std::string("kernel sync-loop --iterations 10 --out "),
+                                std::string("compile --run ") + source_dir() +
+                                    "/tests/data/workloads/resnet_tiny-pod16.yaml" + " --out "}) {
+    auto r = cli(cmd + "/dev/null");
+    EXPECT_EQ(r.status, 0) << r.err;
+    struct stat st {};
+    ASSERT_EQ(::stat("/dev/null", &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << cmd;
+    r = cli(cmd + "/dev/full");
+    EXPECT_EQ(r.status, 7) << cmd;
+    EXPECT_EQ(r.err, "error: /dev/full: write failed: No space left on device\n") << cmd;
+  }
+  // A run directory's group on a full disk: its first file is the device, the exit is 7.
+  const std::string run_dir = dir.file("full");
+  fs::create_directories(run_dir);
+  fs::create_symlink("/dev/full", run_dir + "/config.resolved.yaml");
+  const auto r = cli("run -q --out " + run_dir + " " + out);
+  EXPECT_EQ(r.status, 7);
+  EXPECT_NE(r.err.find("config.resolved.yaml: write failed: No space left on device"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(run_dir + "/stats.json"));
+  EXPECT_EQ(temporaries(run_dir), std::vector<std::string>{});
+}
+
 // I: a timeline inside a not-yet-existing --out directory.
 TEST(RoundTwo, TimelineInsideANewOutputDirectory) {
   TempDir dir;
@@ -936,9 +977,11 @@ TEST_P(Interrupt, DuringSimulationLeavesNoStatsInAFreshDirectory) {
   EXPECT_EQ(read_all(dir.file("run.out")), "");
 }
 
-// A signal while stats.json is being written, made deterministic: before the child execs, its
-// temporary "stats.json.tmp.<pid>" is created as a FIFO with a 4 KiB buffer, so the child's
-// write of stats.json (> 4 KiB) blocks half-way; the signal arrives while it is blocked.
+// A signal while the run directory is being written, made deterministic: its tiles.csv (the
+// last file before stats.json, larger than 4 KiB) is a FIFO with a 4 KiB buffer that the test
+// holds open and never reads, so the child (which writes into a FIFO, never replacing it)
+// blocks half-way through it, with the temporaries of the files before it in flight; the
+// signal arrives while it is blocked.
 struct WriteBlocked {
   std::unique_ptr<Child> child;
   int fifo_fd = -1;
@@ -953,16 +996,16 @@ void start_blocked_in_write(WriteBlocked& w, const TempDir& dir, const std::stri
   std::vector<std::string> args{"run", "-q"};
   args.insert(args.end(), extra.begin(), extra.end());
   args.insert(args.end(), {"--out", out, dir.file("sl.trace")});
-  w.child = std::make_unique<Child>(args, dir.file("run.out"), dir.file("run.err"), true);
-  ASSERT_GT(w.child->pid(), 0);
   fs::create_directories(out);
-  w.fifo = out + "/stats.json.tmp." + std::to_string(w.child->pid());
+  w.fifo = out + "/tiles.csv";
+  fs::remove(w.fifo);
   ASSERT_EQ(::mkfifo(w.fifo.c_str(), 0644), 0) << std::strerror(errno);
   w.fifo_fd = ::open(w.fifo.c_str(), O_RDONLY | O_NONBLOCK);
   ASSERT_GE(w.fifo_fd, 0);
   ASSERT_GE(::fcntl(w.fifo_fd, F_SETPIPE_SZ, 4096), 0);
-  ASSERT_EQ(::kill(w.child->pid(), SIGCONT), 0);
-  // Wait until the pipe is full: the child is blocked inside its write of stats.json.
+  w.child = std::make_unique<Child>(args, dir.file("run.out"), dir.file("run.err"));
+  ASSERT_GT(w.child->pid(), 0);
+  // Wait until the pipe is full: the child is blocked inside its write of tiles.csv.
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   int queued = 0;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -971,7 +1014,8 @@ void start_blocked_in_write(WriteBlocked& w, const TempDir& dir, const std::stri
     ASSERT_TRUE(w.child->running()) << read_all(dir.file("run.err"));
     std::this_thread::sleep_for(5ms);
   }
-  ASSERT_GE(queued, 4096) << "the child never blocked in its write of stats.json";
+  ASSERT_GE(queued, 4096) << "the child never blocked in its write of tiles.csv";
+  ASSERT_FALSE(temporaries(out).empty()) << "no temporaries in flight while it blocked";
 }
 
 TEST_P(Interrupt, WhileWritingStatsLeavesNoPartialStats) {
@@ -985,13 +1029,14 @@ TEST_P(Interrupt, WhileWritingStatsLeavesNoPartialStats) {
   ASSERT_EQ(::kill(w.child->pid(), sig), 0);
   EXPECT_EQ(w.child->wait(10s), 130);
   EXPECT_FALSE(fs::exists(out + "/stats.json"));
-  EXPECT_FALSE(fs::exists(w.fifo)) << "the temporary was not removed";
   EXPECT_EQ(temporaries(out), std::vector<std::string>{});
+  EXPECT_TRUE(fs::is_fifo(w.fifo)) << "an output FIFO is written into, never replaced";
 }
 
 TEST_P(Interrupt, WhileWritingKeepsTheEarlierRunConsistent) {
   // The run directory's files are replaced together (write_files_atomically): a signal
-  // while stats.json is written leaves the earlier run's three files as they were.
+  // while they are written leaves the earlier run's stats.json, config and trace.id as they
+  // were.
   const int sig = GetParam();
   TempDir dir;
   ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + dir.file("sl.trace")).status, 0);

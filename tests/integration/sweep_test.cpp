@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -172,6 +173,32 @@ TEST(Sweep, JobsOneAndTwoGiveByteIdenticalCsv) {
   const std::string a = read_all(dir.file("a/sweep.csv"));
   EXPECT_EQ(lines(a).size(), 5u);
   EXPECT_EQ(a, read_all(dir.file("b/sweep.csv")));
+}
+
+TEST(Sweep, ASecondSweepIntoTheSameDirectoryIsRefusedWithALockMessage) {
+  // Issue 30, defect 4: two sweeps into one --out both failed ("points/<id>.tmp/point.json:
+  // cannot open for writing", no sweep.csv). The second is refused at once; the first, holding
+  // the directory's lock (as a running sweep does), is not disturbed.
+  TempDir dir;
+  const std::string spec = dir.file("s.yaml"), out = dir.file("o");
+  write(spec, kernel_spec("1.33GHz, 1.85GHz"));
+  std::filesystem::create_directories(out);
+  const int fd = ::open((out + "/.ipusim.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const auto r = ipusim(sweep(spec, out));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("error: " + out +
+                       ": another ipusim process is writing into this "
+                       "directory (it holds " +
+                       out + "/.ipusim.lock)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/sweep.csv"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/points"));
+  ::close(fd);
+  EXPECT_EQ(ipusim(sweep(spec, out)).status, 0);
+  EXPECT_EQ(lines(read_all(out + "/sweep.csv")).size(), 5u);
 }
 
 TEST(Sweep, PointThatDoesNotFitFailsWithItsErrorWhileOthersRun) {

@@ -15,6 +15,7 @@ enum class ExitCode : int {
   kBadInput = 3,      // a config or trace file is malformed or out of range
   kModelError = 4,    // the input is well-formed but cannot run (e.g. a tile is out of memory)
   kResource = 6,      // the simulator itself would exceed a resource (host memory, a size cap)
+  kIo = 7,            // an output could not be written (disk full, no permission, no reader)
   kInterrupted = 130  // SIGINT / SIGTERM
 };
 
@@ -55,6 +56,14 @@ class ResourceError : public Error {
  public:
   using Error::Error;
   ExitCode exit_code() const override { return ExitCode::kResource; }
+};
+
+// An output could not be written: the file system refused it (disk full, read-only, no
+// permission) or the target cannot take it (a FIFO with no reader). Not the input's fault.
+class IoError : public Error {
+ public:
+  using Error::Error;
+  ExitCode exit_code() const override { return ExitCode::kIo; }
 };
 
 // Bad command-line usage.

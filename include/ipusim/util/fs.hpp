@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Output files are written whole or not at all: content goes to "<path>.tmp.<pid>" and is
-// renamed into place only after a successful flush. Temporaries are registered so that a
-// signal handler can remove them (see remove_pending_temporaries()).
+// Output files are written whole or not at all: content goes to a new temporary beside the
+// output, "<path>.tmp.XXXXXX" created exclusively (mkostemp: it never opens a name that exists,
+// so a planted file or symlink is never written through), and is renamed into place only
+// after a successful flush. An output that is a character device or a FIFO (/dev/null,
+// /dev/stdout, `mkfifo`) is written into directly and never replaced; a directory, socket or
+// block device is refused. Temporaries are registered so that a signal handler can remove them
+// (see remove_pending_temporaries()). A write the file system refuses is an IoError.
 #pragma once
 
 #include <functional>
@@ -28,8 +32,11 @@ struct FileWriter {
 // temporary first; only when all are written are they renamed into place, in order. The last
 // file marks the group complete: its old version is removed before the first rename, so an
 // interruption can leave the group without its marker but never the marker beside files of a
-// different run. On any exception every temporary is removed and no path is touched.
-void write_files_atomically(const std::vector<FileWriter>& files);
+// different run. `stale` files (an earlier group's that this one does not write) are removed
+// with the marker, only once every temporary is written. On any exception every temporary is
+// removed and no path is touched.
+void write_files_atomically(const std::vector<FileWriter>& files,
+                            const std::vector<std::string>& stale = {});
 
 // Removes every temporary currently being written. Async-signal-safe enough for our handler:
 // it only calls unlink() on pre-built C strings.
