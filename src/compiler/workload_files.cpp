@@ -93,18 +93,15 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root);
 }  // namespace
 
 ModelDef load_model(const std::string& file) {
-  // Read as every config is (a FIFO without a writer times out), and parsed with the shared
-  // reader, which bounds alias expansion.
+  // Read by the one input reader (capped, regular files and FIFOs only) and parsed with the
+  // shared reader, which bounds alias expansion.
   std::string content;
   try {
-    if (auto fifo = read_if_fifo(file, std::size_t{64} << 20, "model file"))
-      content = std::move(*fifo);
-    else
-      content = read_file_text(file);
+    content = read_input_file(file, kMaxModelBytes, "model file");
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
-    throw ConfigError(fmt::format("{}: cannot open model file ({})", file, e.what()));
+    throw ConfigError(e.what());
   }
   const YAML::Node root = config::YamlReader(file).load(content);
   // Every shape problem is a ConfigError naming file:line; a yaml-cpp exception reaching here

@@ -234,27 +234,14 @@ Document parse_document(const std::string& yaml_text, const std::string& origin)
 }
 
 Document load_document(const std::string& file) {
-  // Read in blocks up to a cap, so that a directory, /dev/zero or a huge file gives a clear
-  // ConfigError instead of an internal error or running out of memory (docs/errors.md).
-  constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw ConfigError(fmt::format("{}: cannot read a config file: it is a directory", file));
-  if (auto text = read_if_fifo(file, kMaxConfigBytes, "config file"))
-    return parse_document(*text, file);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file));
+  // The one input reader: capped at 16 MiB, regular files and FIFOs only, so that a
+  // directory, /dev/zero or a huge file gives a clear ConfigError (docs/errors.md).
   std::string text;
-  char block[64 * 1024];
-  while (in) {
-    in.read(block, sizeof block);
-    text.append(block, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxConfigBytes)
-      throw ConfigError(
-          fmt::format("{}: expected a config file of at most {} bytes, found a larger one", file,
-                      kMaxConfigBytes));
+  try {
+    text = read_input_file(file, kMaxDocumentBytes, "config file");
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
   }
-  if (in.bad()) throw ConfigError(fmt::format("{}: cannot read config file", file));
   return parse_document(text, file);
 }
 

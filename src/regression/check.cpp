@@ -261,7 +261,8 @@ CheckResult check(const CheckRequest& request, std::ostream& out, std::ostream& 
     }
     try {
       const std::string stats_file = fmt::format("{}/case-{:03}/run/stats.json", work.path(), i);
-      const JsonValue stats = parse_json(read_file_text(stats_file), stats_file);
+      const JsonValue stats =
+          parse_json(read_input_file(stats_file, kMaxStatsBytes, "stats.json"), stats_file);
       values[i] = extract_fields(c, stats, stats_file);
     } catch (const Error& e) {
       o.status = CaseOutcome::Status::kError;
@@ -306,7 +307,7 @@ CheckResult check(const CheckRequest& request, std::ostream& out, std::ostream& 
         const std::string text = golden_text(g);
         const std::string path = golden_path(manifest, c);
         const bool existed = fs::exists(path);
-        if (existed && read_file_text(path) == text) continue;
+        if (existed && read_input_file(path, kMaxDocumentBytes, "golden") == text) continue;
         fs::create_directories(fs::path(path).parent_path());
         write_file_atomically(path, [&](std::ostream& o) { o << text; });
         ++(existed ? changed : added);

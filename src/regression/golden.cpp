@@ -103,7 +103,7 @@ Golden parse_golden(const std::string& text, const std::string& path) {
 Golden read_golden(const std::string& path) {
   std::string text;
   try {
-    text = read_file_text(path);
+    text = read_input_file(path, kMaxDocumentBytes, "golden");
   } catch (const Error& e) {
     throw ConfigError(e.what());
   }

@@ -129,7 +129,7 @@ std::string named_file(const Reader& r, const YAML::Node& node, const std::strin
                        const std::string& file, const std::string& section,
                        const std::string& key) {
   try {
-    const YAML::Node root = YAML::LoadFile(file);
+    const YAML::Node root = YAML::Load(read_input_file(file, kMaxDocumentBytes, "config file"));
     const YAML::Node value = root[section][key];
     if (value && value.IsScalar())
       return resolve(fs::path(file).parent_path().string(), value.Scalar());
@@ -387,7 +387,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
 Manifest load_manifest(const std::string& path) {
   std::string text;
   try {
-    text = read_file_text(path);
+    text = read_input_file(path, kMaxDocumentBytes, "suite");
   } catch (const Error& e) {
     throw ConfigError(e.what());
   }

@@ -1663,7 +1663,7 @@ bool is_sweep_dir(const std::string& dir) {
 
 std::string sweep_html_report(const std::string& dir) {
   const std::string file = dir + "/sweep.json";
-  const JsonValue root = parse_json(read_file_text(file), file);
+  const JsonValue root = parse_json(read_input_file(file, kMaxStatsBytes, "sweep.json"), file);
   if (root.kind != JsonValue::Kind::kObject)
     throw Error(fmt::format("{}: expected an object at the top level", file));
   const JsonValue& points = need(root, "points", JsonValue::Kind::kArray, "sweep", file);

@@ -34,15 +34,21 @@ std::vector<std::string> split(const std::string& line, char sep) {
 class Csv {
  public:
   // `older`: other headers accepted (older run directories').
-  Csv(const std::string& path, const std::string& header,
+  Csv(const std::string& path, std::size_t max_bytes, const std::string& header,
       std::initializer_list<std::string_view> older = {})
       : path_(path) {
-    std::istringstream in(read_file_text(path));
+    std::istringstream in(read_input_file(path, max_bytes, "run-directory CSV"));
     std::string line;
     if (!std::getline(in, line) ||
-        (line != header && std::find(older.begin(), older.end(), line) == older.end()))
+        (line != header && std::find(older.begin(), older.end(), line) == older.end())) {
+      if (line.ends_with('\r'))
+        throw Error(fmt::format(
+            "{}:1: expected lines ending in LF (as ipusim writes them), found CR LF (a Windows "
+            "line ending)",
+            path));
       throw Error(
           fmt::format("{}:1: expected the header \"{}\", found \"{}\"", path, header, line));
+    }
     columns_ = split(line, ',');
     std::size_t n = 1;
     while (std::getline(in, line)) {
@@ -168,12 +174,13 @@ RunDir load_run_dir(const std::string& dir) {
   RunDir r;
   r.path = dir;
   const std::string stats_path = dir + "/stats.json";
-  if (!std::filesystem::is_regular_file(stats_path))
+  std::error_code ec;
+  if (!std::filesystem::exists(stats_path, ec))
     throw Error(
         fmt::format("{}: not a run directory: expected {} (written by 'ipusim run --out "
                     "DIR'), found none",
                     dir, stats_path));
-  r.stats = parse_json(read_file_text(stats_path), stats_path);
+  r.stats = parse_json(read_input_file(stats_path, kMaxStatsBytes, "stats.json"), stats_path);
   const JsonValue* format = r.stats.find("format");
   if (!format || format->kind != JsonValue::Kind::kString || format->string != "ipusim-stats/1")
     throw Error(fmt::format("{}: key \"format\": expected \"ipusim-stats/1\", found {}", stats_path,
@@ -184,9 +191,10 @@ RunDir load_run_dir(const std::string& dir) {
   // What every reader (report, compare) divides by or takes the logarithm of, checked once.
   check_positive_stat(r, "chip.clock");
   const std::string config_path = dir + "/config.resolved.yaml";
-  if (std::filesystem::is_regular_file(config_path)) {
+  if (std::filesystem::exists(config_path, ec)) {
     try {
-      const YAML::Node root = YAML::LoadFile(config_path);
+      const YAML::Node root =
+          YAML::Load(read_input_file(config_path, kMaxDocumentBytes, "resolved config"));
       config::check_expanded_size(root, config_path);
       flatten_yaml(root, "", r.config);
     } catch (const YAML::Exception& e) {
@@ -194,8 +202,9 @@ RunDir load_run_dir(const std::string& dir) {
     }
   }
   const std::string tiles_path = dir + "/tiles.csv";
-  if (std::filesystem::is_regular_file(tiles_path)) {
-    Csv csv(tiles_path, kTilesHeader, {kTilesHeaderTensorsTogether, kTilesHeaderTotalsOnly});
+  if (std::filesystem::exists(tiles_path, ec)) {
+    Csv csv(tiles_path, kMaxTilesCsvBytes, kTilesHeader,
+            {kTilesHeaderTensorsTogether, kTilesHeaderTotalsOnly});
     const bool together = csv.columns() == 10;  // the older categories: tensors in one
     for (std::size_t i = 0; i < csv.size(); ++i) {
       auto& tiles = r.tiles[csv.number<std::uint32_t>(i, 0)];
@@ -218,8 +227,8 @@ RunDir load_run_dir(const std::string& dir) {
     }
   }
   const std::string steps_path = dir + "/supersteps.csv";
-  if (std::filesystem::is_regular_file(steps_path)) {
-    Csv csv(steps_path, supersteps_header());
+  if (std::filesystem::exists(steps_path, ec)) {
+    Csv csv(steps_path, kMaxSuperstepsCsvBytes, supersteps_header());
     for (std::size_t i = 0; i < csv.size(); ++i) {
       SuperstepRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);
@@ -234,8 +243,8 @@ RunDir load_run_dir(const std::string& dir) {
     }
   }
   const std::string layers_path = dir + "/layers.csv";
-  if (std::filesystem::is_regular_file(layers_path)) {
-    Csv csv(layers_path, layers_header(), {layers_header_without_memory()});
+  if (std::filesystem::exists(layers_path, ec)) {
+    Csv csv(layers_path, kMaxLayersCsvBytes, layers_header(), {layers_header_without_memory()});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       LayerCsvRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);

@@ -53,7 +53,8 @@ std::string resolve_file(const Spec& spec, const std::string& key, const std::st
 // The chip file a system config includes (system.chip, relative to the system file).
 std::string system_chip_file(const std::string& system_file) {
   try {
-    const YAML::Node root = YAML::LoadFile(system_file);
+    const YAML::Node root =
+        YAML::Load(read_input_file(system_file, kMaxDocumentBytes, "system config"));
     const YAML::Node value = root["system"]["chip"];
     if (value && value.IsScalar())
       return (fs::path(system_file).parent_path() / value.Scalar()).lexically_normal().string();
@@ -159,7 +160,7 @@ PointPlan plan(const Spec& spec, const Point& point) {
     p.model_file = model.empty() ? r.run.model_file
                                  : resolve_file(spec, "model", model, "models", "model file");
     const compiler::ModelDef m = compiler::load_model(p.model_file);
-    feed("model", read_file_text(p.model_file));
+    feed("model", read_input_file(p.model_file, kMaxModelBytes, "model file"));
     if (p.system_file.empty()) p.system_file = r.run.system_file;
     const LoadedSystem s = load_system(p.system_file, select(p.sets, "run.", false), explicit_chip);
     feed("system", s.resolved.to_yaml());

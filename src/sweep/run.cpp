@@ -104,7 +104,8 @@ std::optional<PointResult> finished_result(const Layout& layout, const PointPlan
       !fs::is_regular_file(layout.final_dir(plan.id) + "/stats.json", ec))
     return std::nullopt;
   try {
-    PointResult r = parse_point_record(read_file_text(record), record);
+    PointResult r =
+        parse_point_record(read_input_file(record, kMaxDocumentBytes, "point record"), record);
     if (!r.ok || r.id != plan.id) return std::nullopt;
     return r;
   } catch (const Error& e) {
@@ -123,7 +124,9 @@ PointResult finish_point(const Layout& layout, const PointPlan& plan,
   if (job.ok) {
     const std::string stats_file = work + "/stats.json";
     try {
-      r = result_from_stats(plan, parse_json(read_file_text(stats_file), stats_file), stats_file);
+      r = result_from_stats(
+          plan, parse_json(read_input_file(stats_file, kMaxStatsBytes, "stats.json"), stats_file),
+          stats_file);
     } catch (const Error& e) {
       r = failed_result(plan, point_error(e.what(), e.what(), work, run_dir));
     }

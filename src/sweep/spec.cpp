@@ -303,9 +303,9 @@ Spec parse_spec(const std::string& text, const std::string& path) {
 
 Spec load_spec(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
+  if (!fs::exists(path, ec))
     throw ConfigError(fmt::format("{}: expected a sweep spec file, found none", path));
-  return parse_spec(read_file_text(path), path);
+  return parse_spec(read_input_file(path, kMaxDocumentBytes, "sweep spec"), path);
 }
 
 std::uint64_t combination_count(const Spec& spec) {

@@ -73,8 +73,12 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 Trace read_file(const std::string& path, std::string* identity) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw TraceError(fmt::format("{}: cannot read a trace: it is a directory", path));
+  // A regular file (streamed) or a FIFO; a directory or a device (/dev/zero) is refused by name.
+  try {
+    check_input_file(path, "trace");
+  } catch (const Error& e) {
+    throw TraceError(e.what());
+  }
   // A FIFO (or a shell's <(...)) is read whole first: it cannot be rewound, and without a
   // writer opening it would block forever (read_if_fifo waits a bounded time).
   if (auto text = read_if_fifo(path, std::size_t{1} << 32, "trace")) {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -295,12 +296,68 @@ void remove_pending_temporaries() noexcept {
     if (g_used[i].load()) ::unlink(g_pending[i].data());
 }
 
-std::string read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+namespace {
+
+// "a directory", "a character device", ... for a file that is neither regular nor a FIFO.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The file's status, for an input: Error if it cannot be read or is neither a regular file
+// nor a FIFO.
+struct stat input_status(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(fmt::format("{}: cannot open {}: {}", path, what, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    throw Error(fmt::format("{}: cannot read a {}: it is a directory", path, what));
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    throw Error(fmt::format("{}: cannot read a {}: it is {} (expected a regular file or a FIFO)",
+                            path, what, kind_of(st.st_mode)));
+  return st;
+}
+
+std::string larger_than(const std::string& path, const std::string& what, std::size_t max_bytes) {
+  return fmt::format("{}: expected a {} of at most {} bytes, found a larger one", path, what,
+                     max_bytes);
+}
+
+}  // namespace
+
+void check_input_file(const std::string& path, const std::string& what) {
+  (void)input_status(path, what);
+}
+
+std::string read_input_file(const std::string& path, std::size_t max_bytes,
+                            const std::string& what) {
+  const struct stat st = input_status(path, what);
+  if (S_ISFIFO(st.st_mode)) {
+    if (auto text = read_if_fifo(path, max_bytes, what)) return std::move(*text);
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw Error(larger_than(path, what, max_bytes));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open {}: {}", path, what, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::string text;
+  text.reserve(static_cast<std::size_t>(st.st_size));
+  char block[64 * 1024];
+  for (;;) {  // to the end, which may have moved since stat(): the cap still holds
+    const ssize_t n = ::read(fd, block, sizeof block);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(fmt::format("{}: cannot read {}: {}", path, what, std::strerror(errno)));
+    if (n == 0) break;
+    text.append(block, static_cast<std::size_t>(n));
+    if (text.size() > max_bytes) throw Error(larger_than(path, what, max_bytes));
+  }
+  return text;
 }
 
 }  // namespace ipusim

@@ -487,12 +487,21 @@ TEST(Limits, ConfigThatIsADirectory) {
 }
 
 TEST(Limits, EndlessConfig) {
-  // /dev/zero never ends: the loader stops at 16 MiB instead of running out of memory.
-  const auto r = cli("info --chip /dev/zero");
+  // /dev/zero never ends: a device is refused by name (issue 30: inputs are regular files or
+  // FIFOs), and a regular file larger than 16 MiB by its size, before it is read.
+  auto r = cli("info --chip /dev/zero");
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err,
-            "error: /dev/zero: expected a config file of at most 16777216 bytes, found a larger "
-            "one\n");
+            "error: /dev/zero: cannot read a config file: it is a character device (expected a "
+            "regular file or a FIFO)\n");
+  TempDir dir;
+  const std::string big = dir.file("big.yaml");
+  { std::ofstream(big) << "chip:\n"; }
+  fs::resize_file(big, std::uintmax_t{3} << 30);  // sparse: 3 GiB of zeros, no disk used
+  r = cli("info --chip " + big);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + big +
+                       ": expected a config file of at most 16777216 bytes, found a larger one\n");
 }
 
 TEST(Limits, SecondYamlDocumentIsNotIgnored) {
@@ -517,13 +526,23 @@ TEST(Limits, TraceThatIsADirectory) {
 }
 
 TEST(Limits, EndlessTextTrace) {
-  // A trace without newlines (here /dev/zero, which never ends) must fail on its first line
+  // A trace without newlines (here a sparse 3 GiB file of zeros) must fail on its first line
   // once the line-length cap is reached, not be read into memory whole. The address-space
-  // limit keeps a regression from exhausting the machine.
-  const auto r = ipusim_limited("run /dev/zero", 4000000);
+  // limit keeps a regression from exhausting the machine. A device (/dev/zero, which never
+  // ends) is refused by name.
+  TempDir dir;
+  const std::string zeros = dir.file("zeros");
+  { std::ofstream(zeros) << ""; }
+  fs::resize_file(zeros, std::uintmax_t{3} << 30);
+  auto r = ipusim_limited("run " + zeros, 4000000);
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err.rfind("error: /dev/zero:1: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.rfind("error: " + zeros + ":1: ", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = cli("run /dev/zero");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: /dev/zero: cannot read a trace: it is a character device (expected a "
+            "regular file or a FIFO)\n");
 }
 
 // --- determinism ---------------------------------------------------------------------------
@@ -779,6 +798,79 @@ TEST(RoundThree, OutputsCannotBeHijackedOrDestroyed) {
       << r.err;
   EXPECT_FALSE(fs::exists(run_dir + "/stats.json"));
   EXPECT_EQ(temporaries(run_dir), std::vector<std::string>{});
+}
+
+// Issue 30, defects 8 and 14 (part): every input goes through one capped reader that takes
+// regular files and FIFOs only. /dev/zero as a model or suite was read to 2.1 GB before
+// failing; a 3 GB tiles.csv or stats.json the same; a FIFO suite with no writer hung; a
+// directory as a model or stats.json said "expected a map" or "found nothing".
+TEST(RoundThree, ReadersRefuseDevicesDirectoriesSilentFifosAndHugeFilesByName) {
+  TempDir dir;
+  const std::string run = source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml";
+  const std::string device = ": it is a character device (expected a regular file or a FIFO)\n";
+  auto r = cli("compile --run " + run + " --model /dev/zero --out " + dir.file("m.itb"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: /dev/zero: cannot read a model file" + device);
+  r = cli("compile --run " + run + " --model " + dir.path() + " --out " + dir.file("m.itb"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + dir.path() + ": cannot read a model file: it is a directory\n");
+  r = cli("check --suite /dev/zero");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: /dev/zero: cannot read a suite" + device);
+  // A FIFO nobody writes: refused after the bounded wait (here 200 ms), not a hang.
+  const std::string fifo = dir.file("suite.yaml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ::setenv("IPUSIM_FIFO_TIMEOUT_MS", "200", 1);
+  r = cli("check --suite " + fifo);
+  ::unsetenv("IPUSIM_FIFO_TIMEOUT_MS");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + fifo +
+                       ": cannot read suite: it is a FIFO and nothing wrote to it within 200 ms "
+                       "(is its writer running?)\n");
+  // A run directory whose files are huge (sparse: no disk used) or not files.
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + dir.file("sl.trace")).status, 0);
+  const std::string out = dir.file("run");
+  ASSERT_EQ(cli("run -q --out " + out + " " + dir.file("sl.trace")).status, 0);
+  fs::resize_file(out + "/tiles.csv", std::uintmax_t{3} << 30);
+  r = cli("report " + out);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + out +
+                       "/tiles.csv: expected a run-directory CSV of at most 268435456 bytes, "
+                       "found a larger one\n");
+  fs::remove(out + "/tiles.csv");
+  fs::create_symlink("/dev/zero", out + "/tiles.csv");
+  r = cli("report " + out);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + out + "/tiles.csv: cannot read a run-directory CSV" + device);
+  fs::remove(out + "/tiles.csv");
+  fs::resize_file(out + "/stats.json", std::uintmax_t{3} << 30);
+  r = cli("compare " + out + " " + out);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + out +
+                       "/stats.json: expected a stats.json of at most 1073741824 bytes, found a "
+                       "larger one\n");
+  fs::remove(out + "/stats.json");
+  fs::create_directories(out + "/stats.json");
+  r = cli("report " + out);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + out + "/stats.json: cannot read a stats.json: it is a directory\n");
+}
+
+// Issue 30, defect 14 (part): a tiles.csv with Windows line endings said "expected the header
+// X, found X" (the CR is invisible); it now says what is wrong.
+TEST(RoundThree, ACrLfRunDirectoryCsvSaysSo) {
+  TempDir dir;
+  ASSERT_EQ(cli("kernel sync-loop --iterations 10 --out " + dir.file("sl.trace")).status, 0);
+  const std::string out = dir.file("run");
+  ASSERT_EQ(cli("run -q --out " + out + " " + dir.file("sl.trace")).status, 0);
+  std::string csv = read_all(out + "/tiles.csv"), crlf;
+  for (char c : csv) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  write(out + "/tiles.csv", crlf);
+  const auto r = cli("report " + out);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + out +
+                       "/tiles.csv:1: expected lines ending in LF (as ipusim writes them), found "
+                       "CR LF (a Windows line ending)\n");
 }
 
 // I: a timeline inside a not-yet-existing --out directory.

@@ -62,7 +62,8 @@ TEST(OutputWriter, APlantedTemporaryNameIsNeverWrittenThrough) {
   Dir d;
   write_plain(d.file("victim"), "precious\n");
   const std::string out = d.file("k.itb");
-  for (const std::string& suffix : {std::to_string(::getpid()), std::string("0"), std::string("XXXXXX")})
+  for (const std::string& suffix :
+       {std::to_string(::getpid()), std::string("0"), std::string("XXXXXX")})
     fs::create_symlink(d.file("victim"), out + ".tmp." + suffix);
   write_file_atomically(out, [](std::ostream& o) { o << "the output\n"; });
   EXPECT_EQ(read(d.file("victim")), "precious\n");

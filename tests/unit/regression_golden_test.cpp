@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Golden files, field comparison, the moved-fields table and JUnit XML.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "ipusim/regression/compare.hpp"
 #include "ipusim/regression/golden.hpp"
@@ -76,6 +81,33 @@ TEST(RegressionGolden, MalformedGoldensNameTheLine) {
             "g.yaml: expected the keys format, case and fields, found fields missing");
   EXPECT_EQ(error_of("format: ipusim-golden/2\n"),
             "g.yaml:1:9: format: expected ipusim-golden/1, found \"ipusim-golden/2\"");
+}
+
+TEST(RegressionGolden, GoldensAreReadCappedAndOnlyFromFiles) {
+  // Issue 30, defect 8: a golden symlinked to /dev/zero was read to 2.1 GB before failing, and
+  // a 42 MB golden took 12 s and 1.9 GB before the node-count refusal. Goldens are read by the
+  // one input reader: at most 16 MiB, regular files and FIFOs only.
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ipusim-golden-cap-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string link = (dir / "zero.yaml").string(), big = (dir / "big.yaml").string();
+  std::filesystem::create_symlink("/dev/zero", link);
+  std::ofstream(big) << "case: x\n";
+  std::filesystem::resize_file(big, 42u << 20);  // sparse
+  const auto message = [](const std::string& path) {
+    try {
+      (void)regression::read_golden(path);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(link), link +
+                               ": cannot read a golden: it is a character device (expected a "
+                               "regular file or a FIFO)");
+  EXPECT_EQ(message(big),
+            big + ": expected a golden of at most 16777216 bytes, found a larger one");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RegressionCompare, ExactFieldsFailAndTolerancesHold) {

@@ -70,7 +70,26 @@ void create_parent_directories(const std::string& path);
 std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max_bytes,
                                         const std::string& what);
 
-// Reads a whole file; throws Error naming the path if it cannot be opened.
-std::string read_file_text(const std::string& path);
+// The one reader of ipusim's input files (issue 30, defect 8). Reads the whole of `path`, of at
+// most `max_bytes`: a regular file (a larger one is refused before it is read, by its size),
+// or a FIFO (read_if_fifo: a bounded wait for a writer). A directory, device or socket is
+// refused by name. `what` names the input in messages ("config file", "golden"). Throws Error
+// (exit status 3) naming the path.
+std::string read_input_file(const std::string& path, std::size_t max_bytes,
+                            const std::string& what);
+
+// Checks that `path` can be read as an input that is streamed rather than read whole (a
+// trace): a regular file or a FIFO; throws Error as read_input_file does otherwise.
+void check_input_file(const std::string& path, const std::string& what);
+
+// Caps of read_input_file by kind of input (docs/reliability.md "Readers"): documents written
+// by hand or by ipusim (configs, models, specs, suites, goldens, point records) and the results
+// of a run, by file.
+inline constexpr std::size_t kMaxDocumentBytes = std::size_t{16} << 20;      // 16 MiB
+inline constexpr std::size_t kMaxModelBytes = std::size_t{64} << 20;         // 64 MiB
+inline constexpr std::size_t kMaxStatsBytes = std::size_t{1} << 30;          // stats.json, 1 GiB
+inline constexpr std::size_t kMaxTilesCsvBytes = std::size_t{256} << 20;     // tiles.csv
+inline constexpr std::size_t kMaxLayersCsvBytes = std::size_t{1} << 30;      // layers.csv
+inline constexpr std::size_t kMaxSuperstepsCsvBytes = std::size_t{4} << 30;  // supersteps.csv
 
 }  // namespace ipusim
