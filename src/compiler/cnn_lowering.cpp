@@ -744,6 +744,20 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
                     "parallel), found {}",
                     run.file, run.ipus_per_replica));
   check_checkpoints(m, run);
+  // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
+  // there (a loss in the middle, or none, left layers without a gradient).
+  if (!run.inference && !m.layers.empty()) {
+    for (std::size_t i = 0; i < m.layers.size(); ++i) {
+      const bool last = i + 1 == m.layers.size();
+      if ((m.layers[i].op == "softmax_loss") != last)
+        throw ConfigError(fmt::format(
+            "{}: layer '{}': a CNN trained (run.mode training) ends with one softmax_loss "
+            "layer, its last; {}",
+            m.layers[i].at.empty() ? m.file : m.layers[i].at, m.layers[i].name,
+            last ? fmt::format("found '{}' last", m.layers[i].op)
+                 : "found a softmax_loss before the last layer"));
+    }
+  }
   trace::Trace t;
   t.name = run.name;
   t.replicas = run.replicas;

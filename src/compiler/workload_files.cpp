@@ -325,6 +325,11 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
           at(file, m["masked_tokens"])));
     def.masked_tokens =
         def.lm_head || def.classifier ? 0 : count(file, m, "masked_tokens", "model");
+    if (def.masked_tokens > def.sequence)
+      throw ConfigError(fmt::format(
+          "{}: model.masked_tokens: expected at most model.sequence ({}) predicted tokens a "
+          "sequence, found {}",
+          at(file, m["masked_tokens"]), def.sequence, def.masked_tokens));
     def.max_positions = count(file, m, "max_positions", "model", def.sequence);
     if (const YAML::Node tt = m["token_types"]; tt && tt.IsScalar() && tt.Scalar() == "0")
       def.token_types = 0;
@@ -577,10 +582,9 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   for (const auto& v : split(r.string("run.available_memory_proportion"), ',')) {
     double x = 0;
     try {
-      x = std::stod(v);
-    } catch (const std::exception&) {
-      throw bad("run.available_memory_proportion",
-                fmt::format("expected numbers such as 0.15, found \"{}\"", v));
+      x = config::parse_ratio(v);
+    } catch (const ParseError& e) {
+      throw bad("run.available_memory_proportion", e.what());
     }
     if (!(x > 0 && x <= 1))
       throw bad("run.available_memory_proportion",
@@ -615,17 +619,32 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
     run.placement.assign(run.ipus_per_replica, {0, 0});
     std::vector<bool> seen(run.ipus_per_replica, false);
     for (const auto& item : split(placement, ' ')) {
-      unsigned ipu = 0, attn = 0, ffn = 0;
-      char tail = 0;
-      if (std::sscanf(item.c_str(), "ipu%u=%u,%u%c", &ipu, &attn, &ffn, &tail) != 3)
+      // ipu<N>=<attention>,<ffn>, each a whole number read by the strict parser (sscanf's %u
+      // read 4294967297 as 1 and -4294967295 as 1).
+      const auto eq = item.find('='), comma = item.find(',');
+      std::uint64_t ipu = 0, attn = 0, ffn = 0;
+      try {
+        if (!item.starts_with("ipu") || eq == std::string::npos || comma == std::string::npos ||
+            comma < eq)
+          throw ParseError("");
+        ipu = config::parse_count(item.substr(3, eq - 3));
+        attn = config::parse_count(item.substr(eq + 1, comma - eq - 1));
+        ffn = config::parse_count(item.substr(comma + 1));
+      } catch (const ParseError&) {
         throw bad("run.pipeline_placement",
-                  fmt::format("expected items like ipu1=7,6, found \"{}\"", item));
+                  fmt::format("expected items like ipu1=7,6 (whole numbers), found \"{}\"", item));
+      }
+      constexpr std::uint64_t kMaxSubLayers = 65536;  // per IPU (the model checks the total)
+      if (attn > kMaxSubLayers || ffn > kMaxSubLayers)
+        throw bad("run.pipeline_placement",
+                  fmt::format("\"{}\": expected at most {} sub-layers an IPU, found {}", item,
+                              kMaxSubLayers, std::max(attn, ffn)));
       if (ipu >= run.ipus_per_replica || seen[ipu])
         throw bad("run.pipeline_placement",
                   fmt::format("\"{}\" names IPU {} twice or beyond the {} IPUs of a replica", item,
                               ipu, run.ipus_per_replica));
       seen[ipu] = true;
-      run.placement[ipu] = {attn, ffn};
+      run.placement[ipu] = {static_cast<std::uint32_t>(attn), static_cast<std::uint32_t>(ffn)};
     }
   }
   run.sequences_per_pack = r.ratio("run.sequences_per_pack");

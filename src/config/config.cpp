@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -128,6 +129,8 @@ double base_value(const Value& v) {
       v);
 }
 
+}  // namespace
+
 std::uint64_t parse_count(const std::string& text) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
     throw ParseError(fmt::format("expected a whole number such as \"1472\", found \"{}\"", text));
@@ -138,17 +141,19 @@ std::uint64_t parse_count(const std::string& text) {
 }
 
 double parse_ratio(const std::string& text) {
-  std::size_t used = 0;
+  // Decimal only (no hex floats, no "inf"), the whole text, as every number ipusim reads.
   double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(v))
+  const auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), v, std::chars_format::general);
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size())
+    throw ParseError(fmt::format(
+        "expected a number such as \"0.85\" of magnitude 2.2e-308 to 1.8e308, found \"{}\"", text));
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
     throw ParseError(fmt::format("expected a number such as \"0.85\", found \"{}\"", text));
   return v;
 }
+
+namespace {
 
 Value parse_value(ValueKind kind, const std::string& text) {
   switch (kind) {

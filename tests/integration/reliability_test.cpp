@@ -873,6 +873,71 @@ TEST(RoundThree, ACrLfRunDirectoryCsvSaysSo) {
                        "CR LF (a Windows line ending)\n");
 }
 
+// Issue 30, defects 7, 9, 10 and 11: model and run values that were read wrongly or crashed.
+TEST(RoundThree, RunKeysAndModelsAreReadStrictly) {
+  TempDir dir;
+  const std::string cnn_run = source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml";
+  const std::string bert_run = source_dir() + "/tests/data/workloads/bert_tiny-pod16.yaml";
+  // 7: CNN training without a final softmax_loss, or with one in the middle, was an internal
+  // error (map::at); it is a clear error naming the model file's layer.
+  const std::string m = dir.file("m.yaml");
+  const std::string head =
+      "model:\n  name: one-conv\n  family: cnn\n  input: {height: 32, width: 32, channels: 3}\n"
+      "  classes: 10\nlayers:\n  - {name: c1, op: conv, kernel: 3, out: 16}\n";
+  const std::string compile_cnn = "compile --run " + cnn_run + " --model " + m +
+                                  " --set run.recompute_checkpoints= --out " + dir.file("x.itb");
+  write(m, head);
+  auto r = cli(compile_cnn);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + m +
+                       ":7:5: layer 'c1': a CNN trained (run.mode training) ends with one "
+                       "softmax_loss layer, its last; found 'conv' last\n");
+  write(
+      m,
+      head + "  - {name: loss, op: softmax_loss}\n  - {name: c2, op: conv, kernel: 3, out: 16}\n");
+  r = cli(compile_cnn);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: " + m +
+                ":8:5: layer 'loss': a CNN trained (run.mode training) ends with one "
+                "softmax_loss layer, its last; found a softmax_loss before the last layer\n");
+  // 9: sscanf("%u") read ipu1=4294967297,1 as ipu1=1,1 and -4294967295 as 1, silently.
+  const std::string compile_bert = "compile --run " + bert_run + " --out " + dir.file("y.itb");
+  r = cli(compile_bert + " --set 'run.pipeline_placement=ipu1=4294967297,1 ipu0=1,1'");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("run.pipeline_placement: \"ipu1=4294967297,1\": expected at most 65536 "
+                       "sub-layers an IPU, found 4294967297"),
+            std::string::npos)
+      << r.err;
+  r = cli(compile_bert + " --set 'run.pipeline_placement=ipu1=-4294967295,1 ipu0=1,1'");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("run.pipeline_placement: expected items like ipu1=7,6 (whole numbers), "
+                       "found \"ipu1=-4294967295,1\""),
+            std::string::npos)
+      << r.err;
+  // 10: std::stod read 0.5abc as 0.5 and took hex floats; the strict parser takes neither.
+  for (const std::string bad : {"0.5abc", "0x1p-1", "inf"}) {
+    r = cli(compile_bert + " --set run.available_memory_proportion=" + bad);
+    EXPECT_EQ(r.status, 3) << bad;
+    EXPECT_NE(r.err.find("run.available_memory_proportion: expected a number such as \"0.85\", "
+                         "found \"" +
+                         bad + "\""),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(cli(compile_bert + " --set run.available_memory_proportion=2.5e-1").status, 0);
+  // 11: more masked tokens than a sequence holds made the step 10x longer, silently.
+  const std::string t = dir.file("t.yaml");
+  write(t,
+        "model:\n  name: m\n  family: transformer\n  layers: 2\n  hidden: 64\n  heads: 4\n"
+        "  ffn: 256\n  vocabulary: 100\n  sequence: 8\n  masked_tokens: 100000\n");
+  r = cli(compile_bert + " --model " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       ":10:18: model.masked_tokens: expected at most model.sequence (8) "
+                       "predicted tokens a sequence, found 100000\n");
+}
+
 // I: a timeline inside a not-yet-existing --out directory.
 TEST(RoundTwo, TimelineInsideANewOutputDirectory) {
   TempDir dir;

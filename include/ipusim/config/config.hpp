@@ -124,6 +124,12 @@ class Resolved {
 // ranges. Throws ConfigError naming file:line:column and the key path.
 Resolved resolve(const Document& doc, const Schema& schema);
 
+// The strict number parsers of every config and run key: a whole number (decimal digits
+// only, at most 18) and a decimal number (no hex, no inf or nan, the whole text). Throw
+// ParseError naming the expected form and what was found.
+std::uint64_t parse_count(const std::string& text);
+double parse_ratio(const std::string& text);
+
 std::string format_value(const Value& v);
 std::string kind_name(ValueKind kind);
 
