@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -182,6 +183,32 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   std::vector<trace::TileRange> shifted;  // destinations of a run with a destination step
   for (const trace::Transfer& t : ex.transfers) {
     const auto dsts = ex.destinations(t);
+    if (t.count > 1 && t.src_step == 0 && t.dst_step == 0) {
+      // A run of `count` copies between the same tiles: every sum of the rule is linear in the
+      // bytes, so it costs as one transfer of all their bytes (closed form: a run of 2^32 - 1
+      // copies spun for minutes when each copy was costed). The exchange code is per copy.
+      __extension__ typedef __int128 Wide;
+      const Wide c = t.count;
+      const Wide all =
+          c * static_cast<Wide>(t.bytes) + static_cast<Wide>(t.bytes_step) * c * (c - 1) / 2;
+      Wide tiles = t.src.size();
+      for (const auto& d : dsts) tiles += d.size();
+      if (all < 0 || all * tiles > static_cast<Wide>(std::numeric_limits<std::int64_t>::max()))
+        throw ModelError(fmt::format(
+            "exchange '{}': a run of {} transfers of {} bytes each between {} tiles moves more "
+            "than 2^63 bytes",
+            ex.name, t.count, t.bytes, static_cast<std::uint64_t>(tiles)));
+      general(trace::TransferView{t.src, dsts, static_cast<std::uint64_t>(all), t.mode});
+      if (exchange_code) {  // general() counted one copy of each range
+        transfers_at[t.src.first] += t.count - 1;
+        transfers_at[t.src.last + 1] -= t.count - 1;
+        for (const auto& d : dsts) {
+          transfers_at[d.first] += t.count - 1;
+          transfers_at[d.last + 1] -= t.count - 1;
+        }
+      }
+      continue;
+    }
     if (t.mode == trace::TransferMode::kMulticast && t.src.first == t.src.last &&
         dsts.size() == 1 && (t.count == 1 || t.dst_step == 0)) {
       // The common case in compiled programs, one tile copying to one range of tiles (a run of

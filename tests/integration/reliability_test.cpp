@@ -775,9 +775,9 @@ TEST(RoundThree, OutputsCannotBeHijackedOrDestroyed) {
   EXPECT_EQ(read_all(dir.file("victim")), "precious\n");
   EXPECT_FALSE(fs::is_symlink(out));
   EXPECT_TRUE(fs::is_regular_file(out));
-  for (const std::string cmd : {std::string("kernel sync-loop --iterations 10 --out "),
-                                std::string("compile --run ") + source_dir() +
-                                    "/tests/data/workloads/resnet_tiny-pod16.yaml" + " --out "}) {
+  for (const std::string& cmd : {std::string("kernel sync-loop --iterations 10 --out "),
+                                 std::string("compile --run ") + source_dir() +
+                                     "/tests/data/workloads/resnet_tiny-pod16.yaml" + " --out "}) {
     auto r = cli(cmd + "/dev/null");
     EXPECT_EQ(r.status, 0) << r.err;
     struct stat st {};
@@ -936,6 +936,24 @@ TEST(RoundThree, RunKeysAndModelsAreReadStrictly) {
   EXPECT_EQ(r.err, "error: " + t +
                        ":10:18: model.masked_tokens: expected at most model.sequence (8) "
                        "predicted tokens a sequence, found 100000\n");
+}
+
+// Issue 30, defect 5: a run of 2^32 - 1 all-to-all copies spun in exchange costing (killed at
+// 60 s) where validate refused it at once; repeated copies are costed in closed form, so run
+// reaches the memory check: 2 x 4,294,967,295 transfers x 4 B of exchange code a tile.
+TEST(RoundThree, ARunOfFourBillionTransfersFailsTheMemoryCheckAtOnce) {
+  TempDir dir;
+  const std::string t = dir.file("many.trace");
+  write(t,
+        "ipusim-trace 3\nipu 0\nexchange x\n  transfer src=0..1471 dst=0..1471 bytes=1 "
+        "mode=personalised count=4294967295\nend\nprogram\n  exchange x\nend\n");
+  for (const auto& [cmd, status] : {std::pair<std::string, int>{"run ", 4}, {"validate ", 3}}) {
+    const auto r = cli(cmd + t);
+    EXPECT_EQ(r.status, status) << cmd;  // validate: any invalid file is 3
+    EXPECT_NE(r.err.find("out of memory on tile 0: needs 32.00 GiB of 624.00 KiB"),
+              std::string::npos)
+        << cmd << r.err;
+  }
 }
 
 // I: a timeline inside a not-yet-existing --out directory.

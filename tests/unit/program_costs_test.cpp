@@ -108,6 +108,11 @@ TEST(ExchangeCost, RunsAndScratchGiveTheResultsOfSingleTransfers) {
   ex.add_run({3, 3}, {two, 2}, 12, multicast, 3, 1, 8, 4);
   ex.add_run({100, 103}, {&wide, 1}, 8, trace::TransferMode::kPersonalised, 3, 4, 0, 8);
   ex.add({5, 5}, {&wide, 1}, 1000);
+  // Runs of identical copies (no tile step), costed in closed form: one source, a source
+  // range, a bytes step, personalised.
+  ex.add_run({6, 6}, {&wide, 1}, 24, multicast, 5, 0, 0, 0);
+  ex.add_run({70, 73}, {two, 2}, 16, multicast, 3, 0, 0, 8);
+  ex.add_run({104, 107}, {&wide, 1}, 8, trace::TransferMode::kPersonalised, 4, 0, 0, 0);
   const trace::Exchange flat = trace::expanded(ex);
   ASSERT_EQ(flat.transfers.size(), ex.transfer_count());
 
@@ -142,6 +147,33 @@ TEST(ExchangeCost, RunsAndScratchGiveTheResultsOfSingleTransfers) {
   same(exchange_cost(chip, ex, &again, scratch), expected);
   for (std::uint32_t t = 0; t < chip.tiles; ++t)
     EXPECT_EQ(again.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+}
+
+TEST(ExchangeCost, ARunOfFourBillionCopiesIsCostedAtOnce) {
+  // Issue 30, defect 5: a run of 2^32 - 1 copies was costed copy by copy (minutes). By hand,
+  // the all-to-all of PersonalisedAllToAll repeated 4,294,967,295 times: each tile sends
+  // 91 x 256 B per copy, 23,296 x 4,294,967,295 B in all, at 4 B/cycle.
+  const ChipSpec chip = testing::gc200_by_hand();
+  const TileRange all{0, 91};
+  trace::Exchange ex;
+  ex.name = "many";
+  ex.add_run(all, {&all, 1}, 256, trace::TransferMode::kPersonalised, 4294967295u, 0, 0, 0);
+  const std::uint64_t per_tile = 91ull * 256 * 4294967295ull;
+  const auto c = exchange_cost(chip, ex);
+  EXPECT_EQ(c.transfer_cycles, per_tile / 4);
+  EXPECT_EQ(c.total_bytes, 92 * per_tile);
+  // Its exchange code: one transfer's worth per copy on each source and destination tile.
+  trace::IpuProgram program;
+  MemoryMap code = memory_map(chip, program, false);
+  (void)exchange_cost(chip, ex, &code);
+  EXPECT_EQ(code.tiles[0].exchange_code,
+            2 * 4294967295ull * chip.runtime.exchange_code_bytes_per_transfer.count);
+  // More than 2^63 bytes is a model error naming the exchange, not a wrapped sum.
+  trace::Exchange huge;
+  huge.name = "huge";
+  huge.add_run(all, {&all, 1}, std::uint64_t{1} << 40, trace::TransferMode::kPersonalised,
+               4294967295u, 0, 0, 0);
+  EXPECT_THROW(exchange_cost(chip, huge), ModelError);
 }
 
 TEST(HostCopyCost, LatencyPlusLinkOrTileLimit) {
