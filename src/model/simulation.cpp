@@ -59,6 +59,7 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
   const std::string origin = !options.origin.empty() ? options.origin
                              : !trace.name.empty()   ? trace.name
                                                      : std::string("trace");
+  trace::check_ipu_sections(trace, origin);
   bool host_ok = true;
   for (const auto& p : trace.ipus) host_ok = host_ok && host_steps_within(p.steps, chip.tiles);
   if (!host_ok) trace::check_tiles(trace, chip.tiles, origin);

@@ -2,6 +2,7 @@
 #include "ipusim/trace/program.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <concepts>
@@ -662,11 +663,38 @@ bool steps_use_system(const std::vector<Step>& steps) {
   }
   return false;
 }
+// Group steps: a sync or a collective over a group of IPUs (a global exchange names its
+// IPUs itself: a point-to-point copy leaves the others out).
+bool steps_use_groups(const std::vector<Step>& steps) {
+  for (const Step& s : steps) {
+    if (s.kind == StepKind::kCollective) return true;
+    if (s.kind == StepKind::kSync && s.group.kind != GroupKind::kTile) return true;
+    if (s.kind == StepKind::kRepeat && steps_use_groups(s.body)) return true;
+  }
+  return false;
+}
 }  // namespace
 
 bool Trace::uses_system() const {
   return std::any_of(ipus.begin(), ipus.end(),
                      [](const IpuProgram& p) { return steps_use_system(p.steps); });
+}
+
+void check_ipu_sections(const Trace& trace, const std::string& origin) {
+  if (std::none_of(trace.ipus.begin(), trace.ipus.end(),
+                   [](const IpuProgram& p) { return steps_use_groups(p.steps); }))
+    return;
+  std::vector<bool> present(trace.ipus_per_replica(), false);
+  for (const IpuProgram& p : trace.ipus) present[p.ipu] = true;
+  const auto missing = std::find(present.begin(), present.end(), false);
+  if (missing == present.end()) return;
+  std::vector<std::uint32_t> have;
+  for (const IpuProgram& p : trace.ipus) have.push_back(p.ipu);
+  std::sort(have.begin(), have.end());
+  throw TraceError(fmt::format(
+      "{}: expected a section for every IPU 0 to {} (the program syncs or reduces over groups "
+      "of IPUs), found none for IPU {} (sections: {})",
+      origin, present.size() - 1, missing - present.begin(), fmt::join(have, ", ")));
 }
 
 void check_structure(const Trace& trace, const std::string& origin) {

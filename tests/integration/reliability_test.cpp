@@ -956,6 +956,26 @@ TEST(RoundThree, ARunOfFourBillionTransfersFailsTheMemoryCheckAtOnce) {
   }
 }
 
+// Issue 30, defect 12: with sections for IPUs 0 and 2 only, a `sync group=replica` completed
+// with 2 of its 3 members. A program with group steps needs every IPU's section.
+TEST(RoundThree, AMissingIpuSectionOfAGroupIsAnError) {
+  TempDir dir;
+  const std::string t = dir.file("gap.trace");
+  write(t,
+        "ipusim-trace 3\nipu 0\nprogram\n  sync group=replica\nend\nipu 2\nprogram\n  sync "
+        "group=replica\nend\n");
+  const auto r = cli("run --system " + source_dir() + "/configs/systems/pod16.yaml " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + t +
+                       ": expected a section for every IPU 0 to 2 (the program syncs or reduces "
+                       "over groups of IPUs), found none for IPU 1 (sections: 0, 2)\n");
+  // With IPU 1's section the same program runs.
+  write(t,
+        "ipusim-trace 3\nipu 0\nprogram\n  sync group=replica\nend\nipu 1\nprogram\n  sync "
+        "group=replica\nend\nipu 2\nprogram\n  sync group=replica\nend\n");
+  EXPECT_EQ(cli("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " + t).status, 0);
+}
+
 // I: a timeline inside a not-yet-existing --out directory.
 TEST(RoundTwo, TimelineInsideANewOutputDirectory) {
   TempDir dir;

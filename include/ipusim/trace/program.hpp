@@ -406,6 +406,10 @@ void check_structure(const Trace& trace, const std::string& origin);
 // check_structure for the readers: the same checks except the per-transfer destination
 // overlap test (first_shared_tile), which every reader makes as it reads each transfer.
 void check_structure_after_read(const Trace& trace, const std::string& origin);
+// For a run: a program that syncs or reduces over groups of IPUs needs a section for every IPU
+// of a replica, 0 to its highest (a missing one shrank the replica's groups silently: issue 30,
+// defect 12). Throws TraceError naming the missing IPU.
+void check_ipu_sections(const Trace& trace, const std::string& origin);
 
 // Checks against a chip's tile count; throws TraceError naming the first item with a tile out
 // of range, e.g. "<origin>: compute set 'mm' vertex 3 uses tile 1500 but the chip has 1472
