@@ -42,6 +42,19 @@ po::variables_map parse(const std::string& command, int argc, char** argv,
     throw UsageError(
         fmt::format("ipusim {}: {} (see 'ipusim {} --help')", command, e.what(), command));
   }
+  // An empty file name, directory or word is never meant ("--out $DIR" with DIR unset): it
+  // would silently turn the option off (run --out "" wrote nothing) or name the current
+  // directory.
+  for (const auto& [name, value] : vm) {
+    const auto* text = boost::any_cast<std::string>(&value.value());
+    if (!value.defaulted() && text && text->empty()) {
+      const bool is_positional = positional && positional->name_for_position(0) == name;
+      throw UsageError(
+          fmt::format("ipusim {}: {}: expected a value, found an empty one (see "
+                      "'ipusim {} --help')",
+                      command, is_positional ? "the " + name + " argument" : "--" + name, command));
+    }
+  }
   return vm;
 }
 

@@ -47,14 +47,19 @@ std::uint64_t count(const std::string& file, const YAML::Node& map, const std::s
     if (fallback) return *fallback;
     throw ConfigError(fmt::format("{}: {}.{}: missing required key", at(file, map), where, key));
   }
+  // A model's counts multiply into sizes and FLOPs; 12 digits keep every product in 64 bits.
+  constexpr std::uint64_t kMaxModelCount = 999'999'999'999;
+  const auto refuse = [&](const std::string& found) {
+    return ConfigError(fmt::format("{}: {}.{}: expected a whole number from 1 to {}, found {}",
+                                   at(file, n), where, key, kMaxModelCount, found));
+  };
+  if (!n.IsScalar()) throw refuse(n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing");
   const std::string text = n.Scalar();
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12)
-    throw ConfigError(fmt::format("{}: {}.{}: expected a whole number, found \"{}\"", at(file, n),
-                                  where, key, text));
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    throw refuse(fmt::format("\"{}\"", text));
+  if (text.size() > 12) throw refuse(fmt::format("\"{}\" (too large)", text));
   const std::uint64_t v = std::stoull(text);
-  if (v == 0)
-    throw ConfigError(
-        fmt::format("{}: {}.{}: expected at least 1, found 0", at(file, n), where, key));
+  if (v == 0) throw refuse("0");
   return v;
 }
 
@@ -593,8 +598,11 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   }
   if (run.available_memory.size() != 1 && run.available_memory.size() != run.ipus_per_replica)
     throw bad("run.available_memory_proportion",
-              fmt::format("expected 1 or {} values (one per IPU of the replica), found {}",
-                          run.ipus_per_replica, run.available_memory.size()));
+              run.ipus_per_replica == 1
+                  ? fmt::format("expected 1 value (the replica has one IPU), found {}",
+                                run.available_memory.size())
+                  : fmt::format("expected 1 or {} values (one per IPU of the replica), found {}",
+                                run.ipus_per_replica, run.available_memory.size()));
   if (r.string("run.recompute_checkpoints") != "none")
     run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
   run.batchnorm_group = static_cast<std::uint32_t>(r.count("run.batchnorm_group"));

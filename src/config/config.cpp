@@ -2,6 +2,7 @@
 #include "ipusim/config/config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -68,23 +69,12 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
 }
 
 // Records where the first document it is given starts.
-class DocumentStart : public YAML::EventHandler {
+class DocumentStart : public IgnoringEventHandler {
  public:
   std::optional<YAML::Mark> mark;
   void OnDocumentStart(const YAML::Mark& m) override {
     if (!mark) mark = m;
   }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
 };
 
 // Loading is strict: a second document ("---") is an error, not silently ignored (YAML::Load
@@ -99,7 +89,8 @@ void reject_second_document(const std::string& yaml_text, const std::string& ori
       throw ConfigError(fmt::format("{}: expected one YAML document, found a second one",
                                     location(origin, *second.mark)));
   } catch (const YAML::Exception& e) {
-    throw ConfigError(fmt::format("{}: invalid YAML: {}", location(origin, e.mark), e.msg));
+    throw ConfigError(
+        fmt::format("{}: invalid YAML: {}", location(origin, e.mark), config::yaml_problem(e)));
   }
 }
 
@@ -175,6 +166,11 @@ Value parse_value(ValueKind kind, const std::string& text) {
       return parse_ratio(text);
     case ValueKind::kString:
     case ValueKind::kInclude:
+      // A name or a path is shown in summaries and reports: a control character in it would
+      // reach the terminal raw (an ESC sequence in system.name recoloured the summary).
+      if (has_control_characters(text))
+        throw ParseError(
+            fmt::format("expected text without control characters, found \"{}\"", text));
       return text;
   }
   return text;
@@ -221,19 +217,37 @@ std::optional<std::string> Schema::suggest(const std::string& path) const {
   return std::nullopt;
 }
 
+std::string Schema::unknown_key_hint(const std::string& path) const {
+  std::vector<std::string> inside;
+  for (const auto& p : params_)
+    if (p.path.size() > path.size() + 1 && p.path.compare(0, path.size(), path) == 0 &&
+        p.path[path.size()] == '.')
+      inside.push_back(p.path);
+  if (!inside.empty()) {
+    constexpr std::size_t kShown = 12;
+    const std::size_t more = inside.size() > kShown ? inside.size() - kShown : 0;
+    inside.resize(inside.size() - more);
+    return fmt::format(" ({} is a section; its keys are {}{})", path, fmt::join(inside, ", "),
+                       more ? fmt::format(" and {} more", more) : std::string());
+  }
+  auto hint = suggest(path);
+  return hint ? fmt::format(" (did you mean {}?)", *hint) : std::string();
+}
+
 Document parse_document(const std::string& yaml_text, const std::string& origin) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(fmt::format("{}: invalid YAML: {}", location(origin, e.mark), e.msg));
+    throw ConfigError(
+        fmt::format("{}: invalid YAML: {}", location(origin, e.mark), config::yaml_problem(e)));
   }
   Document doc;
   doc.file = origin;
   if (!root.IsMap())
     throw ConfigError(fmt::format("{}: expected a map of settings at the top level", origin));
   reject_second_document(yaml_text, origin);
-  check_expanded_size(root, origin);
+  check_expanded_size(root, origin, yaml_text);
   flatten(root, "", origin, doc, 0, origin);
   return doc;
 }
@@ -318,9 +332,7 @@ void apply_override(Document& doc, const std::string& assignment, const Schema& 
   const std::string& key = o->key;
   const ParamDecl* decl = schema.find(key);
   if (!decl) {
-    auto hint = schema.suggest(key);
-    throw ConfigError(fmt::format("--set {}: unknown key{}", key,
-                                  hint ? fmt::format(" (did you mean {}?)", *hint) : ""));
+    throw ConfigError(fmt::format("--set {}: unknown key{}", key, schema.unknown_key_hint(key)));
   }
   if (decl->kind == ValueKind::kInclude)
     throw ConfigError(fmt::format(
@@ -337,9 +349,8 @@ const Value& Resolved::at(const std::string& path) const {
 Resolved resolve(const Document& doc, const Schema& schema) {
   for (const auto& [path, raw] : doc.values) {
     if (schema.find(path)) continue;
-    auto hint = schema.suggest(path);
-    throw ConfigError(fmt::format("{}: {}: unknown key{}", raw.key_origin, path,
-                                  hint ? fmt::format(" (did you mean {}?)", *hint) : ""));
+    throw ConfigError(
+        fmt::format("{}: {}: unknown key{}", raw.key_origin, path, schema.unknown_key_hint(path)));
   }
   Resolved out;
   for (const auto& decl : schema.params()) {

@@ -106,11 +106,12 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   if (!mismatches.empty() && r.strict) {
     std::string all;
     for (const auto& m : mismatches)
-      all += (all.empty() ? "" : "\n") + (compiling ? r.run_file : r.trace_file) + ": " + m;
-    throw ConfigError(all + "\n(--strict turns these warnings into errors)");
+      all += (all.empty() ? "" : "; ") + (compiling ? r.run_file : r.trace_file) + ": " + m;
+    throw ConfigError(all + " (--strict turns these warnings into errors)");
   }
   for (const auto& m : mismatches)
-    err << fmt::format("ipusim run: warning: {}: {}\n", compiling ? r.run_file : r.trace_file, m);
+    err << fmt::format("ipusim run: warning: {}: {}\n",
+                       printable(compiling ? r.run_file : r.trace_file), printable(m));
   // A compiled trace is saved (--save-trace) or hashed on a second thread while the
   // simulation runs (it only reads the trace); both are done before the run directory is.
   std::future<void> saving;

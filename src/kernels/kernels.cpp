@@ -706,6 +706,9 @@ trace::Trace elementwise(const ChipSpec& chip, trace::Op op, std::uint64_t n, DT
 }
 
 trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles) {
+  require(
+      chip.tiles >= 2,
+      fmt::format("all-to-all needs a chip of at least 2 tiles, found chip.tiles {}", chip.tiles));
   require(tiles >= 2 && tiles <= chip.tiles,
           fmt::format("all-to-all needs 2 to {} tiles, got {}", chip.tiles, tiles));
   trace::Trace t = one_ipu(fmt::format("exchange_all_to_all_{}B_{}tiles", bytes, tiles));
@@ -724,8 +727,13 @@ trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std:
 
 trace::Trace exchange_broadcast(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles,
                                 std::uint32_t src) {
-  require(tiles >= 2 && tiles <= chip.tiles && src < tiles,
-          fmt::format("broadcast needs 2 to {} tiles and a source tile below that", chip.tiles));
+  require(
+      chip.tiles >= 2,
+      fmt::format("broadcast needs a chip of at least 2 tiles, found chip.tiles {}", chip.tiles));
+  require(tiles >= 2 && tiles <= chip.tiles,
+          fmt::format("broadcast needs 2 to {} tiles, got {}", chip.tiles, tiles));
+  require(src < tiles,
+          fmt::format("broadcast needs a source tile below its {} tiles, got {}", tiles, src));
   trace::Trace t = one_ipu(fmt::format("exchange_broadcast_{}B_{}tiles", bytes, tiles));
   auto& prog = t.ipus[0];
   const TileRange all{0, tiles - 1};

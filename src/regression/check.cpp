@@ -26,6 +26,7 @@
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json_reader.hpp"
+#include "ipusim/util/strings.hpp"
 
 namespace ipusim::regression {
 namespace {
@@ -344,7 +345,7 @@ CheckResult check(const CheckRequest& request, std::ostream& out, std::ostream& 
   if (filters.empty())
     for (const auto& f : stray_goldens(manifest))
       err << fmt::format("warning: {} belongs to no case of {} (delete it if the case is gone)\n",
-                         f, suite);
+                         printable(f), printable(suite));
   if (!request.junit.empty()) {
     const std::string xml =
         junit_xml(manifest.name.empty() ? suite : manifest.name, outcomes, seconds);

@@ -142,25 +142,6 @@ bool same_value(double a, double b) {
 
 namespace {
 
-// "a number", "a string", ... for messages about a JSON value of the wrong kind.
-std::string json_kind(const JsonValue& v) {
-  switch (v.kind) {
-    case JsonValue::Kind::kNull:
-      return "null";
-    case JsonValue::Kind::kBool:
-      return "boolean";
-    case JsonValue::Kind::kNumber:
-      return "number";
-    case JsonValue::Kind::kString:
-      return "string";
-    case JsonValue::Kind::kArray:
-      return "array";
-    case JsonValue::Kind::kObject:
-      return "object";
-  }
-  return "value";
-}
-
 void check_positive_stat(const RunDir& r, const std::string& path) {
   const double v = stat(r, path);
   if (!(v > 0) || !std::isfinite(v))
@@ -193,12 +174,12 @@ RunDir load_run_dir(const std::string& dir) {
   const std::string config_path = dir + "/config.resolved.yaml";
   if (std::filesystem::exists(config_path, ec)) {
     try {
-      const YAML::Node root =
-          YAML::Load(read_input_file(config_path, kMaxDocumentBytes, "resolved config"));
-      config::check_expanded_size(root, config_path);
+      const std::string text = read_input_file(config_path, kMaxDocumentBytes, "resolved config");
+      const YAML::Node root = YAML::Load(text);
+      config::check_expanded_size(root, config_path, text);
       flatten_yaml(root, "", r.config);
     } catch (const YAML::Exception& e) {
-      throw Error(fmt::format("{}:{}: {}", config_path, e.mark.line + 1, e.msg));
+      throw Error(fmt::format("{}:{}: {}", config_path, e.mark.line + 1, config::yaml_problem(e)));
     }
   }
   const std::string tiles_path = dir + "/tiles.csv";

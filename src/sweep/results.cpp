@@ -8,6 +8,7 @@
 
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/json.hpp"
+#include "ipusim/util/json_reader.hpp"
 
 namespace ipusim::sweep {
 namespace {
@@ -134,26 +135,47 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   const JsonValue root = parse_json(text, origin);
   if (root.kind != JsonValue::Kind::kObject || string_at(root, "format") != kRecordFormat)
     throw Error(fmt::format("{}: expected a point record of format {}", origin, kRecordFormat));
+  // A record is what point_record() wrote: each measurement a number, or null where the point
+  // has none (a kernel has no throughput). Anything else is a damaged record, never an empty
+  // column of sweep.csv.
+  const auto measured = [&](std::string_view path) {
+    const JsonValue* v = &root;
+    for (std::string_view rest = path; v && !rest.empty();) {
+      const auto dot = rest.find('.');
+      v = v->kind == JsonValue::Kind::kObject ? v->find(rest.substr(0, dot)) : nullptr;
+      rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+    }
+    if (!v || v->kind == JsonValue::Kind::kNull) return std::string();
+    if (v->kind != JsonValue::Kind::kNumber)
+      throw Error(fmt::format("{}: {}: expected a number or null, found a {}", origin, path,
+                              json_kind(*v)));
+    return v->number.text;
+  };
   PointResult r;
   r.id = string_at(root, "id");
   r.ok = string_at(root, "status") == "ok";
   r.error = string_at(root, "error");
   r.workload = string_at(root, "workload");
   r.system = string_at(root, "system");
-  const std::string ipus = number_at(root, "ipus");
-  r.ipus = ipus.empty() ? 0 : std::stoull(ipus);
-  r.cycles = number_at(root, "cycles");
-  r.step_time_s = number_at(root, "step_time_s");
-  r.throughput = number_at(root, "throughput");
+  const std::string ipus = measured("ipus");
+  if (!ipus.empty()) {
+    const auto n = JsonNumber::parse(ipus);
+    if (!n || !n->integral || n->i < 0)
+      throw Error(fmt::format("{}: ipus: expected a whole number, found {}", origin, ipus));
+    r.ipus = static_cast<std::uint64_t>(n->i);
+  }
+  r.cycles = measured("cycles");
+  r.step_time_s = measured("step_time_s");
+  r.throughput = measured("throughput");
   r.throughput_unit = string_at(root, "throughput_unit");
-  r.samples_per_step = number_at(root, "samples_per_step");
+  r.samples_per_step = measured("samples_per_step");
   r.samples_unit = string_at(root, "samples_unit");
-  r.time_to_train_s = number_at(root, "time_to_train_s");
+  r.time_to_train_s = measured("time_to_train_s");
   for (const PhaseInfo& p : kPhases)
-    r.breakdown_s[p.kind] = number_at(root, fmt::format("breakdown_s.{}", p.name));
-  r.flop_utilisation = number_at(root, "flop_utilisation");
-  if (r.id.empty() || (r.ok && r.step_time_s.empty()))
-    throw Error(fmt::format("{}: expected id and step_time_s in a point record", origin));
+    r.breakdown_s[p.kind] = measured(fmt::format("breakdown_s.{}", p.name));
+  r.flop_utilisation = measured("flop_utilisation");
+  if (r.id.empty() || (r.ok && (r.step_time_s.empty() || r.cycles.empty())))
+    throw Error(fmt::format("{}: expected id, cycles and step_time_s in a point record", origin));
   return r;
 }
 

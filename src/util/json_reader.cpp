@@ -360,6 +360,24 @@ JsonValue parse_json(std::string_view text, const std::string& origin) {
   return std::move(builder.root());
 }
 
+std::string json_kind(const JsonValue& v) {
+  switch (v.kind) {
+    case JsonValue::Kind::kNull:
+      return "null";
+    case JsonValue::Kind::kBool:
+      return "boolean";
+    case JsonValue::Kind::kNumber:
+      return "number";
+    case JsonValue::Kind::kString:
+      return "string";
+    case JsonValue::Kind::kArray:
+      return "array";
+    case JsonValue::Kind::kObject:
+      return "object";
+  }
+  return "value";
+}
+
 const JsonValue* json_field(const JsonValue& root, std::string_view path) {
   const auto segments = split_path(path);
   if (!segments) return nullptr;

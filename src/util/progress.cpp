@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "ipusim/util/strings.hpp"
+
 namespace ipusim {
 namespace {
 
@@ -77,7 +79,8 @@ void Progress::message(std::string_view what) {
   if (!active_) return;
   const auto now = std::chrono::steady_clock::now();
   last_ = now;
-  draw(fmt::format("{}: {}, {} elapsed", label_, what,
+  // `what` may quote a user's file name: its control characters are escaped.
+  draw(fmt::format("{}: {}, {} elapsed", label_, printable(what),
                    duration(std::chrono::duration<double>(now - start_).count())));
 }
 

@@ -413,7 +413,7 @@ TEST(Limits, KernelTilesBeyondTheChip) {
   const auto b =
       cli("kernel exchange-broadcast --bytes 64 --tiles 4000000000 --out " + dir.file("b.trace"));
   EXPECT_EQ(b.status, 2);
-  EXPECT_EQ(b.err, "error: broadcast needs 2 to 1472 tiles and a source tile below that\n");
+  EXPECT_EQ(b.err, "error: broadcast needs 2 to 1472 tiles, got 4000000000\n");
   EXPECT_FALSE(fs::exists(dir.file("a.trace")));
   EXPECT_FALSE(fs::exists(dir.file("b.trace")));
 }
@@ -974,6 +974,160 @@ TEST(RoundThree, AMissingIpuSectionOfAGroupIsAnError) {
         "ipusim-trace 3\nipu 0\nprogram\n  sync group=replica\nend\nipu 1\nprogram\n  sync "
         "group=replica\nend\nipu 2\nprogram\n  sync group=replica\nend\n");
   EXPECT_EQ(cli("run -q --system " + source_dir() + "/configs/systems/pod16.yaml " + t).status, 0);
+}
+
+// Issue 30, defect 13: control characters in a user's value reached the terminal raw (an ESC
+// sequence in system.name recoloured the summary; run and layer names and YAML escape errors
+// were quoted raw; a NUL cut a binary file's message short). Every message escapes them, and a
+// config text value refuses them.
+TEST(RoundThree, ControlCharactersInValuesNeverReachTheTerminalRaw) {
+  TempDir dir;
+  const auto raw = [](const std::string& s) {
+    return s.find_first_of(std::string("\x1b\x07\0", 3)) != std::string::npos;
+  };
+  const std::string t = dir.file("mm.trace");
+  ASSERT_EQ(cli("kernel matmul --m 16 --n 16 --k 16 --out " + t).status, 0);
+  auto r = cli("run --system " + source_dir() + "/configs/systems/pod16.yaml --set " +
+               "'system.name=\x1b[31mred' " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: --set system.name: system.name: expected text without control characters, "
+            "found \"\\x1b[31mred\"\n");
+  EXPECT_EQ(r.out, "");
+  // The same value in a config file, with its line.
+  const std::string chip = dir.file("chip.yaml");
+  std::string gc200 = read_all(source_dir() + "/configs/chips/gc200.yaml");
+  const auto name_at = gc200.find("name: ");
+  ASSERT_NE(name_at, std::string::npos);
+  gc200.replace(name_at, gc200.find('\n', name_at) - name_at, "name: \"a\\e\"");
+  write(chip, gc200);
+  r = cli("run --chip " + chip + " " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("chip.name: expected text without control characters, found \"a\\x1b\""),
+            std::string::npos)
+      << r.err;
+  // A run name and a layer name with ESC, BEL and a newline: rejected, quoted escaped, on one
+  // line.
+  const std::string run = dir.file("run.yaml");
+  std::string text = read_all(source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml");
+  const auto at = text.find("name: ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('\n', at) - at, "name: \"r\\e[1m\"");
+  write(run, text);
+  r = cli("compile --run " + run + " --out " + dir.file("x.itb"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("found \"r\\x1b[1m\""), std::string::npos) << r.err;
+  EXPECT_FALSE(raw(r.err));
+  const std::string m = dir.file("m.yaml");
+  write(m,
+        "model:\n  name: one-conv\n  family: cnn\n  input: {height: 32, width: 32, channels: 3}\n"
+        "  classes: 10\nlayers:\n  - {name: \"c\\a\\n1\", op: conv, kernel: 3, out: 16}\n"
+        "  - {name: loss, op: softmax_loss}\n");
+  r = cli("compile --run " + source_dir() +
+          "/tests/data/workloads/resnet_tiny-pod16.yaml --model " + m + " --out " +
+          dir.file("x.itb"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("found \"c\\x07\\n1\"\n"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // yaml-cpp's own message quotes the bad escape character.
+  write(chip, "a: \"\\\x1b\"\n");
+  r = cli("run --chip " + chip + " " + t);
+  EXPECT_EQ(r.err, "error: " + chip + ":1:7: invalid YAML: unknown escape character: \\x1b\n");
+  // A binary file read as a text trace: the message goes on past its NUL.
+  const std::string bin = dir.file("bin.trace");
+  write(bin, std::string("abc\0def\n", 8));
+  r = cli("run " + bin);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err,
+            "error: " + bin + ":1: expected the header 'ipusim-trace 3', found 'abc\\0def'\n");
+}
+
+// Issue 30, defect 14: messages that misled (directories and CRLF files have their own tests
+// above). Each says what is wrong.
+TEST(RoundThree, MessagesNameTheRealProblem) {
+  TempDir dir;
+  const std::string t = dir.file("mm.trace");
+  ASSERT_EQ(cli("kernel matmul --m 16 --n 16 --k 16 --out " + t).status, 0);
+  // A large file without aliases was blamed on "aliases that refer to aliases".
+  const std::string big = dir.file("big.yaml");
+  std::string text = "format: ipusim-sweep/1\nbase: {kernel: matmul}\nx:\n";
+  for (int i = 0; i < 60000; ++i) text += "  k" + std::to_string(i) + ": [1]\n";
+  write(big, text);
+  auto r = cli("sweep --list " + big);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("expected at most 100000 YAML nodes, found more (the file has no aliases: "
+                       "it is that large)"),
+            std::string::npos)
+      << r.err;
+  // Deep nesting was "invalid YAML: bad file".
+  const std::string deep = dir.file("deep.yaml");
+  write(deep, "a: " + std::string(3000, '[') + std::string(3000, ']') + "\n");
+  r = cli("run --chip " + deep + " " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find(": invalid YAML: nested too deeply (the parser stops at a depth of "),
+            std::string::npos)
+      << r.err;
+  // A count past 12 digits was "expected a whole number", with no range.
+  const std::string m = dir.file("m.yaml");
+  write(m,
+        "model:\n  name: one-conv\n  family: cnn\n  input: {height: 1099511627776, width: 32, "
+        "channels: 3}\n  classes: 10\nlayers:\n  - {name: c1, op: conv, kernel: 3, out: 16}\n"
+        "  - {name: loss, op: softmax_loss}\n");
+  const std::string cnn_run = source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml";
+  r = cli("compile --run " + cnn_run + " --model " + m + " --out " + dir.file("x.itb"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + m +
+                       ":4:19: model.input.height: expected a whole number from 1 to "
+                       "999999999999, found \"1099511627776\" (too large)\n");
+  // Degenerate chips and replicas: "needs 2 to 1 tiles", "expected 1 or 1 values".
+  r = cli("kernel exchange-all-to-all --bytes 64 --set chip.tiles=1 --out " + dir.file("k.itb"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "error: all-to-all needs a chip of at least 2 tiles, found chip.tiles 1\n");
+  r = cli("kernel exchange-broadcast --bytes 64 --set chip.tiles=1 --out " + dir.file("k.itb"));
+  EXPECT_EQ(r.err, "error: broadcast needs a chip of at least 2 tiles, found chip.tiles 1\n");
+  r = cli("kernel exchange-broadcast --bytes 64 --tiles 4 --src 9 --out " + dir.file("k.itb"));
+  EXPECT_EQ(r.err, "error: broadcast needs a source tile below its 4 tiles, got 9\n");
+  const std::string bert_run = source_dir() + "/tests/data/workloads/bert_tiny-pod16.yaml";
+  r = cli("compile --run " + bert_run +
+          " --set run.ipus_per_replica=1 --set run.available_memory_proportion=0.5,0.5 --out " +
+          dir.file("y.itb"));
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.err, "error: " + bert_run +
+                       ": run.available_memory_proportion: expected 1 value (the replica has one "
+                       "IPU), found 2\n");
+  // A section named as a key suggested an unrelated key (chip.name for chip.amp).
+  r = cli("run --set chip.amp=8 " + t);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("error: --set chip.amp: unknown key (chip.amp is a section; its keys are "
+                       "chip.amp.engines_half_half, "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("chip.name"), std::string::npos) << r.err;
+  // A typo still gets its suggestion.
+  EXPECT_EQ(cli("run --set chip.clcok=1GHz " + t).err,
+            "error: --set chip.clcok: unknown key (did you mean chip.clock?)\n");
+}
+
+// Issue 30, defect 15: `run --out ""` ran and wrote nothing, silently; an empty value of any
+// option (an unset shell variable) is a usage error.
+TEST(RoundThree, AnEmptyOptionValueIsAUsageError) {
+  TempDir dir;
+  const std::string t = dir.file("mm.trace");
+  ASSERT_EQ(cli("kernel matmul --m 16 --n 16 --k 16 --out " + t).status, 0);
+  auto r = cli("run --out '' " + t);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "error: ipusim run: --out: expected a value, found an empty one (see 'ipusim run "
+            "--help')\n");
+  EXPECT_EQ(r.out, "");
+  for (const std::string& option : {"--tile-stats", "--timeline", "--save-trace"})
+    EXPECT_EQ(cli("run " + option + " '' " + t).status, 2) << option;
+  r = cli("run ''");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "error: ipusim run: the trace argument: expected a value, found an empty one (see "
+            "'ipusim run --help')\n");
+  EXPECT_EQ(cli("report --out '' " + dir.path()).status, 2);
 }
 
 // I: a timeline inside a not-yet-existing --out directory.

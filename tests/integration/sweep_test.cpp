@@ -201,6 +201,37 @@ TEST(Sweep, ASecondSweepIntoTheSameDirectoryIsRefusedWithALockMessage) {
   EXPECT_EQ(lines(read_all(out + "/sweep.csv")).size(), 5u);
 }
 
+TEST(Sweep, AFinishedPointWhoseRecordIsDamagedRunsAgain) {
+  // Issue 30, defect 15: a point.json with a string for `cycles` counted as finished and left
+  // the column empty. Such a record is damaged: the point runs again, with a warning.
+  TempDir dir;
+  const std::string spec = dir.file("s.yaml"), out = dir.file("o");
+  write(spec, kernel_spec("1.33GHz, 1.85GHz"));
+  ASSERT_EQ(ipusim(sweep(spec, out)).status, 0);
+  const auto table = rows(read_all(out + "/sweep.csv"));
+  ASSERT_EQ(table.size(), 4u);
+  const std::string cycles = table[0].at("cycles");
+  ASSERT_FALSE(cycles.empty());
+  const std::string record = out + "/points/" + table[0].at("id") + "/point.json";
+  std::string text = read_all(record);
+  const std::string field = "\"cycles\": " + cycles;
+  const auto at = text.find(field);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, field.size(), "\"cycles\": \"" + cycles + "\"");
+  write(record, text);
+  const auto r = ipusim(sweep(spec, out));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(
+      r.err.find(record + ": cycles: expected a number or null, found a string; running the point "
+                          "again"),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("4 point(s): 1 ran, 3 skipped (finished before), 0 failed"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(rows(read_all(out + "/sweep.csv"))[0].at("cycles"), cycles);
+}
+
 TEST(Sweep, PointThatDoesNotFitFailsWithItsErrorWhileOthersRun) {
   TempDir dir;
   const std::string spec = dir.file("s.yaml");

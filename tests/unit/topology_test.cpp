@@ -71,11 +71,15 @@ TEST(SystemConfig, LinkToAMissingIpu) {
   // Exactly "a-b:n": no sign, space, overflow or anything after n (sscanf let these through).
   for (const std::string& bad :
        std::vector<std::string>{"0-x", "0-1:1x", "0- 1:1", "-1-2:1", "0-1:+1", "0-1:4294967297",
-                                std::string("0-1:1\0z", 7), "0-1", "0-1:", "0-0:1", "0-1:0"})
+                                "0-1", "0-1:", "0-0:1", "0-1:0"})
     EXPECT_NE(error_of(system_path("pod16"), {"system.extra_links=" + bad})
                   .find("expected \"a-b:n\" (two different IPUs, n >= 1 links)"),
               std::string::npos)
         << bad;
+  // A NUL (or any control character) in a config text value is refused before it is parsed.
+  EXPECT_NE(error_of(system_path("pod16"), {"system.extra_links=" + std::string("0-1:1\0z", 7)})
+                .find("expected text without control characters, found \"0-1:1\\0z\""),
+            std::string::npos);
 }
 
 TEST(SystemConfig, NegativeBandwidth) {

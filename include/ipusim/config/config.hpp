@@ -50,6 +50,9 @@ class Schema {
   const ParamDecl* find(const std::string& path) const;
   // The closest declared path to `path`, if any is near enough to be a likely typo.
   std::optional<std::string> suggest(const std::string& path) const;
+  // What follows "unknown key" in a message: a section's keys when `path` names a section
+  // ("chip.amp"), else " (did you mean ...?)" or "".
+  std::string unknown_key_hint(const std::string& path) const;
 
  private:
   std::string root_;

@@ -6,10 +6,14 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,33 +29,85 @@ namespace ipusim::config {
 // files have a few thousand nodes (issue 16, defect E).
 inline constexpr std::size_t kMaxExpandedYamlNodes = 100000;
 
+// What a yaml-cpp exception says, for "<where>: invalid YAML: <problem>". Its depth guard
+// says only "bad file"; that is a document nested too deeply.
+inline std::string yaml_problem(const YAML::Exception& e) {
+  if (const auto* deep = dynamic_cast<const YAML::DeepRecursion*>(&e))
+    return fmt::format("nested too deeply (the parser stops at a depth of {})", deep->depth());
+  return e.msg;
+}
+
+// A YAML event handler that ignores every event; a reader overrides the ones it wants.
+class IgnoringEventHandler : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 namespace detail {
-inline void count_expanded(const YAML::Node& node, std::vector<std::string>& path,
-                           std::size_t& count, const std::string& file) {
-  if (++count > kMaxExpandedYamlNodes) {
-    const YAML::Mark m = node.Mark();
-    const std::string where =
-        m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+// Counts the aliases (*name) of a YAML text's first document, to say why it is too large.
+class AliasCounter : public IgnoringEventHandler {
+ public:
+  std::size_t aliases = 0;
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ++aliases; }
+};
+
+inline std::size_t count_aliases(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  AliasCounter counter;
+  parser.HandleNextDocument(counter);
+  return counter.aliases;
+}
+
+// Throws the "too many nodes" error at `node`. `text` (the document) is read again for its
+// aliases only here, on the way out: a file of nested aliases and a plainly huge file are
+// different mistakes.
+[[noreturn]] inline void too_many_nodes(const YAML::Node& node,
+                                        const std::vector<std::string>& path,
+                                        const std::string& file, const std::string& text) {
+  const YAML::Mark m = node.Mark();
+  const std::string where =
+      m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+  const std::string key =
+      path.empty() ? std::string("(top)") : printable(fmt::format("{}", fmt::join(path, ".")));
+  if (count_aliases(text) == 0)
     throw ConfigError(fmt::format(
-        "{}: {}: expected at most {} YAML nodes with aliases expanded, found more (aliases "
-        "that refer to aliases multiply)",
-        where,
-        path.empty() ? std::string("(top)") : printable(fmt::format("{}", fmt::join(path, "."))),
-        kMaxExpandedYamlNodes));
-  }
+        "{}: {}: expected at most {} YAML nodes, found more (the file has no aliases: it is "
+        "that large)",
+        where, key, kMaxExpandedYamlNodes));
+  throw ConfigError(
+      fmt::format("{}: {}: expected at most {} YAML nodes with aliases expanded, found more "
+                  "(aliases that refer to aliases multiply)",
+                  where, key, kMaxExpandedYamlNodes));
+}
+
+inline void count_expanded(const YAML::Node& node, std::vector<std::string>& path,
+                           std::size_t& count, const std::string& file, const std::string& text) {
+  if (++count > kMaxExpandedYamlNodes) too_many_nodes(node, path, file, text);
   if (path.size() > 256) return;  // deeper nesting is refused by the readers themselves
   if (node.IsMap()) {
     for (const auto& kv : node) {
       path.push_back(kv.first.IsScalar() ? kv.first.Scalar() : std::string("?"));
-      count_expanded(kv.first, path, count, file);
-      count_expanded(kv.second, path, count, file);
+      count_expanded(kv.first, path, count, file, text);
+      count_expanded(kv.second, path, count, file, text);
       path.pop_back();
     }
   } else if (node.IsSequence()) {
     std::size_t i = 0;
     for (const auto& item : node) {
       path.push_back(fmt::format("[{}]", i++));
-      count_expanded(item, path, count, file);
+      count_expanded(item, path, count, file, text);
       path.pop_back();
     }
   }
@@ -60,10 +116,12 @@ inline void count_expanded(const YAML::Node& node, std::vector<std::string>& pat
 
 // Throws ConfigError naming the file, the position and the key path where a document's
 // alias-expanded size passes kMaxExpandedYamlNodes. Costs at most that many node visits.
-inline void check_expanded_size(const YAML::Node& root, const std::string& file) {
+// `text` is the document `root` was parsed from.
+inline void check_expanded_size(const YAML::Node& root, const std::string& file,
+                                const std::string& text) {
   std::vector<std::string> path;
   std::size_t count = 0;
-  detail::count_expanded(root, path, count, file);
+  detail::count_expanded(root, path, count, file, text);
 }
 
 class YamlReader {
@@ -77,13 +135,13 @@ class YamlReader {
   YAML::Node load(const std::string& text) const {
     try {
       YAML::Node root = YAML::Load(text);
-      check_expanded_size(root, file_);
+      check_expanded_size(root, file_, text);
       return root;
     } catch (const YAML::Exception& e) {
       const std::string where =
           e.mark.line < 0 ? file_
                           : fmt::format("{}:{}:{}", file_, e.mark.line + 1, e.mark.column + 1);
-      throw ConfigError(fmt::format("{}: invalid YAML: {}", where, e.msg));
+      throw ConfigError(fmt::format("{}: invalid YAML: {}", where, yaml_problem(e)));
     }
   }
 

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ipusim/util/strings.hpp"
+
 namespace ipusim {
 
 // Process exit codes used by the CLI (documented in docs/errors.md).
@@ -19,10 +21,13 @@ enum class ExitCode : int {
   kInterrupted = 130  // SIGINT / SIGTERM
 };
 
-// Base of every user-facing error: what() is the complete one-line message.
+// Base of every user-facing error: what() is the complete one-line message. Control
+// characters in it (a user's value quoted in a message: an ESC, a newline, a NUL from a binary
+// file) are escaped here, once for every message, so that none reaches a terminal raw and
+// none cuts what() short.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(printable(message)) {}
   virtual ExitCode exit_code() const { return ExitCode::kBadInput; }
 };
 

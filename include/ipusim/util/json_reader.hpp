@@ -59,6 +59,9 @@ JsonValue parse_json(std::string_view text, const std::string& origin);
 // yields its value. Returns nullptr if any segment is missing or the result is not a number.
 const JsonValue* json_field(const JsonValue& root, std::string_view path);
 
+// "number", "string", "null", ... for messages about a JSON value of the wrong kind.
+std::string json_kind(const JsonValue& v);
+
 // True if `path` is a well-formed field path: segments [A-Za-z_][A-Za-z0-9_]* each optionally
 // followed by [INDEX], separated by dots.
 bool valid_field_path(std::string_view path);
