@@ -53,11 +53,10 @@ std::uint64_t count(const std::string& file, const YAML::Node& map, const std::s
     return ConfigError(fmt::format("{}: {}.{}: expected a whole number from 1 to {}, found {}",
                                    at(file, n), where, key, kMaxModelCount, found));
   };
-  if (!n.IsScalar()) throw refuse(n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing");
-  const std::string text = n.Scalar();
+  const std::string text = n.IsScalar() ? n.Scalar() : std::string();
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-    throw refuse(fmt::format("\"{}\"", text));
-  if (text.size() > 12) throw refuse(fmt::format("\"{}\" (too large)", text));
+    throw refuse(config::YamlReader::kind_of(n));
+  if (text.size() > 12) throw refuse(config::YamlReader::kind_of(n) + " (too large)");
   const std::uint64_t v = std::stoull(text);
   if (v == 0) throw refuse("0");
   return v;

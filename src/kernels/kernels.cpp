@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <string_view>
 
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/util/error.hpp"
@@ -705,12 +706,18 @@ trace::Trace elementwise(const ChipSpec& chip, trace::Op op, std::uint64_t n, DT
   return t;
 }
 
-trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles) {
-  require(
-      chip.tiles >= 2,
-      fmt::format("all-to-all needs a chip of at least 2 tiles, found chip.tiles {}", chip.tiles));
+namespace {
+// An exchange kernel runs over 2 to chip.tiles tiles; a one-tile chip has no such range.
+void require_exchange_tiles(const ChipSpec& chip, std::string_view kernel, std::uint64_t tiles) {
+  require(chip.tiles >= 2, fmt::format("{} needs a chip of at least 2 tiles, found chip.tiles {}",
+                                       kernel, chip.tiles));
   require(tiles >= 2 && tiles <= chip.tiles,
-          fmt::format("all-to-all needs 2 to {} tiles, got {}", chip.tiles, tiles));
+          fmt::format("{} needs 2 to {} tiles, got {}", kernel, chip.tiles, tiles));
+}
+}  // namespace
+
+trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles) {
+  require_exchange_tiles(chip, "all-to-all", tiles);
   trace::Trace t = one_ipu(fmt::format("exchange_all_to_all_{}B_{}tiles", bytes, tiles));
   auto& prog = t.ipus[0];
   const TileRange all{0, tiles - 1};
@@ -727,11 +734,7 @@ trace::Trace exchange_all_to_all(const ChipSpec& chip, std::uint64_t bytes, std:
 
 trace::Trace exchange_broadcast(const ChipSpec& chip, std::uint64_t bytes, std::uint32_t tiles,
                                 std::uint32_t src) {
-  require(
-      chip.tiles >= 2,
-      fmt::format("broadcast needs a chip of at least 2 tiles, found chip.tiles {}", chip.tiles));
-  require(tiles >= 2 && tiles <= chip.tiles,
-          fmt::format("broadcast needs 2 to {} tiles, got {}", chip.tiles, tiles));
+  require_exchange_tiles(chip, "broadcast", tiles);
   require(src < tiles,
           fmt::format("broadcast needs a source tile below its {} tiles, got {}", tiles, src));
   trace::Trace t = one_ipu(fmt::format("exchange_broadcast_{}B_{}tiles", bytes, tiles));

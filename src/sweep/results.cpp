@@ -139,12 +139,7 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   // has none (a kernel has no throughput). Anything else is a damaged record, never an empty
   // column of sweep.csv.
   const auto measured = [&](std::string_view path) {
-    const JsonValue* v = &root;
-    for (std::string_view rest = path; v && !rest.empty();) {
-      const auto dot = rest.find('.');
-      v = v->kind == JsonValue::Kind::kObject ? v->find(rest.substr(0, dot)) : nullptr;
-      rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
-    }
+    const JsonValue* v = json_find(root, path);
     if (!v || v->kind == JsonValue::Kind::kNull) return std::string();
     if (v->kind != JsonValue::Kind::kNumber)
       throw Error(fmt::format("{}: {}: expected a number or null, found a {}", origin, path,

@@ -378,7 +378,7 @@ std::string json_kind(const JsonValue& v) {
   return "value";
 }
 
-const JsonValue* json_field(const JsonValue& root, std::string_view path) {
+const JsonValue* json_find(const JsonValue& root, std::string_view path) {
   const auto segments = split_path(path);
   if (!segments) return nullptr;
   const JsonValue* v = &root;
@@ -390,6 +390,12 @@ const JsonValue* json_field(const JsonValue& root, std::string_view path) {
       v = &v->items[*seg.index];
     }
   }
+  return v;
+}
+
+const JsonValue* json_field(const JsonValue& root, std::string_view path) {
+  const JsonValue* v = json_find(root, path);
+  if (!v) return nullptr;
   if (v->kind == JsonValue::Kind::kObject) {
     if (const JsonValue* inner = v->find("value")) v = inner;
   }

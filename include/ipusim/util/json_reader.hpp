@@ -59,6 +59,10 @@ JsonValue parse_json(std::string_view text, const std::string& origin);
 // yields its value. Returns nullptr if any segment is missing or the result is not a number.
 const JsonValue* json_field(const JsonValue& root, std::string_view path);
 
+// The value at a field path of the same form, of any kind (a quantity object stays an
+// object); nullptr if any segment is missing.
+const JsonValue* json_find(const JsonValue& root, std::string_view path);
+
 // "number", "string", "null", ... for messages about a JSON value of the wrong kind.
 std::string json_kind(const JsonValue& v);
 
