@@ -60,6 +60,7 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
     for (std::uint32_t g = 0; g < all.size(); ++g) all[g] = g;
     if (all.size() <= system.ipus()) all_ipus_sync_ = topology_.sync_cycles(all);
   }
+  replica_free_.assign(trace.replicas, 0);
   has_program_.assign(programs_, false);
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
@@ -184,6 +185,10 @@ GroupTiming Fabric::group_step(const Placement& who, const trace::Step& step, st
 GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
                         const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                         std::uint64_t times) {
+  // The step starts when its members have arrived and the replicas involved have ended their
+  // previous group step (the wait is charged as waiting for other IPUs).
+  const auto replicas = replicas_of(group);
+  for (auto r : replicas) barrier = std::max(barrier, replica_free_[r]);
   GroupTiming t;
   t.barrier = barrier;
   t.synced = barrier + sync_cycles(group);
@@ -208,7 +213,7 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
     }
     const auto outcome =
         topology::run_collective(links_, system_.chip, step.collective, method, group, step.bytes,
-                                 step.dtype, t.synced, domain_sync());
+                                 step.dtype, t.synced, domain_sync(group));
     if (step.method == trace::CollectiveMethod::kAuto && idle)
       auto_choice_.try_emplace(std::move(key), outcome.method);
     end = outcome.end;
@@ -217,17 +222,30 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
   // A memoised loop runs the whole step `times` times back to back.
   t.synced = barrier + (t.synced - barrier) * times;
   t.end = barrier + (end - barrier) * times;
+  for (auto r : replicas) replica_free_[r] = t.end;
   return t;
 }
 
+std::vector<std::uint32_t> Fabric::replicas_of(const std::vector<std::uint32_t>& group) const {
+  std::vector<std::uint32_t> out;
+  for (auto g : group) out.push_back(g / programs_);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::uint64_t Fabric::sync_cycles(const std::vector<std::uint32_t>& group) const {
-  if (const auto all = domain_sync()) return *all;
+  if (const auto domain = domain_sync(group)) return *domain;
   return topology_.sync_cycles(group);
 }
 
-std::optional<std::uint64_t> Fabric::domain_sync() const {
-  if (sync_replicas_independently_) return std::nullopt;
-  return all_ipus_sync_;
+std::optional<std::uint64_t> Fabric::domain_sync(const std::vector<std::uint32_t>& group) const {
+  if (!sync_replicas_independently_) return all_ipus_sync_;
+  if (programs_ == 1) return std::nullopt;
+  std::vector<std::uint32_t> ipus;
+  for (auto r : replicas_of(group))
+    for (std::uint32_t j = 0; j < programs_; ++j) ipus.push_back(r * programs_ + j);
+  return topology_.sync_cycles(ipus);
 }
 
 std::uint64_t Fabric::host_cycles(const trace::Step& step) const {

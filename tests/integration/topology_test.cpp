@@ -155,39 +155,67 @@ program
 end
 )";
 
-TEST(Pipeline, TwoStagesTimesTwoReplicasMatchesAHandCalculation) {
-  TempDir dir;
-  const std::string trace = dir.file("p.trace");
-  std::ofstream(trace) << kPipeline;
-  const auto r =
-      ipusim("run --system " + system_file("pod16") + " --out " + dir.file("out") + " " + trace);
-  ASSERT_EQ(r.status, 0) << r.err;
-  const double cycles = total_cycles(read_all(dir.file("out/stats.json")));
-
-  // Hand calculation at 1.325 GHz (ipu-hardware.md, configs/parts/*.yaml):
+// The hand calculation of kPipeline's terms at 1.325 GHz (ipu-hardware.md,
+// configs/parts/*.yaml), in cycles.
+struct PipelineTerms {
+  double compute, copy, allreduce;
+};
+PipelineTerms pipeline_terms() {
   const double hz = 1.325e9;
   const double link = 128.0 * (1u << 30) / 8 * 0.85 / hz;  // one IPU-Link, bytes/cycle
+  const double hop_latency = 20;                           // ceil(15 ns x hz)
+  PipelineTerms t{};
   // compute: copy vertex 288 + 8000 / 8 (memcpy 8 B/cycle) + 12 compute-set overhead.
-  const double compute = 288 + 1000 + 12;
-  // external sync: the trace sets no engine.sync_replicas_independently, so as Poplar's
-  // default every sync spans all 4 IPUs of the trace: ceil(2 x (1 + 4/4) x 15 ns x hz) = 80.
-  const double sync4 = 80;
-  const double hop_latency = 20;  // ceil(15 ns x hz)
+  t.compute = 288 + 1000 + 12;
   // copy IPU0 -> IPU1 over their rung (4 links).
-  const double copy = std::ceil(1048576 / (4 * link)) + hop_latency;
+  t.copy = std::ceil(1048576 / (4 * link)) + hop_latency;
   // all-reduce of 4 MiB between IPUs two apart on a rail (2 links), ring of 2: one
   // reduce-scatter step (2 MiB each way), a reduction, one all-gather step; the second step
-  // starts with another external sync (each step is a BSP superstep).
+  // starts with another external sync (each step is a BSP superstep) of all 4 IPUs of both
+  // replicas: ceil(2 x (1 + 4/4) x 15 ns x hz) = 80.
   const double step = std::ceil(2097152 / (2 * link)) + hop_latency;
   // Reduction: 2 MiB of half = 1048576 elements over 1472 tiles = 713 per tile; binary add
   // (docs/codelets.md): 11 + 6 x (26 + ceil(ceil(713 / 6) / 4) x (1 + 2)) = 11 + 6 x (26 + 30 x 3)
   // = 707, + 12 compute-set overhead + 90 internal sync.
   const double reduce = 11 + 6 * (26 + 30 * 3) + 12 + 90;
-  const double allreduce = step + reduce + sync4 + step;
-  // Stage 1 finishes last: IPU0 computes, both sync and copy, IPU1 computes, then the
-  // stage-1 group syncs and all-reduces (its rail does not carry stage 0's traffic).
-  const double expected = compute + sync4 + copy + compute + sync4 + allreduce;
-  EXPECT_EQ(cycles, expected);
+  t.allreduce = step + reduce + 80 + step;
+  return t;
+}
+
+double run_pipeline(const std::string& trace_text) {
+  TempDir dir;
+  const std::string trace = dir.file("p.trace");
+  std::ofstream(trace) << trace_text;
+  const auto r =
+      ipusim("run --system " + system_file("pod16") + " --out " + dir.file("out") + " " + trace);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return total_cycles(read_all(dir.file("out/stats.json")));
+}
+
+TEST(Pipeline, TwoStagesTimesTwoReplicasMatchesAHandCalculation) {
+  const auto t = pipeline_terms();
+  // external sync: the trace sets no engine.sync_replicas_independently, so as Poplar's
+  // default every sync spans all 4 IPUs of the trace: 80 cycles.
+  const double sync4 = 80;
+  // One program per replica (docs/topology.md "Sync domain"): every external sync involves
+  // both IPUs of a replica, so the two stages' all-reduces run one after the other although
+  // their rails are disjoint. IPU0 computes, both sync and copy; stage 0 all-reduces at once
+  // (IPU1's compute runs meanwhile); stage 1's all-reduce starts when stage 0's has ended.
+  EXPECT_EQ(run_pipeline(kPipeline), t.compute + sync4 + t.copy + 2 * (sync4 + t.allreduce));
+}
+
+// The same pipeline with replicas syncing independently (Poplar's
+// target.syncReplicasIndependently): a sync involves every IPU of the replicas its step
+// involves, no more. The inter-stage copy syncs replica 0's 2 IPUs,
+// ceil(2 x (1 + 2/4) x 15 ns x 1.325 GHz) = 60 cycles; each all-reduce (stage i of both
+// replicas) syncs all 4, both stages still one after the other.
+TEST(Pipeline, IndependentReplicasSyncEveryIpuOfTheReplicasInvolved) {
+  std::string text = kPipeline;
+  text.replace(text.find("replicas 2\n"), 11,
+               "replicas 2\nmeta engine.sync_replicas_independently true\n");
+  const auto t = pipeline_terms();
+  const double sync2 = 60, sync4 = 80;
+  EXPECT_EQ(run_pipeline(text), t.compute + sync2 + t.copy + 2 * (sync4 + t.allreduce));
 }
 
 // Runs `trace_text` on a POD16 replica-symmetric and with every replica simulated; returns

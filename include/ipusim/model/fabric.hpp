@@ -5,6 +5,13 @@
 // when the last expected member arrives, the operation is timed from that moment over the
 // shared links and every member is released at its end.
 //
+// One program per replica: Poplar compiles a replica's IPUs into one program, and every
+// external sync of it involves every IPU of the replica (Poplar SyncType::EXTERNAL: "all the
+// other tiles in all IPUs in the device"). So the group steps of a replica run one at a time,
+// whichever of its IPUs they belong to: a collective of IPU 3's weights waits until IPU 5's
+// has ended, and its syncs span every IPU of the replicas involved (docs/topology.md
+// "Sync domain").
+//
 // Replica symmetry: when only replica 0 is simulated, a group's expected members are the
 // simulated ones, but collectives still move every member's data over the links (other
 // replicas are assumed to arrive at the same time, which holds for symmetric programs).
@@ -85,11 +92,16 @@ class Fabric : public sc_core::sc_module {
                                      std::uint64_t& instance) const;
   std::uint32_t simulated_count(const std::vector<std::uint32_t>& members) const;
   std::string describe(const trace::Step& step) const;
+  // The replicas a group's members belong to, ascending.
+  std::vector<std::uint32_t> replicas_of(const std::vector<std::uint32_t>& group) const;
   // Cycles of the external sync that starts a group step of `group` (and each later step of
-  // a collective over it).
+  // a collective over it): a sync of every IPU of the run, or (replicas syncing
+  // independently) of every IPU of the replicas involved.
   std::uint64_t sync_cycles(const std::vector<std::uint32_t>& group) const;
-  // Every sync's cycles when all span the run's IPUs; none when replicas sync independently.
-  std::optional<std::uint64_t> domain_sync() const;
+  // What every step of a collective over `group` syncs, when that is not the group itself:
+  // all the run's IPUs, or the replicas' IPUs when a replica has several; none otherwise
+  // (each step syncs its own members).
+  std::optional<std::uint64_t> domain_sync(const std::vector<std::uint32_t>& group) const;
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);
@@ -107,6 +119,9 @@ class Fabric : public sc_core::sc_module {
   // spans all the IPUs the trace uses, whatever the group, and takes `all_ipus_sync_` cycles.
   bool sync_replicas_independently_ = false;
   std::uint64_t all_ipus_sync_ = 0;
+  // By replica: the cycle its last group step ended. A replica's group steps run one at a
+  // time (one program per replica, above).
+  std::vector<std::uint64_t> replica_free_;
   // (group instance, sequence number) -> operation waiting for members
   std::map<std::pair<std::uint64_t, std::uint64_t>, Pending> pending_;
   // (system IPU, group instance) -> group steps it has started
