@@ -743,6 +743,11 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
         fmt::format("{}: run.ipus_per_replica: CNN models run one IPU per replica (data "
                     "parallel), found {}",
                     run.file, run.ipus_per_replica));
+  if (run.clip_gradients)
+    throw ConfigError(fmt::format(
+        "{}: run.gradient_clipping: global_norm is lowered for transformer models only; {} is "
+        "a CNN (set it to none)",
+        run.file, m.file));
   check_checkpoints(m, run);
   // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
   // there (a loss in the middle, or none, left layers without a gradient).

@@ -531,6 +531,11 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
   // gradients the other way. A classifier's head is on the last IPU, so its ring is open. A
   // single-IPU replica has no stage boundary and no inter-IPU copies.
   const bool pipelined = p > 1;
+  // Gradient clipping by global norm: each IPU's weight-tensor norms (4-byte floats) go to
+  // IPU 0, which sums them, and its clip factor comes back (global exchanges 1 and 2, added
+  // once each IPU's tensors are counted).
+  const bool clip = run.clip_gradients && !run.inference;
+  std::vector<std::uint64_t> norm_bytes(p, 0);
   if (pipelined) {
     const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
     trace::GlobalExchange fwd{"stage_activations", {}, copy}, bwd{"stage_gradients", {}, copy};
@@ -786,6 +791,25 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
       b.host(program.steps, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
     const std::uint64_t tensors = 2 * (n_attn + n_ffn) + 2;
     const Layout w = b.linear(m.dtype, tensors, ceil_div(shard, tensors));
+    if (clip) {
+      // PopART's ClipWeightGradientsByNorm (sdk-release-2.3 transforms/
+      // clipweightgradientsbynorm.cpp): a ReduceSumSquare of each reduced gradient on its
+      // IPU, the norms copied to IPU 0 and summed (sqrt, max, div there: scalars), the clip
+      // factor copied back, and every gradient multiplied by it before the optimiser.
+      const auto clip_scope =
+          b.scope("gradient_clipping", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
+      std::uint64_t weight_tensors = 0;
+      for (const auto& param : parameters) weight_tensors += param.copies * param.tensors;
+      norm_bytes[ipu] = 4 * weight_tensors;
+      const Op square = Op::kSquare, scale = Op::kMul;
+      b.elementwise(program.steps, w, {&square, 1});
+      b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/false);
+      if (pipelined) {
+        program.steps.push_back(make_step(StepKind::kGlobalExchange, 1));
+        program.steps.push_back(make_step(StepKind::kGlobalExchange, 2));
+      }
+      b.elementwise(program.steps, w, {&scale, 1});
+    }
     if (sgd) {
       // v = m v + (g + wd w); w -= lr v
       const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
@@ -855,6 +879,17 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
                run.micro_batch * run.input_bytes_per_sample);
     program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
                                trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+  }
+  if (clip && pipelined) {
+    const trace::Provenance copy{
+        {"gradient_clipping"}, trace::Pass::kWeightUpdate, trace::OpKind::kCopy};
+    trace::GlobalExchange norms{"clip_norms", {}, copy}, factor{"clip_factor", {}, copy};
+    for (std::uint32_t i = 1; i < p; ++i) {
+      norms.copies.push_back({i, 0, norm_bytes[i]});
+      factor.copies.push_back({0, i, 4});
+    }
+    t.global_exchanges.push_back(std::move(norms));
+    t.global_exchanges.push_back(std::move(factor));
   }
   return t;
 }

@@ -434,6 +434,12 @@ std::vector<ParamDecl> run_params() {
        "replicated tensor sharding a scalar all-reduce after each LAMB norm (PopART 2.3)",
        "graphcore/popart sdk-release-2.3 (no collective grouping before SDK 2.5; LambSquareOp "
        "with replicated tensor sharding)"},
+      {"run.gradient_clipping", ValueKind::kString, 0, 0,
+       "none; global_norm: the reduced gradients are scaled by clip / max(clip, global norm) "
+       "before the optimiser, the global norm summed on IPU 0 from a norm of each weight "
+       "tensor (transformer runs only)",
+       "graphcore/popart sdk-release-2.3 transforms/clipweightgradientsbynorm.cpp; MLPerf v1.1 "
+       "Graphcore BERT bert_optimizer.py (ClipNormSettings.clipAllWeights)"},
       {"run.mode", ValueKind::kString, 0, 0,
        "training (forward, backward, weight update per step) or inference (one batch per replica "
        "per step: input from the host, forward pass with resident weights and batch-norm "
@@ -516,6 +522,10 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.collective_grouping") {
       d.choices = {"buffers", "per_tensor"};
       d.default_text = "buffers";
+    }
+    if (d.path == "run.gradient_clipping") {
+      d.choices = {"none", "global_norm"};
+      d.default_text = "none";
     }
     if (d.path == "run.conv_unit_load_bits") {
       d.choices = {"64", "128"};
@@ -611,6 +621,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.rearrangements = r.string("run.rearrangements") == "yes";
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
   run.per_tensor_collectives = r.string("run.collective_grouping") == "per_tensor";
+  run.clip_gradients = r.string("run.gradient_clipping") == "global_norm";
   run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
   run.conv_unit_load_bits = static_cast<std::uint32_t>(r.count("run.conv_unit_load_bits"));
   run.inference = r.string("run.mode") == "inference";

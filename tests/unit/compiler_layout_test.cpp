@@ -1064,6 +1064,55 @@ TEST(CompilerPipeline, CyclesFollowPopartsStagesWithPartialFillAndFlush) {
   EXPECT_EQ(loops(bert.ipus[1]), (std::vector<std::uint64_t>{1, 2, 2, 2, 1}));
 }
 
+TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFactorBack) {
+  // PopART's ClipWeightGradientsByNorm: one norm (a float) per weight tensor, copied to IPU 0
+  // and summed there; the clip factor (a float) copied back to every other IPU. bert_tiny's
+  // IPU 1 holds one attention sub-layer (Q, K, V and output weights, their 4 biases, layer-norm
+  // gamma and beta: 10 tensors) and one FFN sub-layer (2 weights, 2 biases, gamma and beta: 6).
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun run =
+      load_run(dir + "bert_tiny-pod16.yaml", {"run.gradient_clipping=global_norm"});
+  ASSERT_TRUE(run.run.clip_gradients);
+  const ModelDef model = load_model(run.run.model_file);
+  const trace::Trace t = compile(model, run.run, ipusim::load_system(run.run.system_file).spec);
+  ASSERT_EQ(t.global_exchanges.size(), 3u);  // the pipeline's copy, the norms, the factor
+  const auto& norms = t.global_exchanges[1];
+  const auto& factor = t.global_exchanges[2];
+  EXPECT_EQ(norms.name, "clip_norms");
+  ASSERT_EQ(norms.copies.size(), 1u);
+  EXPECT_EQ(norms.copies[0].src, 1u);
+  EXPECT_EQ(norms.copies[0].dst, 0u);
+  EXPECT_EQ(norms.copies[0].bytes, (10u + 6u) * 4);
+  ASSERT_EQ(factor.copies.size(), 1u);
+  EXPECT_EQ(factor.copies[0].src, 0u);
+  EXPECT_EQ(factor.copies[0].dst, 1u);
+  EXPECT_EQ(factor.copies[0].bytes, 4u);
+  // Each IPU takes part in both once a step, after the pipeline loop: norms, then factor.
+  for (const auto& p : t.ipus) {
+    std::vector<std::uint32_t> seen;
+    for (const auto& s : p.steps)
+      if (s.kind == StepKind::kGlobalExchange) seen.push_back(s.index);
+    EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 2})) << "IPU " << p.ipu;
+  }
+  // Without the key, no clipping and only the pipeline's copy.
+  const LoadedRun plain = load_run(dir + "bert_tiny-pod16.yaml");
+  EXPECT_EQ(compile(model, plain.run, ipusim::load_system(plain.run.system_file).spec)
+                .global_exchanges.size(),
+            1u);
+  // A CNN has no lowering of it: an error naming the key, not a silent skip.
+  const LoadedRun cnn =
+      load_run(dir + "resnet_tiny-pod16.yaml", {"run.gradient_clipping=global_norm"});
+  try {
+    compile(load_model(cnn.run.model_file), cnn.run, ipusim::load_system(cnn.run.system_file).spec);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.gradient_clipping: global_norm is lowered for "
+                                         "transformer models only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CompilerVit, ImageModelErrorsNameTheKey) {
   const std::string file = ::testing::TempDir() + "/bad_vit.yaml";
   const std::string base =
