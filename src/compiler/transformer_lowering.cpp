@@ -115,10 +115,13 @@ class TransformerLowering {
                    std::uint64_t tensors = 1) {
       if (copies > 0) out.push_back({name, l, copies, tensors});
     };
-    add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn, 3);  // Q, K, V
+    // Q, K and V: one [h, 3h] tensor, or three (run.split_qkv), feeding one matmul either way
+    // (MLPerf v1.1 Graphcore bert_model.py qkv_weights concatenates the split ones).
+    add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn, run_.split_qkv ? 3 : 1);
     add("attention/out", b_.weights_layout(mm(tokens_, h, h)), n_attn);
-    // Q, K, V and output biases, layer-norm gamma and beta
-    add("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn, 6);
+    // The QKV bias (one tensor of 3h), the output bias, layer-norm gamma and beta: 4 tensors
+    // (taken as equal in size: 6h / 4 elements each)
+    add("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn, 4);
     add("ffn/in", b_.weights_layout(mm(tokens_, m_.ffn, h)), n_ffn);
     add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
     // the two biases, layer-norm gamma and beta

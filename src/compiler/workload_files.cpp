@@ -440,6 +440,12 @@ std::vector<ParamDecl> run_params() {
        "tensor (transformer runs only)",
        "graphcore/popart sdk-release-2.3 transforms/clipweightgradientsbynorm.cpp; MLPerf v1.1 "
        "Graphcore BERT bert_optimizer.py (ClipNormSettings.clipAllWeights)"},
+      {"run.split_qkv", ValueKind::kString, 0, 0,
+       "yes: a transformer's query, key and value weights are three tensors (three collectives, "
+       "three optimiser norms); no: one [hidden, 3 x hidden] tensor. Their biases are one tensor "
+       "either way",
+       "MLPerf v1.1 Graphcore BERT bert_model.py qkv_weights (split_qkv: true in "
+       "pod16-closed.json, false on the larger PODs)"},
       {"run.mode", ValueKind::kString, 0, 0,
        "training (forward, backward, weight update per step) or inference (one batch per replica "
        "per step: input from the host, forward pass with resident weights and batch-norm "
@@ -499,7 +505,7 @@ std::vector<ParamDecl> run_params() {
     if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
     if (d.path == "run.replicated_tensor_sharding" || d.path == "run.batchnorm_statistics_cache" ||
         d.path == "run.fuse_elementwise" || d.path == "run.rearrangements" ||
-        d.path == "run.sync_replicas_independently")
+        d.path == "run.sync_replicas_independently" || d.path == "run.split_qkv")
       d.choices = {"yes", "no"};
     if (d.path == "run.batchnorm_statistics_cache" || d.path == "run.fuse_elementwise" ||
         d.path == "run.rearrangements")
@@ -509,7 +515,8 @@ std::vector<ParamDecl> run_params() {
       d.choices = {"popnn", "fused"};
       d.default_text = "popnn";
     }
-    if (d.path == "run.replicated_tensor_sharding" || d.path == "run.sync_replicas_independently")
+    if (d.path == "run.replicated_tensor_sharding" || d.path == "run.sync_replicas_independently" ||
+        d.path == "run.split_qkv")
       d.default_text = "no";
     if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement")
       d.default_text = "none";
@@ -622,6 +629,7 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
   run.per_tensor_collectives = r.string("run.collective_grouping") == "per_tensor";
   run.clip_gradients = r.string("run.gradient_clipping") == "global_norm";
+  run.split_qkv = r.string("run.split_qkv") == "yes";
   run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
   run.conv_unit_load_bits = static_cast<std::uint32_t>(r.count("run.conv_unit_load_bits"));
   run.inference = r.string("run.mode") == "inference";

@@ -1067,8 +1067,9 @@ TEST(CompilerPipeline, CyclesFollowPopartsStagesWithPartialFillAndFlush) {
 TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFactorBack) {
   // PopART's ClipWeightGradientsByNorm: one norm (a float) per weight tensor, copied to IPU 0
   // and summed there; the clip factor (a float) copied back to every other IPU. bert_tiny's
-  // IPU 1 holds one attention sub-layer (Q, K, V and output weights, their 4 biases, layer-norm
-  // gamma and beta: 10 tensors) and one FFN sub-layer (2 weights, 2 biases, gamma and beta: 6).
+  // IPU 1 holds one attention sub-layer (the QKV and output weights, the QKV and output biases,
+  // layer-norm gamma and beta: 6 tensors; 8 with Q, K and V split) and one FFN sub-layer (2
+  // weights, 2 biases, gamma and beta: 6).
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun run =
       load_run(dir + "bert_tiny-pod16.yaml", {"run.gradient_clipping=global_norm"});
@@ -1082,7 +1083,7 @@ TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFact
   ASSERT_EQ(norms.copies.size(), 1u);
   EXPECT_EQ(norms.copies[0].src, 1u);
   EXPECT_EQ(norms.copies[0].dst, 0u);
-  EXPECT_EQ(norms.copies[0].bytes, (10u + 6u) * 4);
+  EXPECT_EQ(norms.copies[0].bytes, (6u + 6u) * 4);
   ASSERT_EQ(factor.copies.size(), 1u);
   EXPECT_EQ(factor.copies[0].src, 0u);
   EXPECT_EQ(factor.copies[0].dst, 1u);
@@ -1094,6 +1095,13 @@ TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFact
       if (s.kind == StepKind::kGlobalExchange) seen.push_back(s.index);
     EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 2})) << "IPU " << p.ipu;
   }
+  const LoadedRun split = load_run(dir + "bert_tiny-pod16.yaml",
+                                   {"run.gradient_clipping=global_norm", "run.split_qkv=yes"});
+  EXPECT_EQ(compile(model, split.run, ipusim::load_system(split.run.system_file).spec)
+                .global_exchanges[1]
+                .copies[0]
+                .bytes,
+            (8u + 6u) * 4);
   // Without the key, no clipping and only the pipeline's copy.
   const LoadedRun plain = load_run(dir + "bert_tiny-pod16.yaml");
   EXPECT_EQ(compile(model, plain.run, ipusim::load_system(plain.run.system_file).spec)

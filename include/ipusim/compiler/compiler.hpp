@@ -101,6 +101,7 @@ struct RunConfig {
   std::uint64_t allreduce_buffer = 50ull << 20;  // bytes per gradient collective (fused buffers)
   bool per_tensor_collectives = false;           // run.collective_grouping per_tensor (PopART 2.3)
   bool clip_gradients = false;  // run.gradient_clipping global_norm (PopART clipAllWeights)
+  bool split_qkv = false;       // run.split_qkv: Q, K and V as three weight tensors, not one
   std::uint32_t io_tiles =
       0;                   // tiles reserved for host I/O (0: input copied inline on compute tiles)
   bool inference = false;  // run.mode: forward passes only (no gradients, no optimiser)
