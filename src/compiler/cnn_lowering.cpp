@@ -291,12 +291,7 @@ class CnnLowering {
     for (const auto& [name, w] : tensors) {
       if (lars && lars_tensor(name)) {
         // The whole tensor as one row over its own tiles, reduced to one value.
-        Layout flat = w;
-        flat.positions = 1;
-        flat.channels = w.elements();
-        flat.positions_per_tile = 1;
-        flat.chans_per_tile = std::max<std::uint64_t>(1, w.per_tile());
-        flat.channels_outer = false;
+        const Layout flat = IpuBuilder::one_row(w);
         for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||g||
           const Op square = Op::kSquare;
           b_.elementwise(out, w, {&square, 1});

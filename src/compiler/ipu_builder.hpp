@@ -168,6 +168,28 @@ class IpuBuilder {
   Layout linear(trace::DType dt, std::uint64_t positions, std::uint64_t channels) const {
     return linear_layout(chip_, dt, positions, channels);
   }
+  // `l`'s elements as one row over the same tiles, the same count on each: a reduction of it
+  // over channels is the whole tensor's to one value (a weight tensor's norm).
+  static Layout one_row(Layout l) {
+    l.channels = l.elements();
+    l.chans_per_tile = std::max<std::uint64_t>(1, l.per_tile());
+    l.positions = 1;
+    l.positions_per_tile = 1;
+    l.channels_outer = false;
+    return l;
+  }
+  // One of `k` equal parts of `l`, on the same tiles (1/k of each tile's elements).
+  static Layout part(Layout l, std::uint64_t k) {
+    if (k <= 1) return l;
+    if (l.positions >= k) {
+      l.positions = (l.positions + k - 1) / k;
+      l.positions_per_tile = std::max<std::uint64_t>(1, (l.positions_per_tile + k - 1) / k);
+    } else {
+      l.channels = (l.channels + k - 1) / k;
+      l.chans_per_tile = std::max<std::uint64_t>(1, (l.chans_per_tile + k - 1) / k);
+    }
+    return l;
+  }
   std::uint64_t peak_temp() const { return peak_temp_; }
   const ChipSpec& chip() const { return chip_; }
 

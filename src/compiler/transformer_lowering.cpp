@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "ipu_builder.hpp"
@@ -792,8 +793,33 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     const std::uint64_t state = moments_kept * shard * eb;
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
-    const std::uint64_t tensors = 2 * (n_attn + n_ffn) + 2;
-    const Layout w = b.linear(m.dtype, tensors, ceil_div(shard, tensors));
+    // The optimiser one weight tensor at a time on the tiles holding it, as PopART applies it
+    // (one updater and var-update op per weight; LAMB's two LambSquareOp norms of each): its
+    // own layout, or under replicated tensor sharding its 1/replicas shard, taken to stay on
+    // the same tiles (each tile keeps its part of the reduce-scatter). Equal tensors of a
+    // layout run as a loop.
+    struct Weight {
+      Layout layout;
+      std::uint64_t count;
+    };
+    std::vector<Weight> weights;
+    for (const auto& param : parameters) {
+      Layout l = IpuBuilder::part(param.layout, param.tensors);
+      if (rts && l.elements() >= kMinShardedElements) l = IpuBuilder::part(l, run.replicas);
+      weights.push_back({l, param.copies * param.tensors});
+    }
+    const auto per_weight = [&](const std::function<void(Steps&, const Layout&)>& ops) {
+      for (const Weight& wt : weights) {
+        trace::Step loop = make_step(StepKind::kRepeat);
+        loop.count = wt.count;
+        ops(loop.body, wt.layout);
+        if (wt.count == 1)
+          program.steps.insert(program.steps.end(), loop.body.begin(), loop.body.end());
+        else
+          program.steps.push_back(std::move(loop));
+      }
+    };
+    const Op square = Op::kSquare;
     if (clip) {
       // PopART's ClipWeightGradientsByNorm (sdk-release-2.3 transforms/
       // clipweightgradientsbynorm.cpp): a ReduceSumSquare of each reduced gradient on its
@@ -802,36 +828,41 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
       const auto clip_scope =
           b.scope("gradient_clipping", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
       std::uint64_t weight_tensors = 0;
-      for (const auto& param : parameters) weight_tensors += param.copies * param.tensors;
+      for (const Weight& wt : weights) weight_tensors += wt.count;
       norm_bytes[ipu] = 4 * weight_tensors;
-      const Op square = Op::kSquare, scale = Op::kMul;
-      b.elementwise(program.steps, w, {&square, 1});
-      b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/false);
+      per_weight([&](Steps& out, const Layout& l) {
+        b.elementwise(out, l, {&square, 1});
+        b.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/false);
+      });
       if (pipelined) {
         program.steps.push_back(make_step(StepKind::kGlobalExchange, 1));
         program.steps.push_back(make_step(StepKind::kGlobalExchange, 2));
       }
-      b.elementwise(program.steps, w, {&scale, 1});
+      const Op scale = Op::kMul;
+      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, {&scale, 1}); });
     }
     if (sgd) {
       // v = m v + (g + wd w); w -= lr v
       const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
-      b.elementwise(program.steps, w, update);
+      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, update); });
     } else {
-      // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w
+      // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w; LAMB
+      // then takes ||w|| and ||u|| of the tensor (a square and a reduction to one value each)
       const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
                             Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
-      b.elementwise(program.steps, w, moments);
+      const bool lamb = run.optimiser != "adamw";
+      per_weight([&](Steps& out, const Layout& l) {
+        b.elementwise(out, l, moments);
+        for (int norm = 0; lamb && norm < 2; ++norm) {
+          b.elementwise(out, l, {&square, 1});
+          b.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/true);
+        }
+      });
     }
     if (run.optimiser == "adamw") {
       const Op update[] = {Op::kMul, Op::kSub};  // w -= lr u
-      b.elementwise(program.steps, w, update);
+      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, update); });
     } else if (!sgd) {
-      const Op square = Op::kSquare;
-      for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||u|| per tensor
-        b.elementwise(program.steps, w, {&square, 1});
-        b.reduce(program.steps, w, Axis::kChannels, 1, /*broadcast=*/true);
-      }
       // A sharded tensor's norms are sums over every replica's shard: PopART adds a scalar
       // all-reduce (float) after each of LAMB's two (LambSquareOp with replicated tensor
       // sharding).
@@ -839,7 +870,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
         each(b.collective(trace::CollectiveOp::kAllReduce, 4, DType::kFloat, replicas),
              2 * sharded_tensors);
       const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
-      b.elementwise(program.steps, w, update);
+      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, update); });
     }
     if (run.optimiser_state_streaming)
       b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);

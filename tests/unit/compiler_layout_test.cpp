@@ -1042,10 +1042,14 @@ TEST(CompilerPipeline, CyclesFollowPopartsStagesWithPartialFillAndFlush) {
       load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/vit_tiny-pod16.yaml");
   const std::uint64_t ga = run.run.gradient_accumulation;
   ASSERT_GE(ga, 3u);
+  // The pipeline's loops: those ending with the cycle's inter-IPU copy (the weight update's
+  // loops over equal tensors have none).
   const auto loops = [](const trace::IpuProgram& p) {
     std::vector<std::uint64_t> counts;
     for (const auto& s : p.steps)
-      if (s.kind == StepKind::kRepeat) counts.push_back(s.count);
+      if (s.kind == StepKind::kRepeat && !s.body.empty() &&
+          s.body.back().kind == StepKind::kGlobalExchange)
+        counts.push_back(s.count);
     return counts;
   };
   // IPU 0: [0, 2) forward, [2, GA) both, [GA, GA + 2) backward.
@@ -1119,6 +1123,43 @@ TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFact
               std::string::npos)
         << e.what();
   }
+}
+
+// Executions per step of IPU `p`'s weight-update compute sets whose names start with
+// `prefix` (loops counted).
+std::uint64_t update_executions(const trace::IpuProgram& p, const std::string& prefix) {
+  std::function<std::uint64_t(const Steps&)> count = [&](const Steps& steps) {
+    std::uint64_t n = 0;
+    for (const auto& s : steps) {
+      if (s.kind == StepKind::kRepeat) n += s.count * count(s.body);
+      if (s.kind != StepKind::kCompute) continue;
+      const auto& cs = p.compute_sets[s.index];
+      if (cs.provenance.pass == trace::Pass::kWeightUpdate && cs.name.starts_with(prefix)) ++n;
+    }
+    return n;
+  };
+  return count(p.steps);
+}
+
+TEST(CompilerPipeline, LambTakesTwoNormsOfEachWeightTensorAndClippingOneMore) {
+  // LAMB (PopART: two LambSquareOp per weight) squares and reduces each weight tensor twice
+  // on its own tiles; clipping adds one ReduceSumSquare per tensor. bert_tiny's IPU 1 holds
+  // 6 + 6 weight tensors (see above); IPU 0 the same 12, the 2 embedding-table slices, the
+  // position and token-type tables (2) and the heads' dense weight and 4 vectors: 21.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun plain = load_run(dir + "bert_tiny-pod16.yaml");
+  const ModelDef model = load_model(plain.run.model_file);
+  const auto system = ipusim::load_system(plain.run.system_file).spec;
+  const trace::Trace t = compile(model, plain.run, system);
+  EXPECT_EQ(update_executions(t.ipus[1], "square"), 2u * 12);
+  EXPECT_EQ(update_executions(t.ipus[0], "square"), 2u * 21);
+  // Each LAMB update (div, mul, sub; one fused chain, as bert_tiny fuses elementwise ops) runs
+  // once per tensor.
+  EXPECT_EQ(update_executions(t.ipus[1], "map_div_mul_sub"), 12u);
+  const LoadedRun clip =
+      load_run(dir + "bert_tiny-pod16.yaml", {"run.gradient_clipping=global_norm"});
+  const trace::Trace c = compile(model, clip.run, system);
+  EXPECT_EQ(update_executions(c.ipus[1], "square"), 3u * 12);
 }
 
 TEST(CompilerVit, ImageModelErrorsNameTheKey) {
