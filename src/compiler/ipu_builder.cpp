@@ -220,11 +220,12 @@ const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
 }
 
 // A channel-grouped conv's weights are [k x k x in, groups x out] and its input [positions,
-// groups x in]; its plan is that of its combined groups (as_planned).
+// groups x in]; its plan is that of its combined groups (as_planned). A grouped matmul's
+// weights are its groups stacked, [(groups x in), out], as its weight gradient is.
 Layout IpuBuilder::weights_layout(const kernels::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
-  source.positions = a.kernel * a.kernel * a.in_chans;
+  source.positions = (a.channel_groups ? 1 : a.groups) * a.kernel * a.kernel * a.in_chans;
   source.channels = (a.channel_groups ? a.groups : 1) * a.out_chans;
   return plan_weight_layout(source, planned(a).plan, false);
 }
