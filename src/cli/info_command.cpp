@@ -19,7 +19,7 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
   const topology::Topology topo(s);
   std::cout << fmt::format("system {} ({})\n", s.name, file);
   std::cout << fmt::format("  IPUs              {} x {} ({} tiles at {})\n", s.ipus(), s.chip.name,
-                           s.chip.tiles, human_rate(s.chip.clock.hz, "Hz"));
+                           s.chip.tiles, human_frequency(s.chip.clock.hz));
   std::cout << fmt::format("  machines          {} x {} ({} IPUs each), {} per rack\n",
                            s.machines(), s.machine.name, s.machine.ipus, s.machines_per_rack);
   std::cout << fmt::format("  racks             {} ({} each){}\n", s.racks,

@@ -317,9 +317,18 @@ Document load_document_tree(const std::string& file, const Schema& schema) {
 }
 
 std::optional<Override> parse_override(std::string_view text) {
+  // Spaces around the key and the value are dropped ("chip.clock = 1.5GHz" as a shell user
+  // types it quoted); spaces inside the value are kept.
+  const auto trim = [](std::string_view v) {
+    const auto first = v.find_first_not_of(" \t");
+    if (first == std::string_view::npos) return std::string_view{};
+    return v.substr(first, v.find_last_not_of(" \t") - first + 1);
+  };
   const auto eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0) return std::nullopt;
-  return Override{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  if (eq == std::string_view::npos) return std::nullopt;
+  const std::string_view key = trim(text.substr(0, eq));
+  if (key.empty()) return std::nullopt;
+  return Override{std::string(key), std::string(trim(text.substr(eq + 1)))};
 }
 
 std::string override_form_error(std::string_view text) {

@@ -35,5 +35,17 @@ TEST(Cli, UnknownOptionIsAUsageError) {
   EXPECT_NE(r.err.find("ipusim run"), std::string::npos) << r.err;
 }
 
+TEST(Cli, InfoPrintsTheClockAsTheReportDoes) {
+  // gc200.yaml's 1.325 GHz (issue 27: info printed "1.32 GHz" where the report prints 1.325);
+  // and a spaced --set reaches the same key.
+  const auto r = ipusim("info --system " + source_dir() + "/configs/systems/pod16.yaml");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("(1472 tiles at 1.325 GHz)"), std::string::npos) << r.out;
+  const auto spaced = ipusim("info --system " + source_dir() +
+                             "/configs/systems/pod16.yaml --set 'chip.clock = 1.5GHz'");
+  ASSERT_EQ(spaced.status, 0) << spaced.err;
+  EXPECT_NE(spaced.out.find("(1472 tiles at 1.5 GHz)"), std::string::npos) << spaced.out;
+}
+
 }  // namespace
 }  // namespace ipusim::testing

@@ -224,6 +224,14 @@ TEST(ConfigOverride, OneCheckOfTheKeyValueForm) {
   EXPECT_FALSE(config::parse_override("chip.tiles"));
   EXPECT_FALSE(config::parse_override("=736"));
   EXPECT_FALSE(config::parse_override(""));
+  // Spaces around key and value are dropped (issue 27: "chip.clock = 1.5GHz" was an unknown
+  // key "chip.clock " whose suggestion was chip.clock); spaces inside the value are kept.
+  const auto spaced = config::parse_override(" chip.clock = 1.5GHz ");
+  ASSERT_TRUE(spaced);
+  EXPECT_EQ(spaced->key, "chip.clock");
+  EXPECT_EQ(spaced->value, "1.5GHz");
+  EXPECT_EQ(config::parse_override("run.name = a b")->value, "a b");
+  EXPECT_FALSE(config::parse_override(" = 736"));
   EXPECT_EQ(config::override_form_error("chip.tiles"),
             "expected KEY=VALUE such as chip.clock=1.85GHz, found \"chip.tiles\"");
 }
