@@ -39,12 +39,13 @@ int compile_command(int argc, char** argv) {
   if (common.help) {
     print_help(
         "ipusim compile --run FILE [--model FILE] [--system FILE] [--set KEY=VALUE]... --out TRACE",
-        "Lowers one training step (forward, backward with recomputation, weight update)\n"
-        "of a model onto a system: every conv and matmul is planned for the chip given\n"
+        "Lowers one step of a model (CNN or transformer) onto a system: a training step\n"
+        "(forward, backward with recomputation, weight update) or, with run.mode\n"
+        "inference, a forward pass. Every conv and matmul is planned for the chip given\n"
         "(tile partition, AMP vertices, exchanges, reductions, within the run's\n"
         "available-memory proportion), elementwise and normalisation layers are mapped\n"
-        "over the tiles, memory is accounted per tile, BERT is pipelined over the IPUs of\n"
-        "a replica, and replicas all-reduce their gradients. A model that does not fit\n"
+        "over the tiles, memory is accounted per tile, a transformer is pipelined over\n"
+        "the IPUs of a replica, and replicas reduce their gradients. A model that does not fit\n"
         "fails with an out-of-memory error naming the tile and its largest tensors.\n"
         "Run the result with: ipusim run --system FILE TRACE (docs/workloads.md), or\n"
         "compile and run in one process, without a trace file: ipusim run --run FILE.",

@@ -22,7 +22,7 @@ constexpr const char* kOverview = R"(ipusim - a cycle-level simulator of Graphco
 Usage: ipusim <command> [options]
 
 Commands:
-  compile   lower a ResNet-50 or BERT-Large training step onto a chip and system
+  compile   lower a model's training or inference step (CNNs, transformers) onto a chip and system
   run       simulate a compiled program trace on a chip or system and report where the time went
   kernel    write a reference kernel trace (matmul, conv2d, reduce, elementwise,
             exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip

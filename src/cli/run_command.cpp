@@ -99,13 +99,13 @@ int run_command(int argc, char** argv) {
         "[options]",
         "Simulates a compiled BSP program trace on the SystemC model of a chip (--chip)\n"
         "or of a whole system (--system: IPUs, IPU-Links, GW-Links, gateways), or, with\n"
-        "--run, compiles a training step in memory and simulates it in the same process\n"
+        "--run, compiles a model's step in memory and simulates it in the same process\n"
         "(the results are those of 'ipusim compile' then 'ipusim run' on its trace), and\n"
         "prints total cycles, the split over compute, on-chip sync and exchange, host\n"
         "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
         "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
         "stats.json (every value with its unit), config.resolved.yaml, trace.id,\n"
-        "tiles.csv and supersteps.csv (docs/stats-reference.md), the input of\n"
+        "tiles.csv, supersteps.csv and layers.csv (docs/stats-reference.md), the input of\n"
         "'ipusim report' and 'ipusim compare'; with --timeline, a Perfetto timeline\n"
         "(docs/reports.md). Files are written whole or not at all.",
         desc);
