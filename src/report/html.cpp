@@ -503,6 +503,12 @@ std::string phases_section(const RunDir& run) {
   return b;
 }
 
+// "#N", or for superstep -1 (the phases before the first compute set, supersteps.csv) what
+// it is.
+std::string superstep_label(std::int64_t index) {
+  return index < 0 ? std::string("(before the first compute set)") : fmt::format("#{}", index);
+}
+
 std::string supersteps_section(const RunDir& run) {
   if (run.supersteps.empty()) return "";
   // The 20 longest supersteps of the first IPU, split into compute / sync / exchange / other.
@@ -511,7 +517,7 @@ std::string supersteps_section(const RunDir& run) {
   for (const auto& r : run.supersteps)
     if (r.ipu == ipu) rows.push_back(&r);
   auto total = [](const SuperstepRow* r) { return r->cycles.total(); };
-  // Everything but the on-chip BSP phases, drawn in the collective colour.
+  // Everything but the on-chip BSP phases (the table's last time column).
   auto other = [](const SuperstepRow* r) {
     return r->cycles.total() - r->cycles[PhaseKind::kCompute] - r->cycles[PhaseKind::kSync] -
            r->cycles[PhaseKind::kExchange];
@@ -523,22 +529,23 @@ std::string supersteps_section(const RunDir& run) {
       "<table><tr><th>superstep</th><th>step</th><th>executions</th><th>compute</th><th>sync</th>"
       "<th>exchange</th><th>other</th><th>active tiles</th></tr>\n";
   for (const auto* r : rows) {
+    // Every phase in its own colour (a streaming superstep is streaming, not "collective").
     PerPhase<double> split;
-    for (auto k : {PhaseKind::kCompute, PhaseKind::kSync, PhaseKind::kExchange})
-      split[k] = static_cast<double>(r->cycles[k]);
-    split[PhaseKind::kCollective] = static_cast<double>(other(r));
-    chart.emplace_back(fmt::format("#{}", r->index), split);
+    for (const PhaseInfo& p : kPhases) split[p.kind] = static_cast<double>(r->cycles[p.kind]);
+    const std::string label = superstep_label(r->index);
+    chart.emplace_back(label, split);
     table += fmt::format(
         "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
         "class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-        r->index, esc(r->step), r->executions, r->cycles[PhaseKind::kCompute],
+        esc(label), esc(r->step), r->executions, r->cycles[PhaseKind::kCompute],
         r->cycles[PhaseKind::kSync], r->cycles[PhaseKind::kExchange], other(r), r->active_tiles);
   }
   return fmt::format(
              "<h2>Longest supersteps (IPU {})</h2>\n<p class=\"note\">Each bar is one superstep's "
-             "split (all its executions; 'collective' colour = host, external sync, inter-IPU "
-             "and collective time). Full data: supersteps.csv.</p>\n",
+             "split over all its executions, each phase in its colour ('other' in the table: "
+             "host and streaming I/O, external sync, waiting, inter-IPU copies and collectives). "
+             "Full data: supersteps.csv.</p>\n",
              ipu) +
          time_split_chart("chart-supersteps", chart, /*absolute=*/true) + table + "</table>\n";
 }
@@ -1464,10 +1471,10 @@ std::string bsp_strip_section(const RunDir& run) {
       if (bins[bin].c[c] > 0)
         parts += fmt::format(", {} {:.0f}%", names[c], 100 * bins[bin].c[c] / all);
     return fmt::format(
-        "{:.3f}-{:.3f} {}: superstep{} #{}{}{}", static_cast<double>(bin) * per_bin / clock * scale,
+        "{:.3f}-{:.3f} {}: superstep{} {}{}{}", static_cast<double>(bin) * per_bin / clock * scale,
         static_cast<double>(bin + 1) * per_bin / clock * scale, unit,
-        bins[bin].first == bins[bin].last ? "" : "s", bins[bin].first,
-        bins[bin].first == bins[bin].last ? std::string() : fmt::format("..#{}", bins[bin].last),
+        bins[bin].first == bins[bin].last ? "" : "s", superstep_label(bins[bin].first),
+        bins[bin].first == bins[bin].last ? std::string() : ".." + superstep_label(bins[bin].last),
         parts);
   };
   // One lane per category: in each pixel column a bar as tall as the category's share of

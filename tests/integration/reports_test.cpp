@@ -451,6 +451,27 @@ std::string element(const std::string& dom, const std::string& id, const std::st
   return dom.substr(start, dom.find(close, start) - start);
 }
 
+TEST(Reports, LongestSuperstepsShowEachPhaseAndNameThePhasesBeforeTheFirstComputeSet) {
+  // A 16 MiB Streaming Memory read before the first compute set (superstep -1), then one
+  // compute set. Issue 27: the chart drew the read as 99.9% "collective" and labelled it #-1.
+  TempDir dir;
+  const std::string trace = dir.file("s.trace");
+  std::ofstream(trace) << "ipusim-trace 2\nname streamed\nipu 0\ncomputeset c\n"
+                          "  vertex tiles=0..1471 copy bytes=8000\nend\nprogram\n"
+                          "  host to_ipu tiles=0..1471 bytes=11397 memory=streaming\n"
+                          "  compute c\nend\n";
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status,
+            0);
+  ASSERT_EQ(ipusim("report " + dir.file("a") + " --out " + dir.file("r.html")).status, 0);
+  const std::string html = read_all(dir.file("r.html"));
+  const std::string chart = element(html, "chart-supersteps", "</svg>");
+  ASSERT_FALSE(chart.empty());
+  EXPECT_NE(chart.find("data-phase=\"streaming\""), std::string::npos) << chart;
+  EXPECT_EQ(chart.find("data-phase=\"collective\""), std::string::npos) << chart;
+  EXPECT_NE(chart.find("(before the first compute set)"), std::string::npos) << chart;
+  EXPECT_EQ(html.find("#-1"), std::string::npos);
+}
+
 TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);
