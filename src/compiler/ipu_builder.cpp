@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/util/error.hpp"
@@ -26,13 +27,20 @@ trace::Step make_step(StepKind kind, std::uint32_t index) {
 }
 
 void push_repeated(Steps& out, trace::Step step, std::uint64_t count) {
+  Steps body;
+  body.push_back(std::move(step));
+  push_repeated(out, std::move(body), count);
+}
+
+void push_repeated(Steps& out, Steps body, std::uint64_t count) {
   if (count == 1) {
-    out.push_back(std::move(step));
+    out.insert(out.end(), std::make_move_iterator(body.begin()),
+               std::make_move_iterator(body.end()));
     return;
   }
   trace::Step loop = make_step(StepKind::kRepeat);
   loop.count = count;
-  loop.body.push_back(std::move(step));
+  loop.body = std::move(body);
   out.push_back(std::move(loop));
 }
 

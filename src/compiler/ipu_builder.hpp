@@ -17,14 +17,17 @@
 #include "ipusim/compiler/layout.hpp"
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/trace/program.hpp"
+#include "ipusim/util/units.hpp"
 
 namespace ipusim::compiler {
 
 using Steps = std::vector<trace::Step>;
 
 trace::Step make_step(trace::StepKind kind, std::uint32_t index = 0);
-// Appends `step` run `count` times: the step itself once, else a repeat loop of it.
+// Appends `step` (or the steps of `body`) run `count` times: itself once, else a repeat loop
+// of it.
 void push_repeated(Steps& out, trace::Step step, std::uint64_t count);
+void push_repeated(Steps& out, Steps body, std::uint64_t count);
 
 // An operand of a conv or matmul: the layout it has now, and whether the conv reads it
 // transposed (positions and channels swapped: the weights of a data-gradient pass, the
@@ -182,11 +185,11 @@ class IpuBuilder {
   static Layout part(Layout l, std::uint64_t k) {
     if (k <= 1) return l;
     if (l.positions >= k) {
-      l.positions = (l.positions + k - 1) / k;
-      l.positions_per_tile = std::max<std::uint64_t>(1, (l.positions_per_tile + k - 1) / k);
+      l.positions = ceil_div(l.positions, k);
+      l.positions_per_tile = std::max<std::uint64_t>(1, ceil_div(l.positions_per_tile, k));
     } else {
-      l.channels = (l.channels + k - 1) / k;
-      l.chans_per_tile = std::max<std::uint64_t>(1, (l.chans_per_tile + k - 1) / k);
+      l.channels = ceil_div(l.channels, k);
+      l.chans_per_tile = std::max<std::uint64_t>(1, ceil_div(l.chans_per_tile, k));
     }
     return l;
   }

@@ -810,13 +810,9 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     }
     const auto per_weight = [&](const std::function<void(Steps&, const Layout&)>& ops) {
       for (const Weight& wt : weights) {
-        trace::Step loop = make_step(StepKind::kRepeat);
-        loop.count = wt.count;
-        ops(loop.body, wt.layout);
-        if (wt.count == 1)
-          program.steps.insert(program.steps.end(), loop.body.begin(), loop.body.end());
-        else
-          program.steps.push_back(std::move(loop));
+        Steps body;
+        ops(body, wt.layout);
+        push_repeated(program.steps, std::move(body), wt.count);
       }
     };
     const Op square = Op::kSquare;

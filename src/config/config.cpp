@@ -317,18 +317,15 @@ Document load_document_tree(const std::string& file, const Schema& schema) {
 }
 
 std::optional<Override> parse_override(std::string_view text) {
-  // Spaces around the key and the value are dropped ("chip.clock = 1.5GHz" as a shell user
-  // types it quoted); spaces inside the value are kept.
-  const auto trim = [](std::string_view v) {
-    const auto first = v.find_first_not_of(" \t");
-    if (first == std::string_view::npos) return std::string_view{};
-    return v.substr(first, v.find_last_not_of(" \t") - first + 1);
-  };
+  // Spaces and tabs around the key and the value are dropped ("chip.clock = 1.5GHz" as a
+  // shell user types it quoted); spaces inside the value are kept, and other control
+  // characters stay for the value checks to refuse.
+  constexpr std::string_view kBlanks = " \t";
   const auto eq = text.find('=');
   if (eq == std::string_view::npos) return std::nullopt;
-  const std::string_view key = trim(text.substr(0, eq));
+  const std::string_view key = trim(text.substr(0, eq), kBlanks);
   if (key.empty()) return std::nullopt;
-  return Override{std::string(key), std::string(trim(text.substr(eq + 1)))};
+  return Override{std::string(key), std::string(trim(text.substr(eq + 1), kBlanks))};
 }
 
 std::string override_form_error(std::string_view text) {

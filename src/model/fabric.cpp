@@ -189,9 +189,12 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
   // previous group step (the wait is charged as waiting for other IPUs).
   const auto replicas = replicas_of(group);
   for (auto r : replicas) barrier = std::max(barrier, replica_free_[r]);
+  // What the step's syncs span (and each later step of a collective's): the domain, or the
+  // members themselves.
+  const std::optional<std::uint64_t> domain = domain_sync(replicas);
   GroupTiming t;
   t.barrier = barrier;
-  t.synced = barrier + sync_cycles(group);
+  t.synced = barrier + (domain ? *domain : topology_.sync_cycles(group));
   std::uint64_t end = t.synced;
   if (step.kind == trace::StepKind::kGlobalExchange) {
     std::vector<topology::Flow> flows;
@@ -211,9 +214,8 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
     if (method == trace::CollectiveMethod::kAuto && idle) {
       if (auto it = auto_choice_.find(key); it != auto_choice_.end()) method = it->second;
     }
-    const auto outcome =
-        topology::run_collective(links_, system_.chip, step.collective, method, group, step.bytes,
-                                 step.dtype, t.synced, domain_sync(group));
+    const auto outcome = topology::run_collective(links_, system_.chip, step.collective, method,
+                                                  group, step.bytes, step.dtype, t.synced, domain);
     if (step.method == trace::CollectiveMethod::kAuto && idle)
       auto_choice_.try_emplace(std::move(key), outcome.method);
     end = outcome.end;
@@ -234,16 +236,11 @@ std::vector<std::uint32_t> Fabric::replicas_of(const std::vector<std::uint32_t>&
   return out;
 }
 
-std::uint64_t Fabric::sync_cycles(const std::vector<std::uint32_t>& group) const {
-  if (const auto domain = domain_sync(group)) return *domain;
-  return topology_.sync_cycles(group);
-}
-
-std::optional<std::uint64_t> Fabric::domain_sync(const std::vector<std::uint32_t>& group) const {
+std::optional<std::uint64_t> Fabric::domain_sync(const std::vector<std::uint32_t>& replicas) const {
   if (!sync_replicas_independently_) return all_ipus_sync_;
   if (programs_ == 1) return std::nullopt;
   std::vector<std::uint32_t> ipus;
-  for (auto r : replicas_of(group))
+  for (auto r : replicas)
     for (std::uint32_t j = 0; j < programs_; ++j) ipus.push_back(r * programs_ + j);
   return topology_.sync_cycles(ipus);
 }

@@ -75,4 +75,10 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string_view trim(std::string_view s, std::string_view chars) {
+  const auto first = s.find_first_not_of(chars);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(chars) - first + 1);
+}
+
 }  // namespace ipusim

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
 
 namespace ipusim {
 namespace {
@@ -18,12 +19,6 @@ struct Split {
   double number;
   std::string_view unit;
 };
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // Splits "1.325GHz" into 1.325 and "GHz". Throws if there is no leading number.
 Split split_number(std::string_view text, std::string_view expected) {

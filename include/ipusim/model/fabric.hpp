@@ -94,14 +94,11 @@ class Fabric : public sc_core::sc_module {
   std::string describe(const trace::Step& step) const;
   // The replicas a group's members belong to, ascending.
   std::vector<std::uint32_t> replicas_of(const std::vector<std::uint32_t>& group) const;
-  // Cycles of the external sync that starts a group step of `group` (and each later step of
-  // a collective over it): a sync of every IPU of the run, or (replicas syncing
-  // independently) of every IPU of the replicas involved.
-  std::uint64_t sync_cycles(const std::vector<std::uint32_t>& group) const;
-  // What every step of a collective over `group` syncs, when that is not the group itself:
-  // all the run's IPUs, or the replicas' IPUs when a replica has several; none otherwise
-  // (each step syncs its own members).
-  std::optional<std::uint64_t> domain_sync(const std::vector<std::uint32_t>& group) const;
+  // Cycles of the external sync of a group step whose members belong to `replicas` (and of
+  // each later step of a collective), when it spans more than the members: every IPU of the
+  // run, or (replicas syncing independently) every IPU of those replicas when a replica has
+  // several; none when each step syncs its own members.
+  std::optional<std::uint64_t> domain_sync(const std::vector<std::uint32_t>& replicas) const;
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);

@@ -23,4 +23,7 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 std::string printable(std::string_view text);
 bool has_control_characters(std::string_view text);
 
+// `s` without the leading and trailing characters in `chars` (by default, white space).
+std::string_view trim(std::string_view s, std::string_view chars = " \t\n\v\f\r");
+
 }  // namespace ipusim
