@@ -189,12 +189,12 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
   // previous group step (the wait is charged as waiting for other IPUs).
   const auto replicas = replicas_of(group);
   for (auto r : replicas) barrier = std::max(barrier, replica_free_[r]);
-  // What the step's syncs span (and each later step of a collective's): the domain, or the
-  // members themselves.
-  const std::optional<std::uint64_t> domain = domain_sync(replicas);
+  // What the step's syncs span, and each later step of a collective's, all its phases
+  // included: every IPU of the program, or of the replicas involved.
+  const std::uint64_t domain = domain_sync(replicas);
   GroupTiming t;
   t.barrier = barrier;
-  t.synced = barrier + (domain ? *domain : topology_.sync_cycles(group));
+  t.synced = barrier + domain;
   std::uint64_t end = t.synced;
   if (step.kind == trace::StepKind::kGlobalExchange) {
     std::vector<topology::Flow> flows;
@@ -236,9 +236,8 @@ std::vector<std::uint32_t> Fabric::replicas_of(const std::vector<std::uint32_t>&
   return out;
 }
 
-std::optional<std::uint64_t> Fabric::domain_sync(const std::vector<std::uint32_t>& replicas) const {
+std::uint64_t Fabric::domain_sync(const std::vector<std::uint32_t>& replicas) const {
   if (!sync_replicas_independently_) return all_ipus_sync_;
-  if (programs_ == 1) return std::nullopt;
   std::vector<std::uint32_t> ipus;
   for (auto r : replicas)
     for (std::uint32_t j = 0; j < programs_; ++j) ipus.push_back(r * programs_ + j);

@@ -218,6 +218,25 @@ TEST(Pipeline, IndependentReplicasSyncEveryIpuOfTheReplicasInvolved) {
   EXPECT_EQ(run_pipeline(text), t.compute + sync2 + t.copy + 2 * (sync4 + t.allreduce));
 }
 
+// A collective over every replica involves them all, so with replicas syncing independently
+// each of its steps still syncs every IPU, in every phase: on a POD128 of one-IPU replicas the
+// steps of the ring inside each rack sync both racks over the GW-Links, as they do by default
+// (they once synced each rack on its own, making the all-reduce cheaper than by default).
+TEST(AllReduce, OverEveryReplicaSyncsEveryIpuWhetherReplicasSyncIndependentlyOrNot) {
+  TempDir a, b;
+  const double global = total_cycles(run_collective(a, "pod128", 8ull << 20, 128, "ring"));
+  std::string text = read_all(a.file("c.trace"));
+  text.replace(text.find("replicas 128\n"), 13,
+               "replicas 128\nmeta engine.sync_replicas_independently true\n");
+  const std::string trace = b.file("independent.trace");
+  std::ofstream(trace) << text;
+  const auto r =
+      ipusim("run -q --system " + system_file("pod128") + " --out " + b.file("out") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string stats = read_all(b.file("out/stats.json"));
+  EXPECT_EQ(total_cycles(stats), global);
+}
+
 // Runs `trace_text` on a POD16 replica-symmetric and with every replica simulated; returns
 // both stats.json files.
 std::pair<std::string, std::string> symmetric_and_full(const std::string& trace_text) {

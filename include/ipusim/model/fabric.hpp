@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <systemc>
 #include <vector>
@@ -94,11 +93,10 @@ class Fabric : public sc_core::sc_module {
   std::string describe(const trace::Step& step) const;
   // The replicas a group's members belong to, ascending.
   std::vector<std::uint32_t> replicas_of(const std::vector<std::uint32_t>& group) const;
-  // Cycles of the external sync of a group step whose members belong to `replicas` (and of
-  // each later step of a collective), when it spans more than the members: every IPU of the
-  // run, or (replicas syncing independently) every IPU of those replicas when a replica has
-  // several; none when each step syncs its own members.
-  std::optional<std::uint64_t> domain_sync(const std::vector<std::uint32_t>& replicas) const;
+  // Cycles of the external sync of a group step whose members belong to `replicas`, and of
+  // each later step of a collective in every one of its phases: every IPU of the run, or
+  // (replicas syncing independently) every IPU of those replicas.
+  std::uint64_t domain_sync(const std::vector<std::uint32_t>& replicas) const;
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);
