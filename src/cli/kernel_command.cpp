@@ -245,6 +245,8 @@ int kernel_command(int argc, char** argv) {
     t = kernels::collective(chip, collective, need<U>(vm, "bytes", name),
                             need<std::uint32_t>(vm, "group", name), method, dt);
   }
+  // The chip it was mapped for, so that a run on another chip warns (compiler::target_mismatches).
+  for (auto& entry : compiler::chip_target_meta(chip)) t.meta.push_back(std::move(entry));
   trace::check_structure(t, out);
   trace::Format format = trace::format_for_path(out);
   if (format_name == "text")

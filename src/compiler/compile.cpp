@@ -60,16 +60,27 @@ void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig&
   b.rearrange(out, buffer, layout);
 }
 
+std::vector<std::pair<std::string, std::string>> chip_target_meta(const ChipSpec& chip) {
+  return {{"target.chip", chip.name},
+          {"target.chip.tiles", std::to_string(chip.tiles)},
+          {"target.chip.tile_memory", std::to_string(chip.tile_memory.count)},
+          {"target.chip.amp_engines", amp_engines(chip)}};
+}
+
 std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
                                            const SystemSpec* system) {
   std::vector<std::string> out;
   const std::string* run = meta_of(trace, "target.run");
   const std::string* name = meta_of(trace, "target.chip");
-  if (!run || !name) return out;
-  const std::string again = fmt::format(
-      "recompile it for this target ('ipusim run --run {}' or "
-      "'ipusim compile --run {}' with the same --system, --chip and --set)",
-      *run, *run);
+  if (!name) return out;
+  const std::string again =
+      run ? fmt::format(
+                "recompile it for this target ('ipusim run --run {}' or "
+                "'ipusim compile --run {}' with the same --system, --chip and --set)",
+                *run, *run)
+          : std::string(
+                "generate it again for this chip ('ipusim kernel' with the same --chip "
+                "and --set)");
   auto differs = [&](const char* key, const std::string& here) {
     const std::string* there = meta_of(trace, key);
     return there && *there != here ? there : nullptr;
@@ -90,7 +101,7 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
         fmt::format("the trace was planned for another chip than this run's {}: a {} with {}; {}",
                     chip.name, *name, list, again));
   }
-  if (system) {
+  if (system && run) {
     const std::uint64_t used =
         static_cast<std::uint64_t>(trace.replicas) * trace.ipus_per_replica();
     if (system->ipus() > used) {
@@ -133,13 +144,10 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
       // Run-time options the program was compiled with, as Poplar engine options.
       {"engine.sync_replicas_independently", run.sync_replicas_independently ? "true" : "false"},
       // The target it was planned for (target_mismatches).
-      {"target.run", run.file},
-      {"target.chip", system.chip.name},
-      {"target.chip.tiles", std::to_string(system.chip.tiles)},
-      {"target.chip.tile_memory", std::to_string(system.chip.tile_memory.count)},
-      {"target.chip.amp_engines", amp_engines(system.chip)},
-      {"target.system", system.name},
-      {"target.system.ipus", std::to_string(system.ipus())}};
+      {"target.run", run.file}};
+  for (auto& entry : chip_target_meta(system.chip)) t.meta.push_back(std::move(entry));
+  t.meta.emplace_back("target.system", system.name);
+  t.meta.emplace_back("target.system.ipus", std::to_string(system.ipus()));
   // Vertices into runs (exchanges are coalesced as their transfers are added).
   for (auto& program : t.ipus)
     for (auto& cs : program.compute_sets) trace::coalesce(cs);

@@ -314,9 +314,35 @@ TEST(RunTarget, ATraceOnAnotherChipOrALargerSystemWarnsAndStrictFails) {
   EXPECT_EQ(r.status, 3) << r.err;
   EXPECT_NE(r.err.find("uses 16 of the 64 IPUs"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("strict/stats.json")));
-  // A kernel trace records no target: no warning on any chip.
+}
+
+// A kernel trace records the chip it was mapped for (issue 27: on a 2,000-tile chip it ran
+// silently, its utilisation reported against the bigger chip's peak). It names no system, so
+// a system larger than the kernel's replicas is not a difference.
+TEST(RunTarget, AKernelTraceOnAnotherChipWarnsAndStrictFails) {
+  TempDir dir;
   const std::string mm = dir.file("mm.trace");
   ASSERT_EQ(ipusim("kernel matmul --m 64 --n 64 --k 64 --out " + mm).status, 0);
+  auto r = ipusim("run -q --strict " + mm);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  r = ipusim("run -q --strict --system " + source_dir() + "/configs/systems/pod64.yaml " + mm);
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = ipusim("run -q --set chip.tiles=2000 " + mm);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: " + mm +
+                       ": the trace was planned for another chip than this run's GC200: a GC200 "
+                       "with 1472 tiles (here 2000); generate it again for this chip ('ipusim "
+                       "kernel' with the same --chip and --set)"),
+            std::string::npos)
+      << r.err;
+  r = ipusim("run -q --strict --set chip.tiles=2000 --out " + dir.file("strict") + " " + mm);
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("1472 tiles (here 2000)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("strict/stats.json")));
+  // Generated for the bigger chip, it runs there without a word.
+  ASSERT_EQ(ipusim("kernel matmul --m 64 --n 64 --k 64 --set chip.tiles=2000 --out " + mm).status,
+            0);
   r = ipusim("run -q --strict --set chip.tiles=2000 " + mm);
   EXPECT_EQ(r.status, 0) << r.err;
 }

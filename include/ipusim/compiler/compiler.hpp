@@ -136,10 +136,15 @@ struct CompileOptions {
 
 // What a compiled trace records about its target (trace meta "target.*"), and the ways the
 // chip and system it is about to run on differ from it: one message per difference, each
-// saying what to recompile. Empty for traces without a target (kernels, hand-written traces)
-// and when everything matches. `system` is null for a run on a bare chip.
+// saying what to recompile or regenerate. Empty for traces without a target (hand-written
+// traces) and when everything matches; the system is compared only for compiled workloads
+// (a kernel trace records its chip, not a system). `system` is null for a run on a bare chip.
 std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
                                            const SystemSpec* system);
+
+// The meta entries that name the chip a trace was planned for (target.chip, its tiles, tile
+// memory in bytes and AMP engines), as compile() and `ipusim kernel` write them.
+std::vector<std::pair<std::string, std::string>> chip_target_meta(const ChipSpec& chip);
 
 // Trainable parameters of a model (conv and fc weights, fc biases, batch-norm and layer-norm
 // scales and shifts; for a transformer also the embeddings and the heads). Shape errors in a
