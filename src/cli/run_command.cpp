@@ -55,7 +55,9 @@ int run_command(int argc, char** argv) {
       "memory, as 'ipusim compile' does, and simulated on the system; --set run.* keys go to "
       "the run config, all others to the system; no trace file is written")(
       "model", po::value(&r.model_file)->value_name("FILE"),
-      "with --run: the model (models/*.yaml); default: the run config's")(
+      "with --run: the model (models/*.yaml); default: the run config's. The run config's "
+      "other keys stay: a model with another input than its own warns that "
+      "run.input_bytes_per_sample needs setting")(
       "save-trace", po::value(&r.save_trace)->value_name("TRACE"),
       "with --run: also write the compiled trace (.itb binary, .trace text), as 'ipusim "
       "compile --out TRACE' would")(

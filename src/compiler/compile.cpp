@@ -60,6 +60,38 @@ void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig&
   b.rearrange(out, buffer, layout);
 }
 
+namespace {
+
+// A model's sample as the host streams it: an image (height x width x channels) or a
+// sequence of tokens; `elements` counts it.
+struct SampleInput {
+  std::string text;
+  std::uint64_t elements = 0;
+};
+
+SampleInput sample_input(const ModelDef& m) {
+  if (m.height > 0 && m.width > 0 && m.channels > 0)
+    return {fmt::format("{}x{}x{} input", m.height, m.width, m.channels),
+            m.height * m.width * m.channels};
+  return {fmt::format("{}-token input", m.sequence), m.sequence};
+}
+
+}  // namespace
+
+std::optional<std::string> input_mismatch(const ModelDef& run_model, const ModelDef& model,
+                                          const RunConfig& run, bool bytes_overridden) {
+  if (bytes_overridden || run.input_bytes_per_sample == 0) return std::nullopt;
+  const SampleInput was = sample_input(run_model), now = sample_input(model);
+  if (was.text == now.text || was.elements == 0) return std::nullopt;
+  const std::uint64_t scaled = ceil_div(run.input_bytes_per_sample * now.elements, was.elements);
+  return fmt::format(
+      "run.input_bytes_per_sample is {} B, set for {}'s {}, but {} ({}) takes a {}: its host "
+      "input would be sized for the other model; set it with --set "
+      "run.input_bytes_per_sample={}B (scaled by the inputs' sizes) or to what one sample is",
+      run.input_bytes_per_sample, run_model.name, was.text, model.file, model.name, now.text,
+      scaled);
+}
+
 std::vector<std::pair<std::string, std::string>> chip_target_meta(const ChipSpec& chip) {
   return {{"target.chip", chip.name},
           {"target.chip.tiles", std::to_string(chip.tiles)},

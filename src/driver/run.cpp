@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <future>
 #include <optional>
 #include <ostream>
@@ -58,6 +59,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   std::string system_file = r.system_file;
   std::optional<compiler::LoadedRun> run;
   std::optional<compiler::ModelDef> model;
+  std::string input_warning;  // --model with another input than the run config's model
   if (compiling) {
     std::vector<std::string> run_overrides;
     system_overrides.clear();
@@ -66,6 +68,14 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     run = compiler::load_run(r.run_file, run_overrides);
     model = compiler::load_model(r.model_file.empty() ? run->run.model_file : r.model_file);
     if (system_file.empty()) system_file = run->run.system_file;
+    if (!r.model_file.empty()) {
+      const bool sized = std::any_of(run_overrides.begin(), run_overrides.end(), [](auto& o) {
+        return o.starts_with("run.input_bytes_per_sample");
+      });
+      if (auto m = compiler::input_mismatch(compiler::load_model(run->run.model_file), *model,
+                                            run->run, sized))
+        input_warning = *m;
+    }
   }
 
   // A system brings its own chip; an explicit --chip replaces it.
@@ -101,8 +111,9 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
                trace.replicas);
   // A compiled trace records its target; running it elsewhere is allowed (what-if studies
   // sometimes want exactly that) but never silent.
-  const std::vector<std::string> mismatches =
+  std::vector<std::string> mismatches =
       compiler::target_mismatches(trace, chip_spec, system ? &system->spec : nullptr);
+  if (!input_warning.empty()) mismatches.insert(mismatches.begin(), input_warning);
   if (!mismatches.empty() && r.strict) {
     std::string all;
     for (const auto& m : mismatches)
@@ -185,6 +196,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
                        system ? system_file : r.chip_file};
   info.meta = trace.meta;
   info.warnings = mismatches;
+  if (!r.model_file.empty()) info.model_file = r.model_file;
   // Per-layer time (both engines: it needs only the trace and each phase's totals).
   if (!r.timeline_file.empty() || !r.out_dir.empty()) {
     info.live_memory = report::live_memories(stats, trace);

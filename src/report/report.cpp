@@ -342,14 +342,18 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
   const double peak = chip.peak_flops(true, false) * static_cast<double>(stats.ipus.size());
   const double rate = stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds : 0.0;
   std::string out;
+  // With --model the run config's name no longer says what ran: name the model too.
+  std::string name = info.trace_name;
+  if (!info.model_file.empty())
+    if (const auto wl = workload(info, stats.seconds))
+      name = fmt::format("{} with model {} ({})", info.trace_name, wl->model, info.model_file);
   if (stats.system_name.empty())
-    out +=
-        fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION, info.trace_name,
-                    stats.ipus.size(), chip.name, chip.tiles, human_frequency(chip.clock.hz));
+    out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION, name,
+                       stats.ipus.size(), chip.name, chip.tiles, human_frequency(chip.clock.hz));
   else
     out += fmt::format("ipusim {}: {} on {} ({} IPUs = {} replica(s) x {}; {} simulated{})\n",
-                       IPUSIM_VERSION, info.trace_name, stats.system_name, stats.system_ipus,
-                       stats.replicas, stats.system_ipus / stats.replicas, stats.ipus.size(),
+                       IPUSIM_VERSION, name, stats.system_name, stats.system_ipus, stats.replicas,
+                       stats.system_ipus / stats.replicas, stats.ipus.size(),
                        stats.replica_symmetric ? ", replica-symmetric" : "");
   if (chip.tile_model == TileModel::kIsa)
     out += "  tile model    instruction-level (chip.tile_model=isa; docs/tile-model.md)\n";

@@ -20,6 +20,8 @@ struct RunInfo {
   std::string trace_name;
   std::string trace_identity;  // trace::identity()
   std::string chip_file;
+  // --model: the model file that replaced the run config's, named in the summary's header.
+  std::string model_file;
   // The trace's workload facts (samples_per_step, sample_unit, ttt.*), from the compiler.
   std::vector<std::pair<std::string, std::string>> meta;
   // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
