@@ -432,7 +432,9 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
          o << "file: " << info.trace_file << "\nname: " << info.trace_name
            << "\nidentity: " << info.trace_identity << "\n";
        }}};
-  std::vector<std::string> stale;  // an earlier run's files this run does not write
+  // An earlier run's files this run does not write: its report (`ipusim report` writes
+  // report.html from the files it would no longer match) and whichever CSVs this run has none of.
+  std::vector<std::string> stale{dir + "/report.html"};
   const std::string steps = trace ? supersteps_csv(stats, *trace) : std::string();
   if (!steps.empty())
     files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});

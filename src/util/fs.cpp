@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -213,14 +214,22 @@ void write_files_atomically(const std::vector<FileWriter>& files,
   release(false);
 }
 
-DirectoryLock::DirectoryLock(const std::string& dir) {
+DirectoryLock::DirectoryLock(const std::string& dir)
+    : dir_(dir), path_(dir + "/.ipusim.lock"), exceptions_(std::uncaught_exceptions()) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  created_dir_ = std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
-  const std::string path = dir + "/.ipusim.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw IoError(fmt::format("{}: cannot create lock file: {}", path, std::strerror(errno)));
+  const std::string& path = path_;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ >= 0)
+    created_file_ = true;
+  else if (errno == EEXIST)
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int err = errno;
+    if (created_dir_) ::rmdir(dir.c_str());
+    throw IoError(fmt::format("{}: cannot create lock file: {}", path, std::strerror(err)));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);
@@ -235,7 +244,13 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
 }
 
 DirectoryLock::~DirectoryLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  if (fd_ < 0) return;
+  // Unlinked while still locked, so no other process can lock this file in between.
+  if (std::uncaught_exceptions() > exceptions_) {
+    if (created_file_) ::unlink(path_.c_str());
+    if (created_dir_) ::rmdir(dir_.c_str());  // fails, as it should, unless it is empty
+  }
+  ::close(fd_);  // closing releases the lock
 }
 
 void create_parent_directories(const std::string& path) {

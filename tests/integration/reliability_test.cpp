@@ -759,6 +759,63 @@ TEST(RoundTwo, ConcurrentRunsIntoOneDirectoryAreRefused) {
   EXPECT_TRUE(fs::exists(out + "/stats.json"));
 }
 
+// Issue 27: a failed run used to leave an empty --out directory holding only .ipusim.lock.
+// Now it leaves no directory it created, and in an earlier run's directory it leaves that
+// run's files as they were and no lock file of its own; a run that succeeds keeps the lock.
+TEST(RunDirectory, AFailedRunLeavesNoDirectoryOrLockBehind) {
+  TempDir dir;
+  const std::string mm = dir.file("mm.trace");
+  ASSERT_EQ(cli("kernel matmul --m 64 --n 64 --k 64 --out " + mm).status, 0);
+  // Refused before simulating (--strict on another chip), and stopped in the simulation
+  // (group steps that never meet).
+  const std::string bad = dir.file("bad.trace");
+  write(bad,
+        "ipusim-trace 2\nreplicas 2\nipu 0\nprogram\n  collective all_reduce bytes=64 "
+        "group=replicas\nend\nipu 1\nprogram\n  sync group=replica\nend\n");
+  const std::string pod16 = source_dir() + "/configs/systems/pod16.yaml";
+  const std::string fresh = dir.file("new/out");
+  auto r = cli("run -q --strict --set chip.tiles=2000 --out " + fresh + " " + mm);
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_FALSE(fs::exists(fresh));
+  r = cli("run -q --system " + pod16 + " --out " + fresh + " " + bad);
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_FALSE(fs::exists(fresh));
+  // Into an earlier run's directory: its files stay, and so does its lock file.
+  const std::string earlier = dir.file("earlier");
+  ASSERT_EQ(cli("run -q --out " + earlier + " " + mm).status, 0);
+  ASSERT_TRUE(fs::exists(earlier + "/.ipusim.lock"));
+  const std::string stats = read_all(earlier + "/stats.json");
+  r = cli("run -q --strict --set chip.tiles=2000 --out " + earlier + " " + mm);
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(read_all(earlier + "/stats.json"), stats);
+  EXPECT_TRUE(fs::exists(earlier + "/.ipusim.lock"));
+  // A directory that exists without a lock file gets none from a failed run.
+  const std::string plain = dir.file("plain");
+  fs::create_directories(plain);
+  r = cli("run -q --system " + pod16 + " --out " + plain + " " + bad);
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_TRUE(fs::is_empty(plain));
+}
+
+// Issue 27: a run into an earlier run's directory left that run's report.html beside the new
+// stats.json, a report of numbers no longer there. The run removes it with the old files.
+TEST(RunDirectory, ARunRemovesTheEarlierRunsReport) {
+  TempDir dir;
+  const std::string mm = dir.file("mm.trace");
+  ASSERT_EQ(cli("kernel matmul --m 64 --n 64 --k 64 --out " + mm).status, 0);
+  const std::string out = dir.file("out");
+  ASSERT_EQ(cli("run -q --out " + out + " " + mm).status, 0);
+  ASSERT_EQ(cli("report " + out).status, 0);
+  ASSERT_TRUE(fs::exists(out + "/report.html"));
+  ASSERT_EQ(cli("run -q --out " + out + " " + mm).status, 0);
+  EXPECT_FALSE(fs::exists(out + "/report.html"));
+  EXPECT_TRUE(fs::exists(out + "/stats.json"));
+  // A report written elsewhere is not the run directory's and stays.
+  ASSERT_EQ(cli("report " + out + " --out " + dir.file("elsewhere.html")).status, 0);
+  ASSERT_EQ(cli("run -q --out " + out + " " + mm).status, 0);
+  EXPECT_TRUE(fs::exists(dir.file("elsewhere.html")));
+}
+
 // Issue 30, defects 1-3 at the command line: a symlink planted at the old predictable
 // temporary name is not written through; an output that is a device is written into, never
 // replaced; a write the disk refuses exits with the I/O status (7), not "bad input".

@@ -46,7 +46,10 @@ void remove_pending_temporaries() noexcept;
 // parents) and locks `dir/.ipusim.lock` with flock(). A second process that tries to lock the
 // same directory gets an Error at once instead of mixing its files with the first one's
 // (issue 16, defect H). The kernel drops the lock when the process ends, however it ends, so a
-// crashed run never leaves a stale lock; the (empty) lock file itself stays.
+// crashed run never leaves a stale lock. The (empty) lock file stays after a run that
+// succeeded; when the object is destroyed by an exception (a failed run), the lock file goes if
+// this object created it, and so does the directory if this object created it and nothing else
+// is in it: a failed run leaves no empty output directory behind (issue 27).
 class DirectoryLock {
  public:
   explicit DirectoryLock(const std::string& dir);
@@ -56,6 +59,9 @@ class DirectoryLock {
 
  private:
   int fd_ = -1;
+  std::string dir_, path_;
+  bool created_dir_ = false, created_file_ = false;
+  int exceptions_ = 0;  // std::uncaught_exceptions() when constructed
 };
 
 // Creates the parent directories of an output file that do not exist yet (Error if it cannot).
