@@ -13,6 +13,7 @@
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/chip.hpp"
+#include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/model/simulation.hpp"
 #include "ipusim/report/report.hpp"
@@ -197,6 +198,9 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   info.meta = trace.meta;
   info.warnings = mismatches;
   if (!r.model_file.empty()) info.model_file = r.model_file;
+  for (const auto& o : r.overrides)
+    if (const auto parsed = config::parse_override(o))  // all were parsed when loading
+      info.overrides.push_back(parsed->key + "=" + parsed->value);
   // Per-layer time (both engines: it needs only the trace and each phase's totals).
   if (!r.timeline_file.empty() || !r.out_dir.empty()) {
     info.live_memory = report::live_memories(stats, trace);

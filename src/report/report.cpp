@@ -129,6 +129,7 @@ std::vector<NamedPhase> top(std::vector<NamedPhase> v) {
 struct Totals {
   PhaseCycles phases;  // of the slowest IPU
   PhaseCounts counts;
+  std::uint32_t slowest_ipu = 0;  // its system index
   std::uint64_t flops = 0;
   std::uint64_t exchange_bytes = 0;
   std::uint64_t host_bytes = 0;
@@ -146,6 +147,7 @@ Totals totals(const RunStats& stats) {
   if (slowest) {
     t.phases = slowest->phases;
     t.counts = slowest->counts;
+    t.slowest_ipu = slowest->ipu;
   }
   return t;
 }
@@ -195,6 +197,9 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.end_object();
   w.key("warnings").begin_array();
   for (const auto& m : info.warnings) w.value(m);
+  w.end_array();
+  w.key("overrides").begin_array();
+  for (const auto& o : info.overrides) w.value(o);
   w.end_array();
   w.key("chip").begin_object();
   w.key("name").value(chip.name).key("file").value(info.chip_file);
@@ -355,6 +360,11 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
                        IPUSIM_VERSION, name, stats.system_name, stats.system_ipus, stats.replicas,
                        stats.system_ipus / stats.replicas, stats.ipus.size(),
                        stats.replica_symmetric ? ", replica-symmetric" : "");
+  if (!info.overrides.empty()) {
+    std::string list;
+    for (const auto& o : info.overrides) list += (list.empty() ? "" : ", ") + o;
+    out += fmt::format("  overrides     {}\n", list);
+  }
   if (chip.tile_model == TileModel::kIsa)
     out += "  tile model    instruction-level (chip.tile_model=isa; docs/tile-model.md)\n";
   out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles,
@@ -379,6 +389,12 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
                        100.0 * static_cast<double>(c) / total, n, what);
   };
+  // With several IPUs the phases are one IPU's, the one whose step ends last (the first of
+  // them): say which (every IPU's are in stats.json ipu[]).
+  if (stats.ipus.size() > 1)
+    out += fmt::format(
+        "  phases of ipu{} (the IPU whose program ends last; each IPU's: stats.json ipu[])\n",
+        t.slowest_ipu);
   for (const PhaseInfo& k : kPhases) {
     const std::uint64_t cycles = t.phases[k.kind], count = t.counts[k.kind];
     if (!k.on_chip && cycles == 0 && count == 0) continue;  // keep single-chip output short
@@ -387,8 +403,14 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
   if (t.flops > 0) {
     const double compute_s = (Cycles{t.phases[PhaseKind::kCompute]} / chip.clock).seconds;
     const double in_compute = compute_s > 0 ? static_cast<double>(t.flops) / compute_s : 0.0;
-    out += fmt::format("  achieved      {} = {:.1f}% of the {} FP16.16 peak\n",
-                       human_rate(rate, "FLOP/s"), 100.0 * rate / peak, human_rate(peak, "FLOP/s"));
+    // Over the simulated IPUs (with replica symmetry, one replica of several), so against
+    // their peak: say which.
+    const std::size_t n = stats.ipus.size();
+    std::string over = n == 1 ? "the simulated IPU" : fmt::format("the {} simulated IPUs", n);
+    if (stats.replica_symmetric && stats.replicas > 1) over += " (one replica)";
+    out += fmt::format("  achieved      {} on {} = {:.1f}% of {} {} FP16.16 peak\n",
+                       human_rate(rate, "FLOP/s"), over, 100.0 * rate / peak,
+                       n == 1 ? "its" : "their", human_rate(peak, "FLOP/s"));
     out += fmt::format(
         "  the gap       {:.1f}% of the time is not compute; within compute phases the AMP units "
         "run at {:.1f}% of peak\n",
@@ -402,18 +424,29 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
                     busiest.name, human_bytes(static_cast<double>(busiest.bytes)),
                     busiest.busy_cycles, 100.0 * static_cast<double>(busiest.busy_cycles) / total);
   }
+  // One pair of lines per IPU for a few; for more, the first and the one with the fullest
+  // tile.
+  const IpuRunStats* fullest = nullptr;
+  double fullest_bytes = 0;
   for (const auto& ipu : stats.ipus) {
-    if (stats.ipus.size() > 4 && &ipu != &stats.ipus.front())
-      continue;  // one line per IPU is enough for a few
+    const double m = summarise(memory_totals(ipu.memory)).max;
+    if (fullest && m <= fullest_bytes) continue;
+    fullest = &ipu;
+    fullest_bytes = m;
+  }
+  for (const auto& ipu : stats.ipus) {
+    if (stats.ipus.size() > 4 && &ipu != &stats.ipus.front() && &ipu != fullest) continue;
     const Summary cmp = summarise(ipu.tile_compute_cycles);
     const Summary mem = summarise(memory_totals(ipu.memory));
     const std::string prefix = stats.ipus.size() > 1 ? fmt::format("ipu{} ", ipu.ipu) : "";
     out += fmt::format("  {}tile busy     mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n",
                        prefix, cmp.mean, cmp.max, cmp.max > 0 ? 100.0 * cmp.mean / cmp.max : 100.0);
-    out += fmt::format("  {}tile mem      min {} / mean {} / max {} of {} (tile {})\n", prefix,
+    const bool only_fullest = stats.ipus.size() > 4 && &ipu != &stats.ipus.front();
+    out += fmt::format("  {}tile mem      min {} / mean {} / max {} of {} (tile {}{})\n", prefix,
                        human_bytes(mem.min), human_bytes(mem.mean), human_bytes(mem.max),
                        human_bytes(static_cast<double>(chip.tile_memory.count)),
-                       mem.worst.empty() ? 0 : mem.worst.front().first);
+                       mem.worst.empty() ? 0 : mem.worst.front().first,
+                       only_fullest ? "; the fullest IPU" : "");
   }
   return out;
 }

@@ -794,6 +794,52 @@ TEST(Reports, SweepOverAClockDrawsAgainstTheClockAndLinksAReportPerPoint) {
   EXPECT_EQ(rows[0][column("chip.clock")], "1GHz");
 }
 
+// Issue 27: the summary of a pipeline showed one IPU's phases without saying whose, hid the
+// fullest IPU past the first four, compared a replica's FLOP/s with a replica's peak without
+// saying so, and did not repeat the run's --set overrides. Whose phases and which IPU is
+// fullest are read back from stats.json's ipu[] (the IPU ending last; the largest tile).
+TEST(Reports, SummaryNamesItsIpusItsOverridesAndWhatItsPeakCovers) {
+  TempDir dir;
+  const std::string placement = "ipu1=0,0 ipu2=0,0 ipu3=1,1 ipu4=1,1 ipu0=0,0";
+  const auto r = ipusim("run --run " + workload("bert_tiny-pod16.yaml") +
+                        " --set run.replicas=2 --set 'run.ipus_per_replica = 5' --set "
+                        "'run.pipeline_placement=" +
+                        placement + "' --out " + dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const JsonValue stats = parse_json(read_all(dir.file("out/stats.json")), "stats.json");
+  std::uint32_t last = 0, fullest = 0;
+  double last_cycles = -1, fullest_bytes = -1;
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    const double c = json_field(stats, fmt::format("ipu[{}].cycles", i))->number.d;
+    const double m = json_field(stats, fmt::format("ipu[{}].tiles.memory.max", i))->number.d;
+    if (c > last_cycles) {
+      last = i;
+      last_cycles = c;
+    }
+    if (m > fullest_bytes) {
+      fullest = i;
+      fullest_bytes = m;
+    }
+  }
+  ASSERT_NE(fullest, 0u) << "the placement should make another IPU than IPU 0 the fullest";
+  EXPECT_NE(r.out.find(fmt::format("\n  phases of ipu{} (the IPU whose program ends last", last)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n  ipu0 tile mem "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("\n  ipu{} tile mem ", fullest)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; the fullest IPU)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" on the 5 simulated IPUs (one replica) = "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% of their 1.25 PFLOP/s FP16.16 peak"), std::string::npos) << r.out;
+  const std::string given =
+      "run.replicas=2, run.ipus_per_replica=5, run.pipeline_placement=" + placement;
+  EXPECT_NE(r.out.find("\n  overrides     " + given + "\n"), std::string::npos) << r.out;
+  const JsonValue* overrides = json_find(stats, "overrides");
+  ASSERT_NE(overrides, nullptr);
+  ASSERT_EQ(overrides->items.size(), 3u);
+  EXPECT_EQ(overrides->items[1].string, "run.ipus_per_replica=5");
+  EXPECT_EQ(overrides->items[2].string, "run.pipeline_placement=" + placement);
+}
+
 TEST(Reports, CompareShowsClockKeyAndMovedStatsFirst) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);

@@ -22,6 +22,9 @@ struct RunInfo {
   std::string chip_file;
   // --model: the model file that replaced the run config's, named in the summary's header.
   std::string model_file;
+  // The --set overrides of the run as KEY=VALUE, in the order given: the summary and
+  // stats.json repeat them, so a result says which what-if made it.
+  std::vector<std::string> overrides;
   // The trace's workload facts (samples_per_step, sample_unit, ttt.*), from the compiler.
   std::vector<std::pair<std::string, std::string>> meta;
   // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
