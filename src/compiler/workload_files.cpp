@@ -2,11 +2,13 @@
 // Loading of model files (models/*.yaml) and run configs (configs/runs/*.yaml).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/yaml_reader.hpp"
@@ -600,6 +602,15 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   const auto bad = [&](const std::string& key, const std::string& what) {
     return ConfigError(fmt::format("{}: {}: {}", file, key, what));
   };
+  // The files it names, relative to it: a run config copied elsewhere without them fails here,
+  // naming the key, not later with only the path (issue 27).
+  for (const auto& [key, path, what] :
+       {std::tuple{"run.model", &run.model_file, "model file"},
+        std::tuple{"run.system", &run.system_file, "system config"}})
+    if (::access(path->c_str(), R_OK) != 0)
+      throw bad(key, fmt::format("expected a readable {}, found no file {} ({} is relative to "
+                                 "the run config)",
+                                 what, *path, key));
   for (const auto& v : split(r.string("run.available_memory_proportion"), ',')) {
     double x = 0;
     try {

@@ -378,6 +378,25 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
 // Copies the suite (manifest, goldens, traces) into `dir`.
 void copy_suite(const std::string& dir) { fs::copy(suite_dir(), dir, fs::copy_options::recursive); }
 
+// Issue 27: a suite copied elsewhere failed with "/configs/systems/m2000.yaml: cannot open
+// config file", a path and no word of where it came from. The compile case's run config names
+// its system relative to itself (../../../configs/...), which the copy no longer has: the
+// error names the suite's case, the run config and its key.
+TEST(Check, ASuiteCopiedElsewhereNamesTheFileAndKeyOfAMissingConfig) {
+  TempDir tmp;
+  copy_suite(tmp.path());
+  const auto r =
+      ipusim("check --suite " + tmp.file("suite.yaml") + " --filter 'bert-large/encoder*'");
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("error: " + tmp.file("suite.yaml") + ":"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": case 'bert-large/encoder-layer-step': " +
+                       tmp.file("workloads/bert-large-layer.yaml") +
+                       ": run.system: expected a readable system config, found no file "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(run.system is relative to the run config)"), std::string::npos);
+}
+
 TEST(Check, UpdatePrintsTheDiffAndTheNextCheckPasses) {
   TempDir tmp;
   copy_suite(tmp.path());
