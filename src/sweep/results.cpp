@@ -76,6 +76,14 @@ PointResult result_from_stats(const PointPlan& plan, const JsonValue& stats,
   for (const PhaseInfo& p : kPhases)
     r.breakdown_s[p.kind] = number_at(stats, fmt::format("phases.{}.time", p.name));
   r.flop_utilisation = number_at(stats, "throughput.utilisation");
+  double peak = -1;
+  if (const JsonValue* ipus = stats.find("ipu"))
+    for (const JsonValue& ipu : ipus->items)
+      if (const JsonValue* m = json_field(ipu, "tiles.memory.max"); m && m->number.d > peak) {
+        peak = m->number.d;
+        r.peak_tile_memory_b = integral_text(m->number.text);
+      }
+  r.tile_memory_b = number_at(stats, "chip.tile_memory");
   return r;
 }
 
@@ -117,6 +125,10 @@ static void write_outcome(JsonWriter& w, const PointResult& r) {
   w.end_object();
   w.key("flop_utilisation");
   number(w, r.flop_utilisation);
+  w.key("peak_tile_memory_B");
+  number(w, r.peak_tile_memory_b);
+  w.key("tile_memory_B");
+  number(w, r.tile_memory_b);
 }
 
 std::string point_record(const PointResult& r) {
@@ -169,6 +181,8 @@ PointResult parse_point_record(const std::string& text, const std::string& origi
   for (const PhaseInfo& p : kPhases)
     r.breakdown_s[p.kind] = measured(fmt::format("breakdown_s.{}", p.name));
   r.flop_utilisation = measured("flop_utilisation");
+  r.peak_tile_memory_b = measured("peak_tile_memory_B");
+  r.tile_memory_b = measured("tile_memory_B");
   if (r.id.empty() || (r.ok && (r.step_time_s.empty() || r.cycles.empty())))
     throw Error(fmt::format("{}: expected id, cycles and step_time_s in a point record", origin));
   return r;
@@ -182,7 +196,7 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys,
       ",status,workload,system_name,ipus,cycles,step_time_s,throughput,throughput_unit,"
       "global_batch,global_batch_unit,time_to_train_s";
   for (const PhaseInfo& p : kPhases) out += fmt::format(",{}_s", p.name);
-  out += ",flop_utilisation,error\n";
+  out += ",flop_utilisation,peak_tile_memory_B,tile_memory_B,error\n";
   for (const auto& r : results) {
     out += fmt::format("{},{}", r.index, r.id);
     for (const auto& k : axis_keys) {
@@ -196,7 +210,8 @@ std::string sweep_csv(const std::vector<std::string>& axis_keys,
                        r.throughput, csv_field(r.throughput_unit), r.samples_per_step,
                        csv_field(r.samples_unit), r.time_to_train_s);
     for (const PhaseInfo& p : kPhases) out += "," + r.breakdown_s[p.kind];
-    out += "," + r.flop_utilisation + "," + csv_field(r.error) + "\n";
+    out += "," + r.flop_utilisation + "," + r.peak_tile_memory_b + "," + r.tile_memory_b + "," +
+           csv_field(r.error) + "\n";
   }
   return out;
 }

@@ -110,6 +110,17 @@ TEST(Sweep, KernelOverClocksAndTilesGivesSixRowsEqualToDirectRuns) {
     EXPECT_TRUE(
         fs::is_regular_file(dir.file("out/points/" + row.at("id") + "/config.resolved.yaml")));
     EXPECT_TRUE(fs::is_regular_file(dir.file("out/points/" + row.at("id") + "/trace.id")));
+    // Memory (issue 27: sweep.csv had no memory column): the point's fullest tile and a
+    // tile's capacity (624 KiB, the GC200's), as its stats.json has them.
+    const std::string stats = read_all(dir.file("out/points/" + row.at("id") + "/stats.json"));
+    const auto at = [&](const std::string& after) {
+      const auto p = stats.find(after);
+      return p == std::string::npos ? std::string() : stats.substr(p + after.size());
+    };
+    const std::string mem = at("\"memory\": {");
+    const std::string max = mem.substr(mem.find("\"max\": ") + 7);
+    EXPECT_EQ(std::stod(row.at("peak_tile_memory_B")), std::stod(max.substr(0, max.find(','))));
+    EXPECT_EQ(row.at("tile_memory_B"), "638976");
   }
   // The same clock gives the same cycles; fewer tiles more cycles.
   EXPECT_EQ(table[0].at("cycles"), table[2].at("cycles"));

@@ -170,7 +170,10 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
   ok.cycles = "1000";
   ok.step_time_s = "9.9999999999999995e-07";
   ok.breakdown_s.values.fill("0.0");
+  ok.peak_tile_memory_b = "474912";
+  ok.tile_memory_b = "638976";
   PointResult bad = ok;
+  bad.peak_tile_memory_b = bad.tile_memory_b = "";
   bad.index = 1;
   bad.ok = false;
   bad.error = "out of memory on tile 3, \"big\"";
@@ -182,12 +185,12 @@ TEST(SweepResults, CsvQuotesAndKeepsNumbersAsWritten) {
       "index,id,chip.clock,status,workload,system_name,ipus,cycles,step_time_s,throughput,"
       "throughput_unit,global_batch,global_batch_unit,time_to_train_s,compute_s,"
       "sync_s,exchange_s,host_s,streaming_s,external_sync_s,waiting_s,inter_ipu_s,collective_"
-      "s,flop_utilisation,"
+      "s,flop_utilisation,peak_tile_memory_B,tile_memory_B,"
       "error\n"
       "0,00000000000000aa,1GHz,ok,matmul,GC200,1,1000,9.9999999999999995e-07,,,,,,0.0,0.0,0.0,"
       "0.0,0.0,0.0,0.0,0.0,"
-      "0.0,,\n"
-      "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,,,,\"out of memory on "
+      "0.0,,474912,638976,\n"
+      "1,00000000000000aa,1GHz,failed,matmul,GC200,1,,,,,,,,,,,,,,,,,,,,\"out of memory on "
       "tile 3, \"\"big\"\"\"\n");
   // A workload point's global batch and time to train are columns too, and read back.
   PointResult wl = ok;

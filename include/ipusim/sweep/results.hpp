@@ -34,6 +34,8 @@ struct PointResult {
   std::string time_to_train_s;        // workloads with a time-to-train estimate only
   PerPhase<std::string> breakdown_s;  // time (s) per phase kind
   std::string flop_utilisation;
+  // Memory: the fullest tile over every simulated IPU, and a tile's capacity, in bytes.
+  std::string peak_tile_memory_b, tile_memory_b;
 };
 
 // The result of a point that ran: fields from stats.json (Throws Error if it lacks total.time).
