@@ -826,8 +826,10 @@ struct XAxis {
   std::string unit;  // of the key's values, e.g. "GHz"
   bool log2 = false;
   std::string title() const {
-    if (key.empty()) return "IPUs";
-    return unit.empty() ? key : key + " (" + unit + ")";
+    const std::string scale = log2 ? ", log2 scale" : "";
+    if (key.empty()) return log2 ? "IPUs (log2 scale)" : "IPUs";
+    if (unit.empty()) return log2 ? key + " (log2 scale)" : key;
+    return key + " (" + unit + scale + ")";
   }
   // "256 IPUs", "chip.clock 1.85GHz"
   std::string at(double x) const {
@@ -965,8 +967,9 @@ bool is_selector(const std::string& key) {
 }
 
 // The x axis: the IPU count (log2) when it varies within a workload (a scaling sweep), else
-// the first swept key whose values are numbers in one unit with at least two distinct values,
-// else the IPU count.
+// the first swept key whose values are numbers in one unit with at least two distinct values
+// (log2 when they span a factor of 8 or more), else the IPU count. A log2 axis says so in its
+// title.
 XAxis choose_x_axis(const std::vector<Point>& pts, const std::vector<std::string>& keys) {
   std::map<std::string, std::set<double>> ipus;
   for (const auto& p : pts) ipus[p.workload].insert(p.ipus);
@@ -987,7 +990,12 @@ XAxis choose_x_axis(const std::vector<Point>& pts, const std::vector<std::string
       unit = n->second;
       values.insert(n->first);
     }
-    if (numeric && values.size() >= 2) return XAxis{k, unit.value_or(""), false};
+    // Values spanning a factor of 8 or more (tile counts, bytes, IPUs) are drawn on a log2
+    // axis, as sweeps usually double them; a linear one would crowd the small values.
+    if (numeric && values.size() >= 2) {
+      const bool wide = *values.begin() > 0 && *values.rbegin() >= 8 * *values.begin();
+      return XAxis{k, unit.value_or(""), wide};
+    }
   }
   return XAxis{"", "", true};
 }

@@ -715,7 +715,7 @@ TEST(Reports, SweepReportDrawsScalingCharts) {
   EXPECT_EQ(count(element(r.dom, "chart-sweep-throughput-1", "</svg>"), "<circle"), 2u);
   EXPECT_EQ(count(eff, "<circle"), 3u);
   EXPECT_NE(thr.find("resnet50: 256 IPUs: 12800"), std::string::npos) << thr;
-  EXPECT_NE(thr.find(">IPUs</text>"), std::string::npos) << thr;
+  EXPECT_NE(thr.find(">IPUs (log2 scale)</text>"), std::string::npos) << thr;
   // Efficiency: (3600 / 64) / (1000 / 16) = 0.9; (12800 / 256) / (1000 / 16) = 0.8;
   // (380 / 64) / (100 / 16) = 0.95; with the ideal line at 1.
   EXPECT_NE(eff.find("resnet50: 64 IPUs: 0.9<"), std::string::npos) << eff;
@@ -734,6 +734,46 @@ TEST(Reports, SweepReportDrawsScalingCharts) {
   EXPECT_EQ(err.status, 3);
   EXPECT_NE(err.err.find("points[0].ipus\": expected a number, found a string"), std::string::npos)
       << err.err;
+}
+
+// Issue 27: a sweep over values that double (tile counts 368, 736, 2944) was drawn on a
+// linear axis that crowded the small ones, or read as evenly spaced without saying why. Values
+// spanning a factor of 8 or more go on a log2 axis whose title says so: tick x positions are
+// then l + pad + (log2 x - log2 368) / 3 x width, so 736 sits a third of the way to 2944.
+// A clock sweep (1 to 1.85 GHz) stays linear.
+TEST(Reports, SweepOverDoublingValuesDrawsALog2AxisAndSaysSo) {
+  TempDir dir;
+  const std::string sweep = dir.file("sweep");
+  std::filesystem::create_directories(sweep);
+  std::string points;
+  const std::array<int, 3> tiles{368, 736, 2944};
+  for (std::size_t i = 0; i < tiles.size(); ++i)
+    points += fmt::format(
+        "{}{{\"id\": \"t{}\", \"overrides\": {{\"chip.tiles\": \"{}\"}}, \"status\": \"ok\", "
+        "\"error\": \"\", \"run_dir\": \"points/t{}\", \"workload\": \"matmul\", \"system\": "
+        "\"GC200\", \"ipus\": 1, \"step_time_s\": {}, \"throughput\": null, "
+        "\"throughput_unit\": \"\"}}",
+        i ? ",\n" : "", i, tiles[i], i, 1e-3 / (i + 1));
+  std::ofstream(sweep + "/sweep.json")
+      << "{\"format\": \"ipusim-sweep/1\", \"spec\": \"s.yaml\", \"name\": \"tiles\", "
+         "\"points\": [\n"
+      << points << "]}\n";
+  const auto rep = ipusim("report " + sweep + " --out " + dir.file("s.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  const std::string html = read_all(dir.file("s.html"));
+  const auto at = html.find("id=\"chart-sweep-time-0\"");
+  const std::string chart =
+      html.substr(at == std::string::npos ? html.find("class=\"chart\"") : at);
+  EXPECT_NE(chart.find(">chip.tiles (log2 scale)</text>"), std::string::npos)
+      << chart.substr(0, 3000);
+  std::map<int, double> x;
+  const std::regex tick("<text class=\"x-tick\" x=\"([0-9.]+)\"[^>]*>([0-9]+)</text>");
+  const std::string svg = chart.substr(0, chart.find("</svg>"));
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator();
+       ++it)
+    x[std::stoi((*it)[2])] = std::stod((*it)[1]);
+  ASSERT_EQ(x.size(), 3u) << svg;
+  EXPECT_NEAR(x[736] - x[368], (x[2944] - x[368]) / 3, 0.2);
 }
 
 TEST(Reports, SweepOverAClockDrawsAgainstTheClockAndLinksAReportPerPoint) {
@@ -758,7 +798,7 @@ TEST(Reports, SweepOverAClockDrawsAgainstTheClockAndLinksAReportPerPoint) {
   const std::string chart = element(r.dom, "chart-sweep-throughput-0", "</svg>");
   EXPECT_EQ(count(chart, "<circle"), 3u);
   EXPECT_NE(chart.find(">chip.clock (GHz)</text>"), std::string::npos) << chart;
-  EXPECT_EQ(chart.find(">IPUs</text>"), std::string::npos) << chart;
+  EXPECT_EQ(chart.find(">IPUs"), std::string::npos) << chart;
   for (const char* tick : {">1<", ">1.325<", ">1.85<"})
     EXPECT_NE(chart.find(tick), std::string::npos) << tick;
   EXPECT_NE(chart.find(">throughput (images/s)</text>"), std::string::npos) << chart;
