@@ -22,7 +22,8 @@ int report_command(int argc, char** argv) {
   desc.add_options()("out,o", po::value(&out)->value_name("FILE"),
                      "HTML file to write (default: DIR/report.html)")(
       "compare", po::value(&other)->value_name("RUN_DIR"),
-      "add a section comparing DIR with this run directory (as 'ipusim compare DIR RUN_DIR')")(
+      "add a section comparing DIR against this run directory, right after the summary and "
+      "linked from it: deltas are DIR minus RUN_DIR, as 'ipusim compare RUN_DIR DIR' gives them")(
       "dir", po::value(&dir)->value_name("DIR"), "run directory or sweep directory");
   po::positional_options_description pos;
   pos.add("dir", 1);
@@ -86,8 +87,8 @@ int compare_command(int argc, char** argv) {
                "and to layers (layers.csv) of the IPU that sets the step time, adding up to the\n"
                "change, the settings that differ (config.resolved.yaml: chip, system and run\n"
                "keys; the trace), and the stats.json fields that moved most. --json prints the\n"
-               "same as one JSON document (docs/reports.md). 'ipusim report RUN_A --compare\n"
-               "RUN_B' puts the same into the HTML report.",
+               "same as one JSON document (docs/reports.md). 'ipusim report RUN_B --compare\n"
+               "RUN_A' puts the same into RUN_B's HTML report.",
                desc);
     return 0;
   }

@@ -637,15 +637,21 @@ std::string direction_cell(const std::string& d) {
                      esc(d));
 }
 
-std::string compare_section(const RunDir& a, const RunDir& b) {
+// This run (`run`) against the run it is compared with (`other`): A is the other run, B this
+// one, every delta B - A, so this run's page reads "faster" when this run is faster, as
+// 'ipusim compare OTHER RUN' does (issue 27: the deltas read from this run to the other).
+std::string compare_section(const RunDir& run, const RunDir& other) {
+  const RunDir &a = other, &b = run;
   const ExplainedComparison e = explain_comparison(a, b);
   const std::size_t kLayers = 12;
   std::string s = fmt::format(
-      "<h2>Compared with {}</h2>\n<div id=\"compare\">\n<p class=\"note\">A = this run ({}), "
-      "B = the other run ({}); every delta is B &minus; A.</p>\n<h3>Headline</h3>\n"
-      "<table id=\"compare-headline\"><tr><th></th><th>A (this run)</th><th>B (other run)</th>"
+      "<h2 id=\"compared-with\">Compared with {}</h2>\n<div id=\"compare\">\n"
+      "<p class=\"note\">This run against "
+      "the run it is compared with: A = the other run ({}), B = this run ({}); every delta is "
+      "B &minus; A, so \"faster\" means this run is faster.</p>\n<h3>Headline</h3>\n"
+      "<table id=\"compare-headline\"><tr><th></th><th>A (other run)</th><th>B (this run)</th>"
       "<th>delta</th><th>change</th><th>direction</th></tr>\n",
-      esc(b.path), esc(a.path), esc(b.path));
+      esc(a.path), esc(a.path), esc(b.path));
   for (const auto& h : e.headline) {
     const auto d = h.delta();
     s += fmt::format(
@@ -740,7 +746,7 @@ std::string compare_section(const RunDir& a, const RunDir& b) {
 
   s += fmt::format(
       "<h3>Settings that differ ({})</h3>\n<table id=\"compare-settings\"><tr><th>key</th>"
-      "<th>A (this run)</th><th>B (other run)</th></tr>\n",
+      "<th>A (other run)</th><th>B (this run)</th></tr>\n",
       e.settings.size());
   for (const auto& d : e.settings)
     s +=
@@ -1660,6 +1666,15 @@ std::string liveness_section(const RunDir& run) {
 
 std::string html_report(const RunDir& run, const RunDir* compare) {
   std::string body = summary_section(run);
+  // The comparison, when asked for, comes right after the summary, which links to it.
+  if (compare) {
+    body += fmt::format(
+        "<p id=\"compare-link\"><a href=\"#compared-with\">Compared with {}</a>: the headline, "
+        "where "
+        "the step-time change comes from, and the settings that differ.</p>\n",
+        esc(compare->path));
+    body += compare_section(run, *compare);
+  }
   body += time_section(run);
   body += layers_section(run);
   body += roofline_section(run);
@@ -1668,7 +1683,6 @@ std::string html_report(const RunDir& run, const RunDir* compare) {
   body += liveness_section(run);
   body += phases_section(run);
   body += supersteps_section(run);
-  if (compare) body += compare_section(run, *compare);
   return page("ipusim report: " + text_of(run.stats, {"trace", "name"}), body);
 }
 

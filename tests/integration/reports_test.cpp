@@ -481,7 +481,8 @@ TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
                    dir.file("b") + " " + trace)
                 .status,
             0);
-  const auto rep = ipusim("report " + dir.file("a") + " --compare " + dir.file("b") + " --out " +
+  // The what-if's page (b, at 1.85 GHz) compared with the baseline (a, at 1.325 GHz).
+  const auto rep = ipusim("report " + dir.file("b") + " --compare " + dir.file("a") + " --out " +
                           dir.file("r.html"));
   ASSERT_EQ(rep.status, 0) << rep.err;
   EXPECT_EQ(rep.out, dir.file("r.html") + "\n");
@@ -509,8 +510,19 @@ TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
        {"compare-headline", "compare-equation", "chart-compare-phases", "compare-phases",
         "chart-compare-layers", "compare-layers", "compare-settings", "compare-stats"})
     EXPECT_NE(r.dom.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  // Issue 27: it read from this run to the other, so the faster what-if's page said "slower".
+  // Now B is this run and A the other, as 'ipusim compare a b' has them.
   const std::string headline = element(r.dom, "compare-headline", "</table>");
+  EXPECT_NE(headline.find("<th>A (other run)</th><th>B (this run)</th>"), std::string::npos)
+      << headline;
   EXPECT_NE(headline.find("faster"), std::string::npos) << headline;  // 1.325 -> 1.85 GHz
+  EXPECT_EQ(headline.find("slower"), std::string::npos) << headline;
+  // ... and it sits after the summary, linked from the top, not at the end of the page.
+  const auto link = html.find("<a href=\"#compared-with\">"),
+             title = html.find("<h2 id=\"compared-with\">"),
+             next = html.find("<h2", html.find("<h2>Summary</h2>") + 1);
+  EXPECT_LT(link, title);
+  EXPECT_EQ(next, title) << "the first section after the summary";
   EXPECT_NE(headline.find("higher"), std::string::npos) << headline;
   EXPECT_NE(headline.find("same memory"), std::string::npos) << headline;
   const std::string phases = element(r.dom, "chart-compare-phases", "</svg>");
@@ -524,7 +536,8 @@ TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
 
   // The compare section on its own page (the report's head, style and script), screenshotted
   // for people to look at (IPUSIM_TEST_SCREENSHOTS).
-  const std::size_t body = html.find("<h2>Summary</h2>"), section = html.find("<h2>Compared with");
+  const std::size_t body = html.find("<h2>Summary</h2>"),
+                    section = html.find("<h2 id=\"compared-with\">Compared with");
   ASSERT_NE(body, std::string::npos);
   ASSERT_NE(section, std::string::npos);
   const std::size_t end = html.find("</div>\n", section);
