@@ -41,7 +41,7 @@ int run_command(int argc, char** argv) {
   driver::RunRequest r;
   std::string engine_name = "fast";
   std::string timeline_tiles;
-  std::string timeline_steps;
+  std::string timeline_steps, timeline_detail, timeline_window;
   po::options_description desc("Options");
   add_common_options(desc, common);
   add_chip_options(desc, chip_opts);
@@ -83,7 +83,16 @@ int run_command(int argc, char** argv) {
       "with --timeline: add one track per tile of system IPU IPU (compute busy time and "
       "exchange participation) for the supersteps chosen by --timeline-steps")(
       "timeline-steps", po::value(&timeline_steps)->value_name("FIRST:LAST")->default_value("0:9"),
-      "supersteps (compute phases, numbered as in supersteps.csv) that get tile tracks")(
+      "supersteps that get tile tracks: compute phases in the order they run, from 0 (as "
+      "supersteps.csv numbers them when every loop is memoised)")(
+      "timeline-detail",
+      po::value(&timeline_detail)->value_name("LEVEL")->default_value("supersteps"),
+      "with --timeline: supersteps (a compute phase and the on-chip sync and exchange after it "
+      "are one span, its args giving each part; other phases and loops their own) or phases "
+      "(every phase its own span: about three times the events)")(
+      "timeline-window", po::value(&timeline_window)->value_name("FROM:TO"),
+      "with --timeline: only the spans that overlap this window of simulated time, e.g. "
+      "0ms:2.5ms (durations with a unit: s, ms, us, ns)")(
       "strict", po::bool_switch(&r.strict),
       "fail (exit 3) instead of warning when a compiled trace does not match the chip or system it "
       "runs on (other tile count, tile memory or AMP, or a system with more IPUs than it uses)")(
@@ -150,6 +159,31 @@ int run_command(int argc, char** argv) {
           "--timeline-steps: expected FIRST:LAST superstep indices with FIRST <= LAST (e.g. 0:9), "
           "found \"{}\"",
           timeline_steps));
+  }
+
+  if (timeline_detail == "phases")
+    r.timeline_detail = report::TimelineOptions::Detail::kPhases;
+  else if (timeline_detail != "supersteps")
+    throw UsageError(fmt::format("--timeline-detail: expected supersteps or phases, found \"{}\"",
+                                 timeline_detail));
+  if (!timeline_window.empty()) {
+    if (r.timeline_file.empty()) throw UsageError("--timeline-window: needs --timeline FILE");
+    const auto colon = timeline_window.find(':');
+    std::optional<std::pair<Duration, Duration>> w;
+    if (colon != std::string::npos) {
+      try {
+        w = std::pair{parse_duration(timeline_window.substr(0, colon)),
+                      parse_duration(timeline_window.substr(colon + 1))};
+      } catch (const Error&) {
+        w.reset();
+      }
+    }
+    if (!w || w->first.seconds < 0 || w->second.seconds < w->first.seconds)
+      throw UsageError(fmt::format(
+          "--timeline-window: expected FROM:TO durations with FROM <= TO (e.g. 0ms:2.5ms), "
+          "found \"{}\"",
+          timeline_window));
+    r.timeline_window = w;
   }
 
   r.chip_file = chip_opts.chip_file;

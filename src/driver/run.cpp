@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <optional>
 #include <ostream>
@@ -142,9 +143,10 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   options.engine = r.engine;
   options.origin = compiling ? (r.save_trace.empty() ? r.run_file : r.save_trace) : r.trace_file;
   options.memoise_loops = !r.full_loops;
-  // Spans feed the timeline and supersteps.csv (fast engine); recorded only when asked for.
-  options.record_spans =
-      r.engine == model::Engine::kFast && (!r.timeline_file.empty() || !r.out_dir.empty());
+  // Spans feed the timeline, superstep totals supersteps.csv (fast engine); each recorded only
+  // when asked for.
+  options.record_spans = r.engine == model::Engine::kFast && !r.timeline_file.empty();
+  options.record_supersteps = r.engine == model::Engine::kFast && !r.out_dir.empty();
   if (tile_ipu) {
     const std::uint32_t ipus = trace.replicas * trace.ipus_per_replica();
     if (*tile_ipu >= ipus)
@@ -207,7 +209,17 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     info.layers = report::layer_rows(chip_spec, stats, trace, info.live_memory);
   }
   if (!r.timeline_file.empty()) {
-    const auto events = report::write_timeline(r.timeline_file, chip_spec, stats, trace);
+    report::TimelineOptions timeline;
+    timeline.detail = r.timeline_detail;
+    if (r.timeline_window) {
+      // Cycles of the tile clock: the window's ends rounded outwards.
+      const double hz = chip_spec.clock.hz;
+      timeline.first_cycle =
+          static_cast<std::uint64_t>(std::floor(r.timeline_window->first.seconds * hz));
+      timeline.last_cycle =
+          static_cast<std::uint64_t>(std::ceil(r.timeline_window->second.seconds * hz));
+    }
+    const auto events = report::write_timeline(r.timeline_file, chip_spec, stats, trace, timeline);
     spdlog::info("timeline: {} events written to {}", events, r.timeline_file);
   }
   if (!r.out_dir.empty()) {

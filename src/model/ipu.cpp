@@ -139,8 +139,34 @@ std::uint64_t Ipu::work(const std::vector<trace::Step>& steps) {
   return n;
 }
 
+void Ipu::open_superstep(const trace::Step& compute, std::uint64_t times,
+                         std::uint32_t active_tiles) {
+  if (!options_.record_supersteps) return;
+  auto [it, added] = superstep_rows_.try_emplace(&compute, superstep_totals_.size());
+  if (added) {
+    SuperstepTotals row;
+    row.index = static_cast<std::int64_t>(superstep_rows_.size()) - 1;
+    row.compute_set = compute.index;
+    row.first_start = now_;
+    row.active_tiles = active_tiles;
+    superstep_totals_.push_back(row);
+  }
+  superstep_ = it->second;
+  superstep_totals_[superstep_].executions += times;
+}
+
 void Ipu::record(SpanKind kind, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
                  std::uint64_t times, std::uint32_t active_tiles) {
+  if (options_.record_supersteps) {
+    if (const auto phase = phase_of(kind)) {  // loops and background transfers belong to none
+      if (superstep_ == superstep_totals_.size()) {  // before the first compute phase
+        SuperstepTotals before;
+        before.first_start = start;
+        superstep_totals_.push_back(before);
+      }
+      superstep_totals_[superstep_].cycles[*phase] += cycles;
+    }
+  }
   if (!options_.record_spans) return;
   Span s;
   s.start = start;
@@ -182,9 +208,10 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       compute_executions_[step.index] += times;
       phases_[PhaseKind::kCompute] += cycles;
       counts_[PhaseKind::kCompute] += times;
+      open_superstep(step, times, c.active_tiles);
+      record(span_kind(PhaseKind::kCompute), step.index, now_, cycles, times, c.active_tiles);
       if (options_.record_spans) {
         record_tiles(false, step.index, now_, cycles, times);
-        record(span_kind(PhaseKind::kCompute), step.index, now_, cycles, times, c.active_tiles);
         ++supersteps_;
       }
       advance(cycles);
@@ -208,10 +235,8 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       exchange_executions_[step.index] += times;
       phases_[PhaseKind::kExchange] += cycles;
       counts_[PhaseKind::kExchange] += times;
-      if (options_.record_spans) {
-        record_tiles(true, step.index, now_, cycles, times);
-        record(span_kind(PhaseKind::kExchange), step.index, now_, cycles, times);
-      }
+      record(span_kind(PhaseKind::kExchange), step.index, now_, cycles, times);
+      if (options_.record_spans) record_tiles(true, step.index, now_, cycles, times);
       advance(cycles);
       break;
     }
@@ -350,6 +375,7 @@ IpuRunStats Ipu::stats() {
   s.memory = memory_;
   s.spans = std::move(spans_);
   s.tile_spans = std::move(tile_spans_);
+  s.supersteps = std::move(superstep_totals_);
   s.tile_compute_cycles.assign(chip_.tiles, 0);
   s.tile_exchange_bytes.assign(chip_.tiles, 0);
   for (std::size_t i = 0; i < program_.compute_sets.size(); ++i) {

@@ -401,49 +401,28 @@ std::string supersteps_header() {
 
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace) {
   bool any = false;
-  for (const auto& ipu : stats.ipus) any = any || !ipu.spans.empty();
+  for (const auto& ipu : stats.ipus) any = any || !ipu.supersteps.empty();
   if (!any) return {};
   std::string out = supersteps_header() + "\n";
   auto it = std::back_inserter(out);
-  for (const auto& ipu : stats.ipus) {
-    struct Row {
-      std::int64_t index = -1;
-      std::string step;
-      std::uint64_t executions = 0, start = 0, active = 0;
-      PhaseCycles cycles;
-      bool used = false;
-    } row;
-    auto flush = [&] {
-      if (!row.used) return;
-      fmt::format_to(it, "{},{},{},{},{}", ipu.ipu, row.index, row.step, row.executions, row.start);
+  for (const auto& ipu : stats.ipus)
+    for (const SuperstepTotals& row : ipu.supersteps) {
+      const std::string step = row.index < 0
+                                   ? std::string()
+                                   : trace.ipus[ipu.program].compute_sets[row.compute_set].name;
+      fmt::format_to(it, "{},{},{},{},{}", ipu.ipu, row.index, step, row.executions,
+                     row.first_start);
       for (auto c : row.cycles.values) fmt::format_to(it, ",{}", c);
-      fmt::format_to(it, ",{}\n", row.active);
-    };
-    std::int64_t next = 0;
-    for (const auto& s : ipu.spans) {
-      const auto phase = phase_of(s.kind);
-      if (!phase) continue;  // loops and background transfers
-      if (*phase == PhaseKind::kCompute) {
-        flush();
-        row = Row{};
-        row.index = next++;
-        row.step = span_name(Span{0, 0, 1, s.index, 0, s.kind}, trace, ipu.program);
-        row.executions = s.times;
-        row.start = s.start;
-        row.active = s.active_tiles;
-      } else if (!row.used) {
-        row.start = s.start;
-      }
-      row.used = true;
-      row.cycles[*phase] += s.cycles;
+      fmt::format_to(it, ",{}\n", row.active_tiles);
     }
-    flush();
-  }
   return out;
 }
 
 std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, const RunStats& stats,
-                             const trace::Trace& trace) {
+                             const trace::Trace& trace, const TimelineOptions& options) {
+  const auto in_window = [&](std::uint64_t start, std::uint64_t cycles) {
+    return start <= options.last_cycle && start + cycles >= options.first_cycle;
+  };
   std::uint64_t events = 0;
   // Cycles to microseconds with 6 decimals (picosecond resolution; one cycle is ~0.75 ns).
   // Both ends of a span are rounded to whole picoseconds and dur = end - start, so adjacent
@@ -492,7 +471,8 @@ std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, cons
       meta(pid, 0, "thread_sort_index", "sort_index", "0");
       meta(pid, 1, "thread_name", "name", "\"background host I/O\"");
       meta(pid, 1, "thread_sort_index", "sort_index", "1");
-      for (const auto& s : ipu.spans) {
+      auto emit = [&](const Span& s) {
+        if (!in_window(s.start, s.cycles)) return;
         sep();
         const std::uint32_t tid = s.kind == SpanKind::kBackgroundHost ? 1 : 0;
         fmt::format_to(it,
@@ -502,10 +482,66 @@ std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, cons
                        JsonWriter::escape(span_name(s, trace, ipu.program)), kind_name(s.kind),
                        s.cycles, s.times);
         drain();
+      };
+      // Superstep detail: a compute span absorbs the sync and exchange spans right after it
+      // (contiguous, inside the same loops), emitted as one span when anything else comes.
+      struct Pending {
+        bool open = false;
+        Span compute;
+        std::uint64_t end = 0, sync = 0, exchange = 0;
+      } pending;
+      std::vector<std::uint64_t> loop_ends;  // of the loops open around the current span
+      auto flush = [&] {
+        if (!pending.open) return;
+        pending.open = false;
+        const Span& c = pending.compute;
+        if (!in_window(c.start, pending.end - c.start)) return;
+        sep();
+        fmt::format_to(
+            it,
+            R"({{"ph":"X","pid":{},"tid":0,"ts":{},"dur":{},"name":{},"cat":"superstep",)"
+            R"("args":{{"cycles":{},"times":{},"compute":{},"sync":{},"exchange":{}}}}})",
+            pid, us(ps(c.start)), us(ps(pending.end) - ps(c.start)),
+            JsonWriter::escape(span_name(c, trace, ipu.program)), pending.end - c.start, c.times,
+            c.cycles, pending.sync, pending.exchange);
+        drain();
+      };
+      const bool merge = options.detail == TimelineOptions::Detail::kSupersteps;
+      for (const auto& s : ipu.spans) {
+        if (!merge) {
+          emit(s);
+          continue;
+        }
+        bool closed = false;  // a loop ended: what follows is outside it
+        while (!loop_ends.empty() && loop_ends.back() <= s.start) {
+          loop_ends.pop_back();
+          closed = true;
+        }
+        if (closed) flush();
+        const auto phase = phase_of(s.kind);
+        const bool on_chip = phase == PhaseKind::kSync || phase == PhaseKind::kExchange;
+        if (on_chip && pending.open && s.start == pending.end) {
+          pending.end += s.cycles;
+          (phase == PhaseKind::kSync ? pending.sync : pending.exchange) += s.cycles;
+          continue;
+        }
+        if (s.kind == SpanKind::kBackgroundHost) {  // another thread: nothing to interrupt
+          emit(s);
+          continue;
+        }
+        flush();
+        if (phase == PhaseKind::kCompute) {
+          pending = Pending{true, s, s.start + s.cycles, 0, 0};
+          continue;
+        }
+        if (s.kind == SpanKind::kLoop) loop_ends.push_back(s.start + s.cycles);
+        emit(s);
       }
+      flush();
       // Tile tracks: thread 100 + tile, in start order (spans were recorded in start order).
       std::vector<bool> named(chip.tiles, false);
       for (const auto& s : ipu.tile_spans) {
+        if (!in_window(s.start, s.cycles)) continue;
         if (s.tile < named.size() && !named[s.tile]) {
           named[s.tile] = true;
           meta(pid, 100 + s.tile, "thread_name", "name", fmt::format("\"tile {:04d}\"", s.tile));

@@ -9,9 +9,11 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ipusim/model/engine.hpp"
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/stats/run_stats.hpp"
 
 namespace ipusim::driver {
@@ -40,6 +42,9 @@ struct RunRequest {
   std::optional<std::uint32_t> timeline_tile_ipu;
   std::uint64_t timeline_steps_first = 0;
   std::uint64_t timeline_steps_last = 9;
+  // --timeline-detail and --timeline-window (FROM:TO of simulated time).
+  report::TimelineOptions::Detail timeline_detail = report::TimelineOptions::Detail::kSupersteps;
+  std::optional<std::pair<Duration, Duration>> timeline_window;
   bool quiet = false;  // no summary on `out` and no progress line on stderr
 };
 

@@ -37,10 +37,13 @@ struct ModelOptions {
   // group steps depend on other IPUs and run every iteration. The reference engine always
   // runs every iteration.
   bool memoise_loops = true;
-  // Fast engine only: record each IPU's phases as spans (IpuRunStats::spans) for the timeline
-  // and supersteps.csv. Costs one small record per phase executed (a memoised loop records
-  // its body once); off, the engine does no extra work.
+  // Fast engine only: record each IPU's phases as spans (IpuRunStats::spans) for the
+  // timeline. Costs one small record per phase executed (a memoised loop records its body
+  // once); off, the engine does no extra work.
   bool record_spans = false;
+  // Fast engine only: total each distinct superstep's phases (IpuRunStats::supersteps) for
+  // supersteps.csv, in memory bounded by the program's size.
+  bool record_supersteps = false;
   // With record_spans: also record per-tile spans on system IPU `tile_ipu` for supersteps
   // (compute phases, numbered from 0 as in supersteps.csv) first..last (inclusive).
   bool record_tiles = false;

@@ -90,9 +90,11 @@ class Ipu : public IpuModule {
   // and no background transfer at any depth (cached per step).
   bool memoisable(const trace::Step& repeat);
   static bool has_background_transfer(const std::vector<trace::Step>& steps);
-  // Span recording (ModelOptions::record_spans); no-ops when off.
+  // Span recording (ModelOptions::record_spans) and superstep totals (record_supersteps);
+  // no-ops when off. A compute step opens its superstep (open_superstep) before its span.
   void record(SpanKind kind, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
               std::uint64_t times, std::uint32_t active_tiles = 0);
+  void open_superstep(const trace::Step& compute, std::uint64_t times, std::uint32_t active_tiles);
   void record_tiles(bool exchange, std::uint32_t index, std::uint64_t start, std::uint64_t cycles,
                     std::uint64_t times);
   // Phases this engine will execute for `steps` (memoised loops once), saturating.
@@ -124,7 +126,10 @@ class Ipu : public IpuModule {
   std::vector<Span> spans_;
   std::vector<TileSpan> tile_spans_;
   std::uint64_t supersteps_ = 0;  // compute spans recorded so far
-  std::uint32_t depth_ = 0;       // loop nesting while recording
+  std::vector<SuperstepTotals> superstep_totals_;
+  std::unordered_map<const trace::Step*, std::size_t> superstep_rows_;  // compute step -> row
+  std::size_t superstep_ = 0;  // the row phases go to now (superstep_totals_.size(): none yet)
+  std::uint32_t depth_ = 0;    // loop nesting while recording
   std::uint64_t work_done_ = 0, work_total_ = 0;
 };
 

@@ -31,11 +31,11 @@ inline constexpr const char* kTilesHeaderTensorsTogether =
 inline constexpr const char* kTilesHeaderTotalsOnly =
     "ipu,tile,compute_cycles,exchange_bytes,memory_bytes";
 
-// supersteps.csv: one row per superstep of every simulated IPU, from the recorded spans (fast
-// engine). A superstep starts at a compute phase and holds the phases up to the next one; row
-// -1 holds the phases before the first compute phase. Cycle columns are totals over the
-// row's executions (a memoised loop's superstep is one row with executions = iterations), so
-// each column sums to the IPU's phase total in stats.json. Empty if no spans were recorded.
+// supersteps.csv: one row per distinct superstep of every simulated IPU, from the superstep
+// totals the fast engine recorded (IpuRunStats::supersteps). A superstep starts at a compute
+// step of the program and holds the phases up to the next one; row -1 holds the phases before
+// the first compute phase. Cycle columns are totals over all the row's executions, so each
+// column sums to the IPU's phase total in stats.json. Empty if nothing was recorded.
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
 // Its header: ipu,superstep,step,executions,start_cycle, <phase>_cycles per kPhases, active_tiles.
 std::string supersteps_header();
@@ -106,11 +106,21 @@ std::string layer_bound(const ChipSpec& chip, const LayerRow& row);
 // The name of a span as shown in the timeline (the program step's name).
 std::string span_name(const Span& span, const trace::Trace& trace, std::uint32_t program);
 
+// What a timeline shows: every phase its own span, or (kSupersteps) a compute phase with the
+// on-chip sync and exchange phases after it as one "superstep" span whose args give each
+// part; and only the spans that overlap [first_cycle, last_cycle] of simulated time.
+struct TimelineOptions {
+  enum class Detail { kPhases, kSupersteps };
+  Detail detail = Detail::kSupersteps;
+  std::uint64_t first_cycle = 0;
+  std::uint64_t last_cycle = UINT64_MAX;
+};
+
 // Writes the Chrome trace-event JSON (ts/dur in microseconds, fractional) atomically: one
-// process per simulated IPU with a "program" thread (phases, loops nested around their
-// bodies), a "background host I/O" thread and, for the IPU whose tile spans were recorded,
-// one thread per active tile. Returns the number of events written.
+// process per simulated IPU with a "program" thread (phases or supersteps, loops nested around
+// their bodies), a "background host I/O" thread and, for the IPU whose tile spans were
+// recorded, one thread per active tile. Returns the number of events written.
 std::uint64_t write_timeline(const std::string& path, const ChipSpec& chip, const RunStats& stats,
-                             const trace::Trace& trace);
+                             const trace::Trace& trace, const TimelineOptions& options = {});
 
 }  // namespace ipusim::report

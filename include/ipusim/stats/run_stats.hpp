@@ -55,6 +55,18 @@ struct Span {
   SpanKind kind = span_kind(PhaseKind::kCompute);
 };
 
+// One distinct superstep of an IPU's program: a compute step of the program (one position in
+// it, however often it runs) and the phases after it up to the next compute phase, totalled
+// over every execution. Memory is bounded by the program's size, not its executed length.
+struct SuperstepTotals {
+  std::int64_t index = -1;         // order of first execution; -1: before the first compute
+  std::uint32_t compute_set = 0;   // the compute set that starts it (index >= 0)
+  std::uint64_t executions = 0;    // of its compute phase (0 for index -1)
+  std::uint64_t first_start = 0;   // cycles from the start of the program to its first phase
+  std::uint64_t active_tiles = 0;  // tiles with at least one vertex in the compute set
+  PhaseCycles cycles;              // per phase kind, all executions
+};
+
 // Per-tile activity of one phase for the timeline's tile tracks (chosen IPU and supersteps).
 struct TileSpan {
   std::uint64_t start = 0;
@@ -90,6 +102,10 @@ struct IpuRunStats {
   GroupStepCycles group_steps;
   std::vector<Span> spans;           // when recorded (fast engine), in start order
   std::vector<TileSpan> tile_spans;  // when recorded for this IPU
+  // Each distinct superstep once (supersteps.csv), when recorded (fast engine,
+  // ModelOptions::record_supersteps): the phases before the first compute phase (index -1)
+  // first if there are any, then in the order of first execution.
+  std::vector<SuperstepTotals> supersteps;
 };
 
 struct RunStats {
