@@ -118,11 +118,26 @@ void flatten(const JsonValue& v, const std::string& path, const std::string& uni
       break;
     }
     case JsonValue::Kind::kArray:
+      // Items are keyed by what they are, so two runs match them however they are ordered
+      // (issue 27: layer rows matched by position read a reordering as new layers): a name, a
+      // layer row's layer and pass, a tile; else the position.
       for (std::size_t i = 0; i < v.items.size(); ++i) {
-        const JsonValue* name = v.items[i].find("name");
-        const std::string key =
-            name && name->kind == JsonValue::Kind::kString ? name->string : std::to_string(i);
-        flatten(v.items[i], fmt::format("{}[{}]", path, key), unit, out);
+        const JsonValue& item = v.items[i];
+        const auto text = [&](const char* k) -> const std::string* {
+          const JsonValue* f = item.find(k);
+          return f && f->kind == JsonValue::Kind::kString ? &f->string : nullptr;
+        };
+        const JsonValue* tile = item.find("tile");
+        std::string key = std::to_string(i);
+        if (const std::string* name = text("name")) {
+          key = *name;
+        } else if (const std::string* layer = text("layer")) {
+          const std::string* pass = text("pass");
+          key = pass ? *layer + " " + *pass : *layer;
+        } else if (tile && tile->kind == JsonValue::Kind::kNumber) {
+          key = "tile " + tile->number.text;
+        }
+        flatten(item, fmt::format("{}[{}]", path, key), unit, out);
       }
       break;
     default:
