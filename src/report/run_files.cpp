@@ -158,36 +158,44 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
       r.pass = pass;
       return r;
     };
-    auto of = [&](const trace::Provenance& prov) -> LayerRow& {
-      if (prov.empty()) return row("(unattributed)", "");
-      std::string layers;
-      for (const auto& l : prov.layers) layers += (layers.empty() ? "" : "+") + l;
-      return row(
-          layers.empty()
-              ? "(" + std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]) + ")"
-              : layers,
-          std::string(trace::kPassNames[static_cast<std::size_t>(prov.pass)]));
+    // The rows a phase's time goes to: one per layer it serves, so that a row is the model's
+    // (layer, pass) whatever the planner grouped into one compute set; a phase serving several
+    // layers is split equally among them (issue 27: rows named by the group, such as
+    // "b3/5/conv2+b3/4/conv2", changed with the plan).
+    using Rows = std::vector<LayerRow*>;
+    auto of = [&](const trace::Provenance& prov) -> Rows {
+      if (prov.empty()) return {&row("(unattributed)", "")};
+      const std::string pass(trace::kPassNames[static_cast<std::size_t>(prov.pass)]);
+      if (prov.layers.empty()) return {&row("(" + pass + ")", pass)};
+      Rows out;
+      for (const auto& l : prov.layers) out.push_back(&row(l, pass));
+      return out;
     };
-    auto row_of = [&](const Target& t) -> LayerRow& {
+    auto row_of = [&](const Target& t) -> Rows {
       switch (t.kind) {
         case Target::kCompute:
           return t.index < p.compute_sets.size() ? of(p.compute_sets[t.index].provenance)
-                                                 : row("(unattributed)", "");
+                                                 : Rows{&row("(unattributed)", "")};
         case Target::kExchange:
           return t.index < p.exchanges.size() ? of(p.exchanges[t.index].provenance)
-                                              : row("(unattributed)", "");
+                                              : Rows{&row("(unattributed)", "")};
         case Target::kHost:
-          return row("(host I/O)", "host_io");
+          return {&row("(host I/O)", "host_io")};
         case Target::kExternalSync:
-          return row("(external sync)", "");
+          return {&row("(external sync)", "")};
         case Target::kCollective:
-          return row("(collectives)", "");
+          return {&row("(collectives)", "")};
         case Target::kInterIpu:
-          return row("(pipeline copies)", "pipeline_copy");
+          return {&row("(pipeline copies)", "pipeline_copy")};
         case Target::kNone:
           break;
       }
-      return row("(unattributed)", "");
+      return {&row("(unattributed)", "")};
+    };
+    // An amount split equally among rows, the remainder to the first ones, so sums stay exact.
+    const auto split = [](const Rows& rows, std::uint64_t amount, auto&& add) {
+      const std::uint64_t n = rows.size(), each = amount / n, extra = amount % n;
+      for (std::uint64_t k = 0; k < n; ++k) add(*rows[k], each + (k < extra ? 1 : 0));
     };
     // Per compute set: FLOPs and cycles of one execution; per exchange: bytes received and
     // cycles. Every on-chip phase costs the same on each execution, so its share of the
@@ -224,18 +232,24 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
             const trace::Step& s = steps[i];
             const std::uint64_t here = position++;  // a loop's body follows it
             if (s.kind != trace::StepKind::kRepeat && target_of(s).kind != Target::kNone)
-              note_memory(row_of(target_of(s)), here);
+              for (LayerRow* r : row_of(target_of(s))) note_memory(*r, here);
             if (s.kind == trace::StepKind::kRepeat) {
               walk(s.body, times * s.count);
             } else if (s.kind == trace::StepKind::kCompute) {
-              LayerRow& r = row_of(target_of(s));
-              r.cycles[PhaseKind::kCompute] += per_execution(ipu.compute_sets, s.index) * times;
-              r.executions += times;
-              if (s.index < cs_flops.size()) r.flops += cs_flops[s.index] * times;
+              const Rows rows = row_of(target_of(s));
+              split(rows, per_execution(ipu.compute_sets, s.index) * times,
+                    [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kCompute] += c; });
+              split(rows, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
+              if (s.index < cs_flops.size())
+                split(rows, cs_flops[s.index] * times,
+                      [](LayerRow& r, std::uint64_t f) { r.flops += f; });
             } else if (s.kind == trace::StepKind::kExchange) {
-              LayerRow& r = row_of(target_of(s));
-              r.cycles[PhaseKind::kExchange] += per_execution(ipu.exchanges, s.index) * times;
-              if (s.index < ex_bytes.size()) r.exchange_bytes += ex_bytes[s.index] * times;
+              const Rows rows = row_of(target_of(s));
+              split(rows, per_execution(ipu.exchanges, s.index) * times,
+                    [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kExchange] += c; });
+              if (s.index < ex_bytes.size())
+                split(rows, ex_bytes[s.index] * times,
+                      [](LayerRow& r, std::uint64_t b) { r.exchange_bytes += b; });
             } else if (s.kind == trace::StepKind::kSync &&
                        s.group.kind == trace::GroupKind::kTile) {
               Target t;
@@ -245,7 +259,8 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
               for (std::size_t j = i; j-- > 0 && t.kind == Target::kNone;)
                 t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, true)
                                                               : target_of(steps[j]);
-              row_of(t).cycles[PhaseKind::kSync] += sync_cycles * times;
+              split(row_of(t), sync_cycles * times,
+                    [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kSync] += c; });
             }
           }
         };
@@ -259,7 +274,7 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
         {&ipu.group_steps.inter_ipu, Target::kInterIpu}};
     for (const auto& [cycles, kind] : groups)
       if (cycles->total() > 0) {
-        LayerRow& r = row_of({kind, 0});
+        LayerRow& r = *row_of({kind, 0}).front();
         for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += cycles->values[k];
       }
     std::vector<LayerRow> list;

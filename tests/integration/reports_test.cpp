@@ -1223,6 +1223,42 @@ TEST(Reports, LayersCsvAttributesTimeToLayersAndAddsUpToTheTotals) {
   EXPECT_EQ(read_all(dir.file("ref/layers.csv")), read_all(dir.file("out/layers.csv")));
 }
 
+// Issue 27: a compute set serving several layers was one row named by the group ("l1+l2"),
+// which changes with the plan. Now each layer is its own row: the shared compute set's cycles,
+// FLOPs (a copy has none) and executions are split equally between l1 and l2, the odd cycle
+// to the first; the sync before it likewise. Measured against the same trace with the compute
+// set attributed to l1 alone.
+TEST(Reports, LayersCsvSplitsASharedComputeSetAmongItsLayers) {
+  TempDir dir;
+  const auto layers = [&](const std::string& layer) {
+    const std::string trace = dir.file(layer + ".trace");
+    std::ofstream(trace) << "ipusim-trace 3\nipu 0\ncomputeset a layer=" + layer +
+                                " pass=forward op=conv\n  vertex tiles=0..3 copy bytes=8000\n"
+                                "end\nprogram\n  sync\n  repeat 3\n    compute a\n  end\nend\n";
+    const auto r = ipusim("run -q --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +
+                          dir.file(layer) + " " + trace);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::vector<std::string>> out;
+    std::string header;
+    for (const auto& row : read_csv(dir.file(layer + "/layers.csv"), &header)) out[row[1]] = row;
+    return out;
+  };
+  const auto alone = layers("l1");
+  const auto shared = layers("l1,l2");
+  ASSERT_EQ(alone.size(), 1u);
+  ASSERT_EQ(shared.size(), 2u);
+  ASSERT_TRUE(shared.count("l1") && shared.count("l2"));
+  for (std::size_t col : {4u, 5u}) {  // compute_cycles, sync_cycles
+    const double whole = std::stod(alone.at("l1")[col]);
+    EXPECT_EQ(std::stod(shared.at("l1")[col]), std::ceil(whole / 2)) << col;
+    EXPECT_EQ(std::stod(shared.at("l2")[col]), std::floor(whole / 2)) << col;
+  }
+  EXPECT_EQ(alone.at("l1")[3], "3");  // executions: 3 = 2 + 1
+  EXPECT_EQ(shared.at("l1")[3], "2");
+  EXPECT_EQ(shared.at("l2")[3], "1");
+  EXPECT_EQ(shared.at("l1")[2], "forward");
+}
+
 TEST(Reports, PeakLiveMemoryFollowsTensorLifetimes) {
   // The two-layer trace above with two tensors on tiles 0..3: t1 (1,000 B per tile) live at
   // positions 1..2, t2 (2,000 B) at 4..5. Positions: 0 sync, 1 compute a (l1), 2 sync,
