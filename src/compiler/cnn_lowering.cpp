@@ -119,6 +119,7 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
 struct Value {
   Layout layout;
   std::vector<Op> pending;
+  std::vector<std::string> pending_layers;  // the layers the pending ops are from, in order
 };
 
 class CnnLowering {
@@ -384,10 +385,23 @@ class CnnLowering {
                                   {trace::GroupKind::kReplicas, run_.batchnorm_group}));
   }
 
-  // Applies a value's pending elementwise ops (one fused compute set).
+  // Queues elementwise ops on a value, from the layer in scope (applied by flush).
+  void pend(Value& v, std::initializer_list<Op> ops) {
+    v.pending.insert(v.pending.end(), ops);
+    for (const auto& layer : b_.provenance().layers)
+      if (std::find(v.pending_layers.begin(), v.pending_layers.end(), layer) ==
+          v.pending_layers.end())
+        v.pending_layers.push_back(layer);
+  }
+  // Applies a value's pending elementwise ops (one fused compute set), as the work of the
+  // layers they are from, whichever layer's scope applies them.
   void flush(Steps& out, Value& v) {
-    b_.elementwise(out, v.layout, v.pending);
+    if (!v.pending.empty()) {
+      const auto scope = b_.scope_layers(v.pending_layers);
+      b_.elementwise(out, v.layout, v.pending);
+    }
     v.pending.clear();
+    v.pending_layers.clear();
   }
   void flush_all(Steps& out, std::map<std::string, Value>& values) {
     for (auto& [name, v] : values) flush(out, v);
@@ -419,7 +433,9 @@ class CnnLowering {
       // Inference: the stored statistics folded into a per-channel scale and shift, applied
       // where the data lives (fused with what follows).
       Value& x = input_of(out, c);
-      fwd_[l.name] = Value{x.layout, {Op::kMul, Op::kAdd}};
+      Value scaled{x.layout, {}, {}};
+      pend(scaled, {Op::kMul, Op::kAdd});
+      fwd_[l.name] = std::move(scaled);
     } else if (l.op == "batchnorm") {
       Value& x = input_of(out, c);
       // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
@@ -452,7 +468,9 @@ class CnnLowering {
         // mean and inv_std back to the tiles holding each channel; whiten (x - mean) inv_std,
         // then scale and shift: pending, fused with what follows.
         if (statistics) b_.broadcast(out, x.layout, Axis::kPositions, 2);
-        fwd_[l.name] = Value{x.layout, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd}};
+        Value whitened{x.layout, {}, {}};
+        pend(whitened, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
+        fwd_[l.name] = std::move(whitened);
       }
     } else if (l.op == "relu") {
       Value v = take(c.input);
@@ -461,13 +479,13 @@ class CnnLowering {
         flush(out, v);
         b_.elementwise(out, v.layout, std::array{Op::kRelu});
       } else {
-        v.pending.push_back(Op::kRelu);
+        pend(v, {Op::kRelu});
       }
       fwd_[l.name] = std::move(v);
     } else if (l.op == "swish" || l.op == "sigmoid") {
       Value v = take(c.input);
-      v.pending.push_back(Op::kSigmoid);
-      if (l.op == "swish") v.pending.push_back(Op::kMul);  // x sigmoid(x)
+      pend(v, {Op::kSigmoid});
+      if (l.op == "swish") pend(v, {Op::kMul});  // x sigmoid(x)
       fwd_[l.name] = std::move(v);
     } else if (l.op == "scale") {
       // Each channel times its factor (squeeze-and-excitation): the factors go to the tiles
@@ -475,14 +493,14 @@ class CnnLowering {
       flush(out, fwd_.at(l.other));
       Value v = take(c.input);
       b_.broadcast(out, v.layout, Axis::kPositions, 1);
-      v.pending.push_back(Op::kMul);
+      pend(v, {Op::kMul});
       fwd_[l.name] = std::move(v);
     } else if (l.op == "add") {
       Value& other = fwd_.at(l.other);
       flush(out, other);
       Value v = take(c.input);
       b_.rearrange(out, other.layout, v.layout);  // the other operand moves, as popops does
-      v.pending.push_back(Op::kAdd);
+      pend(v, {Op::kAdd});
       fwd_[l.name] = std::move(v);
     } else if (l.op == "maxpool") {
       const Value& x = input_of(out, c);
@@ -523,6 +541,7 @@ class CnnLowering {
     Value& v = fwd_.at(name);
     Value out = v;
     v.pending.clear();
+    v.pending_layers.clear();
     return out;
   }
 
@@ -535,7 +554,7 @@ class CnnLowering {
     }
     flush(out, g);
     b_.rearrange(out, g.layout, it->second.layout);
-    it->second.pending.push_back(Op::kAdd);
+    pend(it->second, {Op::kAdd});
   }
 
   void backward(Steps& out, const CnnLayer& c, bool first_layer) {
@@ -546,7 +565,9 @@ class CnnLowering {
     const std::string& in = c.input;
     if (l.op == "softmax_loss") {
       // d logits = softmax - labels, where the logits are.
-      add_gradient(out, in, Value{fwd_.at(in).layout, {Op::kSub}});
+      Value dx{fwd_.at(in).layout, {}, {}};
+      pend(dx, {Op::kSub});
+      add_gradient(out, in, std::move(dx));
       return;
     }
     Value g = grads_.at(l.name);
@@ -616,7 +637,9 @@ class CnnLowering {
         // gamma and beta gradients into their accumulators
         b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
         // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
-        g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
+        g.pending.clear();
+        g.pending_layers.clear();
+        pend(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
         add_gradient(out, in, std::move(g));
       }
     } else if (l.op == "relu") {
@@ -627,19 +650,18 @@ class CnnLowering {
         flush(out, g);
         b_.elementwise(out, g.layout, std::array{Op::kMul});
       } else {
-        g.pending.push_back(Op::kMul);
+        pend(g, {Op::kMul});
       }
       add_gradient(out, in, std::move(g));
     } else if (l.op == "swish") {
       // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.
       b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-      for (Op op : {Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul})
-        g.pending.push_back(op);
+      pend(g, {Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul});
       add_gradient(out, in, std::move(g));
     } else if (l.op == "sigmoid") {
       // g y (1 - y): the output comes to the gradient's layout.
       b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-      for (Op op : {Op::kSub, Op::kMul, Op::kMul}) g.pending.push_back(op);
+      pend(g, {Op::kSub, Op::kMul, Op::kMul});
       add_gradient(out, in, std::move(g));
     } else if (l.op == "scale") {
       flush(out, g);
@@ -651,7 +673,7 @@ class CnnLowering {
       add_gradient(out, l.other, Value{b_.linear(dt, n_, c.out.c), {}});
       // The input's gradient: g times the factors, brought to g's tiles.
       b_.broadcast(out, g.layout, Axis::kPositions, 1);
-      g.pending.push_back(Op::kMul);
+      pend(g, {Op::kMul});
       add_gradient(out, in, std::move(g));
     } else if (l.op == "add") {
       flush(out, g);  // materialised once; both operands' paths read it

@@ -158,6 +158,13 @@ class IpuBuilder {
     p.pass = pass;
     return Scope(*this, std::move(p));
   }
+  // The current pass and op for the work of `layers` done later (elementwise ops pending from
+  // them, applied in another layer's scope); the current layers when `layers` is empty.
+  [[nodiscard]] Scope scope_layers(const std::vector<std::string>& layers) {
+    trace::Provenance p = current_;
+    if (!layers.empty()) p.layers = layers;
+    return Scope(*this, std::move(p));
+  }
   const trace::Provenance& provenance() const { return current_; }
   // A tensor of `total_bytes` spread evenly over all tiles (memory accounting), live at the
   // program positions `live` (unset: always live).

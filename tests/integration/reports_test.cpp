@@ -1259,6 +1259,33 @@ TEST(Reports, LayersCsvSplitsASharedComputeSetAmongItsLayers) {
   EXPECT_EQ(shared.at("l1")[2], "forward");
 }
 
+// Issue 27: layer rows survive a re-plan. ResNet-50 POD16 with twice the tile memory plans
+// many layers differently (other tile grids, other rearrangements, other compute sets shared),
+// yet layers.csv has the same (layer, pass) rows: a row is a layer of the model, with the
+// elementwise ops pending from it (a residual add applied in its ReLU's scope) its own.
+TEST(Reports, LayersCsvRowsAreTheSameBeforeAndAfterAReplan) {
+  TempDir dir;
+  const std::string run = source_dir() + "/configs/runs/resnet50-pod16.yaml";
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> keys;
+  std::map<std::string, std::string> supersteps;
+  for (const std::string memory : {"624KiB", "1248KiB"}) {
+    const auto r = ipusim("run -q --run " + run + " --set chip.tile_memory=" + memory + " --out " +
+                          dir.file(memory));
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::string header;
+    for (const auto& row : read_csv(dir.file(memory + "/layers.csv"), &header)) {
+      EXPECT_EQ(row[1].find('+'), std::string::npos) << "a group row: " << row[1];
+      keys[memory].insert({row[1], row[2]});
+    }
+    supersteps[memory] = read_all(dir.file(memory + "/supersteps.csv"));
+  }
+  EXPECT_NE(supersteps["624KiB"], supersteps["1248KiB"]) << "the plans should differ";
+  EXPECT_GT(keys["624KiB"].size(), 300u);
+  EXPECT_EQ(keys["624KiB"], keys["1248KiB"]);
+  // The residual add of block b3/0 has its own forward row in both plans.
+  EXPECT_TRUE(keys["1248KiB"].count({"b3/0/add", "forward"}));
+}
+
 TEST(Reports, PeakLiveMemoryFollowsTensorLifetimes) {
   // The two-layer trace above with two tensors on tiles 0..3: t1 (1,000 B per tile) live at
   // positions 1..2, t2 (2,000 B) at 4..5. Positions: 0 sync, 1 compute a (l1), 2 sync,
