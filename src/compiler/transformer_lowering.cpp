@@ -30,6 +30,7 @@ using trace::StepKind;
 struct Value {
   Layout layout;
   std::vector<Op> pending;
+  std::vector<std::string> pending_layers;  // the layers the pending ops are from, in order
 };
 
 // Layouts of one sub-layer's forward tensors, recorded in its forward pass for its backward.
@@ -167,7 +168,7 @@ class TransformerLowering {
   void layer_norm(Steps& out, Value& x) {
     flush(out, x);
     b_.reduce(out, x.layout, Axis::kChannels, 2, /*broadcast=*/true);
-    x.pending = {Op::kSub, Op::kMul, Op::kMul, Op::kAdd};
+    set_pending(x, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
   }
 
   void attention_fwd(Steps& out, Value& x) {
@@ -190,16 +191,16 @@ class TransformerLowering {
     // (0 or -inf) is added to every score before the softmax: Poplar computes the whole score
     // matrix. The mask has no backward work (the masked probabilities are 0, so their
     // gradients vanish in the softmax gradient); the scale's gradient is one more multiply.
-    Value scaled{L.scores, {Op::kMul}};
-    if (m_.causal || m_.attention_mask) scaled.pending.push_back(Op::kAdd);
+    Value scaled = with_pending(L.scores, {Op::kMul});
+    if (m_.causal || m_.attention_mask) pend(scaled, {Op::kAdd});
     flush(out, scaled);
     // softmax over keys (stable: max, then exp and sum), then dropout
     const Op sub_exp[] = {Op::kSub, Op::kExp};
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
     b_.elementwise(out, L.scores, sub_exp);
     b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
-    Value p{L.scores, {Op::kDiv}};
-    if (!run_.inference && m_.attention_dropout) p.pending.push_back(Op::kMul);
+    Value p = with_pending(L.scores, {Op::kDiv});
+    if (!run_.inference && m_.attention_dropout) pend(p, {Op::kMul});
     flush(out, p);
     L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
     L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});  // projection
@@ -210,8 +211,8 @@ class TransformerLowering {
 
   // A sub-layer's output, pending its bias, dropout (training only) and residual add.
   Value residual(const Layout& l) const {
-    return run_.inference ? Value{l, {Op::kAdd, Op::kAdd}}
-                          : Value{l, {Op::kAdd, Op::kMul, Op::kAdd}};
+    return run_.inference ? with_pending(l, {Op::kAdd, Op::kAdd})
+                          : with_pending(l, {Op::kAdd, Op::kMul, Op::kAdd});
   }
 
   void ffn_fwd(Steps& out, Value& x) {
@@ -225,7 +226,7 @@ class TransformerLowering {
     FfnLayouts& L = ffn_;
     L.x = x.layout;
     L.hidden = b_.matmul(out, tokens_, m_.ffn, m_.hidden, dt, Operand{x.layout, false});
-    Value hdn{L.hidden, {Op::kAdd, Op::kGelu}};  // bias + GELU
+    Value hdn = with_pending(L.hidden, {Op::kAdd, Op::kGelu});  // bias + GELU
     flush(out, hdn);
     L.out = b_.matmul(out, tokens_, m_.hidden, m_.ffn, dt, Operand{L.hidden, false});
     b_.rearrange(out, residual_in, L.out);
@@ -257,14 +258,14 @@ class TransformerLowering {
     b_.elementwise(out, g.layout, whiten_mul);
     b_.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
     b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
-    g.pending = {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul};
+    set_pending(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
   }
 
   void attention_bwd(Steps& out, Value& g) {
     const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, gr = groups();
     const AttentionLayouts& L = attention_;
     if (!m_.pre_norm) layer_norm_bwd(out, g, L.out);
-    g.pending.push_back(Op::kMul);  // dropout
+    pend(g, {Op::kMul});  // dropout
     flush(out, g);
     const Layout residual = g.layout;
     const Layout weights_o = b_.weights_layout(mm(tokens_, h, h));
@@ -273,12 +274,12 @@ class TransformerLowering {
     // context = P V: dP = dctx V^T, dV = P^T dctx
     const Layout dp = matmul_bwd(out, s, d, s, L.scores, q, dctx, false, gr);
     // softmax (and dropout) gradient: y (g - sum(g y))
-    Value gp{dp, {Op::kMul}};
-    if (m_.attention_dropout) gp.pending.push_back(Op::kMul);
+    Value gp = with_pending(dp, {Op::kMul});
+    if (m_.attention_dropout) pend(gp, {Op::kMul});
     b_.rearrange(out, L.scores, dp);
     flush(out, gp);
     b_.reduce(out, dp, Axis::kChannels, 1, /*broadcast=*/true);
-    gp.pending = {Op::kSub, Op::kMul, Op::kMul};  // ... and the scale's gradient
+    set_pending(gp, {Op::kSub, Op::kMul, Op::kMul});  // ... and the scale's gradient
     flush(out, gp);
     // scores = Q K^T: dQ = dS K, dK = dS^T Q
     const Layout dq = matmul_bwd(out, s, s, d, q, q, dp, false, gr);
@@ -303,14 +304,14 @@ class TransformerLowering {
   void ffn_bwd(Steps& out, Value& g) {
     const FfnLayouts& L = ffn_;
     if (!m_.pre_norm) layer_norm_bwd(out, g, L.out);
-    g.pending.push_back(Op::kMul);  // dropout
+    pend(g, {Op::kMul});  // dropout
     flush(out, g);
     const Layout residual = g.layout;
     const Layout w2 = b_.weights_layout(mm(tokens_, m_.hidden, m_.ffn));
     const Layout dh = matmul_bwd(out, tokens_, m_.hidden, m_.ffn, L.hidden, w2, g.layout, true);
     // GELU gradient: the pre-activation comes to the gradient's layout
     b_.rearrange(out, L.hidden, dh);
-    Value gh{dh, {Op::kGelu, Op::kMul}};
+    Value gh = with_pending(dh, {Op::kGelu, Op::kMul});
     flush(out, gh);
     const Layout w1 = b_.weights_layout(mm(tokens_, m_.ffn, m_.hidden));
     const Layout dx = matmul_bwd(out, tokens_, m_.ffn, m_.hidden, L.x, w1, dh, true);
@@ -341,9 +342,9 @@ class TransformerLowering {
       b_.elementwise(out, images, normalise);
       const Layout patches = b_.matmul(out, packs_ * m_.patches(), m_.hidden, patch_elements(m_),
                                        m_.dtype, Operand{images, false});
-      b_.rearrange(out, patches, patch_rows());            // concatenated after the class token
-      x.pending = {Op::kAdd, Op::kAdd};                    // bias, positions
-      if (!run_.inference) x.pending.push_back(Op::kMul);  // dropout
+      b_.rearrange(out, patches, patch_rows());  // concatenated after the class token
+      set_pending(x, {Op::kAdd, Op::kAdd});      // bias, positions
+      if (!run_.inference) pend(x, {Op::kMul});  // dropout
     } else {
       const Op add = Op::kAdd;
       b_.elementwise(out, x.layout, {&add, 1});
@@ -383,7 +384,7 @@ class TransformerLowering {
     // BERT, bert_model.py lm_prediction_head and projection).
     head_in_ = x.layout;
     head_dense_ = b_.matmul(out, tokens_, m_.hidden, m_.hidden, dt, Operand{x.layout, false});
-    Value y{head_dense_, {Op::kAdd, Op::kGelu}};
+    Value y = with_pending(head_dense_, {Op::kAdd, Op::kGelu});
     layer_norm(out, y);
     flush(out, y);
     head_y_ = y.layout;
@@ -435,8 +436,8 @@ class TransformerLowering {
     Value gy{head_y_, {}};
     b_.rearrange(out, dy, first_rows(head_y_, t));
     layer_norm_bwd(out, gy, head_y_);
-    gy.pending.push_back(Op::kGelu);
-    gy.pending.push_back(Op::kMul);
+    pend(gy, {Op::kGelu});
+    pend(gy, {Op::kMul});
     flush(out, gy);
     const Layout wd = b_.weights_layout(mm(tokens_, m_.hidden, m_.hidden));
     const Layout dx = matmul_bwd(out, tokens_, m_.hidden, m_.hidden, head_in_, wd, gy.layout, true);
@@ -444,7 +445,7 @@ class TransformerLowering {
   }
   void embedding_bwd(Steps& out, Value& g) {
     if (!m_.pre_norm) layer_norm_bwd(out, g, embedding_out_);
-    if (m_.classifier) g.pending.push_back(Op::kMul);  // dropout
+    if (m_.classifier) pend(g, {Op::kMul});  // dropout
     flush(out, g);
     b_.scaled_add(out, g.layout);  // scatter-add into the table (or positions) gradient
     if (m_.classifier) {
@@ -455,9 +456,34 @@ class TransformerLowering {
     }
   }
 
+  // Applies a value's pending elementwise ops (one fused compute set), as the work of the
+  // layers they are from, whichever layer's scope applies them.
   void flush(Steps& out, Value& v) {
-    b_.elementwise(out, v.layout, v.pending);
+    if (!v.pending.empty()) {
+      const auto scope = b_.scope_layers(v.pending_layers);
+      b_.elementwise(out, v.layout, v.pending);
+    }
     v.pending.clear();
+    v.pending_layers.clear();
+  }
+  // Queues elementwise ops on a value, from the layer in scope (applied by flush).
+  void pend(Value& v, std::initializer_list<Op> ops) const {
+    v.pending.insert(v.pending.end(), ops);
+    for (const auto& layer : b_.provenance().layers)
+      if (std::find(v.pending_layers.begin(), v.pending_layers.end(), layer) ==
+          v.pending_layers.end())
+        v.pending_layers.push_back(layer);
+  }
+  // The same, replacing what was pending.
+  void set_pending(Value& v, std::initializer_list<Op> ops) const {
+    v.pending.clear();
+    v.pending_layers.clear();
+    pend(v, ops);
+  }
+  Value with_pending(const Layout& l, std::initializer_list<Op> ops) const {
+    Value v{l, {}, {}};
+    pend(v, ops);
+    return v;
   }
 
  private:

@@ -150,6 +150,28 @@ TEST(RunCompiled, CompiledTracesCarryProvenance) {
   }
 }
 
+// Issue 27: an elementwise op pending from one layer and applied in the next one's scope was
+// the next layer's work in layers.csv. In the reduced BERT, each encoder's attention ends with
+// a layer norm whose apply ((x - mean) inv_std gamma + beta, one fused compute set) runs when
+// the FFN reads its input: it names the attention sub-layer (it named only the FFN).
+TEST(RunCompiled, PendingOpsAreTheWorkOfTheLayerTheyComeFrom) {
+  TempDir dir;
+  const std::string file = dir.file("b.itb");
+  ASSERT_EQ(ipusim("compile -q --run " + source_dir() +
+                   "/tests/data/workloads/bert_tiny-pod16.yaml --out " + file)
+                .status,
+            0);
+  const trace::Trace t = trace::read_file(file);
+  std::set<std::string> applied_for;
+  for (const auto& ipu : t.ipus)
+    for (const auto& cs : ipu.compute_sets)
+      if (cs.name.starts_with("map_sub_mul_mul_add_") &&
+          cs.provenance.pass == trace::Pass::kForward)
+        applied_for.insert(cs.provenance.layers.begin(), cs.provenance.layers.end());
+  for (const char* layer : {"encoder0/attention", "encoder1/attention", "encoder0/ffn"})
+    EXPECT_TRUE(applied_for.count(layer)) << layer;
+}
+
 TEST(RunCompiled, GivesTheRunDirectoryOfCompileThenRun) {
   TempDir dir;
   const std::string sets = " --set chip.clock=1.5GHz --set run.gradient_accumulation=2";
