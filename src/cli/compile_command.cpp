@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -68,15 +67,10 @@ int compile_command(int argc, char** argv) {
   const compiler::LoadedRun run = compiler::load_run(run_file, run_overrides);
   const compiler::ModelDef model =
       compiler::load_model(model_file.empty() ? run.run.model_file : model_file);
-  if (!model_file.empty()) {
-    const bool sized = std::any_of(run_overrides.begin(), run_overrides.end(), [](auto& o) {
-      return o.starts_with("run.input_bytes_per_sample");
-    });
-    if (auto m = compiler::input_mismatch(compiler::load_model(run.run.model_file), model, run.run,
-                                          sized))
+  if (!model_file.empty())
+    if (auto m = compiler::input_mismatch(run.run, model, run_overrides))
       std::cerr << fmt::format("ipusim compile: warning: {}: {}\n", printable(run_file),
                                printable(*m));
-  }
   const LoadedSystem system =
       load_system(system_file.empty() ? run.run.system_file : system_file, system_overrides,
                   chip_file.empty() ? std::nullopt : std::optional(chip_file));

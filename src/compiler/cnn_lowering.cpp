@@ -114,14 +114,6 @@ std::vector<CnnLayer> propagate(const ModelDef& m) {
   return out;
 }
 
-// A value in flight: its layout and the elementwise ops not yet applied to it (fused into
-// one compute set when the value is next consumed by something that is not elementwise).
-struct Value {
-  Layout layout;
-  std::vector<Op> pending;
-  std::vector<std::string> pending_layers;  // the layers the pending ops are from, in order
-};
-
 class CnnLowering {
  public:
   CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles)
@@ -385,24 +377,9 @@ class CnnLowering {
                                   {trace::GroupKind::kReplicas, run_.batchnorm_group}));
   }
 
-  // Queues elementwise ops on a value, from the layer in scope (applied by flush).
-  void pend(Value& v, std::initializer_list<Op> ops) {
-    v.pending.insert(v.pending.end(), ops);
-    for (const auto& layer : b_.provenance().layers)
-      if (std::find(v.pending_layers.begin(), v.pending_layers.end(), layer) ==
-          v.pending_layers.end())
-        v.pending_layers.push_back(layer);
-  }
-  // Applies a value's pending elementwise ops (one fused compute set), as the work of the
-  // layers they are from, whichever layer's scope applies them.
-  void flush(Steps& out, Value& v) {
-    if (!v.pending.empty()) {
-      const auto scope = b_.scope_layers(v.pending_layers);
-      b_.elementwise(out, v.layout, v.pending);
-    }
-    v.pending.clear();
-    v.pending_layers.clear();
-  }
+  // compiler::pend and compiler::flush (lowering.hpp) with this lowering's builder.
+  void pend(Value& v, std::initializer_list<Op> ops) { compiler::pend(b_, v, ops); }
+  void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
   void flush_all(Steps& out, std::map<std::string, Value>& values) {
     for (auto& [name, v] : values) flush(out, v);
   }

@@ -3,6 +3,8 @@
 // transformer_lowering.cpp), records what reports need, and checks memory and structure.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/cost/program_costs.hpp"
@@ -30,6 +32,23 @@ const std::string* meta_of(const trace::Trace& t, const std::string& key) {
 }
 
 }  // namespace
+
+void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops) {
+  v.pending.insert(v.pending.end(), ops);
+  for (const auto& layer : b.provenance().layers)
+    if (std::find(v.pending_layers.begin(), v.pending_layers.end(), layer) ==
+        v.pending_layers.end())
+      v.pending_layers.push_back(layer);
+}
+
+void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v) {
+  if (!v.pending.empty()) {
+    const auto scope = b.scope_layers(v.pending_layers);
+    b.elementwise(out, v.layout, v.pending);
+  }
+  v.pending.clear();
+  v.pending_layers.clear();
+}
 
 ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip) {
   if (run.io_tiles >= chip.tiles)
@@ -78,9 +97,13 @@ SampleInput sample_input(const ModelDef& m) {
 
 }  // namespace
 
-std::optional<std::string> input_mismatch(const ModelDef& run_model, const ModelDef& model,
-                                          const RunConfig& run, bool bytes_overridden) {
-  if (bytes_overridden || run.input_bytes_per_sample == 0) return std::nullopt;
+std::optional<std::string> input_mismatch(const RunConfig& run, const ModelDef& model,
+                                          const std::vector<std::string>& run_overrides) {
+  const bool sized = std::any_of(run_overrides.begin(), run_overrides.end(), [](auto& o) {
+    return o.starts_with("run.input_bytes_per_sample");
+  });
+  if (sized || run.input_bytes_per_sample == 0) return std::nullopt;
+  const ModelDef run_model = load_model(run.model_file);
   const SampleInput was = sample_input(run_model), now = sample_input(model);
   if (was.text == now.text || was.elements == 0) return std::nullopt;
   const std::uint64_t scaled = ceil_div(run.input_bytes_per_sample * now.elements, was.elements);

@@ -4,7 +4,12 @@
 // (transformer_lowering.cpp). Each builds its IPU programs with IpuBuilder.
 #pragma once
 
+#include <initializer_list>
+#include <string>
+#include <vector>
+
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/layout.hpp"
 
 namespace ipusim::compiler {
 
@@ -27,6 +32,20 @@ struct Layout;
 // background and is copied to `layout` by an on-chip exchange.
 void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig& run, Layout layout,
                   std::uint64_t bytes, std::uint32_t all_tiles);
+
+// A value in flight: its layout and the elementwise ops not yet applied to it (fused into
+// one compute set when the value is next consumed by something that is not elementwise), with
+// the layers those ops come from, in order.
+struct Value {
+  Layout layout;
+  std::vector<trace::Op> pending;
+  std::vector<std::string> pending_layers;
+};
+// Queues `ops` on `v` as the work of the layers in `b`'s current scope.
+void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops);
+// Applies `v`'s pending ops (one fused compute set) as the work of the layers they come from,
+// whichever layer's scope applies them; none are pending after.
+void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v);
 
 inline double available_memory_for(const RunConfig& run, std::size_t ipu) {
   return run.available_memory.size() == 1 ? run.available_memory[0] : run.available_memory[ipu];

@@ -27,12 +27,6 @@ using trace::DType;
 using trace::Op;
 using trace::StepKind;
 
-struct Value {
-  Layout layout;
-  std::vector<Op> pending;
-  std::vector<std::string> pending_layers;  // the layers the pending ops are from, in order
-};
-
 // Layouts of one sub-layer's forward tensors, recorded in its forward pass for its backward.
 struct AttentionLayouts {
   Layout x, qkv, scores, context, out;
@@ -456,24 +450,9 @@ class TransformerLowering {
     }
   }
 
-  // Applies a value's pending elementwise ops (one fused compute set), as the work of the
-  // layers they are from, whichever layer's scope applies them.
-  void flush(Steps& out, Value& v) {
-    if (!v.pending.empty()) {
-      const auto scope = b_.scope_layers(v.pending_layers);
-      b_.elementwise(out, v.layout, v.pending);
-    }
-    v.pending.clear();
-    v.pending_layers.clear();
-  }
-  // Queues elementwise ops on a value, from the layer in scope (applied by flush).
-  void pend(Value& v, std::initializer_list<Op> ops) const {
-    v.pending.insert(v.pending.end(), ops);
-    for (const auto& layer : b_.provenance().layers)
-      if (std::find(v.pending_layers.begin(), v.pending_layers.end(), layer) ==
-          v.pending_layers.end())
-        v.pending_layers.push_back(layer);
-  }
+  // compiler::flush and compiler::pend (lowering.hpp) with this lowering's builder.
+  void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
+  void pend(Value& v, std::initializer_list<Op> ops) const { compiler::pend(b_, v, ops); }
   // The same, replacing what was pending.
   void set_pending(Value& v, std::initializer_list<Op> ops) const {
     v.pending.clear();

@@ -6,7 +6,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include <algorithm>
 #include <cmath>
 #include <future>
 #include <optional>
@@ -70,14 +69,8 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     run = compiler::load_run(r.run_file, run_overrides);
     model = compiler::load_model(r.model_file.empty() ? run->run.model_file : r.model_file);
     if (system_file.empty()) system_file = run->run.system_file;
-    if (!r.model_file.empty()) {
-      const bool sized = std::any_of(run_overrides.begin(), run_overrides.end(), [](auto& o) {
-        return o.starts_with("run.input_bytes_per_sample");
-      });
-      if (auto m = compiler::input_mismatch(compiler::load_model(run->run.model_file), *model,
-                                            run->run, sized))
-        input_warning = *m;
-    }
+    if (!r.model_file.empty())
+      if (auto m = compiler::input_mismatch(run->run, *model, run_overrides)) input_warning = *m;
   }
 
   // A system brings its own chip; an explicit --chip replaces it.

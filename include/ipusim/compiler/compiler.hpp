@@ -142,13 +142,14 @@ struct CompileOptions {
 std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
                                            const SystemSpec* system);
 
-// When `model` replaces the run config's own model (`--model`) and takes another input (image
-// size and channels, or sequence length) than `run_model`, the run's input_bytes_per_sample
-// still sizes its host input for the old one: a message that says so and what to set (scaled
-// by the inputs' element counts). None when the inputs match, the run streams no input, or
-// the user set run.input_bytes_per_sample (`bytes_overridden`).
-std::optional<std::string> input_mismatch(const ModelDef& run_model, const ModelDef& model,
-                                          const RunConfig& run, bool bytes_overridden);
+// When `model` replaces the run config's own model (`--model`; the run's is loaded from
+// run.model_file) and takes another input (image size and channels, or sequence length), the
+// run's input_bytes_per_sample still sizes its host input for the old one: a message that
+// says so and what to set (scaled by the inputs' element counts). None when the inputs match,
+// the run streams no input, or `run_overrides` (the run.* --set overrides) set
+// run.input_bytes_per_sample.
+std::optional<std::string> input_mismatch(const RunConfig& run, const ModelDef& model,
+                                          const std::vector<std::string>& run_overrides);
 
 // The meta entries that name the chip a trace was planned for (target.chip, its tiles, tile
 // memory in bytes and AMP engines), as compile() and `ipusim kernel` write them.
