@@ -116,7 +116,8 @@ int run_command(int argc, char** argv) {
         "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
         "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
         "stats.json (every value with its unit), config.resolved.yaml, trace.id,\n"
-        "tiles.csv, supersteps.csv and layers.csv (docs/stats-reference.md), the input of\n"
+        "tiles.csv, supersteps.csv, layers.csv and, with --run, plan.csv (what the\n"
+        "compiler planned for each conv and matmul; docs/stats-reference.md), the input of\n"
         "'ipusim report' and 'ipusim compare'; with --timeline, a Perfetto timeline\n"
         "(docs/reports.md). Files are written whole or not at all.",
         desc);

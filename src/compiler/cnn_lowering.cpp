@@ -731,7 +731,8 @@ std::uint64_t cnn_parameters(const ModelDef& m) {
   return n;
 }
 
-trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system) {
+trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                         std::vector<PlannedConv>* plans) {
   if (run.ipus_per_replica != 1)
     throw ConfigError(
         fmt::format("{}: run.ipus_per_replica: CNN models run one IPU per replica (data "
@@ -765,6 +766,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   IpuBuilder b(chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise,
                run.rearrangements);
   b.set_coeff_load_bits(run.conv_unit_load_bits);
+  b.record_plans(plans, 0);
   CnnLowering lower(m, run, b, system.chip.tiles);
   trace::Step loop = make_step(StepKind::kRepeat);
   loop.count = run.gradient_accumulation;

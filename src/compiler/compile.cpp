@@ -174,14 +174,15 @@ std::uint64_t parameter_count(const ModelDef& model) {
   return model.family == "cnn" ? cnn_parameters(model) : transformer_parameters(model);
 }
 
-trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system) {
+trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,
+                     std::vector<PlannedConv>* plans) {
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())
     throw ConfigError(fmt::format("{}: {} replicas x {} IPUs need {} IPUs, but {} has {}", run.file,
                                   run.replicas, run.ipus_per_replica, needed, system.name,
                                   system.ipus()));
-  trace::Trace t = model.family == "cnn" ? compile_cnn(model, run, system)
-                                         : compile_transformer(model, run, system);
+  trace::Trace t = model.family == "cnn" ? compile_cnn(model, run, system, plans)
+                                         : compile_transformer(model, run, system, plans);
   // What reports need to turn a step time into throughput and time to train.
   t.meta = {
       {"model", model.name},

@@ -63,6 +63,25 @@ Layout blocked(const Layout& source, std::uint64_t position_blocks, std::uint64_
   return l;
 }
 
+// Adds what `steps`, run `times` times, run to `items` (repeat loops by their counts).
+void count_items(std::span<const trace::Step> steps, std::uint64_t times,
+                 PlannedConv::Items& items) {
+  const auto add = [times](auto& list, std::uint32_t index) {
+    for (auto& [i, n] : list)
+      if (i == index) {
+        n += times;
+        return;
+      }
+    list.emplace_back(index, times);
+  };
+  for (const trace::Step& s : steps) {
+    if (s.kind == StepKind::kCompute) add(items.compute_sets, s.index);
+    if (s.kind == StepKind::kExchange) add(items.exchanges, s.index);
+    if (s.kind == StepKind::kSync && s.group.kind == trace::GroupKind::kTile) items.syncs += times;
+    if (s.kind == StepKind::kRepeat) count_items(s.body, times * s.count, items);
+  }
+}
+
 std::string args_key(const kernels::ConvArgs& a) {
   std::string key =
       fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
@@ -150,6 +169,7 @@ IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double 
       partials_(partials),
       fuse_(fuse_elementwise),
       rearrange_operands_(rearrange_operands),
+      available_memory_(available_memory),
       budget_(static_cast<std::uint64_t>(available_memory *
                                          static_cast<double>(chip.tile_memory.count))) {}
 
@@ -297,6 +317,7 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
   const kernels::ConvPlan& plan = p.plan;
   kernels::FetchSources sources;
   std::string key = args_key(a);
+  const std::size_t first_step = out.size();
   for (const auto& [operand, is_input] : {std::pair{&input, true}, std::pair{&weights, false}}) {
     if (!operand->layout || !rearrange_operands_) continue;
     const Layout& source = *operand->layout;
@@ -392,9 +413,30 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
     rearrange(out, source, home);
     if (operand->transposed) transpose(out, home, kernels::transpose_factor(chip_, a));
   }
+  const std::size_t conv_step = out.size();
   cached(out, key, [&](Steps& steps) {
     kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);
   });
+  if (plans_out_) {
+    PlannedConv r;
+    r.ipu = plans_ipu_;
+    r.provenance = stamp_for(trace::OpKind::kConv);
+    r.name = args_key(a);
+    r.args = a;
+    r.plan = plan;
+    r.available_memory = available_memory_;
+    r.budget_bytes = budget_;
+    const std::span<const trace::Step> steps(out);
+    count_items(steps.subspan(first_step, conv_step - first_step), 1, r.rearrangement);
+    count_items(steps.subspan(conv_step), 1, r.conv);
+    // The on-chip syncs just before it (ending the operation before) go with its first
+    // exchange, as layer rows count them (report::layer_rows).
+    for (std::size_t i = first_step; i > 0 && out[i - 1].kind == StepKind::kSync &&
+                                     out[i - 1].group.kind == trace::GroupKind::kTile;
+         --i)
+      ++(conv_step > first_step ? r.rearrangement : r.conv).syncs;
+    plans_out_->push_back(std::move(r));
+  }
   return a.channel_groups ? channel_view(p.output, a.groups) : p.output;
 }
 

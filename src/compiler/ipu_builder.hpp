@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/trace/program.hpp"
@@ -62,6 +63,12 @@ class IpuBuilder {
              trace::DType partials, bool fuse_elementwise, bool rearrange_operands = true);
   // Bits per AMP weight load of every conv and matmul built from now on (64 or 128).
   void set_coeff_load_bits(std::uint32_t bits) { coeff_load_bits_ = bits; }
+  // Every conv and matmul built from now on is appended to `plans` (if not null) as program
+  // `ipu`'s (compile()'s plan records).
+  void record_plans(std::vector<PlannedConv>* plans, std::uint32_t ipu) {
+    plans_out_ = plans;
+    plans_ipu_ = ipu;
+  }
 
   // A conv or matmul: rearranges the operands into the plan's layouts (exchange plus transpose
   // vertices where the conv reads an operand transposed), then the planned conv; returns the
@@ -248,9 +255,12 @@ class IpuBuilder {
   std::uint32_t coeff_load_bits_ = kernels::ConvArgs{}.coeff_load_bits;
   bool fuse_;
   bool rearrange_operands_;
-  std::uint64_t budget_;
+  double available_memory_;  // proportion of tile memory a conv's buffers may take
+  std::uint64_t budget_;     // that in bytes per tile
   std::uint64_t peak_temp_ = 0;
   std::map<std::string, Planned> plans_;
+  std::vector<PlannedConv>* plans_out_ = nullptr;
+  std::uint32_t plans_ipu_ = 0;
   std::map<std::string, Steps> ops_;
   trace::Provenance current_;
   std::size_t stamped_compute_sets_ = 0, stamped_exchanges_ = 0;

@@ -13,8 +13,11 @@
 
 namespace ipusim::compiler {
 
-trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system);
-trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system);
+// Each appends its planned convs and matmuls to `plans` when given (compile()).
+trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                         std::vector<PlannedConv>* plans);
+trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                                 std::vector<PlannedConv>* plans);
 std::uint64_t cnn_parameters(const ModelDef& m);
 std::uint64_t transformer_parameters(const ModelDef& m);
 

@@ -513,8 +513,8 @@ std::uint64_t transformer_parameters(const ModelDef& m) {
          transformer_final_norm_params(m);
 }
 
-trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
-                                 const SystemSpec& system) {
+trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                                 std::vector<PlannedConv>* plans) {
   const std::uint32_t p = run.ipus_per_replica;
   if (run.placement.size() != p)
     throw ConfigError(
@@ -580,6 +580,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run,
     IpuBuilder b(chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
                  run.rearrangements);
     b.set_coeff_load_bits(run.conv_unit_load_bits);
+    b.record_plans(plans, ipu);
     TransformerLowering lower(m, run, b);
     // The host input lands where its first reader wants it: the images on the patch
     // embedding's input layout, token ids linearly.

@@ -15,6 +15,7 @@
 #include "ipusim/config/chip.hpp"
 #include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/simulation.hpp"
 #include "ipusim/report/report.hpp"
 #include "ipusim/report/run_files.hpp"
@@ -39,7 +40,84 @@ long peak_rss_kib() {
   return ::getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_maxrss : 0;
 }
 
+// "n=20 c=64 h=56 w=56 k=64 kernel=3 stride=1 groups=1" (a conv) or "m=.. k=.. n=.. groups=.."
+// (a matmul, as IpuBuilder::matmul plans it: a 1x1 conv of one image one column wide whose
+// height is its rows; a conv's weight gradient is one).
+std::string shape_text(const kernels::ConvArgs& a) {
+  if (a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1)
+    return fmt::format("m={} k={} n={} groups={}", a.height, a.in_chans, a.out_chans, a.groups);
+  return fmt::format("n={} c={} h={} w={} k={} kernel={} stride={} groups={}", a.batch, a.in_chans,
+                     a.height, a.width, a.out_chans, a.kernel, a.stride, a.groups);
+}
+
 }  // namespace
+
+std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& stats,
+                                       const trace::Trace& trace,
+                                       const std::vector<compiler::PlannedConv>& plans) {
+  // The first simulated IPU of each program (replica 0's, or the lowest replica simulated).
+  std::vector<const IpuRunStats*> ran(trace.ipus.size(), nullptr);
+  for (const auto& ipu : stats.ipus)
+    if (ipu.program < ran.size() && (!ran[ipu.program] || ipu.replica < ran[ipu.program]->replica))
+      ran[ipu.program] = &ipu;
+  // Cycles of one execution of the items, exact to the cycle (each item's mean over its
+  // executions, in the program's integer cycles, times how often one execution runs it).
+  const auto cycles_of = [&](const IpuRunStats& ipu, const compiler::PlannedConv::Items& items) {
+    double total = static_cast<double>(items.syncs * chip.sync.internal_latency.count);
+    const auto add = [&](const std::vector<NamedPhase>& phases, std::uint32_t index,
+                         std::uint64_t times) {
+      if (index >= phases.size() || phases[index].executions == 0) return;
+      total += static_cast<double>(phases[index].cycles) /
+               static_cast<double>(phases[index].executions) * static_cast<double>(times);
+    };
+    for (const auto& [index, times] : items.compute_sets) add(ipu.compute_sets, index, times);
+    for (const auto& [index, times] : items.exchanges) add(ipu.exchanges, index, times);
+    return static_cast<std::uint64_t>(std::llround(total));
+  };
+  std::vector<report::PlanRow> rows;
+  for (const auto& p : plans) {
+    if (p.ipu >= ran.size() || !ran[p.ipu]) continue;
+    const IpuRunStats& ipu = *ran[p.ipu];
+    const trace::IpuProgram& program = trace.ipus[p.ipu];
+    report::PlanRow r;
+    r.ipu = ipu.ipu;
+    r.pass = trace::kPassNames[static_cast<std::size_t>(p.provenance.pass)];
+    r.op = trace::kOpKindNames[static_cast<std::size_t>(p.provenance.op)];
+    r.name = p.name;
+    r.shape = shape_text(p.args);
+    r.dtype = trace::kDTypeNames[static_cast<std::size_t>(p.args.dtype)];
+    r.partials = trace::kDTypeNames[static_cast<std::size_t>(kernels::partials_of(p.args))];
+    // emit_conv's vertex: the nx1 AMP vertex for kernels wider than 1, else the 1x1 one.
+    r.vertex = trace::codelet_spec(p.args.kernel > 1 ? trace::Codelet::kAmpConvNx1
+                                                     : trace::Codelet::kAmpConv1x1)
+                   .name;
+    r.tiles = p.plan.tiles_used();
+    r.group_split = p.plan.group_split;
+    r.row_split = p.plan.row_split;
+    r.out_split = p.plan.out_split;
+    r.in_split = p.plan.in_split;
+    r.serial_in = p.plan.serial_in;
+    r.serial_out = p.plan.serial_out;
+    r.available_memory = p.available_memory;
+    r.budget_bytes = p.budget_bytes;
+    r.temporary_bytes = p.plan.bytes_per_tile;
+    for (const auto& [index, times] : p.rearrangement.exchanges)
+      if (index < program.exchanges.size())
+        r.rearranged_bytes +=
+            cost::exchange_cost(chip, program.exchanges[index]).total_bytes * times;
+    r.estimated_cycles = p.plan.estimated_cycles;
+    r.rearrangement_cycles = cycles_of(ipu, p.rearrangement);
+    r.simulated_cycles = cycles_of(ipu, p.conv) + r.rearrangement_cycles;
+    const std::vector<std::string> layers = p.provenance.layers.empty()
+                                                ? std::vector<std::string>{"(" + r.pass + ")"}
+                                                : p.provenance.layers;
+    for (const auto& layer : layers) {
+      r.layer = layer;
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
 
 RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   const RunRequest& r = request;
@@ -92,11 +170,12 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   // bytes of --save-trace as they are written, or else by serialising the compiled trace.
   const bool want_identity = !r.out_dir.empty();
   std::string identity;
+  std::vector<compiler::PlannedConv> plans;  // what the compiler planned (compiling only)
   const trace::Trace trace = [&] {
     if (compiling) {
       progress.message(fmt::format("compiling {} ({})", model->name, run->run.name));
       // compile() checks the structure of its result.
-      return compiler::compile(*model, run->run, system->spec);
+      return compiler::compile(*model, run->run, system->spec, &plans);
     }
     progress.message("reading " + r.trace_file);
     // read_file checks the structure (check_structure) before returning.
@@ -201,6 +280,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     info.live_memory = report::live_memories(stats, trace);
     info.layers = report::layer_rows(chip_spec, stats, trace, info.live_memory);
   }
+  if (!r.out_dir.empty()) info.plans = plan_rows(chip_spec, stats, trace, plans);
   if (!r.timeline_file.empty()) {
     report::TimelineOptions timeline;
     timeline.detail = r.timeline_detail;

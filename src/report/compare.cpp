@@ -222,6 +222,47 @@ std::string format_percent(std::optional<double> relative) {
   return sig(100 * *relative, 3, true) + "%";
 }
 
+namespace {
+
+std::string plan_split_text(const PlanRow& p) {
+  return fmt::format("{}x{}x{}x{}", p.group_split, p.row_split, p.out_split, p.in_split);
+}
+std::string plan_serial_text(const PlanRow& p) {
+  return p.serial_in > 1    ? fmt::format("{} (in)", p.serial_in)
+         : p.serial_out > 1 ? fmt::format("{} (out)", p.serial_out)
+                            : "1";
+}
+
+// "what: A -> B" for each field of two plans that differs; a missing side is "(none)".
+std::vector<std::string> plan_differences(const std::optional<PlanRow>& a,
+                                          const std::optional<PlanRow>& b) {
+  if (!a || !b) {
+    const PlanRow& p = a ? *a : *b;
+    return {fmt::format("{} {} (tiles {}, split {}): {}", p.op, p.shape, p.tiles,
+                        plan_split_text(p), a ? "only in A" : "only in B")};
+  }
+  std::vector<std::string> out;
+  const auto diff = [&](const char* what, const std::string& x, const std::string& y) {
+    if (x != y) out.push_back(fmt::format("{} {} -> {}", what, x, y));
+  };
+  const auto bytes = [](std::uint64_t v) { return format_quantity(static_cast<double>(v), "B"); };
+  diff("shape", a->shape, b->shape);
+  diff("tiles", std::to_string(a->tiles), std::to_string(b->tiles));
+  diff("split", plan_split_text(*a), plan_split_text(*b));
+  diff("serial", plan_serial_text(*a), plan_serial_text(*b));
+  diff("vertex", a->vertex, b->vertex);
+  diff("budget", bytes(a->budget_bytes), bytes(b->budget_bytes));
+  diff("temporaries", bytes(a->temporary_bytes), bytes(b->temporary_bytes));
+  diff("rearranged", bytes(a->rearranged_bytes), bytes(b->rearranged_bytes));
+  diff("estimated cycles", std::to_string(a->estimated_cycles),
+       std::to_string(b->estimated_cycles));
+  diff("simulated cycles", std::to_string(a->simulated_cycles),
+       std::to_string(b->simulated_cycles));
+  return out;
+}
+
+}  // namespace
+
 ExplainedComparison explain_comparison(const RunDir& a, const RunDir& b) {
   ExplainedComparison e;
   e.path_a = a.path;
@@ -338,6 +379,31 @@ ExplainedComparison explain_comparison(const RunDir& a, const RunDir& b) {
           p.top_pass = l.pass;
         }
       if (std::fabs(p.top_delta) <= 1e-9 * std::max(e.step.a, e.step.b)) p.top_layer.clear();
+    }
+  }
+
+  // The plans of the layer rows' convs and matmuls (plan.csv of the same IPUs).
+  e.have_plans = !a.plans.empty() && !b.plans.empty();
+  if (e.have_plans) {
+    using Key = std::pair<std::string, std::string>;
+    std::map<Key, std::vector<const PlanRow*>> pa, pb;
+    for (const auto& p : a.plans)
+      if (p.ipu == e.critical_a) pa[{p.layer, p.pass}].push_back(&p);
+    for (const auto& p : b.plans)
+      if (p.ipu == e.critical_b) pb[{p.layer, p.pass}].push_back(&p);
+    for (const auto& l : e.layers) {
+      const Key key{l.layer, l.pass};
+      const auto& xa = pa[key];
+      const auto& xb = pb[key];
+      for (std::size_t k = 0; k < std::max(xa.size(), xb.size()); ++k) {
+        PlanChange c;
+        c.layer = l.layer;
+        c.pass = l.pass;
+        if (k < xa.size()) c.a = *xa[k];
+        if (k < xb.size()) c.b = *xb[k];
+        c.changes = plan_differences(c.a, c.b);
+        if (!c.changes.empty()) e.plans.push_back(std::move(c));
+      }
     }
   }
 
@@ -470,6 +536,39 @@ std::string headline_text(const ExplainedComparison& e) {
 
 }  // namespace
 
+std::vector<const PlanChange*> plan_changes_of(const ExplainedComparison& e, std::size_t layers) {
+  std::vector<const PlanChange*> out;
+  const std::size_t shown = std::min(layers, e.layers.size());
+  for (const auto& c : e.plans)
+    for (std::size_t i = 0; i < shown; ++i)
+      if (e.layers[i].layer == c.layer && e.layers[i].pass == c.pass) {
+        out.push_back(&c);
+        break;
+      }
+  return out;
+}
+
+namespace {
+
+std::string plan_changes_text(const ExplainedComparison& e, std::size_t layers) {
+  if (!e.have_plans)
+    return "\nplan changes: unavailable (plan.csv, written by 'ipusim run --run ... --out', is "
+           "missing in A or B)\n";
+  const auto changes = plan_changes_of(e, layers);
+  std::string out = fmt::format(
+      "\nplan changes of those rows (plan.csv: what the planner chose for their convs and "
+      "matmuls, A -> B): {}\n",
+      changes.empty() ? "none, every plan is the same" : std::to_string(changes.size()));
+  for (const PlanChange* c : changes) {
+    const PlanRow& p = c->a ? *c->a : *c->b;
+    out += fmt::format("  {} {} ({} {})\n", c->layer, c->pass, p.op, p.shape);
+    for (const auto& d : c->changes) out += "      " + d + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string explained_text(const ExplainedComparison& e, std::size_t top, std::size_t layers) {
   auto trace = [](const std::string& name) {
     return name.empty() ? std::string() : "  (trace " + name + ")";
@@ -533,6 +632,7 @@ std::string explained_text(const ExplainedComparison& e, std::size_t top, std::s
       out += fmt::format("  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}\n",
                          fmt::format("({} other rows)", v.other_layers), lw, "", pw, "", nw, "", nw,
                          v.other_delta, nw);
+    out += plan_changes_text(e, shown);
   }
 
   out += fmt::format("\nsettings that differ (config.resolved.yaml and the trace, A -> B: {}):\n",
@@ -668,6 +768,34 @@ std::string explained_json(const ExplainedComparison& e, std::size_t top, std::s
     w.end_array();
   }
   w.end_object();
+
+  w.key("plans_available").value(e.have_plans);
+  w.key("plans").begin_array();
+  const auto plan_json = [&](const std::optional<PlanRow>& p) {
+    if (!p) {
+      w.null();
+      return;
+    }
+    w.begin_object().key("op").value(p->op).key("shape").value(p->shape);
+    w.key("tiles").value(static_cast<std::uint64_t>(p->tiles));
+    w.key("split").value(plan_split_text(*p)).key("serial").value(plan_serial_text(*p));
+    w.key("vertex").value(p->vertex).key("budget_bytes").value(p->budget_bytes);
+    w.key("temporary_bytes").value(p->temporary_bytes);
+    w.key("rearranged_bytes").value(p->rearranged_bytes);
+    w.key("estimated_cycles").value(p->estimated_cycles);
+    w.key("simulated_cycles").value(p->simulated_cycles).end_object();
+  };
+  for (const PlanChange* c : plan_changes_of(e, layers)) {
+    w.begin_object().key("layer").value(c->layer).key("pass").value(c->pass);
+    w.key("a");
+    plan_json(c->a);
+    w.key("b");
+    plan_json(c->b);
+    w.key("changes").begin_array();
+    for (const auto& d : c->changes) w.value(d);
+    w.end_array().end_object();
+  }
+  w.end_array();
 
   w.key("settings").begin_array();
   for (const auto& d : e.settings)

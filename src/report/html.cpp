@@ -15,6 +15,8 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include "ipusim/report/compare.hpp"
 #include "ipusim/util/error.hpp"
@@ -212,6 +214,7 @@ td.better{color:#1a7f37}td.worse{color:#b00}svg text.axis-title{font-size:12px}
 table.sortable th{cursor:pointer;white-space:nowrap}table.sortable th[data-dir=desc]::after{content:" \25BC"}
 table.sortable th[data-dir=asc]::after{content:" \25B2"}td.layer{min-width:220px;max-width:320px}
 #layers th,#layers td{padding:2px 6px;font-size:12px}#layers td.n{white-space:nowrap}
+#plans th,#plans td{padding:2px 6px;font-size:12px}#plans td{white-space:nowrap}
 .scroll{max-height:640px;overflow:auto}
 </style>
 )";
@@ -742,6 +745,31 @@ std::string compare_section(const RunDir& run, const RunDir& other) {
     s += delta_chart("chart-compare-layers", bars,
                      fmt::format("change in step time by layer, B \u2212 A [{}]", v.unit));
     s += table + "</table>\n";
+    s += "<h3 id=\"compare-plan-changes\">Plan changes</h3>\n";
+    if (!e.have_plans) {
+      s += "<p class=\"note\">No plan comparison: plan.csv (written by ipusim run --run ... --out) "
+           "is missing in A or B.</p>\n";
+    } else {
+      const auto changes = plan_changes_of(e, kLayers);
+      s += fmt::format(
+          "<p class=\"note\">What the planner chose for the convs and matmuls of the layer rows "
+          "above (plan.csv of the same IPUs), where A and B differ: {}. Cycles are one "
+          "execution's.</p>\n",
+          changes.empty() ? "none, every plan is the same"
+                          : std::to_string(changes.size()) + " plans");
+      if (!changes.empty()) {
+        s += "<table id=\"compare-plans\"><tr><th>layer</th><th>pass</th><th>shape</th>"
+             "<th>A &rarr; B</th></tr>\n";
+        for (const PlanChange* c : changes) {
+          const PlanRow& p = c->a ? *c->a : *c->b;
+          std::string list;
+          for (const auto& d : c->changes) list += (list.empty() ? "" : "<br>") + esc(d);
+          s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(c->layer),
+                           esc(c->pass), esc(p.shape), list);
+        }
+        s += "</table>\n";
+      }
+    }
   }
 
   s += fmt::format(
@@ -1253,6 +1281,115 @@ std::string layers_section(const RunDir& run) {
   return b + "</tbody></table></div>\n";
 }
 
+// The split a plan chose, "groups x rows x out x in" ("1x560x2x1"), and its serial split.
+std::string plan_split(const PlanRow& p) {
+  return fmt::format("{}&times;{}&times;{}&times;{}", p.group_split, p.row_split, p.out_split,
+                     p.in_split);
+}
+// A plan row's shape as its name says it: "20x56x56x256 &rarr; 128, 3x3/2" for a conv (batch x
+// height x width x input channels, output channels, kernel and stride; "32 groups of" in
+// front when grouped), "1024x1024 &middot; 1024x3072" for a matmul (m x k times k x n).
+std::string plan_shape(const PlanRow& p) {
+  std::map<std::string, std::string> v;
+  std::istringstream in(p.shape);
+  for (std::string part; in >> part;)
+    if (const auto eq = part.find('='); eq != std::string::npos)
+      v[part.substr(0, eq)] = esc(part.substr(eq + 1));
+  const std::string groups =
+      v["groups"].empty() || v["groups"] == "1" ? std::string() : v["groups"] + " groups of ";
+  if (v.count("m"))
+    return groups + fmt::format("{}&times;{} &middot; {}&times;{}", v["m"], v["k"], v["k"], v["n"]);
+  return groups + fmt::format("{}&times;{}&times;{}&times;{} &rarr; {}, {}&times;{}/{}", v["n"],
+                              v["h"], v["w"], v["c"], v["k"], v["kernel"], v["kernel"],
+                              v["stride"]);
+}
+std::string plan_serial(const PlanRow& p) {
+  if (p.serial_in > 1) return fmt::format("{} (in)", p.serial_in);
+  if (p.serial_out > 1) return fmt::format("{} (out)", p.serial_out);
+  return "1";
+}
+
+// Each layer row's total cycles by (IPU, layer, pass), to rank plan rows by their layer's time.
+std::map<std::tuple<std::uint32_t, std::string, std::string>, std::uint64_t> layer_totals(
+    const RunDir& run) {
+  std::map<std::tuple<std::uint32_t, std::string, std::string>, std::uint64_t> out;
+  for (const auto& l : run.layers) out[{l.ipu, l.layer, l.pass}] = l.cycles.total();
+  return out;
+}
+
+std::string plan_section(const RunDir& run) {
+  std::string b = "<h2 id=\"plan\">Plan</h2>\n";
+  if (run.plans.empty())
+    return b +
+           "<p class=\"note\">No plan.csv in the run directory (written by ipusim run --run "
+           "... --out, when the run compiles its workload): the plan view is unavailable.</p>\n";
+  const double clock = stat(run, "chip.clock");
+  const auto totals = layer_totals(run);
+  std::set<std::uint32_t> ipus;
+  for (const auto& p : run.plans) ipus.insert(p.ipu);
+  const bool multi = ipus.size() > 1;
+  std::vector<std::pair<const PlanRow*, std::uint64_t>> rows;
+  for (const auto& p : run.plans) {
+    const auto it = totals.find({p.ipu, p.layer, p.pass});
+    rows.emplace_back(&p, it == totals.end() ? 0 : it->second);
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  const auto [scale, unit] =
+      time_unit(rows.empty() ? 0.0 : static_cast<double>(rows.front().second) / clock);
+  b += fmt::format(
+      "<p class=\"note\">What the planner chose for each of the {} convs and matmuls (plan.csv), "
+      "the rows of the layers with the most time first; click a column header to sort. Split = "
+      "the tiles' partition of conv groups &times; output rows &times; output channels &times; "
+      "input channels; serial = iterations of a serial split. Budget = the available-memory "
+      "proportion of tile memory the plan had to fit; temporaries = what the plan's buffers take "
+      "on its busiest tile; rearranged = bytes its operands were regrouped or transposed with "
+      "first. Estimated and simulated cycles are one execution's, the rearrangement "
+      "included (simulated: its compute and exchange phases and on-chip syncs). Layer time = the "
+      "layer row's (layers.csv) total in {}.</p>\n",
+      rows.size(), unit);
+  b += "<div class=\"scroll\"><table id=\"plans\" class=\"sortable\"><thead><tr>";
+  if (multi) b += "<th class=\"n\">IPU</th>";
+  b += fmt::format(
+      "<th>layer</th><th>pass</th><th>op</th><th>shape</th><th class=\"n\">tiles</th>"
+      "<th>split</th><th>serial</th><th>vertex</th><th class=\"n\">budget</th>"
+      "<th class=\"n\">temporaries<br>per tile</th><th class=\"n\">rearranged</th>"
+      "<th class=\"n\">estimated<br>[cycles]</th><th class=\"n\">simulated<br>[cycles]</th>"
+      "<th class=\"n\">simulated /<br>estimated</th><th class=\"n\" data-dir=\"desc\">layer "
+      "time<br>[{}]</th></tr></thead>\n<tbody>\n",
+      unit);
+  auto cell = [](double v, const std::string& text) {
+    return fmt::format("<td class=\"n\" data-v=\"{}\">{}</td>", v, text);
+  };
+  for (const auto& [p, total] : rows) {
+    b += "<tr>";
+    if (multi) b += cell(p->ipu, std::to_string(p->ipu));
+    b += fmt::format(
+        "<td class=\"layer\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td>",
+        esc(p->layer), esc(short_label(p->layer, 60)), esc(p->pass), esc(p->op), esc(p->shape),
+        plan_shape(*p));
+    b += cell(p->tiles, std::to_string(p->tiles));
+    b += fmt::format("<td>{}</td><td>{}</td><td>{}{}</td>", plan_split(*p), plan_serial(*p),
+                     esc(p->vertex), p->amp ? "" : " (no AMP)");
+    b += cell(p->available_memory, fmt::format("{:.2f} ({})", p->available_memory,
+                                               human_bytes(static_cast<double>(p->budget_bytes))));
+    b += cell(static_cast<double>(p->temporary_bytes),
+              human_bytes(static_cast<double>(p->temporary_bytes)));
+    b += cell(static_cast<double>(p->rearranged_bytes),
+              p->rearranged_bytes ? human_bytes(static_cast<double>(p->rearranged_bytes)) : "0");
+    b += cell(static_cast<double>(p->estimated_cycles), std::to_string(p->estimated_cycles));
+    b += cell(static_cast<double>(p->simulated_cycles), std::to_string(p->simulated_cycles));
+    const double ratio = p->estimated_cycles > 0 ? static_cast<double>(p->simulated_cycles) /
+                                                       static_cast<double>(p->estimated_cycles)
+                                                 : 0;
+    b += cell(ratio, p->estimated_cycles > 0 ? fmt::format("{:.2f}", ratio) : "");
+    b += cell(static_cast<double>(total),
+              fmt::format("{:.3f}", static_cast<double>(total) / clock * scale));
+    b += "</tr>\n";
+  }
+  return b + "</tbody></table></div>\n";
+}
+
 // Decades from 10^floor(log10 lo) to 10^ceil(log10 hi).
 // The decades [a, z] a log axis spans from lo to hi. A value that is not a positive finite
 // number is taken as the nearest end of the doubles' range, so an axis has at most about 630
@@ -1677,6 +1814,7 @@ std::string html_report(const RunDir& run, const RunDir* compare) {
   }
   body += time_section(run);
   body += layers_section(run);
+  body += plan_section(run);
   body += roofline_section(run);
   body += bsp_strip_section(run);
   body += tiles_section(run);

@@ -478,6 +478,11 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
     files.push_back({dir + "/layers.csv", [&](std::ostream& o) { o << layers; }});
   else
     stale.push_back(dir + "/layers.csv");
+  const std::string plan = plan_csv(info.plans);
+  if (!plan.empty())
+    files.push_back({dir + "/plan.csv", [&](std::ostream& o) { o << plan; }});
+  else
+    stale.push_back(dir + "/plan.csv");
   files.push_back({dir + "/tiles.csv", [&](std::ostream& o) { o << tiles_csv(stats); }});
   // stats.json last: its presence means the run directory is complete. All files or none are
   // replaced, and the stale ones go only with them (write_files_atomically).

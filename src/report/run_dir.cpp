@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
 
 #include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/report/run_files.hpp"
@@ -70,8 +71,9 @@ class Csv {
     T v{};
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size())
-      throw Error(fmt::format("{}:{}: column {}: expected an integer, found \"{}\"", path_,
-                              rows_[row].first, columns_[col], s));
+      throw Error(fmt::format("{}:{}: column {}: expected {}, found \"{}\"", path_,
+                              rows_[row].first, columns_[col],
+                              std::is_floating_point_v<T> ? "a number" : "an integer", s));
     return v;
   }
 
@@ -257,6 +259,31 @@ RunDir load_run_dir(const std::string& dir) {
         row.peak_tile_live_bytes = csv.number<std::uint64_t>(i, 8 + kPhaseKinds);
       }
       r.layers.push_back(std::move(row));
+    }
+  }
+  const std::string plan_path = dir + "/plan.csv";
+  if (std::filesystem::exists(plan_path, ec)) {
+    Csv csv(plan_path, kMaxPlanCsvBytes, plan_header());
+    for (std::size_t i = 0; i < csv.size(); ++i) {
+      PlanRow p;
+      std::size_t c = 0;
+      p.ipu = csv.number<std::uint32_t>(i, c++);
+      for (std::string* text :
+           {&p.layer, &p.pass, &p.op, &p.name, &p.shape, &p.dtype, &p.partials, &p.vertex})
+        *text = csv.text(i, c++);
+      const std::string& amp = csv.text(i, c++);
+      if (amp != "yes" && amp != "no")
+        throw Error(fmt::format("{}:{}: column amp: expected yes or no, found \"{}\"", plan_path,
+                                i + 2, amp));
+      p.amp = amp == "yes";
+      for (std::uint32_t* n : {&p.tiles, &p.group_split, &p.row_split, &p.out_split, &p.in_split,
+                               &p.serial_in, &p.serial_out})
+        *n = csv.number<std::uint32_t>(i, c++);
+      p.available_memory = csv.number<double>(i, c++);
+      for (std::uint64_t* n : {&p.budget_bytes, &p.temporary_bytes, &p.rearranged_bytes,
+                               &p.estimated_cycles, &p.simulated_cycles, &p.rearrangement_cycles})
+        *n = csv.number<std::uint64_t>(i, c++);
+      r.plans.push_back(std::move(p));
     }
   }
   return r;

@@ -311,6 +311,28 @@ std::string layers_csv(const std::vector<LayerRow>& rows) {
   return out;
 }
 
+std::string plan_header() {
+  return "ipu,layer,pass,op,name,shape,dtype,partials,vertex,amp,tiles,group_split,row_split,"
+         "out_split,in_split,serial_in,serial_out,available_memory_proportion,budget_bytes,"
+         "temporary_bytes,rearranged_bytes,estimated_cycles,simulated_cycles,"
+         "rearrangement_cycles";
+}
+
+std::string plan_csv(const std::vector<PlanRow>& rows) {
+  if (rows.empty()) return {};
+  std::string out = plan_header() + "\n";
+  auto it = std::back_inserter(out);
+  for (const auto& r : rows)
+    // Names and shapes hold no commas or quotes: no quoting needed.
+    fmt::format_to(it, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                   r.ipu, r.layer, r.pass, r.op, r.name, r.shape, r.dtype, r.partials, r.vertex,
+                   r.amp ? "yes" : "no", r.tiles, r.group_split, r.row_split, r.out_split,
+                   r.in_split, r.serial_in, r.serial_out, r.available_memory, r.budget_bytes,
+                   r.temporary_bytes, r.rearranged_bytes, r.estimated_cycles, r.simulated_cycles,
+                   r.rearrangement_cycles);
+  return out;
+}
+
 // Why a layer row costs what it does, from its phase split: the phase kind that takes the
 // largest share names the bound; compute-bound rows give their AMP use against the chip's
 // FP16.16 peak (the layer's FLOPs over its compute time).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -409,11 +410,25 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
     }
   }
   for (const auto& [path, unit] : documented) {
-    if (!path.starts_with("supersteps.csv:") && !path.starts_with("tiles.csv:")) {
+    if (!path.starts_with("supersteps.csv:") && !path.starts_with("tiles.csv:") &&
+        !path.starts_with("plan.csv:")) {
       EXPECT_TRUE(fields.count(path) || kernel_fields.count(path))
           << "documented field not written by ipusim run: " << path;
     }
   }
+  // plan.csv (a compiled run's): every column documented, every documented column written.
+  std::string plan_header;
+  read_csv(dir.file("inf/plan.csv"), &plan_header);
+  std::set<std::string> plan_columns;
+  for (std::size_t at = 0; at <= plan_header.size();) {
+    const std::size_t comma = std::min(plan_header.find(',', at), plan_header.size());
+    plan_columns.insert("plan.csv:" + plan_header.substr(at, comma - at));
+    at = comma + 1;
+  }
+  EXPECT_EQ(plan_columns.size(), 24u);
+  for (const auto& col : plan_columns) EXPECT_TRUE(documented.count(col)) << col;
+  for (const auto& [path, unit] : documented)
+    if (path.starts_with("plan.csv:")) EXPECT_TRUE(plan_columns.count(path)) << path;
   // The CSV columns are documented too.
   for (const std::string col : {"supersteps.csv:active_tiles", "supersteps.csv:collective_cycles",
                                 "tiles.csv:memory_bytes"})
@@ -1655,6 +1670,132 @@ TEST(Reports, CompareLabelsTheDirectionOfEveryHeadlineDelta) {
   EXPECT_NE(t.out.find("+100%  higher"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("+100%  more memory"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("step time change by layer: unavailable"), std::string::npos) << t.out;
+}
+
+// Issue 27, the plan view: plan.csv has a row per conv and matmul the compiler planned and the
+// layer and pass it serves, with what the planner chose. Its simulated cost is checked against
+// layers.csv, which attributes the same phases another way (from each compute set's and
+// exchange's provenance): a conv layer's forward row holds only its conv, run GA = 2 times a
+// step, and twice as often where the layer is recomputed (recomputation reuses the forward's
+// compute sets). A trace run has no plan, and removes an earlier run's plan.csv.
+TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
+  TempDir dir;
+  const auto r = ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") + " --save-trace " +
+                        dir.file("w.itb") + " --out " + dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string header;
+  const auto rows = read_csv(dir.file("out/plan.csv"), &header);
+  EXPECT_EQ(header,
+            "ipu,layer,pass,op,name,shape,dtype,partials,vertex,amp,tiles,group_split,row_split,"
+            "out_split,in_split,serial_in,serial_out,available_memory_proportion,budget_bytes,"
+            "temporary_bytes,rearranged_bytes,estimated_cycles,simulated_cycles,"
+            "rearrangement_cycles");
+  std::map<std::pair<std::string, std::string>, double> simulated;
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), 24u);
+    simulated[{row[1], row[2]}] += std::stod(row[22]);
+    // Tiles used: the product of the parallel splits.
+    EXPECT_EQ(std::stoul(row[10]),
+              std::stoul(row[11]) * std::stoul(row[12]) * std::stoul(row[13]) * std::stoul(row[14]))
+        << row[1];
+    EXPECT_EQ(row[17], "0.15") << row[1];
+    // 0.15 of 624 KiB, truncated to bytes; every tiny plan fits in it.
+    EXPECT_EQ(row[18], "95846") << row[1];
+    EXPECT_LE(std::stoul(row[19]), 95846u) << row[1];
+    EXPECT_GT(std::stod(row[21]), 0) << row[1];
+    EXPECT_GT(std::stod(row[22]), 0) << row[1];
+  }
+  // Every conv and the fc: forward and weight gradient; all but the first a data gradient;
+  // the layers before the checkpoint b1/0/relu recomputed, the ones after it not.
+  const std::vector<std::string> convs{"conv1",     "b1/0/conv1", "b1/0/conv2", "b1/0/conv3",
+                                       "b1/0/down", "b2/0/conv1", "b2/0/conv2", "b2/0/conv3",
+                                       "b2/0/down", "fc"};
+  const auto has = [&](const std::string& layer, const std::string& pass) {
+    return simulated.count({layer, pass}) == 1;
+  };
+  for (const auto& c : convs) {
+    EXPECT_TRUE(has(c, "forward")) << c;
+    EXPECT_TRUE(has(c, "weight_gradient")) << c;
+    EXPECT_EQ(has(c, "data_gradient"), c != "conv1") << c;
+    EXPECT_EQ(has(c, "recompute"), !c.starts_with("b2") && c != "fc") << c;
+  }
+  const auto row_of = [&](const std::string& layer, const std::string& pass) {
+    for (const auto& row : rows)
+      if (row[1] == layer && row[2] == pass) return row;
+    return std::vector<std::string>{};
+  };
+  EXPECT_EQ(row_of("b1/0/conv2", "forward")[8], "amp_convnx1");  // a 3x3 conv
+  EXPECT_EQ(row_of("b1/0/conv1", "forward")[8], "amp_conv1x1");
+  EXPECT_EQ(row_of("fc", "forward")[3], "matmul");  // the fc layer
+  EXPECT_EQ(row_of("fc", "forward")[5].substr(0, 2), "m=");
+  std::map<std::pair<std::string, std::string>, double> layer_total;
+  for (const auto& row : read_csv(dir.file("out/layers.csv"), &header))
+    layer_total[{row[1], row[2]}] = std::stod(row[13]);
+  for (const auto& c : convs) {
+    const double runs = has(c, "recompute") ? 4 : 2;
+    const double forward = simulated[{c, "forward"}];
+    const double in_layers = layer_total[std::pair<std::string, std::string>(c, "forward")];
+    EXPECT_EQ(in_layers, runs * forward) << c;
+  }
+  // The saved trace run into the same directory: no plan, and the old plan.csv is gone.
+  const auto t =
+      ipusim("run -q --system " + pod16() + " --out " + dir.file("out") + " " + dir.file("w.itb"));
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/plan.csv")));
+  const auto rep = ipusim("report " + dir.file("out"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  EXPECT_NE(read_all(dir.file("out/report.html")).find("No plan.csv in the run directory"),
+            std::string::npos);
+}
+
+// Issue 27: compare diffs plans. With 1% of tile memory for conv buffers the tiny ResNet's
+// larger convs take serial splits on fewer tiles; compare lists, for the layer rows that moved
+// most, each conv whose plan changed with its plan in A and in B, which are plan.csv's rows of
+// each run, and only convs whose plan differs.
+TEST(Reports, CompareShowsWhatThePlannerChoseForTheLayersThatMovedMost) {
+  TempDir dir;
+  for (const std::string& side : {"a", "b"}) {
+    const auto r = ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") +
+                          (side == "b" ? " --set run.available_memory_proportion=0.01" : "") +
+                          " --out " + dir.file(side));
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  std::map<std::string, std::map<std::pair<std::string, std::string>, std::vector<std::string>>>
+      plans;
+  for (const std::string& side : {"a", "b"}) {
+    std::string header;
+    for (const auto& row : read_csv(dir.file(side + "/plan.csv"), &header))
+      plans[side].emplace(std::pair{row[1], row[2]}, row);  // the first of each (layer, pass)
+  }
+  const auto c = ipusim("compare --json " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(c.status, 0) << c.err;
+  const JsonValue j = parse_json(c.out, "compare.json");
+  ASSERT_TRUE(j.find("plans_available") && j.find("plans_available")->boolean);
+  const JsonValue* list = j.find("plans");
+  ASSERT_NE(list, nullptr);
+  ASSERT_FALSE(list->items.empty());
+  std::set<std::pair<std::string, std::string>> shown;
+  for (const auto& l : j.find("attribution")->find("layers")->items)
+    shown.insert({l.find("layer")->string, l.find("pass")->string});
+  for (const auto& p : list->items) {
+    const std::pair<std::string, std::string> key{p.find("layer")->string, p.find("pass")->string};
+    EXPECT_TRUE(shown.count(key)) << key.first << " is not a layer row shown";
+    const auto& ra = plans["a"].at(key);
+    const auto& rb = plans["b"].at(key);
+    EXPECT_EQ(num(p, "a.tiles"), std::stod(ra[10])) << key.first;
+    EXPECT_EQ(num(p, "b.tiles"), std::stod(rb[10])) << key.first;
+    EXPECT_EQ(num(p, "b.simulated_cycles"), std::stod(rb[22])) << key.first;
+    ASSERT_TRUE(p.find("b") && p.find("b")->find("split"));
+    EXPECT_EQ(p.find("b")->find("split")->string,
+              rb[11] + "x" + rb[12] + "x" + rb[13] + "x" + rb[14]);
+    EXPECT_FALSE(p.find("changes")->items.empty());
+    // A budget of 1% of tile memory: 6,389 bytes.
+    EXPECT_EQ(num(p, "b.budget_bytes"), 6389) << key.first;
+  }
+  const auto text = ipusim("compare " + dir.file("a") + " " + dir.file("b"));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("plan changes of those rows"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("serial 1 -> "), std::string::npos) << text.out;
 }
 
 }  // namespace

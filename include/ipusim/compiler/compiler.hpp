@@ -160,9 +160,33 @@ std::vector<std::pair<std::string, std::string>> chip_target_meta(const ChipSpec
 // CNN (an add of two shapes, fc on a spatial input) are ConfigErrors naming the layer.
 std::uint64_t parameter_count(const ModelDef& model);
 
+// One conv or matmul the compiler planned (plan.csv, docs/reports.md): the layers and pass it
+// serves, what the planner chose for it, and the compute sets, exchanges and on-chip syncs of
+// its IPU's program that one execution of it runs, so that a run can set the simulated cost
+// beside the planner's estimate. One record per use: a conv shared by several layers (its
+// compute sets reused) has a record for each.
+struct PlannedConv {
+  // The program items one execution runs: (index, times run) of compute sets and exchanges.
+  struct Items {
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> compute_sets, exchanges;
+    std::uint64_t syncs = 0;  // on-chip syncs
+  };
+  std::uint32_t ipu = 0;         // program (IPU of the replica)
+  trace::Provenance provenance;  // layers, pass and op (conv or matmul)
+  std::string name;              // the planned shape's key (its compute sets' name prefix)
+  kernels::ConvArgs args;        // as planned: the run's partials, conv groups combined
+  kernels::ConvPlan plan;
+  double available_memory = 0;     // the proportion of tile memory it was planned within
+  std::uint64_t budget_bytes = 0;  // that proportion in bytes per tile
+  Items conv;                      // the planned conv itself (fetch, AMP, reductions, serial loop)
+  Items rearrangement;             // its operands regrouped and transposed into the plan's layouts
+};
+
 // Lowers one training step. Throws ModelError (e.g. "out of memory on tile N") when the
 // model cannot be mapped onto the system's chips.
-trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system);
+// With `plans`, also appends every conv and matmul planned, in program order per IPU.
+trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,
+                     std::vector<PlannedConv>* plans = nullptr);
 
 // What a single-layer program runs (layer_program.cpp).
 enum class LayerPass {

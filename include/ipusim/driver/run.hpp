@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/model/engine.hpp"
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/stats/run_stats.hpp"
@@ -48,6 +49,13 @@ struct RunRequest {
   bool quiet = false;  // no summary on `out` and no progress line on stderr
 };
 
+// plan.csv's rows for the convs and matmuls compile() planned (`plans`), each with the cost of
+// one execution as simulated on the first simulated IPU of its program (`stats`): its compute
+// sets' and exchanges' phase time per execution, times the number it runs, plus its on-chip
+// syncs at the chip's sync latency. Programs no simulated IPU ran have no rows.
+std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& stats,
+                                       const trace::Trace& trace,
+                                       const std::vector<compiler::PlannedConv>& plans);
 // Runs the request: writes its files, the summary (unless quiet) on `out` and the trace's
 // target warnings on `err`, and returns what the run measured. Throws the library's errors
 // (ConfigError with strict, UsageError for a --timeline-tiles IPU that does not exist or was

@@ -52,6 +52,16 @@ struct LayerAttribution {
   std::string direction;         // "more time", "less time", "same", "only in A", "only in B"
 };
 
+// What the planner chose in each run for one conv or matmul of a layer row (plan.csv rows of
+// the critical IPUs with the same layer and pass, matched in program order): the fields of
+// the plan that differ, each "what: A -> B" (tiles, split, serial split, vertex, shape, budget,
+// temporaries, rearranged bytes, estimated and simulated cycles of one execution).
+struct PlanChange {
+  std::string layer, pass;
+  std::optional<PlanRow> a, b;  // a side without this conv (its layer was planned otherwise)
+  std::vector<std::string> changes;
+};
+
 struct ExplainedComparison {
   std::string path_a, path_b;
   std::string trace_a, trace_b;  // trace names
@@ -71,6 +81,10 @@ struct ExplainedComparison {
   // |delta| first; they add up to step.delta() too. Empty unless both runs have layers.csv.
   bool have_layers = false;
   std::vector<LayerAttribution> layers;
+  // For the layer rows in `layers` order, the convs and matmuls whose plan differs between the
+  // runs. Empty unless both runs have plan.csv (have_plans).
+  bool have_plans = false;
+  std::vector<PlanChange> plans;
   std::vector<Comparison::ConfigDiff> settings;  // config.resolved.yaml keys (and the trace)
   Comparison stats;                              // the stats.json fields that moved
   bool identical() const;                        // no setting, headline or stat differs
@@ -117,6 +131,9 @@ struct AttributionView {
   std::string in_unit(double seconds, bool sign = false) const;  // rounded to `decimals`
 };
 AttributionView attribution_view(const ExplainedComparison& e, std::size_t layers);
+
+// The plan changes (e.plans) of the `layers` layer rows that moved most, in e.plans order.
+std::vector<const PlanChange*> plan_changes_of(const ExplainedComparison& e, std::size_t layers);
 
 // `ipusim compare`'s text: headline, attribution by phase and by the `layers` layer rows that
 // moved most, the settings that differ, and the `top` stats that moved most.

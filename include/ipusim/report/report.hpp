@@ -35,6 +35,9 @@ struct RunInfo {
   // Memory over program positions per system IPU (live_memory), with the layers: stats.json's
   // ipu[].memory_over_program.
   LiveMemories live_memory;
+  // What the compiler planned for each conv and matmul (plan_rows), for a run that compiled
+  // its workload and writes a run directory: plan.csv.
+  std::vector<PlanRow> plans;
 };
 
 // Throughput and an MLPerf-style time to train (workloads.md §3) for a compiled workload:

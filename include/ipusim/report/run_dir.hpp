@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ipusim/report/run_files.hpp"
 #include "ipusim/stats/phase.hpp"
 #include "ipusim/util/json_reader.hpp"
 
@@ -54,10 +55,11 @@ struct RunDir {
   std::map<std::uint32_t, std::vector<TileRow>> tiles;  // tiles.csv by system IPU (optional)
   std::vector<SuperstepRow> supersteps;                 // supersteps.csv (optional)
   std::vector<LayerCsvRow> layers;                      // layers.csv (optional)
+  std::vector<PlanRow> plans;                           // plan.csv (optional)
 };
 
-// Reads DIR/stats.json (required), config.resolved.yaml, tiles.csv, supersteps.csv and
-// layers.csv (each optional: older run directories lack the CSVs). Throws Error naming the file,
+// Reads DIR/stats.json (required), config.resolved.yaml, tiles.csv, supersteps.csv, layers.csv
+// and plan.csv (each optional: older run directories lack the CSVs). Throws Error naming the file,
 // line or key path, what was expected and what was found.
 RunDir load_run_dir(const std::string& dir);
 

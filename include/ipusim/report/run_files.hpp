@@ -92,6 +92,31 @@ std::string layers_csv(const std::vector<LayerRow>& rows);
 // exchange_bytes,peak_live_bytes,peak_tile_live_bytes; and the header before the peaks.
 std::string layers_header_without_memory();
 std::string layers_header();
+// plan.csv (a run that compiled its workload): one row per conv or matmul the compiler
+// planned and the layer it serves (one per layer when it serves several), in program order per
+// IPU: its shape, what the planner chose (tiles, the split of each dimension, serial splits,
+// vertex, the memory budget and the temporaries it needs) and what one execution cost, as the
+// planner estimated it and as the run simulated it (docs/stats-reference.md "plan.csv").
+struct PlanRow {
+  std::uint32_t ipu = 0;  // system IPU (replica 0's IPU of its program)
+  std::string layer, pass, op;
+  std::string name;   // the planned shape's key: the conv's compute sets are named after it
+  std::string shape;  // "n=20 c=64 h=56 w=56 k=64 kernel=3 stride=1 groups=1", or m, k, n
+  std::string dtype, partials;
+  std::string vertex;  // the codelet of its AMP vertices (amp_conv1x1, amp_convnx1)
+  bool amp = true;     // on the AMP units (ipusim plans every conv and matmul on them)
+  std::uint32_t tiles = 0, group_split = 1, row_split = 1, out_split = 1, in_split = 1,
+                serial_in = 1, serial_out = 1;
+  double available_memory = 0;                          // proportion of tile memory planned within
+  std::uint64_t budget_bytes = 0, temporary_bytes = 0;  // per tile
+  std::uint64_t rearranged_bytes = 0;  // received by its operands' rearrangement, all tiles
+  // One execution: the planner's estimate (its transposed copies included), and the simulated
+  // compute and exchange phases of its compute sets and exchanges plus its on-chip syncs
+  // (rearrangement included; rearrangement_cycles of it).
+  std::uint64_t estimated_cycles = 0, simulated_cycles = 0, rearrangement_cycles = 0;
+};
+std::string plan_header();
+std::string plan_csv(const std::vector<PlanRow>& rows);
 // The summary's lines on the `n` most expensive rows of the simulated IPU that ran longest,
 // and for the first, why it costs what it does (layer_bound).
 std::string top_layers_text(const ChipSpec& chip, const RunStats& stats,

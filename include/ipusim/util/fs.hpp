@@ -96,6 +96,7 @@ inline constexpr std::size_t kMaxModelBytes = std::size_t{64} << 20;         // 
 inline constexpr std::size_t kMaxStatsBytes = std::size_t{1} << 30;          // stats.json, 1 GiB
 inline constexpr std::size_t kMaxTilesCsvBytes = std::size_t{256} << 20;     // tiles.csv
 inline constexpr std::size_t kMaxLayersCsvBytes = std::size_t{1} << 30;      // layers.csv
+inline constexpr std::size_t kMaxPlanCsvBytes = std::size_t{1} << 30;        // plan.csv
 inline constexpr std::size_t kMaxSuperstepsCsvBytes = std::size_t{4} << 30;  // supersteps.csv
 
 }  // namespace ipusim
