@@ -180,10 +180,26 @@ void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
     Steps steps;
     build(steps);
     it = ops_.emplace(key, std::move(steps)).first;
-  } else {
-    add_layers(it->second);
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
   }
+  add_layers(it->second);
+  const std::size_t first = out.size();
   out.insert(out.end(), it->second.begin(), it->second.end());
+  stamp_pass(std::span(out).subspan(first));
+}
+
+void IpuBuilder::stamp_pass(std::span<trace::Step> steps) const {
+  if (current_.pass == trace::Pass::kNone) return;
+  for (trace::Step& s : steps) {
+    const trace::Provenance* item = nullptr;
+    if (s.kind == StepKind::kCompute && s.index < stamped_compute_sets_)
+      item = &program_.compute_sets[s.index].provenance;
+    if (s.kind == StepKind::kExchange && s.index < stamped_exchanges_)
+      item = &program_.exchanges[s.index].provenance;
+    if (item) s.provenance.pass = item->pass == current_.pass ? trace::Pass::kNone : current_.pass;
+    if (s.kind == StepKind::kRepeat) stamp_pass(s.body);
+  }
 }
 
 trace::Provenance IpuBuilder::stamp_for(trace::OpKind op) const {

@@ -236,6 +236,9 @@ class IpuBuilder {
   void stamp_new(trace::OpKind op);
   // Adds the current layers to the compute sets and exchanges `steps` refer to (reuse).
   void add_layers(const Steps& steps);
+  // Gives the reused compute and exchange steps of `steps` the current pass where their items
+  // were made in another (trace format v4: a recomputation runs the forward's compute sets).
+  void stamp_pass(std::span<trace::Step> steps) const;
   // Stamps on leaving an operation.
   class Stamp {
    public:

@@ -62,14 +62,16 @@ struct Target {
     kInterIpu
   } kind = kNone;
   std::uint32_t index = 0;
+  // A compute or exchange step's own pass (trace format v4), if it runs its item in another.
+  trace::Pass pass = trace::Pass::kNone;
 };
 
 Target target_of(const trace::Step& s) {
   switch (s.kind) {
     case trace::StepKind::kCompute:
-      return {Target::kCompute, s.index};
+      return {Target::kCompute, s.index, s.provenance.pass};
     case trace::StepKind::kExchange:
-      return {Target::kExchange, s.index};
+      return {Target::kExchange, s.index, s.provenance.pass};
     case trace::StepKind::kHost:
       return {Target::kHost, 0};
     case trace::StepKind::kCollective:
@@ -163,9 +165,10 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     // layers is split equally among them (issue 27: rows named by the group, such as
     // "b3/5/conv2+b3/4/conv2", changed with the plan).
     using Rows = std::vector<LayerRow*>;
-    auto of = [&](const trace::Provenance& prov) -> Rows {
+    auto of = [&](const trace::Provenance& prov, trace::Pass step_pass) -> Rows {
       if (prov.empty()) return {&row("(unattributed)", "")};
-      const std::string pass(trace::kPassNames[static_cast<std::size_t>(prov.pass)]);
+      const trace::Pass p = step_pass != trace::Pass::kNone ? step_pass : prov.pass;
+      const std::string pass(trace::kPassNames[static_cast<std::size_t>(p)]);
       if (prov.layers.empty()) return {&row("(" + pass + ")", pass)};
       Rows out;
       for (const auto& l : prov.layers) out.push_back(&row(l, pass));
@@ -174,10 +177,10 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     auto row_of = [&](const Target& t) -> Rows {
       switch (t.kind) {
         case Target::kCompute:
-          return t.index < p.compute_sets.size() ? of(p.compute_sets[t.index].provenance)
+          return t.index < p.compute_sets.size() ? of(p.compute_sets[t.index].provenance, t.pass)
                                                  : Rows{&row("(unattributed)", "")};
         case Target::kExchange:
-          return t.index < p.exchanges.size() ? of(p.exchanges[t.index].provenance)
+          return t.index < p.exchanges.size() ? of(p.exchanges[t.index].provenance, t.pass)
                                               : Rows{&row("(unattributed)", "")};
         case Target::kHost:
           return {&row("(host I/O)", "host_io")};

@@ -211,6 +211,7 @@ class BinaryWriter {
         case StepKind::kCompute:
         case StepKind::kExchange:
           u32(s.index);
+          u8(static_cast<std::uint8_t>(s.provenance.pass));  // v4
           break;
         case StepKind::kSync:
           group(s.group);
@@ -922,6 +923,7 @@ class BinaryReader {
             fail_at(index_at,
                     fmt::format("expected {} index below {}, found {}",
                                 compute ? "a compute set" : "an exchange", defined, s.index));
+          if (version_ >= 4) s.provenance.pass = enumeration<Pass>("step pass", kPassNames.size());
           break;
         }
         case StepKind::kSync:

@@ -260,6 +260,8 @@ class StructureChecker {
       const bool uses_index = s.kind == StepKind::kCompute || s.kind == StepKind::kExchange ||
                               s.kind == StepKind::kGlobalExchange;
       const bool uses_host = s.kind == StepKind::kHost;
+      // A compute or exchange step may carry the pass it runs in (v4), nothing else.
+      const bool runs_item = s.kind == StepKind::kCompute || s.kind == StepKind::kExchange;
       const bool uses_repeat = s.kind == StepKind::kRepeat;
       const bool uses_collective = s.kind == StepKind::kCollective;
       const bool uses_group = s.kind == StepKind::kSync || uses_collective;
@@ -270,7 +272,8 @@ class StructureChecker {
           (!uses_group && s.group != defaults.group) ||
           (!uses_collective && (s.collective != defaults.collective ||
                                 s.method != defaults.method || s.dtype != defaults.dtype)) ||
-          (!uses_host && !uses_collective && !s.provenance.empty()))
+          (!uses_host && !uses_collective && !runs_item && !s.provenance.empty()) ||
+          (runs_item && (!s.provenance.layers.empty() || s.provenance.op != OpKind::kNone)))
         fail(
             fmt::format("{}{} sets fields that its kind does not use (they must stay at their "
                         "defaults)",

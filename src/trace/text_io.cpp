@@ -205,6 +205,11 @@ class TextReader {
       fail(fmt::format("'{}' needs trace format version 3, but the header says version {}", what,
                        file_version_));
   }
+  void require_v4(std::string_view what) const {
+    if (file_version_ < 4)
+      fail(fmt::format("'{}' needs trace format version 4, but the header says version {}", what,
+                       file_version_));
+  }
 
   // Run fields (v3): count=N (1..2^32-1) and signed steps.
   std::uint32_t parse_run_count(std::string_view s) const {
@@ -250,6 +255,14 @@ class TextReader {
       p.op = static_cast<OpKind>(parse_enum(*op, kOpKindNames, "op kind"));
     }
     return p;
+  }
+  // A compute or exchange step's own pass (v4): `compute <name> [pass=<pass>]`.
+  Pass step_pass(const std::string& what) {
+    Field fields[] = {{"pass", "<pass>", false, {}}};
+    collect(2, fields, what);
+    if (!fields[0].value) return Pass::kNone;
+    require_v4("pass=");
+    return static_cast<Pass>(parse_enum(*fields[0].value, kPassNames, "pass"));
   }
   // The provenance fields after a block's name: `<directive> <name> [layer=..] [pass=..] [op=..]`.
   Provenance block_provenance(const std::string& what) {
@@ -788,15 +801,17 @@ class TextReader {
       if (bodies_.empty()) block_ = Block::kIpu;
       return;
     } else if (d == "compute") {
-      expect_arity(2, "compute <compute set>");
+      if (tokens_.size() < 2) expect_arity(2, "compute <compute set> [pass=<pass>]");
       s.kind = StepKind::kCompute;
       s.index = lookup(state_.compute_sets, state_.exchanges, tokens_[1], "compute set", "exchange",
                        "exchange");
+      s.provenance.pass = step_pass("compute step");
     } else if (d == "exchange") {
-      expect_arity(2, "exchange <exchange>");
+      if (tokens_.size() < 2) expect_arity(2, "exchange <exchange> [pass=<pass>]");
       s.kind = StepKind::kExchange;
       s.index = lookup(state_.exchanges, state_.compute_sets, tokens_[1], "exchange", "compute set",
                        "compute");
+      s.provenance.pass = step_pass("exchange step");
     } else if (d == "sync") {
       s.kind = StepKind::kSync;
       if (tokens_.size() > 1) {
@@ -996,7 +1011,9 @@ class TextWriter {
       put("{:{}}", "", 2 * depth);
       switch (s.kind) {
         case StepKind::kCompute:
-          put("compute {}\n", ipu.compute_sets[s.index].name);
+          put("compute {}", ipu.compute_sets[s.index].name);
+          provenance(s.provenance);  // v4: the step's own pass, if any
+          put("\n");
           break;
         case StepKind::kSync:
           if (s.group.kind == GroupKind::kTile) {
@@ -1020,7 +1037,9 @@ class TextWriter {
           put("\n");
           break;
         case StepKind::kExchange:
-          put("exchange {}\n", ipu.exchanges[s.index].name);
+          put("exchange {}", ipu.exchanges[s.index].name);
+          provenance(s.provenance);  // v4: the step's own pass, if any
+          put("\n");
           break;
         case StepKind::kHost:
           put("host {} tiles=", kHostDirectionNames[static_cast<std::size_t>(s.direction)]);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target: run directories as `ipusim report` and `ipusim compare` read them. The input is
-// up to four files separated by NUL bytes:
+// up to six files separated by NUL bytes:
 //
-//     stats.json [ '\0' config.resolved.yaml [ '\0' tiles.csv [ '\0' supersteps.csv ]]]
+//     stats.json [ '\0' config.resolved.yaml [ '\0' tiles.csv [ '\0' supersteps.csv
+//         [ '\0' layers.csv [ '\0' plan.csv ]]]]]
 //
 // (a file absent from the input is absent from the directory). They are written into a private
 // directory and read by report::load_run_dir; then the stats are looked up as `report` and
@@ -90,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string input = fuzz::as_string(data, size);
   std::vector<std::string> parts;
   std::size_t start = 0;
-  while (parts.size() < 3) {
+  while (parts.size() < 5) {
     const auto nul = input.find('\0', start);
     if (nul == std::string::npos) break;
     parts.push_back(input.substr(start, nul - start));
@@ -115,8 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir);
-  static const char* const kNames[] = {"stats.json", "config.resolved.yaml", "tiles.csv",
-                                       "supersteps.csv"};
+  static const char* const kNames[] = {"stats.json",     "config.resolved.yaml", "tiles.csv",
+                                       "supersteps.csv", "layers.csv",           "plan.csv"};
   for (std::size_t i = 0; i < parts.size(); ++i) fuzz::write_file(dir / kNames[i], parts[i]);
   try {
     const report::RunDir run = report::load_run_dir(dir.string());

@@ -1276,7 +1276,7 @@ TEST(Reports, LayersCsvSplitsASharedComputeSetAmongItsLayers) {
 
 // Issue 27: layer rows survive a re-plan. ResNet-50 POD16 with twice the tile memory plans
 // many layers differently (other tile grids, other rearrangements, other compute sets shared),
-// yet layers.csv has the same (layer, pass) rows: a row is a layer of the model, with the
+// yet layers.csv has the same 540 (layer, pass) rows: a row is a layer of the model, with the
 // elementwise ops pending from it (a residual add applied in its ReLU's scope) its own.
 TEST(Reports, LayersCsvRowsAreTheSameBeforeAndAfterAReplan) {
   TempDir dir;
@@ -1674,10 +1674,10 @@ TEST(Reports, CompareLabelsTheDirectionOfEveryHeadlineDelta) {
 
 // Issue 27, the plan view: plan.csv has a row per conv and matmul the compiler planned and the
 // layer and pass it serves, with what the planner chose. Its simulated cost is checked against
-// layers.csv, which attributes the same phases another way (from each compute set's and
-// exchange's provenance): a conv layer's forward row holds only its conv, run GA = 2 times a
-// step, and twice as often where the layer is recomputed (recomputation reuses the forward's
-// compute sets). A trace run has no plan, and removes an earlier run's plan.csv.
+// layers.csv, which attributes the same phases another way (from each step's and compute set's
+// provenance): a conv layer's forward row, and its recompute row where it is recomputed, hold
+// only its conv, run GA = 2 times a step. A trace run has no plan, and removes an earlier run's
+// plan.csv.
 TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
   TempDir dir;
   const auto r = ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") + " --save-trace " +
@@ -1731,12 +1731,13 @@ TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
   std::map<std::pair<std::string, std::string>, double> layer_total;
   for (const auto& row : read_csv(dir.file("out/layers.csv"), &header))
     layer_total[{row[1], row[2]}] = std::stod(row[13]);
-  for (const auto& c : convs) {
-    const double runs = has(c, "recompute") ? 4 : 2;
-    const double forward = simulated[{c, "forward"}];
-    const double in_layers = layer_total[std::pair<std::string, std::string>(c, "forward")];
-    EXPECT_EQ(in_layers, runs * forward) << c;
-  }
+  for (const auto& c : convs)
+    for (const std::string pass : {"forward", "recompute"}) {
+      if (!has(c, pass)) continue;
+      const double planned = simulated[{c, pass}];
+      const double in_layers = layer_total[std::pair<std::string, std::string>(c, pass)];
+      EXPECT_EQ(in_layers, 2 * planned) << c << " " << pass;
+    }
   // The saved trace run into the same directory: no plan, and the old plan.csv is gone.
   const auto t =
       ipusim("run -q --system " + pod16() + " --out " + dir.file("out") + " " + dir.file("w.itb"));
@@ -1796,6 +1797,34 @@ TEST(Reports, CompareShowsWhatThePlannerChoseForTheLayersThatMovedMost) {
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("plan changes of those rows"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("serial 1 -> "), std::string::npos) << text.out;
+}
+
+// Issue 27: recomputation is its own pass. A step that runs its compute set in another pass
+// than the compute set's own (trace format v4: `compute a pass=recompute`) goes to that pass's
+// row: three forward executions and one recomputation of the same compute set are a forward row
+// of 3 executions and a recompute row of 1, its cycles 3 : 1, each sync with its step.
+TEST(Reports, ARecomputationStepIsItsOwnPassInLayersCsv) {
+  TempDir dir;
+  const std::string trace = dir.file("r.trace");
+  std::ofstream(trace)
+      << "ipusim-trace 4\nipu 0\ncomputeset a layer=l1 pass=forward op=conv\n"
+         "  vertex tiles=0..3 copy bytes=8000\nend\nprogram\n  repeat 3\n"
+         "    sync\n    compute a\n  end\n  sync\n  compute a pass=recompute\nend\n";
+  const auto r = ipusim("run -q --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +
+                        dir.file("out") + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string header;
+  std::map<std::string, std::vector<std::string>> rows;
+  for (const auto& row : read_csv(dir.file("out/layers.csv"), &header)) rows[row[2]] = row;
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(rows.count("forward") && rows.count("recompute"));
+  EXPECT_EQ(rows["forward"][1], "l1");
+  EXPECT_EQ(rows["recompute"][1], "l1");
+  EXPECT_EQ(rows["forward"][3], "3");
+  EXPECT_EQ(rows["recompute"][3], "1");
+  for (std::size_t col : {4u, 5u})  // compute_cycles, sync_cycles
+    EXPECT_EQ(std::stod(rows["forward"][col]), 3 * std::stod(rows["recompute"][col])) << col;
+  EXPECT_GT(std::stod(rows["recompute"][4]), 0);
 }
 
 }  // namespace

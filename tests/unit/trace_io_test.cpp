@@ -73,7 +73,7 @@ std::string text_error(const std::string& text) {
 // Canonical text (as write_text produces it) using every codelet, every step kind, nested
 // repeats, several IPUs, replicas and global exchanges.
 const char* const kEveryFeature =
-    R"(ipusim-trace 3
+    R"(ipusim-trace 4
 name every_feature
 replicas 4
 meta samples_per_step 3200
@@ -141,7 +141,7 @@ computeset only
   vertex tiles=0 copy bytes=8
 end
 program
-  compute only
+  compute only pass=recompute
 end
 ipu 1
 program
@@ -361,7 +361,7 @@ TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
       "  transfer src=0 dst=1 bytes=4\nend\n");
   EXPECT_EQ(
       to_text(t),
-      "ipusim-trace 3\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+      "ipusim-trace 4\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
       "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
       "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
 }
@@ -576,11 +576,11 @@ TEST(TraceTextErrors, OverlappingDestinations) {
 }
 
 TEST(TraceTextErrors, HeaderAndStructure) {
-  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 3', found end of file");
+  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 4', found end of file");
   EXPECT_EQ(text_error("ipu 0\n"),
-            "t.trace:1: expected the header 'ipusim-trace 3', found 'ipu 0'");
-  EXPECT_TRUE(contains(text_error("ipusim-trace 4\n"),
-                       "t.trace:1: expected trace format version 1 to 3, found version 4"));
+            "t.trace:1: expected the header 'ipusim-trace 4', found 'ipu 0'");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 5\n"),
+                       "t.trace:1: expected trace format version 1 to 4, found version 5"));
   EXPECT_TRUE(
       contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
                "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
@@ -769,10 +769,10 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'ipusim-t'");
   EXPECT_EQ(error_of([&] { from_binary("IPU", 0); }),
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'IPU'");
-  std::string v4 = bytes;
-  v4[8] = 4;
-  EXPECT_EQ(error_of([&] { from_binary(v4, 0); }),
-            "t.itb@8: expected trace format version 1 to 3, found version 4");
+  std::string v5 = bytes;
+  v5[8] = 5;
+  EXPECT_EQ(error_of([&] { from_binary(v5, 0); }),
+            "t.itb@8: expected trace format version 1 to 4, found version 5");
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
@@ -985,9 +985,9 @@ TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
       continue;  // the corpus also holds invalid inputs
     }
     ++files;
-    const std::string v3 = to_binary(old);
-    EXPECT_EQ(v3.substr(8, 4), std::string("\x03\x00\x00\x00", 4));
-    EXPECT_EQ(from_binary(v3, v3.size()), old) << entry.path();
+    const std::string current = to_binary(old);
+    EXPECT_EQ(current.substr(8, 4), std::string("\x04\x00\x00\x00", 4));
+    EXPECT_EQ(from_binary(current, current.size()), old) << entry.path();
     EXPECT_EQ(parse(to_text(old)), old) << entry.path();
     auto twin = entry.path();
     twin.replace_extension(".txt");
@@ -1081,6 +1081,14 @@ TEST(TraceProvenance, RoundTripsAndIsChecked) {
   EXPECT_EQ(ir.ipus[0].exchanges[0].provenance.op, OpKind::kNone);
   EXPECT_EQ(ir.global_exchanges[0].provenance.pass, Pass::kPipelineCopy);
   EXPECT_EQ(ir.ipus[0].steps[0].provenance.op, OpKind::kCopy);
+  // A compute step's own pass (v4): IPU 3 runs `only` as a recomputation; IPU 0's `convs`
+  // step has none, so it runs in its compute set's pass.
+  const Step& only = ir.ipus[1].steps[0];
+  EXPECT_EQ(only.provenance.pass, Pass::kRecompute);
+  EXPECT_EQ(only.pass_of(ir.ipus[1].compute_sets[0].provenance), Pass::kRecompute);
+  const Step& convs_step = ir.ipus[0].steps[1].body[2];
+  EXPECT_EQ(convs_step.provenance.pass, Pass::kNone);
+  EXPECT_EQ(convs_step.pass_of(convs.provenance), Pass::kForward);
   // Text, binary and IR agree (TraceRoundTrip covers the bytes); provenance is part of the
   // identity.
   Trace other = ir;
@@ -1100,7 +1108,19 @@ TEST(TraceProvenance, RoundTripsAndIsChecked) {
                        "t.trace:3: expected each layer once in layer=, found 'a' twice"));
   EXPECT_TRUE(contains(text_error("ipusim-trace 3\nipu 0\ncomputeset c layer=a,\nend\n"),
                        "t.trace:3: expected a layer name"));
+  // A step's pass is version 4's; a step takes a pass and nothing else.
+  EXPECT_TRUE(contains(
+      text_error("ipusim-trace 3\nipu 0\ncomputeset c\nend\nprogram\n  compute c pass=recompute\n"
+                 "end\n"),
+      "t.trace:6: 'pass=' needs trace format version 4, but the header says version 3"));
+  EXPECT_TRUE(contains(
+      text_error("ipusim-trace 4\nipu 0\nexchange e\nend\nprogram\n  exchange e layer=a\nend\n"),
+      "t.trace:6: unknown key 'layer' for exchange step (expected one of: pass)"));
   Trace bad = ir;
+  bad.ipus[1].steps[0].provenance.op = OpKind::kConv;
+  EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }),
+                       "sets fields that its kind does not use"));
+  bad = ir;
   bad.ipus[0].steps[1].provenance.pass = Pass::kForward;  // a repeat step
   EXPECT_TRUE(contains(error_of([&] { check_structure(bad, "x"); }),
                        "program step 1 (repeat) sets fields that its kind does not use"));

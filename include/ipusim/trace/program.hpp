@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The in-memory form of a compiled program trace (format v3, docs/trace-format.md).
+// The in-memory form of a compiled program trace (format v4, docs/trace-format.md).
 // A trace holds one BSP program per IPU of a replica: tensor allocations per tile, compute sets
 // (vertex instances per tile), exchanges (tile-to-tile transfers), and a step tree (compute,
 // sync, exchange, host copy, repeat; since v2 also external syncs, inter-IPU copies and
@@ -21,7 +21,7 @@
 namespace ipusim::trace {
 
 // The version writers produce; readers also accept kOldestFormatVersion..kFormatVersion.
-inline constexpr std::uint32_t kFormatVersion = 3;
+inline constexpr std::uint32_t kFormatVersion = 4;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Deepest nesting of repeat steps that readers accept and check_structure allows.
@@ -331,9 +331,15 @@ struct Step {
   // kHost only: the transfer runs in the background on I/O tiles (prefetch); the program
   // waits for it only when it issues the next background transfer before this one is done.
   bool overlap = false;
-  // kHost and kCollective only (v3): where the step comes from. Compute sets, exchanges and
-  // global exchanges carry their own.
+  // kHost and kCollective (v3): where the step comes from. Compute sets, exchanges and global
+  // exchanges carry their own; a kCompute or kExchange step (v4) may set provenance.pass alone
+  // (layers and op empty): the pass it runs its compute set or exchange in when that differs
+  // from the item's own (a recomputation running the forward pass's compute sets).
   Provenance provenance;
+  // The pass a kCompute or kExchange step runs in: its own pass if set, else `item`'s.
+  trace::Pass pass_of(const Provenance& item) const {
+    return provenance.pass != Pass::kNone ? provenance.pass : item.pass;
+  }
   bool operator==(const Step&) const = default;
 };
 
