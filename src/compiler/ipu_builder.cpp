@@ -478,6 +478,10 @@ Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const
   d.height = ceil_div(fwd.height, fwd.stride);
   d.width = ceil_div(fwd.width, fwd.stride);
   d.stride = 1;
+  // A matmul's (a 1x1 conv of one image one column wide, as matmul() builds it) data gradient
+  // is a matmul too.
+  const bool is_matmul = fwd.batch == 1 && fwd.width == 1 && fwd.kernel == 1 && fwd.stride == 1;
+  const Scope scope(*this, stamp_for(is_matmul ? trace::OpKind::kMatmul : trace::OpKind::kConv));
   return conv(out, d, Operand{g, false}, Operand{w, true});
 }
 
