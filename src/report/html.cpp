@@ -1220,6 +1220,8 @@ std::string layers_section(const RunDir& run) {
   b += fmt::format(
       "<h3>Every layer</h3>\n<p class=\"note\">{} rows (layers.csv{}); click a column header to "
       "sort. Times in {}; each IPU's rows add up to its step time. Share = of the IPU's step. "
+      "Shared with = the other layers of the row's largest shared compute set or exchange "
+      "(its time is split equally among them; hover for their names). "
       "Achieved FLOP/s = the row's FLOPs over its time{}. Peak live = the most memory live on "
       "the IPU's fullest tile at any step of the row (memory over the program, below).</p>\n",
       rows.size(), multi ? fmt::format(", {} IPUs", ipus) : std::string(), unit,
@@ -1233,6 +1235,7 @@ std::string layers_section(const RunDir& run) {
     b += fmt::format("<th class=\"n\">{}<br>[{}]</th>", p->name, unit);
   b += fmt::format(
       "<th class=\"n\" data-dir=\"desc\">total<br>[{}]</th><th class=\"n\">share</th>"
+      "<th class=\"n\">shared<br>with</th>"
       "<th class=\"n\">FLOPs</th><th class=\"n\">achieved FLOP/s</th><th class=\"n\">exchange "
       "bytes</th>{}<th class=\"n\">peak live<br>(fullest tile)</th></tr></thead>\n<tbody>\n",
       unit, peak ? "<th class=\"n\">AMP utilisation</th>" : "");
@@ -1265,6 +1268,12 @@ std::string layers_section(const RunDir& run) {
     b += fmt::format("<td class=\"n total\" data-v=\"{}\">{:.3f}</td>", total, seconds * scale);
     const double share = v->ipu_cycles > 0 ? total / v->ipu_cycles : 0;
     b += cell(share, fmt::format("{:.2f}%", 100 * share));
+    // The layers of its largest shared compute set or exchange (layers.csv's group).
+    const auto members = l.group.empty()
+                             ? 0.0
+                             : static_cast<double>(std::count(l.group.begin(), l.group.end(), '+'));
+    b += fmt::format("<td class=\"n\" data-v=\"{}\" title=\"{}\">{}</td>", members, esc(l.group),
+                     members > 0 ? fmt::format("{:.0f} layers", members) : "");
     b += cell(flops, flops > 0 ? si(flops) : "0");
     const double rate = seconds > 0 ? flops / seconds : 0;
     b += cell(rate, rate > 0 ? si(rate) + "FLOP/s" : "");

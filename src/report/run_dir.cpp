@@ -242,7 +242,8 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string layers_path = dir + "/layers.csv";
   if (std::filesystem::exists(layers_path, ec)) {
-    Csv csv(layers_path, kMaxLayersCsvBytes, layers_header(), {layers_header_without_memory()});
+    Csv csv(layers_path, kMaxLayersCsvBytes, layers_header(),
+            {layers_header_without_group(), layers_header_without_memory()});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       LayerCsvRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);
@@ -258,6 +259,7 @@ RunDir load_run_dir(const std::string& dir) {
         row.peak_live_bytes = csv.number<std::uint64_t>(i, 7 + kPhaseKinds);
         row.peak_tile_live_bytes = csv.number<std::uint64_t>(i, 8 + kPhaseKinds);
       }
+      if (csv.columns() > 9 + kPhaseKinds) row.group = csv.text(i, 9 + kPhaseKinds);
       r.layers.push_back(std::move(row));
     }
   }

@@ -200,6 +200,16 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
       const std::uint64_t n = rows.size(), each = amount / n, extra = amount % n;
       for (std::uint64_t k = 0; k < n; ++k) add(*rows[k], each + (k < extra ? 1 : 0));
     };
+    // Per row, the cycles each shared item (by its layers, "a+b") gave it: the largest names
+    // the row's group.
+    std::map<LayerRow*, std::map<std::string, std::uint64_t>> shared;
+    const auto note_group = [&](const Rows& rows, const trace::Provenance& prov,
+                                std::uint64_t cycles) {
+      if (rows.size() < 2) return;
+      std::string name;
+      for (const auto& l : prov.layers) name += (name.empty() ? "" : "+") + l;
+      for (LayerRow* r : rows) shared[r][name] += cycles / rows.size();
+    };
     // Per compute set: FLOPs and cycles of one execution; per exchange: bytes received and
     // cycles. Every on-chip phase costs the same on each execution, so its share of the
     // engine's total (stats) is exact.
@@ -240,16 +250,22 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
               walk(s.body, times * s.count);
             } else if (s.kind == trace::StepKind::kCompute) {
               const Rows rows = row_of(target_of(s));
-              split(rows, per_execution(ipu.compute_sets, s.index) * times,
+              const std::uint64_t cycles = per_execution(ipu.compute_sets, s.index) * times;
+              split(rows, cycles,
                     [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kCompute] += c; });
+              if (s.index < p.compute_sets.size())
+                note_group(rows, p.compute_sets[s.index].provenance, cycles);
               split(rows, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
               if (s.index < cs_flops.size())
                 split(rows, cs_flops[s.index] * times,
                       [](LayerRow& r, std::uint64_t f) { r.flops += f; });
             } else if (s.kind == trace::StepKind::kExchange) {
               const Rows rows = row_of(target_of(s));
-              split(rows, per_execution(ipu.exchanges, s.index) * times,
+              const std::uint64_t cycles = per_execution(ipu.exchanges, s.index) * times;
+              split(rows, cycles,
                     [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kExchange] += c; });
+              if (s.index < p.exchanges.size())
+                note_group(rows, p.exchanges[s.index].provenance, cycles);
               if (s.index < ex_bytes.size())
                 split(rows, ex_bytes[s.index] * times,
                       [](LayerRow& r, std::uint64_t b) { r.exchange_bytes += b; });
@@ -280,6 +296,14 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
         LayerRow& r = *row_of({kind, 0}).front();
         for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += cycles->values[k];
       }
+    for (auto& [r, groups] : shared) {
+      std::uint64_t most = 0;
+      for (const auto& [name, cycles] : groups)  // ties: the first name
+        if (r->group.empty() || cycles > most) {
+          most = cycles;
+          r->group = name;
+        }
+    }
     std::vector<LayerRow> list;
     for (auto& [key, r] : rows)
       if (r.total() > 0 || r.executions > 0) list.push_back(std::move(r));
@@ -296,9 +320,11 @@ std::string layers_header_without_memory() {
   return out + "total_cycles,flops,exchange_bytes";
 }
 
-std::string layers_header() {
+std::string layers_header_without_group() {
   return layers_header_without_memory() + ",peak_live_bytes,peak_tile_live_bytes";
 }
+
+std::string layers_header() { return layers_header_without_group() + ",group"; }
 
 std::string layers_csv(const std::vector<LayerRow>& rows) {
   if (rows.empty()) return {};
@@ -308,8 +334,8 @@ std::string layers_csv(const std::vector<LayerRow>& rows) {
     // Layer names are [A-Za-z0-9_.:/-] and '+': no quoting needed.
     fmt::format_to(it, "{},{},{},{}", r.ipu, r.layer, r.pass, r.executions);
     for (auto c : r.cycles.values) fmt::format_to(it, ",{}", c);
-    fmt::format_to(it, ",{},{},{},{},{}\n", r.total(), r.flops, r.exchange_bytes, r.peak_live_bytes,
-                   r.peak_tile_live_bytes);
+    fmt::format_to(it, ",{},{},{},{},{},{}\n", r.total(), r.flops, r.exchange_bytes,
+                   r.peak_live_bytes, r.peak_tile_live_bytes, r.group);
   }
   return out;
 }

@@ -1272,6 +1272,11 @@ TEST(Reports, LayersCsvSplitsASharedComputeSetAmongItsLayers) {
   EXPECT_EQ(shared.at("l1")[3], "2");
   EXPECT_EQ(shared.at("l2")[3], "1");
   EXPECT_EQ(shared.at("l1")[2], "forward");
+  // Each shared row names its group (the last column); a row that shares nothing has none.
+  ASSERT_EQ(shared.at("l1").size(), 19u);
+  EXPECT_EQ(shared.at("l1")[18], "l1+l2");
+  EXPECT_EQ(shared.at("l2")[18], "l1+l2");
+  EXPECT_EQ(alone.at("l1").size(), 18u);  // "...,<peak_tile_live_bytes>," : the group is empty
 }
 
 // Issue 27: layer rows survive a re-plan. ResNet-50 POD16 with twice the tile memory plans
@@ -1333,7 +1338,7 @@ TEST(Reports, PeakLiveMemoryFollowsTensorLifetimes) {
     EXPECT_EQ(json_field(samples->items[p], "tile_bytes")->number.d, always_tile + curve[p]) << p;
   std::string header;
   const auto rows = read_csv(dir.file("out/layers.csv"), &header);
-  EXPECT_EQ(header.substr(header.size() - 36), "peak_live_bytes,peak_tile_live_bytes");
+  EXPECT_EQ(header.substr(header.size() - 42), "peak_live_bytes,peak_tile_live_bytes,group");
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& row : rows) {
     const double extra = row[1] == "l1" ? 1000 : 2000;

@@ -46,6 +46,7 @@ struct LayerCsvRow {
   std::uint64_t flops = 0, exchange_bytes = 0;
   // Peak live memory of the row's program positions (0 in older layers.csv without them).
   std::uint64_t peak_live_bytes = 0, peak_tile_live_bytes = 0;
+  std::string group;  // the layers of its largest shared item ("" in older layers.csv)
 };
 
 struct RunDir {

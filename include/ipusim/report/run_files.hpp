@@ -61,6 +61,9 @@ struct LayerRow {
   // whole IPU and on its fullest tile.
   std::uint64_t peak_live_bytes = 0;
   std::uint64_t peak_tile_live_bytes = 0;
+  // The group the row's largest shared item serves: the layers ("a+b+c") of the compute set or
+  // exchange shared with other layers that gave the row the most cycles; empty if none did.
+  std::string group;
   std::uint64_t total() const { return cycles.total(); }
 };
 
@@ -85,12 +88,13 @@ const LiveMemory* find_live_memory(const LiveMemories& memories, std::uint32_t i
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace, const LiveMemories& memory);
 // layers.csv: ipu, layer, pass, executions, <phase>_cycles per kPhases, total_cycles, flops,
-// exchange_bytes, peak_live_bytes, peak_tile_live_bytes; rows of each IPU by total cycles,
-// largest first.
+// exchange_bytes, peak_live_bytes, peak_tile_live_bytes, group; rows of each IPU by total
+// cycles, largest first.
 std::string layers_csv(const std::vector<LayerRow>& rows);
 // Its header: ipu,layer,pass,executions, <phase>_cycles per kPhases, total_cycles,flops,
 // exchange_bytes,peak_live_bytes,peak_tile_live_bytes; and the header before the peaks.
 std::string layers_header_without_memory();
+std::string layers_header_without_group();
 std::string layers_header();
 // plan.csv (a run that compiled its workload): one row per conv or matmul the compiler
 // planned and the layer it serves (one per layer when it serves several), in program order per
