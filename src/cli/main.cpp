@@ -26,7 +26,7 @@ Commands:
   run       simulate a compiled program trace on a chip or system and report where the time went
   kernel    write a reference kernel trace (matmul, conv2d, reduce, elementwise,
             exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip
-  validate  check config and trace files without simulating
+  validate  check config, model, sweep, suite and trace files without simulating
   info      print a chip's resolved parameters and derived peaks
   check     run a regression suite and compare it with its golden results
   sweep     run every point of a sweep spec (locally or under mpirun) into sweep.csv/json

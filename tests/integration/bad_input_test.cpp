@@ -3,6 +3,7 @@
 // non-zero exit status (docs/errors.md).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "cli_harness.hpp"
@@ -136,6 +137,82 @@ TEST(BadInput, FailedRunLeavesNoStats) {
   const auto r = ipusim("run --out " + dir.file("out") + " " + trace);
   EXPECT_NE(r.status, 0);
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/stats.json")));
+}
+
+// Issue 31, item 4: `ipusim validate` checks every kind of file by its own schema. Every shipped
+// chip, system, part, run config, model, sweep spec and suite is accepted (it used to read every
+// YAML file as a chip config and reject all but the chips); a wrong key in each kind is an error
+// naming file:line and the key; a YAML file of no known kind says what it expected.
+TEST(BadInput, ValidateChecksEachKindOfFileByItsOwnSchema) {
+  std::vector<std::string> shipped;
+  for (const std::string dir : {"configs/chips", "configs/systems", "configs/parts", "configs/runs",
+                                "configs/sweeps", "models"})
+    for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/" + dir))
+      if (e.path().extension() == ".yaml") shipped.push_back(e.path().string());
+  shipped.push_back(source_dir() + "/tests/regression/suite.yaml");
+  std::string all;
+  for (const auto& f : shipped) all += " " + f;
+  const auto ok = ipusim("validate" + all);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(lines(ok.out), static_cast<int>(shipped.size()));
+  for (const char* kind :
+       {"(chip ", "(system ", "(system part ", "(run ", "(model ", "(sweep ", "(suite "})
+    EXPECT_NE(ok.out.find(kind), std::string::npos) << kind;
+
+  TempDir dir;
+  const std::string s = source_dir();
+  const auto edit = [&](const std::string& name, const std::string& from_file,
+                        std::vector<std::pair<std::string, std::string>> edits) {
+    std::string text = read_all(s + "/" + from_file);
+    for (const auto& [from, to] : edits) {
+      for (auto pos = text.find(from); pos != std::string::npos;
+           pos = text.find(from, pos + to.size()))
+        text.replace(pos, from.size(), to);
+    }
+    write(dir.file(name), text);
+    return dir.file(name);
+  };
+  const struct {
+    std::string file, expected;
+  } cases[] = {
+      {edit("chip.yaml", "configs/chips/gc200.yaml", {{"  clock: 1.325GHz", "  clok: 1.325GHz"}}),
+       ":8:3: chip.clok: unknown key (did you mean chip.clock?)"},
+      {edit("part.yaml", "configs/parts/m2000.yaml", {{"  ipus: 4 ", "  ipu: 4 "}}),
+       ":6:3: machine.ipu: unknown key"},
+      {edit("system.yaml", "configs/systems/pod16.yaml",
+            {{"../", s + "/configs/"}, {"system:\n", "system:\n  rakcs: 1\n"}}),
+       ":4:3: system.rakcs: unknown key (did you mean system.racks?)"},
+      {edit("run.yaml", "tests/data/workloads/resnet_tiny-pod16.yaml",
+            {{"model: resnet_tiny.yaml", "model: " + s + "/tests/data/workloads/resnet_tiny.yaml"},
+             {"../../../", s + "/"},
+             {"run:\n", "run:\n  replicsa: 4\n"}}),
+       ":3:3: run.replicsa: unknown key (did you mean run.replicas?)"},
+      {edit("model.yaml", "tests/data/workloads/resnet_tiny.yaml",
+            {{"kernel: 3, stride: 1}", "kernel: 3, stirde: 1}"}}),
+       ": unknown key (did you mean 'stride'?)"},
+      {edit("sweep.yaml", "configs/sweeps/scaling.yaml", {{"\ndescription:", "\ndescriptoin:"}}),
+       ":7:1: sweep: expected one of the keys format, name, description, base, axes, combine, "
+       "exclude, found unknown key 'descriptoin' (did you mean 'description'?)"},
+      {edit("suite.yaml", "tests/regression/suite.yaml",
+            {{"\ngoldens: golden", "\ngoldnes: golden"}}),
+       ": suite: expected one of the keys format, name, description, goldens, defaults, cases, "
+       "found unknown key 'goldnes' (did you mean 'goldens'?)"},
+  };
+  for (const auto& c : cases) {
+    const auto r = ipusim("validate " + c.file);
+    EXPECT_EQ(r.status, 3) << c.file;
+    EXPECT_EQ(r.err.rfind("error: " + c.file + ":", 0), 0u) << r.err;  // file:line first
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+  }
+  write(dir.file("other.yaml"), "widget:\n  a: 1\n");
+  const auto other = ipusim("validate " + dir.file("other.yaml"));
+  EXPECT_EQ(other.status, 3);
+  EXPECT_NE(other.err.find("not a file ipusim knows: expected a top-level key chip, system, "
+                           "machine, fabric, run or model, or format: ipusim-sweep/1 or "
+                           "ipusim-suite/1; found the keys widget"),
+            std::string::npos)
+      << other.err;
 }
 
 }  // namespace
