@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/chip.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/topology/topology.hpp"
@@ -62,7 +63,7 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
 int info_command(int argc, char** argv) {
   CommonOptions common;
   ChipOptions chip_opts;
-  bool reference = false;
+  bool reference = false, run_reference = false;
   std::string system_file;
   po::options_description desc("Options");
   add_common_options(desc, common);
@@ -71,7 +72,9 @@ int info_command(int argc, char** argv) {
                      "describe a system (configs/systems/*.yaml): IPUs, machines, racks, links, "
                      "bisection bandwidth and external sync latency per group size")(
       "config-reference", po::bool_switch(&reference),
-      "print the Markdown reference of every config key (chip, machine, fabric, system) and exit");
+      "print the Markdown reference of every config key (chip, machine, fabric, system) and exit")(
+      "run-reference", po::bool_switch(&run_reference),
+      "print the Markdown reference of every run config key (run.*, configs/runs/*.yaml) and exit");
   parse("info", argc, argv, desc);
   if (common.help) {
     print_help("ipusim info [--chip FILE | --system FILE] [--set KEY=VALUE]...",
@@ -85,6 +88,10 @@ int info_command(int argc, char** argv) {
   apply_log_level(common.log_level);
   if (reference) {
     std::cout << config::reference_markdown(system_schema());
+    return 0;
+  }
+  if (run_reference) {
+    std::cout << config::reference_markdown(compiler::run_schema());
     return 0;
   }
   if (!system_file.empty()) return print_system(system_file, chip_opts.overrides);

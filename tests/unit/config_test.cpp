@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/chip.hpp"
 #include "ipusim/config/field.hpp"
 #include "ipusim/config/system.hpp"
@@ -212,6 +213,14 @@ TEST(ConfigChip, ReferenceDocMatchesTheSchema) {
   EXPECT_NE(doc.find(config::reference_markdown(system_schema())), std::string::npos)
       << "docs/config-reference.md is stale: regenerate the table with "
          "'ipusim info --config-reference'";
+}
+
+// Issue 31, item 4: the run keys have a generated reference, kept in step with the schema.
+TEST(ConfigRun, ReferenceDocMatchesTheSchema) {
+  const std::string doc = read(std::string(IPUSIM_SOURCE_DIR) + "/docs/run-reference.md");
+  EXPECT_NE(doc.find(config::reference_markdown(compiler::run_schema())), std::string::npos)
+      << "docs/run-reference.md is stale: regenerate the table with "
+         "'ipusim info --run-reference'";
 }
 
 TEST(ConfigOverride, OneCheckOfTheKeyValueForm) {
