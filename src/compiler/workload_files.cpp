@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/field.hpp"
 #include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/trace/program.hpp"
 #include "ipusim/util/error.hpp"
@@ -372,188 +373,270 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
 
 namespace {
 
+using RunField = config::Field<RunConfig>;
 using config::ParamDecl;
 using config::ValueKind;
+using Default = std::optional<std::string>;
 
-std::vector<ParamDecl> run_params() {
-  std::vector<ParamDecl> p = {
-      {"run.name", ValueKind::kString, 0, 0, "Run name shown in reports", "-"},
-      {"run.model", ValueKind::kString, 0, 0, "Model file, relative to the run file", "-"},
-      {"run.system", ValueKind::kString, 0, 0, "System file, relative to the run file", "-"},
-      {"run.replicas", ValueKind::kCount, 1, 65536, "Data-parallel replicas", "workloads.md"},
-      {"run.ipus_per_replica", ValueKind::kCount, 1, 1024, "IPUs per replica (pipeline stages)",
-       "workloads.md"},
-      {"run.micro_batch", ValueKind::kCount, 1, 1 << 20,
-       "Samples (images or packs) per micro-batch", "workloads.md"},
-      {"run.gradient_accumulation", ValueKind::kCount, 1, 1 << 20,
-       "Micro-batches per weight update", "workloads.md"},
-      {"run.precision", ValueKind::kString, 0, 0, "16.16 (half partials) or 16.32 (float partials)",
-       "workloads.md"},
-      {"run.optimiser", ValueKind::kString, 0, 0,
-       "lars or sgd (CNN), lamb, adamw or sgd (transformer: AdamW is LAMB without its "
-       "per-tensor norms; SGD keeps one momentum and no norms)",
-       "workloads.md"},
-      {"run.optimiser_state", ValueKind::kString, 0, 0, "on_chip or streaming (Streaming Memory)",
-       "workloads.md"},
-      {"run.replicated_tensor_sharding", ValueKind::kString, 0, 0,
-       "yes: shard optimiser state over replicas", "poplar-compiler.md §4.4"},
-      {"run.sync_replicas_independently", ValueKind::kString, 0, 0,
-       "Poplar's engine option target.syncReplicasIndependently: no (Poplar's default) makes "
-       "every external sync span all the run's IPUs; yes syncs only the group involved",
-       "docs/topology.md \"External sync\""},
-      {"run.available_memory_proportion", ValueKind::kString, 0, 0,
-       "Conv/matmul temporary-memory cap, one value or one per IPU of the replica",
-       "workloads.md; poplar-compiler.md §1.5"},
-      {"run.recompute_checkpoints", ValueKind::kString, 0, 0,
-       "CNN: comma-separated layer names whose outputs are kept; everything else is recomputed",
-       "workloads.md"},
-      {"run.batchnorm_group", ValueKind::kCount, 1, 65536, "Replicas sharing batch-norm statistics",
-       "workloads.md"},
-      {"run.batchnorm_statistics_cache", ValueKind::kString, 0, 0,
-       "yes: recomputation reuses the forward pass's batch-norm statistics (no second reduction or "
-       "all-reduce)",
-       "poplar-compiler.md §6.1 (statistics caching)"},
-      {"run.norm_lowering", ValueKind::kString, 0, 0,
-       "CNN batch norm and ReLU: popnn (as TensorFlow for IPU lowers them: batch norm through "
-       "popnn's separate passes, ReLU in place on its own) or fused (folded into the fused "
-       "elementwise chains around them)",
-       "graphcore/tensorflow driver/ops/custom_ops/popnn/norm.cc, non_linearity.cc; poplibs "
-       "lib/poplin/Norms.cpp"},
-      {"run.rearrangements", ValueKind::kString, 0, 0,
-       "yes: conv and matmul operands are regrouped and transposed into the layouts their plans "
-       "want; "
-       "no: they are assumed to be there already (an idealised compiler, to measure what "
-       "rearranging costs)",
-       "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)"},
-      {"run.allreduce_buffer", ValueKind::kBytes, 1024, 1e12,
-       "Gradients are reduced across replicas in collectives of at most this many bytes (fused "
-       "buffers)",
-       "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf "
-       "ResNet)"},
-      {"run.collective_grouping", ValueKind::kString, 0, 0,
-       "buffers: gradients reduced in fused buffers of run.allreduce_buffer bytes (TensorFlow's "
-       "all-reduce combiner); per_tensor: one collective per weight tensor, and under "
-       "replicated tensor sharding a scalar all-reduce after each LAMB norm (PopART 2.3)",
-       "graphcore/popart sdk-release-2.3 (no collective grouping before SDK 2.5; LambSquareOp "
-       "with replicated tensor sharding)"},
-      {"run.gradient_clipping", ValueKind::kString, 0, 0,
-       "none; global_norm: the reduced gradients are scaled by clip / max(clip, global norm) "
-       "before the optimiser, the global norm summed on IPU 0 from a norm of each weight "
-       "tensor (transformer runs only)",
-       "graphcore/popart sdk-release-2.3 transforms/clipweightgradientsbynorm.cpp; MLPerf v1.1 "
-       "Graphcore BERT bert_optimizer.py (ClipNormSettings.clipAllWeights)"},
-      {"run.split_qkv", ValueKind::kString, 0, 0,
-       "yes: a transformer's query, key and value weights are three tensors (three collectives, "
-       "three optimiser norms); no: one [hidden, 3 x hidden] tensor. Their biases are one tensor "
-       "either way",
-       "MLPerf v1.1 Graphcore BERT bert_model.py qkv_weights (split_qkv: true in "
-       "pod16-closed.json, false on the larger PODs)"},
-      {"run.mode", ValueKind::kString, 0, 0,
-       "training (forward, backward, weight update per step) or inference (one batch per replica "
-       "per step: input from the host, forward pass with resident weights and batch-norm "
-       "statistics folded into a scale and shift, outputs back to the host)",
-       "issue 15; poplar-compiler.md §2.3 (normalisations)"},
-      {"run.io_tiles", ValueKind::kCount, 0, 1 << 20,
-       "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input streams "
-       "are copied "
-       "inline on the compute tiles from Streaming Memory, where they were prefetched while the "
-       "previous "
-       "micro-batch computed; N > 0: they land on N I/O tiles in the background, the model is "
-       "planned on the "
-       "other tiles, and each micro-batch is copied from the I/O tiles",
-       "poplar-compiler.md §4.4 (numIOTiles); Graphcore TensorFlow docs, 'Efficient IPU I/O'"},
-      {"run.conv_unit_load_bits", ValueKind::kCount, 64, 128,
-       "Bits per supervisor load of conv/matmul weights into the AMP engines: 64 (Poplar's "
-       "default, use128BitConvUnitLoad=false: 8 B/cycle) or 128 (the chip's full "
-       "chip.amp.coeff_load_bytes_per_cycle)",
-       "poplar-compiler.md §1.3; ipu-hardware.md §1 (AMP weight load)"},
-      {"run.fuse_elementwise", ValueKind::kString, 0, 0,
-       "yes: a chain of elementwise ops between two convs or matmuls is one compute set of fused "
-       "vertices",
-       "poplar-compiler.md §2.1 (popops::map code generation)"},
-      {"run.pipeline_placement", ValueKind::kString, 0, 0,
-       "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md"},
-      {"run.max_sequences_per_pack", ValueKind::kCount, 1, 16,
-       "Most sequences in one pack: a masked-LM head predicts masked_tokens + this - 1 tokens "
-       "per pack (the MLPerf BERT packer's max_lm_predictions)",
-       "MLPerf v1.1 Graphcore BERT bert_model.py, pack_pretraining_data.py"},
-      {"run.sequences_per_pack", ValueKind::kRatio, 1, 16, "Average sequences per pack",
-       "workloads.md"},
-      {"run.embedding_serialisation", ValueKind::kCount, 1, 64,
-       "Steps the vocabulary matmul is split into", "workloads.md"},
-      {"run.input_bytes_per_sample", ValueKind::kBytes, 0, 1e9, "Host input per sample",
-       "workloads.md"},
-      {"run.sample_unit", ValueKind::kString, 0, 0, "images or sequences", "-"},
-      {"run.ttt.epochs", ValueKind::kRatio, 0, 1e4, "Epochs trained (0: use samples_to_train)",
-       "workloads.md §3"},
-      {"run.ttt.samples_per_epoch", ValueKind::kCount, 1, 1e12, "Training samples per epoch",
-       "workloads.md §1"},
-      {"run.ttt.samples_to_train", ValueKind::kCount, 0, 1e12,
-       "Samples to converge when not counted in epochs (0 with epochs 0: no time-to-train "
-       "estimate, e.g. inference)",
-       "workloads.md §3"},
-      {"run.ttt.lead_in", ValueKind::kDuration, 0, 1e5, "Host-side time before the first step",
-       "workloads.md §3"},
-      {"run.ttt.checkpoint_time", ValueKind::kDuration, 0, 1e5, "Time per checkpoint",
-       "workloads.md §3"},
-      {"run.ttt.checkpoints", ValueKind::kCount, 1, 1e6, "Checkpoints taken", "workloads.md §3"},
-      {"run.ttt.evaluation_time", ValueKind::kDuration, 0, 1e5, "Time per evaluation",
-       "workloads.md §3"},
-      {"run.ttt.evaluations", ValueKind::kCount, 1, 1e6, "Evaluations run", "workloads.md §3"},
+// The builders of the run rows: each declares a key and the RunConfig member it sets (the
+// member's type gives the value kind), so a run key is declared once (issue 31).
+template <class Access>
+RunField count(std::string path, double min, double max, std::string description,
+               std::string source, Access access, Default default_text) {
+  return config::field<RunConfig>(std::move(path), min, max, std::move(description),
+                                  std::move(source), access, false, std::move(default_text));
+}
+RunField with_choices(RunField f, std::vector<std::string> choices) {
+  f.decl.choices = std::move(choices);
+  return f;
+}
+template <class Convert>
+RunField choice(std::string path, std::vector<std::string> choices, std::string description,
+                std::string source, Convert convert, Default default_text) {
+  return config::choice_field<RunConfig>(std::move(path), std::move(choices),
+                                         std::move(description), std::move(source), convert,
+                                         std::move(default_text));
+}
+RunField yes_no(std::string path, std::string description, std::string source,
+                bool RunConfig::*member, Default default_text) {
+  return choice(
+      std::move(path), {"yes", "no"}, std::move(description), std::move(source),
+      [member](RunConfig& r, const std::string& v) { r.*member = v == "yes"; },
+      std::move(default_text));
+}
+ParamDecl decl(std::string path, ValueKind kind, double min, double max, std::string description,
+               std::string source, Default default_text) {
+  return ParamDecl{
+      std::move(path),        kind, min, max, std::move(description), std::move(source), false,
+      std::move(default_text)};
+}
+// A row of `kind` whose value `get` reads from the resolved config into `member`.
+template <class T, class Get>
+RunField typed(std::string path, ValueKind kind, double min, double max, std::string description,
+               std::string source, T RunConfig::*member, Default default_text, Get get) {
+  RunField f;
+  f.decl = decl(path, kind, min, max, std::move(description), std::move(source),
+                std::move(default_text));
+  f.assign = [path, member, get](RunConfig& r, const config::Resolved& res) {
+    r.*member = get(res, path);
   };
-  for (auto& d : p) {
-    if (d.path == "run.precision") d.choices = {"16.16", "16.32"};
-    if (d.path == "run.optimiser") d.choices = {"lars", "lamb", "sgd", "adamw"};
-    if (d.path == "run.optimiser_state") d.choices = {"on_chip", "streaming"};
-    if (d.path == "run.replicated_tensor_sharding" || d.path == "run.batchnorm_statistics_cache" ||
-        d.path == "run.fuse_elementwise" || d.path == "run.rearrangements" ||
-        d.path == "run.sync_replicas_independently" || d.path == "run.split_qkv")
-      d.choices = {"yes", "no"};
-    if (d.path == "run.batchnorm_statistics_cache" || d.path == "run.fuse_elementwise" ||
-        d.path == "run.rearrangements")
-      d.default_text = "yes";
-    if (d.path == "run.sample_unit") d.choices = {"images", "sequences"};
-    if (d.path == "run.norm_lowering") {
-      d.choices = {"popnn", "fused"};
-      d.default_text = "popnn";
-    }
-    if (d.path == "run.replicated_tensor_sharding" || d.path == "run.sync_replicas_independently" ||
-        d.path == "run.split_qkv")
-      d.default_text = "no";
-    if (d.path == "run.recompute_checkpoints" || d.path == "run.pipeline_placement")
-      d.default_text = "none";
-    if (d.path == "run.batchnorm_group" || d.path == "run.embedding_serialisation")
-      d.default_text = "1";
-    if (d.path == "run.sequences_per_pack" || d.path == "run.max_sequences_per_pack")
-      d.default_text = "1";
-    if (d.path == "run.allreduce_buffer") d.default_text = "50MiB";
-    if (d.path == "run.io_tiles") d.default_text = "0";
-    if (d.path == "run.collective_grouping") {
-      d.choices = {"buffers", "per_tensor"};
-      d.default_text = "buffers";
-    }
-    if (d.path == "run.gradient_clipping") {
-      d.choices = {"none", "global_norm"};
-      d.default_text = "none";
-    }
-    if (d.path == "run.conv_unit_load_bits") {
-      d.choices = {"64", "128"};
-      d.default_text = "64";
-    }
-    if (d.path == "run.mode") {
-      d.choices = {"training", "inference"};
-      d.default_text = "training";
-    }
-    // The time-to-train terms are optional: without them (inference, or a model whose
-    // training length is not known) no time to train is reported.
-    if (d.path == "run.ttt.epochs" || d.path == "run.ttt.samples_to_train") d.default_text = "0";
-    if (d.path == "run.ttt.samples_per_epoch") d.default_text = "1";
-    if (d.path == "run.ttt.lead_in" || d.path == "run.ttt.checkpoint_time" ||
-        d.path == "run.ttt.evaluation_time")
-      d.default_text = "0s";
-    if (d.path == "run.ttt.checkpoints" || d.path == "run.ttt.evaluations") d.default_text = "1";
-  }
-  return p;
+  return f;
+}
+RunField bytes(std::string path, double min, double max, std::string description,
+               std::string source, std::uint64_t RunConfig::*member, Default default_text) {
+  return typed(std::move(path), ValueKind::kBytes, min, max, std::move(description),
+               std::move(source), member, std::move(default_text),
+               [](const config::Resolved& r, const std::string& p) { return r.bytes(p).count; });
+}
+RunField ratio(std::string path, double min, double max, std::string description,
+               std::string source, double RunConfig::*member, Default default_text) {
+  return typed(std::move(path), ValueKind::kRatio, min, max, std::move(description),
+               std::move(source), member, std::move(default_text),
+               [](const config::Resolved& r, const std::string& p) { return r.ratio(p); });
+}
+RunField seconds(std::string path, double min, double max, std::string description,
+                 std::string source, double RunConfig::*member, Default default_text) {
+  return typed(
+      std::move(path), ValueKind::kDuration, min, max, std::move(description), std::move(source),
+      member, std::move(default_text),
+      [](const config::Resolved& r, const std::string& p) { return r.duration(p).seconds; });
+}
+// A row load_run interprets itself (paths, lists, the placement).
+RunField derived(std::string path, ValueKind kind, std::string description, std::string source,
+                 Default default_text) {
+  return config::unbound<RunConfig>(decl(std::move(path), kind, 0, 0, std::move(description),
+                                         std::move(source), std::move(default_text)));
+}
+
+const std::vector<RunField>& run_fields() {
+  static const std::vector<RunField> fields = {
+      derived("run.name", ValueKind::kString, "Run name shown in reports", "-", std::nullopt),
+      derived("run.model", ValueKind::kString, "Model file, relative to the run file", "-",
+              std::nullopt),
+      derived("run.system", ValueKind::kString, "System file, relative to the run file", "-",
+              std::nullopt),
+      count(
+          "run.replicas", 1, 65536, "Data-parallel replicas", "workloads.md",
+          [](RunConfig& r) { return &r.replicas; }, std::nullopt),
+      count(
+          "run.ipus_per_replica", 1, 1024, "IPUs per replica (pipeline stages)", "workloads.md",
+          [](RunConfig& r) { return &r.ipus_per_replica; }, std::nullopt),
+      count(
+          "run.micro_batch", 1, 1 << 20, "Samples (images or packs) per micro-batch",
+          "workloads.md", [](RunConfig& r) { return &r.micro_batch; }, std::nullopt),
+      count(
+          "run.gradient_accumulation", 1, 1 << 20, "Micro-batches per weight update",
+          "workloads.md", [](RunConfig& r) { return &r.gradient_accumulation; }, std::nullopt),
+      choice(
+          "run.precision", {"16.16", "16.32"}, "16.16 (half partials) or 16.32 (float partials)",
+          "workloads.md",
+          [](RunConfig& r, const std::string& v) {
+            r.partials = v == "16.32" ? trace::DType::kFloat : trace::DType::kHalf;
+          },
+          std::nullopt),
+      choice(
+          "run.optimiser", {"lars", "lamb", "sgd", "adamw"},
+          "lars or sgd (CNN), lamb, adamw or sgd (transformer: AdamW is LAMB without its "
+          "per-tensor norms; SGD keeps one momentum and no norms)",
+          "workloads.md", [](RunConfig& r, const std::string& v) { r.optimiser = v; },
+          std::nullopt),
+      choice(
+          "run.optimiser_state", {"on_chip", "streaming"},
+          "on_chip or streaming (Streaming Memory)", "workloads.md",
+          [](RunConfig& r, const std::string& v) {
+            r.optimiser_state_streaming = v == "streaming";
+          },
+          std::nullopt),
+      yes_no("run.replicated_tensor_sharding", "yes: shard optimiser state over replicas",
+             "poplar-compiler.md §4.4", &RunConfig::replicated_tensor_sharding, "no"),
+      yes_no("run.sync_replicas_independently",
+             "Poplar's engine option target.syncReplicasIndependently: no (Poplar's default) makes "
+             "every external sync span all the run's IPUs; yes syncs only the group involved",
+             "docs/topology.md \"External sync\"", &RunConfig::sync_replicas_independently, "no"),
+      derived("run.available_memory_proportion", ValueKind::kString,
+              "Conv/matmul temporary-memory cap, one value or one per IPU of the replica",
+              "workloads.md; poplar-compiler.md §1.5", std::nullopt),
+      derived(
+          "run.recompute_checkpoints", ValueKind::kString,
+          "CNN: comma-separated layer names whose outputs are kept; everything else is recomputed",
+          "workloads.md", "none"),
+      count(
+          "run.batchnorm_group", 1, 65536, "Replicas sharing batch-norm statistics", "workloads.md",
+          [](RunConfig& r) { return &r.batchnorm_group; }, "1"),
+      yes_no("run.batchnorm_statistics_cache",
+             "yes: recomputation reuses the forward pass's batch-norm statistics (no second "
+             "reduction or "
+             "all-reduce)",
+             "poplar-compiler.md §6.1 (statistics caching)", &RunConfig::batchnorm_statistics_cache,
+             "yes"),
+      choice(
+          "run.norm_lowering", {"popnn", "fused"},
+          "CNN batch norm and ReLU: popnn (as TensorFlow for IPU lowers them: batch norm through "
+          "popnn's separate passes, ReLU in place on its own) or fused (folded into the fused "
+          "elementwise chains around them)",
+          "graphcore/tensorflow driver/ops/custom_ops/popnn/norm.cc, non_linearity.cc; poplibs "
+          "lib/poplin/Norms.cpp",
+          [](RunConfig& r, const std::string& v) { r.popnn_norms = v == "popnn"; }, "popnn"),
+      yes_no(
+          "run.rearrangements",
+          "yes: conv and matmul operands are regrouped and transposed into the layouts their plans "
+          "want; "
+          "no: they are assumed to be there already (an idealised compiler, to measure what "
+          "rearranging costs)",
+          "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)",
+          &RunConfig::rearrangements, "yes"),
+      bytes(
+          "run.allreduce_buffer", 1024, 1e12,
+          "Gradients are reduced across replicas in collectives of at most this many bytes (fused "
+          "buffers)",
+          "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf "
+          "ResNet)",
+          &RunConfig::allreduce_buffer, "50MiB"),
+      choice(
+          "run.collective_grouping", {"buffers", "per_tensor"},
+          "buffers: gradients reduced in fused buffers of run.allreduce_buffer bytes (TensorFlow's "
+          "all-reduce combiner); per_tensor: one collective per weight tensor, and under "
+          "replicated tensor sharding a scalar all-reduce after each LAMB norm (PopART 2.3)",
+          "graphcore/popart sdk-release-2.3 (no collective grouping before SDK 2.5; LambSquareOp "
+          "with replicated tensor sharding)",
+          [](RunConfig& r, const std::string& v) { r.per_tensor_collectives = v == "per_tensor"; },
+          "buffers"),
+      choice(
+          "run.gradient_clipping", {"none", "global_norm"},
+          "none; global_norm: the reduced gradients are scaled by clip / max(clip, global norm) "
+          "before the optimiser, the global norm summed on IPU 0 from a norm of each weight "
+          "tensor (transformer runs only)",
+          "graphcore/popart sdk-release-2.3 transforms/clipweightgradientsbynorm.cpp; MLPerf v1.1 "
+          "Graphcore BERT bert_optimizer.py (ClipNormSettings.clipAllWeights)",
+          [](RunConfig& r, const std::string& v) { r.clip_gradients = v == "global_norm"; },
+          "none"),
+      yes_no(
+          "run.split_qkv",
+          "yes: a transformer's query, key and value weights are three tensors (three collectives, "
+          "three optimiser norms); no: one [hidden, 3 x hidden] tensor. Their biases are one "
+          "tensor "
+          "either way",
+          "MLPerf v1.1 Graphcore BERT bert_model.py qkv_weights (split_qkv: true in "
+          "pod16-closed.json, false on the larger PODs)",
+          &RunConfig::split_qkv, "no"),
+      choice(
+          "run.mode", {"training", "inference"},
+          "training (forward, backward, weight update per step) or inference (one batch per "
+          "replica "
+          "per step: input from the host, forward pass with resident weights and batch-norm "
+          "statistics folded into a scale and shift, outputs back to the host)",
+          "issue 15; poplar-compiler.md §2.3 (normalisations)",
+          [](RunConfig& r, const std::string& v) { r.inference = v == "inference"; }, "training"),
+      count(
+          "run.io_tiles", 0, 1 << 20,
+          "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input "
+          "streams "
+          "are copied "
+          "inline on the compute tiles from Streaming Memory, where they were prefetched while the "
+          "previous "
+          "micro-batch computed; N > 0: they land on N I/O tiles in the background, the model is "
+          "planned on the "
+          "other tiles, and each micro-batch is copied from the I/O tiles",
+          "poplar-compiler.md §4.4 (numIOTiles); Graphcore TensorFlow docs, 'Efficient IPU I/O'",
+          [](RunConfig& r) { return &r.io_tiles; }, "0"),
+      with_choices(
+          count(
+              "run.conv_unit_load_bits", 64, 128,
+              "Bits per supervisor load of conv/matmul weights into the AMP engines: 64 (Poplar's "
+              "default, use128BitConvUnitLoad=false: 8 B/cycle) or 128 (the chip's full "
+              "chip.amp.coeff_load_bytes_per_cycle)",
+              "poplar-compiler.md §1.3; ipu-hardware.md §1 (AMP weight load)",
+              [](RunConfig& r) { return &r.conv_unit_load_bits; }, "64"),
+          {"64", "128"}),
+      yes_no("run.fuse_elementwise",
+             "yes: a chain of elementwise ops between two convs or matmuls is one compute set of "
+             "fused "
+             "vertices",
+             "poplar-compiler.md §2.1 (popops::map code generation)", &RunConfig::fuse_elementwise,
+             "yes"),
+      derived("run.pipeline_placement", ValueKind::kString,
+              "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md",
+              "none"),
+      count(
+          "run.max_sequences_per_pack", 1, 16,
+          "Most sequences in one pack: a masked-LM head predicts masked_tokens + this - 1 tokens "
+          "per pack (the MLPerf BERT packer's max_lm_predictions)",
+          "MLPerf v1.1 Graphcore BERT bert_model.py, pack_pretraining_data.py",
+          [](RunConfig& r) { return &r.max_sequences_per_pack; }, "1"),
+      ratio("run.sequences_per_pack", 1, 16, "Average sequences per pack", "workloads.md",
+            &RunConfig::sequences_per_pack, "1"),
+      count(
+          "run.embedding_serialisation", 1, 64, "Steps the vocabulary matmul is split into",
+          "workloads.md", [](RunConfig& r) { return &r.embedding_serialisation; }, "1"),
+      bytes("run.input_bytes_per_sample", 0, 1e9, "Host input per sample", "workloads.md",
+            &RunConfig::input_bytes_per_sample, std::nullopt),
+      choice(
+          "run.sample_unit", {"images", "sequences"}, "images or sequences", "-",
+          [](RunConfig& r, const std::string& v) { r.sample_unit = v; }, std::nullopt),
+      ratio("run.ttt.epochs", 0, 1e4, "Epochs trained (0: use samples_to_train)", "workloads.md §3",
+            &RunConfig::epochs, "0"),
+      count(
+          "run.ttt.samples_per_epoch", 1, 1e12, "Training samples per epoch", "workloads.md §1",
+          [](RunConfig& r) { return &r.samples_per_epoch; }, "1"),
+      count(
+          "run.ttt.samples_to_train", 0, 1e12,
+          "Samples to converge when not counted in epochs (0 with epochs 0: no time-to-train "
+          "estimate, e.g. inference)",
+          "workloads.md §3", [](RunConfig& r) { return &r.samples_to_train; }, "0"),
+      seconds("run.ttt.lead_in", 0, 1e5, "Host-side time before the first step", "workloads.md §3",
+              &RunConfig::lead_in_seconds, "0s"),
+      seconds("run.ttt.checkpoint_time", 0, 1e5, "Time per checkpoint", "workloads.md §3",
+              &RunConfig::checkpoint_seconds, "0s"),
+      count(
+          "run.ttt.checkpoints", 1, 1e6, "Checkpoints taken", "workloads.md §3",
+          [](RunConfig& r) { return &r.checkpoints_taken; }, "1"),
+      seconds("run.ttt.evaluation_time", 0, 1e5, "Time per evaluation", "workloads.md §3",
+              &RunConfig::evaluation_seconds, "0s"),
+      count(
+          "run.ttt.evaluations", 1, 1e6, "Evaluations run", "workloads.md §3",
+          [](RunConfig& r) { return &r.evaluations; }, "1"),
+  };
+  return fields;
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -569,7 +652,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 const config::Schema& run_schema() {
-  static const config::Schema schema("run", run_params());
+  static const config::Schema schema("run", config::decls_of(run_fields()));
   return schema;
 }
 
@@ -585,20 +668,13 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   config::Resolved r = config::resolve(doc, run_schema());
   RunConfig run;
   run.file = file;
+  // Every key bound to a member (run_fields); the rest below.
+  config::assign_fields(run_fields(), r, run);
   const auto dir = std::filesystem::path(file).parent_path();
   run.name = r.string("run.name");
   check_trace_name(file, "run.name", run.name);
   run.model_file = (dir / r.string("run.model")).lexically_normal().string();
   run.system_file = (dir / r.string("run.system")).lexically_normal().string();
-  run.replicas = static_cast<std::uint32_t>(r.count("run.replicas"));
-  run.ipus_per_replica = static_cast<std::uint32_t>(r.count("run.ipus_per_replica"));
-  run.micro_batch = r.count("run.micro_batch");
-  run.gradient_accumulation = r.count("run.gradient_accumulation");
-  run.partials = r.string("run.precision") == "16.32" ? trace::DType::kFloat : trace::DType::kHalf;
-  run.optimiser = r.string("run.optimiser");
-  run.optimiser_state_streaming = r.string("run.optimiser_state") == "streaming";
-  run.replicated_tensor_sharding = r.string("run.replicated_tensor_sharding") == "yes";
-  run.sync_replicas_independently = r.string("run.sync_replicas_independently") == "yes";
   const auto bad = [&](const std::string& key, const std::string& what) {
     return ConfigError(fmt::format("{}: {}: {}", file, key, what));
   };
@@ -632,18 +708,6 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
                                 run.ipus_per_replica, run.available_memory.size()));
   if (r.string("run.recompute_checkpoints") != "none")
     run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
-  run.batchnorm_group = static_cast<std::uint32_t>(r.count("run.batchnorm_group"));
-  run.batchnorm_statistics_cache = r.string("run.batchnorm_statistics_cache") == "yes";
-  run.fuse_elementwise = r.string("run.fuse_elementwise") == "yes";
-  run.popnn_norms = r.string("run.norm_lowering") == "popnn";
-  run.rearrangements = r.string("run.rearrangements") == "yes";
-  run.allreduce_buffer = r.bytes("run.allreduce_buffer").count;
-  run.per_tensor_collectives = r.string("run.collective_grouping") == "per_tensor";
-  run.clip_gradients = r.string("run.gradient_clipping") == "global_norm";
-  run.split_qkv = r.string("run.split_qkv") == "yes";
-  run.io_tiles = static_cast<std::uint32_t>(r.count("run.io_tiles"));
-  run.conv_unit_load_bits = static_cast<std::uint32_t>(r.count("run.conv_unit_load_bits"));
-  run.inference = r.string("run.mode") == "inference";
   if (run.inference && run.gradient_accumulation != 1)
     throw bad("run.gradient_accumulation",
               fmt::format("inference runs one batch per replica per step: expected 1, found {}",
@@ -684,19 +748,6 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
       run.placement[ipu] = {static_cast<std::uint32_t>(attn), static_cast<std::uint32_t>(ffn)};
     }
   }
-  run.sequences_per_pack = r.ratio("run.sequences_per_pack");
-  run.max_sequences_per_pack = r.count("run.max_sequences_per_pack");
-  run.embedding_serialisation = static_cast<std::uint32_t>(r.count("run.embedding_serialisation"));
-  run.input_bytes_per_sample = r.bytes("run.input_bytes_per_sample").count;
-  run.sample_unit = r.string("run.sample_unit");
-  run.epochs = r.ratio("run.ttt.epochs");
-  run.samples_per_epoch = r.count("run.ttt.samples_per_epoch");
-  run.samples_to_train = r.count("run.ttt.samples_to_train");
-  run.lead_in_seconds = r.duration("run.ttt.lead_in").seconds;
-  run.checkpoint_seconds = r.duration("run.ttt.checkpoint_time").seconds;
-  run.checkpoints_taken = r.count("run.ttt.checkpoints");
-  run.evaluation_seconds = r.duration("run.ttt.evaluation_time").seconds;
-  run.evaluations = r.count("run.ttt.evaluations");
   return LoadedRun{std::move(run), std::move(r)};
 }
 
