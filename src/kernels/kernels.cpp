@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <span>
 #include <string_view>
 
 #include "ipusim/cost/codelet_models.hpp"
@@ -24,11 +25,9 @@ std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
 // Split counts s (1 <= s <= grains) giving distinct chunk sizes ceil(grains / s), each with
 // the smallest s for its chunk size.
 std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t max_split) {
-  std::set<std::uint64_t> chunks;
-  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s)
-    chunks.insert(ceil_div(grains, s));
   std::vector<std::uint64_t> out;
-  for (auto c : chunks) out.push_back(ceil_div(grains, c));
+  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s)
+    out.push_back(ceil_div(grains, ceil_div(grains, s)));  // the split of that chunk size
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -297,10 +296,20 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   ConvPlan best;
   best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
   // Conv groups are the outermost split (poplar-compiler.md §1.7).
-  for (auto sg : distinct_splits(a.groups, chip.tiles))
-    for (auto sr : distinct_splits(s.rows, chip.tiles / sg))
-      for (auto so : distinct_splits(out_grains, chip.tiles / (sg * sr)))
-        for (auto si : distinct_splits(in_grains, chip.tiles / (sg * sr * so))) {
+  // The distinct splits of each dimension up to all tiles, ascending: those up to a smaller
+  // limit are exactly the ones not above it (each split is the smallest count giving its
+  // chunk size), so each list is computed once and cut at the tiles the outer splits leave.
+  const std::vector<std::uint64_t> groups = distinct_splits(a.groups, chip.tiles),
+                                   rows = distinct_splits(s.rows, chip.tiles),
+                                   outs = distinct_splits(out_grains, chip.tiles),
+                                   ins = distinct_splits(in_grains, chip.tiles);
+  const auto upto = [](const std::vector<std::uint64_t>& splits, std::uint64_t limit) {
+    return std::span(splits.begin(), std::upper_bound(splits.begin(), splits.end(), limit));
+  };
+  for (auto sg : upto(groups, chip.tiles))
+    for (auto sr : upto(rows, chip.tiles / sg))
+      for (auto so : upto(outs, chip.tiles / (sg * sr)))
+        for (auto si : upto(ins, chip.tiles / (sg * sr * so))) {
           if (sg * sr * so * si > chip.tiles) continue;
           ConvPlan p = base;
           p.groups_per_tile = ceil_div(a.groups, sg);
