@@ -431,8 +431,15 @@ trace::Trace conv2d(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budge
 std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
   const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
   if (stages == 0) return {0, 1};
-  auto fan_in = static_cast<std::uint64_t>(
-      std::ceil(std::pow(static_cast<double>(depth), 1.0 / stages) - 1e-9));
+  // The stage-th root of the depth, rounded up: the least fan-in f with f^stages >= depth
+  // (in integers; the same as ceil(depth^(1/stages)) for every depth up to 2 x 10^6, checked).
+  const auto reaches = [&](std::uint64_t f) {
+    std::uint64_t p = 1;
+    for (int i = 0; i < stages && p < depth; ++i) p *= f;
+    return p >= depth;
+  };
+  std::uint64_t fan_in = 1;
+  while (!reaches(fan_in)) ++fan_in;
   return {stages, std::max<std::uint64_t>(2, fan_in)};
 }
 
