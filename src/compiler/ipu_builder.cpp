@@ -256,7 +256,12 @@ const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
   const std::string key = args_key(a);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    const kernels::ConvPlan plan = kernels::plan_conv(chip_, a, budget_);
+    std::optional<kernels::ConvPlan> found;
+    if (shared_plans_)
+      if (auto s = shared_plans_->find({key, budget_}); s != shared_plans_->end())
+        found = s->second;
+    const kernels::ConvPlan plan = found ? *found : kernels::plan_conv(chip_, a, budget_);
+    if (shared_plans_ && !found) shared_plans_->emplace(std::pair{key, budget_}, plan);
     peak_temp_ = std::max(peak_temp_, plan.bytes_per_tile);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
   }

@@ -63,6 +63,12 @@ class IpuBuilder {
              trace::DType partials, bool fuse_elementwise, bool rearrange_operands = true);
   // Bits per AMP weight load of every conv and matmul built from now on (64 or 128).
   void set_coeff_load_bits(std::uint32_t bits) { coeff_load_bits_ = bits; }
+  // Plans found by another builder of the same compile (the IPUs of a pipeline plan the same
+  // shapes): plan_conv is deterministic in the chip, the planned shape and the budget, so a
+  // plan is searched once per (shape, budget) per compile. The cache must outlive the builder
+  // and serve one chip.
+  using PlanCache = std::map<std::pair<std::string, std::uint64_t>, kernels::ConvPlan>;
+  void share_plans(PlanCache* cache) { shared_plans_ = cache; }
   // Every conv and matmul built from now on is appended to `plans` (if not null) as program
   // `ipu`'s (compile()'s plan records).
   void record_plans(std::vector<PlannedConv>* plans, std::uint32_t ipu) {
@@ -262,6 +268,7 @@ class IpuBuilder {
   std::uint64_t budget_;     // that in bytes per tile
   std::uint64_t peak_temp_ = 0;
   std::map<std::string, Planned> plans_;
+  PlanCache* shared_plans_ = nullptr;
   std::vector<PlannedConv>* plans_out_ = nullptr;
   std::uint32_t plans_ipu_ = 0;
   std::map<std::string, Steps> ops_;

@@ -574,6 +574,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
   const std::uint64_t loss_stage = pipelined ? (m.classifier ? p - 1 : p) : 0;
   const std::uint64_t training_cycles = run.gradient_accumulation + 2 * loss_stage;
   const ChipSpec chip = compute_chip(run, system.chip);
+  IpuBuilder::PlanCache plan_cache;  // the stages plan the same shapes
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
     program.ipu = ipu;
@@ -581,6 +582,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
                  run.rearrangements);
     b.set_coeff_load_bits(run.conv_unit_load_bits);
     b.record_plans(plans, ipu);
+    b.share_plans(&plan_cache);
     TransformerLowering lower(m, run, b);
     // The host input lands where its first reader wants it: the images on the patch
     // embedding's input layout, token ids linearly.
