@@ -222,10 +222,9 @@ std::string format_percent(std::optional<double> relative) {
   return sig(100 * *relative, 3, true) + "%";
 }
 
-namespace {
-
-std::string plan_split_text(const PlanRow& p) {
-  return fmt::format("{}x{}x{}x{}", p.group_split, p.row_split, p.out_split, p.in_split);
+std::string plan_split_text(const PlanRow& p, std::string_view times) {
+  return fmt::format("{1}{0}{2}{0}{3}{0}{4}", times, p.group_split, p.row_split, p.out_split,
+                     p.in_split);
 }
 std::string plan_serial_text(const PlanRow& p) {
   return p.serial_in > 1    ? fmt::format("{} (in)", p.serial_in)
@@ -233,7 +232,10 @@ std::string plan_serial_text(const PlanRow& p) {
                             : "1";
 }
 
-// "what: A -> B" for each field of two plans that differs; a missing side is "(none)".
+namespace {
+
+// "what: A -> B" for each field of two plans that differs; a conv only one side has is
+// "... only in A" (or B).
 std::vector<std::string> plan_differences(const std::optional<PlanRow>& a,
                                           const std::optional<PlanRow>& b) {
   if (!a || !b) {

@@ -1290,11 +1290,6 @@ std::string layers_section(const RunDir& run) {
   return b + "</tbody></table></div>\n";
 }
 
-// The split a plan chose, "groups x rows x out x in" ("1x560x2x1"), and its serial split.
-std::string plan_split(const PlanRow& p) {
-  return fmt::format("{}&times;{}&times;{}&times;{}", p.group_split, p.row_split, p.out_split,
-                     p.in_split);
-}
 // A plan row's shape as its name says it: "20x56x56x256 &rarr; 128, 3x3/2" for a conv (batch x
 // height x width x input channels, output channels, kernel and stride; "32 groups of" in
 // front when grouped), "1024x1024 &middot; 1024x3072" for a matmul (m x k times k x n).
@@ -1311,11 +1306,6 @@ std::string plan_shape(const PlanRow& p) {
   return groups + fmt::format("{}&times;{}&times;{}&times;{} &rarr; {}, {}&times;{}/{}", v["n"],
                               v["h"], v["w"], v["c"], v["k"], v["kernel"], v["kernel"],
                               v["stride"]);
-}
-std::string plan_serial(const PlanRow& p) {
-  if (p.serial_in > 1) return fmt::format("{} (in)", p.serial_in);
-  if (p.serial_out > 1) return fmt::format("{} (out)", p.serial_out);
-  return "1";
 }
 
 // Each layer row's total cycles by (IPU, layer, pass), to rank plan rows by their layer's time.
@@ -1378,8 +1368,8 @@ std::string plan_section(const RunDir& run) {
         esc(p->layer), esc(short_label(p->layer, 60)), esc(p->pass), esc(p->op), esc(p->shape),
         plan_shape(*p));
     b += cell(p->tiles, std::to_string(p->tiles));
-    b += fmt::format("<td>{}</td><td>{}</td><td>{}{}</td>", plan_split(*p), plan_serial(*p),
-                     esc(p->vertex), p->amp ? "" : " (no AMP)");
+    b += fmt::format("<td>{}</td><td>{}</td><td>{}{}</td>", plan_split_text(*p, "&times;"),
+                     plan_serial_text(*p), esc(p->vertex), p->amp ? "" : " (no AMP)");
     b += cell(p->available_memory, fmt::format("{:.2f} ({})", p->available_memory,
                                                human_bytes(static_cast<double>(p->budget_bytes))));
     b += cell(static_cast<double>(p->temporary_bytes),

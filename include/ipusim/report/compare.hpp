@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ipusim/report/run_dir.hpp"
@@ -131,6 +132,11 @@ struct AttributionView {
   std::string in_unit(double seconds, bool sign = false) const;  // rounded to `decimals`
 };
 AttributionView attribution_view(const ExplainedComparison& e, std::size_t layers);
+
+// A plan's split, groups x rows x out x in channels joined by `times` ("1x560x2x1"), and its
+// serial split ("2 (in)", "1"), as compare and the report print them.
+std::string plan_split_text(const PlanRow& p, std::string_view times = "x");
+std::string plan_serial_text(const PlanRow& p);
 
 // The plan changes (e.plans) of the `layers` layer rows that moved most, in e.plans order.
 std::vector<const PlanChange*> plan_changes_of(const ExplainedComparison& e, std::size_t layers);
