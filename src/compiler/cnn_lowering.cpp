@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "graph/shapes.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -26,98 +27,18 @@ using trace::DType;
 using trace::Op;
 using trace::StepKind;
 
-struct Shape {
-  std::uint64_t h = 0, w = 0, c = 0;
-  std::uint64_t positions() const { return h * w; }
-  std::uint64_t elements() const { return h * w * c; }
-};
-
-// The provenance op kind of a model layer (trace format v3).
-bool is_conv(const std::string& op) { return op == "conv" || op == "dwconv"; }
-
-trace::OpKind op_kind(const std::string& op) {
-  if (is_conv(op)) return trace::OpKind::kConv;
-  if (op == "fc") return trace::OpKind::kMatmul;
-  if (op == "batchnorm") return trace::OpKind::kBatchNorm;
-  if (op == "maxpool" || op == "avgpool") return trace::OpKind::kPool;
-  if (op == "softmax_loss") return trace::OpKind::kLoss;
-  return trace::OpKind::kElementwise;  // relu, swish, sigmoid, add, scale
-}
-
-struct CnnLayer {
-  const Layer* layer;
-  std::string input;  // producing layer ("" = the image input)
-  Shape in, out;
-  std::uint64_t params = 0;
-  std::uint64_t groups = 1;  // a conv's channel groups
-};
-
-// Where a layer's errors point: its entry in the model file (file:line:column).
-std::string where(const ModelDef& m, const Layer& l) { return l.at.empty() ? m.file : l.at; }
-
-std::vector<CnnLayer> propagate(const ModelDef& m) {
-  std::map<std::string, Shape> shapes;
-  std::vector<CnnLayer> out;
-  Shape input{m.height, m.width, m.channels};
-  std::string previous;
-  for (const Layer& l : m.layers) {
-    const std::string in_name = l.input.empty() ? previous : l.input;
-    CnnLayer c{&l, in_name, in_name.empty() ? input : shapes.at(in_name), {}, 0};
-    Shape s = c.in;
-    if (is_conv(l.op)) {
-      // A grouped conv: each of in / group_size groups maps its group_size input channels to
-      // out / groups output channels (a dwconv keeps the channel count).
-      const std::uint64_t filters = l.out > 0 ? l.out : s.c;
-      const std::uint64_t gs = l.group_size > 0 ? l.group_size : s.c;
-      if (s.c % gs != 0 || filters % (s.c / gs) != 0)
-        throw ConfigError(fmt::format(
-            "{}: layer '{}': group_size {} must divide the {} input channels (from '{}') and "
-            "the groups ({}) the {} output channels",
-            where(m, l), l.name, gs, s.c, in_name, s.c / std::max<std::uint64_t>(1, gs), filters));
-      c.groups = s.c / gs;
-      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), filters};
-      c.params = l.kernel * l.kernel * gs * filters;
-    } else if (l.op == "maxpool") {
-      s = {ceil_div(s.h, l.stride), ceil_div(s.w, l.stride), s.c};
-    } else if (l.op == "avgpool") {
-      s = {1, 1, s.c};
-    } else if (l.op == "fc") {
-      if (s.h != 1 || s.w != 1)
-        throw ConfigError(
-            fmt::format("{}: layer '{}': fc reads a 1x1 input (pool it first, e.g. with avgpool), "
-                        "found {}x{}x{} from '{}'",
-                        where(m, l), l.name, s.h, s.w, s.c, in_name));
-      s = {1, 1, l.out};
-      c.params = c.in.c * l.out + l.out;
-    } else if (l.op == "batchnorm") {
-      c.params = 2 * s.c;
-    } else if (l.op == "scale") {
-      const Shape& o = shapes.at(l.other);
-      if (o.h != 1 || o.w != 1 || o.c != s.c)
-        throw ConfigError(
-            fmt::format("{}: layer '{}': scale multiplies each of the {} channels of '{}' by a "
-                        "factor: '{}' must be 1x1x{}, found {}x{}x{}",
-                        where(m, l), l.name, s.c, in_name, l.other, s.c, o.h, o.w, o.c));
-    } else if (l.op == "add") {
-      const Shape& o = shapes.at(l.other);
-      if (o.h != s.h || o.w != s.w || o.c != s.c)
-        throw ConfigError(
-            fmt::format("{}: layer '{}': add of '{}' ({}x{}x{}) and '{}' ({}x{}x{}): the shapes "
-                        "must be equal (height x width x channels)",
-                        where(m, l), l.name, in_name, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
-    }
-    c.out = s;
-    shapes[l.name] = s;
-    previous = l.name;
-    out.push_back(c);
-  }
-  return out;
-}
+using graph::Node;
+using graph::Shape;
 
 class CnnLowering {
  public:
   CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles)
-      : m_(m), run_(run), b_(b), layers_(propagate(m)), n_(run.micro_batch), all_tiles_(all_tiles) {
+      : m_(m),
+        run_(run),
+        b_(b),
+        layers_(graph::infer_shapes(m)),
+        n_(run.micro_batch),
+        all_tiles_(all_tiles) {
     for (std::size_t i = 0; i < layers_.size(); ++i) index_[layers_[i].layer->name] = i;
   }
 
@@ -154,7 +75,7 @@ class CnnLowering {
       // The outputs (the last layer's, e.g. class probabilities) go back to the host.
       if (!layers_.empty()) {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        const CnnLayer& last = layers_.back();
+        const Node& last = layers_.back();
         b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
                 trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
                 fwd_.at(last.layer->name).layout.range());
@@ -231,14 +152,12 @@ class CnnLowering {
       if (last < layers_.size()) checkpoints.insert(last - 1);
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const std::string& name = layers_[i].layer->name;
-      const std::string& op = layers_[i].layer->op;
       const Layout& layout = fwd_.at(name).layout;
       const Spans& sp = spans_[i];
       if (checkpoints.count(i) != 0) {
         out.push_back({"checkpoint/" + name, trace::TensorKind::kActivation, layout,
                        live(sp.fwd.first, used_until(name, sp.bwd.second, true))});
-      } else if (is_conv(op) || op == "maxpool" || op == "avgpool" || op == "fc" || op == "swish" ||
-                 op == "sigmoid" || op == "scale") {
+      } else if (graph::info(layers_[i].op()).keeps_output) {
         if (sp.recomputed) {
           out.push_back({"activation/" + name, trace::TensorKind::kActivation, layout,
                          live(sp.fwd.first, used_until(name, sp.fwd.second, false))});
@@ -305,7 +224,7 @@ class CnnLowering {
   // LARS adapts the conv and fc kernels; parameter_layouts names them after their layer.
   bool lars_tensor(const std::string& name) const {
     for (const auto& c : layers_)
-      if (c.layer->name == name) return is_conv(c.layer->op) || c.layer->op == "fc";
+      if (c.layer->name == name) return graph::info(c.op()).lars;
     return false;
   }
 
@@ -315,18 +234,19 @@ class CnnLowering {
     std::vector<std::pair<std::string, Layout>> out;
     for (const auto& c : layers_) {
       const Layer& l = *c.layer;
-      if (is_conv(l.op)) {
-        out.emplace_back(l.name, b_.weights_layout(forward_args(c)));
-      } else if (l.op == "fc") {
-        kernels::ConvArgs mm;
-        mm.height = n_;
-        mm.in_chans = c.in.c;
-        mm.out_chans = l.out;
-        mm.dtype = m_.dtype;
-        out.emplace_back(l.name, b_.weights_layout(mm));
-        out.emplace_back(l.name + "/bias", b_.linear(m_.dtype, 1, l.out));
-      } else if (l.op == "batchnorm") {
-        out.emplace_back(l.name, b_.linear(m_.dtype, 1, 2 * c.out.c));
+      switch (graph::info(l.op).weights) {
+        case graph::Weights::kConv:
+          out.emplace_back(l.name, b_.weights_layout(forward_args(c)));
+          break;
+        case graph::Weights::kMatmul:
+          out.emplace_back(l.name, b_.weights_layout(fc_args(c)));
+          out.emplace_back(l.name + "/bias", b_.linear(m_.dtype, 1, l.out));
+          break;
+        case graph::Weights::kScaleShift:
+          out.emplace_back(l.name, b_.linear(m_.dtype, 1, 2 * c.out.c));
+          break;
+        case graph::Weights::kNone:
+          break;
       }
     }
     return out;
@@ -334,7 +254,7 @@ class CnnLowering {
 
   std::uint64_t total_params() const {
     return std::accumulate(layers_.begin(), layers_.end(), std::uint64_t{0},
-                           [](std::uint64_t a, const CnnLayer& c) { return a + c.params; });
+                           [](std::uint64_t a, const Node& c) { return a + c.params; });
   }
 
   // Inference: the largest input and output of one layer, live together.
@@ -361,7 +281,7 @@ class CnnLowering {
     return a;
   }
   // A conv's arguments; a grouped conv's channel counts are per group.
-  kernels::ConvArgs forward_args(const CnnLayer& c) const {
+  kernels::ConvArgs forward_args(const Node& c) const {
     kernels::ConvArgs a = conv_args(c.in.c / c.groups, c.in.h, c.in.w, c.out.c / c.groups,
                                     c.layer->kernel, c.layer->stride);
     a.groups = c.groups;
@@ -369,9 +289,19 @@ class CnnLowering {
     return a;
   }
 
+  // An fc layer as a matmul: the batch x in channels times in x out channels.
+  kernels::ConvArgs fc_args(const Node& c) const {
+    kernels::ConvArgs mm;
+    mm.height = n_;
+    mm.in_chans = c.in.c;
+    mm.out_chans = c.layer->out;
+    mm.dtype = m_.dtype;
+    return mm;
+  }
+
   // Distributed batch norm: a batch norm's two per-channel float statistics all-reduced over
   // the run's batch-norm group of replicas.
-  void share_statistics(Steps& out, const CnnLayer& c) {
+  void share_statistics(Steps& out, const Node& c) {
     if (run_.batchnorm_group > 1)
       out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
                                   {trace::GroupKind::kReplicas, run_.batchnorm_group}));
@@ -384,7 +314,7 @@ class CnnLowering {
     for (auto& [name, v] : values) flush(out, v);
   }
   // The forward value a layer reads, materialised.
-  Value& input_of(Steps& out, const CnnLayer& c) {
+  Value& input_of(Steps& out, const Node& c) {
     if (c.input.empty()) {
       // The images, on the layout the first conv created for them.
       auto it = fwd_.find("");
@@ -397,118 +327,150 @@ class CnnLowering {
     return v;
   }
 
-  void forward(Steps& out, const CnnLayer& c, bool recompute) {
+  // A layer's forward (or recomputed) steps: its op's forward rule.
+  void forward(Steps& out, const Node& c, bool recompute) {
     const Layer& l = *c.layer;
     const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward,
-                                op_kind(l.op));
-    const DType dt = m_.dtype;
-    if (is_conv(l.op)) {
-      const Value& x = input_of(out, c);
-      const kernels::ConvArgs a = forward_args(c);
-      fwd_[l.name] = Value{b_.conv(out, a, Operand{x.layout, false}), {}};
-    } else if (l.op == "batchnorm" && run_.inference) {
-      // Inference: the stored statistics folded into a per-channel scale and shift, applied
-      // where the data lives (fused with what follows).
-      Value& x = input_of(out, c);
-      Value scaled{x.layout, {}, {}};
-      pend(scaled, {Op::kMul, Op::kAdd});
-      fwd_[l.name] = std::move(scaled);
-    } else if (l.op == "batchnorm") {
-      Value& x = input_of(out, c);
-      // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
-      // shared over the batch-norm group; recomputation reuses the cached statistics.
-      const bool statistics = !(recompute && run_.batchnorm_statistics_cache);
-      const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
-      if (statistics) {
-        b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
-        share_statistics(out, c);
-        // mean, inverse standard deviation (popnn's InverseStdDeviation).
-        const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
-        b_.elementwise(out, channels, stats);
+                                graph::info(l.op).kind);
+    switch (l.op) {
+      case graph::Op::kConv:
+      case graph::Op::kDwconv: {
+        const Value& x = input_of(out, c);
+        fwd_[l.name] = Value{b_.conv(out, forward_args(c), Operand{x.layout, false}), {}};
+        return;
       }
-      if (run_.popnn_norms) {
-        // TensorFlow for IPU (norm.cc): with cached statistics the stored variance is turned
-        // back into inv_std first; per-channel multiplicand = gamma inv_std and addend =
-        // beta - multiplicand mean (two small maps), brought to the tiles holding each
-        // channel; then popnn's batchNormalise: an out-of-place multiply and an in-place add
-        // over the activations, each its own compute set; after statistics, inv_std is
-        // turned into the variance the op returns.
-        if (!statistics) b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
-        b_.elementwise(out, channels, std::array{Op::kMul});
-        b_.elementwise(out, channels, std::array{Op::kMul, Op::kSub});
-        b_.broadcast(out, x.layout, Axis::kPositions, 2);
-        b_.channel_op(out, x.layout, Op::kMul, /*in_place=*/false);
-        b_.channel_op(out, x.layout, Op::kAdd, /*in_place=*/true);
-        if (statistics) b_.elementwise(out, channels, std::array{Op::kMul, Op::kDiv, Op::kSub});
-        fwd_[l.name] = Value{x.layout, {}};
-      } else {
-        // mean and inv_std back to the tiles holding each channel; whiten (x - mean) inv_std,
-        // then scale and shift: pending, fused with what follows.
-        if (statistics) b_.broadcast(out, x.layout, Axis::kPositions, 2);
-        Value whitened{x.layout, {}, {}};
-        pend(whitened, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
-        fwd_[l.name] = std::move(whitened);
+      case graph::Op::kBatchNorm:
+        return run_.inference ? batchnorm_inference(out, c) : batchnorm_forward(out, c, recompute);
+      case graph::Op::kRelu:
+        return relu_forward(out, c);
+      case graph::Op::kSwish:
+      case graph::Op::kSigmoid: {
+        Value v = take(c.input);
+        pend(v, {Op::kSigmoid});
+        if (l.op == graph::Op::kSwish) pend(v, {Op::kMul});  // x sigmoid(x)
+        fwd_[l.name] = std::move(v);
+        return;
       }
-    } else if (l.op == "relu") {
-      Value v = take(c.input);
-      if (run_.popnn_norms) {
-        // popnn's nonLinearityInPlace: its own compute set, not part of an expression.
-        flush(out, v);
-        b_.elementwise(out, v.layout, std::array{Op::kRelu});
-      } else {
-        pend(v, {Op::kRelu});
+      case graph::Op::kScale: {
+        // Each channel times its factor (squeeze-and-excitation): the factors go to the tiles
+        // holding each channel (a broadcast from the first of them), then a fused multiply.
+        flush(out, fwd_.at(l.other));
+        Value v = take(c.input);
+        b_.broadcast(out, v.layout, Axis::kPositions, 1);
+        pend(v, {Op::kMul});
+        fwd_[l.name] = std::move(v);
+        return;
       }
-      fwd_[l.name] = std::move(v);
-    } else if (l.op == "swish" || l.op == "sigmoid") {
-      Value v = take(c.input);
-      pend(v, {Op::kSigmoid});
-      if (l.op == "swish") pend(v, {Op::kMul});  // x sigmoid(x)
-      fwd_[l.name] = std::move(v);
-    } else if (l.op == "scale") {
-      // Each channel times its factor (squeeze-and-excitation): the factors go to the tiles
-      // holding each channel (a broadcast from the first of them), then a fused multiply.
-      flush(out, fwd_.at(l.other));
-      Value v = take(c.input);
-      b_.broadcast(out, v.layout, Axis::kPositions, 1);
-      pend(v, {Op::kMul});
-      fwd_[l.name] = std::move(v);
-    } else if (l.op == "add") {
-      Value& other = fwd_.at(l.other);
-      flush(out, other);
-      Value v = take(c.input);
-      b_.rearrange(out, other.layout, v.layout);  // the other operand moves, as popops does
-      pend(v, {Op::kAdd});
-      fwd_[l.name] = std::move(v);
-    } else if (l.op == "maxpool") {
-      const Value& x = input_of(out, c);
-      // Each output reads a kernel x kernel window of its tile's inputs (halo exchange
-      // neglected); the output keeps the input's block grid.
-      Layout y = x.layout;
-      y.positions = n_ * c.out.positions();
-      y.positions_per_tile =
-          ceil_div(x.layout.positions_per_tile * c.out.positions(), c.in.positions());
-      Layout work = y;
-      work.positions_per_tile *= l.kernel * l.kernel;
-      work.positions *= l.kernel * l.kernel;
-      const Op max = Op::kMax;
-      b_.elementwise(out, work, {&max, 1});
-      fwd_[l.name] = Value{y, {}};
-    } else if (l.op == "avgpool") {
-      const Value& x = input_of(out, c);
-      b_.reduce(out, x.layout, Axis::kPositions, 1, /*broadcast=*/false);
-      fwd_[l.name] = Value{b_.linear(dt, n_, c.out.c), {}};
-    } else if (l.op == "fc") {
-      const Value& x = input_of(out, c);
-      const Layout y = b_.matmul(out, n_, l.out, c.in.c, dt, Operand{x.layout, false});
-      fwd_[l.name] = Value{y, {}};
-    } else if (l.op == "softmax_loss") {
-      const Value& x = input_of(out, c);
-      const Op exp = Op::kExp, div = Op::kDiv;
-      b_.elementwise(out, x.layout, {&exp, 1});
-      b_.reduce(out, x.layout, Axis::kChannels, 1, /*broadcast=*/true);
-      b_.elementwise(out, x.layout, {&div, 1});
-      fwd_[l.name] = x;
+      case graph::Op::kAdd: {
+        Value& other = fwd_.at(l.other);
+        flush(out, other);
+        Value v = take(c.input);
+        b_.rearrange(out, other.layout, v.layout);  // the other operand moves, as popops does
+        pend(v, {Op::kAdd});
+        fwd_[l.name] = std::move(v);
+        return;
+      }
+      case graph::Op::kMaxPool:
+        return maxpool_forward(out, c);
+      case graph::Op::kAvgPool:
+        b_.reduce(out, input_of(out, c).layout, Axis::kPositions, 1, /*broadcast=*/false);
+        fwd_[l.name] = Value{b_.linear(m_.dtype, n_, c.out.c), {}};
+        return;
+      case graph::Op::kFc: {
+        const Value& x = input_of(out, c);
+        fwd_[l.name] =
+            Value{b_.matmul(out, n_, l.out, c.in.c, m_.dtype, Operand{x.layout, false}), {}};
+        return;
+      }
+      case graph::Op::kSoftmaxLoss: {
+        const Value& x = input_of(out, c);
+        const Op exp = Op::kExp, div = Op::kDiv;
+        b_.elementwise(out, x.layout, {&exp, 1});
+        b_.reduce(out, x.layout, Axis::kChannels, 1, /*broadcast=*/true);
+        b_.elementwise(out, x.layout, {&div, 1});
+        fwd_[l.name] = x;
+        return;
+      }
+      case graph::Op::kCount:
+        break;
     }
+    throw Error(fmt::format("layer '{}': no forward rule", l.name));
+  }
+
+  // Inference: the stored statistics folded into a per-channel scale and shift, applied where
+  // the data lives (fused with what follows).
+  void batchnorm_inference(Steps& out, const Node& c) {
+    Value& x = input_of(out, c);
+    Value scaled{x.layout, {}, {}};
+    pend(scaled, {Op::kMul, Op::kAdd});
+    fwd_[c.layer->name] = std::move(scaled);
+  }
+
+  void batchnorm_forward(Steps& out, const Node& c, bool recompute) {
+    Value& x = input_of(out, c);
+    // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
+    // shared over the batch-norm group; recomputation reuses the cached statistics.
+    const bool statistics = !(recompute && run_.batchnorm_statistics_cache);
+    const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
+    if (statistics) {
+      b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
+      share_statistics(out, c);
+      // mean, inverse standard deviation (popnn's InverseStdDeviation).
+      const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
+      b_.elementwise(out, channels, stats);
+    }
+    if (run_.popnn_norms) {
+      // TensorFlow for IPU (norm.cc): with cached statistics the stored variance is turned
+      // back into inv_std first; per-channel multiplicand = gamma inv_std and addend =
+      // beta - multiplicand mean (two small maps), brought to the tiles holding each
+      // channel; then popnn's batchNormalise: an out-of-place multiply and an in-place add
+      // over the activations, each its own compute set; after statistics, inv_std is
+      // turned into the variance the op returns.
+      if (!statistics) b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
+      b_.elementwise(out, channels, std::array{Op::kMul});
+      b_.elementwise(out, channels, std::array{Op::kMul, Op::kSub});
+      b_.broadcast(out, x.layout, Axis::kPositions, 2);
+      b_.channel_op(out, x.layout, Op::kMul, /*in_place=*/false);
+      b_.channel_op(out, x.layout, Op::kAdd, /*in_place=*/true);
+      if (statistics) b_.elementwise(out, channels, std::array{Op::kMul, Op::kDiv, Op::kSub});
+      fwd_[c.layer->name] = Value{x.layout, {}};
+    } else {
+      // mean and inv_std back to the tiles holding each channel; whiten (x - mean) inv_std,
+      // then scale and shift: pending, fused with what follows.
+      if (statistics) b_.broadcast(out, x.layout, Axis::kPositions, 2);
+      Value whitened{x.layout, {}, {}};
+      pend(whitened, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
+      fwd_[c.layer->name] = std::move(whitened);
+    }
+  }
+
+  void relu_forward(Steps& out, const Node& c) {
+    Value v = take(c.input);
+    if (run_.popnn_norms) {
+      // popnn's nonLinearityInPlace: its own compute set, not part of an expression.
+      flush(out, v);
+      b_.elementwise(out, v.layout, std::array{Op::kRelu});
+    } else {
+      pend(v, {Op::kRelu});
+    }
+    fwd_[c.layer->name] = std::move(v);
+  }
+
+  void maxpool_forward(Steps& out, const Node& c) {
+    const Value& x = input_of(out, c);
+    const std::uint64_t window = c.layer->kernel * c.layer->kernel;
+    // Each output reads a kernel x kernel window of its tile's inputs (halo exchange
+    // neglected); the output keeps the input's block grid.
+    Layout y = x.layout;
+    y.positions = n_ * c.out.positions();
+    y.positions_per_tile =
+        ceil_div(x.layout.positions_per_tile * c.out.positions(), c.in.positions());
+    Layout work = y;
+    work.positions_per_tile *= window;
+    work.positions *= window;
+    const Op max = Op::kMax;
+    b_.elementwise(out, work, {&max, 1});
+    fwd_[c.layer->name] = Value{y, {}};
   }
 
   // The forward value of an in-place layer's input, which the layer takes over with its
@@ -534,13 +496,14 @@ class CnnLowering {
     pend(it->second, {Op::kAdd});
   }
 
-  void backward(Steps& out, const CnnLayer& c, bool first_layer) {
+  // A layer's backward steps: its op's backward rule, reading the gradient of its output and
+  // adding the gradients of its inputs.
+  void backward(Steps& out, const Node& c, bool first_layer) {
     const Layer& l = *c.layer;
     // The builder's weight_gradient marks its own part.
-    const auto scope = b_.scope(l.name, trace::Pass::kDataGradient, op_kind(l.op));
-    const DType dt = m_.dtype;
+    const auto scope = b_.scope(l.name, trace::Pass::kDataGradient, graph::info(l.op).kind);
     const std::string& in = c.input;
-    if (l.op == "softmax_loss") {
+    if (l.op == graph::Op::kSoftmaxLoss) {
       // d logits = softmax - labels, where the logits are.
       Value dx{fwd_.at(in).layout, {}, {}};
       pend(dx, {Op::kSub});
@@ -549,138 +512,157 @@ class CnnLowering {
     }
     Value g = grads_.at(l.name);
     grads_.erase(l.name);
-    if (is_conv(l.op)) {
-      flush(out, g);
-      const kernels::ConvArgs fa = forward_args(c);
-      const Layout weights = b_.weights_layout(fa);
-      // Data gradient (skipped for the first layer), then the weight gradient added into the
-      // gradient accumulator on the weights' layout.
-      if (!first_layer) {
-        Layout dx = b_.data_gradient(out, fa, weights, g.layout);
-        // A strided conv's data gradient is computed at the output resolution (same MACs) and
-        // written at the input resolution: each tile's block grows by in / out positions
-        // (stride^2 where the stride divides the field).
-        dx.positions = dx.positions / c.out.positions() * c.in.positions();
-        dx.positions_per_tile =
-            ceil_div(dx.positions_per_tile * c.in.positions(), c.out.positions());
-        add_gradient(out, in, Value{dx, {}});
-      }
-      const Layout x = in.empty() ? b_.input_layout(fa) : fwd_.at(in).layout;
-      b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
-    } else if (l.op == "batchnorm") {
-      // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
-      // gradient. Batch norm ran in place, so what is kept is its input x: it comes to the
-      // gradient's layout and is whitened again, x_hat = (x - mean) inv_std (popnn's
-      // batchNormWhiten, two element-wise ops; poplar-compiler.md §2.3), then multiplied by g.
-      // x_hat stays for the input gradient below.
-      flush(out, g);
-      b_.rearrange(out, fwd_.at(in).layout, g.layout);
-      if (run_.popnn_norms) {
-        // TensorFlow for IPU's BatchNormGrad (norm.cc) through popnn (poplin Norms.cpp):
-        // variance back to inv_std; batchNormWhiten (an out-of-place subtract, an in-place
-        // multiply); batchNormGradients: g gamma, x_hat (g gamma), one joint reduction of
-        // both (shared over the batch-norm group), a copy of the gradient, x_hat times the
-        // variance delta, the mean delta added, a scaled add, times inv_std; then
-        // batchNormParamGradients on its own: x_hat g and its joint reduction again. Each
-        // pass over the activations is its own compute set; the per-channel deltas are
-        // small maps brought to the tiles holding each channel.
-        const Layout& gl = g.layout;
-        const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
-        b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
-        b_.broadcast(out, gl, Axis::kPositions, 2);
-        b_.channel_op(out, gl, Op::kSub, /*in_place=*/false);  // x - mean
-        b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);   // x_hat
-        b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // g gamma
-        b_.elementwise(out, gl, std::array{Op::kMul});         // x_hat g gamma
-        b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
-        share_statistics(out, c);
-        b_.elementwise(out, channels, std::array{Op::kMul, Op::kMul});
-        b_.broadcast(out, gl, Axis::kPositions, 2);
-        b_.copy(out, gl);
-        b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // x_hat variance delta
-        b_.channel_op(out, gl, Op::kAdd, /*in_place=*/true);   // + mean delta
-        b_.scaled_add(out, gl);
-        b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);  // inv_std
-        b_.elementwise(out, gl, std::array{Op::kMul});        // x_hat g, for gamma and beta
-        b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
-        b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
-        add_gradient(out, in, std::move(g));
-      } else {
-        const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
-        b_.elementwise(out, g.layout, whiten_mul);
-        b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
-        share_statistics(out, c);
-        b_.broadcast(out, g.layout, Axis::kPositions, 2);
-        // gamma and beta gradients into their accumulators
-        b_.scaled_add(out, b_.linear(dt, 1, 2 * c.out.c));
-        // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
-        g.pending.clear();
-        g.pending_layers.clear();
-        pend(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
-        add_gradient(out, in, std::move(g));
-      }
-    } else if (l.op == "relu") {
-      // g x (y > 0): the forward output comes to the gradient's layout.
-      b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-      if (run_.popnn_norms) {
-        // popnn's nonLinearityInputGradient: its own compute set.
+    switch (l.op) {
+      case graph::Op::kConv:
+      case graph::Op::kDwconv:
+        return conv_backward(out, c, std::move(g), first_layer);
+      case graph::Op::kBatchNorm:
         flush(out, g);
-        b_.elementwise(out, g.layout, std::array{Op::kMul});
-      } else {
-        pend(g, {Op::kMul});
+        // Batch norm ran in place, so what is kept is its input x: it comes to the gradient's
+        // layout and is whitened again there (poplar-compiler.md §2.3).
+        b_.rearrange(out, fwd_.at(in).layout, g.layout);
+        if (run_.popnn_norms)
+          batchnorm_backward_popnn(out, c, g);
+        else
+          batchnorm_backward_fused(out, c, g);
+        return add_gradient(out, in, std::move(g));
+      case graph::Op::kRelu:
+        // g x (y > 0): the forward output comes to the gradient's layout.
+        b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+        if (run_.popnn_norms) {
+          // popnn's nonLinearityInputGradient: its own compute set.
+          flush(out, g);
+          b_.elementwise(out, g.layout, std::array{Op::kMul});
+        } else {
+          pend(g, {Op::kMul});
+        }
+        return add_gradient(out, in, std::move(g));
+      case graph::Op::kSwish:
+        // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.
+        b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+        pend(g, {Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul});
+        return add_gradient(out, in, std::move(g));
+      case graph::Op::kSigmoid:
+        // g y (1 - y): the output comes to the gradient's layout.
+        b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
+        pend(g, {Op::kSub, Op::kMul, Op::kMul});
+        return add_gradient(out, in, std::move(g));
+      case graph::Op::kScale:
+        return scale_backward(out, c, std::move(g));
+      case graph::Op::kAdd:
+        flush(out, g);  // materialised once; both operands' paths read it
+        add_gradient(out, l.other, g);
+        return add_gradient(out, in, std::move(g));
+      case graph::Op::kMaxPool:
+      case graph::Op::kAvgPool:
+        return pool_backward(out, c, std::move(g));
+      case graph::Op::kFc: {
+        flush(out, g);
+        const kernels::ConvArgs mm = fc_args(c);
+        const Layout weights = b_.weights_layout(mm);
+        const Layout dx = b_.data_gradient(out, mm, weights, g.layout);
+        b_.weight_gradient(out, mm, fwd_.at(in).layout, weights, g.layout, /*update=*/true);
+        return add_gradient(out, in, Value{dx, {}});
       }
-      add_gradient(out, in, std::move(g));
-    } else if (l.op == "swish") {
-      // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.
-      b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-      pend(g, {Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul});
-      add_gradient(out, in, std::move(g));
-    } else if (l.op == "sigmoid") {
-      // g y (1 - y): the output comes to the gradient's layout.
-      b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-      pend(g, {Op::kSub, Op::kMul, Op::kMul});
-      add_gradient(out, in, std::move(g));
-    } else if (l.op == "scale") {
-      flush(out, g);
-      // The factors' gradient: g x summed over each channel's positions (x to g's layout).
-      b_.rearrange(out, fwd_.at(in).layout, g.layout);
-      const Op mul = Op::kMul;
-      b_.elementwise(out, g.layout, {&mul, 1});
-      b_.reduce(out, g.layout, Axis::kPositions, 1, /*broadcast=*/false);
-      add_gradient(out, l.other, Value{b_.linear(dt, n_, c.out.c), {}});
-      // The input's gradient: g times the factors, brought to g's tiles.
-      b_.broadcast(out, g.layout, Axis::kPositions, 1);
-      pend(g, {Op::kMul});
-      add_gradient(out, in, std::move(g));
-    } else if (l.op == "add") {
-      flush(out, g);  // materialised once; both operands' paths read it
-      add_gradient(out, l.other, g);
-      add_gradient(out, in, std::move(g));
-    } else if (l.op == "maxpool") {
-      flush(out, g);
-      const Layout x = fwd_.at(in).layout;
-      b_.rearrange(out, g.layout.positions == x.positions ? g.layout : x, x);
-      const Op mul = Op::kMul;
-      b_.elementwise(out, x, {&mul, 1});
-      add_gradient(out, in, Value{x, {}});
-    } else if (l.op == "avgpool") {
-      flush(out, g);
-      const Layout x = fwd_.at(in).layout;
-      const Op mul = Op::kMul;
-      b_.elementwise(out, x, {&mul, 1});
-      add_gradient(out, in, Value{x, {}});
-    } else if (l.op == "fc") {
-      flush(out, g);
-      kernels::ConvArgs mm;
-      mm.height = n_;
-      mm.in_chans = c.in.c;
-      mm.out_chans = l.out;
-      mm.dtype = dt;
-      const Layout weights = b_.weights_layout(mm);
-      const Layout dx = b_.data_gradient(out, mm, weights, g.layout);
-      b_.weight_gradient(out, mm, fwd_.at(in).layout, weights, g.layout, /*update=*/true);
+      case graph::Op::kSoftmaxLoss:
+      case graph::Op::kCount:
+        break;
+    }
+    throw Error(fmt::format("layer '{}': no backward rule", l.name));
+  }
+
+  // Data gradient (skipped for the first layer), then the weight gradient added into the
+  // gradient accumulator on the weights' layout.
+  void conv_backward(Steps& out, const Node& c, Value g, bool first_layer) {
+    const std::string& in = c.input;
+    flush(out, g);
+    const kernels::ConvArgs fa = forward_args(c);
+    const Layout weights = b_.weights_layout(fa);
+    if (!first_layer) {
+      Layout dx = b_.data_gradient(out, fa, weights, g.layout);
+      // A strided conv's data gradient is computed at the output resolution (same MACs) and
+      // written at the input resolution: each tile's block grows by in / out positions
+      // (stride^2 where the stride divides the field).
+      dx.positions = dx.positions / c.out.positions() * c.in.positions();
+      dx.positions_per_tile = ceil_div(dx.positions_per_tile * c.in.positions(), c.out.positions());
       add_gradient(out, in, Value{dx, {}});
     }
+    const Layout x = in.empty() ? b_.input_layout(fa) : fwd_.at(in).layout;
+    b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
+  }
+
+  // TensorFlow for IPU's BatchNormGrad (norm.cc) through popnn (poplin Norms.cpp): variance
+  // back to inv_std; batchNormWhiten (an out-of-place subtract, an in-place multiply);
+  // batchNormGradients: g gamma, x_hat (g gamma), one joint reduction of both (shared over the
+  // batch-norm group), a copy of the gradient, x_hat times the variance delta, the mean delta
+  // added, a scaled add, times inv_std; then batchNormParamGradients on its own: x_hat g and
+  // its joint reduction again. Each pass over the activations is its own compute set; the
+  // per-channel deltas are small maps brought to the tiles holding each channel.
+  void batchnorm_backward_popnn(Steps& out, const Node& c, const Value& g) {
+    const Layout& gl = g.layout;
+    const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
+    b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
+    b_.broadcast(out, gl, Axis::kPositions, 2);
+    b_.channel_op(out, gl, Op::kSub, /*in_place=*/false);  // x - mean
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);   // x_hat
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // g gamma
+    b_.elementwise(out, gl, std::array{Op::kMul});         // x_hat g gamma
+    b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
+    share_statistics(out, c);
+    b_.elementwise(out, channels, std::array{Op::kMul, Op::kMul});
+    b_.broadcast(out, gl, Axis::kPositions, 2);
+    b_.copy(out, gl);
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // x_hat variance delta
+    b_.channel_op(out, gl, Op::kAdd, /*in_place=*/true);   // + mean delta
+    b_.scaled_add(out, gl);
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);  // inv_std
+    b_.elementwise(out, gl, std::array{Op::kMul});        // x_hat g, for gamma and beta
+    b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
+    b_.scaled_add(out, b_.linear(m_.dtype, 1, 2 * c.out.c));
+  }
+
+  // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
+  // gradient, with x_hat = (x - mean) inv_std whitened again and multiplied by g; the input
+  // gradient is left pending, fused with what follows.
+  void batchnorm_backward_fused(Steps& out, const Node& c, Value& g) {
+    const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+    b_.elementwise(out, g.layout, whiten_mul);
+    b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
+    share_statistics(out, c);
+    b_.broadcast(out, g.layout, Axis::kPositions, 2);
+    // gamma and beta gradients into their accumulators
+    b_.scaled_add(out, b_.linear(m_.dtype, 1, 2 * c.out.c));
+    // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
+    g.pending.clear();
+    g.pending_layers.clear();
+    pend(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
+  }
+
+  void scale_backward(Steps& out, const Node& c, Value g) {
+    const std::string& in = c.input;
+    flush(out, g);
+    // The factors' gradient: g x summed over each channel's positions (x to g's layout).
+    b_.rearrange(out, fwd_.at(in).layout, g.layout);
+    const Op mul = Op::kMul;
+    b_.elementwise(out, g.layout, {&mul, 1});
+    b_.reduce(out, g.layout, Axis::kPositions, 1, /*broadcast=*/false);
+    add_gradient(out, c.layer->other, Value{b_.linear(m_.dtype, n_, c.out.c), {}});
+    // The input's gradient: g times the factors, brought to g's tiles.
+    b_.broadcast(out, g.layout, Axis::kPositions, 1);
+    pend(g, {Op::kMul});
+    add_gradient(out, in, std::move(g));
+  }
+
+  // A pool's gradient spread back over its input windows, on the input's layout (a max pool's
+  // gradient is first brought there).
+  void pool_backward(Steps& out, const Node& c, Value g) {
+    flush(out, g);
+    const Layout x = fwd_.at(c.input).layout;
+    if (c.op() == graph::Op::kMaxPool)
+      b_.rearrange(out, g.layout.positions == x.positions ? g.layout : x, x);
+    const Op mul = Op::kMul;
+    b_.elementwise(out, x, {&mul, 1});
+    add_gradient(out, c.input, Value{x, {}});
   }
 
   // [first, last) layer ranges between checkpoints.
@@ -700,7 +682,7 @@ class CnnLowering {
   const ModelDef& m_;
   const RunConfig& run_;
   IpuBuilder& b_;
-  std::vector<CnnLayer> layers_;
+  std::vector<Node> layers_;
   std::map<std::string, std::size_t> index_;
   std::uint64_t n_;
   std::uint32_t all_tiles_;             // the chip's tiles, I/O tiles included
@@ -727,7 +709,7 @@ void check_checkpoints(const ModelDef& m, const RunConfig& run) {
 
 std::uint64_t cnn_parameters(const ModelDef& m) {
   std::uint64_t n = 0;
-  for (const auto& c : propagate(m)) n += c.params;
+  for (const auto& c : graph::infer_shapes(m)) n += c.params;
   return n;
 }
 
@@ -749,12 +731,12 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   if (!run.inference && !m.layers.empty()) {
     for (std::size_t i = 0; i < m.layers.size(); ++i) {
       const bool last = i + 1 == m.layers.size();
-      if ((m.layers[i].op == "softmax_loss") != last)
+      if ((m.layers[i].op == graph::Op::kSoftmaxLoss) != last)
         throw ConfigError(fmt::format(
             "{}: layer '{}': a CNN trained (run.mode training) ends with one softmax_loss "
             "layer, its last; {}",
             m.layers[i].at.empty() ? m.file : m.layers[i].at, m.layers[i].name,
-            last ? fmt::format("found '{}' last", m.layers[i].op)
+            last ? fmt::format("found '{}' last", graph::name(m.layers[i].op))
                  : "found a softmax_loss before the last layer"));
     }
   }

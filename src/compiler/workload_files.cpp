@@ -89,9 +89,18 @@ std::string text(const std::string& file, const YAML::Node& map, const std::stri
   return n.Scalar();
 }
 
-const std::vector<std::string> kOps{"conv",  "dwconv",  "batchnorm", "relu",
-                                    "swish", "sigmoid", "maxpool",   "add",
-                                    "scale", "avgpool", "fc",        "softmax_loss"};
+// The names of the ops whose row satisfies `pred`, "a or b or c".
+template <class Pred>
+std::string ops_where(Pred pred) {
+  std::vector<std::string_view> names;
+  for (const graph::OpInfo& row : graph::kOps)
+    if (pred(row)) names.push_back(row.name);
+  return fmt::format("{}", fmt::join(names, " or "));
+}
+
+std::string with_article(const std::string& op) {
+  return (std::string("aeiou").find(op.front()) != std::string::npos ? "an " : "a ") + op;
+}
 
 }  // namespace
 
@@ -162,10 +171,13 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       layer.at = at(file, l);
       layer.name = block.prefix + text(file, l, "name", where);
       check_trace_name(at(file, l["name"]), where + ".name", layer.name);
-      layer.op = text(file, l, "op", where);
-      if (std::find(kOps.begin(), kOps.end(), layer.op) == kOps.end())
+      const std::string op = text(file, l, "op", where);
+      const auto known = graph::op_named(op);
+      if (!known)
         throw ConfigError(fmt::format("{}: {}.op: unknown op \"{}\"{}", at(file, l["op"]), where,
-                                      layer.op, did_you_mean(layer.op, kOps)));
+                                      op, did_you_mean(op, graph::op_names())));
+      layer.op = *known;
+      const graph::OpInfo& info = graph::info(layer.op);
       auto resolve = [&](const std::string& ref) {
         if (ref == "{in}") {
           if (block.prefix.empty())
@@ -179,28 +191,33 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       };
       layer.input = def.layers.empty() ? "" : def.layers.back().name;
       if (l["input"]) layer.input = resolve(text(file, l, "input", where));
+      if (l["other"] && info.other.empty())
+        throw ConfigError(fmt::format(
+            "{}: {}.other: {} takes one operand (only {} take 'other')", at(file, l["other"]),
+            where, op, ops_where([](const graph::OpInfo& r) { return !r.other.empty(); })));
       layer.other = l["other"] ? resolve(text(file, l, "other", where)) : "";
-      if ((layer.op == "add" || layer.op == "scale") && layer.other.empty())
-        throw ConfigError(
-            fmt::format("{}: {}: {} needs 'other'", at(file, l), where,
-                        layer.op == "add" ? "an add" : "a scale (the per-channel factors)"));
+      if (!info.other.empty() && layer.other.empty())
+        throw ConfigError(fmt::format("{}: {}: {} needs 'other' ({})", at(file, l), where,
+                                      with_article(op), info.other));
       for (const auto* ref : {&layer.input, &layer.other})
         if (!ref->empty() && !names.count(*ref))
           throw ConfigError(
               fmt::format("{}: {}: '{}' refers to layer '{}', which is not defined "
                           "above",
                           at(file, l), where, layer.name, *ref));
-      const bool needs_out = layer.op == "conv" || layer.op == "fc";
-      layer.out = needs_out ? count(file, l, "out", where) : 0;
-      if (layer.op == "dwconv" && l["out"]) layer.out = count(file, l, "out", where);
+      layer.out = info.out == graph::OutChannels::kRequired ||
+                          (info.out == graph::OutChannels::kOptional && l["out"])
+                      ? count(file, l, "out", where)
+                      : 0;
       layer.kernel = count(file, l, "kernel", where, 1);
       layer.stride = count(file, l, "stride", where, 1);
-      if (l["group_size"] && layer.op != "conv" && layer.op != "dwconv")
-        throw ConfigError(fmt::format("{}: {}.group_size: only a conv or dwconv has groups",
-                                      at(file, l["group_size"]), where));
-      layer.group_size = l["group_size"]        ? count(file, l, "group_size", where)
-                         : layer.op == "dwconv" ? def.depthwise_group_size
-                                                : 0;
+      if (l["group_size"] && !info.grouped)
+        throw ConfigError(fmt::format("{}: {}.group_size: only a {} has groups",
+                                      at(file, l["group_size"]), where,
+                                      ops_where([](const graph::OpInfo& r) { return r.grouped; })));
+      layer.group_size = l["group_size"]                  ? count(file, l, "group_size", where)
+                         : layer.op == graph::Op::kDwconv ? def.depthwise_group_size
+                                                          : 0;
       if (!names.insert(layer.name).second)
         throw ConfigError(
             fmt::format("{}: {}: layer name '{}' used twice", at(file, l), where, layer.name));

@@ -237,8 +237,8 @@ TEST(CompilerLayout, EveryParameterOfACompiledModelLivesOnItsLayout) {
     const std::string in = l.input.empty() ? previous : l.input;
     const std::uint64_t cin = in.empty() ? model.channels : channels.at(in);
     previous = l.name;
-    channels[l.name] = l.op == "conv" || l.op == "fc" ? l.out : cin;
-    if (l.op != "conv") continue;
+    channels[l.name] = l.op == graph::Op::kConv || l.op == graph::Op::kFc ? l.out : cin;
+    if (l.op != graph::Op::kConv) continue;
     ++convs;
     const std::uint64_t bytes = l.kernel * l.kernel * cin * l.out * 2;
     for (const std::string kind : {"weights/", "gradient_accumulator/", "momentum/"}) {
@@ -307,13 +307,13 @@ TEST(CompilerLiveness, ActivationsAndGradientsLiveWhereTheirLayersRun) {
   }
   // (ReLU and the residual add run fused into their neighbours' compute sets, under those
   // layers' names: only layers with compute sets of their own are checked.)
-  std::map<std::string, std::string> op;
+  std::map<std::string, graph::Op> op;
   for (const Layer& l : model.layers) op[l.name] = l.op;
   std::size_t checked = 0;
   for (const auto& [name, live] : scoped) {
     const std::string kind = name.substr(0, name.find('/'));
     const std::string layer = name.substr(kind.size() + 1);
-    if (op.at(layer) == "relu" || op.at(layer) == "add") continue;
+    if (op.at(layer) == graph::Op::kRelu || op.at(layer) == graph::Op::kAdd) continue;
     EXPECT_TRUE(runs_in(live, layer, kind == "gradient")) << name;
     ++checked;
   }
@@ -399,7 +399,7 @@ TEST(CompilerCnn, LarsTakesTwoNormsOfEachConvAndFcKernelOnItsOwnTiles) {
     return n;
   };
   std::size_t kernels = 0;
-  for (const Layer& l : model.layers) kernels += l.op == "conv" || l.op == "fc";
+  for (const Layer& l : model.layers) kernels += l.op == graph::Op::kConv || l.op == graph::Op::kFc;
   EXPECT_EQ(kernels, 54u);
   EXPECT_EQ(squares_after_loop(compile(model, run.run, sys).ipus[0]), 108u);
   run.run.optimiser = "sgd";
@@ -573,10 +573,13 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
     const std::uint64_t cin = in.empty() ? model.channels : chans.at(in);
     const std::uint64_t hw = in.empty() ? model.height : size.at(in);
     previous = l.name;
-    chans[l.name] = l.op == "conv" || l.op == "fc" ? l.out : cin;
-    size[l.name] = l.op == "conv" ? (hw + l.stride - 1) / l.stride : l.op == "avgpool" ? 1 : hw;
-    if (l.op == "conv") macs += n * size[l.name] * size[l.name] * cin * l.out * l.kernel * l.kernel;
-    if (l.op == "fc") macs += n * cin * l.out;
+    chans[l.name] = l.op == graph::Op::kConv || l.op == graph::Op::kFc ? l.out : cin;
+    size[l.name] = l.op == graph::Op::kConv      ? (hw + l.stride - 1) / l.stride
+                   : l.op == graph::Op::kAvgPool ? 1
+                                                 : hw;
+    if (l.op == graph::Op::kConv)
+      macs += n * size[l.name] * size[l.name] * cin * l.out * l.kernel * l.kernel;
+    if (l.op == graph::Op::kFc) macs += n * cin * l.out;
   }
   // Executed compute sets (two convs of one shape share theirs), each loop run once.
   const auto& p = t.ipus[0];
@@ -1214,8 +1217,8 @@ TEST(CompilerCnn, EfficientNetsHaveTheirPublishedParameterCounts) {
        "  classes: 16\nlayers:\n";
   for (std::size_t i = 0; i < 14; ++i) {  // stem (3) and block s1/0 (11 layers)
     const Layer& l = b0.layers[i];
-    f << "  - {name: " << l.name << ", op: " << l.op;
-    if (l.op == "conv" || l.op == "fc") f << ", out: " << l.out;
+    f << "  - {name: " << l.name << ", op: " << graph::name(l.op);
+    if (l.op == graph::Op::kConv || l.op == graph::Op::kFc) f << ", out: " << l.out;
     if (l.kernel != 1) f << ", kernel: " << l.kernel;
     if (l.stride != 1) f << ", stride: " << l.stride;
     if (!l.other.empty()) f << ", input: " << l.input << ", other: " << l.other;
@@ -1311,7 +1314,8 @@ TEST(CompilerCnn, GroupAndScaleShapeErrorsNameTheLayer) {
                 .find("layer 's': scale multiplies each of the 12 channels of 'd' by a factor: "
                       "'f' must be 1x1x12, found 1x1x6"),
             std::string::npos);
-  EXPECT_NE(error_of("  - {name: s, op: scale}\n").find("a scale (the per-channel factors) needs"),
+  EXPECT_NE(error_of("  - {name: s, op: scale}\n")
+                .find("a scale needs 'other' (the per-channel factors)"),
             std::string::npos);
   EXPECT_NE(error_of("  - {name: r, op: relu, group_size: 2}\n")
                 .find("group_size: only a conv or dwconv has groups"),

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ipusim/compiler/graph/op.hpp"
 #include "ipusim/config/config.hpp"
 #include "ipusim/config/system_spec.hpp"
 #include "ipusim/kernels/kernels.hpp"
@@ -21,11 +22,9 @@ namespace ipusim::compiler {
 // One layer of a CNN model file.
 struct Layer {
   std::string name;
-  // conv, dwconv, batchnorm, relu, swish, sigmoid, maxpool, add, scale, avgpool, fc,
-  // softmax_loss (docs/models.md)
-  std::string op;
-  std::string input;      // producer (default: the previous layer)
-  std::string other;      // add: the second operand; scale: the per-channel factors
+  graph::Op op = graph::Op::kConv;  // its row in graph::kOps (docs/models.md)
+  std::string input;                // producer (default: the previous layer)
+  std::string other;      // the op's second operand (graph::OpInfo::other), "" if it takes none
   std::uint64_t out = 0;  // conv/fc: output channels (dwconv: 0 = its input channels)
   std::uint64_t kernel = 1;
   std::uint64_t stride = 1;

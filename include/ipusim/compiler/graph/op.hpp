@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ops of a model graph (a CNN model file's `op:` values, docs/models.md), one table row
+// each. Every pass reads an op's facts from its row; the passes that do something per op
+// (shape inference, lowering) switch over the enum with no default, so an op added to the enum
+// without its row, or without its case in a pass, fails to compile (docs/architecture.md,
+// "Adding an op").
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::compiler::graph {
+
+enum class Op : std::uint8_t {
+  kConv,
+  kDwconv,
+  kBatchNorm,
+  kRelu,
+  kSwish,
+  kSigmoid,
+  kMaxPool,
+  kAdd,
+  kScale,
+  kAvgPool,
+  kFc,
+  kSoftmaxLoss,
+  kCount,  // not an op: the number of ops
+};
+inline constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::kCount);
+
+// Whether a layer entry gives `out` (output channels).
+enum class OutChannels : std::uint8_t { kNone, kRequired, kOptional };
+
+// What weights a layer trains (and where the compiler puts them).
+enum class Weights : std::uint8_t {
+  kNone,
+  kConv,         // a conv kernel on the layout its forward conv creates (createWeights)
+  kMatmul,       // an fc matrix on its matmul's weight layout, and a bias
+  kScaleShift,   // batch norm's gamma and beta, on the linear mapping
+};
+
+struct OpInfo {
+  Op op;
+  std::string_view name;  // as a model file spells it
+  trace::OpKind kind;     // the provenance kind of its steps (trace format v3)
+  // Its second operand, `other`, and what it is ("" when the op takes none; else required).
+  std::string_view other;
+  OutChannels out;
+  bool grouped;  // takes group_size (conv groups)
+  // Its forward output is a new tensor kept for the backward pass (the others run in place on
+  // their input: batch norm, ReLU, the residual add; the loss keeps its input).
+  bool keeps_output;
+  Weights weights;
+  bool lars;  // LARS adapts its weights (conv and fc kernels; norms and biases are skipped)
+};
+
+// One row per op, in enum order (checked below). The order is also the order the model-file
+// docs and errors list ops in.
+inline constexpr std::array<OpInfo, kOpCount> kOps{{
+    {Op::kConv, "conv", trace::OpKind::kConv, "", OutChannels::kRequired, true, true,
+     Weights::kConv, true},
+    {Op::kDwconv, "dwconv", trace::OpKind::kConv, "", OutChannels::kOptional, true, true,
+     Weights::kConv, true},
+    {Op::kBatchNorm, "batchnorm", trace::OpKind::kBatchNorm, "", OutChannels::kNone, false, false,
+     Weights::kScaleShift, false},
+    {Op::kRelu, "relu", trace::OpKind::kElementwise, "", OutChannels::kNone, false, false,
+     Weights::kNone, false},
+    {Op::kSwish, "swish", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
+     Weights::kNone, false},
+    {Op::kSigmoid, "sigmoid", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
+     Weights::kNone, false},
+    {Op::kMaxPool, "maxpool", trace::OpKind::kPool, "", OutChannels::kNone, false, true,
+     Weights::kNone, false},
+    {Op::kAdd, "add", trace::OpKind::kElementwise, "the second operand", OutChannels::kNone, false,
+     false, Weights::kNone, false},
+    {Op::kScale, "scale", trace::OpKind::kElementwise, "the per-channel factors",
+     OutChannels::kNone, false, true, Weights::kNone, false},
+    {Op::kAvgPool, "avgpool", trace::OpKind::kPool, "", OutChannels::kNone, false, true,
+     Weights::kNone, false},
+    {Op::kFc, "fc", trace::OpKind::kMatmul, "", OutChannels::kRequired, false, true,
+     Weights::kMatmul, true},
+    {Op::kSoftmaxLoss, "softmax_loss", trace::OpKind::kLoss, "", OutChannels::kNone, false, false,
+     Weights::kNone, false},
+}};
+
+// A table has a named row for every op, row i for op i: what the static_assert below holds the
+// real table to (a row left out is value-initialised: op 0 with no name).
+template <std::size_t N>
+constexpr bool rows_complete(const std::array<OpInfo, N>& table) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (table[i].op != static_cast<Op>(i) || table[i].name.empty()) return false;
+  return N == kOpCount;
+}
+static_assert(rows_complete(kOps), "graph::kOps needs one row per graph::Op, in enum order");
+
+constexpr const OpInfo& info(Op op) { return kOps[static_cast<std::size_t>(op)]; }
+constexpr std::string_view name(Op op) { return info(op).name; }
+constexpr bool is_conv(Op op) { return info(op).weights == Weights::kConv; }
+
+// The op a model file names, if any.
+std::optional<Op> op_named(std::string_view name);
+// Every op's name, in table order (for errors and did-you-mean).
+const std::vector<std::string>& op_names();
+
+}  // namespace ipusim::compiler::graph
