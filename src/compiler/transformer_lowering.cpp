@@ -513,14 +513,14 @@ std::uint64_t transformer_parameters(const ModelDef& m) {
          transformer_final_norm_params(m);
 }
 
-trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
-                                 std::vector<PlannedConv>* plans) {
-  const std::uint32_t p = run.ipus_per_replica;
-  if (run.placement.size() != p)
+namespace {
+
+void check_placement(const ModelDef& m, const RunConfig& run) {
+  if (run.placement.size() != run.ipus_per_replica)
     throw ConfigError(
         fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "
                     "the {} IPUs of a replica",
-                    run.file, p));
+                    run.file, run.ipus_per_replica));
   std::uint64_t attn = 0, ffn = 0;
   for (const auto& [a, f] : run.placement) {
     attn += a;
@@ -531,203 +531,268 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
         fmt::format("{}: run.pipeline_placement places {} attention and {} FFN sub-layers; "
                     "{} has {} of each",
                     run.file, attn, ffn, m.file, m.encoder_layers));
-  trace::Trace t;
-  t.name = run.name;
-  t.replicas = run.replicas;
-  const std::uint64_t eb = trace::dtype_bytes(m.dtype);
-  const std::uint64_t acts = run.micro_batch * m.sequence * m.hidden * eb;  // stage boundary
+}
+
+// What every IPU of a transformer replica shares: the model, run, chip and pipeline shape.
+struct Pipeline {
+  const ModelDef& m;
+  const RunConfig& run;
+  const SystemSpec& system;
+  ChipSpec chip;
+  std::uint32_t p;     // IPUs per replica
+  bool pipelined;      // more than one IPU: stage boundaries and inter-IPU copies
+  std::uint64_t eb;    // bytes per element of the model's dtype
+  std::uint64_t acts;  // one micro-batch's activations at a stage boundary (bytes)
+  std::uint64_t loss_stage;
+  std::uint64_t training_cycles;
+  bool clip;  // gradient clipping by global norm
+
+  Pipeline(const ModelDef& model, const RunConfig& r, const SystemSpec& s)
+      : m(model),
+        run(r),
+        system(s),
+        chip(compute_chip(r, s.chip)),
+        p(r.ipus_per_replica),
+        pipelined(p > 1),
+        eb(trace::dtype_bytes(model.dtype)),
+        acts(r.micro_batch * model.sequence * model.hidden * eb),
+        // Training, as PopART pipelines it (transforms/pipeline.cpp): the backward of forward
+        // stage s is stage 2L - s, L the loss stage, and stage s runs in cycles s .. s + GA - 1.
+        // With the tied heads on IPU 0 the forward stages are IPU 0's embedding (0), IPU 1 ..
+        // p-1 (1 .. p-1) and IPU 0's last layers, heads and loss (L = p), so 2p + 1 stages and
+        // GA + 2p cycles; with a classifier on the last IPU, L = p - 1 and GA + 2p - 2 cycles.
+        // A fill or flush cycle runs only the stages active in it.
+        loss_stage(pipelined ? (model.classifier ? p - 1 : p) : 0),
+        training_cycles(r.gradient_accumulation + 2 * loss_stage),
+        clip(r.clip_gradients && !r.inference) {}
+
   // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0 (the tied head on IPU 0);
-  // gradients the other way. A classifier's head is on the last IPU, so its ring is open. A
-  // single-IPU replica has no stage boundary and no inter-IPU copies.
-  const bool pipelined = p > 1;
-  // Gradient clipping by global norm: each IPU's weight-tensor norms (4-byte floats) go to
-  // IPU 0, which sums them, and its clip factor comes back (global exchanges 1 and 2, added
-  // once each IPU's tensors are counted).
-  const bool clip = run.clip_gradients && !run.inference;
-  std::vector<std::uint64_t> norm_bytes(p, 0);
-  if (pipelined) {
+  // gradients the other way. A classifier's head is on the last IPU, so its ring is open.
+  std::vector<trace::GlobalExchange> stage_copies() const {
+    if (!pipelined) return {};
     const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
     trace::GlobalExchange fwd{"stage_activations", {}, copy}, bwd{"stage_gradients", {}, copy};
     for (std::uint32_t i = 0; i < (m.classifier ? p - 1 : p); ++i) {
       fwd.copies.push_back({i, (i + 1) % p, acts});
       bwd.copies.push_back({(i + 1) % p, i, acts});
     }
-    if (run.inference) {
-      t.global_exchanges = {fwd};  // no gradients travel back
-    } else {
-      // PopART merges every pipeline cycle's copies, activations forward and gradients back,
-      // into one inter-IPU copy that runs every cycle (popx/popprograms.cpp, the pipeline's
-      // IpuCopy sequence: "outlined across pipelineCycles AND merged across pipelineStages").
-      trace::GlobalExchange both{"stage_copies", fwd.copies, copy};
-      both.copies.insert(both.copies.end(), bwd.copies.begin(), bwd.copies.end());
-      t.global_exchanges = {both};
+    if (run.inference) return {fwd};  // no gradients travel back
+    // PopART merges every pipeline cycle's copies, activations forward and gradients back,
+    // into one inter-IPU copy that runs every cycle (popx/popprograms.cpp, the pipeline's
+    // IpuCopy sequence: "outlined across pipelineCycles AND merged across pipelineStages").
+    trace::GlobalExchange both{"stage_copies", fwd.copies, copy};
+    both.copies.insert(both.copies.end(), bwd.copies.begin(), bwd.copies.end());
+    return {both};
+  }
+
+  // Gradient clipping's two global exchanges: each IPU's weight-tensor norms (4-byte floats,
+  // `norm_bytes` per IPU) to IPU 0, which sums them, and its clip factor back.
+  std::vector<trace::GlobalExchange> clip_copies(
+      const std::vector<std::uint64_t>& norm_bytes) const {
+    const trace::Provenance copy{
+        {"gradient_clipping"}, trace::Pass::kWeightUpdate, trace::OpKind::kCopy};
+    trace::GlobalExchange norms{"clip_norms", {}, copy}, factor{"clip_factor", {}, copy};
+    for (std::uint32_t i = 1; i < p; ++i) {
+      norms.copies.push_back({i, 0, norm_bytes[i]});
+      factor.copies.push_back({0, i, 4});
+    }
+    return {std::move(norms), std::move(factor)};
+  }
+};
+
+// One IPU's program of a transformer replica: its pipeline stages (forward, recomputation and
+// backward of the sub-layers placed on it), the pipeline loop, the weight update and memory.
+class StageProgram {
+ public:
+  StageProgram(const Pipeline& pl, std::uint32_t ipu, trace::IpuProgram& program, IpuBuilder& b)
+      : pl_(pl),
+        m_(pl.m),
+        run_(pl.run),
+        ipu_(ipu),
+        program_(program),
+        b_(b),
+        lower_(pl.m, pl.run, b),
+        n_attn_(pl.run.placement[ipu].first),
+        n_ffn_(pl.run.placement[ipu].second),
+        first_(ipu == 0),
+        last_(ipu + 1 == pl.p),
+        heads_(pl.m.classifier ? last_ : first_) {  // a tied head sits with the embedding
+    // Provenance: encoder sub-layers are numbered over the whole model.
+    for (std::uint32_t j = 0; j < ipu; ++j) {
+      attn0_ += run_.placement[j].first;
+      ffn0_ += run_.placement[j].second;
     }
   }
-  // Inference: the batch plus the fill of the stages after the first.
-  const std::uint64_t cycles = run.gradient_accumulation + p - 1;
-  // Training, as PopART pipelines it (transforms/pipeline.cpp): the backward of forward stage
-  // s is stage 2L - s, L the loss stage, and stage s runs in cycles s .. s + GA - 1. With the
-  // tied heads on IPU 0 the forward stages are IPU 0's embedding (0), IPU 1 .. p-1 (1 .. p-1)
-  // and IPU 0's last layers, heads and loss (L = p), so 2p + 1 stages and GA + 2p cycles; with
-  // a classifier on the last IPU, L = p - 1 and GA + 2p - 2 cycles. A fill or flush cycle runs
-  // only the stages active in it.
-  const std::uint64_t loss_stage = pipelined ? (m.classifier ? p - 1 : p) : 0;
-  const std::uint64_t training_cycles = run.gradient_accumulation + 2 * loss_stage;
-  const ChipSpec chip = compute_chip(run, system.chip);
-  IpuBuilder::PlanCache plan_cache;  // the stages plan the same shapes
-  for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
-    auto& program = t.ipus.emplace_back();
-    program.ipu = ipu;
-    IpuBuilder b(chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
-                 run.rearrangements);
-    b.set_coeff_load_bits(run.conv_unit_load_bits);
-    b.record_plans(plans, ipu);
-    b.share_plans(&plan_cache);
-    TransformerLowering lower(m, run, b);
-    // The host input lands where its first reader wants it: the images on the patch
-    // embedding's input layout, token ids linearly.
-    const auto input_layout = [&](std::uint64_t bytes) {
-      return m.classifier ? lower.image_layout()
-                          : b.linear(DType::kChar, 1, std::max<std::uint64_t>(bytes, 1));
-    };
-    const std::uint32_t n_attn = run.placement[ipu].first, n_ffn = run.placement[ipu].second;
-    const bool first = ipu == 0, last = ipu + 1 == p;
-    const bool heads = m.classifier ? last : first;  // a tied head sits with the embedding
-    // Forward of the stage, then (pipeline recomputation) the forward again and the backward.
-    // Provenance: encoder sub-layers are numbered over the whole model.
-    std::uint32_t attn0 = 0, ffn0 = 0;
-    for (std::uint32_t j = 0; j < ipu; ++j) {
-      attn0 += run.placement[j].first;
-      ffn0 += run.placement[j].second;
+
+  // Forward only, weights resident: one batch per replica through the pipeline (its cycles:
+  // the batch plus the fill of the stages after the first). The batch's input comes in once,
+  // before the pipeline cycles; the predictions go back once, after them.
+  void inference() {
+    Steps fwd;
+    forward(fwd, trace::Pass::kForward);
+    if (first_) {
+      const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+      stream_input(b_, program_.steps, run_, input_layout(), input_bytes(), pl_.system.chip.tiles);
     }
-    const auto attn_name = [&](std::uint32_t i) {
-      return fmt::format("encoder{}/attention", attn0 + i);
-    };
-    const auto ffn_name = [&](std::uint32_t i) { return fmt::format("encoder{}/ffn", ffn0 + i); };
-    // `embedding` and `body` (the stage's layers and heads) select the parts it runs: IPU 0
-    // of a pipeline with tied heads runs them in different pipeline stages.
-    auto forward = [&](Steps& out, trace::Pass pass, bool embedding = true, bool body = true) {
-      Value x = lower.stage_input();
-      if (first && embedding) {
-        const auto scope = b.scope("embedding", pass, trace::OpKind::kEmbedding);
-        lower.embedding_fwd(out, x);
-      }
-      for (std::uint32_t i = 0; body && i < std::max(n_attn, n_ffn); ++i) {
-        if (i < n_attn) {
-          const auto scope = b.scope(attn_name(i), pass);
-          lower.attention_fwd(out, x);
-        }
-        if (i < n_ffn) {
-          const auto scope = b.scope(ffn_name(i), pass);
-          lower.ffn_fwd(out, x);
-        }
-      }
-      if (body && last && m.pre_norm) {
-        const auto scope = b.scope("final_norm", pass);
-        lower.final_norm_fwd(out, x);
-      }
-      const auto scope = b.scope(body && heads ? "heads" : "", pass);
-      if (body && heads) lower.heads_fwd(out, x);
-      lower.flush(out, x);
-    };
-    // IPU 0 of a training pipeline with tied heads runs its parts as separate stages.
-    const bool split_stages = pipelined && first && !m.classifier && !run.inference;
-    Steps fwd_steps;
-    if (!split_stages) forward(fwd_steps, trace::Pass::kForward);
-    if (run.inference) {
-      // Forward only, weights resident: one batch per replica through the pipeline (its
-      // cycles: the batch plus the fill of the stages after the first).
-      // The batch's input comes in once, before the pipeline cycles; the predictions go back
-      // once, after them (IPU 0 holds the heads).
-      if (first) {
-        const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-        stream_input(b, program.steps, run, input_layout(input), input, system.chip.tiles);
-      }
-      trace::Step loop = make_step(StepKind::kRepeat);
-      loop.count = cycles;
-      loop.body.insert(loop.body.end(), fwd_steps.begin(), fwd_steps.end());
-      if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
-      program.steps.push_back(std::move(loop));
-      if (heads) {
-        const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        b.host(program.steps, lower.output_bytes(), trace::HostDirection::kFromIpu,
-               trace::HostMemory::kHost);
-      }
-      for (const auto& param : lower.parameters(n_attn, n_ffn, first, heads, last))
-        b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
-      const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
-      b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
-               std::max({heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb,
-                         heads ? lower.head_elements() * eb : 0}) +
-                   4 * acts);
-      if (first)
-        b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
-                 run.micro_batch * run.input_bytes_per_sample);
-      program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
-                                 trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
-      continue;
+    trace::Step loop = make_step(StepKind::kRepeat);
+    loop.count = run_.gradient_accumulation + pl_.p - 1;
+    loop.body = std::move(fwd);
+    if (pl_.pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
+    program_.steps.push_back(std::move(loop));
+    if (heads_) {
+      const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+      b_.host(program_.steps, lower_.output_bytes(), trace::HostDirection::kFromIpu,
+              trace::HostMemory::kHost);
     }
-    // Pipeline recomputation: the forward again, then the backward.
-    auto backward = [&](Steps& out, bool embedding = true, bool body = true) {
-      forward(out, trace::Pass::kRecompute, embedding, body);
-      Value g = lower.stage_input();
-      if (body && heads) {
-        const auto scope = b.scope("heads", trace::Pass::kDataGradient);
-        lower.heads_bwd(out, g);
+    lay_out_parameters();
+    for (const auto& param : parameters())
+      b_.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
+    b_.tensor("live_activations", trace::TensorKind::kActivation, m_.dtype, live_bytes());
+    if (first_) b_.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input_bytes());
+    temporaries();
+  }
+
+  // A training step: the pipeline loop of this IPU's stages, then the weight update.
+  // Returns the bytes of weight-tensor norms it sends for gradient clipping (0 without).
+  std::uint64_t training() {
+    schedule(stages());
+    // The activations live while the pipeline loop runs (positions up to its last), not during
+    // the weight update.
+    const trace::Lifetime loop_live{0, trace::program_positions(program_.steps) - 1};
+    lay_out_parameters();
+    const std::uint64_t norm_bytes = weight_update();
+    memory(loop_live);
+    return norm_bytes;
+  }
+
+ private:
+  using Parameters = std::vector<TransformerLowering::Parameter>;
+
+  // One micro-batch of host input, on the layout of its first reader: the images on the patch
+  // embedding's input layout, token ids linearly.
+  std::uint64_t input_bytes() const { return run_.micro_batch * run_.input_bytes_per_sample; }
+  Layout input_layout() {
+    return m_.classifier ? lower_.image_layout()
+                         : b_.linear(DType::kChar, 1, std::max<std::uint64_t>(input_bytes(), 1));
+  }
+  std::string attn_name(std::uint32_t i) const {
+    return fmt::format("encoder{}/attention", attn0_ + i);
+  }
+  std::string ffn_name(std::uint32_t i) const { return fmt::format("encoder{}/ffn", ffn0_ + i); }
+  // The stage's weight tensors, laid out once (after its stages, as their convs are planned).
+  const Parameters& parameters() const { return parameters_; }
+  void lay_out_parameters() {
+    parameters_ = lower_.parameters(n_attn_, n_ffn_, first_, heads_, last_);
+  }
+  // The largest sub-layer's live activations (the heads' IPU: or one slice of the vocabulary
+  // scores, when larger: an LM head's over every token) and four stage boundaries.
+  std::uint64_t live_bytes() const {
+    const std::uint64_t heads_rows = run_.micro_batch * m_.heads * m_.sequence;
+    return std::max({heads_rows * m_.sequence * pl_.eb, lower_.tokens() * m_.ffn * pl_.eb,
+                     heads_ ? lower_.head_elements() * pl_.eb : 0}) +
+           4 * pl_.acts;
+  }
+  void temporaries() {
+    program_.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m_.dtype,
+                                trace::TileRange{0, pl_.chip.tiles - 1}, b_.peak_temp()});
+  }
+
+  // The stage's forward; `embedding` and `body` (the stage's layers and heads) select the
+  // parts it runs: IPU 0 of a pipeline with tied heads runs them in different pipeline stages.
+  void forward(Steps& out, trace::Pass pass, bool embedding = true, bool body = true) {
+    Value x = lower_.stage_input();
+    if (first_ && embedding) {
+      const auto scope = b_.scope("embedding", pass, trace::OpKind::kEmbedding);
+      lower_.embedding_fwd(out, x);
+    }
+    for (std::uint32_t i = 0; body && i < std::max(n_attn_, n_ffn_); ++i) {
+      if (i < n_attn_) {
+        const auto scope = b_.scope(attn_name(i), pass);
+        lower_.attention_fwd(out, x);
       }
-      if (body && last && m.pre_norm) {
-        const auto scope = b.scope("final_norm", trace::Pass::kDataGradient);
-        lower.final_norm_bwd(out, g);
+      if (i < n_ffn_) {
+        const auto scope = b_.scope(ffn_name(i), pass);
+        lower_.ffn_fwd(out, x);
       }
-      for (std::uint32_t i = body ? std::max(n_attn, n_ffn) : 0; i-- > 0;) {
-        if (i < n_ffn) {
-          const auto scope = b.scope(ffn_name(i), trace::Pass::kDataGradient);
-          lower.ffn_bwd(out, g);
-        }
-        if (i < n_attn) {
-          const auto scope = b.scope(attn_name(i), trace::Pass::kDataGradient);
-          lower.attention_bwd(out, g);
-        }
+    }
+    if (body && last_ && m_.pre_norm) {
+      const auto scope = b_.scope("final_norm", pass);
+      lower_.final_norm_fwd(out, x);
+    }
+    const auto scope = b_.scope(body && heads_ ? "heads" : "", pass);
+    if (body && heads_) lower_.heads_fwd(out, x);
+    lower_.flush(out, x);
+  }
+
+  // Pipeline recomputation: the forward again, then the backward.
+  void backward(Steps& out, bool embedding = true, bool body = true) {
+    forward(out, trace::Pass::kRecompute, embedding, body);
+    Value g = lower_.stage_input();
+    if (body && heads_) {
+      const auto scope = b_.scope("heads", trace::Pass::kDataGradient);
+      lower_.heads_bwd(out, g);
+    }
+    if (body && last_ && m_.pre_norm) {
+      const auto scope = b_.scope("final_norm", trace::Pass::kDataGradient);
+      lower_.final_norm_bwd(out, g);
+    }
+    for (std::uint32_t i = body ? std::max(n_attn_, n_ffn_) : 0; i-- > 0;) {
+      if (i < n_ffn_) {
+        const auto scope = b_.scope(ffn_name(i), trace::Pass::kDataGradient);
+        lower_.ffn_bwd(out, g);
       }
-      const bool embedding_bwd = first && embedding;
-      const auto scope = b.scope(embedding_bwd ? "embedding" : "", trace::Pass::kDataGradient,
-                                 embedding_bwd ? trace::OpKind::kEmbedding : trace::OpKind::kNone);
-      if (embedding_bwd) lower.embedding_bwd(out, g);
-      lower.flush(out, g);
-    };
-    // This IPU's pipeline stages, in stage order, each with its first cycle: a stage runs
-    // for gradient_accumulation cycles from there.
-    struct Stage {
-      Steps steps;
-      std::uint64_t start = 0;
-      bool input = false;  // reads the micro-batch from the host
-    };
-    std::vector<Stage> stages;
-    if (!pipelined) {
-      stages.push_back({fwd_steps, 0, true});
-      backward(stages.back().steps);
-    } else if (split_stages) {  // embedding, last layers with the heads, embedding backward
+      if (i < n_attn_) {
+        const auto scope = b_.scope(attn_name(i), trace::Pass::kDataGradient);
+        lower_.attention_bwd(out, g);
+      }
+    }
+    const bool embedding_bwd = first_ && embedding;
+    const auto scope = b_.scope(embedding_bwd ? "embedding" : "", trace::Pass::kDataGradient,
+                                embedding_bwd ? trace::OpKind::kEmbedding : trace::OpKind::kNone);
+    if (embedding_bwd) lower_.embedding_bwd(out, g);
+    lower_.flush(out, g);
+  }
+
+  // A pipeline stage of this IPU with its first cycle: it runs for gradient_accumulation
+  // cycles from there.
+  struct Stage {
+    Steps steps;
+    std::uint64_t start = 0;
+    bool input = false;  // reads the micro-batch from the host
+  };
+
+  // This IPU's pipeline stages, in stage order.
+  std::vector<Stage> stages() {
+    const std::uint64_t loss_stage = pl_.loss_stage;
+    if (!pl_.pipelined) {
+      Stage whole{{}, 0, true};
+      forward(whole.steps, trace::Pass::kForward);
+      backward(whole.steps);
+      return {std::move(whole)};
+    }
+    if (first_ && !m_.classifier) {
+      // IPU 0 with tied heads: embedding, last layers with the heads, embedding backward.
       Stage embed{{}, 0, true}, loss{{}, loss_stage, false}, embed_bwd{{}, 2 * loss_stage, false};
       forward(embed.steps, trace::Pass::kForward, true, false);
       forward(loss.steps, trace::Pass::kForward, false, true);
       backward(loss.steps, false, true);
       backward(embed_bwd.steps, true, false);
-      stages = {std::move(embed), std::move(loss), std::move(embed_bwd)};
-    } else {
-      Stage f{fwd_steps, ipu, first}, bw{{}, 2 * loss_stage - ipu, false};
-      backward(bw.steps);
-      if (bw.start == f.start) {  // the loss stage: forward and backward in one
-        f.steps.insert(f.steps.end(), bw.steps.begin(), bw.steps.end());
-        stages = {std::move(f)};
-      } else {
-        stages = {std::move(f), std::move(bw)};
-      }
+      return {std::move(embed), std::move(loss), std::move(embed_bwd)};
     }
-    // The cycles, cut where a stage starts or ends; each run of identical cycles is a loop
-    // of the stages active in it and (pipelined) the cycle's inter-IPU copy.
-    const std::uint64_t ga = run.gradient_accumulation;
-    std::vector<std::uint64_t> cuts{0, pipelined ? training_cycles : ga};
+    Stage f{{}, ipu_, first_}, bw{{}, 2 * loss_stage - ipu_, false};
+    forward(f.steps, trace::Pass::kForward);
+    backward(bw.steps);
+    if (bw.start != f.start) return {std::move(f), std::move(bw)};
+    // The loss stage: forward and backward in one.
+    f.steps.insert(f.steps.end(), bw.steps.begin(), bw.steps.end());
+    return {std::move(f)};
+  }
+
+  // The cycles, cut where a stage starts or ends; each run of identical cycles is a loop of the
+  // stages active in it and (pipelined) the cycle's inter-IPU copy.
+  void schedule(const std::vector<Stage>& stages) {
+    const std::uint64_t ga = run_.gradient_accumulation;
+    std::vector<std::uint64_t> cuts{0, pl_.pipelined ? pl_.training_cycles : ga};
     for (const Stage& st : stages) {
       cuts.push_back(st.start);
       cuts.push_back(st.start + ga);
@@ -741,194 +806,255 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       for (const Stage& st : stages) {
         if (from < st.start || from >= st.start + ga) continue;
         if (st.input) {
-          const auto scope = b.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-          const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-          stream_input(b, loop.body, run, input_layout(input), input, system.chip.tiles);
+          const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+          stream_input(b_, loop.body, run_, input_layout(), input_bytes(), pl_.system.chip.tiles);
         }
         loop.body.insert(loop.body.end(), st.steps.begin(), st.steps.end());
       }
-      if (pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
-      program.steps.push_back(std::move(loop));
+      if (pl_.pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
+      program_.steps.push_back(std::move(loop));
     }
-    // The activations live while the pipeline loop runs (positions up to its last), not during
-    // the weight update.
-    const trace::Lifetime loop_live{0, trace::program_positions(program.steps) - 1};
-    // Weight update after the pipeline flush, on the tiles holding each stage's weights.
-    std::uint64_t params = n_attn * lower.attention_params() + n_ffn * lower.ffn_params();
-    if (first) params += lower.embedding_params();
-    if (heads) params += lower.head_params();
-    if (last) params += lower.final_norm_params();
-    const bool rts = run.replicated_tensor_sharding && run.replicas > 1;
-    const std::uint64_t shard = rts ? ceil_div(params, run.replicas) : params;
-    // One collective per weight tensor (PopART 2.3: run.collective_grouping per_tensor): the
-    // stage's tensors by elements, with how many there are of each size. Under replicated
-    // tensor sharding only tensors of at least PopART's minElementsForReplicatedTensorSharding
-    // (8,192) are sharded: reduce-scattered, then all-gathered after the update; the others
-    // are all-reduced.
-    constexpr std::uint64_t kMinShardedElements = 8192;
-    const auto parameters = lower.parameters(n_attn, n_ffn, first, heads, last);
-    std::map<std::uint64_t, std::uint64_t> tensor_sizes;
-    for (const auto& param : parameters)
-      tensor_sizes[param.layout.elements() / param.tensors] += param.copies * param.tensors;
+  }
+
+  // Under replicated tensor sharding only tensors of at least PopART's
+  // minElementsForReplicatedTensorSharding (8,192) are sharded: reduce-scattered, then
+  // all-gathered after the update; the others are all-reduced.
+  static constexpr std::uint64_t kMinShardedElements = 8192;
+  bool rts() const { return run_.replicated_tensor_sharding && run_.replicas > 1; }
+  bool per_tensor() const { return run_.per_tensor_collectives && run_.replicas > 1; }
+  // The stage's parameters in elements (all its weight tensors).
+  std::uint64_t params() const {
+    std::uint64_t n = n_attn_ * lower_.attention_params() + n_ffn_ * lower_.ffn_params();
+    if (first_) n += lower_.embedding_params();
+    if (heads_) n += lower_.head_params();
+    if (last_) n += lower_.final_norm_params();
+    return n;
+  }
+  // The stage's weight tensors by elements, with how many there are of each size.
+  std::map<std::uint64_t, std::uint64_t> tensor_sizes() const {
+    std::map<std::uint64_t, std::uint64_t> sizes;
+    for (const auto& param : parameters())
+      sizes[param.layout.elements() / param.tensors] += param.copies * param.tensors;
+    return sizes;
+  }
+  void each(trace::Step step, std::uint64_t count) {
+    push_repeated(program_.steps, std::move(step), count);
+  }
+
+  // The gradients reduced over the replicas: one collective per weight tensor (PopART 2.3:
+  // run.collective_grouping per_tensor), or fused buffers. Returns the tensors sharded.
+  std::uint64_t reduce_gradients() {
     const trace::Group replicas{trace::GroupKind::kReplicas, 0};
-    const auto each = [&](trace::Step step, std::uint64_t count) {
-      push_repeated(program.steps, std::move(step), count);
-    };
-    const bool per_tensor = run.per_tensor_collectives && run.replicas > 1;
     std::uint64_t sharded_tensors = 0;
-    if (per_tensor) {
-      const auto scope = b.scope("", trace::Pass::kGradientAllreduce);
-      for (const auto& [elements, count] : tensor_sizes) {
-        const bool sharded = rts && elements >= kMinShardedElements;
+    if (per_tensor()) {
+      const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
+      for (const auto& [elements, count] : tensor_sizes()) {
+        const bool sharded = rts() && elements >= kMinShardedElements;
         if (sharded) sharded_tensors += count;
-        each(b.collective(
+        each(b_.collective(
                  sharded ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
-                 elements * eb, m.dtype, replicas),
+                 elements * pl_.eb, m_.dtype, replicas),
              count);
       }
-    } else if (run.replicas > 1) {
-      const auto scope = b.scope("", trace::Pass::kGradientAllreduce);
-      b.collectives(program.steps,
-                    rts ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
-                    params * eb, m.dtype, replicas, run.allreduce_buffer);
+    } else if (run_.replicas > 1) {
+      const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
+      b_.collectives(program_.steps,
+                     rts() ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
+                     params() * pl_.eb, m_.dtype, replicas, run_.allreduce_buffer);
     }
-    const auto update_scope = b.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    // LAMB: two moments (16-bit), per-tensor norms, update (AdamW: the same without the
-    // norms; SGD: one momentum, no norms); state streamed in and out when it lives in
-    // Streaming Memory.
-    const bool sgd = run.optimiser == "sgd";
-    const std::uint64_t moments_kept = sgd ? 1 : 2;
-    const std::uint64_t state = moments_kept * shard * eb;
-    if (run.optimiser_state_streaming)
-      b.host(program.steps, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
-    // The optimiser one weight tensor at a time on the tiles holding it, as PopART applies it
-    // (one updater and var-update op per weight; LAMB's two LambSquareOp norms of each): its
-    // own layout, or under replicated tensor sharding its 1/replicas shard, taken to stay on
-    // the same tiles (each tile keeps its part of the reduce-scatter). Equal tensors of a
-    // layout run as a loop.
-    struct Weight {
-      Layout layout;
-      std::uint64_t count;
-    };
-    std::vector<Weight> weights;
-    for (const auto& param : parameters) {
+    return sharded_tensors;
+  }
+
+  // The sharded weights gathered again after the update (replicated tensor sharding).
+  void gather_weights() {
+    const trace::Group replicas{trace::GroupKind::kReplicas, 0};
+    if (rts() && per_tensor()) {
+      for (const auto& [elements, count] : tensor_sizes())
+        if (elements >= kMinShardedElements)
+          each(
+              b_.collective(trace::CollectiveOp::kAllGather, elements * pl_.eb, m_.dtype, replicas),
+              count);
+    } else if (rts()) {
+      b_.collectives(program_.steps, trace::CollectiveOp::kAllGather, params() * pl_.eb, m_.dtype,
+                     replicas, run_.allreduce_buffer);
+    }
+  }
+
+  std::uint64_t moments_kept() const { return run_.optimiser == "sgd" ? 1 : 2; }
+  // The optimiser state (bytes): its moments of the stage's weights, or of their shard.
+  std::uint64_t state_bytes() const {
+    const std::uint64_t shard = rts() ? ceil_div(params(), run_.replicas) : params();
+    return moments_kept() * shard * pl_.eb;
+  }
+
+  // A weight tensor the optimiser updates, on the tiles holding it: its own layout, or under
+  // replicated tensor sharding its 1/replicas shard, taken to stay on the same tiles (each tile
+  // keeps its part of the reduce-scatter). Equal tensors of a layout run as a loop.
+  struct Weight {
+    Layout layout;
+    std::uint64_t count;
+  };
+  std::vector<Weight> weights() const {
+    std::vector<Weight> out;
+    for (const auto& param : parameters()) {
       Layout l = IpuBuilder::part(param.layout, param.tensors);
-      if (rts && l.elements() >= kMinShardedElements) l = IpuBuilder::part(l, run.replicas);
-      weights.push_back({l, param.copies * param.tensors});
+      if (rts() && l.elements() >= kMinShardedElements) l = IpuBuilder::part(l, run_.replicas);
+      out.push_back({l, param.copies * param.tensors});
     }
-    const auto per_weight = [&](const std::function<void(Steps&, const Layout&)>& ops) {
-      for (const Weight& wt : weights) {
-        Steps body;
-        ops(body, wt.layout);
-        push_repeated(program.steps, std::move(body), wt.count);
-      }
-    };
+    return out;
+  }
+  void per_weight(const std::vector<Weight>& weights,
+                  const std::function<void(Steps&, const Layout&)>& ops) {
+    for (const Weight& wt : weights) {
+      Steps body;
+      ops(body, wt.layout);
+      push_repeated(program_.steps, std::move(body), wt.count);
+    }
+  }
+
+  // PopART's ClipWeightGradientsByNorm (sdk-release-2.3 transforms/
+  // clipweightgradientsbynorm.cpp): a ReduceSumSquare of each reduced gradient on its IPU, the
+  // norms copied to IPU 0 and summed (sqrt, max, div there: scalars), the clip factor copied
+  // back, and every gradient multiplied by it before the optimiser. Returns the norms' bytes.
+  std::uint64_t clip_gradients(const std::vector<Weight>& weights) {
+    const auto clip_scope =
+        b_.scope("gradient_clipping", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
+    std::uint64_t weight_tensors = 0;
+    for (const Weight& wt : weights) weight_tensors += wt.count;
     const Op square = Op::kSquare;
-    if (clip) {
-      // PopART's ClipWeightGradientsByNorm (sdk-release-2.3 transforms/
-      // clipweightgradientsbynorm.cpp): a ReduceSumSquare of each reduced gradient on its
-      // IPU, the norms copied to IPU 0 and summed (sqrt, max, div there: scalars), the clip
-      // factor copied back, and every gradient multiplied by it before the optimiser.
-      const auto clip_scope =
-          b.scope("gradient_clipping", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-      std::uint64_t weight_tensors = 0;
-      for (const Weight& wt : weights) weight_tensors += wt.count;
-      norm_bytes[ipu] = 4 * weight_tensors;
-      per_weight([&](Steps& out, const Layout& l) {
-        b.elementwise(out, l, {&square, 1});
-        b.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/false);
-      });
-      if (pipelined) {
-        program.steps.push_back(make_step(StepKind::kGlobalExchange, 1));
-        program.steps.push_back(make_step(StepKind::kGlobalExchange, 2));
-      }
-      const Op scale = Op::kMul;
-      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, {&scale, 1}); });
+    per_weight(weights, [&](Steps& out, const Layout& l) {
+      b_.elementwise(out, l, {&square, 1});
+      b_.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/false);
+    });
+    if (pl_.pipelined) {
+      program_.steps.push_back(make_step(StepKind::kGlobalExchange, 1));
+      program_.steps.push_back(make_step(StepKind::kGlobalExchange, 2));
     }
-    if (sgd) {
+    const Op scale = Op::kMul;
+    per_weight(weights, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, {&scale, 1}); });
+    return 4 * weight_tensors;
+  }
+
+  // Weight update after the pipeline flush, on the tiles holding each stage's weights. LAMB:
+  // two moments (16-bit), per-tensor norms, update (AdamW: the same without the norms; SGD:
+  // one momentum, no norms); state streamed in and out when it lives in Streaming Memory. The
+  // optimiser runs one weight tensor at a time, as PopART applies it (one updater and
+  // var-update op per weight; LAMB's two LambSquareOp norms of each).
+  std::uint64_t weight_update() {
+    const std::uint64_t sharded_tensors = reduce_gradients();
+    const auto update_scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
+    if (run_.optimiser_state_streaming)
+      b_.host(program_.steps, state_bytes(), trace::HostDirection::kToIpu,
+              trace::HostMemory::kStreaming);
+    const std::vector<Weight> ws = weights();
+    const std::uint64_t norm_bytes = pl_.clip ? clip_gradients(ws) : 0;
+    const Op square = Op::kSquare;
+    if (run_.optimiser == "sgd") {
       // v = m v + (g + wd w); w -= lr v
       const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
-      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, update); });
+      per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
     } else {
       // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w; LAMB
       // then takes ||w|| and ||u|| of the tensor (a square and a reduction to one value each)
       const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
                             Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
-      const bool lamb = run.optimiser != "adamw";
-      per_weight([&](Steps& out, const Layout& l) {
-        b.elementwise(out, l, moments);
+      const bool lamb = run_.optimiser != "adamw";
+      per_weight(ws, [&](Steps& out, const Layout& l) {
+        b_.elementwise(out, l, moments);
         for (int norm = 0; lamb && norm < 2; ++norm) {
-          b.elementwise(out, l, {&square, 1});
-          b.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/true);
+          b_.elementwise(out, l, {&square, 1});
+          b_.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/true);
         }
       });
     }
-    if (run.optimiser == "adamw") {
+    if (run_.optimiser == "adamw") {
       const Op update[] = {Op::kMul, Op::kSub};  // w -= lr u
-      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, update); });
-    } else if (!sgd) {
+      per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
+    } else if (run_.optimiser != "sgd") {
       // A sharded tensor's norms are sums over every replica's shard: PopART adds a scalar
       // all-reduce (float) after each of LAMB's two (LambSquareOp with replicated tensor
       // sharding).
-      if (per_tensor && sharded_tensors > 0)
-        each(b.collective(trace::CollectiveOp::kAllReduce, 4, DType::kFloat, replicas),
+      if (per_tensor() && sharded_tensors > 0)
+        each(b_.collective(trace::CollectiveOp::kAllReduce, 4, DType::kFloat,
+                           {trace::GroupKind::kReplicas, 0}),
              2 * sharded_tensors);
       const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
-      per_weight([&](Steps& out, const Layout& l) { b.elementwise(out, l, update); });
+      per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
     }
-    if (run.optimiser_state_streaming)
-      b.host(program.steps, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
-    if (rts && per_tensor) {
-      for (const auto& [elements, count] : tensor_sizes)
-        if (elements >= kMinShardedElements)
-          each(b.collective(trace::CollectiveOp::kAllGather, elements * eb, m.dtype, replicas),
-               count);
-    } else if (rts) {
-      b.collectives(program.steps, trace::CollectiveOp::kAllGather, params * eb, m.dtype, replicas,
-                    run.allreduce_buffer);
-    }
-    // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed
-    // stage inputs (2 x stages to the end + 1 micro-batches) and the largest sub-layer's live
-    // activations (during the pipeline loop), and the planner's temporaries.
-    const std::uint64_t stages_to_end = first ? 0 : p - ipu;
-    const std::uint64_t stash = (2 * stages_to_end + 1) * acts;
-    const std::uint64_t heads_rows = run.micro_batch * m.heads * m.sequence;
-    // (The heads' IPU: or one slice of the vocabulary scores, when larger: an LM head's over
-    // every token.)
-    const std::uint64_t live = std::max({heads_rows * m.sequence * eb, lower.tokens() * m.ffn * eb,
-                                         heads ? lower.head_elements() * eb : 0}) +
-                               4 * acts;
+    if (run_.optimiser_state_streaming)
+      b_.host(program_.steps, state_bytes(), trace::HostDirection::kFromIpu,
+              trace::HostMemory::kStreaming);
+    gather_weights();
+    return norm_bytes;
+  }
+
+  // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed stage
+  // inputs (2 x stages to the end + 1 micro-batches) and the largest sub-layer's live
+  // activations (during the pipeline loop), and the planner's temporaries.
+  void memory(const trace::Lifetime& loop_live) {
+    const std::uint64_t stages_to_end = first_ ? 0 : pl_.p - ipu_;
+    const std::uint64_t stash = (2 * stages_to_end + 1) * pl_.acts;
     // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
     // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
-    for (const auto& param : parameters) {
-      b.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
-      b.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
-               param.copies);
-      if (!run.optimiser_state_streaming && !rts)
-        b.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout,
-                 moments_kept * param.copies);
+    for (const auto& param : parameters()) {
+      b_.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
+      b_.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
+                param.copies);
+      if (!run_.optimiser_state_streaming && !rts())
+        b_.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout,
+                  moments_kept() * param.copies);
     }
-    if (!run.optimiser_state_streaming && rts)
-      b.tensor("optimiser_state", trace::TensorKind::kOptimiser, m.dtype, state);
-    b.tensor("stashed_activations", trace::TensorKind::kActivation, m.dtype, stash, loop_live);
-    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype, live, loop_live);
-    if (first)
-      b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
-               run.micro_batch * run.input_bytes_per_sample);
-    program.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m.dtype,
-                               trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+    if (!run_.optimiser_state_streaming && rts())
+      b_.tensor("optimiser_state", trace::TensorKind::kOptimiser, m_.dtype, state_bytes());
+    b_.tensor("stashed_activations", trace::TensorKind::kActivation, m_.dtype, stash, loop_live);
+    b_.tensor("live_activations", trace::TensorKind::kActivation, m_.dtype, live_bytes(),
+              loop_live);
+    if (first_) b_.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input_bytes());
+    temporaries();
   }
-  if (clip && pipelined) {
-    const trace::Provenance copy{
-        {"gradient_clipping"}, trace::Pass::kWeightUpdate, trace::OpKind::kCopy};
-    trace::GlobalExchange norms{"clip_norms", {}, copy}, factor{"clip_factor", {}, copy};
-    for (std::uint32_t i = 1; i < p; ++i) {
-      norms.copies.push_back({i, 0, norm_bytes[i]});
-      factor.copies.push_back({0, i, 4});
-    }
-    t.global_exchanges.push_back(std::move(norms));
-    t.global_exchanges.push_back(std::move(factor));
+
+  const Pipeline& pl_;
+  const ModelDef& m_;
+  const RunConfig& run_;
+  std::uint32_t ipu_;
+  trace::IpuProgram& program_;
+  IpuBuilder& b_;
+  TransformerLowering lower_;
+  std::uint32_t n_attn_, n_ffn_;
+  bool first_, last_, heads_;
+  std::uint32_t attn0_ = 0, ffn0_ = 0;  // the sub-layers on the IPUs before this one
+  Parameters parameters_;
+};
+
+}  // namespace
+
+trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                                 std::vector<PlannedConv>* plans) {
+  check_placement(m, run);
+  const Pipeline pipeline(m, run, system);
+  trace::Trace t;
+  t.name = run.name;
+  t.replicas = run.replicas;
+  t.global_exchanges = pipeline.stage_copies();
+  std::vector<std::uint64_t> norm_bytes(pipeline.p, 0);
+  IpuBuilder::PlanCache plan_cache;  // the stages plan the same shapes
+  for (std::uint32_t ipu = 0; ipu < pipeline.p; ++ipu) {
+    auto& program = t.ipus.emplace_back();
+    program.ipu = ipu;
+    IpuBuilder b(pipeline.chip, program, available_memory_for(run, ipu), run.partials,
+                 run.fuse_elementwise, run.rearrangements);
+    b.set_coeff_load_bits(run.conv_unit_load_bits);
+    b.record_plans(plans, ipu);
+    b.share_plans(&plan_cache);
+    StageProgram stage(pipeline, ipu, program, b);
+    if (run.inference)
+      stage.inference();
+    else
+      norm_bytes[ipu] = stage.training();
   }
+  if (pipeline.clip && pipeline.pipelined)
+    for (auto& exchange : pipeline.clip_copies(norm_bytes))
+      t.global_exchanges.push_back(std::move(exchange));
   return t;
 }
 

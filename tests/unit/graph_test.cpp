@@ -77,12 +77,12 @@ TEST(GraphShapes, EachOpsShapeRuleAndParameterCountByHand) {
   };
   EXPECT_EQ(shape(0), std::tuple(15u, 15u, 64u));  // ceil(30 / 2)
   EXPECT_EQ(nodes[0].params, 7u * 7 * 3 * 64);
-  EXPECT_EQ(nodes[1].params, 2u * 64);             // gamma and beta
-  EXPECT_EQ(shape(2), std::tuple(8u, 8u, 64u));    // ceil(15 / 2)
+  EXPECT_EQ(nodes[1].params, 2u * 64);           // gamma and beta
+  EXPECT_EQ(shape(2), std::tuple(8u, 8u, 64u));  // ceil(15 / 2)
   EXPECT_EQ(shape(3), std::tuple(8u, 8u, 128u));
-  EXPECT_EQ(nodes[3].groups, 4u);                  // 64 / 16
-  EXPECT_EQ(nodes[3].params, 16u * 128);           // k x k x G x out
-  EXPECT_EQ(shape(4), std::tuple(3u, 3u, 128u));   // ceil(8 / 3), depthwise
+  EXPECT_EQ(nodes[3].groups, 4u);                 // 64 / 16
+  EXPECT_EQ(nodes[3].params, 16u * 128);          // k x k x G x out
+  EXPECT_EQ(shape(4), std::tuple(3u, 3u, 128u));  // ceil(8 / 3), depthwise
   EXPECT_EQ(nodes[4].groups, 128u);
   EXPECT_EQ(nodes[4].params, 3u * 3 * 1 * 128);
   EXPECT_EQ(nodes[5].input, "d");
@@ -104,23 +104,28 @@ std::string error_of(const std::string& name, const std::string& layers) {
 }
 
 TEST(GraphShapes, AShapeAnOpCannotTakeNamesItsLayerAndLine) {
-  EXPECT_NE(error_of("fc_spatial", "  - {name: c, op: conv, out: 4}\n  - {name: f, op: fc, out: 2}\n")
-                .find("fc_spatial.yaml:8:5: layer 'f': fc reads a 1x1 input (pool it first, e.g. "
-                      "with avgpool), found 30x30x4 from 'c'"),
-            std::string::npos);
-  EXPECT_NE(error_of("add_shapes", "  - {name: c, op: conv, out: 4, stride: 2}\n"
-                                   "  - {name: a, op: add, other: c, input: c2}\n")
+  EXPECT_NE(
+      error_of("fc_spatial", "  - {name: c, op: conv, out: 4}\n  - {name: f, op: fc, out: 2}\n")
+          .find("fc_spatial.yaml:8:5: layer 'f': fc reads a 1x1 input (pool it first, e.g. "
+                "with avgpool), found 30x30x4 from 'c'"),
+      std::string::npos);
+  EXPECT_NE(error_of("add_shapes",
+                     "  - {name: c, op: conv, out: 4, stride: 2}\n"
+                     "  - {name: a, op: add, other: c, input: c2}\n")
                 .find("refers to layer 'c2'"),
             std::string::npos);
-  EXPECT_EQ(error_of("add_equal", "  - {name: c, op: conv, out: 4, stride: 2}\n"
-                                  "  - {name: r, op: relu}\n  - {name: c2, op: conv, out: 4}\n"
-                                  "  - {name: a, op: add, input: c2, other: c}\n"),
+  EXPECT_EQ(error_of("add_equal",
+                     "  - {name: c, op: conv, out: 4, stride: 2}\n"
+                     "  - {name: r, op: relu}\n  - {name: c2, op: conv, out: 4}\n"
+                     "  - {name: a, op: add, input: c2, other: c}\n"),
             "");
-  EXPECT_NE(error_of("add_bad", "  - {name: c, op: conv, out: 4, stride: 2}\n"
-                                "  - {name: c2, op: conv, out: 8}\n"
-                                "  - {name: a, op: add, input: c2, other: c}\n")
-                .find("layer 'a': add of 'c2' (15x15x8) and 'c' (15x15x4): the shapes must be equal"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("add_bad",
+               "  - {name: c, op: conv, out: 4, stride: 2}\n"
+               "  - {name: c2, op: conv, out: 8}\n"
+               "  - {name: a, op: add, input: c2, other: c}\n")
+          .find("layer 'a': add of 'c2' (15x15x8) and 'c' (15x15x4): the shapes must be equal"),
+      std::string::npos);
 }
 
 TEST(GraphOps, AModelFileKeyTheOpDoesNotTakeIsAnErrorNamingItsLine) {
@@ -136,8 +141,9 @@ TEST(GraphOps, AModelFileKeyTheOpDoesNotTakeIsAnErrorNamingItsLine) {
                 .find("keys.yaml:8:32: layers[1].other: relu takes one operand (only add or scale "
                       "take 'other')"),
             std::string::npos);
-  EXPECT_NE(parse_error("  - {name: a, op: add}\n").find("an add needs 'other' (the second operand)"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error("  - {name: a, op: add}\n").find("an add needs 'other' (the second operand)"),
+      std::string::npos);
   EXPECT_NE(parse_error("  - {name: c, op: fc}\n").find("layers[0].out: missing required key"),
             std::string::npos);
 }

@@ -99,8 +99,7 @@ void shape_rule(const ModelDef& m, Node& c, const Shape* other) {
     case Op::kCount:
       break;
   }
-  throw Error(fmt::format("layer '{}': no shape rule for op {}", l.name,
-                          static_cast<int>(l.op)));
+  throw Error(fmt::format("layer '{}': no shape rule for op {}", l.name, static_cast<int>(l.op)));
 }
 
 }  // namespace

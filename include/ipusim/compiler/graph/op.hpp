@@ -40,9 +40,9 @@ enum class OutChannels : std::uint8_t { kNone, kRequired, kOptional };
 // What weights a layer trains (and where the compiler puts them).
 enum class Weights : std::uint8_t {
   kNone,
-  kConv,         // a conv kernel on the layout its forward conv creates (createWeights)
-  kMatmul,       // an fc matrix on its matmul's weight layout, and a bias
-  kScaleShift,   // batch norm's gamma and beta, on the linear mapping
+  kConv,        // a conv kernel on the layout its forward conv creates (createWeights)
+  kMatmul,      // an fc matrix on its matmul's weight layout, and a bias
+  kScaleShift,  // batch norm's gamma and beta, on the linear mapping
 };
 
 struct OpInfo {
