@@ -36,7 +36,7 @@ inline const trace::Trace& matmul_2048() {
 // A ResNet-50 layer-sized convolution: 3x3, 256 -> 256 channels on 14x14, batch 16.
 inline const trace::Trace& conv_3x3() {
   static const trace::Trace t = [] {
-    kernels::ConvArgs a;
+    plan::ConvArgs a;
     a.batch = 16;
     a.in_chans = 256;
     a.height = 14;

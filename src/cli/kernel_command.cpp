@@ -173,7 +173,7 @@ int kernel_command(int argc, char** argv) {
                     name, load_text));
   const std::uint32_t load_bits = load_text == "64" ? 64 : 128;
   // matmul and conv2d: the reference kernel (forward) or the layer's training program.
-  auto planned = [&](const kernels::ConvArgs& a) {
+  auto planned = [&](const plan::ConvArgs& a) {
     if (layer_pass == compiler::LayerPass::kTraining)
       return compiler::compile_layer(chip, a, layer_pass, proportion);
     if (!available) return kernels::conv2d(chip, a);
@@ -187,7 +187,7 @@ int kernel_command(int argc, char** argv) {
   if (name == "matmul") {
     const U groups = vm["groups"].as<U>();
     if (groups < 1) throw UsageError("ipusim kernel matmul: --groups must be at least 1");
-    kernels::ConvArgs a;
+    plan::ConvArgs a;
     a.height = need<U>(vm, "m", name);
     a.out_chans = need<U>(vm, "n", name);
     a.in_chans = need<U>(vm, "k", name);
@@ -197,7 +197,7 @@ int kernel_command(int argc, char** argv) {
     a.coeff_load_bits = load_bits;
     t = planned(a);
   } else if (name == "conv2d") {
-    kernels::ConvArgs a;
+    plan::ConvArgs a;
     a.batch = vm["batch"].as<U>();
     a.in_chans = need<U>(vm, "channels", name);
     a.height = need<U>(vm, "height", name);

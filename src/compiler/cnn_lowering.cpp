@@ -267,9 +267,9 @@ class CnnLowering {
   }
 
  private:
-  kernels::ConvArgs conv_args(std::uint64_t in, std::uint64_t h, std::uint64_t w, std::uint64_t out,
-                              std::uint64_t k, std::uint64_t s) const {
-    kernels::ConvArgs a;
+  plan::ConvArgs conv_args(std::uint64_t in, std::uint64_t h, std::uint64_t w, std::uint64_t out,
+                           std::uint64_t k, std::uint64_t s) const {
+    plan::ConvArgs a;
     a.batch = n_;
     a.in_chans = in;
     a.height = h;
@@ -281,17 +281,17 @@ class CnnLowering {
     return a;
   }
   // A conv's arguments; a grouped conv's channel counts are per group.
-  kernels::ConvArgs forward_args(const Node& c) const {
-    kernels::ConvArgs a = conv_args(c.in.c / c.groups, c.in.h, c.in.w, c.out.c / c.groups,
-                                    c.layer->kernel, c.layer->stride);
+  plan::ConvArgs forward_args(const Node& c) const {
+    plan::ConvArgs a = conv_args(c.in.c / c.groups, c.in.h, c.in.w, c.out.c / c.groups,
+                                 c.layer->kernel, c.layer->stride);
     a.groups = c.groups;
     a.channel_groups = c.groups > 1;
     return a;
   }
 
   // An fc layer as a matmul: the batch x in channels times in x out channels.
-  kernels::ConvArgs fc_args(const Node& c) const {
-    kernels::ConvArgs mm;
+  plan::ConvArgs fc_args(const Node& c) const {
+    plan::ConvArgs mm;
     mm.height = n_;
     mm.in_chans = c.in.c;
     mm.out_chans = c.layer->out;
@@ -558,7 +558,7 @@ class CnnLowering {
         return pool_backward(out, c, std::move(g));
       case graph::Op::kFc: {
         flush(out, g);
-        const kernels::ConvArgs mm = fc_args(c);
+        const plan::ConvArgs mm = fc_args(c);
         const Layout weights = b_.weights_layout(mm);
         const Layout dx = b_.data_gradient(out, mm, weights, g.layout);
         b_.weight_gradient(out, mm, fwd_.at(in).layout, weights, g.layout, /*update=*/true);
@@ -576,7 +576,7 @@ class CnnLowering {
   void conv_backward(Steps& out, const Node& c, Value g, bool first_layer) {
     const std::string& in = c.input;
     flush(out, g);
-    const kernels::ConvArgs fa = forward_args(c);
+    const plan::ConvArgs fa = forward_args(c);
     const Layout weights = b_.weights_layout(fa);
     if (!first_layer) {
       Layout dx = b_.data_gradient(out, fa, weights, g.layout);

@@ -19,13 +19,6 @@ using trace::StepKind;
 using trace::TileRange;
 namespace sl = trace::slot;
 
-trace::Step make_step(StepKind kind, std::uint32_t index) {
-  trace::Step s;
-  s.kind = kind;
-  s.index = index;
-  return s;
-}
-
 void push_repeated(Steps& out, trace::Step step, std::uint64_t count) {
   Steps body;
   body.push_back(std::move(step));
@@ -82,16 +75,16 @@ void count_items(std::span<const trace::Step> steps, std::uint64_t times,
   }
 }
 
-std::string args_key(const kernels::ConvArgs& a) {
+std::string args_key(const plan::ConvArgs& a) {
   std::string key =
       fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
                   a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
   // Partials wider than the inputs (FP16.32) are named; the default precision keeps the names.
-  if (kernels::partials_of(a) != a.dtype)
-    key += fmt::format("_p{}", static_cast<int>(kernels::partials_of(a)));
+  if (plan::partials_of(a) != a.dtype)
+    key += fmt::format("_p{}", static_cast<int>(plan::partials_of(a)));
   if (a.transposed_input) key += "_ti";
   if (a.transposed_weights) key += "_tw";
-  if (a.coeff_load_bits != kernels::ConvArgs{}.coeff_load_bits)
+  if (a.coeff_load_bits != plan::ConvArgs{}.coeff_load_bits)
     key += fmt::format("_l{}", a.coeff_load_bits);
   if (a.channel_groups) key += "_cg";
   return key;
@@ -135,12 +128,12 @@ trace::Exchange broadcast_exchange(const std::string& name,
 // inputs and weights "by use", poplar-compiler.md §1.7): an input block (row block x
 // in-channel block) is shared by the plan's out_split tiles, a weight block (in-channel block
 // x out-channel block) by its row_split tiles; each user holds a share.
-Layout plan_input_layout(const Layout& source, const kernels::ConvPlan& p, bool transposed) {
+Layout plan_input_layout(const Layout& source, const plan::ConvPlan& p, bool transposed) {
   const std::uint64_t rows = std::uint64_t{p.group_split} * p.row_split * p.out_split;
   return transposed ? blocked(source, p.in_split, rows, 1) : blocked(source, rows, p.in_split, 1);
 }
 
-Layout plan_weight_layout(const Layout& source, const kernels::ConvPlan& p, bool transposed) {
+Layout plan_weight_layout(const Layout& source, const plan::ConvPlan& p, bool transposed) {
   const std::uint64_t ins = std::uint64_t{p.in_split} * p.row_split;
   const std::uint64_t outs = std::uint64_t{p.group_split} * p.out_split;
   return transposed ? blocked(source, outs, ins, 1) : blocked(source, ins, outs, 1);
@@ -245,22 +238,22 @@ std::uint32_t IpuBuilder::add_exchange(trace::Exchange ex) {
   return static_cast<std::uint32_t>(program_.exchanges.size() - 1);
 }
 
-kernels::ConvArgs IpuBuilder::as_planned(kernels::ConvArgs a) const {
+plan::ConvArgs IpuBuilder::as_planned(plan::ConvArgs a) const {
   a.partials = partials_;
   a.coeff_load_bits = coeff_load_bits_;
-  return kernels::combine_conv_groups(chip_, a);
+  return plan::combine_conv_groups(chip_, a);
 }
 
-const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
-  const kernels::ConvArgs a = as_planned(args);
+const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
+  const plan::ConvArgs a = as_planned(args);
   const std::string key = args_key(a);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    std::optional<kernels::ConvPlan> found;
+    std::optional<plan::ConvPlan> found;
     if (shared_plans_)
       if (auto s = shared_plans_->find({key, budget_}); s != shared_plans_->end())
         found = s->second;
-    const kernels::ConvPlan plan = found ? *found : kernels::plan_conv(chip_, a, budget_);
+    const plan::ConvPlan plan = found ? *found : plan::plan_conv(chip_, a, budget_);
     if (shared_plans_ && !found) shared_plans_->emplace(std::pair{key, budget_}, plan);
     peak_temp_ = std::max(peak_temp_, plan.bytes_per_tile);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
@@ -271,7 +264,7 @@ const IpuBuilder::Planned& IpuBuilder::planned(const kernels::ConvArgs& args) {
 // A channel-grouped conv's weights are [k x k x in, groups x out] and its input [positions,
 // groups x in]; its plan is that of its combined groups (as_planned). A grouped matmul's
 // weights are its groups stacked, [(groups x in), out], as its weight gradient is.
-Layout IpuBuilder::weights_layout(const kernels::ConvArgs& a) {
+Layout IpuBuilder::weights_layout(const plan::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
   source.positions = (a.channel_groups ? 1 : a.groups) * a.kernel * a.kernel * a.in_chans;
@@ -279,7 +272,7 @@ Layout IpuBuilder::weights_layout(const kernels::ConvArgs& a) {
   return plan_weight_layout(source, planned(a).plan, false);
 }
 
-Layout IpuBuilder::input_layout(const kernels::ConvArgs& a) {
+Layout IpuBuilder::input_layout(const plan::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
   source.positions = a.batch * a.height * a.width;
@@ -319,11 +312,101 @@ void IpuBuilder::transpose(Steps& out, const Layout& l, std::uint64_t factor) {
       l, v);
 }
 
-Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand& input,
+namespace {
+
+// The conv's fetch of an input read as it is from `source`: block (group x row block, in-channel
+// block) goes to its out_split consumers, straight from the tiles holding it.
+std::function<void(trace::Exchange&)> input_fetch(const Layout& source, const plan::ConvPlan& plan,
+                                                  const plan::ConvArgs& a) {
+  // Block (group x row block, in-channel block) goes to its out_split consumers. A row
+  // block of output rows [r0, r1) (over batch x output height) reads input rows
+  // [r0 s - pad, (r1 - 1) s + k - pad) of the flattened batch x height (the halo of a
+  // k x k kernel included); a strided 1x1 conv reads 1 in s^2 of them.
+  const std::uint64_t out_h = ceil_div(a.height, a.stride);
+  const std::uint64_t rows = a.batch * out_h, pad = (a.kernel - 1) / 2;
+  const std::uint64_t positions_per_group = a.batch * a.height * a.width;
+  const bool strided_1x1 = a.kernel == 1 && a.stride > 1;
+  // When the source's shape is not the conv's input shape (a grouped matmul reading
+  // heads out of a [tokens x hidden] tensor), blocks are cut in proportion instead.
+  const bool exact =
+      source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
+  // A channel-grouped conv's source holds the groups side by side in its channels.
+  const bool by_channels = a.channel_groups && source.positions == positions_per_group &&
+                           source.channels == a.groups * a.in_chans;
+  return [source, plan, a, rows, pad, positions_per_group, strided_1x1, exact,
+          by_channels](trace::Exchange& fetch) {
+    const std::uint64_t cpt = ceil_div(by_channels ? a.in_chans : source.channels, plan.in_split);
+    const std::uint64_t ppb =
+        ceil_div(source.positions, std::uint64_t{plan.group_split} * plan.row_split);
+    for (std::uint32_t g = 0; g < plan.group_split; ++g)
+      for (std::uint32_t r = 0; r < plan.row_split; ++r) {
+        // The source positions block (g, r) reads: [p0, p1).
+        std::uint64_t p0 = (std::uint64_t{g} * plan.row_split + r) * ppb, p1 = p0 + ppb;
+        // Channels of group block g (by_channels): its groups' slices.
+        const std::uint64_t c0 =
+            by_channels ? std::uint64_t{g} * plan.groups_per_tile * a.in_chans : 0;
+        const std::uint64_t cw = by_channels ? plan.groups_per_tile * a.in_chans : 0;
+        if (exact || by_channels) {
+          const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
+          const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
+          if (r0 >= r1) continue;
+          const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
+          const std::uint64_t hi =
+              std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
+          // Groups are outermost in the source's positions (a grouped matmul's rows).
+          const std::uint64_t base = std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
+          const std::uint64_t span = plan.groups_per_tile * positions_per_group;
+          const bool in_rows = a.groups > 1 && !by_channels;
+          p0 = in_rows ? base + lo * a.width : lo * a.width;
+          p1 = in_rows ? std::min(base + span, base + hi * a.width) : hi * a.width;
+        }
+        for (std::uint32_t i = 0; i < plan.in_split; ++i) {
+          const TileRange users{plan::plan_tile(plan, g, r, i, 0),
+                                plan::plan_tile(plan, g, r, i, plan.out_split - 1)};
+          // (by_channels: the in-channel block i of each of the block's groups, taken
+          // together: the groups' slices are adjacent.)
+          const std::uint64_t ch0 = by_channels ? c0 + i * cpt * plan.groups_per_tile : i * cpt;
+          const std::uint64_t ch1 =
+              by_channels ? std::min(c0 + cw, ch0 + cpt * plan.groups_per_tile) : (i + 1) * cpt;
+          range_pieces(source, p0, p1, ch0, ch1, [&](std::uint32_t src, std::uint64_t bytes) {
+            const std::uint64_t needed =
+                exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
+            fetch.add(TileRange{src, src}, {&users, 1}, needed);
+          });
+        }
+      }
+  };
+}
+
+// The conv's fetch of weights read as they are from `source`.
+std::function<void(trace::Exchange&)> weight_fetch(const Layout& source,
+                                                   const plan::ConvPlan& plan) {
+  // Block (in-channel block, group x out-channel block) goes to its row_split consumers.
+  const Layout blocks =
+      blocked(source, plan.in_split, std::uint64_t{plan.group_split} * plan.out_split, 1);
+  const std::uint64_t O = plan.out_split;
+  return [blocks, source, plan, O](trace::Exchange& fetch) {
+    block_pieces(source, blocks,
+                 [&](std::uint64_t pb, std::uint64_t cb, std::uint32_t src, std::uint64_t bytes) {
+                   const auto i = static_cast<std::uint32_t>(pb);
+                   const auto g = static_cast<std::uint32_t>(cb / O),
+                              o = static_cast<std::uint32_t>(cb % O);
+                   std::vector<TileRange> users;
+                   for (std::uint32_t r = 0; r < plan.row_split; ++r)
+                     users.push_back(TileRange{plan::plan_tile(plan, g, r, i, o),
+                                               plan::plan_tile(plan, g, r, i, o)});
+                   fetch.add(TileRange{src, src}, users, bytes);
+                 });
+  };
+}
+
+}  // namespace
+
+Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& input,
                         const Operand& weights) {
   const Stamp stamp(*this, trace::OpKind::kConv);
   // The run's precision: partials are half (16.16) or float (16.32) for half inputs.
-  kernels::ConvArgs a = as_planned(args);
+  plan::ConvArgs a = as_planned(args);
   if (rearrange_operands_) {
     a.transposed_input = input.layout && input.transposed;
     a.transposed_weights = weights.layout && weights.transposed;
@@ -335,8 +418,8 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
   // the plan's layout and transposed there (Poplar's weight transpose or activation regroup
   // makes a new tensor), then fetched from there. Plans with a serial split fetch every
   // operand from the plan's layout.
-  const kernels::ConvPlan& plan = p.plan;
-  kernels::FetchSources sources;
+  const plan::ConvPlan& plan = p.plan;
+  plan::FetchSources sources;
   std::string key = args_key(a);
   const std::size_t first_step = out.size();
   for (const auto& [operand, is_input] : {std::pair{&input, true}, std::pair{&weights, false}}) {
@@ -344,126 +427,48 @@ Layout IpuBuilder::conv(Steps& out, const kernels::ConvArgs& args, const Operand
     const Layout& source = *operand->layout;
     if (!operand->transposed && plan.serial() == 1) {
       key += fmt::format("/{}_from_{}", is_input ? "in" : "w", layout_key(source));
-      const std::uint64_t O = plan.out_split;
-      if (is_input) {
-        // Block (group x row block, in-channel block) goes to its out_split consumers. A row
-        // block of output rows [r0, r1) (over batch x output height) reads input rows
-        // [r0 s - pad, (r1 - 1) s + k - pad) of the flattened batch x height (the halo of a
-        // k x k kernel included); a strided 1x1 conv reads 1 in s^2 of them.
-        const std::uint64_t out_h = ceil_div(a.height, a.stride);
-        const std::uint64_t rows = a.batch * out_h, pad = (a.kernel - 1) / 2;
-        const std::uint64_t positions_per_group = a.batch * a.height * a.width;
-        const bool strided_1x1 = a.kernel == 1 && a.stride > 1;
-        // When the source's shape is not the conv's input shape (a grouped matmul reading
-        // heads out of a [tokens x hidden] tensor), blocks are cut in proportion instead.
-        const bool exact =
-            source.positions == a.groups * positions_per_group && source.channels == a.in_chans;
-        // A channel-grouped conv's source holds the groups side by side in its channels.
-        const bool by_channels = a.channel_groups && source.positions == positions_per_group &&
-                                 source.channels == a.groups * a.in_chans;
-        sources.input = [source, plan, a, rows, pad, positions_per_group, strided_1x1, exact,
-                         by_channels](trace::Exchange& fetch) {
-          const std::uint64_t cpt =
-              ceil_div(by_channels ? a.in_chans : source.channels, plan.in_split);
-          const std::uint64_t ppb =
-              ceil_div(source.positions, std::uint64_t{plan.group_split} * plan.row_split);
-          for (std::uint32_t g = 0; g < plan.group_split; ++g)
-            for (std::uint32_t r = 0; r < plan.row_split; ++r) {
-              // The source positions block (g, r) reads: [p0, p1).
-              std::uint64_t p0 = (std::uint64_t{g} * plan.row_split + r) * ppb, p1 = p0 + ppb;
-              // Channels of group block g (by_channels): its groups' slices.
-              const std::uint64_t c0 =
-                  by_channels ? std::uint64_t{g} * plan.groups_per_tile * a.in_chans : 0;
-              const std::uint64_t cw = by_channels ? plan.groups_per_tile * a.in_chans : 0;
-              if (exact || by_channels) {
-                const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
-                const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
-                if (r0 >= r1) continue;
-                const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
-                const std::uint64_t hi =
-                    std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
-                // Groups are outermost in the source's positions (a grouped matmul's rows).
-                const std::uint64_t base =
-                    std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
-                const std::uint64_t span = plan.groups_per_tile * positions_per_group;
-                const bool in_rows = a.groups > 1 && !by_channels;
-                p0 = in_rows ? base + lo * a.width : lo * a.width;
-                p1 = in_rows ? std::min(base + span, base + hi * a.width) : hi * a.width;
-              }
-              for (std::uint32_t i = 0; i < plan.in_split; ++i) {
-                const TileRange users{kernels::plan_tile(plan, g, r, i, 0),
-                                      kernels::plan_tile(plan, g, r, i, plan.out_split - 1)};
-                // (by_channels: the in-channel block i of each of the block's groups, taken
-                // together: the groups' slices are adjacent.)
-                const std::uint64_t ch0 =
-                    by_channels ? c0 + i * cpt * plan.groups_per_tile : i * cpt;
-                const std::uint64_t ch1 = by_channels
-                                              ? std::min(c0 + cw, ch0 + cpt * plan.groups_per_tile)
-                                              : (i + 1) * cpt;
-                range_pieces(source, p0, p1, ch0, ch1, [&](std::uint32_t src, std::uint64_t bytes) {
-                  const std::uint64_t needed =
-                      exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
-                  fetch.add(TileRange{src, src}, {&users, 1}, needed);
-                });
-              }
-            }
-        };
-      } else {
-        // Block (in-channel block, group x out-channel block) goes to its row_split consumers.
-        const Layout blocks =
-            blocked(source, plan.in_split, std::uint64_t{plan.group_split} * plan.out_split, 1);
-        sources.weights = [blocks, source, plan, O](trace::Exchange& fetch) {
-          block_pieces(
-              source, blocks,
-              [&](std::uint64_t pb, std::uint64_t cb, std::uint32_t src, std::uint64_t bytes) {
-                const auto i = static_cast<std::uint32_t>(pb);
-                const auto g = static_cast<std::uint32_t>(cb / O),
-                           o = static_cast<std::uint32_t>(cb % O);
-                std::vector<TileRange> users;
-                for (std::uint32_t r = 0; r < plan.row_split; ++r)
-                  users.push_back(TileRange{kernels::plan_tile(plan, g, r, i, o),
-                                            kernels::plan_tile(plan, g, r, i, o)});
-                fetch.add(TileRange{src, src}, users, bytes);
-              });
-        };
-      }
+      (is_input ? sources.input : sources.weights) =
+          is_input ? input_fetch(source, plan, a) : weight_fetch(source, plan);
       continue;
     }
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
                                  : plan_weight_layout(source, plan, operand->transposed);
     rearrange(out, source, home);
-    if (operand->transposed) transpose(out, home, kernels::transpose_factor(chip_, a));
+    if (operand->transposed) transpose(out, home, plan::transpose_factor(chip_, a));
   }
   const std::size_t conv_step = out.size();
   cached(out, key, [&](Steps& steps) {
-    kernels::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);
+    plan::emit_conv(program_, key + "/", chip_, a, plan, steps, sources);
   });
-  if (plans_out_) {
-    PlannedConv r;
-    r.ipu = plans_ipu_;
-    r.provenance = stamp_for(trace::OpKind::kConv);
-    r.name = args_key(a);
-    r.args = a;
-    r.plan = plan;
-    r.available_memory = available_memory_;
-    r.budget_bytes = budget_;
-    const std::span<const trace::Step> steps(out);
-    count_items(steps.subspan(first_step, conv_step - first_step), 1, r.rearrangement);
-    count_items(steps.subspan(conv_step), 1, r.conv);
-    // The on-chip syncs just before it (ending the operation before) go with its first
-    // exchange, as layer rows count them (report::layer_rows).
-    for (std::size_t i = first_step; i > 0 && out[i - 1].kind == StepKind::kSync &&
-                                     out[i - 1].group.kind == trace::GroupKind::kTile;
-         --i)
-      ++(conv_step > first_step ? r.rearrangement : r.conv).syncs;
-    plans_out_->push_back(std::move(r));
-  }
+  if (plans_out_) record_plan(out, a, plan, first_step, conv_step);
   return a.channel_groups ? channel_view(p.output, a.groups) : p.output;
+}
+
+void IpuBuilder::record_plan(const Steps& out, const plan::ConvArgs& a, const plan::ConvPlan& plan,
+                             std::size_t first_step, std::size_t conv_step) {
+  PlannedConv r;
+  r.ipu = plans_ipu_;
+  r.provenance = stamp_for(trace::OpKind::kConv);
+  r.name = args_key(a);
+  r.args = a;
+  r.plan = plan;
+  r.available_memory = available_memory_;
+  r.budget_bytes = budget_;
+  const std::span<const trace::Step> steps(out);
+  count_items(steps.subspan(first_step, conv_step - first_step), 1, r.rearrangement);
+  count_items(steps.subspan(conv_step), 1, r.conv);
+  // The on-chip syncs just before it (ending the operation before) go with its first
+  // exchange, as layer rows count them (report::layer_rows).
+  for (std::size_t i = first_step; i > 0 && out[i - 1].kind == StepKind::kSync &&
+                                   out[i - 1].group.kind == trace::GroupKind::kTile;
+       --i)
+    ++(conv_step > first_step ? r.rearrangement : r.conv).syncs;
+  plans_out_->push_back(std::move(r));
 }
 
 Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
                           const Operand& input, const Operand& weights, std::uint64_t groups) {
-  kernels::ConvArgs a;
+  plan::ConvArgs a;
   a.height = m;
   a.groups = groups;
   a.out_chans = n;
@@ -475,9 +480,9 @@ Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uin
   return conv(out, a, input, weights);
 }
 
-Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& w,
+Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& w,
                                  const Layout& g) {
-  kernels::ConvArgs d = fwd;
+  plan::ConvArgs d = fwd;
   d.in_chans = fwd.out_chans;
   d.out_chans = fwd.in_chans;
   d.height = ceil_div(fwd.height, fwd.stride);
@@ -490,7 +495,7 @@ Layout IpuBuilder::data_gradient(Steps& out, const kernels::ConvArgs& fwd, const
   return conv(out, d, Operand{g, false}, Operand{w, true});
 }
 
-void IpuBuilder::weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x,
+void IpuBuilder::weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x,
                                  const Layout& w, const Layout& g, bool update) {
   const auto pass = scope_pass(trace::Pass::kWeightGradient);
   const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Builds one IPU's program from layout-aware operations (docs/workloads.md "Lowering"): convs
-// and matmuls planned by kernels::plan_conv whose operands are rearranged from the layouts
+// and matmuls planned by plan::plan_conv whose operands are rearranged from the layouts
 // they have into the layouts the plan wants; elementwise chains computed where their operand
 // lives (fused into one vertex per tile, or one compute set per op); reductions planned from
 // their input layout. Identical operations reuse their compute sets and exchanges, as Poplar
@@ -16,7 +16,8 @@
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
-#include "ipusim/kernels/kernels.hpp"
+#include "ipusim/plan/conv.hpp"
+#include "ipusim/plan/program_parts.hpp"
 #include "ipusim/trace/program.hpp"
 #include "ipusim/util/units.hpp"
 
@@ -24,7 +25,7 @@ namespace ipusim::compiler {
 
 using Steps = std::vector<trace::Step>;
 
-trace::Step make_step(trace::StepKind kind, std::uint32_t index = 0);
+using plan::make_step;
 // Appends `step` (or the steps of `body`) run `count` times: itself once, else a repeat loop
 // of it.
 void push_repeated(Steps& out, trace::Step step, std::uint64_t count);
@@ -42,8 +43,8 @@ struct Operand {
 // The layouts a planned conv wants for its operands, in the source tensor's own axes: each
 // block of the plan spread over the tiles that use it, from where the plan's fetch exchange
 // multicasts it.
-Layout plan_input_layout(const Layout& source, const kernels::ConvPlan& plan, bool transposed);
-Layout plan_weight_layout(const Layout& source, const kernels::ConvPlan& plan, bool transposed);
+Layout plan_input_layout(const Layout& source, const plan::ConvPlan& plan, bool transposed);
+Layout plan_weight_layout(const Layout& source, const plan::ConvPlan& plan, bool transposed);
 
 // Which per-element reduction: over positions for each channel (batch-norm statistics, bias
 // gradients, pools) or over channels for each position (layer norm, softmax).
@@ -53,7 +54,7 @@ enum class Axis { kPositions, kChannels };
 // per output block, listed in the order the staged reduction combines them.
 std::vector<std::vector<std::uint32_t>> reduction_groups(const Layout& layout, Axis axis);
 
-using kernels::reduction_stages;
+using plan::reduction_stages;
 
 class IpuBuilder {
  public:
@@ -67,7 +68,7 @@ class IpuBuilder {
   // shapes): plan_conv is deterministic in the chip, the planned shape and the budget, so a
   // plan is searched once per (shape, budget) per compile. The cache must outlive the builder
   // and serve one chip.
-  using PlanCache = std::map<std::pair<std::string, std::uint64_t>, kernels::ConvPlan>;
+  using PlanCache = std::map<std::pair<std::string, std::uint64_t>, plan::ConvPlan>;
   void share_plans(PlanCache* cache) { shared_plans_ = cache; }
   // Every conv and matmul built from now on is appended to `plans` (if not null) as program
   // `ipu`'s (compile()'s plan records).
@@ -79,7 +80,7 @@ class IpuBuilder {
   // A conv or matmul: rearranges the operands into the plan's layouts (exchange plus transpose
   // vertices where the conv reads an operand transposed), then the planned conv; returns the
   // output's layout.
-  Layout conv(Steps& out, const kernels::ConvArgs& a, const Operand& input = {},
+  Layout conv(Steps& out, const plan::ConvArgs& a, const Operand& input = {},
               const Operand& weights = {});
   Layout matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, trace::DType dt,
                 const Operand& input = {}, const Operand& weights = {}, std::uint64_t groups = 1);
@@ -90,13 +91,13 @@ class IpuBuilder {
   //  - weight gradient: (k x k x in) x out reducing over batch x output field, reading x
   //    transposed and g as its weights; with `update`, the result moves to w's layout and is
   //    added there (a gradient accumulator's or an SGD step's scaled add).
-  Layout data_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& w, const Layout& g);
-  void weight_gradient(Steps& out, const kernels::ConvArgs& fwd, const Layout& x, const Layout& w,
+  Layout data_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& w, const Layout& g);
+  void weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x, const Layout& w,
                        const Layout& g, bool update);
   // The layout a conv's weights are created with (createWeights), in [k x k x in, out] axes.
-  Layout weights_layout(const kernels::ConvArgs& a);
+  Layout weights_layout(const plan::ConvArgs& a);
   // The layout an input created for a conv gets (createInput), e.g. a host input stream.
-  Layout input_layout(const kernels::ConvArgs& a);
+  Layout input_layout(const plan::ConvArgs& a);
 
   // Moves a tensor to another layout (sync + exchange); nothing when they are equal.
   void rearrange(Steps& out, const Layout& from, const Layout& to);
@@ -218,15 +219,15 @@ class IpuBuilder {
 
  private:
   struct Planned {
-    kernels::ConvPlan plan;
+    plan::ConvPlan plan;
     Layout output;
   };
-  const Planned& planned(const kernels::ConvArgs& a);
+  const Planned& planned(const plan::ConvArgs& a);
   // `a` as the builder plans it: with its partials type (the run's precision) and AMP
-  // weight-load width, and its groups combined (kernels::combine_conv_groups; applying it again
+  // weight-load width, and its groups combined (plan::combine_conv_groups; applying it again
   // changes nothing).
-  kernels::ConvArgs as_planned(kernels::ConvArgs a) const;
-  // `factor`: poplin's empirical factor on the copy (kernels::transpose_factor).
+  plan::ConvArgs as_planned(plan::ConvArgs a) const;
+  // `factor`: poplin's empirical factor on the copy (plan::transpose_factor).
   void transpose(Steps& out, const Layout& layout, std::uint64_t factor);
   // A compute set (cached by `key`) of `v` on every block of `layout`, then a sync.
   void per_block(Steps& out, const std::string& key, const Layout& layout, const trace::Vertex& v);
@@ -237,6 +238,10 @@ class IpuBuilder {
   void cached(Steps& out, const std::string& key, F&& build);
   // The current provenance with `op` where the scope gives none.
   trace::Provenance stamp_for(trace::OpKind op) const;
+  // Appends to plans_out_ the conv just emitted: `a` planned as `plan`, its operands'
+  // rearrangements at out[first_step, conv_step) and the conv itself from conv_step.
+  void record_plan(const Steps& out, const plan::ConvArgs& a, const plan::ConvPlan& plan,
+                   std::size_t first_step, std::size_t conv_step);
   // Stamps the compute sets and exchanges created since the last stamp (on leaving each
   // operation, so that nested operations stamp their own first).
   void stamp_new(trace::OpKind op);
@@ -261,7 +266,7 @@ class IpuBuilder {
   const ChipSpec& chip_;
   trace::IpuProgram& program_;
   trace::DType partials_;
-  std::uint32_t coeff_load_bits_ = kernels::ConvArgs{}.coeff_load_bits;
+  std::uint32_t coeff_load_bits_ = plan::ConvArgs{}.coeff_load_bits;
   bool fuse_;
   bool rearrange_operands_;
   double available_memory_;  // proportion of tile memory a conv's buffers may take

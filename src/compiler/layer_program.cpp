@@ -19,13 +19,13 @@ namespace {
 using trace::DType;
 using trace::StepKind;
 
-std::string layer_name(const kernels::ConvArgs& a, LayerPass pass) {
-  return kernels::conv_name(a) + (pass == LayerPass::kTraining ? "_training" : "_forward");
+std::string layer_name(const plan::ConvArgs& a, LayerPass pass) {
+  return plan::conv_name(a) + (pass == LayerPass::kTraining ? "_training" : "_forward");
 }
 
 }  // namespace
 
-trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, LayerPass pass,
+trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerPass pass,
                            double available_memory) {
   if (!(available_memory > 0 && available_memory <= 1))
     throw UsageError(
@@ -36,7 +36,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& a, Lay
   trace::Trace t;
   t.name = layer_name(a, pass);
   auto& program = t.ipus.emplace_back();
-  IpuBuilder b(chip, program, available_memory, kernels::partials_of(a), /*fuse_elementwise=*/true);
+  IpuBuilder b(chip, program, available_memory, plan::partials_of(a), /*fuse_elementwise=*/true);
   b.set_coeff_load_bits(a.coeff_load_bits);
   const DType dt = a.dtype;
   const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);

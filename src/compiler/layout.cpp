@@ -86,8 +86,8 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
   return l;
 }
 
-Layout conv_output_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
-                          const kernels::ConvPlan& p) {
+Layout conv_output_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& a,
+                          const plan::ConvPlan& p) {
   const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
   Layout l;
   l.dtype = a.dtype;
@@ -99,8 +99,8 @@ Layout conv_output_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
   return l;
 }
 
-Layout conv_input_layout(const ChipSpec& /*chip*/, const kernels::ConvArgs& a,
-                         const kernels::ConvPlan& p) {
+Layout conv_input_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& a,
+                         const plan::ConvPlan& p) {
   Layout l;
   l.dtype = a.dtype;
   l.positions = a.groups * a.batch * a.height * a.width;

@@ -14,7 +14,7 @@ namespace ipusim::compiler {
 // A name the trace will carry (a model, layer or run name) must be a trace name
 // (trace::is_valid_name): checked where it is written, not when a trace holding it is read.
 inline void check_trace_name(const std::string& where_in_file, const std::string& key,
-                      const std::string& name) {
+                             const std::string& name) {
   if (!trace::is_valid_name(name))
     throw ConfigError(
         fmt::format("{}: {}: expected a name of 1..{} characters from [A-Za-z0-9_.:/-] (it goes "

@@ -233,7 +233,7 @@ class TransformerLowering {
   // into B's gradient accumulator on B's layout when B is a weight.
   Layout matmul_bwd(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, const Layout& a,
                     const Layout& b, const Layout& dc, bool weights, std::uint64_t g = 1) {
-    kernels::ConvArgs fwd = mm(m, n, k);
+    plan::ConvArgs fwd = mm(m, n, k);
     fwd.groups = g;
     const Layout da = b_.data_gradient(out, fwd, b, dc);
     b_.weight_gradient(out, fwd, a, b, dc, weights);
@@ -319,7 +319,7 @@ class TransformerLowering {
   Layout image_layout() { return b_.input_layout(patch_matmul()); }
   // The patch embedding of a micro-batch: [images x patches, patch elements] x [patch
   // elements, hidden] (a patch x patch conv with stride patch is that matmul).
-  kernels::ConvArgs patch_matmul() const {
+  plan::ConvArgs patch_matmul() const {
     return mm(packs_ * m_.patches(), m_.hidden, patch_elements(m_));
   }
 
@@ -469,8 +469,8 @@ class TransformerLowering {
   std::uint64_t groups() const { return packs_ * m_.heads; }
   // The patch tokens' rows of the token tensor (all but the class tokens), linearly mapped.
   Layout patch_rows() const { return b_.linear(m_.dtype, packs_ * m_.patches(), m_.hidden); }
-  kernels::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
-    kernels::ConvArgs a;
+  plan::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
+    plan::ConvArgs a;
     a.height = m;
     a.out_chans = n;
     a.in_chans = k;

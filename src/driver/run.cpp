@@ -43,7 +43,7 @@ long peak_rss_kib() {
 // "n=20 c=64 h=56 w=56 k=64 kernel=3 stride=1 groups=1" (a conv) or "m=.. k=.. n=.. groups=.."
 // (a matmul, as IpuBuilder::matmul plans it: a 1x1 conv of one image one column wide whose
 // height is its rows; a conv's weight gradient is one).
-std::string shape_text(const kernels::ConvArgs& a) {
+std::string shape_text(const plan::ConvArgs& a) {
   if (a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1)
     return fmt::format("m={} k={} n={} groups={}", a.height, a.in_chans, a.out_chans, a.groups);
   return fmt::format("n={} c={} h={} w={} k={} kernel={} stride={} groups={}", a.batch, a.in_chans,
@@ -98,7 +98,7 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.name = p.name;
     r.shape = shape_text(p.args);
     r.dtype = trace::kDTypeNames[static_cast<std::size_t>(p.args.dtype)];
-    r.partials = trace::kDTypeNames[static_cast<std::size_t>(kernels::partials_of(p.args))];
+    r.partials = trace::kDTypeNames[static_cast<std::size_t>(plan::partials_of(p.args))];
     // emit_conv's vertex: the nx1 AMP vertex for kernels wider than 1, else the 1x1 one.
     r.vertex = trace::codelet_spec(p.args.kernel > 1 ? trace::Codelet::kAmpConvNx1
                                                      : trace::Codelet::kAmpConv1x1)

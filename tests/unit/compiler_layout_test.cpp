@@ -61,13 +61,13 @@ TEST(CompilerLayout, LinearMappingFollowsPoplarsGrainAndMinimum) {
 
 TEST(CompilerLayout, ConvOutputKeepsThePlansBlocks) {
   const ChipSpec chip = testing::gc200_by_hand();
-  kernels::ConvArgs a;
+  plan::ConvArgs a;
   a.batch = 2;
   a.height = 8;
   a.width = 8;
   a.in_chans = 64;
   a.out_chans = 64;
-  kernels::ConvPlan p;
+  plan::ConvPlan p;
   p.row_split = 4;  // 16 output rows (2 images x 8) in blocks of 4 rows
   p.rows_per_tile = 4;
   p.out_split = 2;  // 2 blocks of 32 channels
@@ -94,7 +94,7 @@ TEST(CompilerLayout, ElementwiseOnAConvOutputAddsNoExchange) {
   const ChipSpec chip = testing::gc200_by_hand();
   trace::IpuProgram program;
   IpuBuilder b(chip, program, 0.6, DType::kHalf, /*fuse_elementwise=*/true);
-  kernels::ConvArgs a;
+  plan::ConvArgs a;
   a.batch = 4;
   a.height = 28;
   a.width = 28;
@@ -196,7 +196,7 @@ TEST(CompilerLayout, TransposedOperandIsRearrangedAndTransposed) {
   trace::IpuProgram program;
   IpuBuilder b(chip, program, 0.6, DType::kHalf, true);
   // The data-gradient pass of a 1024 x 1024 x 1024 matmul reads the forward weights transposed.
-  kernels::ConvArgs fwd;
+  plan::ConvArgs fwd;
   fwd.height = 1024;
   fwd.in_chans = 1024;
   fwd.out_chans = 1024;
@@ -1233,36 +1233,36 @@ TEST(Planner, DepthwiseConvsCombineGroupsToFillTheAmpGrain) {
   // poplar-compiler.md §1.2 step 7: 1 or 2 input channels per group are packed F to a group,
   // F a power of two up to 16 / Ci (half) or 8 / Ci (float) that divides the groups.
   const ChipSpec chip = ipusim::testing::gc200_by_hand();
-  kernels::ConvArgs a;
+  plan::ConvArgs a;
   a.batch = 4;
   a.height = a.width = 14;
   a.kernel = 3;
   a.in_chans = a.out_chans = 1;
   a.groups = 96;
   a.channel_groups = true;
-  kernels::ConvArgs c = kernels::combine_conv_groups(chip, a);
+  plan::ConvArgs c = plan::combine_conv_groups(chip, a);
   EXPECT_EQ(c.groups, 6u);
   EXPECT_EQ(c.in_chans, 16u);
   EXPECT_EQ(c.out_chans, 16u);
   a.groups = 24;  // 16 does not divide 24: 8 groups are combined
-  c = kernels::combine_conv_groups(chip, a);
+  c = plan::combine_conv_groups(chip, a);
   EXPECT_EQ(c.groups, 3u);
   EXPECT_EQ(c.in_chans, 8u);
   a.in_chans = a.out_chans = 2;  // 2 channels per group: 8 groups of 2 fill 16
   a.groups = 96;
-  c = kernels::combine_conv_groups(chip, a);
+  c = plan::combine_conv_groups(chip, a);
   EXPECT_EQ(c.groups, 12u);
   EXPECT_EQ(c.in_chans, 16u);
   a.dtype = trace::DType::kFloat;  // float: a grain of 8
-  c = kernels::combine_conv_groups(chip, a);
+  c = plan::combine_conv_groups(chip, a);
   EXPECT_EQ(c.groups, 24u);
   EXPECT_EQ(c.in_chans, 8u);
   a.dtype = trace::DType::kHalf;
   a.in_chans = 4;  // more than 2 channels per group: unchanged
-  EXPECT_EQ(kernels::combine_conv_groups(chip, a).groups, 96u);
+  EXPECT_EQ(plan::combine_conv_groups(chip, a).groups, 96u);
   a.in_chans = 1;
   a.channel_groups = false;  // a grouped matmul (attention heads): unchanged
-  EXPECT_EQ(kernels::combine_conv_groups(chip, a).groups, 96u);
+  EXPECT_EQ(plan::combine_conv_groups(chip, a).groups, 96u);
 }
 
 TEST(CompilerCnn, GroupedAndDepthwiseConvsDoTheirCombinedMacs) {

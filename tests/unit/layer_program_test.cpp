@@ -6,6 +6,7 @@
 #include "compiler/ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/kernels/kernels.hpp"
 #include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
@@ -50,9 +51,9 @@ std::vector<trace::Vertex> amp_vertices(const trace::IpuProgram& p) {
   return out;
 }
 
-kernels::ConvArgs conv(std::uint64_t n, std::uint64_t c, std::uint64_t hw, std::uint64_t f,
-                       std::uint64_t k, std::uint64_t s) {
-  kernels::ConvArgs a;
+plan::ConvArgs conv(std::uint64_t n, std::uint64_t c, std::uint64_t hw, std::uint64_t f,
+                    std::uint64_t k, std::uint64_t s) {
+  plan::ConvArgs a;
   a.batch = n;
   a.in_chans = c;
   a.height = hw;
@@ -63,15 +64,15 @@ kernels::ConvArgs conv(std::uint64_t n, std::uint64_t c, std::uint64_t hw, std::
   return a;
 }
 
-kernels::ConvArgs matmul(std::uint64_t m, std::uint64_t n, std::uint64_t k) {
-  kernels::ConvArgs a;
+plan::ConvArgs matmul(std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+  plan::ConvArgs a;
   a.height = m;
   a.out_chans = n;
   a.in_chans = k;
   return a;
 }
 
-kernels::ConvArgs grouped(kernels::ConvArgs a, std::uint64_t groups) {
+plan::ConvArgs grouped(plan::ConvArgs a, std::uint64_t groups) {
   a.groups = groups;
   return a;
 }
@@ -83,7 +84,7 @@ std::uint64_t temporaries(const trace::Trace& t) {
 }
 
 struct Case {
-  kernels::ConvArgs args;
+  plan::ConvArgs args;
   double macs;  // N * Ho * Wo * k * k * Cin * Cout
 };
 
@@ -109,7 +110,7 @@ TEST(LayerProgram, TrainingRunsThreeConvsWorthOfAmpFlops) {
   const ChipSpec chip = testing::gc200_by_hand();
   for (const auto& c : cases()) {
     for (DType partials : {DType::kHalf, DType::kFloat}) {
-      kernels::ConvArgs a = c.args;
+      plan::ConvArgs a = c.args;
       a.partials = partials;
       const trace::Trace fwd = compile_layer(chip, a, LayerPass::kForward, 0.6);
       const trace::Trace train = compile_layer(chip, a, LayerPass::kTraining, 0.6);
@@ -123,7 +124,7 @@ TEST(LayerProgram, TrainingRunsThreeConvsWorthOfAmpFlops) {
 
 TEST(LayerProgram, TrainingEndsWithOneSgdUpdateOnTheWeightsLayout) {
   const ChipSpec chip = testing::gc200_by_hand();
-  const kernels::ConvArgs a = conv(4, 64, 56, 64, 3, 1);
+  const plan::ConvArgs a = conv(4, 64, 56, 64, 3, 1);
   const trace::Trace t = compile_layer(chip, a, LayerPass::kTraining, 0.6);
   const auto& p = t.ipus[0];
   std::size_t updates = 0;
@@ -157,7 +158,7 @@ TEST(LayerProgram, TrainingEndsWithOneSgdUpdateOnTheWeightsLayout) {
 TEST(LayerProgram, SmallerAvailableMemoryNeverGivesBiggerTemporaries) {
   const ChipSpec chip = testing::gc200_by_hand();
   for (const auto& c : cases()) {
-    kernels::ConvArgs a = c.args;
+    plan::ConvArgs a = c.args;
     a.partials = DType::kFloat;
     const auto small = compile_layer(chip, a, LayerPass::kTraining, 0.05);
     const auto big = compile_layer(chip, a, LayerPass::kTraining, 0.6);
@@ -178,10 +179,9 @@ TEST(ConvPartials, FloatPartialsHalveTheEnginesOfTheSamePlan) {
   const ChipSpec chip = testing::gc200_by_hand();
   EXPECT_EQ(cost::amp_engines(chip, DType::kHalf, DType::kHalf), 16u);
   EXPECT_EQ(cost::amp_engines(chip, DType::kHalf, DType::kFloat), 8u);
-  kernels::ConvArgs a = conv(4, 256, 28, 256, 1, 1);
+  plan::ConvArgs a = conv(4, 256, 28, 256, 1, 1);
   a.partials = DType::kFloat;
-  const kernels::ConvPlan p =
-      kernels::plan_conv(chip, a, static_cast<std::uint64_t>(0.6 * 624 * 1024));
+  const plan::ConvPlan p = plan::plan_conv(chip, a, static_cast<std::uint64_t>(0.6 * 624 * 1024));
   // The plan's vertex with float partials, and the same vertex with half partials.
   cost::AmpConvArgs v;
   v.in = DType::kHalf;
@@ -195,7 +195,7 @@ TEST(ConvPartials, FloatPartialsHalveTheEnginesOfTheSamePlan) {
   EXPECT_EQ(with_float.flops, with_half.flops);
   EXPECT_GT(with_float.cycles, with_half.cycles);
   // Float partials take 4 bytes: the plan's partials buffer is 4 B per output it holds.
-  kernels::ConvArgs half = a;
+  plan::ConvArgs half = a;
   half.partials = DType::kHalf;
   const trace::Trace th = kernels::conv2d(chip, half), tf = kernels::conv2d(chip, a);
   for (const auto& tensor : tf.ipus[0].tensors)
@@ -203,10 +203,10 @@ TEST(ConvPartials, FloatPartialsHalveTheEnginesOfTheSamePlan) {
   for (const auto& tensor : th.ipus[0].tensors)
     if (tensor.name == "partials") EXPECT_EQ(tensor.dtype, DType::kHalf);
   // A float conv accumulates in float whatever ConvArgs::partials says.
-  kernels::ConvArgs f = a;
+  plan::ConvArgs f = a;
   f.dtype = DType::kFloat;
   f.partials = DType::kHalf;
-  EXPECT_EQ(kernels::partials_of(f), DType::kFloat);
+  EXPECT_EQ(plan::partials_of(f), DType::kFloat);
 }
 
 TEST(ConvPartials, BuilderConvsUseTheRunsPartials) {

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// The conv/matmul planner (src/kernels/kernels.cpp, docs/kernels.md): serial splits, conv
+// The conv/matmul planner (src/plan/, docs/kernels.md): serial splits, conv
 // groups and strided 1x1 convs, against sizes worked out by hand from the GC200 rows of
 // ipu-hardware.md (624 KiB per tile; the planner keeps 3 KiB stack + 3 x 1 KiB codelet code +
 // 4 KiB margin = 10240 B back, so 628736 B per tile are available for the conv's buffers).
 #include <gtest/gtest.h>
 
 #include "ipusim/kernels/kernels.hpp"
+#include "ipusim/plan/conv.hpp"
 #include "test_chips.hpp"
 
-namespace ipusim::kernels {
+namespace ipusim::plan {
 namespace {
 
 using trace::Codelet;
@@ -83,7 +84,7 @@ TEST(Planner, Matmul8192NeedsASerialSplit) {
 TEST(Planner, Matmul8192RunsAsARepeatLoopWithExactFlops) {
   const ChipSpec chip = testing::gc200_by_hand();
   const ConvPlan p = plan_conv(chip, matmul_args(8192, 8192, 8192));
-  const trace::Trace t = matmul(chip, 8192, 8192, 8192, DType::kHalf);
+  const trace::Trace t = kernels::matmul(chip, 8192, 8192, 8192, DType::kHalf);
   const auto& prog = t.ipus[0];
   ASSERT_EQ(prog.steps.size(), 1u);
   const trace::Step& loop = prog.steps[0];
@@ -143,7 +144,7 @@ TEST(Planner, SerialInputSplitAccumulates) {
   EXPECT_EQ(p.serial_in, 32u);
   EXPECT_EQ(p.in_per_tile, 128u);
   EXPECT_EQ(p.bytes_per_tile, 86016u);
-  const trace::Trace t = conv2d(chip, matmul_args(256, 16, 4096));
+  const trace::Trace t = kernels::conv2d(chip, matmul_args(256, 16, 4096));
   const auto& prog = t.ipus[0];
   ASSERT_EQ(prog.steps.size(), 1u);
   const trace::Step& loop = prog.steps[0];
@@ -166,7 +167,7 @@ TEST(Planner, GroupedMatmulFlopsAndGroupsParameter) {
   const ConvPlan p = plan_conv(chip, matmul_args(512, 512, 64, 32));
   EXPECT_GE(p.group_split * p.groups_per_tile, 32u);
   EXPECT_LT((p.group_split - 1) * p.groups_per_tile, 32u);
-  const trace::Trace t = matmul(chip, 512, 512, 64, DType::kHalf, 32);
+  const trace::Trace t = kernels::matmul(chip, 512, 512, 64, DType::kHalf, 32);
   const auto& prog = t.ipus[0];
   EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 32 * 512 * 512 * 64);
   for (const auto& cs : prog.compute_sets)
@@ -201,7 +202,7 @@ TEST(Planner, GroupsOnOneTile) {
   EXPECT_EQ(p.group_split, 1u);
   EXPECT_EQ(p.groups_per_tile, 4u);
   EXPECT_EQ(p.bytes_per_tile, 98304u);
-  const trace::Trace t = matmul(chip, 64, 64, 64, DType::kHalf, 4);
+  const trace::Trace t = kernels::matmul(chip, 64, 64, 64, DType::kHalf, 4);
   const auto& conv = t.ipus[0].compute_sets[0];
   ASSERT_EQ(conv.vertices.size(), 1u);
   EXPECT_EQ(conv.vertices[0].params[sl::kAmpGroups], 4);
@@ -221,7 +222,7 @@ TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
   a.stride = 2;
   const ConvPlan p = plan_conv(chip, a);
   EXPECT_EQ(p.bytes_per_tile, 208896u);
-  const trace::Trace t = conv2d(chip, a);
+  const trace::Trace t = kernels::conv2d(chip, a);
   const auto& prog = t.ipus[0];
   EXPECT_EQ(tensor_bytes(prog, "in_blk"), 100352u);
   const auto& v = prog.compute_sets[0].vertices.at(0);
@@ -242,7 +243,7 @@ TEST(Planner, Strided1x1InputBlocksOnTheChip) {
   a.out_chans = 512;
   a.stride = 2;
   const ConvPlan p = plan_conv(chip, a);
-  const trace::Trace t = conv2d(chip, a);
+  const trace::Trace t = kernels::conv2d(chip, a);
   EXPECT_EQ(tensor_bytes(t.ipus[0], "in_blk"), p.rows_per_tile * 28 * p.in_per_tile * 2);
   // Every input block sent in the fetch is at most that size, summing (over row and input
   // blocks) to the 4 x 28 x 28 x 256 strided positions at most once per block.
@@ -252,9 +253,9 @@ TEST(Planner, Strided1x1InputBlocksOnTheChip) {
 }
 
 }  // namespace
-}  // namespace ipusim::kernels
+}  // namespace ipusim::plan
 
-namespace ipusim::kernels {
+namespace ipusim::plan {
 namespace {
 
 bool same_plan(const ConvPlan& a, const ConvPlan& b) {
@@ -287,9 +288,9 @@ TEST(Planner, TinyBudgetDoublesStraightToThePlanThatFits) {
 }
 
 }  // namespace
-}  // namespace ipusim::kernels
+}  // namespace ipusim::plan
 
-namespace ipusim::kernels {
+namespace ipusim::plan {
 namespace {
 
 TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
@@ -346,4 +347,4 @@ TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
 }
 
 }  // namespace
-}  // namespace ipusim::kernels
+}  // namespace ipusim::plan

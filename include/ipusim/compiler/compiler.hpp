@@ -14,7 +14,7 @@
 #include "ipusim/compiler/graph/op.hpp"
 #include "ipusim/config/config.hpp"
 #include "ipusim/config/system_spec.hpp"
-#include "ipusim/kernels/kernels.hpp"
+#include "ipusim/plan/conv.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::compiler {
@@ -173,8 +173,8 @@ struct PlannedConv {
   std::uint32_t ipu = 0;         // program (IPU of the replica)
   trace::Provenance provenance;  // layers, pass and op (conv or matmul)
   std::string name;              // the planned shape's key (its compute sets' name prefix)
-  kernels::ConvArgs args;        // as planned: the run's partials, conv groups combined
-  kernels::ConvPlan plan;
+  plan::ConvArgs args;           // as planned: the run's partials, conv groups combined
+  plan::ConvPlan plan;
   double available_memory = 0;     // the proportion of tile memory it was planned within
   std::uint64_t budget_bytes = 0;  // that proportion in bytes per tile
   Items conv;                      // the planned conv itself (fetch, AMP, reductions, serial loop)
@@ -201,7 +201,7 @@ enum class LayerPass {
 // rearranged to the weights' layout and applied as w -= lr * g (one scaled_add). Convs are
 // planned within available_memory x tile memory per tile, with args.partials as the AMP
 // partials type. Throws ModelError if the tensors do not fit in tile memory.
-trace::Trace compile_layer(const ChipSpec& chip, const kernels::ConvArgs& args, LayerPass pass,
+trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& args, LayerPass pass,
                            double available_memory);
 
 }  // namespace ipusim::compiler

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
-#include "ipusim/kernels/kernels.hpp"
+#include "ipusim/plan/conv.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::compiler {
@@ -55,11 +55,11 @@ struct Layout {
 Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t positions,
                      std::uint64_t channels);
 
-// The output of a planned conv or matmul (kernels::emit_conv): out-channel blocks of the
+// The output of a planned conv or matmul (plan::emit_conv): out-channel blocks of the
 // plan's out_per_tile channels innermost; each row block's positions, further cut into
 // in_split chunks when partial sums are reduce-scattered over the input-channel split.
-Layout conv_output_layout(const ChipSpec& chip, const kernels::ConvArgs& args,
-                          const kernels::ConvPlan& plan);
+Layout conv_output_layout(const ChipSpec& chip, const plan::ConvArgs& args,
+                          const plan::ConvPlan& plan);
 
 // A conv's output whose groups are channel slices (a grouped or depthwise conv of a CNN),
 // given in the planner's axes [(groups x positions) x channels], in the CNN's axes
@@ -70,8 +70,8 @@ Layout channel_view(const Layout& grouped, std::uint64_t groups);
 
 // The input a planned conv wants (createInput, §1.7): its row blocks by in-channel blocks,
 // each block held once (by the block's first out-channel tile).
-Layout conv_input_layout(const ChipSpec& chip, const kernels::ConvArgs& args,
-                         const kernels::ConvPlan& plan);
+Layout conv_input_layout(const ChipSpec& chip, const plan::ConvArgs& args,
+                         const plan::ConvPlan& plan);
 
 // The exchange that moves a tensor from layout `from` to layout `to` (same positions and
 // channels): every destination block receives the parts of it that other tiles hold. Bytes

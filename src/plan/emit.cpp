@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+// A planned conv laid out as a program (docs/kernels.md): the fetch exchange, the AMP compute
+// set, an input-channel split's staged reduce-scatter and reduction, and a serial split's loop.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "geometry.hpp"
+#include "ipusim/plan/conv.hpp"
+#include "ipusim/plan/program_parts.hpp"
+
+namespace ipusim::plan {
+
+using namespace detail;  // NOLINT(google-build-using-namespace): this library's own internals
+using trace::TileRange;
+
+std::uint32_t plan_tile(const ConvPlan& p, std::uint32_t g, std::uint32_t r, std::uint32_t i,
+                        std::uint32_t o) {
+  return ((g * p.row_split + r) * p.in_split + i) * p.out_split + o;
+}
+
+void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
+               const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps) {
+  emit_conv(prog, prefix, chip, whole, p, out_steps, FetchSources{});
+}
+
+namespace {
+
+namespace sl = trace::slot;
+
+// One serial iteration of a planned conv, block by block: the exact sizes of each block (the
+// last block of a dimension may be smaller) and the compute sets and exchanges built from them.
+class ConvEmitter {
+ public:
+  ConvEmitter(const std::string& prefix, const ChipSpec& chip, const ConvArgs& iteration,
+              const ConvPlan& p)
+      : prefix_(prefix),
+        a_(iteration),
+        p_(p),
+        s_(shape_of(chip, iteration)),
+        eb_(trace::dtype_bytes(iteration.dtype)),
+        pb_(trace::dtype_bytes(s_.partials)) {}
+
+  // The AMP compute set: one vertex group per run of tiles with equal block sizes.
+  trace::ComputeSet conv() const {
+    trace::ComputeSet cs{prefix_ + "conv", {}};
+    for (std::uint32_t g = 0; g < p_.group_split; ++g)
+      for (std::uint32_t r = 0; r < p_.row_split; ++r)
+        for (std::uint32_t i = 0; i < p_.in_split; ++i) {
+          // Tiles (g, r, i, 0..out_split-1) are contiguous; only the last out block may differ.
+          const std::uint32_t last = p_.out_split - 1;
+          if (out_of(last) == out_of(0)) {
+            cs.vertices.push_back(amp_vertex(g, r, i, 0, last));
+          } else {
+            if (last > 0) cs.vertices.push_back(amp_vertex(g, r, i, 0, last - 1));
+            cs.vertices.push_back(amp_vertex(g, r, i, last, last));
+          }
+        }
+    return cs;
+  }
+
+  // Fetch: each input block starts on its first consumer (out block 0) and is multicast to the
+  // other out blocks (contiguous tiles); each weight block starts on row block 0 and is sent to
+  // the same (group, in, out) block of every other row block. An operand with caller-supplied
+  // sources is fetched by them instead.
+  trace::Exchange fetch(const FetchSources& sources) const {
+    trace::Exchange ex{prefix_ + "fetch", {}, {}};
+    if (sources.input) sources.input(ex);
+    if (sources.weights) sources.weights(ex);
+    for (std::uint32_t g = 0; g < p_.group_split; ++g) {
+      for (std::uint32_t r = 0; r < p_.row_split && !sources.input; ++r)
+        for (std::uint32_t i = 0; i < p_.in_split; ++i)
+          if (p_.out_split > 1) {
+            const TileRange dst{tile(g, r, i, 1), tile(g, r, i, p_.out_split - 1)};
+            ex.add(TileRange{tile(g, r, i, 0), tile(g, r, i, 0)}, {&dst, 1}, in_bytes(g, r, i));
+          }
+      for (std::uint32_t i = 0; i < p_.in_split && !sources.weights; ++i)
+        for (std::uint32_t o = 0; o < p_.out_split; ++o)
+          if (p_.row_split > 1) {
+            std::vector<TileRange> dst;
+            for (std::uint32_t r = 1; r < p_.row_split; ++r)
+              dst.push_back({tile(g, r, i, o), tile(g, r, i, o)});
+            ex.add(TileRange{tile(g, 0, i, o), tile(g, 0, i, o)}, dst, weight_bytes(g, i, o));
+          }
+    }
+    return ex;
+  }
+
+  // Stage t of the reduce-scatter of the partial sums over the D input-channel blocks, in
+  // poplin's stages (reduction_stages: fan-in f per stage). Tile k ends up owning chunk k of
+  // its block's outputs. Stage t (stride S = f^(t-1)) groups the tiles that agree in all base-f
+  // digits but digit t; a tile owns the chunks whose lowest t digits equal its own and receives
+  // the group peers' partials of them. One stage (f = D) is the plain reduce-scatter.
+  std::pair<trace::Exchange, trace::ComputeSet> reduce_stage(int t, int stages,
+                                                             std::uint64_t fan_in,
+                                                             std::uint64_t stride) const {
+    const std::uint64_t depth = p_.in_split;
+    const std::uint64_t span = stride * fan_in;  // ownership modulus after this stage
+    trace::Exchange red{
+        prefix_ + (t == 0 ? std::string("reduce") : fmt::format("reduce{}", t + 1)), {}, {}};
+    trace::ComputeSet reduce_cs{red.name, {}};
+    for (std::uint32_t g = 0; g < p_.group_split; ++g)
+      for (std::uint32_t r = 0; r < p_.row_split; ++r)
+        for (std::uint32_t o = 0; o < p_.out_split; ++o)
+          for (std::uint32_t k = 0; k < depth; ++k) {
+            std::uint64_t n = 0;  // elements tile k owns after this stage
+            for (std::uint64_t c = k % span; c < depth; c += span)
+              n += chunk(g, r, o, static_cast<std::uint32_t>(c));
+            if (n == 0) continue;
+            const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
+            const std::uint64_t base = k - (k / stride) % fan_in * stride;  // digit t of k: 0
+            std::uint64_t inputs = 0;
+            for (std::uint64_t m = 0; m < fan_in; ++m) {
+              const auto i = static_cast<std::uint32_t>(base + m * stride);
+              if (i >= depth) break;
+              ++inputs;
+              if (i != k) red.add(TileRange{tile(g, r, i, o), tile(g, r, i, o)}, {&owner, 1}, n * pb_);
+            }
+            if (inputs < 2) continue;
+            trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
+            rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+            rv.params[sl::kReduceIn] = static_cast<std::int64_t>(s_.partials);
+            rv.params[sl::kReduceOut] =
+                static_cast<std::int64_t>(t + 1 == stages ? a_.dtype : s_.partials);
+            rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
+            rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
+            reduce_cs.vertices.push_back(rv);
+          }
+    return {std::move(red), std::move(reduce_cs)};
+  }
+
+  // Serial input split: each tile adds the outputs it owns this iteration into its accumulated
+  // output (same tile every iteration, so no exchange).
+  trace::ComputeSet accumulate() const {
+    trace::ComputeSet acc{prefix_ + "accumulate", {}};
+    for (std::uint32_t g = 0; g < p_.group_split; ++g)
+      for (std::uint32_t r = 0; r < p_.row_split; ++r)
+        for (std::uint32_t o = 0; o < p_.out_split; ++o)
+          for (std::uint32_t k = 0; k < p_.in_split; ++k) {
+            const std::uint64_t n = p_.in_split > 1 ? chunk(g, r, o, k)
+                                    : k == 0        ? outputs_of(g, r, o)
+                                                    : 0;
+            if (n == 0) continue;
+            trace::Vertex v{trace::Codelet::kBinary, TileRange{tile(g, r, k, o), tile(g, r, k, o)},
+                            {}};
+            v.params[sl::kEltOp] = static_cast<std::int64_t>(trace::Op::kAdd);
+            v.params[sl::kEltDType] = static_cast<std::int64_t>(a_.dtype);
+            v.params[sl::kEltN] = static_cast<std::int64_t>(n);
+            acc.vertices.push_back(v);
+          }
+    return acc;
+  }
+
+ private:
+  // Tile order: conv-group block outermost, then row block, input-channel block, and
+  // output-channel block innermost.
+  std::uint32_t tile(std::uint32_t g, std::uint32_t r, std::uint32_t i, std::uint32_t o) const {
+    return plan_tile(p_, g, r, i, o);
+  }
+  std::uint64_t groups_of(std::uint32_t g) const {
+    return std::min(p_.groups_per_tile, a_.groups - g * p_.groups_per_tile);
+  }
+  std::uint64_t rows_of(std::uint32_t r) const {
+    return std::min(p_.rows_per_tile, s_.rows - r * p_.rows_per_tile);
+  }
+  std::uint64_t in_of(std::uint32_t i) const {
+    return std::min(p_.in_per_tile, a_.in_chans - i * p_.in_per_tile);
+  }
+  std::uint64_t out_of(std::uint32_t o) const {
+    return std::min(p_.out_per_tile, a_.out_chans - o * p_.out_per_tile);
+  }
+  std::uint64_t in_bytes(std::uint32_t g, std::uint32_t r, std::uint32_t i) const {
+    return groups_of(g) * in_rows_for(a_, rows_of(r)) * in_cols(a_, s_) * in_of(i) * eb_;
+  }
+  std::uint64_t weight_bytes(std::uint32_t g, std::uint32_t i, std::uint32_t o) const {
+    return groups_of(g) * a_.kernel * a_.kernel * in_of(i) * out_of(o) * eb_;
+  }
+  // Outputs of block (g, r, o) (all its groups).
+  std::uint64_t outputs_of(std::uint32_t g, std::uint32_t r, std::uint32_t o) const {
+    return groups_of(g) * rows_of(r) * s_.out_w * out_of(o);
+  }
+  // With an input-channel split, tile (g, r, k, o) reduces chunk k of block (g, r, o)'s outputs.
+  std::uint64_t chunk(std::uint32_t g, std::uint32_t r, std::uint32_t o, std::uint32_t k) const {
+    const std::uint64_t outputs = outputs_of(g, r, o);
+    const std::uint64_t size = ceil_div(outputs, p_.in_split);
+    return k * size >= outputs ? 0 : std::min(size, outputs - k * size);
+  }
+  // The AMP vertex of tiles (g, r, i, o_first..o_last), whose blocks are the same size.
+  trace::Vertex amp_vertex(std::uint32_t g, std::uint32_t r, std::uint32_t i, std::uint32_t o_first,
+                           std::uint32_t o_last) const {
+    const bool nx1 = uses_nx1(a_);
+    trace::Vertex v{nx1 ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
+                    TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)},
+                    {}};
+    v.params[sl::kAmpIn] = static_cast<std::int64_t>(a_.dtype);
+    v.params[sl::kAmpPartials] = static_cast<std::int64_t>(s_.partials);
+    v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s_.out_w);
+    v.params[sl::kAmpInChans] = static_cast<std::int64_t>(in_of(i));
+    v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(out_of(o_first));
+    v.params[sl::kAmpGroups] = static_cast<std::int64_t>(groups_of(g));
+    if (nx1) {
+      v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a_.kernel);
+      v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a_.kernel);
+      v.params[sl::kAmpWidth] = static_cast<std::int64_t>(s_.out_w);
+    }
+    v.params[nx1 ? sl::kAmpNx1CoeffLoadBits : sl::kAmp1x1CoeffLoadBits] =
+        static_cast<std::int64_t>(a_.coeff_load_bits);
+    return v;
+  }
+
+  const std::string& prefix_;
+  const ConvArgs a_;
+  const ConvPlan& p_;
+  const Shape s_;
+  const std::uint64_t eb_, pb_;  // bytes per element of the operands and of the partials
+};
+
+}  // namespace
+
+void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
+               const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps,
+               const FetchSources& sources) {
+  require(p.serial() == 1 || (!sources.input && !sources.weights),
+          "caller-supplied fetch sources need a plan without a serial split");
+  require(whole.in_chans % p.serial_in == 0 && whole.out_chans % p.serial_out == 0 &&
+              (p.serial_in == 1 || p.serial_out == 1),
+          "a conv plan's serial split must divide its channels, one kind at a time");
+  // Everything below is one serial iteration; a serial plan repeats it.
+  const ConvEmitter emitter(prefix, chip, iteration_args(whole, p), p);
+  std::vector<trace::Step> body;
+  std::vector<trace::Step>& steps = p.serial() > 1 ? body : out_steps;
+  const auto next_cs = [&] { return static_cast<std::uint32_t>(prog.compute_sets.size()); };
+  const auto next_ex = [&] { return static_cast<std::uint32_t>(prog.exchanges.size()); };
+  // sync, fetch, AMP compute set
+  steps.push_back(make_step(trace::StepKind::kSync));
+  steps.push_back(make_step(trace::StepKind::kExchange, next_ex()));
+  steps.push_back(make_step(trace::StepKind::kCompute, next_cs()));
+  prog.compute_sets.push_back(emitter.conv());
+  prog.exchanges.push_back(emitter.fetch(sources));
+  if (p.in_split > 1) {
+    const auto [stages, fan_in] = reduction_stages(p.in_split);
+    std::uint64_t stride = 1;
+    for (int t = 0; t < stages; ++t, stride *= fan_in) {
+      steps.push_back(make_step(trace::StepKind::kSync));
+      steps.push_back(make_step(trace::StepKind::kExchange, next_ex()));
+      steps.push_back(make_step(trace::StepKind::kCompute, next_cs()));
+      auto [exchange, reduce] = emitter.reduce_stage(t, stages, fan_in, stride);
+      prog.exchanges.push_back(std::move(exchange));
+      prog.compute_sets.push_back(std::move(reduce));
+    }
+  }
+  if (p.serial_in > 1) {
+    steps.push_back(make_step(trace::StepKind::kCompute, next_cs()));
+    prog.compute_sets.push_back(emitter.accumulate());
+  }
+  if (p.serial() > 1) {
+    trace::Step loop = make_step(trace::StepKind::kRepeat);
+    loop.count = p.serial();
+    loop.body = std::move(body);
+    out_steps.push_back(std::move(loop));
+  }
+}
+
+}  // namespace ipusim::plan

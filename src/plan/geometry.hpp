@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+// The geometry of a planned conv, shared by the planner (planner.cpp) and the emitter
+// (emit.cpp): its output shape and AMP grains, one serial iteration's conv, a tile's block and
+// buffer sizes, and the AMP vertex arguments of a block.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/plan/conv.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+
+namespace ipusim::plan::detail {
+
+using trace::DType;
+
+inline std::uint32_t u32(std::uint64_t v) { return static_cast<std::uint32_t>(v); }
+
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw UsageError(what);
+}
+
+// Sizes derived from a conv problem and a choice of splits.
+struct Shape {
+  std::uint64_t out_h = 0, out_w = 0, rows = 0;  // output rows = batch x out_h
+  std::uint32_t engines = 0, in_grain = 0;
+  DType partials = DType::kHalf;
+};
+
+// Input channels one AMP engine takes per weight load (the planner's input-channel grain).
+inline std::uint32_t amp_in_grain(const ChipSpec& chip, DType dtype) {
+  return dtype == DType::kHalf ? chip.amp.weights_per_engine_half
+                               : chip.amp.weights_per_engine_float;
+}
+
+inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
+  Shape s;
+  s.out_h = ceil_div(a.height, a.stride);
+  s.out_w = ceil_div(a.width, a.stride);
+  s.rows = a.batch * s.out_h;
+  // FP16.16 for half by default (ConvArgs::partials selects FP16.32), FP32 for float.
+  s.partials = partials_of(a);
+  s.engines = cost::amp_engines(chip, a.dtype, s.partials);
+  s.in_grain = amp_in_grain(chip, a.dtype);
+  return s;
+}
+
+// The conv one serial iteration computes: the channel counts divided by the serial splits.
+inline ConvArgs iteration_args(const ConvArgs& a, const ConvPlan& p) {
+  ConvArgs it = a;
+  it.in_chans = a.in_chans / p.serial_in;
+  it.out_chans = a.out_chans / p.serial_out;
+  return it;
+}
+
+// The AMP 1x1 vertex serves every conv whose kernel is 1x1: a strided 1x1 conv only reads
+// every stride-th row and column of its input, which the fetch gathers as a dense block of
+// out_h x out_w positions (poplin applies the stride to the input the same way).
+inline bool uses_nx1(const ConvArgs& a) { return a.kernel > 1; }
+
+// Input rows and columns a tile needs for `rows` output rows: the halo for a spatial kernel,
+// only the strided positions for a 1x1 kernel.
+inline std::uint64_t in_rows_for(const ConvArgs& a, std::uint64_t rows) {
+  return uses_nx1(a) ? (rows - 1) * a.stride + a.kernel : rows;
+}
+inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) { return uses_nx1(a) ? a.width : s.out_w; }
+
+// Per-tile buffer sizes (bytes) of the largest block of one serial iteration.
+struct Blocks {
+  std::uint64_t positions = 0;       // output positions per tile and group
+  std::uint64_t in_bytes = 0;        // input block
+  std::uint64_t weight_bytes = 0;    // weight block
+  std::uint64_t partial_bytes = 0;   // partial sums of the tile's block
+  std::uint64_t reduce_outputs = 0;  // outputs each tile reduces when in_split > 1
+  std::uint64_t reduce_bytes = 0;    // received partials for the reduction
+  std::uint64_t out_bytes = 0;       // reduced outputs
+  std::uint64_t acc_outputs = 0;     // outputs the tile owns after the conv (or iteration)
+  std::uint64_t acc_bytes = 0;       // accumulated output across a serial input split
+};
+
+// `a` is the conv of one iteration (iteration_args), `p` the plan.
+inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
+  Blocks b;
+  const std::uint64_t eb = trace::dtype_bytes(a.dtype);
+  const std::uint64_t pb = trace::dtype_bytes(s.partials);
+  const std::uint64_t g = p.groups_per_tile;
+  b.positions = p.rows_per_tile * s.out_w;
+  b.in_bytes = g * in_rows_for(a, p.rows_per_tile) * in_cols(a, s) * p.in_per_tile * eb;
+  b.weight_bytes = g * a.kernel * a.kernel * p.in_per_tile * p.out_per_tile * eb;
+  b.partial_bytes = g * b.positions * p.out_per_tile * pb;
+  b.acc_outputs = g * b.positions * p.out_per_tile;
+  if (p.in_split > 1) {
+    b.reduce_outputs = ceil_div(g * b.positions * p.out_per_tile, p.in_split);
+    b.reduce_bytes = (p.in_split - 1) * b.reduce_outputs * pb;
+    b.out_bytes = b.reduce_outputs * eb;
+    b.acc_outputs = b.reduce_outputs;
+  }
+  if (p.serial_in > 1) b.acc_bytes = b.acc_outputs * eb;
+  return b;
+}
+
+inline std::uint64_t memory_of(const Blocks& b) {
+  return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes + b.acc_bytes;
+}
+
+inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
+  cost::AmpConvArgs v;
+  v.in = a.dtype;
+  v.partials = s.partials;
+  v.positions = p.rows_per_tile * s.out_w;
+  v.in_chans = p.in_per_tile;
+  v.out_chans = p.out_per_tile;
+  v.groups = p.groups_per_tile;
+  v.kernel_h = a.kernel;
+  v.kernel_w = a.kernel;
+  v.width = s.out_w;
+  v.coeff_load_bits = a.coeff_load_bits;
+  return v;
+}
+
+}  // namespace ipusim::plan::detail

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+// The conv and matmul planner (poplar-compiler.md §1.5): a bounded search over parallel splits
+// of conv groups, output rows, output channels and input channels, and serial splits when no
+// parallel plan fits, each costed with the simulator's codelet and exchange models.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <span>
+
+#include "geometry.hpp"
+#include "ipusim/plan/conv.hpp"
+
+namespace ipusim::plan {
+
+using namespace detail;  // NOLINT(google-build-using-namespace): this library's own internals
+
+namespace {
+
+// Split counts s (1 <= s <= grains) giving distinct chunk sizes ceil(grains / s), each with
+// the smallest s for its chunk size.
+std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t max_split) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s)
+    out.push_back(ceil_div(grains, ceil_div(grains, s)));  // the split of that chunk size
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Expected cycles of a plan: per iteration the fetch exchange, AMP compute, (with an
+// input-channel split) the reduction exchange and reduce compute, each exchange with its sync,
+// and (with a serial input split) the add of the iteration's outputs into the accumulated
+// output; times the serial count. Uses the simulator's own codelet models and exchange rates.
+std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
+                       const Blocks& b) {
+  const double rate = chip.exchange.bytes_per_cycle.value;
+  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
+  // Consecutive tiles differ in output-channel block: with out_split >= 2 both tiles of a
+  // super-tile pair receive the same input block at twice the rate.
+  const double in_rate = p.out_split >= 2 ? rate * chip.exchange.tiles_per_shared_bus : rate;
+  const double receive =
+      static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
+  const double send = static_cast<double>(b.in_bytes + b.weight_bytes) / rate;
+  std::uint64_t cycles = fixed + static_cast<std::uint64_t>(std::max(receive, send));
+  const auto args = amp_args(a, s, p);
+  cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
+  if (p.in_split > 1) {
+    // The stages of emit_conv's reduce-scatter, for the tile owning the most outputs.
+    const auto [stages, fan_in] = reduction_stages(p.in_split);
+    const std::uint64_t pb = trace::dtype_bytes(s.partials);
+    std::uint64_t stride = 1;
+    for (int t = 0; t < stages; ++t) {
+      const std::uint64_t span = stride * fan_in;
+      const std::uint64_t owned = b.reduce_outputs * ceil_div(p.in_split, span);
+      const std::uint64_t group = std::min(fan_in, ceil_div(p.in_split, stride));
+      cycles +=
+          fixed + static_cast<std::uint64_t>(static_cast<double>((group - 1) * owned * pb) / rate);
+      cycles += cost::reduce(chip, trace::Op::kAdd, s.partials,
+                             t + 1 == stages ? a.dtype : s.partials, owned, group)
+                    .cycles;
+      stride = span;
+    }
+  }
+  if (p.serial_in > 1) cycles += cost::binary(chip, trace::Op::kAdd, a.dtype, b.acc_outputs).cycles;
+  return cycles * p.serial();
+}
+
+}  // namespace
+
+std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
+  return cost::transpose_factor(chip, a.dtype, a.in_chans * a.out_chans);
+}
+
+namespace {
+
+// The one-off cost of the rearranged, transposed copies of the operands the pass reads
+// transposed: each of the plan's tiles receives its share of the operand (exchange) and
+// transposes it (cost::transpose: an element per cycle times poplin's 5/4 or 5/3), in one
+// extra superstep.
+std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
+  const std::uint64_t eb = trace::dtype_bytes(a.dtype);
+  std::uint64_t elements = 0;
+  if (a.transposed_input) elements += a.groups * a.batch * a.height * a.width * a.in_chans;
+  if (a.transposed_weights) elements += a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans;
+  if (elements == 0) return 0;
+  const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
+  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
+  return fixed +
+         static_cast<std::uint64_t>(static_cast<double>(per_tile * eb) /
+                                    chip.exchange.bytes_per_cycle.value) +
+         cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
+}
+
+// Longest serial loop the planner considers (iterations).
+constexpr std::uint64_t kMaxSerial = 4096;
+
+// Divisors 2 <= d <= kMaxSerial of n, ascending.
+std::vector<std::uint64_t> serial_counts(std::uint64_t n) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t d = 2; d <= std::min(n, kMaxSerial); ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Memory that every tile needs besides the kernel's tensors: stack, code for the codelets
+// used, and a margin for vertex state and exchange code.
+std::uint64_t fixed_memory(const ChipSpec& chip) {
+  return chip.runtime.stack_bytes.count + 3 * chip.runtime.codelet_code_bytes.count + 4096;
+}
+
+}  // namespace
+
+ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& a) {
+  if (!a.channel_groups || a.groups <= 1 || a.in_chans > 2) return a;
+  const std::uint64_t grain = amp_in_grain(chip, a.dtype);
+  std::uint64_t f = 1;
+  while (2 * f * a.in_chans <= grain && a.groups % (2 * f) == 0) f *= 2;
+  ConvArgs c = a;
+  c.groups = a.groups / f;
+  c.in_chans = a.in_chans * f;
+  c.out_chans = a.out_chans * f;
+  return c;
+}
+
+ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
+  return plan_conv(chip, a,
+                   chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip)));
+}
+
+namespace {
+
+// The fastest plan with the given serial splits whose buffers fit in `budget` bytes per tile
+// (fewer tiles, then fewer serial iterations, break ties); rows_per_tile == 0 if none fits.
+ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                   std::uint32_t serial_in, std::uint32_t serial_out, std::uint64_t& least) {
+  ConvPlan base;
+  base.serial_in = serial_in;
+  base.serial_out = serial_out;
+  const ConvArgs it = iteration_args(a, base);
+  const Shape s = shape_of(chip, it);
+  const std::uint64_t out_grains = ceil_div(it.out_chans, s.engines);
+  const std::uint64_t in_grains = ceil_div(it.in_chans, s.in_grain);
+  ConvPlan best;
+  best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
+  // Conv groups are the outermost split (poplar-compiler.md §1.7).
+  // The distinct splits of each dimension up to all tiles, ascending: those up to a smaller
+  // limit are exactly the ones not above it (each split is the smallest count giving its
+  // chunk size), so each list is computed once and cut at the tiles the outer splits leave.
+  const std::vector<std::uint64_t> groups = distinct_splits(a.groups, chip.tiles),
+                                   rows = distinct_splits(s.rows, chip.tiles),
+                                   outs = distinct_splits(out_grains, chip.tiles),
+                                   ins = distinct_splits(in_grains, chip.tiles);
+  const auto upto = [](const std::vector<std::uint64_t>& splits, std::uint64_t limit) {
+    return std::span(splits.begin(), std::upper_bound(splits.begin(), splits.end(), limit));
+  };
+  for (auto sg : upto(groups, chip.tiles))
+    for (auto sr : upto(rows, chip.tiles / sg))
+      for (auto so : upto(outs, chip.tiles / (sg * sr)))
+        for (auto si : upto(ins, chip.tiles / (sg * sr * so))) {
+          if (sg * sr * so * si > chip.tiles) continue;
+          ConvPlan p = base;
+          p.groups_per_tile = ceil_div(a.groups, sg);
+          p.rows_per_tile = ceil_div(s.rows, sr);
+          p.out_per_tile = std::min(it.out_chans, ceil_div(out_grains, so) * s.engines);
+          p.in_per_tile = std::min(it.in_chans, ceil_div(in_grains, si) * s.in_grain);
+          p.group_split = u32(ceil_div(a.groups, p.groups_per_tile));
+          p.row_split = u32(ceil_div(s.rows, p.rows_per_tile));
+          p.out_split = u32(ceil_div(it.out_chans, p.out_per_tile));
+          p.in_split = u32(ceil_div(it.in_chans, p.in_per_tile));
+          const Blocks b = blocks_of(it, s, p);
+          p.bytes_per_tile = memory_of(b);
+          least = std::min(least, p.bytes_per_tile);
+          if (p.bytes_per_tile > budget) continue;
+          p.estimated_cycles = estimate(chip, it, s, p, b) + rearrangement_cycles(chip, a, p);
+          if (p.estimated_cycles < best.estimated_cycles ||
+              (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
+            best = p;
+        }
+  if (best.rows_per_tile == 0) best = ConvPlan{};  // nothing fits this budget
+  return best;
+}
+
+// The plan for one budget (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan
+// that fits; if none fits, the fastest plan with a serial split of the input or the output
+// channels (one kind, a divisor of the channel count, at most kMaxSerial) that fits.
+// `least` is lowered to the smallest per-tile buffer size of any candidate seen.
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                     std::uint64_t& least) {
+  require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
+              a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
+          "conv dimensions must all be at least 1");
+  ConvPlan best = best_plan(chip, a, budget, 1, 1, least);
+  if (best.rows_per_tile != 0) return best;
+  auto consider = [&](const ConvPlan& p) {
+    if (p.rows_per_tile == 0) return;
+    if (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles ||
+        (p.estimated_cycles == best.estimated_cycles && p.serial() < best.serial()))
+      best = p;
+  };
+  for (auto d : serial_counts(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1, least));
+  for (auto d : serial_counts(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d), least));
+  return best;
+}
+
+}  // namespace
+
+ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget) {
+  const std::uint64_t limit =
+      chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
+  // Doubling the budget until a plan fits (poplar-compiler.md §1.5 step 2) ends at the first
+  // budget x 2^k that holds the smallest candidate's buffers: after one search that finds no
+  // plan, jump there instead of searching every budget in between (a tiny proportion would
+  // otherwise search some 20 budgets).
+  std::uint64_t least = std::numeric_limits<std::uint64_t>::max();
+  for (std::uint64_t b = std::max<std::uint64_t>(1, std::min(budget, limit));;) {
+    ConvPlan p = plan_within(chip, a, b, least);
+    if (p.rows_per_tile != 0) return p;
+    if (least <= limit && b < least) {
+      while (b < least) b = std::min(2 * b, limit);
+      continue;
+    }
+    throw ModelError(fmt::format(
+        "no tile mapping fits: even the finest split needs more than the {} per tile available "
+        "for tensors on {} ({} tiles)",
+        human_bytes(static_cast<double>(limit)), chip.name, chip.tiles));
+  }
+}
+
+std::string conv_name(const ConvArgs& a) {
+  const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
+  const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
+  std::string name = is_matmul
+                         ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
+                         : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
+                                       a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
+  if (a.groups > 1) name += fmt::format("_g{}", a.groups);
+  const trace::DType partials = partials_of(a);
+  if (partials != a.dtype)
+    name += fmt::format("_p{}", trace::kDTypeNames[static_cast<std::size_t>(partials)]);
+  return name;
+}
+
+std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
+  const int stages = depth < 2 ? 0 : depth < 16 ? 1 : depth < 125 ? 2 : 3;
+  if (stages == 0) return {0, 1};
+  // The stage-th root of the depth, rounded up: the least fan-in f with f^stages >= depth
+  // (in integers; the same as ceil(depth^(1/stages)) for every depth up to 2 x 10^6, checked).
+  const auto reaches = [&](std::uint64_t f) {
+    std::uint64_t p = 1;
+    for (int i = 0; i < stages && p < depth; ++i) p *= f;
+    return p >= depth;
+  };
+  std::uint64_t fan_in = 1;
+  while (!reaches(fan_in)) ++fan_in;
+  return {stages, std::max<std::uint64_t>(2, fan_in)};
+}
+
+ConvBuffers conv_buffers(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
+  const ConvArgs it = iteration_args(a, p);
+  const Shape s = shape_of(chip, it);
+  const Blocks b = blocks_of(it, s, p);
+  ConvBuffers out;
+  out.partials = s.partials;
+  out.input = b.in_bytes;
+  out.weights = b.weight_bytes;
+  out.partial_sums = b.partial_bytes;
+  out.reduce = b.reduce_bytes;
+  out.reduced = b.out_bytes;
+  out.accumulated = b.acc_bytes;
+  return out;
+}
+
+}  // namespace ipusim::plan
