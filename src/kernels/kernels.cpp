@@ -25,9 +25,9 @@ using plan::ConvPlan;
 namespace {
 
 using plan::add_spread;
+using plan::make_step;
 using plan::Spread;
 using plan::spread;
-using plan::make_step;
 using trace::DType;
 using trace::TileRange;
 

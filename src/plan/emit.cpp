@@ -114,7 +114,8 @@ class ConvEmitter {
               const auto i = static_cast<std::uint32_t>(base + m * stride);
               if (i >= depth) break;
               ++inputs;
-              if (i != k) red.add(TileRange{tile(g, r, i, o), tile(g, r, i, o)}, {&owner, 1}, n * pb_);
+              if (i != k)
+                red.add(TileRange{tile(g, r, i, o), tile(g, r, i, o)}, {&owner, 1}, n * pb_);
             }
             if (inputs < 2) continue;
             trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
@@ -141,8 +142,8 @@ class ConvEmitter {
                                     : k == 0        ? outputs_of(g, r, o)
                                                     : 0;
             if (n == 0) continue;
-            trace::Vertex v{trace::Codelet::kBinary, TileRange{tile(g, r, k, o), tile(g, r, k, o)},
-                            {}};
+            trace::Vertex v{
+                trace::Codelet::kBinary, TileRange{tile(g, r, k, o), tile(g, r, k, o)}, {}};
             v.params[sl::kEltOp] = static_cast<std::int64_t>(trace::Op::kAdd);
             v.params[sl::kEltDType] = static_cast<std::int64_t>(a_.dtype);
             v.params[sl::kEltN] = static_cast<std::int64_t>(n);

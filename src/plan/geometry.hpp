@@ -66,7 +66,9 @@ inline bool uses_nx1(const ConvArgs& a) { return a.kernel > 1; }
 inline std::uint64_t in_rows_for(const ConvArgs& a, std::uint64_t rows) {
   return uses_nx1(a) ? (rows - 1) * a.stride + a.kernel : rows;
 }
-inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) { return uses_nx1(a) ? a.width : s.out_w; }
+inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) {
+  return uses_nx1(a) ? a.width : s.out_w;
+}
 
 // Per-tile buffer sizes (bytes) of the largest block of one serial iteration.
 struct Blocks {

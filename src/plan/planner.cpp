@@ -42,7 +42,7 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   const double receive =
       static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
   const double send = static_cast<double>(b.in_bytes + b.weight_bytes) / rate;
-  std::uint64_t cycles = fixed + static_cast<std::uint64_t>(std::max(receive, send));
+  std::uint64_t cycles = fixed + ceil_cycles(std::max(receive, send)).count;
   const auto args = amp_args(a, s, p);
   cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
   if (p.in_split > 1) {
@@ -54,8 +54,7 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
       const std::uint64_t span = stride * fan_in;
       const std::uint64_t owned = b.reduce_outputs * ceil_div(p.in_split, span);
       const std::uint64_t group = std::min(fan_in, ceil_div(p.in_split, stride));
-      cycles +=
-          fixed + static_cast<std::uint64_t>(static_cast<double>((group - 1) * owned * pb) / rate);
+      cycles += fixed + (Bytes{(group - 1) * owned * pb} / chip.exchange.bytes_per_cycle).count;
       cycles += cost::reduce(chip, trace::Op::kAdd, s.partials,
                              t + 1 == stages ? a.dtype : s.partials, owned, group)
                     .cycles;
@@ -86,9 +85,7 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   if (elements == 0) return 0;
   const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
   const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
-  return fixed +
-         static_cast<std::uint64_t>(static_cast<double>(per_tile * eb) /
-                                    chip.exchange.bytes_per_cycle.value) +
+  return fixed + (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
          cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
 }
 

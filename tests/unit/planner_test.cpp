@@ -5,6 +5,7 @@
 // 4 KiB margin = 10240 B back, so 628736 B per tile are available for the conv's buffers).
 #include <gtest/gtest.h>
 
+#include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/plan/conv.hpp"
 #include "test_chips.hpp"
@@ -105,6 +106,23 @@ TEST(Planner, ParallelPlanPreferredWhenItFits) {
   EXPECT_EQ(p.serial(), 1u);
   EXPECT_EQ(p.serial_in, 1u);
   EXPECT_EQ(p.serial_out, 1u);
+}
+
+// Issue 31, item 3: the planner rounds a transfer's cycles up, by the one rounding rule the
+// engines use (ceil_cycles), not down. On one tile a 1 x 3 x 16 half matmul fetches its
+// 1 x 3 input (6 B) and 3 x 16 weights (96 B) at 4 B/cycle: 25.5 cycles, so 26; the estimate
+// is that, the exchange's fixed cost and sync (100 + 90), and the AMP vertex's cycles.
+TEST(Planner, AFetchOfAFractionalCycleCountIsRoundedUp) {
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  const ConvPlan p = plan_conv(chip, matmul_args(1, 16, 3));
+  ASSERT_EQ(p.tiles_used(), 1u);
+  cost::AmpConvArgs amp;
+  amp.positions = 1;
+  amp.in_chans = 3;
+  amp.out_chans = 16;
+  amp.width = 1;
+  amp.coeff_load_bits = 64;
+  EXPECT_EQ(p.estimated_cycles, 100 + 90 + 26 + cost::amp_conv1x1(chip, amp).cycles);
 }
 
 TEST(Planner, SerialSplitOnOneTile) {
