@@ -28,21 +28,33 @@ std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t m
   return out;
 }
 
-// Expected cycles of a plan: per iteration the fetch exchange, AMP compute, (with an
-// input-channel split) the reduction exchange and reduce compute, each exchange with its sync,
-// and (with a serial input split) the add of the iteration's outputs into the accumulated
-// output; times the serial count. Uses the simulator's own codelet models and exchange rates.
-std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
-                       const Blocks& b) {
+// The fixed cost of one exchange: its overhead and the sync before it.
+std::uint64_t exchange_fixed(const ChipSpec& chip) {
+  return chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
+}
+
+// One iteration's fetch exchange: its fixed cost and the larger of the busiest tile's receive
+// and send time. Consecutive tiles differ in output-channel block: with out_split >= 2 both
+// tiles of a super-tile pair receive the same input block at twice the rate.
+std::uint64_t fetch_cycles(const ChipSpec& chip, const ConvPlan& p, const Blocks& b) {
   const double rate = chip.exchange.bytes_per_cycle.value;
-  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
-  // Consecutive tiles differ in output-channel block: with out_split >= 2 both tiles of a
-  // super-tile pair receive the same input block at twice the rate.
   const double in_rate = p.out_split >= 2 ? rate * chip.exchange.tiles_per_shared_bus : rate;
   const double receive =
       static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
   const double send = static_cast<double>(b.in_bytes + b.weight_bytes) / rate;
-  std::uint64_t cycles = fixed + ceil_cycles(std::max(receive, send)).count;
+  return exchange_fixed(chip) + ceil_cycles(std::max(receive, send)).count;
+}
+
+// Expected cycles of a plan: per iteration the fetch exchange (`fetch`, fetch_cycles), AMP
+// compute, (with an input-channel split) the reduction exchange and reduce compute, each
+// exchange with its sync, and (with a serial input split) the add of the iteration's outputs
+// into the accumulated output; times the serial count. Uses the simulator's own codelet models
+// and exchange rates.
+std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
+                       const Blocks& b, std::uint64_t fetch) {
+  const double rate = chip.exchange.bytes_per_cycle.value;
+  const std::uint64_t fixed = exchange_fixed(chip);
+  std::uint64_t cycles = fetch;
   const auto args = amp_args(a, s, p);
   cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
   if (p.in_split > 1) {
@@ -84,8 +96,7 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   if (a.transposed_weights) elements += a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans;
   if (elements == 0) return 0;
   const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
-  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
-  return fixed + (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
+  return exchange_fixed(chip) + (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
          cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
 }
 
@@ -129,8 +140,12 @@ namespace {
 
 // The fastest plan with the given serial splits whose buffers fit in `budget` bytes per tile
 // (fewer tiles, then fewer serial iterations, break ties); rows_per_tile == 0 if none fits.
+// Candidates that cannot cost `bound` cycles or fewer are not costed in full: the fetches and
+// transposed copies alone exceed it (the rest of an estimate is never negative). The plan
+// returned is the same as without a bound whenever that plan costs at most `bound`.
 ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                   std::uint32_t serial_in, std::uint32_t serial_out, std::uint64_t& least) {
+                   std::uint32_t serial_in, std::uint32_t serial_out, std::uint64_t& least,
+                   std::uint64_t bound = std::numeric_limits<std::uint64_t>::max()) {
   ConvPlan base;
   base.serial_in = serial_in;
   base.serial_out = serial_out;
@@ -169,7 +184,10 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
           p.bytes_per_tile = memory_of(b);
           least = std::min(least, p.bytes_per_tile);
           if (p.bytes_per_tile > budget) continue;
-          p.estimated_cycles = estimate(chip, it, s, p, b) + rearrangement_cycles(chip, a, p);
+          const std::uint64_t fetch = fetch_cycles(chip, p, b);
+          const std::uint64_t copies = rearrangement_cycles(chip, a, p);
+          if (fetch * p.serial() + copies > bound) continue;
+          p.estimated_cycles = estimate(chip, it, s, p, b, fetch) + copies;
           if (p.estimated_cycles < best.estimated_cycles ||
               (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
             best = p;
@@ -195,8 +213,20 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
         (p.estimated_cycles == best.estimated_cycles && p.serial() < best.serial()))
       best = p;
   };
-  for (auto d : serial_counts(a.in_chans)) consider(best_plan(chip, a, budget, u32(d), 1, least));
-  for (auto d : serial_counts(a.out_chans)) consider(best_plan(chip, a, budget, 1, u32(d), least));
+  // Every iteration of a serial plan costs at least its fetch's fixed cost, so once d x that
+  // exceeds the best plan found no plan of d or more iterations can beat or tie it, and a
+  // candidate whose fetches alone exceed the best is skipped (best_plan's bound): the plan
+  // chosen is the one a search of every divisor finds.
+  const auto search = [&](const std::vector<std::uint64_t>& counts, bool in) {
+    for (auto d : counts) {
+      const bool found = best.rows_per_tile != 0;
+      if (found && d * exchange_fixed(chip) > best.estimated_cycles) break;
+      const auto bound = found ? best.estimated_cycles : std::numeric_limits<std::uint64_t>::max();
+      consider(best_plan(chip, a, budget, in ? u32(d) : 1, in ? 1 : u32(d), least, bound));
+    }
+  };
+  search(serial_counts(a.in_chans), true);
+  search(serial_counts(a.out_chans), false);
   return best;
 }
 
