@@ -14,6 +14,8 @@
 #include <optional>
 #include <set>
 
+#include "graph/lifetimes.hpp"
+#include "graph/recompute.hpp"
 #include "graph/shapes.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/util/error.hpp"
@@ -57,15 +59,15 @@ class CnnLowering {
         stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);
       }
       const auto scope = b_.scope("", trace::Pass::kForward, trace::OpKind::kElementwise);
-      images_at_ = out.size();
+      body_.images_at = out.size();
       b_.cast(out, images.layout, DType::kChar);
       fwd_[""] = images;
     }
-    spans_.assign(layers_.size(), Spans{});
+    body_.spans.assign(layers_.size(), graph::Spans{});
     for (std::size_t i = 0; i < layers_.size(); ++i) {
-      spans_[i].fwd.first = out.size();
+      body_.spans[i].fwd.first = out.size();
       forward(out, layers_[i], /*recompute=*/false);
-      spans_[i].fwd.second = out.size();
+      body_.spans[i].fwd.second = out.size();
     }
     {
       const auto scope = b_.scope("", trace::Pass::kForward);
@@ -82,38 +84,33 @@ class CnnLowering {
       }
       return out;
     }
-    const auto segments = segment_bounds();
+    const auto segments = this->segments();
     for (std::size_t s = segments.size(); s-- > 0;) {
       const auto [first, last] = segments[s];
       if (s + 1 != segments.size()) {
         for (std::size_t i = first; i < last; ++i) {
-          spans_[i].rec.first = out.size();
+          body_.spans[i].rec.first = out.size();
           forward(out, layers_[i], /*recompute=*/true);
-          spans_[i].rec.second = out.size();
-          spans_[i].recomputed = true;
+          body_.spans[i].rec.second = out.size();
+          body_.spans[i].recomputed = true;
         }
         const auto scope = b_.scope("", trace::Pass::kRecompute);
         flush_all(out, fwd_);
       }
       for (std::size_t i = last; i-- > first;) {
-        spans_[i].bwd.first = out.size();
+        body_.spans[i].bwd.first = out.size();
         backward(out, layers_[i], i == 0);
-        spans_[i].bwd.second = out.size();
+        body_.spans[i].bwd.second = out.size();
       }
     }
     grads_.clear();
-    body_steps_ = out.size();
+    body_.steps = out.size();
     return out;
   }
 
-  // The activations a training micro-batch keeps, each with its lifetime (trace-format §4.3)
-  // at program positions `offset` + its step index in the micro-batch body: the images from
-  // their cast to the first conv's weight gradient; each checkpoint from its forward to its
-  // consumers' backward; the outputs of convs, pools, fc, swish, sigmoid and scale (batch norm,
-  // ReLU and the residual add work in place) from the forward to the consumers' forward where
-  // the segment is recomputed, and again from the recomputation, else to the consumers' (and
-  // their own) backward; each layer's output gradient from its first consumer's backward to
-  // its own. Call after micro_batch().
+  // The activations a training micro-batch keeps (graph::kept_tensors), each on the layout of
+  // the layer it names, live at program positions `offset` + its step index in the micro-batch
+  // body. Call after micro_batch().
   struct Scoped {
     std::string name;
     trace::TensorKind kind;
@@ -122,56 +119,8 @@ class CnnLowering {
   };
   std::vector<Scoped> scoped_activations(std::uint64_t offset) const {
     std::vector<Scoped> out;
-    if (body_steps_ == 0) return out;
-    // Positions of body steps [begin, end) (an empty span: its place; within the body).
-    const auto at = [&](std::size_t i) { return offset + std::min(i, body_steps_ - 1); };
-    const auto live = [&](std::size_t begin, std::size_t end) {
-      return trace::Lifetime{at(begin), std::max(at(begin), at(end > begin ? end - 1 : begin))};
-    };
-    std::map<std::string, std::vector<std::size_t>> consumers;
-    for (std::size_t j = 0; j < layers_.size(); ++j) {
-      consumers[layers_[j].input].push_back(j);
-      if (!layers_[j].layer->other.empty()) consumers[layers_[j].layer->other].push_back(j);
-    }
-    const auto used_until = [&](const std::string& name, std::size_t own, bool backward) {
-      std::size_t end = own;
-      for (std::size_t j : consumers[name])
-        end = std::max(end, backward ? spans_[j].bwd.second : spans_[j].fwd.second);
-      return end;
-    };
-    const auto first_gradient = [&](const std::string& name) {
-      std::size_t begin = body_steps_;
-      for (std::size_t j : consumers[name]) begin = std::min(begin, spans_[j].bwd.first);
-      return begin;
-    };
-    if (auto it = fwd_.find(""); it != fwd_.end() && images_at_)
-      out.push_back({"input_images", trace::TensorKind::kActivation, it->second.layout,
-                     live(*images_at_, used_until("", 0, true))});
-    std::set<std::size_t> checkpoints;
-    for (const auto& [first, last] : segment_bounds())
-      if (last < layers_.size()) checkpoints.insert(last - 1);
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-      const std::string& name = layers_[i].layer->name;
-      const Layout& layout = fwd_.at(name).layout;
-      const Spans& sp = spans_[i];
-      if (checkpoints.count(i) != 0) {
-        out.push_back({"checkpoint/" + name, trace::TensorKind::kActivation, layout,
-                       live(sp.fwd.first, used_until(name, sp.bwd.second, true))});
-      } else if (graph::info(layers_[i].op()).keeps_output) {
-        if (sp.recomputed) {
-          out.push_back({"activation/" + name, trace::TensorKind::kActivation, layout,
-                         live(sp.fwd.first, used_until(name, sp.fwd.second, false))});
-          out.push_back({"recomputed/" + name, trace::TensorKind::kActivation, layout,
-                         live(sp.rec.first, used_until(name, sp.bwd.second, true))});
-        } else {
-          out.push_back({"activation/" + name, trace::TensorKind::kActivation, layout,
-                         live(sp.fwd.first, used_until(name, sp.bwd.second, true))});
-        }
-      }
-      if (!consumers[name].empty())
-        out.push_back({"gradient/" + name, trace::TensorKind::kGradient, layout,
-                       live(first_gradient(name), sp.bwd.second)});
-    }
+    for (auto& kept : graph::kept_tensors(layers_, segments(), body_, offset))
+      out.push_back({std::move(kept.name), kept.kind, fwd_.at(kept.layer).layout, kept.live});
     return out;
   }
 
@@ -665,18 +614,8 @@ class CnnLowering {
     add_gradient(out, c.input, Value{x, {}});
   }
 
-  // [first, last) layer ranges between checkpoints.
-  std::vector<std::pair<std::size_t, std::size_t>> segment_bounds() const {
-    std::vector<std::pair<std::size_t, std::size_t>> out;
-    std::size_t first = 0;
-    for (std::size_t i = 0; i < layers_.size(); ++i)
-      if (std::find(run_.checkpoints.begin(), run_.checkpoints.end(), layers_[i].layer->name) !=
-          run_.checkpoints.end()) {
-        out.emplace_back(first, i + 1);
-        first = i + 1;
-      }
-    if (first < layers_.size()) out.emplace_back(first, layers_.size());
-    return out;
+  std::vector<graph::Segment> segments() const {
+    return graph::segments(layers_, run_.checkpoints);
   }
 
   const ModelDef& m_;
@@ -688,22 +627,8 @@ class CnnLowering {
   std::uint32_t all_tiles_;             // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;    // forward values by producing layer
   std::map<std::string, Value> grads_;  // gradients of layer outputs, while back-propagating
-  // Where each layer's forward, recomputation and backward steps sit in the micro-batch body.
-  struct Spans {
-    std::pair<std::size_t, std::size_t> fwd, rec, bwd;  // [begin, end) step indices
-    bool recomputed = false;
-  };
-  std::vector<Spans> spans_;
-  std::optional<std::size_t> images_at_;  // the images' cast
-  std::size_t body_steps_ = 0;
+  graph::Body body_;                    // where each layer's steps sit in the micro-batch body
 };
-
-void check_checkpoints(const ModelDef& m, const RunConfig& run) {
-  for (const auto& c : run.checkpoints)
-    if (std::none_of(m.layers.begin(), m.layers.end(), [&](const Layer& l) { return l.name == c; }))
-      throw ConfigError(fmt::format("{}: run.recompute_checkpoints: '{}' is not a layer of {}",
-                                    run.file, c, m.file));
-}
 
 }  // namespace
 
@@ -725,7 +650,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
         "{}: run.gradient_clipping: global_norm is lowered for transformer models only; {} is "
         "a CNN (set it to none)",
         run.file, m.file));
-  check_checkpoints(m, run);
+  graph::check_checkpoints(m, run);
   // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
   // there (a loss in the middle, or none, left layers without a gradient).
   if (!run.inference && !m.layers.empty()) {

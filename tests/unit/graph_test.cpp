@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "compiler/graph/lifetimes.hpp"
+#include "compiler/graph/recompute.hpp"
 #include "compiler/graph/shapes.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/op.hpp"
@@ -146,6 +148,73 @@ TEST(GraphOps, AModelFileKeyTheOpDoesNotTakeIsAnErrorNamingItsLine) {
       std::string::npos);
   EXPECT_NE(parse_error("  - {name: c, op: fc}\n").find("layers[0].out: missing required key"),
             std::string::npos);
+}
+
+const char* const kChain =
+    "  - {name: c1, op: conv, out: 4}\n  - {name: r, op: relu}\n"
+    "  - {name: c2, op: conv, out: 4}\n  - {name: loss, op: softmax_loss}\n";
+
+TEST(GraphRecompute, CheckpointsCutTheLayersIntoSegments) {
+  const ModelDef m = model_of("segments", kChain);
+  const auto nodes = infer_shapes(m);
+  EXPECT_EQ(segments(nodes, {}), (std::vector<Segment>{{0, 4}}));
+  EXPECT_EQ(segments(nodes, {"r"}), (std::vector<Segment>{{0, 2}, {2, 4}}));
+  EXPECT_EQ(segments(nodes, {"c1", "c2"}), (std::vector<Segment>{{0, 1}, {1, 3}, {3, 4}}));
+  EXPECT_EQ(segments(nodes, {"loss"}), (std::vector<Segment>{{0, 4}}));  // the last: no cut
+  RunConfig run;
+  run.file = "r.yaml";
+  run.checkpoints = {"r", "c3"};
+  try {
+    check_checkpoints(m, run);
+    ADD_FAILURE() << "c3 is not a layer";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.yaml: run.recompute_checkpoints: 'c3' is not a layer"),
+              std::string::npos);
+  }
+}
+
+// Lifetimes worked by hand for conv c1 -> relu r -> conv c2 -> loss, body positions from 1.
+TEST(GraphLifetimes, KeptTensorsLiveFromTheirProducerToTheirLastReader) {
+  const ModelDef m = model_of("lifetimes", kChain);
+  const auto nodes = infer_shapes(m);
+  Body body;
+  body.steps = 18;
+  body.spans.resize(4);
+  // forward c1 [0,3) r [3,4) c2 [4,7) loss [7,9); backward loss [9,10) c2 [10,14) r [14,15)
+  // c1 [15,18)
+  body.spans[0] = {{0, 3}, {}, {15, 18}, false};
+  body.spans[1] = {{3, 4}, {}, {14, 15}, false};
+  body.spans[2] = {{4, 7}, {}, {10, 14}, false};
+  body.spans[3] = {{7, 9}, {}, {9, 10}, false};
+  const auto kept = kept_tensors(nodes, segments(nodes, {}), body, 1);
+  const auto row = [](const KeptTensor& t) {
+    return std::tuple(t.name, t.layer, t.live.first, t.live.last);
+  };
+  std::vector<std::tuple<std::string, std::string, std::uint64_t, std::uint64_t>> got;
+  for (const auto& t : kept) got.push_back(row(t));
+  // c1's output (a conv keeps it) from its forward to its own backward (17 + 1); its gradient
+  // from r's backward (14) to its own; r runs in place: only its gradient, from c2's backward;
+  // c2's output to its own backward, its gradient from the loss's backward; the loss keeps
+  // nothing and nothing reads its output.
+  EXPECT_EQ(got, (std::vector<std::tuple<std::string, std::string, std::uint64_t, std::uint64_t>>{
+                     {"activation/c1", "c1", 1, 18},
+                     {"gradient/c1", "c1", 15, 18},
+                     {"gradient/r", "r", 11, 15},
+                     {"activation/c2", "c2", 5, 14},
+                     {"gradient/c2", "c2", 10, 14}}));
+  // Checkpoint r: c1 is recomputed at [9,12) after a forward of r's segment; c1's first output
+  // lives until r's forward read it (step 3, position 4), the recomputed one to c1's backward.
+  body.spans[0].rec = {9, 12};
+  body.spans[0].recomputed = true;
+  body.images_at = 0;
+  got.clear();
+  for (const auto& t : kept_tensors(nodes, segments(nodes, {"r"}), body, 1)) got.push_back(row(t));
+  ASSERT_GE(got.size(), 4u);
+  EXPECT_EQ(got[0], std::tuple(std::string("input_images"), std::string(""), 1u, 18u));
+  EXPECT_EQ(got[1], std::tuple(std::string("activation/c1"), std::string("c1"), 1u, 4u));
+  EXPECT_EQ(got[2], std::tuple(std::string("recomputed/c1"), std::string("c1"), 10u, 18u));
+  EXPECT_EQ(got[4], std::tuple(std::string("checkpoint/r"), std::string("r"), 4u, 15u));
+  EXPECT_TRUE(kept_tensors(nodes, {}, Body{}, 1).empty());  // no body, nothing kept
 }
 
 }  // namespace
