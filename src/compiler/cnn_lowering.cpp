@@ -21,6 +21,7 @@
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
+#include "norm_lowering.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -38,6 +39,7 @@ class CnnLowering {
       : m_(m),
         run_(run),
         b_(b),
+        norms_(b, run),
         layers_(graph::infer_shapes(m)),
         n_(run.micro_batch),
         all_tiles_(all_tiles) {
@@ -248,14 +250,6 @@ class CnnLowering {
     return mm;
   }
 
-  // Distributed batch norm: a batch norm's two per-channel float statistics all-reduced over
-  // the run's batch-norm group of replicas.
-  void share_statistics(Steps& out, const Node& c) {
-    if (run_.batchnorm_group > 1)
-      out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * c.out.c * 4, DType::kFloat,
-                                  {trace::GroupKind::kReplicas, run_.batchnorm_group}));
-  }
-
   // compiler::pend and compiler::flush (lowering.hpp) with this lowering's builder.
   void pend(Value& v, std::initializer_list<Op> ops) { compiler::pend(b_, v, ops); }
   void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
@@ -288,10 +282,21 @@ class CnnLowering {
         fwd_[l.name] = Value{b_.conv(out, forward_args(c), Operand{x.layout, false}), {}};
         return;
       }
-      case graph::Op::kBatchNorm:
-        return run_.inference ? batchnorm_inference(out, c) : batchnorm_forward(out, c, recompute);
-      case graph::Op::kRelu:
-        return relu_forward(out, c);
+      case graph::Op::kBatchNorm: {
+        // Recomputation reuses the cached statistics (run.batchnorm_statistics_cache).
+        const Value& x = input_of(out, c);
+        fwd_[l.name] = run_.inference
+                           ? norms_.batch_norm_inference(x)
+                           : norms_.batch_norm(out, x, c.out.c,
+                                               !(recompute && run_.batchnorm_statistics_cache));
+        return;
+      }
+      case graph::Op::kRelu: {
+        Value v = take(c.input);
+        norms_.relu(out, v);
+        fwd_[l.name] = std::move(v);
+        return;
+      }
       case graph::Op::kSwish:
       case graph::Op::kSigmoid: {
         Value v = take(c.input);
@@ -344,65 +349,6 @@ class CnnLowering {
         break;
     }
     throw Error(fmt::format("layer '{}': no forward rule", l.name));
-  }
-
-  // Inference: the stored statistics folded into a per-channel scale and shift, applied where
-  // the data lives (fused with what follows).
-  void batchnorm_inference(Steps& out, const Node& c) {
-    Value& x = input_of(out, c);
-    Value scaled{x.layout, {}, {}};
-    pend(scaled, {Op::kMul, Op::kAdd});
-    fwd_[c.layer->name] = std::move(scaled);
-  }
-
-  void batchnorm_forward(Steps& out, const Node& c, bool recompute) {
-    Value& x = input_of(out, c);
-    // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
-    // shared over the batch-norm group; recomputation reuses the cached statistics.
-    const bool statistics = !(recompute && run_.batchnorm_statistics_cache);
-    const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
-    if (statistics) {
-      b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
-      share_statistics(out, c);
-      // mean, inverse standard deviation (popnn's InverseStdDeviation).
-      const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
-      b_.elementwise(out, channels, stats);
-    }
-    if (run_.popnn_norms) {
-      // TensorFlow for IPU (norm.cc): with cached statistics the stored variance is turned
-      // back into inv_std first; per-channel multiplicand = gamma inv_std and addend =
-      // beta - multiplicand mean (two small maps), brought to the tiles holding each
-      // channel; then popnn's batchNormalise: an out-of-place multiply and an in-place add
-      // over the activations, each its own compute set; after statistics, inv_std is
-      // turned into the variance the op returns.
-      if (!statistics) b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
-      b_.elementwise(out, channels, std::array{Op::kMul});
-      b_.elementwise(out, channels, std::array{Op::kMul, Op::kSub});
-      b_.broadcast(out, x.layout, Axis::kPositions, 2);
-      b_.channel_op(out, x.layout, Op::kMul, /*in_place=*/false);
-      b_.channel_op(out, x.layout, Op::kAdd, /*in_place=*/true);
-      if (statistics) b_.elementwise(out, channels, std::array{Op::kMul, Op::kDiv, Op::kSub});
-      fwd_[c.layer->name] = Value{x.layout, {}};
-    } else {
-      // mean and inv_std back to the tiles holding each channel; whiten (x - mean) inv_std,
-      // then scale and shift: pending, fused with what follows.
-      if (statistics) b_.broadcast(out, x.layout, Axis::kPositions, 2);
-      Value whitened{x.layout, {}, {}};
-      pend(whitened, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
-      fwd_[c.layer->name] = std::move(whitened);
-    }
-  }
-
-  void relu_forward(Steps& out, const Node& c) {
-    Value v = take(c.input);
-    if (run_.popnn_norms) {
-      // popnn's nonLinearityInPlace: its own compute set, not part of an expression.
-      flush(out, v);
-      b_.elementwise(out, v.layout, std::array{Op::kRelu});
-    } else {
-      pend(v, {Op::kRelu});
-    }
-    fwd_[c.layer->name] = std::move(v);
   }
 
   void maxpool_forward(Steps& out, const Node& c) {
@@ -470,21 +416,12 @@ class CnnLowering {
         // Batch norm ran in place, so what is kept is its input x: it comes to the gradient's
         // layout and is whitened again there (poplar-compiler.md §2.3).
         b_.rearrange(out, fwd_.at(in).layout, g.layout);
-        if (run_.popnn_norms)
-          batchnorm_backward_popnn(out, c, g);
-        else
-          batchnorm_backward_fused(out, c, g);
+        norms_.batch_norm_gradient(out, g, c.out.c, m_.dtype);
         return add_gradient(out, in, std::move(g));
       case graph::Op::kRelu:
         // g x (y > 0): the forward output comes to the gradient's layout.
         b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-        if (run_.popnn_norms) {
-          // popnn's nonLinearityInputGradient: its own compute set.
-          flush(out, g);
-          b_.elementwise(out, g.layout, std::array{Op::kMul});
-        } else {
-          pend(g, {Op::kMul});
-        }
+        norms_.relu_gradient(out, g);
         return add_gradient(out, in, std::move(g));
       case graph::Op::kSwish:
         // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.
@@ -540,53 +477,6 @@ class CnnLowering {
     b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
   }
 
-  // TensorFlow for IPU's BatchNormGrad (norm.cc) through popnn (poplin Norms.cpp): variance
-  // back to inv_std; batchNormWhiten (an out-of-place subtract, an in-place multiply);
-  // batchNormGradients: g gamma, x_hat (g gamma), one joint reduction of both (shared over the
-  // batch-norm group), a copy of the gradient, x_hat times the variance delta, the mean delta
-  // added, a scaled add, times inv_std; then batchNormParamGradients on its own: x_hat g and
-  // its joint reduction again. Each pass over the activations is its own compute set; the
-  // per-channel deltas are small maps brought to the tiles holding each channel.
-  void batchnorm_backward_popnn(Steps& out, const Node& c, const Value& g) {
-    const Layout& gl = g.layout;
-    const Layout channels = b_.linear(DType::kFloat, 1, c.out.c);
-    b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
-    b_.broadcast(out, gl, Axis::kPositions, 2);
-    b_.channel_op(out, gl, Op::kSub, /*in_place=*/false);  // x - mean
-    b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);   // x_hat
-    b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // g gamma
-    b_.elementwise(out, gl, std::array{Op::kMul});         // x_hat g gamma
-    b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
-    share_statistics(out, c);
-    b_.elementwise(out, channels, std::array{Op::kMul, Op::kMul});
-    b_.broadcast(out, gl, Axis::kPositions, 2);
-    b_.copy(out, gl);
-    b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // x_hat variance delta
-    b_.channel_op(out, gl, Op::kAdd, /*in_place=*/true);   // + mean delta
-    b_.scaled_add(out, gl);
-    b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);  // inv_std
-    b_.elementwise(out, gl, std::array{Op::kMul});        // x_hat g, for gamma and beta
-    b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
-    b_.scaled_add(out, b_.linear(m_.dtype, 1, 2 * c.out.c));
-  }
-
-  // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
-  // gradient, with x_hat = (x - mean) inv_std whitened again and multiplied by g; the input
-  // gradient is left pending, fused with what follows.
-  void batchnorm_backward_fused(Steps& out, const Node& c, Value& g) {
-    const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
-    b_.elementwise(out, g.layout, whiten_mul);
-    b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
-    share_statistics(out, c);
-    b_.broadcast(out, g.layout, Axis::kPositions, 2);
-    // gamma and beta gradients into their accumulators
-    b_.scaled_add(out, b_.linear(m_.dtype, 1, 2 * c.out.c));
-    // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
-    g.pending.clear();
-    g.pending_layers.clear();
-    pend(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
-  }
-
   void scale_backward(Steps& out, const Node& c, Value g) {
     const std::string& in = c.input;
     flush(out, g);
@@ -621,6 +511,7 @@ class CnnLowering {
   const ModelDef& m_;
   const RunConfig& run_;
   IpuBuilder& b_;
+  NormLowering norms_;
   std::vector<Node> layers_;
   std::map<std::string, std::size_t> index_;
   std::uint64_t n_;

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "ipusim/trace/program.hpp"
 #include "recompute.hpp"
 #include "shapes.hpp"
-#include "ipusim/trace/program.hpp"
 
 namespace ipusim::compiler::graph {
 

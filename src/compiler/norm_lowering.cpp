@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "norm_lowering.hpp"
+
+#include <array>
+
+namespace ipusim::compiler {
+
+using trace::DType;
+using trace::Op;
+
+void NormLowering::share_statistics(Steps& out, std::uint64_t channels) {
+  if (run_.batchnorm_group > 1)
+    out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, 2 * channels * 4, DType::kFloat,
+                                {trace::GroupKind::kReplicas, run_.batchnorm_group}));
+}
+
+Value NormLowering::batch_norm_inference(const Value& x) {
+  Value scaled{x.layout, {}, {}};
+  pend(b_, scaled, {Op::kMul, Op::kAdd});
+  return scaled;
+}
+
+Value NormLowering::batch_norm(Steps& out, const Value& x, std::uint64_t c, bool statistics) {
+  // Statistics (sum and sum of squares per channel) among the tiles holding each channel,
+  // shared over the batch-norm group.
+  const Layout channels = b_.linear(DType::kFloat, 1, c);
+  if (statistics) {
+    b_.reduce(out, x.layout, Axis::kPositions, 2, /*broadcast=*/false);
+    share_statistics(out, c);
+    // mean, inverse standard deviation (popnn's InverseStdDeviation).
+    const Op stats[] = {Op::kMul, Op::kSquare, Op::kSub, Op::kRsqrt};
+    b_.elementwise(out, channels, stats);
+  }
+  if (run_.popnn_norms) {
+    // TensorFlow for IPU (norm.cc): with cached statistics the stored variance is turned back
+    // into inv_std first; per-channel multiplicand = gamma inv_std and addend = beta -
+    // multiplicand mean (two small maps), brought to the tiles holding each channel; then
+    // popnn's batchNormalise: an out-of-place multiply and an in-place add over the
+    // activations, each its own compute set; after statistics, inv_std is turned into the
+    // variance the op returns.
+    if (!statistics) b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
+    b_.elementwise(out, channels, std::array{Op::kMul});
+    b_.elementwise(out, channels, std::array{Op::kMul, Op::kSub});
+    b_.broadcast(out, x.layout, Axis::kPositions, 2);
+    b_.channel_op(out, x.layout, Op::kMul, /*in_place=*/false);
+    b_.channel_op(out, x.layout, Op::kAdd, /*in_place=*/true);
+    if (statistics) b_.elementwise(out, channels, std::array{Op::kMul, Op::kDiv, Op::kSub});
+    return Value{x.layout, {}};
+  }
+  // mean and inv_std back to the tiles holding each channel; whiten (x - mean) inv_std, then
+  // scale and shift: pending, fused with what follows.
+  if (statistics) b_.broadcast(out, x.layout, Axis::kPositions, 2);
+  Value whitened{x.layout, {}, {}};
+  pend(b_, whitened, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
+  return whitened;
+}
+
+void NormLowering::batch_norm_gradient(Steps& out, Value& g, std::uint64_t c, DType dtype) {
+  if (run_.popnn_norms) {
+    // TensorFlow for IPU's BatchNormGrad (norm.cc) through popnn (poplin Norms.cpp): variance
+    // back to inv_std; batchNormWhiten (an out-of-place subtract, an in-place multiply);
+    // batchNormGradients: g gamma, x_hat (g gamma), one joint reduction of both (shared over
+    // the batch-norm group), a copy of the gradient, x_hat times the variance delta, the mean
+    // delta added, a scaled add, times inv_std; then batchNormParamGradients on its own: x_hat
+    // g and its joint reduction again. Each pass over the activations is its own compute set;
+    // the per-channel deltas are small maps brought to the tiles holding each channel.
+    const Layout& gl = g.layout;
+    const Layout channels = b_.linear(DType::kFloat, 1, c);
+    b_.elementwise(out, channels, std::array{Op::kAdd, Op::kRsqrt});
+    b_.broadcast(out, gl, Axis::kPositions, 2);
+    b_.channel_op(out, gl, Op::kSub, /*in_place=*/false);  // x - mean
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);   // x_hat
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // g gamma
+    b_.elementwise(out, gl, std::array{Op::kMul});         // x_hat g gamma
+    b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
+    share_statistics(out, c);
+    b_.elementwise(out, channels, std::array{Op::kMul, Op::kMul});
+    b_.broadcast(out, gl, Axis::kPositions, 2);
+    b_.copy(out, gl);
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/false);  // x_hat variance delta
+    b_.channel_op(out, gl, Op::kAdd, /*in_place=*/true);   // + mean delta
+    b_.scaled_add(out, gl);
+    b_.channel_op(out, gl, Op::kMul, /*in_place=*/true);  // inv_std
+    b_.elementwise(out, gl, std::array{Op::kMul});        // x_hat g, for gamma and beta
+    b_.reduce(out, gl, Axis::kPositions, 2, /*broadcast=*/false);
+    b_.scaled_add(out, b_.linear(dtype, 1, 2 * c));
+    return;
+  }
+  // Gradient statistics (sum g, sum g x_hat) among the tiles holding each channel of the
+  // gradient, with x_hat = (x - mean) inv_std whitened again and multiplied by g; the input
+  // gradient is left pending, fused with what follows.
+  const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+  b_.elementwise(out, g.layout, whiten_mul);
+  b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
+  share_statistics(out, c);
+  b_.broadcast(out, g.layout, Axis::kPositions, 2);
+  // gamma and beta gradients into their accumulators
+  b_.scaled_add(out, b_.linear(dtype, 1, 2 * c));
+  // dx = (g - mean(g) - x_hat mean(g x_hat)) gamma inv_std, fused with what follows.
+  g.pending.clear();
+  g.pending_layers.clear();
+  pend(b_, g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
+}
+
+void NormLowering::relu(Steps& out, Value& v) {
+  if (run_.popnn_norms) {
+    // popnn's nonLinearityInPlace: its own compute set, not part of an expression.
+    flush(b_, out, v);
+    b_.elementwise(out, v.layout, std::array{Op::kRelu});
+  } else {
+    pend(b_, v, {Op::kRelu});
+  }
+}
+
+void NormLowering::relu_gradient(Steps& out, Value& g) {
+  if (run_.popnn_norms) {
+    // popnn's nonLinearityInputGradient: its own compute set.
+    flush(b_, out, g);
+    b_.elementwise(out, g.layout, std::array{Op::kMul});
+  } else {
+    pend(b_, g, {Op::kMul});
+  }
+}
+
+}  // namespace ipusim::compiler
