@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 
+#include "graph/sublayers.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -616,13 +617,8 @@ class StageProgram {
         n_ffn_(pl.run.placement[ipu].second),
         first_(ipu == 0),
         last_(ipu + 1 == pl.p),
-        heads_(pl.m.classifier ? last_ : first_) {  // a tied head sits with the embedding
-    // Provenance: encoder sub-layers are numbered over the whole model.
-    for (std::uint32_t j = 0; j < ipu; ++j) {
-      attn0_ += run_.placement[j].first;
-      ffn0_ += run_.placement[j].second;
-    }
-  }
+        heads_(pl.m.classifier ? last_ : first_),  // a tied head sits with the embedding
+        blocks_(graph::stage_blocks(pl.m, pl.run, ipu)) {}
 
   // Forward only, weights resident: one batch per replica through the pipeline (its cycles:
   // the batch plus the fill of the stages after the first). The batch's input comes in once,
@@ -675,10 +671,6 @@ class StageProgram {
     return m_.classifier ? lower_.image_layout()
                          : b_.linear(DType::kChar, 1, std::max<std::uint64_t>(input_bytes(), 1));
   }
-  std::string attn_name(std::uint32_t i) const {
-    return fmt::format("encoder{}/attention", attn0_ + i);
-  }
-  std::string ffn_name(std::uint32_t i) const { return fmt::format("encoder{}/ffn", ffn0_ + i); }
   // The stage's weight tensors, laid out once (after its stages, as their convs are planned).
   const Parameters& parameters() const { return parameters_; }
   void lay_out_parameters() {
@@ -697,60 +689,63 @@ class StageProgram {
                                 trace::TileRange{0, pl_.chip.tiles - 1}, b_.peak_temp()});
   }
 
-  // The stage's forward; `embedding` and `body` (the stage's layers and heads) select the
-  // parts it runs: IPU 0 of a pipeline with tied heads runs them in different pipeline stages.
-  void forward(Steps& out, trace::Pass pass, bool embedding = true, bool body = true) {
-    Value x = lower_.stage_input();
-    if (first_ && embedding) {
-      const auto scope = b_.scope("embedding", pass, trace::OpKind::kEmbedding);
-      lower_.embedding_fwd(out, x);
-    }
-    for (std::uint32_t i = 0; body && i < std::max(n_attn_, n_ffn_); ++i) {
-      if (i < n_attn_) {
-        const auto scope = b_.scope(attn_name(i), pass);
-        lower_.attention_fwd(out, x);
-      }
-      if (i < n_ffn_) {
-        const auto scope = b_.scope(ffn_name(i), pass);
-        lower_.ffn_fwd(out, x);
-      }
-    }
-    if (body && last_ && m_.pre_norm) {
-      const auto scope = b_.scope("final_norm", pass);
-      lower_.final_norm_fwd(out, x);
-    }
-    const auto scope = b_.scope(body && heads_ ? "heads" : "", pass);
-    if (body && heads_) lower_.heads_fwd(out, x);
-    lower_.flush(out, x);
+  // The stage's blocks that `embedding` and `body` (the stage's other sub-layers) select: IPU 0
+  // of a pipeline with tied heads runs them in different pipeline stages.
+  std::vector<graph::Block> selected(bool embedding, bool body) const {
+    std::vector<graph::Block> out;
+    for (const auto& blk : blocks_)
+      if (blk.kind == graph::SubLayer::kEmbedding ? embedding : body) out.push_back(blk);
+    return out;
   }
 
-  // Pipeline recomputation: the forward again, then the backward.
+  // A stage's value is flushed at its end within the scope of the sub-layer that ends the model
+  // in that direction (the heads forward, the embedding backward) when the stage runs it.
+  void run_blocks(Steps& out, const std::vector<graph::Block>& blocks, trace::Pass pass, Value& v,
+                  bool forward) {
+    const graph::SubLayer end = forward ? graph::SubLayer::kHeads : graph::SubLayer::kEmbedding;
+    const bool ends = !blocks.empty() && blocks.back().kind == end;
+    for (std::size_t i = 0; i + (ends ? 1 : 0) < blocks.size(); ++i) {
+      const auto scope = b_.scope(blocks[i].layer, pass, graph::info(blocks[i].kind).op);
+      lower_block(out, blocks[i].kind, v, forward);
+    }
+    const auto scope =
+        ends ? b_.scope(blocks.back().layer, pass, graph::info(end).op) : b_.scope("", pass);
+    if (ends) lower_block(out, end, v, forward);
+    lower_.flush(out, v);
+  }
+
+  // One sub-layer's forward or backward lowering.
+  void lower_block(Steps& out, graph::SubLayer kind, Value& v, bool forward) {
+    switch (kind) {
+      case graph::SubLayer::kEmbedding:
+        return forward ? lower_.embedding_fwd(out, v) : lower_.embedding_bwd(out, v);
+      case graph::SubLayer::kAttention:
+        return forward ? lower_.attention_fwd(out, v) : lower_.attention_bwd(out, v);
+      case graph::SubLayer::kFfn:
+        return forward ? lower_.ffn_fwd(out, v) : lower_.ffn_bwd(out, v);
+      case graph::SubLayer::kFinalNorm:
+        return forward ? lower_.final_norm_fwd(out, v) : lower_.final_norm_bwd(out, v);
+      case graph::SubLayer::kHeads:
+        return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
+      case graph::SubLayer::kCount:
+        break;
+    }
+    throw Error("a transformer sub-layer without a lowering");
+  }
+
+  // The stage's forward (in `pass`: forward or recompute) of the blocks selected.
+  void forward(Steps& out, trace::Pass pass, bool embedding = true, bool body = true) {
+    Value x = lower_.stage_input();
+    run_blocks(out, selected(embedding, body), pass, x, /*forward=*/true);
+  }
+
+  // Pipeline recomputation: the forward again, then the backward in reverse order.
   void backward(Steps& out, bool embedding = true, bool body = true) {
     forward(out, trace::Pass::kRecompute, embedding, body);
+    auto blocks = selected(embedding, body);
+    std::reverse(blocks.begin(), blocks.end());
     Value g = lower_.stage_input();
-    if (body && heads_) {
-      const auto scope = b_.scope("heads", trace::Pass::kDataGradient);
-      lower_.heads_bwd(out, g);
-    }
-    if (body && last_ && m_.pre_norm) {
-      const auto scope = b_.scope("final_norm", trace::Pass::kDataGradient);
-      lower_.final_norm_bwd(out, g);
-    }
-    for (std::uint32_t i = body ? std::max(n_attn_, n_ffn_) : 0; i-- > 0;) {
-      if (i < n_ffn_) {
-        const auto scope = b_.scope(ffn_name(i), trace::Pass::kDataGradient);
-        lower_.ffn_bwd(out, g);
-      }
-      if (i < n_attn_) {
-        const auto scope = b_.scope(attn_name(i), trace::Pass::kDataGradient);
-        lower_.attention_bwd(out, g);
-      }
-    }
-    const bool embedding_bwd = first_ && embedding;
-    const auto scope = b_.scope(embedding_bwd ? "embedding" : "", trace::Pass::kDataGradient,
-                                embedding_bwd ? trace::OpKind::kEmbedding : trace::OpKind::kNone);
-    if (embedding_bwd) lower_.embedding_bwd(out, g);
-    lower_.flush(out, g);
+    run_blocks(out, blocks, trace::Pass::kDataGradient, g, /*forward=*/false);
   }
 
   // A pipeline stage of this IPU with its first cycle: it runs for gradient_accumulation
@@ -1022,7 +1017,7 @@ class StageProgram {
   TransformerLowering lower_;
   std::uint32_t n_attn_, n_ffn_;
   bool first_, last_, heads_;
-  std::uint32_t attn0_ = 0, ffn0_ = 0;  // the sub-layers on the IPUs before this one
+  std::vector<graph::Block> blocks_;  // the sub-layers it runs, in forward order
   Parameters parameters_;
 };
 

@@ -8,6 +8,7 @@
 #include "compiler/graph/lifetimes.hpp"
 #include "compiler/graph/recompute.hpp"
 #include "compiler/graph/shapes.hpp"
+#include "compiler/graph/sublayers.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/op.hpp"
 #include "ipusim/util/error.hpp"
@@ -215,6 +216,37 @@ TEST(GraphLifetimes, KeptTensorsLiveFromTheirProducerToTheirLastReader) {
   EXPECT_EQ(got[2], std::tuple(std::string("recomputed/c1"), std::string("c1"), 10u, 18u));
   EXPECT_EQ(got[4], std::tuple(std::string("checkpoint/r"), std::string("r"), 4u, 15u));
   EXPECT_TRUE(kept_tensors(nodes, {}, Body{}, 1).empty());  // no body, nothing kept
+}
+
+std::vector<std::string> names(const std::vector<Block>& blocks) {
+  std::vector<std::string> out;
+  for (const auto& b : blocks) out.push_back(b.layer);
+  return out;
+}
+
+TEST(GraphSubLayers, EachIpuRunsItsPlacementsSubLayersNumberedOverTheModel) {
+  ModelDef m;  // 4 layers, post-norm, tied masked-LM head (BERT)
+  m.encoder_layers = 4;
+  RunConfig run;
+  run.placement = {{1, 0}, {2, 2}, {1, 2}};
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(stage_blocks(m, run, 0)), (V{"embedding", "encoder0/attention", "heads"}));
+  // Attention and FFN alternate while both last; numbering continues from the IPUs before.
+  EXPECT_EQ(names(stage_blocks(m, run, 1)),
+            (V{"encoder1/attention", "encoder0/ffn", "encoder2/attention", "encoder1/ffn"}));
+  EXPECT_EQ(names(stage_blocks(m, run, 2)),
+            (V{"encoder3/attention", "encoder2/ffn", "encoder3/ffn"}));
+  // Pre-norm (GPT-2): the final norm on the last IPU; a classifier (ViT): the heads there too.
+  m.pre_norm = true;
+  m.classifier = true;
+  EXPECT_EQ(names(stage_blocks(m, run, 0)), (V{"embedding", "encoder0/attention"}));
+  EXPECT_EQ(names(stage_blocks(m, run, 2)),
+            (V{"encoder3/attention", "encoder2/ffn", "encoder3/ffn", "final_norm", "heads"}));
+  const auto one = stage_blocks(m, RunConfig{.placement = {{4, 4}}}, 0);
+  ASSERT_EQ(one.size(), 11u);  // everything on one IPU
+  EXPECT_EQ(one.front().kind, SubLayer::kEmbedding);
+  EXPECT_EQ(one.back().kind, SubLayer::kHeads);
+  EXPECT_EQ(info(SubLayer::kEmbedding).op, trace::OpKind::kEmbedding);
 }
 
 }  // namespace

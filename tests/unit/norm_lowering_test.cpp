@@ -2,12 +2,13 @@
 // Norm lowering (src/compiler/norm_lowering.cpp): popnn's batch norm and ReLU, each pass over
 // the activations its own compute set, against the fused lowering that leaves the elementwise
 // work pending for its neighbours. No SystemC.
+#include "compiler/norm_lowering.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "compiler/ipu_builder.hpp"
-#include "compiler/norm_lowering.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim::compiler {
