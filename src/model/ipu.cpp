@@ -41,14 +41,10 @@ bool has_group_step(const std::vector<trace::Step>& steps) {
 
 }  // namespace
 
-Tile::Tile(sc_core::sc_module_name name, std::uint32_t index, const cost::TileMemoryUse& memory)
-    : sc_core::sc_module(name), index_(index), memory_(memory) {}
+ExchangeCosts::ExchangeCosts(const ChipSpec& chip, const trace::IpuProgram& p)
+    : chip_(chip), program_(p), cache_(p.exchanges.size()) {}
 
-ExchangeFabric::ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chip,
-                               const trace::IpuProgram& p)
-    : sc_core::sc_module(name), chip_(chip), program_(p), cache_(p.exchanges.size()) {}
-
-void ExchangeFabric::cost_all(cost::MemoryMap& memory) {
+void ExchangeCosts::cost_all(cost::MemoryMap& memory) {
   cost::ExchangeScratch scratch;
   for (std::size_t i = 0; i < cache_.size(); ++i)
     if (!cache_[i])
@@ -56,16 +52,13 @@ void ExchangeFabric::cost_all(cost::MemoryMap& memory) {
           cost::exchange_cost(chip_, program_.exchanges[i], &memory, scratch));
 }
 
-const cost::ExchangeCost& ExchangeFabric::cost(std::uint32_t index) {
+const cost::ExchangeCost& ExchangeCosts::cost(std::uint32_t index) {
   auto& slot = cache_.at(index);
   if (!slot)
     slot =
         std::make_unique<cost::ExchangeCost>(cost::exchange_cost(chip_, program_.exchanges[index]));
   return *slot;
 }
-
-SyncController::SyncController(sc_core::sc_module_name name, const ChipSpec& chip)
-    : sc_core::sc_module(name), latency_(chip.sync.internal_latency.count) {}
 
 Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
          ModelOptions options, Placement placement, Fabric* fabric)
@@ -77,8 +70,7 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
       fabric_(fabric),
       period_(clock_period(chip.clock)),
       memory_(cost::memory_map(chip, program, /*exchanges=*/false)),
-      exchange_("exchange", chip, program),
-      sync_("sync", chip),
+      exchange_(chip, program),
       compute_cache_(program.compute_sets.size()),
       compute_executions_(program.compute_sets.size(), 0),
       exchange_executions_(program.exchanges.size(), 0) {
@@ -86,10 +78,6 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
   // exchange code to the memory map (compiled programs have millions of transfers).
   exchange_.cost_all(memory_);
   cost::check_memory(chip, program, memory_);
-  tiles_.reserve(chip.tiles);
-  for (std::uint32_t t = 0; t < chip.tiles; ++t)
-    tiles_.push_back(
-        std::make_unique<Tile>(fmt::format("tile_{:04d}", t).c_str(), t, memory_.tiles[t]));
   SC_THREAD(run);
 }
 
@@ -222,7 +210,8 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
         group_step(step, times);
         break;
       }
-      const std::uint64_t cycles = checked_mul(sync_.latency(), times, "sync time");
+      const std::uint64_t cycles =
+          checked_mul(chip_.sync.internal_latency.count, times, "sync time");
       phases_[PhaseKind::kSync] += cycles;
       counts_[PhaseKind::kSync] += times;
       record(span_kind(PhaseKind::kSync), 0, now_, cycles, times);

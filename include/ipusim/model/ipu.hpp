@@ -28,22 +28,11 @@
 
 namespace ipusim::model {
 
-// One tile: holds its memory map entry. No process: its compute time is evaluated as data.
-class Tile : public sc_core::sc_module {
+// The costs of a program's on-chip exchanges, each costed once (plain data, no process: the
+// IPU's thread asks it for an exchange's duration and waits that long).
+class ExchangeCosts {
  public:
-  Tile(sc_core::sc_module_name name, std::uint32_t index, const cost::TileMemoryUse& memory);
-  std::uint32_t index() const { return index_; }
-  const cost::TileMemoryUse& memory() const { return memory_; }
-
- private:
-  std::uint32_t index_;
-  cost::TileMemoryUse memory_;
-};
-
-// The on-chip exchange: a blocking call that occupies the caller for the exchange's duration.
-class ExchangeFabric : public sc_core::sc_module {
- public:
-  ExchangeFabric(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& p);
+  ExchangeCosts(const ChipSpec& chip, const trace::IpuProgram& p);
   // Cost of exchange `index` (cached).
   const cost::ExchangeCost& cost(std::uint32_t index);
   // Costs every exchange not costed yet, adding its exchange code to `memory`.
@@ -53,16 +42,6 @@ class ExchangeFabric : public sc_core::sc_module {
   const ChipSpec& chip_;
   const trace::IpuProgram& program_;
   std::vector<std::unique_ptr<cost::ExchangeCost>> cache_;
-};
-
-// The internal BSP sync controller.
-class SyncController : public sc_core::sc_module {
- public:
-  SyncController(sc_core::sc_module_name name, const ChipSpec& chip);
-  std::uint64_t latency() const { return latency_; }
-
- private:
-  std::uint64_t latency_;
 };
 
 // The fast engine's IPU (engine.hpp).
@@ -108,9 +87,7 @@ class Ipu : public IpuModule {
   Fabric* fabric_;
   sc_core::sc_time period_;
   cost::MemoryMap memory_;
-  std::vector<std::unique_ptr<Tile>> tiles_;
-  ExchangeFabric exchange_;
-  SyncController sync_;
+  ExchangeCosts exchange_;  // the exchanges' costs; the tiles' memory is memory_'s
   std::vector<std::unique_ptr<cost::ComputeSetCost>> compute_cache_;
   std::vector<std::uint64_t> compute_executions_;
   std::vector<std::uint64_t> exchange_executions_;
