@@ -20,6 +20,7 @@
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
+#include "pipeline.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -557,14 +558,12 @@ struct Pipeline {
         pipelined(p > 1),
         eb(trace::dtype_bytes(model.dtype)),
         acts(r.micro_batch * model.sequence * model.hidden * eb),
-        // Training, as PopART pipelines it (transforms/pipeline.cpp): the backward of forward
-        // stage s is stage 2L - s, L the loss stage, and stage s runs in cycles s .. s + GA - 1.
-        // With the tied heads on IPU 0 the forward stages are IPU 0's embedding (0), IPU 1 ..
-        // p-1 (1 .. p-1) and IPU 0's last layers, heads and loss (L = p), so 2p + 1 stages and
-        // GA + 2p cycles; with a classifier on the last IPU, L = p - 1 and GA + 2p - 2 cycles.
-        // A fill or flush cycle runs only the stages active in it.
+        // The pipeline schedule (pipeline.hpp) with the tied heads on IPU 0: the forward stages
+        // are IPU 0's embedding (0), IPU 1 .. p-1 (1 .. p-1) and IPU 0's last layers, heads and
+        // loss (L = p), so 2p + 1 stages and GA + 2p cycles; with a classifier on the last IPU,
+        // L = p - 1 and GA + 2p - 2 cycles.
         loss_stage(pipelined ? (model.classifier ? p - 1 : p) : 0),
-        training_cycles(r.gradient_accumulation + 2 * loss_stage),
+        training_cycles(pipeline_cycles(r.gradient_accumulation, loss_stage)),
         clip(r.clip_gradients && !r.inference) {}
 
   // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0 (the tied head on IPU 0);
@@ -748,13 +747,7 @@ class StageProgram {
     run_blocks(out, blocks, trace::Pass::kDataGradient, g, /*forward=*/false);
   }
 
-  // A pipeline stage of this IPU with its first cycle: it runs for gradient_accumulation
-  // cycles from there.
-  struct Stage {
-    Steps steps;
-    std::uint64_t start = 0;
-    bool input = false;  // reads the micro-batch from the host
-  };
+  using Stage = PipelineStage;
 
   // This IPU's pipeline stages, in stage order.
   std::vector<Stage> stages() {
@@ -783,32 +776,16 @@ class StageProgram {
     return {std::move(f)};
   }
 
-  // The cycles, cut where a stage starts or ends; each run of identical cycles is a loop of the
-  // stages active in it and (pipelined) the cycle's inter-IPU copy.
+  // The pipeline loops of this IPU's stages (pipeline_loops), appended to its program.
   void schedule(const std::vector<Stage>& stages) {
     const std::uint64_t ga = run_.gradient_accumulation;
-    std::vector<std::uint64_t> cuts{0, pl_.pipelined ? pl_.training_cycles : ga};
-    for (const Stage& st : stages) {
-      cuts.push_back(st.start);
-      cuts.push_back(st.start + ga);
-    }
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
-      const std::uint64_t from = cuts[k], to = cuts[k + 1];
-      trace::Step loop = make_step(StepKind::kRepeat);
-      loop.count = to - from;
-      for (const Stage& st : stages) {
-        if (from < st.start || from >= st.start + ga) continue;
-        if (st.input) {
-          const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-          stream_input(b_, loop.body, run_, input_layout(), input_bytes(), pl_.system.chip.tiles);
-        }
-        loop.body.insert(loop.body.end(), st.steps.begin(), st.steps.end());
-      }
-      if (pl_.pipelined) loop.body.push_back(make_step(StepKind::kGlobalExchange, 0));
+    const auto input = [&](Steps& body) {
+      const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+      stream_input(b_, body, run_, input_layout(), input_bytes(), pl_.system.chip.tiles);
+    };
+    for (auto& loop :
+         pipeline_loops(stages, ga, pl_.pipelined ? pl_.training_cycles : ga, pl_.pipelined, input))
       program_.steps.push_back(std::move(loop));
-    }
   }
 
   // Under replicated tensor sharding only tensors of at least PopART's

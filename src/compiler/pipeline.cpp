@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "pipeline.hpp"
+
+#include <algorithm>
+
+namespace ipusim::compiler {
+
+Steps pipeline_loops(const std::vector<PipelineStage>& stages, std::uint64_t ga,
+                     std::uint64_t cycles, bool copy, const std::function<void(Steps&)>& input) {
+  std::vector<std::uint64_t> cuts{0, cycles};
+  for (const PipelineStage& st : stages) {
+    cuts.push_back(st.start);
+    cuts.push_back(st.start + ga);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  Steps out;
+  for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+    const std::uint64_t from = cuts[k], to = cuts[k + 1];
+    trace::Step loop = make_step(trace::StepKind::kRepeat);
+    loop.count = to - from;
+    for (const PipelineStage& st : stages) {
+      if (from < st.start || from >= st.start + ga) continue;
+      if (st.input) input(loop.body);
+      loop.body.insert(loop.body.end(), st.steps.begin(), st.steps.end());
+    }
+    if (copy) loop.body.push_back(make_step(trace::StepKind::kGlobalExchange, 0));
+    out.push_back(std::move(loop));
+  }
+  return out;
+}
+
+}  // namespace ipusim::compiler
