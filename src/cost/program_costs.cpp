@@ -300,13 +300,18 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   return out;
 }
 
+std::uint64_t host_transfer_cycles(const ChipSpec& chip, const trace::Step& step, Bandwidth link,
+                                   Duration latency) {
+  const double total = static_cast<double>(step.bytes) * static_cast<double>(step.tiles.size());
+  const double on_link = total / link.bytes_per_second * chip.clock.hz;
+  const double tile = static_cast<double>(step.bytes) / chip.exchange.bytes_per_cycle.value;
+  return (latency * chip.clock + ceil_cycles(std::max(on_link, tile))).count;
+}
+
 HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step) {
   HostCopyCost out;
   out.total_bytes = step.bytes * step.tiles.size();
-  const double link =
-      static_cast<double>(out.total_bytes) / chip.host.bandwidth.bytes_per_second * chip.clock.hz;
-  const double tile = static_cast<double>(step.bytes) / chip.exchange.bytes_per_cycle.value;
-  out.cycles = (chip.host.latency * chip.clock + ceil_cycles(std::max(link, tile))).count;
+  out.cycles = host_transfer_cycles(chip, step, chip.host.bandwidth, chip.host.latency);
   return out;
 }
 

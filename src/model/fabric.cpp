@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/clock.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -248,7 +249,6 @@ std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
   // Every IPU of the machine is assumed to stream at the same time, sharing the gateway's host
   // link or DDR evenly; each IPU also has its own PCIe link to the gateway.
   const auto& m = system_.machine;
-  const double hz = system_.chip.clock.hz;
   double rate = m.pcie_bandwidth.bytes_per_second;
   double latency = m.gateway_latency.seconds;
   if (step.memory == trace::HostMemory::kStreaming) {
@@ -260,10 +260,7 @@ std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
          system_.host_servers * system_.fabric.host_server_bandwidth.bytes_per_second / used});
     latency += m.host_latency.seconds;
   }
-  const double bytes = static_cast<double>(step.bytes) * step.tiles.size();
-  const double link = bytes / rate * hz;
-  const double tile = static_cast<double>(step.bytes) / system_.chip.exchange.bytes_per_cycle.value;
-  return (Duration{latency} * system_.chip.clock + ceil_cycles(std::max(link, tile))).count;
+  return cost::host_transfer_cycles(system_.chip, step, Bandwidth{rate}, Duration{latency});
 }
 
 std::vector<std::string> Fabric::stuck() const {

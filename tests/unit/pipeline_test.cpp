@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pipeline schedule (src/compiler/pipeline.cpp): cycles cut into loops of the stages active
 // in them, worked by hand. No SystemC.
-#include <gtest/gtest.h>
-
 #include "compiler/pipeline.hpp"
+
+#include <gtest/gtest.h>
 
 namespace ipusim::compiler {
 namespace {
@@ -23,8 +23,8 @@ PipelineStage stage(std::uint32_t id, std::uint64_t start, bool input = false) {
 std::string body(const trace::Step& loop) {
   std::string out;
   for (const auto& s : loop.body)
-    out += s.kind == StepKind::kCompute  ? "c" + std::to_string(s.index)
-           : s.kind == StepKind::kHost   ? std::string("h")
+    out += s.kind == StepKind::kCompute          ? "c" + std::to_string(s.index)
+           : s.kind == StepKind::kHost           ? std::string("h")
            : s.kind == StepKind::kGlobalExchange ? std::string("g")
                                                  : std::string("?");
   return out;
@@ -57,8 +57,8 @@ TEST(PipelineSchedule, AStepOfGradientAccumulationPlusTwiceTheLossStage) {
   // IPU 0 of a tied-head pipeline over p = 2 IPUs (L = 2): embedding in cycles 0..2, the loss
   // stage (forward and backward) in 2..4, the embedding's backward in 4..6 (GA 3, 7 cycles): cut
   // at 0, 2, 3, 4, 5, 7; in cycle 3 only the loss stage runs.
-  const Steps ipu0 = pipeline_loops({stage(0, 0), stage(2, 2), stage(4, 4)}, 3, 7, true,
-                                    [](Steps&) {});
+  const Steps ipu0 =
+      pipeline_loops({stage(0, 0), stage(2, 2), stage(4, 4)}, 3, 7, true, [](Steps&) {});
   std::vector<std::pair<std::uint64_t, std::string>> got;
   for (const auto& l : ipu0) got.emplace_back(l.count, body(l));
   EXPECT_EQ(got, (std::vector<std::pair<std::uint64_t, std::string>>{

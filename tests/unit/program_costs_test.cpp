@@ -187,6 +187,11 @@ TEST(HostCopyCost, LatencyPlusLinkOrTileLimit) {
   // Latency 2 us = 2650 cycles.
   EXPECT_EQ(c.cycles, 2650u + 249652u);
   EXPECT_EQ(c.total_bytes, 1472u * 4096u);
+  // The same rule over another link and latency (a system's gateway share, Fabric::host_cycles):
+  // 1472 x 4096 B / 8 GB/s = 753.664 us = 998604.8 -> 998605 cycles, 5 us = 6625 cycles; and a
+  // link too fast to matter leaves the tile's 4096 B / 4 B/cycle = 1024 cycles.
+  EXPECT_EQ(host_transfer_cycles(chip, s, Bandwidth{8e9}, Duration{5e-6}), 6625u + 998605u);
+  EXPECT_EQ(host_transfer_cycles(chip, s, Bandwidth{1e15}, Duration{0}), 1024u);
 }
 
 TEST(Memory, SumsTensorsStateCodeAndStack) {

@@ -74,8 +74,13 @@ struct HostCopyCost {
   std::uint64_t total_bytes = 0;
 };
 
-// Host stream copy: fixed latency + max(total bytes / host bandwidth, per-tile bytes / tile
-// exchange rate), in tile cycles rounded up.
+// The one host-transfer rule: `latency` + max(the step's total bytes / `link`, each tile's bytes
+// / the tile exchange rate), in tile cycles rounded up (ceil_cycles). Every caller's link and
+// latency differ (a bare chip's host link; a system's PCIe, gateway, DDR and host shares).
+std::uint64_t host_transfer_cycles(const ChipSpec& chip, const trace::Step& step, Bandwidth link,
+                                   Duration latency);
+
+// Host stream copy on a bare chip: host_transfer_cycles over its host link and latency.
 HostCopyCost host_copy_cost(const ChipSpec& chip, const trace::Step& step);
 
 // Per-tile memory use: tensors, vertex state, code, exchange code and stack.
