@@ -255,7 +255,7 @@ const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
         found = s->second;
     const plan::ConvPlan plan = found ? *found : plan::plan_conv(chip_, a, budget_);
     if (shared_plans_ && !found) shared_plans_->emplace(std::pair{key, budget_}, plan);
-    peak_temp_ = std::max(peak_temp_, plan.bytes_per_tile);
+    peak_temp_ = std::max(peak_temp_, plan.bytes_per_tile.count);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
   }
   return it->second;

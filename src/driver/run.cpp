@@ -112,10 +112,10 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.serial_out = p.plan.serial_out;
     r.available_memory = p.available_memory;
     r.budget_bytes = p.budget_bytes;
-    r.temporary_bytes = p.plan.bytes_per_tile;
+    r.temporary_bytes = p.plan.bytes_per_tile.count;
     for (const auto& [index, times] : p.rearrangement.exchanges)
       if (index < program.exchanges.size()) r.rearranged_bytes += bytes_of(p.ipu, index) * times;
-    r.estimated_cycles = p.plan.estimated_cycles;
+    r.estimated_cycles = p.plan.estimated_cycles.count;
     r.rearrangement_cycles = cycles_of(ipu, p.rearrangement);
     r.simulated_cycles = cycles_of(ipu, p.conv) + r.rearrangement_cycles;
     const std::vector<std::string> layers = p.provenance.layers.empty()

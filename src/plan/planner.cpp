@@ -154,7 +154,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   const std::uint64_t out_grains = ceil_div(it.out_chans, s.engines);
   const std::uint64_t in_grains = ceil_div(it.in_chans, s.in_grain);
   ConvPlan best;
-  best.estimated_cycles = std::numeric_limits<std::uint64_t>::max();
+  best.estimated_cycles = Cycles{std::numeric_limits<std::uint64_t>::max()};
   // Conv groups are the outermost split (poplar-compiler.md §1.7).
   // The distinct splits of each dimension up to all tiles, ascending: those up to a smaller
   // limit are exactly the ones not above it (each split is the smallest count giving its
@@ -181,13 +181,13 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
           p.out_split = u32(ceil_div(it.out_chans, p.out_per_tile));
           p.in_split = u32(ceil_div(it.in_chans, p.in_per_tile));
           const Blocks b = blocks_of(it, s, p);
-          p.bytes_per_tile = memory_of(b);
-          least = std::min(least, p.bytes_per_tile);
-          if (p.bytes_per_tile > budget) continue;
+          p.bytes_per_tile = Bytes{memory_of(b)};
+          least = std::min(least, p.bytes_per_tile.count);
+          if (p.bytes_per_tile.count > budget) continue;
           const std::uint64_t fetch = fetch_cycles(chip, p, b);
           const std::uint64_t copies = rearrangement_cycles(chip, a, p);
           if (fetch * p.serial() + copies > bound) continue;
-          p.estimated_cycles = estimate(chip, it, s, p, b, fetch) + copies;
+          p.estimated_cycles = Cycles{estimate(chip, it, s, p, b, fetch) + copies};
           if (p.estimated_cycles < best.estimated_cycles ||
               (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
             best = p;
@@ -220,8 +220,9 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
   const auto search = [&](const std::vector<std::uint64_t>& counts, bool in) {
     for (auto d : counts) {
       const bool found = best.rows_per_tile != 0;
-      if (found && d * exchange_fixed(chip) > best.estimated_cycles) break;
-      const auto bound = found ? best.estimated_cycles : std::numeric_limits<std::uint64_t>::max();
+      if (found && d * exchange_fixed(chip) > best.estimated_cycles.count) break;
+      const auto bound =
+          found ? best.estimated_cycles.count : std::numeric_limits<std::uint64_t>::max();
       consider(best_plan(chip, a, budget, in ? u32(d) : 1, in ? 1 : u32(d), least, bound));
     }
   };

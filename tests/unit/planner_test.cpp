@@ -73,12 +73,12 @@ TEST(Planner, Matmul8192NeedsASerialSplit) {
   EXPECT_GT(p.serial(), 1u);
   EXPECT_TRUE(p.serial_in == 1 || p.serial_out == 1);
   EXPECT_EQ(8192 % p.serial(), 0u);
-  EXPECT_LE(p.bytes_per_tile, kAvailable);
+  EXPECT_LE(p.bytes_per_tile.count, kAvailable);
   EXPECT_LE(p.tiles_used(), 1472u);
   if (p.serial_in > 1 && p.in_split == 1) {
     // Input, weights, one iteration's outputs and the accumulated outputs, all half.
     const std::uint64_t r = p.rows_per_tile, i = p.in_per_tile, o = p.out_per_tile;
-    EXPECT_EQ(p.bytes_per_tile, 2 * (r * i + i * o + r * o) + 2 * r * o);
+    EXPECT_EQ(p.bytes_per_tile.count, 2 * (r * i + i * o + r * o) + 2 * r * o);
   }
 }
 
@@ -122,7 +122,7 @@ TEST(Planner, AFetchOfAFractionalCycleCountIsRoundedUp) {
   amp.out_chans = 16;
   amp.width = 1;
   amp.coeff_load_bits = 64;
-  EXPECT_EQ(p.estimated_cycles, 100 + 90 + 26 + cost::amp_conv1x1(chip, amp).cycles);
+  EXPECT_EQ(p.estimated_cycles.count, 100 + 90 + 26 + cost::amp_conv1x1(chip, amp).cycles);
 }
 
 TEST(Planner, SerialSplitOnOneTile) {
@@ -136,17 +136,17 @@ TEST(Planner, SerialSplitOnOneTile) {
   const ConvPlan p = plan_conv(chip, matmul_args(256, 256, 256), 300000);
   EXPECT_EQ(p.serial_out, 2u);
   EXPECT_EQ(p.serial_in, 1u);
-  EXPECT_EQ(p.bytes_per_tile, 262144u);
+  EXPECT_EQ(p.bytes_per_tile.count, 262144u);
   EXPECT_EQ(p.out_per_tile, 128u);
   EXPECT_EQ(p.in_per_tile, 256u);
   const ConvPlan iteration = plan_conv(chip, matmul_args(256, 128, 256), 300000);
   EXPECT_EQ(iteration.serial(), 1u);
-  EXPECT_EQ(p.estimated_cycles, 2 * iteration.estimated_cycles);
+  EXPECT_EQ(p.estimated_cycles.count, 2 * iteration.estimated_cycles.count);
   // With more memory on the tile than the budget, the serial plan within the budget still
   // wins over doubling the budget to 600000 for the 393216 B parallel plan (§1.5 order).
   const ConvPlan within = plan_conv(one_tile_chip(kAvailable), matmul_args(256, 256, 256), 300000);
   EXPECT_EQ(within.serial_out, 2u);
-  EXPECT_EQ(within.bytes_per_tile, 262144u);
+  EXPECT_EQ(within.bytes_per_tile.count, 262144u);
 }
 
 TEST(Planner, SerialInputSplitAccumulates) {
@@ -161,7 +161,7 @@ TEST(Planner, SerialInputSplitAccumulates) {
   EXPECT_EQ(p.serial_out, 1u);
   EXPECT_EQ(p.serial_in, 32u);
   EXPECT_EQ(p.in_per_tile, 128u);
-  EXPECT_EQ(p.bytes_per_tile, 86016u);
+  EXPECT_EQ(p.bytes_per_tile.count, 86016u);
   const trace::Trace t = kernels::conv2d(chip, matmul_args(256, 16, 4096));
   const auto& prog = t.ipus[0];
   ASSERT_EQ(prog.steps.size(), 1u);
@@ -206,9 +206,9 @@ TEST(Planner, GroupedMatmulCostBetweenOneAndGTimesOneGroup) {
   for (const std::uint64_t g : {2, 4, 32}) {
     const ConvPlan one = plan_conv(chip, matmul_args(512, 512, 64));
     const ConvPlan many = plan_conv(chip, matmul_args(512, 512, 64, g));
-    ASSERT_LE(g * one.bytes_per_tile, kAvailable);
-    EXPECT_GE(many.estimated_cycles, one.estimated_cycles) << g;
-    EXPECT_LE(many.estimated_cycles, g * one.estimated_cycles) << g;
+    ASSERT_LE(g * one.bytes_per_tile.count, kAvailable);
+    EXPECT_GE(many.estimated_cycles.count, one.estimated_cycles.count) << g;
+    EXPECT_LE(many.estimated_cycles.count, g * one.estimated_cycles.count) << g;
   }
 }
 
@@ -219,7 +219,7 @@ TEST(Planner, GroupsOnOneTile) {
   const ConvPlan p = plan_conv(chip, matmul_args(64, 64, 64, 4));
   EXPECT_EQ(p.group_split, 1u);
   EXPECT_EQ(p.groups_per_tile, 4u);
-  EXPECT_EQ(p.bytes_per_tile, 98304u);
+  EXPECT_EQ(p.bytes_per_tile.count, 98304u);
   const trace::Trace t = kernels::matmul(chip, 64, 64, 64, DType::kHalf, 4);
   const auto& conv = t.ipus[0].compute_sets[0];
   ASSERT_EQ(conv.vertices.size(), 1u);
@@ -239,7 +239,7 @@ TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
   a.out_chans = 64;
   a.stride = 2;
   const ConvPlan p = plan_conv(chip, a);
-  EXPECT_EQ(p.bytes_per_tile, 208896u);
+  EXPECT_EQ(p.bytes_per_tile.count, 208896u);
   const trace::Trace t = kernels::conv2d(chip, a);
   const auto& prog = t.ipus[0];
   EXPECT_EQ(tensor_bytes(prog, "in_blk"), 100352u);
@@ -297,12 +297,12 @@ TEST(Planner, TinyBudgetDoublesStraightToThePlanThatFits) {
   a.out_chans = 64;
   a.kernel = 3;
   const ConvPlan from_one = plan_conv(chip, a, 1);
-  ASSERT_GT(from_one.bytes_per_tile, 0u);
+  ASSERT_GT(from_one.bytes_per_tile.count, 0u);
   std::uint64_t fits = 1;
-  while (fits < from_one.bytes_per_tile) fits *= 2;
+  while (fits < from_one.bytes_per_tile.count) fits *= 2;
   for (std::uint64_t b : {std::uint64_t{2}, std::uint64_t{64}, fits / 2, fits})
     EXPECT_TRUE(same_plan(plan_conv(chip, a, b), from_one)) << "budget " << b;
-  EXPECT_LE(from_one.bytes_per_tile, fits);
+  EXPECT_LE(from_one.bytes_per_tile.count, fits);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/trace/program.hpp"
+#include "ipusim/util/units.hpp"
 
 namespace ipusim::plan {
 
@@ -58,10 +59,10 @@ inline trace::DType partials_of(const ConvArgs& a) {
 struct ConvPlan {
   std::uint32_t row_split = 1, out_split = 1, in_split = 1;
   std::uint64_t rows_per_tile = 0, out_per_tile = 0, in_per_tile = 0;
-  std::uint64_t estimated_cycles = 0;  // whole conv, all serial iterations
-  std::uint64_t bytes_per_tile = 0;    // peak buffers of the busiest tile (bytes)
-  std::uint32_t group_split = 1;       // parallel split of the conv groups (outermost)
-  std::uint64_t groups_per_tile = 1;   // conv groups per group block
+  Cycles estimated_cycles{};          // whole conv, all serial iterations
+  Bytes bytes_per_tile{};             // peak buffers of the busiest tile
+  std::uint32_t group_split = 1;      // parallel split of the conv groups (outermost)
+  std::uint64_t groups_per_tile = 1;  // conv groups per group block
   // Serial splits of the input or output channels (at most one of them > 1); each divides
   // the channel count exactly.
   std::uint32_t serial_in = 1, serial_out = 1;
