@@ -385,8 +385,8 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
           wl->time_to_train / 60, wl->steps, human_seconds(stats.seconds), wl->lead_in,
           wl->checkpoints, wl->evaluations);
   }
-  auto line = [&](std::string_view name, std::uint64_t c, std::uint64_t n, std::string_view what) {
-    out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", name, c,
+  auto line = [&](std::string_view phase, std::uint64_t c, std::uint64_t n, std::string_view what) {
+    out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", phase, c,
                        100.0 * static_cast<double>(c) / total, n, what);
   };
   // With several IPUs the phases are one IPU's, the one whose step ends last (the first of

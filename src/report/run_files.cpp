@@ -167,12 +167,12 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
     using Rows = std::vector<LayerRow*>;
     auto of = [&](const trace::Provenance& prov, trace::Pass step_pass) -> Rows {
       if (prov.empty()) return {&row("(unattributed)", "")};
-      const trace::Pass p = step_pass != trace::Pass::kNone ? step_pass : prov.pass;
-      const std::string pass(trace::kPassNames[static_cast<std::size_t>(p)]);
+      const trace::Pass kind = step_pass != trace::Pass::kNone ? step_pass : prov.pass;
+      const std::string pass(trace::kPassNames[static_cast<std::size_t>(kind)]);
       if (prov.layers.empty()) return {&row("(" + pass + ")", pass)};
-      Rows out;
-      for (const auto& l : prov.layers) out.push_back(&row(l, pass));
-      return out;
+      Rows served;
+      for (const auto& l : prov.layers) served.push_back(&row(l, pass));
+      return served;
     };
     auto row_of = [&](const Target& t) -> Rows {
       switch (t.kind) {
@@ -196,19 +196,19 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
       return {&row("(unattributed)", "")};
     };
     // An amount split equally among rows, the remainder to the first ones, so sums stay exact.
-    const auto split = [](const Rows& rows, std::uint64_t amount, auto&& add) {
-      const std::uint64_t n = rows.size(), each = amount / n, extra = amount % n;
-      for (std::uint64_t k = 0; k < n; ++k) add(*rows[k], each + (k < extra ? 1 : 0));
+    const auto split = [](const Rows& among, std::uint64_t amount, auto&& add) {
+      const std::uint64_t n = among.size(), each = amount / n, extra = amount % n;
+      for (std::uint64_t k = 0; k < n; ++k) add(*among[k], each + (k < extra ? 1 : 0));
     };
     // Per row, the cycles each shared item (by its layers, "a+b") gave it: the largest names
     // the row's group.
     std::map<LayerRow*, std::map<std::string, std::uint64_t>> shared;
-    const auto note_group = [&](const Rows& rows, const trace::Provenance& prov,
+    const auto note_group = [&](const Rows& among, const trace::Provenance& prov,
                                 std::uint64_t cycles) {
-      if (rows.size() < 2) return;
+      if (among.size() < 2) return;
       std::string name;
       for (const auto& l : prov.layers) name += (name.empty() ? "" : "+") + l;
-      for (LayerRow* r : rows) shared[r][name] += cycles / rows.size();
+      for (LayerRow* r : among) shared[r][name] += cycles / among.size();
     };
     // Per compute set: FLOPs and cycles of one execution; per exchange: bytes received and
     // cycles. Every on-chip phase costs the same on each execution, so its share of the
@@ -249,25 +249,25 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
             if (s.kind == trace::StepKind::kRepeat) {
               walk(s.body, times * s.count);
             } else if (s.kind == trace::StepKind::kCompute) {
-              const Rows rows = row_of(target_of(s));
+              const Rows targets = row_of(target_of(s));
               const std::uint64_t cycles = per_execution(ipu.compute_sets, s.index) * times;
-              split(rows, cycles,
+              split(targets, cycles,
                     [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kCompute] += c; });
               if (s.index < p.compute_sets.size())
-                note_group(rows, p.compute_sets[s.index].provenance, cycles);
-              split(rows, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
+                note_group(targets, p.compute_sets[s.index].provenance, cycles);
+              split(targets, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
               if (s.index < cs_flops.size())
-                split(rows, cs_flops[s.index] * times,
+                split(targets, cs_flops[s.index] * times,
                       [](LayerRow& r, std::uint64_t f) { r.flops += f; });
             } else if (s.kind == trace::StepKind::kExchange) {
-              const Rows rows = row_of(target_of(s));
+              const Rows targets = row_of(target_of(s));
               const std::uint64_t cycles = per_execution(ipu.exchanges, s.index) * times;
-              split(rows, cycles,
+              split(targets, cycles,
                     [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kExchange] += c; });
               if (s.index < p.exchanges.size())
-                note_group(rows, p.exchanges[s.index].provenance, cycles);
+                note_group(targets, p.exchanges[s.index].provenance, cycles);
               if (s.index < ex_bytes.size())
-                split(rows, ex_bytes[s.index] * times,
+                split(targets, ex_bytes[s.index] * times,
                       [](LayerRow& r, std::uint64_t b) { r.exchange_bytes += b; });
             } else if (s.kind == trace::StepKind::kSync &&
                        s.group.kind == trace::GroupKind::kTile) {
@@ -296,9 +296,9 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
         LayerRow& r = *row_of({kind, 0}).front();
         for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += cycles->values[k];
       }
-    for (auto& [r, groups] : shared) {
+    for (auto& [r, by_group] : shared) {
       std::uint64_t most = 0;
-      for (const auto& [name, cycles] : groups)  // ties: the first name
+      for (const auto& [name, cycles] : by_group)  // ties: the first name
         if (r->group.empty() || cycles > most) {
           most = cycles;
           r->group = name;
