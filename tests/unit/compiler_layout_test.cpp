@@ -183,7 +183,8 @@ TEST(CompilerLayout, LayoutMismatchAddsARearrangementOfTheExpectedBytes) {
   // Equal layouts move nothing, and the builder emits no exchange for them.
   EXPECT_TRUE(rearrangement("r", from, from).transfers.empty());
   trace::IpuProgram program;
-  IpuBuilder b(testing::gc200_by_hand(), program, 0.6, DType::kHalf, true);
+  const ChipSpec chip = testing::gc200_by_hand();  // the builder keeps a reference to it
+  IpuBuilder b(chip, program, 0.6, DType::kHalf, true);
   Steps same, moved;
   b.rearrange(same, from, from);
   b.rearrange(moved, from, to);
@@ -411,7 +412,8 @@ TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
   // each channel block's first tile (c) to the others holding that block (4 + c, 8 + c,
   // 12 + c), 16 channels x 2 statistics as float = 128 B, and no second reduction.
   trace::IpuProgram program;
-  IpuBuilder b(testing::gc200_by_hand(), program, 0.6, DType::kHalf, true);
+  const ChipSpec chip = testing::gc200_by_hand();  // the builder keeps a reference to it
+  IpuBuilder b(chip, program, 0.6, DType::kHalf, true);
   const Layout l = grid(100, 64, 25, 16);
   Steps steps;
   b.broadcast(steps, l, Axis::kPositions, 2);

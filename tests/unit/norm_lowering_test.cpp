@@ -29,7 +29,8 @@ struct Fixture {
   }
   trace::IpuProgram program;
   RunConfig run;
-  IpuBuilder b{testing::gc200_by_hand(), program, 0.6, trace::DType::kHalf, true};
+  const ChipSpec chip = testing::gc200_by_hand();  // the builder keeps a reference to it
+  IpuBuilder b{chip, program, 0.6, trace::DType::kHalf, true};
   NormLowering norms{b, run};
   Value x{b.linear(trace::DType::kHalf, 4096, 64), {}, {}};
 };
