@@ -42,9 +42,7 @@ class CnnLowering {
         norms_(b, run),
         layers_(graph::infer_shapes(m)),
         n_(run.micro_batch),
-        all_tiles_(all_tiles) {
-    for (std::size_t i = 0; i < layers_.size(); ++i) index_[layers_[i].layer->name] = i;
-  }
+        all_tiles_(all_tiles) {}
 
   // One micro-batch: input, forward, then backward segment by segment, recomputing each
   // segment's forward from its checkpoint (all but the last segment, whose activations are
@@ -513,7 +511,6 @@ class CnnLowering {
   IpuBuilder& b_;
   NormLowering norms_;
   std::vector<Node> layers_;
-  std::map<std::string, std::size_t> index_;
   std::uint64_t n_;
   std::uint32_t all_tiles_;             // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;    // forward values by producing layer

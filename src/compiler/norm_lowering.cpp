@@ -102,24 +102,17 @@ void NormLowering::batch_norm_gradient(Steps& out, Value& g, std::uint64_t c, DT
   pend(b_, g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
 }
 
-void NormLowering::relu(Steps& out, Value& v) {
+void NormLowering::nonlinearity(Steps& out, Value& v, Op op) {
   if (run_.popnn_norms) {
-    // popnn's nonLinearityInPlace: its own compute set, not part of an expression.
     flush(b_, out, v);
-    b_.elementwise(out, v.layout, std::array{Op::kRelu});
+    b_.elementwise(out, v.layout, std::array{op});
   } else {
-    pend(b_, v, {Op::kRelu});
+    pend(b_, v, {op});
   }
 }
 
-void NormLowering::relu_gradient(Steps& out, Value& g) {
-  if (run_.popnn_norms) {
-    // popnn's nonLinearityInputGradient: its own compute set.
-    flush(b_, out, g);
-    b_.elementwise(out, g.layout, std::array{Op::kMul});
-  } else {
-    pend(b_, g, {Op::kMul});
-  }
-}
+// popnn's nonLinearityInPlace and nonLinearityInputGradient (g x (y > 0)).
+void NormLowering::relu(Steps& out, Value& v) { nonlinearity(out, v, Op::kRelu); }
+void NormLowering::relu_gradient(Steps& out, Value& g) { nonlinearity(out, g, Op::kMul); }
 
 }  // namespace ipusim::compiler

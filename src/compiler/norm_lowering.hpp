@@ -34,6 +34,8 @@ class NormLowering {
   // Distributed batch norm: a batch norm's two per-channel float statistics all-reduced over
   // the run's batch-norm group of replicas.
   void share_statistics(Steps& out, std::uint64_t channels);
+  // `op` on `v`: popnn's own compute set (not part of an expression), or pending when fused.
+  void nonlinearity(Steps& out, Value& v, trace::Op op);
 
   IpuBuilder& b_;
   const RunConfig& run_;

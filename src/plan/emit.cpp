@@ -232,19 +232,20 @@ void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpe
   std::vector<trace::Step>& steps = p.serial() > 1 ? body : out_steps;
   const auto next_cs = [&] { return static_cast<std::uint32_t>(prog.compute_sets.size()); };
   const auto next_ex = [&] { return static_cast<std::uint32_t>(prog.exchanges.size()); };
-  // sync, fetch, AMP compute set
-  steps.push_back(make_step(trace::StepKind::kSync));
-  steps.push_back(make_step(trace::StepKind::kExchange, next_ex()));
-  steps.push_back(make_step(trace::StepKind::kCompute, next_cs()));
+  // A superstep: sync, the exchange and the compute set about to be added.
+  const auto superstep = [&] {
+    steps.push_back(make_step(trace::StepKind::kSync));
+    steps.push_back(make_step(trace::StepKind::kExchange, next_ex()));
+    steps.push_back(make_step(trace::StepKind::kCompute, next_cs()));
+  };
+  superstep();  // fetch, AMP compute set
   prog.compute_sets.push_back(emitter.conv());
   prog.exchanges.push_back(emitter.fetch(sources));
   if (p.in_split > 1) {
     const auto [stages, fan_in] = reduction_stages(p.in_split);
     std::uint64_t stride = 1;
     for (int t = 0; t < stages; ++t, stride *= fan_in) {
-      steps.push_back(make_step(trace::StepKind::kSync));
-      steps.push_back(make_step(trace::StepKind::kExchange, next_ex()));
-      steps.push_back(make_step(trace::StepKind::kCompute, next_cs()));
+      superstep();
       auto [exchange, reduce] = emitter.reduce_stage(t, stages, fan_in, stride);
       prog.exchanges.push_back(std::move(exchange));
       prog.compute_sets.push_back(std::move(reduce));
