@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <vector>
 
 #include "ipusim/util/error.hpp"
@@ -30,8 +29,7 @@ std::uint32_t Layout::tiles() const {
   return static_cast<std::uint32_t>(position_blocks() * channel_blocks());
 }
 std::uint32_t Layout::tile(std::uint64_t p, std::uint64_t c) const {
-  const std::uint64_t block = channels_outer ? c * position_blocks() + p : p * channel_blocks() + c;
-  return static_cast<std::uint32_t>(first_tile + block * tile_stride);
+  return tile(p, c, position_blocks(), channel_blocks());
 }
 trace::TileRange Layout::range() const {
   return trace::TileRange{first_tile, tile(position_blocks() - 1, channel_blocks() - 1)};
@@ -111,42 +109,15 @@ Layout conv_input_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& a,
   return l;
 }
 
-void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0,
-                  std::uint64_t ch1, const std::function<void(std::uint32_t, std::uint64_t)>& f) {
-  const std::uint64_t eb = trace::dtype_bytes(from.dtype);
-  pos1 = std::min(pos1, from.positions);
-  ch1 = std::min(ch1, from.channels);
-  if (pos0 >= pos1 || ch0 >= ch1) return;
-  for (std::uint64_t fp = pos0 / from.positions_per_tile; fp * from.positions_per_tile < pos1;
-       ++fp) {
-    const std::uint64_t q0 = std::max(pos0, fp * from.positions_per_tile);
-    const std::uint64_t q1 = std::min(pos1, (fp + 1) * from.positions_per_tile);
-    for (std::uint64_t fc = ch0 / from.chans_per_tile; fc * from.chans_per_tile < ch1; ++fc) {
-      const std::uint64_t d0 = std::max(ch0, fc * from.chans_per_tile);
-      const std::uint64_t d1 = std::min(ch1, (fc + 1) * from.chans_per_tile);
-      f(from.tile(fp, fc), (q1 - q0) * (d1 - d0) * eb);
-    }
-  }
-}
-
-void block_pieces(
-    const Layout& from, const Layout& to,
-    const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f) {
-  for (std::uint64_t p = 0; p < to.position_blocks(); ++p)
-    for (std::uint64_t c = 0; c < to.channel_blocks(); ++c)
-      range_pieces(from, p * to.positions_per_tile, (p + 1) * to.positions_per_tile,
-                   c * to.chans_per_tile, (c + 1) * to.chans_per_tile,
-                   [&](std::uint32_t src, std::uint64_t bytes) { f(p, c, src, bytes); });
-}
-
 namespace {
 
 // Calls f(src tile, dst tile, bytes) for every piece of `to` that `from` holds elsewhere.
 template <class F>
 void for_each_piece(const Layout& from, const Layout& to, F&& f) {
+  const std::uint64_t pblocks = to.position_blocks(), cblocks = to.channel_blocks();
   block_pieces(from, to,
                [&](std::uint64_t p, std::uint64_t c, std::uint32_t src, std::uint64_t bytes) {
-                 const std::uint32_t dst = to.tile(p, c);
+                 const std::uint32_t dst = to.tile(p, c, pblocks, cblocks);
                  if (src != dst) f(src, dst, bytes);
                });
 }

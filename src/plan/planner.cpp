@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <span>
+#include <vector>
 
 #include "geometry.hpp"
 #include "ipusim/plan/conv.hpp"
@@ -18,13 +19,14 @@ using namespace detail;  // NOLINT(google-build-using-namespace): this library's
 namespace {
 
 // Split counts s (1 <= s <= grains) giving distinct chunk sizes ceil(grains / s), each with
-// the smallest s for its chunk size.
+// the smallest s for its chunk size, ascending. (The split of chunk size ceil(grains / s) never
+// decreases as s grows, so equal ones are adjacent.)
 std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t max_split) {
   std::vector<std::uint64_t> out;
-  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s)
-    out.push_back(ceil_div(grains, ceil_div(grains, s)));  // the split of that chunk size
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (std::uint64_t s = 1; s <= std::min(grains, max_split); ++s) {
+    const std::uint64_t split = ceil_div(grains, ceil_div(grains, s));  // of that chunk size
+    if (out.empty() || out.back() != split) out.push_back(split);
+  }
   return out;
 }
 
@@ -52,7 +54,6 @@ std::uint64_t fetch_cycles(const ChipSpec& chip, const ConvPlan& p, const Blocks
 // and exchange rates.
 std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
                        const Blocks& b, std::uint64_t fetch) {
-  const double rate = chip.exchange.bytes_per_cycle.value;
   const std::uint64_t fixed = exchange_fixed(chip);
   std::uint64_t cycles = fetch;
   const auto args = amp_args(a, s, p);
@@ -99,6 +100,13 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   return exchange_fixed(chip) + (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
          cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
 }
+
+// One split of a dimension: the split count, the block size it gives (elements) and the
+// number of blocks (at most the count).
+struct Split {
+  std::uint64_t count = 1, per_tile = 0;
+  std::uint32_t blocks = 1;
+};
 
 // Longest serial loop the planner considers (iterations).
 constexpr std::uint64_t kMaxSerial = 4096;
@@ -156,42 +164,86 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   ConvPlan best;
   best.estimated_cycles = Cycles{std::numeric_limits<std::uint64_t>::max()};
   // Conv groups are the outermost split (poplar-compiler.md §1.7).
-  // The distinct splits of each dimension up to all tiles, ascending: those up to a smaller
-  // limit are exactly the ones not above it (each split is the smallest count giving its
-  // chunk size), so each list is computed once and cut at the tiles the outer splits leave.
-  const std::vector<std::uint64_t> groups = distinct_splits(a.groups, chip.tiles),
-                                   rows = distinct_splits(s.rows, chip.tiles),
-                                   outs = distinct_splits(out_grains, chip.tiles),
-                                   ins = distinct_splits(in_grains, chip.tiles);
-  const auto upto = [](const std::vector<std::uint64_t>& splits, std::uint64_t limit) {
-    return std::span(splits.begin(), std::upper_bound(splits.begin(), splits.end(), limit));
+  // The distinct splits of each dimension up to all tiles, ascending, with the block size
+  // and block count each gives: those up to a smaller limit are exactly the ones not above it
+  // (each split is the smallest count giving its chunk size), so each table is computed once
+  // and cut at the tiles the outer splits leave.
+  const auto table = [&](std::uint64_t grains, std::uint64_t grain, std::uint64_t size) {
+    std::vector<Split> out;
+    for (std::uint64_t split : distinct_splits(grains, chip.tiles)) {
+      const std::uint64_t per = std::min(size, ceil_div(grains, split) * grain);
+      out.push_back({split, per, u32(ceil_div(size, per))});
+    }
+    return out;
   };
-  for (auto sg : upto(groups, chip.tiles))
-    for (auto sr : upto(rows, chip.tiles / sg))
-      for (auto so : upto(outs, chip.tiles / (sg * sr)))
-        for (auto si : upto(ins, chip.tiles / (sg * sr * so))) {
-          if (sg * sr * so * si > chip.tiles) continue;
+  const std::vector<Split> groups = table(a.groups, 1, a.groups), rows = table(s.rows, 1, s.rows),
+                           outs = table(out_grains, s.engines, it.out_chans),
+                           ins = table(in_grains, s.in_grain, it.in_chans);
+  const auto upto = [](const std::vector<Split>& splits, std::uint64_t limit) {
+    return std::span(splits.begin(),
+                     std::upper_bound(splits.begin(), splits.end(), limit,
+                                      [](std::uint64_t l, const Split& x) { return l < x.count; }));
+  };
+  // The transposed copies' cost depends on the tiles used only.
+  std::vector<std::uint64_t> copies_at(std::size_t{chip.tiles} + 1,
+                                       std::numeric_limits<std::uint64_t>::max());
+  // Whole ranges of candidates are skipped once a plan is found (or a bound is given: then
+  // `least` no longer matters): those whose fetch, costed with the smallest blocks of the
+  // range (block sizes never grow with a split), exceeds the best, and those whose input,
+  // weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what each
+  // candidate of the range is checked against below, so the plan chosen does not change.
+  const std::uint64_t eb = trace::dtype_bytes(it.dtype), pb = trace::dtype_bytes(s.partials);
+  const auto hopeless = [&](const Split& sg, const Split& sr, std::uint64_t out_per,
+                            std::uint64_t in_per) {
+    if (bound == std::numeric_limits<std::uint64_t>::max() && best.rows_per_tile == 0) return false;
+    const std::uint64_t in_bytes =
+        sg.per_tile * in_rows_for(it, sr.per_tile) * in_cols(it, s) * in_per * eb;
+    const std::uint64_t weight_bytes = sg.per_tile * it.kernel * it.kernel * in_per * out_per * eb;
+    const std::uint64_t partial_bytes = sg.per_tile * sr.per_tile * s.out_w * out_per * pb;
+    if (in_bytes + weight_bytes + partial_bytes > budget) return true;
+    const std::uint64_t fetch =
+        exchange_fixed(chip) + ceil_cycles(static_cast<double>(in_bytes + weight_bytes) /
+                                           chip.exchange.bytes_per_cycle.value)
+                                   .count;
+    return fetch * base.serial() > std::min(bound, best.estimated_cycles.count);
+  };
+  for (const Split& sg : upto(groups, chip.tiles))
+    for (const Split& sr : upto(rows, chip.tiles / sg.count)) {
+      const std::uint64_t left = chip.tiles / (sg.count * sr.count);  // for so x si
+      if (hopeless(sg, sr, upto(outs, left).back().per_tile, upto(ins, left).back().per_tile))
+        continue;
+      for (const Split& so : upto(outs, left)) {
+        const auto in_splits = upto(ins, left / so.count);
+        if (hopeless(sg, sr, so.per_tile, in_splits.back().per_tile)) continue;
+        for (const Split& si : in_splits) {
+          if (sg.count * sr.count * so.count * si.count > chip.tiles) continue;
           ConvPlan p = base;
-          p.groups_per_tile = ceil_div(a.groups, sg);
-          p.rows_per_tile = ceil_div(s.rows, sr);
-          p.out_per_tile = std::min(it.out_chans, ceil_div(out_grains, so) * s.engines);
-          p.in_per_tile = std::min(it.in_chans, ceil_div(in_grains, si) * s.in_grain);
-          p.group_split = u32(ceil_div(a.groups, p.groups_per_tile));
-          p.row_split = u32(ceil_div(s.rows, p.rows_per_tile));
-          p.out_split = u32(ceil_div(it.out_chans, p.out_per_tile));
-          p.in_split = u32(ceil_div(it.in_chans, p.in_per_tile));
+          p.groups_per_tile = sg.per_tile;
+          p.rows_per_tile = sr.per_tile;
+          p.out_per_tile = so.per_tile;
+          p.in_per_tile = si.per_tile;
+          p.group_split = sg.blocks;
+          p.row_split = sr.blocks;
+          p.out_split = so.blocks;
+          p.in_split = si.blocks;
           const Blocks b = blocks_of(it, s, p);
           p.bytes_per_tile = Bytes{memory_of(b)};
           least = std::min(least, p.bytes_per_tile.count);
           if (p.bytes_per_tile.count > budget) continue;
           const std::uint64_t fetch = fetch_cycles(chip, p, b);
-          const std::uint64_t copies = rearrangement_cycles(chip, a, p);
-          if (fetch * p.serial() + copies > bound) continue;
+          std::uint64_t& copies = copies_at[p.tiles_used()];
+          if (copies == std::numeric_limits<std::uint64_t>::max())
+            copies = rearrangement_cycles(chip, a, p);
+          // The fetches and copies alone exceed the bound or the best so far: this candidate
+          // can neither beat nor tie it.
+          if (fetch * p.serial() + copies > std::min(bound, best.estimated_cycles.count)) continue;
           p.estimated_cycles = Cycles{estimate(chip, it, s, p, b, fetch) + copies};
           if (p.estimated_cycles < best.estimated_cycles ||
               (p.estimated_cycles == best.estimated_cycles && p.tiles_used() < best.tiles_used()))
             best = p;
         }
+      }
+    }
   if (best.rows_per_tile == 0) best = ConvPlan{};  // nothing fits this budget
   return best;
 }

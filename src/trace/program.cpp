@@ -490,11 +490,11 @@ bool shifted_by(const Exchange& ex, const Transfer& a, std::int64_t k, std::int6
 
 }  // namespace
 
-void Exchange::add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
-                   TransferMode mode) {
-  // Coalesce as transfers arrive (docs/trace-format.md §4.2): extend the last run if this
-  // transfer continues it; turn the last two single transfers and this one into a run if the
-  // three are affine; else append a single transfer.
+void Exchange::add_general(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
+                           TransferMode mode) {
+  // add()'s rule in full: extend the last run if this transfer continues it; turn the last
+  // two single transfers and this one into a run if the three are affine; else append a
+  // single transfer.
   const std::size_t n = transfers.size();
   if (n >= 1) {
     Transfer& last = transfers.back();

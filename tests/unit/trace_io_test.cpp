@@ -929,6 +929,43 @@ TEST(TraceRuns, AddCoalescesAndRoundTripsExactly) {
   }
 }
 
+// add()'s inline extension of a run to one destination range builds the same records as the
+// general rule (add_general) for any sequence: runs of every step, breaks in the source, the
+// destination, the bytes or the mode, several destination ranges, and runs reaching their end.
+TEST(TraceRuns, AddsInlineRunExtensionIsTheGeneralRule) {
+  std::mt19937 rng(31);
+  for (int round = 0; round < 200; ++round) {
+    Exchange fast{"x", {}, {}}, general{"x", {}, {}};
+    std::uniform_int_distribution<int> pick(0, 9);
+    std::uint32_t src = 0, dst = 100;
+    std::uint64_t bytes = 64;
+    std::int64_t step = 1;
+    for (int i = 0; i < 300; ++i) {
+      switch (pick(rng)) {
+        case 0:
+          step = pick(rng) - 3;
+          break;  // a new source step
+        case 1:
+          dst += static_cast<std::uint32_t>(pick(rng));
+          break;  // the destination moves
+        case 2:
+          bytes += static_cast<std::uint64_t>(pick(rng));
+          break;
+        default:
+          break;
+      }
+      src = static_cast<std::uint32_t>(std::max<std::int64_t>(0, src + step));
+      const bool two = pick(rng) == 0;
+      const std::array<TileRange, 2> d{TileRange{dst, dst}, TileRange{dst + 2, dst + 3}};
+      const auto mode = pick(rng) == 0 ? TransferMode::kPersonalised : TransferMode::kMulticast;
+      fast.add({src, src}, {d.data(), two ? 2u : 1u}, bytes, mode);
+      general.add_general({src, src}, {d.data(), two ? 2u : 1u}, bytes, mode);
+    }
+    ASSERT_EQ(fast, general) << "round " << round;
+    EXPECT_LT(fast.transfers.size(), 300u);  // some runs formed
+  }
+}
+
 // Version 1 and 2 files read as the same program as the version 3 file with the same lines:
 // one record per transfer and vertex line (runs only where a v3 file spells them).
 TEST(TraceRuns, OldFilesReadToTheSameProgram) {

@@ -12,8 +12,8 @@
 // so an op whose operands have equal layouts needs no exchange.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +45,12 @@ struct Layout {
   std::uint64_t position_sharers() const { return channel_blocks(); }
   // Tile of block (p, c).
   std::uint32_t tile(std::uint64_t p, std::uint64_t c) const;
+  // tile(p, c) given position_blocks() and channel_blocks() (for loops over many blocks).
+  std::uint32_t tile(std::uint64_t p, std::uint64_t c, std::uint64_t position_blocks,
+                     std::uint64_t channel_blocks) const {
+    const std::uint64_t block = channels_outer ? c * position_blocks + p : p * channel_blocks + c;
+    return static_cast<std::uint32_t>(first_tile + block * tile_stride);
+  }
   bool operator==(const Layout&) const = default;
 };
 
@@ -78,16 +84,39 @@ Layout conv_input_layout(const ChipSpec& chip, const plan::ConvArgs& args,
 // a tile already holds do not move. Returns no transfers when the layouts are equal.
 trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to);
 
-// Calls f(p, c, source tile, bytes) for every piece of block (p, c) of `to` that tile of
-// `from` holds (whatever tiles `to` itself would use).
-void block_pieces(
-    const Layout& from, const Layout& to,
-    const std::function<void(std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t)>& f);
-
 // Calls f(source tile, bytes) for every piece of positions [pos0, pos1) x channels [ch0, ch1)
-// that a tile of `from` holds.
+// that a tile of `from` holds, position blocks outer, channel blocks inner.
+template <class F>
 void range_pieces(const Layout& from, std::uint64_t pos0, std::uint64_t pos1, std::uint64_t ch0,
-                  std::uint64_t ch1, const std::function<void(std::uint32_t, std::uint64_t)>& f);
+                  std::uint64_t ch1, F&& f) {
+  const std::uint64_t eb = trace::dtype_bytes(from.dtype);
+  pos1 = std::min(pos1, from.positions);
+  ch1 = std::min(ch1, from.channels);
+  if (pos0 >= pos1 || ch0 >= ch1) return;
+  const std::uint64_t ppt = from.positions_per_tile, cpt = from.chans_per_tile;
+  const std::uint64_t pblocks = from.position_blocks(), cblocks = from.channel_blocks();
+  for (std::uint64_t fp = pos0 / ppt; fp * ppt < pos1; ++fp) {
+    const std::uint64_t q0 = std::max(pos0, fp * ppt);
+    const std::uint64_t q1 = std::min(pos1, (fp + 1) * ppt);
+    for (std::uint64_t fc = ch0 / cpt; fc * cpt < ch1; ++fc) {
+      const std::uint64_t d0 = std::max(ch0, fc * cpt);
+      const std::uint64_t d1 = std::min(ch1, (fc + 1) * cpt);
+      f(from.tile(fp, fc, pblocks, cblocks), (q1 - q0) * (d1 - d0) * eb);
+    }
+  }
+}
+
+// Calls f(p, c, source tile, bytes) for every piece of block (p, c) of `to` that tile of
+// `from` holds (whatever tiles `to` itself would use), blocks of `to` in order.
+template <class F>
+void block_pieces(const Layout& from, const Layout& to, F&& f) {
+  const std::uint64_t pblocks = to.position_blocks(), cblocks = to.channel_blocks();
+  for (std::uint64_t p = 0; p < pblocks; ++p)
+    for (std::uint64_t c = 0; c < cblocks; ++c)
+      range_pieces(from, p * to.positions_per_tile, (p + 1) * to.positions_per_tile,
+                   c * to.chans_per_tile, (c + 1) * to.chans_per_tile,
+                   [&](std::uint32_t src, std::uint64_t bytes) { f(p, c, src, bytes); });
+}
 
 // Bytes the busiest destination tile receives in rearrangement(from, to).
 std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to);

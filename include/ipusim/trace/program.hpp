@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -222,9 +223,34 @@ struct Exchange {
   std::span<const TileRange> destinations(const Transfer& t) const {
     return {dst_pool.data() + t.dst_first, t.dst_count};
   }
-  // Appends one transfer (count 1).
+  // Appends one transfer, merged into runs as transfers arrive (docs/trace-format.md §4.2):
+  // it extends the last run if it continues it; the last two single transfers and it become a
+  // run if the three are affine; else it is a single transfer. Inline: the extension of a
+  // run to one destination range (what compiled programs add millions of); the rest in
+  // add_general.
   void add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
-           TransferMode mode = TransferMode::kMulticast);
+           TransferMode mode = TransferMode::kMulticast) {
+    if (!transfers.empty() && dst.size() == 1) {
+      Transfer& last = transfers.back();
+      if (last.count >= 2 && last.dst_count == 1 && last.mode == mode &&
+          last.count < std::numeric_limits<std::uint32_t>::max()) {
+        const std::int64_t k = last.count;
+        const TileRange d = dst_pool[last.dst_first];
+        if (static_cast<std::int64_t>(src.first) == last.src.first + k * last.src_step &&
+            static_cast<std::int64_t>(src.last) == last.src.last + k * last.src_step &&
+            static_cast<std::int64_t>(bytes) ==
+                static_cast<std::int64_t>(last.bytes) + k * last.bytes_step &&
+            static_cast<std::int64_t>(dst[0].first) == d.first + k * last.dst_step &&
+            static_cast<std::int64_t>(dst[0].last) == d.last + k * last.dst_step) {
+          ++last.count;
+          return;
+        }
+      }
+    }
+    add_general(src, dst, bytes, mode);
+  }
+  void add_general(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
+                   TransferMode mode);
   // Appends a run of `count` transfers (count >= 1; steps must be 0 when count is 1).
   void add_run(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
                TransferMode mode, std::uint32_t count, std::int64_t src_step, std::int64_t dst_step,
