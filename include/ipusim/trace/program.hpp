@@ -225,30 +225,60 @@ struct Exchange {
   }
   // Appends one transfer, merged into runs as transfers arrive (docs/trace-format.md §4.2):
   // it extends the last run if it continues it; the last two single transfers and it become a
-  // run if the three are affine; else it is a single transfer. Inline: the extension of a
-  // run to one destination range (what compiled programs add millions of); the rest in
-  // add_general.
+  // run if the three are affine; else it is a single transfer. Inline for one destination
+  // range (what compiled programs add millions of); add_general holds the rule for any.
   void add(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
            TransferMode mode = TransferMode::kMulticast) {
-    if (!transfers.empty() && dst.size() == 1) {
-      Transfer& last = transfers.back();
-      if (last.count >= 2 && last.dst_count == 1 && last.mode == mode &&
-          last.count < std::numeric_limits<std::uint32_t>::max()) {
-        const std::int64_t k = last.count;
-        const TileRange d = dst_pool[last.dst_first];
-        if (static_cast<std::int64_t>(src.first) == last.src.first + k * last.src_step &&
-            static_cast<std::int64_t>(src.last) == last.src.last + k * last.src_step &&
-            static_cast<std::int64_t>(bytes) ==
-                static_cast<std::int64_t>(last.bytes) + k * last.bytes_step &&
-            static_cast<std::int64_t>(dst[0].first) == d.first + k * last.dst_step &&
-            static_cast<std::int64_t>(dst[0].last) == d.last + k * last.dst_step) {
-          ++last.count;
+    if (dst.size() != 1 || transfers.empty() ||
+        dst_pool.size() >= std::numeric_limits<std::uint32_t>::max()) {
+      add_general(src, dst, bytes, mode);
+      return;
+    }
+    using I = std::int64_t;
+    const TileRange to = dst[0];
+    Transfer& last = transfers.back();
+    if (last.count >= 2) {
+      const I k = last.count;
+      const TileRange d = dst_pool[last.dst_first];
+      if (last.dst_count == 1 && last.mode == mode &&
+          last.count < std::numeric_limits<std::uint32_t>::max() &&
+          I{src.first} == last.src.first + k * last.src_step &&
+          I{src.last} == last.src.last + k * last.src_step &&
+          static_cast<I>(bytes) == static_cast<I>(last.bytes) + k * last.bytes_step &&
+          I{to.first} == d.first + k * last.dst_step && I{to.last} == d.last + k * last.dst_step) {
+        ++last.count;
+        return;
+      }
+    } else if (transfers.size() >= 2 && last.dst_count == 1) {
+      Transfer& a = transfers[transfers.size() - 2];
+      if (a.count == 1 && a.dst_count == 1 && a.mode == mode && last.mode == mode) {
+        const TileRange da = dst_pool[a.dst_first], db = dst_pool[last.dst_first];
+        const I s = I{last.src.first} - a.src.first, d = I{db.first} - da.first;
+        const I b = static_cast<I>(last.bytes) - static_cast<I>(a.bytes);
+        if (I{last.src.last} == a.src.last + s && I{db.last} == da.last + d &&
+            I{src.first} == a.src.first + 2 * s && I{src.last} == a.src.last + 2 * s &&
+            static_cast<I>(bytes) == static_cast<I>(a.bytes) + 2 * b &&
+            I{to.first} == da.first + 2 * d && I{to.last} == da.last + 2 * d) {
+          dst_pool.pop_back();
+          transfers.pop_back();
+          a.count = 3;
+          a.src_step = s;
+          a.dst_step = d;
+          a.bytes_step = b;
           return;
         }
       }
     }
-    add_general(src, dst, bytes, mode);
+    Transfer t;
+    t.src = src;
+    t.dst_first = static_cast<std::uint32_t>(dst_pool.size());
+    t.dst_count = 1;
+    t.bytes = bytes;
+    t.mode = mode;
+    dst_pool.push_back(to);
+    transfers.push_back(t);
   }
+  // add() for any destination ranges.
   void add_general(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
                    TransferMode mode);
   // Appends a run of `count` transfers (count >= 1; steps must be 0 when count is 1).
