@@ -39,7 +39,8 @@ void BM_PlanConv(benchmark::State& state) {
   plan::ConvArgs mm;
   mm.in_chans = mm.height = mm.out_chans = 2048;
   for (auto _ : state)
-    for (const auto& a : {fwd, dgrad, wgrad, mm}) benchmark::DoNotOptimize(plan::plan_conv(gc200(), a));
+    for (const auto& a : {fwd, dgrad, wgrad, mm})
+      benchmark::DoNotOptimize(plan::plan_conv(gc200(), a));
   state.SetItemsProcessed(state.iterations() * 4);
 }
 BENCHMARK(BM_PlanConv)->Unit(benchmark::kMillisecond);
