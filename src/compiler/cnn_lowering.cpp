@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "graph/autodiff.hpp"
 #include "graph/lifetimes.hpp"
 #include "graph/recompute.hpp"
 #include "graph/shapes.hpp"
@@ -42,7 +43,9 @@ class CnnLowering {
         norms_(b, run),
         layers_(graph::infer_shapes(m)),
         n_(run.micro_batch),
-        all_tiles_(all_tiles) {}
+        all_tiles_(all_tiles) {
+    if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
+  }
 
   // One micro-batch: input, forward, then backward segment by segment, recomputing each
   // segment's forward from its checkpoint (all but the last segment, whose activations are
@@ -99,7 +102,7 @@ class CnnLowering {
       }
       for (std::size_t i = last; i-- > first;) {
         body_.spans[i].bwd.first = out.size();
-        backward(out, layers_[i], i == 0);
+        backward(out, layers_[i], !flow_[i].data_gradient);
         body_.spans[i].bwd.second = out.size();
       }
     }
@@ -512,10 +515,11 @@ class CnnLowering {
   NormLowering norms_;
   std::vector<Node> layers_;
   std::uint64_t n_;
-  std::uint32_t all_tiles_;             // the chip's tiles, I/O tiles included
-  std::map<std::string, Value> fwd_;    // forward values by producing layer
-  std::map<std::string, Value> grads_;  // gradients of layer outputs, while back-propagating
-  graph::Body body_;                    // where each layer's steps sit in the micro-batch body
+  std::uint32_t all_tiles_;                // the chip's tiles, I/O tiles included
+  std::map<std::string, Value> fwd_;       // forward values by producing layer
+  std::map<std::string, Value> grads_;     // gradients of layer outputs, while back-propagating
+  graph::Body body_;                       // where each layer's steps sit in the micro-batch body
+  std::vector<graph::GradientStep> flow_;  // training: each layer's backward (graph::gradient_flow)
 };
 
 }  // namespace

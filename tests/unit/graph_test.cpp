@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string>
 
+#include "compiler/graph/autodiff.hpp"
 #include "compiler/graph/lifetimes.hpp"
 #include "compiler/graph/recompute.hpp"
 #include "compiler/graph/shapes.hpp"
@@ -171,6 +172,52 @@ TEST(GraphRecompute, CheckpointsCutTheLayersIntoSegments) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("r.yaml: run.recompute_checkpoints: 'c3' is not a layer"),
               std::string::npos);
+  }
+}
+
+// A residual block worked by hand: conv c1 -> bn -> relu r, a second conv c2 on r, their sum,
+// an fc and the loss. Backward from the loss: each layer's gradient goes into what it read,
+// the add's into both operands (other first), and nothing goes past the first conv.
+TEST(GraphAutodiff, EachGradientGoesIntoWhatItsLayerReadAndReachesEveryLayer) {
+  const ModelDef m = model_of("residual",
+                              "  - {name: c1, op: conv, out: 8, kernel: 3}\n"
+                              "  - {name: bn, op: batchnorm}\n"
+                              "  - {name: r, op: relu}\n"
+                              "  - {name: c2, op: conv, out: 8, kernel: 1}\n"
+                              "  - {name: sum, op: add, input: c2, other: r}\n"
+                              "  - {name: pool, op: avgpool}\n"
+                              "  - {name: fc, op: fc, out: 10}\n"
+                              "  - {name: loss, op: softmax_loss}\n");
+  const auto flow = gradient_flow(m, infer_shapes(m));
+  ASSERT_EQ(flow.size(), 8u);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(flow[7].into, V{"fc"});
+  EXPECT_EQ(flow[6].into, V{"pool"});
+  EXPECT_EQ(flow[4].into, (V{"r", "c2"}));  // r gets two contributions: the add's and c2's
+  EXPECT_EQ(flow[3].into, V{"r"});
+  EXPECT_EQ(flow[1].into, V{"c1"});
+  EXPECT_TRUE(flow[0].into.empty());
+  EXPECT_FALSE(flow[0].data_gradient);
+  for (std::size_t i = 1; i < flow.size(); ++i) EXPECT_TRUE(flow[i].data_gradient) << i;
+  // Weight gradients: the convs, batch norm's gamma and beta, the fc.
+  std::vector<bool> weights;
+  for (const auto& s : flow) weights.push_back(s.weight_gradient);
+  EXPECT_EQ(weights, (std::vector<bool>{true, true, false, true, false, false, true, false}));
+
+  // A layer nothing later reads gets no gradient: an error at its line, not a crash.
+  const ModelDef dangling = model_of("dangling",
+                                     "  - {name: c1, op: conv, out: 8, kernel: 3}\n"
+                                     "  - {name: side, op: relu}\n"
+                                     "  - {name: pool, op: avgpool, input: c1}\n"
+                                     "  - {name: fc, op: fc, out: 10}\n"
+                                     "  - {name: loss, op: softmax_loss}\n");
+  try {
+    gradient_flow(dangling, infer_shapes(dangling));
+    ADD_FAILURE() << "'side' gets no gradient";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dangling.yaml:8:5: layer 'side': no gradient reaches it"),
+              std::string::npos)
+        << e.what();
   }
 }
 
