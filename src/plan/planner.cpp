@@ -192,17 +192,18 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   // range (block sizes never grow with a split), exceeds the best, and those whose input,
   // weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what each
   // candidate of the range is checked against below, so the plan chosen does not change.
-  const std::uint64_t eb = trace::dtype_bytes(it.dtype), pb = trace::dtype_bytes(s.partials);
   const auto hopeless = [&](const Split& sg, const Split& sr, std::uint64_t out_per,
                             std::uint64_t in_per) {
     if (bound == std::numeric_limits<std::uint64_t>::max() && best.rows_per_tile == 0) return false;
-    const std::uint64_t in_bytes =
-        sg.per_tile * in_rows_for(it, sr.per_tile) * in_cols(it, s) * in_per * eb;
-    const std::uint64_t weight_bytes = sg.per_tile * it.kernel * it.kernel * in_per * out_per * eb;
-    const std::uint64_t partial_bytes = sg.per_tile * sr.per_tile * s.out_w * out_per * pb;
-    if (in_bytes + weight_bytes + partial_bytes > budget) return true;
+    ConvPlan smallest = base;  // the range's smallest blocks (no input-channel split's buffers)
+    smallest.groups_per_tile = sg.per_tile;
+    smallest.rows_per_tile = sr.per_tile;
+    smallest.out_per_tile = out_per;
+    smallest.in_per_tile = in_per;
+    const Blocks b = blocks_of(it, s, smallest);
+    if (b.in_bytes + b.weight_bytes + b.partial_bytes > budget) return true;
     const std::uint64_t fetch =
-        exchange_fixed(chip) + ceil_cycles(static_cast<double>(in_bytes + weight_bytes) /
+        exchange_fixed(chip) + ceil_cycles(static_cast<double>(b.in_bytes + b.weight_bytes) /
                                            chip.exchange.bytes_per_cycle.value)
                                    .count;
     return fetch * base.serial() > std::min(bound, best.estimated_cycles.count);
