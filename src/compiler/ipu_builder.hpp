@@ -20,6 +20,7 @@
 #include "ipusim/plan/program_parts.hpp"
 #include "ipusim/trace/program.hpp"
 #include "ipusim/util/units.hpp"
+#include "memory.hpp"
 
 namespace ipusim::compiler {
 
@@ -188,6 +189,13 @@ class IpuBuilder {
   // live at the program positions `live` (unset: always live).
   void tensor(const std::string& name, trace::TensorKind kind, const Layout& layout,
               std::uint64_t copies = 1, std::optional<trace::Lifetime> live = std::nullopt);
+  // A tensor the memory-accounting pass lists (memory.hpp), by whichever of the two above.
+  void hold(const Holding& h) {
+    if (h.layout)
+      tensor(h.name, h.kind, *h.layout, h.copies, h.live);
+    else
+      tensor(h.name, h.kind, h.dtype, h.bytes, h.live);
+  }
 
   Layout linear(trace::DType dt, std::uint64_t positions, std::uint64_t channels) const {
     return linear_layout(chip_, dt, positions, channels);

@@ -960,28 +960,24 @@ class StageProgram {
     return norm_bytes;
   }
 
-  // Memory: weights and gradient accumulators, optimiser state unless streamed, stashed stage
-  // inputs (2 x stages to the end + 1 micro-batches) and the largest sub-layer's live
-  // activations (during the pipeline loop), and the planner's temporaries.
+  // Memory (stage_training_memory): weights and gradient accumulators, optimiser state unless
+  // streamed, stashed stage inputs and the largest sub-layer's live activations (during the
+  // pipeline loop), the input buffer; then the planner's temporaries.
   void memory(const trace::Lifetime& loop_live) {
-    const std::uint64_t stages_to_end = first_ ? 0 : pl_.p - ipu_;
-    const std::uint64_t stash = (2 * stages_to_end + 1) * pl_.acts;
-    // Weights and gradient accumulators on the parameters' layouts; the optimiser's two
-    // moments there too, or (replicated tensor sharding) a 1/replicas shard spread evenly.
-    for (const auto& param : parameters()) {
-      b_.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
-      b_.tensor("gradient_accumulator/" + param.name, trace::TensorKind::kGradient, param.layout,
-                param.copies);
-      if (!run_.optimiser_state_streaming && !rts())
-        b_.tensor("optimiser_state/" + param.name, trace::TensorKind::kOptimiser, param.layout,
-                  moments_kept() * param.copies);
-    }
-    if (!run_.optimiser_state_streaming && rts())
-      b_.tensor("optimiser_state", trace::TensorKind::kOptimiser, m_.dtype, state_bytes());
-    b_.tensor("stashed_activations", trace::TensorKind::kActivation, m_.dtype, stash, loop_live);
-    b_.tensor("live_activations", trace::TensorKind::kActivation, m_.dtype, live_bytes(),
-              loop_live);
-    if (first_) b_.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input_bytes());
+    StageMemory s;
+    for (const auto& param : parameters())
+      s.parameters.push_back({param.name, param.layout, param.copies});
+    s.dtype = m_.dtype;
+    s.stages_to_end = first_ ? 0 : pl_.p - ipu_;
+    s.stage_input_bytes = pl_.acts;
+    s.live_bytes = live_bytes();
+    s.input_bytes = first_ ? input_bytes() : 0;
+    s.streaming = run_.optimiser_state_streaming;
+    s.sharded = rts();
+    s.moments = moments_kept();
+    s.sharded_state_bytes = rts() ? state_bytes() : 0;
+    s.loop_live = loop_live;
+    for (const Holding& h : stage_training_memory(s)) b_.hold(h);
     temporaries();
   }
 

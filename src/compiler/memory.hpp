@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory accounting, a pass over a lowered stage: the tensors a transformer pipeline stage's
+// training program holds (poplar-compiler.md §3: weights, gradient accumulators, optimiser
+// state, stashed and live activations, the input buffer), from the stage's facts alone. The
+// lowering adds them to the program (IpuBuilder::tensor); the memory map and the out-of-memory
+// check read them there. No SystemC, no chip.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipusim/compiler/layout.hpp"
+#include "ipusim/trace/program.hpp"
+
+namespace ipusim::compiler {
+
+// A tensor a program holds: `copies` of a layout's blocks, or (no layout) `bytes` in all,
+// spread evenly over every tile; live throughout, or over `live`.
+struct Holding {
+  std::string name;
+  trace::TensorKind kind = trace::TensorKind::kActivation;
+  std::optional<Layout> layout;
+  std::uint64_t copies = 1;
+  trace::DType dtype = trace::DType::kHalf;
+  std::uint64_t bytes = 0;
+  std::optional<trace::Lifetime> live;
+  bool operator==(const Holding&) const = default;
+};
+
+// What a pipeline stage's training memory depends on.
+struct StageMemory {
+  struct Parameter {
+    std::string name;
+    Layout layout;
+    std::uint64_t copies = 1;
+  };
+  std::vector<Parameter> parameters;  // the stage's weight tensors
+  trace::DType dtype = trace::DType::kHalf;
+  // Stages from this one to the end of the pipeline (0 for the first IPU, which runs the
+  // embedding and, with a tied head, the last stage too): it stashes 2 x that + 1 micro-batches
+  // of stage inputs.
+  std::uint64_t stages_to_end = 0;
+  std::uint64_t stage_input_bytes = 0;  // one micro-batch's activations at a stage boundary
+  std::uint64_t live_bytes = 0;         // the largest sub-layer's live activations
+  std::uint64_t input_bytes = 0;        // the host input buffer (the first IPU only; else 0)
+  bool streaming = false;               // the optimiser state streams from the host
+  bool sharded = false;                 // replicated tensor sharding: one shard of the state
+  std::uint64_t moments = 2;            // optimiser moments kept per weight
+  std::uint64_t sharded_state_bytes = 0;  // the shard, when sharded
+  trace::Lifetime loop_live;              // the pipeline loop's program positions
+};
+
+// In the order the program lists them: each parameter's weights, gradient accumulator and
+// (kept on its layout) optimiser state; a sharded optimiser state; the stashed and the live
+// activations (during the pipeline loop); the input buffer.
+std::vector<Holding> stage_training_memory(const StageMemory& s);
+
+}  // namespace ipusim::compiler
