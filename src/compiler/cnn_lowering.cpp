@@ -589,17 +589,15 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   // layout (always live); the activations, checkpoints and activation gradients on their
   // layers' layouts, each live where the micro-batch body (positions 1.., after the loop step
   // at 0) uses it; the input buffer and the largest conv's temporaries (always live).
-  for (const auto& [name, layout] : lower.parameter_layouts()) {
-    b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
-    b.tensor("gradient_accumulator/" + name, trace::TensorKind::kGradient, layout);
-    b.tensor("momentum/" + name, trace::TensorKind::kOptimiser, layout);
-  }
-  for (const auto& a : lower.scoped_activations(/*offset=*/1))
-    b.tensor(a.name, a.kind, a.layout, 1, a.live);
   const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-  if (run.io_tiles == 0)
-    b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input);
-  else if (input > 0)
+  CnnMemory memory;
+  for (const auto& [name, layout] : lower.parameter_layouts())
+    memory.parameters.push_back({name, layout, 1});
+  for (auto& a : lower.scoped_activations(/*offset=*/1))
+    memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});
+  memory.input_bytes = run.io_tiles == 0 ? input : 0;  // else on the I/O tiles, below
+  for (const Holding& h : cnn_training_memory(memory)) b.hold(h);
+  if (run.io_tiles != 0 && input > 0)
     program.tensors.push_back({"input_buffer", trace::TensorKind::kInput, DType::kChar,
                                trace::TileRange{chip.tiles, system.chip.tiles - 1},
                                ceil_div(input, run.io_tiles)});

@@ -1,7 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "memory.hpp"
 
+#include <utility>
+
 namespace ipusim::compiler {
+
+std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
+  using trace::TensorKind;
+  std::vector<Holding> out;
+  for (const auto& p : c.parameters)
+    for (const auto& [prefix, kind] : {std::pair{"weights/", TensorKind::kWeight},
+                                       std::pair{"gradient_accumulator/", TensorKind::kGradient},
+                                       std::pair{"momentum/", TensorKind::kOptimiser}})
+      out.push_back({prefix + p.name, kind, p.layout, p.copies, p.layout.dtype, 0, std::nullopt});
+  for (const auto& k : c.kept)
+    out.push_back({k.name, k.kind, k.layout, 1, k.layout.dtype, 0, k.live});
+  if (c.input_bytes > 0)
+    out.push_back({"input_buffer", TensorKind::kInput, std::nullopt, 1, trace::DType::kChar,
+                   c.input_bytes, std::nullopt});
+  return out;
+}
 
 std::vector<Holding> stage_training_memory(const StageMemory& s) {
   using trace::TensorKind;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory accounting, a pass over a lowered stage: the tensors a transformer pipeline stage's
-// training program holds (poplar-compiler.md §3: weights, gradient accumulators, optimiser
-// state, stashed and live activations, the input buffer), from the stage's facts alone. The
-// lowering adds them to the program (IpuBuilder::tensor); the memory map and the out-of-memory
-// check read them there. No SystemC, no chip.
+// Memory accounting, a pass over a lowered program: the tensors a training program holds
+// (poplar-compiler.md §3: weights, gradient accumulators, optimiser state, kept, stashed and
+// live activations, the input buffer), from the lowering's facts alone, for a CNN replica and
+// for a transformer pipeline stage. The lowering adds them to the program (IpuBuilder::hold);
+// the memory map and the out-of-memory check read them there. No SystemC, no chip.
 #pragma once
 
 #include <cstdint>
@@ -29,25 +29,46 @@ struct Holding {
   bool operator==(const Holding&) const = default;
 };
 
+// A weight tensor: `copies` of a layout.
+struct Parameter {
+  std::string name;
+  Layout layout;
+  std::uint64_t copies = 1;
+};
+
+// What a CNN replica's training memory depends on.
+struct CnnMemory {
+  std::vector<Parameter> parameters;  // each layer's weights (one copy)
+  // The activations a micro-batch keeps (graph::kept_tensors), each on its layer's layout.
+  struct Kept {
+    std::string name;
+    trace::TensorKind kind;
+    Layout layout;
+    trace::Lifetime live;
+  };
+  std::vector<Kept> kept;
+  std::uint64_t input_bytes =
+      0;  // the input buffer spread over the tiles (0: none, or on I/O tiles)
+};
+
+// In the order the program lists them: each parameter's weights, gradient accumulator and LARS
+// momentum (always live), the kept activations (over their lifetimes), the input buffer.
+std::vector<Holding> cnn_training_memory(const CnnMemory& c);
+
 // What a pipeline stage's training memory depends on.
 struct StageMemory {
-  struct Parameter {
-    std::string name;
-    Layout layout;
-    std::uint64_t copies = 1;
-  };
   std::vector<Parameter> parameters;  // the stage's weight tensors
   trace::DType dtype = trace::DType::kHalf;
   // Stages from this one to the end of the pipeline (0 for the first IPU, which runs the
   // embedding and, with a tied head, the last stage too): it stashes 2 x that + 1 micro-batches
   // of stage inputs.
   std::uint64_t stages_to_end = 0;
-  std::uint64_t stage_input_bytes = 0;  // one micro-batch's activations at a stage boundary
-  std::uint64_t live_bytes = 0;         // the largest sub-layer's live activations
-  std::uint64_t input_bytes = 0;        // the host input buffer (the first IPU only; else 0)
-  bool streaming = false;               // the optimiser state streams from the host
-  bool sharded = false;                 // replicated tensor sharding: one shard of the state
-  std::uint64_t moments = 2;            // optimiser moments kept per weight
+  std::uint64_t stage_input_bytes = 0;    // one micro-batch's activations at a stage boundary
+  std::uint64_t live_bytes = 0;           // the largest sub-layer's live activations
+  std::uint64_t input_bytes = 0;          // the host input buffer (the first IPU only; else 0)
+  bool streaming = false;                 // the optimiser state streams from the host
+  bool sharded = false;                   // replicated tensor sharding: one shard of the state
+  std::uint64_t moments = 2;              // optimiser moments kept per weight
   std::uint64_t sharded_state_bytes = 0;  // the shard, when sharded
   trace::Lifetime loop_live;              // the pipeline loop's program positions
 };

@@ -1,11 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// The transformer stage's memory-accounting pass (src/compiler/memory.cpp): no SystemC, no chip.
+// The memory-accounting pass (src/compiler/memory.cpp) of a CNN replica and a transformer
+// stage: no SystemC, no chip.
 #include <gtest/gtest.h>
 
 #include "compiler/memory.hpp"
 
 namespace ipusim::compiler {
 namespace {
+
+std::vector<std::string> names_of(const std::vector<Holding>& held) {
+  std::vector<std::string> names;
+  for (const auto& h : held) names.push_back(h.name);
+  return names;
+}
 
 Layout layout_of(std::uint64_t positions, std::uint64_t channels) {
   Layout l;
@@ -14,6 +21,26 @@ Layout layout_of(std::uint64_t positions, std::uint64_t channels) {
   l.positions_per_tile = 1;
   l.chans_per_tile = channels;
   return l;
+}
+
+// A CNN with two weight tensors and one kept activation: three tensors per weight (LARS's
+// momentum the third), the activation over its lifetime, the input buffer spread.
+TEST(StageMemory, ACnnKeepsWeightsAccumulatorsMomentumAndItsKeptActivations) {
+  CnnMemory c;
+  c.parameters = {{"conv1", layout_of(9, 64), 1}, {"bn1", layout_of(2, 64), 1}};
+  c.kept = {{"activations/conv1", trace::TensorKind::kActivation, layout_of(100, 64), {3, 17}}};
+  c.input_bytes = 3072;
+  const auto held = names_of(cnn_training_memory(c));
+  EXPECT_EQ(held,
+            (std::vector<std::string>{"weights/conv1", "gradient_accumulator/conv1",
+                                      "momentum/conv1", "weights/bn1", "gradient_accumulator/bn1",
+                                      "momentum/bn1", "activations/conv1", "input_buffer"}));
+  const auto all = cnn_training_memory(c);
+  EXPECT_EQ(all[2].kind, trace::TensorKind::kOptimiser);
+  EXPECT_EQ(all[6].live, (trace::Lifetime{3, 17}));
+  EXPECT_EQ(all[7].bytes, 3072u);
+  c.input_bytes = 0;  // on the I/O tiles instead (the lowering places it)
+  EXPECT_EQ(cnn_training_memory(c).size(), 7u);
 }
 
 // IPU 1 of a 4-stage pipeline, two weight tensors, LAMB's two moments kept on chip: 2 x 3 + 1 =
