@@ -574,12 +574,13 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   if (run.inference) {
     // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
     // activations live at once, the input buffer and the largest conv's temporaries.
+    InferenceMemory memory;
     for (const auto& [name, layout] : lower.parameter_layouts())
-      b.tensor("weights/" + name, trace::TensorKind::kWeight, layout);
-    b.tensor("live_activations", trace::TensorKind::kActivation, m.dtype,
-             lower.inference_activation_bytes());
-    b.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar,
-             run.micro_batch * run.input_bytes_per_sample);
+      memory.parameters.push_back({name, layout, 1});
+    memory.dtype = m.dtype;
+    memory.live_bytes = lower.inference_activation_bytes();
+    memory.input_bytes = run.micro_batch * run.input_bytes_per_sample;
+    for (const Holding& h : inference_memory(memory)) b.hold(h);
     program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
                                trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
     return t;

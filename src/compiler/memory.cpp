@@ -5,6 +5,20 @@
 
 namespace ipusim::compiler {
 
+std::vector<Holding> inference_memory(const InferenceMemory& m) {
+  using trace::TensorKind;
+  std::vector<Holding> out;
+  for (const auto& p : m.parameters)
+    out.push_back({"weights/" + p.name, TensorKind::kWeight, p.layout, p.copies, p.layout.dtype, 0,
+                   std::nullopt});
+  out.push_back(
+      {"live_activations", TensorKind::kActivation, std::nullopt, 1, m.dtype, m.live_bytes, {}});
+  if (m.input_bytes > 0)
+    out.push_back({"input_buffer", TensorKind::kInput, std::nullopt, 1, trace::DType::kChar,
+                   m.input_bytes, std::nullopt});
+  return out;
+}
+
 std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
   using trace::TensorKind;
   std::vector<Holding> out;

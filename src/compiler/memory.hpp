@@ -36,6 +36,17 @@ struct Parameter {
   std::uint64_t copies = 1;
 };
 
+// What an inference program's memory depends on (a CNN replica or a transformer stage).
+struct InferenceMemory {
+  std::vector<Parameter> parameters;  // resident weights (a CNN's folded batch-norm scales too)
+  trace::DType dtype = trace::DType::kHalf;
+  std::uint64_t live_bytes = 0;   // the largest activations live at once
+  std::uint64_t input_bytes = 0;  // the host input buffer (0: none)
+};
+
+// In the order the program lists them: the weights, the live activations, the input buffer.
+std::vector<Holding> inference_memory(const InferenceMemory& m);
+
 // What a CNN replica's training memory depends on.
 struct CnnMemory {
   std::vector<Parameter> parameters;  // each layer's weights (one copy)

@@ -640,10 +640,13 @@ class StageProgram {
               trace::HostMemory::kHost);
     }
     lay_out_parameters();
+    InferenceMemory memory;
     for (const auto& param : parameters())
-      b_.tensor("weights/" + param.name, trace::TensorKind::kWeight, param.layout, param.copies);
-    b_.tensor("live_activations", trace::TensorKind::kActivation, m_.dtype, live_bytes());
-    if (first_) b_.tensor("input_buffer", trace::TensorKind::kInput, DType::kChar, input_bytes());
+      memory.parameters.push_back({param.name, param.layout, param.copies});
+    memory.dtype = m_.dtype;
+    memory.live_bytes = live_bytes();
+    memory.input_bytes = first_ ? input_bytes() : 0;
+    for (const Holding& h : inference_memory(memory)) b_.hold(h);
     temporaries();
   }
 

@@ -43,6 +43,24 @@ TEST(StageMemory, ACnnKeepsWeightsAccumulatorsMomentumAndItsKeptActivations) {
   EXPECT_EQ(cnn_training_memory(c).size(), 7u);
 }
 
+// Inference holds the resident weights (copies as given), the live activations and the input
+// buffer, for either family; no buffer when there is no host input.
+TEST(StageMemory, InferenceHoldsWeightsLiveActivationsAndTheInputBuffer) {
+  InferenceMemory m;
+  m.parameters = {{"fc", layout_of(2048, 1000), 3}};
+  m.live_bytes = 4096;
+  m.input_bytes = 150528;
+  const auto held = inference_memory(m);
+  EXPECT_EQ(names_of(held),
+            (std::vector<std::string>{"weights/fc", "live_activations", "input_buffer"}));
+  EXPECT_EQ(held[0].copies, 3u);
+  EXPECT_EQ(held[1].bytes, 4096u);
+  EXPECT_FALSE(held[1].live);
+  EXPECT_EQ(held[2].bytes, 150528u);
+  m.input_bytes = 0;
+  EXPECT_EQ(inference_memory(m).size(), 2u);
+}
+
 // IPU 1 of a 4-stage pipeline, two weight tensors, LAMB's two moments kept on chip: 2 x 3 + 1 =
 // 7 micro-batches of stage inputs stashed (it is 3 stages from the end), no input buffer.
 TEST(StageMemory, AMiddleStageKeepsItsWeightsStateAndSevenStashedInputs) {
