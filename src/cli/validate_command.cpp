@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -119,14 +120,15 @@ int validate_command(int argc, char** argv) {
         "strict keys, units, ranges and the files they name), traces (*.trace, *.itb) by\n"
         "structure, tile indices and per-tile memory (against --chip). --set applies to\n"
         "chip, system and run files. Prints one line per file; exits non-zero if any file is\n"
-        "invalid.",
+        "invalid, with the status of the first invalid file (3: bad input, 4: well formed\n"
+        "but does not fit the chip, as 'ipusim run' would exit).",
         desc);
     return 0;
   }
   apply_log_level(common.log_level);
   if (files.empty())
     throw UsageError("ipusim validate: no FILE given (see 'ipusim validate --help')");
-  int failures = 0;
+  std::optional<ExitCode> failed;  // the first invalid file's status
   std::optional<ChipSpec> chip;
   for (const auto& f : files) {
     try {
@@ -143,10 +145,10 @@ int validate_command(int argc, char** argv) {
                                t.ipus.size(), chip->name);
     } catch (const Error& e) {
       std::cerr << "error: " << e.what() << "\n";
-      ++failures;
+      if (!failed) failed = e.exit_code();
     }
   }
-  return failures ? static_cast<int>(ExitCode::kBadInput) : 0;
+  return failed ? static_cast<int>(*failed) : 0;
 }
 
 }  // namespace ipusim::cli

@@ -107,9 +107,9 @@ TEST(BadInput, TileOutOfMemory) {
   EXPECT_NE(r.err.find("out of memory on tile 5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("largest tensors: weights 390.62 KiB, acts 292.97 KiB"), std::string::npos)
       << r.err;
-  // validate reports the same without simulating.
+  // validate reports the same without simulating, with run's status (well formed, does not fit).
   const auto v = ipusim("validate " + trace);
-  EXPECT_EQ(v.status, 3);
+  EXPECT_EQ(v.status, 4);
   EXPECT_NE(v.err.find("out of memory on tile 5"), std::string::npos) << v.err;
 }
 
