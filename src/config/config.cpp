@@ -343,7 +343,7 @@ void apply_override(Document& doc, const std::string& assignment, const Schema& 
   if (decl->kind == ValueKind::kInclude)
     throw ConfigError(fmt::format(
         "--set {}: names an included file; choose the file with --chip or --system instead", key));
-  doc.values[key] = RawValue{o->value, "--set " + key, "--set " + key};
+  doc.values[key] = RawValue{o->value, "--set", "--set"};
 }
 
 const Value& Resolved::at(const std::string& path) const {

@@ -207,14 +207,14 @@ TEST(Limits, TrillionTilesOnTheCommandLine) {
     EXPECT_EQ(r.status, 3) << cmd;
     EXPECT_EQ(
         r.err,
-        "error: --set chip.tiles: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+        "error: --set: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
     EXPECT_EQ(r.out, "");
   }
   // run rejects it before reading the trace.
   const auto r = cli("run --set chip.tiles=1000000000000 /nonexistent.trace");
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err,
-            "error: --set chip.tiles: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+            "error: --set: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
 }
 
 TEST(Limits, TrillionTilesInAConfigFile) {
@@ -233,7 +233,7 @@ TEST(Limits, CountTooLargeForSixtyFourBits) {
   const auto r = cli("info --set chip.tiles=99999999999999999999999");
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err,
-            "error: --set chip.tiles: chip.tiles: expected a whole number such as \"1472\", found "
+            "error: --set: chip.tiles: expected a whole number such as \"1472\", found "
             "\"99999999999999999999999\" (too large)\n");
 }
 
@@ -241,7 +241,7 @@ TEST(Limits, SizeTooLargeForSixtyFourBits) {
   const auto r = cli("info --set chip.tile_memory=1e30TiB");
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err,
-            "error: --set chip.tile_memory: chip.tile_memory: expected a size such as \"624KiB\", "
+            "error: --set: chip.tile_memory: expected a size such as \"624KiB\", "
             "found \"1e30TiB\" (too large)\n");
 }
 
@@ -1048,7 +1048,7 @@ TEST(RoundThree, ControlCharactersInValuesNeverReachTheTerminalRaw) {
                "'system.name=\x1b[31mred' " + t);
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err,
-            "error: --set system.name: system.name: expected text without control characters, "
+            "error: --set: system.name: expected text without control characters, "
             "found \"\\x1b[31mred\"\n");
   EXPECT_EQ(r.out, "");
   // The same value in a config file, with its line.
