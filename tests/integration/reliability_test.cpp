@@ -205,16 +205,13 @@ TEST(Limits, TrillionTilesOnTheCommandLine) {
   for (const std::string cmd : {"info", "kernel sync-loop --iterations 1 --out /dev/null"}) {
     const auto r = cli(cmd + " --set chip.tiles=1000000000000");
     EXPECT_EQ(r.status, 3) << cmd;
-    EXPECT_EQ(
-        r.err,
-        "error: --set: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+    EXPECT_EQ(r.err, "error: --set: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
     EXPECT_EQ(r.out, "");
   }
   // run rejects it before reading the trace.
   const auto r = cli("run --set chip.tiles=1000000000000 /nonexistent.trace");
   EXPECT_EQ(r.status, 3);
-  EXPECT_EQ(r.err,
-            "error: --set: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
+  EXPECT_EQ(r.err, "error: --set: chip.tiles: expected 1 to 65536, found \"1000000000000\"\n");
 }
 
 TEST(Limits, TrillionTilesInAConfigFile) {

@@ -139,9 +139,8 @@ TEST(ConfigChip, OverrideWithBadValueNamesTheKey) {
     load_chip(chip_path("gc200"), {"chip.clock=fast"});
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(
-        e.what(),
-        "--set: chip.clock: expected a frequency such as \"1.325GHz\", found \"fast\"");
+    EXPECT_STREQ(e.what(),
+                 "--set: chip.clock: expected a frequency such as \"1.325GHz\", found \"fast\"");
   }
 }
 
