@@ -567,6 +567,11 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   b.set_coeff_load_bits(run.conv_unit_load_bits);
   b.record_plans(plans, 0);
   CnnLowering lower(m, run, b, system.chip.tiles);
+  const auto parameters = [&] {  // each layer's weights, one copy (call after lowering)
+    std::vector<Parameter> out;
+    for (const auto& [name, layout] : lower.parameter_layouts()) out.push_back({name, layout, 1});
+    return out;
+  };
   trace::Step loop = make_step(StepKind::kRepeat);
   loop.count = run.gradient_accumulation;
   loop.body = lower.micro_batch();
@@ -575,8 +580,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
     // activations live at once, the input buffer and the largest conv's temporaries.
     InferenceMemory memory;
-    for (const auto& [name, layout] : lower.parameter_layouts())
-      memory.parameters.push_back({name, layout, 1});
+    memory.parameters = parameters();
     memory.dtype = m.dtype;
     memory.live_bytes = lower.inference_activation_bytes();
     memory.input_bytes = run.micro_batch * run.input_bytes_per_sample;
@@ -592,8 +596,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   // at 0) uses it; the input buffer and the largest conv's temporaries (always live).
   const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
   CnnMemory memory;
-  for (const auto& [name, layout] : lower.parameter_layouts())
-    memory.parameters.push_back({name, layout, 1});
+  memory.parameters = parameters();
   for (auto& a : lower.scoped_activations(/*offset=*/1))
     memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});
   memory.input_bytes = run.io_tiles == 0 ? input : 0;  // else on the I/O tiles, below

@@ -35,6 +35,11 @@ std::uint64_t exchange_fixed(const ChipSpec& chip) {
   return chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
 }
 
+// The busiest tile's send time in one iteration's fetch exchange: its input and weight blocks.
+double fetch_send(const ChipSpec& chip, const Blocks& b) {
+  return static_cast<double>(b.in_bytes + b.weight_bytes) / chip.exchange.bytes_per_cycle.value;
+}
+
 // One iteration's fetch exchange: its fixed cost and the larger of the busiest tile's receive
 // and send time. Consecutive tiles differ in output-channel block: with out_split >= 2 both
 // tiles of a super-tile pair receive the same input block at twice the rate.
@@ -43,8 +48,7 @@ std::uint64_t fetch_cycles(const ChipSpec& chip, const ConvPlan& p, const Blocks
   const double in_rate = p.out_split >= 2 ? rate * chip.exchange.tiles_per_shared_bus : rate;
   const double receive =
       static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
-  const double send = static_cast<double>(b.in_bytes + b.weight_bytes) / rate;
-  return exchange_fixed(chip) + ceil_cycles(std::max(receive, send)).count;
+  return exchange_fixed(chip) + ceil_cycles(std::max(receive, fetch_send(chip, b))).count;
 }
 
 // Expected cycles of a plan: per iteration the fetch exchange (`fetch`, fetch_cycles), AMP
@@ -107,6 +111,19 @@ struct Split {
   std::uint64_t count = 1, per_tile = 0;
   std::uint32_t blocks = 1;
 };
+
+// `p` (its serial splits) with these splits of groups, rows, output and input channels.
+ConvPlan with_splits(ConvPlan p, const Split& g, const Split& r, const Split& o, const Split& i) {
+  p.groups_per_tile = g.per_tile;
+  p.rows_per_tile = r.per_tile;
+  p.out_per_tile = o.per_tile;
+  p.in_per_tile = i.per_tile;
+  p.group_split = g.blocks;
+  p.row_split = r.blocks;
+  p.out_split = o.blocks;
+  p.in_split = i.blocks;
+  return p;
+}
 
 // Longest serial loop the planner considers (iterations).
 constexpr std::uint64_t kMaxSerial = 4096;
@@ -192,41 +209,24 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   // range (block sizes never grow with a split), exceeds the best, and those whose input,
   // weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what each
   // candidate of the range is checked against below, so the plan chosen does not change.
-  const auto hopeless = [&](const Split& sg, const Split& sr, std::uint64_t out_per,
-                            std::uint64_t in_per) {
+  const auto hopeless = [&](const Split& sg, const Split& sr, const Split& so, const Split& si) {
     if (bound == std::numeric_limits<std::uint64_t>::max() && best.rows_per_tile == 0) return false;
-    ConvPlan smallest = base;  // the range's smallest blocks (no input-channel split's buffers)
-    smallest.groups_per_tile = sg.per_tile;
-    smallest.rows_per_tile = sr.per_tile;
-    smallest.out_per_tile = out_per;
-    smallest.in_per_tile = in_per;
-    const Blocks b = blocks_of(it, s, smallest);
+    // The range's smallest blocks (its input-channel split's buffers are not counted).
+    const Blocks b = blocks_of(it, s, with_splits(base, sg, sr, so, si));
     if (b.in_bytes + b.weight_bytes + b.partial_bytes > budget) return true;
-    const std::uint64_t fetch =
-        exchange_fixed(chip) + ceil_cycles(static_cast<double>(b.in_bytes + b.weight_bytes) /
-                                           chip.exchange.bytes_per_cycle.value)
-                                   .count;
+    const std::uint64_t fetch = exchange_fixed(chip) + ceil_cycles(fetch_send(chip, b)).count;
     return fetch * base.serial() > std::min(bound, best.estimated_cycles.count);
   };
   for (const Split& sg : upto(groups, chip.tiles))
     for (const Split& sr : upto(rows, chip.tiles / sg.count)) {
       const std::uint64_t left = chip.tiles / (sg.count * sr.count);  // for so x si
-      if (hopeless(sg, sr, upto(outs, left).back().per_tile, upto(ins, left).back().per_tile))
-        continue;
+      if (hopeless(sg, sr, upto(outs, left).back(), upto(ins, left).back())) continue;
       for (const Split& so : upto(outs, left)) {
         const auto in_splits = upto(ins, left / so.count);
-        if (hopeless(sg, sr, so.per_tile, in_splits.back().per_tile)) continue;
+        if (hopeless(sg, sr, so, in_splits.back())) continue;
         for (const Split& si : in_splits) {
           if (sg.count * sr.count * so.count * si.count > chip.tiles) continue;
-          ConvPlan p = base;
-          p.groups_per_tile = sg.per_tile;
-          p.rows_per_tile = sr.per_tile;
-          p.out_per_tile = so.per_tile;
-          p.in_per_tile = si.per_tile;
-          p.group_split = sg.blocks;
-          p.row_split = sr.blocks;
-          p.out_split = so.blocks;
-          p.in_split = si.blocks;
+          ConvPlan p = with_splits(base, sg, sr, so, si);
           const Blocks b = blocks_of(it, s, p);
           p.bytes_per_tile = Bytes{memory_of(b)};
           least = std::min(least, p.bytes_per_tile.count);
