@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory accounting, a pass over a lowered program: the tensors a training program holds
+// Memory accounting, a pass over a lowered program: the tensors a program holds
 // (poplar-compiler.md §3: weights, gradient accumulators, optimiser state, kept, stashed and
-// live activations, the input buffer), from the lowering's facts alone, for a CNN replica and
-// for a transformer pipeline stage. The lowering adds them to the program (IpuBuilder::hold);
-// the memory map and the out-of-memory check read them there. No SystemC, no chip.
+// live activations, the input buffer), from the lowering's facts alone, for inference and for
+// training a CNN replica or a transformer pipeline stage. The lowering adds them to the program
+// (IpuBuilder::hold); the memory map and the out-of-memory check read them there. No SystemC, no
+// chip.
 #pragma once
 
 #include <cstdint>
@@ -58,8 +59,9 @@ struct CnnMemory {
     trace::Lifetime live;
   };
   std::vector<Kept> kept;
-  std::uint64_t input_bytes =
-      0;  // the input buffer spread over the tiles (0: none, or on I/O tiles)
+  // The input buffer spread over the tiles (0: none, or on the I/O tiles, which the lowering
+  // places itself).
+  std::uint64_t input_bytes = 0;
 };
 
 // In the order the program lists them: each parameter's weights, gradient accumulator and LARS

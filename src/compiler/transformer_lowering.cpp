@@ -641,8 +641,7 @@ class StageProgram {
     }
     lay_out_parameters();
     InferenceMemory memory;
-    for (const auto& param : parameters())
-      memory.parameters.push_back({param.name, param.layout, param.copies});
+    memory.parameters = held_parameters();
     memory.dtype = m_.dtype;
     memory.live_bytes = live_bytes();
     memory.input_bytes = first_ ? input_bytes() : 0;
@@ -677,6 +676,12 @@ class StageProgram {
   const Parameters& parameters() const { return parameters_; }
   void lay_out_parameters() {
     parameters_ = lower_.parameters(n_attn_, n_ffn_, first_, heads_, last_);
+  }
+  // The weight tensors as the memory passes take them (memory.hpp).
+  std::vector<Parameter> held_parameters() const {
+    std::vector<Parameter> out;
+    for (const auto& param : parameters_) out.push_back({param.name, param.layout, param.copies});
+    return out;
   }
   // The largest sub-layer's live activations (the heads' IPU: or one slice of the vocabulary
   // scores, when larger: an LM head's over every token) and four stage boundaries.
@@ -968,8 +973,7 @@ class StageProgram {
   // pipeline loop), the input buffer; then the planner's temporaries.
   void memory(const trace::Lifetime& loop_live) {
     StageMemory s;
-    for (const auto& param : parameters())
-      s.parameters.push_back({param.name, param.layout, param.copies});
+    s.parameters = held_parameters();
     s.dtype = m_.dtype;
     s.stages_to_end = first_ ? 0 : pl_.p - ipu_;
     s.stage_input_bytes = pl_.acts;
