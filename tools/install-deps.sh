@@ -8,6 +8,8 @@ packages=(
   build-essential cmake pkg-config
   libsystemc-dev libyaml-cpp-dev libboost-program-options-dev libfmt-dev libspdlog-dev
   libgtest-dev libbenchmark-dev
+  # docs/performance.md "Memory allocator": the ipusim executable's malloc, on huge pages
+  libmimalloc-dev
   # docs/architecture.md: nlohmann-json parses every JSON file ipusim reads (util/json_reader)
   nlohmann-json3-dev
   # docs/reliability.md: clang + compiler-rt for the ASan/UBSan build and the libFuzzer
