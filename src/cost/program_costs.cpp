@@ -71,17 +71,22 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   const std::uint32_t n = chip.tiles;
   const std::uint32_t group = chip.exchange.tiles_per_shared_bus;
   const double rate = chip.exchange.bytes_per_cycle.value;
-  // Per-tile sums, all zero on entry and left zero on return: sent bytes, receive time, and
-  // transfers per tile as differences at range ends (for the exchange code).
+  // Per-tile sums, all zero on entry and left zero on return, each held as differences at the
+  // ends of the tile ranges it is added over (a tile's sum is the prefix sum up to it), so that
+  // a transfer to a range of tiles costs O(1), not O(tiles): bytes sent; bytes received at the
+  // tile's own rate ("alone") and at its super-tile group's ("shared"); all bytes received;
+  // transfers (for the exchange code). The sums are integers (modulo 2^64, which differences
+  // need), and each tile's receive time, alone / rate + shared / (rate x group), is formed once
+  // at the end: exactly the sum of the per-transfer times when the rates are powers of two.
   auto& transfers_at = scratch.transfers_at_;
   auto& sent = scratch.sent_;
-  auto& receive_cycles = scratch.receive_cycles_;
-  auto& is_dst = scratch.is_dst_;
-  if (!scratch.clean_ || sent.size() != n) {
-    transfers_at.assign(n + 1, 0);
-    sent.assign(n, 0);
-    receive_cycles.assign(n, 0.0);
-    is_dst.assign(n, 0);
+  auto& alone = scratch.alone_;
+  auto& shared = scratch.shared_;
+  auto& received = scratch.received_;
+  auto& ranges = scratch.ranges_;
+  if (!scratch.clean_ || sent.size() != n + 1) {
+    for (auto* v : {&transfers_at, &sent, &alone, &shared, &received}) v->assign(n + 1, 0);
+    scratch.by_stride_.clear();
   }
   scratch.clean_ = false;
   // Column and first tile of the super-tile group of every tile, looked up instead of divided
@@ -109,9 +114,14 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
       --transfers_at[r.last + 1];
     }
   };
+  // `bytes` added to (or, negated, taken from) every tile of [first, last] in the sum `d`.
+  const auto add = [](std::vector<std::uint64_t>& d, std::uint32_t first, std::uint32_t last,
+                      std::uint64_t bytes) {
+    d[first] += bytes;
+    d[last + 1] -= bytes;
+  };
   ExchangeCost out;
   out.tile_bytes.assign(n, 0);
-  std::uint64_t* const tile_bytes = out.tile_bytes.data();
   std::uint64_t total_bytes = 0;
   std::uint64_t max_distance = 0;
   const auto distance = [&](trace::TileRange a, trace::TileRange b) -> std::uint64_t {
@@ -119,6 +129,68 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     const std::int64_t backward = column[a.last] - column[b.first];
     const std::int64_t most = forward > backward ? forward : backward;
     return most > 0 ? static_cast<std::uint64_t>(most) : 0;
+  };
+  // A multicast of `bytes` from tile `s` to the range `d` (none of whose tiles is a destination
+  // of the same transfer outside it: its neighbours are not destinations, or belong to it):
+  // every tile but the sender receives the bytes, at the group's rate when its whole super-tile
+  // group lies in the range and is not the sender's, else at its own. `full_first` and
+  // `full_last` bound the whole groups in `d` (empty when full_first > full_last).
+  const auto multicast = [&](std::uint32_t s, trace::TileRange d, std::int64_t full_first,
+                             std::int64_t full_last, std::uint64_t bytes) {
+    const std::uint32_t s0 = group_start[s];
+    if (full_first <= full_last && s0 >= full_first && s0 <= full_last) {
+      add(shared, s0, s0 + group - 1, 0 - bytes);
+      add(alone, s0, s0 + group - 1, bytes);
+    }
+    if (d.contains(s)) {
+      add(received, s, s, 0 - bytes);
+      add(alone, s, s, 0 - bytes);
+    }
+    total_bytes += bytes * (std::uint64_t{d.size()} - (d.contains(s) ? 1 : 0));
+  };
+  // What multicast() adds to every tile of `d` for the transfers of `bytes` to it (whatever
+  // their senders): alone everywhere, then shared instead over the whole groups.
+  const auto multicast_base = [&](trace::TileRange d, std::int64_t full_first,
+                                  std::int64_t full_last, std::uint64_t bytes) {
+    add(received, d.first, d.last, bytes);
+    add(alone, d.first, d.last, bytes);
+    if (full_first <= full_last) {
+      const auto f = static_cast<std::uint32_t>(full_first);
+      const auto l = static_cast<std::uint32_t>(full_last);
+      add(alone, f, l, 0 - bytes);
+      add(shared, f, l, bytes);
+    }
+  };
+  // `bytes` sent from, and one transfer's exchange code on, each of the `count` tiles
+  // first, first + k, ...: differences along every k-th tile, one array per stride k, turned
+  // into the per-tile sums at the end.
+  auto& by_stride = scratch.by_stride_;
+  const auto strided = [&](std::uint32_t k, std::uint32_t first, std::uint32_t count,
+                           std::uint64_t bytes, bool code) {
+    auto it = std::find_if(by_stride.begin(), by_stride.end(),
+                           [&](const ExchangeScratch::Strided& x) { return x.stride == k; });
+    if (it == by_stride.end()) {
+      by_stride.push_back({k, std::vector<std::uint64_t>(n, 0), std::vector<std::uint64_t>(n, 0)});
+      it = by_stride.end() - 1;
+    } else if (it->sent.size() != n) {
+      it->sent.assign(n, 0);
+      it->transfers.assign(n, 0);
+    }
+    it->used = true;
+    const std::uint64_t end = std::uint64_t{first} + std::uint64_t{count} * k;
+    it->sent[first] += bytes;
+    if (end < n) it->sent[end] -= bytes;
+    if (code) {
+      it->transfers[first] += 1;
+      if (end < n) it->transfers[end] -= 1;
+    }
+  };
+  // The first and last tile of the whole super-tile groups inside `d`.
+  const auto whole_groups = [&](trace::TileRange d) -> std::pair<std::int64_t, std::int64_t> {
+    const std::int64_t first =
+        group_start[d.first] == d.first ? d.first : std::int64_t{group_start[d.first]} + group;
+    const std::int64_t end = std::int64_t{d.last} + 1;
+    return {first, end - end % group - 1};
   };
 
   // Any transfer, by the rule.
@@ -128,56 +200,48 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     for (const auto& d : dsts) check(d);
     for (const auto& d : dsts) max_distance = std::max(max_distance, distance(tr.src, d));
     if (tr.mode == trace::TransferMode::kPersonalised) {
+      // Each source sends a block to every destination but itself; each destination receives
+      // one from every source but itself.
       std::uint64_t dst_count = 0;
       for (const auto& d : dsts) dst_count += d.size();
-      for (std::uint32_t s = tr.src.first; s <= tr.src.last; ++s) {
-        bool self = std::any_of(dsts.begin(), dsts.end(), [&](auto d) { return d.contains(s); });
-        sent[s] += tr.bytes * (dst_count - (self ? 1 : 0));
+      add(sent, tr.src.first, tr.src.last, tr.bytes * dst_count);
+      for (const auto& d : dsts) {
+        add(received, d.first, d.last, tr.bytes * tr.src.size());
+        add(alone, d.first, d.last, tr.bytes * tr.src.size());
+        total_bytes += tr.bytes * tr.src.size() * d.size();
+        const std::uint32_t lo = std::max(d.first, tr.src.first);
+        const std::uint32_t hi = std::min(d.last, tr.src.last);
+        if (lo > hi) continue;
+        add(sent, lo, hi, 0 - tr.bytes);
+        add(received, lo, hi, 0 - tr.bytes);
+        add(alone, lo, hi, 0 - tr.bytes);
+        total_bytes -= tr.bytes * (hi - lo + 1);
       }
-      for (const auto& d : dsts)
-        for (std::uint32_t t = d.first; t <= d.last; ++t) {
-          const std::uint64_t senders = tr.src.size() - (tr.src.contains(t) ? 1 : 0);
-          receive_cycles[t] += static_cast<double>(tr.bytes * senders) / rate;
-          tile_bytes[t] += tr.bytes * senders;
-          total_bytes += tr.bytes * senders;
-        }
       return;
     }
-    // Multicast: each source tile sends its data once; every destination except the sender
-    // itself receives it, at group x the rate when every tile of its super-tile group receives
-    // it and none of them is the sender. A group lies in the destinations when it lies in
-    // their only range, or, with several ranges, when all its tiles are marked.
-    const bool one_range = dsts.size() == 1;
-    if (!one_range)
-      for (const auto& d : dsts)
-        for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = 1;
-    const auto group_receives = [&](std::uint32_t g0) {
-      if (g0 + group > n) return false;
-      if (one_range) return dsts[0].first <= g0 && g0 + group - 1 <= dsts[0].last;
-      for (std::uint32_t g = g0; g < g0 + group; ++g)
-        if (!is_dst[g]) return false;
-      return true;
-    };
-    // Receive time of one copy, alone or shared by the group (the same expressions as the
-    // rule: bytes / (rate x 1) and bytes / (rate x group)).
-    const double alone = static_cast<double>(tr.bytes) / (rate * 1u);
-    const double shared = static_cast<double>(tr.bytes) / (rate * group);
-    for (std::uint32_t s = tr.src.first; s <= tr.src.last; ++s) {
-      sent[s] += tr.bytes;
-      const std::uint32_t s0 = group_start[s];
-      for (const auto& d : dsts)
-        for (std::uint32_t t = d.first; t <= d.last; ++t) {
-          if (t == s) continue;
-          const std::uint32_t g0 = group_start[t];
-          const bool whole_group = g0 != s0 && group_receives(g0);
-          receive_cycles[t] += whole_group ? shared : alone;
-          tile_bytes[t] += tr.bytes;
-          total_bytes += tr.bytes;
-        }
+    // Multicast: each source tile sends its data once. Destination ranges that touch are one
+    // range (a super-tile group may span both); ranges with a gap between them are apart.
+    ranges.assign(dsts.begin(), dsts.end());
+    if (ranges.size() > 1) {
+      std::sort(ranges.begin(), ranges.end(),
+                [](trace::TileRange x, trace::TileRange y) { return x.first < y.first; });
+      std::size_t k = 0;
+      for (std::size_t i = 1; i < ranges.size(); ++i) {
+        if (ranges[i].first == ranges[k].last + 1)
+          ranges[k].last = ranges[i].last;
+        else
+          ranges[++k] = ranges[i];
+      }
+      ranges.resize(k + 1);
     }
-    if (!one_range)
-      for (const auto& d : dsts)
-        for (std::uint32_t t = d.first; t <= d.last; ++t) is_dst[t] = 0;
+    const std::uint64_t sources = tr.src.size();
+    add(sent, tr.src.first, tr.src.last, tr.bytes);
+    for (const auto& d : ranges) {
+      const auto [full_first, full_last] = whole_groups(d);
+      multicast_base(d, full_first, full_last, tr.bytes * sources);
+      for (std::uint32_t s = tr.src.first; s <= tr.src.last; ++s)
+        multicast(s, d, full_first, full_last, tr.bytes);
+    }
   };
 
   std::vector<trace::TileRange> shifted;  // destinations of a run with a destination step
@@ -212,43 +276,58 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     if (t.mode == trace::TransferMode::kMulticast && t.src.first == t.src.last &&
         dsts.size() == 1 && (t.count == 1 || t.dst_step == 0)) {
       // The common case in compiled programs, one tile copying to one range of tiles (a run of
-      // them, from shifted sources to the same range): the multicast rule above, specialised.
-      // Each transfer of the run in turn, exactly as above (the same sums in the same order).
+      // them, from shifted sources to the same range): the multicast rule above, specialised,
+      // with the bytes every copy adds to the whole range added once.
       const trace::TileRange d = dsts[0];
-      std::int64_t first_column = 0, last_column = 0;  // of the destination range
-      // A super-tile group lies in the destinations only if the range holds at least a group.
-      const bool groups = d.size() >= group;
-      double alone = 0.0, shared = 0.0;
+      if (d.last >= n) check(d);  // throws
+      const auto [full_first, full_last] = whole_groups(d);
+      const std::int64_t first_column = column[d.first], last_column = column[d.last];
+      const std::int64_t c = t.count;
+      const std::int64_t s_end = std::int64_t{t.src.first} + (c - 1) * t.src_step;
+      const std::int64_t lo = std::min<std::int64_t>(t.src.first, s_end);
+      const std::int64_t hi = std::max<std::int64_t>(t.src.first, s_end);
+      if (t.count > 1 && t.bytes_step == 0 && lo >= 0 && hi < n) {
+        // A run of equal copies from sources s, s + k, s + 2k, ... (in either direction) on the
+        // chip: the sources' sums are strided additions (strided()), the column distance is
+        // largest at an end of the run, and only the copies sent from inside the range differ
+        // from the others (multicast()).
+        const auto k = static_cast<std::uint32_t>(t.src_step < 0 ? -t.src_step : t.src_step);
+        const auto first = static_cast<std::uint32_t>(lo);
+        strided(k, first, t.count, t.bytes, exchange_code != nullptr);
+        const std::int64_t most = std::max(last_column - column[first],
+                                           column[static_cast<std::uint32_t>(hi)] - first_column);
+        if (most > 0) max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
+        // The copies whose source lies in the range: i in [in_first, in_last] from `first`.
+        const std::int64_t in_first =
+            d.first <= first ? 0 : (std::int64_t{d.first} - first + k - 1) / k;
+        const std::int64_t in_last =
+            std::min<std::int64_t>(c - 1, (std::int64_t{d.last} - first) / k);
+        const std::int64_t inside =
+            d.last < first ? 0 : std::max<std::int64_t>(0, in_last - in_first + 1);
+        for (std::int64_t i = in_first; i < in_first + inside; ++i)
+          multicast(static_cast<std::uint32_t>(first + i * k), d, full_first, full_last, t.bytes);
+        total_bytes += t.bytes * std::uint64_t{d.size()} * static_cast<std::uint64_t>(c - inside);
+        multicast_base(d, full_first, full_last, t.bytes * t.count);
+        if (exchange_code) {
+          transfers_at[d.first] += t.count;
+          transfers_at[d.last + 1] -= t.count;
+        }
+        continue;
+      }
+      std::uint64_t all = 0;
       for (std::uint32_t i = 0; i < t.count; ++i) {
         const std::uint32_t s = trace::Transfer::shift(t.src.first, t.src_step, i);
         const std::uint64_t bytes = t.bytes_at(i);
         check({s, s});
-        if (i == 0) {
-          if (d.last >= n) check(d);  // throws
-          first_column = column[d.first];
-          last_column = column[d.last];
-        }
         const std::int64_t forward = last_column - column[s];
         const std::int64_t backward = column[s] - first_column;
         const std::int64_t most = forward > backward ? forward : backward;
         if (most > 0) max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
-        sent[s] += bytes;
-        const std::uint32_t s0 = group_start[s];
-        if (i == 0 || t.bytes_step != 0) {
-          alone = static_cast<double>(bytes) / (rate * 1u);
-          if (groups) shared = static_cast<double>(bytes) / (rate * group);
-        }
-        for (std::uint32_t r = d.first; r <= d.last; ++r) {
-          if (r == s) continue;
-          const std::uint32_t g0 = group_start[r];
-          const bool whole_group =
-              groups && g0 != s0 && g0 + group <= n && d.first <= g0 && g0 + group - 1 <= d.last;
-          receive_cycles[r] += whole_group ? shared : alone;
-          tile_bytes[r] += bytes;
-        }
-        // bytes once per receiving tile (unsigned, so the product is the repeated sum)
-        total_bytes += bytes * (std::uint64_t{d.size()} - (d.contains(s) ? 1 : 0));
+        add(sent, s, s, bytes);
+        multicast(s, d, full_first, full_last, bytes);
+        all += bytes;
       }
+      multicast_base(d, full_first, full_last, all);
       if (exchange_code) {  // the destination range's exchange code, once per transfer
         transfers_at[d.first] += t.count;
         transfers_at[d.last + 1] -= t.count;
@@ -273,18 +352,43 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   }
   out.total_bytes = total_bytes;
 
-  // Busiest tile; the sums cleared for the next exchange as they are read.
+  // The strided differences summed along their strides into the per-tile differences.
+  for (auto& x : by_stride) {
+    if (!x.used) continue;
+    for (std::uint32_t t = 0; t < n; ++t) {
+      if (t >= x.stride) {
+        x.sent[t] += x.sent[t - x.stride];
+        x.transfers[t] += x.transfers[t - x.stride];
+      }
+    }
+    for (std::uint32_t t = 0; t < n; ++t) {
+      add(sent, t, t, x.sent[t]);
+      transfers_at[t] += x.transfers[t];
+      transfers_at[t + 1] -= x.transfers[t];
+      x.sent[t] = x.transfers[t] = 0;
+    }
+    x.used = false;
+  }
+  // Each tile's sums from their differences; the busiest tile; the differences cleared for the
+  // next exchange as they are read.
+  std::uint64_t tile_sent = 0, tile_alone = 0, tile_shared = 0, tile_received = 0;
   for (std::uint32_t t = 0; t < n; ++t) {
-    tile_bytes[t] += sent[t];
-    const double busy = std::max(static_cast<double>(sent[t]) / rate, receive_cycles[t]);
-    sent[t] = 0;
-    receive_cycles[t] = 0.0;
+    tile_sent += sent[t];
+    tile_alone += alone[t];
+    tile_shared += shared[t];
+    tile_received += received[t];
+    sent[t] = alone[t] = shared[t] = received[t] = 0;
+    out.tile_bytes[t] = tile_received + tile_sent;
+    const double receive = static_cast<double>(tile_alone) / (rate * 1u) +
+                           static_cast<double>(tile_shared) / (rate * group);
+    const double busy = std::max(static_cast<double>(tile_sent) / rate, receive);
     const std::uint64_t cycles = ceil_cycles(busy).count;
     if (cycles > out.transfer_cycles) {
       out.transfer_cycles = cycles;
       out.busiest_tile = t;
     }
   }
+  sent[n] = alone[n] = shared[n] = received[n] = 0;
   out.latency_cycles = max_distance * chip.exchange.column_hop_latency.count;
   out.cycles = chip.exchange.fixed_overhead.count + out.transfer_cycles + out.latency_cycles;
   if (exchange_code) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
@@ -147,6 +150,115 @@ TEST(ExchangeCost, RunsAndScratchGiveTheResultsOfSingleTransfers) {
   same(exchange_cost(chip, ex, &again, scratch), expected);
   for (std::uint32_t t = 0; t < chip.tiles; ++t)
     EXPECT_EQ(again.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+}
+
+// The rule of program_costs.hpp applied tile by tile, straight from its words, with no
+// shared code: each tile's bytes sent and its receive time, summed over every transfer of
+// every run. exchange_cost adds over tile ranges and strides instead; on random exchanges
+// (several ranges that touch, senders inside and beside their ranges, runs stepping either
+// way, personalised blocks to their own tiles) both give the same cycles, busiest tile,
+// bytes and exchange code.
+struct TileByTile {
+  std::uint64_t transfer_cycles = 0, total_bytes = 0;
+  std::vector<std::uint64_t> tile_bytes, transfers;
+};
+TileByTile tile_by_tile(const ChipSpec& chip, const trace::Exchange& ex) {
+  const std::uint32_t n = chip.tiles, group = chip.exchange.tiles_per_shared_bus;
+  const double rate = chip.exchange.bytes_per_cycle.value;
+  std::vector<std::uint64_t> sent(n, 0);
+  std::vector<double> receive(n, 0.0);
+  TileByTile out;
+  out.tile_bytes.assign(n, 0);
+  out.transfers.assign(n, 0);
+  ex.for_each([&](const trace::TransferView& tr) {
+    const auto is_dst = [&](std::uint32_t t) {
+      for (const auto& d : tr.dst)
+        if (d.contains(t)) return true;
+      return false;
+    };
+    for (std::uint32_t t = tr.src.first; t <= tr.src.last; ++t) ++out.transfers[t];
+    for (const auto& d : tr.dst)
+      for (std::uint32_t t = d.first; t <= d.last; ++t) ++out.transfers[t];
+    for (std::uint32_t s = tr.src.first; s <= tr.src.last; ++s) {
+      for (std::uint32_t t = 0; t < n; ++t) {
+        if (t == s || !is_dst(t)) continue;
+        const std::uint32_t g0 = t - t % group;
+        bool whole = tr.mode == trace::TransferMode::kMulticast && g0 + group <= n &&
+                     !(s >= g0 && s < g0 + group);
+        for (std::uint32_t g = g0; whole && g < g0 + group; ++g) whole = is_dst(g);
+        receive[t] += static_cast<double>(tr.bytes) / (rate * (whole ? group : 1));
+        out.tile_bytes[t] += tr.bytes;
+        out.total_bytes += tr.bytes;
+        if (tr.mode == trace::TransferMode::kPersonalised) sent[s] += tr.bytes;
+      }
+      if (tr.mode == trace::TransferMode::kMulticast) sent[s] += tr.bytes;
+    }
+  });
+  for (std::uint32_t t = 0; t < n; ++t) {
+    out.tile_bytes[t] += sent[t];
+    const double busy = std::max(static_cast<double>(sent[t]) / rate, receive[t]);
+    out.transfer_cycles = std::max(out.transfer_cycles, ceil_cycles(busy).count);
+  }
+  return out;
+}
+
+TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
+  ChipSpec chip = testing::gc200_by_hand();
+  chip.tiles = 96;  // small enough to check every tile against every transfer
+  std::uint64_t seed = 12345;
+  const auto next = [&](std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  const std::uint32_t n = chip.tiles;
+  for (int round = 0; round < 300; ++round) {
+    trace::Exchange ex;
+    ex.name = "random";
+    const int transfers = 1 + static_cast<int>(next(6));
+    for (int k = 0; k < transfers; ++k) {
+      const auto mode =
+          next(4) == 0 ? trace::TransferMode::kPersonalised : trace::TransferMode::kMulticast;
+      // Up to three destination ranges, in any order, touching or apart.
+      std::vector<TileRange> dst;
+      std::uint32_t at = static_cast<std::uint32_t>(next(n / 2));
+      const std::size_t ranges = 1 + next(3);
+      for (std::size_t r = 0; r < ranges && at < n; ++r) {
+        const auto len = static_cast<std::uint32_t>(1 + next(6));
+        const TileRange d{at, std::min(n - 1, at + len - 1)};
+        dst.push_back(d);
+        at = d.last + 1 + static_cast<std::uint32_t>(next(3));  // 0: the next range touches
+      }
+      if (next(2) == 0) std::reverse(dst.begin(), dst.end());
+      const std::uint32_t count = 1 + static_cast<std::uint32_t>(next(12));
+      const std::uint32_t src_len = next(3) == 0 ? 1 + static_cast<std::uint32_t>(next(3)) : 1;
+      const std::int64_t src_step = static_cast<std::int64_t>(next(9)) - 4;  // -4 .. 4
+      // Sources near the destinations, so that some send from inside them.
+      std::int64_t first = dst.front().first + static_cast<std::int64_t>(next(9)) - 4;
+      const std::int64_t last_first = first + (count - 1) * src_step;
+      if (std::min(first, last_first) < 0) first -= std::min(first, last_first);
+      if (std::max(first, last_first) + src_len > n)
+        first -= std::max(first, last_first) + src_len - n;
+      std::int64_t dst_step = dst.size() == 1 && next(3) == 0 ? 2 : 0;
+      if (dst.back().last + (count - 1) * dst_step >= n) dst_step = 0;
+      const std::int64_t bytes_step = next(3) == 0 ? static_cast<std::int64_t>(next(5)) : 0;
+      const auto src = TileRange{static_cast<std::uint32_t>(first),
+                                 static_cast<std::uint32_t>(first) + src_len - 1};
+      // A block sent to its own tile is legal only personalised; multicast skips the sender.
+      ex.add_run(src, dst, 4 * (1 + next(50)), mode, count, count > 1 ? src_step : 0,
+                 count > 1 ? dst_step : 0, count > 1 ? bytes_step : 0);
+    }
+    const TileByTile want = tile_by_tile(chip, ex);
+    trace::IpuProgram program;
+    MemoryMap code = memory_map(chip, program, false);
+    const ExchangeCost got = exchange_cost(chip, ex, &code);
+    ASSERT_EQ(got.transfer_cycles, want.transfer_cycles) << "round " << round;
+    ASSERT_EQ(got.total_bytes, want.total_bytes) << "round " << round;
+    ASSERT_EQ(got.tile_bytes, want.tile_bytes) << "round " << round;
+    for (std::uint32_t t = 0; t < n; ++t)
+      ASSERT_EQ(code.tiles[t].exchange_code,
+                want.transfers[t] * chip.runtime.exchange_code_bytes_per_transfer.count)
+          << "round " << round << " tile " << t;
+  }
 }
 
 TEST(ExchangeCost, ARunOfFourBillionCopiesIsCostedAtOnce) {

@@ -57,9 +57,15 @@ class ExchangeScratch {
  private:
   friend ExchangeCost exchange_cost(const ChipSpec&, const trace::Exchange&, MemoryMap*,
                                     ExchangeScratch&);
-  std::vector<std::uint64_t> transfers_at_, sent_;
-  std::vector<double> receive_cycles_;
-  std::vector<std::uint8_t> is_dst_;
+  // Differences of per-tile sums (n + 1 entries each; see exchange_cost).
+  std::vector<std::uint64_t> transfers_at_, sent_, alone_, shared_, received_;
+  std::vector<trace::TileRange> ranges_;  // a transfer's destination ranges, sorted and merged
+  struct Strided {  // differences along every `stride`-th tile (n entries each)
+    std::uint32_t stride = 0;
+    std::vector<std::uint64_t> sent, transfers;
+    bool used = false;
+  };
+  std::vector<Strided> by_stride_;
   std::vector<std::int64_t> column_;
   std::vector<std::uint32_t> group_start_;
   std::uint32_t tiles_ = 0, tiles_per_column_ = 0, group_ = 0;  // what the tables are for
