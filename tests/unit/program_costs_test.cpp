@@ -157,7 +157,7 @@ TEST(ExchangeCost, RunsAndScratchGiveTheResultsOfSingleTransfers) {
 // every run. exchange_cost adds over tile ranges and strides instead; on random exchanges
 // (several ranges that touch, senders inside and beside their ranges, runs stepping either
 // way, personalised blocks to their own tiles) both give the same cycles, busiest tile,
-// bytes and exchange code.
+// bytes and exchange code, and memory_map the same exchange code.
 struct TileByTile {
   std::uint64_t transfer_cycles = 0, total_bytes = 0;
   std::vector<std::uint64_t> tile_bytes, transfers;
@@ -254,10 +254,16 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
     ASSERT_EQ(got.transfer_cycles, want.transfer_cycles) << "round " << round;
     ASSERT_EQ(got.total_bytes, want.total_bytes) << "round " << round;
     ASSERT_EQ(got.tile_bytes, want.tile_bytes) << "round " << round;
-    for (std::uint32_t t = 0; t < n; ++t)
-      ASSERT_EQ(code.tiles[t].exchange_code,
-                want.transfers[t] * chip.runtime.exchange_code_bytes_per_transfer.count)
-          << "round " << round << " tile " << t;
+    // memory_map's exchange code, which adds the runs' ranges along their strides too.
+    trace::IpuProgram with;
+    with.exchanges.push_back(ex);
+    const MemoryMap map = memory_map(chip, with);
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const std::uint64_t bytes =
+          want.transfers[t] * chip.runtime.exchange_code_bytes_per_transfer.count;
+      ASSERT_EQ(code.tiles[t].exchange_code, bytes) << "round " << round << " tile " << t;
+      ASSERT_EQ(map.tiles[t].exchange_code, bytes) << "round " << round << " tile " << t;
+    }
   }
 }
 
