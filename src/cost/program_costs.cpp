@@ -524,6 +524,33 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
       }
     }
   const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
+  // Runs whose ranges step add along the step: one difference array per step used in the
+  // program (difference at a range tile's first copy, and after its last, then summed along the
+  // step once at the end), when every copy lies on the chip; else copy by copy, to name the
+  // first that does not.
+  std::vector<std::uint32_t> stride_slot(n, 0);  // step -> 1 + index in by_stride
+  std::vector<std::pair<std::uint32_t, std::vector<std::uint64_t>>> by_stride;
+  const auto along = [&](trace::TileRange r, std::int64_t step, std::uint32_t count) {
+    const std::int64_t shift = (std::int64_t{count} - 1) * step;
+    const auto k = static_cast<std::uint32_t>(step < 0 ? -step : step);
+    std::uint32_t& slot = stride_slot[k];
+    if (slot == 0) {
+      by_stride.emplace_back(k, std::vector<std::uint64_t>(n, 0));
+      slot = static_cast<std::uint32_t>(by_stride.size());
+    }
+    auto& diff = by_stride[slot - 1].second;
+    for (std::uint32_t t = r.first; t <= r.last; ++t) {
+      const auto first = static_cast<std::uint64_t>(std::min<std::int64_t>(t, t + shift));
+      diff[first] += per_transfer;
+      if (const std::uint64_t end = first + std::uint64_t{count} * k; end < n)
+        diff[end] -= per_transfer;
+    }
+  };
+  const auto on_chip = [&](trace::TileRange r, std::int64_t step, std::uint32_t count) {
+    const std::int64_t shift = (std::int64_t{count} - 1) * step;
+    return step != 0 && std::min<std::int64_t>(r.first, r.first + shift) >= 0 &&
+           std::max<std::int64_t>(r.last, r.last + shift) < n;
+  };
   for (std::size_t e = 0; exchanges && e < program.exchanges.size(); ++e) {
     const trace::Exchange& ex = program.exchanges[e];
     // Every source range and every destination range (the pool holds exactly the transfers'
@@ -535,6 +562,23 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
         for (const auto& d : ex.destinations(tr)) add(exchange_code, d, all);
         continue;
       }
+      const auto dsts = ex.destinations(tr);
+      bool fits = tr.src_step == 0 || on_chip(tr.src, tr.src_step, tr.count);
+      for (const auto& d : dsts)
+        fits = fits && (tr.dst_step == 0 || on_chip(d, tr.dst_step, tr.count));
+      if (fits) {
+        if (tr.src_step == 0)
+          add(exchange_code, tr.src, per_transfer * tr.count);
+        else
+          along(tr.src, tr.src_step, tr.count);
+        for (const auto& d : dsts) {
+          if (tr.dst_step == 0)
+            add(exchange_code, d, per_transfer * tr.count);
+          else
+            along(d, tr.dst_step, tr.count);
+        }
+        continue;
+      }
       for (std::uint32_t i = 0; i < tr.count; ++i) {
         add(exchange_code, tr.src_at(i), per_transfer);
         for (const auto& d : ex.destinations(tr))
@@ -543,6 +587,13 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
                trace::Transfer::shift(d.last, tr.dst_step, i)},
               per_transfer);
       }
+    }
+  }
+  for (auto& [k, diff] : by_stride) {
+    for (std::uint32_t t = k; t < n; ++t) diff[t] += diff[t - k];
+    for (std::uint32_t t = 0; t < n; ++t) {
+      exchange_code[t] += diff[t];
+      exchange_code[t + 1] -= diff[t];
     }
   }
 

@@ -217,20 +217,6 @@ std::string allowed_op_list(Codelet c) {
 
 }  // namespace
 
-std::uint32_t dtype_bytes(DType t) {
-  switch (t) {
-    case DType::kHalf:
-      return 2;
-    case DType::kFloat:
-      return 4;
-    case DType::kInt:
-      return 4;
-    case DType::kChar:
-      return 1;
-  }
-  return 0;
-}
-
 std::span<const CodeletSpec> codelet_catalogue() { return kCatalogue; }
 
 const CodeletSpec& codelet_spec(Codelet c) {

@@ -414,7 +414,28 @@ std::optional<std::string> run_problem(const Vertex& v) {
   return range_problem(v.count, v.step, v.tiles);
 }
 
+namespace {
+
+// A run whose members all lie in range, with no string built: what nearly every run is.
+bool run_fits(const Transfer& t, std::span<const TileRange> dst) {
+  if (t.count < 2) return false;  // count 0, or steps on a single record: run_problem says
+  const Wide last = t.count - 1;
+  const auto in_range = [&](TileRange r, std::int64_t step) {
+    const Wide lo = static_cast<Wide>(r.first) + (step < 0 ? last * step : 0);
+    const Wide hi = static_cast<Wide>(r.last) + (step > 0 ? last * step : 0);
+    return lo >= 0 && hi <= std::numeric_limits<std::uint32_t>::max();
+  };
+  if (!in_range(t.src, t.src_step)) return false;
+  for (const TileRange& r : dst)
+    if (!in_range(r, t.dst_step)) return false;
+  const Wide end = static_cast<Wide>(t.bytes) + last * t.bytes_step;
+  return end >= 0 && end <= static_cast<Wide>(kMaxCount);
+}
+
+}  // namespace
+
 std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRange> dst) {
+  if (run_fits(t, dst)) return std::nullopt;
   if (auto p = count_problem(t.count, t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0))
     return p;
   if (t.count == 1) return std::nullopt;
@@ -439,8 +460,7 @@ std::uint64_t program_positions(const std::vector<Step>& steps) {
   return n;
 }
 
-std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {
-  if (ranges.size() < 2) return std::nullopt;
+std::optional<std::uint32_t> first_shared_tile_of_several(std::span<const TileRange> ranges) {
   // Fast path: ranges in ascending order that do not touch (what the compiler writes).
   bool ordered = true;
   for (std::size_t i = 1; i < ranges.size() && ordered; ++i)

@@ -15,7 +15,20 @@ namespace ipusim::trace {
 
 enum class DType : std::uint8_t { kHalf = 0, kFloat = 1, kInt = 2, kChar = 3 };
 inline constexpr std::array<std::string_view, 4> kDTypeNames{"half", "float", "int", "char"};
-std::uint32_t dtype_bytes(DType t);
+// Bytes per element (inline: the compiler and the costs ask millions of times).
+constexpr std::uint32_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kHalf:
+      return 2;
+    case DType::kFloat:
+      return 4;
+    case DType::kInt:
+      return 4;
+    case DType::kChar:
+      return 1;
+  }
+  return 0;
+}
 
 // Operators for the elementwise and reduce codelets.
 enum class Op : std::uint8_t {

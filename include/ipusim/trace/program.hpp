@@ -49,7 +49,11 @@ struct TileRange {
 
 // The lowest tile that lies in two of `ranges` (a transfer's destinations must not overlap),
 // or nullopt if they are disjoint.
-std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges);
+std::optional<std::uint32_t> first_shared_tile_of_several(std::span<const TileRange> ranges);
+inline std::optional<std::uint32_t> first_shared_tile(std::span<const TileRange> ranges) {
+  if (ranges.size() < 2) return std::nullopt;  // one range (what the compiler mostly writes)
+  return first_shared_tile_of_several(ranges);
+}
 
 enum class TensorKind : std::uint8_t {
   kWeight = 0,
