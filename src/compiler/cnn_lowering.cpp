@@ -346,6 +346,11 @@ class CnnLowering {
         fwd_[l.name] = x;
         return;
       }
+      case graph::Op::kEmbedding:  // a transformer's sub-layers: no CNN layer is one
+      case graph::Op::kAttention:
+      case graph::Op::kFfn:
+      case graph::Op::kFinalNorm:
+      case graph::Op::kHeads:
       case graph::Op::kCount:
         break;
     }
@@ -452,6 +457,11 @@ class CnnLowering {
         return add_gradient(out, in, Value{dx, {}});
       }
       case graph::Op::kSoftmaxLoss:
+      case graph::Op::kEmbedding:  // a transformer's sub-layers: no CNN layer is one
+      case graph::Op::kAttention:
+      case graph::Op::kFfn:
+      case graph::Op::kFinalNorm:
+      case graph::Op::kHeads:
       case graph::Op::kCount:
         break;
     }

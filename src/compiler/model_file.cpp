@@ -80,7 +80,7 @@ template <class Pred>
 std::string ops_where(Pred pred) {
   std::vector<std::string_view> names;
   for (const graph::OpInfo& row : graph::kOps)
-    if (pred(row)) names.push_back(row.name);
+    if (row.family == graph::Family::kCnn && pred(row)) names.push_back(row.name);
   return fmt::format("{}", fmt::join(names, " or "));
 }
 

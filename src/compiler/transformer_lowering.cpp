@@ -701,7 +701,7 @@ class StageProgram {
   std::vector<graph::Block> selected(bool embedding, bool body) const {
     std::vector<graph::Block> out;
     for (const auto& blk : blocks_)
-      if (blk.kind == graph::SubLayer::kEmbedding ? embedding : body) out.push_back(blk);
+      if (blk.kind == graph::Op::kEmbedding ? embedding : body) out.push_back(blk);
     return out;
   }
 
@@ -709,35 +709,47 @@ class StageProgram {
   // in that direction (the heads forward, the embedding backward) when the stage runs it.
   void run_blocks(Steps& out, const std::vector<graph::Block>& blocks, trace::Pass pass, Value& v,
                   bool forward) {
-    const graph::SubLayer end = forward ? graph::SubLayer::kHeads : graph::SubLayer::kEmbedding;
+    const graph::Op end = forward ? graph::Op::kHeads : graph::Op::kEmbedding;
     const bool ends = !blocks.empty() && blocks.back().kind == end;
     for (std::size_t i = 0; i + (ends ? 1 : 0) < blocks.size(); ++i) {
-      const auto scope = b_.scope(blocks[i].layer, pass, graph::info(blocks[i].kind).op);
+      const auto scope = b_.scope(blocks[i].layer, pass, graph::info(blocks[i].kind).kind);
       lower_block(out, blocks[i].kind, v, forward);
     }
     const auto scope =
-        ends ? b_.scope(blocks.back().layer, pass, graph::info(end).op) : b_.scope("", pass);
+        ends ? b_.scope(blocks.back().layer, pass, graph::info(end).kind) : b_.scope("", pass);
     if (ends) lower_block(out, end, v, forward);
     lower_.flush(out, v);
   }
 
   // One sub-layer's forward or backward lowering.
-  void lower_block(Steps& out, graph::SubLayer kind, Value& v, bool forward) {
+  void lower_block(Steps& out, graph::Op kind, Value& v, bool forward) {
     switch (kind) {
-      case graph::SubLayer::kEmbedding:
+      case graph::Op::kEmbedding:
         return forward ? lower_.embedding_fwd(out, v) : lower_.embedding_bwd(out, v);
-      case graph::SubLayer::kAttention:
+      case graph::Op::kAttention:
         return forward ? lower_.attention_fwd(out, v) : lower_.attention_bwd(out, v);
-      case graph::SubLayer::kFfn:
+      case graph::Op::kFfn:
         return forward ? lower_.ffn_fwd(out, v) : lower_.ffn_bwd(out, v);
-      case graph::SubLayer::kFinalNorm:
+      case graph::Op::kFinalNorm:
         return forward ? lower_.final_norm_fwd(out, v) : lower_.final_norm_bwd(out, v);
-      case graph::SubLayer::kHeads:
+      case graph::Op::kHeads:
         return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
-      case graph::SubLayer::kCount:
+      case graph::Op::kConv:  // a CNN's ops: no transformer sub-layer is one
+      case graph::Op::kDwconv:
+      case graph::Op::kBatchNorm:
+      case graph::Op::kRelu:
+      case graph::Op::kSwish:
+      case graph::Op::kSigmoid:
+      case graph::Op::kMaxPool:
+      case graph::Op::kAdd:
+      case graph::Op::kScale:
+      case graph::Op::kAvgPool:
+      case graph::Op::kFc:
+      case graph::Op::kSoftmaxLoss:
+      case graph::Op::kCount:
         break;
     }
-    throw Error("a transformer sub-layer without a lowering");
+    throw Error(fmt::format("op {} is not a transformer sub-layer", graph::name(kind)));
   }
 
   // The stage's forward (in `pass`: forward or recompute) of the blocks selected.

@@ -32,13 +32,24 @@ TEST(GraphOps, TheTableHasOneNamedRowPerOpAndATableMissingOneIsRejected) {
   EXPECT_FALSE(rows_complete(short_table));
 }
 
-TEST(GraphOps, EveryOpIsFoundByItsModelFileNameAndNothingElseIs) {
-  ASSERT_EQ(op_names().size(), kOpCount);
+TEST(GraphOps, EveryCnnOpIsFoundByItsModelFileNameAndNothingElseIs) {
+  // CNN ops first, then a transformer's sub-layers, which no model file names.
+  std::size_t cnn = 0;
   for (std::size_t i = 0; i < kOpCount; ++i) {
     const Op op = static_cast<Op>(i);
-    EXPECT_EQ(op_named(name(op)), op) << name(op);
-    EXPECT_EQ(op_names()[i], name(op));
+    if (info(op).family == Family::kCnn) {
+      EXPECT_EQ(i, cnn++) << name(op);
+      EXPECT_EQ(op_named(name(op)), op) << name(op);
+      EXPECT_EQ(op_names()[i], name(op));
+    } else {
+      EXPECT_EQ(op_named(name(op)), std::nullopt) << name(op);
+    }
   }
+  EXPECT_EQ(op_names().size(), cnn);
+  EXPECT_EQ(cnn, 12u);
+  EXPECT_EQ(kOpCount - cnn, 5u);  // embedding, attention, FFN, final norm, heads
+  EXPECT_TRUE(info(Op::kAttention).numbered && info(Op::kFfn).numbered);
+  EXPECT_FALSE(info(Op::kEmbedding).numbered || info(Op::kHeads).numbered);
   EXPECT_EQ(op_named("conv2d"), std::nullopt);
   EXPECT_EQ(op_named(""), std::nullopt);
   // The facts the lowering reads (docs/models.md): what is a conv, what LARS adapts, what
@@ -291,9 +302,9 @@ TEST(GraphSubLayers, EachIpuRunsItsPlacementsSubLayersNumberedOverTheModel) {
             (V{"encoder3/attention", "encoder2/ffn", "encoder3/ffn", "final_norm", "heads"}));
   const auto one = stage_blocks(m, RunConfig{.placement = {{4, 4}}}, 0);
   ASSERT_EQ(one.size(), 11u);  // everything on one IPU
-  EXPECT_EQ(one.front().kind, SubLayer::kEmbedding);
-  EXPECT_EQ(one.back().kind, SubLayer::kHeads);
-  EXPECT_EQ(info(SubLayer::kEmbedding).op, trace::OpKind::kEmbedding);
+  EXPECT_EQ(one.front().kind, Op::kEmbedding);
+  EXPECT_EQ(one.back().kind, Op::kHeads);
+  EXPECT_EQ(info(Op::kEmbedding).kind, trace::OpKind::kEmbedding);
 }
 
 }  // namespace

@@ -96,6 +96,11 @@ void shape_rule(const ModelDef& m, Node& c, const Shape* other) {
     case Op::kSigmoid:
     case Op::kSoftmaxLoss:
       return;
+    case Op::kEmbedding:  // a transformer's sub-layers: no CNN layer is one
+    case Op::kAttention:
+    case Op::kFfn:
+    case Op::kFinalNorm:
+    case Op::kHeads:
     case Op::kCount:
       break;
   }

@@ -17,18 +17,18 @@ std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::ui
   }
   const auto [n_attn, n_ffn] = run.placement[ipu];
   std::vector<Block> out;
-  const auto add = [&](SubLayer kind, std::uint32_t index = 0) {
-    const SubLayerInfo& row = info(kind);
+  const auto add = [&](Op kind, std::uint32_t index = 0) {
+    const OpInfo& row = info(kind);
     out.push_back({kind, row.numbered ? fmt::format("encoder{}/{}", index, row.name)
                                       : std::string(row.name)});
   };
-  if (first) add(SubLayer::kEmbedding);
+  if (first) add(Op::kEmbedding);
   for (std::uint32_t i = 0; i < std::max(n_attn, n_ffn); ++i) {
-    if (i < n_attn) add(SubLayer::kAttention, attn0 + i);
-    if (i < n_ffn) add(SubLayer::kFfn, ffn0 + i);
+    if (i < n_attn) add(Op::kAttention, attn0 + i);
+    if (i < n_ffn) add(Op::kFfn, ffn0 + i);
   }
-  if (last && m.pre_norm) add(SubLayer::kFinalNorm);
-  if (m.classifier ? last : first) add(SubLayer::kHeads);
+  if (last && m.pre_norm) add(Op::kFinalNorm);
+  if (m.classifier ? last : first) add(Op::kHeads);
   return out;
 }
 

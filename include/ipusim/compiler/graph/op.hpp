@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The ops of a model graph (a CNN model file's `op:` values, docs/models.md), one table row
-// each. Every pass reads an op's facts from its row; the passes that do something per op
-// (shape inference, lowering) switch over the enum with no default, so an op added to the enum
-// without its row, or without its case in a pass, fails to compile (docs/architecture.md,
-// "Adding an op").
+// The ops of a model graph, one table row each, for both model families: a CNN model file's
+// `op:` values (docs/models.md) and a transformer's sub-layers (the embedding, each encoder
+// layer's attention and FFN, a pre-norm model's final layer norm, the heads), which the
+// compiler places on the IPUs of a pipeline (graph/sublayers.hpp). Every pass reads an op's
+// facts from its row; the passes that do something per op (shape inference, lowering) switch
+// over the enum with no default, so an op added to the enum without its row, or without its
+// case in a pass, fails to compile (docs/architecture.md, "Adding an op").
 #pragma once
 
 #include <array>
@@ -30,6 +32,12 @@ enum class Op : std::uint8_t {
   kAvgPool,
   kFc,
   kSoftmaxLoss,
+  // A transformer's sub-layers (family kTransformer).
+  kEmbedding,
+  kAttention,
+  kFfn,
+  kFinalNorm,
+  kHeads,
   kCount,  // not an op: the number of ops
 };
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::kCount);
@@ -45,10 +53,18 @@ enum class Weights : std::uint8_t {
   kScaleShift,  // batch norm's gamma and beta, on the linear mapping
 };
 
+// The model family an op belongs to: a CNN model file lists its ops (layers); a transformer's
+// are its sub-layers, which the compiler builds from the model's sizes.
+enum class Family : std::uint8_t { kCnn, kTransformer };
+
 struct OpInfo {
   Op op;
-  std::string_view name;  // as a model file spells it
-  trace::OpKind kind;     // the provenance kind of its steps (trace format v3)
+  // A CNN op as a model file spells it; a transformer sub-layer's layer name in provenance
+  // ("encoder<i>/" + name when numbered).
+  std::string_view name;
+  // The provenance kind of its steps (trace format v3); a transformer sub-layer's kNone: each
+  // step's own.
+  trace::OpKind kind;
   // Its second operand, `other`, and what it is ("" when the op takes none; else required).
   std::string_view other;
   OutChannels out;
@@ -58,6 +74,8 @@ struct OpInfo {
   bool keeps_output;
   Weights weights;
   bool lars;  // LARS adapts its weights (conv and fc kernels; norms and biases are skipped)
+  Family family = Family::kCnn;
+  bool numbered = false;  // a transformer sub-layer there is one of per encoder layer
 };
 
 // One row per op, in enum order (checked below). The order is also the order the model-file
@@ -87,6 +105,16 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
      Weights::kMatmul, true},
     {Op::kSoftmaxLoss, "softmax_loss", trace::OpKind::kLoss, "", OutChannels::kNone, false, false,
      Weights::kNone, false},
+    {Op::kEmbedding, "embedding", trace::OpKind::kEmbedding, "", OutChannels::kNone, false, false,
+     Weights::kNone, false, Family::kTransformer, false},
+    {Op::kAttention, "attention", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
+     Weights::kNone, false, Family::kTransformer, true},
+    {Op::kFfn, "ffn", trace::OpKind::kNone, "", OutChannels::kNone, false, false, Weights::kNone,
+     false, Family::kTransformer, true},
+    {Op::kFinalNorm, "final_norm", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
+     Weights::kNone, false, Family::kTransformer, false},
+    {Op::kHeads, "heads", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
+     Weights::kNone, false, Family::kTransformer, false},
 }};
 
 // A table has a named row for every op, row i for op i: what the static_assert below holds the
@@ -103,9 +131,9 @@ constexpr const OpInfo& info(Op op) { return kOps[static_cast<std::size_t>(op)];
 constexpr std::string_view name(Op op) { return info(op).name; }
 constexpr bool is_conv(Op op) { return info(op).weights == Weights::kConv; }
 
-// The op a model file names, if any.
+// The CNN op a model file names, if any (a transformer's sub-layers are not model-file ops).
 std::optional<Op> op_named(std::string_view name);
-// Every op's name, in table order (for errors and did-you-mean).
+// Every CNN op's name, in table order (for errors and did-you-mean).
 const std::vector<std::string>& op_names();
 
 }  // namespace ipusim::compiler::graph
