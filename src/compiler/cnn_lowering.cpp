@@ -23,6 +23,7 @@
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
 #include "norm_lowering.hpp"
+#include "pipeline.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -47,11 +48,8 @@ class CnnLowering {
     if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
   }
 
-  // One micro-batch: input, forward, then backward segment by segment, recomputing each
-  // segment's forward from its checkpoint (all but the last segment, whose activations are
-  // still live).
-  Steps micro_batch() {
-    Steps out;
+  // One micro-batch's forward: input, forward (inference: its output to the host).
+  void forward_pass(Steps& out) {
     // The images arrive as 8-bit values on the layout of their consumer, the first conv
     // (createInput), inline or through I/O tiles (stream_input), and are normalised on the
     // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
@@ -85,8 +83,13 @@ class CnnLowering {
                 trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
                 fwd_.at(last.layer->name).layout.range());
       }
-      return out;
     }
+  }
+
+  // One micro-batch's backward, after its forward in the same steps: segment by segment,
+  // recomputing each segment's forward from its checkpoint (all but the last segment, whose
+  // activations are still live).
+  void backward_pass(Steps& out) {
     const auto segments = this->segments();
     for (std::size_t s = segments.size(); s-- > 0;) {
       const auto [first, last] = segments[s];
@@ -108,12 +111,11 @@ class CnnLowering {
     }
     grads_.clear();
     body_.steps = out.size();
-    return out;
   }
 
   // The activations a training micro-batch keeps (graph::kept_tensors), each on the layout of
   // the layer it names, live at program positions `offset` + its step index in the micro-batch
-  // body. Call after micro_batch().
+  // body. Call after forward_pass() and backward_pass().
   struct Scoped {
     std::string name;
     trace::TensorKind kind;
@@ -582,10 +584,18 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     for (const auto& [name, layout] : lower.parameter_layouts()) out.push_back({name, layout, 1});
     return out;
   };
-  trace::Step loop = make_step(StepKind::kRepeat);
-  loop.count = run.gradient_accumulation;
-  loop.body = lower.micro_batch();
-  program.steps.push_back(std::move(loop));
+  // One IPU per replica: one pipeline stage, forward and backward, gradient accumulation
+  // cycles of it (the pipeline schedule, pipeline.hpp).
+  std::vector<PipelineStage> stages;
+  for (const StageSlot& slot : ipu_stages({0}, 0, !run.inference)) {
+    PipelineStage& st = stages.emplace_back();
+    st.start = slot.start;
+    if (slot.forward) lower.forward_pass(st.steps);
+    if (slot.backward) lower.backward_pass(st.steps);
+  }
+  for (auto& loop : pipeline_loops(stages, run.gradient_accumulation, run.gradient_accumulation,
+                                   /*copy=*/false))
+    program.steps.push_back(std::move(loop));
   if (run.inference) {
     // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
     // activations live at once, the input buffer and the largest conv's temporaries.

@@ -5,8 +5,22 @@
 
 namespace ipusim::compiler {
 
+std::vector<StageSlot> ipu_stages(const std::vector<std::uint32_t>& stage_ipus, std::uint32_t ipu,
+                                  bool training) {
+  const std::uint64_t loss = stage_ipus.size() - 1;
+  std::vector<StageSlot> out;
+  for (std::uint32_t s = 0; s < stage_ipus.size(); ++s) {
+    if (stage_ipus[s] != ipu) continue;
+    out.push_back({s, s, true, training && s == loss});
+    if (training && s != loss) out.push_back({s, 2 * loss - s, false, true});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const StageSlot& a, const StageSlot& b) { return a.start < b.start; });
+  return out;
+}
+
 Steps pipeline_loops(const std::vector<PipelineStage>& stages, std::uint64_t ga,
-                     std::uint64_t cycles, bool copy, const std::function<void(Steps&)>& input) {
+                     std::uint64_t cycles, bool copy) {
   std::vector<std::uint64_t> cuts{0, cycles};
   for (const PipelineStage& st : stages) {
     cuts.push_back(st.start);
@@ -21,7 +35,6 @@ Steps pipeline_loops(const std::vector<PipelineStage>& stages, std::uint64_t ga,
     loop.count = to - from;
     for (const PipelineStage& st : stages) {
       if (from < st.start || from >= st.start + ga) continue;
-      if (st.input) input(loop.body);
       loop.body.insert(loop.body.end(), st.steps.begin(), st.steps.end());
     }
     if (copy) loop.body.push_back(make_step(trace::StepKind::kGlobalExchange, 0));

@@ -548,6 +548,9 @@ struct Pipeline {
   std::uint64_t loss_stage;
   std::uint64_t training_cycles;
   bool clip;  // gradient clipping by global norm
+  // The IPU of each forward stage (ipu_stages): IPU 0's embedding, IPU 1 .. p-1, then with a
+  // tied head IPU 0 again for its last layers, the heads and the loss.
+  std::vector<std::uint32_t> stage_ipus;
 
   Pipeline(const ModelDef& model, const RunConfig& r, const SystemSpec& s)
       : m(model),
@@ -564,7 +567,10 @@ struct Pipeline {
         // L = p - 1 and GA + 2p - 2 cycles.
         loss_stage(pipelined ? (model.classifier ? p - 1 : p) : 0),
         training_cycles(pipeline_cycles(r.gradient_accumulation, loss_stage)),
-        clip(r.clip_gradients && !r.inference) {}
+        clip(r.clip_gradients && !r.inference) {
+    for (std::uint32_t i = 0; i < (pipelined ? p : 1); ++i) stage_ipus.push_back(i);
+    if (pipelined && !model.classifier) stage_ipus.push_back(0);
+  }
 
   // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0 (the tied head on IPU 0);
   // gradients the other way. A classifier's head is on the last IPU, so its ring is open.
@@ -769,42 +775,42 @@ class StageProgram {
 
   using Stage = PipelineStage;
 
-  // This IPU's pipeline stages, in stage order.
-  std::vector<Stage> stages() {
-    const std::uint64_t loss_stage = pl_.loss_stage;
-    if (!pl_.pipelined) {
-      Stage whole{{}, 0, true};
-      forward(whole.steps, trace::Pass::kForward);
-      backward(whole.steps);
-      return {std::move(whole)};
-    }
-    if (first_ && !m_.classifier) {
-      // IPU 0 with tied heads: embedding, last layers with the heads, embedding backward.
-      Stage embed{{}, 0, true}, loss{{}, loss_stage, false}, embed_bwd{{}, 2 * loss_stage, false};
-      forward(embed.steps, trace::Pass::kForward, true, false);
-      forward(loss.steps, trace::Pass::kForward, false, true);
-      backward(loss.steps, false, true);
-      backward(embed_bwd.steps, true, false);
-      return {std::move(embed), std::move(loss), std::move(embed_bwd)};
-    }
-    Stage f{{}, ipu_, first_}, bw{{}, 2 * loss_stage - ipu_, false};
-    forward(f.steps, trace::Pass::kForward);
-    backward(bw.steps);
-    if (bw.start != f.start) return {std::move(f), std::move(bw)};
-    // The loss stage: forward and backward in one.
-    f.steps.insert(f.steps.end(), bw.steps.begin(), bw.steps.end());
-    return {std::move(f)};
+  // The blocks of forward stage `s` this IPU holds: all its blocks, or, on IPU 0 of a pipeline
+  // with tied heads, the embedding (stage 0) or the rest (the loss stage).
+  std::pair<bool, bool> part(std::uint32_t s) const {
+    const bool split = first_ && pl_.pipelined && !m_.classifier;
+    return split ? std::pair{s == 0, s != 0} : std::pair{true, true};
   }
 
-  // The pipeline loops of this IPU's stages (pipeline_loops), appended to its program.
-  void schedule(const std::vector<Stage>& stages) {
+  // This IPU's pipeline stages, in stage order (ipu_stages): each forward stage it holds, and
+  // its backward (pipeline recomputation: the forward again, then the backward), the loss
+  // stage's as one.
+  std::vector<Stage> stages() {
+    std::vector<Stage> out;
+    for (const StageSlot& slot : ipu_stages(pl_.stage_ipus, ipu_, /*training=*/true)) {
+      const auto [embedding, body] = part(slot.forward_stage);
+      Stage st{{}, slot.start};
+      if (slot.forward) forward(st.steps, trace::Pass::kForward, embedding, body);
+      if (slot.backward) backward(st.steps, embedding, body);
+      out.push_back(std::move(st));
+    }
+    return out;
+  }
+
+  // The pipeline loops of this IPU's stages (pipeline_loops), appended to its program; the
+  // micro-batch's host input precedes forward stage 0 (IPU 0's first stage).
+  void schedule(std::vector<Stage> stages) {
     const std::uint64_t ga = run_.gradient_accumulation;
-    const auto input = [&](Steps& body) {
-      const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-      stream_input(b_, body, run_, input_layout(), input_bytes(), pl_.system.chip.tiles);
-    };
+    if (first_) {
+      Steps input;
+      {
+        const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+        stream_input(b_, input, run_, input_layout(), input_bytes(), pl_.system.chip.tiles);
+      }
+      stages.front().steps.insert(stages.front().steps.begin(), input.begin(), input.end());
+    }
     for (auto& loop :
-         pipeline_loops(stages, ga, pl_.pipelined ? pl_.training_cycles : ga, pl_.pipelined, input))
+         pipeline_loops(stages, ga, pl_.pipelined ? pl_.training_cycles : ga, pl_.pipelined))
       program_.steps.push_back(std::move(loop));
   }
 
