@@ -50,7 +50,8 @@ TEST(Workload, ResNet50OnPod16ReportsThroughputAndTimeToTrain) {
 }
 
 // Every shipped run config (configs/runs) compiles for its own system, with the replicas and
-// pipeline its file gives (issue 26: the published configurations are run configs that compile).
+// pipeline its file gives, and cites its source (issue 26: the published configurations are run
+// configs that compile, each with its source and simplifications).
 TEST(Workload, EveryShippedRunConfigCompilesForItsSystem) {
   TempDir dir;
   int configs = 0;
@@ -60,6 +61,11 @@ TEST(Workload, EveryShippedRunConfigCompilesForItsSystem) {
     const auto c = ipusim("compile --run " + e.path().string() + " --out " + dir.file("t.itb"));
     EXPECT_EQ(c.status, 0) << e.path() << ": " << c.err;
     EXPECT_NE(c.out.find("compiled "), std::string::npos) << e.path();
+    // Its header names where the configuration comes from and what is simplified
+    // (tools/run-table.sh reads both into docs/workloads.md).
+    const std::string text = read_all(e.path().string());
+    EXPECT_NE(text.find("\n# Source: "), std::string::npos) << e.path();
+    EXPECT_NE(text.find("\n# Simplifications: "), std::string::npos) << e.path();
   }
   EXPECT_GE(configs, 31);
   // Two of the published ones by hand: GPT-2 small on POD16 is 4 replicas of a 4-IPU pipeline,
