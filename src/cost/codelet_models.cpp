@@ -167,18 +167,9 @@ std::string op_name(Op op) {
   return i < trace::kOpNames.size() ? std::string(trace::kOpNames[i]) : "?";
 }
 
-// Element size; local so that this file does not depend on the catalogue implementation.
+// Element size (trace::dtype_bytes), an error for a value that is no dtype.
 u64 bytes_of(DType t) {
-  switch (t) {
-    case DType::kHalf:
-      return 2;
-    case DType::kFloat:
-      return 4;
-    case DType::kInt:
-      return 4;
-    case DType::kChar:
-      return 1;
-  }
+  if (const u64 bytes = trace::dtype_bytes(t)) return bytes;
   throw ModelError("codelet model: unknown dtype value " + std::to_string(static_cast<int>(t)));
 }
 
