@@ -60,6 +60,37 @@ std::uint32_t column_of(const ChipSpec& chip, std::uint32_t tile) {
 
 }  // namespace
 
+void StridedSums::reset(std::uint32_t tiles) {
+  tiles_ = tiles;
+  slot_.assign(tiles, 0);
+  strides_.clear();
+}
+
+void StridedSums::add(std::uint32_t k, std::uint32_t first, std::uint32_t count, std::uint64_t v) {
+  std::uint32_t& slot = slot_[k];
+  if (slot == 0) {
+    strides_.push_back({k, std::vector<std::uint64_t>(tiles_, 0)});
+    slot = static_cast<std::uint32_t>(strides_.size());
+  }
+  Stride& s = strides_[slot - 1];
+  s.used = true;
+  s.diff[first] += v;
+  if (const std::uint64_t end = first + std::uint64_t{count} * k; end < tiles_) s.diff[end] -= v;
+}
+
+void StridedSums::drain_into(std::vector<std::uint64_t>& diff) {
+  for (Stride& s : strides_) {
+    if (!s.used) continue;
+    for (std::uint32_t t = s.k; t < tiles_; ++t) s.diff[t] += s.diff[t - s.k];
+    for (std::uint32_t t = 0; t < tiles_; ++t) {
+      diff[t] += s.diff[t];
+      diff[t + 1] -= s.diff[t];
+      s.diff[t] = 0;
+    }
+    s.used = false;
+  }
+}
+
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
                            MemoryMap* exchange_code) {
   ExchangeScratch scratch;
@@ -86,7 +117,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   auto& ranges = scratch.ranges_;
   if (!scratch.clean_ || sent.size() != n + 1) {
     for (auto* v : {&transfers_at, &sent, &alone, &shared, &received}) v->assign(n + 1, 0);
-    scratch.by_stride_.clear();
+    scratch.strided_sent_.reset(n);
+    scratch.strided_transfers_.reset(n);
   }
   scratch.clean_ = false;
   // Column and first tile of the super-tile group of every tile, looked up instead of divided
@@ -162,28 +194,13 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     }
   };
   // `bytes` sent from, and one transfer's exchange code on, each of the `count` tiles
-  // first, first + k, ...: differences along every k-th tile, one array per stride k, turned
-  // into the per-tile sums at the end.
-  auto& by_stride = scratch.by_stride_;
+  // first, first + k, ...: added along the stride, turned into the per-tile sums at the end.
+  auto& strided_sent = scratch.strided_sent_;
+  auto& strided_transfers = scratch.strided_transfers_;
   const auto strided = [&](std::uint32_t k, std::uint32_t first, std::uint32_t count,
                            std::uint64_t bytes, bool code) {
-    auto it = std::find_if(by_stride.begin(), by_stride.end(),
-                           [&](const ExchangeScratch::Strided& x) { return x.stride == k; });
-    if (it == by_stride.end()) {
-      by_stride.push_back({k, std::vector<std::uint64_t>(n, 0), std::vector<std::uint64_t>(n, 0)});
-      it = by_stride.end() - 1;
-    } else if (it->sent.size() != n) {
-      it->sent.assign(n, 0);
-      it->transfers.assign(n, 0);
-    }
-    it->used = true;
-    const std::uint64_t end = std::uint64_t{first} + std::uint64_t{count} * k;
-    it->sent[first] += bytes;
-    if (end < n) it->sent[end] -= bytes;
-    if (code) {
-      it->transfers[first] += 1;
-      if (end < n) it->transfers[end] -= 1;
-    }
+    strided_sent.add(k, first, count, bytes);
+    if (code) strided_transfers.add(k, first, count, 1);
   };
   // The first and last tile of the whole super-tile groups inside `d`.
   const auto whole_groups = [&](trace::TileRange d) -> std::pair<std::int64_t, std::int64_t> {
@@ -352,23 +369,8 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   }
   out.total_bytes = total_bytes;
 
-  // The strided differences summed along their strides into the per-tile differences.
-  for (auto& x : by_stride) {
-    if (!x.used) continue;
-    for (std::uint32_t t = 0; t < n; ++t) {
-      if (t >= x.stride) {
-        x.sent[t] += x.sent[t - x.stride];
-        x.transfers[t] += x.transfers[t - x.stride];
-      }
-    }
-    for (std::uint32_t t = 0; t < n; ++t) {
-      add(sent, t, t, x.sent[t]);
-      transfers_at[t] += x.transfers[t];
-      transfers_at[t + 1] -= x.transfers[t];
-      x.sent[t] = x.transfers[t] = 0;
-    }
-    x.used = false;
-  }
+  strided_sent.drain_into(sent);
+  strided_transfers.drain_into(transfers_at);
   // Each tile's sums from their differences; the busiest tile; the differences cleared for the
   // next exchange as they are read.
   std::uint64_t tile_sent = 0, tile_alone = 0, tile_shared = 0, tile_received = 0;
@@ -528,23 +530,14 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
   // program (difference at a range tile's first copy, and after its last, then summed along the
   // step once at the end), when every copy lies on the chip; else copy by copy, to name the
   // first that does not.
-  std::vector<std::uint32_t> stride_slot(n, 0);  // step -> 1 + index in by_stride
-  std::vector<std::pair<std::uint32_t, std::vector<std::uint64_t>>> by_stride;
+  StridedSums strided;
+  strided.reset(n);
   const auto along = [&](trace::TileRange r, std::int64_t step, std::uint32_t count) {
     const std::int64_t shift = (std::int64_t{count} - 1) * step;
     const auto k = static_cast<std::uint32_t>(step < 0 ? -step : step);
-    std::uint32_t& slot = stride_slot[k];
-    if (slot == 0) {
-      by_stride.emplace_back(k, std::vector<std::uint64_t>(n, 0));
-      slot = static_cast<std::uint32_t>(by_stride.size());
-    }
-    auto& diff = by_stride[slot - 1].second;
-    for (std::uint32_t t = r.first; t <= r.last; ++t) {
-      const auto first = static_cast<std::uint64_t>(std::min<std::int64_t>(t, t + shift));
-      diff[first] += per_transfer;
-      if (const std::uint64_t end = first + std::uint64_t{count} * k; end < n)
-        diff[end] -= per_transfer;
-    }
+    for (std::uint32_t t = r.first; t <= r.last; ++t)
+      strided.add(k, static_cast<std::uint32_t>(std::min<std::int64_t>(t, t + shift)), count,
+                  per_transfer);
   };
   const auto on_chip = [&](trace::TileRange r, std::int64_t step, std::uint32_t count) {
     const std::int64_t shift = (std::int64_t{count} - 1) * step;
@@ -589,13 +582,7 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
       }
     }
   }
-  for (auto& [k, diff] : by_stride) {
-    for (std::uint32_t t = k; t < n; ++t) diff[t] += diff[t - k];
-    for (std::uint32_t t = 0; t < n; ++t) {
-      exchange_code[t] += diff[t];
-      exchange_code[t + 1] -= diff[t];
-    }
-  }
+  strided.drain_into(exchange_code);
 
   MemoryMap map;
   map.tiles.assign(n, TileMemoryUse{});

@@ -47,6 +47,32 @@ struct MemoryMap;
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
                            MemoryMap* exchange_code = nullptr);
 
+// Per-tile sums of values added to runs of tiles first, first + k, ..., first + (count - 1) k,
+// each run in O(1): one difference array along every stride k in use (the difference at the
+// run's first tile and after its last), summed along its stride only when drained.
+// exchange_cost and memory_map both add runs of copies whose tiles step this way.
+class StridedSums {
+ public:
+  // All sums zero, for a chip of `tiles` tiles.
+  void reset(std::uint32_t tiles);
+  // `v` added to each of the `count` tiles first, first + k, ...; 0 < k < tiles, and the run
+  // ends before `tiles` (not checked).
+  void add(std::uint32_t k, std::uint32_t first, std::uint32_t count, std::uint64_t v);
+  // Every tile's sum added to the per-tile difference array `diff` (tiles + 1 entries, as
+  // diff[t] += sum, diff[t + 1] -= sum) and the sums zeroed for the next use.
+  void drain_into(std::vector<std::uint64_t>& diff);
+
+ private:
+  struct Stride {
+    std::uint32_t k = 0;
+    std::vector<std::uint64_t> diff;  // tiles entries
+    bool used = false;                // nonzero entries since the last drain
+  };
+  std::uint32_t tiles_ = 0;
+  std::vector<std::uint32_t> slot_;  // stride k -> 1 + index in strides_ (0: none yet)
+  std::vector<Stride> strides_;
+};
+
 // Working buffers of exchange_cost (per-tile sums and lookup tables), kept between calls so
 // that costing many exchanges of one program allocates and clears them once, not once per
 // exchange. Any chip; not shared between threads.
@@ -60,12 +86,7 @@ class ExchangeScratch {
   // Differences of per-tile sums (n + 1 entries each; see exchange_cost).
   std::vector<std::uint64_t> transfers_at_, sent_, alone_, shared_, received_;
   std::vector<trace::TileRange> ranges_;  // a transfer's destination ranges, sorted and merged
-  struct Strided {  // differences along every `stride`-th tile (n entries each)
-    std::uint32_t stride = 0;
-    std::vector<std::uint64_t> sent, transfers;
-    bool used = false;
-  };
-  std::vector<Strided> by_stride_;
+  StridedSums strided_sent_, strided_transfers_;  // runs of copies from stepping sources
   std::vector<std::int64_t> column_;
   std::vector<std::uint32_t> group_start_;
   std::uint32_t tiles_ = 0, tiles_per_column_ = 0, group_ = 0;  // what the tables are for
