@@ -386,62 +386,49 @@ namespace {
 
 // A run (v3): count >= 1; a single record (count 1) has zero steps; every shifted tile range
 // stays within 0..2^32-1 and the bytes within 0..kMaxCount for every member of the run.
-std::optional<std::string> count_problem(std::uint32_t count, bool any_step) {
+// Each check tests integers and builds a message only for a run that breaks it (every transfer
+// and vertex of a program is checked).
+const char* count_problem(std::uint32_t count, bool any_step) {  // nullptr: none
   if (count == 0) return "has count 0, expected at least 1";
   if (count == 1 && any_step)
     return "has count 1 and a non-zero step (a single record has no steps)";
-  return std::nullopt;
+  return nullptr;
 }
 
 // 128-bit intermediates: a count times a 64-bit step cannot overflow them (a GCC/Clang
 // extension, hence __extension__ for -Wpedantic).
 __extension__ using Wide = __int128;
 
-std::optional<std::string> range_problem(std::uint32_t count, std::int64_t step, TileRange r) {
+// `r` shifted by 0..count-1 steps stays within the tile indices (count >= 1).
+bool range_fits(std::uint32_t count, std::int64_t step, TileRange r) {
+  if (step == 0) return true;  // r itself
   const Wide last = count - 1;
   const Wide lo = static_cast<Wide>(r.first) + (step < 0 ? last * step : 0);
   const Wide hi = static_cast<Wide>(r.last) + (step > 0 ? last * step : 0);
-  if (lo < 0 || hi > std::numeric_limits<std::uint32_t>::max())
-    return fmt::format("steps tile range {}..{} by {} over {} copies, past the tile indices 0..{}",
-                       r.first, r.last, step, count, std::numeric_limits<std::uint32_t>::max());
-  return std::nullopt;
+  return lo >= 0 && hi <= std::numeric_limits<std::uint32_t>::max();
+}
+
+std::string range_problem(std::uint32_t count, std::int64_t step, TileRange r) {
+  return fmt::format("steps tile range {}..{} by {} over {} copies, past the tile indices 0..{}",
+                     r.first, r.last, step, count, std::numeric_limits<std::uint32_t>::max());
 }
 
 }  // namespace
 
 std::optional<std::string> run_problem(const Vertex& v) {
-  if (auto p = count_problem(v.count, v.step != 0)) return p;
-  return range_problem(v.count, v.step, v.tiles);
+  if (const char* p = count_problem(v.count, v.step != 0)) return p;
+  if (!range_fits(v.count, v.step, v.tiles)) return range_problem(v.count, v.step, v.tiles);
+  return std::nullopt;
 }
-
-namespace {
-
-// A run whose members all lie in range, with no string built: what nearly every run is.
-bool run_fits(const Transfer& t, std::span<const TileRange> dst) {
-  if (t.count < 2) return false;  // count 0, or steps on a single record: run_problem says
-  const Wide last = t.count - 1;
-  const auto in_range = [&](TileRange r, std::int64_t step) {
-    const Wide lo = static_cast<Wide>(r.first) + (step < 0 ? last * step : 0);
-    const Wide hi = static_cast<Wide>(r.last) + (step > 0 ? last * step : 0);
-    return lo >= 0 && hi <= std::numeric_limits<std::uint32_t>::max();
-  };
-  if (!in_range(t.src, t.src_step)) return false;
-  for (const TileRange& r : dst)
-    if (!in_range(r, t.dst_step)) return false;
-  const Wide end = static_cast<Wide>(t.bytes) + last * t.bytes_step;
-  return end >= 0 && end <= static_cast<Wide>(kMaxCount);
-}
-
-}  // namespace
 
 std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRange> dst) {
-  if (run_fits(t, dst)) return std::nullopt;
-  if (auto p = count_problem(t.count, t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0))
+  if (const char* p =
+          count_problem(t.count, t.src_step != 0 || t.dst_step != 0 || t.bytes_step != 0))
     return p;
   if (t.count == 1) return std::nullopt;
-  if (auto p = range_problem(t.count, t.src_step, t.src)) return p;
+  if (!range_fits(t.count, t.src_step, t.src)) return range_problem(t.count, t.src_step, t.src);
   for (const TileRange& r : dst)
-    if (auto p = range_problem(t.count, t.dst_step, r)) return p;
+    if (!range_fits(t.count, t.dst_step, r)) return range_problem(t.count, t.dst_step, r);
   const Wide end = static_cast<Wide>(t.bytes) + static_cast<Wide>(t.count - 1) * t.bytes_step;
   if (end < 0 || end > static_cast<Wide>(kMaxCount))
     return fmt::format("steps bytes {} by {} over {} transfers, past 0..{}", t.bytes, t.bytes_step,
