@@ -157,7 +157,8 @@ TEST(ExchangeCost, RunsAndScratchGiveTheResultsOfSingleTransfers) {
 // every run. exchange_cost adds over tile ranges and strides instead; on random exchanges
 // (several ranges that touch, senders inside and beside their ranges, runs stepping either
 // way, personalised blocks to their own tiles) both give the same cycles, busiest tile,
-// bytes and exchange code, and memory_map the same exchange code.
+// bytes and exchange code (with fresh buffers and with one ExchangeScratch reused over the
+// rounds), and memory_map the same exchange code.
 struct TileByTile {
   std::uint64_t transfer_cycles = 0, total_bytes = 0;
   std::vector<std::uint64_t> tile_bytes, transfers;
@@ -211,6 +212,7 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
     return (seed >> 33) % below;
   };
   const std::uint32_t n = chip.tiles;
+  ExchangeScratch scratch;  // one for every round, as a program's exchanges share one
   for (int round = 0; round < 300; ++round) {
     trace::Exchange ex;
     ex.name = "random";
@@ -254,6 +256,10 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
     ASSERT_EQ(got.transfer_cycles, want.transfer_cycles) << "round " << round;
     ASSERT_EQ(got.total_bytes, want.total_bytes) << "round " << round;
     ASSERT_EQ(got.tile_bytes, want.tile_bytes) << "round " << round;
+    MemoryMap code_again = memory_map(chip, program, false);
+    const ExchangeCost again = exchange_cost(chip, ex, &code_again, scratch);
+    ASSERT_EQ(again.transfer_cycles, want.transfer_cycles) << "round " << round;
+    ASSERT_EQ(again.tile_bytes, want.tile_bytes) << "round " << round;
     // memory_map's exchange code, which adds the runs' ranges along their strides too.
     trace::IpuProgram with;
     with.exchanges.push_back(ex);
@@ -262,6 +268,7 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
       const std::uint64_t bytes =
           want.transfers[t] * chip.runtime.exchange_code_bytes_per_transfer.count;
       ASSERT_EQ(code.tiles[t].exchange_code, bytes) << "round " << round << " tile " << t;
+      ASSERT_EQ(code_again.tiles[t].exchange_code, bytes) << "round " << round << " tile " << t;
       ASSERT_EQ(map.tiles[t].exchange_code, bytes) << "round " << round << " tile " << t;
     }
   }
