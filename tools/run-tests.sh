@@ -46,7 +46,11 @@ fi
 IPUSIM_BUILD_DIR="$build" "$root/tools/build.sh"
 cd "$build"
 summary() { grep -E "^[0-9]+% tests passed" "$build/ctest.log" | tail -n 1; }
-if ! ctest --output-on-failure -j "${IPUSIM_JOBS:-$(nproc)}" >"$build/ctest.log" 2>&1; then
+# Every test is bounded (IPUSIM_TEST_TIMEOUT seconds, default 900; the slowest takes about 95 s
+# under ASan): a test that hangs fails with CTest's "***Timeout" and its name instead of
+# holding the suite. Tests with their own TIMEOUT property keep it.
+if ! ctest --output-on-failure --timeout "${IPUSIM_TEST_TIMEOUT:-900}" \
+     -j "${IPUSIM_JOBS:-$(nproc)}" >"$build/ctest.log" 2>&1; then
   grep -vE "^ +[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" "$build/ctest.log" | tail -n 200 >&2
   if [ "$mode" = asan ]; then echo "asan+ubsan: $(summary)"; else summary; fi
   exit 1

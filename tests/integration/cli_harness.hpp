@@ -94,6 +94,18 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// Runs a shell command line under coreutils' `timeout`: SIGTERM after `seconds`, SIGKILL 10 s
+// later. For tools outside ipusim (Chromium, mpirun, script) whose hang in some environment
+// would otherwise hold the whole test suite. Returns the exit status; kTimedOut when it was
+// stopped, -1 when it did not exit normally.
+inline constexpr int kTimedOut = 124;
+inline int system_bounded(const std::string& cmd, int seconds) {
+  const std::string bounded =
+      "timeout -k 10 " + std::to_string(seconds) + " sh -c " + shell_quote(cmd);
+  const int raw = std::system(bounded.c_str());
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
 // Runs `ipusim <args>`; stdout and stderr are captured separately through temp files.
 inline CommandResult ipusim(const std::string& args) {
   TempDir tmp;

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <regex>
 #include <set>
@@ -441,6 +442,26 @@ struct Rendered {
   std::string dom, log;
 };
 
+// Chromium renders one of these pages in a few seconds; a run still going after a minute is
+// stopped (system_bounded) so that a browser hanging in some environment cannot hold the suite.
+constexpr int kChromiumSeconds = 60;
+
+// Checks one Chromium run's exit status. A run stopped at the time limit passes only when it
+// had written its whole output (`complete`: the screenshot, or the DOM to its </html>), as
+// when the browser hangs on exit, and says so on stderr; otherwise it fails with its log.
+void chromium_status(int status, bool complete, const std::string& what, const std::string& log) {
+  if (status == kTimedOut && complete) {
+    std::cerr << "note: chromium " << what << " wrote its output but did not exit within "
+              << kChromiumSeconds << " s; stopped\n";
+    return;
+  }
+  if (status == kTimedOut)
+    ADD_FAILURE() << "chromium " << what << " did not finish within " << kChromiumSeconds << " s\n"
+                  << log;
+  else
+    EXPECT_EQ(status, 0) << "chromium " << what << "\n" << log;
+}
+
 // Renders `html` headless: the DOM after scripts ran, Chromium's log, and a screenshot. Fails
 // (does not skip) without chromium: tools/install-deps.sh installs it.
 // `min_png`: the screenshot's least size in bytes (a blank 1280x2400 page is ~10 KB; the
@@ -460,10 +481,13 @@ Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_
       dir.file("chromium-profile") + " --enable-logging=stderr --v=0 ";
   const std::string url = "file://" + html;
   const std::string shot = dir.file("shot.png");
-  const int s1 = std::system(("chromium " + flags + "--window-size=1280,2400 --screenshot=" + shot +
-                              " " + shell_quote(url) + " >" + dir.file("shot.log") + " 2>&1")
-                                 .c_str());
-  EXPECT_EQ(s1, 0) << read_all(dir.file("shot.log"));
+  const int s1 =
+      system_bounded("chromium " + flags + "--window-size=1280,2400 --screenshot=" + shot + " " +
+                         shell_quote(url) + " >" + dir.file("shot.log") + " 2>&1",
+                     kChromiumSeconds);
+  const bool shot_written =
+      std::filesystem::exists(shot) && std::filesystem::file_size(shot) > min_png;
+  chromium_status(s1, shot_written, "--screenshot", read_all(dir.file("shot.log")));
   EXPECT_TRUE(std::filesystem::exists(shot));
   if (std::filesystem::exists(shot)) {
     EXPECT_GT(std::filesystem::file_size(shot), min_png);
@@ -474,11 +498,12 @@ Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_
                                  std::filesystem::copy_options::overwrite_existing);
     }
   }
-  const int s2 = std::system(("chromium " + flags + "--dump-dom " + shell_quote(url) + " >" +
-                              dir.file("dom.html") + " 2>" + dir.file("dom.log"))
-                                 .c_str());
-  EXPECT_EQ(s2, 0) << read_all(dir.file("dom.log"));
+  const int s2 = system_bounded("chromium " + flags + "--dump-dom " + shell_quote(url) + " >" +
+                                    dir.file("dom.html") + " 2>" + dir.file("dom.log"),
+                                kChromiumSeconds);
   r.dom = read_all(dir.file("dom.html"));
+  chromium_status(s2, r.dom.find("</html>") != std::string::npos, "--dump-dom",
+                  read_all(dir.file("dom.log")));
   r.log = read_all(dir.file("shot.log")) + read_all(dir.file("dom.log"));
   return r;
 }
@@ -1126,11 +1151,22 @@ std::string on_terminal(const TempDir& dir, const std::string& args) {
   const std::string cmd = std::string("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 script -qfec ") +
                           shell_quote(std::string(IPUSIM_BINARY) + " " + args) + " /dev/null >" +
                           dir.file("tty.out") + " 2>&1 </dev/null";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << read_all(dir.file("tty.out"));
+  const int status = system_bounded(cmd, 120);
+  EXPECT_NE(status, kTimedOut) << "script did not finish within 120 s";
+  EXPECT_EQ(status, 0) << read_all(dir.file("tty.out"));
   return read_all(dir.file("tty.out"));
 }
 
+// Whether `script` can give a command a pseudo-terminal here (containers without /dev/pts
+// cannot); the progress tests need one.
+bool have_terminal() {
+  return system_bounded("script -qfec true /dev/null >/dev/null 2>&1 </dev/null", 30) == 0;
+}
+
 TEST(Reports, ProgressOnTerminalOnly) {
+  if (!have_terminal())
+    GTEST_SKIP() << "no pseudo-terminal here ('script -qfec true /dev/null' failed): the "
+                    "progress line is drawn on terminals only";
   TempDir dir;
   const std::string trace = compile_resnet(dir);
   const std::string run = "run --system " + pod16() + " " + trace;

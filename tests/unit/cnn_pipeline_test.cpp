@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pipelined CNNs (run.pipeline_splits, issue 26 item 1): the layers each IPU of a replica runs,
+// what the inter-IPU copy carries, the shared pipeline schedule, recomputation of stashed
+// stages, memory and the run file's errors. Expected values are worked out by hand from
+// tests/data/workloads/resnet_tiny.yaml (32 x 32 images, micro-batch 8, half).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/graph/stages.hpp"
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/system.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using trace::StepKind;
+
+const std::string kRun =
+    std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml";
+
+// resnet_tiny on 8 replicas of a 2-IPU pipeline split where `split` begins IPU 1's stage.
+trace::Trace compile_split(const std::string& split, std::vector<std::string> more = {}) {
+  std::vector<std::string> set{"run.replicas=8", "run.ipus_per_replica=2",
+                               "run.pipeline_splits=" + split};
+  set.insert(set.end(), more.begin(), more.end());
+  const LoadedRun run = load_run(kRun, set);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  return compile(model, run.run, system.spec);
+}
+
+// The layers whose compute sets a program's steps run in pass `pass` (any pass: kNone); a
+// recomputation runs the forward's compute sets with the step's own pass.
+std::set<std::string> layers_of(const trace::IpuProgram& p, trace::Pass pass = trace::Pass::kNone) {
+  std::set<std::string> out;
+  const std::function<void(const std::vector<trace::Step>&)> walk =
+      [&](const std::vector<trace::Step>& steps) {
+        for (const auto& s : steps) {
+          if (s.kind == StepKind::kRepeat) walk(s.body);
+          if (s.kind != StepKind::kCompute) continue;
+          const auto& cs = p.compute_sets[s.index];
+          if (pass == trace::Pass::kNone || s.pass_of(cs.provenance) == pass)
+            out.insert(cs.provenance.layers.begin(), cs.provenance.layers.end());
+        }
+      };
+  walk(p.steps);
+  return out;
+}
+
+// The bytes of a program's gradient all-reduces (not batch norm's statistics; loops counted
+// once: the weight update has none).
+std::uint64_t collective_bytes(const std::vector<trace::Step>& steps) {
+  std::uint64_t bytes = 0;
+  for (const auto& s : steps) {
+    if (s.kind == StepKind::kCollective && s.provenance.pass == trace::Pass::kGradientAllreduce)
+      bytes += s.bytes;
+    if (s.kind == StepKind::kRepeat) bytes += collective_bytes(s.body);
+  }
+  return bytes;
+}
+
+TEST(CompilerCnnPipeline, EachIpuRunsItsStageAndTheCopyCarriesWhatCrosses) {
+  // Split before b2/0/conv1: IPU 0 runs conv1 .. b1/0/relu, IPU 1 b2/0/conv1 .. loss. Only
+  // b1/0/relu crosses (read by b2/0/conv1 and the shortcut b2/0/down): 8 images x 32 x 32 x 64
+  // halves = 1,048,576 B a micro-batch, forward 0 -> 1 and its gradient back 1 -> 0.
+  const trace::Trace t = compile_split("b2/0/conv1");
+  ASSERT_EQ(t.ipus.size(), 2u);
+  EXPECT_EQ(t.ipus[0].ipu, 0u);
+  EXPECT_EQ(t.ipus[1].ipu, 1u);
+  const auto on0 = layers_of(t.ipus[0]), on1 = layers_of(t.ipus[1]);
+  for (const char* l : {"conv1", "b1/0/conv3", "b1/0/down"}) {
+    EXPECT_TRUE(on0.count(l)) << l;
+    EXPECT_FALSE(on1.count(l)) << l;
+  }
+  for (const char* l : {"b2/0/conv1", "b2/0/down", "fc", "loss"}) {
+    EXPECT_TRUE(on1.count(l)) << l;
+    EXPECT_FALSE(on0.count(l)) << l;
+  }
+  ASSERT_EQ(t.global_exchanges.size(), 1u);
+  const auto& copies = t.global_exchanges[0].copies;
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].src, 0u);
+  EXPECT_EQ(copies[0].dst, 1u);
+  EXPECT_EQ(copies[0].bytes, 8u * 32 * 32 * 64 * 2);
+  EXPECT_EQ(copies[1].src, 1u);
+  EXPECT_EQ(copies[1].dst, 0u);
+  EXPECT_EQ(copies[1].bytes, 8u * 32 * 32 * 64 * 2);
+
+  // Split before b2/0/relu2 (inside the block): its input b2/0/bn2 (16 x 16 x 32 after the
+  // stride-2 conv2) and the shortcut's input b1/0/relu both cross: 8 x (8,192 + 65,536) x 2 B.
+  const trace::Trace inside = compile_split("b2/0/relu2");
+  EXPECT_EQ(inside.global_exchanges[0].copies[0].bytes, 8u * (16 * 16 * 32 + 32 * 32 * 64) * 2);
+  EXPECT_TRUE(layers_of(inside.ipus[0]).count("b2/0/conv2"));
+  EXPECT_TRUE(layers_of(inside.ipus[1]).count("b2/0/down"));
+}
+
+TEST(CompilerCnnPipeline, TheIpusWeightsAddUpToTheModels) {
+  // Each IPU all-reduces its own layers' gradients over the replicas: together, every
+  // parameter of the model once (half: 2 B each), as the one-IPU replica does.
+  const LoadedRun one = load_run(kRun, {"run.replicas=8"});
+  const ModelDef model = load_model(one.run.model_file);
+  const auto system = ipusim::load_system(one.run.system_file);
+  const trace::Trace whole = compile(model, one.run, system.spec);
+  const std::uint64_t all = 2 * parameter_count(model);
+  EXPECT_EQ(collective_bytes(whole.ipus[0].steps), all);
+  const trace::Trace t = compile_split("b2/0/conv1");
+  const std::uint64_t ipu0 = collective_bytes(t.ipus[0].steps);
+  const std::uint64_t ipu1 = collective_bytes(t.ipus[1].steps);
+  EXPECT_GT(ipu0, 0u);
+  EXPECT_GT(ipu1, 0u);
+  EXPECT_EQ(ipu0 + ipu1, all);
+}
+
+TEST(CompilerCnnPipeline, CyclesFollowTheSharedScheduleWithTheLossOnTheLastIpu) {
+  // Two stages, the loss on IPU 1 (L = 1): IPU 0's forward is stage 0 (cycles 0 .. GA - 1),
+  // its backward stage 2 (cycles 2 .. GA + 1); IPU 1 runs forward and backward as stage 1
+  // (cycles 1 .. GA). GA = 4 makes a step of GA + 2 = 6 cycles: IPU 0 [0, 2) forward, [2, 4)
+  // both, [4, 6) backward; IPU 1 [0, 1) idle, [1, 5) its stage, [5, 6) idle.
+  const trace::Trace t = compile_split("b2/0/conv1", {"run.gradient_accumulation=4"});
+  const auto loops = [](const trace::IpuProgram& p) {
+    std::vector<std::uint64_t> counts;
+    for (const auto& s : p.steps)
+      if (s.kind == StepKind::kRepeat && !s.body.empty() &&
+          s.body.back().kind == StepKind::kGlobalExchange)
+        counts.push_back(s.count);
+    return counts;
+  };
+  EXPECT_EQ(loops(t.ipus[0]), (std::vector<std::uint64_t>{2, 2, 2}));
+  EXPECT_EQ(loops(t.ipus[1]), (std::vector<std::uint64_t>{1, 4, 1}));
+}
+
+TEST(CompilerCnnPipeline, AStashedStageRecomputesItsWholeForward) {
+  // IPU 0's backward runs two cycles after its forward, so it keeps only its input and
+  // recomputes every layer before back-propagating (its convs appear in the recompute pass);
+  // IPU 1, the loss stage, runs forward and backward in one cycle and recomputes nothing
+  // (resnet_tiny's one checkpoint, b1/0/relu, is on IPU 0).
+  const trace::Trace t = compile_split("b2/0/conv1");
+  const auto rec0 = layers_of(t.ipus[0], trace::Pass::kRecompute);
+  for (const char* l : {"conv1", "b1/0/conv1", "b1/0/conv2", "b1/0/conv3", "b1/0/down"})
+    EXPECT_TRUE(rec0.count(l)) << l;
+  EXPECT_TRUE(layers_of(t.ipus[1], trace::Pass::kRecompute).empty());
+  // Memory: IPU 0 stashes its input, the normalised images (8 x 32 x 32 x 3 halves = 49,152
+  // B), for 2 (L - 0) + 1 = 3 micro-batches; IPU 1 its input (1,048,576 B) for one. Spread
+  // over the 1,472 tiles: ceil(147,456 / 1472) = 101 B and ceil(1,048,576 / 1472) = 713 B.
+  const auto stash = [](const trace::IpuProgram& p) -> std::uint64_t {
+    for (const auto& tensor : p.tensors)
+      if (tensor.name == "stashed_activations") return tensor.bytes_per_tile;
+    return 0;
+  };
+  EXPECT_EQ(stash(t.ipus[0]), 101u);
+  EXPECT_EQ(stash(t.ipus[1]), 713u);
+  // The input buffer is IPU 0's only.
+  for (const auto& tensor : t.ipus[1].tensors) EXPECT_NE(tensor.name, "input_buffer");
+}
+
+TEST(CompilerCnnPipeline, InferenceRunsTheForwardThroughThePipelineAndOutputsFromTheLastIpu) {
+  // One batch a step: stage s runs in cycle s of 1 + 1 = 2; only activations travel (0 -> 1),
+  // and the class scores leave from IPU 1.
+  const trace::Trace t =
+      compile_split("b2/0/conv1", {"run.mode=inference", "run.gradient_accumulation=1"});
+  ASSERT_EQ(t.global_exchanges.size(), 1u);
+  ASSERT_EQ(t.global_exchanges[0].copies.size(), 1u);
+  EXPECT_EQ(t.global_exchanges[0].copies[0].dst, 1u);
+  const auto from_ipu = [](const trace::IpuProgram& p) {
+    std::size_t n = 0;
+    const std::function<void(const std::vector<trace::Step>&)> walk =
+        [&](const std::vector<trace::Step>& steps) {
+          for (const auto& s : steps) {
+            if (s.kind == StepKind::kHost && s.direction == trace::HostDirection::kFromIpu) ++n;
+            if (s.kind == StepKind::kRepeat) walk(s.body);
+          }
+        };
+    walk(p.steps);
+    return n;
+  };
+  EXPECT_EQ(from_ipu(t.ipus[0]), 0u);
+  EXPECT_EQ(from_ipu(t.ipus[1]), 1u);
+}
+
+TEST(CompilerCnnPipeline, SplitErrorsNameTheKeyAndTheLayer) {
+  const auto error_of = [](const std::vector<std::string>& set) -> std::string {
+    try {
+      const LoadedRun run = load_run(kRun, set);
+      const ModelDef model = load_model(run.run.model_file);
+      const auto system = ipusim::load_system(run.run.system_file);
+      compile(model, run.run, system.spec);
+    } catch (const ipusim::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::vector<std::string> two{"run.replicas=8", "run.ipus_per_replica=2"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), two.begin(), two.end());
+    return error_of(more);
+  };
+  EXPECT_NE(with({}).find("run.pipeline_splits: a CNN replica of 2 IPU(s) runs 2 pipeline "
+                          "stage(s), so 1 split(s) (each a layer that begins a stage); found 0"),
+            std::string::npos)
+      << with({});
+  EXPECT_NE(with({"run.pipeline_splits=b2/0/conv9"})
+                .find("run.pipeline_splits: 'b2/0/conv9' is not a layer of"),
+            std::string::npos);
+  EXPECT_NE(with({"run.pipeline_splits=conv1"}).find("'conv1' is the first layer"),
+            std::string::npos);
+  EXPECT_NE(with({"run.ipus_per_replica=3", "run.replicas=4",
+                  "run.pipeline_splits=b2/0/conv1,b1/0/conv1"})
+                .find("'b1/0/conv1' comes before or at the previous split 'b2/0/conv1'"),
+            std::string::npos);
+  EXPECT_NE(with({"run.pipeline_placement=ipu0=1,1 ipu1=1,1"})
+                .find("run.pipeline_placement places transformer sub-layers"),
+            std::string::npos);
+  EXPECT_EQ(with({"run.pipeline_splits=b2/0/conv1"}), "");
+  // A transformer is placed, not split.
+  const std::string bert =
+      std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/bert_tiny-pod16.yaml";
+  try {
+    const LoadedRun run = load_run(bert, {"run.pipeline_splits=layer1"});
+    const ModelDef model = load_model(run.run.model_file);
+    const auto system = ipusim::load_system(run.run.system_file);
+    compile(model, run.run, system.spec);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.pipeline_splits splits a CNN at layers"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GraphStages, CrossingTensorsAreThoseReadAcrossTheBoundary) {
+  const ModelDef m = load_model(std::string(IPUSIM_SOURCE_DIR) +
+                                "/tests/data/workloads/resnet_tiny.yaml");
+  const auto nodes = graph::infer_shapes(m);
+  const auto index = [&](const std::string& name) {
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].layer->name == name) return i;
+    return nodes.size();
+  };
+  // Before b1/0/conv1: relu1 (read by b1/0/conv1 and b1/0/down); before the add: b1/0/bn3
+  // (its input) and b1/0/down_bn (its other operand) are the add's, nothing else.
+  EXPECT_EQ(graph::crossing(nodes, index("b1/0/conv1")),
+            (std::vector<std::size_t>{index("relu1")}));
+  EXPECT_EQ(graph::crossing(nodes, index("b1/0/add")),
+            (std::vector<std::size_t>{index("b1/0/bn3"), index("b1/0/down_bn")}));
+  EXPECT_EQ(graph::crossing_elements(nodes, index("b1/0/add")), 2u * 32 * 32 * 64);
+  EXPECT_TRUE(graph::crossing(nodes, 0).empty());
+  EXPECT_TRUE(graph::crossing(nodes, nodes.size()).empty());
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
