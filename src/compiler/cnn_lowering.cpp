@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lowering of a CNN training step (ResNet-50): one IPU per replica, recomputation between
-// checkpoints, gradient accumulation, then the gradient all-reduce and LARS (docs/workloads.md).
+// Lowering of a CNN training step (ResNet-50): one IPU per replica, or a pipeline of stages
+// over the IPUs of a replica (run.pipeline_splits), recomputation between checkpoints, gradient
+// accumulation, then the gradient all-reduce and LARS (docs/workloads.md).
 // Every tensor carries its layout: a conv's output stays where the conv computed it, batch
 // norm, ReLU and residual adds run there (fused into one vertex per tile), batch-norm
 // statistics are reduced among the tiles holding each channel, and operands whose layout
@@ -13,11 +14,13 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "graph/autodiff.hpp"
 #include "graph/lifetimes.hpp"
 #include "graph/recompute.hpp"
 #include "graph/shapes.hpp"
+#include "graph/stages.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -35,14 +38,24 @@ using trace::StepKind;
 using graph::Node;
 using graph::Shape;
 
+// The lowering of one IPU's part of a CNN replica: the nodes of its pipeline stage,
+// [stage.first, stage.last) of `layers` (all of them without a pipeline). A stage whose
+// backward runs in another pipeline cycle than its forward (`stashed`: every stage but the
+// last of a pipeline) keeps only its input and recomputes its whole forward before its
+// backward (PopART's pipeline recomputation); the last stage keeps what the run's checkpoints
+// say, as a one-IPU replica does.
 class CnnLowering {
  public:
-  CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles)
+  CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles,
+              std::vector<Node> layers, graph::Segment stage, bool stashed)
       : m_(m),
         run_(run),
         b_(b),
         norms_(b, run),
-        layers_(graph::infer_shapes(m)),
+        layers_(std::move(layers)),
+        first_(stage.first),
+        last_(stage.second),
+        stashed_(stashed),
         n_(run.micro_batch),
         all_tiles_(all_tiles) {
     if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
@@ -53,7 +66,7 @@ class CnnLowering {
     // The images arrive as 8-bit values on the layout of their consumer, the first conv
     // (createInput), inline or through I/O tiles (stream_input), and are normalised on the
     // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
-    if (run_.input_bytes_per_sample > 0 && !layers_.empty()) {
+    if (first_ == 0 && run_.input_bytes_per_sample > 0 && !layers_.empty()) {
       Value images{b_.input_layout(forward_args(layers_.front())), {Op::kSub, Op::kMul}};
       {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
@@ -64,8 +77,12 @@ class CnnLowering {
       b_.cast(out, images.layout, DType::kChar);
       fwd_[""] = images;
     }
+    // A later stage's inputs arrive by the inter-IPU copy (the pipeline's global exchange,
+    // before this cycle), each on the layout its first reader here wants.
+    for (const std::size_t p : graph::crossing(layers_, first_))
+      fwd_[layers_[p].layer->name] = Value{arrival_layout(p), {}};
     body_.spans.assign(layers_.size(), graph::Spans{});
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
+    for (std::size_t i = first_; i < last_; ++i) {
       body_.spans[i].fwd.first = out.size();
       forward(out, layers_[i], /*recompute=*/false);
       body_.spans[i].fwd.second = out.size();
@@ -76,7 +93,7 @@ class CnnLowering {
     }
     if (run_.inference) {
       // The outputs (the last layer's, e.g. class probabilities) go back to the host.
-      if (!layers_.empty()) {
+      if (!layers_.empty() && last_ == layers_.size()) {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         const Node& last = layers_.back();
         b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
@@ -91,9 +108,15 @@ class CnnLowering {
   // activations are still live).
   void backward_pass(Steps& out) {
     const auto segments = this->segments();
+    // The gradients of what later stages read arrive by the inter-IPU copy, on the layouts the
+    // forward left those tensors on.
+    for (const std::size_t p : graph::crossing(layers_, last_)) {
+      const std::string& name = layers_[p].layer->name;
+      grads_[name] = Value{fwd_.at(name).layout, {}};
+    }
     for (std::size_t s = segments.size(); s-- > 0;) {
       const auto [first, last] = segments[s];
-      if (s + 1 != segments.size()) {
+      if (s + 1 != segments.size() || stashed_) {
         for (std::size_t i = first; i < last; ++i) {
           body_.spans[i].rec.first = out.size();
           forward(out, layers_[i], /*recompute=*/true);
@@ -108,6 +131,11 @@ class CnnLowering {
         backward(out, layers_[i], !flow_[i].data_gradient);
         body_.spans[i].bwd.second = out.size();
       }
+    }
+    // The gradients of this stage's inputs, materialised for the copy to the stage before.
+    for (const std::size_t p : graph::crossing(layers_, first_)) {
+      auto it = grads_.find(layers_[p].layer->name);
+      if (it != grads_.end()) flush(out, it->second);
     }
     grads_.clear();
     body_.steps = out.size();
@@ -186,7 +214,7 @@ class CnnLowering {
   // batch-norm gamma and beta on the linear mapping).
   std::vector<std::pair<std::string, Layout>> parameter_layouts() {
     std::vector<std::pair<std::string, Layout>> out;
-    for (const auto& c : layers_) {
+    for (const Node& c : stage()) {
       const Layer& l = *c.layer;
       switch (graph::info(l.op).weights) {
         case graph::Weights::kConv:
@@ -207,7 +235,8 @@ class CnnLowering {
   }
 
   std::uint64_t total_params() const {
-    return std::accumulate(layers_.begin(), layers_.end(), std::uint64_t{0},
+    const auto nodes = stage();
+    return std::accumulate(nodes.begin(), nodes.end(), std::uint64_t{0},
                            [](std::uint64_t a, const Node& c) { return a + c.params; });
   }
 
@@ -215,9 +244,29 @@ class CnnLowering {
   std::uint64_t inference_activation_bytes() const {
     std::uint64_t most = 0;
     const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
-    for (const auto& c : layers_)
+    for (const Node& c : stage())
       most = std::max(most, n_ * (c.in.elements() + c.out.elements()) * eb);
     return most;
+  }
+
+  trace::DType dtype() const { return m_.dtype; }
+
+  // One micro-batch of what the stage reads from before it: the crossing tensors, or on the
+  // first IPU the images as the first conv reads them (bytes).
+  std::uint64_t stage_input_bytes() const {
+    const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
+    if (first_ == 0) return layers_.empty() ? 0 : n_ * layers_.front().in.elements() * eb;
+    return n_ * graph::crossing_elements(layers_, first_) * eb;
+  }
+
+  // A stashed stage's activations live at once after its recomputation: every new tensor its
+  // nodes make (OpInfo::keeps_output), one micro-batch's (bytes).
+  std::uint64_t recomputed_activation_bytes() const {
+    std::uint64_t bytes = 0;
+    for (const Node& c : stage())
+      if (graph::info(c.op()).keeps_output)
+        bytes += n_ * c.out.elements() * trace::dtype_bytes(m_.dtype);
+    return bytes;
   }
 
  private:
@@ -517,15 +566,44 @@ class CnnLowering {
     add_gradient(out, c.input, Value{x, {}});
   }
 
+  // The nodes of this IPU's stage.
+  std::span<const Node> stage() const {
+    return std::span<const Node>(layers_).subspan(first_, last_ - first_);
+  }
+
+  // Where a tensor from an earlier stage (node `producer`'s output) lands: on the input layout
+  // of its first reader here when that is a conv reading it (createInput), else linearly.
+  Layout arrival_layout(std::size_t producer) const {
+    const Node& p = layers_[producer];
+    const std::string& name = p.layer->name;
+    for (const Node& c : stage()) {
+      const bool conv = c.op() == graph::Op::kConv || c.op() == graph::Op::kDwconv;
+      if (c.input == name && conv) return b_.input_layout(forward_args(c));
+      if (c.input == name || c.layer->other == name) break;
+    }
+    return b_.linear(m_.dtype, n_ * p.out.positions(), p.out.c);
+  }
+
+  // The stage's recomputation ranges: between the run's checkpoints within it, or, stashed, the
+  // whole stage at once.
   std::vector<graph::Segment> segments() const {
-    return graph::segments(layers_, run_.checkpoints);
+    if (stashed_) return {{first_, last_}};
+    std::vector<graph::Segment> out;
+    for (auto [first, last] : graph::segments(layers_, run_.checkpoints)) {
+      first = std::max(first, first_);
+      last = std::min(last, last_);
+      if (first < last) out.emplace_back(first, last);
+    }
+    return out;
   }
 
   const ModelDef& m_;
   const RunConfig& run_;
   IpuBuilder& b_;
   NormLowering norms_;
-  std::vector<Node> layers_;
+  std::vector<Node> layers_;  // every node of the model
+  std::size_t first_, last_;  // this IPU's stage: [first_, last_) of layers_
+  bool stashed_;              // its forward and backward run in different cycles
   std::uint64_t n_;
   std::uint32_t all_tiles_;                // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;       // forward values by producing layer
@@ -533,6 +611,85 @@ class CnnLowering {
   graph::Body body_;                       // where each layer's steps sit in the micro-batch body
   std::vector<graph::GradientStep> flow_;  // training: each layer's backward (graph::gradient_flow)
 };
+
+// The pipeline's inter-IPU copy (global exchange 0), as PopART merges it (transformer
+// lowering): each boundary's crossing tensors (graph::crossing), one micro-batch of them, from
+// IPU k - 1 to IPU k, and in training their gradients back.
+std::vector<trace::GlobalExchange> cnn_stage_copies(const std::vector<Node>& nodes,
+                                                    const std::vector<graph::Segment>& ranges,
+                                                    const RunConfig& run, DType dtype) {
+  const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
+  trace::GlobalExchange both{run.inference ? "stage_activations" : "stage_copies", {}, copy};
+  std::vector<trace::IpuCopy> back;
+  for (std::uint32_t k = 1; k < ranges.size(); ++k) {
+    const std::uint64_t bytes = run.micro_batch * graph::crossing_elements(nodes, ranges[k].first) *
+                                trace::dtype_bytes(dtype);
+    both.copies.push_back({k - 1, k, bytes});
+    back.push_back({k, k - 1, bytes});
+  }
+  if (!run.inference) both.copies.insert(both.copies.end(), back.begin(), back.end());
+  return {both};
+}
+
+// One IPU's program after its pipeline loops: inference, its resident weights and activations;
+// training, the weight update and the memory of weights, gradient accumulators, momentum and
+// activations (kept over their lifetimes on one IPU; in a pipeline the stashed stage inputs
+// and the recomputed stage, spread over the tiles while the loops run). The input buffer is
+// IPU 0's; every IPU holds its largest conv's temporaries.
+void finish_program(CnnLowering& lower, const RunConfig& run, const SystemSpec& system,
+                    const ChipSpec& chip, trace::IpuProgram& program, IpuBuilder& b,
+                    std::uint32_t ipu, std::uint32_t ipus) {
+  const DType dt = lower.dtype();
+  const auto parameters = [&] {  // each layer's weights, one copy (call after lowering)
+    std::vector<Parameter> out;
+    for (const auto& [name, layout] : lower.parameter_layouts()) out.push_back({name, layout, 1});
+    return out;
+  };
+  const std::uint64_t input = ipu == 0 ? run.micro_batch * run.input_bytes_per_sample : 0;
+  const auto temporaries = [&] {
+    program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, dt,
+                               trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
+  };
+  if (run.inference) {
+    // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
+    // activations live at once, the input buffer and the largest conv's temporaries.
+    InferenceMemory memory;
+    memory.parameters = parameters();
+    memory.dtype = dt;
+    memory.live_bytes = lower.inference_activation_bytes();
+    memory.input_bytes = input;
+    for (const Holding& h : inference_memory(memory)) b.hold(h);
+    temporaries();
+    return;
+  }
+  const trace::Lifetime loop_live{0, trace::program_positions(program.steps) - 1};
+  for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
+  // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
+  // layout (always live); one IPU: the activations, checkpoints and activation gradients on
+  // their layers' layouts, each live where the micro-batch body (positions 1.., after the loop
+  // step at 0) uses it; the input buffer and the largest conv's temporaries (always live).
+  CnnMemory memory;
+  memory.parameters = parameters();
+  if (ipus == 1) {
+    for (auto& a : lower.scoped_activations(/*offset=*/1))
+      memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});
+  } else {
+    // Stage s of L stashes its input for the 2 (L - s) + 1 micro-batches between a forward and
+    // its backward (as a transformer stage does, memory.hpp) and holds its recomputed
+    // activations during the backward.
+    memory.dtype = dt;
+    memory.stashed_bytes = (2 * (ipus - 1 - ipu) + 1) * lower.stage_input_bytes();
+    memory.live_bytes = lower.recomputed_activation_bytes();
+    memory.loop_live = loop_live;
+  }
+  memory.input_bytes = run.io_tiles == 0 ? input : 0;  // else on the I/O tiles, below
+  for (const Holding& h : cnn_training_memory(memory)) b.hold(h);
+  if (run.io_tiles != 0 && input > 0)
+    program.tensors.push_back({"input_buffer", trace::TensorKind::kInput, DType::kChar,
+                               trace::TileRange{chip.tiles, system.chip.tiles - 1},
+                               ceil_div(input, run.io_tiles)});
+  temporaries();
+}
 
 }  // namespace
 
@@ -544,15 +701,15 @@ std::uint64_t cnn_parameters(const ModelDef& m) {
 
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
                          std::vector<PlannedConv>* plans) {
-  if (run.ipus_per_replica != 1)
-    throw ConfigError(
-        fmt::format("{}: run.ipus_per_replica: CNN models run one IPU per replica (data "
-                    "parallel), found {}",
-                    run.file, run.ipus_per_replica));
   if (run.clip_gradients)
     throw ConfigError(fmt::format(
         "{}: run.gradient_clipping: global_norm is lowered for transformer models only; {} is "
         "a CNN (set it to none)",
+        run.file, m.file));
+  if (!run.placement.empty())
+    throw ConfigError(fmt::format(
+        "{}: run.pipeline_placement places transformer sub-layers; {} is a CNN, which splits "
+        "its pipeline at layers (run.pipeline_splits)",
         run.file, m.file));
   graph::check_checkpoints(m, run);
   // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
@@ -569,64 +726,44 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
                  : "found a softmax_loss before the last layer"));
     }
   }
+  const std::vector<Node> nodes = graph::infer_shapes(m);
+  const std::vector<graph::Segment> ranges = graph::pipeline_stages(nodes, m, run);
   trace::Trace t;
   t.name = run.name;
   t.replicas = run.replicas;
-  auto& program = t.ipus.emplace_back();
   const ChipSpec chip = compute_chip(run, system.chip);
-  IpuBuilder b(chip, program, available_memory_for(run, 0), run.partials, run.fuse_elementwise,
-               run.rearrangements);
-  b.set_coeff_load_bits(run.conv_unit_load_bits);
-  b.record_plans(plans, 0);
-  CnnLowering lower(m, run, b, system.chip.tiles);
-  const auto parameters = [&] {  // each layer's weights, one copy (call after lowering)
-    std::vector<Parameter> out;
-    for (const auto& [name, layout] : lower.parameter_layouts()) out.push_back({name, layout, 1});
-    return out;
-  };
-  // One IPU per replica: one pipeline stage, forward and backward, gradient accumulation
-  // cycles of it (the pipeline schedule, pipeline.hpp).
-  std::vector<PipelineStage> stages;
-  for (const StageSlot& slot : ipu_stages({0}, 0, !run.inference)) {
-    PipelineStage& st = stages.emplace_back();
-    st.start = slot.start;
-    if (slot.forward) lower.forward_pass(st.steps);
-    if (slot.backward) lower.backward_pass(st.steps);
+  // The pipeline schedule (pipeline.hpp): forward stage s on IPU s, the loss in the last, so a
+  // training step takes GA + 2 (p - 1) cycles (an inference step GA + p - 1); one IPU is one
+  // stage of GA cycles.
+  const auto p = static_cast<std::uint32_t>(ranges.size());
+  const bool pipelined = p > 1;
+  std::vector<std::uint32_t> stage_ipus(p);
+  std::iota(stage_ipus.begin(), stage_ipus.end(), 0U);
+  const std::uint64_t ga = run.gradient_accumulation;
+  const std::uint64_t cycles = run.inference ? ga + p - 1 : pipeline_cycles(ga, p - 1);
+  if (pipelined) t.global_exchanges = cnn_stage_copies(nodes, ranges, run, m.dtype);
+  IpuBuilder::PlanCache plan_cache;  // stages may plan the same shapes
+  for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
+    auto& program = t.ipus.emplace_back();
+    program.ipu = ipu;
+    IpuBuilder b(chip, program, available_memory_for(run, ipu), run.partials, run.fuse_elementwise,
+                 run.rearrangements);
+    b.set_coeff_load_bits(run.conv_unit_load_bits);
+    b.record_plans(plans, ipu);
+    if (pipelined) b.share_plans(&plan_cache);
+    const bool stashed = pipelined && ipu + 1 < p;
+    CnnLowering lower(m, run, b, system.chip.tiles, nodes, ranges[ipu], stashed);
+    std::vector<PipelineStage> stages;
+    for (const StageSlot& slot : ipu_stages(stage_ipus, ipu, !run.inference)) {
+      PipelineStage& st = stages.emplace_back();
+      st.start = slot.start;
+      if (slot.forward) lower.forward_pass(st.steps);
+      if (slot.backward) lower.backward_pass(st.steps);
+    }
+    for (auto& loop : pipeline_loops(stages, ga, pipelined ? cycles : ga, pipelined))
+      program.steps.push_back(std::move(loop));
+    finish_program(lower, run, system, chip, program, b, ipu, p);
   }
-  for (auto& loop : pipeline_loops(stages, run.gradient_accumulation, run.gradient_accumulation,
-                                   /*copy=*/false))
-    program.steps.push_back(std::move(loop));
-  if (run.inference) {
-    // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
-    // activations live at once, the input buffer and the largest conv's temporaries.
-    InferenceMemory memory;
-    memory.parameters = parameters();
-    memory.dtype = m.dtype;
-    memory.live_bytes = lower.inference_activation_bytes();
-    memory.input_bytes = run.micro_batch * run.input_bytes_per_sample;
-    for (const Holding& h : inference_memory(memory)) b.hold(h);
-    program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
-                               trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
-    return t;
-  }
-  for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
-  // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
-  // layout (always live); the activations, checkpoints and activation gradients on their
-  // layers' layouts, each live where the micro-batch body (positions 1.., after the loop step
-  // at 0) uses it; the input buffer and the largest conv's temporaries (always live).
-  const std::uint64_t input = run.micro_batch * run.input_bytes_per_sample;
-  CnnMemory memory;
-  memory.parameters = parameters();
-  for (auto& a : lower.scoped_activations(/*offset=*/1))
-    memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});
-  memory.input_bytes = run.io_tiles == 0 ? input : 0;  // else on the I/O tiles, below
-  for (const Holding& h : cnn_training_memory(memory)) b.hold(h);
-  if (run.io_tiles != 0 && input > 0)
-    program.tensors.push_back({"input_buffer", trace::TensorKind::kInput, DType::kChar,
-                               trace::TileRange{chip.tiles, system.chip.tiles - 1},
-                               ceil_div(input, run.io_tiles)});
-  program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, m.dtype,
-                             trace::TileRange{0, chip.tiles - 1}, b.peak_temp()});
   return t;
 }
 

@@ -43,6 +43,12 @@ std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
     out.push_back(on(k.name, k.kind, k.layout, 1));
     out.back().live = k.live;
   }
+  if (c.stashed_bytes > 0)
+    out.push_back(spread("stashed_activations", TensorKind::kActivation, c.dtype, c.stashed_bytes,
+                         c.loop_live));
+  if (c.live_bytes > 0)
+    out.push_back(
+        spread("live_activations", TensorKind::kActivation, c.dtype, c.live_bytes, c.loop_live));
   if (c.input_bytes > 0) out.push_back(input_buffer(c.input_bytes));
   return out;
 }

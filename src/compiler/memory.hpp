@@ -59,13 +59,19 @@ struct CnnMemory {
     trace::Lifetime live;
   };
   std::vector<Kept> kept;
+  // A pipeline stage's instead (0: none): its stashed inputs and its recomputed activations,
+  // spread over the tiles while the pipeline loop runs.
+  trace::DType dtype = trace::DType::kHalf;
+  std::uint64_t stashed_bytes = 0, live_bytes = 0;
+  trace::Lifetime loop_live;
   // The input buffer spread over the tiles (0: none, or on the I/O tiles, which the lowering
   // places itself).
   std::uint64_t input_bytes = 0;
 };
 
 // In the order the program lists them: each parameter's weights, gradient accumulator and LARS
-// momentum (always live), the kept activations (over their lifetimes), the input buffer.
+// momentum (always live), the kept activations (over their lifetimes), a pipeline stage's
+// stashed and live activations, the input buffer.
 std::vector<Holding> cnn_training_memory(const CnnMemory& c);
 
 // What a pipeline stage's training memory depends on.

@@ -257,6 +257,12 @@ std::vector<RunField> pipeline_fields() {
       derived("run.pipeline_placement", ValueKind::kString,
               "Transformer: 'ipuN=a,f ...' attention and FFN sub-layers per IPU", "workloads.md",
               "none"),
+      derived("run.pipeline_splits", ValueKind::kString,
+              "CNN: comma-separated layer names, each the first layer of the next IPU's pipeline "
+              "stage (one per IPU of the replica after the first); none: one IPU per replica",
+              "graphcore/examples vision/cnns/pytorch/train/configs.yml pipeline_splits "
+              "(poptorch.BeginBlock)",
+              "none"),
       count(
           "run.max_sequences_per_pack", 1, 16,
           "Most sequences in one pack: a masked-LM head predicts masked_tokens + this - 1 tokens "
@@ -384,6 +390,8 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
                                 run.ipus_per_replica, run.available_memory.size()));
   if (r.string("run.recompute_checkpoints") != "none")
     run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
+  if (r.string("run.pipeline_splits") != "none")
+    run.pipeline_splits = split(r.string("run.pipeline_splits"), ',');
   if (run.inference && run.gradient_accumulation != 1)
     throw bad("run.gradient_accumulation",
               fmt::format("inference runs one batch per replica per step: expected 1, found {}",

@@ -518,6 +518,11 @@ std::uint64_t transformer_parameters(const ModelDef& m) {
 namespace {
 
 void check_placement(const ModelDef& m, const RunConfig& run) {
+  if (!run.pipeline_splits.empty())
+    throw ConfigError(fmt::format(
+        "{}: run.pipeline_splits splits a CNN at layers; {} is a transformer, placed on the "
+        "IPUs of a replica by run.pipeline_placement",
+        run.file, m.file));
   if (run.placement.size() != run.ipus_per_replica)
     throw ConfigError(
         fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "

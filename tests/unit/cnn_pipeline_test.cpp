@@ -233,8 +233,8 @@ TEST(CompilerCnnPipeline, SplitErrorsNameTheKeyAndTheLayer) {
 }
 
 TEST(GraphStages, CrossingTensorsAreThoseReadAcrossTheBoundary) {
-  const ModelDef m = load_model(std::string(IPUSIM_SOURCE_DIR) +
-                                "/tests/data/workloads/resnet_tiny.yaml");
+  const ModelDef m =
+      load_model(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny.yaml");
   const auto nodes = graph::infer_shapes(m);
   const auto index = [&](const std::string& name) {
     for (std::size_t i = 0; i < nodes.size(); ++i)

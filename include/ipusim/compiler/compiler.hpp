@@ -92,6 +92,7 @@ struct RunConfig {
   bool sync_replicas_independently = false;  // Poplar's target.syncReplicasIndependently
   std::vector<double> available_memory;      // per IPU of the replica
   std::vector<std::string> checkpoints;      // CNN recomputation checkpoints (layer names)
+  std::vector<std::string> pipeline_splits;  // CNN: the layers that begin stages 1, 2, ...
   std::uint32_t batchnorm_group = 1;         // replicas sharing batch-norm statistics
   bool batchnorm_statistics_cache = true;    // recomputation reuses the forward statistics
   bool fuse_elementwise = true;              // elementwise chains become one fused compute set

@@ -31,9 +31,10 @@ std::vector<Segment> pipeline_stages(const std::vector<Node>& nodes, const Model
     if (at == 0)
       throw bad(fmt::format("'{}' is the first layer: the first stage would be empty", name));
     if (at <= first)
-      throw bad(fmt::format("'{}' comes before or at the previous split '{}': splits are "
-                            "listed in model order",
-                            name, nodes[first].layer->name));
+      throw bad(
+          fmt::format("'{}' comes before or at the previous split '{}': splits are "
+                      "listed in model order",
+                      name, nodes[first].layer->name));
     out.emplace_back(first, at);
     first = at;
   }
@@ -43,8 +44,7 @@ std::vector<Segment> pipeline_stages(const std::vector<Node>& nodes, const Model
 
 std::vector<std::size_t> crossing(const std::vector<Node>& nodes, std::size_t boundary) {
   std::map<std::string, std::size_t> producer;
-  for (std::size_t i = 0; i < boundary && i < nodes.size(); ++i)
-    producer[nodes[i].layer->name] = i;
+  for (std::size_t i = 0; i < boundary && i < nodes.size(); ++i) producer[nodes[i].layer->name] = i;
   std::vector<std::size_t> out;
   const auto read = [&](const std::string& name) {
     const auto it = producer.find(name);
