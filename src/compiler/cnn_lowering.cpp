@@ -343,6 +343,13 @@ class CnnLowering {
                                                !(recompute && run_.batchnorm_statistics_cache));
         return;
       }
+      case graph::Op::kGroupNorm: {
+        // Each sample's statistics, in inference too (nothing to fold).
+        const Value& x = input_of(out, c);
+        fwd_[l.name] = norms_.group_norm(out, x, n_, c.out.c, m_.norm_groups,
+                                         !(recompute && run_.batchnorm_statistics_cache));
+        return;
+      }
       case graph::Op::kRelu: {
         Value v = take(c.input);
         norms_.relu(out, v);
@@ -474,6 +481,12 @@ class CnnLowering {
         // layout and is whitened again there (poplar-compiler.md §2.3).
         b_.rearrange(out, fwd_.at(in).layout, g.layout);
         norms_.batch_norm_gradient(out, g, c.out.c, m_.dtype);
+        return add_gradient(out, in, std::move(g));
+      case graph::Op::kGroupNorm:
+        flush(out, g);
+        // As batch norm: its input x comes to the gradient's layout and is whitened there.
+        b_.rearrange(out, fwd_.at(in).layout, g.layout);
+        norms_.group_norm_gradient(out, g, n_, c.out.c, m_.norm_groups, m_.dtype);
         return add_gradient(out, in, std::move(g));
       case graph::Op::kRelu:
         // g x (y > 0): the forward output comes to the gradient's layout.

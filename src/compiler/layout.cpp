@@ -57,6 +57,19 @@ Layout channel_view(const Layout& grouped, std::uint64_t groups) {
   return v;
 }
 
+Layout group_norm_view(const Layout& x, std::uint64_t samples, std::uint64_t groups) {
+  const std::uint64_t per_sample = x.positions / samples, per_group = x.channels / groups;
+  Layout v = x;
+  v.channels = samples * groups;
+  v.positions = per_group * per_sample;
+  v.positions_per_tile =
+      std::min(x.positions_per_tile, per_sample) * std::min(x.chans_per_tile, per_group);
+  v.chans_per_tile =
+      ceil_div(x.positions_per_tile, per_sample) * ceil_div(x.chans_per_tile, per_group);
+  v.channels_outer = false;
+  return v;
+}
+
 Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t positions,
                      std::uint64_t channels) {
   if (positions == 0 || channels == 0) throw ModelError("linear_layout: empty tensor");

@@ -283,12 +283,20 @@ void read_image(const std::string& file, const YAML::Node& m, ModelDef& def,
 
 void parse_cnn(const std::string& file, const YAML::Node& root, const YAML::Node& m,
                ModelDef& def) {
-  check_keys(file, m, "model",
-             {"name", "family", "dtype", "input", "classes", "depthwise_group_size"});
+  check_keys(
+      file, m, "model",
+      {"name", "family", "dtype", "input", "classes", "depthwise_group_size", "norm_groups"});
   read_image(file, m, def, "");
   def.classes = count(file, m, "classes", "model");
   def.depthwise_group_size = count(file, m, "depthwise_group_size", "model", 1);
+  def.norm_groups = count(file, m, "norm_groups", "model", 0);
   CnnLayerReader(file, def).read(root["layers"]);
+  for (const Layer& l : def.layers)
+    if (l.op == graph::Op::kGroupNorm && def.norm_groups == 0)
+      throw ConfigError(fmt::format(
+          "{}: model.norm_groups: missing required key: layer '{}' is a groupnorm, and a model "
+          "with groupnorm layers gives their number of groups (popnn's numGroups)",
+          at(file, m), l.name));
 }
 
 // A classifier (ViT) reads an image cut into patches, not token ids: its sequence is the

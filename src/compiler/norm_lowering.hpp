@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Norm lowering: a CNN's batch norm and ReLU as popnn lowers them (run.norm_lowering popnn: each
-// pass over the activations its own compute set, poplibs' popnn batchNormalise, batchNorm
-// gradients and nonLinearity ops) or fused (run.norm_lowering fused: the elementwise work left
-// pending, fused with its neighbours into one compute set). The one place that choice is made.
+// Norm lowering: a CNN's batch norm, group norm and ReLU as popnn lowers them (run.norm_lowering
+// popnn: each pass over the activations its own compute set, poplibs' popnn batchNormalise,
+// batchNorm gradients and nonLinearity ops) or fused (run.norm_lowering fused: the elementwise work
+// left pending, fused with its neighbours into one compute set). The one place that choice is made.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,15 @@ class NormLowering {
   // The gradient of a batch norm, `g` on the layout the forward input has been brought to;
   // leaves g as the input gradient (dtype: the parameters' gradients).
   void batch_norm_gradient(Steps& out, Value& g, std::uint64_t channels, trace::DType dtype);
+  // Group norm of `x` (`channels` channels of `samples` samples) in `groups` groups, in
+  // training or inference (its statistics are each sample's: nothing to fold, nothing to share
+  // over replicas); `statistics` false reuses cached ones. Returns the output value (in place).
+  Value group_norm(Steps& out, const Value& x, std::uint64_t samples, std::uint64_t channels,
+                   std::uint64_t groups, bool statistics);
+  // The gradient of a group norm, `g` on the layout the forward input has been brought to;
+  // leaves g as the input gradient (dtype: the parameters' gradients).
+  void group_norm_gradient(Steps& out, Value& g, std::uint64_t samples, std::uint64_t channels,
+                           std::uint64_t groups, trace::DType dtype);
   // ReLU in place on `v`, and its gradient g x (y > 0) (y already on g's layout).
   void relu(Steps& out, Value& v);
   void relu_gradient(Steps& out, Value& g);

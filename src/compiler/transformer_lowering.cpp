@@ -748,6 +748,7 @@ class StageProgram {
       case graph::Op::kConv:  // a CNN's ops: no transformer sub-layer is one
       case graph::Op::kDwconv:
       case graph::Op::kBatchNorm:
+      case graph::Op::kGroupNorm:
       case graph::Op::kRelu:
       case graph::Op::kSwish:
       case graph::Op::kSigmoid:

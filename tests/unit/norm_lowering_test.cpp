@@ -7,8 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
 
 #include "compiler/ipu_builder.hpp"
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/system.hpp"
+#include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim::compiler {
@@ -83,6 +89,154 @@ TEST(NormLowering, ReluIsItsOwnComputeSetUnderPopnnAndPendingWhenFused) {
   // Inference folds the statistics into a scale and shift, pending either way.
   EXPECT_EQ(popnn.norms.batch_norm_inference(popnn.x).pending,
             (std::vector<Op>{Op::kMul, Op::kAdd}));
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler {
+namespace {
+
+// 2 samples x 64 positions by 64 channels in blocks of 32 positions x 16 channels: 4 position
+// blocks by 4 channel blocks, 16 tiles.
+Layout two_samples() {
+  Layout l;
+  l.dtype = trace::DType::kHalf;
+  l.positions = 128;
+  l.channels = 64;
+  l.positions_per_tile = 32;
+  l.chans_per_tile = 16;
+  return l;
+}
+
+TEST(GroupNormView, EachSamplesGroupIsOneStatisticOverTheTilesHoldingIt) {
+  // 2 groups of 32 channels: 2 x 2 = 4 statistics, each over 32 channels x 64 positions =
+  // 2,048 elements. A tile's block (32 positions of one sample, 16 channels of one group) is
+  // 512 elements of one statistic, so each statistic is spread over 2 x 2 = 4 tiles.
+  const Layout v = group_norm_view(two_samples(), 2, 2);
+  EXPECT_EQ(v.channels, 4u);
+  EXPECT_EQ(v.positions, 2048u);
+  EXPECT_EQ(v.positions_per_tile, 512u);
+  EXPECT_EQ(v.chans_per_tile, 1u);
+  EXPECT_EQ(v.channel_sharers(), 4u);
+  EXPECT_EQ(v.tiles(), 16u);
+  // One tile holding everything: its 4 statistics whole, 64 x 32 elements each.
+  Layout one = two_samples();
+  one.positions_per_tile = 128;
+  one.chans_per_tile = 64;
+  const Layout w = group_norm_view(one, 2, 2);
+  EXPECT_EQ(w.chans_per_tile, 4u);
+  EXPECT_EQ(w.positions_per_tile, 2048u);
+  EXPECT_EQ(w.tiles(), 1u);
+}
+
+// The bytes of the partials exchanged by `out`'s reduction stages.
+std::uint64_t stage_bytes(const trace::IpuProgram& p, const Steps& out) {
+  std::uint64_t bytes = 0;
+  for (const auto& s : out)
+    if (s.kind == StepKind::kExchange &&
+        p.exchanges[s.index].name.find("/stage") != std::string::npos)
+      for (const auto& t : p.exchanges[s.index].transfers) bytes += t.bytes * t.count;
+  return bytes;
+}
+
+TEST(NormLowering, GroupNormStatisticsArePerSampleAndGroupAndNeverSharedOverReplicas) {
+  for (const bool popnn : {true, false}) {
+    Fixture f(popnn, /*group=*/4);  // a batch-norm group does not apply to group norm
+    const Value x{two_samples(), {}, {}};
+    Steps out;
+    f.norms.group_norm(out, x, 2, 64, 2, /*statistics=*/true);
+    EXPECT_EQ(count(out, StepKind::kCollective), 0u);
+    // The first compute set reduces each tile's 512 elements of its one statistic to a sum and
+    // a sum of squares (2 outputs); then 3 of each statistic's 4 tiles send their 2 float
+    // partials to the first: 4 x 3 x 8 = 96 B.
+    ASSERT_EQ(out.front().kind, StepKind::kCompute);
+    const auto& v = f.program.compute_sets[out.front().index].vertices.front();
+    EXPECT_EQ(v.codelet, trace::Codelet::kReduce);
+    EXPECT_EQ(v.params[trace::slot::kReduceInputs], 512);
+    EXPECT_EQ(v.params[trace::slot::kReduceOutputs], 2);
+    EXPECT_EQ(stage_bytes(f.program, out), 96u);
+  }
+  // Cached statistics (a recomputation): no reduction.
+  Fixture f(true);
+  Steps cached;
+  f.norms.group_norm(cached, Value{two_samples(), {}, {}}, 2, 64, 2, /*statistics=*/false);
+  EXPECT_EQ(stage_bytes(f.program, cached), 0u);
+}
+
+TEST(NormLowering, GroupNormGradientReducesPerChannelForGammaAndPerStatisticForTheInput) {
+  // popnn: the parameter gradients reduce x_hat g and g per channel (16 channels a tile, 32
+  // positions each: outputs 2 x 16, inputs 32), the input gradient per statistic (outputs 2,
+  // inputs 512); the fused lowering the same two reductions and the rest pending.
+  for (const bool popnn : {true, false}) {
+    Fixture f(popnn);
+    Value g{two_samples(), {}, {}};
+    Steps out;
+    f.norms.group_norm_gradient(out, g, 2, 64, 2, trace::DType::kHalf);
+    std::vector<std::pair<std::int64_t, std::int64_t>> reductions;  // (outputs, inputs)
+    for (const auto& s : out)
+      if (s.kind == StepKind::kCompute)
+        for (const auto& vx : f.program.compute_sets[s.index].vertices)
+          if (vx.codelet == trace::Codelet::kReduce &&
+              f.program.compute_sets[s.index].name.find("/local") != std::string::npos)
+            reductions.emplace_back(vx.params[trace::slot::kReduceOutputs],
+                                    vx.params[trace::slot::kReduceInputs]);
+    EXPECT_EQ(reductions, (std::vector<std::pair<std::int64_t, std::int64_t>>{{32, 32}, {2, 512}}))
+        << (popnn ? "popnn" : "fused");
+    EXPECT_EQ(g.pending.empty(), popnn);
+  }
+}
+
+ModelDef tiny_gn_model(const std::string& norm_groups) {
+  const std::string file = ::testing::TempDir() + "/gn_tiny.yaml";
+  std::ofstream(file) << "model:\n  name: gn\n  family: cnn\n"
+                         "  input: {height: 8, width: 8, channels: 3}\n  classes: 10\n"
+                      << norm_groups
+                      << "layers:\n"
+                         "  - {name: c1, op: conv, out: 32, kernel: 3}\n"
+                         "  - {name: gn1, op: groupnorm}\n"
+                         "  - {name: r1, op: relu}\n"
+                         "  - {name: pool, op: avgpool}\n"
+                         "  - {name: fc, op: fc, out: 10}\n"
+                         "  - {name: loss, op: softmax_loss}\n";
+  return load_model(file);
+}
+
+TEST(CompilerCnn, GroupNormLayersCountTheirScaleAndShiftAndNeedTheirGroups) {
+  // conv 3 x 3 x 3 x 32 = 864, group norm gamma and beta 2 x 32 = 64, fc 32 x 10 + 10 = 330.
+  EXPECT_EQ(parameter_count(tiny_gn_model("  norm_groups: 4\n")), 864u + 64 + 330);
+  const auto error_of = [](const std::string& groups) -> std::string {
+    try {
+      parameter_count(tiny_gn_model(groups));
+    } catch (const ipusim::ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of("").find("model.norm_groups: missing required key: layer 'gn1' is a "
+                              "groupnorm"),
+            std::string::npos)
+      << error_of("");
+  EXPECT_NE(error_of("  norm_groups: 5\n")
+                .find("layer 'gn1': groupnorm: model.norm_groups (5) must divide its 32 channels"),
+            std::string::npos)
+      << error_of("  norm_groups: 5\n");
+  // A training step compiles with either lowering, the group norm in its forward and backward.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  for (const char* lowering : {"popnn", "fused"}) {
+    const LoadedRun run =
+        load_run(dir + "resnet_tiny-pod16.yaml",
+                 {std::string("run.norm_lowering=") + lowering, "run.recompute_checkpoints=none"});
+    const auto system = ipusim::load_system(run.run.system_file);
+    const trace::Trace t = compile(tiny_gn_model("  norm_groups: 4\n"), run.run, system.spec);
+    std::set<trace::Pass> passes;
+    for (const auto& cs : t.ipus[0].compute_sets)
+      if (std::find(cs.provenance.layers.begin(), cs.provenance.layers.end(), "gn1") !=
+          cs.provenance.layers.end())
+        passes.insert(cs.provenance.pass);
+    EXPECT_TRUE(passes.contains(trace::Pass::kForward)) << lowering;
+    EXPECT_TRUE(passes.contains(trace::Pass::kDataGradient)) << lowering;
+  }
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ struct ModelDef {
   // cnn (and an image transformer's input)
   std::uint64_t height = 0, width = 0, channels = 0, classes = 0;
   std::uint64_t depthwise_group_size = 1;  // a dwconv's channels per group (1: depthwise)
+  std::uint64_t norm_groups = 0;           // a groupnorm layer's groups (0: none given)
   std::vector<Layer> layers;
   // transformer
   std::uint64_t encoder_layers = 0, hidden = 0, heads = 0, ffn = 0, vocabulary = 0, sequence = 0,

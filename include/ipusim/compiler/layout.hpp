@@ -74,6 +74,15 @@ Layout conv_output_layout(const ChipSpec& chip, const plan::ConvArgs& args,
 // with all its channels; otherwise the blocks keep their sizes and tiles in another order.
 Layout channel_view(const Layout& grouped, std::uint64_t groups);
 
+// Group norm's view of an activation `x` of `samples` samples (poplibs lib/popnn/GroupNorm.cpp,
+// groupActs): one "channel" per statistic, samples x groups of them, each over its group's
+// channels at one sample's positions (channels / groups x positions / samples elements). Each
+// tile keeps its block: a block within one sample and one group holds part of one statistic; a
+// block of whole samples or groups holds whole statistics, several. The number of tiles sharing
+// a statistic (a reduction's fan-in) is exact when blocks nest in samples and groups or hold
+// whole ones; the tiles are numbered in the view's own block order.
+Layout group_norm_view(const Layout& x, std::uint64_t samples, std::uint64_t groups);
+
 // The input a planned conv wants (createInput, §1.7): its row blocks by in-channel blocks,
 // each block held once (by the block's first out-channel tile).
 Layout conv_input_layout(const ChipSpec& chip, const plan::ConvArgs& args,

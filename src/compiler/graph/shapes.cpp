@@ -85,6 +85,14 @@ void shape_rule(const ModelDef& m, Node& c, const Shape* other) {
     case Op::kBatchNorm:
       c.params = 2 * c.in.c;  // gamma and beta
       return;
+    case Op::kGroupNorm:
+      if (m.norm_groups == 0 || c.in.c % m.norm_groups != 0)
+        throw ConfigError(fmt::format(
+            "{}: layer '{}': groupnorm: model.norm_groups ({}) must divide its {} channels "
+            "(from '{}')",
+            where(m, l), l.name, m.norm_groups, c.in.c, c.input));
+      c.params = 2 * c.in.c;  // gamma and beta, per channel
+      return;
     case Op::kScale:
       check_scale(m, c, *other);
       return;

@@ -23,6 +23,7 @@ enum class Op : std::uint8_t {
   kConv,
   kDwconv,
   kBatchNorm,
+  kGroupNorm,
   kRelu,
   kSwish,
   kSigmoid,
@@ -50,7 +51,7 @@ enum class Weights : std::uint8_t {
   kNone,
   kConv,        // a conv kernel on the layout its forward conv creates (createWeights)
   kMatmul,      // an fc matrix on its matmul's weight layout, and a bias
-  kScaleShift,  // batch norm's gamma and beta, on the linear mapping
+  kScaleShift,  // batch or group norm's gamma and beta, on the linear mapping
 };
 
 // The model family an op belongs to: a CNN model file lists its ops (layers); a transformer's
@@ -86,6 +87,10 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::kDwconv, "dwconv", trace::OpKind::kConv, "", OutChannels::kOptional, true, true,
      Weights::kConv, true},
     {Op::kBatchNorm, "batchnorm", trace::OpKind::kBatchNorm, "", OutChannels::kNone, false, false,
+     Weights::kScaleShift, false},
+    // popnn's group norm (model.norm_groups groups), through the same poplin norm functions as
+    // batch norm: its steps carry the batch_norm kind.
+    {Op::kGroupNorm, "groupnorm", trace::OpKind::kBatchNorm, "", OutChannels::kNone, false, false,
      Weights::kScaleShift, false},
     {Op::kRelu, "relu", trace::OpKind::kElementwise, "", OutChannels::kNone, false, false,
      Weights::kNone, false},
