@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pipelined CNNs (run.pipeline_splits, issue 26 item 1): the layers each IPU of a replica runs,
 // what the inter-IPU copy carries, the shared pipeline schedule, recomputation of stashed
-// stages, memory and the run file's errors. Expected values are worked out by hand from
-// tests/data/workloads/resnet_tiny.yaml (32 x 32 images, micro-batch 8, half).
+// stages, memory and the run file's errors; and the G16-GN EfficientNets the example pipelines.
+// Expected values are worked out by hand from tests/data/workloads/resnet_tiny.yaml (32 x 32
+// images, micro-batch 8, half).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -29,6 +30,14 @@ trace::Trace compile_split(const std::string& split, std::vector<std::string> mo
                                "run.pipeline_splits=" + split};
   set.insert(set.end(), more.begin(), more.end());
   const LoadedRun run = load_run(kRun, set);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  return compile(model, run.run, system.spec);
+}
+
+// A shipped run config, compiled.
+trace::Trace compile_run_file(const std::string& name) {
+  const LoadedRun run = load_run(std::string(IPUSIM_SOURCE_DIR) + "/configs/runs/" + name);
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
   return compile(model, run.run, system.spec);
@@ -250,6 +259,49 @@ TEST(GraphStages, CrossingTensorsAreThoseReadAcrossTheBoundary) {
   EXPECT_EQ(graph::crossing_elements(nodes, index("b1/0/add")), 2u * 32 * 32 * 64);
   EXPECT_TRUE(graph::crossing(nodes, 0).empty());
   EXPECT_TRUE(graph::crossing(nodes, nodes.size()).empty());
+}
+
+TEST(CompilerCnn, G16GnEfficientNetsFollowTheirRuleFromThePublishedModels) {
+  // models/efficientnet_b{0,4}_g16_gn.yaml (graphcore/examples create_efficientnet with
+  // expand_ratio 4, group_dim 16, group norm of 4 groups) against the published files, layer
+  // by layer: the same layers, every batchnorm a groupnorm, the MBConv6 blocks' expand conv
+  // and squeeze-and-excitation expand fc at 4 / 6 of the channels (stage 1 has no expansion),
+  // every dwconv 16 channels a group but B4's s1/1/dw (24 channels: max(24 // 16, 1) = 1
+  // group of 24).
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/models/";
+  for (const char* b : {"b0", "b4"}) {
+    const ModelDef pub = load_model(dir + "efficientnet_" + b + ".yaml");
+    const ModelDef g16 = load_model(dir + "efficientnet_" + b + "_g16_gn.yaml");
+    EXPECT_EQ(g16.norm_groups, 4u);
+    EXPECT_EQ(g16.depthwise_group_size, 16u);
+    ASSERT_EQ(pub.layers.size(), g16.layers.size()) << b;
+    for (std::size_t i = 0; i < pub.layers.size(); ++i) {
+      const Layer &p = pub.layers[i], &g = g16.layers[i];
+      ASSERT_EQ(p.name, g.name);
+      EXPECT_EQ(g.op, p.op == graph::Op::kBatchNorm ? graph::Op::kGroupNorm : p.op) << g.name;
+      const bool expansion = !p.name.starts_with("s1/") &&
+                             (p.name.ends_with("/expand") || p.name.ends_with("/se_expand"));
+      EXPECT_EQ(g.out, expansion ? p.out * 4 / 6 : p.out) << g.name;
+      if (g.op == graph::Op::kDwconv)
+        EXPECT_EQ(g.group_size, g.name == "s1/1/dw" && std::string(b) == "b4" ? 24u : 16u)
+            << g.name;
+    }
+  }
+}
+
+TEST(CompilerCnnPipeline, TheExamplesB4SplitPutsStagesOneToThreeOnIpuZero) {
+  // efficientnet-b4-g16-gn-pod16: split at blocks/3/0/bn2 (s4/0/dw_bn): IPU 0 runs the stem
+  // and stages 1-3 and stage 4's first expand and grouped conv; IPU 1 the rest. What crosses
+  // is the grouped conv's output only (the block's input is not read past it: no residual in
+  // a stride-2 first block): 4 images x 24 x 24 (380 / 16, rounded up) x 224 channels (56 x 4)
+  // halves.
+  const trace::Trace t = compile_run_file("efficientnet-b4-g16-gn-pod16.yaml");
+  ASSERT_EQ(t.ipus.size(), 2u);
+  const auto on0 = layers_of(t.ipus[0]), on1 = layers_of(t.ipus[1]);
+  EXPECT_TRUE(on0.count("s4/0/dw"));
+  EXPECT_FALSE(on0.count("s4/0/dw_bn"));
+  EXPECT_TRUE(on1.count("s4/0/dw_bn"));
+  EXPECT_EQ(t.global_exchanges[0].copies[0].bytes, 4u * 24 * 24 * 224 * 2);
 }
 
 }  // namespace
