@@ -75,6 +75,15 @@ TEST(Workload, EveryShippedRunConfigCompilesForItsSystem) {
                           ".yaml --out " + dir.file("t.itb"));
     EXPECT_NE(c.out.find("for IPU-POD16: 4 replica(s) x 4 IPU(s)"), std::string::npos) << c.out;
   }
+  // And the CNNs of vision/cnns/pytorch configs.yml: ResNet-50 data parallel, EfficientNet-B4
+  // G16-GN as 8 replicas of a 2-IPU pipeline.
+  for (const auto& [run, shape] :
+       {std::pair{"resnet50-pytorch-pod16", "for IPU-POD16: 16 replica(s) x 1 IPU(s)"},
+        std::pair{"efficientnet-b4-g16-gn-pod16", "for IPU-POD16: 8 replica(s) x 2 IPU(s)"}}) {
+    const auto c = ipusim("compile --run " + source_dir() + "/configs/runs/" + run +
+                          ".yaml --out " + dir.file("t.itb"));
+    EXPECT_NE(c.out.find(shape), std::string::npos) << c.out;
+  }
 }
 
 TEST(Workload, Gpt2MediumOnPod16CompilesRunsAndReportsThroughput) {
