@@ -331,7 +331,13 @@ void parse_tokens(const std::string& file, const YAML::Node& m, ModelDef& def) {
         "{}: model.masked_tokens: an lm head predicts every token (remove the key, or use "
         "head: masked_lm)",
         at(file, m["masked_tokens"])));
-  def.masked_tokens = def.lm_head || def.classifier ? 0 : count(file, m, "masked_tokens", "model");
+  if (def.span_head && m["masked_tokens"])
+    throw ConfigError(fmt::format(
+        "{}: model.masked_tokens: a span head scores every token (remove the key, or use "
+        "head: masked_lm)",
+        at(file, m["masked_tokens"])));
+  def.masked_tokens =
+      def.lm_head || def.classifier || def.span_head ? 0 : count(file, m, "masked_tokens", "model");
   if (def.masked_tokens > def.sequence)
     throw ConfigError(fmt::format(
         "{}: model.masked_tokens: expected at most model.sequence ({}) predicted tokens a "
@@ -373,9 +379,10 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
   def.attention_dropout = choice("attention_dropout", {"true", "false"}) == "true";
   def.attention_mask = choice("attention_mask", {"false", "true"}) == "true";
   def.pre_norm = choice("norm", {"post", "pre"}) == "pre";
-  const std::string head = choice("head", {"masked_lm", "lm", "classifier"});
+  const std::string head = choice("head", {"masked_lm", "lm", "classifier", "span"});
   def.lm_head = head == "lm";
   def.classifier = head == "classifier";
+  def.span_head = head == "span";
   for (const char* key : {"input", "patch", "classes"})
     if (m[key] && !def.classifier)
       throw ConfigError(

@@ -56,9 +56,10 @@ std::uint64_t transformer_embedding_params(const ModelDef& m, std::uint64_t voca
 }
 // The masked-LM head's dense layer, bias, layer norm and output bias (its matmul is tied to
 // the token embedding); an LM head is the tied matmul alone; a classifier's is its matmul and
-// bias.
+// bias, a span head's too (2 outputs: start and end).
 std::uint64_t transformer_head_params(const ModelDef& m) {
   if (m.classifier) return m.hidden * m.classes + m.classes;
+  if (m.span_head) return m.hidden * 2 + 2;
   return m.lm_head ? 0 : m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden;
 }
 // Pre-norm: the final layer norm after the last sub-layer.
@@ -79,21 +80,21 @@ class TransformerLowering {
   }
   std::uint64_t head_params() const { return transformer_head_params(m_); }
   std::uint64_t final_norm_params() const { return transformer_final_norm_params(m_); }
-  // Tokens the head predicts per micro-batch: every token (LM head), the masked ones, or the
-  // class token of each image (classifier).
+  // Tokens the head predicts per micro-batch: every token (LM or span head), the masked ones,
+  // or the class token of each image (classifier).
   // A masked-LM head predicts masked_tokens + max_sequences_per_pack - 1 tokens per pack, the
   // first positions of each (the MLPerf BERT packer puts the masked tokens first and slices
   // max_lm_predictions = 76 + 3 - 1 = 78 per pack).
   std::uint64_t masked() const {
-    if (m_.lm_head) return tokens_;
+    if (m_.lm_head || m_.span_head) return tokens_;
     if (m_.classifier) return packs_;
     return packs_ * (m_.masked_tokens + run_.max_sequences_per_pack - 1);
   }
   std::uint64_t tokens() const { return tokens_; }
-  // Elements of the head's largest live tensor: one slice of the vocabulary scores, or the
-  // class scores.
+  // Elements of the head's largest live tensor: one slice of the vocabulary scores, the class
+  // scores, or the start and end scores.
   std::uint64_t head_elements() const {
-    return masked() * (m_.classifier ? m_.classes : slice_n());
+    return masked() * (m_.classifier ? m_.classes : m_.span_head ? 2 : slice_n());
   }
 
   // The stage's parameters, each matrix on the layout its forward matmul created it with
@@ -137,6 +138,9 @@ class TransformerLowering {
     if (heads && m_.classifier) {
       add("heads/classifier", b_.weights_layout(mm(masked(), m_.classes, h)), 1);
       add("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
+    } else if (heads && m_.span_head) {
+      add("heads/span", b_.weights_layout(mm(tokens_, 2, h)), 1);
+      add("heads/bias", b_.linear(m_.dtype, 1, 2), 1);
     } else if (heads && !m_.lm_head) {
       add("heads/dense", b_.weights_layout(mm(tokens_, h, h)), 1);
       add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1, 4);
@@ -375,6 +379,19 @@ class TransformerLowering {
       vocabulary_fwd(out, x.layout);
       return;
     }
+    if (m_.span_head) {
+      // Every token, where the encoder left it, to a start and an end score (BERT's SQuAD
+      // head, a dense layer of 2 outputs), bias, then a softmax of each score over its
+      // sequence: the sums per sample and score among the tiles holding them (the scores'
+      // view with one statistic per sample and score, as group norm groups channels).
+      head_in_ = x.layout;
+      logits_ = b_.matmul(out, tokens_, 2, m_.hidden, dt, Operand{x.layout, false});
+      const Op bias_exp[] = {Op::kAdd, Op::kExp}, div = Op::kDiv;
+      b_.elementwise(out, logits_, bias_exp);
+      b_.reduce(out, group_norm_view(logits_, packs_, 2), Axis::kPositions, 1, /*broadcast=*/true);
+      b_.elementwise(out, logits_, {&div, 1});
+      return;
+    }
     // The transform (dense, bias, GELU, layer norm) on every token, where the encoder left
     // them, then the predicted rows sliced out for the vocabulary matmul (Graphcore's MLPerf
     // BERT, bert_model.py lm_prediction_head and projection).
@@ -399,11 +416,21 @@ class TransformerLowering {
     }
   }
   // Bytes of one micro-batch's predictions: a 32-bit token id per predicted token (the heads
-  // compute the vocabulary scores on the IPU; only the chosen ids go back).
+  // compute the vocabulary scores on the IPU; only the chosen ids go back), or a span head's
+  // two 16-bit scores per token.
   std::uint64_t output_bytes() const { return masked() * 4; }
   void heads_bwd(Steps& out, Value& g) {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
+    if (m_.span_head) {
+      // softmax - labels, the bias gradient, the dense layer's data and weight gradients.
+      const Op sub = Op::kSub;
+      b_.elementwise(out, logits_, {&sub, 1});
+      b_.reduce(out, logits_, Axis::kPositions, 1, /*broadcast=*/false);
+      const Layout w = b_.weights_layout(mm(tokens_, 2, m_.hidden));
+      g = Value{matmul_bwd(out, tokens_, 2, m_.hidden, head_in_, w, logits_, true), {}};
+      return;
+    }
     if (m_.classifier) {
       const Op sub = Op::kSub;  // softmax - labels
       b_.elementwise(out, logits_, {&sub, 1});
@@ -568,22 +595,22 @@ struct Pipeline {
         acts(r.micro_batch * model.sequence * model.hidden * eb),
         // The pipeline schedule (pipeline.hpp) with the tied heads on IPU 0: the forward stages
         // are IPU 0's embedding (0), IPU 1 .. p-1 (1 .. p-1) and IPU 0's last layers, heads and
-        // loss (L = p), so 2p + 1 stages and GA + 2p cycles; with a classifier on the last IPU,
-        // L = p - 1 and GA + 2p - 2 cycles.
-        loss_stage(pipelined ? (model.classifier ? p - 1 : p) : 0),
+        // loss (L = p), so 2p + 1 stages and GA + 2p cycles; with a classifier or a span head on
+        // the last IPU, L = p - 1 and GA + 2p - 2 cycles.
+        loss_stage(pipelined ? (model.head_on_last_ipu() ? p - 1 : p) : 0),
         training_cycles(pipeline_cycles(r.gradient_accumulation, loss_stage)),
         clip(r.clip_gradients && !r.inference) {
     for (std::uint32_t i = 0; i < (pipelined ? p : 1); ++i) stage_ipus.push_back(i);
-    if (pipelined && !model.classifier) stage_ipus.push_back(0);
+    if (pipelined && !model.head_on_last_ipu()) stage_ipus.push_back(0);
   }
 
   // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0 (the tied head on IPU 0);
-  // gradients the other way. A classifier's head is on the last IPU, so its ring is open.
+  // gradients the other way. A classifier's or span head is on the last IPU: its ring is open.
   std::vector<trace::GlobalExchange> stage_copies() const {
     if (!pipelined) return {};
     const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
     trace::GlobalExchange fwd{"stage_activations", {}, copy}, bwd{"stage_gradients", {}, copy};
-    for (std::uint32_t i = 0; i < (m.classifier ? p - 1 : p); ++i) {
+    for (std::uint32_t i = 0; i < (m.head_on_last_ipu() ? p - 1 : p); ++i) {
       fwd.copies.push_back({i, (i + 1) % p, acts});
       bwd.copies.push_back({(i + 1) % p, i, acts});
     }
@@ -627,7 +654,7 @@ class StageProgram {
         n_ffn_(pl.run.placement[ipu].second),
         first_(ipu == 0),
         last_(ipu + 1 == pl.p),
-        heads_(pl.m.classifier ? last_ : first_),  // a tied head sits with the embedding
+        heads_(pl.m.head_on_last_ipu() ? last_ : first_),  // a tied head sits with the embedding
         blocks_(graph::stage_blocks(pl.m, pl.run, ipu)) {}
 
   // Forward only, weights resident: one batch per replica through the pipeline (its cycles:
@@ -784,7 +811,7 @@ class StageProgram {
   // The blocks of forward stage `s` this IPU holds: all its blocks, or, on IPU 0 of a pipeline
   // with tied heads, the embedding (stage 0) or the rest (the loss stage).
   std::pair<bool, bool> part(std::uint32_t s) const {
-    const bool split = first_ && pl_.pipelined && !m_.classifier;
+    const bool split = first_ && pl_.pipelined && !m_.head_on_last_ipu();
     return split ? std::pair{s == 0, s != 0} : std::pair{true, true};
   }
 

@@ -1034,6 +1034,45 @@ TEST(CompilerVit, ClassifierSitsOnTheLastStageAndThePipelineRingIsOpen) {
   EXPECT_EQ(copies[1].dst, 0u);
 }
 
+TEST(CompilerSquad, SpanHeadSitsOnTheLastStageWithItsParameters) {
+  // BERT-Base for SQuAD by hand: embeddings (30,522 + 512 positions + 2 token types) x 768 +
+  // their layer norm 1,536 = 23,837,184; a layer's attention 4 x 768^2 + 4 x 768 + 1,536 =
+  // 2,363,904 and FFN 2 x 768 x 3,072 + 768 + 3,072 + 1,536 = 4,723,968, twelve layers
+  // 85,054,464; the span head 768 x 2 + 2 = 1,538: 108,893,186 (BertForQuestionAnswering
+  // without the unused pooler).
+  const ModelDef m = load_model(std::string(IPUSIM_SOURCE_DIR) + "/models/bert_base_squad.yaml");
+  EXPECT_EQ(parameter_count(m), 108893186u);
+  EXPECT_TRUE(m.span_head && m.head_on_last_ipu());
+  // squad_base_384: the embeddings alone on IPU 0, the head after the last layer on IPU 3; the
+  // pipeline is a line: activations 0 -> 1 -> 2 -> 3, gradients back, nothing from 3 to 0.
+  const trace::Trace t =
+      compile_run(std::string(IPUSIM_SOURCE_DIR) + "/configs/runs/bert-base-squad-pod16.yaml");
+  ASSERT_EQ(t.ipus.size(), 4u);
+  EXPECT_TRUE(has_layer(t.ipus[0], "embedding"));
+  EXPECT_TRUE(has_layer(t.ipus[3], "heads"));
+  for (std::uint32_t i = 0; i < 3; ++i) EXPECT_FALSE(has_layer(t.ipus[i], "heads")) << i;
+  ASSERT_EQ(t.global_exchanges.size(), 1u);
+  const auto& copies = t.global_exchanges[0].copies;
+  ASSERT_EQ(copies.size(), 6u);
+  for (const auto& c : copies) {
+    EXPECT_EQ(c.bytes, 1u * 384 * 768 * 2);  // micro-batch 1 x 384 tokens x 768 halves
+    EXPECT_FALSE(c.src == 3 && c.dst == 0);
+  }
+  // A span head scores every token: masked tokens are an error.
+  const std::string file = ::testing::TempDir() + "/span_masked.yaml";
+  std::ofstream(file) << "model:\n  name: s\n  family: transformer\n  layers: 1\n  hidden: 8\n"
+                         "  heads: 2\n  ffn: 16\n  vocabulary: 10\n  sequence: 4\n"
+                         "  masked_tokens: 2\n  head: span\n";
+  try {
+    load_model(file);
+    FAIL() << "expected an error";
+  } catch (const ipusim::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.masked_tokens: a span head scores every token"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CompilerPipeline, CyclesFollowPopartsStagesWithPartialFillAndFlush) {
   // vit_tiny: a classifier on a 2-IPU pipeline, so the loss stage is IPU 1's (L = 1): IPU 0's
   // forward is stage 0, IPU 1's forward and backward stage 1, IPU 0's backward stage 2 (PopART:

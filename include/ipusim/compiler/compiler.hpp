@@ -62,6 +62,11 @@ struct ModelDef {
   // `patch` patches, embedded by one matmul, with a class token in front; the head classifies
   // the class token into `classes`.
   bool classifier = false;
+  // A span head (question answering, BERT's SQuAD fine-tuning): a start and an end score for
+  // every token, each softmaxed over its sequence.
+  bool span_head = false;
+  // The head runs on the last IPU of a pipeline (no tied embedding), so the ring is open.
+  bool head_on_last_ipu() const { return classifier || span_head; }
   std::uint64_t patch = 0;
   std::uint64_t patches() const { return patch == 0 ? 0 : (height / patch) * (width / patch); }
   std::uint64_t token_types = 2;          // segment embeddings

@@ -28,7 +28,7 @@ std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::ui
     if (i < n_ffn) add(Op::kFfn, ffn0 + i);
   }
   if (last && m.pre_norm) add(Op::kFinalNorm);
-  if (m.classifier ? last : first) add(Op::kHeads);
+  if (m.head_on_last_ipu() ? last : first) add(Op::kHeads);
   return out;
 }
 

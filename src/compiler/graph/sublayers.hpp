@@ -28,7 +28,7 @@ struct Block {
 // The sub-layers IPU `ipu` of a replica runs, in forward order: the embedding on IPU 0; its
 // placement's attention and FFN sub-layers, numbered over the whole model, alternating while
 // both last; the final norm of a pre-norm model on the last IPU; the heads with the embedding
-// (tied) or, for a classifier, on the last IPU.
+// (tied) or, for a classifier or a span head, on the last IPU.
 std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::uint32_t ipu);
 
 }  // namespace ipusim::compiler::graph
