@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "ipusim/util/error.hpp"
@@ -57,15 +58,27 @@ Layout channel_view(const Layout& grouped, std::uint64_t groups) {
   return v;
 }
 
+namespace {
+
+// A dimension in blocks of `block` elements, seen per part of `part` elements: the elements of
+// one part a block holds and the parts it holds. A block within a part is widened to cut the
+// part into equal blocks, never more of them than `block` made (so a view never needs more
+// tiles than the layout has); a block of several parts holds whole ones.
+std::pair<std::uint64_t, std::uint64_t> per_part(std::uint64_t block, std::uint64_t part) {
+  if (block >= part) return {part, ceil_div(block, part)};
+  return {ceil_div(part, part / block), 1};
+}
+
+}  // namespace
+
 Layout group_norm_view(const Layout& x, std::uint64_t samples, std::uint64_t groups) {
-  const std::uint64_t per_sample = x.positions / samples, per_group = x.channels / groups;
+  const auto [positions, samples_per_tile] = per_part(x.positions_per_tile, x.positions / samples);
+  const auto [channels, groups_per_tile] = per_part(x.chans_per_tile, x.channels / groups);
   Layout v = x;
   v.channels = samples * groups;
-  v.positions = per_group * per_sample;
-  v.positions_per_tile =
-      std::min(x.positions_per_tile, per_sample) * std::min(x.chans_per_tile, per_group);
-  v.chans_per_tile =
-      ceil_div(x.positions_per_tile, per_sample) * ceil_div(x.chans_per_tile, per_group);
+  v.positions = (x.channels / groups) * (x.positions / samples);
+  v.positions_per_tile = positions * channels;
+  v.chans_per_tile = samples_per_tile * groups_per_tile;
   v.channels_outer = false;
   return v;
 }

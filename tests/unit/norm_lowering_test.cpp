@@ -128,6 +128,28 @@ TEST(GroupNormView, EachSamplesGroupIsOneStatisticOverTheTilesHoldingIt) {
   EXPECT_EQ(w.chans_per_tile, 4u);
   EXPECT_EQ(w.positions_per_tile, 2048u);
   EXPECT_EQ(w.tiles(), 1u);
+  // Blocks that straddle samples (60 positions of a 196-position sample, 106 samples) are
+  // widened to 3 equal parts a sample, ceil(196 / 3) = 66 positions: 318 position blocks where
+  // the layout has ceil(106 x 196 / 60) = 347, never more tiles than the layout's.
+  Layout straddling;
+  straddling.positions = 106 * 196;
+  straddling.channels = 16;
+  straddling.positions_per_tile = 60;
+  straddling.chans_per_tile = 16;
+  const Layout s = group_norm_view(straddling, 106, 4);
+  EXPECT_EQ(s.positions_per_tile, 66u * 4);
+  EXPECT_EQ(s.channel_sharers(), 3u);
+  EXPECT_EQ(s.tiles(), 318u);
+  EXPECT_LE(s.tiles(), straddling.tiles());
+  for (const std::uint64_t ppt : {1, 7, 50, 97, 196, 300, 1000})
+    for (const std::uint64_t cpt : {1, 3, 4, 8, 16}) {
+      Layout l;
+      l.positions = 106 * 196;
+      l.channels = 16;
+      l.positions_per_tile = ppt;
+      l.chans_per_tile = cpt;
+      EXPECT_LE(group_norm_view(l, 106, 4).tiles(), l.tiles()) << ppt << " x " << cpt;
+    }
 }
 
 // The bytes of the partials exchanged by `out`'s reduction stages.

@@ -80,7 +80,9 @@ Layout channel_view(const Layout& grouped, std::uint64_t groups);
 // tile keeps its block: a block within one sample and one group holds part of one statistic; a
 // block of whole samples or groups holds whole statistics, several. The number of tiles sharing
 // a statistic (a reduction's fan-in) is exact when blocks nest in samples and groups or hold
-// whole ones; the tiles are numbered in the view's own block order.
+// whole ones (a block straddling samples or groups is widened to cut each into equal parts, so
+// the view never has more blocks than `x`); the tiles are numbered in the view's own block
+// order.
 Layout group_norm_view(const Layout& x, std::uint64_t samples, std::uint64_t groups);
 
 // The input a planned conv wants (createInput, §1.7): its row blocks by in-channel blocks,
