@@ -17,6 +17,7 @@
 #include "ipusim/config/system.hpp"
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/util/error.hpp"
+#include "pipeline_loops.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim::compiler {
@@ -1086,16 +1087,7 @@ TEST(CompilerPipeline, CyclesFollowPopartsStagesWithPartialFillAndFlush) {
       load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/vit_tiny-pod16.yaml");
   const std::uint64_t ga = run.run.gradient_accumulation;
   ASSERT_GE(ga, 3u);
-  // The pipeline's loops: those ending with the cycle's inter-IPU copy (the weight update's
-  // loops over equal tensors have none).
-  const auto loops = [](const trace::IpuProgram& p) {
-    std::vector<std::uint64_t> counts;
-    for (const auto& s : p.steps)
-      if (s.kind == StepKind::kRepeat && !s.body.empty() &&
-          s.body.back().kind == StepKind::kGlobalExchange)
-        counts.push_back(s.count);
-    return counts;
-  };
+  const auto loops = ipusim::testing::pipeline_loop_counts;
   // IPU 0: [0, 2) forward, [2, GA) both, [GA, GA + 2) backward.
   EXPECT_EQ(loops(t.ipus[0]), (std::vector<std::uint64_t>{2, ga - 2, 2}));
   // IPU 1: [0, 1) idle, [1, GA + 1) its one stage, [GA + 1, GA + 2) idle.
