@@ -56,6 +56,7 @@ class CnnLowering {
         first_(stage.first),
         last_(stage.second),
         stashed_(stashed),
+        inputs_(graph::crossing(layers_, first_)),
         n_(run.micro_batch),
         all_tiles_(all_tiles) {
     if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
@@ -79,8 +80,7 @@ class CnnLowering {
     }
     // A later stage's inputs arrive by the inter-IPU copy (the pipeline's global exchange,
     // before this cycle), each on the layout its first reader here wants.
-    for (const std::size_t p : graph::crossing(layers_, first_))
-      fwd_[layers_[p].layer->name] = Value{arrival_layout(p), {}};
+    for (const std::size_t p : inputs_) fwd_[layers_[p].layer->name] = Value{arrival_layout(p), {}};
     body_.spans.assign(layers_.size(), graph::Spans{});
     for (std::size_t i = first_; i < last_; ++i) {
       body_.spans[i].fwd.first = out.size();
@@ -133,7 +133,7 @@ class CnnLowering {
       }
     }
     // The gradients of this stage's inputs, materialised for the copy to the stage before.
-    for (const std::size_t p : graph::crossing(layers_, first_)) {
+    for (const std::size_t p : inputs_) {
       auto it = grads_.find(layers_[p].layer->name);
       if (it != grads_.end()) flush(out, it->second);
     }
@@ -614,9 +614,10 @@ class CnnLowering {
   const RunConfig& run_;
   IpuBuilder& b_;
   NormLowering norms_;
-  std::vector<Node> layers_;  // every node of the model
-  std::size_t first_, last_;  // this IPU's stage: [first_, last_) of layers_
-  bool stashed_;              // its forward and backward run in different cycles
+  std::vector<Node> layers_;         // every node of the model
+  std::size_t first_, last_;         // this IPU's stage: [first_, last_) of layers_
+  bool stashed_;                     // its forward and backward run in different cycles
+  std::vector<std::size_t> inputs_;  // what it reads from earlier stages (graph::crossing)
   std::uint64_t n_;
   std::uint32_t all_tiles_;                // the chip's tiles, I/O tiles included
   std::map<std::string, Value> fwd_;       // forward values by producing layer
@@ -625,23 +626,17 @@ class CnnLowering {
   std::vector<graph::GradientStep> flow_;  // training: each layer's backward (graph::gradient_flow)
 };
 
-// The pipeline's inter-IPU copy (global exchange 0), as PopART merges it (transformer
-// lowering): each boundary's crossing tensors (graph::crossing), one micro-batch of them, from
-// IPU k - 1 to IPU k, and in training their gradients back.
-std::vector<trace::GlobalExchange> cnn_stage_copies(const std::vector<Node>& nodes,
-                                                    const std::vector<graph::Segment>& ranges,
-                                                    const RunConfig& run, DType dtype) {
-  const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
-  trace::GlobalExchange both{run.inference ? "stage_activations" : "stage_copies", {}, copy};
-  std::vector<trace::IpuCopy> back;
-  for (std::uint32_t k = 1; k < ranges.size(); ++k) {
-    const std::uint64_t bytes = run.micro_batch * graph::crossing_elements(nodes, ranges[k].first) *
-                                trace::dtype_bytes(dtype);
-    both.copies.push_back({k - 1, k, bytes});
-    back.push_back({k, k - 1, bytes});
-  }
-  if (!run.inference) both.copies.insert(both.copies.end(), back.begin(), back.end());
-  return {both};
+// The pipeline's inter-IPU copy (pipeline_copies): each boundary's crossing tensors
+// (graph::crossing), one micro-batch of them, from IPU k - 1 to IPU k.
+trace::GlobalExchange cnn_stage_copies(const std::vector<Node>& nodes,
+                                       const std::vector<graph::Segment>& ranges,
+                                       const RunConfig& run, DType dtype) {
+  std::vector<trace::IpuCopy> forward;
+  for (std::uint32_t k = 1; k < ranges.size(); ++k)
+    forward.push_back({k - 1, k,
+                       run.micro_batch * graph::crossing_elements(nodes, ranges[k].first) *
+                           trace::dtype_bytes(dtype)});
+  return pipeline_copies(forward, !run.inference);
 }
 
 // One IPU's program after its pipeline loops: inference, its resident weights and activations;
@@ -754,7 +749,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   std::iota(stage_ipus.begin(), stage_ipus.end(), 0U);
   const std::uint64_t ga = run.gradient_accumulation;
   const std::uint64_t cycles = run.inference ? ga + p - 1 : pipeline_cycles(ga, p - 1);
-  if (pipelined) t.global_exchanges = cnn_stage_copies(nodes, ranges, run, m.dtype);
+  if (pipelined) t.global_exchanges = {cnn_stage_copies(nodes, ranges, run, m.dtype)};
   IpuBuilder::PlanCache plan_cache;  // stages may plan the same shapes
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
@@ -763,7 +758,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
                  run.rearrangements);
     b.set_coeff_load_bits(run.conv_unit_load_bits);
     b.record_plans(plans, ipu);
-    if (pipelined) b.share_plans(&plan_cache);
+    b.share_plans(&plan_cache);
     const bool stashed = pipelined && ipu + 1 < p;
     CnnLowering lower(m, run, b, system.chip.tiles, nodes, ranges[ipu], stashed);
     std::vector<PipelineStage> stages;
@@ -773,7 +768,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
       if (slot.forward) lower.forward_pass(st.steps);
       if (slot.backward) lower.backward_pass(st.steps);
     }
-    for (auto& loop : pipeline_loops(stages, ga, pipelined ? cycles : ga, pipelined))
+    for (auto& loop : pipeline_loops(stages, ga, cycles, pipelined))
       program.steps.push_back(std::move(loop));
     finish_program(lower, run, system, chip, program, b, ipu, p);
   }

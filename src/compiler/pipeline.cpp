@@ -19,6 +19,14 @@ std::vector<StageSlot> ipu_stages(const std::vector<std::uint32_t>& stage_ipus, 
   return out;
 }
 
+trace::GlobalExchange pipeline_copies(const std::vector<trace::IpuCopy>& forward, bool training) {
+  const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
+  trace::GlobalExchange out{training ? "stage_copies" : "stage_activations", forward, copy};
+  if (training)
+    for (const trace::IpuCopy& c : forward) out.copies.push_back({c.dst, c.src, c.bytes});
+  return out;
+}
+
 Steps pipeline_loops(const std::vector<PipelineStage>& stages, std::uint64_t ga,
                      std::uint64_t cycles, bool copy) {
   std::vector<std::uint64_t> cuts{0, cycles};

@@ -38,6 +38,14 @@ struct StageSlot {
 std::vector<StageSlot> ipu_stages(const std::vector<std::uint32_t>& stage_ipus, std::uint32_t ipu,
                                   bool training);
 
+// The pipeline's inter-IPU copy (global exchange 0) from its stage boundaries' forward copies
+// (activations, one micro-batch each): in inference those alone ("stage_activations"); in
+// training PopART merges every cycle's copies, activations forward and each boundary's
+// gradients back (the same bytes, the other way), into one copy that runs every cycle
+// ("stage_copies"; popx/popprograms.cpp, the pipeline's IpuCopy sequence: "outlined across
+// pipelineCycles AND merged across pipelineStages").
+trace::GlobalExchange pipeline_copies(const std::vector<trace::IpuCopy>& forward, bool training);
+
 // One IPU's cycles [0, `cycles`), cut where one of its `stages` starts or ends; each run of
 // identical cycles becomes one repeat loop of the stages active in it, in stage order, then,
 // with `copy`, the cycle's inter-IPU copy (global exchange 0).

@@ -608,19 +608,10 @@ struct Pipeline {
   // gradients the other way. A classifier's or span head is on the last IPU: its ring is open.
   std::vector<trace::GlobalExchange> stage_copies() const {
     if (!pipelined) return {};
-    const trace::Provenance copy{{}, trace::Pass::kPipelineCopy, trace::OpKind::kCopy};
-    trace::GlobalExchange fwd{"stage_activations", {}, copy}, bwd{"stage_gradients", {}, copy};
-    for (std::uint32_t i = 0; i < (m.head_on_last_ipu() ? p - 1 : p); ++i) {
-      fwd.copies.push_back({i, (i + 1) % p, acts});
-      bwd.copies.push_back({(i + 1) % p, i, acts});
-    }
-    if (run.inference) return {fwd};  // no gradients travel back
-    // PopART merges every pipeline cycle's copies, activations forward and gradients back,
-    // into one inter-IPU copy that runs every cycle (popx/popprograms.cpp, the pipeline's
-    // IpuCopy sequence: "outlined across pipelineCycles AND merged across pipelineStages").
-    trace::GlobalExchange both{"stage_copies", fwd.copies, copy};
-    both.copies.insert(both.copies.end(), bwd.copies.begin(), bwd.copies.end());
-    return {both};
+    std::vector<trace::IpuCopy> forward;
+    for (std::uint32_t i = 0; i < (m.head_on_last_ipu() ? p - 1 : p); ++i)
+      forward.push_back({i, (i + 1) % p, acts});
+    return {pipeline_copies(forward, !run.inference)};
   }
 
   // Gradient clipping's two global exchanges: each IPU's weight-tensor norms (4-byte floats,
