@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "compile_helpers.hpp"
 #include "compiler/graph/stages.hpp"
 #include "ipusim/compiler/compiler.hpp"
-#include "ipusim/config/system.hpp"
 #include "ipusim/util/error.hpp"
-#include "pipeline_loops.hpp"
 
 namespace ipusim::compiler {
 namespace {
 
+using ipusim::testing::compile_run;
 using trace::StepKind;
 
 const std::string kRun =
@@ -30,18 +30,7 @@ trace::Trace compile_split(const std::string& split, std::vector<std::string> mo
   std::vector<std::string> set{"run.replicas=8", "run.ipus_per_replica=2",
                                "run.pipeline_splits=" + split};
   set.insert(set.end(), more.begin(), more.end());
-  const LoadedRun run = load_run(kRun, set);
-  const ModelDef model = load_model(run.run.model_file);
-  const auto system = ipusim::load_system(run.run.system_file);
-  return compile(model, run.run, system.spec);
-}
-
-// A shipped run config, compiled.
-trace::Trace compile_run_file(const std::string& name) {
-  const LoadedRun run = load_run(std::string(IPUSIM_SOURCE_DIR) + "/configs/runs/" + name);
-  const ModelDef model = load_model(run.run.model_file);
-  const auto system = ipusim::load_system(run.run.system_file);
-  return compile(model, run.run, system.spec);
+  return compile_run(kRun, set);
 }
 
 // The layers whose compute sets a program's steps run in pass `pass` (any pass: kNone); a
@@ -112,11 +101,8 @@ TEST(CompilerCnnPipeline, EachIpuRunsItsStageAndTheCopyCarriesWhatCrosses) {
 TEST(CompilerCnnPipeline, TheIpusWeightsAddUpToTheModels) {
   // Each IPU all-reduces its own layers' gradients over the replicas: together, every
   // parameter of the model once (half: 2 B each), as the one-IPU replica does.
-  const LoadedRun one = load_run(kRun, {"run.replicas=8"});
-  const ModelDef model = load_model(one.run.model_file);
-  const auto system = ipusim::load_system(one.run.system_file);
-  const trace::Trace whole = compile(model, one.run, system.spec);
-  const std::uint64_t all = 2 * parameter_count(model);
+  const trace::Trace whole = compile_run(kRun, {"run.replicas=8"});
+  const std::uint64_t all = 2 * parameter_count(load_model(load_run(kRun).run.model_file));
   EXPECT_EQ(collective_bytes(whole.ipus[0].steps), all);
   const trace::Trace t = compile_split("b2/0/conv1");
   const std::uint64_t ipu0 = collective_bytes(t.ipus[0].steps);
@@ -188,10 +174,7 @@ TEST(CompilerCnnPipeline, InferenceRunsTheForwardThroughThePipelineAndOutputsFro
 // The error compiling `run_file` with `set` gives ("" if it compiles).
 std::string compile_error(const std::string& run_file, const std::vector<std::string>& set) {
   try {
-    const LoadedRun run = load_run(run_file, set);
-    const ModelDef model = load_model(run.run.model_file);
-    const auto system = ipusim::load_system(run.run.system_file);
-    compile(model, run.run, system.spec);
+    compile_run(run_file, set);
   } catch (const ipusim::Error& e) {
     return e.what();
   }
@@ -281,7 +264,8 @@ TEST(CompilerCnnPipeline, TheExamplesB4SplitPutsStagesOneToThreeOnIpuZero) {
   // is the grouped conv's output only (the block's input is not read past it: no residual in
   // a stride-2 first block): 4 images x 24 x 24 (380 / 16, rounded up) x 224 channels (56 x 4)
   // halves.
-  const trace::Trace t = compile_run_file("efficientnet-b4-g16-gn-pod16.yaml");
+  const trace::Trace t = compile_run(std::string(IPUSIM_SOURCE_DIR) +
+                                     "/configs/runs/efficientnet-b4-g16-gn-pod16.yaml");
   ASSERT_EQ(t.ipus.size(), 2u);
   const auto on0 = layers_of(t.ipus[0]), on1 = layers_of(t.ipus[1]);
   EXPECT_TRUE(on0.count("s4/0/dw"));

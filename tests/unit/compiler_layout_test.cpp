@@ -11,13 +11,13 @@
 #include <set>
 #include <sstream>
 
+#include "compile_helpers.hpp"
 #include "compiler/ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/util/error.hpp"
-#include "pipeline_loops.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim::compiler {
@@ -998,12 +998,7 @@ TEST(CompilerVit, VitB16HasItsPublishedParameterCount) {
   EXPECT_EQ(m.token_types, 0u);
 }
 
-trace::Trace compile_run(const std::string& run_file) {
-  const LoadedRun run = load_run(run_file);
-  const ModelDef model = load_model(run.run.model_file);
-  const auto system = ipusim::load_system(run.run.system_file);
-  return compile(model, run.run, system.spec);
-}
+using ipusim::testing::compile_run;
 
 bool has_layer(const trace::IpuProgram& p, const std::string& layer) {
   for (const auto& cs : p.compute_sets)

@@ -1,13 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the compiler tests read of a pipelined program.
+// What the compiler tests share: compiling a run file, and what they read of a pipelined
+// program.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/system.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::testing {
+
+// The run file `run_file` with the `set` overrides, compiled for its model and system.
+inline trace::Trace compile_run(const std::string& run_file,
+                                const std::vector<std::string>& set = {}) {
+  const compiler::LoadedRun run = compiler::load_run(run_file, set);
+  const compiler::ModelDef model = compiler::load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  return compiler::compile(model, run.run, system.spec);
+}
 
 // The repeat counts of a program's pipeline loops: the top-level loops that end with the
 // cycle's inter-IPU copy (the weight update's loops over equal tensors have none).
