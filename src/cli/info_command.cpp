@@ -21,8 +21,14 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
   std::cout << fmt::format("system {} ({})\n", s.name, file);
   std::cout << fmt::format("  IPUs              {} x {} ({} tiles at {})\n", s.ipus(), s.chip.name,
                            s.chip.tiles, human_frequency(s.chip.clock.hz));
-  std::cout << fmt::format("  machines          {} x {} ({} IPUs each), {} per rack\n",
+  std::cout << fmt::format("  machines          {} x {} ({} IPU(s) each), {} per rack\n",
                            s.machines(), s.machine.name, s.machine.ipus, s.machines_per_rack);
+  const bool card = s.machine.host_attach == HostAttach::kPcie;
+  std::cout << fmt::format("  host attach       {}\n",
+                           card ? fmt::format("PCIe card: the chip's host link, {} each way",
+                                              human_rate(s.chip.host.bandwidth.bytes_per_second,
+                                                         "B/s"))
+                                : std::string("IPU-Gateway (PCIe to the gateway, RoCE to the host)"));
   std::cout << fmt::format("  racks             {} ({} each){}\n", s.racks,
                            s.topology == RackTopology::kTorus ? "torus" : "ladder",
                            s.racks > 1 ? ", joined over GW-Links" : "");
@@ -48,10 +54,14 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
     std::cout << fmt::format("    {:<18} {:>5} bundles, {:>5} links, {} per bundle\n", kWhat[k],
                              count, lanes, human_rate(rate, "B/s"));
   }
-  std::cout << fmt::format("  bisection         {} each way (IPUs 0..{} | {}..{})\n",
-                           human_rate(topo.bisection_bytes_per_second(), "B/s"), s.ipus() / 2 - 1,
-                           s.ipus() / 2, s.ipus() - 1);
+  if (s.ipus() >= 2)
+    std::cout << fmt::format("  bisection         {} each way (IPUs 0..{} | {}..{})\n",
+                             human_rate(topo.bisection_bytes_per_second(), "B/s"),
+                             s.ipus() / 2 - 1, s.ipus() / 2, s.ipus() - 1);
+  else
+    std::cout << "  bisection         none (one IPU)\n";
   std::cout << "  external sync     ";
+  if (s.ipus() < 2) std::cout << "none (one IPU)";
   for (std::uint32_t n = 2; n <= s.ipus(); n *= 2)
     std::cout << fmt::format("{}{}: {} cycles", n == 2 ? "" : ", ", n, s.sync_cycles(n));
   std::cout << "\n\nresolved config:\n" << loaded.resolved.to_yaml();

@@ -52,11 +52,12 @@ TopLevel top_level(const std::string& file) {
 // A part of a system (configs/parts: `machine:` or `fabric:`): its keys checked against the
 // system schema's declarations under its root, all of which it must give.
 std::string validate_part(const std::string& file, const std::string& root) {
+  const config::Document doc = config::load_document(file);
   std::vector<config::ParamDecl> decls;
-  for (const auto& d : system_schema().params())
+  for (const auto& d : system_part_schema(doc).params())
     if (d.path.starts_with(root + ".")) decls.push_back(d);
   const config::Schema part(root, decls);
-  const config::Resolved r = config::resolve(config::load_document(file), part);
+  const config::Resolved r = config::resolve(doc, part);
   return fmt::format("system part {}, {} keys", root, r.values().size());
 }
 
@@ -83,7 +84,7 @@ std::string validate_yaml(const std::string& file, const std::vector<std::string
   }
   if (t.keys.count("system")) {
     const LoadedSystem s = load_system(file, overrides);
-    return fmt::format("system {}, {} IPUs", s.spec.name, s.spec.ipus());
+    return fmt::format("system {}, {} IPU(s)", s.spec.name, s.spec.ipus());
   }
   if (t.keys.count("chip")) {
     const auto loaded = load_chip(file, overrides);

@@ -34,8 +34,19 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
   static const std::vector<config::Field<SystemSpec>> fields = {
       row("machine.name", 0, 0, "Machine name shown in reports", "-",
           [](SystemSpec& s) { return &s.machine.name; }),
-      row("machine.ipus", 2, 64, "IPUs per machine, in rungs of two",
-          "§2 M2000 contents (4 x GC200)", [](SystemSpec& s) { return &s.machine.ipus; }),
+      row("machine.ipus", 1, 64, "IPUs per machine, in rungs of two (1 on a PCIe card)",
+          "§2 M2000 contents (4 x GC200); C600 datasheet (one IPU per card)",
+          [](SystemSpec& s) { return &s.machine.ipus; }),
+      config::choice_field<SystemSpec>(
+          "machine.host_attach", {"gateway", "pcie"},
+          "gateway: the IPUs reach the host through an IPU-Gateway (machine.gateway.*, "
+          "machine.host_link.*); pcie: a PCIe card on the host server's bus, whose host "
+          "transfers use the chip's own host link (chip.host.*) and which has no gateway keys",
+          "§1 Host interface (in M2000); §1 Host interface (chip): PCIe Gen4 x16",
+          [](SystemSpec& s, const std::string& v) {
+            s.machine.host_attach = v == "pcie" ? HostAttach::kPcie : HostAttach::kGateway;
+          },
+          "gateway"),
       row("machine.rung_links", 1, 64,
           "IPU-Links between the two IPUs of a rung, used for partner traffic",
           "§1 IPU-Link usage in the IPUModel (4 for rung-partner traffic)",
@@ -173,7 +184,45 @@ std::vector<ExtraLink> parse_extra_links(const std::string& text, std::uint32_t 
   return out;
 }
 
+// The keys of a machine's IPU-Gateway and its host link, which a PCIe card does not have.
+bool gateway_key(const std::string& path) {
+  return path.starts_with("machine.gateway.") || path.starts_with("machine.host_link.");
+}
+
+bool pcie_attached(const config::Document& doc) {
+  const auto it = doc.values.find("machine.host_attach");
+  return it != doc.values.end() && it->second.text == "pcie";
+}
+
+// The schema a system document is checked against: the whole system schema, or without the
+// gateway keys for a PCIe card.
+const config::Schema& schema_for(const config::Document& doc) {
+  static const config::Schema card = [] {
+    std::vector<ParamDecl> decls;
+    for (const auto& d : system_schema().params())
+      if (!gateway_key(d.path)) decls.push_back(d);
+    return config::Schema("system", std::move(decls));
+  }();
+  return pcie_attached(doc) ? card : system_schema();
+}
+
+// A PCIe card names no gateway key: the first one found is an error at its line.
+void check_no_gateway_keys(const config::Document& doc) {
+  if (!pcie_attached(doc)) return;
+  for (const auto& [path, raw] : doc.values)
+    if (gateway_key(path))
+      throw ConfigError(fmt::format(
+          "{}: {}: machine.host_attach is pcie (a PCIe card), which has no IPU-Gateway or "
+          "gateway host link: its host transfers use chip.host.*; remove this key",
+          raw.key_origin, path));
+}
+
 }  // namespace
+
+const config::Schema& system_part_schema(const config::Document& doc) {
+  check_no_gateway_keys(doc);
+  return schema_for(doc);
+}
 
 std::uint64_t SystemSpec::sync_cycles(std::uint32_t n_in_rack, std::uint32_t rack_distance) const {
   const double hops = 1.0 + static_cast<double>(n_in_rack) / fabric.sync_ipus_per_hop;
@@ -211,15 +260,24 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
     doc.values["system.chip"].text = *chip_file;
   }
   for (const auto& o : overrides) config::apply_override(doc, o, schema);
-  config::Resolved r = config::resolve(doc, schema);
+  check_no_gateway_keys(doc);
+  config::Resolved r = config::resolve(doc, schema_for(doc));
 
   SystemSpec s;
   s.chip = chip_from(r);
-  config::assign_fields(part_fields(), r, s);
+  for (const auto& f : part_fields())
+    if (f.assign && r.values().count(f.decl.path)) f.assign(s, r);
   const auto& m = s.machine;
+  const bool card = m.host_attach == HostAttach::kPcie;
 
   // Whole-system rules, reported against the system file.
-  if (m.ipus % 2 != 0)
+  if (card && (m.ipus != 1 || s.machines() != 1))
+    throw ConfigError(fmt::format(
+        "{}: machine.host_attach is pcie: a PCIe card system is one card of one IPU "
+        "(machine.ipus 1, one machine, one rack); found {} IPU(s) per machine, {} machine(s) "
+        "(cards joined by IPU-Links are not modelled)",
+        file, m.ipus, s.machines()));
+  if (!card && m.ipus % 2 != 0)
     throw ConfigError(
         fmt::format("{}: machine.ipus: expected an even number (IPUs come in rungs "
                     "of two), found {}",

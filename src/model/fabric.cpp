@@ -246,9 +246,14 @@ std::uint64_t Fabric::domain_sync(const std::vector<std::uint32_t>& replicas) co
 }
 
 std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
-  // Every IPU of the machine is assumed to stream at the same time, sharing the gateway's host
-  // link or DDR evenly; each IPU also has its own PCIe link to the gateway.
+  // A PCIe card moves host data and remote buffers (host memory: there is no Streaming
+  // Memory) over the chip's own host link. Otherwise every IPU of the machine is assumed to
+  // stream at the same time, sharing the gateway's host link or DDR evenly; each IPU also has
+  // its own PCIe link to the gateway.
   const auto& m = system_.machine;
+  if (m.host_attach == HostAttach::kPcie)
+    return cost::host_transfer_cycles(system_.chip, step, system_.chip.host.bandwidth,
+                                      system_.chip.host.latency);
   double rate = m.pcie_bandwidth.bytes_per_second;
   double latency = m.gateway_latency.seconds;
   if (step.memory == trace::HostMemory::kStreaming) {

@@ -356,7 +356,7 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION, name,
                        stats.ipus.size(), chip.name, chip.tiles, human_frequency(chip.clock.hz));
   else
-    out += fmt::format("ipusim {}: {} on {} ({} IPUs = {} replica(s) x {}; {} simulated{})\n",
+    out += fmt::format("ipusim {}: {} on {} ({} IPU(s) = {} replica(s) x {}; {} simulated{})\n",
                        IPUSIM_VERSION, name, stats.system_name, stats.system_ipus, stats.replicas,
                        stats.system_ipus / stats.replicas, stats.ipus.size(),
                        stats.replica_symmetric ? ", replica-symmetric" : "");

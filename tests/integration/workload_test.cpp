@@ -134,6 +134,24 @@ TEST(Workload, EfficientNetB0OnPod16ReportsImagesAndTimeToTrain) {
   EXPECT_GT(json_value_after(stats, "\"collective\""), 0);
 }
 
+TEST(Workload, ResNet50InferenceOnAC600CardStreamsItsImagesOverThePcieLink) {
+  // configs/systems/c600.yaml: one Bow-clocked IPU (1.85 GHz) whose host transfers use the
+  // chip's own PCIe Gen4 x16 link, 32 GB/s each way plus 2 us (chip.host.*). A step's 90 8-bit
+  // 224 x 224 x 3 images are 90 x 150,528 = 13,547,520 B: ceil((13,547,520 / 32e9 + 2e-6) x
+  // 1.85e9) = ceil(786,916.0) cycles of streaming, one transfer.
+  TempDir dir;
+  const auto r = ipusim("run -q --run " + source_dir() +
+                        "/configs/runs/resnet50-pytorch-inference-c600.yaml --out " +
+                        dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string stats = read_all(dir.file("out/stats.json"));
+  EXPECT_NE(stats.find("\"name\": \"C600\""), std::string::npos);
+  const std::string streaming = stats.substr(stats.find("\"streaming\""));
+  EXPECT_EQ(json_value_after(streaming, "\"value\""), 786916);
+  EXPECT_EQ(json_value_after(streaming, "\"count\""), 1);
+  EXPECT_NEAR(json_value_after(stats, "\"throughput\"") * step_seconds(stats), 90.0, 1e-6 * 90);
+}
+
 TEST(Workload, ChipThatCannotHoldTheModelFailsToCompile) {
   TempDir dir;
   const auto r = ipusim("compile --run " + source_dir() + "/configs/runs/bert-large-pod16.yaml " +

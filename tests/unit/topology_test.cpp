@@ -39,8 +39,8 @@ std::string error_of(const std::string& file, const std::vector<std::string>& ov
 }
 
 TEST(SystemConfig, EveryShippedSystemLoads) {
-  for (const char* name : {"m2000", "pod16", "pod64", "pod128", "pod256", "bow-pod16", "bow-pod64",
-                           "bow-pod128", "bow-pod256"}) {
+  for (const char* name : {"m2000", "c600", "pod16", "pod64", "pod128", "pod256", "bow-pod16",
+                           "bow-pod64", "bow-pod128", "bow-pod256"}) {
     SCOPED_TRACE(name);
     EXPECT_NO_THROW(load_system(system_path(name)));
   }
@@ -61,6 +61,46 @@ TEST(SystemConfig, PodSizeMustBeAPowerOfTwoOfAtLeastSixteen) {
             std::string::npos);
   // A single machine is not a POD and may have 4 IPUs.
   EXPECT_EQ(error_of(system_path("m2000"), {}), "(no error)");
+}
+
+TEST(SystemConfig, APcieCardIsOneIpuOnTheHostBusWithNoGateway) {
+  const SystemSpec c600 = load_system(system_path("c600")).spec;
+  EXPECT_EQ(c600.ipus(), 1u);
+  EXPECT_EQ(c600.machine.host_attach, HostAttach::kPcie);
+  EXPECT_DOUBLE_EQ(c600.chip.host.bandwidth.bytes_per_second, 32e9);  // PCIe Gen4 x16 each way
+  // One IPU: no IPU-Link, no PCIe-to-gateway link, no GW-Link.
+  EXPECT_TRUE(Topology(c600).links().empty());
+  EXPECT_EQ(load_system(system_path("m2000")).spec.machine.host_attach, HostAttach::kGateway);
+
+  // A card has no gateway: a gateway key is an error at that key, from a file or --set.
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/card.yaml") << "machine:\n  name: c\n  ipus: 1\n  host_attach: pcie\n"
+                                       "  rung_links: 1\n  rail_links: 1\n  gw_links: 0\n"
+                                       "  gateway:\n    latency: 2us\n";
+  std::ofstream(dir + "/card-sys.yaml")
+      << "system:\n  name: x\n  kind: machine\n  chip: " << IPUSIM_SOURCE_DIR
+      << "/configs/chips/bow.yaml\n  machine: card.yaml\n  fabric: " << IPUSIM_SOURCE_DIR
+      << "/configs/parts/ipu-fabric.yaml\n  machines_per_rack: 1\n  racks: 1\n"
+         "  rack_topology: ladder\n  host_servers: 1\n";
+  std::string e = error_of(dir + "/card-sys.yaml", {});
+  EXPECT_NE(e.find("card.yaml:9:5: machine.gateway.latency: machine.host_attach is pcie (a PCIe "
+                   "card), which has no IPU-Gateway"),
+            std::string::npos)
+      << e;
+  e = error_of(system_path("m2000"), {"machine.host_attach=pcie"});
+  EXPECT_NE(e.find("machine.gateway.ddr_bandwidth: machine.host_attach is pcie"), std::string::npos)
+      << e;
+  // One card of one IPU: more IPUs or more cards are refused, naming what was found.
+  e = error_of(system_path("c600"), {"machine.ipus=2"});
+  EXPECT_NE(e.find("a PCIe card system is one card of one IPU (machine.ipus 1, one machine, one "
+                   "rack); found 2 IPU(s) per machine, 1 machine(s)"),
+            std::string::npos)
+      << e;
+  e = error_of(system_path("c600"), {"system.machines_per_rack=2"});
+  EXPECT_NE(e.find("found 1 IPU(s) per machine, 2 machine(s)"), std::string::npos) << e;
+  // Without a card, one IPU is still not a machine of rungs.
+  e = error_of(system_path("m2000"), {"machine.ipus=1"});
+  EXPECT_NE(e.find("machine.ipus: expected an even number"), std::string::npos) << e;
 }
 
 TEST(SystemConfig, LinkToAMissingIpu) {

@@ -13,6 +13,11 @@ namespace ipusim {
 // The schema of a system: chip.*, machine.*, fabric.* and system.* keys.
 const config::Schema& system_schema();
 
+// The schema a system or part document is checked against: system_schema(), or, for a PCIe
+// card (machine.host_attach: pcie), the same without the machine.gateway.* and
+// machine.host_link.* keys, which such a document must not give (ConfigError at the key).
+const config::Schema& system_part_schema(const config::Document& doc);
+
 struct LoadedSystem {
   SystemSpec spec;
   config::Resolved resolved;

@@ -21,8 +21,15 @@ struct LinkParams {
   double effective_bytes_per_second() const { return bandwidth.bytes_per_second * efficiency; }
 };
 
+// How a machine's IPUs reach the host: through an IPU-Gateway (IPU-M2000, Bow-2000: PCIe to
+// the gateway, then RoCE to the host server; Streaming Memory in gateway DDR) or directly on
+// the host server's PCIe bus (a PCIe card such as the C600: the chip's own host link,
+// chip.host.*, and no gateway, so no machine.gateway.* or machine.host_link.* keys).
+enum class HostAttach { kGateway, kPcie };
+
 struct MachineSpec {
   std::string name;
+  HostAttach host_attach = HostAttach::kGateway;
   std::uint32_t ipus = 0;         // IPUs per machine (4 in an M2000: two rungs of two)
   std::uint32_t rung_links = 0;   // IPU-Links between the two IPUs of a rung
   std::uint32_t rail_links = 0;   // IPU-Links from an IPU to the next one up its rail
