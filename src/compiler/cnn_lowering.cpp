@@ -719,6 +719,11 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
         "{}: run.pipeline_placement places transformer sub-layers; {} is a CNN, which splits "
         "its pipeline at layers (run.pipeline_splits)",
         run.file, m.file));
+  if (run.streamed_weights)
+    throw ConfigError(fmt::format(
+        "{}: run.weights: streamed (phased execution) is lowered for transformer models only; "
+        "{} is a CNN (set it to resident)",
+        run.file, m.file));
   graph::check_checkpoints(m, run);
   // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
   // there (a loss in the middle, or none, left layers without a gradient).

@@ -255,7 +255,6 @@ const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
         found = s->second;
     const plan::ConvPlan plan = found ? *found : plan::plan_conv(chip_, a, budget_);
     if (shared_plans_ && !found) shared_plans_->emplace(std::pair{key, budget_}, plan);
-    peak_temp_ = std::max(peak_temp_, plan.bytes_per_tile.count);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
   }
   return it->second;
@@ -412,6 +411,9 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
     a.transposed_weights = weights.layout && weights.transposed;
   }
   const Planned& p = planned(a);
+  // Temporaries count for the convs that run (a plan that only lays out a tensor, such as a
+  // span-head model's embedding table, allocates none).
+  peak_temp_ = std::max(peak_temp_, p.plan.bytes_per_tile.count);
   // An operand read as it is (not transposed) is fetched straight from its layout by the
   // conv's own fetch exchange: each tile that uses a block receives it from the tiles that
   // hold it, as Poplar's conv exchange does. A transposed operand is first rearranged into

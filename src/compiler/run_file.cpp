@@ -221,6 +221,16 @@ std::vector<RunField> lowering_fields() {
           "statistics folded into a scale and shift, outputs back to the host)",
           "issue 15; poplar-compiler.md §2.3 (normalisations)",
           [](RunConfig& r, const std::string& v) { r.inference = v == "inference"; }, "training"),
+      choice(
+          "run.weights", {"resident", "streamed"},
+          "resident: every weight is held on the IPU throughout; streamed (phased execution, "
+          "transformer inference only): the weights live in Streaming Memory and each "
+          "sub-layer's (embeddings, attention, FFN, heads) are loaded onto the IPU just before it "
+          "runs, into one buffer the size of the largest, the load not overlapped with compute",
+          "graphcore/examples nlp/bert/popxl README, 'Phased execution' (remote buffers in "
+          "Streaming Memory; execution/squad/inference_phased.py)",
+          [](RunConfig& r, const std::string& v) { r.streamed_weights = v == "streamed"; },
+          "resident"),
       count(
           "run.io_tiles", 0, 1 << 20,
           "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input "
@@ -396,6 +406,10 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
     throw bad("run.gradient_accumulation",
               fmt::format("inference runs one batch per replica per step: expected 1, found {}",
                           run.gradient_accumulation));
+  if (run.streamed_weights && !run.inference)
+    throw bad("run.weights",
+              "streamed (phased execution) is modelled for inference only (run.mode inference); "
+              "found run.mode training");
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group",
               fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));

@@ -670,7 +670,7 @@ class StageProgram {
     }
     lay_out_parameters();
     InferenceMemory memory;
-    memory.parameters = held_parameters();
+    memory.parameters = run_.streamed_weights ? weight_buffer() : held_parameters();
     memory.dtype = m_.dtype;
     memory.live_bytes = live_bytes();
     memory.input_bytes = first_ ? input_bytes() : 0;
@@ -712,6 +712,14 @@ class StageProgram {
     for (const auto& param : parameters_) out.push_back({param.name, param.layout, param.copies});
     return out;
   }
+  // Phased execution holds one phase's weights at a time: a buffer the size of the largest
+  // phase's, spread over every tile.
+  std::vector<Parameter> weight_buffer() {
+    const std::vector<std::uint64_t> loads = phase_loads(blocks_);
+    const std::uint64_t largest = loads.empty() ? 0 : *std::max_element(loads.begin(), loads.end());
+    if (largest == 0) return {};
+    return {{"streamed_buffer", b_.linear(DType::kChar, 1, largest), 1}};
+  }
   // The largest sub-layer's live activations (the heads' IPU: or one slice of the vocabulary
   // scores, when larger: an LM head's over every token) and four stage boundaries.
   std::uint64_t live_bytes() const {
@@ -740,14 +748,53 @@ class StageProgram {
                   bool forward) {
     const graph::Op end = forward ? graph::Op::kHeads : graph::Op::kEmbedding;
     const bool ends = !blocks.empty() && blocks.back().kind == end;
+    const std::vector<std::uint64_t> loads = phase_loads(blocks);
     for (std::size_t i = 0; i + (ends ? 1 : 0) < blocks.size(); ++i) {
       const auto scope = b_.scope(blocks[i].layer, pass, graph::info(blocks[i].kind).kind);
+      load_weights(out, loads[i]);
       lower_block(out, blocks[i].kind, v, forward);
     }
     const auto scope =
         ends ? b_.scope(blocks.back().layer, pass, graph::info(end).kind) : b_.scope("", pass);
+    if (ends) load_weights(out, loads.back());
     if (ends) lower_block(out, end, v, forward);
     lower_.flush(out, v);
+  }
+
+  // The weight tensors of one sub-layer of this stage (parameters(): one attention or FFN
+  // sub-layer, the embeddings, the heads or the final norm), in bytes.
+  std::uint64_t block_bytes(graph::Op kind) {
+    const bool attn = kind == graph::Op::kAttention, ffn = kind == graph::Op::kFfn;
+    std::uint64_t total = 0;
+    for (const auto& param : lower_.parameters(attn ? 1 : 0, ffn ? 1 : 0,
+                                               kind == graph::Op::kEmbedding,
+                                               kind == graph::Op::kHeads,
+                                               kind == graph::Op::kFinalNorm))
+      total += param.layout.positions * param.layout.channels *
+               trace::dtype_bytes(param.layout.dtype) * param.copies;
+    return total;
+  }
+  // Phased execution (run.weights streamed), as popxl's BERT inference runs it: before each
+  // phase its weights are loaded from Streaming Memory, in sequence with the compute. A phase
+  // is an encoder layer (an attention sub-layer with the FFN after it), the embeddings or the
+  // heads; an FFN without its attention here is a phase of its own. The bytes each block of
+  // `blocks` loads before it runs (0: loaded with the block before).
+  std::vector<std::uint64_t> phase_loads(const std::vector<graph::Block>& blocks) {
+    std::vector<std::uint64_t> out(blocks.size(), 0);
+    if (!run_.streamed_weights) return out;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const bool with_attention = blocks[i].kind == graph::Op::kFfn && i > 0 &&
+                                  blocks[i - 1].kind == graph::Op::kAttention;
+      if (with_attention)
+        out[i - 1] += block_bytes(graph::Op::kFfn);
+      else
+        out[i] = block_bytes(blocks[i].kind);
+    }
+    return out;
+  }
+  // The blocking transfer of `bytes` of weights from Streaming Memory, spread over every tile.
+  void load_weights(Steps& out, std::uint64_t bytes) {
+    b_.host(out, bytes, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
   }
 
   // One sub-layer's forward or backward lowering.

@@ -4,6 +4,7 @@
 // Expected values are worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -657,6 +658,119 @@ TEST(CompilerInference, ATransformerRunsItsForwardPassOnceThroughThePipeline) {
   EXPECT_LT(in, 2u * 1536 + system.spec.chip.tiles);
   EXPECT_GE(out, 320u);
   EXPECT_LT(out, 320u + system.spec.chip.tiles);
+}
+
+TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemoryBeforeItRuns) {
+  // The reduced BERT (hidden h = 256, FFN f = 1024, half) in inference with run.weights
+  // streamed, over its 2 pipeline stages. IPU 1 holds one encoder layer: one phase, loaded
+  // before its attention in each pipeline cycle. By hand, its weights are the attention's
+  // QKV (3h^2) and output (h^2) matrices and 6h vector elements (QKV and output biases, layer
+  // norm) and the FFN's two matrices (2hf) and f + h + 2h vector elements:
+  // 4h^2 + 6h + 2hf + f + 3h = 789,760 elements = 1,579,520 B, spread over the 1,472 tiles
+  // (1,074 B each, rounded up). IPU 0 loads three phases in order: the embeddings, its encoder
+  // layer (the same bytes) and the heads. No weight is resident: each IPU holds one buffer of
+  // its largest phase.
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const std::vector<std::string> phased = {"run.mode=inference", "run.gradient_accumulation=1",
+                                           "run.weights=streamed"};
+  const LoadedRun run = load_run(dir + "bert_tiny-pod16.yaml", phased);
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  ASSERT_EQ(t.ipus.size(), 2u);
+  const std::uint64_t h = 256, f = 1024, layer = (4 * h * h + 6 * h + 2 * h * f + f + 3 * h) * 2;
+  ASSERT_EQ(layer, 1579520u);
+  const std::uint64_t tiles = system.spec.chip.tiles;
+  const auto loads = [](const trace::IpuProgram& p) {
+    std::vector<std::uint64_t> out;
+    for (const auto& s : p.steps)
+      if (s.kind == StepKind::kRepeat)
+        for (const auto& b : s.body)
+          if (b.kind == StepKind::kHost) {
+            EXPECT_EQ(b.memory, trace::HostMemory::kStreaming);
+            EXPECT_EQ(b.direction, trace::HostDirection::kToIpu);
+            EXPECT_FALSE(b.overlap);
+            out.push_back(std::uint64_t{b.tiles.size()} * b.bytes);
+          }
+    return out;
+  };
+  const auto ipu1 = loads(t.ipus[1]);
+  ASSERT_EQ(ipu1.size(), 1u);
+  EXPECT_EQ(ipu1[0], ceil_div(layer, tiles) * tiles);
+  const auto ipu0 = loads(t.ipus[0]);
+  ASSERT_EQ(ipu0.size(), 3u);  // embeddings, the layer, the heads
+  EXPECT_EQ(ipu0[1], ipu1[0]);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& phases = i == 0 ? ipu0 : ipu1;
+    const std::uint64_t largest = *std::max_element(phases.begin(), phases.end());
+    std::uint64_t weights = 0;
+    for (const auto& tensor : t.ipus[i].tensors)
+      if (tensor.kind == trace::TensorKind::kWeight) {
+        EXPECT_EQ(tensor.name, "weights/streamed_buffer");
+        weights += std::uint64_t{tensor.tiles.size()} * tensor.bytes_per_tile;
+      }
+    // Both rounded up to whole bytes per tile.
+    EXPECT_GE(weights + tiles, largest) << "IPU " << i;
+    EXPECT_LE(weights, largest + tiles) << "IPU " << i;
+  }
+  // Phased execution is modelled for transformer inference only.
+  const auto error = [&](const std::string& file, const std::vector<std::string>& sets) {
+    try {
+      const LoadedRun r = load_run(dir + file, sets);
+      (void)compile(load_model(r.run.model_file), r.run, system.spec);
+    } catch (const ipusim::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error("bert_tiny-pod16.yaml", {"run.weights=streamed"})
+                .find("run.weights: streamed (phased execution) is modelled for inference only"),
+            std::string::npos);
+  EXPECT_NE(error("resnet_tiny-pod16.yaml",
+                  {"run.mode=inference", "run.gradient_accumulation=1", "run.weights=streamed"})
+                .find("run.weights: streamed (phased execution) is lowered for transformer models "
+                      "only"),
+            std::string::npos);
+}
+
+TEST(CompilerInference, TemporariesAreThoseOfTheConvsThatRunNotOfLayoutOnlyPlans) {
+  // A span-head model's embedding table is laid out as the weights of a tokens x vocabulary
+  // matmul that never runs (there is no masked-LM head); with many tokens its plan's buffers
+  // are the largest of the model. The matmul temporaries an IPU holds are the largest
+  // buffers of the convs it runs: exactly the largest plan of those compile() reports.
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/span.yaml") << "model:\n  name: span\n  family: transformer\n"
+                                       "  dtype: half\n  layers: 1\n  hidden: 256\n"
+                                       "  heads: 4\n  ffn: 1024\n  vocabulary: 30522\n"
+                                       "  sequence: 384\n  head: span\n";
+  const std::string src = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  LoadedRun run = load_run(src + "bert_tiny-pod16.yaml",
+                           {"run.mode=inference", "run.gradient_accumulation=1",
+                            "run.micro_batch=16", "run.ipus_per_replica=1", "run.replicas=16",
+                            "run.pipeline_placement=ipu0=1,1", "run.embedding_serialisation=1",
+                            "run.sequences_per_pack=1"});
+  run.run.model_file = dir + "/span.yaml";
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  std::vector<PlannedConv> plans;
+  const trace::Trace t = compile(model, run.run, system.spec, &plans);
+  std::uint64_t largest = 0;
+  for (const auto& p : plans) largest = std::max(largest, p.plan.bytes_per_tile.count);
+  ASSERT_GT(largest, 0u);
+  std::uint64_t temporaries = 0;
+  for (const auto& tensor : t.ipus[0].tensors)
+    if (tensor.name == "matmul_temporaries") temporaries = tensor.bytes_per_tile;
+  EXPECT_EQ(temporaries, largest);
+  // The table's own plan is larger: it would have been counted had it run.
+  plan::ConvArgs table;
+  table.height = 16 * 384;
+  table.in_chans = 256;
+  table.out_chans = 30522;
+  table.dtype = trace::DType::kHalf;
+  EXPECT_GT(plan::plan_conv(system.spec.chip, table,
+                            static_cast<std::uint64_t>(0.25 * system.spec.chip.tile_memory.count))
+                .bytes_per_tile.count,
+            largest);
 }
 
 }  // namespace

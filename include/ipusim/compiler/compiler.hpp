@@ -111,6 +111,9 @@ struct RunConfig {
   std::uint32_t io_tiles =
       0;                   // tiles reserved for host I/O (0: input copied inline on compute tiles)
   bool inference = false;  // run.mode: forward passes only (no gradients, no optimiser)
+  // run.weights streamed: phased execution (transformer inference): every sub-layer's weights
+  // are loaded from Streaming Memory onto the IPU just before it runs, not held throughout
+  bool streamed_weights = false;
   std::uint32_t conv_unit_load_bits = 64;  // AMP weight-load width: 64 (Poplar's default) or 128
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;
