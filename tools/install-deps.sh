@@ -23,6 +23,9 @@ packages=(
   # docs/reports.md: headless Chromium renders `ipusim report` pages in the report tests
   # (they fail, not skip, without it)
   chromium
+  # docs/python.md: the Python package's tests (pytest), its tables (pandas) and the worked
+  # study's plot (matplotlib)
+  python3 python3-pytest python3-pandas python3-matplotlib
 )
 
 missing=()

@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Drive ipusim from Python: compile and simulate runs, sweep a grid, compare two runs.
+
+Every call runs the ``ipusim`` executable in a child process (SystemC elaborates one model
+per process, so a notebook can run as many simulations as it likes) and reads what the
+command line writes: ``run`` returns stats.json as nested dicts whose numbers carry their
+units (``{"value": ..., "unit": ...}``), with the run directory's layers.csv, tiles.csv,
+plan.csv and supersteps.csv as pandas DataFrames when pandas is installed (lists of dicts
+otherwise). A failed command raises an :class:`IpusimError` subclass carrying the command
+line's message, the file, line and key it names, and its exit status (docs/errors.md).
+
+The executable is ``$IPUSIM_BINARY`` if set, else the one of the build tree this package was
+copied into by CMake, else ``ipusim`` on the PATH. docs/python.md has a worked study.
+"""
+
+import csv
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+__all__ = [
+    "run", "compile", "sweep", "compare", "binary",
+    "IpusimError", "UsageError", "ConfigError", "ModelError", "CheckError", "ResourceError",
+    "OutputError", "InternalError",
+]
+
+
+class IpusimError(Exception):
+    """A failed ipusim command: ``message`` (the line after ``error:``), ``file``, ``line``
+    and ``key`` where the message names them (else None), ``status`` (the exit status) and
+    ``command`` (the argument list)."""
+
+    def __init__(self, message, status, command, file=None, line=None, key=None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.command = command
+        self.file = file
+        self.line = line
+        self.key = key
+
+
+class InternalError(IpusimError):
+    """Exit status 1: a bug in ipusim."""
+
+
+class UsageError(IpusimError):
+    """Exit status 2: a bad command line (an option this package passed on)."""
+
+
+class ConfigError(IpusimError):
+    """Exit status 3: a malformed config, model or trace, an unknown key, a bad value."""
+
+
+class ModelError(IpusimError):
+    """Exit status 4: well formed, but the modelled hardware cannot run it (out of memory)."""
+
+
+class CheckError(IpusimError):
+    """Exit status 5: a regression case moved, or a sweep point failed."""
+
+
+class ResourceError(IpusimError):
+    """Exit status 6: ipusim ran out of memory."""
+
+
+class OutputError(IpusimError):
+    """Exit status 7: an output could not be written."""
+
+
+_BY_STATUS = {1: InternalError, 2: UsageError, 3: ConfigError, 4: ModelError, 5: CheckError,
+              6: ResourceError, 7: OutputError}
+
+# "error: FILE:LINE[:COL]: KEY: what", "error: --set KEY: what" or "error: --set: KEY: what"
+# (docs/errors.md).
+_LOCATED = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)(?::\d+)?: (?:(?P<key>[A-Za-z_][\w.\[\]]*): )?")
+_SET = re.compile(r"^--set:? (?P<key>[A-Za-z_][\w.\[\]]*): ")
+
+
+def binary():
+    """The path of the ipusim executable this package runs."""
+    path = os.environ.get("IPUSIM_BINARY")
+    if path:
+        return path
+    try:
+        from ipusim import _build  # written by CMake into the build tree's copy
+        if os.path.exists(_build.BINARY):
+            return _build.BINARY
+    except ImportError:
+        pass
+    found = shutil.which("ipusim")
+    if found:
+        return found
+    raise FileNotFoundError("no ipusim executable: build it (tools/build.sh) or set IPUSIM_BINARY")
+
+
+def _error(command, status, stderr):
+    lines = [l for l in stderr.splitlines() if l.startswith("error: ")]
+    message = lines[-1][len("error: "):] if lines else (stderr.strip() or f"exit status {status}")
+    file = line = key = None
+    m = _LOCATED.match(message)
+    if m:
+        file, line, key = m.group("file"), int(m.group("line")), m.group("key")
+    else:
+        m = _SET.match(message)
+        if m:
+            file, key = "--set", m.group("key")
+    cls = _BY_STATUS.get(status, IpusimError)
+    return cls(message, status, command, file=file, line=line, key=key)
+
+
+def _call(args):
+    command = [binary()] + [str(a) for a in args]
+    env = dict(os.environ, SYSTEMC_DISABLE_COPYRIGHT_MESSAGE="1")
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise _error(command, done.returncode, done.stderr)
+    return done.stdout
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _sets(values):
+    out = []
+    for key, value in (values or {}).items():
+        out += ["--set", f"{key}={_text(value)}"]
+    return out
+
+
+def _table(path):
+    if not os.path.exists(path):
+        return None
+    try:
+        import pandas
+        return pandas.read_csv(path)
+    except ImportError:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+
+
+_TABLES = ("layers", "tiles", "plan", "supersteps")
+
+
+def compile(run, out, model=None, system=None, set=None):
+    """Lowers a run config (``run.*``, ``chip.*`` and system keys in ``set``) to the trace
+    ``out`` (.itb binary, .trace text) and returns ``out``."""
+    args = ["compile", "--run", run, "--out", out]
+    if model:
+        args += ["--model", model]
+    if system:
+        args += ["--system", system]
+    _call(args + _sets(set))
+    return out
+
+
+def run(run=None, trace=None, model=None, system=None, chip=None, set=None, out=None,
+        options=()):
+    """Simulates a run config (compiled in the same child process) or a compiled ``trace``
+    and returns stats.json as a dict, with its run directory's tables under "layers",
+    "tiles", "plan" and "supersteps". ``set`` maps keys to values (``{"chip.tiles": 1024}``);
+    ``out`` keeps the run directory there (else a temporary one is removed); ``options``
+    are further command-line options (``["--engine", "reference"]``)."""
+    return _simulate(run, trace, model, system, chip, set, out, options)
+
+
+def _simulate(run, trace, model, system, chip, set, out, options):
+    if (run is None) == (trace is None):
+        raise ValueError("give one of run= (a run config) or trace= (a compiled trace)")
+    directory = out or tempfile.mkdtemp(prefix="ipusim-")
+    try:
+        args = ["run", "-q", "--out", directory]
+        for flag, value in (("--run", run), ("--model", model), ("--system", system),
+                            ("--chip", chip)):
+            if value:
+                args += [flag, value]
+        args += _sets(set) + list(options)
+        if trace:
+            args.append(trace)
+        _call(args)
+        with open(os.path.join(directory, "stats.json")) as f:
+            stats = json.load(f)
+        for name in _TABLES:
+            table = _table(os.path.join(directory, name + ".csv"))
+            if table is not None:
+                stats[name] = table
+        return stats
+    finally:
+        if out is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _progress(done, total, label, stream):
+    width = 30
+    filled = width * done // total
+    line = f"sweep [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}"
+    stream.write("\r" + line[:110].ljust(110))
+    stream.write("\n" if done == total else "")
+    stream.flush()
+
+
+def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=None,
+          progress=True):
+    """Runs every point of ``grid`` (a dict of key -> list of values; their product) with
+    :func:`run`, each in its own process, showing progress on stderr. Returns one row per
+    point (a DataFrame with pandas, else a list of dicts): the point's values, step_time (s),
+    throughput and its unit, peak tile memory (B), and error (the message of a point that
+    failed; the others still run, as ``ipusim sweep`` does)."""
+    keys = list(grid)
+    points = list(itertools.product(*(list(grid[k]) for k in keys)))
+    rows = []
+    for i, values in enumerate(points):
+        point = dict(zip(keys, values))
+        if progress:
+            _progress(i, len(points), " ".join(f"{k}={_text(v)}" for k, v in point.items()),
+                      sys.stderr)
+        row = dict(point)
+        try:
+            stats = _simulate(run, trace, model, system, chip, {**(set or {}), **point}, None,
+                              ())
+            row["step_time"] = stats["total"]["time"]["value"]
+            workload = stats.get("workload", {})
+            row["throughput"] = workload.get("throughput", {}).get("value")
+            row["throughput_unit"] = workload.get("throughput", {}).get("unit")
+            row["peak_tile_memory"] = max(ipu["tiles"]["memory"]["max"] for ipu in stats["ipu"])
+            row["error"] = None
+        except IpusimError as e:
+            row.update(step_time=None, throughput=None, throughput_unit=None,
+                       peak_tile_memory=None, error=e.message)
+        rows.append(row)
+    if progress:
+        _progress(len(points), len(points), "done", sys.stderr)
+    try:
+        import pandas
+        return pandas.DataFrame(rows)
+    except ImportError:
+        return rows
+
+
+def compare(a, b):
+    """``ipusim compare A B --json``: the differences between two run directories (kept with
+    ``run(..., out=DIR)``), as a dict (docs/reports.md)."""
+    return json.loads(_call(["compare", a, b, "--json"]))
