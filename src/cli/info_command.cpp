@@ -24,11 +24,11 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
   std::cout << fmt::format("  machines          {} x {} ({} IPU(s) each), {} per rack\n",
                            s.machines(), s.machine.name, s.machine.ipus, s.machines_per_rack);
   const bool card = s.machine.host_attach == HostAttach::kPcie;
-  std::cout << fmt::format("  host attach       {}\n",
-                           card ? fmt::format("PCIe card: the chip's host link, {} each way",
-                                              human_rate(s.chip.host.bandwidth.bytes_per_second,
-                                                         "B/s"))
-                                : std::string("IPU-Gateway (PCIe to the gateway, RoCE to the host)"));
+  std::cout << fmt::format(
+      "  host attach       {}\n",
+      card ? fmt::format("PCIe card: the chip's host link, {} each way",
+                         human_rate(s.chip.host.bandwidth.bytes_per_second, "B/s"))
+           : std::string("IPU-Gateway (PCIe to the gateway, RoCE to the host)"));
   std::cout << fmt::format("  racks             {} ({} each){}\n", s.racks,
                            s.topology == RackTopology::kTorus ? "torus" : "ladder",
                            s.racks > 1 ? ", joined over GW-Links" : "");
@@ -56,8 +56,8 @@ int print_system(const std::string& file, const std::vector<std::string>& overri
   }
   if (s.ipus() >= 2)
     std::cout << fmt::format("  bisection         {} each way (IPUs 0..{} | {}..{})\n",
-                             human_rate(topo.bisection_bytes_per_second(), "B/s"),
-                             s.ipus() / 2 - 1, s.ipus() / 2, s.ipus() - 1);
+                             human_rate(topo.bisection_bytes_per_second(), "B/s"), s.ipus() / 2 - 1,
+                             s.ipus() / 2, s.ipus() - 1);
   else
     std::cout << "  bisection         none (one IPU)\n";
   std::cout << "  external sync     ";

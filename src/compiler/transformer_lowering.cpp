@@ -766,10 +766,9 @@ class StageProgram {
   std::uint64_t block_bytes(graph::Op kind) {
     const bool attn = kind == graph::Op::kAttention, ffn = kind == graph::Op::kFfn;
     std::uint64_t total = 0;
-    for (const auto& param : lower_.parameters(attn ? 1 : 0, ffn ? 1 : 0,
-                                               kind == graph::Op::kEmbedding,
-                                               kind == graph::Op::kHeads,
-                                               kind == graph::Op::kFinalNorm))
+    for (const auto& param :
+         lower_.parameters(attn ? 1 : 0, ffn ? 1 : 0, kind == graph::Op::kEmbedding,
+                           kind == graph::Op::kHeads, kind == graph::Op::kFinalNorm))
       total += param.layout.positions * param.layout.channels *
                trace::dtype_bytes(param.layout.dtype) * param.copies;
     return total;
@@ -783,8 +782,8 @@ class StageProgram {
     std::vector<std::uint64_t> out(blocks.size(), 0);
     if (!run_.streamed_weights) return out;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
-      const bool with_attention = blocks[i].kind == graph::Op::kFfn && i > 0 &&
-                                  blocks[i - 1].kind == graph::Op::kAttention;
+      const bool with_attention =
+          blocks[i].kind == graph::Op::kFfn && i > 0 && blocks[i - 1].kind == graph::Op::kAttention;
       if (with_attention)
         out[i - 1] += block_bytes(graph::Op::kFfn);
       else

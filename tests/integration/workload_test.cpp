@@ -140,9 +140,9 @@ TEST(Workload, ResNet50InferenceOnAC600CardStreamsItsImagesOverThePcieLink) {
   // 224 x 224 x 3 images are 90 x 150,528 = 13,547,520 B: ceil((13,547,520 / 32e9 + 2e-6) x
   // 1.85e9) = ceil(786,916.0) cycles of streaming, one transfer.
   TempDir dir;
-  const auto r = ipusim("run -q --run " + source_dir() +
-                        "/configs/runs/resnet50-pytorch-inference-c600.yaml --out " +
-                        dir.file("out"));
+  const auto r =
+      ipusim("run -q --run " + source_dir() +
+             "/configs/runs/resnet50-pytorch-inference-c600.yaml --out " + dir.file("out"));
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string stats = read_all(dir.file("out/stats.json"));
   EXPECT_NE(stats.find("\"name\": \"C600\""), std::string::npos);

@@ -744,11 +744,11 @@ TEST(CompilerInference, TemporariesAreThoseOfTheConvsThatRunNotOfLayoutOnlyPlans
                                        "  heads: 4\n  ffn: 1024\n  vocabulary: 30522\n"
                                        "  sequence: 384\n  head: span\n";
   const std::string src = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
-  LoadedRun run = load_run(src + "bert_tiny-pod16.yaml",
-                           {"run.mode=inference", "run.gradient_accumulation=1",
-                            "run.micro_batch=16", "run.ipus_per_replica=1", "run.replicas=16",
-                            "run.pipeline_placement=ipu0=1,1", "run.embedding_serialisation=1",
-                            "run.sequences_per_pack=1"});
+  LoadedRun run =
+      load_run(src + "bert_tiny-pod16.yaml",
+               {"run.mode=inference", "run.gradient_accumulation=1", "run.micro_batch=16",
+                "run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=1,1",
+                "run.embedding_serialisation=1", "run.sequences_per_pack=1"});
   run.run.model_file = dir + "/span.yaml";
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
