@@ -99,6 +99,11 @@ def test_sweep_runs_every_point_in_its_own_process_and_keeps_failures(capsys):
     assert (ok["peak_tile_memory"] <= 624 * 1024).all()
     err = capsys.readouterr().err
     assert "sweep [" in err and "4/4 done" in err
+    # One point at a time gives the same rows, in the same order, and prints nothing.
+    serial = ipusim.sweep({"chip.tiles": [736, 1472], "chip.tile_memory": ["1KiB", "624KiB"]},
+                          run=TINY, jobs=1, progress=False)
+    assert serial.fillna(0).equals(rows.fillna(0))
+    assert capsys.readouterr().err == ""
 
 
 def test_compare_explains_two_kept_runs(tmp_path):

@@ -13,6 +13,7 @@ The executable is ``$IPUSIM_BINARY`` if set, else the one of the build tree this
 copied into by CMake, else ``ipusim`` on the PATH. docs/python.md has a worked study.
 """
 
+import concurrent.futures
 import csv
 import itertools
 import json
@@ -208,36 +209,43 @@ def _progress(done, total, label, stream):
 
 
 def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=None,
-          progress=True):
+          progress=True, jobs=None):
     """Runs every point of ``grid`` (a dict of key -> list of values; their product) with
-    :func:`run`, each in its own process, showing progress on stderr. Returns one row per
-    point (a DataFrame with pandas, else a list of dicts): the point's values, step_time (s),
-    throughput and its unit, peak tile memory (B), and error (the message of a point that
-    failed; the others still run, as ``ipusim sweep`` does)."""
+    :func:`run`, each in its own process, ``jobs`` at a time (default: the machine's CPUs),
+    showing progress on stderr. Returns one row per point in grid order (a DataFrame with
+    pandas, else a list of dicts): the point's values, step_time (s), throughput and its unit,
+    peak tile memory (B), and error (the message of a point that failed; the others still
+    run, as ``ipusim sweep`` does)."""
     keys = list(grid)
-    points = list(itertools.product(*(list(grid[k]) for k in keys)))
-    rows = []
-    for i, values in enumerate(points):
-        point = dict(zip(keys, values))
-        if progress:
-            _progress(i, len(points), " ".join(f"{k}={_text(v)}" for k, v in point.items()),
-                      sys.stderr)
+    points = [dict(zip(keys, values))
+              for values in itertools.product(*(list(grid[k]) for k in keys))]
+
+    def one(point):
         row = dict(point)
         try:
-            stats = _simulate(run, trace, model, system, chip, {**(set or {}), **point}, None,
-                              ())
-            row["step_time"] = stats["total"]["time"]["value"]
+            stats = _simulate(run, trace, model, system, chip, {**(set or {}), **point}, None, ())
             workload = stats.get("workload", {})
-            row["throughput"] = workload.get("throughput", {}).get("value")
-            row["throughput_unit"] = workload.get("throughput", {}).get("unit")
-            row["peak_tile_memory"] = max(ipu["tiles"]["memory"]["max"] for ipu in stats["ipu"])
-            row["error"] = None
+            row.update(step_time=stats["total"]["time"]["value"],
+                       throughput=workload.get("throughput", {}).get("value"),
+                       throughput_unit=workload.get("throughput", {}).get("unit"),
+                       peak_tile_memory=max(i["tiles"]["memory"]["max"] for i in stats["ipu"]),
+                       error=None)
         except IpusimError as e:
             row.update(step_time=None, throughput=None, throughput_unit=None,
                        peak_tile_memory=None, error=e.message)
-        rows.append(row)
-    if progress:
-        _progress(len(points), len(points), "done", sys.stderr)
+        return row
+
+    rows = [None] * len(points)
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(points)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        running = {pool.submit(one, p): i for i, p in enumerate(points)}
+        for done, future in enumerate(concurrent.futures.as_completed(running), 1):
+            i = running[future]
+            rows[i] = future.result()
+            if progress:
+                label = " ".join(f"{k}={_text(v)}" for k, v in points[i].items())
+                _progress(done, len(points), "done" if done == len(points) else label,
+                          sys.stderr)
     try:
         import pandas
         return pandas.DataFrame(rows)
