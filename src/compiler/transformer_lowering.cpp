@@ -769,8 +769,7 @@ class StageProgram {
     for (const auto& param :
          lower_.parameters(attn ? 1 : 0, ffn ? 1 : 0, kind == graph::Op::kEmbedding,
                            kind == graph::Op::kHeads, kind == graph::Op::kFinalNorm))
-      total += param.layout.positions * param.layout.channels *
-               trace::dtype_bytes(param.layout.dtype) * param.copies;
+      total += param.layout.elements() * trace::dtype_bytes(param.layout.dtype) * param.copies;
     return total;
   }
   // Phased execution (run.weights streamed), as popxl's BERT inference runs it: before each

@@ -260,8 +260,7 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
     doc.values["system.chip"].text = *chip_file;
   }
   for (const auto& o : overrides) config::apply_override(doc, o, schema);
-  check_no_gateway_keys(doc);
-  config::Resolved r = config::resolve(doc, schema_for(doc));
+  config::Resolved r = config::resolve(doc, system_part_schema(doc));
 
   SystemSpec s;
   s.chip = chip_from(r);

@@ -31,9 +31,10 @@ Topology::Topology(const SystemSpec& system) : system_(system), ipus_(system.ipu
   rack_links_ = static_cast<std::uint32_t>(links_.size() / system_.racks);
   for (const auto& e : system_.extra_links) add(LinkKind::kExtra, e.a, e.b, e.links, f.ipu_link);
   // Each IPU reaches its machine's gateway over PCIe (a PCIe card has no gateway).
-  for (std::uint32_t ipu = 0; m.host_attach == HostAttach::kGateway && ipu < ipus_; ++ipu)
-    add_raw(LinkKind::kPcie, ipu, gateway_node(machine_of(ipu)), 1,
-            m.pcie_bandwidth.bytes_per_second, m.gateway_latency.seconds);
+  if (m.host_attach == HostAttach::kGateway)
+    for (std::uint32_t ipu = 0; ipu < ipus_; ++ipu)
+      add_raw(LinkKind::kPcie, ipu, gateway_node(machine_of(ipu)), 1,
+              m.pcie_bandwidth.bytes_per_second, m.gateway_latency.seconds);
   // GW-Links: machine slot s of rack r to slot s of rack r+1, around the ring of racks. With
   // two racks both GW-Links of a machine go to the other rack; with more, one each way.
   if (system_.racks >= 2 && m.gw_links > 0) {

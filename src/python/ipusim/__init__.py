@@ -224,10 +224,10 @@ def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=No
         row = dict(point)
         try:
             stats = _simulate(run, trace, model, system, chip, {**(set or {}), **point}, None, ())
-            workload = stats.get("workload", {})
+            throughput = stats.get("workload", {}).get("throughput", {})
             row.update(step_time=stats["total"]["time"]["value"],
-                       throughput=workload.get("throughput", {}).get("value"),
-                       throughput_unit=workload.get("throughput", {}).get("unit"),
+                       throughput=throughput.get("value"),
+                       throughput_unit=throughput.get("unit"),
                        peak_tile_memory=max(i["tiles"]["memory"]["max"] for i in stats["ipu"]),
                        error=None)
         except IpusimError as e:
