@@ -82,6 +82,7 @@ int run_command(int argc, char** argv);
 int compile_command(int argc, char** argv);
 int kernel_command(int argc, char** argv);
 int validate_command(int argc, char** argv);
+int import_command(int argc, char** argv);
 int info_command(int argc, char** argv);
 int check_command(int argc, char** argv);
 int sweep_command(int argc, char** argv);

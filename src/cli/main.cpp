@@ -27,6 +27,7 @@ Commands:
   kernel    write a reference kernel trace (matmul, conv2d, reduce, elementwise,
             exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip
   validate  check config, model, sweep, suite and trace files without simulating
+  import    write the model file an ONNX model is read as (run --model takes .onnx too)
   info      print a chip's resolved parameters and derived peaks
   check     run a regression suite and compare it with its golden results
   sweep     run every point of a sweep spec (locally or under mpirun) into sweep.csv/json
@@ -78,14 +79,15 @@ int dispatch(int argc, char** argv) {
   if (command == "compile") return compile_command(argc - 1, argv + 1);
   if (command == "kernel") return kernel_command(argc - 1, argv + 1);
   if (command == "validate") return validate_command(argc - 1, argv + 1);
+  if (command == "import") return import_command(argc - 1, argv + 1);
   if (command == "info") return info_command(argc - 1, argv + 1);
   if (command == "check") return check_command(argc - 1, argv + 1);
   if (command == "sweep") return sweep_command(argc - 1, argv + 1);
   if (command == "report") return report_command(argc - 1, argv + 1);
   if (command == "compare") return compare_command(argc - 1, argv + 1);
   throw ipusim::UsageError("ipusim: unknown command '" + command +
-                           "' (commands: compile, run, kernel, validate, info, check, sweep, "
-                           "report, compare; see 'ipusim --help')");
+                           "' (commands: compile, run, kernel, validate, import, info, check, "
+                           "sweep, report, compare; see 'ipusim --help')");
 }
 
 }  // namespace

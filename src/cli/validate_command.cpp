@@ -137,6 +137,12 @@ int validate_command(int argc, char** argv) {
         std::cout << fmt::format("ok: {} ({})\n", f, validate_yaml(f, chip_opts.overrides));
         continue;
       }
+      if (compiler::is_onnx_file(f)) {
+        const compiler::ModelDef m = compiler::load_model(f);
+        std::cout << fmt::format("ok: {} (ONNX model {} ({}), {} parameters)\n", f, m.name,
+                                 m.family, compiler::parameter_count(m));
+        continue;
+      }
       if (!chip) chip = load_chip_options(chip_opts).spec;
       const trace::Trace t = trace::read_file(f);  // checks the structure
       trace::check_tiles(t, chip->tiles, f);

@@ -99,7 +99,9 @@ ModelDef load_model(const std::string& file) {
   // shared reader, which bounds alias expansion.
   std::string content;
   try {
-    content = read_input_file(file, kMaxModelBytes, "model file");
+    // An ONNX model is read as the model file it imports to (`ipusim import` writes it).
+    content = is_onnx_file(file) ? import_onnx(file)
+                                 : read_input_file(file, kMaxModelBytes, "model file");
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {

@@ -76,8 +76,19 @@ struct ModelDef {
   }
 };
 
-// Loads a model file strictly: unknown keys and ops are errors naming file:line.
+// Loads a model file strictly: unknown keys and ops are errors naming file:line. A file named
+// *.onnx is imported (import_onnx) and read as the model file it becomes.
 ModelDef load_model(const std::string& file);
+
+// The ONNX front end (docs/onnx.md): true for a file named *.onnx.
+bool is_onnx_file(const std::string& file);
+// The model file (YAML text) equivalent to an ONNX model: `ipusim import` writes it, and
+// load_model reads an .onnx file through it. An op or pattern ipusim does not model is a
+// ConfigError naming the node.
+std::string import_onnx(const std::string& file);
+// The ONNX model's trainable weight elements: its floating-point initializers of more than one
+// element, less batch norms' running statistics (for checks against parameter_count).
+std::uint64_t onnx_weight_elements(const std::string& file);
 
 // The schema of configs/runs/*.yaml (run.* keys).
 const config::Schema& run_schema();

@@ -1,0 +1,793 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ONNX front end (docs/onnx.md): an ONNX graph becomes the model file that describes it,
+// which the YAML front end then reads, so an imported model and its `ipusim import` file are
+// the same model by construction. A CNN's nodes map one to one onto model-file layers (with
+// layout-only nodes folded away); a transformer is recognised by its parts (token or patch
+// embedding, attention blocks, FFN blocks, layer norms, one head) and written as the
+// transformer's sizes. A node or pattern ipusim does not model is an error naming the node,
+// never skipped.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/trace/program.hpp"
+#include "ipusim/util/error.hpp"
+#include "onnx.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using onnx::ElemType;
+using onnx::Graph;
+using onnx::Node;
+using onnx::Tensor;
+
+// Every op type the importer reads, by what it becomes.
+const std::vector<std::string> kSupported = {"Conv",
+                                             "Gemm",
+                                             "MatMul",
+                                             "BatchNormalization",
+                                             "GroupNormalization",
+                                             "InstanceNormalization",
+                                             "LayerNormalization",
+                                             "Relu",
+                                             "Sigmoid",
+                                             "Gelu",
+                                             "Erf",
+                                             "Tanh",
+                                             "Pow",
+                                             "Sqrt",
+                                             "Add",
+                                             "Mul",
+                                             "Sub",
+                                             "Div",
+                                             "Softmax",
+                                             "LogSoftmax",
+                                             "MaxPool",
+                                             "AveragePool",
+                                             "GlobalAveragePool",
+                                             "Reshape",
+                                             "Flatten",
+                                             "Transpose",
+                                             "Squeeze",
+                                             "Unsqueeze",
+                                             "Concat",
+                                             "Split",
+                                             "Slice",
+                                             "Expand",
+                                             "Gather",
+                                             "GatherElements",
+                                             "Cast",
+                                             "Where",
+                                             "Dropout",
+                                             "Identity",
+                                             "Constant",
+                                             "Shape"};
+
+bool is(const Node& n, std::initializer_list<const char*> ops) {
+  return std::any_of(ops.begin(), ops.end(), [&](const char* op) { return n.op_type == op; });
+}
+
+// A trace name from an ONNX name: torch's "/layer1/layer1.0/conv1/Conv" loses its leading
+// slash; characters outside [A-Za-z0-9_.:/-] become '_'.
+std::string sanitise(std::string name) {
+  while (!name.empty() && name.front() == '/') name.erase(0, 1);
+  for (char& c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
+          c == '/' || c == '-'))
+      c = '_';
+  if (name.size() > trace::kMaxNameLength) name.resize(trace::kMaxNameLength);
+  return name;
+}
+
+std::string dims_text(const std::vector<std::int64_t>& d) {
+  std::string s;
+  for (const auto v : d) s += (s.empty() ? "" : " x ") + std::to_string(v);
+  return "[" + s + "]";
+}
+
+class Importer {
+ public:
+  explicit Importer(const Graph& g) : g_(g) {
+    for (const auto& v : g_.inputs) inputs_.insert(v.name);
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (!n.domain.empty() && n.domain != "ai.onnx")
+        fail(n, fmt::format("ops of domain '{}' are not supported (only the default ONNX "
+                            "domain)",
+                            n.domain));
+      if (std::find(kSupported.begin(), kSupported.end(), n.op_type) == kSupported.end())
+        fail(n, fmt::format("op {} is not supported; ipusim imports {}", n.op_type,
+                            fmt::join(kSupported, ", ")));
+      for (const auto& in : n.inputs)
+        if (!in.empty()) {
+          if (!produced_.count(in) && !inputs_.count(in) && !g_.initializers.count(in))
+            fail(n, fmt::format("input '{}' is not a graph input, an initializer or the output "
+                                "of an earlier node (ONNX lists nodes in topological order)",
+                                in));
+          consumers_[in].push_back(i);
+        }
+      for (const auto& out : n.outputs) produced_[out] = i;
+    }
+  }
+
+  std::string import() {
+    const bool transformer = std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](const Node& n) {
+      return n.op_type == "Softmax" && scores_matmul(n).has_value();
+    });
+    return transformer ? import_transformer() : import_cnn();
+  }
+
+ private:
+  // --- graph queries -------------------------------------------------------------------------
+  [[noreturn]] void fail(const Node& n, const std::string& what) const {
+    const std::size_t index = static_cast<std::size_t>(&n - g_.nodes.data());
+    throw ConfigError(fmt::format("{}: node '{}' ({}): {}", g_.file,
+                                  n.name.empty() ? "#" + std::to_string(index) : n.name, n.op_type,
+                                  what));
+  }
+  [[noreturn]] void fail_graph(const std::string& what) const {
+    throw ConfigError(fmt::format("{}: {}", g_.file, what));
+  }
+  const Node* producer(const std::string& t) const {
+    const auto it = produced_.find(t);
+    return it == produced_.end() ? nullptr : &g_.nodes[it->second];
+  }
+  std::vector<const Node*> consumers(const std::string& t) const {
+    std::vector<const Node*> out;
+    if (const auto it = consumers_.find(t); it != consumers_.end())
+      for (const std::size_t i : it->second) out.push_back(&g_.nodes[i]);
+    return out;
+  }
+  const Tensor* initializer(const std::string& t) const {
+    const auto it = g_.initializers.find(t);
+    return it == g_.initializers.end() ? nullptr : &it->second;
+  }
+  // True if `t` depends on no graph input (initializers and Constant nodes only).
+  bool constant(const std::string& t) const {
+    if (const auto it = constant_.find(t); it != constant_.end()) return it->second;
+    bool c = !inputs_.count(t);
+    if (c)
+      if (const Node* p = producer(t))
+        for (const auto& in : p->inputs) c = c && (in.empty() || constant(in));
+    constant_[t] = c;
+    return c;
+  }
+  // The weight initializer behind a constant operand (through Transpose, Cast and Identity).
+  const Tensor* weight(const std::string& t, bool* transposed = nullptr) const {
+    if (const Tensor* w = initializer(t)) return w;
+    const Node* p = producer(t);
+    if (!p || !is(*p, {"Transpose", "Cast", "Identity"}) || p->inputs.empty()) return nullptr;
+    if (p->op_type == "Transpose" && transposed) *transposed = !*transposed;
+    return weight(p->inputs[0], transposed);
+  }
+  // The graph input an integer operand comes from (through Cast, Unsqueeze, Expand, Reshape).
+  const onnx::Value* input_behind(const std::string& t) const {
+    for (const auto& v : g_.inputs)
+      if (v.name == t) return &v;
+    const Node* p = producer(t);
+    if (!p || !is(*p, {"Cast", "Unsqueeze", "Expand", "Reshape", "Identity"}) || p->inputs.empty())
+      return nullptr;
+    return input_behind(p->inputs[0]);
+  }
+  std::string dtype_of(std::int32_t elem) const {
+    if (elem == static_cast<std::int32_t>(ElemType::kFloat16)) return "half";
+    if (elem == static_cast<std::int32_t>(ElemType::kFloat)) return "float";
+    fail_graph(
+        fmt::format("weights of ONNX element type {} are not supported (float16 or float)", elem));
+  }
+  std::string model_name() const {
+    std::string n = sanitise(g_.name);
+    if (n.empty() || n == "main_graph" || n == "torch_jit" || n == "torch-jit-export")
+      n = sanitise(std::filesystem::path(g_.file).stem().string());
+    return n.empty() ? "onnx-model" : n;
+  }
+  std::string header(const std::string& family) const {
+    return fmt::format(
+        "# Imported by `ipusim import` from {} ({} ONNX nodes, opset {}) as a {} model.\n"
+        "model:\n  name: {}\n  family: {}\n",
+        std::filesystem::path(g_.file).filename().string(), g_.nodes.size(), g_.opset, family,
+        model_name(), family);
+  }
+
+  // --- transformer ---------------------------------------------------------------------------
+  struct Scores {
+    const Node* matmul = nullptr;
+    bool causal = false, mask = false;
+  };
+  // The attention-score MatMul behind a Softmax (Q K^T, then scale, masks), if there is one.
+  std::optional<Scores> scores_matmul(const Node& softmax) const {
+    Scores s;
+    std::string t = softmax.inputs.at(0);
+    for (int depth = 0; depth < 16; ++depth) {
+      const Node* p = producer(t);
+      if (!p) return std::nullopt;
+      if (p->op_type == "MatMul")
+        return constant(p->inputs[0]) || constant(p->inputs[1])
+                   ? std::nullopt
+                   : std::optional(Scores{p, s.causal, s.mask});
+      if (p->op_type == "Where" && p->inputs.size() == 3) {
+        (constant(p->inputs[0]) ? s.causal : s.mask) = true;
+        t = p->inputs[1];
+      } else if (is(*p, {"Add", "Sub", "Mul", "Div"}) && p->inputs.size() == 2) {
+        const std::string& other = p->inputs[1];
+        if (p->op_type == "Add" && !constant(other)) s.mask = true;
+        if (p->op_type == "Add" && constant(other)) {
+          const Tensor* c = initializer(other);
+          if (!c || c->elements() > 1) s.causal = true;
+        }
+        t = p->inputs[0];
+      } else if (is(*p, {"Cast", "Identity"})) {
+        t = p->inputs[0];
+      } else {
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+  // The heads of an attention block: the constant shape of the Reshape that splits Q.
+  std::uint64_t heads_of(const Node& scores) const {
+    std::string t = scores.inputs[0];
+    for (int depth = 0; depth < 8; ++depth) {
+      const Node* p = producer(t);
+      if (!p) break;
+      if (p->op_type == "Reshape" && p->inputs.size() == 2) {
+        const Tensor* shape = initializer(p->inputs[1]);
+        if (shape && shape->ints.size() == 4 && shape->ints[2] > 0)
+          return static_cast<std::uint64_t>(shape->ints[2]);
+        fail(*p,
+             "the reshape that splits Q into heads needs a constant 4-d shape with the heads "
+             "third ([batch, sequence, heads, head size]); export with constant folding");
+      }
+      if (!is(*p, {"Transpose", "Identity", "Cast"})) break;
+      t = p->inputs[0];
+    }
+    fail(scores, "could not find the reshape that splits Q into heads before the scores' MatMul");
+  }
+  // The input of the projection that makes Q: back from the scores through the head split,
+  // a Split of a fused QKV, the bias add and the MatMul with its weight.
+  std::string projection_input(const Node& scores) const {
+    std::string t = scores.inputs[0];
+    for (int depth = 0; depth < 12; ++depth) {
+      const Node* p = producer(t);
+      if (!p) break;
+      if (p->op_type == "MatMul" && weight(p->inputs[1])) return p->inputs[0];
+      if (p->op_type == "Add" && p->inputs.size() == 2)
+        t = constant(p->inputs[0]) ? p->inputs[1] : p->inputs[0];
+      else if (is(*p, {"Reshape", "Transpose", "Split", "Identity", "Cast"}))
+        t = p->inputs[0];
+      else
+        break;
+    }
+    fail(scores, "could not find the Q projection (a MatMul with a weight) behind the scores");
+  }
+
+  std::string import_transformer() {
+    // Attention blocks: one Softmax over Q K^T each, in graph order.
+    std::vector<Scores> blocks;
+    for (const Node& n : g_.nodes)
+      if (n.op_type == "Softmax" || n.op_type == "LogSoftmax") {
+        if (auto s = scores_matmul(n))
+          blocks.push_back(*s);
+        else
+          fail(n,
+               "a softmax that is not an attention block's (over Q K^T); a transformer's "
+               "loss is added by the compiler, export the logits");
+      }
+    const std::uint64_t layers = blocks.size();
+    const Scores& first = blocks.front();
+    const std::uint64_t heads = heads_of(*first.matmul);
+    for (const Scores& b : blocks)
+      if (heads_of(*b.matmul) != heads || b.causal != first.causal || b.mask != first.mask)
+        fail(*b.matmul,
+             "attention blocks differ (heads or masks); ipusim's transformer layers "
+             "are all alike");
+    bool dropout = false;
+    for (const Node* c : consumers(producer_output_of_softmax(*first.matmul)))
+      dropout = dropout || c->op_type == "Dropout";
+
+    // Embeddings: token (and segment and position) tables gathered, or a patch conv.
+    const Node* patch = nullptr;
+    const Tensor* tokens = nullptr;
+    const onnx::Value* token_input = nullptr;
+    std::uint64_t positions = 0, token_types = 0;
+    std::string dtype;
+    for (const Node& n : g_.nodes) {
+      if (n.op_type == "Conv") {
+        if (patch) fail(n, "a second conv in a transformer (only a ViT's patch embedding is one)");
+        patch = &n;
+      }
+      if (n.op_type != "Gather") continue;
+      const Tensor* table = initializer(n.inputs.at(0));
+      if (!table || table->dims.size() != 2) continue;
+      const onnx::Value* in = input_behind(n.inputs.at(1));
+      if (!in) {
+        if (!constant(n.inputs.at(1)))
+          fail(n,
+               "a gather from a table with computed indices (ipusim gathers token, segment "
+               "and position embeddings)");
+        positions = static_cast<std::uint64_t>(table->dims[0]);
+      } else if (!tokens || table->dims[0] > tokens->dims[0]) {
+        if (tokens) token_types = static_cast<std::uint64_t>(tokens->dims[0]);
+        tokens = table;
+        token_input = in;
+      } else {
+        token_types = static_cast<std::uint64_t>(table->dims[0]);
+      }
+      dtype = dtype_of(table->elem_type);
+    }
+    std::uint64_t hidden = 0;
+    if (patch) {
+      const Tensor* w = initializer(patch->inputs.at(1));
+      if (!w || w->dims.size() != 4)
+        fail(*patch, "the patch embedding's weight is not a 4-d initializer");
+      const auto strides = patch->ints_attr("strides");
+      if (w->dims[2] != w->dims[3] || strides.size() != 2 || strides[0] != w->dims[2] ||
+          strides[1] != w->dims[3])
+        fail(*patch, "a patch embedding is a conv with square kernel equal to its stride");
+      hidden = static_cast<std::uint64_t>(w->dims[0]);
+      dtype = dtype_of(w->elem_type);
+    } else if (tokens) {
+      hidden = static_cast<std::uint64_t>(tokens->dims[1]);
+    } else {
+      fail_graph(
+          "transformer graph: no token embedding (a Gather from a [vocabulary, hidden] "
+          "initializer with token ids from a graph input) and no patch embedding (a Conv)");
+    }
+
+    // Projections, by weight shape ([in, out] as the MatMul reads it).
+    std::uint64_t ffn = 0, square = 0, fused = 0, ffn_in = 0, ffn_out = 0, tied = 0;
+    std::uint64_t classes = 0, span = 0;
+    for (const Node& n : g_.nodes) {
+      if (!is(n, {"MatMul", "Gemm"}) || n.inputs.size() < 2 || !constant(n.inputs[1])) continue;
+      bool transposed = n.op_type == "Gemm" && n.int_attr("transB", 0) != 0;
+      const Tensor* w = weight(n.inputs[1], &transposed);
+      if (!w || w->dims.size() != 2) fail(n, "a matmul whose constant operand is not a 2-d weight");
+      if (w == tokens) {
+        ++tied;
+        continue;
+      }
+      const auto in = static_cast<std::uint64_t>(w->dims[transposed ? 1 : 0]);
+      const auto out = static_cast<std::uint64_t>(w->dims[transposed ? 0 : 1]);
+      if (in == hidden && out == hidden) {
+        ++square;
+      } else if (in == hidden && out == 3 * hidden) {
+        ++fused;
+      } else if (in == hidden && out == 2 && !patch) {
+        ++span;
+      } else if (in == hidden && patch && n.outputs.size() == 1 &&
+                 std::none_of(g_.outputs.begin(), g_.outputs.end(),
+                              [](const onnx::Value&) { return false; }) &&
+                 is_output(n)) {
+        classes = out;
+      } else if (in == hidden && (ffn == 0 || out == ffn)) {
+        ffn = out;
+        ++ffn_in;
+      } else if (out == hidden && in == ffn) {
+        ++ffn_out;
+      } else {
+        fail(n, fmt::format("a matmul with a {} weight, which is none of the transformer's "
+                            "projections for hidden size {}",
+                            dims_text(w->dims), hidden));
+      }
+    }
+    if (ffn_in != layers || ffn_out != layers)
+      fail_graph(
+          fmt::format("transformer graph: {} attention blocks but {} FFN input and {} FFN "
+                      "output matmuls ([{} x {}] and [{} x {}] weights)",
+                      layers, ffn_in, ffn_out, hidden, ffn, ffn, hidden));
+
+    // The head: a classifier (patch models), a span head, the tied LM head over every token, or
+    // the masked-LM head (a dense layer, GELU and layer norm on the gathered masked tokens).
+    std::string head;
+    std::uint64_t masked = 0;
+    const std::uint64_t attention = square + 3 * fused;
+    if (patch) {
+      if (classes == 0)
+        fail_graph(
+            "image transformer graph: no classifier matmul ([hidden x classes] weight producing a "
+            "graph output)");
+      head = "classifier";
+    } else if (span == 1 && tied == 0) {
+      head = "span";
+    } else if (tied == 1 && attention == 4 * layers) {
+      head = "lm";
+    } else if (tied == 1 && attention == 4 * layers + 1) {
+      head = "masked_lm";
+      for (const Node& n : g_.nodes)
+        if (is(n, {"Gather", "GatherElements"}) && n.inputs.size() == 2 && !constant(n.inputs[0]))
+          if (const onnx::Value* in = input_behind(n.inputs[1]); in && in != token_input) {
+            if (in->dims.size() != 2 || !in->dims[1])
+              fail(n,
+                   "the masked positions input needs a fixed second dimension (the masked "
+                   "tokens of a sequence)");
+            masked = static_cast<std::uint64_t>(*in->dims[1]);
+          }
+      if (masked == 0)
+        fail_graph(
+            "transformer graph with a masked-LM head: no gather of the masked positions "
+            "(a Gather or GatherElements on the encoder output with indices from a graph "
+            "input)");
+    } else {
+      fail_graph(fmt::format(
+          "transformer graph: no head ipusim models ({} tied decoder matmul(s), {} [hidden x "
+          "hidden] and {} fused QKV projections for {} attention blocks); supported: a masked-LM "
+          "head, an LM head tied to the token embedding, a span head, an image classifier",
+          tied, square, fused, layers));
+    }
+    if (attention != 4 * layers + (head == "masked_lm" ? 1 : 0))
+      fail_graph(
+          fmt::format("transformer graph: {} [hidden x hidden] and {} fused QKV "
+                      "projections do not make Q, K, V and the output of {} attention blocks",
+                      square, fused, layers));
+
+    // Pre-norm: the Q projection reads a layer norm that the residual add does not.
+    const std::string x = projection_input(*first.matmul);
+    bool post = false;
+    for (const Node* c : consumers(x)) post = post || c->op_type == "Add";
+    std::uint64_t norms = 0;
+    for (const Node& n : g_.nodes) norms += n.op_type == "LayerNormalization" ? 1 : 0;
+    const std::uint64_t expected = 2 * layers + 1 + (head == "masked_lm" ? 1 : 0);
+    if (norms != expected)
+      fail_graph(
+          fmt::format("transformer graph: {} layer norms, expected {} for a {}-norm model "
+                      "of {} layers with a {} head",
+                      norms, expected, post ? "post" : "pre", layers, head));
+
+    std::ostringstream y;
+    y << header("transformer");
+    y << fmt::format("  dtype: {}\n  layers: {}\n  hidden: {}\n  heads: {}\n  ffn: {}\n", dtype,
+                     layers, hidden, heads, ffn);
+    if (patch) {
+      const auto& in = g_.inputs.at(0);
+      if (in.dims.size() != 4 || !in.dims[1] || !in.dims[2] || !in.dims[3])
+        fail_graph(
+            "image transformer graph: the image input needs a fixed [batch, channels, "
+            "height, width] shape");
+      y << fmt::format(
+          "  input: {{height: {}, width: {}, channels: {}}}\n  patch: {}\n"
+          "  classes: {}\n",
+          *in.dims[2], *in.dims[3], *in.dims[1], initializer(patch->inputs[1])->dims[2], classes);
+    } else {
+      if (token_input->dims.size() != 2 || !token_input->dims[1])
+        fail_graph(
+            fmt::format("graph input '{}' (token ids) needs a fixed [batch, sequence] "
+                        "shape",
+                        token_input->name));
+      y << fmt::format("  vocabulary: {}\n  sequence: {}\n", tokens->dims[0],
+                       *token_input->dims[1]);
+      if (head == "masked_lm") y << fmt::format("  masked_tokens: {}\n", masked);
+      if (positions != 0) y << fmt::format("  max_positions: {}\n", positions);
+      y << fmt::format("  token_types: {}\n", token_types);
+    }
+    y << fmt::format(
+        "  causal: {}\n  attention_mask: {}\n  attention_dropout: {}\n  norm: {}\n"
+        "  head: {}\n",
+        first.causal, first.mask, dropout, post ? "post" : "pre", head);
+    return y.str();
+  }
+  bool is_output(const Node& n) const {
+    // Through layout-only nodes to a graph output.
+    std::string t = n.outputs.at(0);
+    for (int depth = 0; depth < 8; ++depth) {
+      for (const auto& o : g_.outputs)
+        if (o.name == t) return true;
+      const auto c = consumers(t);
+      if (c.size() != 1 || !is(*c[0], {"Add", "Reshape", "Flatten", "Identity", "Squeeze"}))
+        return false;
+      t = c[0]->outputs.at(0);
+    }
+    return false;
+  }
+  std::string producer_output_of_softmax(const Node& scores) const {
+    // The softmax's output: the first Softmax downstream of the scores' MatMul.
+    std::string t = scores.outputs.at(0);
+    for (int depth = 0; depth < 16; ++depth) {
+      const auto c = consumers(t);
+      if (c.empty()) break;
+      if (c[0]->op_type == "Softmax") return c[0]->outputs.at(0);
+      t = c[0]->outputs.at(0);
+    }
+    return t;
+  }
+
+  // --- CNN -----------------------------------------------------------------------------------
+  struct Out {
+    std::string name, op, input, other;
+    std::uint64_t out = 0, kernel = 0, stride = 0, group_size = 0;
+  };
+  std::string layer_name(const Node& n) {
+    std::string base = sanitise(n.name.empty() ? n.outputs.at(0) : n.name);
+    if (base.empty()) base = "layer";
+    std::string name = base;
+    for (int i = 2; names_.count(name); ++i) name = fmt::format("{}_{}", base, i);
+    names_.insert(name);
+    return name;
+  }
+  std::vector<std::int64_t>& shape(const Node& n, const std::string& t) {
+    const auto it = shape_.find(t);
+    if (it == shape_.end())
+      fail(n, fmt::format("operand '{}' is not a feature map of the model (an initializer where "
+                          "ipusim expects an activation?)",
+                          t));
+    return it->second;
+  }
+  void emit(const Node& n, Out o, const std::string& from, std::vector<std::int64_t> out_shape) {
+    o.name = layer_name(n);
+    o.input = layer_.at(from);
+    layers_.push_back(o);
+    layer_[n.outputs.at(0)] = o.name;
+    shape_[n.outputs.at(0)] = std::move(out_shape);
+  }
+  void alias(const Node& n, const std::string& from, std::vector<std::int64_t> out_shape) {
+    layer_[n.outputs.at(0)] = layer_.at(from);
+    shape_[n.outputs.at(0)] = std::move(out_shape);
+  }
+  static std::int64_t product(const std::vector<std::int64_t>& s) {
+    std::int64_t p = 1;
+    for (const auto v : s) p *= v;
+    return p;
+  }
+  static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+  // kernel and stride of a conv or pool, square and equal in both dimensions.
+  std::pair<std::int64_t, std::int64_t> window(const Node& n, std::int64_t k) {
+    auto strides = n.ints_attr("strides");
+    if (strides.empty()) strides = {1, 1};
+    auto pads = n.ints_attr("pads");
+    if (pads.empty()) pads = {0, 0, 0, 0};
+    const auto dil = n.ints_attr("dilations");
+    if (strides.size() != 2 || strides[0] != strides[1])
+      fail(n, fmt::format("strides {}: ipusim's layers take one stride for both dimensions",
+                          dims_text(strides)));
+    if (std::any_of(dil.begin(), dil.end(), [](std::int64_t d) { return d != 1; }))
+      fail(n, fmt::format("dilations {}: dilated windows are not supported", dims_text(dil)));
+    const std::string pad_mode = "";
+    if (pads.size() != 4 ||
+        std::any_of(pads.begin(), pads.end(), [&](std::int64_t p) { return p != k / 2; }))
+      fail(n, fmt::format("pads {} for a {}x{} window: ipusim's layers pad \"same\" ({} on every "
+                          "side, so the output is ceil(input / stride))",
+                          dims_text(pads), k, k, k / 2));
+    return {k, strides[0]};
+  }
+
+  std::string import_cnn() {
+    if (g_.inputs.size() != 1)
+      fail_graph(fmt::format("a CNN graph has one input, the images; found {}", g_.inputs.size()));
+    const onnx::Value& image = g_.inputs[0];
+    if (image.dims.size() != 4 || !image.dims[1] || !image.dims[2] || !image.dims[3])
+      fail_graph(
+          fmt::format("graph input '{}': expected images [batch, channels, height, "
+                      "width] with fixed channels, height and width",
+                      image.name));
+    layer_[image.name] = "";
+    shape_[image.name] = {*image.dims[1], *image.dims[2], *image.dims[3]};
+    std::string dtype;
+    std::uint64_t norm_groups = 0;
+    std::set<const Node*> folded;  // sigmoids that are half of a swish
+    for (const Node& n : g_.nodes) {
+      if (n.op_type == "Constant") continue;
+      const std::string& x = n.inputs.at(0);
+      if (n.op_type == "Conv") {
+        const Tensor* w = n.inputs.size() > 1 ? initializer(n.inputs[1]) : nullptr;
+        if (!w || w->dims.size() != 4) fail(n, "the weight is not a 4-d initializer");
+        if (n.inputs.size() > 2 && !n.inputs[2].empty())
+          fail(n,
+               "a conv with a bias: ipusim's conv layers have none (a batch norm follows "
+               "them); fold the bias into the next layer before export");
+        if (w->dims[2] != w->dims[3]) fail(n, "a non-square kernel " + dims_text(w->dims));
+        dtype = dtype_of(w->elem_type);
+        const auto& in = shape(n, x);
+        const auto [k, s] = window(n, w->dims[2]);
+        const std::int64_t groups = n.int_attr("group", 1);
+        if (groups < 1 || w->dims[1] * groups != in[0])
+          fail(n, fmt::format("weight {} with {} groups does not read {} input channels",
+                              dims_text(w->dims), groups, in[0]));
+        Out o{.op = "conv",
+              .out = static_cast<std::uint64_t>(w->dims[0]),
+              .kernel = static_cast<std::uint64_t>(k),
+              .stride = static_cast<std::uint64_t>(s)};
+        if (groups > 1 && groups == in[0] && w->dims[0] == in[0]) {
+          o.op = "dwconv";
+          o.out = 0;
+        } else if (groups > 1) {
+          o.group_size = static_cast<std::uint64_t>(in[0] / groups);
+        }
+        emit(n, o, x, {w->dims[0], ceil_div(in[1], s), ceil_div(in[2], s)});
+      } else if (is(n, {"BatchNormalization", "InstanceNormalization", "GroupNormalization"})) {
+        const auto& in = shape(n, x);
+        Out o{.op = "batchnorm"};
+        if (n.op_type != "BatchNormalization") {
+          o.op = "groupnorm";
+          const auto groups = static_cast<std::uint64_t>(
+              n.op_type == "InstanceNormalization" ? in[0] : n.int_attr("num_groups", 0));
+          if (norm_groups != 0 && groups != norm_groups)
+            fail(n, fmt::format("{} groups where an earlier norm has {}: ipusim's group norms "
+                                "share one model.norm_groups",
+                                groups, norm_groups));
+          norm_groups = groups;
+        }
+        emit(n, o, x, in);
+      } else if (n.op_type == "Relu") {
+        emit(n, {.op = "relu"}, x, shape(n, x));
+      } else if (n.op_type == "Sigmoid") {
+        // x * sigmoid(x) is one swish layer (what exporters write for SiLU).
+        const auto c = consumers(n.outputs.at(0));
+        if (c.size() == 1 && c[0]->op_type == "Mul" &&
+            std::count(c[0]->inputs.begin(), c[0]->inputs.end(), x) == 1) {
+          folded.insert(c[0]);
+          continue;
+        }
+        emit(n, {.op = "sigmoid"}, x, shape(n, x));
+      } else if (n.op_type == "Mul" && folded.count(&n)) {
+        const std::string& in = producer(n.inputs[0]) && producer(n.inputs[0])->op_type == "Sigmoid"
+                                    ? n.inputs[1]
+                                    : n.inputs[0];
+        emit(n, {.op = "swish"}, in, shape(n, in));
+      } else if (is(n, {"Add", "Mul"})) {
+        const std::string& y = n.inputs.at(1);
+        if (constant(x) || constant(y)) {
+          // A bias after a MatMul fc (its bias is part of the layer).
+          const std::string& a = constant(x) ? y : x;
+          const Node* p = producer(a);
+          if (n.op_type == "Add" && p && p->op_type == "MatMul" && !layers_.empty() &&
+              layers_.back().op == "fc" && layer_.at(a) == layers_.back().name) {
+            alias(n, a, shape(n, a));
+            continue;
+          }
+          fail(n,
+               "an elementwise op with a constant operand (ipusim's CNN layers take no "
+               "constants besides their weights)");
+        }
+        const auto& sx = shape(n, x);
+        const auto& sy = shape(n, y);
+        if (n.op_type == "Add") {
+          if (sx != sy)
+            fail(n, fmt::format("adds feature maps of shapes {} and {}; the residual add takes "
+                                "equal shapes",
+                                dims_text(sx), dims_text(sy)));
+          Out o{.op = "add"};
+          o.other = layer_.at(y);
+          emit(n, o, x, sx);
+        } else {
+          const bool y_small = sy.size() == 3 && sy[1] == 1 && sy[2] == 1;
+          const bool x_small = sx.size() == 3 && sx[1] == 1 && sx[2] == 1;
+          if (y_small == x_small || (y_small ? sy[0] != sx[0] : sx[0] != sy[0]))
+            fail(n, fmt::format("multiplies feature maps of shapes {} and {}; ipusim's scale "
+                                "multiplies a map by one factor per channel",
+                                dims_text(sx), dims_text(sy)));
+          Out o{.op = "scale"};
+          o.other = layer_.at(y_small ? y : x);
+          emit(n, o, y_small ? x : y, y_small ? sx : sy);
+        }
+      } else if (n.op_type == "MaxPool") {
+        const auto ks = n.ints_attr("kernel_shape");
+        if (ks.size() != 2 || ks[0] != ks[1]) fail(n, "a non-square pooling window");
+        const auto& in = shape(n, x);
+        const auto [k, s] = window(n, ks[0]);
+        emit(n,
+             {.op = "maxpool",
+              .kernel = static_cast<std::uint64_t>(k),
+              .stride = static_cast<std::uint64_t>(s)},
+             x, {in[0], ceil_div(in[1], s), ceil_div(in[2], s)});
+      } else if (is(n, {"GlobalAveragePool", "AveragePool"})) {
+        const auto& in = shape(n, x);
+        const auto ks = n.ints_attr("kernel_shape");
+        if (n.op_type == "AveragePool" && (ks.size() != 2 || ks[0] != in[1] || ks[1] != in[2]))
+          fail(n, "average pooling over a window smaller than the map: ipusim's avgpool is global");
+        emit(n, {.op = "avgpool"}, x, {in[0], 1, 1});
+      } else if (is(n, {"Flatten", "Reshape", "Squeeze"})) {
+        alias(n, x, {product(shape(n, x))});
+      } else if (is(n, {"Unsqueeze", "Identity", "Dropout", "Cast"})) {
+        alias(n, x, shape(n, x));
+      } else if (is(n, {"Gemm", "MatMul"})) {
+        bool transposed = n.op_type == "Gemm" && n.int_attr("transB", 0) != 0;
+        const Tensor* w = n.inputs.size() > 1 ? weight(n.inputs[1], &transposed) : nullptr;
+        if (!w || w->dims.size() != 2) fail(n, "the weight is not a 2-d initializer");
+        if (n.int_attr("transA", 0) != 0) fail(n, "transA: the input is read transposed");
+        const auto& in = shape(n, x);
+        const auto width = w->dims[transposed ? 1 : 0];
+        if (product(in) != width)
+          fail(n, fmt::format("weight {} does not read the {} features of its input",
+                              dims_text(w->dims), product(in)));
+        emit(n, {.op = "fc", .out = static_cast<std::uint64_t>(w->dims[transposed ? 0 : 1])}, x,
+             {w->dims[transposed ? 0 : 1]});
+      } else if (is(n, {"Softmax", "LogSoftmax"})) {
+        if (&n != &g_.nodes.back())
+          fail(n, "a softmax before the end of a CNN (only a final one, read as the loss)");
+        emit(n, {.op = "softmax_loss"}, x, shape(n, x));
+      } else {
+        fail(n, fmt::format("op {} has no CNN layer in ipusim (convs, norms, ReLU, sigmoid, "
+                            "swish, residual add, per-channel scale, pools and fc layers)",
+                            n.op_type));
+      }
+    }
+    if (layers_.empty()) fail_graph("the graph has no layers");
+    if (layers_.back().op != "softmax_loss")
+      layers_.push_back(
+          {.name = unique("loss"), .op = "softmax_loss", .input = layers_.back().name});
+    if (layers_.size() < 2 || layers_[layers_.size() - 2].op != "fc")
+      fail_graph("a CNN graph ends in an fc layer (Gemm or MatMul) giving the class scores");
+    if (dtype.empty()) fail_graph("a CNN graph has at least one conv");
+
+    std::ostringstream y;
+    y << header("cnn");
+    y << fmt::format(
+        "  dtype: {}\n  input: {{height: {}, width: {}, channels: {}}}\n  classes: {}\n", dtype,
+        *image.dims[2], *image.dims[3], *image.dims[1], layers_[layers_.size() - 2].out);
+    if (norm_groups != 0) y << fmt::format("  norm_groups: {}\n", norm_groups);
+    y << "layers:\n";
+    std::string previous;
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const Out& l = layers_[i];
+      if (i > 0 && l.input.empty())
+        fail_graph(
+            fmt::format("layer '{}' reads the images, but is not the first layer; a model "
+                        "file feeds the images to its first layer only",
+                        l.name));
+      std::string fields = fmt::format("name: \"{}\", op: {}", l.name, l.op);
+      if (i > 0 && l.input != previous) fields += fmt::format(", input: \"{}\"", l.input);
+      if (!l.other.empty()) fields += fmt::format(", other: \"{}\"", l.other);
+      if (l.out != 0) fields += fmt::format(", out: {}", l.out);
+      if (l.kernel != 0) fields += fmt::format(", kernel: {}, stride: {}", l.kernel, l.stride);
+      if (l.group_size != 0) fields += fmt::format(", group_size: {}", l.group_size);
+      y << "  - {" << fields << "}\n";
+      previous = l.name;
+    }
+    return y.str();
+  }
+  std::string unique(const std::string& base) {
+    std::string name = base;
+    for (int i = 2; names_.count(name); ++i) name = fmt::format("{}_{}", base, i);
+    names_.insert(name);
+    return name;
+  }
+
+  const Graph& g_;
+  std::set<std::string> inputs_;
+  std::map<std::string, std::size_t> produced_;
+  std::map<std::string, std::vector<std::size_t>> consumers_;
+  mutable std::map<std::string, bool> constant_;
+  // CNN import state: the layer each tensor is the output of ("" for the images), per-sample
+  // shapes ([channels, height, width] or [features]), the layers written.
+  std::map<std::string, std::string> layer_;
+  std::map<std::string, std::vector<std::int64_t>> shape_;
+  std::vector<Out> layers_;
+  std::set<std::string> names_;
+};
+
+}  // namespace
+
+bool is_onnx_file(const std::string& file) {
+  return std::filesystem::path(file).extension() == ".onnx";
+}
+
+std::string import_onnx(const std::string& file) {
+  const onnx::Graph g = onnx::read_model(file);
+  return Importer(g).import();
+}
+
+std::uint64_t onnx_weight_elements(const std::string& file) {
+  const onnx::Graph g = onnx::read_model(file);
+  // Trainable weights: floating-point initializers of more than one element, less batch norm's
+  // running statistics (its inputs 3 and 4).
+  std::set<std::string> statistics;
+  for (const auto& n : g.nodes)
+    if (n.op_type == "BatchNormalization")
+      for (std::size_t i = 3; i < n.inputs.size(); ++i) statistics.insert(n.inputs[i]);
+  std::uint64_t total = 0;
+  for (const auto& [name, t] : g.initializers) {
+    const bool floating = t.elem_type == static_cast<std::int32_t>(ElemType::kFloat16) ||
+                          t.elem_type == static_cast<std::int32_t>(ElemType::kFloat) ||
+                          t.elem_type == static_cast<std::int32_t>(ElemType::kBfloat16);
+    if (floating && t.elements() > 1 && !statistics.count(name)) total += t.elements();
+  }
+  return total;
+}
+
+}  // namespace ipusim::compiler
