@@ -26,6 +26,9 @@ packages=(
   # docs/python.md: the Python package's tests (pytest), its tables (pandas) and the worked
   # study's plot (matplotlib)
   python3 python3-pytest python3-pandas python3-matplotlib
+  # docs/onnx.md: tools/make-onnx-models.py builds the ONNX test graphs (its test checks they
+  # reproduce tests/data/onnx/ byte for byte)
+  python3-onnx
 )
 
 missing=()

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# Builds four ONNX test graphs for the ipusim ONNX importer: resnet50.onnx (torchvision
-# ResNet-50 v1.5), bert_large.onnx (BERT-Large pre-training with its masked-LM head, as
-# Graphcore's MLPerf BERT, without the next-sentence head ipusim does not model), vit_b16.onnx (ViT-B/16 classifier) and gpt2_small.onnx (GPT-2 small
-# with its tied LM head). The layouts follow what torch.onnx.export writes at opset 17 with
-# static shapes, constant folding on and training-mode export (so Dropout nodes are present),
-# with a symbolic "batch" dimension on every graph input and output. Activations and weights
+# Builds the ONNX test graphs of the ipusim ONNX importer (docs/onnx.md): resnet50.onnx
+# (torchvision ResNet-50 v1.5), bert_large.onnx (BERT-Large pre-training with its masked-LM
+# head, as Graphcore's MLPerf BERT, without the next-sentence head ipusim does not model),
+# vit_b16.onnx (ViT-B/16 classifier), gpt2_small.onnx (GPT-2 small with its tied LM head) and
+# lrn_cnn.onnx (a small CNN with an op ipusim does not model, LRN). The layouts follow what
+# torch.onnx.export writes at opset 17 with static shapes, constant folding on and
+# training-mode export (so Dropout nodes are present), with a symbolic "batch" dimension on every graph input and output. Activations and weights
 # are float16. Weights carry names, shapes and types but no data: each is an initializer with
 # external data in "<stem>.weights.bin" (running offsets), a file that is never written. Small
 # constants (shapes, axes, indices, scalars, the causal mask) are inline initializers. The
@@ -383,8 +384,25 @@ def check(model):
     onnx.checker.check_model(copy)
 
 
+def lrn_cnn():
+    """A small CNN with local response normalisation (AlexNet's LRN), which ipusim does not
+    model: the importer's error names the node."""
+    g = Builder("lrn_cnn")
+    x = g.input("input", F16, [3, 32, 32])
+    w = g.weight("conv.weight", [16, 3, 3, 3])
+    x = g.op("/conv", "Conv", [x, w], dilations=[1, 1], group=1, kernel_shape=[3, 3],
+             pads=[1, 1, 1, 1], strides=[1, 1])
+    x = g.op("/relu", "Relu", [x])
+    x = g.op("/lrn", "LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=2.0)
+    x = g.op("/avgpool", "GlobalAveragePool", [x])
+    x = g.op("", "Flatten", [x], axis=1)
+    x = g.gemm("/fc", x, "fc", 16, 10)
+    g.output(x, "logits", F16, [10])
+    return g
+
+
 MODELS = [("resnet50", resnet50), ("bert_large", bert_large), ("vit_b16", vit_b16),
-          ("gpt2_small", gpt2_small)]
+          ("gpt2_small", gpt2_small), ("lrn_cnn", lrn_cnn)]
 
 
 def main():

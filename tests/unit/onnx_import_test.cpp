@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ONNX front end (src/compiler/onnx_*.cpp, docs/onnx.md) on the graphs of
+// tests/data/onnx/, written by tools/make-onnx-models.py as torch.onnx.export lays them out:
+// each imports as the shipped model file of the same network. No SystemC.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+std::string onnx_file(const std::string& stem) {
+  return std::string(IPUSIM_SOURCE_DIR) + "/tests/data/onnx/" + stem + ".onnx";
+}
+ModelDef shipped(const std::string& stem) {
+  return load_model(std::string(IPUSIM_SOURCE_DIR) + "/models/" + stem + ".yaml");
+}
+
+std::string error_of(const std::string& file) {
+  try {
+    load_model(file);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OnnxImport, ResNet50IsTheShippedModelLayerForLayer) {
+  const ModelDef a = load_model(onnx_file("resnet50"));
+  const ModelDef b = shipped("resnet50");
+  EXPECT_EQ(a.family, "cnn");
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.height, 224u);
+  EXPECT_EQ(a.width, 224u);
+  EXPECT_EQ(a.channels, 3u);
+  EXPECT_EQ(a.classes, 1000u);
+  // models/resnet50.yaml (its repeated blocks expanded) and the torchvision graph: 53 convs,
+  // 53 batch norms, 49 ReLUs, 16 residual adds, the pools, the fc and the loss, in the same
+  // order with the same operands; only the names differ.
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  std::map<std::string, std::size_t> index_a, index_b;
+  for (std::size_t i = 0; i < a.layers.size(); ++i) {
+    const Layer& la = a.layers[i];
+    const Layer& lb = b.layers[i];
+    SCOPED_TRACE(lb.name + " / " + la.name);
+    EXPECT_EQ(la.op, lb.op);
+    EXPECT_EQ(la.out, lb.out);
+    EXPECT_EQ(la.kernel, lb.kernel);
+    EXPECT_EQ(la.stride, lb.stride);
+    EXPECT_EQ(la.group_size, lb.group_size);
+    EXPECT_EQ(la.input.empty() ? -1 : static_cast<int>(index_a.at(la.input)),
+              lb.input.empty() ? -1 : static_cast<int>(index_b.at(lb.input)));
+    EXPECT_EQ(la.other.empty() ? -1 : static_cast<int>(index_a.at(la.other)),
+              lb.other.empty() ? -1 : static_cast<int>(index_b.at(lb.other)));
+    index_a[la.name] = i;
+    index_b[lb.name] = i;
+  }
+  // torchvision's ResNet-50 has 25,557,032 trainable parameters: the compiler's count from the
+  // imported layers and the graph's own initializers (less the batch norms' running
+  // statistics) agree with it and with the shipped model.
+  EXPECT_EQ(parameter_count(a), 25'557'032u);
+  EXPECT_EQ(parameter_count(b), 25'557'032u);
+  EXPECT_EQ(onnx_weight_elements(onnx_file("resnet50")), 25'557'032u);
+}
+
+void expect_same_transformer(const ModelDef& a, const ModelDef& b) {
+  EXPECT_EQ(a.family, "transformer");
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.encoder_layers, b.encoder_layers);
+  EXPECT_EQ(a.hidden, b.hidden);
+  EXPECT_EQ(a.heads, b.heads);
+  EXPECT_EQ(a.ffn, b.ffn);
+  EXPECT_EQ(a.vocabulary, b.vocabulary);
+  EXPECT_EQ(a.sequence, b.sequence);
+  EXPECT_EQ(a.masked_tokens, b.masked_tokens);
+  EXPECT_EQ(a.max_positions, b.max_positions);
+  EXPECT_EQ(a.token_types, b.token_types);
+  EXPECT_EQ(a.causal, b.causal);
+  EXPECT_EQ(a.attention_mask, b.attention_mask);
+  EXPECT_EQ(a.attention_dropout, b.attention_dropout);
+  EXPECT_EQ(a.pre_norm, b.pre_norm);
+  EXPECT_EQ(a.lm_head, b.lm_head);
+  EXPECT_EQ(a.classifier, b.classifier);
+  EXPECT_EQ(a.span_head, b.span_head);
+  EXPECT_EQ(a.patch, b.patch);
+  EXPECT_EQ(a.classes, b.classes);
+  EXPECT_EQ(a.height, b.height);
+  EXPECT_EQ(parameter_count(a), parameter_count(b));
+}
+
+TEST(OnnxImport, BertLargeIsTheShippedModel) {
+  const ModelDef a = load_model(onnx_file("bert_large"));
+  expect_same_transformer(a, shipped("bert_large"));
+  // Read from the graph: 24 softmaxes over Q K^T, a [batch, 512, 16, 64] head split, FFN
+  // weights [1024 x 4096], a [30912 x 1024] token table, 76 masked positions, the mask added
+  // from the attention_mask input, no dropout after the softmax, the layer norm after the
+  // residual add.
+  EXPECT_EQ(a.encoder_layers, 24u);
+  EXPECT_EQ(a.heads, 16u);
+  EXPECT_EQ(a.ffn, 4096u);
+  EXPECT_EQ(a.vocabulary, 30912u);
+  EXPECT_EQ(a.masked_tokens, 76u);
+  EXPECT_TRUE(a.attention_mask);
+  EXPECT_FALSE(a.attention_dropout);
+  EXPECT_FALSE(a.pre_norm);
+  // The graph's weights: the compiler's count (335,545,344) takes the masked-LM head's output
+  // bias as 2 x hidden wide; in the graph it is vocabulary wide: 30,912 - 2 x 1,024 = 28,864
+  // more (docs/onnx.md).
+  EXPECT_EQ(parameter_count(a), 335'545'344u);
+  EXPECT_EQ(onnx_weight_elements(onnx_file("bert_large")), 335'545'344u + 28'864u);
+}
+
+TEST(OnnxImport, VitB16IsTheShippedModel) {
+  const ModelDef a = load_model(onnx_file("vit_b16"));
+  expect_same_transformer(a, shipped("vit_b16"));
+  // A 16 x 16 stride-16 patch conv on 224 x 224 x 3 images, pre-norm, 1000 classes; 197
+  // position embeddings (196 patches and the class token): every weight of the graph counted.
+  EXPECT_TRUE(a.classifier);
+  EXPECT_EQ(a.patch, 16u);
+  EXPECT_EQ(a.sequence, 197u);
+  EXPECT_TRUE(a.pre_norm);
+  EXPECT_EQ(onnx_weight_elements(onnx_file("vit_b16")), parameter_count(a));
+  EXPECT_EQ(parameter_count(a), 86'567'656u);
+}
+
+TEST(OnnxImport, Gpt2SmallIsTheShippedModelButForVocabularyPadding) {
+  const ModelDef a = load_model(onnx_file("gpt2_small"));
+  const ModelDef b = shipped("gpt2_small");
+  expect_same_transformer(a, b);
+  // The causal mask (a Where on a constant lower-triangular mask), the tied LM head (a MatMul
+  // with the transposed token table), no token types. The graph has the table's 50,257 rows;
+  // the shipped model pads them to a multiple of 16 as Graphcore's GPT-2 does, which the graph
+  // cannot say.
+  EXPECT_TRUE(a.causal);
+  EXPECT_TRUE(a.lm_head);
+  EXPECT_EQ(a.token_types, 0u);
+  EXPECT_EQ(a.vocabulary_multiple, 1u);
+  EXPECT_EQ(b.vocabulary_multiple, 16u);
+  EXPECT_EQ(onnx_weight_elements(onnx_file("gpt2_small")), parameter_count(a));
+  EXPECT_EQ(parameter_count(a), 124'439'808u);
+}
+
+TEST(OnnxImport, AnUnsupportedOpIsAnErrorNamingTheNode) {
+  const std::string e = error_of(onnx_file("lrn_cnn"));
+  EXPECT_NE(e.find("lrn_cnn.onnx: node '/lrn/LRN' (LRN): op LRN is not supported"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("Conv, Gemm, MatMul"), std::string::npos) << e;
+}
+
+TEST(OnnxImport, MalformedFilesAreErrorsNamingTheByteAndField) {
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("ipusim-onnx-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  std::filesystem::create_directories(dir);
+  std::ifstream in(onnx_file("resnet50"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Cut inside the graph: the graph field's length runs past the end of the file.
+  const std::string cut = (dir / "cut.onnx").string();
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::string e = error_of(cut);
+  EXPECT_NE(e.find("model: graph of "), std::string::npos) << e;
+  EXPECT_NE(e.find("runs past the end of its message (not a well-formed ONNX model)"),
+            std::string::npos)
+      << e;
+  // A file with no graph field.
+  const std::string empty = (dir / "empty.onnx").string();
+  std::ofstream(empty, std::ios::binary) << std::string("\x08\x08", 2);  // ir_version 8
+  e = error_of(empty);
+  EXPECT_NE(e.find("not an ONNX model: it has no graph"), std::string::npos) << e;
+  // Protobuf's deprecated group wire type (3) where a field is expected.
+  const std::string group = (dir / "group.onnx").string();
+  std::ofstream(group, std::ios::binary) << std::string("\x0b", 1);
+  e = error_of(group);
+  EXPECT_NE(e.find("byte 1: model: field 1 has wire type 3"), std::string::npos) << e;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
