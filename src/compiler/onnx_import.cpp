@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -105,6 +106,10 @@ class Importer {
       if (std::find(kSupported.begin(), kSupported.end(), n.op_type) == kSupported.end())
         fail(n, fmt::format("op {} is not supported; ipusim imports {}", n.op_type,
                             fmt::join(kSupported, ", ")));
+      if (n.outputs.empty() || n.outputs[0].empty()) fail(n, "a node without an output");
+      if (n.inputs.size() < min_inputs(n.op_type) || (!n.inputs.empty() && n.inputs[0].empty()))
+        fail(n, fmt::format("expected at least {} input(s), found {}", min_inputs(n.op_type),
+                            n.inputs.size()));
       for (const auto& in : n.inputs)
         if (!in.empty()) {
           if (!produced_.count(in) && !inputs_.count(in) && !g_.initializers.count(in))
@@ -114,6 +119,10 @@ class Importer {
           consumers_[in].push_back(i);
         }
       for (const auto& out : n.outputs) produced_[out] = i;
+      // Nodes are in topological order: a node's outputs are constant when all its inputs are.
+      bool c = true;
+      for (const auto& in : n.inputs) c = c && (in.empty() || constant(in));
+      for (const auto& out : n.outputs) constant_[out] = c;
     }
   }
 
@@ -149,32 +158,46 @@ class Importer {
     const auto it = g_.initializers.find(t);
     return it == g_.initializers.end() ? nullptr : &it->second;
   }
+  static std::size_t min_inputs(const std::string& op) {
+    if (op == "Constant") return 0;
+    if (op == "Where") return 3;
+    for (const char* binary :
+         {"Conv", "Gemm", "MatMul", "Add", "Mul", "Sub", "Div", "Pow", "Reshape", "Expand",
+          "Gather", "GatherElements", "LayerNormalization", "BatchNormalization",
+          "InstanceNormalization", "GroupNormalization"})
+      if (op == binary) return 2;
+    return 1;
+  }
   // True if `t` depends on no graph input (initializers and Constant nodes only).
   bool constant(const std::string& t) const {
     if (const auto it = constant_.find(t); it != constant_.end()) return it->second;
-    bool c = !inputs_.count(t);
-    if (c)
-      if (const Node* p = producer(t))
-        for (const auto& in : p->inputs) c = c && (in.empty() || constant(in));
-    constant_[t] = c;
-    return c;
+    return !inputs_.count(t);  // an initializer
+  }
+  // Follows a chain of `through` nodes back from `t` (at most 64) until `stop(t)`.
+  template <typename Stop>
+  std::string back(std::string t, std::initializer_list<const char*> through, Stop stop,
+                   bool* transposed = nullptr) const {
+    for (int depth = 0; depth < 64 && !stop(t); ++depth) {
+      const Node* p = producer(t);
+      if (!p || !is(*p, through)) break;
+      if (p->op_type == "Transpose" && transposed) *transposed = !*transposed;
+      t = p->inputs[0];
+    }
+    return t;
   }
   // The weight initializer behind a constant operand (through Transpose, Cast and Identity).
   const Tensor* weight(const std::string& t, bool* transposed = nullptr) const {
-    if (const Tensor* w = initializer(t)) return w;
-    const Node* p = producer(t);
-    if (!p || !is(*p, {"Transpose", "Cast", "Identity"}) || p->inputs.empty()) return nullptr;
-    if (p->op_type == "Transpose" && transposed) *transposed = !*transposed;
-    return weight(p->inputs[0], transposed);
+    return initializer(back(
+        t, {"Transpose", "Cast", "Identity"},
+        [&](const std::string& x) { return initializer(x) != nullptr; }, transposed));
   }
   // The graph input an integer operand comes from (through Cast, Unsqueeze, Expand, Reshape).
   const onnx::Value* input_behind(const std::string& t) const {
+    const std::string from = back(t, {"Cast", "Unsqueeze", "Expand", "Reshape", "Identity"},
+                                  [&](const std::string& x) { return inputs_.count(x) != 0; });
     for (const auto& v : g_.inputs)
-      if (v.name == t) return &v;
-    const Node* p = producer(t);
-    if (!p || !is(*p, {"Cast", "Unsqueeze", "Expand", "Reshape", "Identity"}) || p->inputs.empty())
-      return nullptr;
-    return input_behind(p->inputs[0]);
+      if (v.name == from) return &v;
+    return nullptr;
   }
   std::string dtype_of(std::int32_t elem) const {
     if (elem == static_cast<std::int32_t>(ElemType::kFloat16)) return "half";
@@ -361,10 +384,7 @@ class Importer {
         ++fused;
       } else if (in == hidden && out == 2 && !patch) {
         ++span;
-      } else if (in == hidden && patch && n.outputs.size() == 1 &&
-                 std::none_of(g_.outputs.begin(), g_.outputs.end(),
-                              [](const onnx::Value&) { return false; }) &&
-                 is_output(n)) {
+      } else if (in == hidden && patch && is_output(n)) {
         classes = out;
       } else if (in == hidden && (ffn == 0 || out == ffn)) {
         ffn = out;
@@ -445,7 +465,8 @@ class Importer {
     y << fmt::format("  dtype: {}\n  layers: {}\n  hidden: {}\n  heads: {}\n  ffn: {}\n", dtype,
                      layers, hidden, heads, ffn);
     if (patch) {
-      const auto& in = g_.inputs.at(0);
+      if (g_.inputs.size() != 1) fail_graph("an image transformer graph has one input, the images");
+      const auto& in = g_.inputs[0];
       if (in.dims.size() != 4 || !in.dims[1] || !in.dims[2] || !in.dims[3])
         fail_graph(
             "image transformer graph: the image input needs a fixed [batch, channels, "
@@ -529,9 +550,14 @@ class Importer {
     layer_[n.outputs.at(0)] = layer_.at(from);
     shape_[n.outputs.at(0)] = std::move(out_shape);
   }
+  static constexpr std::int64_t kMaxWindow = 1 << 16;
+  // Saturating: shapes come from the file.
   static std::int64_t product(const std::vector<std::int64_t>& s) {
     std::int64_t p = 1;
-    for (const auto v : s) p *= v;
+    for (const auto v : s)
+      p = v != 0 && p > std::numeric_limits<std::int64_t>::max() / v
+              ? std::numeric_limits<std::int64_t>::max()
+              : p * v;
     return p;
   }
   static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -542,12 +568,13 @@ class Importer {
     auto pads = n.ints_attr("pads");
     if (pads.empty()) pads = {0, 0, 0, 0};
     const auto dil = n.ints_attr("dilations");
-    if (strides.size() != 2 || strides[0] != strides[1])
+    if (k < 1 || k > kMaxWindow) fail(n, fmt::format("a {}x{} window", k, k));
+    if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1 ||
+        strides[0] > kMaxWindow)
       fail(n, fmt::format("strides {}: ipusim's layers take one stride for both dimensions",
                           dims_text(strides)));
     if (std::any_of(dil.begin(), dil.end(), [](std::int64_t d) { return d != 1; }))
       fail(n, fmt::format("dilations {}: dilated windows are not supported", dims_text(dil)));
-    const std::string pad_mode = "";
     if (pads.size() != 4 ||
         std::any_of(pads.begin(), pads.end(), [&](std::int64_t p) { return p != k / 2; }))
       fail(n, fmt::format("pads {} for a {}x{} window: ipusim's layers pad \"same\" ({} on every "
@@ -585,7 +612,7 @@ class Importer {
         const auto& in = shape(n, x);
         const auto [k, s] = window(n, w->dims[2]);
         const std::int64_t groups = n.int_attr("group", 1);
-        if (groups < 1 || w->dims[1] * groups != in[0])
+        if (groups < 1 || groups > in[0] || in[0] % groups != 0 || w->dims[1] != in[0] / groups)
           fail(n, fmt::format("weight {} with {} groups does not read {} input channels",
                               dims_text(w->dims), groups, in[0]));
         Out o{.op = "conv",
@@ -752,7 +779,7 @@ class Importer {
   std::set<std::string> inputs_;
   std::map<std::string, std::size_t> produced_;
   std::map<std::string, std::vector<std::size_t>> consumers_;
-  mutable std::map<std::string, bool> constant_;
+  std::map<std::string, bool> constant_;  // node outputs: no graph input behind them
   // CNN import state: the layer each tensor is the output of ("" for the images), per-sample
   // shapes ([channels, height, width] or [features]), the layers written.
   std::map<std::string, std::string> layer_;

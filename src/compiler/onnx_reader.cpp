@@ -22,6 +22,10 @@ namespace {
 // messages over 2 GiB.
 constexpr std::size_t kMaxOnnxBytes = std::size_t{2} << 30;
 
+// A tensor dimension: large enough for any model, small enough that products of a few stay
+// within 64 bits.
+constexpr std::int64_t kMaxDimension = std::int64_t{1} << 32;
+
 enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
 
 class Reader {
@@ -184,7 +188,8 @@ Tensor read_tensor(Reader r) {
     }
   }
   for (const std::int64_t d : t.dims)
-    if (d < 0) r.fail(fmt::format("tensor '{}' has a negative dimension {}", t.name, d));
+    if (d < 0 || d > kMaxDimension)
+      r.fail(fmt::format("tensor '{}' has dimension {}, expected 0..{}", t.name, d, kMaxDimension));
   // The values of small integer tensors: reshape shapes, split sizes, indices, axes.
   constexpr std::uint64_t kMaxValues = 1 << 16;
   const bool integer = t.elem_type == static_cast<std::int32_t>(ElemType::kInt64) ||
@@ -301,9 +306,11 @@ Value read_value(Reader r) {
               Reader dim = shape.message(fmt::format("dim[{}]", v.dims.size()));
               std::optional<std::int64_t> value;
               while (dim.next()) {
-                if (dim.field() == 1)
+                if (dim.field() == 1) {
                   value = dim.int64("dim_value");
-                else
+                  if (*value < 0 || *value > kMaxDimension)
+                    dim.fail(fmt::format("dimension {}, expected 0..{}", *value, kMaxDimension));
+                } else
                   dim.skip();
               }
               v.dims.push_back(value);
