@@ -60,6 +60,7 @@ class CnnLowering {
         n_(run.micro_batch),
         all_tiles_(all_tiles) {
     if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
+    plan_ahead();
   }
 
   // One micro-batch's forward: input, forward (inference: its output to the host).
@@ -290,6 +291,33 @@ class CnnLowering {
     a.groups = c.groups;
     a.channel_groups = c.groups > 1;
     return a;
+  }
+
+  // Every conv and fc of the stage planned ahead on a second thread (IpuBuilder::plan_ahead),
+  // in the order the lowering asks for them: the forward convs, then (training) each layer's
+  // data- and weight-gradient convs from the last layer back.
+  void plan_ahead() {
+    const auto args = [&](const Node& c) -> std::optional<plan::ConvArgs> {
+      switch (graph::info(c.op()).weights) {
+        case graph::Weights::kConv:
+          return forward_args(c);
+        case graph::Weights::kMatmul:
+          return fc_args(c);
+        case graph::Weights::kScaleShift:
+        case graph::Weights::kNone:
+          break;
+      }
+      return std::nullopt;
+    };
+    for (std::size_t i = first_; i < last_; ++i)
+      if (const auto a = args(layers_[i])) b_.plan_ahead(*a);
+    if (run_.inference) return;
+    for (std::size_t i = last_; i-- > first_;)
+      if (const auto a = args(layers_[i])) {
+        if (layers_[i].op() == graph::Op::kFc || flow_[i].data_gradient)
+          b_.plan_ahead(IpuBuilder::data_gradient_args(*a), false, true);
+        b_.plan_ahead(IpuBuilder::weight_gradient_args(*a), true, false);
+      }
   }
 
   // An fc layer as a matmul: the batch x in channels times in x out channels.

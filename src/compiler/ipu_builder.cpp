@@ -253,11 +253,26 @@ const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
     if (shared_plans_)
       if (auto s = shared_plans_->find({key, budget_}); s != shared_plans_->end())
         found = s->second;
+    if (!found && prefetcher_) found = prefetcher_->take(key, budget_);
     const plan::ConvPlan plan = found ? *found : plan::plan_conv(chip_, a, budget_);
     if (shared_plans_ && !found) shared_plans_->emplace(std::pair{key, budget_}, plan);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
   }
   return it->second;
+}
+
+void IpuBuilder::plan_ahead(const plan::ConvArgs& args, bool transposed_input,
+                            bool transposed_weights) {
+  plan::ConvArgs a = as_planned(args);
+  if (rearrange_operands_) {
+    a.transposed_input = transposed_input;
+    a.transposed_weights = transposed_weights;
+  }
+  a = as_planned(a);
+  const std::string key = args_key(a);
+  if (plans_.count(key) || (shared_plans_ && shared_plans_->count({key, budget_}))) return;
+  if (!prefetcher_) prefetcher_ = std::make_unique<plan::PlanPrefetcher>(chip_);
+  prefetcher_->request(key, a, budget_);
 }
 
 // A channel-grouped conv's weights are [k x k x in, groups x out] and its input [positions,
@@ -468,28 +483,45 @@ void IpuBuilder::record_plan(const Steps& out, const plan::ConvArgs& a, const pl
   plans_out_->push_back(std::move(r));
 }
 
-Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
-                          const Operand& input, const Operand& weights, std::uint64_t groups) {
+plan::ConvArgs IpuBuilder::matmul_args(std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
+                                       std::uint64_t groups) {
   plan::ConvArgs a;
   a.height = m;
   a.groups = groups;
   a.out_chans = n;
   a.in_chans = k;
   a.dtype = dt;
+  return a;
+}
+
+Layout IpuBuilder::matmul(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, DType dt,
+                          const Operand& input, const Operand& weights, std::uint64_t groups) {
+  const plan::ConvArgs a = matmul_args(m, n, k, dt, groups);
   // A matmul is a 1x1 conv: the conv's operations are stamped as a matmul.
   trace::Provenance p = stamp_for(trace::OpKind::kMatmul);
   const Scope scope(*this, std::move(p));
   return conv(out, a, input, weights);
 }
 
-Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& w,
-                                 const Layout& g) {
+plan::ConvArgs IpuBuilder::data_gradient_args(const plan::ConvArgs& fwd) {
   plan::ConvArgs d = fwd;
   d.in_chans = fwd.out_chans;
   d.out_chans = fwd.in_chans;
   d.height = ceil_div(fwd.height, fwd.stride);
   d.width = ceil_div(fwd.width, fwd.stride);
   d.stride = 1;
+  return d;
+}
+
+plan::ConvArgs IpuBuilder::weight_gradient_args(const plan::ConvArgs& fwd) {
+  const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
+  return matmul_args(fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field,
+                     fwd.dtype, fwd.groups);
+}
+
+Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& w,
+                                 const Layout& g) {
+  const plan::ConvArgs d = data_gradient_args(fwd);
   // A matmul's (a 1x1 conv of one image one column wide, as matmul() builds it) data gradient
   // is a matmul too.
   const bool is_matmul = fwd.batch == 1 && fwd.width == 1 && fwd.kernel == 1 && fwd.stride == 1;
@@ -500,9 +532,9 @@ Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const La
 void IpuBuilder::weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x,
                                  const Layout& w, const Layout& g, bool update) {
   const auto pass = scope_pass(trace::Pass::kWeightGradient);
-  const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
-  Layout dw = matmul(out, fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field,
-                     fwd.dtype, Operand{x, true}, Operand{g, false}, fwd.groups);
+  const plan::ConvArgs m = weight_gradient_args(fwd);
+  Layout dw = matmul(out, m.height, m.out_chans, m.in_chans, m.dtype, Operand{x, true},
+                     Operand{g, false}, m.groups);
   if (!update) return;
   // A channel-grouped conv's weights are [k x k x in, groups x out]; the grouped matmul's
   // result is [(groups x k x k x in), out].

@@ -17,6 +17,7 @@
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
 #include "ipusim/plan/conv.hpp"
+#include "ipusim/plan/prefetch.hpp"
 #include "ipusim/plan/program_parts.hpp"
 #include "ipusim/trace/program.hpp"
 #include "ipusim/util/units.hpp"
@@ -224,6 +225,18 @@ class IpuBuilder {
   }
   std::uint64_t peak_temp() const { return peak_temp_; }
   const ChipSpec& chip() const { return chip_; }
+  // Plans conv `args` ahead, on a second thread (plan/prefetch.hpp), as conv() will plan it
+  // with its input and weights read transposed or not: conv() takes the plan made, or waits
+  // for it. Asking for a conv that never runs costs only the second thread's time.
+  void plan_ahead(const plan::ConvArgs& args, bool transposed_input = false,
+                  bool transposed_weights = false);
+  // The data-gradient conv of forward conv `fwd` (data_gradient) and its weight-gradient
+  // matmul, [k x k x in, out] = [k x k x in, positions] x [positions, out] (weight_gradient).
+  static plan::ConvArgs data_gradient_args(const plan::ConvArgs& fwd);
+  static plan::ConvArgs weight_gradient_args(const plan::ConvArgs& fwd);
+  // An m x k by k x n matmul (in `groups` groups) as the 1x1 conv matmul() plans.
+  static plan::ConvArgs matmul_args(std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                                    trace::DType dt, std::uint64_t groups = 1);
 
  private:
   struct Planned {
@@ -282,6 +295,7 @@ class IpuBuilder {
   std::uint64_t peak_temp_ = 0;
   std::map<std::string, Planned> plans_;
   PlanCache* shared_plans_ = nullptr;
+  std::unique_ptr<plan::PlanPrefetcher> prefetcher_;  // made by the first plan_ahead()
   std::vector<PlannedConv>* plans_out_ = nullptr;
   std::uint32_t plans_ipu_ = 0;
   std::map<std::string, Steps> ops_;

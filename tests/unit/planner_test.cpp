@@ -8,6 +8,8 @@
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/plan/conv.hpp"
+#include "ipusim/plan/prefetch.hpp"
+#include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
 namespace ipusim::plan {
@@ -362,6 +364,54 @@ TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
     EXPECT_EQ(v.params[sl::kReduceOutputs], 16);
     EXPECT_EQ(v.params[sl::kReduceInputs], 4);
   }
+}
+
+}  // namespace
+}  // namespace ipusim::plan
+
+namespace ipusim::plan {
+namespace {
+
+void expect_same_plan(const ConvPlan& a, const ConvPlan& b) {
+  EXPECT_EQ(a.row_split, b.row_split);
+  EXPECT_EQ(a.out_split, b.out_split);
+  EXPECT_EQ(a.in_split, b.in_split);
+  EXPECT_EQ(a.group_split, b.group_split);
+  EXPECT_EQ(a.rows_per_tile, b.rows_per_tile);
+  EXPECT_EQ(a.out_per_tile, b.out_per_tile);
+  EXPECT_EQ(a.in_per_tile, b.in_per_tile);
+  EXPECT_EQ(a.serial_in, b.serial_in);
+  EXPECT_EQ(a.serial_out, b.serial_out);
+  EXPECT_EQ(a.estimated_cycles.count, b.estimated_cycles.count);
+  EXPECT_EQ(a.bytes_per_tile.count, b.bytes_per_tile.count);
+}
+
+// plan/prefetch.hpp: a plan made ahead on the second thread is the plan made when needed,
+// whether the second thread made it, the taker made it (not started yet), or it was still
+// being made; a plan never asked for is not there; plan_conv's error reaches the taker.
+TEST(PlanPrefetcher, APlanMadeAheadIsThePlanMadeWhenNeeded) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const std::vector<ConvArgs> convs = {matmul_args(8192, 8192, 8192), matmul_args(2048, 2048, 2048),
+                                       matmul_args(384, 1024, 4096), matmul_args(1, 3, 16)};
+  const std::uint64_t budget = kAvailable / 2;
+  PlanPrefetcher ahead(chip);
+  for (std::size_t i = 0; i < convs.size(); ++i)
+    ahead.request("conv" + std::to_string(i), convs[i], budget);
+  ahead.request("conv0", convs[1], budget);  // a key asked for again keeps its first conv
+  // Taken in reverse: the last ones are likely not started yet, the first made or in progress.
+  for (std::size_t i = convs.size(); i-- > 0;) {
+    const auto made = ahead.take("conv" + std::to_string(i), budget);
+    ASSERT_TRUE(made.has_value());
+    expect_same_plan(*made, plan_conv(chip, convs[i], budget));
+  }
+  EXPECT_FALSE(ahead.take("conv0", budget + 1).has_value());
+  EXPECT_FALSE(ahead.take("never", budget).has_value());
+  // No tile mapping of a 10^12-wide matmul fits the chip: plan_conv's ModelError (as
+  // Limits.KernelTooLargeForTheChip), thrown by take().
+  const std::uint64_t huge = 1'000'000'000'000;
+  PlanPrefetcher failing(chip);
+  failing.request("huge", matmul_args(huge, huge, huge), budget);
+  EXPECT_THROW(failing.take("huge", budget), ModelError);
 }
 
 }  // namespace
