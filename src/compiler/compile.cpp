@@ -175,7 +175,7 @@ std::uint64_t parameter_count(const ModelDef& model) {
 }
 
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,
-                     std::vector<PlannedConv>* plans, bool check_memory) {
+                     std::vector<PlannedConv>* plans, CompileChecks checks) {
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())
     throw ConfigError(fmt::format("{}: {} replicas x {} IPUs need {} IPUs, but {} has {}", run.file,
@@ -207,10 +207,10 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
   // Vertices into runs (exchanges are coalesced as their transfers are added).
   for (auto& program : t.ipus)
     for (auto& cs : program.compute_sets) trace::coalesce(cs);
-  if (check_memory)
+  if (checks.memory)
     for (const auto& program : t.ipus)
       cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
-  trace::check_structure(t, run.name);
+  if (checks.structure) trace::check_structure(t, run.name);
   return t;
 }
 

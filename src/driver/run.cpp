@@ -184,9 +184,10 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   const trace::Trace trace = [&] {
     if (compiling) {
       progress.message(fmt::format("compiling {} ({})", model->name, run->run.name));
-      // compile() checks the structure of its result; the model checks each program's memory
-      // as it builds it (against the same chip), so the compile does not check it first.
-      return compiler::compile(*model, run->run, system->spec, &plans, /*check_memory=*/false);
+      // The model checks each program's memory as it builds it, and the structure is checked
+      // below while it does (compiler::CompileChecks).
+      return compiler::compile(*model, run->run, system->spec, &plans,
+                               {.memory = false, .structure = false});
     }
     progress.message("reading " + r.trace_file);
     // read_file checks the structure (check_structure) before returning.
@@ -223,6 +224,14 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   }
 
   model::ModelOptions options;
+  // A compiled trace's structure is checked on a second thread while the model is built (it
+  // only reads the trace); the simulation starts once the check has passed.
+  std::future<void> structure;
+  if (compiling) {
+    structure =
+        std::async(std::launch::async, [&] { trace::check_structure(trace, run->run.name); });
+    options.before_run = [&] { structure.get(); };
+  }
   options.engine = r.engine;
   options.origin = compiling ? (r.save_trace.empty() ? r.run_file : r.save_trace) : r.trace_file;
   options.memoise_loops = !r.full_loops;

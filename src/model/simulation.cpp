@@ -72,6 +72,7 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
     throw;
   }
   System& top = *built;
+  if (options.before_run) options.before_run();
   // An IPU that fails stops the kernel with sc_stop(); SystemC would report that as an info
   // message on stdout, where ipusim prints nothing on error (docs/errors.md).
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,

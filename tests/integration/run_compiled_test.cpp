@@ -279,3 +279,24 @@ TEST(RunCompiled, BadInputsAreClearErrors) {
 
 }  // namespace
 }  // namespace ipusim::testing
+
+namespace ipusim::testing {
+namespace {
+
+// `ipusim run --run` leaves the memory check to the model (compiler::CompileChecks): a step
+// that does not fit fails with the compiler's message and status all the same.
+TEST(RunCompiled, OutOfMemoryIsTheCompilersErrorWhenTheModelFindsIt) {
+  TempDir dir;
+  const std::string args =
+      "--run " + source_dir() + "/configs/runs/bert-large-pod16.yaml --set chip.tile_memory=256KiB";
+  const auto compiled = ipusim("compile " + args + " --out " + dir.file("x.itb"));
+  const auto run = ipusim("run -q " + args + " --out " + dir.file("out"));
+  EXPECT_EQ(compiled.status, 4);
+  EXPECT_EQ(run.status, 4);
+  EXPECT_NE(run.err.find("out of memory on tile"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err, compiled.err);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+}
+
+}  // namespace
+}  // namespace ipusim::testing

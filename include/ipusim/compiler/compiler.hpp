@@ -205,11 +205,17 @@ struct PlannedConv {
 // Lowers one training step. Throws ModelError (e.g. "out of memory on tile N") when the
 // model cannot be mapped onto the system's chips.
 // With `plans`, also appends every conv and matmul planned, in program order per IPU.
-// `check_memory` false leaves the per-tile memory check to the caller: `ipusim run --run`
-// simulates the trace at once, and the model checks every program it builds against the same
-// chip with the same function (cost::check_memory), so the compile's check would be made twice.
+// What compile() checks of its result before returning it (both by default). `ipusim run
+// --run`, which simulates the trace at once, leaves both to its caller: the model checks every
+// program's memory as it builds it, against the same chip with the same function
+// (cost::check_memory), and the driver checks the structure (trace::check_structure) beside
+// the model's elaboration, before the simulation starts (ModelOptions::before_run).
+struct CompileChecks {
+  bool memory = true;
+  bool structure = true;
+};
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,
-                     std::vector<PlannedConv>* plans = nullptr, bool check_memory = true);
+                     std::vector<PlannedConv>* plans = nullptr, CompileChecks checks = {});
 
 // What a single-layer program runs (layer_program.cpp).
 enum class LayerPass {

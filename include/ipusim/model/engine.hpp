@@ -53,6 +53,11 @@ struct ModelOptions {
   // Called by the engine running system IPU 0 with (done, total) units of work from time to
   // time (phases executed out of those the engine will execute); may be empty.
   std::function<void(std::uint64_t, std::uint64_t)> progress;
+  // Called once the model is built (every compute set and exchange costed) and before the
+  // simulation starts; may be empty. What it throws ends the run with nothing simulated:
+  // `ipusim run --run` waits here for its check of the compiled trace's structure, made on a
+  // second thread while the model is built.
+  std::function<void()> before_run;
 };
 
 // What simulate() needs from an IPU module of either engine.
