@@ -150,10 +150,6 @@ struct LoadedRun {
 
 LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides = {});
 
-struct CompileOptions {
-  std::string model_file;  // overrides the run's model when non-empty
-};
-
 // What a compiled trace records about its target (trace meta "target.*"), and the ways the
 // chip and system it is about to run on differ from it: one message per difference, each
 // saying what to recompile or regenerate. Empty for traces without a target (hand-written
