@@ -153,7 +153,7 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     d[last + 1] -= bytes;
   };
   ExchangeCost out;
-  out.tile_bytes.assign(n, 0);
+  out.tile_bytes.reserve(n);  // filled tile by tile below
   std::uint64_t total_bytes = 0;
   std::uint64_t max_distance = 0;
   const auto distance = [&](trace::TileRange a, trace::TileRange b) -> std::uint64_t {
@@ -380,7 +380,7 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
     tile_shared += shared[t];
     tile_received += received[t];
     sent[t] = alone[t] = shared[t] = received[t] = 0;
-    out.tile_bytes[t] = tile_received + tile_sent;
+    out.tile_bytes.push_back(tile_received + tile_sent);
     const double receive = static_cast<double>(tile_alone) / (rate * 1u) +
                            static_cast<double>(tile_shared) / (rate * group);
     const double busy = std::max(static_cast<double>(tile_sent) / rate, receive);
