@@ -131,6 +131,19 @@ class Builder:
         y = self.op(scope, "Transpose", [x], perm=[0, 2, 1, 3])
         return self.op(scope, "Reshape", [y, self.i64(0, 0, hidden)])
 
+    def attention(self, scope, q, k, v, hidden, mask=None, causal=None, dropout=None):
+        """softmax(Q K^T / 8 [+ mask] [causal: Where]) [dropout] V, heads merged back."""
+        s = self.op(scope, "MatMul", [q, k])
+        s = self.op(scope, "Div", [s, self.f16(8.0)])
+        if mask is not None:
+            s = self.op(scope, "Add", [s, mask])
+        if causal is not None:
+            s = self.op(scope, "Where", [causal, s, self.f16(-65504.0)])
+        s = self.op(scope, "Softmax", [s], axis=-1)
+        if dropout is not None:
+            s = self.dropout(dropout, s)
+        return self.heads_merge(scope, self.op(scope, "MatMul", [s, v]), hidden)
+
     def model(self, graph_name):
         graph = helper.make_graph(self.nodes, graph_name, self.inputs, self.outputs,
                                   initializer=self.inits)
@@ -221,11 +234,7 @@ def bert_large(layers=24, hidden=1024, heads=16, ffn=4096, vocab=30912, seq=512,
         q = g.heads_split(att, q, heads, head_dim)
         v = g.heads_split(att, v, heads, head_dim)
         k = g.heads_split(att, k, heads, head_dim, key=True)
-        s = g.op(att, "MatMul", [q, k])
-        s = g.op(att, "Div", [s, g.f16(8.0)])
-        s = g.op(att, "Add", [s, ext_mask])
-        s = g.op(att, "Softmax", [s], axis=-1)
-        c = g.heads_merge(att, g.op(att, "MatMul", [s, v]), hidden)
+        c = g.attention(att, q, k, v, hidden, mask=ext_mask)
         out = sc + "/attention/output"
         y = g.linear(out + "/dense", c, pf + ".attention.output.dense", hidden, hidden)
         y = g.dropout(out + "/dropout", y)
@@ -287,11 +296,7 @@ def vit_b16(layers=12, hidden=768, heads=12, ffn=3072, classes=1000, patch=16, i
         q = g.heads_split(att, q, heads, head_dim)
         v = g.heads_split(att, v, heads, head_dim)
         k = g.heads_split(att, k, heads, head_dim, key=True)
-        s = g.op(att, "MatMul", [q, k])
-        s = g.op(att, "Div", [s, g.f16(8.0)])
-        s = g.op(att, "Softmax", [s], axis=-1)
-        s = g.dropout(att + "/dropout", s)
-        c = g.heads_merge(att, g.op(att, "MatMul", [s, v]), hidden)
+        c = g.attention(att, q, k, v, hidden, dropout=att + "/dropout")
         out = sc + "/attention/output"
         y = g.linear(out + "/dense", c, pf + ".attention.output.dense", hidden, hidden)
         y = g.dropout(out + "/dropout", y)
@@ -334,12 +339,7 @@ def gpt2_small(layers=12, hidden=768, heads=12, ffn=3072, vocab=50257, seq=1024)
         q = g.heads_split(att, q, heads, head_dim)
         k = g.heads_split(att, k, heads, head_dim, key=True)
         v = g.heads_split(att, v, heads, head_dim)
-        s = g.op(att, "MatMul", [q, k])
-        s = g.op(att, "Div", [s, g.f16(8.0)])
-        s = g.op(att, "Where", [causal, s, g.f16(-65504.0)])
-        s = g.op(att, "Softmax", [s], axis=-1)
-        s = g.dropout(att + "/attn_dropout", s)
-        c = g.heads_merge(att, g.op(att, "MatMul", [s, v]), hidden)
+        c = g.attention(att, q, k, v, hidden, causal=causal, dropout=att + "/attn_dropout")
         y = g.linear(att + "/c_proj", c, pf + ".attn.c_proj", hidden, hidden)
         y = g.dropout(att + "/resid_dropout", y)
         r = g.op(sc, "Add", [y, x])
