@@ -291,40 +291,63 @@ class Importer {
     fail(scores, "could not find the Q projection (a MatMul with a weight) behind the scores");
   }
 
+  // What the transformer importer reads from the graph, part by part.
+  struct Found {
+    std::vector<Scores> blocks;  // one per attention block, in graph order
+    std::uint64_t heads = 0;
+    bool dropout = false;  // on the attention probabilities
+    const Node* patch = nullptr;
+    const Tensor* tokens = nullptr;
+    const onnx::Value* token_input = nullptr;
+    std::uint64_t positions = 0, token_types = 0, hidden = 0;
+    std::string dtype;
+    std::uint64_t ffn = 0, square = 0, fused = 0, ffn_in = 0, ffn_out = 0, tied = 0;
+    std::uint64_t classes = 0, span = 0;
+    std::string head;
+    std::uint64_t masked = 0;
+    bool post = false;
+    std::uint64_t layers() const { return blocks.size(); }
+  };
+
   std::string import_transformer() {
-    // Attention blocks: one Softmax over Q K^T each, in graph order.
-    std::vector<Scores> blocks;
+    Found f;
+    find_attention(f);
+    find_embeddings(f);
+    find_projections(f);
+    find_head(f);
+    find_norms(f);
+    return transformer_yaml(f);
+  }
+
+  // Attention blocks: one Softmax over Q K^T each, in graph order, all alike.
+  void find_attention(Found& f) const {
     for (const Node& n : g_.nodes)
       if (n.op_type == "Softmax" || n.op_type == "LogSoftmax") {
         if (auto s = scores_matmul(n))
-          blocks.push_back(*s);
+          f.blocks.push_back(*s);
         else
           fail(n,
                "a softmax that is not an attention block's (over Q K^T); a transformer's "
                "loss is added by the compiler, export the logits");
       }
-    const std::uint64_t layers = blocks.size();
-    const Scores& first = blocks.front();
-    const std::uint64_t heads = heads_of(*first.matmul);
-    for (const Scores& b : blocks)
-      if (heads_of(*b.matmul) != heads || b.causal != first.causal || b.mask != first.mask)
+    const Scores& first = f.blocks.front();
+    f.heads = heads_of(*first.matmul);
+    for (const Scores& b : f.blocks)
+      if (heads_of(*b.matmul) != f.heads || b.causal != first.causal || b.mask != first.mask)
         fail(*b.matmul,
              "attention blocks differ (heads or masks); ipusim's transformer layers "
              "are all alike");
-    bool dropout = false;
     for (const Node* c : consumers(producer_output_of_softmax(*first.matmul)))
-      dropout = dropout || c->op_type == "Dropout";
+      f.dropout = f.dropout || c->op_type == "Dropout";
+  }
 
-    // Embeddings: token (and segment and position) tables gathered, or a patch conv.
-    const Node* patch = nullptr;
-    const Tensor* tokens = nullptr;
-    const onnx::Value* token_input = nullptr;
-    std::uint64_t positions = 0, token_types = 0;
-    std::string dtype;
+  // Embeddings: token (and segment and position) tables gathered, or a patch conv.
+  void find_embeddings(Found& f) const {
     for (const Node& n : g_.nodes) {
       if (n.op_type == "Conv") {
-        if (patch) fail(n, "a second conv in a transformer (only a ViT's patch embedding is one)");
-        patch = &n;
+        if (f.patch)
+          fail(n, "a second conv in a transformer (only a ViT's patch embedding is one)");
+        f.patch = &n;
       }
       if (n.op_type != "Gather") continue;
       const Tensor* table = initializer(n.inputs.at(0));
@@ -335,101 +358,100 @@ class Importer {
           fail(n,
                "a gather from a table with computed indices (ipusim gathers token, segment "
                "and position embeddings)");
-        positions = static_cast<std::uint64_t>(table->dims[0]);
-      } else if (!tokens || table->dims[0] > tokens->dims[0]) {
-        if (tokens) token_types = static_cast<std::uint64_t>(tokens->dims[0]);
-        tokens = table;
-        token_input = in;
+        f.positions = static_cast<std::uint64_t>(table->dims[0]);
+      } else if (!f.tokens || table->dims[0] > f.tokens->dims[0]) {
+        if (f.tokens) f.token_types = static_cast<std::uint64_t>(f.tokens->dims[0]);
+        f.tokens = table;
+        f.token_input = in;
       } else {
-        token_types = static_cast<std::uint64_t>(table->dims[0]);
+        f.token_types = static_cast<std::uint64_t>(table->dims[0]);
       }
-      dtype = dtype_of(table->elem_type);
+      f.dtype = dtype_of(table->elem_type);
     }
-    std::uint64_t hidden = 0;
-    if (patch) {
-      const Tensor* w = initializer(patch->inputs.at(1));
+    if (f.patch) {
+      const Tensor* w = initializer(f.patch->inputs.at(1));
       if (!w || w->dims.size() != 4)
-        fail(*patch, "the patch embedding's weight is not a 4-d initializer");
-      const auto strides = patch->ints_attr("strides");
+        fail(*f.patch, "the patch embedding's weight is not a 4-d initializer");
+      const auto strides = f.patch->ints_attr("strides");
       if (w->dims[2] != w->dims[3] || strides.size() != 2 || strides[0] != w->dims[2] ||
           strides[1] != w->dims[3])
-        fail(*patch, "a patch embedding is a conv with square kernel equal to its stride");
-      hidden = static_cast<std::uint64_t>(w->dims[0]);
-      dtype = dtype_of(w->elem_type);
-    } else if (tokens) {
-      hidden = static_cast<std::uint64_t>(tokens->dims[1]);
+        fail(*f.patch, "a patch embedding is a conv with square kernel equal to its stride");
+      f.hidden = static_cast<std::uint64_t>(w->dims[0]);
+      f.dtype = dtype_of(w->elem_type);
+    } else if (f.tokens) {
+      f.hidden = static_cast<std::uint64_t>(f.tokens->dims[1]);
     } else {
       fail_graph(
           "transformer graph: no token embedding (a Gather from a [vocabulary, hidden] "
           "initializer with token ids from a graph input) and no patch embedding (a Conv)");
     }
+  }
 
-    // Projections, by weight shape ([in, out] as the MatMul reads it).
-    std::uint64_t ffn = 0, square = 0, fused = 0, ffn_in = 0, ffn_out = 0, tied = 0;
-    std::uint64_t classes = 0, span = 0;
+  // Projections, by weight shape ([in, out] as the MatMul reads it).
+  void find_projections(Found& f) const {
     for (const Node& n : g_.nodes) {
       if (!is(n, {"MatMul", "Gemm"}) || n.inputs.size() < 2 || !constant(n.inputs[1])) continue;
       bool transposed = n.op_type == "Gemm" && n.int_attr("transB", 0) != 0;
       const Tensor* w = weight(n.inputs[1], &transposed);
       if (!w || w->dims.size() != 2) fail(n, "a matmul whose constant operand is not a 2-d weight");
-      if (w == tokens) {
-        ++tied;
+      if (w == f.tokens) {
+        ++f.tied;
         continue;
       }
       const auto in = static_cast<std::uint64_t>(w->dims[transposed ? 1 : 0]);
       const auto out = static_cast<std::uint64_t>(w->dims[transposed ? 0 : 1]);
-      if (in == hidden && out == hidden) {
-        ++square;
-      } else if (in == hidden && out == 3 * hidden) {
-        ++fused;
-      } else if (in == hidden && out == 2 && !patch) {
-        ++span;
-      } else if (in == hidden && patch && is_output(n)) {
-        classes = out;
-      } else if (in == hidden && (ffn == 0 || out == ffn)) {
-        ffn = out;
-        ++ffn_in;
-      } else if (out == hidden && in == ffn) {
-        ++ffn_out;
+      if (in == f.hidden && out == f.hidden) {
+        ++f.square;
+      } else if (in == f.hidden && out == 3 * f.hidden) {
+        ++f.fused;
+      } else if (in == f.hidden && out == 2 && !f.patch) {
+        ++f.span;
+      } else if (in == f.hidden && f.patch && is_output(n)) {
+        f.classes = out;
+      } else if (in == f.hidden && (f.ffn == 0 || out == f.ffn)) {
+        f.ffn = out;
+        ++f.ffn_in;
+      } else if (out == f.hidden && in == f.ffn) {
+        ++f.ffn_out;
       } else {
         fail(n, fmt::format("a matmul with a {} weight, which is none of the transformer's "
                             "projections for hidden size {}",
-                            dims_text(w->dims), hidden));
+                            dims_text(w->dims), f.hidden));
       }
     }
-    if (ffn_in != layers || ffn_out != layers)
+    if (f.ffn_in != f.layers() || f.ffn_out != f.layers())
       fail_graph(
           fmt::format("transformer graph: {} attention blocks but {} FFN input and {} FFN "
                       "output matmuls ([{} x {}] and [{} x {}] weights)",
-                      layers, ffn_in, ffn_out, hidden, ffn, ffn, hidden));
+                      f.layers(), f.ffn_in, f.ffn_out, f.hidden, f.ffn, f.ffn, f.hidden));
+  }
 
-    // The head: a classifier (patch models), a span head, the tied LM head over every token, or
-    // the masked-LM head (a dense layer, GELU and layer norm on the gathered masked tokens).
-    std::string head;
-    std::uint64_t masked = 0;
-    const std::uint64_t attention = square + 3 * fused;
-    if (patch) {
-      if (classes == 0)
+  // The head: a classifier (patch models), a span head, the tied LM head over every token, or
+  // the masked-LM head (a dense layer, GELU and layer norm on the gathered masked tokens).
+  void find_head(Found& f) const {
+    const std::uint64_t attention = f.square + 3 * f.fused, layers = f.layers();
+    if (f.patch) {
+      if (f.classes == 0)
         fail_graph(
-            "image transformer graph: no classifier matmul ([hidden x classes] weight producing a "
-            "graph output)");
-      head = "classifier";
-    } else if (span == 1 && tied == 0) {
-      head = "span";
-    } else if (tied == 1 && attention == 4 * layers) {
-      head = "lm";
-    } else if (tied == 1 && attention == 4 * layers + 1) {
-      head = "masked_lm";
+            "image transformer graph: no classifier matmul ([hidden x classes] weight producing "
+            "a graph output)");
+      f.head = "classifier";
+    } else if (f.span == 1 && f.tied == 0) {
+      f.head = "span";
+    } else if (f.tied == 1 && attention == 4 * layers) {
+      f.head = "lm";
+    } else if (f.tied == 1 && attention == 4 * layers + 1) {
+      f.head = "masked_lm";
       for (const Node& n : g_.nodes)
         if (is(n, {"Gather", "GatherElements"}) && n.inputs.size() == 2 && !constant(n.inputs[0]))
-          if (const onnx::Value* in = input_behind(n.inputs[1]); in && in != token_input) {
+          if (const onnx::Value* in = input_behind(n.inputs[1]); in && in != f.token_input) {
             if (in->dims.size() != 2 || !in->dims[1])
               fail(n,
                    "the masked positions input needs a fixed second dimension (the masked "
                    "tokens of a sequence)");
-            masked = static_cast<std::uint64_t>(*in->dims[1]);
+            f.masked = static_cast<std::uint64_t>(*in->dims[1]);
           }
-      if (masked == 0)
+      if (f.masked == 0)
         fail_graph(
             "transformer graph with a masked-LM head: no gather of the masked positions "
             "(a Gather or GatherElements on the encoder output with indices from a graph "
@@ -437,34 +459,38 @@ class Importer {
     } else {
       fail_graph(fmt::format(
           "transformer graph: no head ipusim models ({} tied decoder matmul(s), {} [hidden x "
-          "hidden] and {} fused QKV projections for {} attention blocks); supported: a masked-LM "
-          "head, an LM head tied to the token embedding, a span head, an image classifier",
-          tied, square, fused, layers));
+          "hidden] and {} fused QKV projections for {} attention blocks); supported: a "
+          "masked-LM head, an LM head tied to the token embedding, a span head, an image "
+          "classifier",
+          f.tied, f.square, f.fused, layers));
     }
-    if (attention != 4 * layers + (head == "masked_lm" ? 1 : 0))
+    if (attention != 4 * layers + (f.head == "masked_lm" ? 1 : 0))
       fail_graph(
           fmt::format("transformer graph: {} [hidden x hidden] and {} fused QKV "
                       "projections do not make Q, K, V and the output of {} attention blocks",
-                      square, fused, layers));
+                      f.square, f.fused, layers));
+  }
 
-    // Pre-norm: the Q projection reads a layer norm that the residual add does not.
-    const std::string x = projection_input(*first.matmul);
-    bool post = false;
-    for (const Node* c : consumers(x)) post = post || c->op_type == "Add";
+  // Pre-norm: the Q projection reads a layer norm that the residual add does not.
+  void find_norms(Found& f) const {
+    const std::string x = projection_input(*f.blocks.front().matmul);
+    for (const Node* c : consumers(x)) f.post = f.post || c->op_type == "Add";
     std::uint64_t norms = 0;
     for (const Node& n : g_.nodes) norms += n.op_type == "LayerNormalization" ? 1 : 0;
-    const std::uint64_t expected = 2 * layers + 1 + (head == "masked_lm" ? 1 : 0);
+    const std::uint64_t expected = 2 * f.layers() + 1 + (f.head == "masked_lm" ? 1 : 0);
     if (norms != expected)
       fail_graph(
           fmt::format("transformer graph: {} layer norms, expected {} for a {}-norm model "
                       "of {} layers with a {} head",
-                      norms, expected, post ? "post" : "pre", layers, head));
+                      norms, expected, f.post ? "post" : "pre", f.layers(), f.head));
+  }
 
+  std::string transformer_yaml(const Found& f) const {
     std::ostringstream y;
     y << header("transformer");
-    y << fmt::format("  dtype: {}\n  layers: {}\n  hidden: {}\n  heads: {}\n  ffn: {}\n", dtype,
-                     layers, hidden, heads, ffn);
-    if (patch) {
+    y << fmt::format("  dtype: {}\n  layers: {}\n  hidden: {}\n  heads: {}\n  ffn: {}\n", f.dtype,
+                     f.layers(), f.hidden, f.heads, f.ffn);
+    if (f.patch) {
       if (g_.inputs.size() != 1) fail_graph("an image transformer graph has one input, the images");
       const auto& in = g_.inputs[0];
       if (in.dims.size() != 4 || !in.dims[1] || !in.dims[2] || !in.dims[3])
@@ -474,23 +500,24 @@ class Importer {
       y << fmt::format(
           "  input: {{height: {}, width: {}, channels: {}}}\n  patch: {}\n"
           "  classes: {}\n",
-          *in.dims[2], *in.dims[3], *in.dims[1], initializer(patch->inputs[1])->dims[2], classes);
+          *in.dims[2], *in.dims[3], *in.dims[1], initializer(f.patch->inputs[1])->dims[2],
+          f.classes);
     } else {
-      if (token_input->dims.size() != 2 || !token_input->dims[1])
+      if (f.token_input->dims.size() != 2 || !f.token_input->dims[1])
         fail_graph(
             fmt::format("graph input '{}' (token ids) needs a fixed [batch, sequence] "
                         "shape",
-                        token_input->name));
-      y << fmt::format("  vocabulary: {}\n  sequence: {}\n", tokens->dims[0],
-                       *token_input->dims[1]);
-      if (head == "masked_lm") y << fmt::format("  masked_tokens: {}\n", masked);
-      if (positions != 0) y << fmt::format("  max_positions: {}\n", positions);
-      y << fmt::format("  token_types: {}\n", token_types);
+                        f.token_input->name));
+      y << fmt::format("  vocabulary: {}\n  sequence: {}\n", f.tokens->dims[0],
+                       *f.token_input->dims[1]);
+      if (f.head == "masked_lm") y << fmt::format("  masked_tokens: {}\n", f.masked);
+      if (f.positions != 0) y << fmt::format("  max_positions: {}\n", f.positions);
+      y << fmt::format("  token_types: {}\n", f.token_types);
     }
     y << fmt::format(
         "  causal: {}\n  attention_mask: {}\n  attention_dropout: {}\n  norm: {}\n"
         "  head: {}\n",
-        first.causal, first.mask, dropout, post ? "post" : "pre", head);
+        f.blocks.front().causal, f.blocks.front().mask, f.dropout, f.post ? "post" : "pre", f.head);
     return y.str();
   }
   bool is_output(const Node& n) const {
@@ -594,160 +621,180 @@ class Importer {
                       image.name));
     layer_[image.name] = "";
     shape_[image.name] = {*image.dims[1], *image.dims[2], *image.dims[3]};
-    std::string dtype;
-    std::uint64_t norm_groups = 0;
-    std::set<const Node*> folded;  // sigmoids that are half of a swish
-    for (const Node& n : g_.nodes) {
-      if (n.op_type == "Constant") continue;
-      const std::string& x = n.inputs.at(0);
-      if (n.op_type == "Conv") {
-        const Tensor* w = n.inputs.size() > 1 ? initializer(n.inputs[1]) : nullptr;
-        if (!w || w->dims.size() != 4) fail(n, "the weight is not a 4-d initializer");
-        if (n.inputs.size() > 2 && !n.inputs[2].empty())
-          fail(n,
-               "a conv with a bias: ipusim's conv layers have none (a batch norm follows "
-               "them); fold the bias into the next layer before export");
-        if (w->dims[2] != w->dims[3]) fail(n, "a non-square kernel " + dims_text(w->dims));
-        dtype = dtype_of(w->elem_type);
-        const auto& in = shape(n, x);
-        const auto [k, s] = window(n, w->dims[2]);
-        const std::int64_t groups = n.int_attr("group", 1);
-        if (groups < 1 || groups > in[0] || in[0] % groups != 0 || w->dims[1] != in[0] / groups)
-          fail(n, fmt::format("weight {} with {} groups does not read {} input channels",
-                              dims_text(w->dims), groups, in[0]));
-        Out o{.op = "conv",
-              .out = static_cast<std::uint64_t>(w->dims[0]),
-              .kernel = static_cast<std::uint64_t>(k),
-              .stride = static_cast<std::uint64_t>(s)};
-        if (groups > 1 && groups == in[0] && w->dims[0] == in[0]) {
-          o.op = "dwconv";
-          o.out = 0;
-        } else if (groups > 1) {
-          o.group_size = static_cast<std::uint64_t>(in[0] / groups);
-        }
-        emit(n, o, x, {w->dims[0], ceil_div(in[1], s), ceil_div(in[2], s)});
-      } else if (is(n, {"BatchNormalization", "InstanceNormalization", "GroupNormalization"})) {
-        const auto& in = shape(n, x);
-        Out o{.op = "batchnorm"};
-        if (n.op_type != "BatchNormalization") {
-          o.op = "groupnorm";
-          const auto groups = static_cast<std::uint64_t>(
-              n.op_type == "InstanceNormalization" ? in[0] : n.int_attr("num_groups", 0));
-          if (norm_groups != 0 && groups != norm_groups)
-            fail(n, fmt::format("{} groups where an earlier norm has {}: ipusim's group norms "
-                                "share one model.norm_groups",
-                                groups, norm_groups));
-          norm_groups = groups;
-        }
-        emit(n, o, x, in);
-      } else if (n.op_type == "Relu") {
-        emit(n, {.op = "relu"}, x, shape(n, x));
-      } else if (n.op_type == "Sigmoid") {
-        // x * sigmoid(x) is one swish layer (what exporters write for SiLU).
-        const auto c = consumers(n.outputs.at(0));
-        if (c.size() == 1 && c[0]->op_type == "Mul" &&
-            std::count(c[0]->inputs.begin(), c[0]->inputs.end(), x) == 1) {
-          folded.insert(c[0]);
-          continue;
-        }
-        emit(n, {.op = "sigmoid"}, x, shape(n, x));
-      } else if (n.op_type == "Mul" && folded.count(&n)) {
-        const std::string& in = producer(n.inputs[0]) && producer(n.inputs[0])->op_type == "Sigmoid"
-                                    ? n.inputs[1]
-                                    : n.inputs[0];
-        emit(n, {.op = "swish"}, in, shape(n, in));
-      } else if (is(n, {"Add", "Mul"})) {
-        const std::string& y = n.inputs.at(1);
-        if (constant(x) || constant(y)) {
-          // A bias after a MatMul fc (its bias is part of the layer).
-          const std::string& a = constant(x) ? y : x;
-          const Node* p = producer(a);
-          if (n.op_type == "Add" && p && p->op_type == "MatMul" && !layers_.empty() &&
-              layers_.back().op == "fc" && layer_.at(a) == layers_.back().name) {
-            alias(n, a, shape(n, a));
-            continue;
-          }
-          fail(n,
-               "an elementwise op with a constant operand (ipusim's CNN layers take no "
-               "constants besides their weights)");
-        }
-        const auto& sx = shape(n, x);
-        const auto& sy = shape(n, y);
-        if (n.op_type == "Add") {
-          if (sx != sy)
-            fail(n, fmt::format("adds feature maps of shapes {} and {}; the residual add takes "
-                                "equal shapes",
-                                dims_text(sx), dims_text(sy)));
-          Out o{.op = "add"};
-          o.other = layer_.at(y);
-          emit(n, o, x, sx);
-        } else {
-          const bool y_small = sy.size() == 3 && sy[1] == 1 && sy[2] == 1;
-          const bool x_small = sx.size() == 3 && sx[1] == 1 && sx[2] == 1;
-          if (y_small == x_small || (y_small ? sy[0] != sx[0] : sx[0] != sy[0]))
-            fail(n, fmt::format("multiplies feature maps of shapes {} and {}; ipusim's scale "
-                                "multiplies a map by one factor per channel",
-                                dims_text(sx), dims_text(sy)));
-          Out o{.op = "scale"};
-          o.other = layer_.at(y_small ? y : x);
-          emit(n, o, y_small ? x : y, y_small ? sx : sy);
-        }
-      } else if (n.op_type == "MaxPool") {
-        const auto ks = n.ints_attr("kernel_shape");
-        if (ks.size() != 2 || ks[0] != ks[1]) fail(n, "a non-square pooling window");
-        const auto& in = shape(n, x);
-        const auto [k, s] = window(n, ks[0]);
-        emit(n,
-             {.op = "maxpool",
-              .kernel = static_cast<std::uint64_t>(k),
-              .stride = static_cast<std::uint64_t>(s)},
-             x, {in[0], ceil_div(in[1], s), ceil_div(in[2], s)});
-      } else if (is(n, {"GlobalAveragePool", "AveragePool"})) {
-        const auto& in = shape(n, x);
-        const auto ks = n.ints_attr("kernel_shape");
-        if (n.op_type == "AveragePool" && (ks.size() != 2 || ks[0] != in[1] || ks[1] != in[2]))
-          fail(n, "average pooling over a window smaller than the map: ipusim's avgpool is global");
-        emit(n, {.op = "avgpool"}, x, {in[0], 1, 1});
-      } else if (is(n, {"Flatten", "Reshape", "Squeeze"})) {
-        alias(n, x, {product(shape(n, x))});
-      } else if (is(n, {"Unsqueeze", "Identity", "Dropout", "Cast"})) {
-        alias(n, x, shape(n, x));
-      } else if (is(n, {"Gemm", "MatMul"})) {
-        bool transposed = n.op_type == "Gemm" && n.int_attr("transB", 0) != 0;
-        const Tensor* w = n.inputs.size() > 1 ? weight(n.inputs[1], &transposed) : nullptr;
-        if (!w || w->dims.size() != 2) fail(n, "the weight is not a 2-d initializer");
-        if (n.int_attr("transA", 0) != 0) fail(n, "transA: the input is read transposed");
-        const auto& in = shape(n, x);
-        const auto width = w->dims[transposed ? 1 : 0];
-        if (product(in) != width)
-          fail(n, fmt::format("weight {} does not read the {} features of its input",
-                              dims_text(w->dims), product(in)));
-        emit(n, {.op = "fc", .out = static_cast<std::uint64_t>(w->dims[transposed ? 0 : 1])}, x,
-             {w->dims[transposed ? 0 : 1]});
-      } else if (is(n, {"Softmax", "LogSoftmax"})) {
-        if (&n != &g_.nodes.back())
-          fail(n, "a softmax before the end of a CNN (only a final one, read as the loss)");
-        emit(n, {.op = "softmax_loss"}, x, shape(n, x));
-      } else {
-        fail(n, fmt::format("op {} has no CNN layer in ipusim (convs, norms, ReLU, sigmoid, "
-                            "swish, residual add, per-channel scale, pools and fc layers)",
-                            n.op_type));
-      }
-    }
+    for (const Node& n : g_.nodes)
+      if (n.op_type != "Constant") cnn_layer(n);
     if (layers_.empty()) fail_graph("the graph has no layers");
     if (layers_.back().op != "softmax_loss")
       layers_.push_back(
           {.name = unique("loss"), .op = "softmax_loss", .input = layers_.back().name});
     if (layers_.size() < 2 || layers_[layers_.size() - 2].op != "fc")
       fail_graph("a CNN graph ends in an fc layer (Gemm or MatMul) giving the class scores");
-    if (dtype.empty()) fail_graph("a CNN graph has at least one conv");
+    if (dtype_.empty()) fail_graph("a CNN graph has at least one conv");
+    return cnn_yaml(image);
+  }
 
+  // Node `n` as the model-file layer it is, or folded into its input's.
+  void cnn_layer(const Node& n) {
+    const std::string& x = n.inputs.at(0);
+    if (n.op_type == "Conv") {
+      conv_layer(n, x);
+    } else if (is(n, {"BatchNormalization", "InstanceNormalization", "GroupNormalization"})) {
+      norm_layer(n, x);
+    } else if (n.op_type == "Relu") {
+      emit(n, {.op = "relu"}, x, shape(n, x));
+    } else if (n.op_type == "Sigmoid") {
+      // x * sigmoid(x) is one swish layer (what exporters write for SiLU).
+      const auto c = consumers(n.outputs.at(0));
+      if (c.size() == 1 && c[0]->op_type == "Mul" &&
+          std::count(c[0]->inputs.begin(), c[0]->inputs.end(), x) == 1) {
+        folded_.insert(c[0]);
+        return;
+      }
+      emit(n, {.op = "sigmoid"}, x, shape(n, x));
+    } else if (n.op_type == "Mul" && folded_.count(&n)) {
+      const std::string& in = producer(n.inputs[0]) && producer(n.inputs[0])->op_type == "Sigmoid"
+                                  ? n.inputs[1]
+                                  : n.inputs[0];
+      emit(n, {.op = "swish"}, in, shape(n, in));
+    } else if (is(n, {"Add", "Mul"})) {
+      binary_layer(n, x);
+    } else if (n.op_type == "MaxPool") {
+      const auto ks = n.ints_attr("kernel_shape");
+      if (ks.size() != 2 || ks[0] != ks[1]) fail(n, "a non-square pooling window");
+      const auto& in = shape(n, x);
+      const auto [k, s] = window(n, ks[0]);
+      emit(n,
+           {.op = "maxpool",
+            .kernel = static_cast<std::uint64_t>(k),
+            .stride = static_cast<std::uint64_t>(s)},
+           x, {in[0], ceil_div(in[1], s), ceil_div(in[2], s)});
+    } else if (is(n, {"GlobalAveragePool", "AveragePool"})) {
+      const auto& in = shape(n, x);
+      const auto ks = n.ints_attr("kernel_shape");
+      if (n.op_type == "AveragePool" && (ks.size() != 2 || ks[0] != in[1] || ks[1] != in[2]))
+        fail(n, "average pooling over a window smaller than the map: ipusim's avgpool is global");
+      emit(n, {.op = "avgpool"}, x, {in[0], 1, 1});
+    } else if (is(n, {"Flatten", "Reshape", "Squeeze"})) {
+      alias(n, x, {product(shape(n, x))});
+    } else if (is(n, {"Unsqueeze", "Identity", "Dropout", "Cast"})) {
+      alias(n, x, shape(n, x));
+    } else if (is(n, {"Gemm", "MatMul"})) {
+      fc_layer(n, x);
+    } else if (is(n, {"Softmax", "LogSoftmax"})) {
+      if (&n != &g_.nodes.back())
+        fail(n, "a softmax before the end of a CNN (only a final one, read as the loss)");
+      emit(n, {.op = "softmax_loss"}, x, shape(n, x));
+    } else {
+      fail(n, fmt::format("op {} has no CNN layer in ipusim (convs, norms, ReLU, sigmoid, "
+                          "swish, residual add, per-channel scale, pools and fc layers)",
+                          n.op_type));
+    }
+  }
+
+  void conv_layer(const Node& n, const std::string& x) {
+    const Tensor* w = n.inputs.size() > 1 ? initializer(n.inputs[1]) : nullptr;
+    if (!w || w->dims.size() != 4) fail(n, "the weight is not a 4-d initializer");
+    if (n.inputs.size() > 2 && !n.inputs[2].empty())
+      fail(n,
+           "a conv with a bias: ipusim's conv layers have none (a batch norm follows "
+           "them); fold the bias into the next layer before export");
+    if (w->dims[2] != w->dims[3]) fail(n, "a non-square kernel " + dims_text(w->dims));
+    dtype_ = dtype_of(w->elem_type);
+    const auto& in = shape(n, x);
+    const auto [k, s] = window(n, w->dims[2]);
+    const std::int64_t groups = n.int_attr("group", 1);
+    if (groups < 1 || groups > in[0] || in[0] % groups != 0 || w->dims[1] != in[0] / groups)
+      fail(n, fmt::format("weight {} with {} groups does not read {} input channels",
+                          dims_text(w->dims), groups, in[0]));
+    Out o{.op = "conv",
+          .out = static_cast<std::uint64_t>(w->dims[0]),
+          .kernel = static_cast<std::uint64_t>(k),
+          .stride = static_cast<std::uint64_t>(s)};
+    if (groups > 1 && groups == in[0] && w->dims[0] == in[0]) {
+      o.op = "dwconv";
+      o.out = 0;
+    } else if (groups > 1) {
+      o.group_size = static_cast<std::uint64_t>(in[0] / groups);
+    }
+    emit(n, o, x, {w->dims[0], ceil_div(in[1], s), ceil_div(in[2], s)});
+  }
+
+  void norm_layer(const Node& n, const std::string& x) {
+    const auto& in = shape(n, x);
+    Out o{.op = "batchnorm"};
+    if (n.op_type != "BatchNormalization") {
+      o.op = "groupnorm";
+      const auto groups = static_cast<std::uint64_t>(
+          n.op_type == "InstanceNormalization" ? in[0] : n.int_attr("num_groups", 0));
+      if (norm_groups_ != 0 && groups != norm_groups_)
+        fail(n, fmt::format("{} groups where an earlier norm has {}: ipusim's group norms "
+                            "share one model.norm_groups_",
+                            groups, norm_groups_));
+      norm_groups_ = groups;
+    }
+    emit(n, o, x, in);
+  }
+
+  // A residual add of two equal maps, a per-channel scale, or an fc's bias.
+  void binary_layer(const Node& n, const std::string& x) {
+    const std::string& y = n.inputs.at(1);
+    if (constant(x) || constant(y)) {
+      // A bias after a MatMul fc (its bias is part of the layer).
+      const std::string& a = constant(x) ? y : x;
+      const Node* p = producer(a);
+      if (n.op_type == "Add" && p && p->op_type == "MatMul" && !layers_.empty() &&
+          layers_.back().op == "fc" && layer_.at(a) == layers_.back().name) {
+        alias(n, a, shape(n, a));
+        return;
+      }
+      fail(n,
+           "an elementwise op with a constant operand (ipusim's CNN layers take no "
+           "constants besides their weights)");
+    }
+    const auto& sx = shape(n, x);
+    const auto& sy = shape(n, y);
+    if (n.op_type == "Add") {
+      if (sx != sy)
+        fail(n, fmt::format("adds feature maps of shapes {} and {}; the residual add takes "
+                            "equal shapes",
+                            dims_text(sx), dims_text(sy)));
+      Out o{.op = "add"};
+      o.other = layer_.at(y);
+      emit(n, o, x, sx);
+    } else {
+      const bool y_small = sy.size() == 3 && sy[1] == 1 && sy[2] == 1;
+      const bool x_small = sx.size() == 3 && sx[1] == 1 && sx[2] == 1;
+      if (y_small == x_small || (y_small ? sy[0] != sx[0] : sx[0] != sy[0]))
+        fail(n, fmt::format("multiplies feature maps of shapes {} and {}; ipusim's scale "
+                            "multiplies a map by one factor per channel",
+                            dims_text(sx), dims_text(sy)));
+      Out o{.op = "scale"};
+      o.other = layer_.at(y_small ? y : x);
+      emit(n, o, y_small ? x : y, y_small ? sx : sy);
+    }
+  }
+
+  void fc_layer(const Node& n, const std::string& x) {
+    bool transposed = n.op_type == "Gemm" && n.int_attr("transB", 0) != 0;
+    const Tensor* w = n.inputs.size() > 1 ? weight(n.inputs[1], &transposed) : nullptr;
+    if (!w || w->dims.size() != 2) fail(n, "the weight is not a 2-d initializer");
+    if (n.int_attr("transA", 0) != 0) fail(n, "transA: the input is read transposed");
+    const auto& in = shape(n, x);
+    const auto width = w->dims[transposed ? 1 : 0];
+    if (product(in) != width)
+      fail(n, fmt::format("weight {} does not read the {} features of its input",
+                          dims_text(w->dims), product(in)));
+    emit(n, {.op = "fc", .out = static_cast<std::uint64_t>(w->dims[transposed ? 0 : 1])}, x,
+         {w->dims[transposed ? 0 : 1]});
+  }
+
+  std::string cnn_yaml(const onnx::Value& image) const {
     std::ostringstream y;
     y << header("cnn");
     y << fmt::format(
-        "  dtype: {}\n  input: {{height: {}, width: {}, channels: {}}}\n  classes: {}\n", dtype,
+        "  dtype: {}\n  input: {{height: {}, width: {}, channels: {}}}\n  classes: {}\n", dtype_,
         *image.dims[2], *image.dims[3], *image.dims[1], layers_[layers_.size() - 2].out);
-    if (norm_groups != 0) y << fmt::format("  norm_groups: {}\n", norm_groups);
+    if (norm_groups_ != 0) y << fmt::format("  norm_groups_: {}\n", norm_groups_);
     y << "layers:\n";
     std::string previous;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -786,6 +833,9 @@ class Importer {
   std::map<std::string, std::vector<std::int64_t>> shape_;
   std::vector<Out> layers_;
   std::set<std::string> names_;
+  std::string dtype_;              // of the convs' weights
+  std::uint64_t norm_groups_ = 0;  // of the group norms, one for all (0: none)
+  std::set<const Node*> folded_;   // the Mul of each swish (x * sigmoid(x))
 };
 
 }  // namespace
