@@ -3,8 +3,9 @@
 # Builds the ONNX test graphs of the ipusim ONNX importer (docs/onnx.md): resnet50.onnx
 # (torchvision ResNet-50 v1.5), bert_large.onnx (BERT-Large pre-training with its masked-LM
 # head, as Graphcore's MLPerf BERT, without the next-sentence head ipusim does not model),
-# vit_b16.onnx (ViT-B/16 classifier), gpt2_small.onnx (GPT-2 small with its tied LM head) and
-# lrn_cnn.onnx (a small CNN with an op ipusim does not model, LRN). The layouts follow what
+# vit_b16.onnx (ViT-B/16 classifier), gpt2_small.onnx (GPT-2 small with its tied LM head),
+# efficientnet_b0.onnx (torchvision EfficientNet-B0: SiLU, depthwise convs, squeeze-and-
+# excitation) and lrn_cnn.onnx (a small CNN with an op ipusim does not model, LRN). The layouts follow what
 # torch.onnx.export writes at opset 17 with static shapes, constant folding on and
 # training-mode export (so Dropout nodes are present), with a symbolic "batch" dimension on every graph input and output. Activations and weights
 # are float16. Weights carry names, shapes and types but no data: each is an initializer with
@@ -111,7 +112,8 @@ class Builder:
 
     def dropout(self, scope, x, ratio=0.1):
         # Training-mode export: Dropout(data, ratio, training_mode) -> (output, mask).
-        r = self.const("const_f32_dropout_ratio", ratio, np.float32)
+        r = self.const("const_f32_dropout_ratio_" + repr(ratio).replace(".", "p"), ratio,
+                       np.float32)
         t = self.const("const_bool_training_mode", True, np.bool_)
         return self.op(scope, "Dropout", [x, r, t], n_out=2)[0]
 
@@ -384,6 +386,71 @@ def check(model):
     onnx.checker.check_model(copy)
 
 
+def efficientnet_b0():
+    """torchvision EfficientNet-B0: MBConv blocks with SiLU (Sigmoid x Mul) and squeeze-and-
+    excitation (pool, 1x1 conv with bias, SiLU, 1x1 conv with bias, Sigmoid, Mul)."""
+    g = Builder("efficientnet_b0")
+    x = g.input("input", F16, [3, 224, 224])
+
+    def conv_bn(scope, prefix, x, c_in, c_out, k, stride=1, groups=1):
+        w = g.weight(prefix + ".0.weight", [c_out, c_in // groups, k, k])
+        p = k // 2
+        y = g.op(scope + "/0", "Conv", [x, w], dilations=[1, 1], group=groups,
+                 kernel_shape=[k, k], pads=[p, p, p, p], strides=[stride, stride])
+        bn = [g.weight(f"{prefix}.1.{n}", [c_out])
+              for n in ("weight", "bias", "running_mean", "running_var")]
+        return g.op(scope + "/1", "BatchNormalization", [y] + bn, epsilon=1e-5, momentum=0.9)
+
+    def silu(scope, x):
+        return g.op(scope, "Mul", [x, g.op(scope, "Sigmoid", [x])])
+
+    x = silu("/features/features.0/2", conv_bn("/features/features.0", "features.0", x, 3, 32,
+                                               3, 2))
+    # (expand ratio, kernel, stride, channels in, channels out, blocks) per stage
+    stages = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2),
+              (6, 3, 2, 40, 80, 3), (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4),
+              (6, 3, 1, 192, 320, 1)]
+    for st, (expand, k, stride, c_in, c_out, blocks) in enumerate(stages, start=1):
+        for b in range(blocks):
+            sc, pf = f"/features/features.{st}/features.{st}.{b}/block", f"features.{st}.{b}.block"
+            cin = c_in if b == 0 else c_out
+            s = stride if b == 0 else 1
+            wide = cin * expand
+            y, i = x, 0
+            if expand != 1:
+                y = silu(f"{sc}/{i}/2", conv_bn(f"{sc}/{i}", f"{pf}.{i}", y, cin, wide, 1))
+                i += 1
+            y = silu(f"{sc}/{i}/2", conv_bn(f"{sc}/{i}", f"{pf}.{i}", y, wide, wide, k, s,
+                                            groups=wide))
+            i += 1
+            se, sq = f"{sc}/{i}", max(1, cin // 4)
+            z = g.op(se + "/avgpool", "GlobalAveragePool", [y])
+            z = g.op(se + "/fc1", "Conv", [z, g.weight(f"{pf}.{i}.fc1.weight", [sq, wide, 1, 1]),
+                                           g.weight(f"{pf}.{i}.fc1.bias", [sq])],
+                     dilations=[1, 1], group=1, kernel_shape=[1, 1], pads=[0, 0, 0, 0],
+                     strides=[1, 1])
+            z = silu(se + "/activation", z)
+            z = g.op(se + "/fc2", "Conv", [z, g.weight(f"{pf}.{i}.fc2.weight", [wide, sq, 1, 1]),
+                                           g.weight(f"{pf}.{i}.fc2.bias", [wide])],
+                     dilations=[1, 1], group=1, kernel_shape=[1, 1], pads=[0, 0, 0, 0],
+                     strides=[1, 1])
+            z = g.op(se + "/scale_activation", "Sigmoid", [z])
+            y = g.op(se, "Mul", [z, y])
+            i += 1
+            y = conv_bn(f"{sc}/{i}", f"{pf}.{i}", y, wide, c_out, 1)
+            if s == 1 and cin == c_out:
+                y = g.op(f"/features/features.{st}/features.{st}.{b}", "Add", [y, x])
+            x = y
+    x = silu("/features/features.8/2", conv_bn("/features/features.8", "features.8", x, 320, 1280,
+                                               1))
+    x = g.op("/avgpool", "GlobalAveragePool", [x])
+    x = g.op("", "Flatten", [x], axis=1)
+    x = g.dropout("/classifier/classifier.0", x, ratio=0.2)
+    x = g.gemm("/classifier/classifier.1", x, "classifier.1", 1280, 1000)
+    g.output(x, "logits", F16, [1000])
+    return g
+
+
 def lrn_cnn():
     """A small CNN with local response normalisation (AlexNet's LRN), which ipusim does not
     model: the importer's error names the node."""
@@ -402,7 +469,8 @@ def lrn_cnn():
 
 
 MODELS = [("resnet50", resnet50), ("bert_large", bert_large), ("vit_b16", vit_b16),
-          ("gpt2_small", gpt2_small), ("lrn_cnn", lrn_cnn)]
+          ("gpt2_small", gpt2_small), ("efficientnet_b0", efficientnet_b0),
+          ("lrn_cnn", lrn_cnn)]
 
 
 def main():

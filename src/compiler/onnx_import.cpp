@@ -694,6 +694,15 @@ class Importer {
   void conv_layer(const Node& n, const std::string& x) {
     const Tensor* w = n.inputs.size() > 1 ? initializer(n.inputs[1]) : nullptr;
     if (!w || w->dims.size() != 4) fail(n, "the weight is not a 4-d initializer");
+    // A 1x1 conv on a pooled (1 x 1) map is an fc layer, its bias the fc's (what torchvision's
+    // squeeze-and-excitation exports); the map stays [channels, 1, 1] for the scale it feeds.
+    const auto& pooled = shape(n, x);
+    if (pooled.size() == 3 && pooled[1] == 1 && pooled[2] == 1 && w->dims[2] == 1 &&
+        w->dims[3] == 1 && n.int_attr("group", 1) == 1 && w->dims[1] == pooled[0]) {
+      dtype_ = dtype_of(w->elem_type);
+      emit(n, {.op = "fc", .out = static_cast<std::uint64_t>(w->dims[0])}, x, {w->dims[0], 1, 1});
+      return;
+    }
     if (n.inputs.size() > 2 && !n.inputs[2].empty())
       fail(n,
            "a conv with a bias: ipusim's conv layers have none (a batch norm follows "

@@ -32,8 +32,8 @@ struct Case {
 class OnnxStep : public ::testing::TestWithParam<Case> {};
 
 // The shipped model and its ONNX export compile to the same step: identical where the graphs
-// describe the same model (ResNet-50, BERT-Large, ViT-B/16); GPT-2 small within 1%, its
-// shipped model padding the vocabulary to a multiple of 16, which an ONNX graph cannot say
+// describe the same model (ResNet-50, EfficientNet-B0, BERT-Large, ViT-B/16); GPT-2 small within
+// 1%, its shipped model padding the vocabulary to a multiple of 16, which an ONNX graph cannot say
 // (50,257 against 50,272 rows of the token table and the LM head).
 TEST_P(OnnxStep, TrainingStepOnPod16IsTheShippedModels) {
   const Case& c = GetParam();
@@ -58,6 +58,13 @@ INSTANTIATE_TEST_SUITE_P(
              "--set run.recompute_checkpoints=maxpool/MaxPool,layer1/layer1.0/relu_2/Relu,"
              "layer1/layer1.2/relu_2/Relu,layer2/layer2.0/relu_2/Relu,layer2/layer2.2/relu_2/"
              "Relu,layer3/layer3.0/relu_2/Relu,layer3/layer3.3/relu_2/Relu",
+             0},
+        // efficientnet-b0-pod16.yaml's checkpoints (s1/0/project_bn, s2/1/add, ...) likewise.
+        Case{"efficientnet-b0-pod16", "efficientnet_b0",
+             "--set run.recompute_checkpoints=features/features.1/features.1.0/block/2/1/"
+             "BatchNormalization,features/features.2/features.2.1/Add,features/features.3/"
+             "features.3.1/Add,features/features.4/features.4.2/Add,features/features.5/"
+             "features.5.2/Add,features/features.6/features.6.3/Add",
              0},
         Case{"bert-large-pod16", "bert_large", "", 0}, Case{"vit-b16-pod16", "vit_b16", "", 0},
         Case{"gpt2-small-pod16", "gpt2_small", "", 0.01}),

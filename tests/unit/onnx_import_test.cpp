@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "ipusim/compiler/compiler.hpp"
@@ -30,20 +31,20 @@ std::string error_of(const std::string& file) {
   return "";
 }
 
-TEST(OnnxImport, ResNet50IsTheShippedModelLayerForLayer) {
-  const ModelDef a = load_model(onnx_file("resnet50"));
-  const ModelDef b = shipped("resnet50");
+// The same layers in the same order with the same operands (by position: the names differ),
+// channels, kernels, strides and groups.
+void expect_same_layers(const ModelDef& a, const ModelDef& b) {
   EXPECT_EQ(a.family, "cnn");
   EXPECT_EQ(a.dtype, b.dtype);
-  EXPECT_EQ(a.height, 224u);
-  EXPECT_EQ(a.width, 224u);
-  EXPECT_EQ(a.channels, 3u);
-  EXPECT_EQ(a.classes, 1000u);
-  // models/resnet50.yaml (its repeated blocks expanded) and the torchvision graph: 53 convs,
-  // 53 batch norms, 49 ReLUs, 16 residual adds, the pools, the fc and the loss, in the same
-  // order with the same operands; only the names differ.
+  EXPECT_EQ(a.height, b.height);
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.channels, b.channels);
+  EXPECT_EQ(a.classes, b.classes);
   ASSERT_EQ(a.layers.size(), b.layers.size());
   std::map<std::string, std::size_t> index_a, index_b;
+  const auto at = [](const std::map<std::string, std::size_t>& index, const std::string& name) {
+    return name.empty() ? -1 : static_cast<int>(index.at(name));
+  };
   for (std::size_t i = 0; i < a.layers.size(); ++i) {
     const Layer& la = a.layers[i];
     const Layer& lb = b.layers[i];
@@ -53,19 +54,37 @@ TEST(OnnxImport, ResNet50IsTheShippedModelLayerForLayer) {
     EXPECT_EQ(la.kernel, lb.kernel);
     EXPECT_EQ(la.stride, lb.stride);
     EXPECT_EQ(la.group_size, lb.group_size);
-    EXPECT_EQ(la.input.empty() ? -1 : static_cast<int>(index_a.at(la.input)),
-              lb.input.empty() ? -1 : static_cast<int>(index_b.at(lb.input)));
-    EXPECT_EQ(la.other.empty() ? -1 : static_cast<int>(index_a.at(la.other)),
-              lb.other.empty() ? -1 : static_cast<int>(index_b.at(lb.other)));
+    EXPECT_EQ(at(index_a, la.input), at(index_b, lb.input));
+    EXPECT_EQ(at(index_a, la.other), at(index_b, lb.other));
     index_a[la.name] = i;
     index_b[lb.name] = i;
   }
+  EXPECT_EQ(parameter_count(a), parameter_count(b));
+}
+
+TEST(OnnxImport, ResNet50IsTheShippedModelLayerForLayer) {
+  const ModelDef a = load_model(onnx_file("resnet50"));
+  // models/resnet50.yaml (its repeated blocks expanded) and the torchvision graph: 53 convs,
+  // 53 batch norms, 49 ReLUs, 16 residual adds, the pools, the fc and the loss, in the same
+  // order with the same operands; only the names differ.
+  expect_same_layers(a, shipped("resnet50"));
+  EXPECT_EQ(a.layers.size(), 53u + 53 + 49 + 16 + 2 + 1 + 1);
   // torchvision's ResNet-50 has 25,557,032 trainable parameters: the compiler's count from the
   // imported layers and the graph's own initializers (less the batch norms' running
   // statistics) agree with it and with the shipped model.
   EXPECT_EQ(parameter_count(a), 25'557'032u);
-  EXPECT_EQ(parameter_count(b), 25'557'032u);
   EXPECT_EQ(onnx_weight_elements(onnx_file("resnet50")), 25'557'032u);
+}
+
+TEST(OnnxImport, EfficientNetB0IsTheShippedModelLayerForLayer) {
+  // torchvision's EfficientNet-B0: SiLU as Mul(x, Sigmoid(x)) becomes one swish layer, the
+  // depthwise convs (group = channels) dwconv layers, squeeze-and-excitation's 1x1 convs with
+  // bias on the pooled map fc layers, its gate's Mul a per-channel scale; Dropout before the
+  // classifier folds away. 5,288,548 parameters, the published count, both ways.
+  const ModelDef a = load_model(onnx_file("efficientnet_b0"));
+  expect_same_layers(a, shipped("efficientnet_b0"));
+  EXPECT_EQ(parameter_count(a), 5'288'548u);
+  EXPECT_EQ(onnx_weight_elements(onnx_file("efficientnet_b0")), 5'288'548u);
 }
 
 void expect_same_transformer(const ModelDef& a, const ModelDef& b) {
