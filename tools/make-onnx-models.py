@@ -117,6 +117,13 @@ class Builder:
         t = self.const("const_bool_training_mode", True, np.bool_)
         return self.op(scope, "Dropout", [x, r, t], n_out=2)[0]
 
+    def ffn_erf(self, sc, x, pf, hidden, ffn):
+        """Hugging Face's BERT/ViT FFN: dense, erf GELU, dense, dropout (before the residual)."""
+        h = self.linear(sc + "/intermediate/dense", x, pf + ".intermediate.dense", hidden, ffn)
+        h = self.gelu_erf(sc + "/intermediate/intermediate_act_fn", h)
+        y = self.linear(sc + "/output/dense", h, pf + ".output.dense", ffn, hidden)
+        return self.dropout(sc + "/output/dropout", y)
+
     def gelu_erf(self, scope, h):
         y = self.op(scope, "Div", [h, self.f16(1.4142135)])
         y = self.op(scope, "Erf", [y])
@@ -133,8 +140,12 @@ class Builder:
         y = self.op(scope, "Transpose", [x], perm=[0, 2, 1, 3])
         return self.op(scope, "Reshape", [y, self.i64(0, 0, hidden)])
 
-    def attention(self, scope, q, k, v, hidden, mask=None, causal=None, dropout=None):
-        """softmax(Q K^T / 8 [+ mask] [causal: Where]) [dropout] V, heads merged back."""
+    def attention(self, scope, q, k, v, hidden, heads, mask=None, causal=None, dropout=None):
+        """Q, K and V [b,s,h*d] split into heads, softmax(Q K^T / 8 [+ mask] [causal: Where])
+        [dropout] V, and the heads merged back."""
+        q = self.heads_split(scope, q, heads, hidden // heads)
+        v = self.heads_split(scope, v, heads, hidden // heads)
+        k = self.heads_split(scope, k, heads, hidden // heads, key=True)
         s = self.op(scope, "MatMul", [q, k])
         s = self.op(scope, "Div", [s, self.f16(8.0)])
         if mask is not None:
@@ -226,27 +237,19 @@ def bert_large(layers=24, hidden=1024, heads=16, ffn=4096, vocab=30912, seq=512,
     m = g.op("/bert", "Sub", [g.f16(1.0), m])
     ext_mask = g.op("/bert", "Mul", [m, g.f16(-10000.0)])
 
-    head_dim = hidden // heads
     for i in range(layers):
         sc, pf = f"/bert/encoder/layer.{i}", f"bert.encoder.layer.{i}"
         att = sc + "/attention/self"
         q = g.linear(att + "/query", x, pf + ".attention.self.query", hidden, hidden)
         k = g.linear(att + "/key", x, pf + ".attention.self.key", hidden, hidden)
         v = g.linear(att + "/value", x, pf + ".attention.self.value", hidden, hidden)
-        q = g.heads_split(att, q, heads, head_dim)
-        v = g.heads_split(att, v, heads, head_dim)
-        k = g.heads_split(att, k, heads, head_dim, key=True)
-        c = g.attention(att, q, k, v, hidden, mask=ext_mask)
+        c = g.attention(att, q, k, v, hidden, heads, mask=ext_mask)
         out = sc + "/attention/output"
         y = g.linear(out + "/dense", c, pf + ".attention.output.dense", hidden, hidden)
         y = g.dropout(out + "/dropout", y)
         y = g.op(out, "Add", [y, x])
         a = g.layer_norm(out + "/LayerNorm", y, pf + ".attention.output.LayerNorm", hidden, 1e-12)
-        h = g.linear(sc + "/intermediate/dense", a, pf + ".intermediate.dense", hidden, ffn)
-        h = g.gelu_erf(sc + "/intermediate/intermediate_act_fn", h)
-        y = g.linear(sc + "/output/dense", h, pf + ".output.dense", ffn, hidden)
-        y = g.dropout(sc + "/output/dropout", y)
-        y = g.op(sc + "/output", "Add", [y, a])
+        y = g.op(sc + "/output", "Add", [g.ffn_erf(sc, a, pf, hidden, ffn), a])
         x = g.layer_norm(sc + "/output/LayerNorm", y, pf + ".output.LayerNorm", hidden, 1e-12)
 
     # Masked-LM head on the gathered masked positions, decoder tied to the word embeddings.
@@ -287,7 +290,6 @@ def vit_b16(layers=12, hidden=768, heads=12, ffn=3072, classes=1000, patch=16, i
     x = g.op(sc, "Add", [x, g.weight(pf + ".position_embeddings", [1, n_patches + 1, hidden])])
     x = g.dropout(sc + "/dropout", x)
 
-    head_dim = hidden // heads
     for i in range(layers):
         sc, pf = f"/vit/encoder/layer.{i}", f"vit.encoder.layer.{i}"
         n = g.layer_norm(sc + "/layernorm_before", x, pf + ".layernorm_before", hidden, 1e-12)
@@ -295,20 +297,13 @@ def vit_b16(layers=12, hidden=768, heads=12, ffn=3072, classes=1000, patch=16, i
         q = g.linear(att + "/query", n, pf + ".attention.attention.query", hidden, hidden)
         k = g.linear(att + "/key", n, pf + ".attention.attention.key", hidden, hidden)
         v = g.linear(att + "/value", n, pf + ".attention.attention.value", hidden, hidden)
-        q = g.heads_split(att, q, heads, head_dim)
-        v = g.heads_split(att, v, heads, head_dim)
-        k = g.heads_split(att, k, heads, head_dim, key=True)
-        c = g.attention(att, q, k, v, hidden, dropout=att + "/dropout")
+        c = g.attention(att, q, k, v, hidden, heads, dropout=att + "/dropout")
         out = sc + "/attention/output"
         y = g.linear(out + "/dense", c, pf + ".attention.output.dense", hidden, hidden)
         y = g.dropout(out + "/dropout", y)
         r = g.op(sc, "Add", [y, x])
         m = g.layer_norm(sc + "/layernorm_after", r, pf + ".layernorm_after", hidden, 1e-12)
-        h = g.linear(sc + "/intermediate/dense", m, pf + ".intermediate.dense", hidden, ffn)
-        h = g.gelu_erf(sc + "/intermediate/intermediate_act_fn", h)
-        y = g.linear(sc + "/output/dense", h, pf + ".output.dense", ffn, hidden)
-        y = g.dropout(sc + "/output/dropout", y)
-        x = g.op(sc + "/output", "Add", [y, r])
+        x = g.op(sc + "/output", "Add", [g.ffn_erf(sc, m, pf, hidden, ffn), r])
 
     x = g.layer_norm("/vit/layernorm", x, "vit.layernorm", hidden, 1e-12)
     x = g.op("", "Gather", [x, g.i64(0, scalar=True)], axis=1)
@@ -331,17 +326,14 @@ def gpt2_small(layers=12, hidden=768, heads=12, ffn=3072, vocab=50257, seq=1024)
     causal = g.const("const_bool_causal_mask",
                      np.tril(np.ones((seq, seq), dtype=np.bool_))[None, None], np.bool_)
 
-    head_dim = hidden // heads
     for i in range(layers):
         sc, pf = f"/transformer/h.{i}", f"transformer.h.{i}"
         n = g.layer_norm(sc + "/ln_1", x, pf + ".ln_1", hidden, 1e-5)
         att = sc + "/attn"
         qkv = g.linear(att + "/c_attn", n, pf + ".attn.c_attn", hidden, 3 * hidden)
         q, k, v = g.op(att, "Split", [qkv, g.i64(hidden, hidden, hidden)], n_out=3, axis=2)
-        q = g.heads_split(att, q, heads, head_dim)
-        k = g.heads_split(att, k, heads, head_dim, key=True)
-        v = g.heads_split(att, v, heads, head_dim)
-        c = g.attention(att, q, k, v, hidden, causal=causal, dropout=att + "/attn_dropout")
+        c = g.attention(att, q, k, v, hidden, heads, causal=causal,
+                        dropout=att + "/attn_dropout")
         y = g.linear(att + "/c_proj", c, pf + ".attn.c_proj", hidden, hidden)
         y = g.dropout(att + "/resid_dropout", y)
         r = g.op(sc, "Add", [y, x])
