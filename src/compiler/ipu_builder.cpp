@@ -250,12 +250,15 @@ const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     std::optional<plan::ConvPlan> found;
+    bool shared = false;  // another IPU's builder made it
     if (shared_plans_)
-      if (auto s = shared_plans_->find({key, budget_}); s != shared_plans_->end())
+      if (auto s = shared_plans_->find({key, budget_}); s != shared_plans_->end()) {
         found = s->second;
+        shared = true;
+      }
     if (!found && prefetcher_) found = prefetcher_->take(key, budget_);
     const plan::ConvPlan plan = found ? *found : plan::plan_conv(chip_, a, budget_);
-    if (shared_plans_ && !found) shared_plans_->emplace(std::pair{key, budget_}, plan);
+    if (shared_plans_ && !shared) shared_plans_->emplace(std::pair{key, budget_}, plan);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
   }
   return it->second;
