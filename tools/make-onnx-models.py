@@ -31,8 +31,10 @@ F16 = TensorProto.FLOAT16
 class Builder:
     """Collects the nodes and initializers of one graph, in creation (topological) order."""
 
-    def __init__(self, stem):
-        self.stem = stem
+    def __init__(self, stem, opset=17):
+        # Below opset 17 there is no LayerNormalization op: exporters write it out as
+        # ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add (torch at opset 13/14).
+        self.stem, self.opset = stem, opset
         self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
         self.names = set()  # node names and initializer names, to keep both unique
         self.offset = 0  # running byte offset into <stem>.weights.bin
@@ -108,7 +110,15 @@ class Builder:
     def layer_norm(self, scope, x, prefix, d, eps):
         scale = self.weight(prefix + ".weight", [d])
         bias = self.weight(prefix + ".bias", [d])
-        return self.op(scope, "LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
+        if self.opset >= 17:
+            return self.op(scope, "LayerNormalization", [x, scale, bias], axis=-1, epsilon=eps)
+        mean = self.op(scope, "ReduceMean", [x], axes=[-1], keepdims=1)
+        centred = self.op(scope, "Sub", [x, mean])
+        var = self.op(scope, "ReduceMean", [self.op(scope, "Pow", [centred, self.f16(2.0)])],
+                      axes=[-1], keepdims=1)
+        std = self.op(scope, "Sqrt", [self.op(scope, "Add", [var, self.f16(eps)])])
+        y = self.op(scope, "Mul", [self.op(scope, "Div", [centred, std]), scale])
+        return self.op(scope, "Add", [y, bias])
 
     def dropout(self, scope, x, ratio=0.1):
         # Training-mode export: Dropout(data, ratio, training_mode) -> (output, mask).
@@ -160,7 +170,7 @@ class Builder:
     def model(self, graph_name):
         graph = helper.make_graph(self.nodes, graph_name, self.inputs, self.outputs,
                                   initializer=self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                                   producer_name="ipusim tools/make-onnx-models.py")
         model.ir_version = 8
         return model
@@ -211,8 +221,9 @@ def resnet50():
     return g
 
 
-def bert_large(layers=24, hidden=1024, heads=16, ffn=4096, vocab=30912, seq=512, masked=76):
-    g = Builder("bert_large")
+def bert_large(layers=24, hidden=1024, heads=16, ffn=4096, vocab=30912, seq=512, masked=76,
+               stem="bert_large", opset=17):
+    g = Builder(stem, opset)
     ids = g.input("input_ids", TensorProto.INT32, [seq])
     types = g.input("token_type_ids", TensorProto.INT32, [seq])
     mask = g.input("attention_mask", TensorProto.INT32, [seq])
@@ -462,7 +473,12 @@ def lrn_cnn():
 
 MODELS = [("resnet50", resnet50), ("bert_large", bert_large), ("vit_b16", vit_b16),
           ("gpt2_small", gpt2_small), ("efficientnet_b0", efficientnet_b0),
-          ("lrn_cnn", lrn_cnn)]
+          ("lrn_cnn", lrn_cnn),
+          # A small BERT written twice: as at opset 17 and as torch exports it at opset 13,
+          # its layer norms spelt out (the importer reads both as the same model).
+          ("bert_tiny", lambda: bert_large(2, 64, 4, 128, 100, 16, 4, "bert_tiny")),
+          ("bert_tiny_opset13", lambda: bert_large(2, 64, 4, 128, 100, 16, 4, "bert_tiny_opset13",
+                                                   opset=13))]
 
 
 def main():

@@ -69,6 +69,7 @@ const std::vector<std::string> kSupported = {"Conv",
                                              "Dropout",
                                              "Identity",
                                              "Constant",
+                                             "ReduceMean",
                                              "Shape"};
 
 bool is(const Node& n, std::initializer_list<const char*> ops) {
@@ -476,7 +477,10 @@ class Importer {
     const std::string x = projection_input(*f.blocks.front().matmul);
     for (const Node* c : consumers(x)) f.post = f.post || c->op_type == "Add";
     std::uint64_t norms = 0;
-    for (const Node& n : g_.nodes) norms += n.op_type == "LayerNormalization" ? 1 : 0;
+    // A layer norm is a LayerNormalization node (opset 17), or written out as exporters do
+    // below opset 17, each with one Sqrt of a variance computed from the activations.
+    for (const Node& n : g_.nodes)
+      norms += n.op_type == "LayerNormalization" || (n.op_type == "Sqrt" && !constant(n.inputs[0]));
     const std::uint64_t expected = 2 * f.layers() + 1 + (f.head == "masked_lm" ? 1 : 0);
     if (norms != expected)
       fail_graph(

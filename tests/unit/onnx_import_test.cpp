@@ -164,6 +164,22 @@ TEST(OnnxImport, Gpt2SmallIsTheShippedModelButForVocabularyPadding) {
   EXPECT_EQ(parameter_count(a), 124'439'808u);
 }
 
+TEST(OnnxImport, LayerNormsWrittenOutAtOpset13ImportAsLayerNormalizationNodes) {
+  // The same small BERT (2 layers, hidden 64, 4 heads, FFN 128, 100 tokens, sequence 16, 4
+  // masked) with LayerNormalization nodes (opset 17) and as torch exports it at opset 13,
+  // each layer norm spelt out as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add:
+  // the same model either way.
+  const ModelDef a = load_model(onnx_file("bert_tiny_opset13"));
+  const ModelDef b = load_model(onnx_file("bert_tiny"));
+  expect_same_transformer(a, b);
+  EXPECT_EQ(a.encoder_layers, 2u);
+  EXPECT_EQ(a.hidden, 64u);
+  EXPECT_EQ(a.heads, 4u);
+  EXPECT_EQ(a.ffn, 128u);
+  EXPECT_EQ(a.masked_tokens, 4u);
+  EXPECT_FALSE(a.pre_norm);
+}
+
 TEST(OnnxImport, AnUnsupportedOpIsAnErrorNamingTheNode) {
   const std::string e = error_of(onnx_file("lrn_cnn"));
   EXPECT_NE(e.find("lrn_cnn.onnx: node '/lrn/LRN' (LRN): op LRN is not supported"),
