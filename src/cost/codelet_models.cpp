@@ -79,10 +79,15 @@ constexpr u64 kAmpNx1SmallFloat[3] = {17, 33, 44};  // §4 float column
 constexpr u64 kAmpNx1BaseHalf = 34;                 // §4 f(n>=3) half
 constexpr u64 kAmpNx1BaseFloat = 45;                // §4 f(n>=3) float
 // ConvPartialnx1 supervisor inner loop: sum_ky [14 + sum_kx (12 + P (L + h_cost + 3))] (§4).
-constexpr u64 kAmpNx1PerKy = 14;        // ipu-hardware.md §4
-constexpr u64 kAmpNx1PerKx = 12;        // ipu-hardware.md §4
-constexpr u64 kAmpNx1HeightCost1 = 15;  // h_cost for weight height 1, ipu-hardware.md §4
-constexpr u64 kAmpNx1PerPass = 3;       // ipu-hardware.md §4 "+ 3"
+constexpr u64 kAmpNx1PerKy = 14;  // ipu-hardware.md §4
+constexpr u64 kAmpNx1PerKx = 12;  // ipu-hardware.md §4
+// h_cost, the supervisor's weight-height set-up per pass, for weight height 1, 2 and 4
+// (ipu-hardware.md §4; poplibs getConvPartialnx1SupervisorInnerLoopCycleEstimateHalfFloat).
+constexpr u64 kAmpNx1HeightCost1 = 15, kAmpNx1HeightCost2 = 46, kAmpNx1HeightCost4 = 60;
+// Weight height 4 shuffles its weights with 64-bit loads: the coefficient load rate is at most
+// 8 B/cycle (poplibs getConvPartialAmpSupervisorWeightLoadCycleEstimate).
+constexpr double kAmpNx1Height4LoadBytesPerCycle = 8.0;
+constexpr u64 kAmpNx1PerPass = 3;  // ipu-hardware.md §4 "+ 3"
 // ConvPartialnx1 outer: 109 + W.9 + W.(9|10) + CG(17 OG + 6(OG-1) + 1) + 6(CG-1) + 1
 //                       + CG(16 + IG(14 + OG(14 + inner)))   (ipu-hardware.md §4).
 constexpr u64 kAmpNx1OuterBase = 109;                  // §4
@@ -351,13 +356,29 @@ VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
 }
 
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
-  const AmpConfig c = amp_config(chip, a.in, a.partials, a.coeff_load_bits);
+  const std::uint64_t h = std::max<std::uint64_t>(a.weight_height, 1);
+  AmpConfig c = amp_config(chip, a.in, a.partials, a.coeff_load_bits);
+  if ((h != 1 && h != 2 && h != 4) || c.weights.get() % h != 0) {
+    throw ModelError("amp_convnx1: weight height must be 1, 2 or 4 and divide the " +
+                     std::to_string(c.weights.get()) + " weights per engine, found " +
+                     std::to_string(h));
+  }
+  if (h == 4) {
+    c.coeff_load = cycles_at(Bytes{(c.engines * c.weights * bytes_of(a.in)).get()},
+                             BytesPerCycle{std::min(coeff_load_rate(chip, a.coeff_load_bits).value,
+                                                    kAmpNx1Height4LoadBytesPerCycle)},
+                             "amp.coeff_load_bytes_per_cycle");
+  }
   const C w = workers(chip);
   const C cg = at_least_one(a.groups);
-  const C ig = at_least_one(ceil_div(a.in_chans, c.weights));
+  // With weight height h an engine's weights hold weights / h input channels of h kernel rows
+  // (poplin's convUnitWeightHeight): input groups of weights / h channels, ceil(kh / h) row
+  // passes.
+  const C ig = at_least_one(ceil_div(a.in_chans, c.weights / h));
   const C og = at_least_one(ceil_div(a.out_chans, c.engines));
-  const C kh = at_least_one(a.kernel_h);
+  const C kh = at_least_one(ceil_div(a.kernel_h, h));
   const C kw = at_least_one(a.kernel_w);
+  const C h_cost = h == 1 ? kAmpNx1HeightCost1 : h == 2 ? kAmpNx1HeightCost2 : kAmpNx1HeightCost4;
   const C passes = 1;  // outChansPerGroup = engines
 
   // One worklist entry per worker per kernel position; weights reloaded per kernel position
@@ -376,8 +397,7 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
     }
   }
   const C per_kpos = barrel(w, slowest, fastest, kAmpNx1Tag);
-  const C per_kx =
-      kAmpNx1PerKx + passes * (c.coeff_load + kAmpNx1HeightCost1 + kAmpNx1PerPass + per_kpos);
+  const C per_kx = kAmpNx1PerKx + passes * (c.coeff_load + h_cost + kAmpNx1PerPass + per_kpos);
   const C inner = kh * kAmpNx1PerKy + kh * kw * per_kx;
 
   const C per_worker =
@@ -392,7 +412,8 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
 
   VertexCost cost;
   cost.cycles = C(setup + loops).get();
-  cost.flops = (C(2) * a.positions * a.in_chans * a.out_chans * cg * kh * kw).get();
+  cost.flops =
+      (C(2) * a.positions * a.in_chans * a.out_chans * cg * at_least_one(a.kernel_h) * kw).get();
   return cost;
 }
 
@@ -737,7 +758,10 @@ AmpConvArgs amp_args(const trace::Vertex& v) {
   a.groups = count_at(v, s::kAmpGroups);
   a.kernel_h = count_at(v, s::kAmpKernelH);
   a.kernel_w = count_at(v, s::kAmpKernelW);
-  if (v.codelet == trace::Codelet::kAmpConvNx1) a.width = count_at(v, s::kAmpWidth);
+  if (v.codelet == trace::Codelet::kAmpConvNx1) {
+    a.width = count_at(v, s::kAmpWidth);
+    a.weight_height = count_at(v, s::kAmpNx1WeightHeight);
+  }
   a.coeff_load_bits =
       count_at(v, v.codelet == trace::Codelet::kAmpConvNx1 ? s::kAmpNx1CoeffLoadBits
                                                            : s::kAmp1x1CoeffLoadBits);

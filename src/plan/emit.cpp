@@ -37,7 +37,7 @@ class ConvEmitter {
       : prefix_(prefix),
         a_(iteration),
         p_(p),
-        s_(shape_of(chip, iteration)),
+        s_(shape_of(chip, iteration, p.weight_height)),
         eb_(trace::dtype_bytes(iteration.dtype)),
         pb_(trace::dtype_bytes(s_.partials)) {}
 
@@ -174,7 +174,7 @@ class ConvEmitter {
     return groups_of(g) * in_rows_for(a_, rows_of(r)) * in_cols(a_, s_) * in_of(i) * eb_;
   }
   std::uint64_t weight_bytes(std::uint32_t g, std::uint32_t i, std::uint32_t o) const {
-    return groups_of(g) * a_.kernel * a_.kernel * in_of(i) * out_of(o) * eb_;
+    return groups_of(g) * kernel_rows(a_, s_) * a_.kernel * in_of(i) * out_of(o) * eb_;
   }
   // Outputs of block (g, r, o) (all its groups).
   std::uint64_t outputs_of(std::uint32_t g, std::uint32_t r, std::uint32_t o) const {
@@ -203,6 +203,9 @@ class ConvEmitter {
       v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a_.kernel);
       v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a_.kernel);
       v.params[sl::kAmpWidth] = static_cast<std::int64_t>(s_.out_w);
+      // 0 (the default) for one row, so that such vertices read as before.
+      if (s_.weight_height > 1)
+        v.params[sl::kAmpNx1WeightHeight] = static_cast<std::int64_t>(s_.weight_height);
     }
     v.params[nx1 ? sl::kAmpNx1CoeffLoadBits : sl::kAmp1x1CoeffLoadBits] =
         static_cast<std::int64_t>(a_.coeff_load_bits);

@@ -27,6 +27,7 @@ inline void require(bool ok, const std::string& what) {
 struct Shape {
   std::uint64_t out_h = 0, out_w = 0, rows = 0;  // output rows = batch x out_h
   std::uint32_t engines = 0, in_grain = 0;
+  std::uint32_t weight_height = 1;  // kernel rows per AMP weight load (ConvPlan::weight_height)
   DType partials = DType::kHalf;
 };
 
@@ -36,7 +37,9 @@ inline std::uint32_t amp_in_grain(const ChipSpec& chip, DType dtype) {
                                : chip.amp.weights_per_engine_float;
 }
 
-inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
+// With weight height h an engine's weights hold amp_in_grain / h input channels of h kernel
+// rows, so the input-channel grain is amp_in_grain / h.
+inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a, std::uint32_t weight_height = 1) {
   Shape s;
   s.out_h = ceil_div(a.height, a.stride);
   s.out_w = ceil_div(a.width, a.stride);
@@ -44,7 +47,8 @@ inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a) {
   // FP16.16 for half by default (ConvArgs::partials selects FP16.32), FP32 for float.
   s.partials = partials_of(a);
   s.engines = cost::amp_engines(chip, a.dtype, s.partials);
-  s.in_grain = amp_in_grain(chip, a.dtype);
+  s.weight_height = std::max<std::uint32_t>(weight_height, 1);
+  s.in_grain = std::max<std::uint32_t>(amp_in_grain(chip, a.dtype) / s.weight_height, 1);
   return s;
 }
 
@@ -70,6 +74,13 @@ inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) {
   return uses_nx1(a) ? a.width : s.out_w;
 }
 
+// Kernel rows the AMP runs: the kernel height padded with zero rows to a multiple of the weight
+// height (poplin pads the kernel's outermost spatial dimension, ConvModel's
+// addRearrangementAndPaddingCosts for convUnitWeightHeight != 1).
+inline std::uint64_t kernel_rows(const ConvArgs& a, const Shape& s) {
+  return ceil_div(a.kernel, s.weight_height) * s.weight_height;
+}
+
 // Per-tile buffer sizes (bytes) of the largest block of one serial iteration.
 struct Blocks {
   std::uint64_t positions = 0;       // output positions per tile and group
@@ -91,7 +102,7 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
   const std::uint64_t g = p.groups_per_tile;
   b.positions = p.rows_per_tile * s.out_w;
   b.in_bytes = g * in_rows_for(a, p.rows_per_tile) * in_cols(a, s) * p.in_per_tile * eb;
-  b.weight_bytes = g * a.kernel * a.kernel * p.in_per_tile * p.out_per_tile * eb;
+  b.weight_bytes = g * kernel_rows(a, s) * a.kernel * p.in_per_tile * p.out_per_tile * eb;
   b.partial_bytes = g * b.positions * p.out_per_tile * pb;
   b.acc_outputs = g * b.positions * p.out_per_tile;
   if (p.in_split > 1) {
@@ -120,6 +131,7 @@ inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvP
   v.kernel_w = a.kernel;
   v.width = s.out_w;
   v.coeff_load_bits = a.coeff_load_bits;
+  v.weight_height = s.weight_height;
   return v;
 }
 

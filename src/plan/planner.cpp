@@ -163,19 +163,17 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a) {
 
 namespace {
 
-// The fastest plan with the given serial splits whose buffers fit in `budget` bytes per tile
+// The fastest plan with the serial splits and weight height of `base` whose buffers fit in
+// `budget` bytes per tile
 // (fewer tiles, then fewer serial iterations, break ties); rows_per_tile == 0 if none fits.
 // Candidates that cannot cost `bound` cycles or fewer are not costed in full: the fetches and
 // transposed copies alone exceed it (the rest of an estimate is never negative). The plan
 // returned is the same as without a bound whenever that plan costs at most `bound`.
 ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                   std::uint32_t serial_in, std::uint32_t serial_out, std::uint64_t& least,
+                   const ConvPlan& base, std::uint64_t& least,
                    std::uint64_t bound = std::numeric_limits<std::uint64_t>::max()) {
-  ConvPlan base;
-  base.serial_in = serial_in;
-  base.serial_out = serial_out;
   const ConvArgs it = iteration_args(a, base);
-  const Shape s = shape_of(chip, it);
+  const Shape s = shape_of(chip, it, base.weight_height);
   const std::uint64_t out_grains = ceil_div(it.out_chans, s.engines);
   const std::uint64_t in_grains = ceil_div(it.in_chans, s.in_grain);
   ConvPlan best;
@@ -249,16 +247,15 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   return best;
 }
 
-// The plan for one budget (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan
-// that fits; if none fits, the fastest plan with a serial split of the input or the output
-// channels (one kind, a divisor of the channel count, at most kMaxSerial) that fits.
-// `least` is lowered to the smallest per-tile buffer size of any candidate seen.
-ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                     std::uint64_t& least) {
-  require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
-              a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
-          "conv dimensions must all be at least 1");
-  ConvPlan best = best_plan(chip, a, budget, 1, 1, least);
+// The plan for one budget and weight height (poplar-compiler.md §1.5 step 1): the fastest
+// parallel-only plan that fits; if none fits, the fastest plan with a serial split of the input
+// or the output channels (one kind, a divisor of the channel count, at most kMaxSerial) that
+// fits. `least` is lowered to the smallest per-tile buffer size of any candidate seen.
+ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                          std::uint32_t height, std::uint64_t& least) {
+  ConvPlan base;
+  base.weight_height = height;
+  ConvPlan best = best_plan(chip, a, budget, base, least);
   if (best.rows_per_tile != 0) return best;
   auto consider = [&](const ConvPlan& p) {
     if (p.rows_per_tile == 0) return;
@@ -276,11 +273,44 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
       if (found && d * exchange_fixed(chip) > best.estimated_cycles.count) break;
       const auto bound =
           found ? best.estimated_cycles.count : std::numeric_limits<std::uint64_t>::max();
-      consider(best_plan(chip, a, budget, in ? u32(d) : 1, in ? 1 : u32(d), least, bound));
+      ConvPlan serial = base;
+      (in ? serial.serial_in : serial.serial_out) = u32(d);
+      consider(best_plan(chip, a, budget, serial, least, bound));
     }
   };
   search(serial_counts(a.in_chans), true);
   search(serial_counts(a.out_chans), false);
+  return best;
+}
+
+// The weight heights worth planning (poplin's AMP candidates with inChansPerGroup = weights,
+// weights / 2 and weights / 4, ConvVertexType.cpp getConvVertexAMPCandidates): 1 always; 2 and
+// 4 for a spatial kernel whose input channels are not a multiple of the engine's weights. With
+// a multiple of them (m groups of `weights`), height h needs m x h input groups of
+// ceil(k / h) row passes, at least the m x k passes of height 1, each at a higher weight-height
+// cost (ipu-hardware.md §4), so such heights never win and are not searched.
+std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& a) {
+  std::vector<std::uint32_t> out{1};
+  const std::uint32_t weights = amp_in_grain(chip, a.dtype);
+  if (a.kernel <= 1 || a.in_chans % weights == 0) return out;
+  for (std::uint32_t h : {2U, 4U})
+    if (weights % h == 0) out.push_back(h);
+  return out;
+}
+
+// The fastest of plan_with_height's plans over the weight heights (ties: the smaller height).
+ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                     std::uint64_t& least) {
+  require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
+              a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
+          "conv dimensions must all be at least 1");
+  ConvPlan best;
+  for (std::uint32_t h : weight_heights(chip, a)) {
+    const ConvPlan p = plan_with_height(chip, a, budget, h, least);
+    if (p.rows_per_tile != 0 &&
+        (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles))
+      best = p;
+  }
   return best;
 }
 
@@ -339,7 +369,7 @@ std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
 
 ConvBuffers conv_buffers(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   const ConvArgs it = iteration_args(a, p);
-  const Shape s = shape_of(chip, it);
+  const Shape s = shape_of(chip, it, p.weight_height);
   const Blocks b = blocks_of(it, s, p);
   ConvBuffers out;
   out.partials = s.partials;

@@ -616,13 +616,19 @@ WorkerProgram ampnx1_worker(const Amp& a, u64 head, u64 full_rows, u64 width, u6
 }
 
 SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positions, u64 in_chans,
-                        u64 out_chans, u64 groups, u64 kh, u64 kw, u64 width, u64 load_bits) {
+                        u64 out_chans, u64 groups, u64 kh, u64 kw, u64 width, u64 load_bits,
+                        u64 height) {
   const Amp a = amp_of(c, in, partials);
   const u64 w = contexts(c);
+  height = std::max<u64>(height, 1);
+  if ((height != 1 && height != 2 && height != 4) || a.weights % height != 0)
+    throw ModelError("tile model: amp_convnx1 weight height must be 1, 2 or 4");
+  // Weight height h: weights / h input channels of h kernel rows per engine load.
+  const u64 chans = a.weights / height;
   const u64 cg = std::max<u64>(groups, 1);
-  const u64 ig = std::max<u64>((in_chans + a.weights - 1) / a.weights, 1);
+  const u64 ig = std::max<u64>((in_chans + chans - 1) / chans, 1);
   const u64 og = std::max<u64>((out_chans + a.engines - 1) / a.engines, 1);
-  kh = std::max<u64>(kh, 1);
+  kh = (std::max<u64>(kh, 1) + height - 1) / height;
   kw = std::max<u64>(kw, 1);
   // Worker i's share [b, e) cut at row ends: head, full rows, tail.
   struct Share {
@@ -649,9 +655,15 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   const u64 kpos = timed_run(c, counts, make, tail);
   const u64 weight_bytes = a.engines * a.weights * eb(in);
   // Per kernel column: weight addressing (6 + 3), put $CCCSLOAD + the weight-height cost of
-  // ld128putcs set-up (2 control + 3), the load, runall and the run.
-  SupBlock per_kx{simple(9), control(3), weight_load(weight_bytes, load_bits), simple(3),
-                  run_cycles(kpos)};
+  // ld128putcs set-up (2 control + 3), the load, runall and the run. Heights 2 and 4 shuffle
+  // the weights of their rows first: the estimator's 46 and 60 cycles in place of 15
+  // (ipu-hardware.md §4 h_cost; no instruction listing is public, so the extra 31 and 45 are
+  // charged as control steps of 6 and simple steps), and height 4 loads with ld64 (at most
+  // 64 bits a cycle).
+  const u64 shuffle = height == 1 ? 0 : height == 2 ? 31 : 45;
+  if (height == 4 && (load_bits == 0 || load_bits > 64)) load_bits = 64;
+  SupBlock per_kx{simple(9 + shuffle % 6), control(3 + shuffle / 6),
+                  weight_load(weight_bytes, load_bits), simple(3), run_cycles(kpos)};
   SupBlock per_ky{simple(2), control(1), loop(kw, per_kx)};
   SupBlock per_og{simple(2), control(1), loop(kh, per_ky)};
   SupBlock per_ig{simple(2), control(1), loop(og, per_og)};
@@ -729,11 +741,11 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
                             count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
                             count_at(v, s::kAmp1x1CoeffLoadBits));
     case Codelet::kAmpConvNx1:
-      return ampnx1_program(chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials),
-                            count_at(v, s::kAmpPositions), count_at(v, s::kAmpInChans),
-                            count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
-                            count_at(v, s::kAmpKernelH), count_at(v, s::kAmpKernelW),
-                            count_at(v, s::kAmpWidth), count_at(v, s::kAmpNx1CoeffLoadBits));
+      return ampnx1_program(
+          chip, dtype_at(v, s::kAmpIn), dtype_at(v, s::kAmpPartials), count_at(v, s::kAmpPositions),
+          count_at(v, s::kAmpInChans), count_at(v, s::kAmpOutChans), count_at(v, s::kAmpGroups),
+          count_at(v, s::kAmpKernelH), count_at(v, s::kAmpKernelW), count_at(v, s::kAmpWidth),
+          count_at(v, s::kAmpNx1CoeffLoadBits), count_at(v, s::kAmpNx1WeightHeight));
     case Codelet::kDot:
       return dot_program(chip, dtype_at(v, s::kDotIn), dtype_at(v, s::kDotPartials),
                          count_at(v, s::kDotLength), count_at(v, s::kDotCount));

@@ -42,6 +42,21 @@ constexpr ParamSpec coeff_load_param() {
   return p;
 }
 
+// amp_convnx1's weight height (poplin's convUnitWeightHeight): kernel rows per weight load,
+// for convs with fewer input channels than an engine's weights; added late in version 3, older
+// traces read as 0 (one row).
+constexpr ParamSpec weight_height_param() {
+  ParamSpec p{"weight_height",
+              ParamKind::kInt,
+              0,
+              4,
+              0,
+              "kernel rows per weight load: 0 or 1 (one row), 2 or 4 (an engine's weights "
+              "hold weights/weight_height input channels of weight_height rows)"};
+  p.late = true;
+  return p;
+}
+
 // Parameter lists, in the order of the slot:: constants in codelet.hpp.
 constexpr ParamSpec kAmpConv1x1Params[] = {
     dtype_param("in", kHalf, "input and weight element type"),
@@ -65,6 +80,7 @@ constexpr ParamSpec kAmpConvNx1Params[] = {
               "output positions per row of the tile's output field: each worker's share of the "
               "positions is one worklist entry per row it touches (0: one contiguous run)"),
     coeff_load_param(),
+    weight_height_param(),
 };
 constexpr ParamSpec kDotParams[] = {
     dtype_param("in", kHalf, "input element type"),
@@ -187,6 +203,7 @@ static_assert(kAmpConvNx1Params[slot::kAmpWidth].name == "width");
 static_assert(kAmpConv1x1Params[slot::kAmpOutChans].name == "out_chans");
 static_assert(kAmpConv1x1Params[slot::kAmp1x1CoeffLoadBits].name == "coeff_load_bits");
 static_assert(kAmpConvNx1Params[slot::kAmpNx1CoeffLoadBits].name == "coeff_load_bits");
+static_assert(kAmpConvNx1Params[slot::kAmpNx1WeightHeight].name == "weight_height");
 static_assert(kDotParams[slot::kDotCount].name == "count");
 static_assert(kReduceParams[slot::kReduceInputs].name == "inputs");
 static_assert(kReduceParams[slot::kReduceOut].name == "out");
@@ -275,6 +292,8 @@ std::optional<std::string> param_problem(Codelet c, std::size_t index, std::int6
       if (value < p.min || value > p.max)
         return fmt::format("parameter '{}' of {} must be in {}..{}, found {}", p.name, spec.name,
                            p.min, p.max, value);
+      if (c == Codelet::kAmpConvNx1 && index == slot::kAmpNx1WeightHeight && value == 3)
+        return fmt::format("parameter '{}' of {} must be 1, 2 or 4, found 3", p.name, spec.name);
       return std::nullopt;
     case ParamKind::kDType:
       if (value < 0 || value > kDTypeMax)

@@ -229,6 +229,55 @@ TEST(CodeletAmpNx1, HandComputedFloat1x2TwoGroups) {
   EXPECT_EQ(c.flops, 122880u);
 }
 
+TEST(CodeletAmpNx1, WeightHeightFourFillsTheEnginesWithThreeChannelsOfFourRows) {
+  // A 7x7 conv of 3 input channels (an image stem), 12 positions, 16 output channels, as
+  // HandComputedHalfHalf3x3 otherwise: worker = 45, per kernel position = 279.
+  // Height 1: IG = ceil(3/16) = 1, 7 row passes of 7 columns, L = 32, h_cost = 15:
+  //   per kx = 12 + (32 + 15 + 3 + 279) = 341; inner = 7*14 + 49*341 = 16807;
+  //   loops = 16 + 14 + 14 + 16807 = 16851; setup = 242; cycles = 17093.
+  // Height 4 (poplin's convUnitWeightHeight with inChansPerGroup 4): IG = ceil(3/4) = 1,
+  //   ceil(7/4) = 2 row passes, 64-bit weight loads (L = 512 B / 8 = 64), h_cost = 60:
+  //   per kx = 12 + (64 + 60 + 3 + 279) = 418; inner = 2*14 + 14*418 = 5880;
+  //   loops = 16 + 14 + 14 + 5880 = 5924; cycles = 242 + 5924 = 6166.
+  // The FLOPs are the conv's own: 2*12*3*16*7*7 = 56448 either way.
+  auto a = conv(DType::kHalf, DType::kHalf, 12, 3, 16, 1, 7, 7);
+  const auto one = amp_convnx1(gc200_by_hand(), a);
+  EXPECT_EQ(one.cycles, 17093u);
+  a.weight_height = 4;
+  const auto four = amp_convnx1(gc200_by_hand(), a);
+  EXPECT_EQ(four.cycles, 6166u);
+  EXPECT_EQ(one.flops, 56448u);
+  EXPECT_EQ(four.flops, 56448u);
+  // The parameter reaches the cost from a trace vertex (0, its default, is height 1).
+  trace::Vertex v{trace::Codelet::kAmpConvNx1, {0, 0}, {}};
+  namespace sl = trace::slot;
+  v.params[sl::kAmpIn] = static_cast<std::int64_t>(DType::kHalf);
+  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(DType::kHalf);
+  v.params[sl::kAmpPositions] = 12;
+  v.params[sl::kAmpInChans] = 3;
+  v.params[sl::kAmpOutChans] = 16;
+  v.params[sl::kAmpGroups] = 1;
+  v.params[sl::kAmpKernelH] = 7;
+  v.params[sl::kAmpKernelW] = 7;
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 17093u);
+  v.params[sl::kAmpNx1WeightHeight] = 4;
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 6166u);
+}
+
+TEST(CodeletAmpNx1, WeightHeightTwoTakesEightChannelsOfTwoRows) {
+  // 6 input channels, 3x3, otherwise as HandComputedHalfHalf3x3; height 2: IG = ceil(6/8) = 1,
+  // ceil(3/2) = 2 row passes of 3 columns, L = 32 (height 2 keeps 128-bit loads), h_cost = 46:
+  // per kx = 12 + (32 + 46 + 3 + 279) = 372; inner = 2*14 + 6*372 = 2260;
+  // loops = 16 + 14 + 14 + 2260 = 2304; cycles = 242 + 2304 = 2546; flops = 2*12*6*16*9.
+  auto a = conv(DType::kHalf, DType::kHalf, 12, 6, 16, 1, 3, 3);
+  a.weight_height = 2;
+  const auto c = amp_convnx1(gc200_by_hand(), a);
+  EXPECT_EQ(c.cycles, 2546u);
+  EXPECT_EQ(c.flops, 20736u);
+  a.weight_height = 3;
+  EXPECT_THROW(amp_convnx1(gc200_by_hand(), a), ModelError);
+}
+
 TEST(CodeletAmpNx1, HalfNeverExceedsPeak) {
   const ChipSpec chip = gc200_by_hand();
   const auto a = conv(DType::kHalf, DType::kHalf, 6000, 64, 64, 1, 3, 3);

@@ -251,6 +251,49 @@ TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
   EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 28 * 28 * 64 * 64);
 }
 
+TEST(Planner, FewInputChannelsUseTallerWeights) {
+  // One tile, a 7x7 stride-1 conv of 3 channels, 16x16 -> 16x16x16 half (an image stem in
+  // miniature). Poplin's AMP candidates include inChansPerGroup 4 with weights of 4 kernel rows
+  // (ConvVertexType.cpp, convUnitWeightHeight): 1 input group of ceil(7/4) = 2 row passes
+  // instead of 7, so the plan takes weight height 4 and pads the kernel to 8 rows.
+  // Buffers: input (16 - 1 + 7) rows x 16 columns x 3 x 2 = 2112 B, weights 8 x 7 x 3 x 16 x 2
+  // = 5376 B, partials 256 x 16 x 2 = 8192 B: 15680 B. Its estimate is the fetch (fixed cost +
+  // (2112 + 5376) / 4 = 1872 cycles) and the height-4 vertex.
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  ConvArgs a;
+  a.in_chans = 3;
+  a.height = 16;
+  a.width = 16;
+  a.out_chans = 16;
+  a.kernel = 7;
+  const ConvPlan p = plan_conv(chip, a);
+  EXPECT_EQ(p.weight_height, 4u);
+  EXPECT_EQ(p.bytes_per_tile.count, 15680u);
+  cost::AmpConvArgs v;
+  v.positions = 256;
+  v.in_chans = 3;
+  v.out_chans = 16;
+  v.kernel_h = 7;
+  v.kernel_w = 7;
+  v.width = 16;
+  v.weight_height = 4;
+  const std::uint64_t fixed = chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
+  EXPECT_EQ(p.estimated_cycles.count, fixed + 1872 + cost::amp_convnx1(chip, v).cycles);
+  const trace::Trace t = kernels::conv2d(chip, a);
+  const auto& vx = t.ipus[0].compute_sets[0].vertices.at(0);
+  EXPECT_EQ(vx.codelet, Codelet::kAmpConvNx1);
+  EXPECT_EQ(vx.params[sl::kAmpNx1WeightHeight], 4);
+  EXPECT_EQ(vx.params[sl::kAmpKernelH], 7);  // the conv's own kernel: its FLOPs are exact
+  EXPECT_EQ(amp_flops(t.ipus[0], t.ipus[0].steps), std::uint64_t{2} * 256 * 3 * 16 * 49);
+  // 16 channels fill the engines' weights: one row per load, as before.
+  a.in_chans = 16;
+  EXPECT_EQ(plan_conv(chip, a).weight_height, 1u);
+  // A 1x1 kernel has no rows to stack (the 1x1 vertex needs height 1).
+  a.in_chans = 3;
+  a.kernel = 1;
+  EXPECT_EQ(plan_conv(chip, a).weight_height, 1u);
+}
+
 TEST(Planner, Strided1x1InputBlocksOnTheChip) {
   // ResNet-50 downsample shortcut: 1x1/2, 56x56x256 -> 28x28x512, batch 4. Each tile's input
   // block covers its output rows x 28 output columns x its input channels, never a 56-wide row.

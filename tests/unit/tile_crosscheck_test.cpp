@@ -84,6 +84,15 @@ TEST(TileCrossCheck, AmpNx1Within10Percent) {
   for (const Shape s : {Shape{784, 28}, {3136, 56}})
     expect_within(chip,
                   vertex(Codelet::kAmpConvNx1, {kFloat, kFloat, s.pos, 64, 64, 1, 3, 3, s.width}));
+  // Few input channels with taller weights (an image stem: 3 channels of a 7x7 kernel in
+  // weights of 4 rows; 6 channels of a 3x3 in weights of 2), chip-rate and 64-bit loads.
+  for (const Shape s : {Shape{112, 112}, {784, 112}})
+    for (const std::int64_t bits : {0, 64}) {
+      expect_within(chip, vertex(Codelet::kAmpConvNx1,
+                                 {kHalf, kHalf, s.pos, 3, 64, 1, 7, 7, s.width, bits, 4}));
+      expect_within(chip, vertex(Codelet::kAmpConvNx1,
+                                 {kHalf, kFloat, s.pos, 6, 64, 1, 3, 3, s.width, bits, 2}));
+    }
 }
 
 TEST(TileCrossCheck, ElementwiseWithin10Percent) {

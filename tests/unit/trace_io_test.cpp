@@ -330,10 +330,28 @@ TEST(TraceRoundTrip, BinaryWithoutTheWeightLoadWidthReadsAsTheChipRate) {
       if (v.codelet == Codelet::kAmpConvNx1) {
         ++amp;
         EXPECT_EQ(v.params[slot::kAmpNx1CoeffLoadBits], 0);
+        EXPECT_EQ(v.params[slot::kAmpNx1WeightHeight], 0);  // older still: one kernel row
       }
     }
   EXPECT_GT(amp, 0);
   EXPECT_EQ(to_text(bin).find("coeff_load_bits"), std::string::npos);
+}
+
+TEST(TraceRoundTrip, Nx1WeightHeightRoundTripsAndOnly124AreAccepted) {
+  const std::string ok = R"(ipusim-trace 1
+ipu 0
+computeset stem
+  vertex tiles=0..3 amp_convnx1 in=half partials=half positions=112 in_chans=3 out_chans=64 groups=1 kernel_h=7 kernel_w=7 width=112 weight_height=4
+end
+)";
+  const Trace t = parse(ok);
+  EXPECT_EQ(t.ipus[0].compute_sets[0].vertices[0].params[slot::kAmpNx1WeightHeight], 4);
+  EXPECT_NE(to_text(t).find("weight_height=4"), std::string::npos);
+  EXPECT_EQ(from_binary(to_binary(t), 0), t);
+  std::string bad = ok;
+  bad.replace(bad.find("weight_height=4"), 15, "weight_height=3");
+  EXPECT_EQ(text_error(bad),
+            "t.trace:4: parameter 'weight_height' of amp_convnx1 must be 1, 2 or 4, found 3");
 }
 
 TEST(TraceRoundTrip, TextBinaryTextIsExact) {

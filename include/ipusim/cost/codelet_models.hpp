@@ -37,6 +37,10 @@ struct AmpConvArgs {
   std::uint64_t width = 0;      // nx1: output positions per field row (0: one contiguous run)
   // Bits per supervisor weight load: 64 caps the load at 8 B/cycle; 0 or 128: the chip's rate.
   std::uint64_t coeff_load_bits = 0;
+  // nx1 only: kernel rows one weight load covers (poplin's convUnitWeightHeight, 1, 2 or 4):
+  // an engine's weights then hold weights_per_engine / weight_height input channels of
+  // weight_height rows, so convs with few input channels fill the engines.
+  std::uint64_t weight_height = 1;
 };
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a);

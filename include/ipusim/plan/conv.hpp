@@ -66,6 +66,11 @@ struct ConvPlan {
   // Serial splits of the input or output channels (at most one of them > 1); each divides
   // the channel count exactly.
   std::uint32_t serial_in = 1, serial_out = 1;
+  // Kernel rows per AMP weight load (poplin's convUnitWeightHeight, 1, 2 or 4): with fewer input
+  // channels than an engine's weights (a 3-channel image), an engine's weights hold
+  // weights / weight_height channels of weight_height kernel rows, and the kernel height is
+  // padded to a multiple of it (docs/codelets.md, amp_convnx1).
+  std::uint32_t weight_height = 1;
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
 };

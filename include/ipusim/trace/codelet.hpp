@@ -87,7 +87,7 @@ struct ParamSpec {
   bool late = false;
 };
 
-inline constexpr std::size_t kMaxVertexParams = 10;
+inline constexpr std::size_t kMaxVertexParams = 11;
 
 // Upper bound on every count or size in a trace (element counts, bytes, repeat counts): 2^40.
 // Larger values are rejected when read, long before they could overflow a cost computation.
@@ -129,6 +129,8 @@ inline constexpr std::size_t kAmpIn = 0, kAmpPartials = 1, kAmpPositions = 2, kA
                              kAmpWidth = 8;
 // coeff_load_bits, the last parameter of each AMP codelet
 inline constexpr std::size_t kAmp1x1CoeffLoadBits = 6, kAmpNx1CoeffLoadBits = 9;
+// amp_convnx1's weight height, after coeff_load_bits
+inline constexpr std::size_t kAmpNx1WeightHeight = 10;
 // dot
 inline constexpr std::size_t kDotIn = 0, kDotPartials = 1, kDotLength = 2, kDotCount = 3;
 // reduce
