@@ -99,6 +99,11 @@ constexpr u64 kAmpNx1PerOutGroupLoop = 6;              // §4 "6·(OG-1)", also 
 constexpr u64 kAmpNx1PerConvGroup = 16;                // §4 "CG·(16 + ...)"
 constexpr u64 kAmpNx1PerInGroup = 14;                  // §4 "IG·(14 + ...)"
 constexpr u64 kAmpNx1PerOutGroup = 14;                 // §4 "OG·(14 + inner)"
+// ConvPartialnx1 zeroes its partials first (poplinCycleEstimators.cpp ConvPartialnx1 adds
+// getZeroSupervisorVertexCycleEstimate): per output group, each worker stores its share of
+// the group's outputs a 64-bit vector a cycle after 15 (half) or 14 (float) cycles of set-up,
+// less the 10 or 9 saved by state retention (zeroPartialsRetentionSavings): 5 either way.
+constexpr u64 kAmpNx1ZeroWorkerOverhead = 5;
 
 // Horizontal-MAC style dot products (ipu-hardware.md §4 "Horizontal MAC"; poplibs
 // PerformanceEstimation.hpp getConvPartialHorizontalMac* / getDenseDotProductCycles).
@@ -411,7 +416,12 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
       cg * (kAmpNx1PerConvGroup + ig * (kAmpNx1PerInGroup + og * (kAmpNx1PerOutGroup + inner)));
 
   VertexCost cost;
-  cost.cycles = C(setup + loops).get();
+  // Zeroing: outputs of one output group (positions x E) split over the workers, in vectors.
+  const C zero_worker =
+      ceil_div(ceil_div(C(a.positions) * c.engines, w), vector_width(chip, a.partials)) +
+      kAmpNx1ZeroWorkerOverhead;
+  const C zeroing = w * og * cg * zero_worker;
+  cost.cycles = C(setup + loops + zeroing).get();
   cost.flops =
       (C(2) * a.positions * a.in_chans * a.out_chans * cg * at_least_one(a.kernel_h) * kw).get();
   return cost;

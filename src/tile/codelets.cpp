@@ -672,7 +672,25 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   // pointers per conv and out group (5 + 2 dependent each).
   SupBlock per_worker{simple(a.half_partials ? 7 : 6), control(1)};
   SupBlock outs{simple(5), control(2)};
-  return {simple(13), control(16), loop(w, per_worker), loop(cg, SupBlock{loop(og, outs)}),
+  // Zeroing the partials first (poplinCycleEstimators.cpp ConvPartialnx1): per output group a
+  // run in which each worker stores its share of the group's positions x engines partials,
+  // one 64-bit store a bundle, after 4 set-up bundles and before its exit.
+  const u64 per_store = std::max<u64>(c.datapath_width.count / eb(partials), 1);
+  std::vector<WorkerProgram> zero;
+  for (u64 i = 0; i < w; ++i) {
+    WorkerProgram p;
+    overhead(p, 4);
+    const u64 n = (positions * a.engines + w - 1) / w;
+    p.rpt({B(O::kSt64)}, (n + per_store - 1) / per_store);
+    exit_worker(p);
+    zero.push_back(std::move(p));
+  }
+  SupBlock zero_group{run(std::move(zero), 0, 0)};
+  return {simple(13),
+          control(16),
+          loop(w, per_worker),
+          loop(cg, SupBlock{loop(og, outs)}),
+          loop(cg, SupBlock{loop(og, zero_group)}),
           loop(cg, per_cg)};
 }
 

@@ -167,39 +167,41 @@ TEST(CodeletAmpNx1, HandComputedHalfHalf3x3) {
   // inner = 3*14 + 9*(12 + (32 + 15 + 3 + 279)) = 42 + 9*341 = 3111.
   // outer = 109 + 6*9 + 6*10 + 1*(17*1 + 6*0 + 1) + 6*0 + 1 + 1*(16 + 1*(14 + 1*(14 + 3111)))
   //       = 109 + 54 + 60 + 18 + 1 + 3155 = 3397.
+  // zeroing: 12 positions x 16 partials / 6 workers = 32 each, 8 vectors of 4 halves + 5:
+  //       6 * 1 * 1 * 13 = 78; cycles = 3397 + 78 = 3475.
   // flops = 2*12*16*16*3*3 = 55296.
   const auto c =
       amp_convnx1(gc200_by_hand(), conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3));
-  EXPECT_EQ(c.cycles, 3397u);
+  EXPECT_EQ(c.cycles, 3475u);
   EXPECT_EQ(c.flops, 55296u);
 }
 
 TEST(CodeletAmpNx1, SixtyFourBitWeightLoadsHalveTheLoadRate) {
   // As HandComputedHalfHalf3x3: one pass per kernel position (9), each loading 512 B of
-  // weights, 32 more cycles each at 8 B/cycle: 3397 + 9 x 32 = 3685.
+  // weights, 32 more cycles each at 8 B/cycle: 3475 + 9 x 32 = 3763.
   auto a = conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3);
   a.coeff_load_bits = 64;
-  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3685u);
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3763u);
 }
 
 TEST(CodeletAmpNx1, RowsCutEachWorkersShareIntoWorklistEntries) {
   // As HandComputedHalfHalf3x3 (12 positions, 2 per worker), but the output rows hold one
   // position (width = 1): each worker's 2 positions are 2 entries of n = 1, 2*(3 + 29 - 9)
   // = 46 worker cycles, instead of one entry of n = 2, 3 + 33 - 9 = 27: 19 more per worker,
-  // 6*19 = 114 more per kernel position, 9*114 = 1026 more in all: 3397 + 1026 = 4423.
+  // 6*19 = 114 more per kernel position, 9*114 = 1026 more in all: 3475 + 1026 = 4501.
   auto a = conv(DType::kHalf, DType::kHalf, 12, 16, 16, 1, 3, 3);
   a.width = 1;
-  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4423u);
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4501u);
   // Rows of 2 (each share is exactly one row) and rows of 12 (one row) cost as one run.
   a.width = 2;
-  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3397u);
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3475u);
   a.width = 12;
-  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3397u);
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 3475u);
   // Rows of 3: the shares [2,4) and [8,10) each span two rows, so those workers pay two
   // entries of n = 1: 18 + 46 = 64 worker cycles against 18 + 27 = 45 for the others; per
-  // kernel position max(6*64, 6*45 + 9) = 384 (105 more than 279): 3397 + 9*105 = 4342.
+  // kernel position max(6*64, 6*45 + 9) = 384 (105 more than 279): 3475 + 9*105 = 4420.
   a.width = 3;
-  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4342u);
+  EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4420u);
   // The parameter reaches the cost from a trace vertex too.
   trace::Vertex v{trace::Codelet::kAmpConvNx1, {0, 0}, {}};
   namespace sl = trace::slot;
@@ -212,7 +214,7 @@ TEST(CodeletAmpNx1, RowsCutEachWorkersShareIntoWorklistEntries) {
   v.params[sl::kAmpKernelH] = 3;
   v.params[sl::kAmpKernelW] = 3;
   v.params[sl::kAmpWidth] = 1;
-  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 4423u);
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 4501u);
 }
 
 TEST(CodeletAmpNx1, HandComputedFloat1x2TwoGroups) {
@@ -222,10 +224,11 @@ TEST(CodeletAmpNx1, HandComputedFloat1x2TwoGroups) {
   // IG = 16/8 = 2, OG = 32/16 = 2, CG = 2.
   // setup = 109 + 6*9 + 6*9 + 2*(17*2 + 6*1 + 1) + 6*1 + 1 = 109 + 54 + 54 + 82 + 7 = 306.
   // loops = 2*(16 + 2*(14 + 2*(14 + 1020))) = 2*(16 + 2*2082) = 2*4180 = 8360.
-  // cycles = 8666;  flops = 2*30*16*32*2*1*2 = 122880.
+  // zeroing: 30 x 16 / 6 = 80 floats a worker, 40 vectors of 2 + 5 = 45: 6*2*2*45 = 1080.
+  // cycles = 306 + 8360 + 1080 = 9746;  flops = 2*30*16*32*2*1*2 = 122880.
   const auto c =
       amp_convnx1(gc200_by_hand(), conv(DType::kFloat, DType::kFloat, 30, 16, 32, 2, 1, 2));
-  EXPECT_EQ(c.cycles, 8666u);
+  EXPECT_EQ(c.cycles, 9746u);
   EXPECT_EQ(c.flops, 122880u);
 }
 
@@ -234,18 +237,19 @@ TEST(CodeletAmpNx1, WeightHeightFourFillsTheEnginesWithThreeChannelsOfFourRows) 
   // HandComputedHalfHalf3x3 otherwise: worker = 45, per kernel position = 279.
   // Height 1: IG = ceil(3/16) = 1, 7 row passes of 7 columns, L = 32, h_cost = 15:
   //   per kx = 12 + (32 + 15 + 3 + 279) = 341; inner = 7*14 + 49*341 = 16807;
-  //   loops = 16 + 14 + 14 + 16807 = 16851; setup = 242; cycles = 17093.
+  //   loops = 16 + 14 + 14 + 16807 = 16851; setup = 242; zeroing 78 (as HandComputedHalfHalf3x3:
+  //   the same positions and engines); cycles = 17171.
   // Height 4 (poplin's convUnitWeightHeight with inChansPerGroup 4): IG = ceil(3/4) = 1,
   //   ceil(7/4) = 2 row passes, 64-bit weight loads (L = 512 B / 8 = 64), h_cost = 60:
   //   per kx = 12 + (64 + 60 + 3 + 279) = 418; inner = 2*14 + 14*418 = 5880;
-  //   loops = 16 + 14 + 14 + 5880 = 5924; cycles = 242 + 5924 = 6166.
+  //   loops = 16 + 14 + 14 + 5880 = 5924; cycles = 242 + 5924 + 78 = 6244.
   // The FLOPs are the conv's own: 2*12*3*16*7*7 = 56448 either way.
   auto a = conv(DType::kHalf, DType::kHalf, 12, 3, 16, 1, 7, 7);
   const auto one = amp_convnx1(gc200_by_hand(), a);
-  EXPECT_EQ(one.cycles, 17093u);
+  EXPECT_EQ(one.cycles, 17171u);
   a.weight_height = 4;
   const auto four = amp_convnx1(gc200_by_hand(), a);
-  EXPECT_EQ(four.cycles, 6166u);
+  EXPECT_EQ(four.cycles, 6244u);
   EXPECT_EQ(one.flops, 56448u);
   EXPECT_EQ(four.flops, 56448u);
   // The parameter reaches the cost from a trace vertex (0, its default, is height 1).
@@ -259,20 +263,21 @@ TEST(CodeletAmpNx1, WeightHeightFourFillsTheEnginesWithThreeChannelsOfFourRows) 
   v.params[sl::kAmpGroups] = 1;
   v.params[sl::kAmpKernelH] = 7;
   v.params[sl::kAmpKernelW] = 7;
-  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 17093u);
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 17171u);
   v.params[sl::kAmpNx1WeightHeight] = 4;
-  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 6166u);
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 6244u);
 }
 
 TEST(CodeletAmpNx1, WeightHeightTwoTakesEightChannelsOfTwoRows) {
   // 6 input channels, 3x3, otherwise as HandComputedHalfHalf3x3; height 2: IG = ceil(6/8) = 1,
   // ceil(3/2) = 2 row passes of 3 columns, L = 32 (height 2 keeps 128-bit loads), h_cost = 46:
   // per kx = 12 + (32 + 46 + 3 + 279) = 372; inner = 2*14 + 6*372 = 2260;
-  // loops = 16 + 14 + 14 + 2260 = 2304; cycles = 242 + 2304 = 2546; flops = 2*12*6*16*9.
+  // loops = 16 + 14 + 14 + 2260 = 2304; cycles = 242 + 2304 + 78 (zeroing) = 2624;
+  // flops = 2*12*6*16*9.
   auto a = conv(DType::kHalf, DType::kHalf, 12, 6, 16, 1, 3, 3);
   a.weight_height = 2;
   const auto c = amp_convnx1(gc200_by_hand(), a);
-  EXPECT_EQ(c.cycles, 2546u);
+  EXPECT_EQ(c.cycles, 2624u);
   EXPECT_EQ(c.flops, 20736u);
   a.weight_height = 3;
   EXPECT_THROW(amp_convnx1(gc200_by_hand(), a), ModelError);
@@ -501,7 +506,7 @@ TEST(CodeletVertexCost, DispatchesEveryCodeletWithSlotOrder) {
             1957u);
   EXPECT_EQ(
       vertex_cost(chip, vertex(Codelet::kAmpConvNx1, {kHalf, kHalf, 12, 16, 16, 1, 3, 3})).cycles,
-      3397u);
+      3475u);
   EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kDot, {kHalf, kFloat, 64, 12})).cycles, 623u);
   EXPECT_EQ(vertex_cost(chip, vertex(Codelet::kReduce,
                                      {static_cast<std::int64_t>(Op::kAdd), kFloat, kFloat, 48, 5}))
