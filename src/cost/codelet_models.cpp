@@ -15,6 +15,7 @@
 #include <string>
 
 #include "ipusim/cost/tile_timing.hpp"
+#include "ipusim/tile/reduce_plan.hpp"
 #include "ipusim/util/checked.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -121,6 +122,12 @@ constexpr u64 kReduceSupervisor = 33;        // §4 "33 + W·[...]"
 constexpr u64 kReduceWorkerBase = 20;        // §4 "20 + ..."
 constexpr u64 kReduceLoopSameType = 7;       // §4 "7..10": low end when no output conversion
 constexpr u64 kReduceLoopConvert = 10;       // §4 "7..10": high end, ESTIMATE: converts on store
+// popops' scalar-output worker vertex (CycleEstimationFunctions.cpp
+// getCyclesEstimateForSingleInput): entry, storage and exit 1 + 2, set-up 6, remainder and
+// accumulator read-out 5, the final sum of the accumulators 3, and 5 to convert to a
+// non-float output.
+constexpr u64 kScalarReduceFixed = 1 + 2 + 6 + 5 + 3;
+constexpr u64 kScalarReduceConvert = 5;
 
 // Elementwise (ipu-hardware.md §4 "Elementwise (popops)").
 constexpr u64 kBasicOpSupervisor = 11;      // basicOpSupervisorOverhead, §4
@@ -446,12 +453,49 @@ VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std
   return cost;
 }
 
+namespace {
+
+// Worker cycles of popops' SCALAR_OUTPUT_SINGLE_INPUT vertex over n partials
+// (getCyclesEstimateForSingleInput): an add loads one 128-bit accumulator's worth (8 half, 4
+// float) in two 64-bit loads a loop, other operators one vector a cycle; one cycle per
+// element of the remainder.
+C scalar_reduce_worker(const ChipSpec& chip, Op op, DType in, DType out, C n) {
+  const C vw = vector_width(chip, in);
+  const C op_width = op == Op::kAdd ? std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1) : vw;
+  const C per_cycle = std::min(op_width, vw);
+  const C loads = op_width / per_cycle;
+  const C per_loop = per_cycle * loads;
+  return kScalarReduceFixed + loads * n / per_loop + n % per_loop +
+         (out == DType::kFloat ? 0 : kScalarReduceConvert);
+}
+
+}  // namespace
+
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
                   std::uint64_t outputs, std::uint64_t inputs) {
   if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin) {
     throw ModelError("reduce: operator '" + op_name(op) +
                      "' is not a reduction "
                      "(supported: add, mul, max, min)");
+  }
+  if (outputs == 1 && inputs > 1) {
+    // One output: popops' scalar-output reduction, split over the workers in pieces
+    // (tile::scalar_reduce_pieces), then, with more than one piece, a second stage reducing
+    // the pieces' results on one worker. Each stage holds the tile for W x its slowest
+    // worker's cycles (the barrel).
+    const C w = workers(chip);
+    const C vw = vector_width(chip, in);
+    const auto pieces =
+        tile::scalar_reduce_pieces(inputs, w.get(), (op == Op::kAdd ? 2 : 1) * vw.get(), vw.get());
+    C slowest = 0;
+    for (const std::uint64_t n : pieces)
+      slowest = std::max(slowest, scalar_reduce_worker(chip, op, in, out, n));
+    C cycles = w * slowest;
+    if (pieces.size() > 1) cycles += w * scalar_reduce_worker(chip, op, out, out, pieces.size());
+    VertexCost cost;
+    cost.cycles = cycles.get();
+    cost.flops = inputs - 1;
+    return cost;
   }
   const C w = workers(chip);
   // Max/min/mul run the same accumulator loop as add: no more expensive (§4 gives one formula).

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "ipusim/tile/reduce_plan.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::tile {
@@ -411,11 +412,49 @@ SupBlock transpose_program(const ChipSpec& c, DType t, u64 n) {
 // ---------------------------------------------------------------------------------------------
 constexpr u64 kAccBytes = 16;  // 128-bit accumulators, ipu-hardware.md §4 Reduce
 
+// One output: popops' scalar-output reduction (docs/codelets.md "reduce"), the pieces of
+// tile::scalar_reduce_pieces each reduced by one worker (9 set-up bundles, an rpt of one
+// accumulator's loads per loop, 5 to read the accumulators out and handle the remainder one
+// element a bundle, 3 to sum them, 5 more to convert a non-float output, exit), then with more
+// than one piece a second run in which one worker reduces the pieces' results.
+SupBlock scalar_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 inputs) {
+  const u64 w = contexts(c);
+  auto worker = [&](DType from, u64 n) {
+    const u64 width = vw(c, from);
+    const u64 op_width = op == Op::kAdd ? std::max<u64>(kAccBytes / eb(from), 1) : width;
+    const u64 per_cycle = std::min(op_width, width);
+    const u64 loads = op_width / per_cycle;
+    std::vector<Bundle> body;
+    for (u64 l = 0; l < loads; ++l)
+      body.push_back(vload(c, l + 1 == loads ? O::kFvAcc : O::kFnop, l + 1 == loads));
+    WorkerProgram p;
+    overhead(p, 9);
+    p.rpt(body, n / (per_cycle * loads));
+    overhead(p, 5 + n % (per_cycle * loads));
+    p.straight(B(O::kNop, O::kFvAcc, true), 3);
+    if (out != DType::kFloat) p.straight(B(O::kNop, O::kFvCvt, true), 5);
+    exit_worker(p);
+    return p;
+  };
+  const u64 width = vw(c, in);
+  const auto pieces = scalar_reduce_pieces(inputs, w, (op == Op::kAdd ? 2 : 1) * width, width);
+  std::vector<WorkerProgram> first;
+  for (const u64 n : pieces) first.push_back(worker(in, n));
+  SupBlock block{run(std::move(first), 1, 0)};  // worker vertices: no supervisor code
+  if (pieces.size() > 1) {
+    std::vector<WorkerProgram> second;
+    second.push_back(worker(out, pieces.size()));
+    block.push_back(run(std::move(second), 1, 0));
+  }
+  return block;
+}
+
 SupBlock reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 outputs, u64 inputs) {
   if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin)
     throw ModelError("tile model: reduce: operator is not a reduction");
   const u64 w = contexts(c);
   const u64 acc = std::max<u64>(kAccBytes / eb(in), 1);
+  if (outputs == 1 && inputs > 1) return scalar_reduce_program(c, op, in, out, inputs);
   const u64 groups = (outputs + acc - 1) / acc;
   const u64 loads = std::max<u64>((acc * eb(in) + vec_bytes(c) - 1) / vec_bytes(c), 1);
   std::vector<Bundle> per_input;

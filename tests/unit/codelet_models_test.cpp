@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "ipusim/tile/reduce_plan.hpp"
 #include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
 
@@ -361,6 +362,31 @@ TEST(CodeletReduce, FasterLoadsAreFaster) {
   fast.memory.load_bytes_per_cycle = BytesPerCycle{16};
   EXPECT_LT(reduce(fast, Op::kAdd, DType::kFloat, DType::kFloat, 1024, 16).cycles,
             reduce(gc200_by_hand(), Op::kAdd, DType::kFloat, DType::kFloat, 1024, 16).cycles);
+}
+
+TEST(CodeletReduce, OneOutputIsSplitOverTheWorkersAsPopopsDoes) {
+  // 1000 halves to one float, add (popops ReductionConnection.cpp and
+  // getCyclesEstimateForSingleInput). Split: rough = ceil(1000 / 8) = 125 cycles, one stage
+  // 30 + 125 = 155, at most min(1000/2, 155/4) = 38 pieces; 2 pieces 60 + 62 = 122, 3: 101,
+  // 4: 91, 5: 85, 6: 80 (each less): 6 pieces. Rows in grains of 4: 4 * (1000 / 24) = 164
+  // each, the 1000 % 24 = 16 left over as +4 on the first 4: 168, 168, 168, 168, 164, 164.
+  // A worker over 168 halves: 8 per loop of 2 loads, 17 + 2*168/8 + 168 % 8 = 59 cycles; over
+  // 164, 17 + 41 + 4 = 62 (its remainder of 4 one a cycle): the slowest.
+  // Second stage, 6 floats on one worker: 4 per loop of 2 loads, 17 + 2*6/4 + 6 % 4 = 22.
+  // cycles = 6*62 + 6*22 = 504 (the barrel: a stage holds the tile 6 x its slowest worker);
+  // flops = 999.
+  const auto c = reduce(gc200_by_hand(), Op::kAdd, DType::kHalf, DType::kFloat, 1, 1000);
+  EXPECT_EQ(c.cycles, 504u);
+  EXPECT_EQ(c.flops, 999u);
+  // Three halves: one piece (at most min(1, 31/4) pieces), one stage:
+  // 6 * (17 + 2*3/8 + 3) = 120.
+  EXPECT_EQ(reduce(gc200_by_hand(), Op::kAdd, DType::kHalf, DType::kFloat, 1, 3).cycles, 120u);
+  // A half output converts: + 5 a worker.
+  EXPECT_EQ(reduce(gc200_by_hand(), Op::kAdd, DType::kHalf, DType::kHalf, 1, 3).cycles, 150u);
+  // The pieces of the split (shared with the instruction-level tile model).
+  EXPECT_EQ(tile::scalar_reduce_pieces(1000, 6, 8, 4),
+            (std::vector<std::uint64_t>{168, 168, 168, 168, 164, 164}));
+  EXPECT_EQ(tile::scalar_reduce_pieces(3, 6, 8, 4), (std::vector<std::uint64_t>{3}));
 }
 
 // ---- unary / binary ---------------------------------------------------------------------------

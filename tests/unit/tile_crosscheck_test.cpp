@@ -129,6 +129,10 @@ TEST(TileCrossCheck, ReduceDotSliceWithin10Percent) {
         expect_within(chip, vertex(Codelet::kReduce, {0, t, t, outs, ins}));
         expect_within(chip, vertex(Codelet::kReduce, {0, kFloat, kHalf, outs, ins}));
       }
+  // One output, split over the workers (popops' scalar-output reduction).
+  for (const std::int64_t t : {kHalf, kFloat})
+    for (const std::int64_t ins : {100, 1000, 2850, 10000})
+      expect_within(chip, vertex(Codelet::kReduce, {0, t, kFloat, 1, ins}));
   for (const std::int64_t t : {kHalf, kFloat})
     for (const std::int64_t len : {16, 240, 2400}) {
       expect_within(chip, vertex(Codelet::kDot, {t, t, len, 16}));
