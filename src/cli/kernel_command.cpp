@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 
@@ -16,6 +18,8 @@ namespace ipusim::cli {
 namespace {
 
 const std::vector<std::string> kKernels(kernels::kKernelNames.begin(), kernels::kKernelNames.end());
+// reduce --layout values, in the order of trace::ReduceLayout.
+constexpr std::array<std::string_view, 3> kReduceLayouts{"partial-sums", "strided", "continuous"};
 
 trace::DType parse_dtype(const std::string& s) {
   auto d = trace::dtype_by_name(s);
@@ -110,6 +114,10 @@ int kernel_command(int argc, char** argv) {
       "stride", size_value()->default_value(1), "conv2d: stride")(
       "outputs", size_value(), "reduce: output elements")("inputs", size_value(),
                                                           "reduce: partials per output")(
+      "layout", po::value<std::string>()->default_value("partial-sums"),
+      "reduce: how the partials lie: partial-sums (a conv's, poplin's ReduceAdd), strided "
+      "(an output's partials a row apart, popops STRIDED_REDUCE) or continuous (contiguous, "
+      "popops ALL_REGIONS_CONTINUOUS); one output is popops' scalar reduction in any case")(
       "op", po::value(&op)->default_value("relu"), "elementwise: operator (relu, exp, add, ...)")(
       "bytes", size_value(), "exchange: bytes per transfer")(
       "tiles", unsigned_value<std::uint32_t>(), "exchange: tiles taking part (default: all)")(
@@ -210,7 +218,13 @@ int kernel_command(int argc, char** argv) {
     a.coeff_load_bits = load_bits;
     t = planned(a);
   } else if (name == "reduce") {
-    t = kernels::reduce(chip, need<U>(vm, "outputs", name), need<U>(vm, "inputs", name), dt);
+    const std::string layout = vm["layout"].as<std::string>();
+    const auto found = std::find(kReduceLayouts.begin(), kReduceLayouts.end(), layout);
+    if (found == kReduceLayouts.end())
+      throw UsageError("--layout: expected partial-sums, strided or continuous, found '" + layout +
+                       "'");
+    t = kernels::reduce(chip, need<U>(vm, "outputs", name), need<U>(vm, "inputs", name), dt,
+                        static_cast<trace::ReduceLayout>(found - kReduceLayouts.begin()));
   } else if (name == "elementwise") {
     t = kernels::elementwise(chip, parse_op(op), need<U>(vm, "n", name), dt);
   } else if (name == "exchange-all-to-all") {

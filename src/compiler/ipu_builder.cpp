@@ -636,8 +636,14 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
         stats * (over_positions ? l.chans_per_tile : l.positions_per_tile);
     const std::uint64_t inputs = over_positions ? l.positions_per_tile : l.chans_per_tile;
     const auto groups = reduction_groups(l, axis);
-    auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t partials) {
+    // popops' vertex for each: channels are innermost, so a reduction over the positions has
+    // its outputs contiguous and each output's partials a row apart (strided), one over the
+    // channels each output's partials contiguous; the stages after an exchange reduce the
+    // received [sources x outputs] rows (strided).
+    auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t partials,
+                             trace::ReduceLayout layout) {
       trace::Vertex v{trace::Codelet::kReduce, tiles, {}};
+      v.params[sl::kReduceLayout] = static_cast<std::int64_t>(layout);
       v.params[sl::kReduceOp] = static_cast<std::int64_t>(Op::kAdd);
       v.params[sl::kReduceIn] = static_cast<std::int64_t>(in);
       v.params[sl::kReduceOut] = static_cast<std::int64_t>(DType::kFloat);
@@ -646,21 +652,25 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       return v;
     };
     // Vertices over a set of tiles, merged into ranges of consecutive tiles.
-    auto over = [&](std::vector<std::uint32_t> tiles, DType in, std::uint64_t partials) {
+    auto over = [&](std::vector<std::uint32_t> tiles, DType in, std::uint64_t partials,
+                    trace::ReduceLayout layout) {
       std::sort(tiles.begin(), tiles.end());
       std::vector<trace::Vertex> vs;
       for (std::size_t i = 0; i < tiles.size();) {
         std::size_t j = i;
         while (j + 1 < tiles.size() && tiles[j + 1] == tiles[j] + 1) ++j;
-        vs.push_back(reduce_vertex(TileRange{tiles[i], tiles[j]}, in, partials));
+        vs.push_back(reduce_vertex(TileRange{tiles[i], tiles[j]}, in, partials, layout));
         i = j + 1;
       }
       return vs;
     };
     std::vector<std::uint32_t> all;
     for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
-    steps.push_back(
-        make_step(StepKind::kCompute, add_compute_set(key + "/local", over(all, l.dtype, inputs))));
+    steps.push_back(make_step(
+        StepKind::kCompute,
+        add_compute_set(key + "/local", over(all, l.dtype, inputs,
+                                             over_positions ? trace::ReduceLayout::kStrided
+                                                            : trace::ReduceLayout::kContinuous))));
     steps.push_back(make_step(StepKind::kSync));
     // Partials are float between tiles (poplar-compiler.md §2.2).
     const std::uint64_t partial_bytes = outputs * 4;
@@ -685,9 +695,10 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       }
       if (ex.transfers.empty()) continue;
       steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
-      steps.push_back(
-          make_step(StepKind::kCompute, add_compute_set(fmt::format("{}/stage{}", key, stage),
-                                                        over(leaders, DType::kFloat, most))));
+      steps.push_back(make_step(
+          StepKind::kCompute,
+          add_compute_set(fmt::format("{}/stage{}", key, stage),
+                          over(leaders, DType::kFloat, most, trace::ReduceLayout::kStrided))));
       steps.push_back(make_step(StepKind::kSync));
     }
     if (broadcast) {

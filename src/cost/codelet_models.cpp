@@ -128,6 +128,17 @@ constexpr u64 kReduceLoopConvert = 10;       // §4 "7..10": high end, ESTIMATE:
 // non-float output.
 constexpr u64 kScalarReduceFixed = 1 + 2 + 6 + 5 + 3;
 constexpr u64 kScalarReduceConvert = 5;
+// popops' STRIDED_REDUCE worker (getCyclesEstimateForStridedReduce, no update): entry and exit
+// 3 + 2 and loop set-up 6 + 5; per outer loop 3 + the inner loop's completion and store
+// (half partials: 1 + 7, or 1 + 6 for an add to float; float partials: 3 for an add, else 2,
+// + 2) + 3 + (partials - 1).
+constexpr u64 kStridedReduceFixed = 3 + 2 + 6 + 5;
+constexpr u64 kStridedReduceLoop = 3 + 3;
+// popops' ALL_REGIONS_CONTINUOUS worker (getCycleEstimateReduceAllRegionsContinuous): 12 a
+// output, 10 of set-up and 7 of call and return, 2 more for an odd partial count.
+constexpr u64 kContinuousReducePerOutput = 12;
+constexpr u64 kContinuousReduceFixed = 10 + 7;
+constexpr u64 kContinuousReduceOdd = 2;
 
 // Elementwise (ipu-hardware.md §4 "Elementwise (popops)").
 constexpr u64 kBasicOpSupervisor = 11;      // basicOpSupervisorOverhead, §4
@@ -471,8 +482,36 @@ C scalar_reduce_worker(const ChipSpec& chip, Op op, DType in, DType out, C n) {
 
 }  // namespace
 
+namespace {
+
+// Worker cycles of popops' STRIDED_REDUCE vertex over `outputs` contiguous outputs of
+// `inputs` partials each, a row apart: one outer loop per vector of outputs (4 half, 2 float:
+// the datapath, and the accumulator width for an add).
+C strided_reduce_worker(const ChipSpec& chip, Op op, DType in, DType out, C outputs, C inputs) {
+  if (outputs == 0) return 0;
+  const C vw = vector_width(chip, in);
+  const C op_width = op == Op::kAdd ? std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1) : vw;
+  const C per_loop = std::min(op_width, vw);
+  const C post = in == DType::kHalf ? 1 + (op == Op::kAdd && out == DType::kFloat ? 6 : 7)
+                                    : (op == Op::kAdd ? 3 : 2) + 2;
+  return kStridedReduceFixed +
+         (kStridedReduceLoop + post + inputs - 1) * ceil_div(outputs, per_loop);
+}
+
+// Worker cycles of popops' ALL_REGIONS_CONTINUOUS vertex: `outputs` outputs, each of `inputs`
+// contiguous partials read a 64-bit vector a cycle.
+C continuous_reduce_worker(const ChipSpec& chip, DType in, C outputs, C inputs) {
+  if (outputs == 0) return 0;
+  const C per_cycle =
+      std::min(std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1), vector_width(chip, in));
+  return outputs * (inputs / per_cycle) + (inputs.get() % 2 == 1 ? kContinuousReduceOdd : 0) +
+         kContinuousReducePerOutput * outputs + kContinuousReduceFixed;
+}
+
+}  // namespace
+
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
-                  std::uint64_t outputs, std::uint64_t inputs) {
+                  std::uint64_t outputs, std::uint64_t inputs, trace::ReduceLayout layout) {
   if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin) {
     throw ModelError("reduce: operator '" + op_name(op) +
                      "' is not a reduction "
@@ -495,6 +534,22 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
     VertexCost cost;
     cost.cycles = cycles.get();
     cost.flops = inputs - 1;
+    return cost;
+  }
+  if (layout != trace::ReduceLayout::kPartialSums) {
+    // popops splits the outputs over the workers, in vectors for a strided reduction
+    // (findSplitsBetweenWorkers); the tile is held for W x the busiest worker.
+    const C w = workers(chip);
+    VertexCost cost;
+    if (layout == trace::ReduceLayout::kStrided) {
+      const C grain = vector_width(chip, in);
+      const C share = ceil_div(ceil_div(C(outputs), w), grain) * grain;
+      cost.cycles =
+          (w * strided_reduce_worker(chip, op, in, out, std::min(share, C(outputs)), inputs)).get();
+    } else {
+      cost.cycles = (w * continuous_reduce_worker(chip, in, ceil_div(C(outputs), w), inputs)).get();
+    }
+    cost.flops = (inputs > 0 ? C(outputs) * (inputs - 1) : C(0)).get();
     return cost;
   }
   const C w = workers(chip);
@@ -840,7 +895,8 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
     case Codelet::kReduce:
       return reduce(chip, op_at(v, s::kReduceOp), dtype_at(v, s::kReduceIn),
                     dtype_at(v, s::kReduceOut), count_at(v, s::kReduceOutputs),
-                    count_at(v, s::kReduceInputs));
+                    count_at(v, s::kReduceInputs),
+                    static_cast<trace::ReduceLayout>(count_at(v, s::kReduceLayout)));
     case Codelet::kUnary:
       return unary(chip, op_at(v, s::kEltOp), dtype_at(v, s::kEltDType), count_at(v, s::kEltN));
     case Codelet::kBinary:

@@ -88,8 +88,8 @@ trace::Trace matmul(const ChipSpec& chip, std::uint64_t m, std::uint64_t n, std:
   return conv2d(chip, a);
 }
 
-trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t inputs,
-                    DType dtype) {
+trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t inputs, DType dtype,
+                    trace::ReduceLayout layout) {
   require(outputs >= 1 && inputs >= 1, "reduce needs --outputs and --inputs of at least 1");
   trace::Trace t = one_ipu(fmt::format("reduce_{}x{}_{}", inputs, outputs,
                                        trace::kDTypeNames[static_cast<std::size_t>(dtype)]));
@@ -108,6 +108,7 @@ trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t i
     v.params[sl::kReduceOut] = static_cast<std::int64_t>(dtype);
     v.params[sl::kReduceOutputs] = static_cast<std::int64_t>(count);
     v.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
+    v.params[sl::kReduceLayout] = static_cast<std::int64_t>(layout);
   });
   prog.compute_sets.push_back(std::move(cs));
   prog.steps = {make_step(trace::StepKind::kCompute, 0)};

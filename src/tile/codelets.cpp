@@ -449,12 +449,55 @@ SupBlock scalar_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u6
   return block;
 }
 
-SupBlock reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 outputs, u64 inputs) {
+// popops' strided and continuous reductions (docs/codelets.md "reduce"): the outputs split
+// over the workers (strided: in vectors), each worker's vertex a loop over its outputs.
+// Strided: 16 set-up bundles; per vector of outputs 6 + the completion and store bundles, then
+// one 64-bit load and accumulate a partial. Continuous: 17 set-up bundles; per output 12,
+// then one 64-bit load and accumulate per vector of its contiguous partials.
+SupBlock popops_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 outputs,
+                               u64 inputs, trace::ReduceLayout layout) {
+  const u64 w = contexts(c), width = vw(c, in);
+  const bool strided = layout == trace::ReduceLayout::kStrided;
+  const u64 grain = strided ? width : 1;
+  const u64 share = ((outputs + w - 1) / w + grain - 1) / grain * grain;
+  const u64 op_width = op == Op::kAdd ? std::max<u64>(kAccBytes / eb(in), 1) : width;
+  const u64 per_vector = std::min(op_width, width);
+  const u64 post = in == DType::kHalf ? 1 + (op == Op::kAdd && out == DType::kFloat ? 6 : 7)
+                                      : (op == Op::kAdd ? 3 : 2) + 2;
+  std::vector<WorkerProgram> ws;
+  for (u64 i = 0; i < w; ++i) {
+    const u64 mine = i * share >= outputs ? 0 : std::min(share, outputs - i * share);
+    WorkerProgram p;
+    if (mine > 0) {
+      if (strided) {
+        overhead(p, 16);
+        for (u64 v = 0; v < (mine + per_vector - 1) / per_vector; ++v) {
+          overhead(p, 6 + post);
+          p.rpt({vload(c, O::kFvAcc, true)}, inputs - 1);
+        }
+      } else {
+        overhead(p, 17 + (inputs % 2 == 1 ? 2 : 0));
+        for (u64 o = 0; o < mine; ++o) {
+          overhead(p, 12);
+          p.rpt({vload(c, O::kFvAcc, true)}, inputs / per_vector);
+        }
+      }
+    }
+    exit_worker(p);
+    ws.push_back(std::move(p));
+  }
+  return {run(std::move(ws), 1, 0)};  // worker vertices: no supervisor code
+}
+
+SupBlock reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 outputs, u64 inputs,
+                        trace::ReduceLayout layout) {
   if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin)
     throw ModelError("tile model: reduce: operator is not a reduction");
   const u64 w = contexts(c);
   const u64 acc = std::max<u64>(kAccBytes / eb(in), 1);
   if (outputs == 1 && inputs > 1) return scalar_reduce_program(c, op, in, out, inputs);
+  if (layout != trace::ReduceLayout::kPartialSums)
+    return popops_reduce_program(c, op, in, out, outputs, inputs, layout);
   const u64 groups = (outputs + acc - 1) / acc;
   const u64 loads = std::max<u64>((acc * eb(in) + vec_bytes(c) - 1) / vec_bytes(c), 1);
   std::vector<Bundle> per_input;
@@ -809,7 +852,8 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
     case Codelet::kReduce:
       return reduce_program(chip, op_at(v, s::kReduceOp), dtype_at(v, s::kReduceIn),
                             dtype_at(v, s::kReduceOut), count_at(v, s::kReduceOutputs),
-                            count_at(v, s::kReduceInputs));
+                            count_at(v, s::kReduceInputs),
+                            static_cast<trace::ReduceLayout>(count_at(v, s::kReduceLayout)));
     case Codelet::kUnary:
       return unary_program(chip, op_at(v, s::kEltOp), dtype_at(v, s::kEltDType),
                            count_at(v, s::kEltN));

@@ -88,12 +88,27 @@ constexpr ParamSpec kDotParams[] = {
     int_param("length", 1, std::nullopt, "elements per dot product"),
     int_param("count", 1, std::nullopt, "number of dot products"),
 };
+// How a reduce vertex's partials lie (docs/codelets.md "reduce"); added late in version 3,
+// older traces read as 0.
+constexpr ParamSpec reduce_layout_param() {
+  ParamSpec p{"layout",
+              ParamKind::kInt,
+              0,
+              2,
+              0,
+              "0: a conv's partial sums (poplin's ReduceAdd), 1: strided (an output's partials "
+              "one row apart: popops STRIDED_REDUCE), 2: continuous (an output's partials "
+              "contiguous: popops ALL_REGIONS_CONTINUOUS)"};
+  p.late = true;
+  return p;
+}
 constexpr ParamSpec kReduceParams[] = {
     op_param("op", kAdd, "reduction operator: add or max"),
     dtype_param("in", kFloat, "partials element type"),
     dtype_param("out", kHalf, "output element type"),
     int_param("outputs", 1, std::nullopt, "values produced"),
     int_param("inputs", 1, std::nullopt, "partials reduced into each output"),
+    reduce_layout_param(),
 };
 constexpr ParamSpec kUnaryParams[] = {
     op_param("op", std::nullopt,
@@ -207,6 +222,7 @@ static_assert(kAmpConvNx1Params[slot::kAmpNx1WeightHeight].name == "weight_heigh
 static_assert(kDotParams[slot::kDotCount].name == "count");
 static_assert(kReduceParams[slot::kReduceInputs].name == "inputs");
 static_assert(kReduceParams[slot::kReduceOut].name == "out");
+static_assert(kReduceParams[slot::kReduceLayout].name == "layout");
 static_assert(kUnaryParams[slot::kEltN].name == "n");
 static_assert(kBinaryParams[slot::kEltOp].name == "op");
 static_assert(kScaledAddParams[slot::kScaledAddN].name == "n");

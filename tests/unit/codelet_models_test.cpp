@@ -389,6 +389,34 @@ TEST(CodeletReduce, OneOutputIsSplitOverTheWorkersAsPopopsDoes) {
   EXPECT_EQ(tile::scalar_reduce_pieces(3, 6, 8, 4), (std::vector<std::uint64_t>{3}));
 }
 
+TEST(CodeletReduce, StridedAndContinuousAsPopopsEstimatesThem) {
+  using trace::ReduceLayout;
+  const ChipSpec chip = gc200_by_hand();
+  // Strided (getCyclesEstimateForStridedReduce), 240 outputs of 64 halves to float: a worker's
+  // share ceil(240 / 6) = 40 outputs (whole vectors of 4); per vector 3 + (1 + 6) + 3 + 63 = 76;
+  // worker 16 + 10 * 76 = 776; cycles 6 * 776 = 4656.
+  EXPECT_EQ(
+      reduce(chip, Op::kAdd, DType::kHalf, DType::kFloat, 240, 64, ReduceLayout::kStrided).cycles,
+      4656u);
+  // Float, 2400 outputs of 4: 400 a worker in vectors of 2 (200 loops of 3 + (3 + 2) + 3 + 3 =
+  // 14): 16 + 2800 = 2816; cycles 16896.
+  EXPECT_EQ(
+      reduce(chip, Op::kAdd, DType::kFloat, DType::kFloat, 2400, 4, ReduceLayout::kStrided).cycles,
+      16896u);
+  // Continuous (getCycleEstimateReduceAllRegionsContinuous), 16 outputs of 512 halves: 3 a
+  // worker, 4 halves a cycle: 3 * 128 + 12 * 3 + 10 + 7 = 437; cycles 6 * 437 = 2622.
+  EXPECT_EQ(reduce(chip, Op::kAdd, DType::kHalf, DType::kFloat, 16, 512, ReduceLayout::kContinuous)
+                .cycles,
+            2622u);
+  // 511 partials: 511 / 4 = 127 whole vectors, and an odd count costs 2 more a worker:
+  // 3 * 127 + 2 + 36 + 17 = 436; cycles 6 * 436 = 2616.
+  EXPECT_EQ(reduce(chip, Op::kAdd, DType::kHalf, DType::kFloat, 16, 511, ReduceLayout::kContinuous)
+                .cycles,
+            2616u);
+  // The conv's partial sums (the default) keep poplin's ReduceAdd loop (HandComputedHalfToFloat).
+  EXPECT_EQ(reduce(chip, Op::kAdd, DType::kHalf, DType::kFloat, 20, 3).cycles, 249u);
+}
+
 // ---- unary / binary ---------------------------------------------------------------------------
 
 TEST(CodeletUnary, HandComputedReluHalf) {

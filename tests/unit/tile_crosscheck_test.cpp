@@ -129,6 +129,12 @@ TEST(TileCrossCheck, ReduceDotSliceWithin10Percent) {
         expect_within(chip, vertex(Codelet::kReduce, {0, t, t, outs, ins}));
         expect_within(chip, vertex(Codelet::kReduce, {0, kFloat, kHalf, outs, ins}));
       }
+  // popops' strided and continuous reductions.
+  for (const std::int64_t t : {kHalf, kFloat})
+    for (const std::int64_t layout : {1, 2})
+      for (const std::int64_t outs : {24, 240, 2400})
+        for (const std::int64_t ins : {4, 64, 512})
+          expect_within(chip, vertex(Codelet::kReduce, {0, t, kFloat, outs, ins, layout}));
   // One output, split over the workers (popops' scalar-output reduction).
   for (const std::int64_t t : {kHalf, kFloat})
     for (const std::int64_t ins : {100, 1000, 2850, 10000})

@@ -48,7 +48,8 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a);
 VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std::uint64_t length,
                std::uint64_t count);
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
-                  std::uint64_t outputs, std::uint64_t inputs);
+                  std::uint64_t outputs, std::uint64_t inputs,
+                  trace::ReduceLayout layout = trace::ReduceLayout::kPartialSums);
 VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);
 VertexCost binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);
 VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n);

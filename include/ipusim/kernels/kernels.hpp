@@ -24,9 +24,11 @@ trace::Trace conv2d(const ChipSpec& chip, const plan::ConvArgs& args);
 // The same kernel planned within `budget` bytes per tile (plan_conv's budget overload).
 trace::Trace conv2d(const ChipSpec& chip, const plan::ConvArgs& args, std::uint64_t budget);
 // Sum `inputs` partial vectors of `outputs` elements each; partials are already on the tiles
-// that own their outputs, so the reduction is tile-local.
+// that own their outputs, so the reduction is tile-local. `layout` is the reduce vertices'
+// (trace::ReduceLayout: a conv's partial sums, or popops' strided or continuous reduction).
 trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t inputs,
-                    trace::DType dtype);
+                    trace::DType dtype,
+                    trace::ReduceLayout layout = trace::ReduceLayout::kPartialSums);
 // One elementwise op over `n` elements spread evenly over all tiles.
 trace::Trace elementwise(const ChipSpec& chip, trace::Op op, std::uint64_t n, trace::DType dtype);
 // Every one of `tiles` tiles sends a distinct `bytes` block to every other.

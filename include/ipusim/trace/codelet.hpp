@@ -30,6 +30,13 @@ constexpr std::uint32_t dtype_bytes(DType t) {
   return 0;
 }
 
+// How a reduce vertex's partials lie (its `layout` parameter; docs/codelets.md "reduce"): a
+// conv's partial sums reduced by poplin's ReduceAdd vertices; or a popops reduction whose
+// outputs are contiguous and each output's partials a row apart (a reduction over the outer
+// dimension: STRIDED_REDUCE), or whose each output's partials are contiguous (over the inner
+// dimension: ALL_REGIONS_CONTINUOUS).
+enum class ReduceLayout : std::uint8_t { kPartialSums = 0, kStrided = 1, kContinuous = 2 };
+
 // Operators for the elementwise and reduce codelets.
 enum class Op : std::uint8_t {
   kAdd = 0,
@@ -135,7 +142,7 @@ inline constexpr std::size_t kAmpNx1WeightHeight = 10;
 inline constexpr std::size_t kDotIn = 0, kDotPartials = 1, kDotLength = 2, kDotCount = 3;
 // reduce
 inline constexpr std::size_t kReduceOp = 0, kReduceIn = 1, kReduceOut = 2, kReduceOutputs = 3,
-                             kReduceInputs = 4;
+                             kReduceInputs = 4, kReduceLayout = 5;
 // unary / binary / scaled_add
 inline constexpr std::size_t kEltOp = 0, kEltDType = 1, kEltN = 2;
 inline constexpr std::size_t kScaledAddDType = 0, kScaledAddN = 1;
