@@ -40,12 +40,22 @@ double fetch_send(const ChipSpec& chip, const Blocks& b) {
   return static_cast<double>(b.in_bytes + b.weight_bytes) / chip.exchange.bytes_per_cycle.value;
 }
 
+}  // namespace
+
+bool input_shares_bus(const ChipSpec& chip, const ConvPlan& p) {
+  const std::uint32_t group = chip.exchange.tiles_per_shared_bus;
+  return group >= 2 && p.out_split >= 2 &&
+         (p.out_split % group == 0 || p.out_split == p.tiles_used());
+}
+
+namespace {
+
 // One iteration's fetch exchange: its fixed cost and the larger of the busiest tile's receive
-// and send time. Consecutive tiles differ in output-channel block: with out_split >= 2 both
-// tiles of a super-tile pair receive the same input block at twice the rate.
+// and send time, the input at the super-tile rate when input_shares_bus.
 std::uint64_t fetch_cycles(const ChipSpec& chip, const ConvPlan& p, const Blocks& b) {
   const double rate = chip.exchange.bytes_per_cycle.value;
-  const double in_rate = p.out_split >= 2 ? rate * chip.exchange.tiles_per_shared_bus : rate;
+  const double in_rate =
+      input_shares_bus(chip, p) ? rate * chip.exchange.tiles_per_shared_bus : rate;
   const double receive =
       static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
   return exchange_fixed(chip) + ceil_cycles(std::max(receive, fetch_send(chip, b))).count;

@@ -294,6 +294,26 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
   EXPECT_EQ(plan_conv(chip, a).weight_height, 1u);
 }
 
+TEST(Planner, InputBlocksShareTheExchangeBusAsPoplibsEstimatesIt) {
+  // popops ExchangeEstimator.cpp: the rate doubles when the consecutive tiles receiving the
+  // same data (the out_split) are a multiple of the 2 tiles of a bus, or are every tile used.
+  const ChipSpec chip = testing::gc200_by_hand();
+  ConvPlan p;
+  const auto shares = [&](std::uint32_t rows, std::uint32_t outs) {
+    p.row_split = rows;
+    p.out_split = outs;
+    return input_shares_bus(chip, p);
+  };
+  EXPECT_TRUE(shares(1, 2));   // one pair, the same block
+  EXPECT_TRUE(shares(5, 4));   // runs of 4: pairs (0,1), (2,3), ... within a run
+  EXPECT_FALSE(shares(2, 3));  // runs of 3: tiles 2 and 3 hold different blocks
+  // Every tile the same block: poplibs shares the bus even for an odd count (the exchange model
+  // charges the odd tile, 2, at the single rate).
+  EXPECT_TRUE(shares(1, 3));
+  EXPECT_FALSE(shares(4, 1));  // every tile its own block
+  EXPECT_FALSE(shares(1, 1));  // a lone tile
+}
+
 TEST(Planner, Strided1x1InputBlocksOnTheChip) {
   // ResNet-50 downsample shortcut: 1x1/2, 56x56x256 -> 28x28x512, batch 4. Each tile's input
   // block covers its output rows x 28 output columns x its input channels, never a 56-wide row.

@@ -82,6 +82,15 @@ struct ConvPlan {
 // Other convs are returned unchanged.
 ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& args);
 
+// Whether a plan's tiles receive their input blocks at the super-tile pair's doubled rate.
+// Consecutive tiles differ in output-channel block, so runs of out_split consecutive tiles
+// receive the same input block. As poplibs' ExchangeEstimator has it (popops
+// ExchangeEstimator.cpp, getCycles), both tiles of each pair receive the same data when that
+// run is a multiple of the pair, or when every tile used receives the same block (at least 2
+// tiles: a lone tile has no partner). An odd run leaves some pairs split between two blocks,
+// so the busiest tile receives at the single rate (as the exchange model charges it).
+bool input_shares_bus(const ChipSpec& chip, const ConvPlan& plan);
+
 // poplin's empirical factor on the transposed copy of an operand of `a`
 // (cost::transpose_factor of its in x out channels per conv group).
 std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a);
