@@ -464,29 +464,26 @@ SupBlock popops_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u6
   const u64 per_vector = std::min(op_width, width);
   const u64 post = in == DType::kHalf ? 1 + (op == Op::kAdd && out == DType::kFloat ? 6 : 7)
                                       : (op == Op::kAdd ? 3 : 2) + 2;
-  std::vector<WorkerProgram> ws;
+  // Worker i's outer-loop count: vectors of outputs (strided) or outputs (continuous).
+  std::vector<u64> counts(w);
   for (u64 i = 0; i < w; ++i) {
     const u64 mine = i * share >= outputs ? 0 : std::min(share, outputs - i * share);
+    counts[i] = strided ? (mine + per_vector - 1) / per_vector : mine;
+  }
+  auto make = [&](u64, u64 k) {
     WorkerProgram p;
-    if (mine > 0) {
-      if (strided) {
-        overhead(p, 16);
-        for (u64 v = 0; v < (mine + per_vector - 1) / per_vector; ++v) {
-          overhead(p, 6 + post);
-          p.rpt({vload(c, O::kFvAcc, true)}, inputs - 1);
-        }
-      } else {
-        overhead(p, 17 + (inputs % 2 == 1 ? 2 : 0));
-        for (u64 o = 0; o < mine; ++o) {
-          overhead(p, 12);
-          p.rpt({vload(c, O::kFvAcc, true)}, inputs / per_vector);
-        }
+    if (k > 0) {
+      overhead(p, strided ? 16 : 17 + (inputs % 2 == 1 ? 2 : 0));
+      for (u64 j = 0; j < k; ++j) {
+        overhead(p, strided ? 6 + post : 12);
+        p.rpt({vload(c, O::kFvAcc, true)}, strided ? inputs - 1 : inputs / per_vector);
       }
     }
     exit_worker(p);
-    ws.push_back(std::move(p));
-  }
-  return {run(std::move(ws), 1, 0)};  // worker vertices: no supervisor code
+    return p;
+  };
+  // timed_run extrapolates long loops, so the work is bounded whatever the output count.
+  return {run_cycles(timed_run(c, counts, make, 1))};  // worker vertices: no supervisor code
 }
 
 SupBlock reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 outputs, u64 inputs,
