@@ -34,6 +34,30 @@ AmpConvArgs conv(DType in, DType partials, std::uint64_t positions, std::uint64_
   return a;
 }
 
+// The trace vertex of an AMP vertex with these arguments (the nx1 fields for amp_convnx1).
+trace::Vertex amp_vertex(Codelet c, const AmpConvArgs& a) {
+  namespace sl = trace::slot;
+  trace::Vertex v{c, {0, 0}, {}};
+  v.params[sl::kAmpIn] = static_cast<std::int64_t>(a.in);
+  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(a.partials);
+  v.params[sl::kAmpPositions] = static_cast<std::int64_t>(a.positions);
+  v.params[sl::kAmpInChans] = static_cast<std::int64_t>(a.in_chans);
+  v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(a.out_chans);
+  v.params[sl::kAmpGroups] = static_cast<std::int64_t>(a.groups);
+  const auto bits = static_cast<std::int64_t>(a.coeff_load_bits);
+  if (c == Codelet::kAmpConv1x1) {
+    v.params[sl::kAmp1x1CoeffLoadBits] = bits;
+    return v;
+  }
+  v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a.kernel_h);
+  v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a.kernel_w);
+  v.params[sl::kAmpWidth] = static_cast<std::int64_t>(a.width);
+  v.params[sl::kAmpNx1CoeffLoadBits] = bits;
+  v.params[sl::kAmpNx1WeightHeight] =
+      a.weight_height == 1 ? 0 : static_cast<std::int64_t>(a.weight_height);
+  return v;
+}
+
 double macs_per_cycle(const VertexCost& c) {
   return static_cast<double>(c.flops) / 2.0 / static_cast<double>(c.cycles);
 }
@@ -63,16 +87,8 @@ TEST(CodeletAmp1x1, SixtyFourBitWeightLoadsHalveTheLoadRate) {
   a.coeff_load_bits = 128;
   EXPECT_EQ(amp_conv1x1(gc200_by_hand(), a).cycles, 1957u);
   // From a trace vertex (the last amp_conv1x1 parameter).
-  trace::Vertex v{trace::Codelet::kAmpConv1x1, {0, 0}, {}};
-  namespace sl = trace::slot;
-  v.params[sl::kAmpIn] = static_cast<std::int64_t>(DType::kHalf);
-  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(DType::kHalf);
-  v.params[sl::kAmpPositions] = 60;
-  v.params[sl::kAmpInChans] = 32;
-  v.params[sl::kAmpOutChans] = 32;
-  v.params[sl::kAmpGroups] = 1;
-  v.params[sl::kAmp1x1CoeffLoadBits] = 64;
-  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 2085u);
+  a.coeff_load_bits = 64;
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), amp_vertex(Codelet::kAmpConv1x1, a)).cycles, 2085u);
 }
 
 TEST(CodeletAmp1x1, HandComputedHalfFloatUnevenSplit) {
@@ -204,18 +220,8 @@ TEST(CodeletAmpNx1, RowsCutEachWorkersShareIntoWorklistEntries) {
   a.width = 3;
   EXPECT_EQ(amp_convnx1(gc200_by_hand(), a).cycles, 4420u);
   // The parameter reaches the cost from a trace vertex too.
-  trace::Vertex v{trace::Codelet::kAmpConvNx1, {0, 0}, {}};
-  namespace sl = trace::slot;
-  v.params[sl::kAmpIn] = static_cast<std::int64_t>(DType::kHalf);
-  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(DType::kHalf);
-  v.params[sl::kAmpPositions] = 12;
-  v.params[sl::kAmpInChans] = 16;
-  v.params[sl::kAmpOutChans] = 16;
-  v.params[sl::kAmpGroups] = 1;
-  v.params[sl::kAmpKernelH] = 3;
-  v.params[sl::kAmpKernelW] = 3;
-  v.params[sl::kAmpWidth] = 1;
-  EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 4501u);
+  a.width = 1;
+  EXPECT_EQ(vertex_cost(gc200_by_hand(), amp_vertex(Codelet::kAmpConvNx1, a)).cycles, 4501u);
 }
 
 TEST(CodeletAmpNx1, HandComputedFloat1x2TwoGroups) {
@@ -254,18 +260,11 @@ TEST(CodeletAmpNx1, WeightHeightFourFillsTheEnginesWithThreeChannelsOfFourRows) 
   EXPECT_EQ(one.flops, 56448u);
   EXPECT_EQ(four.flops, 56448u);
   // The parameter reaches the cost from a trace vertex (0, its default, is height 1).
-  trace::Vertex v{trace::Codelet::kAmpConvNx1, {0, 0}, {}};
-  namespace sl = trace::slot;
-  v.params[sl::kAmpIn] = static_cast<std::int64_t>(DType::kHalf);
-  v.params[sl::kAmpPartials] = static_cast<std::int64_t>(DType::kHalf);
-  v.params[sl::kAmpPositions] = 12;
-  v.params[sl::kAmpInChans] = 3;
-  v.params[sl::kAmpOutChans] = 16;
-  v.params[sl::kAmpGroups] = 1;
-  v.params[sl::kAmpKernelH] = 7;
-  v.params[sl::kAmpKernelW] = 7;
+  a.weight_height = 1;
+  trace::Vertex v = amp_vertex(Codelet::kAmpConvNx1, a);
+  EXPECT_EQ(v.params[trace::slot::kAmpNx1WeightHeight], 0);
   EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 17171u);
-  v.params[sl::kAmpNx1WeightHeight] = 4;
+  v.params[trace::slot::kAmpNx1WeightHeight] = 4;
   EXPECT_EQ(vertex_cost(gc200_by_hand(), v).cycles, 6244u);
 }
 

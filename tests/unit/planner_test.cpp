@@ -59,6 +59,19 @@ std::uint64_t tensor_bytes(const trace::IpuProgram& prog, const std::string& nam
   return 0;
 }
 
+// A square image conv of batch 1: `in` channels of `hw` x `hw` to `out`.
+ConvArgs image_conv(std::uint64_t in, std::uint64_t hw, std::uint64_t out, std::uint64_t kernel,
+                    std::uint64_t stride = 1) {
+  ConvArgs a;
+  a.in_chans = in;
+  a.height = hw;
+  a.width = hw;
+  a.out_chans = out;
+  a.kernel = kernel;
+  a.stride = stride;
+  return a;
+}
+
 ChipSpec one_tile_chip(std::uint64_t available) {
   ChipSpec chip = testing::gc200_by_hand();
   chip.tiles = 1;
@@ -234,12 +247,7 @@ TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
   // is read: the input block is 28 x 28 x 64 x 2 = 100352 B (not 56 x 56 x 64 x 2 = 401408),
   // weights 64 x 64 x 2 = 8192, outputs 28 x 28 x 64 x 2 = 100352: 208896 B.
   const ChipSpec chip = one_tile_chip(kAvailable);
-  ConvArgs a;
-  a.in_chans = 64;
-  a.height = 56;
-  a.width = 56;
-  a.out_chans = 64;
-  a.stride = 2;
+  const ConvArgs a = image_conv(64, 56, 64, 1, 2);
   const ConvPlan p = plan_conv(chip, a);
   EXPECT_EQ(p.bytes_per_tile.count, 208896u);
   const trace::Trace t = kernels::conv2d(chip, a);
@@ -260,12 +268,7 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
   // = 5376 B, partials 256 x 16 x 2 = 8192 B: 15680 B. Its estimate is the fetch (fixed cost +
   // (2112 + 5376) / 4 = 1872 cycles) and the height-4 vertex.
   const ChipSpec chip = one_tile_chip(kAvailable);
-  ConvArgs a;
-  a.in_chans = 3;
-  a.height = 16;
-  a.width = 16;
-  a.out_chans = 16;
-  a.kernel = 7;
+  ConvArgs a = image_conv(3, 16, 16, 7);
   const ConvPlan p = plan_conv(chip, a);
   EXPECT_EQ(p.weight_height, 4u);
   EXPECT_EQ(p.bytes_per_tile.count, 15680u);
