@@ -470,13 +470,15 @@ namespace {
 // (getCyclesEstimateForSingleInput): an add loads one 128-bit accumulator's worth (8 half, 4
 // float) in two 64-bit loads a loop, other operators one vector a cycle; one cycle per
 // element of the remainder.
+// The vector loop of popops' reduce vertices over `in` elements (tile::reduce_vector).
+tile::ReduceVector reduce_vector(const ChipSpec& chip, bool add, DType in) {
+  vector_width(chip, in);  // a datapath narrower than one element is an error
+  return tile::reduce_vector(add, bytes_of(in), chip.datapath_width.count, kReduceAccumulatorBytes);
+}
+
 C scalar_reduce_worker(const ChipSpec& chip, Op op, DType in, DType out, C n) {
-  const C vw = vector_width(chip, in);
-  const C op_width = op == Op::kAdd ? std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1) : vw;
-  const C per_cycle = std::min(op_width, vw);
-  const C loads = op_width / per_cycle;
-  const C per_loop = per_cycle * loads;
-  return kScalarReduceFixed + loads * n / per_loop + n % per_loop +
+  const tile::ReduceVector v = reduce_vector(chip, op == Op::kAdd, in);
+  return kScalarReduceFixed + C(v.loads) * n / v.per_loop() + n % v.per_loop() +
          (out == DType::kFloat ? 0 : kScalarReduceConvert);
 }
 
@@ -489,21 +491,18 @@ namespace {
 // the datapath, and the accumulator width for an add).
 C strided_reduce_worker(const ChipSpec& chip, Op op, DType in, DType out, C outputs, C inputs) {
   if (outputs == 0) return 0;
-  const C vw = vector_width(chip, in);
-  const C op_width = op == Op::kAdd ? std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1) : vw;
-  const C per_loop = std::min(op_width, vw);
-  const C post = in == DType::kHalf ? 1 + (op == Op::kAdd && out == DType::kFloat ? 6 : 7)
-                                    : (op == Op::kAdd ? 3 : 2) + 2;
-  return kStridedReduceFixed +
-         (kStridedReduceLoop + post + inputs - 1) * ceil_div(outputs, per_loop);
+  const bool add = op == Op::kAdd;
+  const C post = tile::strided_reduce_post(in == DType::kHalf, add, out == DType::kFloat);
+  return kStridedReduceFixed + (kStridedReduceLoop + post + inputs - 1) *
+                                   ceil_div(outputs, reduce_vector(chip, add, in).per_load);
 }
 
 // Worker cycles of popops' ALL_REGIONS_CONTINUOUS vertex: `outputs` outputs, each of `inputs`
 // contiguous partials read a 64-bit vector a cycle.
 C continuous_reduce_worker(const ChipSpec& chip, DType in, C outputs, C inputs) {
   if (outputs == 0) return 0;
-  const C per_cycle =
-      std::min(std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1), vector_width(chip, in));
+  // Its estimator reads the accumulator's width whatever the operator (getOpVectorWidth).
+  const C per_cycle = reduce_vector(chip, /*add=*/true, in).per_load;
   return outputs * (inputs / per_cycle) + (inputs.get() % 2 == 1 ? kContinuousReduceOdd : 0) +
          kContinuousReducePerOutput * outputs + kContinuousReduceFixed;
 }
@@ -517,12 +516,12 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
                      "' is not a reduction "
                      "(supported: add, mul, max, min)");
   }
+  const C w = workers(chip);
   if (outputs == 1 && inputs > 1) {
     // One output: popops' scalar-output reduction, split over the workers in pieces
     // (tile::scalar_reduce_pieces), then, with more than one piece, a second stage reducing
     // the pieces' results on one worker. Each stage holds the tile for W x its slowest
     // worker's cycles (the barrel).
-    const C w = workers(chip);
     const C vw = vector_width(chip, in);
     const auto pieces =
         tile::scalar_reduce_pieces(inputs, w.get(), (op == Op::kAdd ? 2 : 1) * vw.get(), vw.get());
@@ -539,11 +538,9 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
   if (layout != trace::ReduceLayout::kPartialSums) {
     // popops splits the outputs over the workers, in vectors for a strided reduction
     // (findSplitsBetweenWorkers); the tile is held for W x the busiest worker.
-    const C w = workers(chip);
     VertexCost cost;
     if (layout == trace::ReduceLayout::kStrided) {
-      const C grain = vector_width(chip, in);
-      const C share = ceil_div(ceil_div(C(outputs), w), grain) * grain;
+      const C share = tile::output_share(outputs, w.get(), vector_width(chip, in).get());
       cost.cycles =
           (w * strided_reduce_worker(chip, op, in, out, std::min(share, C(outputs)), inputs)).get();
     } else {
@@ -552,7 +549,6 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
     cost.flops = (inputs > 0 ? C(outputs) * (inputs - 1) : C(0)).get();
     return cost;
   }
-  const C w = workers(chip);
   // Max/min/mul run the same accumulator loop as add: no more expensive (§4 gives one formula).
   const C acc_elems = std::max<C>(kReduceAccumulatorBytes / bytes_of(in), 1);
   const C loops = ceil_div(outputs, acc_elems);

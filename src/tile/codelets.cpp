@@ -420,17 +420,14 @@ constexpr u64 kAccBytes = 16;  // 128-bit accumulators, ipu-hardware.md §4 Redu
 SupBlock scalar_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 inputs) {
   const u64 w = contexts(c);
   auto worker = [&](DType from, u64 n) {
-    const u64 width = vw(c, from);
-    const u64 op_width = op == Op::kAdd ? std::max<u64>(kAccBytes / eb(from), 1) : width;
-    const u64 per_cycle = std::min(op_width, width);
-    const u64 loads = op_width / per_cycle;
+    const ReduceVector v = reduce_vector(op == Op::kAdd, eb(from), vec_bytes(c), kAccBytes);
     std::vector<Bundle> body;
-    for (u64 l = 0; l < loads; ++l)
-      body.push_back(vload(c, l + 1 == loads ? O::kFvAcc : O::kFnop, l + 1 == loads));
+    for (u64 l = 0; l < v.loads; ++l)
+      body.push_back(vload(c, l + 1 == v.loads ? O::kFvAcc : O::kFnop, l + 1 == v.loads));
     WorkerProgram p;
     overhead(p, 9);
-    p.rpt(body, n / (per_cycle * loads));
-    overhead(p, 5 + n % (per_cycle * loads));
+    p.rpt(body, n / v.per_loop());
+    overhead(p, 5 + n % v.per_loop());
     p.straight(B(O::kNop, O::kFvAcc, true), 3);
     if (out != DType::kFloat) p.straight(B(O::kNop, O::kFvCvt, true), 5);
     exit_worker(p);
@@ -458,12 +455,9 @@ SupBlock popops_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u6
                                u64 inputs, trace::ReduceLayout layout) {
   const u64 w = contexts(c), width = vw(c, in);
   const bool strided = layout == trace::ReduceLayout::kStrided;
-  const u64 grain = strided ? width : 1;
-  const u64 share = ((outputs + w - 1) / w + grain - 1) / grain * grain;
-  const u64 op_width = op == Op::kAdd ? std::max<u64>(kAccBytes / eb(in), 1) : width;
-  const u64 per_vector = std::min(op_width, width);
-  const u64 post = in == DType::kHalf ? 1 + (op == Op::kAdd && out == DType::kFloat ? 6 : 7)
-                                      : (op == Op::kAdd ? 3 : 2) + 2;
+  const u64 share = output_share(outputs, w, strided ? width : 1);
+  const u64 per_vector = reduce_vector(op == Op::kAdd, eb(in), vec_bytes(c), kAccBytes).per_load;
+  const u64 post = strided_reduce_post(in == DType::kHalf, op == Op::kAdd, out == DType::kFloat);
   // Worker i's outer-loop count: vectors of outputs (strided) or outputs (continuous).
   std::vector<u64> counts(w);
   for (u64 i = 0; i < w; ++i) {
