@@ -15,6 +15,7 @@
 #include <string>
 
 #include "ipusim/cost/tile_timing.hpp"
+#include "ipusim/tile/amp_weight_height.hpp"
 #include "ipusim/tile/reduce_plan.hpp"
 #include "ipusim/util/checked.hpp"
 #include "ipusim/util/error.hpp"
@@ -80,14 +81,8 @@ constexpr u64 kAmpNx1SmallFloat[3] = {17, 33, 44};  // §4 float column
 constexpr u64 kAmpNx1BaseHalf = 34;                 // §4 f(n>=3) half
 constexpr u64 kAmpNx1BaseFloat = 45;                // §4 f(n>=3) float
 // ConvPartialnx1 supervisor inner loop: sum_ky [14 + sum_kx (12 + P (L + h_cost + 3))] (§4).
-constexpr u64 kAmpNx1PerKy = 14;  // ipu-hardware.md §4
-constexpr u64 kAmpNx1PerKx = 12;  // ipu-hardware.md §4
-// h_cost, the supervisor's weight-height set-up per pass, for weight height 1, 2 and 4
-// (ipu-hardware.md §4; poplibs getConvPartialnx1SupervisorInnerLoopCycleEstimateHalfFloat).
-constexpr u64 kAmpNx1HeightCost1 = 15, kAmpNx1HeightCost2 = 46, kAmpNx1HeightCost4 = 60;
-// Weight height 4 shuffles its weights with 64-bit loads: the coefficient load rate is at most
-// 8 B/cycle (poplibs getConvPartialAmpSupervisorWeightLoadCycleEstimate).
-constexpr double kAmpNx1Height4LoadBytesPerCycle = 8.0;
+constexpr u64 kAmpNx1PerKy = 14;   // ipu-hardware.md §4
+constexpr u64 kAmpNx1PerKx = 12;   // ipu-hardware.md §4
 constexpr u64 kAmpNx1PerPass = 3;  // ipu-hardware.md §4 "+ 3"
 // ConvPartialnx1 outer: 109 + W.9 + W.(9|10) + CG(17 OG + 6(OG-1) + 1) + 6(CG-1) + 1
 //                       + CG(16 + IG(14 + OG(14 + inner)))   (ipu-hardware.md §4).
@@ -381,16 +376,17 @@ VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
   const std::uint64_t h = std::max<std::uint64_t>(a.weight_height, 1);
   AmpConfig c = amp_config(chip, a.in, a.partials, a.coeff_load_bits);
-  if ((h != 1 && h != 2 && h != 4) || c.weights.get() % h != 0) {
+  if (!tile::valid_weight_height(h, c.weights.get())) {
     throw ModelError("amp_convnx1: weight height must be 1, 2 or 4 and divide the " +
                      std::to_string(c.weights.get()) + " weights per engine, found " +
                      std::to_string(h));
   }
-  if (h == 4) {
-    c.coeff_load = cycles_at(Bytes{(c.engines * c.weights * bytes_of(a.in)).get()},
-                             BytesPerCycle{std::min(coeff_load_rate(chip, a.coeff_load_bits).value,
-                                                    kAmpNx1Height4LoadBytesPerCycle)},
-                             "amp.coeff_load_bytes_per_cycle");
+  if (h == 4) {  // its weights are shuffled with 64-bit loads (tile::kHeight4LoadBytesPerCycle)
+    c.coeff_load =
+        cycles_at(Bytes{(c.engines * c.weights * bytes_of(a.in)).get()},
+                  BytesPerCycle{std::min(coeff_load_rate(chip, a.coeff_load_bits).value,
+                                         static_cast<double>(tile::kHeight4LoadBytesPerCycle))},
+                  "amp.coeff_load_bytes_per_cycle");
   }
   const C w = workers(chip);
   const C cg = at_least_one(a.groups);
@@ -401,11 +397,12 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
   const C og = at_least_one(ceil_div(a.out_chans, c.engines));
   const C kh = at_least_one(ceil_div(a.kernel_h, h));
   const C kw = at_least_one(a.kernel_w);
-  const C h_cost = h == 1 ? kAmpNx1HeightCost1 : h == 2 ? kAmpNx1HeightCost2 : kAmpNx1HeightCost4;
+  // h_cost: the supervisor's weight-height set-up per pass (tile::weight_height_setup).
+  const C h_cost = tile::weight_height_setup(h);
   const C passes = 1;  // outChansPerGroup = engines
 
-  // One worklist entry per worker per kernel position; weights reloaded per kernel position
-  // (weight height 1, so the full coefficient load rate applies).
+  // One worklist entry per worker per kernel position; weights reloaded for every row pass and
+  // kernel column (at height 4 with 64-bit loads, above).
   // Each worker takes an equal contiguous share of the positions; with a known row width the
   // share is one worklist entry per row it touches.
   C slowest = ampnx1_worker(c, ceil_div(a.positions, w));

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "ipusim/tile/amp_weight_height.hpp"
 #include "ipusim/tile/reduce_plan.hpp"
 #include "ipusim/util/error.hpp"
 
@@ -694,7 +695,7 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   const Amp a = amp_of(c, in, partials);
   const u64 w = contexts(c);
   height = std::max<u64>(height, 1);
-  if ((height != 1 && height != 2 && height != 4) || a.weights % height != 0)
+  if (!valid_weight_height(height, a.weights))
     throw ModelError("tile model: amp_convnx1 weight height must be 1, 2 or 4");
   // Weight height h: weights / h input channels of h kernel rows per engine load.
   const u64 chans = a.weights / height;
@@ -733,8 +734,9 @@ SupBlock ampnx1_program(const ChipSpec& c, DType in, DType partials, u64 positio
   // (ipu-hardware.md §4 h_cost; no instruction listing is public, so the extra 31 and 45 are
   // charged as control steps of 6 and simple steps), and height 4 loads with ld64 (at most
   // 64 bits a cycle).
-  const u64 shuffle = height == 1 ? 0 : height == 2 ? 31 : 45;
-  if (height == 4 && (load_bits == 0 || load_bits > 64)) load_bits = 64;
+  const u64 shuffle = weight_height_setup(height) - weight_height_setup(1);
+  const u64 height4_bits = 8 * kHeight4LoadBytesPerCycle;
+  if (height == 4 && (load_bits == 0 || load_bits > height4_bits)) load_bits = height4_bits;
   SupBlock per_kx{simple(9 + shuffle % 6), control(3 + shuffle / 6),
                   weight_load(weight_bytes, load_bits), simple(3), run_cycles(kpos)};
   SupBlock per_ky{simple(2), control(1), loop(kw, per_kx)};
