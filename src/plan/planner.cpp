@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The conv and matmul planner (poplar-compiler.md §1.5): a bounded search over parallel splits
 // of conv groups, output rows, output channels and input channels, and serial splits when no
-// parallel plan fits, each costed with the simulator's codelet and exchange models.
+// parallel plan fits, each costed with the simulator's codelet models and exchange rates.
+// The objective is poplin's (ConvModel.cpp, addExchangeCycleEstimates and the total of
+// addEstimates): an exchange costs its bytes over the exchange rate, with no fixed overhead
+// and no sync, so a plan is chosen as Poplar would choose it; the simulator charges those fixed
+// costs when the plan runs (docs/kernels.md, "Planner cost model vs poplin").
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,11 +34,6 @@ std::vector<std::uint64_t> distinct_splits(std::uint64_t grains, std::uint64_t m
   return out;
 }
 
-// The fixed cost of one exchange: its overhead and the sync before it.
-std::uint64_t exchange_fixed(const ChipSpec& chip) {
-  return chip.exchange.fixed_overhead.count + chip.sync.internal_latency.count;
-}
-
 // The busiest tile's send time in one iteration's fetch exchange: its input and weight blocks.
 double fetch_send(const ChipSpec& chip, const Blocks& b) {
   return static_cast<double>(b.in_bytes + b.weight_bytes) / chip.exchange.bytes_per_cycle.value;
@@ -50,25 +49,23 @@ bool input_shares_bus(const ChipSpec& chip, const ConvPlan& p) {
 
 namespace {
 
-// One iteration's fetch exchange: its fixed cost and the larger of the busiest tile's receive
-// and send time, the input at the super-tile rate when input_shares_bus.
+// One iteration's fetch exchange: the larger of the busiest tile's receive and send time, the
+// input at the super-tile rate when input_shares_bus.
 std::uint64_t fetch_cycles(const ChipSpec& chip, const ConvPlan& p, const Blocks& b) {
   const double rate = chip.exchange.bytes_per_cycle.value;
   const double in_rate =
       input_shares_bus(chip, p) ? rate * chip.exchange.tiles_per_shared_bus : rate;
   const double receive =
       static_cast<double>(b.in_bytes) / in_rate + static_cast<double>(b.weight_bytes) / rate;
-  return exchange_fixed(chip) + ceil_cycles(std::max(receive, fetch_send(chip, b))).count;
+  return ceil_cycles(std::max(receive, fetch_send(chip, b))).count;
 }
 
 // Expected cycles of a plan: per iteration the fetch exchange (`fetch`, fetch_cycles), AMP
-// compute, (with an input-channel split) the reduction exchange and reduce compute, each
-// exchange with its sync, and (with a serial input split) the add of the iteration's outputs
-// into the accumulated output; times the serial count. Uses the simulator's own codelet models
-// and exchange rates.
+// compute, (with an input-channel split) the reduction exchange and reduce compute, and (with
+// a serial input split) the add of the iteration's outputs into the accumulated output; times
+// the serial count. Uses the simulator's own codelet models and exchange rates.
 std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
                        const Blocks& b, std::uint64_t fetch) {
-  const std::uint64_t fixed = exchange_fixed(chip);
   std::uint64_t cycles = fetch;
   const auto args = amp_args(a, s, p);
   cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
@@ -81,7 +78,7 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
       const std::uint64_t span = stride * fan_in;
       const std::uint64_t owned = b.reduce_outputs * ceil_div(p.in_split, span);
       const std::uint64_t group = std::min(fan_in, ceil_div(p.in_split, stride));
-      cycles += fixed + (Bytes{(group - 1) * owned * pb} / chip.exchange.bytes_per_cycle).count;
+      cycles += (Bytes{(group - 1) * owned * pb} / chip.exchange.bytes_per_cycle).count;
       cycles += cost::reduce(chip, trace::Op::kAdd, s.partials,
                              t + 1 == stages ? a.dtype : s.partials, owned, group)
                     .cycles;
@@ -103,7 +100,8 @@ namespace {
 // The one-off cost of the rearranged, transposed copies of the operands the pass reads
 // transposed: each of the plan's tiles receives its share of the operand (exchange) and
 // transposes it (cost::transpose: an element per cycle times poplin's 5/4 or 5/3), in one
-// extra superstep.
+// extra superstep (whose sync and exchange overhead the objective leaves out, as for every
+// exchange).
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   const std::uint64_t eb = trace::dtype_bytes(a.dtype);
   std::uint64_t elements = 0;
@@ -111,7 +109,7 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   if (a.transposed_weights) elements += a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans;
   if (elements == 0) return 0;
   const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
-  return exchange_fixed(chip) + (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
+  return (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
          cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
 }
 
@@ -222,7 +220,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
     // The range's smallest blocks (its input-channel split's buffers are not counted).
     const Blocks b = blocks_of(it, s, with_splits(base, sg, sr, so, si));
     if (b.in_bytes + b.weight_bytes + b.partial_bytes > budget) return true;
-    const std::uint64_t fetch = exchange_fixed(chip) + ceil_cycles(fetch_send(chip, b)).count;
+    const std::uint64_t fetch = ceil_cycles(fetch_send(chip, b)).count;
     return fetch * base.serial() > std::min(bound, best.estimated_cycles.count);
   };
   for (const Split& sg : upto(groups, chip.tiles))
@@ -261,6 +259,19 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 // parallel-only plan that fits; if none fits, the fastest plan with a serial split of the input
 // or the output channels (one kind, a divisor of the channel count, at most kMaxSerial) that
 // fits. `least` is lowered to the smallest per-tile buffer size of any candidate seen.
+// A lower bound on one serial iteration's estimate: its AMP vertex at the smallest block a
+// plan can give a tile (one group, one output position, one input and one output channel).
+// The vertex models never fall as a block grows from there (a worker's list of one position is
+// its cheapest, docs/codelets.md), and the other terms of an estimate are never negative.
+std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint32_t height) {
+  ConvPlan p;
+  p.rows_per_tile = p.in_per_tile = p.out_per_tile = 1;
+  p.weight_height = height;
+  cost::AmpConvArgs v = amp_args(a, shape_of(chip, a, height), p);
+  v.positions = v.width = 1;
+  return (uses_nx1(a) ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
+}
+
 ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                           std::uint32_t height, std::uint64_t& least) {
   ConvPlan base;
@@ -273,14 +284,15 @@ ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t
         (p.estimated_cycles == best.estimated_cycles && p.serial() < best.serial()))
       best = p;
   };
-  // Every iteration of a serial plan costs at least its fetch's fixed cost, so once d x that
-  // exceeds the best plan found no plan of d or more iterations can beat or tie it, and a
-  // candidate whose fetches alone exceed the best is skipped (best_plan's bound): the plan
-  // chosen is the one a search of every divisor finds.
+  // Every iteration of a serial plan costs at least least_iteration, so once d x that exceeds
+  // the best plan found no plan of d or more iterations can beat or tie it, and a candidate
+  // whose fetches alone exceed the best is skipped (best_plan's bound): the plan chosen is the
+  // one a search of every divisor finds.
+  const std::uint64_t floor = least_iteration(chip, a, height);
   const auto search = [&](const std::vector<std::uint64_t>& counts, bool in) {
     for (auto d : counts) {
       const bool found = best.rows_per_tile != 0;
-      if (found && d * exchange_fixed(chip) > best.estimated_cycles.count) break;
+      if (found && d * floor > best.estimated_cycles.count) break;
       const auto bound =
           found ? best.estimated_cycles.count : std::numeric_limits<std::uint64_t>::max();
       ConvPlan serial = base;

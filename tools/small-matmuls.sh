@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The small matmuls of issue 28, item 1 (docs/codelets.md "Small matmuls and FCs"): for each
+# M x K x N (M the batch rows of a fully connected layer), the plan `ipusim kernel matmul`
+# chooses, its estimate (poplin's objective: no fixed exchange or sync cost), and what the
+# simulated kernel spends where: the fetch exchange, the AMP vertex, the reduction stages, the
+# syncs, and how much of the total is fixed cost (90 cycles a sync, 100 an exchange, 12 a
+# compute set: configs/chips/gc200.yaml, docs/codelets.md). The last column runs the same
+# product with its operands swapped (C^T = B^T A^T: N rows, M output channels), the form
+# poplin tries first for a fully connected layer and ipusim does not plan yet.
+# Prints a Markdown table. Usage: tools/small-matmuls.sh [extra ipusim options, e.g. --set ...]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${IPUSIM_BUILD_DIR:-$root/build}/bin/ipusim"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+shapes=("16 96 4" "16 4 96" "16 1152 48" "16 48 1152" "4 1024 1024" "16 1024 1024"
+        "16 1024 2" "16 1280 1000" "16 2048 1000" "4 2048 1000")
+run() {  # M K N NAME: plan log and superstep table of one kernel
+  "$bin" kernel matmul --m "$1" --k "$2" --n "$3" --out "$tmp/$4.trace" --log-level info "${@:5}" \
+    2>"$tmp/$4.log" >/dev/null
+  "$bin" run "$tmp/$4.trace" --out "$tmp/$4" "${@:5}" >/dev/null
+}
+echo "| M x K x N | plan: tiles (out x in splits) | estimate | fetch | AMP vertex | reduction (exchange + compute) | syncs | simulated | fixed share | swapped N x K x M: tiles, simulated |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for s in "${shapes[@]}"; do
+  read -r m k n <<<"$s"
+  run "$m" "$k" "$n" a "$@"
+  run "$n" "$k" "$m" b "$@"
+  python3 - "$tmp" "$m" "$k" "$n" <<'PY'
+import csv, re, sys
+tmp, m, k, n = sys.argv[1], *sys.argv[2:]
+def plan(name):
+    log = open(f"{tmp}/{name}.log").read()
+    return re.search(r"plan of (\d+) tiles \(splits: \d+ groups x \d+ rows x (\d+) out x "
+                     r"(\d+) in\).*estimated (\d+) cycles", log).groups()
+def steps(name):
+    return list(csv.DictReader(open(f"{tmp}/{name}/supersteps.csv")))
+def total(rows):
+    return sum(int(r[c]) for r in rows for c in ("compute_cycles", "sync_cycles", "exchange_cycles"))
+tiles, out, ins, est = plan("a")
+rows = steps("a")
+# A superstep's exchange follows its compute set: the first (unnamed) one is the fetch, the
+# conv's and each reduce stage's but the last carry the next stage's partials.
+fetch = sum(int(r["exchange_cycles"]) for r in rows if r["step"] == "")
+moves = sum(int(r["exchange_cycles"]) for r in rows if r["step"] != "")
+amp = sum(int(r["compute_cycles"]) for r in rows if r["step"] == "conv")
+reduce = sum(int(r["compute_cycles"]) for r in rows if r["step"].startswith("reduce"))
+syncs = sum(int(r["sync_cycles"]) for r in rows)
+exchanges = sum(1 for r in rows if int(r["exchange_cycles"]) > 0)
+compute_sets = sum(1 for r in rows if r["step"] != "")
+fixed = syncs + 100 * exchanges + 12 * compute_sets
+tb, ob, ib, _ = plan("b")
+print(f"| {m} x {k} x {n} | {tiles} ({out} x {ins}) | {int(est):,} | {fetch:,} | {amp:,} | "
+      f"{moves:,} + {reduce:,} | {syncs} | {total(rows):,} | {100 * fixed / total(rows):.0f}% | "
+      f"{tb} ({ob} x {ib}), {total(steps('b')):,} |")
+PY
+done
