@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # The small matmuls of issue 28, item 1 (docs/codelets.md "Small matmuls and FCs"): for each
 # M x K x N (M the batch rows of a fully connected layer), the plan `ipusim kernel matmul`
-# chooses, its estimate (poplin's objective: no fixed exchange or sync cost), and what the
-# simulated kernel spends where: the fetch exchange, the AMP vertex, the reduction stages, the
-# syncs, and how much of the total is fixed cost (90 cycles a sync, 100 an exchange, 12 a
-# compute set: configs/chips/gc200.yaml, docs/codelets.md). The last column runs the same
-# product with its operands swapped (C^T = B^T A^T: N rows, M output channels), the form
-# poplin tries first for a fully connected layer and ipusim does not plan yet.
+# chooses (its splits of rows, output and input channels, and whether its operands are
+# swapped: C^T = B^T A^T, N rows and M output channels), its estimate (poplin's objective: no
+# fixed exchange or sync cost), and what the simulated kernel spends where: the fetch exchange,
+# the AMP vertex, the reduction stages, the syncs, and how much of the total is fixed cost (90
+# cycles a sync, 100 an exchange, 12 a compute set: configs/chips/gc200.yaml,
+# docs/codelets.md). The last column runs the unswapped product alone, as a 1x1 conv of M
+# one-pixel images (`ipusim kernel conv2d`, planned unswapped and charged no rearrangement).
 # Prints a Markdown table. Usage: tools/small-matmuls.sh [extra ipusim options, e.g. --set ...]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -17,29 +18,30 @@ trap 'rm -rf "$tmp"' EXIT
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 shapes=("16 96 4" "16 4 96" "16 1152 48" "16 48 1152" "4 1024 1024" "16 1024 1024"
         "16 1024 2" "16 1280 1000" "16 2048 1000" "4 2048 1000")
-run() {  # M K N NAME: plan log and superstep table of one kernel
-  "$bin" kernel matmul --m "$1" --k "$2" --n "$3" --out "$tmp/$4.trace" --log-level info "${@:5}" \
-    2>"$tmp/$4.log" >/dev/null
-  "$bin" run "$tmp/$4.trace" --out "$tmp/$4" "${@:5}" >/dev/null
+run() {  # NAME KERNEL OPTIONS...: plan log and superstep table of one kernel
+  "$bin" kernel "$2" "${@:3}" "${extra[@]}" --out "$tmp/$1.trace" --log-level info \
+    2>"$tmp/$1.log" >/dev/null
+  "$bin" run "$tmp/$1.trace" --out "$tmp/$1" "${extra[@]}" >/dev/null
 }
-echo "| M x K x N | plan: tiles (out x in splits) | estimate | fetch | AMP vertex | reduction (exchange + compute) | syncs | simulated | fixed share | swapped N x K x M: tiles, simulated |"
+extra=("$@")
+echo "| M x K x N | plan: tiles (rows x out x in), form | estimate | fetch | AMP vertex | reduction (exchange + compute) | syncs | simulated | fixed share | unswapped (a conv of M images): tiles, simulated |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for s in "${shapes[@]}"; do
   read -r m k n <<<"$s"
-  run "$m" "$k" "$n" a "$@"
-  run "$n" "$k" "$m" b "$@"
+  run a matmul --m "$m" --k "$k" --n "$n"
+  run b conv2d --batch "$m" --channels "$k" --height 1 --width 1 --filters "$n"
   python3 - "$tmp" "$m" "$k" "$n" <<'PY'
 import csv, re, sys
 tmp, m, k, n = sys.argv[1], *sys.argv[2:]
 def plan(name):
     log = open(f"{tmp}/{name}.log").read()
-    return re.search(r"plan of (\d+) tiles \(splits: \d+ groups x \d+ rows x (\d+) out x "
-                     r"(\d+) in\).*estimated (\d+) cycles", log).groups()
+    return re.search(r"plan of (\d+) tiles \(splits: \d+ groups x (\d+) rows x (\d+) out x "
+                     r"(\d+) in(, operands swapped)?\).*estimated (\d+) cycles", log).groups()
 def steps(name):
     return list(csv.DictReader(open(f"{tmp}/{name}/supersteps.csv")))
 def total(rows):
     return sum(int(r[c]) for r in rows for c in ("compute_cycles", "sync_cycles", "exchange_cycles"))
-tiles, out, ins, est = plan("a")
+tiles, rws, out, ins, swapped, est = plan("a")
 rows = steps("a")
 # A superstep's exchange follows its compute set: the first (unnamed) one is the fetch, the
 # conv's and each reduce stage's but the last carry the next stage's partials.
@@ -51,9 +53,10 @@ syncs = sum(int(r["sync_cycles"]) for r in rows)
 exchanges = sum(1 for r in rows if int(r["exchange_cycles"]) > 0)
 compute_sets = sum(1 for r in rows if r["step"] != "")
 fixed = syncs + 100 * exchanges + 12 * compute_sets
-tb, ob, ib, _ = plan("b")
-print(f"| {m} x {k} x {n} | {tiles} ({out} x {ins}) | {int(est):,} | {fetch:,} | {amp:,} | "
+tb, rb, ob, ib, _, _ = plan("b")
+form = "swapped" if swapped else "unswapped"
+print(f"| {m} x {k} x {n} | {tiles} ({rws} x {out} x {ins}), {form} | {int(est):,} | {fetch:,} | {amp:,} | "
       f"{moves:,} + {reduce:,} | {syncs} | {total(rows):,} | {100 * fixed / total(rows):.0f}% | "
-      f"{tb} ({ob} x {ib}), {total(steps('b')):,} |")
+      f"{tb} ({rb} x {ob} x {ib}), {total(steps('b')):,} |")
 PY
 done

@@ -201,6 +201,7 @@ int kernel_command(int argc, char** argv) {
     a.in_chans = need<U>(vm, "k", name);
     a.dtype = dt;
     a.groups = groups;
+    a.matmul = true;
     a.partials = partials_dt;
     a.coeff_load_bits = load_bits;
     t = planned(a);

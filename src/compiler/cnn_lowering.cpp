@@ -322,12 +322,7 @@ class CnnLowering {
 
   // An fc layer as a matmul: the batch x in channels times in x out channels.
   plan::ConvArgs fc_args(const Node& c) const {
-    plan::ConvArgs mm;
-    mm.height = n_;
-    mm.in_chans = c.in.c;
-    mm.out_chans = c.layer->out;
-    mm.dtype = m_.dtype;
-    return mm;
+    return IpuBuilder::matmul_args(n_, c.layer->out, c.in.c, m_.dtype);
   }
 
   // compiler::pend and compiler::flush (lowering.hpp) with this lowering's builder.

@@ -87,6 +87,7 @@ std::string args_key(const plan::ConvArgs& a) {
   if (a.coeff_load_bits != plan::ConvArgs{}.coeff_load_bits)
     key += fmt::format("_l{}", a.coeff_load_bits);
   if (a.channel_groups) key += "_cg";
+  if (a.matmul) key += "_mm";
   return key;
 }
 
@@ -281,12 +282,16 @@ void IpuBuilder::plan_ahead(const plan::ConvArgs& args, bool transposed_input,
 // A channel-grouped conv's weights are [k x k x in, groups x out] and its input [positions,
 // groups x in]; its plan is that of its combined groups (as_planned). A grouped matmul's
 // weights are its groups stacked, [(groups x in), out], as its weight gradient is.
+// A swapped plan's weights are its product's input and its input that product's weights, each
+// laid out in the product's axes (the transposed view).
 Layout IpuBuilder::weights_layout(const plan::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
   source.positions = (a.channel_groups ? 1 : a.groups) * a.kernel * a.kernel * a.in_chans;
   source.channels = (a.channel_groups ? a.groups : 1) * a.out_chans;
-  return plan_weight_layout(source, planned(a).plan, false);
+  const plan::ConvPlan& plan = planned(a).plan;
+  if (plan.swapped) return transposed_view(plan_input_layout(transposed_view(source), plan, false));
+  return plan_weight_layout(source, plan, false);
 }
 
 Layout IpuBuilder::input_layout(const plan::ConvArgs& a) {
@@ -294,7 +299,10 @@ Layout IpuBuilder::input_layout(const plan::ConvArgs& a) {
   source.dtype = a.dtype;
   source.positions = a.batch * a.height * a.width;
   source.channels = (a.channel_groups ? a.groups : 1) * a.in_chans;
-  return plan_input_layout(source, planned(a).plan, false);
+  const plan::ConvPlan& plan = planned(a).plan;
+  if (plan.swapped)
+    return transposed_view(plan_weight_layout(transposed_view(source), plan, false));
+  return plan_input_layout(source, plan, false);
 }
 
 void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
@@ -439,16 +447,26 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
   // makes a new tensor), then fetched from there. Plans with a serial split fetch every
   // operand from the plan's layout.
   const plan::ConvPlan& plan = p.plan;
+  // A swapped plan computes C^T = B^T A^T: its input is the weights operand and its weights the
+  // input operand, each in the transposed view of its layout (the flags go with the operand,
+  // as plan::swap_operands moves them).
+  const plan::ConvArgs e = plan.swapped ? plan::swap_operands(a) : a;
+  const auto view = [](const Operand& o) {
+    return Operand{o.layout ? std::optional<Layout>(transposed_view(*o.layout)) : std::nullopt,
+                   o.transposed};
+  };
+  const Operand in_e = plan.swapped ? view(weights) : input;
+  const Operand w_e = plan.swapped ? view(input) : weights;
   plan::FetchSources sources;
   std::string key = args_key(a);
   const std::size_t first_step = out.size();
-  for (const auto& [operand, is_input] : {std::pair{&input, true}, std::pair{&weights, false}}) {
+  for (const auto& [operand, is_input] : {std::pair{&in_e, true}, std::pair{&w_e, false}}) {
     if (!operand->layout || !rearrange_operands_) continue;
     const Layout& source = *operand->layout;
     if (!operand->transposed && plan.serial() == 1) {
       key += fmt::format("/{}_from_{}", is_input ? "in" : "w", layout_key(source));
       (is_input ? sources.input : sources.weights) =
-          is_input ? input_fetch(source, plan, a) : weight_fetch(source, plan);
+          is_input ? input_fetch(source, plan, e) : weight_fetch(source, plan);
       continue;
     }
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
@@ -494,6 +512,7 @@ plan::ConvArgs IpuBuilder::matmul_args(std::uint64_t m, std::uint64_t n, std::ui
   a.out_chans = n;
   a.in_chans = k;
   a.dtype = dt;
+  a.matmul = true;
   return a;
 }
 
@@ -518,8 +537,12 @@ plan::ConvArgs IpuBuilder::data_gradient_args(const plan::ConvArgs& fwd) {
 
 plan::ConvArgs IpuBuilder::weight_gradient_args(const plan::ConvArgs& fwd) {
   const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
-  return matmul_args(fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans, fwd.batch * field,
-                     fwd.dtype, fwd.groups);
+  // A conv's weight gradient is a conv pass (poplin's TRAINING_WU), a matmul's a matmul
+  // (FC_TRAINING_WU).
+  plan::ConvArgs w = matmul_args(fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans,
+                                 fwd.batch * field, fwd.dtype, fwd.groups);
+  w.matmul = fwd.matmul;
+  return w;
 }
 
 Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& w,
@@ -536,8 +559,10 @@ void IpuBuilder::weight_gradient(Steps& out, const plan::ConvArgs& fwd, const La
                                  const Layout& w, const Layout& g, bool update) {
   const auto pass = scope_pass(trace::Pass::kWeightGradient);
   const plan::ConvArgs m = weight_gradient_args(fwd);
-  Layout dw = matmul(out, m.height, m.out_chans, m.in_chans, m.dtype, Operand{x, true},
-                     Operand{g, false}, m.groups);
+  Layout dw = [&] {
+    const Scope scope(*this, stamp_for(trace::OpKind::kMatmul));  // lowered as a matmul
+    return conv(out, m, Operand{x, true}, Operand{g, false});
+  }();
   if (!update) return;
   // A channel-grouped conv's weights are [k x k x in, groups x out]; the grouped matmul's
   // result is [(groups x k x k x in), out].

@@ -110,8 +110,20 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
   return l;
 }
 
-Layout conv_output_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& a,
-                          const plan::ConvPlan& p) {
+Layout transposed_view(const Layout& l) {
+  Layout t = l;
+  std::swap(t.positions, t.channels);
+  std::swap(t.positions_per_tile, t.chans_per_tile);
+  t.channels_outer = !l.channels_outer;
+  return t;
+}
+
+Layout conv_output_layout(const ChipSpec& chip, const plan::ConvArgs& a, const plan::ConvPlan& p) {
+  if (p.swapped) {
+    plan::ConvPlan unswapped = p;
+    unswapped.swapped = false;
+    return transposed_view(conv_output_layout(chip, plan::swap_operands(a), unswapped));
+  }
   const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
   Layout l;
   l.dtype = a.dtype;

@@ -499,12 +499,7 @@ class TransformerLowering {
   // The patch tokens' rows of the token tensor (all but the class tokens), linearly mapped.
   Layout patch_rows() const { return b_.linear(m_.dtype, packs_ * m_.patches(), m_.hidden); }
   plan::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
-    plan::ConvArgs a;
-    a.height = m;
-    a.out_chans = n;
-    a.in_chans = k;
-    a.dtype = m_.dtype;
-    return a;
+    return IpuBuilder::matmul_args(m, n, k, m_.dtype);
   }
   // A channel slice [.., 0, width) of a layout (Q, K or V of the fused projection's output).
   static Layout slice(Layout l, std::uint64_t width) {

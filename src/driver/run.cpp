@@ -110,6 +110,8 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.in_split = p.plan.in_split;
     r.serial_in = p.plan.serial_in;
     r.serial_out = p.plan.serial_out;
+    r.weight_height = p.plan.weight_height;
+    r.swapped = p.plan.swapped;
     r.available_memory = p.available_memory;
     r.budget_bytes = p.budget_bytes;
     r.temporary_bytes = p.plan.bytes_per_tile.count;

@@ -224,6 +224,12 @@ class ConvEmitter {
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
                const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps,
                const FetchSources& sources) {
+  if (p.swapped) {
+    ConvPlan unswapped = p;
+    unswapped.swapped = false;
+    emit_conv(prog, prefix, chip, swap_operands(whole), unswapped, out_steps, sources);
+    return;
+  }
   require(p.serial() == 1 || (!sources.input && !sources.weights),
           "caller-supplied fetch sources need a plan without a serial split");
   require(whole.in_chans % p.serial_in == 0 && whole.out_chans % p.serial_out == 0 &&

@@ -95,23 +95,36 @@ std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
   return cost::transpose_factor(chip, a.dtype, a.in_chans * a.out_chans);
 }
 
-namespace {
+namespace {}  // namespace
 
-// The one-off cost of the rearranged, transposed copies of the operands the pass reads
-// transposed: each of the plan's tiles receives its share of the operand (exchange) and
-// transposes it (cost::transpose: an element per cycle times poplin's 5/4 or 5/3), in one
-// extra superstep (whose sync and exchange overhead the objective leaves out, as for every
-// exchange).
+// The one-off cost of the operands a plan rearranges (ConvModel.cpp,
+// addRearrangementAndPaddingCosts): those the pass reads transposed (a data-gradient pass's
+// weights, a weight-gradient pass's activations), and for a matmul planned unswapped, the form
+// its operands are not laid out for, its input, weights and output. Each of the plan's tiles
+// receives its share of each (exchange) and rearranges it (cost::transpose: an element per
+// cycle times poplin's 5/4 or 5/3, the output's factor from its channels alone). The transposed
+// reads run as an extra superstep (IpuBuilder::conv); an unswapped matmul's rearrangements are
+// in the objective only, so that the form is chosen as Poplar chooses it (docs/kernels.md).
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
-  const std::uint64_t eb = trace::dtype_bytes(a.dtype);
-  std::uint64_t elements = 0;
-  if (a.transposed_input) elements += a.groups * a.batch * a.height * a.width * a.in_chans;
-  if (a.transposed_weights) elements += a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans;
-  if (elements == 0) return 0;
-  const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
-  return (Bytes{per_tile * eb} / chip.exchange.bytes_per_cycle).count +
-         cost::transpose(chip, a.dtype, per_tile, transpose_factor(chip, a)).cycles;
+  const bool unswapped_matmul = swappable(a) && !p.swapped;
+  const auto operand = [&](std::uint64_t elements, std::uint64_t factor) -> std::uint64_t {
+    const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
+    return (Bytes{per_tile * trace::dtype_bytes(a.dtype)} / chip.exchange.bytes_per_cycle).count +
+           cost::transpose(chip, a.dtype, per_tile, factor).cycles;
+  };
+  const std::uint64_t factor = transpose_factor(chip, a);
+  std::uint64_t cycles = 0;
+  if (a.transposed_input || unswapped_matmul)
+    cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor);
+  if (a.transposed_weights || unswapped_matmul)
+    cycles += operand(a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans, factor);
+  if (unswapped_matmul)
+    cycles += operand(a.groups * a.batch * a.height * a.width * a.out_chans,
+                      cost::transpose_factor(chip, a.dtype, a.out_chans));
+  return cycles;
 }
+
+namespace {
 
 // One split of a dimension: the split count, the block size it gives (elements) and the
 // number of blocks (at most the count).
@@ -151,6 +164,18 @@ std::uint64_t fixed_memory(const ChipSpec& chip) {
 }
 
 }  // namespace
+
+bool swappable(const ConvArgs& a) {
+  return a.matmul && a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1 &&
+         a.groups == 1 && !a.channel_groups;
+}
+
+ConvArgs swap_operands(const ConvArgs& a) {
+  ConvArgs s = a;
+  std::swap(s.height, s.out_chans);
+  std::swap(s.transposed_input, s.transposed_weights);
+  return s;
+}
 
 ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& a) {
   if (!a.channel_groups || a.groups <= 1 || a.in_chans > 2) return a;
@@ -273,9 +298,10 @@ std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint
 }
 
 ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                          std::uint32_t height, std::uint64_t& least) {
+                          std::uint32_t height, bool swapped, std::uint64_t& least) {
   ConvPlan base;
   base.weight_height = height;
+  base.swapped = swapped;
   ConvPlan best = best_plan(chip, a, budget, base, least);
   if (best.rows_per_tile != 0) return best;
   auto consider = [&](const ConvPlan& p) {
@@ -320,19 +346,24 @@ std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& 
   return out;
 }
 
-// The fastest of plan_with_height's plans over the weight heights (ties: the smaller height).
+// The fastest of plan_with_height's plans over the weight heights (ties: the smaller height)
+// and, for a matmul, over both forms: swapped first, which wins a tie, as poplin tries it first
+// for matmuls (ConvPlan.cpp, getSwapOperandCandidates). A swapped plan's splits are those of
+// swap_operands(a).
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                      std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
               a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
           "conv dimensions must all be at least 1");
   ConvPlan best;
-  for (std::uint32_t h : weight_heights(chip, a)) {
-    const ConvPlan p = plan_with_height(chip, a, budget, h, least);
+  const auto consider = [&](const ConvPlan& p) {
     if (p.rows_per_tile != 0 &&
         (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles))
       best = p;
-  }
+  };
+  if (swappable(a)) consider(plan_with_height(chip, swap_operands(a), budget, 1, true, least));
+  for (std::uint32_t h : weight_heights(chip, a))
+    consider(plan_with_height(chip, a, budget, h, false, least));
   return best;
 }
 
@@ -390,7 +421,7 @@ std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
 }
 
 ConvBuffers conv_buffers(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
-  const ConvArgs it = iteration_args(a, p);
+  const ConvArgs it = iteration_args(p.swapped ? swap_operands(a) : a, p);
   const Shape s = shape_of(chip, it, p.weight_height);
   const Blocks b = blocks_of(it, s, p);
   ConvBuffers out;

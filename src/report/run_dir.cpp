@@ -265,7 +265,12 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string plan_path = dir + "/plan.csv";
   if (std::filesystem::exists(plan_path, ec)) {
-    Csv csv(plan_path, kMaxPlanCsvBytes, plan_header());
+    // Before weight_height and swapped (issue 28).
+    constexpr std::string_view kPlanHeaderBeforeSwap =
+        "ipu,layer,pass,op,name,shape,dtype,partials,vertex,amp,tiles,group_split,row_split,"
+        "out_split,in_split,serial_in,serial_out,available_memory_proportion,budget_bytes,"
+        "temporary_bytes,rearranged_bytes,estimated_cycles,simulated_cycles,rearrangement_cycles";
+    Csv csv(plan_path, kMaxPlanCsvBytes, plan_header(), {kPlanHeaderBeforeSwap});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       PlanRow p;
       std::size_t c = 0;
@@ -285,6 +290,14 @@ RunDir load_run_dir(const std::string& dir) {
       for (std::uint64_t* n : {&p.budget_bytes, &p.temporary_bytes, &p.rearranged_bytes,
                                &p.estimated_cycles, &p.simulated_cycles, &p.rearrangement_cycles})
         *n = csv.number<std::uint64_t>(i, c++);
+      if (csv.columns() > c) {
+        p.weight_height = csv.number<std::uint32_t>(i, c++);
+        const std::string& swapped = csv.text(i, c++);
+        if (swapped != "yes" && swapped != "no")
+          throw Error(fmt::format("{}:{}: column swapped: expected yes or no, found \"{}\"",
+                                  plan_path, i + 2, swapped));
+        p.swapped = swapped == "yes";
+      }
       r.plans.push_back(std::move(p));
     }
   }

@@ -426,7 +426,7 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
     plan_columns.insert("plan.csv:" + plan_header.substr(at, comma - at));
     at = comma + 1;
   }
-  EXPECT_EQ(plan_columns.size(), 24u);
+  EXPECT_EQ(plan_columns.size(), 26u);
   for (const auto& col : plan_columns) EXPECT_TRUE(documented.count(col)) << col;
   for (const auto& [path, unit] : documented)
     if (path.starts_with("plan.csv:")) EXPECT_TRUE(plan_columns.count(path)) << path;
@@ -1730,10 +1730,10 @@ TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
             "ipu,layer,pass,op,name,shape,dtype,partials,vertex,amp,tiles,group_split,row_split,"
             "out_split,in_split,serial_in,serial_out,available_memory_proportion,budget_bytes,"
             "temporary_bytes,rearranged_bytes,estimated_cycles,simulated_cycles,"
-            "rearrangement_cycles");
+            "rearrangement_cycles,weight_height,swapped");
   std::map<std::pair<std::string, std::string>, double> simulated;
   for (const auto& row : rows) {
-    ASSERT_EQ(row.size(), 24u);
+    ASSERT_EQ(row.size(), 26u);
     simulated[{row[1], row[2]}] += std::stod(row[22]);
     // Tiles used: the product of the parallel splits.
     EXPECT_EQ(std::stoul(row[10]),
@@ -1769,6 +1769,23 @@ TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
   EXPECT_EQ(row_of("b1/0/conv1", "forward")[8], "amp_conv1x1");
   EXPECT_EQ(row_of("fc", "forward")[3], "matmul");  // the fc layer
   EXPECT_EQ(row_of("fc", "forward")[5].substr(0, 2), "m=");
+  // Only a matmul's plans may swap its operands (the fc's; a conv's weight gradient, lowered as
+  // a matmul, is a conv pass), and only a spatial conv takes taller weights.
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row[25] == "no" || row[1] == "fc") << row[1] << " " << row[2];
+    EXPECT_TRUE(row[24] == "1" || row[8] == "amp_convnx1") << row[1] << " " << row[2];
+  }
+  // A run directory written before those two columns still reads (as 1 and no).
+  {
+    std::string old = read_all(dir.file("out/plan.csv"));
+    std::string rewritten;
+    std::istringstream lines(old);
+    for (std::string line; std::getline(lines, line);)
+      rewritten += line.substr(0, line.rfind(',', line.rfind(',') - 1)) + "\n";
+    std::ofstream(dir.file("out/plan.csv")) << rewritten;
+    const auto rep = ipusim("report " + dir.file("out"));
+    EXPECT_EQ(rep.status, 0) << rep.err;
+  }
   std::map<std::pair<std::string, std::string>, double> layer_total;
   for (const auto& row : read_csv(dir.file("out/layers.csv"), &header))
     layer_total[{row[1], row[2]}] = std::stod(row[13]);

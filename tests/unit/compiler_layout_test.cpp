@@ -92,6 +92,39 @@ TEST(CompilerLayout, ConvOutputKeepsThePlansBlocks) {
   EXPECT_EQ(conv_output_layout(chip, a, p).tiles(), 16u);
 }
 
+// A swapped matmul plan computes C^T (issue 28, item 1): its output, read as C, is the transposed
+// view of the swapped product's, on the same tiles. 16 x 64 x 1000 (M x K x N) swapped: 1000 rows
+// in 4 blocks of 250, 16 output channels in one block; C is [16 x 1000] with the 4 blocks of 250
+// columns on tiles 0-3, and no exchange moves it back.
+TEST(CompilerLayout, ASwappedMatmulsOutputIsTheTransposedViewOfItsProducts) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  plan::ConvArgs a;
+  a.height = 16;
+  a.in_chans = 64;
+  a.out_chans = 1000;
+  a.matmul = true;
+  plan::ConvPlan p;
+  p.swapped = true;
+  p.row_split = 4;
+  p.rows_per_tile = 250;
+  p.out_split = 1;
+  p.out_per_tile = 16;
+  p.in_per_tile = 64;
+  const Layout l = conv_output_layout(chip, a, p);
+  EXPECT_EQ(l.positions, 16u);
+  EXPECT_EQ(l.channels, 1000u);
+  EXPECT_EQ(l.positions_per_tile, 16u);
+  EXPECT_EQ(l.chans_per_tile, 250u);
+  EXPECT_EQ(l.tiles(), 4u);
+  for (std::uint64_t c = 0; c < 4; ++c) EXPECT_EQ(l.tile(0, c), c);
+  const Layout product = transposed_view(l);
+  EXPECT_EQ(product.positions, 1000u);
+  EXPECT_EQ(product.channels, 16u);
+  for (std::uint64_t r = 0; r < 4; ++r) EXPECT_EQ(product.tile(r, 0), l.tile(0, r));
+  EXPECT_EQ(transposed_view(product), l);
+  EXPECT_TRUE(rearrangement("none", l, transposed_view(transposed_view(l))).transfers.empty());
+}
+
 TEST(CompilerLayout, ElementwiseOnAConvOutputAddsNoExchange) {
   const ChipSpec chip = testing::gc200_by_hand();
   trace::IpuProgram program;

@@ -296,6 +296,80 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
   EXPECT_EQ(plan_conv(chip, a).weight_height, 1u);
 }
 
+// Issue 28, item 1: a matmul is also planned with its operands swapped, C^T = B^T A^T, the form
+// poplin lays a matmul's operands out for (ConvModel.cpp addRearrangementAndPaddingCosts: the
+// unswapped form rearranges input, weights and output). One tile, 16 x 16 x 64 half (M x K x N,
+// a batch-16 fully connected layer), 64-bit weight loads (L = 16 x 16 x 2 / 8 = 64), fast path
+// (c = 1), half partials:
+//  - swapped: 64 positions, 16 out (OG = 1): workers of 11 and 10 positions, 38 + 4 x 8 = 70 and
+//    66, inner = max(6 x 70, 6 x 66 + 14) = 420; vertex = 50 + 13 + 11 + (18 + 7 + 64 + 420) = 583;
+//  - unswapped: 16 positions, 64 out (OG = 4): workers of 3 and 2 positions, 38 and 41,
+//    inner = max(6 x 38, 6 x 41 + 14) = 260; vertex = 50 + 13 + 11 + 4 x (18 + 7 + 64 + 260) =
+//    1470.
+// Both fetch A (512 B) and B (2048 B): 2560 / 4 = 640 cycles. The swapped plan is 640 + 583;
+// the unswapped one, planned as a conv of 16 one-pixel images (the form a conv's operands are
+// laid out for), 640 + 1470.
+TEST(Planner, AMatmulIsPlannedWithItsOperandsSwappedWhenThatIsCheaper) {
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  ConvArgs a = matmul_args(16, 64, 16);
+  a.matmul = true;
+  const ConvArgs s = swap_operands(a);
+  EXPECT_EQ(s.height, 64u);
+  EXPECT_EQ(s.out_chans, 16u);
+  EXPECT_EQ(s.in_chans, 16u);
+  cost::AmpConvArgs v;
+  v.positions = 64;
+  v.in_chans = 16;
+  v.out_chans = 16;
+  v.width = 1;
+  v.coeff_load_bits = 64;
+  ASSERT_EQ(cost::amp_conv1x1(chip, v).cycles, 583u);
+  v.positions = 16;
+  v.out_chans = 64;
+  ASSERT_EQ(cost::amp_conv1x1(chip, v).cycles, 1470u);
+  const ConvPlan p = plan_conv(chip, a);
+  EXPECT_TRUE(p.swapped);
+  EXPECT_EQ(p.estimated_cycles.count, 640u + 583);
+  EXPECT_EQ(p.rows_per_tile, 64u);  // the swapped product's rows: the matmul's N
+  EXPECT_EQ(p.out_per_tile, 16u);
+  ConvArgs conv = a;
+  conv.matmul = false;  // a conv is planned as it is
+  EXPECT_FALSE(swappable(conv));
+  const ConvPlan q = plan_conv(chip, conv);
+  EXPECT_FALSE(q.swapped);
+  EXPECT_EQ(q.estimated_cycles.count, 640u + 1470);
+  // The kernel runs the swapped product: one vertex of 64 positions and 16 output channels,
+  // with the matmul's FLOPs.
+  const trace::Trace t = kernels::matmul(chip, 16, 64, 16, DType::kHalf);
+  const auto& vx = t.ipus[0].compute_sets[0].vertices.at(0);
+  EXPECT_EQ(vx.params[sl::kAmpPositions], 64);
+  EXPECT_EQ(vx.params[sl::kAmpOutChans], 16);
+  EXPECT_EQ(amp_flops(t.ipus[0], t.ipus[0].steps), std::uint64_t{2} * 16 * 16 * 64);
+}
+
+// An unswapped matmul's plan carries poplin's rearrangement of its input, weights and output
+// (ConvModel.cpp addRearrangementAndPaddingCosts): for each, its share per tile over the exchange
+// rate, plus an element a cycle times 5/4 (channels a multiple of the vector width) and a
+// six-worker copy call (288). One tile, 16 x 16 x 16 half: three operands of 256 elements, each
+// 512 B / 4 = 128 + ceil(256 x 5/4) = 320 + 288: 3 x 736 = 2208 cycles. A swapped plan, or a
+// conv's plan, carries none; with the compute of both forms equal, the swapped form is chosen.
+TEST(Planner, AnUnswappedMatmulPaysPoplinsRearrangementOfItsOperands) {
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  ConvArgs a = matmul_args(16, 16, 16);
+  a.matmul = true;
+  ConvPlan p;
+  p.rows_per_tile = p.out_per_tile = p.in_per_tile = 16;
+  EXPECT_EQ(rearrangement_cycles(chip, a, p), 2208u);
+  p.swapped = true;
+  EXPECT_EQ(rearrangement_cycles(chip, swap_operands(a), p), 0u);
+  ConvArgs conv = a;
+  conv.matmul = false;
+  p.swapped = false;
+  EXPECT_EQ(rearrangement_cycles(chip, conv, p), 0u);
+  EXPECT_TRUE(plan_conv(chip, a).swapped);
+  EXPECT_EQ(plan_conv(chip, a).estimated_cycles, plan_conv(chip, conv).estimated_cycles);
+}
+
 TEST(Planner, InputBlocksShareTheExchangeBusAsPoplibsEstimatesIt) {
   // popops ExchangeEstimator.cpp: the rate doubles when the consecutive tiles receiving the
   // same data (the out_split) are a multiple of the 2 tiles of a bus, or are every tile used.

@@ -61,9 +61,14 @@ struct Layout {
 Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t positions,
                      std::uint64_t channels);
 
+// The same tile mapping with positions and channels exchanged (the blocks and their tiles
+// unchanged): a [positions x channels] layout read as [channels x positions].
+Layout transposed_view(const Layout& l);
+
 // The output of a planned conv or matmul (plan::emit_conv): out-channel blocks of the
 // plan's out_per_tile channels innermost; each row block's positions, further cut into
-// in_split chunks when partial sums are reduce-scattered over the input-channel split.
+// in_split chunks when partial sums are reduce-scattered over the input-channel split. A
+// swapped plan computes C^T: its output is the transposed view of that product's.
 Layout conv_output_layout(const ChipSpec& chip, const plan::ConvArgs& args,
                           const plan::ConvPlan& plan);
 
@@ -85,8 +90,8 @@ Layout channel_view(const Layout& grouped, std::uint64_t groups);
 // order.
 Layout group_norm_view(const Layout& x, std::uint64_t samples, std::uint64_t groups);
 
-// The input a planned conv wants (createInput, §1.7): its row blocks by in-channel blocks,
-// each block held once (by the block's first out-channel tile).
+// The input an unswapped planned conv wants (createInput, §1.7): its row blocks by in-channel
+// blocks, each block held once (by the block's first out-channel tile).
 Layout conv_input_layout(const ChipSpec& chip, const plan::ConvArgs& args,
                          const plan::ConvPlan& plan);
 

@@ -44,7 +44,21 @@ struct ConvArgs {
   // Bits per supervisor weight load into the AMP engines: 64, Poplar's default
   // (use128BitConvUnitLoad = false, poplar-compiler.md §1.3), or 128.
   std::uint32_t coeff_load_bits = 64;
+  // A matmul (poplin's NONE_MATMUL and fully connected passes), not a conv: Poplar lays its
+  // operands out for the swapped form, C^T = B^T A^T, so that form needs no rearrangement and
+  // the unswapped one does (ConvModel.cpp, addRearrangementAndPaddingCosts). A conv's weight
+  // gradient lowered as a matmul is a conv pass (false).
+  bool matmul = false;
 };
+
+// Whether the planner also tries the product with its operands swapped (poplin's swapOperands
+// transform, poplar-compiler.md §1.2): a matmul (ConvArgs::matmul) of one group. poplin tries
+// both forms for every conv and matmul; ipusim tries the swapped form for matmuls only, where
+// it is the form their operands are laid out for.
+bool swappable(const ConvArgs& a);
+// The same product with its operands swapped, C^T = B^T A^T: rows and output channels
+// exchanged, and each operand's flags (read transposed) going with it.
+ConvArgs swap_operands(const ConvArgs& a);
 
 // The partials type a conv accumulates in: float for float inputs, else args.partials.
 inline trace::DType partials_of(const ConvArgs& a) {
@@ -71,6 +85,9 @@ struct ConvPlan {
   // weights / weight_height channels of weight_height kernel rows, and the kernel height is
   // padded to a multiple of it (docs/codelets.md, amp_convnx1).
   std::uint32_t weight_height = 1;
+  // The plan is for swap_operands(args): its splits and block sizes are those of the swapped
+  // product (rows = the matmul's N, output channels = its M), and its output is C^T.
+  bool swapped = false;
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
 };
@@ -90,6 +107,10 @@ ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& args);
 // tiles: a lone tile has no partner). An odd run leaves some pairs split between two blocks,
 // so the busiest tile receives at the single rate (as the exchange model charges it).
 bool input_shares_bus(const ChipSpec& chip, const ConvPlan& plan);
+
+// The one-off rearrangement a plan's estimate carries (poplin's addRearrangementAndPaddingCosts):
+// the operands `a` reads transposed, and an unswapped matmul's input, weights and output.
+std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& plan);
 
 // poplin's empirical factor on the transposed copy of an operand of `a`
 // (cost::transpose_factor of its in x out channels per conv group).
