@@ -689,13 +689,23 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       }
       return vs;
     };
+    // A compute set of reduce vertices; a reduction to one value that popops splits over the
+    // workers takes a second compute set and sync for its second stage
+    // (plan::split_scalar_reductions).
+    auto reduce_step = [&](const std::string& name, std::vector<trace::Vertex> vertices) {
+      trace::ComputeSet cs{name, std::move(vertices)};
+      trace::ComputeSet second = plan::split_scalar_reductions(chip_, cs, name + "/second_stage");
+      steps.push_back(make_step(StepKind::kCompute, add_compute_set(name, std::move(cs.vertices))));
+      if (second.vertices.empty()) return;
+      steps.push_back(make_step(StepKind::kSync));
+      steps.push_back(
+          make_step(StepKind::kCompute, add_compute_set(second.name, std::move(second.vertices))));
+    };
     std::vector<std::uint32_t> all;
     for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
-    steps.push_back(make_step(
-        StepKind::kCompute,
-        add_compute_set(key + "/local", over(all, l.dtype, inputs,
-                                             over_positions ? trace::ReduceLayout::kStrided
-                                                            : trace::ReduceLayout::kContinuous))));
+    reduce_step(key + "/local", over(all, l.dtype, inputs,
+                                     over_positions ? trace::ReduceLayout::kStrided
+                                                    : trace::ReduceLayout::kContinuous));
     steps.push_back(make_step(StepKind::kSync));
     // Partials are float between tiles (poplar-compiler.md §2.2).
     const std::uint64_t partial_bytes = outputs * 4;
@@ -720,10 +730,8 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       }
       if (ex.transfers.empty()) continue;
       steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
-      steps.push_back(make_step(
-          StepKind::kCompute,
-          add_compute_set(fmt::format("{}/stage{}", key, stage),
-                          over(leaders, DType::kFloat, most, trace::ReduceLayout::kStrided))));
+      reduce_step(fmt::format("{}/stage{}", key, stage),
+                  over(leaders, DType::kFloat, most, trace::ReduceLayout::kStrided));
       steps.push_back(make_step(StepKind::kSync));
     }
     if (broadcast) {

@@ -506,8 +506,17 @@ C continuous_reduce_worker(const ChipSpec& chip, DType in, C outputs, C inputs) 
 
 }  // namespace
 
+std::uint64_t scalar_reduce_split(const ChipSpec& chip, trace::Op op, trace::DType in,
+                                  std::uint64_t inputs) {
+  const C vw = vector_width(chip, in);
+  return tile::scalar_reduce_pieces(inputs, workers(chip).get(),
+                                    (op == Op::kAdd ? 2 : 1) * vw.get(), vw.get())
+      .size();
+}
+
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
-                  std::uint64_t outputs, std::uint64_t inputs, trace::ReduceLayout layout) {
+                  std::uint64_t outputs, std::uint64_t inputs, trace::ReduceLayout layout,
+                  bool first_stage) {
   if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin) {
     throw ModelError("reduce: operator '" + op_name(op) +
                      "' is not a reduction "
@@ -517,7 +526,8 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
   if (outputs == 1 && inputs > 1) {
     // One output: popops' scalar-output reduction, split over the workers in pieces
     // (tile::scalar_reduce_pieces), then, with more than one piece, a second stage reducing
-    // the pieces' results on one worker. Each stage holds the tile for W x its slowest
+    // the pieces' results on one worker, unless that stage is a vertex of the next compute set
+    // (`first_stage`, as popops runs it). Each stage holds the tile for W x its slowest
     // worker's cycles (the barrel).
     const C vw = vector_width(chip, in);
     const auto pieces =
@@ -526,7 +536,8 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
     for (const std::uint64_t n : pieces)
       slowest = std::max(slowest, scalar_reduce_worker(chip, op, in, out, n));
     C cycles = w * slowest;
-    if (pieces.size() > 1) cycles += w * scalar_reduce_worker(chip, op, out, out, pieces.size());
+    if (pieces.size() > 1 && !first_stage)
+      cycles += w * scalar_reduce_worker(chip, op, out, out, pieces.size());
     VertexCost cost;
     cost.cycles = cycles.get();
     cost.flops = inputs - 1;
@@ -889,7 +900,8 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
       return reduce(chip, op_at(v, s::kReduceOp), dtype_at(v, s::kReduceIn),
                     dtype_at(v, s::kReduceOut), count_at(v, s::kReduceOutputs),
                     count_at(v, s::kReduceInputs),
-                    static_cast<trace::ReduceLayout>(count_at(v, s::kReduceLayout)));
+                    static_cast<trace::ReduceLayout>(count_at(v, s::kReduceLayout)),
+                    count_at(v, s::kReduceFirstStage) != 0);
     case Codelet::kUnary:
       return unary(chip, op_at(v, s::kEltOp), dtype_at(v, s::kEltDType), count_at(v, s::kEltN));
     case Codelet::kBinary:

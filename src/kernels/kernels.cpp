@@ -118,8 +118,16 @@ trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t i
     v.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
     v.params[sl::kReduceLayout] = static_cast<std::int64_t>(layout);
   });
+  // A reduction to one value split over the workers runs its second stage in a compute set of
+  // its own, as the compiler's do.
+  trace::ComputeSet second = plan::split_scalar_reductions(chip, cs, "reduce_second_stage");
   prog.compute_sets.push_back(std::move(cs));
   prog.steps = {make_step(trace::StepKind::kCompute, 0)};
+  if (!second.vertices.empty()) {
+    prog.compute_sets.push_back(std::move(second));
+    prog.steps.push_back(make_step(trace::StepKind::kSync));
+    prog.steps.push_back(make_step(trace::StepKind::kCompute, 1));
+  }
   return t;
 }
 

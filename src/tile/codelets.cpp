@@ -417,8 +417,10 @@ constexpr u64 kAccBytes = 16;  // 128-bit accumulators, ipu-hardware.md §4 Redu
 // tile::scalar_reduce_pieces each reduced by one worker (9 set-up bundles, an rpt of one
 // accumulator's loads per loop, 5 to read the accumulators out and handle the remainder one
 // element a bundle, 3 to sum them, 5 more to convert a non-float output, exit), then with more
-// than one piece a second run in which one worker reduces the pieces' results.
-SupBlock scalar_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 inputs) {
+// than one piece (and not `first_stage` only) a second run in which one worker reduces the
+// pieces' results.
+SupBlock scalar_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 inputs,
+                               bool first_stage) {
   const u64 w = contexts(c);
   auto worker = [&](DType from, u64 n) {
     const ReduceVector v = reduce_vector(op == Op::kAdd, eb(from), vec_bytes(c), kAccBytes);
@@ -439,7 +441,7 @@ SupBlock scalar_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u6
   std::vector<WorkerProgram> first;
   for (const u64 n : pieces) first.push_back(worker(in, n));
   SupBlock block{run(std::move(first), 1, 0)};  // worker vertices: no supervisor code
-  if (pieces.size() > 1) {
+  if (pieces.size() > 1 && !first_stage) {
     std::vector<WorkerProgram> second;
     second.push_back(worker(out, pieces.size()));
     block.push_back(run(std::move(second), 1, 0));
@@ -482,12 +484,12 @@ SupBlock popops_reduce_program(const ChipSpec& c, Op op, DType in, DType out, u6
 }
 
 SupBlock reduce_program(const ChipSpec& c, Op op, DType in, DType out, u64 outputs, u64 inputs,
-                        trace::ReduceLayout layout) {
+                        trace::ReduceLayout layout, bool first_stage) {
   if (op != Op::kAdd && op != Op::kMul && op != Op::kMax && op != Op::kMin)
     throw ModelError("tile model: reduce: operator is not a reduction");
   const u64 w = contexts(c);
   const u64 acc = std::max<u64>(kAccBytes / eb(in), 1);
-  if (outputs == 1 && inputs > 1) return scalar_reduce_program(c, op, in, out, inputs);
+  if (outputs == 1 && inputs > 1) return scalar_reduce_program(c, op, in, out, inputs, first_stage);
   if (layout != trace::ReduceLayout::kPartialSums)
     return popops_reduce_program(c, op, in, out, outputs, inputs, layout);
   const u64 groups = (outputs + acc - 1) / acc;
@@ -846,7 +848,8 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
       return reduce_program(chip, op_at(v, s::kReduceOp), dtype_at(v, s::kReduceIn),
                             dtype_at(v, s::kReduceOut), count_at(v, s::kReduceOutputs),
                             count_at(v, s::kReduceInputs),
-                            static_cast<trace::ReduceLayout>(count_at(v, s::kReduceLayout)));
+                            static_cast<trace::ReduceLayout>(count_at(v, s::kReduceLayout)),
+                            count_at(v, s::kReduceFirstStage) != 0);
     case Codelet::kUnary:
       return unary_program(chip, op_at(v, s::kEltOp), dtype_at(v, s::kEltDType),
                            count_at(v, s::kEltN));

@@ -102,6 +102,21 @@ constexpr ParamSpec reduce_layout_param() {
   p.late = true;
   return p;
 }
+// One output (docs/codelets.md "reduce"): the vertex is only the first stage of popops'
+// two-stage scalar reduction, whose pieces' results a reduce of the next compute set adds; added
+// late in version 3, older traces read as 0 (both stages in the vertex).
+constexpr ParamSpec reduce_first_stage_param() {
+  ParamSpec p{"first_stage",
+              ParamKind::kInt,
+              0,
+              1,
+              0,
+              "with outputs 1: 1 if the vertex is only the first stage of popops' two-stage "
+              "scalar reduction (the next compute set reduces the workers' pieces), 0 if it "
+              "runs both stages"};
+  p.late = true;
+  return p;
+}
 constexpr ParamSpec kReduceParams[] = {
     op_param("op", kAdd, "reduction operator: add or max"),
     dtype_param("in", kFloat, "partials element type"),
@@ -109,6 +124,7 @@ constexpr ParamSpec kReduceParams[] = {
     int_param("outputs", 1, std::nullopt, "values produced"),
     int_param("inputs", 1, std::nullopt, "partials reduced into each output"),
     reduce_layout_param(),
+    reduce_first_stage_param(),
 };
 constexpr ParamSpec kUnaryParams[] = {
     op_param("op", std::nullopt,
@@ -223,6 +239,7 @@ static_assert(kDotParams[slot::kDotCount].name == "count");
 static_assert(kReduceParams[slot::kReduceInputs].name == "inputs");
 static_assert(kReduceParams[slot::kReduceOut].name == "out");
 static_assert(kReduceParams[slot::kReduceLayout].name == "layout");
+static_assert(kReduceParams[slot::kReduceFirstStage].name == "first_stage");
 static_assert(kUnaryParams[slot::kEltN].name == "n");
 static_assert(kBinaryParams[slot::kEltOp].name == "op");
 static_assert(kScaledAddParams[slot::kScaledAddN].name == "n");

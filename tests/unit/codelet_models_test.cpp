@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "ipusim/kernels/kernels.hpp"
 #include "ipusim/tile/reduce_plan.hpp"
 #include "ipusim/util/error.hpp"
 #include "test_chips.hpp"
@@ -386,6 +387,40 @@ TEST(CodeletReduce, OneOutputIsSplitOverTheWorkersAsPopopsDoes) {
   EXPECT_EQ(tile::scalar_reduce_pieces(1000, 6, 8, 4),
             (std::vector<std::uint64_t>{168, 168, 168, 168, 164, 164}));
   EXPECT_EQ(tile::scalar_reduce_pieces(3, 6, 8, 4), (std::vector<std::uint64_t>{3}));
+  EXPECT_EQ(scalar_reduce_split(gc200_by_hand(), Op::kAdd, DType::kHalf, 1000), 6u);
+  // popops runs the second stage in a compute set of its own: a vertex marked as the first
+  // stage costs 6 * 62 = 372, and the second stage is a reduce of the 6 floats, 6 * 22 = 132.
+  EXPECT_EQ(reduce(gc200_by_hand(), Op::kAdd, DType::kHalf, DType::kFloat, 1, 1000,
+                   trace::ReduceLayout::kPartialSums, /*first_stage=*/true)
+                .cycles,
+            372u);
+  EXPECT_EQ(reduce(gc200_by_hand(), Op::kAdd, DType::kFloat, DType::kFloat, 1, 6).cycles, 132u);
+}
+
+// The reduce kernel and the compiler split a reduction to one value as popops does
+// (ReductionConnection.cpp, connectTwoStageReductions): the first stage's vertex, a sync, and
+// the "Reduce_Second_Stage" compute set reducing the 6 pieces' results (in the output type).
+// 1,000 halves to one half: stage 1 6 * 67 (the 164-half pieces: 17 + 41 + 4 + 5 to convert),
+// stage 2 6 * (17 + 2 * 6 / 8 + 6 + 5) = 6 * 29; each compute set + 12, the sync 90:
+// 414 + 90 + 186 = 690 cycles (one vertex was 12 + 402 + 174 = 588).
+TEST(CodeletReduce, AReductionToOneValueRunsItsSecondStageInAComputeSetOfItsOwn) {
+  const ChipSpec chip = gc200_by_hand();
+  const trace::Trace t = kernels::reduce(chip, 1, 1000, DType::kHalf);
+  const auto& prog = t.ipus[0];
+  ASSERT_EQ(prog.compute_sets.size(), 2u);
+  ASSERT_EQ(prog.steps.size(), 3u);
+  EXPECT_EQ(prog.steps[1].kind, trace::StepKind::kSync);
+  namespace sl = trace::slot;
+  const trace::Vertex& first = prog.compute_sets[0].vertices.at(0);
+  const trace::Vertex& second = prog.compute_sets[1].vertices.at(0);
+  EXPECT_EQ(first.params[sl::kReduceFirstStage], 1);
+  EXPECT_EQ(second.params[sl::kReduceInputs], 6);
+  EXPECT_EQ(second.params[sl::kReduceOutputs], 1);
+  EXPECT_EQ(second.params[sl::kReduceFirstStage], 0);
+  EXPECT_EQ(vertex_cost(chip, first).cycles, 6u * 67);
+  EXPECT_EQ(vertex_cost(chip, second).cycles, 6u * 29);
+  // A reduction the workers do not split (3 halves: one piece) stays one compute set.
+  EXPECT_EQ(kernels::reduce(chip, 1, 3, DType::kHalf).ipus[0].compute_sets.size(), 1u);
 }
 
 TEST(CodeletReduce, StridedAndContinuousAsPopopsEstimatesThem) {

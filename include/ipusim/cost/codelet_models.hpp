@@ -49,7 +49,12 @@ VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std
                std::uint64_t count);
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
                   std::uint64_t outputs, std::uint64_t inputs,
-                  trace::ReduceLayout layout = trace::ReduceLayout::kPartialSums);
+                  trace::ReduceLayout layout = trace::ReduceLayout::kPartialSums,
+                  bool first_stage = false);
+// The pieces popops splits a reduction of `inputs` partials to one value into, one per worker
+// (tile::scalar_reduce_pieces): with more than one, a second stage reduces their results.
+std::uint64_t scalar_reduce_split(const ChipSpec& chip, trace::Op op, trace::DType in,
+                                  std::uint64_t inputs);
 VertexCost unary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);
 VertexCost binary(const ChipSpec& chip, trace::Op op, trace::DType dtype, std::uint64_t n);
 VertexCost scaled_add(const ChipSpec& chip, trace::DType dtype, std::uint64_t n);

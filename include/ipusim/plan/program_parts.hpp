@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Small builders of program pieces shared by the conv emitter and the reference kernels: a
-// step, and a count of items spread over tiles as one or two vertex groups.
+// Small builders of program pieces shared by the conv emitter, the reference kernels and the
+// compiler: a step, a count of items spread over tiles as one or two vertex groups, and the
+// second compute set of popops' two-stage scalar reductions.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
+#include "ipusim/config/chip_spec.hpp"
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::plan {
@@ -47,5 +50,14 @@ void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp,
     cs.vertices.push_back(v);
   }
 }
+
+// popops runs a reduction to one value that it splits over the workers in two compute sets
+// (ReductionConnection.cpp, connectTwoStageReductions: the second is "Reduce_Second_Stage"),
+// each with its own sync. Marks each reduce vertex of `cs` with one output and more than one
+// piece (cost::scalar_reduce_split) as its first stage only, and returns the compute set
+// `name` of their second stages: per such vertex, on its tiles, a reduce of its pieces' results
+// (in its output type). The returned compute set has no vertices when none needs one.
+trace::ComputeSet split_scalar_reductions(const ChipSpec& chip, trace::ComputeSet& cs,
+                                          std::string name);
 
 }  // namespace ipusim::plan

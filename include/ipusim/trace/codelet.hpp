@@ -142,7 +142,7 @@ inline constexpr std::size_t kAmpNx1WeightHeight = 10;
 inline constexpr std::size_t kDotIn = 0, kDotPartials = 1, kDotLength = 2, kDotCount = 3;
 // reduce
 inline constexpr std::size_t kReduceOp = 0, kReduceIn = 1, kReduceOut = 2, kReduceOutputs = 3,
-                             kReduceInputs = 4, kReduceLayout = 5;
+                             kReduceInputs = 4, kReduceLayout = 5, kReduceFirstStage = 6;
 // unary / binary / scaled_add
 inline constexpr std::size_t kEltOp = 0, kEltDType = 1, kEltN = 2;
 inline constexpr std::size_t kScaledAddDType = 0, kScaledAddN = 1;
