@@ -46,21 +46,25 @@ constexpr u64 kAmpNx1Tag = 9;   // ConvPartialnx1 per-kernel-position tag, ipu-h
 // ("half with 16 engines"), ipu-hardware.md §3 rule 6 and §4.
 constexpr u64 kAmpFastHalfEngines = 16;
 
-// ConvPartial1x1Out worker, n >= 3 positions: base + core x (n - 3) (ipu-hardware.md §4).
-constexpr u64 kAmp1x1BaseHalfFast = 37;      // half in, float partials or 16 engines (§4 "37-38")
-constexpr u64 kAmp1x1HalfPartialsExtra = 1;  // reading of §4 "37-38": +1 for half partials
-constexpr u64 kAmp1x1BaseHalf8Engine = 41;   // 8-engine half->half path, ipu-hardware.md §4
-constexpr u64 kAmp1x1BaseFloat = 46;         // float->float path, ipu-hardware.md §4
-// n < 3 special cases, half in (ipu-hardware.md §4: "n = 0, 1, 2 special-cased (~21, 32, 41)").
-constexpr u64 kAmp1x1SmallHalf[3] = {21, 32, 41};
-// n < 3, float in: ESTIMATE. §4 gives none; n=0 as half (no AMP work), n=1,2 = half value plus
-// the float-minus-half difference of the nx1 f(n) table (33-29 = 4, 44-33 = 11).
-constexpr u64 kAmp1x1SmallFloat[3] = {21, 36, 52};
-// Output zeroing on the first input-channel group, slow paths only: 2 + z x n (§4; z = 2 half
-// partials, 4 float partials). The fast path zeroes through the AMP ($FP_CLR) at no cost.
-constexpr u64 kAmp1x1ZeroBase = 2;         // ipu-hardware.md §4 "(2 + z·n)"
-constexpr u64 kAmp1x1ZeroPerPosHalf = 2;   // ipu-hardware.md §4 z for half partials
-constexpr u64 kAmp1x1ZeroPerPosFloat = 4;  // ipu-hardware.md §4 z for float partials
+// ConvPartial1x1Out worker (poplibs PerformanceEstimation.hpp,
+// getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat; ipu-hardware.md §4), per worklist
+// entry of n positions. The "common" path (half in with 16 engines or float partials) zeroes
+// through the AMP ($FP_CLR): n = 0, 1, 2 cost 20, 31, 40 + (1 zeroing | 2), n >= 3
+// (37 zeroing | 38) + core x (n - 3). The other paths (8-engine half->half, float) cost
+// n = 0 24; n = 1 39 | 47 (half | float); n = 2 40 | 46; n >= 3 41 | 46 + core x (n - 3); and
+// zeroing adds 2 + z x n for n >= 1.
+constexpr u64 kAmp1x1CommonSmall[3] = {20, 31, 40};
+constexpr u64 kAmp1x1CommonSmallZeroing = 1, kAmp1x1CommonSmallNoZeroing = 2;
+constexpr u64 kAmp1x1CommonBaseZeroing = 37, kAmp1x1CommonBaseNoZeroing = 38;
+constexpr u64 kAmp1x1OtherEmpty = 24;
+constexpr u64 kAmp1x1HalfSmall[2] = {39, 40}, kAmp1x1FloatSmall[2] = {47, 46};
+constexpr u64 kAmp1x1BaseHalf8Engine = 41, kAmp1x1BaseFloat = 46;
+// zeroCyclesPerGroup: 8 for float in with 16 engines, else 4 for float partials, else 2.
+constexpr u64 kAmp1x1ZeroBase = 2;
+constexpr u64 kAmp1x1ZeroPerPosFloat16 = 8, kAmp1x1ZeroPerPosFloat = 4, kAmp1x1ZeroPerPosHalf = 2;
+// State retention on the common half path (conv1x1WorkerRetentionSavings): each worker entry
+// costs 7 fewer cycles, and the supervisor pays W x (7 + 3 x (IG x CG - 1)) once a vertex.
+constexpr u64 kAmp1x1RetentionWorker = 7, kAmp1x1RetentionPerInGroup = 3;
 // ConvPartial1x1Out supervisor outer loop (ipu-hardware.md §4 "Outer ~ 50 + ...").
 constexpr u64 kAmp1x1OuterBase = 50;     // supervisor non-loop overhead, §4
 constexpr u64 kAmp1x1PerConvGroup = 12;  // per conv group (+c), §4
@@ -270,31 +274,34 @@ AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials,
   return c;
 }
 
-// Worker cycles of one ConvPartial1x1Out worklist entry of n positions.
+// Worker cycles of one ConvPartial1x1Out worklist entry of n positions (the constants above).
 C amp1x1_worker(const AmpConfig& c, C n, bool zeroing) {
-  C cycles = 0;
-  if (n < 3) {
-    cycles = c.half_in ? kAmp1x1SmallHalf[n.get()] : kAmp1x1SmallFloat[n.get()];
-  } else {
-    C base = kAmp1x1BaseFloat;
-    if (c.half_in) {
-      base = c.fast ? kAmp1x1BaseHalfFast + (c.half_partials ? kAmp1x1HalfPartialsExtra : 0)
-                    : kAmp1x1BaseHalf8Engine;
-    }
-    cycles = base + c.core * (n - 3);
+  if (c.fast) {
+    const C cycles =
+        n < 3 ? kAmp1x1CommonSmall[n.get()] +
+                    (zeroing ? kAmp1x1CommonSmallZeroing : kAmp1x1CommonSmallNoZeroing)
+              : (zeroing ? kAmp1x1CommonBaseZeroing : kAmp1x1CommonBaseNoZeroing) + c.core * (n - 3);
+    return cycles - kAmp1x1RetentionWorker;
   }
-  if (zeroing && !c.fast) {
-    const C z = c.half_partials ? kAmp1x1ZeroPerPosHalf : kAmp1x1ZeroPerPosFloat;
+  if (n == 0) return kAmp1x1OtherEmpty;
+  C cycles = n < 3 ? (c.half_in ? kAmp1x1HalfSmall : kAmp1x1FloatSmall)[n.get() - 1]
+                   : (c.half_in ? kAmp1x1BaseHalf8Engine : kAmp1x1BaseFloat) + c.core * (n - 3);
+  if (zeroing) {
+    const C z = !c.half_in && c.engines == kAmpFastHalfEngines ? kAmp1x1ZeroPerPosFloat16
+                : !c.half_partials                              ? kAmp1x1ZeroPerPosFloat
+                                                                : kAmp1x1ZeroPerPosHalf;
     cycles += kAmp1x1ZeroBase + z * n;
   }
   return cycles;
 }
 
 // Tile cycles of the worker phase of one pass: positions split over W as evenly as possible.
+// The slowest and fastest workers are the dearer and cheaper of the two share sizes (a worker
+// of 2 positions costs more than one of 3), as the estimator takes the max and min over them.
 C amp1x1_inner(const AmpConfig& c, C w, C positions, bool zeroing) {
-  const C slowest = amp1x1_worker(c, ceil_div(positions, w), zeroing);
-  const C fastest = amp1x1_worker(c, positions / w, zeroing);
-  return barrel(w, slowest, fastest, kAmp1x1Tag);
+  const C big = amp1x1_worker(c, ceil_div(positions, w), zeroing);
+  const C small = amp1x1_worker(c, positions / w, zeroing);
+  return barrel(w, std::max(big, small), std::min(big, small), kAmp1x1Tag);
 }
 
 // ConvPartialnx1 worklist entry of n positions for one kernel position: 3 + f(n) - 9 (§4).
@@ -355,7 +362,9 @@ VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
   const C ig = at_least_one(ceil_div(a.in_chans, c.weights));
   const C og = at_least_one(ceil_div(a.out_chans, c.engines));
   const C passes = 1;  // outChansPerGroup = engines, so one pass per output group
-  const C cc = c.fast ? 1 : 0;
+  // The common code path's outer-loop constants ("c"): half in with 16 engines, or float
+  // partials (float in included).
+  const C cc = c.fast || !c.half_partials ? 1 : 0;
   const C inner_nz = amp1x1_inner(c, w, a.positions, false);
   const C inner_z = amp1x1_inner(c, w, a.positions, true);
   const C L = c.coeff_load;
@@ -367,8 +376,10 @@ VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a) {
                                                         passes * (kAmp1x1PassZero + L + inner_z));
   const C per_conv_group = kAmp1x1PerConvGroup + cc + other_in_groups + zeroing_in_group;
 
+  const C retention =
+      c.fast ? w * (kAmp1x1RetentionWorker + kAmp1x1RetentionPerInGroup * (ig * cg - 1)) : C(0);
   VertexCost cost;
-  cost.cycles = C(kAmp1x1OuterBase + cg * per_conv_group).get();
+  cost.cycles = C(kAmp1x1OuterBase + retention + cg * per_conv_group).get();
   cost.flops = (C(2) * a.positions * a.in_chans * a.out_chans * cg).get();
   return cost;
 }

@@ -634,10 +634,14 @@ void amp_zero(WorkerProgram& p, const Amp& a, u64 n) {
 }
 
 // ConvPartial1x1 worker: 11 set-up bundles (worker id, worklist entry loads, pointers,
-// strides, empty test, accumulator clear or zero test), the stream, exit.
+// strides, empty test, accumulator clear or zero test), the stream, exit. On the common path
+// the workers retain their state between runs (poplibs conv1x1WorkerRetentionSavings): 7 of the
+// set-up bundles are done once a vertex and 3 once an input group (amp1x1_program), so a run
+// costs 4.
+constexpr u64 kAmp1x1Retained = 7, kAmp1x1RetainedPerInGroup = 3;
 WorkerProgram amp1x1_worker(const Amp& a, u64 n, bool zeroing) {
   WorkerProgram p;
-  overhead(p, a.fast ? 11 : 12);
+  overhead(p, a.fast ? 11 - kAmp1x1Retained : 12);
   if (zeroing && !a.fast) amp_zero(p, a, n);
   amp_stream(p, a, n, zeroing);
   exit_worker(p);
@@ -664,15 +668,20 @@ SupBlock amp1x1_program(const ChipSpec& c, DType in, DType partials, u64 positio
                     simple(zeroing ? 1 : 0),
                     run(std::move(ws), 2, 1)};
   };
-  const u64 cc = a.fast ? 1 : 0;
+  // The common outer-loop path ("c"): half in with 16 engines, or float partials.
+  const u64 cc = a.fast || !a.half_partials ? 1 : 0;
+  // The retained worker state, W x (7 + 3 x (IG x CG - 1)) cycles of the estimator's: W x 4
+  // once and W x 3 in every input group.
+  const u64 retained_per_group = a.fast ? w * kAmp1x1RetainedPerInGroup : 0;
+  const u64 retained_once = a.fast ? w * (kAmp1x1Retained - kAmp1x1RetainedPerInGroup) : 0;
   // Input groups: the last one zeroes (or clears) the partials, the others accumulate; each
   // loop's brnzdec is charged by loop().
-  SupBlock zero_group{simple(5), loop(og, out_group(true))};
-  SupBlock other_group{simple(4 - cc), control(1), loop(og, out_group(false))};
+  SupBlock zero_group{simple(5 + retained_per_group), loop(og, out_group(true))};
+  SupBlock other_group{simple(4 - cc + retained_per_group), control(1), loop(og, out_group(false))};
   SupBlock conv_group{simple(cc), control(2), loop(ig - 1, other_group)};
   for (auto& s : zero_group) conv_group.push_back(s);
   // Vertex state: 8 independent + 7 dependent loads.
-  return {simple(8), control(7), loop(cg, conv_group)};
+  return {simple(8 + retained_once), control(7), loop(cg, conv_group)};
 }
 
 // ConvPartialnx1 worker for one kernel position: 17 set-up bundles (+1 to pack half partials),
