@@ -277,10 +277,10 @@ AmpConfig amp_config(const ChipSpec& chip, DType in, DType partials,
 // Worker cycles of one ConvPartial1x1Out worklist entry of n positions (the constants above).
 C amp1x1_worker(const AmpConfig& c, C n, bool zeroing) {
   if (c.fast) {
-    const C cycles =
-        n < 3 ? kAmp1x1CommonSmall[n.get()] +
-                    (zeroing ? kAmp1x1CommonSmallZeroing : kAmp1x1CommonSmallNoZeroing)
-              : (zeroing ? kAmp1x1CommonBaseZeroing : kAmp1x1CommonBaseNoZeroing) + c.core * (n - 3);
+    const C cycles = n < 3 ? kAmp1x1CommonSmall[n.get()] +
+                                 (zeroing ? kAmp1x1CommonSmallZeroing : kAmp1x1CommonSmallNoZeroing)
+                           : (zeroing ? kAmp1x1CommonBaseZeroing : kAmp1x1CommonBaseNoZeroing) +
+                                 c.core * (n - 3);
     return cycles - kAmp1x1RetentionWorker;
   }
   if (n == 0) return kAmp1x1OtherEmpty;
@@ -288,8 +288,8 @@ C amp1x1_worker(const AmpConfig& c, C n, bool zeroing) {
                    : (c.half_in ? kAmp1x1BaseHalf8Engine : kAmp1x1BaseFloat) + c.core * (n - 3);
   if (zeroing) {
     const C z = !c.half_in && c.engines == kAmpFastHalfEngines ? kAmp1x1ZeroPerPosFloat16
-                : !c.half_partials                              ? kAmp1x1ZeroPerPosFloat
-                                                                : kAmp1x1ZeroPerPosHalf;
+                : !c.half_partials                             ? kAmp1x1ZeroPerPosFloat
+                                                               : kAmp1x1ZeroPerPosHalf;
     cycles += kAmp1x1ZeroBase + z * n;
   }
   return cycles;
