@@ -88,6 +88,7 @@ std::string args_key(const plan::ConvArgs& a) {
     key += fmt::format("_l{}", a.coeff_load_bits);
   if (a.channel_groups) key += "_cg";
   if (a.matmul) key += "_mm";
+  if (a.weight_update) key += "_wu";
   return key;
 }
 
@@ -542,6 +543,7 @@ plan::ConvArgs IpuBuilder::weight_gradient_args(const plan::ConvArgs& fwd) {
   plan::ConvArgs w = matmul_args(fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans,
                                  fwd.batch * field, fwd.dtype, fwd.groups);
   w.matmul = fwd.matmul;
+  w.weight_update = !fwd.matmul;
   return w;
 }
 

@@ -106,7 +106,12 @@ namespace {}  // namespace
 // reads run as an extra superstep (IpuBuilder::conv); an unswapped matmul's rearrangements are
 // in the objective only, so that the form is chosen as Poplar chooses it (docs/kernels.md).
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
-  const bool unswapped_matmul = swappable(a) && !p.swapped;
+  const bool unswapped = swappable(a) && !p.swapped;
+  const bool unswapped_matmul = unswapped && a.matmul;
+  // A weight update's output is rearranged unless swapped (its input and weights are in both
+  // forms, so they do not move the choice and are left out, the activations' transposed copy
+  // apart).
+  const bool unswapped_update = unswapped && a.weight_update;
   const auto operand = [&](std::uint64_t elements, std::uint64_t factor) -> std::uint64_t {
     const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
     return (Bytes{per_tile * trace::dtype_bytes(a.dtype)} / chip.exchange.bytes_per_cycle).count +
@@ -118,7 +123,7 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
     cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor);
   if (a.transposed_weights || unswapped_matmul)
     cycles += operand(a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans, factor);
-  if (unswapped_matmul)
+  if (unswapped_matmul || unswapped_update)
     cycles += operand(a.groups * a.batch * a.height * a.width * a.out_chans,
                       cost::transpose_factor(chip, a.dtype, a.out_chans));
   return cycles;
@@ -166,8 +171,8 @@ std::uint64_t fixed_memory(const ChipSpec& chip) {
 }  // namespace
 
 bool swappable(const ConvArgs& a) {
-  return a.matmul && a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1 &&
-         a.groups == 1 && !a.channel_groups;
+  return (a.matmul || a.weight_update) && a.batch == 1 && a.width == 1 && a.kernel == 1 &&
+         a.stride == 1 && a.groups == 1 && !a.channel_groups;
 }
 
 ConvArgs swap_operands(const ConvArgs& a) {
@@ -347,9 +352,9 @@ std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& 
 }
 
 // The fastest of plan_with_height's plans over the weight heights (ties: the smaller height)
-// and, for a matmul, over both forms: swapped first, which wins a tie, as poplin tries it first
-// for matmuls (ConvPlan.cpp, getSwapOperandCandidates). A swapped plan's splits are those of
-// swap_operands(a).
+// and, where swappable, over both forms in poplin's order, the first winning a tie: swapped
+// first for a matmul, unswapped first for a conv's weight update (ConvPlan.cpp,
+// getSwapOperandCandidates). A swapped plan's splits are those of swap_operands(a).
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                      std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
@@ -361,9 +366,13 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
         (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles))
       best = p;
   };
-  if (swappable(a)) consider(plan_with_height(chip, swap_operands(a), budget, 1, true, least));
+  const auto swapped = [&] {
+    consider(plan_with_height(chip, swap_operands(a), budget, 1, true, least));
+  };
+  if (swappable(a) && a.matmul) swapped();
   for (std::uint32_t h : weight_heights(chip, a))
     consider(plan_with_height(chip, a, budget, h, false, least));
+  if (swappable(a) && !a.matmul) swapped();
   return best;
 }
 

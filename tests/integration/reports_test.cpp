@@ -1769,10 +1769,11 @@ TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
   EXPECT_EQ(row_of("b1/0/conv1", "forward")[8], "amp_conv1x1");
   EXPECT_EQ(row_of("fc", "forward")[3], "matmul");  // the fc layer
   EXPECT_EQ(row_of("fc", "forward")[5].substr(0, 2), "m=");
-  // Only a matmul's plans may swap its operands (the fc's; a conv's weight gradient, lowered as
-  // a matmul, is a conv pass), and only a spatial conv takes taller weights.
+  // Only a matmul's plans (the fc's) and a conv's weight gradient (lowered as a matmul) may swap
+  // their operands, and only a spatial conv takes taller weights.
   for (const auto& row : rows) {
-    EXPECT_TRUE(row[25] == "no" || row[1] == "fc") << row[1] << " " << row[2];
+    EXPECT_TRUE(row[25] == "no" || row[1] == "fc" || row[2] == "weight_gradient")
+        << row[1] << " " << row[2];
     EXPECT_TRUE(row[24] == "1" || row[8] == "amp_convnx1") << row[1] << " " << row[2];
   }
   // A run directory written before those two columns still reads (as 1 and no).

@@ -369,6 +369,15 @@ TEST(Planner, AnUnswappedMatmulPaysPoplinsRearrangementOfItsOperands) {
   EXPECT_EQ(rearrangement_cycles(chip, conv, p), 0u);
   EXPECT_TRUE(plan_conv(chip, a).swapped);
   EXPECT_EQ(plan_conv(chip, a).estimated_cycles, plan_conv(chip, conv).estimated_cycles);
+  // A conv's weight update (poplin's TRAINING_WU) rearranges only its output unless swapped:
+  // 736. It too is planned swapped here.
+  ConvArgs update = conv;
+  update.weight_update = true;
+  EXPECT_TRUE(swappable(update));
+  EXPECT_EQ(rearrangement_cycles(chip, update, p), 736u);
+  p.swapped = true;
+  EXPECT_EQ(rearrangement_cycles(chip, swap_operands(update), p), 0u);
+  EXPECT_TRUE(plan_conv(chip, update).swapped);
 }
 
 TEST(Planner, InputBlocksShareTheExchangeBusAsPoplibsEstimatesIt) {

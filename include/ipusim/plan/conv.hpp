@@ -47,14 +47,18 @@ struct ConvArgs {
   // A matmul (poplin's NONE_MATMUL and fully connected passes), not a conv: Poplar lays its
   // operands out for the swapped form, C^T = B^T A^T, so that form needs no rearrangement and
   // the unswapped one does (ConvModel.cpp, addRearrangementAndPaddingCosts). A conv's weight
-  // gradient lowered as a matmul is a conv pass (false).
+  // gradient lowered as a matmul is a conv pass (false): weight_update.
   bool matmul = false;
+  // A conv's weight-gradient pass lowered as a matmul (poplin's TRAINING_WU): poplin
+  // rearranges its output unless its operands are swapped (addRearrangementAndPaddingCosts:
+  // a weight update's output "should be swapped"), so it too is planned in both forms.
+  bool weight_update = false;
 };
 
 // Whether the planner also tries the product with its operands swapped (poplin's swapOperands
-// transform, poplar-compiler.md §1.2): a matmul (ConvArgs::matmul) of one group. poplin tries
-// both forms for every conv and matmul; ipusim tries the swapped form for matmuls only, where
-// it is the form their operands are laid out for.
+// transform, poplar-compiler.md §1.2): a matmul or a conv's weight update (ConvArgs::matmul,
+// weight_update) of one group. poplin tries both forms for every conv and matmul; ipusim tries
+// the swapped form where poplin charges the unswapped one a rearrangement, so it can win.
 bool swappable(const ConvArgs& a);
 // The same product with its operands swapped, C^T = B^T A^T: rows and output channels
 // exchanged, and each operand's flags (read transposed) going with it.
