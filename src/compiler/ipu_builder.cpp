@@ -451,7 +451,7 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
   // A swapped plan computes C^T = B^T A^T: its input is the weights operand and its weights the
   // input operand, each in the transposed view of its layout (the flags go with the operand,
   // as plan::swap_operands moves them).
-  const plan::ConvArgs e = plan.swapped ? plan::swap_operands(a) : a;
+  const plan::ConvArgs e = plan::planned_product(a, plan);
   const auto view = [](const Operand& o) {
     return Operand{o.layout ? std::optional<Layout>(transposed_view(*o.layout)) : std::nullopt,
                    o.transposed};
@@ -692,16 +692,10 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       return vs;
     };
     // A compute set of reduce vertices; a reduction to one value that popops splits over the
-    // workers takes a second compute set and sync for its second stage
-    // (plan::split_scalar_reductions).
+    // workers takes a second compute set and sync for its second stage (plan::add_reduction).
     auto reduce_step = [&](const std::string& name, std::vector<trace::Vertex> vertices) {
-      trace::ComputeSet cs{name, std::move(vertices)};
-      trace::ComputeSet second = plan::split_scalar_reductions(chip_, cs, name + "/second_stage");
-      steps.push_back(make_step(StepKind::kCompute, add_compute_set(name, std::move(cs.vertices))));
-      if (second.vertices.empty()) return;
-      steps.push_back(make_step(StepKind::kSync));
-      steps.push_back(
-          make_step(StepKind::kCompute, add_compute_set(second.name, std::move(second.vertices))));
+      plan::add_reduction(chip_, program_, {name, std::move(vertices)}, name + "/second_stage",
+                          steps);
     };
     std::vector<std::uint32_t> all;
     for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());

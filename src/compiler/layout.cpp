@@ -118,12 +118,9 @@ Layout transposed_view(const Layout& l) {
   return t;
 }
 
-Layout conv_output_layout(const ChipSpec& chip, const plan::ConvArgs& a, const plan::ConvPlan& p) {
-  if (p.swapped) {
-    plan::ConvPlan unswapped = p;
-    unswapped.swapped = false;
-    return transposed_view(conv_output_layout(chip, plan::swap_operands(a), unswapped));
-  }
+Layout conv_output_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& args,
+                          const plan::ConvPlan& p) {
+  const plan::ConvArgs a = plan::planned_product(args, p);
   const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
   Layout l;
   l.dtype = a.dtype;
@@ -132,7 +129,7 @@ Layout conv_output_layout(const ChipSpec& chip, const plan::ConvArgs& a, const p
   l.channels = a.out_chans;
   l.chans_per_tile = p.out_per_tile * p.serial_out;  // a serial split's slices stay together
   l.positions_per_tile = ceil_div(p.groups_per_tile * p.rows_per_tile * out_w, p.in_split);
-  return l;
+  return p.swapped ? transposed_view(l) : l;  // a swapped plan's product is C^T
 }
 
 Layout conv_input_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& a,

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ipusim/cost/tile_timing.hpp"
 #include "ipusim/tile/amp_weight_height.hpp"
@@ -474,16 +475,16 @@ VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std
 
 namespace {
 
-// Worker cycles of popops' SCALAR_OUTPUT_SINGLE_INPUT vertex over n partials
-// (getCyclesEstimateForSingleInput): an add loads one 128-bit accumulator's worth (8 half, 4
-// float) in two 64-bit loads a loop, other operators one vector a cycle; one cycle per
-// element of the remainder.
 // The vector loop of popops' reduce vertices over `in` elements (tile::reduce_vector).
 tile::ReduceVector reduce_vector(const ChipSpec& chip, bool add, DType in) {
   vector_width(chip, in);  // a datapath narrower than one element is an error
   return tile::reduce_vector(add, bytes_of(in), chip.datapath_width.count, kReduceAccumulatorBytes);
 }
 
+// Worker cycles of popops' SCALAR_OUTPUT_SINGLE_INPUT vertex over n partials
+// (getCyclesEstimateForSingleInput): an add loads one 128-bit accumulator's worth (8 half, 4
+// float) in two 64-bit loads a loop, other operators one vector a cycle; one cycle per
+// element of the remainder.
 C scalar_reduce_worker(const ChipSpec& chip, Op op, DType in, DType out, C n) {
   const tile::ReduceVector v = reduce_vector(chip, op == Op::kAdd, in);
   return kScalarReduceFixed + C(v.loads) * n / v.per_loop() + n % v.per_loop() +
@@ -517,12 +518,22 @@ C continuous_reduce_worker(const ChipSpec& chip, DType in, C outputs, C inputs) 
 
 }  // namespace
 
-std::uint64_t scalar_reduce_split(const ChipSpec& chip, trace::Op op, trace::DType in,
-                                  std::uint64_t inputs) {
+namespace {
+
+// The workers' pieces of a reduction of `inputs` partials to one value (tile::scalar_reduce_pieces:
+// an add takes two vectors an operation).
+std::vector<std::uint64_t> scalar_reduce_pieces(const ChipSpec& chip, Op op, DType in,
+                                                std::uint64_t inputs) {
   const C vw = vector_width(chip, in);
   return tile::scalar_reduce_pieces(inputs, workers(chip).get(),
-                                    (op == Op::kAdd ? 2 : 1) * vw.get(), vw.get())
-      .size();
+                                    (op == Op::kAdd ? 2 : 1) * vw.get(), vw.get());
+}
+
+}  // namespace
+
+std::uint64_t scalar_reduce_split(const ChipSpec& chip, trace::Op op, trace::DType in,
+                                  std::uint64_t inputs) {
+  return scalar_reduce_pieces(chip, op, in, inputs).size();
 }
 
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,
@@ -540,9 +551,7 @@ VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DT
     // the pieces' results on one worker, unless that stage is a vertex of the next compute set
     // (`first_stage`, as popops runs it). Each stage holds the tile for W x its slowest
     // worker's cycles (the barrel).
-    const C vw = vector_width(chip, in);
-    const auto pieces =
-        tile::scalar_reduce_pieces(inputs, w.get(), (op == Op::kAdd ? 2 : 1) * vw.get(), vw.get());
+    const auto pieces = scalar_reduce_pieces(chip, op, in, inputs);
     C slowest = 0;
     for (const std::uint64_t n : pieces)
       slowest = std::max(slowest, scalar_reduce_worker(chip, op, in, out, n));

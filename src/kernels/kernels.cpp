@@ -120,14 +120,7 @@ trace::Trace reduce(const ChipSpec& chip, std::uint64_t outputs, std::uint64_t i
   });
   // A reduction to one value split over the workers runs its second stage in a compute set of
   // its own, as the compiler's do.
-  trace::ComputeSet second = plan::split_scalar_reductions(chip, cs, "reduce_second_stage");
-  prog.compute_sets.push_back(std::move(cs));
-  prog.steps = {make_step(trace::StepKind::kCompute, 0)};
-  if (!second.vertices.empty()) {
-    prog.compute_sets.push_back(std::move(second));
-    prog.steps.push_back(make_step(trace::StepKind::kSync));
-    prog.steps.push_back(make_step(trace::StepKind::kCompute, 1));
-  }
+  plan::add_reduction(chip, prog, std::move(cs), "reduce_second_stage", prog.steps);
   return t;
 }
 

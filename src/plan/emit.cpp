@@ -222,14 +222,9 @@ class ConvEmitter {
 }  // namespace
 
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
-               const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps,
+               const ConvArgs& args, const ConvPlan& p, std::vector<trace::Step>& out_steps,
                const FetchSources& sources) {
-  if (p.swapped) {
-    ConvPlan unswapped = p;
-    unswapped.swapped = false;
-    emit_conv(prog, prefix, chip, swap_operands(whole), unswapped, out_steps, sources);
-    return;
-  }
+  const ConvArgs whole = planned_product(args, p);
   require(p.serial() == 1 || (!sources.input && !sources.weights),
           "caller-supplied fetch sources need a plan without a serial split");
   require(whole.in_chans % p.serial_in == 0 && whole.out_chans % p.serial_out == 0 &&

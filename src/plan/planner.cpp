@@ -95,8 +95,6 @@ std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
   return cost::transpose_factor(chip, a.dtype, a.in_chans * a.out_chans);
 }
 
-namespace {}  // namespace
-
 // The one-off cost of the operands a plan rearranges (ConvModel.cpp,
 // addRearrangementAndPaddingCosts): those the pass reads transposed (a data-gradient pass's
 // weights, a weight-gradient pass's activations), and for a matmul planned unswapped, the form
@@ -285,10 +283,6 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   return best;
 }
 
-// The plan for one budget and weight height (poplar-compiler.md §1.5 step 1): the fastest
-// parallel-only plan that fits; if none fits, the fastest plan with a serial split of the input
-// or the output channels (one kind, a divisor of the channel count, at most kMaxSerial) that
-// fits. `least` is lowered to the smallest per-tile buffer size of any candidate seen.
 // A lower bound on one serial iteration's estimate: its AMP vertex at the smallest block a
 // plan can give a tile (one group, one output position, one input and one output channel).
 // The vertex models never fall as a block grows from there (a worker's list of one position is
@@ -302,6 +296,11 @@ std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint
   return (uses_nx1(a) ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
 }
 
+// The plan for one budget, weight height and form (`swapped`: `a` is then swap_operands of the
+// conv's arguments) (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan that fits;
+// if none fits, the fastest plan with a serial split of the input or the output channels (one
+// kind, a divisor of the channel count, at most kMaxSerial) that fits. `least` is lowered to
+// the smallest per-tile buffer size of any candidate seen.
 ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                           std::uint32_t height, bool swapped, std::uint64_t& least) {
   ConvPlan base;
@@ -430,7 +429,7 @@ std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
 }
 
 ConvBuffers conv_buffers(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
-  const ConvArgs it = iteration_args(p.swapped ? swap_operands(a) : a, p);
+  const ConvArgs it = iteration_args(planned_product(a, p), p);
   const Shape s = shape_of(chip, it, p.weight_height);
   const Blocks b = blocks_of(it, s, p);
   ConvBuffers out;

@@ -7,10 +7,10 @@
 
 namespace ipusim::plan {
 
-trace::ComputeSet split_scalar_reductions(const ChipSpec& chip, trace::ComputeSet& cs,
-                                          std::string name) {
+void add_reduction(const ChipSpec& chip, trace::IpuProgram& program, trace::ComputeSet cs,
+                   const std::string& second_name, std::vector<trace::Step>& steps) {
   namespace sl = trace::slot;
-  trace::ComputeSet second{std::move(name), {}};
+  trace::ComputeSet second{second_name, {}};
   for (trace::Vertex& v : cs.vertices) {
     if (v.codelet != trace::Codelet::kReduce || v.params[sl::kReduceOutputs] != 1) continue;
     const auto op = static_cast<trace::Op>(v.params[sl::kReduceOp]);
@@ -26,7 +26,15 @@ trace::ComputeSet split_scalar_reductions(const ChipSpec& chip, trace::ComputeSe
     s.params[sl::kReduceFirstStage] = 0;
     second.vertices.push_back(s);
   }
-  return second;
+  const auto add = [&](trace::ComputeSet c) {
+    program.compute_sets.push_back(std::move(c));
+    steps.push_back(make_step(trace::StepKind::kCompute,
+                              static_cast<std::uint32_t>(program.compute_sets.size() - 1)));
+  };
+  add(std::move(cs));
+  if (second.vertices.empty()) return;
+  steps.push_back(make_step(trace::StepKind::kSync));
+  add(std::move(second));
 }
 
 }  // namespace ipusim::plan

@@ -96,6 +96,12 @@ struct ConvPlan {
   std::uint32_t serial() const { return serial_in * serial_out; }
 };
 
+// The product a plan computes: swap_operands(args) for a swapped plan, else args. Its splits and
+// block sizes are this product's.
+inline ConvArgs planned_product(const ConvArgs& args, const ConvPlan& plan) {
+  return plan.swapped ? swap_operands(args) : args;
+}
+
 // Poplar's "combine conv groups" transform (poplar-compiler.md §1.2, step 7): a channel-grouped
 // conv with 1 or 2 input channels per group packs F groups into one with F x the input and
 // output channels (the weights block-diagonal, padded with zeros), so the AMP's input grain
@@ -131,17 +137,17 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args, std::uint64_t bud
 
 // Appends a planned conv to `program`: its compute sets and exchanges (named with `prefix`),
 // and the supersteps that run it to `steps`. Adds no tensors: the caller accounts memory
-// (the plan's bytes_per_tile are its temporaries).
+// (the plan's bytes_per_tile are its temporaries). A swapped plan emits planned_product(args).
 void emit_conv(trace::IpuProgram& program, const std::string& prefix, const ChipSpec& chip,
                const ConvArgs& args, const ConvPlan& plan, std::vector<trace::Step>& steps);
 
-// The tile of block (group g, row r, input-channel i, output-channel o) of a plan, in the
-// order emit_conv lays blocks out (group outermost, output-channel block innermost).
 // Poplar's multi-stage reduce plan for a reduction over `depth` tiles (poplar-compiler.md §1.3,
 // §2.2): 1 stage below a depth of 16, 2 from 16, 3 from 125, each of fan-in about the
 // stage-th root of the depth (at least 2); {0, 1} when there is nothing to reduce.
 std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth);
 
+// The tile of block (group g, row r, input-channel i, output-channel o) of a plan, in the
+// order emit_conv lays blocks out (group outermost, output-channel block innermost).
 std::uint32_t plan_tile(const ConvPlan& plan, std::uint32_t g, std::uint32_t r, std::uint32_t i,
                         std::uint32_t o);
 
@@ -153,7 +159,7 @@ struct FetchSources {
   std::function<void(trace::Exchange&fetch)> input, weights;
 };
 // emit_conv with caller-supplied fetch transfers for the operands set in `sources` (plans
-// without a serial split only).
+// without a serial split only; for a swapped plan, those of planned_product(args)).
 void emit_conv(trace::IpuProgram& program, const std::string& prefix, const ChipSpec& chip,
                const ConvArgs& args, const ConvPlan& plan, std::vector<trace::Step>& steps,
                const FetchSources& sources);

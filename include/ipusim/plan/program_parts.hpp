@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/trace/program.hpp"
@@ -51,13 +52,14 @@ void add_spread(trace::ComputeSet& cs, trace::Codelet codelet, const Spread& sp,
   }
 }
 
-// popops runs a reduction to one value that it splits over the workers in two compute sets
-// (ReductionConnection.cpp, connectTwoStageReductions: the second is "Reduce_Second_Stage"),
-// each with its own sync. Marks each reduce vertex of `cs` with one output and more than one
-// piece (cost::scalar_reduce_split) as its first stage only, and returns the compute set
-// `name` of their second stages: per such vertex, on its tiles, a reduce of its pieces' results
-// (in its output type). The returned compute set has no vertices when none needs one.
-trace::ComputeSet split_scalar_reductions(const ChipSpec& chip, trace::ComputeSet& cs,
-                                          std::string name);
+// Appends the compute set `cs` of reduce vertices to `program` and a step running it to
+// `steps`. popops runs a reduction to one value that it splits over the workers in two compute
+// sets (ReductionConnection.cpp, connectTwoStageReductions: the second is "Reduce_Second_Stage"),
+// each with its own sync: each reduce vertex of `cs` with one output and more than one piece
+// (cost::scalar_reduce_split) becomes its first stage only, and a sync and a compute set
+// `second_name` follow with their second stages (per such vertex, on its tiles, a reduce of its
+// pieces' results in its output type).
+void add_reduction(const ChipSpec& chip, trace::IpuProgram& program, trace::ComputeSet cs,
+                   const std::string& second_name, std::vector<trace::Step>& steps);
 
 }  // namespace ipusim::plan
