@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -446,20 +447,44 @@ struct Rendered {
 // stopped (system_bounded) so that a browser hanging in some environment cannot hold the suite.
 constexpr int kChromiumSeconds = 60;
 
-// Checks one Chromium run's exit status. A run stopped at the time limit passes only when it
-// had written its whole output (`complete`: the screenshot, or the DOM to its </html>), as
-// when the browser hangs on exit, and says so on stderr; otherwise it fails with its log.
-void chromium_status(int status, bool complete, const std::string& what, const std::string& log) {
-  if (status == kTimedOut && complete) {
-    std::cerr << "note: chromium " << what << " wrote its output but did not exit within "
-              << kChromiumSeconds << " s; stopped\n";
+// Runs one Chromium command (`what`: its mode, for messages) until `complete()` says its whole
+// output is there: the screenshot, or the DOM to its </html>. A run stopped at the time limit
+// with its output written passes, as when the browser hangs on exit, and says so on stderr. A
+// run stopped with nothing written is the browser stalling before the page (seen under load on
+// CI's two cores: the GPU process started, then nothing for a minute); it is tried once more,
+// with a fresh profile, and fails if the second try stalls too. A page whose own script never
+// finishes stalls both tries and fails. Any other exit status fails at once, with the log.
+void run_chromium(const TempDir& dir, const std::string& args, const std::string& what,
+                  const std::string& log, const std::function<bool()>& complete) {
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--no-first-run --enable-logging=stderr --v=0 ";
+  for (int attempt = 1;; ++attempt) {
+    const std::string profile = dir.file("chromium-profile-" + std::to_string(attempt));
+    const int status = system_bounded(
+        "chromium " + flags + "--user-data-dir=" + profile + " " + args + " 2>" + log,
+        kChromiumSeconds);
+    if (status == 0) return;
+    if (status == kTimedOut && complete()) {
+      std::cerr << "note: chromium " << what << " wrote its output but did not exit within "
+                << kChromiumSeconds << " s; stopped\n";
+      return;
+    }
+    if (status == kTimedOut && attempt == 1) {
+      std::cerr << "note: chromium " << what << " wrote nothing within " << kChromiumSeconds
+                << " s; stopped and tried once more. Its log:\n"
+                << read_all(log);
+      continue;
+    }
+    if (status == kTimedOut)
+      ADD_FAILURE() << "chromium " << what << " did not finish within " << kChromiumSeconds
+                    << " s, twice\n"
+                    << read_all(log);
+    else
+      ADD_FAILURE() << "chromium " << what << " exited with status " << status << "\n"
+                    << read_all(log);
     return;
   }
-  if (status == kTimedOut)
-    ADD_FAILURE() << "chromium " << what << " did not finish within " << kChromiumSeconds << " s\n"
-                  << log;
-  else
-    EXPECT_EQ(status, 0) << "chromium " << what << "\n" << log;
 }
 
 // Renders `html` headless: the DOM after scripts ran, Chromium's log, and a screenshot. Fails
@@ -475,19 +500,12 @@ Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_
     ADD_FAILURE() << "chromium not found: run tools/install-deps.sh (Debian package chromium)";
     return r;
   }
-  const std::string flags =
-      "--headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--no-first-run --user-data-dir=" +
-      dir.file("chromium-profile") + " --enable-logging=stderr --v=0 ";
-  const std::string url = "file://" + html;
+  const std::string url = shell_quote("file://" + html);
   const std::string shot = dir.file("shot.png");
-  const int s1 =
-      system_bounded("chromium " + flags + "--window-size=1280,2400 --screenshot=" + shot + " " +
-                         shell_quote(url) + " >" + dir.file("shot.log") + " 2>&1",
-                     kChromiumSeconds);
-  const bool shot_written =
-      std::filesystem::exists(shot) && std::filesystem::file_size(shot) > min_png;
-  chromium_status(s1, shot_written, "--screenshot", read_all(dir.file("shot.log")));
+  run_chromium(dir, "--window-size=1280,2400 --screenshot=" + shot + " " + url + " >/dev/null",
+               "--screenshot", dir.file("shot.log"), [&] {
+                 return std::filesystem::exists(shot) && std::filesystem::file_size(shot) > min_png;
+               });
   EXPECT_TRUE(std::filesystem::exists(shot));
   if (std::filesystem::exists(shot)) {
     EXPECT_GT(std::filesystem::file_size(shot), min_png);
@@ -498,12 +516,10 @@ Rendered render(const TempDir& dir, const std::string& html, std::uintmax_t min_
                                  std::filesystem::copy_options::overwrite_existing);
     }
   }
-  const int s2 = system_bounded("chromium " + flags + "--dump-dom " + shell_quote(url) + " >" +
-                                    dir.file("dom.html") + " 2>" + dir.file("dom.log"),
-                                kChromiumSeconds);
-  r.dom = read_all(dir.file("dom.html"));
-  chromium_status(s2, r.dom.find("</html>") != std::string::npos, "--dump-dom",
-                  read_all(dir.file("dom.log")));
+  const std::string dom = dir.file("dom.html");
+  run_chromium(dir, "--dump-dom " + url + " >" + dom, "--dump-dom", dir.file("dom.log"),
+               [&] { return read_all(dom).find("</html>") != std::string::npos; });
+  r.dom = read_all(dom);
   r.log = read_all(dir.file("shot.log")) + read_all(dir.file("dom.log"));
   return r;
 }
