@@ -239,17 +239,26 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   std::vector<std::uint64_t> copies_at(std::size_t{chip.tiles} + 1,
                                        std::numeric_limits<std::uint64_t>::max());
   // Whole ranges of candidates are skipped once a plan is found (or a bound is given: then
-  // `least` no longer matters): those whose fetch, costed with the smallest blocks of the
-  // range (block sizes never grow with a split), exceeds the best, and those whose input,
-  // weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what each
-  // candidate of the range is checked against below, so the plan chosen does not change.
+  // `least` no longer matters): those whose fetch and AMP vertex, costed with the smallest
+  // blocks of the range (block sizes never grow with a split; a range shares its rows, and the
+  // vertex models never fall as a block's input or output channels grow, test
+  // Planner.TheAmpVertexNeverGetsCheaperWithMoreChannels), exceed the best, and those whose
+  // input, weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what
+  // each candidate of the range is checked against below, so the plan chosen does not change.
+  const bool nx1 = uses_nx1(it);
   const auto hopeless = [&](const Split& sg, const Split& sr, const Split& so, const Split& si) {
     if (bound == std::numeric_limits<std::uint64_t>::max() && best.rows_per_tile == 0) return false;
     // The range's smallest blocks (its input-channel split's buffers are not counted).
-    const Blocks b = blocks_of(it, s, with_splits(base, sg, sr, so, si));
+    const ConvPlan smallest = with_splits(base, sg, sr, so, si);
+    const Blocks b = blocks_of(it, s, smallest);
     if (b.in_bytes + b.weight_bytes + b.partial_bytes > budget) return true;
+    const std::uint64_t limit = std::min(bound, best.estimated_cycles.count);
     const std::uint64_t fetch = ceil_cycles(fetch_send(chip, b)).count;
-    return fetch * base.serial() > std::min(bound, best.estimated_cycles.count);
+    if (fetch * base.serial() > limit) return true;
+    const cost::AmpConvArgs v = amp_args(it, s, smallest);
+    const std::uint64_t amp =
+        (nx1 ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
+    return (fetch + amp) * base.serial() > limit;
   };
   for (const Split& sg : upto(groups, chip.tiles))
     for (const Split& sr : upto(rows, chip.tiles / sg.count)) {

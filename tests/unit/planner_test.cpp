@@ -115,6 +115,51 @@ TEST(Planner, Matmul8192RunsAsARepeatLoopWithExactFlops) {
   EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 8192 * 8192 * 8192);
 }
 
+// The planner skips a range of candidates whose smallest blocks' fetch and AMP vertex exceed
+// the best plan so far (best_plan's `hopeless`): sound only if the vertex never gets cheaper as
+// a block's input or output channels grow with the rest fixed. Checked over both vertices,
+// element and partials types, weight heights, worker shares (1-13 positions and a field row
+// cut), conv groups, 64- and 128-bit weight loads, 1-72 channels each way.
+TEST(Planner, TheAmpVertexNeverGetsCheaperWithMoreChannels) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  int checked = 0;
+  for (const auto& [in, partials] :
+       {std::pair{DType::kHalf, DType::kHalf}, std::pair{DType::kHalf, DType::kFloat},
+        std::pair{DType::kFloat, DType::kFloat}})
+    for (const std::uint64_t kernel : {1U, 3U})
+      for (const std::uint64_t height : {1U, 2U, 4U}) {
+        if (kernel == 1 && height > 1) continue;
+        for (const std::uint64_t positions : {1U, 2U, 3U, 5U, 7U, 13U, 56U})
+          for (const std::uint64_t groups : {1U, 2U})
+            for (const std::uint64_t bits : {64U, 128U}) {
+              cost::AmpConvArgs v;
+              v.in = in;
+              v.partials = partials;
+              v.positions = positions;
+              v.groups = groups;
+              v.kernel_h = v.kernel_w = kernel;
+              v.width = kernel > 1 ? std::min<std::uint64_t>(positions, 7) : 0;
+              v.coeff_load_bits = bits;
+              v.weight_height = height;
+              const auto cycles = [&](std::uint64_t ic, std::uint64_t oc) {
+                cost::AmpConvArgs w = v;
+                w.in_chans = ic;
+                w.out_chans = oc;
+                return (kernel > 1 ? cost::amp_convnx1(chip, w) : cost::amp_conv1x1(chip, w))
+                    .cycles;
+              };
+              for (std::uint64_t ic = 1; ic <= 72; ++ic)
+                for (std::uint64_t oc = 1; oc <= 72; ++oc) {
+                  const std::uint64_t here = cycles(ic, oc);
+                  ASSERT_GE(cycles(ic + 1, oc), here) << ic << " x " << oc << ", " << positions;
+                  ASSERT_GE(cycles(ic, oc + 1), here) << ic << " x " << oc << ", " << positions;
+                  ++checked;
+                }
+            }
+      }
+  EXPECT_EQ(checked, 3 * (1 + 3) * 7 * 2 * 2 * 72 * 72);
+}
+
 TEST(Planner, ParallelPlanPreferredWhenItFits) {
   // 2048^3 half: a 2048 x 2048 x 2048 / 1472 block fits easily (the 2048 matmul tests).
   const ConvPlan p = plan_conv(testing::gc200_by_hand(), matmul_args(2048, 2048, 2048));
