@@ -87,6 +87,7 @@ std::string args_key(const plan::ConvArgs& a) {
   if (a.coeff_load_bits != plan::ConvArgs{}.coeff_load_bits)
     key += fmt::format("_l{}", a.coeff_load_bits);
   if (a.channel_groups) key += "_cg";
+  if (a.combined_groups > 1) key += fmt::format("_x{}", a.combined_groups);
   if (a.matmul) key += "_mm";
   if (a.weight_update) key += "_wu";
   return key;

@@ -9,6 +9,8 @@
 // (barrel issue, ipu-hardware.md §3 rule 1) + supervisor overhead.
 #include "ipusim/cost/codelet_models.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -451,6 +453,127 @@ VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a) {
   cost.cycles = C(setup + loops + zeroing).get();
   cost.flops =
       (C(2) * a.positions * a.in_chans * a.out_chans * cg * at_least_one(a.kernel_h) * kw).get();
+  return cost;
+}
+
+namespace {
+
+// brnzdec's 6-cycle stall on every iteration but the last (poplibs' brnzdec_cycles).
+C brnzdec_loop(C n) { return C(6) * (n - 1) + 1; }
+
+// One SLIC worker pass over its rows (`rows`: the output positions of each worklist entry),
+// getConvPartialSlicSupervisorInnerLoopCycleEstimateHalfFloat's per-worker sum.
+C slic_worker(const std::vector<std::uint64_t>& rows, bool half8, bool float_partials,
+              std::uint64_t passes, std::uint64_t stride, bool zeroing, bool wide_groups) {
+  // Worker id, output pointers, input pointer, worklist DeltaN (load, unpack, base), entries
+  // / 3, zeroing flag and strides; half8's zeroing decision; 4 more for 8 or 16 groups.
+  C cycles = C(17) + (wide_groups ? 4 : 0);
+  const std::uint64_t threshold = half8 ? 6 : 5;
+  for (const std::uint64_t n : rows) {
+    cycles += C(half8 ? 9 : 10) + (zeroing ? 1 : 0);  // entry preamble, brnzdec
+    C row = 0;
+    if (stride == 1) {
+      if (n < threshold) {
+        // Short rows: the estimator's terms (1 + (n-1) + 2 + (4-n) + 2 + (3-(4-n)) + 3) sum
+        // to n + 10 without zeroing.
+        row = zeroing ? C(10) + (n > 1 ? n : 0) + 3 : C(7) + (n == 1 ? 6 : n + 10);
+      } else {
+        row = C(15) + (n - 5) + (!zeroing && half8 ? 3 : 0);
+      }
+    } else {
+      row = n < 3 ? C(7) + (n == 1 ? 3 : 5) + 3 : C(15) + 2 * (n - 3);
+    }
+    if (float_partials) row = row - 1;  // a dummy dual load steps the pointers
+    cycles += C(float_partials ? 3 : 0) + row * passes;
+  }
+  return cycles + (half8 ? 2 : 0);  // the decision on merging the two outputs
+}
+
+}  // namespace
+
+VertexCost amp_slic(const ChipSpec& chip, const SlicArgs& a) {
+  const bool float_partials = a.partials == DType::kFloat;
+  if (a.partials != DType::kHalf && !float_partials)
+    throw ModelError("amp_slic: partials must be half or float, found " + dtype_name(a.partials));
+  const bool sixteen = amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+  if (a.chains != 2 && a.chains != 4)
+    throw ModelError("amp_slic: conv-unit chains must be 2 or 4, found " +
+                     std::to_string(a.chains));
+  if (a.chains == 4 && (float_partials || !sixteen))
+    throw ModelError("amp_slic: 4 chains need half partials and 16 half engines");
+  // poplin's groupings (ConvVertexType.cpp getConvVertexSLICCandidates): 1x4, 2x2, 4x1, and
+  // 8x1 and 16x1 with half partials on 16 engines.
+  const std::uint64_t g = a.groups_per_group;
+  const bool grouping = (g == 1 && a.chans == 4) || (g == 2 && a.chans == 2) ||
+                        (g == 4 && a.chans == 1) ||
+                        ((g == 8 || g == 16) && a.chans == 1 && !float_partials && sixteen);
+  if (!grouping)
+    throw ModelError(fmt::format(
+        "amp_slic: conv groups per group x channels must be 1x4, 2x2, 4x1 (or 8x1, 16x1 with "
+        "half partials on 16 engines), found {}x{}",
+        g, a.chans));
+  if (a.stride != 1 && a.stride != 2)
+    throw ModelError("amp_slic: the output stride must be 1 or 2, found " +
+                     std::to_string(a.stride));
+  const C w = workers(chip);
+  const std::uint64_t wn = w.get();
+  const bool half8 = a.chains == 2 && !float_partials;
+  const std::uint64_t passes = a.chains == 4 ? 1 : 2;  // passes over the input data
+  const bool wide = g > 4;
+  // Each worker's share of the positions cut at row ends (partitionConvPartialByWorker).
+  std::vector<std::vector<std::uint64_t>> shares(wn);
+  for (std::uint64_t i = 0; i < wn; ++i) {
+    const std::uint64_t b = a.positions * i / wn, e = a.positions * (i + 1) / wn;
+    for (std::uint64_t at = b; at < e;) {
+      const std::uint64_t end = a.width == 0 ? e : std::min(e, (at / a.width + 1) * a.width);
+      shares[i].push_back(end - at);
+      at = end;
+    }
+  }
+  const auto inner = [&](bool zeroing) {
+    C slowest = 0;
+    for (const auto& rows : shares)
+      slowest = std::max(slowest,
+                         slic_worker(rows, half8, float_partials, passes, a.stride, zeroing, wide));
+    // half8 merges its two outputs on the zeroing pass: 2 + 2 per position.
+    return w * slowest + (half8 && zeroing ? C(2) + 2 * a.positions : C(0));
+  };
+  const C inner_zero = inner(true);
+  C inner_rest = inner(false);
+
+  // Weight load: with 4 channels the supervisor's loop, pointer and branch; otherwise the
+  // workers rearrange the weights (10 or 12 cycles each, 11 with 8 or 16 groups); then 16
+  // ld64putcs.
+  C load = 16;
+  if (a.chans == 4) {
+    load += 18;
+  } else {
+    const C worker_load = C(g == 2 ? 12 : 10) + (wide ? 1 : 0);
+    load += 9 + 6 + worker_load * w + 6;
+  }
+  const C cgg = at_least_one(a.group_groups);
+  const C sub_kernels = at_least_one(C(ceil_div(a.kernel_w, 4))) * at_least_one(a.kernel_h);
+  C group_body = half8 ? 12 : 15;
+  C sub_kernel_body = 0;
+  if (!wide) {
+    // pointers swapped or not, worklist pointer, zeroing flag and stride, runall, sync, the
+    // next weights' pointer
+    sub_kernel_body = load + (half8 ? 0 : 3) + 2 + (half8 ? 0 : 1) + 6 + 1 + 6 + 1;
+  } else {
+    const C strides = C(g / 4);
+    const C stride_body = load + 6 + 1 + 6 + 2 + 6;
+    sub_kernel_body = stride_body * strides + brnzdec_loop(strides) + 2 + 2 + 6 + 3 + 2;
+    group_body += 2 + 6;    // the group counter kept on the stack
+    inner_rest *= strides;  // as the estimator has it: the passes after the first only
+  }
+  const C cycles = C(half8 ? 25 : 28) + group_body * cgg + brnzdec_loop(cgg) +
+                   sub_kernel_body * sub_kernels + brnzdec_loop(sub_kernels) + cgg * inner_zero +
+                   cgg * (sub_kernels - 1) * inner_rest;
+  VertexCost cost;
+  cost.cycles = cycles.get();
+  cost.flops = (C(2) * a.positions * a.chans * a.chans * g * cgg * at_least_one(a.kernel_h) *
+                at_least_one(a.kernel_w))
+                   .get();
   return cost;
 }
 
@@ -945,6 +1068,23 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
     case Codelet::kTranspose:
       return transpose(chip, dtype_at(v, s::kTransposeDType), count_at(v, s::kTransposeN),
                        count_at(v, s::kTransposeFactor));
+    case Codelet::kAmpSlic: {
+      if (dtype_at(v, s::kSlicIn) != DType::kHalf)
+        throw ModelError("amp_slic: input must be half, found " +
+                         dtype_name(dtype_at(v, s::kSlicIn)));
+      SlicArgs a;
+      a.partials = dtype_at(v, s::kSlicPartials);
+      a.positions = count_at(v, s::kSlicPositions);
+      a.width = count_at(v, s::kSlicWidth);
+      a.groups_per_group = count_at(v, s::kSlicGroups);
+      a.chans = count_at(v, s::kSlicChans);
+      a.group_groups = count_at(v, s::kSlicGroupGroups);
+      a.kernel_h = count_at(v, s::kSlicKernelH);
+      a.kernel_w = count_at(v, s::kSlicKernelW);
+      a.stride = count_at(v, s::kSlicStride);
+      a.chains = count_at(v, s::kSlicChains);
+      return amp_slic(chip, a);
+    }
   }
   throw ModelError("vertex_cost: unknown codelet value " +
                    std::to_string(static_cast<int>(v.codelet)));

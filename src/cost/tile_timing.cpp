@@ -19,7 +19,8 @@ class Isa final : public TileTimingModel {
   std::string_view name() const override { return "isa"; }
   VertexCost cost(const ChipSpec& chip, const trace::Vertex& v) const override {
     VertexCost c = closed_form_vertex_cost(chip, v);  // FLOPs, and the same parameter checks
-    c.cycles = tile::isa_vertex_cycles(chip, v);
+    // A codelet without an instruction-level program keeps its closed form (docs/tile-model.md).
+    if (tile::has_isa_program(v.codelet)) c.cycles = tile::isa_vertex_cycles(chip, v);
     return c;
   }
 };

@@ -46,10 +46,10 @@ void require(bool ok, const std::string& what) {
 trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   spdlog::info(
       "{}: plan of {} tiles (splits: {} groups x {} rows x {} out x {} in{}), serial {} in x {} "
-      "out, weight height {}, {} B per tile, estimated {} cycles",
+      "out, weight height {}{}, {} B per tile, estimated {} cycles",
       conv_name(a), p.tiles_used(), p.group_split, p.row_split, p.out_split, p.in_split,
       p.swapped ? ", operands swapped" : "", p.serial_in, p.serial_out, p.weight_height,
-      p.bytes_per_tile.count, p.estimated_cycles.count);
+      p.slic ? ", SLIC vertex" : "", p.bytes_per_tile.count, p.estimated_cycles.count);
   const plan::ConvBuffers b = plan::conv_buffers(chip, a, p);  // on every tile used
   trace::Trace t = one_ipu(conv_name(a));
   auto& prog = t.ipus[0];

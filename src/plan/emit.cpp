@@ -34,7 +34,8 @@ class ConvEmitter {
  public:
   ConvEmitter(const std::string& prefix, const ChipSpec& chip, const ConvArgs& iteration,
               const ConvPlan& p)
-      : prefix_(prefix),
+      : chip_(chip),
+        prefix_(prefix),
         a_(iteration),
         p_(p),
         s_(shape_of(chip, iteration, p.weight_height)),
@@ -174,6 +175,8 @@ class ConvEmitter {
     return groups_of(g) * in_rows_for(a_, rows_of(r)) * in_cols(a_, s_) * in_of(i) * eb_;
   }
   std::uint64_t weight_bytes(std::uint32_t g, std::uint32_t i, std::uint32_t o) const {
+    if (p_.slic)  // one weight a conv group and kernel position, in 1x4 windows (blocks_of)
+      return groups_of(g) * a_.combined_groups * a_.kernel * ceil_div(a_.kernel, 4) * 4 * eb_;
     return groups_of(g) * kernel_rows(a_, s_) * a_.kernel * in_of(i) * out_of(o) * eb_;
   }
   // Outputs of block (g, r, o) (all its groups).
@@ -189,6 +192,7 @@ class ConvEmitter {
   // The AMP vertex of tiles (g, r, i, o_first..o_last), whose blocks are the same size.
   trace::Vertex amp_vertex(std::uint32_t g, std::uint32_t r, std::uint32_t i, std::uint32_t o_first,
                            std::uint32_t o_last) const {
+    if (p_.slic) return slic_vertex(g, r, TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)});
     const bool nx1 = uses_nx1(a_);
     trace::Vertex v{nx1 ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
                     TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)},
@@ -212,6 +216,28 @@ class ConvEmitter {
     return v;
   }
 
+  // The SLIC vertex of block (g, r) (a SLIC plan splits neither input nor output channels).
+  trace::Vertex slic_vertex(std::uint32_t g, std::uint32_t r, TileRange tiles) const {
+    ConvPlan block = p_;
+    block.rows_per_tile = rows_of(r);
+    block.groups_per_tile = groups_of(g);
+    const cost::SlicArgs sa = slic_args(chip_, a_, s_, block);
+    trace::Vertex v{trace::Codelet::kAmpSlic, tiles, {}};
+    v.params[sl::kSlicIn] = static_cast<std::int64_t>(a_.dtype);
+    v.params[sl::kSlicPartials] = static_cast<std::int64_t>(sa.partials);
+    v.params[sl::kSlicPositions] = static_cast<std::int64_t>(sa.positions);
+    v.params[sl::kSlicWidth] = static_cast<std::int64_t>(sa.width);
+    v.params[sl::kSlicGroups] = static_cast<std::int64_t>(sa.groups_per_group);
+    v.params[sl::kSlicChans] = static_cast<std::int64_t>(sa.chans);
+    v.params[sl::kSlicGroupGroups] = static_cast<std::int64_t>(sa.group_groups);
+    v.params[sl::kSlicKernelH] = static_cast<std::int64_t>(sa.kernel_h);
+    v.params[sl::kSlicKernelW] = static_cast<std::int64_t>(sa.kernel_w);
+    v.params[sl::kSlicStride] = static_cast<std::int64_t>(sa.stride);
+    v.params[sl::kSlicChains] = static_cast<std::int64_t>(sa.chains);
+    return v;
+  }
+
+  const ChipSpec& chip_;
   const std::string& prefix_;
   const ConvArgs a_;
   const ConvPlan& p_;

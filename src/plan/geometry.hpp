@@ -74,6 +74,21 @@ inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) {
   return uses_nx1(a) ? a.width : s.out_w;
 }
 
+// Whether poplin's SLIC vertex can run a depthwise conv's blocks (ConvVertexType.cpp
+// getConvVertexSLICCandidates): half inputs, a spatial kernel, an output stride of 1 or 2, and
+// one input and one output channel a conv group, combined (combine_conv_groups) by 4, or by 8
+// or 16 with half partials on 16 engines: the vertex's groupings of one-channel conv groups.
+// Each tile's block then holds whole vertex groups and all their channels.
+inline bool slic_candidate(const ChipSpec& chip, const ConvArgs& a) {
+  const std::uint32_t f = a.combined_groups;
+  if (a.dtype != DType::kHalf || !uses_nx1(a) || a.stride > 2 || a.in_chans != f ||
+      a.out_chans != f)
+    return false;
+  if (f == 4) return true;
+  return (f == 8 || f == 16) && partials_of(a) == DType::kHalf &&
+         cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+}
+
 // Kernel rows the AMP runs: the kernel height padded with zero rows to a multiple of the weight
 // height (poplin pads the kernel's outermost spatial dimension, ConvModel's
 // addRearrangementAndPaddingCosts for convUnitWeightHeight != 1).
@@ -104,6 +119,13 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
   b.in_bytes = g * in_rows_for(a, p.rows_per_tile) * in_cols(a, s) * p.in_per_tile * eb;
   b.weight_bytes = g * kernel_rows(a, s) * a.kernel * p.in_per_tile * p.out_per_tile * eb;
   b.partial_bytes = g * b.positions * p.out_per_tile * pb;
+  if (p.slic) {
+    // One weight a conv group and kernel position, the kernel width padded to 1x4 windows;
+    // the vertex's extra output buffer: a vertex group's partials and 200 bytes (ConvModel.cpp
+    // addConvTempMemoryEstimate).
+    b.weight_bytes = g * a.combined_groups * a.kernel * ceil_div(a.kernel, 4) * 4 * eb;
+    b.partial_bytes += ceil_div(b.partial_bytes, g) + 200;
+  }
   b.acc_outputs = g * b.positions * p.out_per_tile;
   if (p.in_split > 1) {
     b.reduce_outputs = ceil_div(g * b.positions * p.out_per_tile, p.in_split);
@@ -117,6 +139,28 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
 
 inline std::uint64_t memory_of(const Blocks& b) {
   return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes + b.acc_bytes;
+}
+
+// The SLIC vertex of a block (p.slic): the cheaper of the conv-unit chains poplin offers, 4
+// (half partials on 16 engines, tried first) and 2.
+inline cost::SlicArgs slic_args(const ChipSpec& chip, const ConvArgs& a, const Shape& s,
+                                const ConvPlan& p) {
+  cost::SlicArgs v;
+  v.partials = s.partials;
+  v.positions = p.rows_per_tile * s.out_w;
+  v.width = s.out_w;
+  v.groups_per_group = a.combined_groups;
+  v.chans = 1;
+  v.group_groups = p.groups_per_tile;
+  v.kernel_h = v.kernel_w = a.kernel;
+  v.stride = a.stride;
+  v.chains = 2;
+  if (s.partials == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16) {
+    cost::SlicArgs four = v;
+    four.chains = 4;
+    if (cost::amp_slic(chip, four).cycles <= cost::amp_slic(chip, v).cycles) return four;
+  }
+  return v;
 }
 
 inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
@@ -133,6 +177,14 @@ inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvP
   v.coeff_load_bits = a.coeff_load_bits;
   v.weight_height = s.weight_height;
   return v;
+}
+
+// The cycles of a block's vertex: SLIC's or the AMP's (1x1 or nx1).
+inline std::uint64_t vertex_cycles(const ChipSpec& chip, const ConvArgs& a, const Shape& s,
+                                   const ConvPlan& p) {
+  if (p.slic) return cost::amp_slic(chip, slic_args(chip, a, s, p)).cycles;
+  const cost::AmpConvArgs v = amp_args(a, s, p);
+  return (uses_nx1(a) ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
 }
 
 }  // namespace ipusim::plan::detail

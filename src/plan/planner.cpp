@@ -66,9 +66,7 @@ std::uint64_t fetch_cycles(const ChipSpec& chip, const ConvPlan& p, const Blocks
 // the serial count. Uses the simulator's own codelet models and exchange rates.
 std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, const ConvPlan& p,
                        const Blocks& b, std::uint64_t fetch) {
-  std::uint64_t cycles = fetch;
-  const auto args = amp_args(a, s, p);
-  cycles += (uses_nx1(a) ? cost::amp_convnx1(chip, args) : cost::amp_conv1x1(chip, args)).cycles;
+  std::uint64_t cycles = fetch + vertex_cycles(chip, a, s, p);
   if (p.in_split > 1) {
     // The stages of emit_conv's reduce-scatter, for the tile owning the most outputs.
     const auto [stages, fan_in] = reduction_stages(p.in_split);
@@ -189,6 +187,7 @@ ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& a) {
   c.groups = a.groups / f;
   c.in_chans = a.in_chans * f;
   c.out_chans = a.out_chans * f;
+  c.combined_groups = static_cast<std::uint32_t>(f);
   return c;
 }
 
@@ -245,7 +244,6 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   // Planner.TheAmpVertexNeverGetsCheaperWithMoreChannels), exceed the best, and those whose
   // input, weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what
   // each candidate of the range is checked against below, so the plan chosen does not change.
-  const bool nx1 = uses_nx1(it);
   const auto hopeless = [&](const Split& sg, const Split& sr, const Split& so, const Split& si) {
     if (bound == std::numeric_limits<std::uint64_t>::max() && best.rows_per_tile == 0) return false;
     // The range's smallest blocks (its input-channel split's buffers are not counted).
@@ -255,10 +253,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
     const std::uint64_t limit = std::min(bound, best.estimated_cycles.count);
     const std::uint64_t fetch = ceil_cycles(fetch_send(chip, b)).count;
     if (fetch * base.serial() > limit) return true;
-    const cost::AmpConvArgs v = amp_args(it, s, smallest);
-    const std::uint64_t amp =
-        (nx1 ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
-    return (fetch + amp) * base.serial() > limit;
+    return (fetch + vertex_cycles(chip, it, s, smallest)) * base.serial() > limit;
   };
   for (const Split& sg : upto(groups, chip.tiles))
     for (const Split& sr : upto(rows, chip.tiles / sg.count)) {
@@ -296,11 +291,18 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 // plan can give a tile (one group, one output position, one input and one output channel).
 // The vertex models never fall as a block grows from there (a worker's list of one position is
 // its cheapest, docs/codelets.md), and the other terms of an estimate are never negative.
-std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint32_t height) {
+std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint32_t height,
+                              bool slic) {
   ConvPlan p;
   p.rows_per_tile = p.in_per_tile = p.out_per_tile = 1;
   p.weight_height = height;
-  cost::AmpConvArgs v = amp_args(a, shape_of(chip, a, height), p);
+  const Shape s = shape_of(chip, a, height);
+  if (slic) {
+    cost::SlicArgs v = slic_args(chip, a, s, p);
+    v.positions = v.width = 1;
+    return cost::amp_slic(chip, v).cycles;
+  }
+  cost::AmpConvArgs v = amp_args(a, s, p);
   v.positions = v.width = 1;
   return (uses_nx1(a) ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
 }
@@ -311,10 +313,12 @@ std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint
 // kind, a divisor of the channel count, at most kMaxSerial) that fits. `least` is lowered to
 // the smallest per-tile buffer size of any candidate seen.
 ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                          std::uint32_t height, bool swapped, std::uint64_t& least) {
+                          std::uint32_t height, bool swapped, std::uint64_t& least,
+                          bool slic = false) {
   ConvPlan base;
   base.weight_height = height;
   base.swapped = swapped;
+  base.slic = slic;
   ConvPlan best = best_plan(chip, a, budget, base, least);
   if (best.rows_per_tile != 0) return best;
   auto consider = [&](const ConvPlan& p) {
@@ -327,7 +331,7 @@ ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t
   // the best plan found no plan of d or more iterations can beat or tie it, and a candidate
   // whose fetches alone exceed the best is skipped (best_plan's bound): the plan chosen is the
   // one a search of every divisor finds.
-  const std::uint64_t floor = least_iteration(chip, a, height);
+  const std::uint64_t floor = least_iteration(chip, a, height, slic);
   const auto search = [&](const std::vector<std::uint64_t>& counts, bool in) {
     for (auto d : counts) {
       const bool found = best.rows_per_tile != 0;
@@ -362,7 +366,9 @@ std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& 
 // The fastest of plan_with_height's plans over the weight heights (ties: the smaller height)
 // and, where swappable, over both forms in poplin's order, the first winning a tie: swapped
 // first for a matmul, unswapped first for a conv's weight update (ConvPlan.cpp,
-// getSwapOperandCandidates). A swapped plan's splits are those of swap_operands(a).
+// getSwapOperandCandidates). A swapped plan's splits are those of swap_operands(a). A
+// depthwise conv that slic_candidate allows is also planned on the SLIC vertex, after the
+// AMP's (poplin's method order, getConvMethodCandidates).
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                      std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
@@ -381,6 +387,8 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
   for (std::uint32_t h : weight_heights(chip, a))
     consider(plan_with_height(chip, a, budget, h, false, least));
   if (swappable(a) && !a.matmul) swapped();
+  // The SLIC vertex after the AMP's (poplin's method order; the AMP wins a tie).
+  if (slic_candidate(chip, a)) consider(plan_with_height(chip, a, budget, 1, false, least, true));
   return best;
 }
 

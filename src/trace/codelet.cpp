@@ -192,6 +192,25 @@ constexpr ParamSpec kBroadcastBinaryParams[] = {
     ParamSpec{"in_place", ParamKind::kInt, 0, 1, 0, "1: the result overwrites the full operand"},
 };
 
+constexpr ParamSpec kAmpSlicParams[] = {
+    dtype_param("in", kHalf, "input and weight element type (half only)"),
+    dtype_param("partials", kHalf, "accumulator (partial sum) element type"),
+    int_param("positions", 0, std::nullopt, "output positions computed on the tile"),
+    int_param("width", 0, 0,
+              "output positions per row of the tile's output field: each worker's share is one "
+              "worklist entry per row it touches (0: one contiguous run)"),
+    int_param("groups", 1, 1, "conv groups per group: 1, 2, 4, or 8 and 16 with 4 chains"),
+    int_param("chans", 1, 4,
+              "input = output channels per conv group: 4, 2 or 1 (groups x chans "
+              "is 4, or 8 and 16 with one channel)"),
+    int_param("group_groups", 1, 1, "groups of conv groups on the tile"),
+    int_param("kernel_h", 1, std::nullopt, "kernel height"),
+    int_param("kernel_w", 1, std::nullopt, "kernel width (in 1x4 windows, rounded up)"),
+    ParamSpec{"stride", ParamKind::kInt, 1, 2, 1, "output stride along the row: 1 or 2"},
+    ParamSpec{"chains", ParamKind::kInt, 2, 4, 2,
+              "conv-unit chains: 4 (16 engines, half partials) or 2"},
+};
+
 constexpr CodeletSpec kCatalogue[] = {
     {Codelet::kAmpConv1x1, "amp_conv1x1", kAmpConv1x1Params,
      "AMP partial convolution with a 1x1 kernel (also the matmul path)"},
@@ -213,6 +232,9 @@ constexpr CodeletSpec kCatalogue[] = {
     {Codelet::kBroadcastBinary, "broadcast_binary", kBroadcastBinaryParams,
      "binary operator of n elements with a per-channel vector of `length` broadcast along the "
      "outer dimension (popops BroadcastVectorInner)"},
+    {Codelet::kAmpSlic, "amp_slic", kAmpSlicParams,
+     "SLIC partial convolution (poplin ConvPartial1x4SLIC): a 1x4 kernel window slid along "
+     "output rows, for few channels per conv group"},
 };
 static_assert(std::size(kCatalogue) == kCodeletCount);
 
@@ -246,6 +268,8 @@ static_assert(kScaledAddParams[slot::kScaledAddN].name == "n");
 static_assert(kCastParams[slot::kCastTo].name == "to");
 static_assert(kCopyParams[slot::kCopyBytes].name == "bytes");
 static_assert(kDynamicSliceParams[slot::kSliceCopies].name == "copies");
+static_assert(kAmpSlicParams[slot::kSlicGroupGroups].name == "group_groups");
+static_assert(kAmpSlicParams[slot::kSlicChains].name == "chains");
 
 template <std::size_t N>
 std::optional<std::size_t> index_of(const std::array<std::string_view, N>& names,

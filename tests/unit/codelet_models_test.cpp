@@ -689,6 +689,96 @@ TEST(CodeletModels, BroadcastBinaryFollowsPopopsBroadcastVectorInnerEstimate) {
   EXPECT_THROW(broadcast_binary(chip, Op::kDiv, DType::kHalf, 2720, 16, false), ModelError);
 }
 
+// ---- amp_slic (poplibs PerformanceEstimation.hpp, the SLIC estimators; docs/codelets.md) ----
+
+SlicArgs slic(DType partials, std::uint64_t positions, std::uint64_t width, std::uint64_t groups,
+              std::uint64_t chans, std::uint64_t group_groups, std::uint64_t kh, std::uint64_t kw,
+              std::uint64_t stride, std::uint64_t chains) {
+  SlicArgs a;
+  a.partials = partials;
+  a.positions = positions;
+  a.width = width;
+  a.groups_per_group = groups;
+  a.chans = chans;
+  a.group_groups = group_groups;
+  a.kernel_h = kh;
+  a.kernel_w = kw;
+  a.stride = stride;
+  a.chains = chains;
+  return a;
+}
+
+// A first-layer tile: 4 channels, half partials on 4 chains (one input pass), a 7x7 kernel
+// (ceil(7 / 4) x 7 = 14 sub-kernels) at stride 2, two output rows of 112.
+//  - workers of 37, 37, 38, 37, 37, 38 positions, each within one row. A row of n >= 3 at
+//    stride 2 costs 15 + 2 (n - 3): 83 or 85. Worker preamble 2 + 3 + 1 + 2 + 4 + 2 + 2 + 1 =
+//    17, 10 an entry (11 zeroing): 17 + 10 + 85 = 112, zeroing 113; inner loops 6 x 112 = 672
+//    and 6 x 113 = 678;
+//  - weights (4 channels): 6 + 6 + 6 + 16 = 34; a sub-kernel 34 + 3 + 2 + 1 + 6 + 1 + 6 + 1 =
+//    54, the loop 54 x 14 + 6 x 13 + 1 = 835; the conv-group loop 15 + 1 = 16;
+//  - 28 + 16 + 835 + 678 + 13 x 672 = 10,293.
+TEST(CodeletSlic, FirstLayerTileAtStride2ByHand) {
+  const ChipSpec chip = gc200_by_hand();
+  const VertexCost c = amp_slic(chip, slic(DType::kHalf, 224, 112, 1, 4, 1, 7, 7, 2, 4));
+  EXPECT_EQ(c.cycles, 10293u);
+  EXPECT_EQ(c.flops, 2u * 224 * 4 * 4 * 7 * 7);
+  // Through a trace vertex: in, partials, positions, width, groups, chans, group_groups,
+  // kernel_h, kernel_w, stride, chains.
+  EXPECT_EQ(
+      vertex_cost(chip, vertex(Codelet::kAmpSlic, {kHalf, kHalf, 224, 112, 1, 4, 1, 7, 7, 2, 4}))
+          .cycles,
+      10293u);
+}
+
+// Depthwise 3x3 (4 conv groups of one channel, 8 such groups on the tile), float partials (2
+// chains, two passes over the input), stride 1, 4 rows of 14:
+//  - shares [0,9) [9,18) [18,28) [28,37) [37,46) [46,56): entries 9 | 5, 4 | 10 | 9 | 5, 4 | 10.
+//    Rows of n >= 5: 15 + (n - 5); n = 4: n + 17 = 21 without zeroing, 10 + 4 + 3 = 17 with;
+//    float partials: each row 1 less, plus 3. Without zeroing the 5 + 4 worker is slowest:
+//    17 + (10 + 3 + 2 x 14) + (10 + 3 + 2 x 20) = 111 (the 10s: 17 + 10 + 3 + 2 x 19 = 68);
+//    with zeroing 17 + (11 + 3 + 28) + (11 + 3 + 32) = 105 (the 10s: 69). Inner 666 and 630;
+//  - weights (1 channel, 4 groups): the workers rearrange them, 10 each: 9 + 6 + 60 + 6 + 16 =
+//    97; a sub-kernel 97 + 14 = 111 + 6 = 117, 3 sub-kernels (ceil(3 / 4) x 3): 351 + 13 = 364;
+//    8 group groups: 15 x 8 + 6 x 7 + 1 = 163;
+//  - 28 + 163 + 364 + 8 x 630 + 8 x 2 x 666 = 16,251.
+TEST(CodeletSlic, DepthwiseFloatPartialsCutAtRowEndsByHand) {
+  const ChipSpec chip = gc200_by_hand();
+  const VertexCost c = amp_slic(chip, slic(DType::kFloat, 56, 14, 4, 1, 8, 3, 3, 1, 2));
+  EXPECT_EQ(c.cycles, 16251u);
+  EXPECT_EQ(c.flops, 2u * 56 * 4 * 8 * 9);
+}
+
+// 16 conv groups of one channel with half partials on 2 chains (poplibs' "half8" path): six
+// workers of one position, a 1x4 kernel (one sub-kernel):
+//  - a row of n = 1 < 6 costs 7 + 6 = 13 (10 + 3 zeroing), twice (two input passes); preamble
+//    17 + 4 (8 or 16 groups), 9 an entry (10 zeroing), 2 for the merge decision: 21 + 9 + 26 +
+//    2 = 58, zeroing 59; the zeroing pass merges the outputs: 6 x 59 + 2 + 2 x 6 = 368;
+//  - weights: workers 10 + 1 each, 9 + 6 + 66 + 6 + 16 = 103; 4 group strides of 103 + 21 =
+//    124: 496 + 6 x 3 + 1 = 515, a sub-kernel 515 + 15 = 530, its loop 531; the group loop
+//    12 + 8 + 1 = 21;
+//  - 25 + 21 + 531 + 368 = 945 (no pass without zeroing).
+TEST(CodeletSlic, SixteenGroupsOnTheHalfPartialsPathByHand) {
+  const ChipSpec chip = gc200_by_hand();
+  EXPECT_EQ(amp_slic(chip, slic(DType::kHalf, 6, 0, 16, 1, 1, 1, 4, 1, 2)).cycles, 945u);
+  // A second sub-kernel (a 1x8 kernel) adds one loop body and the pass without zeroing, which
+  // the estimator multiplies by the 4 group strides: 530 + 6 and 4 x 6 x 58 = 1,392.
+  EXPECT_EQ(amp_slic(chip, slic(DType::kHalf, 6, 0, 16, 1, 1, 1, 8, 1, 2)).cycles,
+            945u + 536 + 1392);
+}
+
+TEST(CodeletSlic, RejectsWhatPoplinHasNoVertexFor) {
+  const ChipSpec chip = gc200_by_hand();
+  // 4 chains need half partials; 8 groups of one channel too; 3 channels is no grouping;
+  // stride 3; a float input (through the trace vertex).
+  EXPECT_THROW(amp_slic(chip, slic(DType::kFloat, 8, 0, 1, 4, 1, 1, 4, 1, 4)), ModelError);
+  EXPECT_THROW(amp_slic(chip, slic(DType::kFloat, 8, 0, 8, 1, 1, 1, 4, 1, 2)), ModelError);
+  EXPECT_THROW(amp_slic(chip, slic(DType::kHalf, 8, 0, 1, 3, 1, 1, 4, 1, 2)), ModelError);
+  EXPECT_THROW(amp_slic(chip, slic(DType::kHalf, 8, 0, 1, 4, 1, 1, 4, 3, 2)), ModelError);
+  EXPECT_THROW(
+      vertex_cost(chip, vertex(Codelet::kAmpSlic, {kFloat, kFloat, 8, 0, 1, 4, 1, 1, 4, 1, 2})),
+      ModelError);
+}
+
 TEST(CodeletVertexCost, RejectsBadSlotValues) {
   const ChipSpec chip = gc200_by_hand();
   EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kCopy, {-1})), ModelError);

@@ -580,7 +580,7 @@ std::uint64_t step_amp_flops(const ChipSpec& chip, const trace::IpuProgram& p,
           if (s.kind == StepKind::kCompute)
             for (const auto& v : trace::expanded(p.compute_sets[s.index]).vertices)
               if (v.codelet == trace::Codelet::kAmpConv1x1 ||
-                  v.codelet == trace::Codelet::kAmpConvNx1)
+                  v.codelet == trace::Codelet::kAmpConvNx1 || v.codelet == trace::Codelet::kAmpSlic)
                 flops += std::uint64_t{v.tiles.size()} * cost::vertex_cost(chip, v).flops;
           if (s.kind == StepKind::kRepeat) walk(s.body);
         }
@@ -1441,10 +1441,11 @@ TEST(Planner, DepthwiseConvsCombineGroupsToFillTheAmpGrain) {
 }
 
 TEST(CompilerCnn, GroupedAndDepthwiseConvsDoTheirCombinedMacs) {
-  // The reduced EfficientNet in inference: the AMP vertices do each conv's and fc's MACs, the
-  // depthwise conv's counted as Poplar runs it, 16 groups combined into one with
-  // block-diagonal 16 x 16 weights (16 x its own MACs); the group-size-4 conv's 4 channels
-  // per group are padded, not combined (its own MACs).
+  // The reduced EfficientNet in inference: the AMP and SLIC vertices do each conv's and fc's
+  // MACs. The depthwise conv runs on poplin's SLIC vertex (groups of 16 one-channel conv
+  // groups, its own MACs), which its planner finds cheaper than the AMP on 16 groups combined
+  // into one with block-diagonal 16 x 16 weights (16 x its own MACs); the group-size-4 conv's
+  // 4 channels per group are padded, not combined (its own MACs).
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun run = load_run(dir + "effnet_tiny-pod16.yaml",
                                  {"run.mode=inference", "run.gradient_accumulation=1"});
@@ -1454,7 +1455,7 @@ TEST(CompilerCnn, GroupedAndDepthwiseConvsDoTheirCombinedMacs) {
   const std::uint64_t n = run.run.micro_batch, field = 16 * 16;  // 32 x 32 / stride 2
   const std::uint64_t macs = n * field * 3 * 16 * 9              // stem
                              + n * field * 16 * 64               // expand
-                             + n * field * 64 * 9 * 16           // depthwise, 16 groups combined
+                             + n * field * 64 * 9                // depthwise, on SLIC
                              + n * (64 * 4 + 4 * 64)             // squeeze-and-excitation
                              + n * field * 64 * 16               // project
                              + n * field * 4 * (4 * 4 * 9)       // 4 groups of 4 -> 4, 3 x 3

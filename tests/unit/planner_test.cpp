@@ -304,6 +304,52 @@ TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
   EXPECT_EQ(amp_flops(prog, prog.steps), std::uint64_t{2} * 28 * 28 * 64 * 64);
 }
 
+// A depthwise conv (16 one-channel groups combined into one, ConvArgs::combined_groups) runs
+// on poplin's SLIC vertex when that is cheaper (getConvVertexSLICCandidates), with the same
+// splits and only its real weights. Batch 1, 16 channels of 64 x 8, 3 x 3 kernel, stride 1,
+// on one tile:
+//  - the fetch (the planner's objective): 66 input rows x 8 x 16 x 2 = 16,896 B and the
+//    weights, 16 x 3 x 4 (the width in 1x4 windows) x 2 = 384 B: 17,280 / 4 = 4,320 cycles;
+//  - the SLIC vertex, 512 positions in rows of 8, 4 chains (half partials, 16 engines),
+//    3 sub-kernels: worker shares of 85-86 positions cut at row ends, e.g. [0, 85): ten
+//    rows of 8 and one of 5; rows of n >= 5 cost 15 + (n - 5), 18 for 8 and 15 for 5, 10 an
+//    entry (11 zeroing), preamble 17 + 4 (16 groups): [0, 85) 21 + 10 x 28 + 25 = 326, zeroing
+//    21 + 10 x 29 + 26 = 337; [85, 170): 3, then ten 8s, then 2: 21 + (10 + 20) + 280 + (10 +
+//    19) = 360, zeroing 21 + 27 + 290 + 26 = 364, the slowest of the six (the others 326/337,
+//    327/338 and 360/364 again): inner loops 6 x 360 = 2,160 and
+//    6 x 364 = 2,184. Weights 9 + 6 + 6 x 11 + 6 + 16 = 103; four group strides of 103 + 21:
+//    496 + 19 = 515, a sub-kernel 530, three 1,590 + 13 = 1,603; group loop 23 + 1 = 24;
+//    28 + 24 + 1,603 + 2,184 + 2 x 4 x 2,160 = 21,119.
+TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  ConvArgs dw;
+  dw.batch = 1;
+  dw.in_chans = dw.out_chans = 1;
+  dw.height = 64;
+  dw.width = 8;
+  dw.kernel = 3;
+  dw.groups = 16;
+  dw.channel_groups = true;
+  const ConvArgs a = combine_conv_groups(chip, dw);
+  ASSERT_EQ(a.combined_groups, 16u);
+  const ConvPlan p = plan_conv(chip, a);
+  EXPECT_TRUE(p.slic);
+  EXPECT_EQ(p.estimated_cycles.count, 4320u + 21119u);
+  // Emitted: one amp_slic vertex with those arguments.
+  trace::IpuProgram prog;
+  std::vector<trace::Step> steps;
+  emit_conv(prog, "", chip, a, p, steps);
+  const trace::Vertex& v = prog.compute_sets.at(0).vertices.at(0);
+  ASSERT_EQ(v.codelet, Codelet::kAmpSlic);
+  EXPECT_EQ(v.params[sl::kSlicPositions], 512);
+  EXPECT_EQ(v.params[sl::kSlicGroups], 16);
+  EXPECT_EQ(v.params[sl::kSlicChains], 4);
+  EXPECT_EQ(cost::vertex_cost(chip, v).cycles, 21119u);
+  // The same conv with 4 channels a group is not depthwise: no SLIC.
+  dw.in_chans = dw.out_chans = 4;
+  EXPECT_FALSE(plan_conv(chip, combine_conv_groups(chip, dw)).slic);
+}
+
 TEST(Planner, FewInputChannelsUseTallerWeights) {
   // One tile, a 7x7 stride-1 conv of 3 channels, 16x16 -> 16x16x16 half (an image stem in
   // miniature). Poplin's AMP candidates include inChansPerGroup 4 with weights of 4 kernel rows

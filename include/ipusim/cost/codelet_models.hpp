@@ -44,6 +44,23 @@ struct AmpConvArgs {
 };
 
 VertexCost amp_conv1x1(const ChipSpec& chip, const AmpConvArgs& a);
+
+// poplin's SLIC vertex (ConvPartial1x4SLIC: a 1x4 kernel window slid along an output row, for
+// few channels per conv group), half in, as poplibs' estimator costs it
+// (PerformanceEstimation.hpp, getConvPartialSlicSupervisor{WeightLoad,OuterLoop,InnerLoop}
+// CycleEstimate and getConvPartialSlicInnerLoopCycles; docs/codelets.md "amp_slic").
+struct SlicArgs {
+  trace::DType partials = trace::DType::kHalf;
+  std::uint64_t positions = 0;         // output positions computed on the tile (field x batch)
+  std::uint64_t width = 0;             // output positions per field row (0: one run)
+  std::uint64_t groups_per_group = 1;  // conv groups per group: 1, 2, 4 (8, 16 with 4 chains)
+  std::uint64_t chans = 4;             // input = output channels per conv group: 4, 2 or 1
+  std::uint64_t group_groups = 1;      // groups of conv groups on the tile
+  std::uint64_t kernel_h = 1, kernel_w = 4;  // kernel_w in 1x4 windows (rounded up)
+  std::uint64_t stride = 1;                  // output stride along the row: 1 or 2
+  std::uint64_t chains = 2;                  // conv-unit chains: 4 (16 engines, half partials) or 2
+};
+VertexCost amp_slic(const ChipSpec& chip, const SlicArgs& a);
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a);
 VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std::uint64_t length,
                std::uint64_t count);

@@ -53,6 +53,10 @@ struct ConvArgs {
   // rearranges its output unless its operands are swapped (addRearrangementAndPaddingCosts:
   // a weight update's output "should be swapped"), so it too is planned in both forms.
   bool weight_update = false;
+  // Conv groups packed into each group by combine_conv_groups (1: none). A depthwise conv (one
+  // input and one output channel a group) combined by 4, 8 or 16 may also run on poplin's SLIC
+  // vertex, whose weights are not block-diagonal (slic_candidate).
+  std::uint32_t combined_groups = 1;
 };
 
 // Whether the planner also tries the product with its operands swapped (poplin's swapOperands
@@ -92,6 +96,10 @@ struct ConvPlan {
   // The plan is for swap_operands(args): its splits and block sizes are those of the swapped
   // product (rows = the matmul's N, output channels = its M), and its output is C^T.
   bool swapped = false;
+  // The blocks run on poplin's SLIC vertex (amp_slic: combined_groups conv groups of one
+  // channel a vertex group, 1x4 kernel windows), not the AMP's: same splits, only the
+  // conv's real weights fetched (ConvVertexType.cpp getConvVertexSLICCandidates).
+  bool slic = false;
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
 };
@@ -106,7 +114,7 @@ inline ConvArgs planned_product(const ConvArgs& args, const ConvPlan& plan) {
 // conv with 1 or 2 input channels per group packs F groups into one with F x the input and
 // output channels (the weights block-diagonal, padded with zeros), so the AMP's input grain
 // is used; F is the largest power of two up to grain / in_chans that divides the groups.
-// Other convs are returned unchanged.
+// Other convs are returned unchanged. The result's combined_groups is F.
 ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& args);
 
 // Whether a plan's tiles receive their input blocks at the super-tile pair's doubled rate.

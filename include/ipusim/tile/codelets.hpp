@@ -17,6 +17,10 @@ namespace ipusim::tile {
 // ModelError for a parameter the codelet does not support (as the closed forms do).
 SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v);
 
+// Whether the codelet has a bundle program: every one but amp_slic, whose SLIC engine chain is
+// not modelled (the isa timing model keeps its closed form).
+bool has_isa_program(trace::Codelet c);
+
 // Tile cycles of one vertex on the engine; memoised per (chip micro-architecture, codelet,
 // parameters), thread-safe.
 std::uint64_t isa_vertex_cycles(const ChipSpec& chip, const trace::Vertex& v);

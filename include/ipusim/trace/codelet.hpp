@@ -76,8 +76,9 @@ enum class Codelet : std::uint8_t {
   kMap,              // fused elementwise expression (popops::map codegen) over n elements
   kTranspose,        // rearrangement (transpose / regroup) of n elements on a tile
   kBroadcastBinary,  // binary op of n elements with a vector repeated along the outer dimension
+  kAmpSlic,          // SLIC partial convolution: 1x4 windows over few channels per conv group
 };
-inline constexpr std::size_t kCodeletCount = 13;
+inline constexpr std::size_t kCodeletCount = 14;
 
 enum class ParamKind : std::uint8_t { kInt, kDType, kOp };
 
@@ -159,6 +160,10 @@ inline constexpr std::size_t kTransposeDType = 0, kTransposeN = 1, kTransposeFac
 // broadcast_binary
 inline constexpr std::size_t kBroadcastOp = 0, kBroadcastDType = 1, kBroadcastN = 2,
                              kBroadcastLength = 3, kBroadcastInPlace = 4;
+// amp_slic
+inline constexpr std::size_t kSlicIn = 0, kSlicPartials = 1, kSlicPositions = 2, kSlicWidth = 3,
+                             kSlicGroups = 4, kSlicChans = 5, kSlicGroupGroups = 6,
+                             kSlicKernelH = 7, kSlicKernelW = 8, kSlicStride = 9, kSlicChains = 10;
 }  // namespace slot
 
 }  // namespace ipusim::trace
