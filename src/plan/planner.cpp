@@ -320,7 +320,8 @@ ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t
   base.swapped = swapped;
   base.slic = slic;
   ConvPlan best = best_plan(chip, a, budget, base, least);
-  if (best.rows_per_tile != 0) return best;
+  // A SLIC plan holds all of a vertex group's channels on each tile: no serial channel split.
+  if (best.rows_per_tile != 0 || slic) return best;
   auto consider = [&](const ConvPlan& p) {
     if (p.rows_per_tile == 0) return;
     if (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles ||

@@ -345,6 +345,13 @@ TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
   EXPECT_EQ(v.params[sl::kSlicGroups], 16);
   EXPECT_EQ(v.params[sl::kSlicChains], 4);
   EXPECT_EQ(cost::vertex_cost(chip, v).cycles, 21119u);
+  // Within 30,000 B a tile neither vertex fits whole (SLIC 16,896 + 384 + 16,384 partials +
+  // their 16,584 copy; the AMP 16,896 + 4,608 + 16,384): the AMP splits its output channels
+  // serially, and SLIC, which needs every channel of its vertex group on the tile, is not
+  // split.
+  const ConvPlan tight = plan_conv(chip, a, 30000);
+  EXPECT_FALSE(tight.slic);
+  EXPECT_GT(tight.serial(), 1u);
   // The same conv with 4 channels a group is not depthwise: no SLIC.
   dw.in_chans = dw.out_chans = 4;
   EXPECT_FALSE(plan_conv(chip, combine_conv_groups(chip, dw)).slic);
