@@ -461,32 +461,26 @@ namespace {
 // brnzdec's 6-cycle stall on every iteration but the last (poplibs' brnzdec_cycles).
 C brnzdec_loop(C n) { return C(6) * (n - 1) + 1; }
 
-// One SLIC worker pass over its rows (`rows`: the output positions of each worklist entry),
-// getConvPartialSlicSupervisorInnerLoopCycleEstimateHalfFloat's per-worker sum.
-C slic_worker(const std::vector<std::uint64_t>& rows, bool half8, bool float_partials,
-              std::uint64_t passes, std::uint64_t stride, bool zeroing, bool wide_groups) {
-  // Worker id, output pointers, input pointer, worklist DeltaN (load, unpack, base), entries
-  // / 3, zeroing flag and strides; half8's zeroing decision; 4 more for 8 or 16 groups.
-  C cycles = C(17) + (wide_groups ? 4 : 0);
+// One worklist entry of n positions of a SLIC worker pass: its preamble and row, times the
+// passes over the input (getConvPartialSlicSupervisorInnerLoopCycleEstimateHalfFloat's loop
+// body).
+C slic_entry(std::uint64_t n, bool half8, bool float_partials, std::uint64_t passes,
+             std::uint64_t stride, bool zeroing) {
   const std::uint64_t threshold = half8 ? 6 : 5;
-  for (const std::uint64_t n : rows) {
-    cycles += C(half8 ? 9 : 10) + (zeroing ? 1 : 0);  // entry preamble, brnzdec
-    C row = 0;
-    if (stride == 1) {
-      if (n < threshold) {
-        // Short rows: the estimator's terms (1 + (n-1) + 2 + (4-n) + 2 + (3-(4-n)) + 3) sum
-        // to n + 10 without zeroing.
-        row = zeroing ? C(10) + (n > 1 ? n : 0) + 3 : C(7) + (n == 1 ? 6 : n + 10);
-      } else {
-        row = C(15) + (n - 5) + (!zeroing && half8 ? 3 : 0);
-      }
+  C row = 0;
+  if (stride == 1) {
+    if (n < threshold) {
+      // Short rows: the estimator's terms (1 + (n-1) + 2 + (4-n) + 2 + (3-(4-n)) + 3) sum to
+      // n + 10 without zeroing.
+      row = zeroing ? C(10) + (n > 1 ? n : 0) + 3 : C(7) + (n == 1 ? 6 : n + 10);
     } else {
-      row = n < 3 ? C(7) + (n == 1 ? 3 : 5) + 3 : C(15) + 2 * (n - 3);
+      row = C(15) + (n - 5) + (!zeroing && half8 ? 3 : 0);
     }
-    if (float_partials) row = row - 1;  // a dummy dual load steps the pointers
-    cycles += C(float_partials ? 3 : 0) + row * passes;
+  } else {
+    row = n < 3 ? C(7) + (n == 1 ? 3 : 5) + 3 : C(15) + 2 * (n - 3);
   }
-  return cycles + (half8 ? 2 : 0);  // the decision on merging the two outputs
+  if (float_partials) row = row - 1;  // a dummy dual load steps the pointers
+  return C(half8 ? 9 : 10) + (zeroing ? 1 : 0) + (float_partials ? 3 : 0) + row * passes;
 }
 
 }  // namespace
@@ -520,23 +514,28 @@ VertexCost amp_slic(const ChipSpec& chip, const SlicArgs& a) {
   const bool half8 = a.chains == 2 && !float_partials;
   const std::uint64_t passes = a.chains == 4 ? 1 : 2;  // passes over the input data
   const bool wide = g > 4;
-  // Each worker's share of the positions cut at row ends (partitionConvPartialByWorker).
-  std::vector<std::vector<std::uint64_t>> shares(wn);
-  for (std::uint64_t i = 0; i < wn; ++i) {
-    const std::uint64_t b = a.positions * i / wn, e = a.positions * (i + 1) / wn;
-    for (std::uint64_t at = b; at < e;) {
-      const std::uint64_t end = a.width == 0 ? e : std::min(e, (at / a.width + 1) * a.width);
-      shares[i].push_back(end - at);
-      at = end;
-    }
-  }
+  // Each worker's share of the positions cut at row ends (partitionConvPartialByWorker): a
+  // head, whole rows and a tail, each a worklist entry. Worker id, output pointers, input
+  // pointer, worklist DeltaN (load, unpack, base), entries / 3, zeroing flag and strides and
+  // half8's zeroing decision: 17, 4 more for 8 or 16 groups; half8 decides on the merge (2).
+  const auto worker = [&](std::uint64_t b, std::uint64_t e, bool zeroing) {
+    C cycles = C(17) + (wide ? 4 : 0) + (half8 ? 2 : 0);
+    const auto entry = [&](std::uint64_t n) {
+      return slic_entry(n, half8, float_partials, passes, a.stride, zeroing);
+    };
+    if (e <= b) return cycles;
+    if (a.width == 0 || b / a.width == (e - 1) / a.width) return cycles + entry(e - b);
+    const std::uint64_t first = b / a.width, last = (e - 1) / a.width;
+    return cycles + entry((first + 1) * a.width - b) + C(last - first - 1) * entry(a.width) +
+           entry(e - last * a.width);
+  };
   const auto inner = [&](bool zeroing) {
     C slowest = 0;
-    for (const auto& rows : shares)
-      slowest = std::max(slowest,
-                         slic_worker(rows, half8, float_partials, passes, a.stride, zeroing, wide));
+    for (std::uint64_t i = 0; i < wn; ++i)
+      slowest =
+          std::max(slowest, worker(a.positions * i / wn, a.positions * (i + 1) / wn, zeroing));
     // half8 merges its two outputs on the zeroing pass: 2 + 2 per position.
-    return w * slowest + (half8 && zeroing ? C(2) + 2 * a.positions : C(0));
+    return w * slowest + (half8 && zeroing ? C(2) + C(2) * a.positions : C(0));
   };
   const C inner_zero = inner(true);
   C inner_rest = inner(false);
