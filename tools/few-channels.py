@@ -17,6 +17,7 @@ Usage: tools/few-channels.py [--before OLD_IPUSIM]
 """
 import argparse
 import csv
+import importlib.util
 import math
 import os
 import re
@@ -30,6 +31,11 @@ RUN = os.path.join(ROOT, "configs", "runs", "efficientnet-b0-pod16.yaml")
 # First layers: name, batch, channels, size, filters, kernel, stride.
 FIRST = [("ResNet-50 conv1", 20, 3, 224, 64, 7, 2), ("EfficientNet-B0 stem", 10, 3, 224, 32, 3, 2)]
 TILES = 1472
+# tools/large-batch.py's one-vertex runs and busiest-vertex search.
+_spec = importlib.util.spec_from_file_location(
+    "large_batch", os.path.join(os.path.dirname(os.path.abspath(__file__)), "large-batch.py"))
+large_batch = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(large_batch)
 
 
 def run(args):
@@ -43,30 +49,6 @@ def plans(binary, tmp, tag):
     rows = [r for r in csv.DictReader(open(os.path.join(out, "plan.csv")))
             if "_cg" in r["name"] and "kernel=1 " not in r["shape"]]
     return {(r["layer"], r["pass"]): r for r in rows}, float(step)
-
-
-def vertex_cycles(codelet, params):
-    with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
-        f.write(f"ipusim-trace 4\nname one_vertex\nreplicas 1\nipu 0\ncomputeset c\n"
-                f"  vertex tiles=0 {codelet} {params}\nend\nprogram\n  compute c\nend\n")
-    try:
-        out = run([BIN, "run", f.name])
-    finally:
-        os.unlink(f.name)
-    return int(re.search(r"^\s+compute\s+(\d+) cycles", out, re.M).group(1)) - 12
-
-
-def busiest_amp(trace):
-    best, most = None, -1
-    for line in open(trace):
-        m = re.match(r"\s*vertex tiles=\S+ (amp_conv(?:1x1|nx1)) (.*)", line)
-        if not m:
-            continue
-        p = dict(kv.split("=") for kv in m.group(2).split())
-        macs = int(p["positions"]) * int(p["in_chans"]) * int(p["out_chans"])
-        if macs > most:
-            best, most = (m.group(1), m.group(2), p), macs
-    return best
 
 
 def depthwise_table(before):
@@ -115,8 +97,8 @@ def first_layer_table():
                  "--log-level", "info"], check=True, capture_output=True, text=True,
                 env=ENV).stderr
             tiles = re.search(r"plan of (\d+) tiles", log).group(1)
-            codelet, params, p = busiest_amp(trace)
-            amp = vertex_cycles(codelet, params)
+            (codelet, params, p), _ = large_batch.busiest_vertex(trace)
+            amp = large_batch.vertex_cycles(BIN, codelet, params)
             # SLIC 1x4: one output group of 4 channels a tile; the rest of the tiles split the
             # output rows (batch x out_h), whole rows of out_w.
             out_w = -(-hw // stride)
@@ -124,10 +106,10 @@ def first_layer_table():
             row_split = TILES // (k // 4)
             per = -(-rows // row_split)
             positions = per * out_w
-            slic = vertex_cycles("amp_slic", f"in=half partials=half positions={positions} "
-                                             f"width={out_w} groups=1 chans=4 group_groups=1 "
-                                             f"kernel_h={kern} kernel_w={kern} stride={stride} "
-                                             "chains=4")
+            slic_params = (f"in=half partials=half positions={positions} width={out_w} groups=1 "
+                           f"chans=4 group_groups=1 kernel_h={kern} kernel_w={kern} "
+                           f"stride={stride} chains=4")
+            slic = large_batch.vertex_cycles(BIN, "amp_slic", slic_params)
             used = (k // 4) * math.ceil(rows / per)
             print(f"| {name} | {tiles}, {p['positions']} x {p['out_chans']}, "
                   f"{p.get('weight_height', 1)} | {amp:,} | {used}, {positions} | {slic:,} |")

@@ -1023,6 +1023,25 @@ AmpConvArgs amp_args(const trace::Vertex& v) {
   return a;
 }
 
+// An amp_slic vertex's arguments (its input must be half: the only type SLIC takes).
+SlicArgs slic_args(const trace::Vertex& v) {
+  namespace s = trace::slot;
+  if (dtype_at(v, s::kSlicIn) != DType::kHalf)
+    throw ModelError("amp_slic: input must be half, found " + dtype_name(dtype_at(v, s::kSlicIn)));
+  SlicArgs a;
+  a.partials = dtype_at(v, s::kSlicPartials);
+  a.positions = count_at(v, s::kSlicPositions);
+  a.width = count_at(v, s::kSlicWidth);
+  a.groups_per_group = count_at(v, s::kSlicGroups);
+  a.chans = count_at(v, s::kSlicChans);
+  a.group_groups = count_at(v, s::kSlicGroupGroups);
+  a.kernel_h = count_at(v, s::kSlicKernelH);
+  a.kernel_w = count_at(v, s::kSlicKernelW);
+  a.stride = count_at(v, s::kSlicStride);
+  a.chains = count_at(v, s::kSlicChains);
+  return a;
+}
+
 }  // namespace
 
 namespace {
@@ -1067,23 +1086,8 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
     case Codelet::kTranspose:
       return transpose(chip, dtype_at(v, s::kTransposeDType), count_at(v, s::kTransposeN),
                        count_at(v, s::kTransposeFactor));
-    case Codelet::kAmpSlic: {
-      if (dtype_at(v, s::kSlicIn) != DType::kHalf)
-        throw ModelError("amp_slic: input must be half, found " +
-                         dtype_name(dtype_at(v, s::kSlicIn)));
-      SlicArgs a;
-      a.partials = dtype_at(v, s::kSlicPartials);
-      a.positions = count_at(v, s::kSlicPositions);
-      a.width = count_at(v, s::kSlicWidth);
-      a.groups_per_group = count_at(v, s::kSlicGroups);
-      a.chans = count_at(v, s::kSlicChans);
-      a.group_groups = count_at(v, s::kSlicGroupGroups);
-      a.kernel_h = count_at(v, s::kSlicKernelH);
-      a.kernel_w = count_at(v, s::kSlicKernelW);
-      a.stride = count_at(v, s::kSlicStride);
-      a.chains = count_at(v, s::kSlicChains);
-      return amp_slic(chip, a);
-    }
+    case Codelet::kAmpSlic:
+      return amp_slic(chip, slic_args(v));
   }
   throw ModelError("vertex_cost: unknown codelet value " +
                    std::to_string(static_cast<int>(v.codelet)));
