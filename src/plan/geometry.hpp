@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/plan/conv.hpp"
@@ -74,19 +76,30 @@ inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) {
   return uses_nx1(a) ? a.width : s.out_w;
 }
 
-// Whether poplin's SLIC vertex can run a depthwise conv's blocks (ConvVertexType.cpp
-// getConvVertexSLICCandidates): half inputs, a spatial kernel, an output stride of 1 or 2, and
-// one input and one output channel a conv group, combined (combine_conv_groups) by 4, or by 8
-// or 16 with half partials on 16 engines: the vertex's groupings of one-channel conv groups.
-// Each tile's block then holds whole vertex groups and all their channels.
-inline bool slic_candidate(const ChipSpec& chip, const ConvArgs& a) {
+// The SLIC vertex groupings (conv groups a vertex group, channels a conv group) that can run
+// a combined conv's blocks (ConvVertexType.cpp getConvVertexSLICCandidates, in its order):
+// half inputs, a spatial kernel, an output stride of 1 or 2, and conv groups of c = 1 or 2
+// input = output channels combined (combine_conv_groups) by F; 2x2 for two channels, and for
+// one 4x1, 8x1 and 16x1 (the last two with half partials on 16 engines), each dividing F. A
+// tile's block of combined groups then holds whole vertex groups and all their channels.
+inline std::vector<std::pair<std::uint32_t, std::uint32_t>> slic_groupings(const ChipSpec& chip,
+                                                                           const ConvArgs& a) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> out;
   const std::uint32_t f = a.combined_groups;
-  if (a.dtype != DType::kHalf || !uses_nx1(a) || a.stride > 2 || a.in_chans != f ||
-      a.out_chans != f)
-    return false;
-  if (f == 4) return true;
-  return (f == 8 || f == 16) && partials_of(a) == DType::kHalf &&
-         cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+  if (a.dtype != DType::kHalf || !uses_nx1(a) || a.stride > 2 || f < 2 ||
+      a.in_chans != a.out_chans || a.in_chans % f != 0)
+    return out;
+  const std::uint64_t c = a.in_chans / f;
+  const bool sixteen =
+      partials_of(a) == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+  if (c == 2) out.emplace_back(2, 2);
+  if (c == 1)
+    for (const std::uint32_t g : {4U, 8U, 16U})
+      if (f % g == 0 && (g == 4 || sixteen)) out.emplace_back(g, 1);
+  return out;
+}
+inline bool slic_candidate(const ChipSpec& chip, const ConvArgs& a) {
+  return !slic_groupings(chip, a).empty();
 }
 
 // Kernel rows the AMP runs: the kernel height padded with zero rows to a multiple of the weight
@@ -123,7 +136,8 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
     // One weight a conv group and kernel position, the kernel width padded to 1x4 windows;
     // the vertex's extra output buffer: a vertex group's partials and 200 bytes (ConvModel.cpp
     // addConvTempMemoryEstimate).
-    b.weight_bytes = g * a.combined_groups * a.kernel * ceil_div(a.kernel, 4) * 4 * eb;
+    b.weight_bytes = g * (a.in_chans * a.out_chans / a.combined_groups) * a.kernel *
+                     ceil_div(a.kernel, 4) * 4 * eb;
     b.partial_bytes += ceil_div(b.partial_bytes, g) + 200;
   }
   b.acc_outputs = g * b.positions * p.out_per_tile;
@@ -141,26 +155,36 @@ inline std::uint64_t memory_of(const Blocks& b) {
   return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes + b.acc_bytes;
 }
 
-// The SLIC vertex of a block (p.slic): the cheaper of the conv-unit chains poplin offers, 4
-// (half partials on 16 engines, tried first) and 2.
+// The SLIC vertex of a block (p.slic): the cheapest of poplin's candidates, in its order (4
+// conv-unit chains, with half partials on 16 engines, then 2; the groupings of slic_groupings),
+// the first winning a tie.
 inline cost::SlicArgs slic_args(const ChipSpec& chip, const ConvArgs& a, const Shape& s,
                                 const ConvPlan& p) {
-  cost::SlicArgs v;
+  cost::SlicArgs v, best;
   v.partials = s.partials;
   v.positions = p.rows_per_tile * s.out_w;
   v.width = s.out_w;
-  v.groups_per_group = a.combined_groups;
-  v.chans = 1;
-  v.group_groups = p.groups_per_tile;
   v.kernel_h = v.kernel_w = a.kernel;
   v.stride = a.stride;
-  v.chains = 2;
-  if (s.partials == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16) {
-    cost::SlicArgs four = v;
-    four.chains = 4;
-    if (cost::amp_slic(chip, four).cycles <= cost::amp_slic(chip, v).cycles) return four;
+  std::uint64_t least = 0;
+  const bool four =
+      s.partials == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+  for (const std::uint64_t chains : {4U, 2U}) {
+    if (chains == 4 && !four) continue;
+    for (const auto& [groups, chans] : slic_groupings(chip, a)) {
+      v.chains = chains;
+      v.groups_per_group = groups;
+      v.chans = chans;
+      // The tile's conv groups in vertex groups: combined groups x F / groups.
+      v.group_groups = p.groups_per_tile * (a.combined_groups / groups);
+      const std::uint64_t cycles = cost::amp_slic(chip, v).cycles;
+      if (least == 0 || cycles < least) {
+        best = v;
+        least = cycles;
+      }
+    }
   }
-  return v;
+  return best;
 }
 
 inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {

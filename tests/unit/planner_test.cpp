@@ -320,6 +320,11 @@ TEST(Planner, Strided1x1FetchesOnlyTheStridedPositions) {
 //    6 x 364 = 2,184. Weights 9 + 6 + 6 x 11 + 6 + 16 = 103; four group strides of 103 + 21:
 //    496 + 19 = 515, a sub-kernel 530, three 1,590 + 13 = 1,603; group loop 23 + 1 = 24;
 //    28 + 24 + 1,603 + 2,184 + 2 x 4 x 2,160 = 21,119.
+//  - SLIC's other groupings cost more here: 8x1 (2 vertex groups: preamble 21, inner 2,160 and
+//    2,184; weights 103, 2 strides 248 + 7 = 255, a sub-kernel 270, three 823; group loop
+//    2 x 23 + 7 = 53; 28 + 53 + 823 + 2 x 2,184 + 2 x 2 x 2 x 2,160 = 22,552) and 4x1 (4 vertex
+//    groups: preamble 17, inner 2,136 and 2,160; weights 97, a sub-kernel 117, three 364; group
+//    loop 4 x 15 + 19 = 79; 28 + 79 + 364 + 4 x 2,160 + 4 x 2 x 2,136 = 26,199).
 TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
   const ChipSpec chip = one_tile_chip(kAvailable);
   ConvArgs dw;
@@ -345,6 +350,13 @@ TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
   EXPECT_EQ(v.params[sl::kSlicGroups], 16);
   EXPECT_EQ(v.params[sl::kSlicChains], 4);
   EXPECT_EQ(cost::vertex_cost(chip, v).cycles, 21119u);
+  trace::Vertex by8 = v, by4 = v;
+  by8.params[sl::kSlicGroups] = 8;
+  by8.params[sl::kSlicGroupGroups] = 2;
+  by4.params[sl::kSlicGroups] = 4;
+  by4.params[sl::kSlicGroupGroups] = 4;
+  EXPECT_EQ(cost::vertex_cost(chip, by8).cycles, 22552u);
+  EXPECT_EQ(cost::vertex_cost(chip, by4).cycles, 26199u);
   // Within 30,000 B a tile neither vertex fits whole (SLIC 16,896 + 384 + 16,384 partials +
   // their 16,584 copy; the AMP 16,896 + 4,608 + 16,384): the AMP splits its output channels
   // serially, and SLIC, which needs every channel of its vertex group on the tile, is not

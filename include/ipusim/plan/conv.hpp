@@ -53,9 +53,9 @@ struct ConvArgs {
   // rearranges its output unless its operands are swapped (addRearrangementAndPaddingCosts:
   // a weight update's output "should be swapped"), so it too is planned in both forms.
   bool weight_update = false;
-  // Conv groups packed into each group by combine_conv_groups (1: none). A depthwise conv (one
-  // input and one output channel a group) combined by 4, 8 or 16 may also run on poplin's SLIC
-  // vertex, whose weights are not block-diagonal (slic_candidate).
+  // Conv groups packed into each group by combine_conv_groups (1: none). A conv of 1 or 2
+  // channels a group so combined may also run on poplin's SLIC vertex, whose weights are not
+  // block-diagonal (geometry.hpp slic_groupings).
   std::uint32_t combined_groups = 1;
 };
 
@@ -96,9 +96,9 @@ struct ConvPlan {
   // The plan is for swap_operands(args): its splits and block sizes are those of the swapped
   // product (rows = the matmul's N, output channels = its M), and its output is C^T.
   bool swapped = false;
-  // The blocks run on poplin's SLIC vertex (amp_slic: combined_groups conv groups of one
-  // channel a vertex group, 1x4 kernel windows), not the AMP's: same splits, only the
-  // conv's real weights fetched (ConvVertexType.cpp getConvVertexSLICCandidates).
+  // The blocks run on poplin's SLIC vertex (amp_slic: vertex groups of 2 to 16 conv groups of 1
+  // or 2 channels, 1x4 kernel windows), not the AMP's: same splits, only the conv's real
+  // weights fetched (ConvVertexType.cpp getConvVertexSLICCandidates).
   bool slic = false;
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
