@@ -175,9 +175,7 @@ class ConvEmitter {
     return groups_of(g) * in_rows_for(a_, rows_of(r)) * in_cols(a_, s_) * in_of(i) * eb_;
   }
   std::uint64_t weight_bytes(std::uint32_t g, std::uint32_t i, std::uint32_t o) const {
-    if (p_.slic)  // one weight a conv group and kernel position, in 1x4 windows (blocks_of)
-      return groups_of(g) * (a_.in_chans * a_.out_chans / a_.combined_groups) * a_.kernel *
-             ceil_div(a_.kernel, 4) * 4 * eb_;
+    if (p_.slic) return groups_of(g) * slic_weight_elements(a_) * eb_;
     return groups_of(g) * kernel_rows(a_, s_) * a_.kernel * in_of(i) * out_of(o) * eb_;
   }
   // Outputs of block (g, r, o) (all its groups).

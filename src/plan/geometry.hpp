@@ -76,6 +76,12 @@ inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) {
   return uses_nx1(a) ? a.width : s.out_w;
 }
 
+// Whether the chip's 16 half engines take SLIC's 4-chain vertex and its 8x1 and 16x1 groupings:
+// half partials on 16 engines (getConvVertexSLICCandidates).
+inline bool slic_sixteen_engines(const ChipSpec& chip, DType partials) {
+  return partials == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+}
+
 // The SLIC vertex groupings (conv groups a vertex group, channels a conv group) that can run
 // a combined conv's blocks (ConvVertexType.cpp getConvVertexSLICCandidates, in its order):
 // half inputs, a spatial kernel, an output stride of 1 or 2, and conv groups of c = 1 or 2
@@ -90,8 +96,7 @@ inline std::vector<std::pair<std::uint32_t, std::uint32_t>> slic_groupings(const
       a.in_chans != a.out_chans || a.in_chans % f != 0)
     return out;
   const std::uint64_t c = a.in_chans / f;
-  const bool sixteen =
-      partials_of(a) == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+  const bool sixteen = slic_sixteen_engines(chip, partials_of(a));
   if (c == 2) out.emplace_back(2, 2);
   if (c == 1)
     for (const std::uint32_t g : {4U, 8U, 16U})
@@ -100,6 +105,12 @@ inline std::vector<std::pair<std::uint32_t, std::uint32_t>> slic_groupings(const
 }
 inline bool slic_candidate(const ChipSpec& chip, const ConvArgs& a) {
   return !slic_groupings(chip, a).empty();
+}
+
+// A SLIC block's weight elements per combined group: each conv group's own in x out channels
+// (not block-diagonal) per kernel position, the kernel width padded to 1x4 windows.
+inline std::uint64_t slic_weight_elements(const ConvArgs& a) {
+  return a.in_chans * a.out_chans / a.combined_groups * a.kernel * ceil_div(a.kernel, 4) * 4;
 }
 
 // Kernel rows the AMP runs: the kernel height padded with zero rows to a multiple of the weight
@@ -136,8 +147,7 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
     // One weight a conv group and kernel position, the kernel width padded to 1x4 windows;
     // the vertex's extra output buffer: a vertex group's partials and 200 bytes (ConvModel.cpp
     // addConvTempMemoryEstimate).
-    b.weight_bytes = g * (a.in_chans * a.out_chans / a.combined_groups) * a.kernel *
-                     ceil_div(a.kernel, 4) * 4 * eb;
+    b.weight_bytes = g * slic_weight_elements(a) * eb;
     b.partial_bytes += ceil_div(b.partial_bytes, g) + 200;
   }
   b.acc_outputs = g * b.positions * p.out_per_tile;
@@ -167,8 +177,7 @@ inline cost::SlicArgs slic_args(const ChipSpec& chip, const ConvArgs& a, const S
   v.kernel_h = v.kernel_w = a.kernel;
   v.stride = a.stride;
   std::uint64_t least = 0;
-  const bool four =
-      s.partials == DType::kHalf && cost::amp_engines(chip, DType::kHalf, DType::kHalf) == 16;
+  const bool four = slic_sixteen_engines(chip, s.partials);
   for (const std::uint64_t chains : {4U, 2U}) {
     if (chains == 4 && !four) continue;
     for (const auto& [groups, chans] : slic_groupings(chip, a)) {
