@@ -3,13 +3,15 @@
 # The small matmuls of issue 28, item 1 (docs/codelets.md "Small matmuls and FCs"): for each
 # M x K x N (M the batch rows of a fully connected layer), the plan `ipusim kernel matmul`
 # chooses (its splits of rows, output and input channels, and whether its operands are
-# swapped: C^T = B^T A^T, N rows and M output channels), its estimate (poplin's objective: no
+# swapped: C^T = B^T A^T, N rows and M output channels) and its vertex (the AMP unless named:
+# poplin's HMAC vertex where that is cheaper, e.g. in float), its estimate (poplin's objective: no
 # fixed exchange or sync cost), and what the simulated kernel spends where: the fetch exchange,
-# the AMP vertex, the reduction stages, the syncs, and how much of the total is fixed cost (90
+# the vertex, the reduction stages, the syncs, and how much of the total is fixed cost (90
 # cycles a sync, 100 an exchange, 12 a compute set: configs/chips/gc200.yaml,
 # docs/codelets.md). The last column runs the unswapped product alone, as a 1x1 conv of M
 # one-pixel images (`ipusim kernel conv2d`, planned unswapped and charged no rearrangement).
-# Prints a Markdown table. Usage: tools/small-matmuls.sh [extra ipusim options, e.g. --set ...]
+# Prints a Markdown table. Usage: tools/small-matmuls.sh [--dtype half|float] [extra ipusim
+# options, e.g. --set ...]; --dtype goes to the kernels only (half by default).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${IPUSIM_BUILD_DIR:-$root/build}/bin/ipusim"
@@ -18,13 +20,18 @@ trap 'rm -rf "$tmp"' EXIT
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 shapes=("16 96 4" "16 4 96" "16 1152 48" "16 48 1152" "4 1024 1024" "16 1024 1024"
         "16 1024 2" "16 1280 1000" "16 2048 1000" "4 2048 1000")
+dtype=half
+if [[ "${1:-}" == --dtype ]]; then
+  dtype="$2"
+  shift 2
+fi
 run() {  # NAME KERNEL OPTIONS...: plan log and superstep table of one kernel
-  "$bin" kernel "$2" "${@:3}" "${extra[@]}" --out "$tmp/$1.trace" --log-level info \
+  "$bin" kernel "$2" "${@:3}" --dtype "$dtype" "${extra[@]}" --out "$tmp/$1.trace" --log-level info \
     2>"$tmp/$1.log" >/dev/null
   "$bin" run "$tmp/$1.trace" --out "$tmp/$1" "${extra[@]}" >/dev/null
 }
 extra=("$@")
-echo "| M x K x N | plan: tiles (rows x out x in), form | estimate | fetch | AMP vertex | reduction (exchange + compute) | syncs | simulated | fixed share | unswapped (a conv of M images): tiles, simulated |"
+echo "| M x K x N | plan: tiles (rows x out x in), form | estimate | fetch | vertex | reduction (exchange + compute) | syncs | simulated | fixed share | unswapped (a conv of M images): tiles, simulated |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for s in "${shapes[@]}"; do
   read -r m k n <<<"$s"
@@ -36,12 +43,13 @@ tmp, m, k, n = sys.argv[1], *sys.argv[2:]
 def plan(name):
     log = open(f"{tmp}/{name}.log").read()
     return re.search(r"plan of (\d+) tiles \(splits: \d+ groups x (\d+) rows x (\d+) out x "
-                     r"(\d+) in(, operands swapped)?\).*estimated (\d+) cycles", log).groups()
+                     r"(\d+) in(, operands swapped)?\).*?(, \w+ vertex)?, \d+ B per tile, estimated (\d+) cycles",
+                     log).groups()
 def steps(name):
     return list(csv.DictReader(open(f"{tmp}/{name}/supersteps.csv")))
 def total(rows):
     return sum(int(r[c]) for r in rows for c in ("compute_cycles", "sync_cycles", "exchange_cycles"))
-tiles, rws, out, ins, swapped, est = plan("a")
+tiles, rws, out, ins, swapped, vertex, est = plan("a")
 rows = steps("a")
 # A superstep's exchange follows its compute set: the first (unnamed) one is the fetch, the
 # conv's and each reduce stage's but the last carry the next stage's partials.
@@ -53,8 +61,8 @@ syncs = sum(int(r["sync_cycles"]) for r in rows)
 exchanges = sum(1 for r in rows if int(r["exchange_cycles"]) > 0)
 compute_sets = sum(1 for r in rows if r["step"] != "")
 fixed = syncs + 100 * exchanges + 12 * compute_sets
-tb, rb, ob, ib, _, _ = plan("b")
-form = "swapped" if swapped else "unswapped"
+tb, rb, ob, ib, _, _, _ = plan("b")
+form = ("swapped" if swapped else "unswapped") + (vertex.replace(" vertex", "") if vertex else "")
 print(f"| {m} x {k} x {n} | {tiles} ({rws} x {out} x {ins}), {form} | {int(est):,} | {fetch:,} | {amp:,} | "
       f"{moves:,} + {reduce:,} | {syncs} | {total(rows):,} | {100 * fixed / total(rows):.0f}% | "
       f"{tb} ({rb} x {ob} x {ib}), {total(steps('b')):,} |")

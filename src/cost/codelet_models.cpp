@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -576,6 +578,92 @@ VertexCost amp_slic(const ChipSpec& chip, const SlicArgs& a) {
   return cost;
 }
 
+std::uint64_t hmac_out_chans_per_group(trace::DType partials) {
+  return partials == DType::kFloat ? 1 : 2;
+}
+std::uint64_t hmac_in_grain(trace::DType in) { return in == DType::kFloat ? 1 : 2; }
+
+namespace {
+
+// One dense dot product of `size` activations (poplibs getDenseDotProductCycles): the loop over
+// the widest vector dividing the size, one cycle a vector (two below 64 bits, whose weights
+// then load apart, one more cycle per output), plus the rpt, wind-down, half/half conversion,
+// the add to the previous partials and the branch. Half/half produces two outputs at once.
+C hmac_dot(std::uint64_t vw, bool float_acts, bool float_partials, std::uint64_t size) {
+  const bool half_half = !float_acts && !float_partials;
+  const std::uint64_t outs = half_half ? 2 : 1;
+  const C overhead = C(3 * outs) + (half_half ? 1 : 0) + 3 + 1;
+  std::uint64_t width = std::bit_ceil(vw);
+  while (size % width != 0) width /= 2;
+  const bool narrow = width < vw;  // less than 64 bits a load
+  return overhead + (narrow ? outs : 0) + C(size / width) * (narrow ? 2 : 1) - (float_acts ? 0 : 1);
+}
+
+}  // namespace
+
+VertexCost conv_hmac(const ChipSpec& chip, const HmacArgs& a) {
+  const bool float_acts = a.in == DType::kFloat, float_partials = a.partials == DType::kFloat;
+  if (!is_fp(a.in) || !is_fp(a.partials) || (float_acts && !float_partials)) {
+    throw ModelError("conv_hmac: no " + dtype_name(a.in) + " -> " + dtype_name(a.partials) +
+                     " vertex (supported: half->half, half->float, float->float)");
+  }
+  const C w = workers(chip);
+  const std::uint64_t wn = w.get();
+  const std::uint64_t vw = vector_width(chip, a.in).get();
+  const std::uint64_t ocpg = hmac_out_chans_per_group(a.partials);
+  const C kernel = at_least_one(a.kernel_h) * at_least_one(a.kernel_w);
+  // The field as rows of `width` (one row when width is 0, a 1x1 conv's flattened field).
+  const std::uint64_t width = a.width == 0 ? a.positions : std::min(a.width, a.positions);
+  const std::uint64_t rows = width == 0 ? 0 : ipusim::ceil_div(a.positions, width);
+  // The 1x1 specialisation: half activations, float partials, a 1x1 kernel on one row
+  // (canUseHorizontalMac1x1Vertex, horizontalMacHas1x1Specialisation).
+  const bool one_by_one = kernel == 1 && rows <= 1 && !float_acts && float_partials;
+
+  // The slowest worker (estimateConvPartialHorizontalMacInnerLoopCycles): rows split in
+  // W / gcd(W, rows) parts, a worker taking ceil(parts / W) of them, as whole rows and one
+  // partial row of ceil-ish size.
+  C worker_entries = 0;
+  if (rows > 0) {
+    const std::uint64_t split = wn / std::gcd(wn, rows);
+    const std::uint64_t most = ipusim::ceil_div(rows * split, wn);
+    const std::uint64_t whole = most / split, part = most % split;
+    const C dot = hmac_dot(vw, float_acts, float_partials, a.in_chans);
+    // One worklist entry of n positions, each a dot product per output pair (or channel):
+    // getConvPartialHorizontalMacCycleEstimate with its output channels halved for half
+    // partials, so one here.
+    const auto entry = [&](std::uint64_t n) {
+      if (n == 0) return C(7);
+      return one_by_one ? C(13) + 1 + C(n) * (C(2) + dot) : C(19) + C(n) * (C(7) + dot);
+    };
+    worker_entries = C(whole) * entry(width);
+    if (part != 0) worker_entries += entry(part * (width + split - 1) / split);
+  }
+  // Per kernel position: 16 less the state retention (15 with the 1x1 specialisation, 6 for
+  // half activations), then the entries; 16 more once.
+  const C retention = one_by_one ? 15 : (float_acts ? 0 : 6);
+  const C inner = w * (kernel * (C(16) - retention + worker_entries) + 16);
+
+  const C og = at_least_one(ipusim::ceil_div(a.out_chans, ocpg));
+  const C cg = at_least_one(a.groups);
+  const C ig = 1;
+  // The supervisor (getConvPartialHorizontalMacSupervisorOuterLoopCycleEstimate), whose worker
+  // retention term is called with the partials' type in the activations' place.
+  const C outer = C(float_acts ? 58 : 65) - (one_by_one ? 10 : 0) + w * (float_partials ? 9 : 10) +
+                  w * (one_by_one ? 15 : (float_partials ? 0 : 6)) +
+                  cg * (C(23) + ig * (C(15) + og * (C(10) + inner)));
+  // Zeroing the partials first (estimateZeroSupervisorCycles, costed as float stores: 64 bits
+  // two elements at a time), skipped by the 1x1 specialisation with one channel a group.
+  C zeroing = 0;
+  if (!(one_by_one && ocpg == 1)) {
+    const C per_worker = ceil_div(C(a.positions) * ocpg, w);
+    zeroing = w * og * cg * (ceil_div(per_worker, vector_width(chip, DType::kFloat)) + 5);
+  }
+  VertexCost cost;
+  cost.cycles = C(outer + zeroing).get();
+  cost.flops = (C(2) * a.positions * a.in_chans * a.out_chans * cg * kernel).get();
+  return cost;
+}
+
 VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std::uint64_t length,
                std::uint64_t count) {
   if (!is_fp(in) || !is_fp(partials) || (in == DType::kFloat && partials == DType::kHalf)) {
@@ -1088,6 +1176,19 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
                        count_at(v, s::kTransposeFactor));
     case Codelet::kAmpSlic:
       return amp_slic(chip, slic_args(v));
+    case Codelet::kConvHmac: {
+      HmacArgs a;
+      a.in = dtype_at(v, s::kHmacIn);
+      a.partials = dtype_at(v, s::kHmacPartials);
+      a.positions = count_at(v, s::kHmacPositions);
+      a.width = count_at(v, s::kHmacWidth);
+      a.in_chans = count_at(v, s::kHmacInChans);
+      a.out_chans = count_at(v, s::kHmacOutChans);
+      a.groups = count_at(v, s::kHmacGroups);
+      a.kernel_h = count_at(v, s::kHmacKernelH);
+      a.kernel_w = count_at(v, s::kHmacKernelW);
+      return conv_hmac(chip, a);
+    }
   }
   throw ModelError("vertex_cost: unknown codelet value " +
                    std::to_string(static_cast<int>(v.codelet)));

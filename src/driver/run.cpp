@@ -99,12 +99,7 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.shape = shape_text(p.args);
     r.dtype = trace::kDTypeNames[static_cast<std::size_t>(p.args.dtype)];
     r.partials = trace::kDTypeNames[static_cast<std::size_t>(plan::partials_of(p.args))];
-    // emit_conv's vertex: SLIC's for a SLIC plan, else the nx1 AMP vertex for kernels wider
-    // than 1 and the 1x1 one.
-    r.vertex = trace::codelet_spec(p.plan.slic         ? trace::Codelet::kAmpSlic
-                                   : p.args.kernel > 1 ? trace::Codelet::kAmpConvNx1
-                                                       : trace::Codelet::kAmpConv1x1)
-                   .name;
+    r.vertex = trace::codelet_spec(plan::plan_codelet(p.args, p.plan)).name;
     r.tiles = p.plan.tiles_used();
     r.group_split = p.plan.group_split;
     r.row_split = p.plan.row_split;

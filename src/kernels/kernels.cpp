@@ -49,7 +49,10 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
       "out, weight height {}{}, {} B per tile, estimated {} cycles",
       conv_name(a), p.tiles_used(), p.group_split, p.row_split, p.out_split, p.in_split,
       p.swapped ? ", operands swapped" : "", p.serial_in, p.serial_out, p.weight_height,
-      p.slic ? ", SLIC vertex" : "", p.bytes_per_tile.count, p.estimated_cycles.count);
+      p.method == plan::ConvMethod::kSlic   ? ", SLIC vertex"
+      : p.method == plan::ConvMethod::kHmac ? ", HMAC vertex"
+                                            : "",
+      p.bytes_per_tile.count, p.estimated_cycles.count);
   const plan::ConvBuffers b = plan::conv_buffers(chip, a, p);  // on every tile used
   trace::Trace t = one_ipu(conv_name(a));
   auto& prog = t.ipus[0];

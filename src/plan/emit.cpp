@@ -19,6 +19,18 @@ std::uint32_t plan_tile(const ConvPlan& p, std::uint32_t g, std::uint32_t r, std
   return ((g * p.row_split + r) * p.in_split + i) * p.out_split + o;
 }
 
+trace::Codelet plan_codelet(const ConvArgs& args, const ConvPlan& plan) {
+  switch (plan.method) {
+    case ConvMethod::kSlic:
+      return trace::Codelet::kAmpSlic;
+    case ConvMethod::kHmac:
+      return trace::Codelet::kConvHmac;
+    case ConvMethod::kAmp:
+      break;
+  }
+  return uses_nx1(args) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1;
+}
+
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
                const ConvArgs& whole, const ConvPlan& p, std::vector<trace::Step>& out_steps) {
   emit_conv(prog, prefix, chip, whole, p, out_steps, FetchSources{});
@@ -38,7 +50,7 @@ class ConvEmitter {
         prefix_(prefix),
         a_(iteration),
         p_(p),
-        s_(shape_of(chip, iteration, p.weight_height)),
+        s_(shape_of(chip, iteration, p)),
         eb_(trace::dtype_bytes(iteration.dtype)),
         pb_(trace::dtype_bytes(s_.partials)) {}
 
@@ -175,7 +187,7 @@ class ConvEmitter {
     return groups_of(g) * in_rows_for(a_, rows_of(r)) * in_cols(a_, s_) * in_of(i) * eb_;
   }
   std::uint64_t weight_bytes(std::uint32_t g, std::uint32_t i, std::uint32_t o) const {
-    if (p_.slic) return groups_of(g) * slic_weight_elements(a_) * eb_;
+    if (p_.method == ConvMethod::kSlic) return groups_of(g) * slic_weight_elements(a_) * eb_;
     return groups_of(g) * kernel_rows(a_, s_) * a_.kernel * in_of(i) * out_of(o) * eb_;
   }
   // Outputs of block (g, r, o) (all its groups).
@@ -191,11 +203,11 @@ class ConvEmitter {
   // The AMP vertex of tiles (g, r, i, o_first..o_last), whose blocks are the same size.
   trace::Vertex amp_vertex(std::uint32_t g, std::uint32_t r, std::uint32_t i, std::uint32_t o_first,
                            std::uint32_t o_last) const {
-    if (p_.slic) return slic_vertex(g, r, TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)});
+    const TileRange tiles{tile(g, r, i, o_first), tile(g, r, i, o_last)};
+    if (p_.method == ConvMethod::kSlic) return slic_vertex(g, r, tiles);
+    if (p_.method == ConvMethod::kHmac) return hmac_vertex(g, r, i, o_first, tiles);
     const bool nx1 = uses_nx1(a_);
-    trace::Vertex v{nx1 ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1,
-                    TileRange{tile(g, r, i, o_first), tile(g, r, i, o_last)},
-                    {}};
+    trace::Vertex v{nx1 ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1, tiles, {}};
     v.params[sl::kAmpIn] = static_cast<std::int64_t>(a_.dtype);
     v.params[sl::kAmpPartials] = static_cast<std::int64_t>(s_.partials);
     v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s_.out_w);
@@ -233,6 +245,28 @@ class ConvEmitter {
     v.params[sl::kSlicKernelW] = static_cast<std::int64_t>(sa.kernel_w);
     v.params[sl::kSlicStride] = static_cast<std::int64_t>(sa.stride);
     v.params[sl::kSlicChains] = static_cast<std::int64_t>(sa.chains);
+    return v;
+  }
+
+  // The HMAC vertex of tiles (g, r, i, o...), whose blocks are the same size.
+  trace::Vertex hmac_vertex(std::uint32_t g, std::uint32_t r, std::uint32_t i, std::uint32_t o,
+                            TileRange tiles) const {
+    ConvPlan block = p_;
+    block.rows_per_tile = rows_of(r);
+    block.groups_per_tile = groups_of(g);
+    block.in_per_tile = in_of(i);
+    block.out_per_tile = out_of(o);
+    const cost::HmacArgs ha = hmac_args(a_, s_, block);
+    trace::Vertex v{trace::Codelet::kConvHmac, tiles, {}};
+    v.params[sl::kHmacIn] = static_cast<std::int64_t>(ha.in);
+    v.params[sl::kHmacPartials] = static_cast<std::int64_t>(ha.partials);
+    v.params[sl::kHmacPositions] = static_cast<std::int64_t>(ha.positions);
+    v.params[sl::kHmacWidth] = static_cast<std::int64_t>(ha.width);
+    v.params[sl::kHmacInChans] = static_cast<std::int64_t>(ha.in_chans);
+    v.params[sl::kHmacOutChans] = static_cast<std::int64_t>(ha.out_chans);
+    v.params[sl::kHmacGroups] = static_cast<std::int64_t>(ha.groups);
+    v.params[sl::kHmacKernelH] = static_cast<std::int64_t>(ha.kernel_h);
+    v.params[sl::kHmacKernelW] = static_cast<std::int64_t>(ha.kernel_w);
     return v;
   }
 

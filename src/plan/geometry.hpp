@@ -28,7 +28,9 @@ inline void require(bool ok, const std::string& what) {
 // Sizes derived from a conv problem and a choice of splits.
 struct Shape {
   std::uint64_t out_h = 0, out_w = 0, rows = 0;  // output rows = batch x out_h
-  std::uint32_t engines = 0, in_grain = 0;
+  // The channel grains the splits are made in: the AMP's engines and the input channels of
+  // one weight load, or the HMAC vertex's output and input channel groups.
+  std::uint32_t out_grain = 0, in_grain = 0;
   std::uint32_t weight_height = 1;  // kernel rows per AMP weight load (ConvPlan::weight_height)
   DType partials = DType::kHalf;
 };
@@ -40,16 +42,21 @@ inline std::uint32_t amp_in_grain(const ChipSpec& chip, DType dtype) {
 }
 
 // With weight height h an engine's weights hold amp_in_grain / h input channels of h kernel
-// rows, so the input-channel grain is amp_in_grain / h.
-inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a, std::uint32_t weight_height = 1) {
+// rows, so the AMP's input-channel grain is amp_in_grain / h.
+inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   Shape s;
   s.out_h = ceil_div(a.height, a.stride);
   s.out_w = ceil_div(a.width, a.stride);
   s.rows = a.batch * s.out_h;
   // FP16.16 for half by default (ConvArgs::partials selects FP16.32), FP32 for float.
   s.partials = partials_of(a);
-  s.engines = cost::amp_engines(chip, a.dtype, s.partials);
-  s.weight_height = std::max<std::uint32_t>(weight_height, 1);
+  s.weight_height = std::max<std::uint32_t>(p.weight_height, 1);
+  if (p.method == ConvMethod::kHmac) {
+    s.out_grain = u32(cost::hmac_out_chans_per_group(s.partials));
+    s.in_grain = u32(cost::hmac_in_grain(a.dtype));
+    return s;
+  }
+  s.out_grain = cost::amp_engines(chip, a.dtype, s.partials);
   s.in_grain = std::max<std::uint32_t>(amp_in_grain(chip, a.dtype) / s.weight_height, 1);
   return s;
 }
@@ -143,7 +150,7 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
   b.in_bytes = g * in_rows_for(a, p.rows_per_tile) * in_cols(a, s) * p.in_per_tile * eb;
   b.weight_bytes = g * kernel_rows(a, s) * a.kernel * p.in_per_tile * p.out_per_tile * eb;
   b.partial_bytes = g * b.positions * p.out_per_tile * pb;
-  if (p.slic) {
+  if (p.method == ConvMethod::kSlic) {
     // One weight a conv group and kernel position, the kernel width padded to 1x4 windows;
     // the vertex's extra output buffer: a vertex group's partials and 200 bytes (ConvModel.cpp
     // addConvTempMemoryEstimate).
@@ -165,8 +172,8 @@ inline std::uint64_t memory_of(const Blocks& b) {
   return b.in_bytes + b.weight_bytes + b.partial_bytes + b.reduce_bytes + b.out_bytes + b.acc_bytes;
 }
 
-// The SLIC vertex of a block (p.slic): the cheapest of poplin's candidates, in its order (4
-// conv-unit chains, with half partials on 16 engines, then 2; the groupings of slic_groupings),
+// The SLIC vertex of a block (ConvMethod::kSlic): the cheapest of poplin's candidates, in its order
+// (4 conv-unit chains, with half partials on 16 engines, then 2; the groupings of slic_groupings),
 // the first winning a tie.
 inline cost::SlicArgs slic_args(const ChipSpec& chip, const ConvArgs& a, const Shape& s,
                                 const ConvPlan& p) {
@@ -212,12 +219,49 @@ inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvP
   return v;
 }
 
-// The cycles of a block's vertex: SLIC's or the AMP's (1x1 or nx1).
+// The HMAC vertex of a block (ConvMethod::kHmac): the tile's input channels one group (padded
+// to the grain), the field flattened to one row for a 1x1 kernel (poplin flattens such a
+// conv's batch and field).
+inline cost::HmacArgs hmac_args(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
+  cost::HmacArgs v;
+  v.in = a.dtype;
+  v.partials = s.partials;
+  v.positions = p.rows_per_tile * s.out_w;
+  v.width = uses_nx1(a) ? s.out_w : 0;
+  v.in_chans = ceil_div(p.in_per_tile, s.in_grain) * s.in_grain;
+  v.out_chans = p.out_per_tile;
+  v.groups = p.groups_per_tile;
+  v.kernel_h = v.kernel_w = a.kernel;
+  return v;
+}
+
+// The cycles of a block's vertex: SLIC's, the HMAC's or the AMP's (1x1 or nx1).
 inline std::uint64_t vertex_cycles(const ChipSpec& chip, const ConvArgs& a, const Shape& s,
                                    const ConvPlan& p) {
-  if (p.slic) return cost::amp_slic(chip, slic_args(chip, a, s, p)).cycles;
+  if (p.method == ConvMethod::kSlic) return cost::amp_slic(chip, slic_args(chip, a, s, p)).cycles;
+  if (p.method == ConvMethod::kHmac) return cost::conv_hmac(chip, hmac_args(a, s, p)).cycles;
   const cost::AmpConvArgs v = amp_args(a, s, p);
   return (uses_nx1(a) ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
+}
+
+// Elements of type t in one vector of the chip's datapath (4 halves or 2 floats in 64 bits).
+inline std::uint64_t vector_elements(const ChipSpec& chip, DType t) {
+  return std::max<std::uint64_t>(chip.datapath_width.count / trace::dtype_bytes(t), 1);
+}
+
+// A lower bound on the vertex cycles of every block with at least `p`'s positions, channels and
+// groups: vertex_cycles, but for the HMAC with the input channels rounded up to whole vectors (its
+// dot product over part of a vector costs more than over the whole vector,
+// getDenseDotProductCycles; test Planner.TheHmacVertexBoundHoldsForLargerBlocks). The other
+// vertices never get cheaper as a block grows
+// (Planner.TheAmpVertexNeverGetsCheaperWithMoreChannels).
+inline std::uint64_t least_vertex_cycles(const ChipSpec& chip, const ConvArgs& a, const Shape& s,
+                                         const ConvPlan& p) {
+  if (p.method != ConvMethod::kHmac) return vertex_cycles(chip, a, s, p);
+  cost::HmacArgs v = hmac_args(a, s, p);
+  const std::uint64_t vector = vector_elements(chip, a.dtype);
+  v.in_chans = ceil_div(v.in_chans, vector) * vector;
+  return cost::conv_hmac(chip, v).cycles;
 }
 
 }  // namespace ipusim::plan::detail

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <span>
 #include <vector>
@@ -208,8 +209,8 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
                    const ConvPlan& base, std::uint64_t& least,
                    std::uint64_t bound = std::numeric_limits<std::uint64_t>::max()) {
   const ConvArgs it = iteration_args(a, base);
-  const Shape s = shape_of(chip, it, base.weight_height);
-  const std::uint64_t out_grains = ceil_div(it.out_chans, s.engines);
+  const Shape s = shape_of(chip, it, base);
+  const std::uint64_t out_grains = ceil_div(it.out_chans, s.out_grain);
   const std::uint64_t in_grains = ceil_div(it.in_chans, s.in_grain);
   ConvPlan best;
   best.estimated_cycles = Cycles{std::numeric_limits<std::uint64_t>::max()};
@@ -227,7 +228,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
     return out;
   };
   const std::vector<Split> groups = table(a.groups, 1, a.groups), rows = table(s.rows, 1, s.rows),
-                           outs = table(out_grains, s.engines, it.out_chans),
+                           outs = table(out_grains, s.out_grain, it.out_chans),
                            ins = table(in_grains, s.in_grain, it.in_chans);
   const auto upto = [](const std::vector<Split>& splits, std::uint64_t limit) {
     return std::span(splits.begin(),
@@ -238,10 +239,9 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   std::vector<std::uint64_t> copies_at(std::size_t{chip.tiles} + 1,
                                        std::numeric_limits<std::uint64_t>::max());
   // Whole ranges of candidates are skipped once a plan is found (or a bound is given: then
-  // `least` no longer matters): those whose fetch and AMP vertex, costed with the smallest
-  // blocks of the range (block sizes never grow with a split; a range shares its rows, and the
-  // vertex models never fall as a block's input or output channels grow, test
-  // Planner.TheAmpVertexNeverGetsCheaperWithMoreChannels), exceed the best, and those whose
+  // `least` no longer matters): those whose fetch and least vertex cycles (least_vertex_cycles),
+  // costed with the smallest blocks of the range (block sizes never grow with a split; a range
+  // shares its rows), exceed the best, and those whose
   // input, weight and partial-sum blocks alone exceed the budget. Both are lower bounds of what
   // each candidate of the range is checked against below, so the plan chosen does not change.
   const auto hopeless = [&](const Split& sg, const Split& sr, const Split& so, const Split& si) {
@@ -253,7 +253,7 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
     const std::uint64_t limit = std::min(bound, best.estimated_cycles.count);
     const std::uint64_t fetch = ceil_cycles(fetch_send(chip, b)).count;
     if (fetch * base.serial() > limit) return true;
-    return (fetch + vertex_cycles(chip, it, s, smallest)) * base.serial() > limit;
+    return (fetch + least_vertex_cycles(chip, it, s, smallest)) * base.serial() > limit;
   };
   for (const Split& sg : upto(groups, chip.tiles))
     for (const Split& sr : upto(rows, chip.tiles / sg.count)) {
@@ -287,41 +287,36 @@ ConvPlan best_plan(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   return best;
 }
 
-// A lower bound on one serial iteration's estimate: its AMP vertex at the smallest block a
-// plan can give a tile (one group, one output position, one input and one output channel).
-// The vertex models never fall as a block grows from there (a worker's list of one position is
-// its cheapest, docs/codelets.md), and the other terms of an estimate are never negative.
-std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, std::uint32_t height,
-                              bool slic) {
-  ConvPlan p;
+// A lower bound on one serial iteration's estimate: its vertex at the smallest block a plan can
+// give a tile (one group, one output position, one input and one output channel). The vertex
+// models never fall as a block grows from there (a worker's list of one position is its
+// cheapest, docs/codelets.md), and the other terms of an estimate are never negative.
+std::uint64_t least_iteration(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& base) {
+  ConvPlan p = base;
   p.rows_per_tile = p.in_per_tile = p.out_per_tile = 1;
-  p.weight_height = height;
-  const Shape s = shape_of(chip, a, height);
-  if (slic) {
+  const Shape s = shape_of(chip, a, p);
+  if (p.method == ConvMethod::kSlic) {
     cost::SlicArgs v = slic_args(chip, a, s, p);
     v.positions = v.width = 1;
     return cost::amp_slic(chip, v).cycles;
   }
+  if (p.method == ConvMethod::kHmac) return least_vertex_cycles(chip, a, s, p);
   cost::AmpConvArgs v = amp_args(a, s, p);
   v.positions = v.width = 1;
   return (uses_nx1(a) ? cost::amp_convnx1(chip, v) : cost::amp_conv1x1(chip, v)).cycles;
 }
 
-// The plan for one budget, weight height and form (`swapped`: `a` is then swap_operands of the
-// conv's arguments) (poplar-compiler.md §1.5 step 1): the fastest parallel-only plan that fits;
-// if none fits, the fastest plan with a serial split of the input or the output channels (one
-// kind, a divisor of the channel count, at most kMaxSerial) that fits. `least` is lowered to
-// the smallest per-tile buffer size of any candidate seen.
-ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
-                          std::uint32_t height, bool swapped, std::uint64_t& least,
-                          bool slic = false) {
-  ConvPlan base;
-  base.weight_height = height;
-  base.swapped = swapped;
-  base.slic = slic;
+// The plan for one budget, vertex, weight height and form (those of `base`; for a swapped
+// `base`, `a` is swap_operands of the conv's arguments) (poplar-compiler.md §1.5 step 1): the
+// fastest parallel-only plan that fits; if none fits, the fastest plan with a serial split of
+// the input or the output channels (one kind, a divisor of the channel count, at most
+// kMaxSerial) that fits. `least` is lowered to the smallest per-tile buffer size of any
+// candidate seen.
+ConvPlan plan_for(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
+                  const ConvPlan& base, std::uint64_t& least) {
   ConvPlan best = best_plan(chip, a, budget, base, least);
   // A SLIC plan holds all of a vertex group's channels on each tile: no serial channel split.
-  if (best.rows_per_tile != 0 || slic) return best;
+  if (best.rows_per_tile != 0 || base.method == ConvMethod::kSlic) return best;
   auto consider = [&](const ConvPlan& p) {
     if (p.rows_per_tile == 0) return;
     if (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles ||
@@ -332,7 +327,7 @@ ConvPlan plan_with_height(const ChipSpec& chip, const ConvArgs& a, std::uint64_t
   // the best plan found no plan of d or more iterations can beat or tie it, and a candidate
   // whose fetches alone exceed the best is skipped (best_plan's bound): the plan chosen is the
   // one a search of every divisor finds.
-  const std::uint64_t floor = least_iteration(chip, a, height, slic);
+  const std::uint64_t floor = least_iteration(chip, a, base);
   const auto search = [&](const std::vector<std::uint64_t>& counts, bool in) {
     for (auto d : counts) {
       const bool found = best.rows_per_tile != 0;
@@ -364,12 +359,28 @@ std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& 
   return out;
 }
 
-// The fastest of plan_with_height's plans over the weight heights (ties: the smaller height)
-// and, where swappable, over both forms in poplin's order, the first winning a tie: swapped
-// first for a matmul, unswapped first for a conv's weight update (ConvPlan.cpp,
-// getSwapOperandCandidates). A swapped plan's splits are those of swap_operands(a). A
-// depthwise conv that slic_candidate allows is also planned on the SLIC vertex, after the
-// AMP's (poplin's method order, getConvMethodCandidates).
+// A lower bound on any HMAC plan's estimate of `a`: its MACs shared by every tile at the
+// vertex's best rate, a dot product's output channels (2 for half -> half, else 1) x the vector
+// width of activations per worker cycle (getDenseDotProductCycles: at least a cycle per vector),
+// and a tile's cycles at least its workers' summed cycles (W x the slowest, barrel issue).
+std::uint64_t hmac_floor(const ChipSpec& chip, const ConvArgs& a) {
+  const Shape s = shape_of(chip, a, ConvPlan{});
+  const std::uint64_t outs = a.dtype == DType::kHalf && s.partials == DType::kHalf ? 2 : 1;
+  const double macs = static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
+                      static_cast<double>(a.in_chans * a.out_chans * a.kernel * a.kernel);
+  return static_cast<std::uint64_t>(
+      std::floor(macs / static_cast<double>(chip.tiles * outs * vector_elements(chip, a.dtype))));
+}
+
+// The fastest of plan_for's plans over poplin's vertices, in its method order
+// (getConvMethodCandidates: the AMP, SLIC, HMAC; the first winning a tie): the AMP over the
+// weight heights (ties: the smaller height) and, where swappable, over both forms in poplin's
+// order, swapped first for a matmul, unswapped first for a conv's weight update (ConvPlan.cpp,
+// getSwapOperandCandidates); a swapped plan's splits are those of swap_operands(a). A
+// depthwise conv that slic_candidate allows is also planned on the SLIC vertex, and every conv
+// on the HMAC vertex in the same forms where hmac_floor does not already exceed the best plan
+// (the HMAC's dot products reach a few MACs a cycle against the AMP's 64, so it wins only where
+// the AMP's fixed costs or padding dominate).
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                      std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
@@ -381,15 +392,23 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
         (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles))
       best = p;
   };
-  const auto swapped = [&] {
-    consider(plan_with_height(chip, swap_operands(a), budget, 1, true, least));
+  const auto plan = [&](ConvMethod method, std::uint32_t height, bool swapped) {
+    ConvPlan base;
+    base.method = method;
+    base.weight_height = height;
+    base.swapped = swapped;
+    consider(plan_for(chip, swapped ? swap_operands(a) : a, budget, base, least));
   };
-  if (swappable(a) && a.matmul) swapped();
-  for (std::uint32_t h : weight_heights(chip, a))
-    consider(plan_with_height(chip, a, budget, h, false, least));
-  if (swappable(a) && !a.matmul) swapped();
-  // The SLIC vertex after the AMP's (poplin's method order; the AMP wins a tie).
-  if (slic_candidate(chip, a)) consider(plan_with_height(chip, a, budget, 1, false, least, true));
+  // Each form in poplin's order (swapped first for a matmul), the AMP over its weight heights.
+  const auto forms = [&](ConvMethod method, const std::vector<std::uint32_t>& heights) {
+    if (swappable(a) && a.matmul) plan(method, 1, true);
+    for (std::uint32_t h : heights) plan(method, h, false);
+    if (swappable(a) && !a.matmul) plan(method, 1, true);
+  };
+  forms(ConvMethod::kAmp, weight_heights(chip, a));
+  if (slic_candidate(chip, a)) plan(ConvMethod::kSlic, 1, false);
+  if (best.rows_per_tile == 0 || hmac_floor(chip, a) <= best.estimated_cycles.count)
+    forms(ConvMethod::kHmac, {1});
   return best;
 }
 
@@ -448,7 +467,7 @@ std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth) {
 
 ConvBuffers conv_buffers(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   const ConvArgs it = iteration_args(planned_product(a, p), p);
-  const Shape s = shape_of(chip, it, p.weight_height);
+  const Shape s = shape_of(chip, it, p);
   const Blocks b = blocks_of(it, s, p);
   ConvBuffers out;
   out.partials = s.partials;

@@ -884,12 +884,16 @@ SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v) {
       return broadcast_binary_program(chip, op_at(v, s::kBroadcastOp),
                                       dtype_at(v, s::kBroadcastDType), count_at(v, s::kBroadcastN));
     case Codelet::kAmpSlic:
-      throw ModelError("tile model: amp_slic has no instruction-level program (has_isa_program)");
+    case Codelet::kConvHmac:
+      throw ModelError("tile model: " + std::string(trace::codelet_spec(v.codelet).name) +
+                       " has no instruction-level program (has_isa_program)");
   }
   throw ModelError("tile model: unknown codelet");
 }
 
-bool has_isa_program(trace::Codelet c) { return c != trace::Codelet::kAmpSlic; }
+bool has_isa_program(trace::Codelet c) {
+  return c != trace::Codelet::kAmpSlic && c != trace::Codelet::kConvHmac;
+}
 
 std::uint64_t isa_vertex_cycles(const ChipSpec& chip, const trace::Vertex& v) {
   std::vector<double> key = chip_key(chip);

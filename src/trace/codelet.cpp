@@ -211,6 +211,23 @@ constexpr ParamSpec kAmpSlicParams[] = {
               "conv-unit chains: 4 (16 engines, half partials) or 2"},
 };
 
+constexpr ParamSpec kConvHmacParams[] = {
+    dtype_param("in", kHalf, "input and weight element type"),
+    dtype_param("partials", kHalf,
+                "accumulator (partial sum) element type: output channels in pairs for half, "
+                "one at a time for float"),
+    int_param("positions", 0, std::nullopt, "output positions computed on the tile"),
+    int_param("width", 0, 0,
+              "output positions per row of the tile's output field: each worker takes whole "
+              "rows and a part of one (0: one row, as a 1x1 conv's flattened field)"),
+    int_param("in_chans", 1, std::nullopt,
+              "input channels per conv group: one input-channel group, padded to 2 for half"),
+    int_param("out_chans", 1, std::nullopt, "output channels per conv group"),
+    int_param("groups", 1, 1, "conv groups"),
+    int_param("kernel_h", 1, 1, "kernel height"),
+    int_param("kernel_w", 1, 1, "kernel width"),
+};
+
 constexpr CodeletSpec kCatalogue[] = {
     {Codelet::kAmpConv1x1, "amp_conv1x1", kAmpConv1x1Params,
      "AMP partial convolution with a 1x1 kernel (also the matmul path)"},
@@ -235,6 +252,9 @@ constexpr CodeletSpec kCatalogue[] = {
     {Codelet::kAmpSlic, "amp_slic", kAmpSlicParams,
      "SLIC partial convolution (poplin ConvPartial1x4SLIC): a 1x4 kernel window slid along "
      "output rows, for few channels per conv group"},
+    {Codelet::kConvHmac, "conv_hmac", kConvHmacParams,
+     "horizontal-MAC partial convolution (poplin ConvPartialHorizontalMac): dot products over "
+     "the input channels on the vector datapath, no AMP"},
 };
 static_assert(std::size(kCatalogue) == kCodeletCount);
 
@@ -270,6 +290,8 @@ static_assert(kCopyParams[slot::kCopyBytes].name == "bytes");
 static_assert(kDynamicSliceParams[slot::kSliceCopies].name == "copies");
 static_assert(kAmpSlicParams[slot::kSlicGroupGroups].name == "group_groups");
 static_assert(kAmpSlicParams[slot::kSlicChains].name == "chains");
+static_assert(kConvHmacParams[slot::kHmacOutChans].name == "out_chans");
+static_assert(kConvHmacParams[slot::kHmacKernelW].name == "kernel_w");
 
 template <std::size_t N>
 std::optional<std::size_t> index_of(const std::array<std::string_view, N>& names,

@@ -779,6 +779,78 @@ TEST(CodeletSlic, RejectsWhatPoplinHasNoVertexFor) {
       ModelError);
 }
 
+HmacArgs hmac(DType in, DType partials, std::uint64_t positions, std::uint64_t width,
+              std::uint64_t in_chans, std::uint64_t out_chans, std::uint64_t groups,
+              std::uint64_t kh, std::uint64_t kw) {
+  HmacArgs a;
+  a.in = in;
+  a.partials = partials;
+  a.positions = positions;
+  a.width = width;
+  a.in_chans = in_chans;
+  a.out_chans = out_chans;
+  a.groups = groups;
+  a.kernel_h = kh;
+  a.kernel_w = kw;
+  return a;
+}
+
+// Half -> half, a 1x1 conv of 16 positions (one flattened row), 16 input and 2 output channels
+// (one output pair), poplibs' PerformanceEstimation.hpp by hand:
+//  - dot product of 16 halves, two outputs at once: (1 + 2) x 2 + 1 + 3 + 1 = 11, 16 / 4 vectors
+//    of 64 bits, less 1 for half: 14;
+//  - one row split in 6 parts, the slowest worker one part of (16 + 5) / 6 = 3 positions: an
+//    entry of 19 + 3 x (7 + 14) = 82; 16 - 6 (retention) + 82 + 16 = 108, x 6 = 648;
+//  - supervisor 65 + 6 x 10 + 6 x 6 + (23 + (15 + (10 + 648))) = 857;
+//  - zeroing: 16 x 2 / 6 -> 6 partials a worker, 3 float vectors + 5, x 6 = 48;
+//  - 857 + 48 = 905.
+TEST(CodeletHmac, HalfPartialsOneByOneByHand) {
+  const ChipSpec chip = gc200_by_hand();
+  const VertexCost c = conv_hmac(chip, hmac(DType::kHalf, DType::kHalf, 16, 0, 16, 2, 1, 1, 1));
+  EXPECT_EQ(c.cycles, 905u);
+  EXPECT_EQ(c.flops, 2u * 16 * 16 * 2);
+  // Through a trace vertex: in, partials, positions, width, in_chans, out_chans, groups,
+  // kernel_h, kernel_w.
+  EXPECT_EQ(
+      vertex_cost(chip, vertex(Codelet::kConvHmac, {kHalf, kHalf, 16, 0, 16, 2, 1, 1, 1})).cycles,
+      905u);
+}
+
+// Half -> float, 1x1, 10 positions, 6 input and 3 output channels: the 1x1 specialisation
+// (half activations, float partials, one row), one output channel a group:
+//  - dot of 6 halves: 6 is not a multiple of 4, so 2 at a time, 2 cycles each (under 64 bits),
+//    one more to load the weights apart: 3 + 3 + 1 = 7, + 1 + 3 x 2 - 1 = 13;
+//  - the slowest worker (10 + 5) / 6 = 2 positions: 13 + 1 + 2 x (2 + 13) = 44; 16 - 15 + 44 +
+//    16 = 61, x 6 = 366;
+//  - supervisor 65 - 10 + 6 x 9 + 6 x 15 + (23 + (15 + 3 x (10 + 366))) = 1,365; no zeroing.
+TEST(CodeletHmac, OneByOneSpecialisationWithFloatPartialsByHand) {
+  const ChipSpec chip = gc200_by_hand();
+  const VertexCost c = conv_hmac(chip, hmac(DType::kHalf, DType::kFloat, 10, 0, 6, 3, 1, 1, 1));
+  EXPECT_EQ(c.cycles, 1365u);
+  EXPECT_EQ(c.flops, 2u * 10 * 6 * 3);
+}
+
+// Float, a 3x3 kernel over 2 rows of 6 positions, 3 input channels, 1 output, 2 conv groups:
+//  - dot of 3 floats: one at a time (3 is odd), 2 cycles each: 3 + 3 + 1 = 7, + 1 + 6 = 14;
+//  - 2 rows in 3 parts each, 6 parts: the slowest worker one part of (6 + 2) / 3 = 2 positions,
+//    19 + 2 x (7 + 14) = 61 a kernel position; 9 x (16 + 61) + 16 = 709, x 6 = 4,254;
+//  - supervisor 58 + 6 x 9 + 2 x (23 + (15 + (10 + 4,254))) = 8,716;
+//  - zeroing 12 / 6 = 2 partials a worker, 1 vector + 5, x 6 x 2 groups = 72;
+//  - 8,716 + 72 = 8,788.
+TEST(CodeletHmac, FloatSpatialKernelByHand) {
+  const ChipSpec chip = gc200_by_hand();
+  const VertexCost c = conv_hmac(chip, hmac(DType::kFloat, DType::kFloat, 12, 6, 3, 1, 2, 3, 3));
+  EXPECT_EQ(c.cycles, 8788u);
+  EXPECT_EQ(c.flops, 2u * 12 * 3 * 1 * 2 * 9);
+}
+
+TEST(CodeletHmac, RejectsFloatInputWithHalfPartials) {
+  const ChipSpec chip = gc200_by_hand();
+  EXPECT_THROW(conv_hmac(chip, hmac(DType::kFloat, DType::kHalf, 8, 0, 4, 2, 1, 1, 1)), ModelError);
+  EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kConvHmac, {kFloat, kHalf, 8, 0, 4, 2, 1, 1, 1})),
+               ModelError);
+}
+
 TEST(CodeletVertexCost, RejectsBadSlotValues) {
   const ChipSpec chip = gc200_by_hand();
   EXPECT_THROW(vertex_cost(chip, vertex(Codelet::kCopy, {-1})), ModelError);

@@ -160,6 +160,45 @@ TEST(Planner, TheAmpVertexNeverGetsCheaperWithMoreChannels) {
   EXPECT_EQ(checked, 3 * (1 + 3) * 7 * 2 * 2 * 72 * 72);
 }
 
+// The HMAC vertex does get cheaper with more input channels where they fill whole vectors (a dot
+// product over 4 halves is cheaper than over 2: getDenseDotProductCycles takes narrower vectors
+// at 2 cycles each), so the planner bounds a range of blocks by the vertex with the smallest
+// block's input channels rounded up to whole vectors (least_vertex_cycles). That bound holds for
+// every larger block, and the vertex never gets cheaper with more positions or output channels.
+TEST(Planner, TheHmacVertexBoundHoldsForLargerBlocks) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  int checked = 0;
+  for (const auto& [in, partials] :
+       {std::pair{DType::kHalf, DType::kHalf}, std::pair{DType::kHalf, DType::kFloat},
+        std::pair{DType::kFloat, DType::kFloat}})
+    for (const std::uint64_t kernel : {1U, 3U})
+      for (const std::uint64_t positions : {1U, 2U, 3U, 5U, 7U, 13U, 56U}) {
+        const std::uint64_t vector = in == DType::kHalf ? 4 : 2;
+        cost::HmacArgs v;
+        v.in = in;
+        v.partials = partials;
+        v.kernel_h = v.kernel_w = kernel;
+        v.width = kernel > 1 ? std::min<std::uint64_t>(positions, 7) : 0;
+        const auto cycles = [&](std::uint64_t n, std::uint64_t ic, std::uint64_t oc) {
+          cost::HmacArgs w = v;
+          w.positions = n;
+          w.in_chans = ic;
+          w.out_chans = oc;
+          return cost::conv_hmac(chip, w).cycles;
+        };
+        for (std::uint64_t ic = 1; ic <= 40; ++ic)
+          for (std::uint64_t oc = 1; oc <= 8; ++oc) {
+            const std::uint64_t least = cycles(positions, ceil_div(ic, vector) * vector, oc);
+            for (std::uint64_t more = ic; more <= 48; ++more)
+              ASSERT_GE(cycles(positions, more, oc), least) << ic << " -> " << more;
+            ASSERT_GE(cycles(positions, ic, oc + 1), cycles(positions, ic, oc));
+            ASSERT_GE(cycles(positions + 1, ic, oc), cycles(positions, ic, oc));
+            ++checked;
+          }
+      }
+  EXPECT_EQ(checked, 3 * 2 * 7 * 40 * 8);
+}
+
 TEST(Planner, ParallelPlanPreferredWhenItFits) {
   // 2048^3 half: a 2048 x 2048 x 2048 / 1472 block fits easily (the 2048 matmul tests).
   const ConvPlan p = plan_conv(testing::gc200_by_hand(), matmul_args(2048, 2048, 2048));
@@ -338,7 +377,7 @@ TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
   const ConvArgs a = combine_conv_groups(chip, dw);
   ASSERT_EQ(a.combined_groups, 16u);
   const ConvPlan p = plan_conv(chip, a);
-  EXPECT_TRUE(p.slic);
+  EXPECT_EQ(p.method, ConvMethod::kSlic);
   EXPECT_EQ(p.estimated_cycles.count, 4320u + 21119u);
   // Emitted: one amp_slic vertex with those arguments.
   trace::IpuProgram prog;
@@ -362,11 +401,48 @@ TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
   // serially, and SLIC, which needs every channel of its vertex group on the tile, is not
   // split.
   const ConvPlan tight = plan_conv(chip, a, 30000);
-  EXPECT_FALSE(tight.slic);
+  EXPECT_EQ(tight.method, ConvMethod::kAmp);
   EXPECT_GT(tight.serial(), 1u);
   // The same conv with 4 channels a group is not depthwise: no SLIC.
   dw.in_chans = dw.out_chans = 4;
-  EXPECT_FALSE(plan_conv(chip, combine_conv_groups(chip, dw)).slic);
+  EXPECT_EQ(plan_conv(chip, combine_conv_groups(chip, dw)).method, ConvMethod::kAmp);
+}
+
+// A float matrix-vector product on one tile, 1 x 64 x 1, runs on poplin's horizontal-MAC
+// vertex (getConvVertexHMACCandidates), whose dot products cost less here than the AMP's
+// weight loads and fixed costs:
+//  - the fetch (the planner's objective): 64 floats of input and 64 of weights, 512 / 4 = 128;
+//  - the HMAC vertex (swapped: one position, 64 input channels, one output channel): a dot
+//    product of 64 floats 7 + 64 / 2 = 39; the one busy worker's entry 19 + (7 + 39) = 65;
+//    6 x (16 + 65 + 16) = 582; the supervisor 58 + 6 x 9 + (23 + 15 + 10 + 582) = 742; zeroing
+//    6 x (1 + 5) = 36: 778;
+//  - 128 + 778 = 906, where the AMP's vertex for the same block costs more on its own.
+TEST(Planner, AMatrixVectorProductRunsOnTheHmacVertexWhenThatIsCheaper) {
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  ConvArgs a = matmul_args(1, 1, 64);
+  a.dtype = a.partials = DType::kFloat;
+  const ConvPlan p = plan_conv(chip, a);
+  EXPECT_EQ(p.method, ConvMethod::kHmac);
+  EXPECT_EQ(p.estimated_cycles.count, 128u + 778u);
+  trace::IpuProgram prog;
+  std::vector<trace::Step> steps;
+  emit_conv(prog, "", chip, a, p, steps);
+  const trace::Vertex& v = prog.compute_sets.at(0).vertices.at(0);
+  ASSERT_EQ(v.codelet, Codelet::kConvHmac);
+  EXPECT_EQ(v.params[sl::kHmacPositions], 1);
+  EXPECT_EQ(v.params[sl::kHmacInChans], 64);
+  EXPECT_EQ(v.params[sl::kHmacOutChans], 1);
+  EXPECT_EQ(cost::vertex_cost(chip, v).cycles, 778u);
+  cost::AmpConvArgs amp;
+  amp.in = amp.partials = DType::kFloat;
+  amp.positions = 1;
+  amp.in_chans = 64;
+  amp.out_chans = 1;
+  amp.coeff_load_bits = 64;
+  EXPECT_GT(cost::amp_conv1x1(chip, amp).cycles, 778u);
+  // A batch of 16 rows keeps the AMP: 16 x 64 x 16 halves, where the HMAC's dot products take
+  // longer than the AMP's fixed costs.
+  EXPECT_EQ(plan_conv(chip, matmul_args(16, 16, 64)).method, ConvMethod::kAmp);
 }
 
 TEST(Planner, FewInputChannelsUseTallerWeights) {

@@ -62,6 +62,31 @@ struct SlicArgs {
 };
 VertexCost amp_slic(const ChipSpec& chip, const SlicArgs& a);
 VertexCost amp_convnx1(const ChipSpec& chip, const AmpConvArgs& a);
+
+// poplin's horizontal-MAC vertex (ConvPartialHorizontalMac: each worker's output positions as
+// dot products over the input channels on the vector datapath, no AMP), as poplibs' planner
+// costs it (PerformanceEstimation.hpp estimateConvPartialHorizontalMacInnerLoopCycles,
+// getConvPartialHorizontalMacSupervisorOuterLoopCycleEstimate, estimateZeroSupervisorCycles;
+// docs/codelets.md "conv_hmac"). One input-channel group of in_chans channels; output
+// channels in groups of 2 with half partials, 1 with float.
+struct HmacArgs {
+  trace::DType in = trace::DType::kHalf;
+  trace::DType partials = trace::DType::kHalf;
+  std::uint64_t positions = 0;  // output positions computed on the tile (field x batch)
+  std::uint64_t width = 0;      // output positions per field row (0: one row)
+  std::uint64_t in_chans = 1;   // input channels per conv group (one group, 2-padded for half)
+  std::uint64_t out_chans = 1;  // output channels per conv group
+  std::uint64_t groups = 1;     // conv groups
+  std::uint64_t kernel_h = 1, kernel_w = 1;
+};
+VertexCost conv_hmac(const ChipSpec& chip, const HmacArgs& a);
+// Output channels the HMAC vertex computes at once: 2 with half partials, 1 with float
+// (ConvVertexType.cpp getConvVertexHMACCandidates' partialChansPerGroup).
+std::uint64_t hmac_out_chans_per_group(trace::DType partials);
+// Input channels a half HMAC vertex's group is padded to a multiple of: 2 for half, 1 for
+// float (getConvVertexHMACCandidates' grain).
+std::uint64_t hmac_in_grain(trace::DType in);
+
 VertexCost dot(const ChipSpec& chip, trace::DType in, trace::DType partials, std::uint64_t length,
                std::uint64_t count);
 VertexCost reduce(const ChipSpec& chip, trace::Op op, trace::DType in, trace::DType out,

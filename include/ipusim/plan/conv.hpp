@@ -73,6 +73,17 @@ inline trace::DType partials_of(const ConvArgs& a) {
   return a.dtype == trace::DType::kFloat ? trace::DType::kFloat : a.partials;
 }
 
+// The vertex a plan's blocks run on, poplin's methods (ConvVertexType.cpp
+// getConvMethodCandidates) that ipusim plans:
+// - kAmp: the AMP (amp_conv1x1, amp_convnx1), output channels in groups of its engines;
+// - kSlic: poplin's SLIC vertex (amp_slic: vertex groups of 2 to 16 conv groups of 1 or 2
+//   channels, 1x4 kernel windows), on the AMP's splits, only the conv's real weights fetched
+//   (getConvVertexSLICCandidates);
+// - kHmac: the horizontal-MAC vertex (conv_hmac: dot products on the vector datapath), output
+//   channels in groups of 2 (half partials) or 1 and input channels in groups of 2 (half) or 1,
+//   a tile's input channels one group (getConvVertexHMACCandidates).
+enum class ConvMethod : std::uint8_t { kAmp, kSlic, kHmac };
+
 // The plan chosen for a conv/matmul: parallel splits of conv groups, output rows, output
 // channels and input channels, optional serial splits, and what it is expected to cost.
 // With a serial split the conv is a repeat loop of serial() iterations over the same tiles;
@@ -96,10 +107,8 @@ struct ConvPlan {
   // The plan is for swap_operands(args): its splits and block sizes are those of the swapped
   // product (rows = the matmul's N, output channels = its M), and its output is C^T.
   bool swapped = false;
-  // The blocks run on poplin's SLIC vertex (amp_slic: vertex groups of 2 to 16 conv groups of 1
-  // or 2 channels, 1x4 kernel windows), not the AMP's: same splits, only the conv's real
-  // weights fetched (ConvVertexType.cpp getConvVertexSLICCandidates).
-  bool slic = false;
+  // The vertex the blocks run on (ConvMethod).
+  ConvMethod method = ConvMethod::kAmp;
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
 };
@@ -109,6 +118,9 @@ struct ConvPlan {
 inline ConvArgs planned_product(const ConvArgs& args, const ConvPlan& plan) {
   return plan.swapped ? swap_operands(args) : args;
 }
+
+// The codelet of a plan's vertices (emit_conv writes them; plan.csv names it).
+trace::Codelet plan_codelet(const ConvArgs& args, const ConvPlan& plan);
 
 // Poplar's "combine conv groups" transform (poplar-compiler.md §1.2, step 7): a channel-grouped
 // conv with 1 or 2 input channels per group packs F groups into one with F x the input and

@@ -18,7 +18,7 @@ namespace ipusim::tile {
 SupBlock vertex_program(const ChipSpec& chip, const trace::Vertex& v);
 
 // Whether the codelet has a bundle program: every one but amp_slic, whose SLIC engine chain is
-// not modelled (the isa timing model keeps its closed form).
+// not modelled, and conv_hmac (the isa timing model keeps their closed forms).
 bool has_isa_program(trace::Codelet c);
 
 // Tile cycles of one vertex on the engine; memoised per (chip micro-architecture, codelet,

@@ -77,8 +77,9 @@ enum class Codelet : std::uint8_t {
   kTranspose,        // rearrangement (transpose / regroup) of n elements on a tile
   kBroadcastBinary,  // binary op of n elements with a vector repeated along the outer dimension
   kAmpSlic,          // SLIC partial convolution: 1x4 windows over few channels per conv group
+  kConvHmac,         // horizontal-MAC partial convolution: dot products on the vector datapath
 };
-inline constexpr std::size_t kCodeletCount = 14;
+inline constexpr std::size_t kCodeletCount = 15;
 
 enum class ParamKind : std::uint8_t { kInt, kDType, kOp };
 
@@ -164,6 +165,10 @@ inline constexpr std::size_t kBroadcastOp = 0, kBroadcastDType = 1, kBroadcastN 
 inline constexpr std::size_t kSlicIn = 0, kSlicPartials = 1, kSlicPositions = 2, kSlicWidth = 3,
                              kSlicGroups = 4, kSlicChans = 5, kSlicGroupGroups = 6,
                              kSlicKernelH = 7, kSlicKernelW = 8, kSlicStride = 9, kSlicChains = 10;
+// conv_hmac
+inline constexpr std::size_t kHmacIn = 0, kHmacPartials = 1, kHmacPositions = 2, kHmacWidth = 3,
+                             kHmacInChans = 4, kHmacOutChans = 5, kHmacGroups = 6, kHmacKernelH = 7,
+                             kHmacKernelW = 8;
 }  // namespace slot
 
 }  // namespace ipusim::trace
