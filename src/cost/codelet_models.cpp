@@ -1130,6 +1130,21 @@ SlicArgs slic_args(const trace::Vertex& v) {
   return a;
 }
 
+HmacArgs hmac_args(const trace::Vertex& v) {
+  namespace s = trace::slot;
+  HmacArgs a;
+  a.in = dtype_at(v, s::kHmacIn);
+  a.partials = dtype_at(v, s::kHmacPartials);
+  a.positions = count_at(v, s::kHmacPositions);
+  a.width = count_at(v, s::kHmacWidth);
+  a.in_chans = count_at(v, s::kHmacInChans);
+  a.out_chans = count_at(v, s::kHmacOutChans);
+  a.groups = count_at(v, s::kHmacGroups);
+  a.kernel_h = count_at(v, s::kHmacKernelH);
+  a.kernel_w = count_at(v, s::kHmacKernelW);
+  return a;
+}
+
 }  // namespace
 
 namespace {
@@ -1176,19 +1191,8 @@ VertexCost vertex_cost_unchecked(const ChipSpec& chip, const trace::Vertex& v) {
                        count_at(v, s::kTransposeFactor));
     case Codelet::kAmpSlic:
       return amp_slic(chip, slic_args(v));
-    case Codelet::kConvHmac: {
-      HmacArgs a;
-      a.in = dtype_at(v, s::kHmacIn);
-      a.partials = dtype_at(v, s::kHmacPartials);
-      a.positions = count_at(v, s::kHmacPositions);
-      a.width = count_at(v, s::kHmacWidth);
-      a.in_chans = count_at(v, s::kHmacInChans);
-      a.out_chans = count_at(v, s::kHmacOutChans);
-      a.groups = count_at(v, s::kHmacGroups);
-      a.kernel_h = count_at(v, s::kHmacKernelH);
-      a.kernel_w = count_at(v, s::kHmacKernelW);
-      return conv_hmac(chip, a);
-    }
+    case Codelet::kConvHmac:
+      return conv_hmac(chip, hmac_args(v));
   }
   throw ModelError("vertex_cost: unknown codelet value " +
                    std::to_string(static_cast<int>(v.codelet)));

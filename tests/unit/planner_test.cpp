@@ -72,6 +72,14 @@ ConvArgs image_conv(std::uint64_t in, std::uint64_t hw, std::uint64_t out, std::
   return a;
 }
 
+// The first vertex emit_conv writes for plan `p` of `a` (its first compute set's).
+trace::Vertex first_vertex(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
+  trace::IpuProgram prog;
+  std::vector<trace::Step> steps;
+  emit_conv(prog, "", chip, a, p, steps);
+  return prog.compute_sets.at(0).vertices.at(0);
+}
+
 ChipSpec one_tile_chip(std::uint64_t available) {
   ChipSpec chip = testing::gc200_by_hand();
   chip.tiles = 1;
@@ -380,10 +388,7 @@ TEST(Planner, ADepthwiseConvRunsOnSlicWhenThatIsCheaper) {
   EXPECT_EQ(p.method, ConvMethod::kSlic);
   EXPECT_EQ(p.estimated_cycles.count, 4320u + 21119u);
   // Emitted: one amp_slic vertex with those arguments.
-  trace::IpuProgram prog;
-  std::vector<trace::Step> steps;
-  emit_conv(prog, "", chip, a, p, steps);
-  const trace::Vertex& v = prog.compute_sets.at(0).vertices.at(0);
+  const trace::Vertex v = first_vertex(chip, a, p);
   ASSERT_EQ(v.codelet, Codelet::kAmpSlic);
   EXPECT_EQ(v.params[sl::kSlicPositions], 512);
   EXPECT_EQ(v.params[sl::kSlicGroups], 16);
@@ -424,10 +429,7 @@ TEST(Planner, AMatrixVectorProductRunsOnTheHmacVertexWhenThatIsCheaper) {
   const ConvPlan p = plan_conv(chip, a);
   EXPECT_EQ(p.method, ConvMethod::kHmac);
   EXPECT_EQ(p.estimated_cycles.count, 128u + 778u);
-  trace::IpuProgram prog;
-  std::vector<trace::Step> steps;
-  emit_conv(prog, "", chip, a, p, steps);
-  const trace::Vertex& v = prog.compute_sets.at(0).vertices.at(0);
+  const trace::Vertex v = first_vertex(chip, a, p);
   ASSERT_EQ(v.codelet, Codelet::kConvHmac);
   EXPECT_EQ(v.params[sl::kHmacPositions], 1);
   EXPECT_EQ(v.params[sl::kHmacInChans], 64);
