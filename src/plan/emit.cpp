@@ -207,7 +207,7 @@ class ConvEmitter {
     if (p_.method == ConvMethod::kSlic) return slic_vertex(g, r, tiles);
     if (p_.method == ConvMethod::kHmac) return hmac_vertex(g, r, i, o_first, tiles);
     const bool nx1 = uses_nx1(a_);
-    trace::Vertex v{nx1 ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1, tiles, {}};
+    trace::Vertex v{plan_codelet(a_, p_), tiles, {}};
     v.params[sl::kAmpIn] = static_cast<std::int64_t>(a_.dtype);
     v.params[sl::kAmpPartials] = static_cast<std::int64_t>(s_.partials);
     v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s_.out_w);
