@@ -76,9 +76,9 @@ void count_items(std::span<const trace::Step> steps, std::uint64_t times,
 }
 
 std::string args_key(const plan::ConvArgs& a) {
-  std::string key =
-      fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans, a.height, a.width,
-                  a.out_chans, a.kernel, a.stride, a.groups, static_cast<int>(a.dtype));
+  std::string key = fmt::format("conv_n{}_c{}_{}x{}_k{}_f{}_s{}_g{}_{}", a.batch, a.in_chans,
+                                a.height, a.width, a.out_chans, plan::to_string(a.kernel),
+                                plan::to_string(a.stride), a.groups, static_cast<int>(a.dtype));
   // Partials wider than the inputs (FP16.32) are named; the default precision keeps the names.
   if (plan::partials_of(a) != a.dtype)
     key += fmt::format("_p{}", static_cast<int>(plan::partials_of(a)));
@@ -289,7 +289,7 @@ void IpuBuilder::plan_ahead(const plan::ConvArgs& args, bool transposed_input,
 Layout IpuBuilder::weights_layout(const plan::ConvArgs& a) {
   Layout source;
   source.dtype = a.dtype;
-  source.positions = (a.channel_groups ? 1 : a.groups) * a.kernel * a.kernel * a.in_chans;
+  source.positions = (a.channel_groups ? 1 : a.groups) * a.kernel.area() * a.in_chans;
   source.channels = (a.channel_groups ? a.groups : 1) * a.out_chans;
   const plan::ConvPlan& plan = planned(a).plan;
   if (plan.swapped) return transposed_view(plan_input_layout(transposed_view(source), plan, false));
@@ -348,11 +348,11 @@ std::function<void(trace::Exchange&)> input_fetch(const Layout& source, const pl
   // Block (group x row block, in-channel block) goes to its out_split consumers. A row
   // block of output rows [r0, r1) (over batch x output height) reads input rows
   // [r0 s - pad, (r1 - 1) s + k - pad) of the flattened batch x height (the halo of a
-  // k x k kernel included); a strided 1x1 conv reads 1 in s^2 of them.
-  const std::uint64_t out_h = ceil_div(a.height, a.stride);
-  const std::uint64_t rows = a.batch * out_h, pad = (a.kernel - 1) / 2;
+  // kernel's rows included); a strided 1x1 conv reads 1 in s_h x s_w of them.
+  const std::uint64_t out_h = ceil_div(a.height, a.stride.h);
+  const std::uint64_t rows = a.batch * out_h, pad = (a.kernel.h - 1) / 2;
   const std::uint64_t positions_per_group = a.batch * a.height * a.width;
-  const bool strided_1x1 = a.kernel == 1 && a.stride > 1;
+  const bool strided_1x1 = a.kernel == plan::Spatial{1} && a.stride != plan::Spatial{1};
   // When the source's shape is not the conv's input shape (a grouped matmul reading
   // heads out of a [tokens x hidden] tensor), blocks are cut in proportion instead.
   const bool exact =
@@ -377,9 +377,9 @@ std::function<void(trace::Exchange&)> input_fetch(const Layout& source, const pl
           const std::uint64_t r0 = std::uint64_t{r} * plan.rows_per_tile;
           const std::uint64_t r1 = std::min(rows, r0 + plan.rows_per_tile);
           if (r0 >= r1) continue;
-          const std::uint64_t lo = r0 * a.stride > pad ? r0 * a.stride - pad : 0;
+          const std::uint64_t lo = r0 * a.stride.h > pad ? r0 * a.stride.h - pad : 0;
           const std::uint64_t hi =
-              std::min(a.batch * a.height, (r1 - 1) * a.stride + a.kernel - pad);
+              std::min(a.batch * a.height, (r1 - 1) * a.stride.h + a.kernel.h - pad);
           // Groups are outermost in the source's positions (a grouped matmul's rows).
           const std::uint64_t base = std::uint64_t{g} * plan.groups_per_tile * positions_per_group;
           const std::uint64_t span = plan.groups_per_tile * positions_per_group;
@@ -397,7 +397,7 @@ std::function<void(trace::Exchange&)> input_fetch(const Layout& source, const pl
               by_channels ? std::min(c0 + cw, ch0 + cpt * plan.groups_per_tile) : (i + 1) * cpt;
           range_pieces(source, p0, p1, ch0, ch1, [&](std::uint32_t src, std::uint64_t bytes) {
             const std::uint64_t needed =
-                exact && strided_1x1 ? ceil_div(bytes, a.stride * a.stride) : bytes;
+                exact && strided_1x1 ? ceil_div(bytes, a.stride.area()) : bytes;
             fetch.add(TileRange{src, src}, {&users, 1}, needed);
           });
         }
@@ -531,18 +531,19 @@ plan::ConvArgs IpuBuilder::data_gradient_args(const plan::ConvArgs& fwd) {
   plan::ConvArgs d = fwd;
   d.in_chans = fwd.out_chans;
   d.out_chans = fwd.in_chans;
-  d.height = ceil_div(fwd.height, fwd.stride);
-  d.width = ceil_div(fwd.width, fwd.stride);
+  d.height = ceil_div(fwd.height, fwd.stride.h);
+  d.width = ceil_div(fwd.width, fwd.stride.w);
   d.stride = 1;
   return d;
 }
 
 plan::ConvArgs IpuBuilder::weight_gradient_args(const plan::ConvArgs& fwd) {
-  const std::uint64_t field = ceil_div(fwd.height, fwd.stride) * ceil_div(fwd.width, fwd.stride);
+  const std::uint64_t field =
+      ceil_div(fwd.height, fwd.stride.h) * ceil_div(fwd.width, fwd.stride.w);
   // A conv's weight gradient is a conv pass (poplin's TRAINING_WU), a matmul's a matmul
   // (FC_TRAINING_WU).
-  plan::ConvArgs w = matmul_args(fwd.kernel * fwd.kernel * fwd.in_chans, fwd.out_chans,
-                                 fwd.batch * field, fwd.dtype, fwd.groups);
+  plan::ConvArgs w = matmul_args(fwd.kernel.area() * fwd.in_chans, fwd.out_chans, fwd.batch * field,
+                                 fwd.dtype, fwd.groups);
   w.matmul = fwd.matmul;
   w.weight_update = !fwd.matmul;
   return w;

@@ -31,7 +31,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerP
     throw UsageError(
         fmt::format("available-memory proportion must be in (0, 1], found {}", available_memory));
   if (!(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
-        a.kernel >= 1 && a.stride >= 1 && a.groups >= 1))
+        a.kernel.h >= 1 && a.kernel.w >= 1 && a.stride.h >= 1 && a.stride.w >= 1 && a.groups >= 1))
     throw UsageError("conv dimensions must all be at least 1");
   trace::Trace t;
   t.name = layer_name(a, pass);
@@ -39,7 +39,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerP
   IpuBuilder b(chip, program, available_memory, plan::partials_of(a), /*fuse_elementwise=*/true);
   b.set_coeff_load_bits(a.coeff_load_bits);
   const DType dt = a.dtype;
-  const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
+  const std::uint64_t out_h = ceil_div(a.height, a.stride.h), out_w = ceil_div(a.width, a.stride.w);
   Steps& out = program.steps;
 
   // Forward: the input is created for the conv (createInput), so it needs no rearrangement.
@@ -58,7 +58,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerP
 
   // Memory: the layer's tensors spread over all tiles, and the largest conv's temporaries.
   const std::uint64_t eb = trace::dtype_bytes(dt);
-  const std::uint64_t weight_bytes = a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans * eb;
+  const std::uint64_t weight_bytes = a.groups * a.kernel.area() * a.in_chans * a.out_chans * eb;
   const std::uint64_t in_bytes = a.groups * a.batch * a.height * a.width * a.in_chans * eb;
   const std::uint64_t out_bytes = a.groups * a.batch * out_h * out_w * a.out_chans * eb;
   b.tensor("weights", trace::TensorKind::kWeight, dt, weight_bytes);

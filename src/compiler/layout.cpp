@@ -121,7 +121,7 @@ Layout transposed_view(const Layout& l) {
 Layout conv_output_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& args,
                           const plan::ConvPlan& p) {
   const plan::ConvArgs a = plan::planned_product(args, p);
-  const std::uint64_t out_h = ceil_div(a.height, a.stride), out_w = ceil_div(a.width, a.stride);
+  const std::uint64_t out_h = ceil_div(a.height, a.stride.h), out_w = ceil_div(a.width, a.stride.w);
   Layout l;
   l.dtype = a.dtype;
   // Groups are the outermost index: a tile's block holds its groups' rows.

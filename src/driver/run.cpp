@@ -47,7 +47,8 @@ std::string shape_text(const plan::ConvArgs& a) {
   if (a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1)
     return fmt::format("m={} k={} n={} groups={}", a.height, a.in_chans, a.out_chans, a.groups);
   return fmt::format("n={} c={} h={} w={} k={} kernel={} stride={} groups={}", a.batch, a.in_chans,
-                     a.height, a.width, a.out_chans, a.kernel, a.stride, a.groups);
+                     a.height, a.width, a.out_chans, plan::to_string(a.kernel),
+                     plan::to_string(a.stride), a.groups);
 }
 
 }  // namespace

@@ -188,7 +188,7 @@ class ConvEmitter {
   }
   std::uint64_t weight_bytes(std::uint32_t g, std::uint32_t i, std::uint32_t o) const {
     if (p_.method == ConvMethod::kSlic) return groups_of(g) * slic_weight_elements(a_) * eb_;
-    return groups_of(g) * kernel_rows(a_, s_) * a_.kernel * in_of(i) * out_of(o) * eb_;
+    return groups_of(g) * kernel_rows(a_, s_) * a_.kernel.w * in_of(i) * out_of(o) * eb_;
   }
   // Outputs of block (g, r, o) (all its groups).
   std::uint64_t outputs_of(std::uint32_t g, std::uint32_t r, std::uint32_t o) const {
@@ -215,8 +215,8 @@ class ConvEmitter {
     v.params[sl::kAmpOutChans] = static_cast<std::int64_t>(out_of(o_first));
     v.params[sl::kAmpGroups] = static_cast<std::int64_t>(groups_of(g));
     if (nx1) {
-      v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a_.kernel);
-      v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a_.kernel);
+      v.params[sl::kAmpKernelH] = static_cast<std::int64_t>(a_.kernel.h);
+      v.params[sl::kAmpKernelW] = static_cast<std::int64_t>(a_.kernel.w);
       v.params[sl::kAmpWidth] = static_cast<std::int64_t>(s_.out_w);
       // 0 (the default) for one row, so that such vertices read as before.
       if (s_.weight_height > 1)

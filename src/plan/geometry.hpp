@@ -45,8 +45,8 @@ inline std::uint32_t amp_in_grain(const ChipSpec& chip, DType dtype) {
 // rows, so the AMP's input-channel grain is amp_in_grain / h.
 inline Shape shape_of(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   Shape s;
-  s.out_h = ceil_div(a.height, a.stride);
-  s.out_w = ceil_div(a.width, a.stride);
+  s.out_h = ceil_div(a.height, a.stride.h);
+  s.out_w = ceil_div(a.width, a.stride.w);
   s.rows = a.batch * s.out_h;
   // FP16.16 for half by default (ConvArgs::partials selects FP16.32), FP32 for float.
   s.partials = partials_of(a);
@@ -72,12 +72,12 @@ inline ConvArgs iteration_args(const ConvArgs& a, const ConvPlan& p) {
 // The AMP 1x1 vertex serves every conv whose kernel is 1x1: a strided 1x1 conv only reads
 // every stride-th row and column of its input, which the fetch gathers as a dense block of
 // out_h x out_w positions (poplin applies the stride to the input the same way).
-inline bool uses_nx1(const ConvArgs& a) { return a.kernel > 1; }
+inline bool uses_nx1(const ConvArgs& a) { return a.kernel != Spatial{1}; }
 
 // Input rows and columns a tile needs for `rows` output rows: the halo for a spatial kernel,
 // only the strided positions for a 1x1 kernel.
 inline std::uint64_t in_rows_for(const ConvArgs& a, std::uint64_t rows) {
-  return uses_nx1(a) ? (rows - 1) * a.stride + a.kernel : rows;
+  return uses_nx1(a) ? (rows - 1) * a.stride.h + a.kernel.h : rows;
 }
 inline std::uint64_t in_cols(const ConvArgs& a, const Shape& s) {
   return uses_nx1(a) ? a.width : s.out_w;
@@ -99,8 +99,8 @@ inline std::vector<std::pair<std::uint32_t, std::uint32_t>> slic_groupings(const
                                                                            const ConvArgs& a) {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> out;
   const std::uint32_t f = a.combined_groups;
-  if (a.dtype != DType::kHalf || !uses_nx1(a) || a.stride > 2 || f < 2 ||
-      a.in_chans != a.out_chans || a.in_chans % f != 0)
+  if (a.dtype != DType::kHalf || !uses_nx1(a) || a.stride.h != a.stride.w || a.stride.w > 2 ||
+      f < 2 || a.in_chans != a.out_chans || a.in_chans % f != 0)
     return out;
   const std::uint64_t c = a.in_chans / f;
   const bool sixteen = slic_sixteen_engines(chip, partials_of(a));
@@ -117,14 +117,14 @@ inline bool slic_candidate(const ChipSpec& chip, const ConvArgs& a) {
 // A SLIC block's weight elements per combined group: each conv group's own in x out channels
 // (not block-diagonal) per kernel position, the kernel width padded to 1x4 windows.
 inline std::uint64_t slic_weight_elements(const ConvArgs& a) {
-  return a.in_chans * a.out_chans / a.combined_groups * a.kernel * ceil_div(a.kernel, 4) * 4;
+  return a.in_chans * a.out_chans / a.combined_groups * a.kernel.h * ceil_div(a.kernel.w, 4) * 4;
 }
 
 // Kernel rows the AMP runs: the kernel height padded with zero rows to a multiple of the weight
 // height (poplin pads the kernel's outermost spatial dimension, ConvModel's
 // addRearrangementAndPaddingCosts for convUnitWeightHeight != 1).
 inline std::uint64_t kernel_rows(const ConvArgs& a, const Shape& s) {
-  return ceil_div(a.kernel, s.weight_height) * s.weight_height;
+  return ceil_div(a.kernel.h, s.weight_height) * s.weight_height;
 }
 
 // Per-tile buffer sizes (bytes) of the largest block of one serial iteration.
@@ -148,7 +148,7 @@ inline Blocks blocks_of(const ConvArgs& a, const Shape& s, const ConvPlan& p) {
   const std::uint64_t g = p.groups_per_tile;
   b.positions = p.rows_per_tile * s.out_w;
   b.in_bytes = g * in_rows_for(a, p.rows_per_tile) * in_cols(a, s) * p.in_per_tile * eb;
-  b.weight_bytes = g * kernel_rows(a, s) * a.kernel * p.in_per_tile * p.out_per_tile * eb;
+  b.weight_bytes = g * kernel_rows(a, s) * a.kernel.w * p.in_per_tile * p.out_per_tile * eb;
   b.partial_bytes = g * b.positions * p.out_per_tile * pb;
   if (p.method == ConvMethod::kSlic) {
     // One weight a conv group and kernel position, the kernel width padded to 1x4 windows;
@@ -181,8 +181,9 @@ inline cost::SlicArgs slic_args(const ChipSpec& chip, const ConvArgs& a, const S
   v.partials = s.partials;
   v.positions = p.rows_per_tile * s.out_w;
   v.width = s.out_w;
-  v.kernel_h = v.kernel_w = a.kernel;
-  v.stride = a.stride;
+  v.kernel_h = a.kernel.h;
+  v.kernel_w = a.kernel.w;
+  v.stride = a.stride.w;
   std::uint64_t least = 0;
   const bool four = slic_sixteen_engines(chip, s.partials);
   for (const std::uint64_t chains : {4U, 2U}) {
@@ -211,8 +212,8 @@ inline cost::AmpConvArgs amp_args(const ConvArgs& a, const Shape& s, const ConvP
   v.in_chans = p.in_per_tile;
   v.out_chans = p.out_per_tile;
   v.groups = p.groups_per_tile;
-  v.kernel_h = a.kernel;
-  v.kernel_w = a.kernel;
+  v.kernel_h = a.kernel.h;
+  v.kernel_w = a.kernel.w;
   v.width = s.out_w;
   v.coeff_load_bits = a.coeff_load_bits;
   v.weight_height = s.weight_height;
@@ -231,7 +232,8 @@ inline cost::HmacArgs hmac_args(const ConvArgs& a, const Shape& s, const ConvPla
   v.in_chans = ceil_div(p.in_per_tile, s.in_grain) * s.in_grain;
   v.out_chans = p.out_per_tile;
   v.groups = p.groups_per_tile;
-  v.kernel_h = v.kernel_w = a.kernel;
+  v.kernel_h = a.kernel.h;
+  v.kernel_w = a.kernel.w;
   return v;
 }
 

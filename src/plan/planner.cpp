@@ -119,7 +119,7 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   if (a.transposed_input || unswapped_matmul)
     cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor);
   if (a.transposed_weights || unswapped_matmul)
-    cycles += operand(a.groups * a.kernel * a.kernel * a.in_chans * a.out_chans, factor);
+    cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor);
   if (unswapped_matmul || unswapped_update)
     cycles += operand(a.groups * a.batch * a.height * a.width * a.out_chans,
                       cost::transpose_factor(chip, a.dtype, a.out_chans));
@@ -353,7 +353,7 @@ ConvPlan plan_for(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
 std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& a) {
   std::vector<std::uint32_t> out{1};
   const std::uint32_t weights = amp_in_grain(chip, a.dtype);
-  if (a.kernel <= 1 || a.in_chans % weights == 0) return out;
+  if (a.kernel.h <= 1 || a.in_chans % weights == 0) return out;
   for (std::uint32_t h : {2U, 4U})
     if (weights % h == 0) out.push_back(h);
   return out;
@@ -367,7 +367,7 @@ std::uint64_t hmac_floor(const ChipSpec& chip, const ConvArgs& a) {
   const Shape s = shape_of(chip, a, ConvPlan{});
   const std::uint64_t outs = a.dtype == DType::kHalf && s.partials == DType::kHalf ? 2 : 1;
   const double macs = static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
-                      static_cast<double>(a.in_chans * a.out_chans * a.kernel * a.kernel);
+                      static_cast<double>(a.in_chans * a.out_chans * a.kernel.area());
   return static_cast<std::uint64_t>(
       std::floor(macs / static_cast<double>(chip.tiles * outs * vector_elements(chip, a.dtype))));
 }
@@ -384,7 +384,8 @@ std::uint64_t hmac_floor(const ChipSpec& chip, const ConvArgs& a) {
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                      std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
-              a.kernel >= 1 && a.stride >= 1 && a.groups >= 1,
+              a.kernel.h >= 1 && a.kernel.w >= 1 && a.stride.h >= 1 && a.stride.w >= 1 &&
+              a.groups >= 1,
           "conv dimensions must all be at least 1");
   ConvPlan best;
   const auto consider = [&](const ConvPlan& p) {
@@ -439,10 +440,10 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
 std::string conv_name(const ConvArgs& a) {
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
   const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
-  std::string name = is_matmul
-                         ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
-                         : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans,
-                                       a.height, a.width, a.out_chans, a.kernel, a.stride, dt);
+  std::string name =
+      is_matmul ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
+                : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height,
+                              a.width, a.out_chans, to_string(a.kernel), to_string(a.stride), dt);
   if (a.groups > 1) name += fmt::format("_g{}", a.groups);
   const trace::DType partials = partials_of(a);
   if (partials != a.dtype)

@@ -18,6 +18,21 @@
 
 namespace ipusim::plan {
 
+// A size or step in the two spatial dimensions: rows (h) and columns (w). One number is both
+// (a square kernel, the same stride down and across).
+struct Spatial {
+  std::uint64_t h = 1, w = 1;
+  Spatial() = default;
+  Spatial(std::uint64_t both) : h(both), w(both) {}  // NOLINT(google-explicit-constructor)
+  Spatial(std::uint64_t rows, std::uint64_t cols) : h(rows), w(cols) {}
+  bool operator==(const Spatial&) const = default;
+  std::uint64_t area() const { return h * w; }
+};
+// "3" for a square 3 x 3, else rows x columns ("7x1"), as conv names print them.
+inline std::string to_string(const Spatial& s) {
+  return s.h == s.w ? std::to_string(s.h) : std::to_string(s.h) + "x" + std::to_string(s.w);
+}
+
 // C[M x N] = A[M x K] x B[K x N], or a 2-D convolution, on the AMP units. With groups > 1,
 // G independent convs of these sizes (a grouped conv, or a batched matmul [G][M][K] x
 // [G][K][N]).
@@ -27,8 +42,8 @@ struct ConvArgs {
   std::uint64_t height = 0;     // H (matmul: M)
   std::uint64_t width = 1;      // W (matmul: 1)
   std::uint64_t out_chans = 0;  // K (matmul: N)
-  std::uint64_t kernel = 1;     // square kernel size
-  std::uint64_t stride = 1;
+  Spatial kernel = 1;           // kernel rows x columns
+  Spatial stride = 1;           // output stride down and across
   trace::DType dtype = trace::DType::kHalf;
   std::uint64_t groups = 1;  // G conv groups; in_chans and out_chans are per group
   // The groups are slices of the channels (a grouped or depthwise conv of a CNN), not of the
