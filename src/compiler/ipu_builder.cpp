@@ -429,6 +429,19 @@ std::function<void(trace::Exchange&)> weight_fetch(const Layout& source,
 
 }  // namespace
 
+void IpuBuilder::expand_input(Steps& out, const Layout& from, const Layout& to,
+                              const plan::ConvArgs& a, const plan::ConvPlan& plan) {
+  const Stamp stamp(*this, trace::OpKind::kCopy);
+  const std::string key = fmt::format("expand{}{}_{}_to_{}", plan.expand_h ? "h" : "",
+                                      plan.expand_w ? "w" : "", layout_key(from), layout_key(to));
+  cached(out, key, [&](Steps& steps) {
+    trace::Exchange ex = expansion(key, from, to, a, plan);
+    if (ex.transfers.empty()) return;
+    steps.push_back(make_step(StepKind::kSync));
+    steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+  });
+}
+
 Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& input,
                         const Operand& weights) {
   const Stamp stamp(*this, trace::OpKind::kConv);
@@ -465,7 +478,19 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
   for (const auto& [operand, is_input] : {std::pair{&in_e, true}, std::pair{&w_e, false}}) {
     if (!operand->layout || !rearrange_operands_) continue;
     const Layout& source = *operand->layout;
-    if (!operand->transposed && plan.serial() == 1) {
+    // An expanded plan's input is a new tensor, built from the conv's input by an exchange and
+    // copied on its tiles (poplin's rearrangement of the input for expandDims); then fetched
+    // from there.
+    if (is_input && plan.expanded()) {
+      Layout expanded = source;
+      expanded.positions = e.batch * e.height * e.width;
+      expanded.channels = e.in_chans;
+      const Layout home = plan_input_layout(expanded, plan, false);
+      expand_input(out, source, home, a, plan);
+      transpose(out, home, plan::transpose_factor(chip_, e));
+      continue;
+    }
+    if (!operand->transposed && plan.serial() == 1 && !plan.expanded()) {
       key += fmt::format("/{}_from_{}", is_input ? "in" : "w", layout_key(source));
       (is_input ? sources.input : sources.weights) =
           is_input ? input_fetch(source, plan, e) : weight_fetch(source, plan);
@@ -474,7 +499,9 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
                                  : plan_weight_layout(source, plan, operand->transposed);
     rearrange(out, source, home);
-    if (operand->transposed) transpose(out, home, plan::transpose_factor(chip_, a));
+    // (An expanded plan's weights are rearranged for the expanded conv, as poplin does.)
+    if (operand->transposed || plan.expanded())
+      transpose(out, home, plan::transpose_factor(chip_, plan.expanded() ? e : a));
   }
   const std::size_t conv_step = out.size();
   cached(out, key, [&](Steps& steps) {

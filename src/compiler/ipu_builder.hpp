@@ -103,6 +103,10 @@ class IpuBuilder {
 
   // Moves a tensor to another layout (sync + exchange); nothing when they are equal.
   void rearrange(Steps& out, const Layout& from, const Layout& to);
+  // Builds an expanded plan's input (plan::expand_dims) in layout `to` from the conv's input in
+  // `from` (sync + exchange); `a` is the conv, `plan` its expanded plan.
+  void expand_input(Steps& out, const Layout& from, const Layout& to, const plan::ConvArgs& a,
+                    const plan::ConvPlan& plan);
 
   // An elementwise chain over a tensor of `layout`, computed where it lives: one compute set
   // of fused `map` vertices, or (fusion off) one compute set and sync per op.

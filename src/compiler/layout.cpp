@@ -210,4 +210,55 @@ trace::Exchange rearrangement(const std::string& name, const Layout& from, const
   return ex;
 }
 
+trace::Exchange expansion(const std::string& name, const Layout& source, const Layout& home,
+                          const plan::ConvArgs& a, const plan::ConvPlan& plan) {
+  const plan::ConvArgs e = plan::planned_product(a, plan);
+  const std::uint64_t pad = (a.kernel.h - 1) / 2, eb = trace::dtype_bytes(home.dtype);
+  // Input rows [lo, hi) of the flattened batch x height that expanded row q is made of.
+  const auto rows_of = [&](std::uint64_t q) {
+    const std::uint64_t n = q / e.height, y = q % e.height;
+    if (!plan.expand_h) return std::pair{n * a.height + y, n * a.height + y + 1};
+    const std::uint64_t lo = y * a.stride.h > pad ? y * a.stride.h - pad : 0;
+    return std::pair{n * a.height + lo, n * a.height + std::min(a.height, lo + a.kernel.h)};
+  };
+  trace::Exchange ex{name, {}, {}};
+  const std::uint64_t pblocks = home.position_blocks(), cblocks = home.channel_blocks();
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> pieces;
+  for (std::uint64_t pb = 0; pb < pblocks; ++pb) {
+    const std::uint64_t p0 = pb * home.positions_per_tile;
+    const std::uint64_t p1 = std::min(home.positions, p0 + home.positions_per_tile);
+    if (p0 >= p1) continue;
+    const std::uint64_t lo = rows_of(p0 / e.width).first, hi = rows_of((p1 - 1) / e.width).second;
+    for (std::uint64_t cb = 0; cb < cblocks; ++cb) {
+      const std::uint64_t c0 = cb * home.chans_per_tile;
+      const std::uint64_t c1 = std::min(home.channels, c0 + home.chans_per_tile);
+      if (c0 >= c1) continue;
+      const std::uint32_t dst = home.tile(pb, cb, pblocks, cblocks);
+      pieces.clear();
+      std::uint64_t held = 0;
+      range_pieces(source, lo * a.width, hi * a.width, 0, source.channels,
+                   [&](std::uint32_t src, std::uint64_t bytes) {
+                     pieces.emplace_back(src, bytes);
+                     held += bytes;
+                   });
+      // The block's bytes shared in proportion, the last piece taking the remainder.
+      const std::uint64_t bytes = (p1 - p0) * (c1 - c0) * eb;
+      std::uint64_t given = 0;
+      for (std::size_t k = 0; k < pieces.size(); ++k) {
+        const std::uint64_t share =
+            k + 1 == pieces.size()
+                ? bytes - given
+                : static_cast<std::uint64_t>(static_cast<double>(bytes) *
+                                             static_cast<double>(pieces[k].second) /
+                                             static_cast<double>(held));
+        given += share;
+        const trace::TileRange d{dst, dst};
+        if (pieces[k].first != dst && share > 0)
+          ex.add(trace::TileRange{pieces[k].first, pieces[k].first}, {&d, 1}, share);
+      }
+    }
+  }
+  return ex;
+}
+
 }  // namespace ipusim::compiler

@@ -982,21 +982,24 @@ VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::u
   return cost;
 }
 
-VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n,
-                     std::uint64_t factor) {
+std::uint64_t rearrangement_copy_cycles(const ChipSpec& chip, trace::DType dtype, std::uint64_t n,
+                                        std::uint64_t factor) {
   // poplin's rearrangement cost: bytes / min(memcpy bytes per cycle, element size), i.e. an
   // element per cycle for half and float (ipu-hardware.md §1 "Local copy"), times its
   // empirical factor (ConvModel's scale factor for transforms, measured by Graphcore on
-  // ResNet-50 layers: 5/4, or 5/3 where the channels cannot be regrouped in whole vectors),
-  // plus the fixed cost of a six-worker copy call.
+  // ResNet-50 layers: 5/4, or 5/3 where the channels cannot be regrouped in whole vectors).
   const C eb = trace::dtype_bytes(dtype);
   const double scale = factor == 1 ? 5.0 / 4.0 : factor == 2 ? 5.0 / 3.0 : 1.0;
   const BytesPerCycle rate{
       std::min(chip.memory.memcpy_bytes_per_cycle.value, static_cast<double>(eb.get())) / scale};
+  return C(cycles_at(Bytes{(C(n) * eb).get()}, rate, "memory.memcpy_bytes_per_cycle")).get();
+}
+
+VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n,
+                     std::uint64_t factor) {
+  // The rearrangement as poplin costs it, plus the fixed cost of a six-worker copy call.
   VertexCost cost;
-  cost.cycles = C(kCopyCallOverhead +
-                  cycles_at(Bytes{(C(n) * eb).get()}, rate, "memory.memcpy_bytes_per_cycle"))
-                    .get();
+  cost.cycles = C(kCopyCallOverhead + rearrangement_copy_cycles(chip, dtype, n, factor)).get();
   return cost;
 }
 

@@ -45,10 +45,16 @@ void require(bool ok, const std::string& what) {
 
 trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   spdlog::info(
-      "{}: plan of {} tiles (splits: {} groups x {} rows x {} out x {} in{}), serial {} in x {} "
+      "{}: plan of {} tiles (splits: {} groups x {} rows x {} out x {} in{}{}), serial {} in x {} "
       "out, weight height {}{}, {} B per tile, estimated {} cycles",
       conv_name(a), p.tiles_used(), p.group_split, p.row_split, p.out_split, p.in_split,
-      p.swapped ? ", operands swapped" : "", p.serial_in, p.serial_out, p.weight_height,
+      p.swapped ? ", operands swapped" : "",
+      p.expanded() ? fmt::format(", kernel {} expanded into the input channels",
+                                 p.expand_h && p.expand_w ? "rows and columns"
+                                 : p.expand_h             ? "rows"
+                                                          : "columns")
+                   : "",
+      p.serial_in, p.serial_out, p.weight_height,
       p.method == plan::ConvMethod::kSlic   ? ", SLIC vertex"
       : p.method == plan::ConvMethod::kHmac ? ", HMAC vertex"
                                             : "",

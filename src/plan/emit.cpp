@@ -28,7 +28,8 @@ trace::Codelet plan_codelet(const ConvArgs& args, const ConvPlan& plan) {
     case ConvMethod::kAmp:
       break;
   }
-  return uses_nx1(args) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1;
+  return uses_nx1(planned_product(args, plan)) ? trace::Codelet::kAmpConvNx1
+                                               : trace::Codelet::kAmpConv1x1;
 }
 
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,

@@ -95,13 +95,16 @@ std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
 }
 
 // The one-off cost of the operands a plan rearranges (ConvModel.cpp,
-// addRearrangementAndPaddingCosts): those the pass reads transposed (a data-gradient pass's
-// weights, a weight-gradient pass's activations), and for a matmul planned unswapped, the form
-// its operands are not laid out for, its input, weights and output. Each of the plan's tiles
-// receives its share of each (exchange) and rearranges it (cost::transpose: an element per
-// cycle times poplin's 5/4 or 5/3, the output's factor from its channels alone). The transposed
-// reads run as an extra superstep (IpuBuilder::conv); an unswapped matmul's rearrangements are
-// in the objective only, so that the form is chosen as Poplar chooses it (docs/kernels.md).
+// addRearrangementAndPaddingCosts), `a` being the plan's product: those the pass reads
+// transposed (a data-gradient pass's weights, a weight-gradient pass's activations); for a matmul
+// planned unswapped, the form its operands are not laid out for, its input, weights and output;
+// for an expanded plan (poplin's expandDims), its input and weights, built for the expanded conv;
+// and where the vertex's input-channel grain does not divide the input channels (poplin's
+// padInChannels), the input and weights, padded. Each of the plan's tiles receives its share of
+// each (exchange) and rearranges it (cost::transpose: an element per cycle times poplin's 5/4 or
+// 5/3, the output's factor from its channels alone). The transposed reads and an expanded input
+// run as supersteps of their own (IpuBuilder::conv); the rest is in the objective only, so that
+// the form is chosen as Poplar chooses it (docs/kernels.md).
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   const bool unswapped = swappable(a) && !p.swapped;
   const bool unswapped_matmul = unswapped && a.matmul;
@@ -109,17 +112,28 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   // forms, so they do not move the choice and are left out, the activations' transposed copy
   // apart).
   const bool unswapped_update = unswapped && a.weight_update;
-  const auto operand = [&](std::uint64_t elements, std::uint64_t factor) -> std::uint64_t {
+  // (A weight update's input and weights are rearranged in every plan, padded or not, and are
+  // left out, as above.)
+  const bool padded = !a.weight_update && a.in_chans % shape_of(chip, a, p).in_grain != 0;
+  // An expanded or padded operand is costed as poplin's objective costs it, without the copy
+  // call's fixed cost that the transposed copies (run as transpose vertices) and an unswapped
+  // matmul's rearrangements carry.
+  const bool rebuilt = p.expanded() || padded;
+  const auto operand = [&](std::uint64_t elements, std::uint64_t factor,
+                           bool call = true) -> std::uint64_t {
     const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
     return (Bytes{per_tile * trace::dtype_bytes(a.dtype)} / chip.exchange.bytes_per_cycle).count +
-           cost::transpose(chip, a.dtype, per_tile, factor).cycles;
+           (call ? cost::transpose(chip, a.dtype, per_tile, factor).cycles
+                 : cost::rearrangement_copy_cycles(chip, a.dtype, per_tile, factor));
   };
   const std::uint64_t factor = transpose_factor(chip, a);
   std::uint64_t cycles = 0;
-  if (a.transposed_input || unswapped_matmul)
-    cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor);
-  if (a.transposed_weights || unswapped_matmul)
-    cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor);
+  const bool copy_input = a.transposed_input || unswapped_matmul;
+  if (copy_input || rebuilt)
+    cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor, copy_input);
+  const bool copy_weights = a.transposed_weights || unswapped_matmul;
+  if (copy_weights || rebuilt)
+    cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor, copy_weights);
   if (unswapped_matmul || unswapped_update)
     cycles += operand(a.groups * a.batch * a.height * a.width * a.out_chans,
                       cost::transpose_factor(chip, a.dtype, a.out_chans));
@@ -177,6 +191,26 @@ ConvArgs swap_operands(const ConvArgs& a) {
   std::swap(s.height, s.out_chans);
   std::swap(s.transposed_input, s.transposed_weights);
   return s;
+}
+
+ConvArgs expand_dims(const ConvArgs& a, bool h, bool w) {
+  ConvArgs e = a;
+  if (h) {
+    e.height = ceil_div(a.height, a.stride.h);
+    e.in_chans *= a.kernel.h;
+    e.kernel.h = e.stride.h = 1;
+  }
+  if (w) {
+    e.width = ceil_div(a.width, a.stride.w);
+    e.in_chans *= a.kernel.w;
+    e.kernel.w = e.stride.w = 1;
+  }
+  return e;
+}
+
+bool expandable(const ConvArgs& a, bool h) {
+  const std::uint64_t k = h ? a.kernel.h : a.kernel.w, size = h ? a.height : a.width;
+  return a.groups == 1 && !a.channel_groups && k > 1 && size >= k;
 }
 
 ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& a) {
@@ -372,6 +406,17 @@ std::uint64_t hmac_floor(const ChipSpec& chip, const ConvArgs& a) {
       std::floor(macs / static_cast<double>(chip.tiles * outs * vector_elements(chip, a.dtype))));
 }
 
+// A lower bound on any plan's estimate of `a`: its MACs shared by every tile at the AMP's peak
+// rate, which no vertex exceeds.
+std::uint64_t conv_floor(const ChipSpec& chip, const ConvArgs& a) {
+  const Shape s = shape_of(chip, a, ConvPlan{});
+  const double macs = static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
+                      static_cast<double>(a.in_chans * a.out_chans * a.kernel.area());
+  const double peak =
+      chip.peak_macs_per_cycle_per_tile(a.dtype == DType::kHalf, s.partials == DType::kFloat);
+  return static_cast<std::uint64_t>(std::floor(macs / (static_cast<double>(chip.tiles) * peak)));
+}
+
 // The fastest of plan_for's plans over poplin's vertices, in its method order
 // (getConvMethodCandidates: the AMP, SLIC, HMAC; the first winning a tie): the AMP over the
 // weight heights (ties: the smaller height) and, where swappable, over both forms in poplin's
@@ -393,23 +438,39 @@ ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budg
         (best.rows_per_tile == 0 || p.estimated_cycles < best.estimated_cycles))
       best = p;
   };
-  const auto plan = [&](ConvMethod method, std::uint32_t height, bool swapped) {
-    ConvPlan base;
-    base.method = method;
-    base.weight_height = height;
-    base.swapped = swapped;
-    consider(plan_for(chip, swapped ? swap_operands(a) : a, budget, base, least));
-  };
-  // Each form in poplin's order (swapped first for a matmul), the AMP over its weight heights.
-  const auto forms = [&](ConvMethod method, const std::vector<std::uint32_t>& heights) {
-    if (swappable(a) && a.matmul) plan(method, 1, true);
-    for (std::uint32_t h : heights) plan(method, h, false);
-    if (swappable(a) && !a.matmul) plan(method, 1, true);
-  };
-  forms(ConvMethod::kAmp, weight_heights(chip, a));
-  if (slic_candidate(chip, a)) plan(ConvMethod::kSlic, 1, false);
-  if (best.rows_per_tile == 0 || hmac_floor(chip, a) <= best.estimated_cycles.count)
-    forms(ConvMethod::kHmac, {1});
+  // Each expansion in poplin's order (none, the rows, the columns, both), and each form in its
+  // order (swapped first for a matmul), the AMP over its weight heights.
+  for (const auto& [h, w] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+    if ((h && !expandable(a, true)) || (w && !expandable(a, false))) continue;
+    ConvPlan expansion;
+    expansion.expand_h = h;
+    expansion.expand_w = w;
+    const ConvArgs e = planned_product(a, expansion);
+    // An expansion whose rearrangement (at its cheapest, on every tile) and MACs at the AMP's
+    // peak rate already exceed the best plan cannot win.
+    if (expansion.expanded() && best.rows_per_tile != 0) {
+      ConvPlan all = expansion;
+      all.row_split = chip.tiles;
+      if (rearrangement_cycles(chip, e, all) + conv_floor(chip, e) > best.estimated_cycles.count)
+        continue;
+    }
+    const auto plan = [&](ConvMethod method, std::uint32_t height, bool swapped) {
+      ConvPlan base = expansion;
+      base.method = method;
+      base.weight_height = height;
+      base.swapped = swapped;
+      consider(plan_for(chip, swapped ? swap_operands(e) : e, budget, base, least));
+    };
+    const auto forms = [&](ConvMethod method, const std::vector<std::uint32_t>& heights) {
+      if (swappable(e) && e.matmul) plan(method, 1, true);
+      for (std::uint32_t height : heights) plan(method, height, false);
+      if (swappable(e) && !e.matmul) plan(method, 1, true);
+    };
+    forms(ConvMethod::kAmp, weight_heights(chip, e));
+    if (slic_candidate(chip, e)) plan(ConvMethod::kSlic, 1, false);
+    if (best.rows_per_tile == 0 || hmac_floor(chip, e) <= best.estimated_cycles.count)
+      forms(ConvMethod::kHmac, {1});
+  }
   return best;
 }
 

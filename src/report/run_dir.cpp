@@ -270,7 +270,11 @@ RunDir load_run_dir(const std::string& dir) {
         "ipu,layer,pass,op,name,shape,dtype,partials,vertex,amp,tiles,group_split,row_split,"
         "out_split,in_split,serial_in,serial_out,available_memory_proportion,budget_bytes,"
         "temporary_bytes,rearranged_bytes,estimated_cycles,simulated_cycles,rearrangement_cycles";
-    Csv csv(plan_path, kMaxPlanCsvBytes, plan_header(), {kPlanHeaderBeforeSwap});
+    // Before expanded (issue 28).
+    const std::string header_before_expanded =
+        std::string(kPlanHeaderBeforeSwap) + ",weight_height,swapped";
+    Csv csv(plan_path, kMaxPlanCsvBytes, plan_header(),
+            {kPlanHeaderBeforeSwap, header_before_expanded});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       PlanRow p;
       std::size_t c = 0;
@@ -297,6 +301,14 @@ RunDir load_run_dir(const std::string& dir) {
           throw Error(fmt::format("{}:{}: column swapped: expected yes or no, found \"{}\"",
                                   plan_path, i + 2, swapped));
         p.swapped = swapped == "yes";
+      }
+      if (csv.columns() > c) {
+        p.expanded = csv.text(i, c++);
+        if (p.expanded != "no" && p.expanded != "rows" && p.expanded != "columns" &&
+            p.expanded != "both")
+          throw Error(fmt::format(
+              "{}:{}: column expanded: expected no, rows, columns or both, found \"{}\"", plan_path,
+              i + 2, p.expanded));
       }
       r.plans.push_back(std::move(p));
     }

@@ -218,7 +218,11 @@ TEST(Planner, ParallelPlanPreferredWhenItFits) {
 // Issue 31, item 3: the planner rounds a transfer's cycles up, by the one rounding rule the
 // engines use (ceil_cycles), not down. On one tile a 1 x 3 x 16 half matmul fetches its
 // 1 x 3 input (6 B) and 3 x 16 weights (96 B) at 4 B/cycle: 25.5 cycles, so 26; the estimate
-// is that and the AMP vertex's cycles (poplin's objective has no fixed exchange or sync cost).
+// is that, the AMP vertex's cycles (poplin's objective has no fixed exchange or sync cost), and
+// the padding of its 3 input channels to the AMP's 16 (poplin's padInChannels rearranges the
+// input and weights): each operand's bytes received at 4 B/cycle and copied at 2 B/cycle times
+// 5/4 (3 x 16 channels, a whole number of vectors), each rounded up: the input 6 B, 2 + 4
+// cycles; the weights 96 B, 24 + 60 cycles; 90 in all.
 TEST(Planner, AFetchOfAFractionalCycleCountIsRoundedUp) {
   const ChipSpec chip = one_tile_chip(kAvailable);
   const ConvPlan p = plan_conv(chip, matmul_args(1, 16, 3));
@@ -229,7 +233,7 @@ TEST(Planner, AFetchOfAFractionalCycleCountIsRoundedUp) {
   amp.out_chans = 16;
   amp.width = 1;
   amp.coeff_load_bits = 64;
-  EXPECT_EQ(p.estimated_cycles.count, 26 + cost::amp_conv1x1(chip, amp).cycles);
+  EXPECT_EQ(p.estimated_cycles.count, 26 + cost::amp_conv1x1(chip, amp).cycles + 90);
 }
 
 TEST(Planner, SerialSplitOnOneTile) {
@@ -454,7 +458,11 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
   // instead of 7, so the plan takes weight height 4 and pads the kernel to 8 rows.
   // Buffers: input (16 - 1 + 7) rows x 16 columns x 3 x 2 = 2112 B, weights 8 x 7 x 3 x 16 x 2
   // = 5376 B, partials 256 x 16 x 2 = 8192 B: 15680 B. Its estimate is the fetch ((2112 + 5376)
-  // / 4 = 1872 cycles) and the height-4 vertex.
+  // / 4 = 1872 cycles), the height-4 vertex, and the padding of the 3 channels to 4 (poplin's
+  // padInChannels: the input and weights rearranged, their bytes received at 4 B/cycle and
+  // copied at 2 B/cycle x 5/4, 3 x 16 channels being whole vectors): the input's 16 x 16 x 3
+  // halves, 1536 B, 384 + 960 cycles; the weights' 7 x 7 x 3 x 16, 4704 B, 1176 + 2940 cycles;
+  // 5460 in all.
   const ChipSpec chip = one_tile_chip(kAvailable);
   ConvArgs a = image_conv(3, 16, 16, 7);
   const ConvPlan p = plan_conv(chip, a);
@@ -468,7 +476,7 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
   v.kernel_w = 7;
   v.width = 16;
   v.weight_height = 4;
-  EXPECT_EQ(p.estimated_cycles.count, 1872 + cost::amp_convnx1(chip, v).cycles);
+  EXPECT_EQ(p.estimated_cycles.count, 1872 + cost::amp_convnx1(chip, v).cycles + 5460);
   const trace::Trace t = kernels::conv2d(chip, a);
   const auto& vx = t.ipus[0].compute_sets[0].vertices.at(0);
   EXPECT_EQ(vx.codelet, Codelet::kAmpConvNx1);
@@ -498,6 +506,73 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
 // Both fetch A (512 B) and B (2048 B): 2560 / 4 = 640 cycles. The swapped plan is 640 + 577;
 // the unswapped one, planned as a conv of 16 one-pixel images (the form a conv's operands are
 // laid out for), 640 + 1288.
+// Issue 28, item 2: poplin's expandDims (ConvModel.cpp expandDim). ResNet-50's first conv, 3
+// channels of 224 x 224, a 7x7 kernel, stride 2 to 112 x 112: expanding the rows leaves a conv
+// over 112 input rows (one an output row) with a 1 x 7 kernel, stride 1 down and 2 across, and
+// 3 x 7 = 21 channels; the columns, likewise across; both, a 1x1 conv of 147 channels over
+// 112 x 112. The output is the same in each.
+TEST(Planner, ExpandingAKernelDimensionMovesItIntoTheInputChannels) {
+  const ConvArgs a = image_conv(3, 224, 64, 7, 2);
+  const ConvArgs rows = expand_dims(a, true, false);
+  EXPECT_EQ(rows.height, 112u);
+  EXPECT_EQ(rows.width, 224u);
+  EXPECT_EQ(rows.in_chans, 21u);
+  EXPECT_EQ(rows.kernel, (Spatial{1, 7}));
+  EXPECT_EQ(rows.stride, (Spatial{1, 2}));
+  const ConvArgs cols = expand_dims(a, false, true);
+  EXPECT_EQ(cols.height, 224u);
+  EXPECT_EQ(cols.width, 112u);
+  EXPECT_EQ(cols.in_chans, 21u);
+  EXPECT_EQ(cols.kernel, (Spatial{7, 1}));
+  EXPECT_EQ(cols.stride, (Spatial{2, 1}));
+  const ConvArgs both = expand_dims(a, true, true);
+  EXPECT_EQ(both.height, 112u);
+  EXPECT_EQ(both.width, 112u);
+  EXPECT_EQ(both.in_chans, 147u);
+  EXPECT_EQ(both.kernel, Spatial{1});
+  EXPECT_EQ(both.stride, Spatial{1});
+  EXPECT_EQ(both.out_chans, 64u);
+  // Candidates (getExpandDimsCandidates): a kernel dimension wider than 1 and no wider than
+  // the input; ipusim expands ungrouped convs only.
+  EXPECT_TRUE(expandable(a, true));
+  EXPECT_TRUE(expandable(a, false));
+  EXPECT_FALSE(expandable(image_conv(64, 56, 64, 1, 2), true));  // a strided 1x1 kernel
+  ConvArgs small = image_conv(16, 2, 16, 3);
+  EXPECT_FALSE(expandable(small, true));  // a 3x3 kernel over a 2 x 2 input
+  small.height = 3;
+  EXPECT_TRUE(expandable(small, true));
+  EXPECT_FALSE(expandable(small, false));  // still 2 columns
+  ConvArgs grouped = image_conv(16, 14, 16, 3);
+  grouped.groups = 4;
+  EXPECT_FALSE(expandable(grouped, true));
+}
+
+// The rearrangement an expanded plan and a padded one carry in the planner's objective
+// (poplin's addRearrangementAndPaddingCosts, inputsCopyCycles + inputsExchangeCycles and the
+// weights' likewise): each operand's share of the plan's tiles, rounded up, received at
+// 4 B/cycle and copied at 2 B/cycle (an element a cycle) times 5/4 (21 x 64 and 3 x 64
+// channels are whole vectors of 4 halves), each term rounded up; no copy call's fixed cost.
+TEST(Planner, AnExpandedOrPaddedPlanCarriesPoplinsRearrangementOfItsOperands) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  ConvArgs a = image_conv(3, 224, 64, 7, 2);
+  a.batch = 20;
+  ConvPlan p;  // ResNet-50 POD16's plan of its first conv: 320 row blocks x 4 output blocks
+  p.row_split = 320;
+  p.out_split = 4;
+  p.weight_height = 4;  // 3 channels padded to the AMP's 4 at weight height 4
+  // Unexpanded and padded: the input, 20 x 224 x 224 x 3 = 3,010,560 halves, 2352 a tile,
+  // 4704 B: 1176 + 2940 cycles; the weights, 7 x 7 x 3 x 64 = 9408, 8 a tile, 16 B: 4 + 10.
+  EXPECT_EQ(rearrangement_cycles(chip, a, p), 1176u + 2940 + 4 + 10);
+  // The columns expanded (weight height 1, whether or not its grain pads the 21 channels): the
+  // input, 20 x 224 x 112 x 21 = 10,536,960 halves, 8232 a tile, 16,464 B: 4116 + 10,290; the
+  // weights, 7 x 21 x 64 = 9408 again: 14.
+  p.expand_w = true;
+  p.weight_height = 1;
+  EXPECT_EQ(rearrangement_cycles(chip, planned_product(a, p), p), 4116u + 10290 + 14);
+  // A conv whose channels fill the grain and that is not expanded carries none.
+  EXPECT_EQ(rearrangement_cycles(chip, image_conv(16, 56, 64, 3), ConvPlan{}), 0u);
+}
+
 TEST(Planner, AMatmulIsPlannedWithItsOperandsSwappedWhenThatIsCheaper) {
   const ChipSpec chip = one_tile_chip(kAvailable);
   ConvArgs a = matmul_args(16, 64, 16);

@@ -100,6 +100,15 @@ Layout conv_input_layout(const ChipSpec& chip, const plan::ConvArgs& args,
 // a tile already holds do not move. Returns no transfers when the layouts are equal.
 trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to);
 
+// The exchange that builds an expanded plan's input (poplin's expandDims, plan::expand_dims) in
+// `home`, the plan's layout of the expanded tensor, from `source`, the layout of the input of
+// `a`, the conv: each block of `home` receives its bytes from the tiles holding the input rows it
+// is made of (for an expanded kernel row dimension, the kernel rows of its output row;
+// otherwise the same row), shared among them in proportion to what each holds of those rows.
+// Bytes a tile holds already do not move (the copy on the tile that follows builds them).
+trace::Exchange expansion(const std::string& name, const Layout& source, const Layout& home,
+                          const plan::ConvArgs& a, const plan::ConvPlan& plan);
+
 // Calls f(source tile, bytes) for every piece of positions [pos0, pos1) x channels [ch0, ch1)
 // that a tile of `from` holds, position blocks outer, channel blocks inner.
 template <class F>

@@ -113,6 +113,10 @@ VertexCost map(const ChipSpec& chip, trace::DType dtype, std::uint64_t n, std::u
 // min(memcpy rate, element size) bytes per cycle, as poplin costs rearrangements, times
 // poplin's empirical factor `factor` (the transpose codelet's parameter: 0 none, 1 = 5/4,
 // 2 = 5/3), plus a six-worker copy call.
+// poplin's estimate of that rearrangement in its plan objective (ConvModel.cpp,
+// addRearrangementAndPaddingCosts: inputsCopyCycles and the like): transpose without the call.
+std::uint64_t rearrangement_copy_cycles(const ChipSpec& chip, trace::DType dtype, std::uint64_t n,
+                                        std::uint64_t factor);
 VertexCost transpose(const ChipSpec& chip, trace::DType dtype, std::uint64_t n,
                      std::uint64_t factor = 0);
 // A binary op of n elements with a vector of `length` broadcast along the outer dimension

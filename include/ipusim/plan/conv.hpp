@@ -122,16 +122,35 @@ struct ConvPlan {
   // The plan is for swap_operands(args): its splits and block sizes are those of the swapped
   // product (rows = the matmul's N, output channels = its M), and its output is C^T.
   bool swapped = false;
+  // The plan is for expand_dims(args, expand_h, expand_w) (poplin's expandDims): the kernel's
+  // rows, columns or both moved into the input channels.
+  bool expand_h = false, expand_w = false;
   // The vertex the blocks run on (ConvMethod).
   ConvMethod method = ConvMethod::kAmp;
+  bool expanded() const { return expand_h || expand_w; }
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
 };
 
-// The product a plan computes: swap_operands(args) for a swapped plan, else args. Its splits and
-// block sizes are this product's.
+// poplin's expandDims transform (ConvModel.cpp expandDim; poplar-compiler.md §1.2): a spatial
+// dimension of the kernel moved into the input channels. Expanding the rows (h) of a
+// kh x kw kernel with stride sh gives a conv over out_h input rows with a 1 x kw kernel, stride
+// 1 down, and kh x the input channels: input row y of the expanded conv holds the kh rows output
+// row y reads, side by side (the columns, w, likewise). The output is unchanged; the expanded
+// input is a new tensor (IpuBuilder::conv rearranges the input into it).
+ConvArgs expand_dims(const ConvArgs& a, bool h, bool w);
+
+// Whether poplin tries expanding dimension h (rows) or w (columns) of `a`
+// (ConvPlan.cpp getExpandDimsCandidates): one whose kernel is wider than 1 and no wider than
+// the input. ipusim expands ungrouped convs only, and not a strided 1x1 kernel, which the fetch
+// already reads as its expansion would (only the strided positions).
+bool expandable(const ConvArgs& a, bool h);
+
+// The product a plan computes: swap_operands(args) for a swapped plan, expand_dims of args for
+// an expanded one, else args. Its splits and block sizes are this product's.
 inline ConvArgs planned_product(const ConvArgs& args, const ConvPlan& plan) {
-  return plan.swapped ? swap_operands(args) : args;
+  if (plan.swapped) return swap_operands(args);
+  return plan.expanded() ? expand_dims(args, plan.expand_h, plan.expand_w) : args;
 }
 
 // The codelet of a plan's vertices (emit_conv writes them; plan.csv names it).
@@ -153,8 +172,10 @@ ConvArgs combine_conv_groups(const ChipSpec& chip, const ConvArgs& args);
 // so the busiest tile receives at the single rate (as the exchange model charges it).
 bool input_shares_bus(const ChipSpec& chip, const ConvPlan& plan);
 
-// The one-off rearrangement a plan's estimate carries (poplin's addRearrangementAndPaddingCosts):
-// the operands `a` reads transposed, and an unswapped matmul's input, weights and output.
+// The one-off rearrangement a plan's estimate carries (poplin's addRearrangementAndPaddingCosts)
+// for `a`, the plan's product (planned_product): the operands `a` reads transposed, an unswapped
+// matmul's input, weights and output, an expanded plan's input and weights, and the input and
+// weights of a plan whose vertex pads the input channels (not a multiple of its grain).
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& plan);
 
 // poplin's empirical factor on the transposed copy of an operand of `a`

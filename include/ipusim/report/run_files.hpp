@@ -118,11 +118,14 @@ struct PlanRow {
   // compute and exchange phases of its compute sets and exchanges plus its on-chip syncs
   // (rearrangement included; rearrangement_cycles of it).
   std::uint64_t estimated_cycles = 0, simulated_cycles = 0, rearrangement_cycles = 0;
-  // Kernel rows per AMP weight load (1, 2 or 4), and whether the product was planned with its
-  // operands swapped (C^T = B^T A^T: then the splits are the swapped product's). Run
-  // directories written before these columns read as 1 and no.
+  // Kernel rows per AMP weight load (1, 2 or 4), whether the product was planned with its
+  // operands swapped (C^T = B^T A^T: then the splits are the swapped product's), and which of
+  // the kernel's dimensions were moved into the input channels (poplin's expandDims: "no",
+  // "rows", "columns" or "both"; then the splits are the expanded conv's). Run directories
+  // written before these columns read as 1, no and no.
   std::uint32_t weight_height = 1;
   bool swapped = false;
+  std::string expanded = "no";
 };
 std::string plan_header();
 std::string plan_csv(const std::vector<PlanRow>& rows);
