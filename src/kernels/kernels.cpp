@@ -74,6 +74,23 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
   }
   if (p.serial_in > 1)
     prog.tensors.push_back({"acc", trace::TensorKind::kOutput, a.dtype, all, b.accumulated});
+  if (p.expanded()) {
+    // An expanded plan's input is built first (poplin's rearrangement of the input for
+    // expandDims): the expanded tensor, spread evenly over the plan's tiles, copied into place
+    // on each. The input is created for the conv, so nothing is exchanged to build it (the
+    // compiler, which knows where the input lives, exchanges it too); the conv's fetch then
+    // brings each block to its users.
+    const ConvArgs e = plan::planned_product(a, p);
+    namespace sl = trace::slot;
+    trace::Vertex v{trace::Codelet::kTranspose, all, {}};
+    v.params[sl::kTransposeDType] = static_cast<std::int64_t>(a.dtype);
+    v.params[sl::kTransposeN] = static_cast<std::int64_t>(
+        ceil_div(e.groups * e.batch * e.height * e.width * e.in_chans, p.tiles_used()));
+    v.params[sl::kTransposeFactor] = static_cast<std::int64_t>(plan::transpose_factor(chip, e));
+    prog.compute_sets.push_back({"expand_input", {v}});
+    prog.steps.push_back(make_step(trace::StepKind::kCompute, 0));
+    prog.steps.push_back(make_step(trace::StepKind::kSync));
+  }
   plan::emit_conv(prog, "", chip, a, p, prog.steps);
   return t;
 }

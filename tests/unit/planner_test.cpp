@@ -513,25 +513,19 @@ TEST(Planner, FewInputChannelsUseTallerWeights) {
 // 112 x 112. The output is the same in each.
 TEST(Planner, ExpandingAKernelDimensionMovesItIntoTheInputChannels) {
   const ConvArgs a = image_conv(3, 224, 64, 7, 2);
-  const ConvArgs rows = expand_dims(a, true, false);
-  EXPECT_EQ(rows.height, 112u);
-  EXPECT_EQ(rows.width, 224u);
-  EXPECT_EQ(rows.in_chans, 21u);
-  EXPECT_EQ(rows.kernel, (Spatial{1, 7}));
-  EXPECT_EQ(rows.stride, (Spatial{1, 2}));
-  const ConvArgs cols = expand_dims(a, false, true);
-  EXPECT_EQ(cols.height, 224u);
-  EXPECT_EQ(cols.width, 112u);
-  EXPECT_EQ(cols.in_chans, 21u);
-  EXPECT_EQ(cols.kernel, (Spatial{7, 1}));
-  EXPECT_EQ(cols.stride, (Spatial{2, 1}));
-  const ConvArgs both = expand_dims(a, true, true);
-  EXPECT_EQ(both.height, 112u);
-  EXPECT_EQ(both.width, 112u);
-  EXPECT_EQ(both.in_chans, 147u);
-  EXPECT_EQ(both.kernel, Spatial{1});
-  EXPECT_EQ(both.stride, Spatial{1});
-  EXPECT_EQ(both.out_chans, 64u);
+  const auto expect = [&](bool h, bool w, std::uint64_t height, std::uint64_t width,
+                          std::uint64_t in, Spatial kernel, Spatial stride) {
+    const ConvArgs e = expand_dims(a, h, w);
+    EXPECT_EQ(e.height, height) << h << w;
+    EXPECT_EQ(e.width, width) << h << w;
+    EXPECT_EQ(e.in_chans, in) << h << w;
+    EXPECT_EQ(e.kernel, kernel) << h << w;
+    EXPECT_EQ(e.stride, stride) << h << w;
+    EXPECT_EQ(e.out_chans, 64u) << h << w;
+  };
+  expect(true, false, 112, 224, 21, {1, 7}, {1, 2});
+  expect(false, true, 224, 112, 21, {7, 1}, {2, 1});
+  expect(true, true, 112, 112, 147, 1, 1);
   // Candidates (getExpandDimsCandidates): a kernel dimension wider than 1 and no wider than
   // the input; ipusim expands ungrouped convs only.
   EXPECT_TRUE(expandable(a, true));
@@ -571,6 +565,30 @@ TEST(Planner, AnExpandedOrPaddedPlanCarriesPoplinsRearrangementOfItsOperands) {
   EXPECT_EQ(rearrangement_cycles(chip, planned_product(a, p), p), 4116u + 10290 + 14);
   // A conv whose channels fill the grain and that is not expanded carries none.
   EXPECT_EQ(rearrangement_cycles(chip, image_conv(16, 56, 64, 3), ConvPlan{}), 0u);
+}
+
+// The reference kernel of an expanded plan builds the expanded input first: one copy (the
+// transpose codelet with poplin's factor, 5/4 for 4,608 x 512 channels) of the expanded tensor
+// spread over the plan's tiles. ResNet-50's 3x3/2 conv at 14 x 14 (the regression case
+// resnet50/conv5-3x3s2-512to512-14) expands both dimensions with the whole tile memory: a 1x1
+// conv of 9 x 512 = 4,608 channels over 20 x 7 x 7 positions, 4,515,840 elements.
+TEST(Planner, AnExpandedReferenceKernelCopiesItsInputIntoPlaceFirst) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  ConvArgs a = image_conv(512, 14, 512, 3, 2);
+  a.batch = 20;
+  const ConvPlan p = plan_conv(chip, a);
+  ASSERT_TRUE(p.expand_h && p.expand_w);
+  const trace::Trace t = kernels::conv2d(chip, a);
+  const trace::ComputeSet& copy = t.ipus[0].compute_sets.at(0);
+  EXPECT_EQ(copy.name, "expand_input");
+  ASSERT_EQ(copy.vertices.size(), 1u);
+  EXPECT_EQ(copy.vertices[0].codelet, Codelet::kTranspose);
+  EXPECT_EQ(copy.vertices[0].tiles.last + 1, p.tiles_used());
+  EXPECT_EQ(copy.vertices[0].params[sl::kTransposeN],
+            static_cast<std::int64_t>(ceil_div(4515840, p.tiles_used())));
+  EXPECT_EQ(copy.vertices[0].params[sl::kTransposeFactor], 1);  // 5/4
+  // The conv after it runs the 1x1 vertex.
+  EXPECT_EQ(t.ipus[0].compute_sets.at(1).vertices.at(0).codelet, Codelet::kAmpConv1x1);
 }
 
 TEST(Planner, AMatmulIsPlannedWithItsOperandsSwappedWhenThatIsCheaper) {
