@@ -99,12 +99,13 @@ std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
 // transposed (a data-gradient pass's weights, a weight-gradient pass's activations); for a matmul
 // planned unswapped, the form its operands are not laid out for, its input, weights and output;
 // for an expanded plan (poplin's expandDims), its input and weights, built for the expanded conv;
-// and where the vertex's input-channel grain does not divide the input channels (poplin's
-// padInChannels), the input and weights, padded. Each of the plan's tiles receives its share of
-// each (exchange) and rearranges it (cost::transpose: an element per cycle times poplin's 5/4 or
-// 5/3, the output's factor from its channels alone). The transposed reads and an expanded input
-// run as supersteps of their own (IpuBuilder::conv); the rest is in the objective only, so that
-// the form is chosen as Poplar chooses it (docs/kernels.md).
+// where the vertex's input-channel grain does not divide the input channels (poplin's
+// padInChannels), the input and weights, padded; and where its partials grain does not divide the
+// output channels (padPartialChannels), the weights and output. Each of the plan's tiles receives
+// its share of each (exchange) and rearranges it (cost::transpose: an element per cycle times
+// poplin's 5/4 or 5/3, the output's factor from its channels alone). The transposed reads and an
+// expanded input run as supersteps of their own (IpuBuilder::conv); the rest is in the objective
+// only, so that the form is chosen as Poplar chooses it (docs/kernels.md).
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& p) {
   const bool unswapped = swappable(a) && !p.swapped;
   const bool unswapped_matmul = unswapped && a.matmul;
@@ -114,7 +115,11 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   const bool unswapped_update = unswapped && a.weight_update;
   // (A weight update's input and weights are rearranged in every plan, padded or not, and are
   // left out, as above.)
-  const bool padded = !a.weight_update && a.in_chans % shape_of(chip, a, p).in_grain != 0;
+  const Shape s = shape_of(chip, a, p);
+  const bool padded = !a.weight_update && a.in_chans % s.in_grain != 0;
+  // Output channels padded to the vertex's partials grain (poplin's padPartialChannels): the
+  // weights and the output are rearranged.
+  const bool padded_out = a.out_chans % s.out_grain != 0;
   // An expanded or padded operand is costed as poplin's objective costs it, without the copy
   // call's fixed cost that the transposed copies (run as transpose vertices) and an unswapped
   // matmul's rearrangements carry.
@@ -132,11 +137,12 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   if (copy_input || rebuilt)
     cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor, copy_input);
   const bool copy_weights = a.transposed_weights || unswapped_matmul;
-  if (copy_weights || rebuilt)
+  if (copy_weights || rebuilt || (padded_out && !a.weight_update))
     cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor, copy_weights);
-  if (unswapped_matmul || unswapped_update)
-    cycles += operand(a.groups * a.batch * a.height * a.width * a.out_chans,
-                      cost::transpose_factor(chip, a.dtype, a.out_chans));
+  const bool copy_output = unswapped_matmul || unswapped_update;
+  if (copy_output || padded_out)
+    cycles += operand(a.groups * a.batch * s.out_h * s.out_w * a.out_chans,
+                      cost::transpose_factor(chip, a.dtype, a.out_chans), copy_output);
   return cycles;
 }
 

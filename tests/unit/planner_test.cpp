@@ -565,6 +565,12 @@ TEST(Planner, AnExpandedOrPaddedPlanCarriesPoplinsRearrangementOfItsOperands) {
   EXPECT_EQ(rearrangement_cycles(chip, planned_product(a, p), p), 4116u + 10290 + 14);
   // A conv whose channels fill the grain and that is not expanded carries none.
   EXPECT_EQ(rearrangement_cycles(chip, image_conv(16, 56, 64, 3), ConvPlan{}), 0u);
+  // 8 output channels, padded to the AMP's 16 partials (poplin's padPartialChannels): the
+  // weights and the output are rearranged, on one tile: the weights' 16 x 8 halves, 256 B,
+  // 64 + 160 cycles; the output's 56 x 56 x 8, 50,176 B, 12,544 + 31,360 (8 channels are whole
+  // vectors: 5/4).
+  EXPECT_EQ(rearrangement_cycles(chip, image_conv(16, 56, 8, 1), ConvPlan{}),
+            64u + 160 + 12544 + 31360);
 }
 
 // The reference kernel of an expanded plan builds the expanded input first: one copy (the

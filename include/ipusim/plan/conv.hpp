@@ -174,8 +174,9 @@ bool input_shares_bus(const ChipSpec& chip, const ConvPlan& plan);
 
 // The one-off rearrangement a plan's estimate carries (poplin's addRearrangementAndPaddingCosts)
 // for `a`, the plan's product (planned_product): the operands `a` reads transposed, an unswapped
-// matmul's input, weights and output, an expanded plan's input and weights, and the input and
-// weights of a plan whose vertex pads the input channels (not a multiple of its grain).
+// matmul's input, weights and output, an expanded plan's input and weights, the input and
+// weights of a plan whose vertex pads the input channels (not a multiple of its grain), and the
+// weights and output of one whose vertex pads the output channels.
 std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, const ConvPlan& plan);
 
 // poplin's empirical factor on the transposed copy of an operand of `a`
