@@ -218,8 +218,11 @@ trace::Exchange expansion(const std::string& name, const Layout& source, const L
   const auto rows_of = [&](std::uint64_t q) {
     const std::uint64_t n = q / e.height, y = q % e.height;
     if (!plan.expand_h) return std::pair{n * a.height + y, n * a.height + y + 1};
+    // The window [y s - pad, y s - pad + k), clipped to the image's rows.
+    const std::uint64_t top = y * a.stride.h + a.kernel.h;  // its end, shifted up by pad
     const std::uint64_t lo = y * a.stride.h > pad ? y * a.stride.h - pad : 0;
-    return std::pair{n * a.height + lo, n * a.height + std::min(a.height, lo + a.kernel.h)};
+    const std::uint64_t hi = std::min(a.height, top > pad ? top - pad : 0);
+    return std::pair{n * a.height + lo, n * a.height + std::max(lo, hi)};
   };
   trace::Exchange ex{name, {}, {}};
   const std::uint64_t pblocks = home.position_blocks(), cblocks = home.channel_blocks();

@@ -168,6 +168,14 @@ TEST(CompilerLayout, AnExpandedInputIsSentFromTheRowsItIsMadeOf) {
   // 16 B from tile 3 and block 1's 16 B from tile 2 do.
   source.first_tile = 2;
   EXPECT_EQ(sent(), (Sent{{{3, 2}, 16}, {{2, 3}, 16}}));
+  // Stride 2: 2 expanded rows, one a block (2 positions x 6 channels x 2 B = 24 B). Row 0 reads
+  // the window [-1, 2) clipped to rows 0-1, all on tile 0; row 1 reads rows 1-3, 8 B on tile 0
+  // and 16 on tile 1.
+  a.stride = 2;
+  source.first_tile = 0;
+  home.positions = 4;
+  home.positions_per_tile = 2;
+  EXPECT_EQ(sent(), (Sent{{{0, 2}, 24}, {{0, 3}, 8}, {{1, 3}, 16}}));
 }
 
 TEST(CompilerLayout, ElementwiseOnAConvOutputAddsNoExchange) {
