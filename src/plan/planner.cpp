@@ -403,24 +403,27 @@ std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& 
 // vertex's best rate, a dot product's output channels (2 for half -> half, else 1) x the vector
 // width of activations per worker cycle (getDenseDotProductCycles: at least a cycle per vector),
 // and a tile's cycles at least its workers' summed cycles (W x the slowest, barrel issue).
+// The MACs of `a` (its real channels, no padding), as a double for the floors below.
+double macs_of(const ConvArgs& a, const Shape& s) {
+  return static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
+         static_cast<double>(a.in_chans * a.out_chans * a.kernel.area());
+}
+
 std::uint64_t hmac_floor(const ChipSpec& chip, const ConvArgs& a) {
   const Shape s = shape_of(chip, a, ConvPlan{});
   const std::uint64_t outs = a.dtype == DType::kHalf && s.partials == DType::kHalf ? 2 : 1;
-  const double macs = static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
-                      static_cast<double>(a.in_chans * a.out_chans * a.kernel.area());
-  return static_cast<std::uint64_t>(
-      std::floor(macs / static_cast<double>(chip.tiles * outs * vector_elements(chip, a.dtype))));
+  return static_cast<std::uint64_t>(std::floor(
+      macs_of(a, s) / static_cast<double>(chip.tiles * outs * vector_elements(chip, a.dtype))));
 }
 
 // A lower bound on any plan's estimate of `a`: its MACs shared by every tile at the AMP's peak
 // rate, which no vertex exceeds.
 std::uint64_t conv_floor(const ChipSpec& chip, const ConvArgs& a) {
   const Shape s = shape_of(chip, a, ConvPlan{});
-  const double macs = static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
-                      static_cast<double>(a.in_chans * a.out_chans * a.kernel.area());
   const double peak =
       chip.peak_macs_per_cycle_per_tile(a.dtype == DType::kHalf, s.partials == DType::kFloat);
-  return static_cast<std::uint64_t>(std::floor(macs / (static_cast<double>(chip.tiles) * peak)));
+  return static_cast<std::uint64_t>(
+      std::floor(macs_of(a, s) / (static_cast<double>(chip.tiles) * peak)));
 }
 
 // The fastest of plan_for's plans over poplin's vertices, in its method order
@@ -431,7 +434,9 @@ std::uint64_t conv_floor(const ChipSpec& chip, const ConvArgs& a) {
 // depthwise conv that slic_candidate allows is also planned on the SLIC vertex, and every conv
 // on the HMAC vertex in the same forms where hmac_floor does not already exceed the best plan
 // (the HMAC's dot products reach a few MACs a cycle against the AMP's 64, so it wins only where
-// the AMP's fixed costs or padding dominate).
+// the AMP's fixed costs or padding dominate). All of this for the conv as it is, then for each
+// of poplin's kernel expansions that expandable allows (the rows, the columns, both; ConvPlan.cpp
+// getExpandDimsCandidates), an expanded plan's splits being those of expand_dims(a).
 ConvPlan plan_within(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget,
                      std::uint64_t& least) {
   require(a.batch >= 1 && a.in_chans >= 1 && a.height >= 1 && a.width >= 1 && a.out_chans >= 1 &&
