@@ -133,16 +133,15 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   };
   const std::uint64_t factor = transpose_factor(chip, a);
   std::uint64_t cycles = 0;
-  const bool copy_input = a.transposed_input || unswapped_matmul;
-  if (copy_input || rebuilt)
-    cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor, copy_input);
-  const bool copy_weights = a.transposed_weights || unswapped_matmul;
-  if (copy_weights || rebuilt || (padded_out && !a.weight_update))
-    cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor, copy_weights);
-  const bool copy_output = unswapped_matmul || unswapped_update;
-  if (copy_output || padded_out)
+  if (a.transposed_input || unswapped_matmul || rebuilt)
+    cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor,
+                      a.transposed_input);
+  if (a.transposed_weights || unswapped_matmul || rebuilt || (padded_out && !a.weight_update))
+    cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor,
+                      a.transposed_weights);
+  if (unswapped_matmul || unswapped_update || padded_out)
     cycles += operand(a.groups * a.batch * s.out_h * s.out_w * a.out_chans,
-                      cost::transpose_factor(chip, a.dtype, a.out_chans), copy_output);
+                      cost::transpose_factor(chip, a.dtype, a.out_chans), false);
   return cycles;
 }
 
