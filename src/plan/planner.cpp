@@ -134,8 +134,8 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   const std::uint64_t factor = transpose_factor(chip, a);
   std::uint64_t cycles = 0;
   if (a.transposed_input || unswapped_matmul || rebuilt)
-    cycles += operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor,
-                      a.transposed_input);
+    cycles +=
+        operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor, a.transposed_input);
   if (a.transposed_weights || unswapped_matmul || rebuilt || (padded_out && !a.weight_update))
     cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor,
                       a.transposed_weights);
