@@ -1340,7 +1340,10 @@ std::string plan_section(const RunDir& run) {
       "<p class=\"note\">What the planner chose for each of the {} convs and matmuls (plan.csv), "
       "the rows of the layers with the most time first; click a column header to sort. Split = "
       "the tiles' partition of conv groups &times; output rows &times; output channels &times; "
-      "input channels; serial = iterations of a serial split. Budget = the available-memory "
+      "input channels; serial = iterations of a serial split. The vertex names the form the "
+      "product was planned in where it is not the plain one: operands swapped (C<sup>T</sup> = "
+      "B<sup>T</sup>A<sup>T</sup>), the kernel's rows, columns or both expanded into the input "
+      "channels, or AMP weights of several kernel rows. Budget = the available-memory "
       "proportion of tile memory the plan had to fit; temporaries = what the plan's buffers take "
       "on its busiest tile; rearranged = bytes its operands were regrouped or transposed with "
       "first. Estimated and simulated cycles are one execution's, the rearrangement "
@@ -1368,8 +1371,15 @@ std::string plan_section(const RunDir& run) {
         esc(p->layer), esc(short_label(p->layer, 60)), esc(p->pass), esc(p->op), esc(p->shape),
         plan_shape(*p));
     b += cell(p->tiles, std::to_string(p->tiles));
-    b += fmt::format("<td>{}</td><td>{}</td><td>{}{}</td>", plan_split_text(*p, "&times;"),
-                     plan_serial_text(*p), esc(p->vertex), p->amp ? "" : " (no AMP)");
+    // The form the product was planned in: swapped operands, an expanded kernel, taller weights.
+    std::string form;
+    if (p->swapped) form += ", swapped";
+    if (p->expanded != "no")
+      form += p->expanded == "both" ? ", kernel rows and columns expanded"
+                                    : ", kernel " + esc(p->expanded) + " expanded";
+    if (p->weight_height > 1) form += fmt::format(", weight height {}", p->weight_height);
+    b += fmt::format("<td>{}</td><td>{}</td><td>{}{}{}</td>", plan_split_text(*p, "&times;"),
+                     plan_serial_text(*p), esc(p->vertex), p->amp ? "" : " (no AMP)", form);
     b += cell(p->available_memory, fmt::format("{:.2f} ({})", p->available_memory,
                                                human_bytes(static_cast<double>(p->budget_bytes))));
     b += cell(static_cast<double>(p->temporary_bytes),

@@ -1805,6 +1805,20 @@ TEST(Reports, PlanCsvHasEachPlannedConvAndItsSimulatedCost) {
     expanded = expanded || row[26] != "no";
   }
   EXPECT_TRUE(expanded);  // the tiny ResNet's small maps make some expansion pay
+  // The report's plan table names each plan's form after its vertex.
+  {
+    const auto rep = ipusim("report " + dir.file("out"));
+    ASSERT_EQ(rep.status, 0) << rep.err;
+    const std::string html = read_all(dir.file("out/report.html"));
+    for (const auto& row : rows) {
+      const std::string form = row[26] == "both"  ? "kernel rows and columns expanded"
+                               : row[26] != "no"  ? "kernel " + row[26] + " expanded"
+                               : row[25] == "yes" ? "swapped"
+                                                  : "";
+      if (!form.empty())
+        EXPECT_NE(html.find("<td>" + row[8] + ", " + form), std::string::npos) << row[1];
+    }
+  }
   // Run directories written before the last column, and before the last three, still read (as
   // no; as 1, no and no).
   const std::string full = read_all(dir.file("out/plan.csv"));
