@@ -110,10 +110,7 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.serial_out = p.plan.serial_out;
     r.weight_height = p.plan.weight_height;
     r.swapped = p.plan.swapped;
-    r.expanded = p.plan.expand_h && p.plan.expand_w ? "both"
-                 : p.plan.expand_h                  ? "rows"
-                 : p.plan.expand_w                  ? "columns"
-                                                    : "no";
+    r.expanded = plan::expansion_name(p.plan);
     r.available_memory = p.available_memory;
     r.budget_bytes = p.budget_bytes;
     r.temporary_bytes = p.plan.bytes_per_tile.count;

@@ -49,11 +49,10 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
       "out, weight height {}{}, {} B per tile, estimated {} cycles",
       conv_name(a), p.tiles_used(), p.group_split, p.row_split, p.out_split, p.in_split,
       p.swapped ? ", operands swapped" : "",
-      p.expanded() ? fmt::format(", kernel {} expanded into the input channels",
-                                 p.expand_h && p.expand_w ? "rows and columns"
-                                 : p.expand_h             ? "rows"
-                                                          : "columns")
-                   : "",
+      p.expanded()
+          ? fmt::format(", kernel {} expanded into the input channels",
+                        p.expand_h && p.expand_w ? "rows and columns" : plan::expansion_name(p))
+          : "",
       p.serial_in, p.serial_out, p.weight_height,
       p.method == plan::ConvMethod::kSlic   ? ", SLIC vertex"
       : p.method == plan::ConvMethod::kHmac ? ", HMAC vertex"

@@ -19,8 +19,12 @@ std::uint32_t plan_tile(const ConvPlan& p, std::uint32_t g, std::uint32_t r, std
   return ((g * p.row_split + r) * p.in_split + i) * p.out_split + o;
 }
 
-trace::Codelet plan_codelet(const ConvArgs& args, const ConvPlan& plan) {
-  switch (plan.method) {
+namespace {
+
+// The codelet of a plan's vertices given the product it computes (planned_product): the
+// method's, or for the AMP the 1x1 or nx1 vertex by the product's kernel.
+trace::Codelet product_codelet(const ConvArgs& product, ConvMethod method) {
+  switch (method) {
     case ConvMethod::kSlic:
       return trace::Codelet::kAmpSlic;
     case ConvMethod::kHmac:
@@ -28,8 +32,13 @@ trace::Codelet plan_codelet(const ConvArgs& args, const ConvPlan& plan) {
     case ConvMethod::kAmp:
       break;
   }
-  return uses_nx1(planned_product(args, plan)) ? trace::Codelet::kAmpConvNx1
-                                               : trace::Codelet::kAmpConv1x1;
+  return uses_nx1(product) ? trace::Codelet::kAmpConvNx1 : trace::Codelet::kAmpConv1x1;
+}
+
+}  // namespace
+
+trace::Codelet plan_codelet(const ConvArgs& args, const ConvPlan& plan) {
+  return product_codelet(planned_product(args, plan), plan.method);
 }
 
 void emit_conv(trace::IpuProgram& prog, const std::string& prefix, const ChipSpec& chip,
@@ -208,7 +217,7 @@ class ConvEmitter {
     if (p_.method == ConvMethod::kSlic) return slic_vertex(g, r, tiles);
     if (p_.method == ConvMethod::kHmac) return hmac_vertex(g, r, i, o_first, tiles);
     const bool nx1 = uses_nx1(a_);
-    trace::Vertex v{plan_codelet(a_, p_), tiles, {}};
+    trace::Vertex v{product_codelet(a_, p_.method), tiles, {}};
     v.params[sl::kAmpIn] = static_cast<std::int64_t>(a_.dtype);
     v.params[sl::kAmpPartials] = static_cast<std::int64_t>(s_.partials);
     v.params[sl::kAmpPositions] = static_cast<std::int64_t>(rows_of(r) * s_.out_w);

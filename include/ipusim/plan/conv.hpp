@@ -146,6 +146,12 @@ ConvArgs expand_dims(const ConvArgs& a, bool h, bool w);
 // already reads as its expansion would (only the strided positions).
 bool expandable(const ConvArgs& a, bool h);
 
+// Which of the kernel's dimensions a plan expanded, as plan.csv names it: "no", "rows",
+// "columns" or "both".
+inline const char* expansion_name(const ConvPlan& p) {
+  return p.expand_h && p.expand_w ? "both" : p.expand_h ? "rows" : p.expand_w ? "columns" : "no";
+}
+
 // The product a plan computes: swap_operands(args) for a swapped plan, expand_dims of args for
 // an expanded one, else args. Its splits and block sizes are this product's.
 inline ConvArgs planned_product(const ConvArgs& args, const ConvPlan& plan) {
