@@ -262,11 +262,13 @@ std::string judge_stats(const std::string& text, bool may_be_zero = false) {
         problem = path + " is negative: " + value->number.text;
         return;
       }
-      // Shares and link utilisations are at most 1. Throughput utilisations are fractions of
-      // the FP16.16 peak, which a drawn chip may make lower than its FP16.32 or FP32 peak
-      // (engines_half_float > engines_half_half is in range): not checked, docs/reliability.md.
-      const bool fraction =
-          unit->string.rfind("fraction", 0) == 0 && path.rfind("throughput.", 0) != 0;
+      // Shares and link utilisations are at most 1. Throughput utilisations, the run's and
+      // each layer's, are fractions of the FP16.16 peak, which a drawn chip may make lower than
+      // its FP16.32 or FP32 peak (engines_half_float > engines_half_half is in range): not
+      // checked, docs/reliability.md.
+      const bool of_fp16_peak =
+          path.rfind("throughput.", 0) == 0 || path.ends_with(".compute_phase_utilisation");
+      const bool fraction = unit->string.rfind("fraction", 0) == 0 && !of_fp16_peak;
       if (fraction && x > 1 + 1e-9)
         problem = path + " (" + unit->string + ") exceeds 1: " + value->number.text;
       return;
