@@ -96,6 +96,10 @@ int kernel_command(int argc, char** argv) {
       "conv-unit-load-bits", po::value<std::string>()->default_value("64")->value_name("64|128"),
       "matmul, conv2d: bits per supervisor load of weights into the AMP engines: 64 is "
       "Poplar's default (8 B/cycle), 128 loads at the chip's full rate")(
+      "fully-connected-pass", po::value<std::string>()->default_value("yes")->value_name("yes|no"),
+      "matmul with --pass training: yes plans its forward pass with its data and weight "
+      "gradients, jointly where poplin's estimates make that cheaper (poplin's "
+      "fullyConnectedPass, as run.fully_connected_pass); no plans each pass on its own")(
       "available-memory", po::value<double>()->value_name("P"),
       "matmul, conv2d: available-memory proportion in (0, 1]: each conv is planned within "
       "P x tile memory bytes per tile for its temporaries (default 0.6 with --pass training; "
@@ -174,6 +178,16 @@ int kernel_command(int argc, char** argv) {
         fmt::format("ipusim kernel {}: --pass, --partials, --conv-unit-load-bits and "
                     "--available-memory apply to matmul and conv2d only",
                     name));
+  const std::string fc_text = vm["fully-connected-pass"].as<std::string>();
+  if (!vm["fully-connected-pass"].defaulted() &&
+      (name != "matmul" || layer_pass != compiler::LayerPass::kTraining))
+    throw UsageError(fmt::format(
+        "ipusim kernel {}: --fully-connected-pass applies to matmul with --pass training only",
+        name));
+  if (fc_text != "yes" && fc_text != "no")
+    throw UsageError(
+        fmt::format("ipusim kernel {}: --fully-connected-pass: expected yes or no, found \"{}\"",
+                    name, fc_text));
   const std::string load_text = vm["conv-unit-load-bits"].as<std::string>();
   if (load_text != "64" && load_text != "128")
     throw UsageError(
@@ -183,7 +197,7 @@ int kernel_command(int argc, char** argv) {
   // matmul and conv2d: the reference kernel (forward) or the layer's training program.
   auto planned = [&](const plan::ConvArgs& a) {
     if (layer_pass == compiler::LayerPass::kTraining)
-      return compiler::compile_layer(chip, a, layer_pass, proportion);
+      return compiler::compile_layer(chip, a, layer_pass, proportion, fc_text == "yes");
     if (!available) return kernels::conv2d(chip, a);
     return kernels::conv2d(
         chip, a,

@@ -2,8 +2,10 @@
 #include "ipu_builder.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 
@@ -133,7 +135,15 @@ trace::Exchange broadcast_exchange(const std::string& name,
 // x out-channel block) by its row_split tiles; each user holds a share.
 Layout plan_input_layout(const Layout& source, const plan::ConvPlan& p, bool transposed) {
   const std::uint64_t rows = std::uint64_t{p.group_split} * p.row_split * p.out_split;
-  return transposed ? blocked(source, p.in_split, rows, 1) : blocked(source, rows, p.in_split, 1);
+  Layout l =
+      transposed ? blocked(source, p.in_split, rows, 1) : blocked(source, rows, p.in_split, 1);
+  if (p.joint) {
+    // A joint plan (a matmul's: a row is a position) holds its blocks exactly as planned, so
+    // that its three passes find each weight block on the one tile that uses it.
+    (transposed ? l.chans_per_tile : l.positions_per_tile) = p.rows_per_tile;
+    (transposed ? l.positions_per_tile : l.chans_per_tile) = p.in_per_tile * p.serial_in;
+  }
+  return l;
 }
 
 Layout plan_weight_layout(const Layout& source, const plan::ConvPlan& p, bool transposed) {
@@ -247,10 +257,55 @@ plan::ConvArgs IpuBuilder::as_planned(plan::ConvArgs a) const {
   return plan::combine_conv_groups(chip_, a);
 }
 
+bool IpuBuilder::fc_forward(const plan::ConvArgs& a) const {
+  return fc_passes_ && rearrange_operands_ && a.matmul && plan::swappable(a) &&
+         !a.transposed_input && !a.transposed_weights;
+}
+
+void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
+  // The passes as conv() plans them: data_gradient reads the weights transposed,
+  // weight_gradient the activations.
+  plan::ConvArgs d = as_planned(data_gradient_args(f));
+  d.transposed_weights = true;
+  plan::ConvArgs w = as_planned(weight_gradient_args(f));
+  w.transposed_input = true;
+  const std::array<std::string, 3> keys{args_key(f), args_key(d), args_key(w)};
+  std::array<plan::ConvPlan, 3> plans;
+  // Another builder's three plans, kept together; else planned here (and shared).
+  const auto shared =
+      shared_plans_ ? shared_plans_->find({keys[0], budget_}) : PlanCache::iterator{};
+  if (shared_plans_ && shared != shared_plans_->end()) {
+    for (std::size_t i = 0; i < 3; ++i) plans[i] = shared_plans_->at({keys[i], budget_});
+  } else {
+    const plan::FcPlans fc = plan::plan_fully_connected(chip_, f, d, w, budget_);
+    spdlog::info(
+        "{}: its three passes planned {} (poplin's estimates: joint {} cycles, "
+        "separate {}){}",
+        plan::conv_name(f), fc.joint ? "jointly" : "separately",
+        fc.joint_cycles == 0 ? std::string("none fits") : std::to_string(fc.joint_cycles),
+        fc.separate_cycles,
+        fc.joint ? fmt::format(", the forward pass on {} x {} tiles (rows x input channels)",
+                               fc.fwd.row_split, fc.fwd.in_split)
+                 : "");
+    plans = {fc.fwd, fc.bwd, fc.wu};
+    if (shared_plans_)
+      for (std::size_t i = 0; i < 3; ++i)
+        shared_plans_->insert_or_assign(std::pair{keys[i], budget_}, plans[i]);
+  }
+  const std::array<const plan::ConvArgs*, 3> args{&f, &d, &w};
+  for (std::size_t i = 0; i < 3; ++i)
+    plans_.insert_or_assign(keys[i],
+                            Planned{plans[i], conv_output_layout(chip_, *args[i], plans[i])});
+}
+
 const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
   const plan::ConvArgs a = as_planned(args);
   const std::string key = args_key(a);
   auto it = plans_.find(key);
+  if (it == plans_.end() && fc_forward(a)) {
+    plan_fully_connected(a);
+    it = plans_.find(key);
+  }
   if (it == plans_.end()) {
     std::optional<plan::ConvPlan> found;
     bool shared = false;  // another IPU's builder made it
@@ -275,6 +330,8 @@ void IpuBuilder::plan_ahead(const plan::ConvArgs& args, bool transposed_input,
     a.transposed_weights = transposed_weights;
   }
   a = as_planned(a);
+  // A fully connected layer's passes are planned with its forward pass (planned()).
+  if (fc_passes_ && rearrange_operands_ && a.matmul && plan::swappable(a)) return;
   const std::string key = args_key(a);
   if (plans_.count(key) || (shared_plans_ && shared_plans_->count({key, budget_}))) return;
   if (!prefetcher_) prefetcher_ = std::make_unique<plan::PlanPrefetcher>(chip_);

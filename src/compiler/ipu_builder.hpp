@@ -66,6 +66,12 @@ class IpuBuilder {
              trace::DType partials, bool fuse_elementwise, bool rearrange_operands = true);
   // Bits per AMP weight load of every conv and matmul built from now on (64 or 128).
   void set_coeff_load_bits(std::uint32_t bits) { coeff_load_bits_ = bits; }
+  // Training: every ungrouped matmul is planned as poplin plans one with fullyConnectedPass
+  // TRAINING_FWD, _BWD and _WU (as PopART and TensorFlow set it for training matmuls): its
+  // forward pass with its data and weight gradients (plan::plan_fully_connected), jointly where
+  // that is cheaper. Needs the operands' rearrangements (rearrange_operands), which tell the
+  // passes apart.
+  void plan_fully_connected_passes(bool on) { fc_passes_ = on; }
   // Plans found by another builder of the same compile (the IPUs of a pipeline plan the same
   // shapes): plan_conv is deterministic in the chip, the planned shape and the budget, so a
   // plan is searched once per (shape, budget) per compile. The cache must outlive the builder
@@ -248,6 +254,12 @@ class IpuBuilder {
     Layout output;
   };
   const Planned& planned(const plan::ConvArgs& a);
+  // Whether `a` (as planned) is the forward pass of a fully connected layer whose three passes
+  // are planned together (plan_fully_connected_passes).
+  bool fc_forward(const plan::ConvArgs& a) const;
+  // Plans forward matmul `f` (as planned) with its data and weight gradients
+  // (plan::plan_fully_connected) and keeps the three plans under the keys conv() looks them up by.
+  void plan_fully_connected(const plan::ConvArgs& f);
   // `a` as the builder plans it: with its partials type (the run's precision) and AMP
   // weight-load width, and its groups combined (plan::combine_conv_groups; applying it again
   // changes nothing).
@@ -294,6 +306,7 @@ class IpuBuilder {
   std::uint32_t coeff_load_bits_ = plan::ConvArgs{}.coeff_load_bits;
   bool fuse_;
   bool rearrange_operands_;
+  bool fc_passes_ = false;
   double available_memory_;  // proportion of tile memory a conv's buffers may take
   std::uint64_t budget_;     // that in bytes per tile
   std::uint64_t peak_temp_ = 0;

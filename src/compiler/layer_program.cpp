@@ -26,7 +26,7 @@ std::string layer_name(const plan::ConvArgs& a, LayerPass pass) {
 }  // namespace
 
 trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerPass pass,
-                           double available_memory) {
+                           double available_memory, bool fully_connected_pass) {
   if (!(available_memory > 0 && available_memory <= 1))
     throw UsageError(
         fmt::format("available-memory proportion must be in (0, 1], found {}", available_memory));
@@ -38,6 +38,8 @@ trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerP
   auto& program = t.ipus.emplace_back();
   IpuBuilder b(chip, program, available_memory, plan::partials_of(a), /*fuse_elementwise=*/true);
   b.set_coeff_load_bits(a.coeff_load_bits);
+  // A training matmul is planned with its backward passes (poplin's fullyConnectedPass).
+  b.plan_fully_connected_passes(fully_connected_pass && pass == LayerPass::kTraining);
   const DType dt = a.dtype;
   const std::uint64_t out_h = ceil_div(a.height, a.stride.h), out_w = ceil_div(a.width, a.stride.w);
   Steps& out = program.steps;

@@ -129,6 +129,18 @@ Layout conv_output_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& args,
   l.channels = a.out_chans;
   l.chans_per_tile = p.out_per_tile * p.serial_out;  // a serial split's slices stay together
   l.positions_per_tile = ceil_div(p.groups_per_tile * p.rows_per_tile * out_w, p.in_split);
+  if (p.order == plan::TileOrder::kInputOuter) {
+    // Input-channel blocks outside row blocks (a joint plan's data gradient: one group block,
+    // one output-channel block): a row block's outputs cut into in_split chunks of its
+    // channels, chunk k of row block r on tile k x row_split + r, channel block outermost.
+    if (p.group_split != 1 || p.out_split != 1)
+      throw ModelError(
+          "conv_output_layout: an input-outer plan needs one group block and one "
+          "output-channel block");
+    l.positions_per_tile = p.groups_per_tile * p.rows_per_tile * out_w;
+    l.chans_per_tile = ceil_div(l.chans_per_tile, p.in_split);
+    l.channels_outer = true;
+  }
   return p.swapped ? transposed_view(l) : l;  // a swapped plan's product is C^T
 }
 

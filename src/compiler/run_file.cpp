@@ -171,14 +171,6 @@ std::vector<RunField> lowering_fields() {
           "graphcore/tensorflow driver/ops/custom_ops/popnn/norm.cc, non_linearity.cc; poplibs "
           "lib/poplin/Norms.cpp",
           [](RunConfig& r, const std::string& v) { r.popnn_norms = v == "popnn"; }, "popnn"),
-      yes_no(
-          "run.rearrangements",
-          "yes: conv and matmul operands are regrouped and transposed into the layouts their plans "
-          "want; "
-          "no: they are assumed to be there already (an idealised compiler, to measure what "
-          "rearranging costs)",
-          "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)",
-          &RunConfig::rearrangements, "yes"),
       bytes(
           "run.allreduce_buffer", 1024, 1e12,
           "Gradients are reduced across replicas in collectives of at most this many bytes (fused "
@@ -261,6 +253,27 @@ std::vector<RunField> lowering_fields() {
   };
 }
 
+// How the planner treats a conv or matmul's operands and passes.
+std::vector<RunField> planning_fields() {
+  return {
+      yes_no(
+          "run.rearrangements",
+          "yes: conv and matmul operands are regrouped and transposed into the layouts their plans "
+          "want; "
+          "no: they are assumed to be there already (an idealised compiler, to measure what "
+          "rearranging costs)",
+          "poplar-compiler.md §1.3 (transform, rearrangement and regroup costs)",
+          &RunConfig::rearrangements, "yes"),
+      yes_no("run.fully_connected_pass",
+             "yes: in training each ungrouped matmul is planned with its data and weight "
+             "gradients, jointly (each weight on one tile in all three passes) where poplin's "
+             "estimates make that cheaper; no: each pass planned on its own",
+             "poplar-compiler.md §1.6; PopART SessionOptions enableFullyConnectedPass (default "
+             "true), poplibs lib/poplin/ConvPlan.cpp runPlanner",
+             &RunConfig::fully_connected_pass, "yes"),
+  };
+}
+
 // The transformer pipeline and the host input.
 std::vector<RunField> pipeline_fields() {
   return {
@@ -323,8 +336,8 @@ std::vector<RunField> time_to_train_fields() {
 const std::vector<RunField>& run_fields() {
   static const std::vector<RunField> fields = [] {
     std::vector<RunField> all;
-    for (auto group :
-         {batch_fields(), lowering_fields(), pipeline_fields(), time_to_train_fields()})
+    for (auto group : {batch_fields(), lowering_fields(), planning_fields(), pipeline_fields(),
+                       time_to_train_fields()})
       for (auto& f : group) all.push_back(std::move(f));
     return all;
   }();

@@ -1101,6 +1101,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
     IpuBuilder b(pipeline.chip, program, available_memory_for(run, ipu), run.partials,
                  run.fuse_elementwise, run.rearrangements);
     b.set_coeff_load_bits(run.conv_unit_load_bits);
+    b.plan_fully_connected_passes(run.fully_connected_pass && !run.inference);
     b.record_plans(plans, ipu);
     b.share_plans(&plan_cache);
     StageProgram stage(pipeline, ipu, program, b);

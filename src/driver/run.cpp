@@ -111,6 +111,7 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.weight_height = p.plan.weight_height;
     r.swapped = p.plan.swapped;
     r.expanded = plan::expansion_name(p.plan);
+    r.joint = p.plan.joint;
     r.available_memory = p.available_memory;
     r.budget_bytes = p.budget_bytes;
     r.temporary_bytes = p.plan.bytes_per_tile.count;

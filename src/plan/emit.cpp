@@ -16,6 +16,8 @@ using trace::TileRange;
 
 std::uint32_t plan_tile(const ConvPlan& p, std::uint32_t g, std::uint32_t r, std::uint32_t i,
                         std::uint32_t o) {
+  if (p.order == TileOrder::kInputOuter)
+    return ((g * p.in_split + i) * p.row_split + r) * p.out_split + o;
   return ((g * p.row_split + r) * p.in_split + i) * p.out_split + o;
 }
 
@@ -176,8 +178,7 @@ class ConvEmitter {
   }
 
  private:
-  // Tile order: conv-group block outermost, then row block, input-channel block, and
-  // output-channel block innermost.
+  // The plan's tile order (plan_tile): output-channel block innermost in either.
   std::uint32_t tile(std::uint32_t g, std::uint32_t r, std::uint32_t i, std::uint32_t o) const {
     return plan_tile(p_, g, r, i, o);
   }

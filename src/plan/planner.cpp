@@ -508,6 +508,140 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& a, std::uint64_t budget
   }
 }
 
+namespace {
+
+// `p` for product `a` with its buffers and estimate filled in (best_plan's, for one plan); the
+// rearrangement charges of `charged` (rearrangement_cycles), the product itself or a copy with
+// some of its flags cleared.
+ConvPlan costed(const ChipSpec& chip, const ConvArgs& a, ConvPlan p, const ConvArgs& charged) {
+  const ConvArgs it = iteration_args(a, p);
+  const Shape s = shape_of(chip, it, p);
+  const Blocks b = blocks_of(it, s, p);
+  p.bytes_per_tile = Bytes{memory_of(b)};
+  p.estimated_cycles = Cycles{estimate(chip, it, s, p, b, fetch_cycles(chip, p, b)) +
+                              rearrangement_cycles(chip, charged, p)};
+  return p;
+}
+
+// The joint plans of fwd's swapped product with `rows` and `ins` splits and `serial` serial
+// iterations of the output channels, and their total estimate; total 0 if a pass does not fit.
+struct Joint {
+  FcPlans plans;
+  std::uint64_t total = 0;
+};
+Joint joint_plans(const ChipSpec& chip, const ConvArgs& fs, const ConvArgs& ds, const ConvArgs& ws,
+                  std::uint64_t budget, const ConvPlan& fwd) {
+  Joint j;
+  ConvPlan bwd = fwd;  // getFullyConnectedBwdPlan: rows <-> input channels
+  std::swap(bwd.row_split, bwd.in_split);
+  std::swap(bwd.rows_per_tile, bwd.in_per_tile);
+  bwd.order = TileOrder::kInputOuter;
+  ConvPlan wu = fwd;  // getFullyConnectedWUPlan: input <-> output channels, serial splits too
+  std::swap(wu.in_split, wu.out_split);
+  std::swap(wu.in_per_tile, wu.out_per_tile);
+  std::swap(wu.serial_in, wu.serial_out);
+  // The data gradient's weights are on its tiles already: no exchange of them is charged
+  // (ConvModel.cpp: no rearrangeInput for a joint FC_TRAINING_BWD); its transposed copy on the
+  // tile (fullyConnectedWeightTranspose) is not in poplin's estimate either.
+  ConvArgs d_charged = ds;
+  d_charged.transposed_input = false;
+  j.plans.fwd = costed(chip, fs, fwd, fs);
+  j.plans.bwd = costed(chip, ds, bwd, d_charged);
+  j.plans.wu = costed(chip, ws, wu, ws);
+  for (const ConvPlan* p : {&j.plans.fwd, &j.plans.bwd, &j.plans.wu})
+    if (p->bytes_per_tile.count > budget) return j;
+  j.total = j.plans.fwd.estimated_cycles.count + j.plans.bwd.estimated_cycles.count +
+            j.plans.wu.estimated_cycles.count;
+  return j;
+}
+
+// The fastest joint plan within `budget` (fewer tiles break ties): parallel splits of the
+// swapped forward product's rows (in grains of the vertex's input channels, poplin's joint
+// fieldGrainSize) and input channels, every output channel on each tile; with a serial split of
+// the output channels (a divisor of them, fewest iterations first) only if no parallel plan
+// fits. total 0 if none fits.
+Joint best_joint(const ChipSpec& chip, const ConvArgs& fs, const ConvArgs& ds, const ConvArgs& ws,
+                 std::uint64_t budget) {
+  ConvPlan base;
+  base.swapped = base.joint = true;
+  const Shape s = shape_of(chip, fs, base);
+  Joint best;
+  const auto search = [&](std::uint64_t serial) {
+    ConvPlan p = base;
+    p.serial_out = u32(serial);
+    p.out_per_tile = fs.out_chans / serial;
+    const std::uint64_t row_grains = ceil_div(fs.height, s.in_grain);
+    const std::uint64_t in_grains = ceil_div(fs.in_chans, s.in_grain);
+    for (const std::uint64_t sr : distinct_splits(row_grains, chip.tiles)) {
+      p.rows_per_tile = std::min(fs.height, ceil_div(row_grains, sr) * s.in_grain);
+      p.row_split = u32(ceil_div(fs.height, p.rows_per_tile));
+      for (const std::uint64_t si : distinct_splits(in_grains, chip.tiles / p.row_split)) {
+        p.in_per_tile = std::min(fs.in_chans, ceil_div(in_grains, si) * s.in_grain);
+        p.in_split = u32(ceil_div(fs.in_chans, p.in_per_tile));
+        const Joint j = joint_plans(chip, fs, ds, ws, budget, p);
+        if (j.total != 0 &&
+            (best.total == 0 || j.total < best.total ||
+             (j.total == best.total && j.plans.fwd.tiles_used() < best.plans.fwd.tiles_used())))
+          best = j;
+      }
+    }
+  };
+  search(1);
+  if (best.total == 0)
+    for (const std::uint64_t d : serial_counts(fs.out_chans)) {
+      search(d);
+      if (best.total != 0) break;
+    }
+  return best;
+}
+
+// The cycles of moving a tensor of `elements` to another layout over `tiles` tiles, as poplin's
+// objective costs a rearrangement (rearrangement_cycles: each tile's share over the exchange
+// rate, then the on-tile copy with the transform factor, no copy call).
+std::uint64_t moved_cycles(const ChipSpec& chip, trace::DType dtype, std::uint64_t elements,
+                           std::uint32_t tiles, std::uint64_t factor) {
+  const std::uint64_t per_tile = ceil_div(elements, std::max<std::uint32_t>(tiles, 1));
+  return (Bytes{per_tile * trace::dtype_bytes(dtype)} / chip.exchange.bytes_per_cycle).count +
+         cost::rearrangement_copy_cycles(chip, dtype, per_tile, factor);
+}
+
+}  // namespace
+
+FcPlans plan_fully_connected(const ChipSpec& chip, const ConvArgs& fwd, const ConvArgs& bwd,
+                             const ConvArgs& wu, std::uint64_t budget) {
+  require(swappable(fwd) && fwd.matmul && bwd.height == fwd.height &&
+              bwd.in_chans == fwd.out_chans && bwd.out_chans == fwd.in_chans &&
+              wu.height == fwd.in_chans && wu.in_chans == fwd.height &&
+              wu.out_chans == fwd.out_chans,
+          "plan_fully_connected: the passes must be one ungrouped matmul's forward, data "
+          "gradient and weight gradient");
+  FcPlans out;
+  out.fwd = plan_conv(chip, fwd, budget);
+  out.bwd = plan_conv(chip, bwd, budget);
+  out.wu = plan_conv(chip, wu, budget);
+  // The separate weight gradient is moved to the weights' layout (IpuBuilder::weight_gradient).
+  const std::uint64_t weights = fwd.in_chans * fwd.out_chans;
+  out.separate_cycles = out.fwd.estimated_cycles.count + out.bwd.estimated_cycles.count +
+                        out.wu.estimated_cycles.count +
+                        moved_cycles(chip, wu.dtype, weights, out.wu.tiles_used(),
+                                     cost::transpose_factor(chip, wu.dtype, wu.out_chans));
+  // Joint plans within the budget as given (poplin doubles a memory bound only when neither
+  // the joint nor the separate plans fit; plan_conv's separate plans then fit a doubled one).
+  const std::uint64_t limit =
+      chip.tile_memory.count - std::min(chip.tile_memory.count, fixed_memory(chip));
+  const Joint j = best_joint(chip, swap_operands(fwd), swap_operands(bwd), swap_operands(wu),
+                             std::min(budget, limit));
+  out.joint_cycles = j.total;
+  if (j.total != 0 && j.total <= out.separate_cycles) {
+    const std::uint64_t separate = out.separate_cycles;
+    out = j.plans;
+    out.joint = true;
+    out.joint_cycles = j.total;
+    out.separate_cycles = separate;
+  }
+  return out;
+}
+
 std::string conv_name(const ConvArgs& a) {
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
   const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;

@@ -256,6 +256,7 @@ std::vector<std::string> plan_differences(const std::optional<PlanRow>& a,
   diff("weight height", std::to_string(a->weight_height), std::to_string(b->weight_height));
   diff("operands", a->swapped ? "swapped" : "as given", b->swapped ? "swapped" : "as given");
   diff("kernel expanded", a->expanded, b->expanded);
+  diff("planned jointly", a->joint ? "yes" : "no", b->joint ? "yes" : "no");
   diff("budget", bytes(a->budget_bytes), bytes(b->budget_bytes));
   diff("temporaries", bytes(a->temporary_bytes), bytes(b->temporary_bytes));
   diff("rearranged", bytes(a->rearranged_bytes), bytes(b->rearranged_bytes));

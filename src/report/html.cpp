@@ -1343,7 +1343,9 @@ std::string plan_section(const RunDir& run) {
       "input channels; serial = iterations of a serial split. The vertex names the form the "
       "product was planned in where it is not the plain one: operands swapped (C<sup>T</sup> = "
       "B<sup>T</sup>A<sup>T</sup>), the kernel's rows, columns or both expanded into the input "
-      "channels, or AMP weights of several kernel rows. Budget = the available-memory "
+      "channels, AMP weights of several kernel rows, or a pass of a fully connected layer planned "
+      "jointly with its other two (each weight on one tile in all three). Budget = the "
+      "available-memory "
       "proportion of tile memory the plan had to fit; temporaries = what the plan's buffers take "
       "on its busiest tile; rearranged = bytes its operands were regrouped or transposed with "
       "first. Estimated and simulated cycles are one execution's, the rearrangement "
@@ -1378,6 +1380,7 @@ std::string plan_section(const RunDir& run) {
       form += p->expanded == "both" ? ", kernel rows and columns expanded"
                                     : ", kernel " + esc(p->expanded) + " expanded";
     if (p->weight_height > 1) form += fmt::format(", weight height {}", p->weight_height);
+    if (p->joint) form += ", planned jointly";
     b += fmt::format("<td>{}</td><td>{}</td><td>{}{}{}</td>", plan_split_text(*p, "&times;"),
                      plan_serial_text(*p), esc(p->vertex), p->amp ? "" : " (no AMP)", form);
     b += cell(p->available_memory, fmt::format("{:.2f} ({})", p->available_memory,

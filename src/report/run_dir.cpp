@@ -273,8 +273,10 @@ RunDir load_run_dir(const std::string& dir) {
     // Before expanded (issue 28).
     const std::string header_before_expanded =
         std::string(kPlanHeaderBeforeSwap) + ",weight_height,swapped";
+    // Before joint (issue 28).
+    const std::string header_before_joint = header_before_expanded + ",expanded";
     Csv csv(plan_path, kMaxPlanCsvBytes, plan_header(),
-            {kPlanHeaderBeforeSwap, header_before_expanded});
+            {kPlanHeaderBeforeSwap, header_before_expanded, header_before_joint});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       PlanRow p;
       std::size_t c = 0;
@@ -309,6 +311,13 @@ RunDir load_run_dir(const std::string& dir) {
           throw Error(fmt::format(
               "{}:{}: column expanded: expected no, rows, columns or both, found \"{}\"", plan_path,
               i + 2, p.expanded));
+      }
+      if (csv.columns() > c) {
+        const std::string& joint = csv.text(i, c++);
+        if (joint != "yes" && joint != "no")
+          throw Error(fmt::format("{}:{}: column joint: expected yes or no, found \"{}\"",
+                                  plan_path, i + 2, joint));
+        p.joint = joint == "yes";
       }
       r.plans.push_back(std::move(p));
     }

@@ -344,7 +344,7 @@ std::string plan_header() {
   return "ipu,layer,pass,op,name,shape,dtype,partials,vertex,amp,tiles,group_split,row_split,"
          "out_split,in_split,serial_in,serial_out,available_memory_proportion,budget_bytes,"
          "temporary_bytes,rearranged_bytes,estimated_cycles,simulated_cycles,"
-         "rearrangement_cycles,weight_height,swapped,expanded";
+         "rearrangement_cycles,weight_height,swapped,expanded,joint";
 }
 
 std::string plan_csv(const std::vector<PlanRow>& rows) {
@@ -354,12 +354,12 @@ std::string plan_csv(const std::vector<PlanRow>& rows) {
   for (const auto& r : rows)
     // Names and shapes hold no commas or quotes: no quoting needed.
     fmt::format_to(
-        it, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        it, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         r.ipu, r.layer, r.pass, r.op, r.name, r.shape, r.dtype, r.partials, r.vertex,
         r.amp ? "yes" : "no", r.tiles, r.group_split, r.row_split, r.out_split, r.in_split,
         r.serial_in, r.serial_out, r.available_memory, r.budget_bytes, r.temporary_bytes,
         r.rearranged_bytes, r.estimated_cycles, r.simulated_cycles, r.rearrangement_cycles,
-        r.weight_height, r.swapped ? "yes" : "no", r.expanded);
+        r.weight_height, r.swapped ? "yes" : "no", r.expanded, r.joint ? "yes" : "no");
   return out;
 }
 

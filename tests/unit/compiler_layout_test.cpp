@@ -1555,5 +1555,39 @@ TEST(CompilerCnn, GroupAndScaleShapeErrorsNameTheLayer) {
             std::string::npos);
 }
 
+// The output of a joint plan's data gradient (TileOrder::kInputOuter): a swapped product of
+// K = 96 rows in 3 blocks of 32 by 16 output channels (the forward's rows), its input channels in
+// 2 blocks reduce-scattered. Chunk k of row block r is on tile plan_tile(r, k) = (k x 3 + r):
+// as a layout, 32 positions by 8 channels a block, channel block outermost, so block (r, k) is
+// on tile k x 3 + r. The layout returned is its transposed view (the pass's output, 16 x 96).
+TEST(CompilerLayout, AnInputOuterPlansOutputFollowsItsTileOrder) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  plan::ConvArgs a;
+  a.height = 16;  // the data gradient dA = dC B^T: 16 x 96, reading 64 channels of dC
+  a.in_chans = 64;
+  a.out_chans = 96;
+  a.matmul = true;
+  plan::ConvPlan p;
+  p.swapped = p.joint = true;
+  p.order = plan::TileOrder::kInputOuter;
+  p.row_split = 3;
+  p.rows_per_tile = 32;
+  p.in_split = 2;
+  p.in_per_tile = 32;
+  p.out_per_tile = 16;
+  const Layout out = transposed_view(conv_output_layout(chip, a, p));
+  EXPECT_EQ(out.positions, 96u);
+  EXPECT_EQ(out.channels, 16u);
+  EXPECT_EQ(out.positions_per_tile, 32u);
+  EXPECT_EQ(out.chans_per_tile, 8u);
+  for (std::uint32_t r = 0; r < 3; ++r)
+    for (std::uint32_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(out.tile(r, k), k * 3 + r);
+      EXPECT_EQ(out.tile(r, k), plan::plan_tile(p, 0, r, k, 0));
+    }
+  p.out_split = 2;  // not a joint plan's: rejected
+  EXPECT_THROW(conv_output_layout(chip, a, p), ModelError);
+}
+
 }  // namespace
 }  // namespace ipusim::compiler

@@ -155,6 +155,31 @@ TEST(LayerProgram, TrainingEndsWithOneSgdUpdateOnTheWeightsLayout) {
   EXPECT_GT(temporaries(t), 0u);
 }
 
+// A fully connected layer planned jointly (poplin's fullyConnectedPass, plan_fully_connected):
+// each weight block stays on one tile in all three passes, so no exchange moves the 2048 x 1000
+// weights, neither into the data gradient's transposed read nor back from the weight gradient
+// (they stay where the forward pass keeps them; only the activations and gradients move), and
+// the three passes still do three passes' MACs. With 1,024 rows the separate plans win and the
+// weights move both ways, as before.
+TEST(LayerProgram, AJointlyPlannedMatmulMovesNoWeightsBetweenItsPasses) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const auto weight_moves = [](const trace::Trace& t) {
+    std::size_t n = 0;
+    for (const auto& ex : t.ipus[0].exchanges)
+      n += ex.name.rfind("rearrange_2048x1000", 0) == 0 ||
+           ex.name.rfind("rearrange_1000x2048", 0) == 0;
+    return n;
+  };
+  plan::ConvArgs fc = matmul(20, 1000, 2048);
+  fc.matmul = true;
+  const trace::Trace joint = compile_layer(chip, fc, LayerPass::kTraining, 0.25);
+  EXPECT_EQ(weight_moves(joint), 0u);
+  EXPECT_DOUBLE_EQ(amp_flops(joint.ipus[0], joint.ipus[0].steps), 3 * 2 * 20.0 * 1000 * 2048);
+  fc.height = 1024;
+  const trace::Trace separate = compile_layer(chip, fc, LayerPass::kTraining, 0.25);
+  EXPECT_EQ(weight_moves(separate), 2u);
+}
+
 TEST(LayerProgram, SmallerAvailableMemoryNeverGivesBiggerTemporaries) {
   const ChipSpec chip = testing::gc200_by_hand();
   for (const auto& c : cases()) {

@@ -668,6 +668,85 @@ TEST(Planner, AnUnswappedMatmulPaysPoplinsRearrangementOfItsOperands) {
   EXPECT_TRUE(plan_conv(chip, update).swapped);
 }
 
+// The three passes of a fully connected layer (poplin's fullyConnectedPass, ConvPlan.cpp
+// runPlanner): F = A B, its data gradient D = dC B^T and weight gradient W = A^T dC, as the
+// compiler builds them (D reads B transposed, W reads A transposed).
+struct FcPasses {
+  ConvArgs f, d, w;
+};
+FcPasses fc_passes(std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+  FcPasses p;
+  p.f = matmul_args(m, n, k);
+  p.f.matmul = true;
+  p.d = matmul_args(m, k, n);
+  p.d.matmul = p.d.transposed_weights = true;
+  p.w = matmul_args(k, n, m);
+  p.w.matmul = p.w.transposed_input = true;
+  return p;
+}
+
+// On one tile every plan holds the whole of each pass, so the joint plans are the separate ones
+// (each swapped, as plan_conv picks a matmul's forms) but for two rearrangements poplin charges
+// only separate plans: the data gradient's transposed copy of B and the weight gradient's move
+// to B's layout. 16 x 16 x 16 half, 256 elements each: B's copy is 512 B / 4 = 128 cycles of
+// exchange, the copy call's 288 and ceil(256 x 5/4) = 320 to copy (in x out = 256 channels, a
+// multiple of the vector width: factor 5/4): 736; the move 128 + 320 = 448, no call. So the
+// joint total is 1184 below the separate one and wins; its data gradient's estimate is the
+// separate one's less 736, the others equal.
+TEST(Planner, AFullyConnectedLayerIsPlannedJointlyWhenPoplinsTotalIsLower) {
+  const ChipSpec chip = one_tile_chip(kAvailable);
+  const FcPasses fc = fc_passes(16, 16, 16);
+  const ConvPlan f = plan_conv(chip, fc.f), d = plan_conv(chip, fc.d), w = plan_conv(chip, fc.w);
+  ASSERT_TRUE(f.swapped && d.swapped && w.swapped);
+  const FcPlans p = plan_fully_connected(chip, fc.f, fc.d, fc.w, kAvailable);
+  EXPECT_EQ(p.separate_cycles,
+            f.estimated_cycles.count + d.estimated_cycles.count + w.estimated_cycles.count + 448);
+  EXPECT_EQ(p.joint_cycles, p.separate_cycles - 736 - 448);
+  ASSERT_TRUE(p.joint);
+  EXPECT_EQ(p.fwd.estimated_cycles, f.estimated_cycles);
+  EXPECT_EQ(p.bwd.estimated_cycles.count, d.estimated_cycles.count - 736);
+  EXPECT_EQ(p.wu.estimated_cycles, w.estimated_cycles);
+  for (const ConvPlan* q : {&p.fwd, &p.bwd, &p.wu}) EXPECT_TRUE(q->joint && q->swapped);
+  EXPECT_EQ(p.bwd.order, TileOrder::kInputOuter);
+  // Each pass alone, or poplin's option off, is planned as before.
+  EXPECT_FALSE(f.joint || d.joint || w.joint);
+}
+
+// A joint plan's passes use the same tiles for each weight block (poplin's joint constraints:
+// no parallel split of the forward's output channels, the activations' rows; no serial split of
+// its input channels; rows in grains of 16, the AMP's input channels): forward block (rows r,
+// inputs i) on tile r x I + i (plan_tile, standard order: I input blocks, one output block), the
+// data gradient's block (rows i, inputs r) on ((0 x R + r) x I + i) in its input-outer order,
+// and the weight gradient's block (rows r, outputs i) on (r x 1 + 0) x I + i. The ResNet-50
+// classifier at micro-batch 16, 16 x 1024 x 1024 on the GC200, is planned jointly; with 1,024
+// rows the forward pass's activations on every tile make the joint plan lose.
+TEST(Planner, AJointPlanKeepsEachWeightBlockOnOneTileInEveryPass) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const FcPasses fc = fc_passes(16, 1024, 1024);
+  const FcPlans p = plan_fully_connected(chip, fc.f, fc.d, fc.w, kAvailable / 4);
+  ASSERT_TRUE(p.joint);
+  EXPECT_EQ(p.fwd.out_split, 1u);
+  EXPECT_EQ(p.fwd.serial_in, 1u);
+  EXPECT_EQ(p.fwd.rows_per_tile % 16, 0u);
+  EXPECT_EQ(p.bwd.row_split, p.fwd.in_split);
+  EXPECT_EQ(p.bwd.in_split, p.fwd.row_split);
+  EXPECT_EQ(p.wu.out_split, p.fwd.in_split);
+  EXPECT_EQ(p.wu.in_split, 1u);
+  EXPECT_GT(p.fwd.tiles_used(), 1u);
+  for (std::uint32_t r = 0; r < p.fwd.row_split; ++r)
+    for (std::uint32_t i = 0; i < p.fwd.in_split; ++i) {
+      const std::uint32_t tile = r * p.fwd.in_split + i;
+      ASSERT_EQ(plan_tile(p.fwd, 0, r, i, 0), tile);
+      ASSERT_EQ(plan_tile(p.bwd, 0, i, r, 0), tile);
+      ASSERT_EQ(plan_tile(p.wu, 0, r, 0, i), tile);
+    }
+  const FcPasses big = fc_passes(1024, 1024, 1024);
+  const FcPlans q = plan_fully_connected(chip, big.f, big.d, big.w, kAvailable / 4);
+  EXPECT_FALSE(q.joint);
+  EXPECT_GT(q.joint_cycles, q.separate_cycles);
+  EXPECT_THROW(plan_fully_connected(chip, fc.f, big.d, fc.w, kAvailable), UsageError);
+}
+
 TEST(Planner, InputBlocksShareTheExchangeBusAsPoplibsEstimatesIt) {
   // popops ExchangeEstimator.cpp: the rate doubles when the consecutive tiles receiving the
   // same data (the out_split) are a multiple of the 2 tiles of a bus, or are every tile used.

@@ -115,6 +115,8 @@ struct RunConfig {
   bool fuse_elementwise = true;              // elementwise chains become one fused compute set
   bool popnn_norms = true;     // CNN batch norm and ReLU lowered as popnn calls, not fused chains
   bool rearrangements = true;  // conv operands are regrouped/transposed as needed
+  // Training matmuls planned with poplin's fullyConnectedPass (joint plans where cheaper).
+  bool fully_connected_pass = true;
   std::uint64_t allreduce_buffer = 50ull << 20;  // bytes per gradient collective (fused buffers)
   bool per_tensor_collectives = false;           // run.collective_grouping per_tensor (PopART 2.3)
   bool clip_gradients = false;  // run.gradient_clipping global_norm (PopART clipAllWeights)
@@ -226,8 +228,10 @@ enum class LayerPass {
 // matmul (k*k*Cin) x Cout reducing over N*Ho*Wo that reads the input transposed; its result is
 // rearranged to the weights' layout and applied as w -= lr * g (one scaled_add). Convs are
 // planned within available_memory x tile memory per tile, with args.partials as the AMP
-// partials type. Throws ModelError if the tensors do not fit in tile memory.
+// partials type; a matmul's three training passes are planned together (poplin's
+// fullyConnectedPass, plan::plan_fully_connected) unless `fully_connected_pass` is false (as
+// run.fully_connected_pass). Throws ModelError if the tensors do not fit in tile memory.
 trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& args, LayerPass pass,
-                           double available_memory);
+                           double available_memory, bool fully_connected_pass = true);
 
 }  // namespace ipusim::compiler

@@ -99,6 +99,15 @@ inline trace::DType partials_of(const ConvArgs& a) {
 //   a tile's input channels one group (getConvVertexHMACCandidates).
 enum class ConvMethod : std::uint8_t { kAmp, kSlic, kHmac };
 
+// The order of a plan's blocks on its tiles (plan_tile; poplin's Plan::LinearizeTileOrder):
+// - kStandard: conv-group block outermost, then row block, input-channel block, and
+//   output-channel block innermost;
+// - kInputOuter: the input-channel block outside the row block (poplin's FC_BWD_AS_CONV), the
+//   data-gradient pass of a joint plan (plan_fully_connected): its block (rows i, input
+//   channels r) lands on the tile of the forward pass's block (rows r, input channels i), which
+//   holds that weight block.
+enum class TileOrder : std::uint8_t { kStandard, kInputOuter };
+
 // The plan chosen for a conv/matmul: parallel splits of conv groups, output rows, output
 // channels and input channels, optional serial splits, and what it is expected to cost.
 // With a serial split the conv is a repeat loop of serial() iterations over the same tiles;
@@ -127,6 +136,10 @@ struct ConvPlan {
   bool expand_h = false, expand_w = false;
   // The vertex the blocks run on (ConvMethod).
   ConvMethod method = ConvMethod::kAmp;
+  // The blocks' order on the tiles (TileOrder).
+  TileOrder order = TileOrder::kStandard;
+  // One of the three plans of a joint plan (plan_fully_connected).
+  bool joint = false;
   bool expanded() const { return expand_h || expand_w; }
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
@@ -198,6 +211,32 @@ ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args);
 // falls back.
 ConvPlan plan_conv(const ChipSpec& chip, const ConvArgs& args, std::uint64_t budget);
 
+// The plans of a fully connected layer's three training passes, as poplin plans a matmul with
+// fullyConnectedPass TRAINING_FWD (ConvPlan.cpp runPlanner; poplar-compiler.md §1.6): `fwd` the
+// forward matmul C = A B (B the weights), `bwd` its data gradient dA = dC B^T (B read
+// transposed), `wu` its weight gradient dB = A^T dC (A read transposed), as the compiler builds
+// them (IpuBuilder::data_gradient_args, weight_gradient_args). poplin plans each pass on its own
+// and also a joint plan, the cheaper total winning (a tie: the joint one). A joint plan is the
+// forward pass swapped (C^T = B^T A^T: rows = the weights' columns, input channels = its rows,
+// output channels = A's rows) with no parallel split of the output channels and no serial
+// split of the input channels (ConvModel.cpp constructModel with isJointPlan), each weight on
+// one tile; its rows in grains of the vertex's input channels. The data-gradient plan swaps
+// its row and input-channel splits (getFullyConnectedBwdPlan, TileOrder::kInputOuter) and the
+// weight-gradient plan its input- and output-channel splits (getFullyConnectedWUPlan), so that
+// every pass finds each weight block on the tile that holds it: the data gradient reads it
+// transposed on that tile, and the weight gradient is produced there. The joint total is the
+// three estimates (addBwdEstimates, addWuEstimates; the data gradient charged no exchange of
+// its weights); the separate total is plan_conv's three plus the weight gradient's move to the
+// weights' layout (addRearrangementAndPaddingCosts: rearrangeOutput of a separate
+// FC_TRAINING_WU). Joint plans are searched for AMP plans of one conv group.
+struct FcPlans {
+  ConvPlan fwd, bwd, wu;
+  bool joint = false;  // the three are a joint plan (each ConvPlan::joint)
+  std::uint64_t joint_cycles = 0, separate_cycles = 0;  // the two totals (0: none fits)
+};
+FcPlans plan_fully_connected(const ChipSpec& chip, const ConvArgs& fwd, const ConvArgs& bwd,
+                             const ConvArgs& wu, std::uint64_t budget);
+
 // Appends a planned conv to `program`: its compute sets and exchanges (named with `prefix`),
 // and the supersteps that run it to `steps`. Adds no tensors: the caller accounts memory
 // (the plan's bytes_per_tile are its temporaries). A swapped plan emits planned_product(args).
@@ -210,7 +249,7 @@ void emit_conv(trace::IpuProgram& program, const std::string& prefix, const Chip
 std::pair<int, std::uint64_t> reduction_stages(std::uint64_t depth);
 
 // The tile of block (group g, row r, input-channel i, output-channel o) of a plan, in the
-// order emit_conv lays blocks out (group outermost, output-channel block innermost).
+// plan's order (TileOrder), as emit_conv lays blocks out.
 std::uint32_t plan_tile(const ConvPlan& plan, std::uint32_t g, std::uint32_t r, std::uint32_t i,
                         std::uint32_t o);
 

@@ -121,11 +121,14 @@ struct PlanRow {
   // Kernel rows per AMP weight load (1, 2 or 4), whether the product was planned with its
   // operands swapped (C^T = B^T A^T: then the splits are the swapped product's), and which of
   // the kernel's dimensions were moved into the input channels (poplin's expandDims: "no",
-  // "rows", "columns" or "both"; then the splits are the expanded conv's). Run directories
-  // written before these columns read as 1, no and no.
+  // "rows", "columns" or "both"; then the splits are the expanded conv's), and whether it is
+  // one of the three passes of a fully connected layer planned jointly (poplin's
+  // fullyConnectedPass, plan::plan_fully_connected). Run directories written before these
+  // columns read as 1, no, no and no.
   std::uint32_t weight_height = 1;
   bool swapped = false;
   std::string expanded = "no";
+  bool joint = false;
 };
 std::string plan_header();
 std::string plan_csv(const std::vector<PlanRow>& rows);
