@@ -523,8 +523,8 @@ ConvPlan costed(const ChipSpec& chip, const ConvArgs& a, ConvPlan p, const ConvA
   return p;
 }
 
-// The joint plans of fwd's swapped product with `rows` and `ins` splits and `serial` serial
-// iterations of the output channels, and their total estimate; total 0 if a pass does not fit.
+// The joint plans derived from `fwd`, a plan of the forward pass's swapped product `fs`, and
+// their total estimate; total 0 if a pass does not fit `budget`.
 struct Joint {
   FcPlans plans;
   std::uint64_t total = 0;
