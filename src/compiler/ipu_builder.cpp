@@ -272,11 +272,16 @@ void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
   const std::array<std::string, 3> keys{args_key(f), args_key(d), args_key(w)};
   std::array<plan::ConvPlan, 3> plans;
   // Another builder's three plans, kept together; else planned here (and shared).
-  const auto shared =
-      shared_plans_ ? shared_plans_->find({keys[0], budget_}) : PlanCache::iterator{};
-  if (shared_plans_ && shared != shared_plans_->end()) {
-    for (std::size_t i = 0; i < 3; ++i) plans[i] = shared_plans_->at({keys[i], budget_});
-  } else {
+  const auto shared_all = [&] {
+    if (!shared_plans_) return false;
+    for (std::size_t i = 0; i < 3; ++i) {
+      const auto found = shared_plans_->find({keys[i], budget_});
+      if (found == shared_plans_->end()) return false;
+      plans[i] = found->second;
+    }
+    return true;
+  };
+  if (!shared_all()) {
     const plan::FcPlans fc = plan::plan_fully_connected(chip_, f, d, w, budget_);
     spdlog::info(
         "{}: its three passes planned {} (poplin's estimates: joint {} cycles, "
@@ -292,10 +297,10 @@ void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
       for (std::size_t i = 0; i < 3; ++i)
         shared_plans_->insert_or_assign(std::pair{keys[i], budget_}, plans[i]);
   }
+  // (A pass this builder planned already keeps its plan: its code may be emitted.)
   const std::array<const plan::ConvArgs*, 3> args{&f, &d, &w};
   for (std::size_t i = 0; i < 3; ++i)
-    plans_.insert_or_assign(keys[i],
-                            Planned{plans[i], conv_output_layout(chip_, *args[i], plans[i])});
+    plans_.try_emplace(keys[i], Planned{plans[i], conv_output_layout(chip_, *args[i], plans[i])});
 }
 
 const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
