@@ -130,6 +130,10 @@ TEST(LayerTraining, BadValuesAreClearErrors) {
        "--available-memory: expected a proportion of tile memory in (0, 1]"},
       {"--conv-unit-load-bits 96", "--conv-unit-load-bits: expected 64 or 128, found \"96\""},
       {"--conv-unit-load-bits -64", "--conv-unit-load-bits: expected 64 or 128, found \"-64\""},
+      {"--pass training --fully-connected-pass maybe",
+       "--fully-connected-pass: expected yes or no, found \"maybe\""},
+      {"--fully-connected-pass no",
+       "--fully-connected-pass applies to matmul with --pass training only"},
   };
   for (const auto& b : bad) {
     const auto r = ipusim(mm + b.option);
