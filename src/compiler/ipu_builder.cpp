@@ -257,9 +257,12 @@ plan::ConvArgs IpuBuilder::as_planned(plan::ConvArgs a) const {
   return plan::combine_conv_groups(chip_, a);
 }
 
+bool IpuBuilder::fc_pass(const plan::ConvArgs& a) const {
+  return fc_passes_ && rearrange_operands_ && a.matmul && plan::swappable(a);
+}
+
 bool IpuBuilder::fc_forward(const plan::ConvArgs& a) const {
-  return fc_passes_ && rearrange_operands_ && a.matmul && plan::swappable(a) &&
-         !a.transposed_input && !a.transposed_weights;
+  return fc_pass(a) && !a.transposed_input && !a.transposed_weights;
 }
 
 void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
@@ -336,7 +339,7 @@ void IpuBuilder::plan_ahead(const plan::ConvArgs& args, bool transposed_input,
   }
   a = as_planned(a);
   // A fully connected layer's passes are planned with its forward pass (planned()).
-  if (fc_passes_ && rearrange_operands_ && a.matmul && plan::swappable(a)) return;
+  if (fc_pass(a)) return;
   const std::string key = args_key(a);
   if (plans_.count(key) || (shared_plans_ && shared_plans_->count({key, budget_}))) return;
   if (!prefetcher_) prefetcher_ = std::make_unique<plan::PlanPrefetcher>(chip_);

@@ -254,8 +254,9 @@ class IpuBuilder {
     Layout output;
   };
   const Planned& planned(const plan::ConvArgs& a);
-  // Whether `a` (as planned) is the forward pass of a fully connected layer whose three passes
-  // are planned together (plan_fully_connected_passes).
+  // Whether `a` (as planned) is one of the three passes of a fully connected layer planned
+  // together (plan_fully_connected_passes), and whether it is the forward one, which plans them.
+  bool fc_pass(const plan::ConvArgs& a) const;
   bool fc_forward(const plan::ConvArgs& a) const;
   // Plans forward matmul `f` (as planned) with its data and weight gradients
   // (plan::plan_fully_connected) and keeps the three plans under the keys conv() looks them up by.

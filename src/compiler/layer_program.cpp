@@ -60,8 +60,8 @@ trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerP
 
   // Memory: the layer's tensors spread over all tiles, and the largest conv's temporaries.
   const std::uint64_t eb = trace::dtype_bytes(dt);
-  const std::uint64_t weight_bytes = a.groups * a.kernel.area() * a.in_chans * a.out_chans * eb;
-  const std::uint64_t in_bytes = a.groups * a.batch * a.height * a.width * a.in_chans * eb;
+  const std::uint64_t weight_bytes = plan::weight_elements(a) * eb;
+  const std::uint64_t in_bytes = plan::input_elements(a) * eb;
   const std::uint64_t out_bytes = a.groups * a.batch * out_h * out_w * a.out_chans * eb;
   b.tensor("weights", trace::TensorKind::kWeight, dt, weight_bytes);
   b.tensor("input_activation", trace::TensorKind::kActivation, dt, in_bytes);

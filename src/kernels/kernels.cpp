@@ -83,8 +83,8 @@ trace::Trace conv2d_with(const ChipSpec& chip, const ConvArgs& a, const ConvPlan
     namespace sl = trace::slot;
     trace::Vertex v{trace::Codelet::kTranspose, all, {}};
     v.params[sl::kTransposeDType] = static_cast<std::int64_t>(a.dtype);
-    v.params[sl::kTransposeN] = static_cast<std::int64_t>(
-        ceil_div(e.groups * e.batch * e.height * e.width * e.in_chans, p.tiles_used()));
+    v.params[sl::kTransposeN] =
+        static_cast<std::int64_t>(ceil_div(plan::input_elements(e), p.tiles_used()));
     v.params[sl::kTransposeFactor] = static_cast<std::int64_t>(plan::transpose_factor(chip, e));
     prog.compute_sets.push_back({"expand_input", {v}});
     prog.steps.push_back(make_step(trace::StepKind::kCompute, 0));

@@ -88,6 +88,18 @@ std::uint64_t estimate(const ChipSpec& chip, const ConvArgs& a, const Shape& s, 
   return cycles * p.serial();
 }
 
+// The cycles of moving a tensor of `elements` to another layout over `tiles` tiles: each tile's
+// share over the exchange rate, then its copy on the tile with the transform factor, as poplin's
+// objective costs a rearrangement (no fixed cost), or with `call` as a transpose vertex runs it
+// (cost::transpose: the copy call's fixed cost too).
+std::uint64_t rearranged_cycles(const ChipSpec& chip, trace::DType dtype, std::uint64_t elements,
+                                std::uint32_t tiles, std::uint64_t factor, bool call = false) {
+  const std::uint64_t per_tile = ceil_div(elements, std::max<std::uint32_t>(tiles, 1));
+  return (Bytes{per_tile * trace::dtype_bytes(dtype)} / chip.exchange.bytes_per_cycle).count +
+         (call ? cost::transpose(chip, dtype, per_tile, factor).cycles
+               : cost::rearrangement_copy_cycles(chip, dtype, per_tile, factor));
+}
+
 }  // namespace
 
 std::uint64_t transpose_factor(const ChipSpec& chip, const ConvArgs& a) {
@@ -124,21 +136,15 @@ std::uint64_t rearrangement_cycles(const ChipSpec& chip, const ConvArgs& a, cons
   // call's fixed cost that the transposed copies (run as transpose vertices) and an unswapped
   // matmul's rearrangements carry.
   const bool rebuilt = p.expanded() || padded;
-  const auto operand = [&](std::uint64_t elements, std::uint64_t factor,
-                           bool call = true) -> std::uint64_t {
-    const std::uint64_t per_tile = ceil_div(elements, p.tiles_used());
-    return (Bytes{per_tile * trace::dtype_bytes(a.dtype)} / chip.exchange.bytes_per_cycle).count +
-           (call ? cost::transpose(chip, a.dtype, per_tile, factor).cycles
-                 : cost::rearrangement_copy_cycles(chip, a.dtype, per_tile, factor));
+  const auto operand = [&](std::uint64_t elements, std::uint64_t factor, bool call) {
+    return rearranged_cycles(chip, a.dtype, elements, p.tiles_used(), factor, call);
   };
   const std::uint64_t factor = transpose_factor(chip, a);
   std::uint64_t cycles = 0;
   if (a.transposed_input || unswapped_matmul || rebuilt)
-    cycles +=
-        operand(a.groups * a.batch * a.height * a.width * a.in_chans, factor, a.transposed_input);
+    cycles += operand(input_elements(a), factor, a.transposed_input);
   if (a.transposed_weights || unswapped_matmul || rebuilt || (padded_out && !a.weight_update))
-    cycles += operand(a.groups * a.kernel.area() * a.in_chans * a.out_chans, factor,
-                      a.transposed_weights);
+    cycles += operand(weight_elements(a), factor, a.transposed_weights);
   if (unswapped_matmul || unswapped_update || padded_out)
     cycles += operand(a.groups * a.batch * s.out_h * s.out_w * a.out_chans,
                       cost::transpose_factor(chip, a.dtype, a.out_chans), false);
@@ -398,15 +404,16 @@ std::vector<std::uint32_t> weight_heights(const ChipSpec& chip, const ConvArgs& 
   return out;
 }
 
-// A lower bound on any HMAC plan's estimate of `a`: its MACs shared by every tile at the
-// vertex's best rate, a dot product's output channels (2 for half -> half, else 1) x the vector
-// width of activations per worker cycle (getDenseDotProductCycles: at least a cycle per vector),
-// and a tile's cycles at least its workers' summed cycles (W x the slowest, barrel issue).
 // The MACs of `a` (its real channels, no padding), as a double for the floors below.
 double macs_of(const ConvArgs& a, const Shape& s) {
   return static_cast<double>(a.groups) * static_cast<double>(s.rows * s.out_w) *
          static_cast<double>(a.in_chans * a.out_chans * a.kernel.area());
 }
+
+// A lower bound on any HMAC plan's estimate of `a`: its MACs shared by every tile at the
+// vertex's best rate, a dot product's output channels (2 for half -> half, else 1) x the vector
+// width of activations per worker cycle (getDenseDotProductCycles: at least a cycle per vector),
+// and a tile's cycles at least its workers' summed cycles (W x the slowest, barrel issue).
 
 std::uint64_t hmac_floor(const ChipSpec& chip, const ConvArgs& a) {
   const Shape s = shape_of(chip, a, ConvPlan{});
@@ -595,16 +602,6 @@ Joint best_joint(const ChipSpec& chip, const ConvArgs& fs, const ConvArgs& ds, c
   return best;
 }
 
-// The cycles of moving a tensor of `elements` to another layout over `tiles` tiles, as poplin's
-// objective costs a rearrangement (rearrangement_cycles: each tile's share over the exchange
-// rate, then the on-tile copy with the transform factor, no copy call).
-std::uint64_t moved_cycles(const ChipSpec& chip, trace::DType dtype, std::uint64_t elements,
-                           std::uint32_t tiles, std::uint64_t factor) {
-  const std::uint64_t per_tile = ceil_div(elements, std::max<std::uint32_t>(tiles, 1));
-  return (Bytes{per_tile * trace::dtype_bytes(dtype)} / chip.exchange.bytes_per_cycle).count +
-         cost::rearrangement_copy_cycles(chip, dtype, per_tile, factor);
-}
-
 }  // namespace
 
 FcPlans plan_fully_connected(const ChipSpec& chip, const ConvArgs& fwd, const ConvArgs& bwd,
@@ -620,11 +617,10 @@ FcPlans plan_fully_connected(const ChipSpec& chip, const ConvArgs& fwd, const Co
   out.bwd = plan_conv(chip, bwd, budget);
   out.wu = plan_conv(chip, wu, budget);
   // The separate weight gradient is moved to the weights' layout (IpuBuilder::weight_gradient).
-  const std::uint64_t weights = fwd.in_chans * fwd.out_chans;
   out.separate_cycles = out.fwd.estimated_cycles.count + out.bwd.estimated_cycles.count +
                         out.wu.estimated_cycles.count +
-                        moved_cycles(chip, wu.dtype, weights, out.wu.tiles_used(),
-                                     cost::transpose_factor(chip, wu.dtype, wu.out_chans));
+                        rearranged_cycles(chip, wu.dtype, weight_elements(fwd), out.wu.tiles_used(),
+                                          cost::transpose_factor(chip, wu.dtype, wu.out_chans));
   // Joint plans within the budget as given (poplin doubles a memory bound only when neither
   // the joint nor the separate plans fit; plan_conv's separate plans then fit a doubled one).
   const std::uint64_t limit =

@@ -83,6 +83,15 @@ bool swappable(const ConvArgs& a);
 // exchanged, and each operand's flags (read transposed) going with it.
 ConvArgs swap_operands(const ConvArgs& a);
 
+// Elements of a conv's input, groups x batch x height x width x input channels, and of its
+// weights, groups x kernel rows x columns x input x output channels.
+inline std::uint64_t input_elements(const ConvArgs& a) {
+  return a.groups * a.batch * a.height * a.width * a.in_chans;
+}
+inline std::uint64_t weight_elements(const ConvArgs& a) {
+  return a.groups * a.kernel.area() * a.in_chans * a.out_chans;
+}
+
 // The partials type a conv accumulates in: float for float inputs, else args.partials.
 inline trace::DType partials_of(const ConvArgs& a) {
   return a.dtype == trace::DType::kFloat ? trace::DType::kFloat : a.partials;
