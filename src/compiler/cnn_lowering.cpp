@@ -162,8 +162,11 @@ class CnnLowering {
   // one weight tensor at a time on the tiles holding it, as TensorFlow applies it per
   // variable (graphcore/examples cnns lars_optimizer.py): LARS's two norms, ||w|| and ||g||,
   // for each conv and fc kernel (batch-norm gamma and beta and biases are in LARS's skip
-  // list), each a square and a staged reduction to one value over that tensor's tiles; then
-  // the fused momentum and weight update of every tensor.
+  // list), each one SQUARE_ADD reduction over that tensor's tiles (IpuBuilder::norm: XLA's
+  // reduce of x * x, fused by the poplar plugin as reduction_square_add); then the fused
+  // momentum and weight update of every tensor. With
+  // run.reduce_many_buffer the norms are combined into ReduceMany ops of at most that many
+  // float outputs' bytes (the plugin's ReduceManyColocatorHelper), every update after them.
   Steps weight_update() {
     Steps out;
     const std::uint64_t params = total_params();
@@ -183,15 +186,22 @@ class CnnLowering {
     }
     const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     const bool lars = run_.optimiser == "lars";
+    // Norms per ReduceMany op (each a 4-byte float output); 0: each norm on its own.
+    const std::uint64_t per_op = run_.reduce_many_buffer / 4;
+    if (lars && per_op > 0) {
+      std::vector<Layout> norms;  // ||w|| and ||g|| of each LARS tensor, in order
+      for (const auto& [name, w] : tensors)
+        if (lars_tensor(name)) norms.insert(norms.end(), 2, w);
+      for (std::size_t i = 0; i < norms.size(); i += per_op) {
+        const std::size_t n = std::min<std::size_t>(per_op, norms.size() - i);
+        b_.reduce_many(out, fmt::format("lars_norms{}", i / per_op),
+                       std::span(norms).subspan(i, n));
+      }
+    }
     for (const auto& [name, w] : tensors) {
       if (lars && lars_tensor(name)) {
-        // The whole tensor as one row over its own tiles, reduced to one value.
-        const Layout flat = IpuBuilder::one_row(w);
-        for (int norm = 0; norm < 2; ++norm) {  // ||w|| and ||g||
-          const Op square = Op::kSquare;
-          b_.elementwise(out, w, {&square, 1});
-          b_.reduce(out, flat, Axis::kChannels, 1, /*broadcast=*/true);
-        }
+        if (per_op == 0)
+          for (int norm = 0; norm < 2; ++norm) b_.norm(out, w, /*broadcast=*/true);  // ||w||, ||g||
         // v = m v + lr trust (g + wd w); w -= v
         const Op update[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
         b_.elementwise(out, w, update);

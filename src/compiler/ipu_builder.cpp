@@ -114,17 +114,15 @@ std::vector<trace::Vertex> on_blocks(const Layout& l, trace::Vertex v) {
 
 // The results of a staged reduction, held by each group's first tile, sent back to every other
 // tile of the group (a normalisation's broadcast operand): `outputs` float values per tile.
-trace::Exchange broadcast_exchange(const std::string& name,
-                                   const std::vector<std::vector<std::uint32_t>>& groups,
-                                   std::uint64_t outputs) {
-  trace::Exchange ex{name, {}, {}};
+// Each group's `outputs` float results from its first tile to the others, added to `ex`.
+void add_broadcast(trace::Exchange& ex, const std::vector<std::vector<std::uint32_t>>& groups,
+                   std::uint64_t outputs) {
   const std::uint64_t bytes = outputs * trace::dtype_bytes(DType::kFloat);
   for (const auto& g : groups) {
     std::vector<TileRange> dst;
     for (std::size_t i = 1; i < g.size(); ++i) dst.push_back(TileRange{g[i], g[i]});
     if (!dst.empty()) ex.add(TileRange{g.front(), g.front()}, dst, bytes);
   }
-  return ex;
 }
 
 }  // namespace
@@ -752,60 +750,94 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
       fmt::format("reduce_{}_{}{}_{}", axis == Axis::kPositions ? "pos" : "chan", stats,
                   broadcast ? "b" : "", layout_key(l));
   cached(out, key, [&](Steps& steps) {
-    const bool over_positions = axis == Axis::kPositions;
-    const std::uint64_t outputs =
-        stats * (over_positions ? l.chans_per_tile : l.positions_per_tile);
-    const std::uint64_t inputs = over_positions ? l.positions_per_tile : l.chans_per_tile;
-    const auto groups = reduction_groups(l, axis);
-    // popops' vertex for each: channels are innermost, so a reduction over the positions has
-    // its outputs contiguous and each output's partials a row apart (strided), one over the
-    // channels each output's partials contiguous; the stages after an exchange reduce the
-    // received [sources x outputs] rows (strided).
-    auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t partials,
-                             trace::ReduceLayout layout) {
-      trace::Vertex v{trace::Codelet::kReduce, tiles, {}};
-      v.params[sl::kReduceLayout] = static_cast<std::int64_t>(layout);
-      v.params[sl::kReduceOp] = static_cast<std::int64_t>(Op::kAdd);
-      v.params[sl::kReduceIn] = static_cast<std::int64_t>(in);
-      v.params[sl::kReduceOut] = static_cast<std::int64_t>(DType::kFloat);
-      v.params[sl::kReduceOutputs] = static_cast<std::int64_t>(outputs);
-      v.params[sl::kReduceInputs] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, partials));
-      return v;
-    };
-    // Vertices over a set of tiles, merged into ranges of consecutive tiles.
-    auto over = [&](std::vector<std::uint32_t> tiles, DType in, std::uint64_t partials,
-                    trace::ReduceLayout layout) {
-      std::sort(tiles.begin(), tiles.end());
-      std::vector<trace::Vertex> vs;
-      for (std::size_t i = 0; i < tiles.size();) {
-        std::size_t j = i;
-        while (j + 1 < tiles.size() && tiles[j + 1] == tiles[j] + 1) ++j;
-        vs.push_back(reduce_vertex(TileRange{tiles[i], tiles[j]}, in, partials, layout));
-        i = j + 1;
-      }
-      return vs;
-    };
-    // A compute set of reduce vertices; a reduction to one value that popops splits over the
-    // workers takes a second compute set and sync for its second stage (plan::add_reduction).
-    auto reduce_step = [&](const std::string& name, std::vector<trace::Vertex> vertices) {
-      plan::add_reduction(chip_, program_, {name, std::move(vertices)}, name + "/second_stage",
-                          steps);
-    };
+    const Reduction r = reduction(l, axis, stats);
+    reduction_steps(steps, key, {&r, 1}, broadcast);
+  });
+}
+
+void IpuBuilder::reduce_many(Steps& out, const std::string& name, std::span<const Layout> layouts) {
+  if (layouts.empty()) return;
+  const Stamp stamp(*this, trace::OpKind::kReduce);
+  std::string key = fmt::format("reduce_many_{}", name);
+  for (const Layout& l : layouts) key += "_" + layout_key(l);
+  cached(out, key, [&](Steps& steps) {
+    std::vector<Reduction> rs;
+    for (const Layout& l : layouts) rs.push_back(reduction(one_row(l), Axis::kChannels, 1));
+    reduction_steps(steps, fmt::format("reduce_many_{}", name), rs, /*broadcast=*/true);
+  });
+}
+
+IpuBuilder::Reduction IpuBuilder::reduction(const Layout& l, Axis axis, std::uint64_t stats) {
+  const bool over_positions = axis == Axis::kPositions;
+  // popops' vertex for each: channels are innermost, so a reduction over the positions has
+  // its outputs contiguous and each output's partials a row apart (strided), one over the
+  // channels each output's partials contiguous.
+  return {reduction_groups(l, axis),
+          stats * (over_positions ? l.chans_per_tile : l.positions_per_tile),
+          over_positions ? l.positions_per_tile : l.chans_per_tile, l.dtype,
+          over_positions ? trace::ReduceLayout::kStrided : trace::ReduceLayout::kContinuous};
+}
+
+void IpuBuilder::reduction_steps(Steps& steps, const std::string& key,
+                                 std::span<const Reduction> rs, bool broadcast) {
+  auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t outputs, std::uint64_t partials,
+                           trace::ReduceLayout layout) {
+    trace::Vertex v{trace::Codelet::kReduce, tiles, {}};
+    v.params[sl::kReduceLayout] = static_cast<std::int64_t>(layout);
+    v.params[sl::kReduceOp] = static_cast<std::int64_t>(Op::kAdd);
+    v.params[sl::kReduceIn] = static_cast<std::int64_t>(in);
+    v.params[sl::kReduceOut] = static_cast<std::int64_t>(DType::kFloat);
+    v.params[sl::kReduceOutputs] = static_cast<std::int64_t>(outputs);
+    v.params[sl::kReduceInputs] = static_cast<std::int64_t>(std::max<std::uint64_t>(1, partials));
+    return v;
+  };
+  // One reduction's vertices over a set of tiles, merged into ranges of consecutive tiles
+  // (appended to `vs`).
+  auto over = [&](std::vector<trace::Vertex>& vs, std::vector<std::uint32_t> tiles, DType in,
+                  std::uint64_t outputs, std::uint64_t partials, trace::ReduceLayout layout) {
+    std::sort(tiles.begin(), tiles.end());
+    for (std::size_t i = 0; i < tiles.size();) {
+      std::size_t j = i;
+      while (j + 1 < tiles.size() && tiles[j + 1] == tiles[j] + 1) ++j;
+      vs.push_back(reduce_vertex(TileRange{tiles[i], tiles[j]}, in, outputs, partials, layout));
+      i = j + 1;
+    }
+  };
+  // A compute set of reduce vertices; a reduction to one value that popops splits over the
+  // workers takes a second compute set and sync for its second stage (plan::add_reduction).
+  auto reduce_step = [&](const std::string& name, std::vector<trace::Vertex> vertices) {
+    plan::add_reduction(chip_, program_, {name, std::move(vertices)}, name + "/second_stage",
+                        steps);
+  };
+  std::vector<trace::Vertex> local;
+  for (const Reduction& r : rs) {
     std::vector<std::uint32_t> all;
-    for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
-    reduce_step(key + "/local", over(all, l.dtype, inputs,
-                                     over_positions ? trace::ReduceLayout::kStrided
-                                                    : trace::ReduceLayout::kContinuous));
-    steps.push_back(make_step(StepKind::kSync));
-    // Partials are float between tiles (poplar-compiler.md §2.2).
-    const std::uint64_t partial_bytes = outputs * 4;
-    const auto [stages, fan_in] = reduction_stages(groups.empty() ? 1 : groups.front().size());
-    std::vector<std::vector<std::uint32_t>> holders = groups;
-    for (int stage = 0; stage < stages; ++stage) {
-      trace::Exchange ex{fmt::format("{}/stage{}", key, stage), {}, {}};
+    for (const auto& g : r.groups) all.insert(all.end(), g.begin(), g.end());
+    over(local, std::move(all), r.dtype, r.outputs, r.inputs, r.local);
+  }
+  reduce_step(key + "/local", std::move(local));
+  steps.push_back(make_step(StepKind::kSync));
+  // The cross-tile stages, each reduction's own count and fan-in; a reduction's stage s shares
+  // the exchange, compute set and sync of every other's stage s (popops' reduceMany).
+  std::vector<std::vector<std::vector<std::uint32_t>>> holders;
+  std::vector<std::pair<int, std::size_t>> shape;  // (stages, fan-in) of each
+  int stages = 0;
+  for (const Reduction& r : rs) {
+    holders.push_back(r.groups);
+    shape.push_back(reduction_stages(r.groups.empty() ? 1 : r.groups.front().size()));
+    stages = std::max(stages, shape.back().first);
+  }
+  for (int stage = 0; stage < stages; ++stage) {
+    trace::Exchange ex{fmt::format("{}/stage{}", key, stage), {}, {}};
+    std::vector<trace::Vertex> vertices;
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      const auto [own_stages, fan_in] = shape[k];
+      if (stage >= own_stages) continue;
+      // Partials are float between tiles (poplar-compiler.md §2.2).
+      const std::uint64_t partial_bytes = rs[k].outputs * 4;
       std::vector<std::uint32_t> leaders;
       std::uint64_t most = 1;
-      for (auto& g : holders) {
+      for (auto& g : holders[k]) {
         std::vector<std::uint32_t> next;
         for (std::size_t i = 0; i < g.size(); i += fan_in) {
           const TileRange leader{g[i], g[i]};
@@ -818,18 +850,21 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
         g = std::move(next);
         leaders.insert(leaders.end(), g.begin(), g.end());
       }
-      if (ex.transfers.empty()) continue;
+      // The stages after an exchange reduce the received [sources x outputs] rows (strided).
+      over(vertices, std::move(leaders), DType::kFloat, rs[k].outputs, most,
+           trace::ReduceLayout::kStrided);
+    }
+    if (ex.transfers.empty()) continue;
+    steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+    reduce_step(fmt::format("{}/stage{}", key, stage), std::move(vertices));
+    steps.push_back(make_step(StepKind::kSync));
+  }
+  if (broadcast) {
+    trace::Exchange ex{key + "/broadcast", {}, {}};
+    for (const Reduction& r : rs) add_broadcast(ex, r.groups, r.outputs);
+    if (!ex.transfers.empty())
       steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
-      reduce_step(fmt::format("{}/stage{}", key, stage),
-                  over(leaders, DType::kFloat, most, trace::ReduceLayout::kStrided));
-      steps.push_back(make_step(StepKind::kSync));
-    }
-    if (broadcast) {
-      trace::Exchange ex = broadcast_exchange(key + "/broadcast", groups, outputs);
-      if (!ex.transfers.empty())
-        steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
-    }
-  });
+  }
 }
 
 void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t stats) {
@@ -839,7 +874,8 @@ void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t
   cached(out, key, [&](Steps& steps) {
     const std::uint64_t outputs =
         stats * (axis == Axis::kPositions ? l.chans_per_tile : l.positions_per_tile);
-    trace::Exchange ex = broadcast_exchange(key, reduction_groups(l, axis), outputs);
+    trace::Exchange ex{key, {}, {}};
+    add_broadcast(ex, reduction_groups(l, axis), outputs);
     if (ex.transfers.empty()) return;
     steps.push_back(make_step(StepKind::kSync));
     steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));

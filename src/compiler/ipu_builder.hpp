@@ -133,6 +133,17 @@ class IpuBuilder {
   // outputs only; with `broadcast` the results go back to every tile that holds the outputs'
   // inputs (for a following normalisation).
   void reduce(Steps& out, const Layout& layout, Axis axis, std::uint64_t stats, bool broadcast);
+  // The sum of squares of a whole tensor of `layout` (a norm), over its own tiles: one popops
+  // SQUARE_ADD reduction to one value, which squares as it adds (popops' estimator costs it as
+  // an add; TensorFlow's reduction_square_add fusion, PopART's LambSquareOpx and
+  // ReduceSumSquareOpx); with `broadcast` the result goes back to every tile of the tensor.
+  void norm(Steps& out, const Layout& layout, bool broadcast) {
+    reduce(out, one_row(layout), Axis::kChannels, 1, broadcast);
+  }
+  // norm() of each layout, combined as popops' reduceMany runs them: every stage's vertices share
+  // one compute set, exchange and sync; the results go back to every tile of their tensor. `name`
+  // tells combinations apart.
+  void reduce_many(Steps& out, const std::string& name, std::span<const Layout> layouts);
   // Only the last part of reduce(..., broadcast = true): results already reduced (and, say,
   // all-reduced and turned into mean and inverse deviation) go from each output group's first
   // tile to the others.
@@ -249,6 +260,20 @@ class IpuBuilder {
                                     trace::DType dt, std::uint64_t groups = 1);
 
  private:
+  // One reduction of reduction_steps: each group of tiles reduces to its first tile; `outputs`
+  // results per tile from `inputs` values each, of `dtype`, read as `local` on the tiles.
+  struct Reduction {
+    std::vector<std::vector<std::uint32_t>> groups;
+    std::uint64_t outputs;
+    std::uint64_t inputs;
+    trace::DType dtype;
+    trace::ReduceLayout local;
+  };
+  static Reduction reduction(const Layout& l, Axis axis, std::uint64_t stats);
+  // The steps of `rs` run together: one local compute set, then each cross-tile stage's
+  // exchange, compute set and sync shared by every reduction that has it.
+  void reduction_steps(Steps& steps, const std::string& key, std::span<const Reduction> rs,
+                       bool broadcast);
   struct Planned {
     plan::ConvPlan plan;
     Layout output;

@@ -178,6 +178,13 @@ std::vector<RunField> lowering_fields() {
           "poplar-compiler.md §3.3, §5.1 (maximum_cross_replica_sum_buffer_size: 50 MiB in MLPerf "
           "ResNet)",
           &RunConfig::allreduce_buffer, "50MiB"),
+      bytes("run.reduce_many_buffer", 0, 1e12,
+            "CNN LARS norms: independent reductions combined into popops ReduceMany ops of at most "
+            "this many output bytes (each norm a 4-byte float), their stages sharing compute sets, "
+            "exchanges and syncs; 0: one reduction per norm (TensorFlow's default)",
+            "graphcore/tensorflow poplar plugin ReduceManyColocatorHelper "
+            "(maximum_reduce_many_buffer_size: 216 in the MLPerf v1.1 ResNet-50 POD64-256 configs)",
+            &RunConfig::reduce_many_buffer, "0B"),
       choice(
           "run.collective_grouping", {"buffers", "per_tensor"},
           "buffers: gradients reduced in fused buffers of run.allreduce_buffer bytes (TensorFlow's "

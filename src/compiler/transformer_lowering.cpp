@@ -975,7 +975,8 @@ class StageProgram {
   }
 
   // PopART's ClipWeightGradientsByNorm (sdk-release-2.3 transforms/
-  // clipweightgradientsbynorm.cpp): a ReduceSumSquare of each reduced gradient on its IPU, the
+  // clipweightgradientsbynorm.cpp): a ReduceSumSquare (one SQUARE_ADD reduction, IpuBuilder::
+  // norm) of each reduced gradient on its IPU, the
   // norms copied to IPU 0 and summed (sqrt, max, div there: scalars), the clip factor copied
   // back, and every gradient multiplied by it before the optimiser. Returns the norms' bytes.
   std::uint64_t clip_gradients(const std::vector<Weight>& weights) {
@@ -983,11 +984,7 @@ class StageProgram {
         b_.scope("gradient_clipping", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     std::uint64_t weight_tensors = 0;
     for (const Weight& wt : weights) weight_tensors += wt.count;
-    const Op square = Op::kSquare;
-    per_weight(weights, [&](Steps& out, const Layout& l) {
-      b_.elementwise(out, l, {&square, 1});
-      b_.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/false);
-    });
+    per_weight(weights, [&](Steps& out, const Layout& l) { b_.norm(out, l, /*broadcast=*/false); });
     if (pl_.pipelined) {
       program_.steps.push_back(make_step(StepKind::kGlobalExchange, 1));
       program_.steps.push_back(make_step(StepKind::kGlobalExchange, 2));
@@ -1010,23 +1007,19 @@ class StageProgram {
               trace::HostMemory::kStreaming);
     const std::vector<Weight> ws = weights();
     const std::uint64_t norm_bytes = pl_.clip ? clip_gradients(ws) : 0;
-    const Op square = Op::kSquare;
     if (run_.optimiser == "sgd") {
       // v = m v + (g + wd w); w -= lr v
       const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
       per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
     } else {
       // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w; LAMB
-      // then takes ||w|| and ||u|| of the tensor (a square and a reduction to one value each)
+      // then takes ||w|| and ||u|| of the tensor (LambSquareOpx: one SQUARE_ADD reduction each)
       const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
                             Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
       const bool lamb = run_.optimiser != "adamw";
       per_weight(ws, [&](Steps& out, const Layout& l) {
         b_.elementwise(out, l, moments);
-        for (int norm = 0; lamb && norm < 2; ++norm) {
-          b_.elementwise(out, l, {&square, 1});
-          b_.reduce(out, IpuBuilder::one_row(l), Axis::kChannels, 1, /*broadcast=*/true);
-        }
+        for (int norm = 0; lamb && norm < 2; ++norm) b_.norm(out, l, /*broadcast=*/true);
       });
     }
     if (run_.optimiser == "adamw") {

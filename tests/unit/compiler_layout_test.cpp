@@ -467,32 +467,59 @@ TEST(CompilerCnn, BatchNormAndReluRunAsTensorFlowLowersThemThroughPopnn) {
 TEST(CompilerCnn, LarsTakesTwoNormsOfEachConvAndFcKernelOnItsOwnTiles) {
   // ResNet-50 has 53 convs (the stem, 16 bottleneck blocks of 3 and 4 projections) and one fc
   // kernel; LARS skips batch-norm gamma and beta and the fc bias (lars_skip_list of
-  // graphcore/examples). So a step takes 2 x 54 = 108 norm reductions, each a square of the
-  // tensor on its own tiles and a staged reduction: 108 square passes after the loop, none
-  // with SGD.
+  // graphcore/examples). So a step takes 2 x 54 = 108 norm reductions, each one SQUARE_ADD
+  // reduction of the (half) tensor on its own tiles: 108 first stages reading half values in
+  // the weight update and no separate square pass; none with SGD. With the MLPerf POD64-256
+  // ReduceMany buffer of 216 bytes, 216 / 4 = 54 float norms share each op: 108 / 54 = 2
+  // first stages, holding between them exactly the vertices of the 108 (each tile's share of
+  // each tensor is reduced as before, only the compute sets are shared).
   const std::string root = std::string(IPUSIM_SOURCE_DIR);
   LoadedRun run = load_run(root + "/configs/runs/resnet50-pod16.yaml");
   const ModelDef model = load_model(run.run.model_file);
   const SystemSpec sys = ipusim::load_system(run.run.system_file).spec;
-  const auto squares_after_loop = [](const trace::IpuProgram& p) {
-    std::size_t n = 0;
-    for (std::size_t i = 1; i < p.steps.size(); ++i) {
-      if (p.steps[i].kind != StepKind::kCompute) continue;
-      for (const trace::Vertex& v : p.compute_sets[p.steps[i].index].vertices)
-        if ((v.codelet == trace::Codelet::kUnary || v.codelet == trace::Codelet::kMap) &&
-            v.params[trace::slot::kEltOp] == static_cast<std::int64_t>(Op::kSquare)) {
-          ++n;
-          break;
+  ASSERT_EQ(run.run.reduce_many_buffer, 0u);
+  struct Norms {
+    std::size_t first_stages = 0;  // compute sets reducing half weights in the weight update
+    std::uint64_t partials = 0;    // their vertex instances x inputs each
+    std::size_t squares = 0;       // compute sets squaring anything
+  };
+  const auto norms = [](const trace::IpuProgram& p) {
+    Norms n;
+    for (const trace::Step& s : p.steps) {
+      if (s.kind != StepKind::kCompute) continue;
+      const trace::ComputeSet& cs = p.compute_sets[s.index];
+      bool first = false;
+      bool square = false;
+      for (const trace::Vertex& v : cs.vertices) {
+        square |= (v.codelet == trace::Codelet::kUnary || v.codelet == trace::Codelet::kMap) &&
+                  v.params[trace::slot::kEltOp] == static_cast<std::int64_t>(Op::kSquare);
+        if (v.codelet == trace::Codelet::kReduce &&
+            s.pass_of(cs.provenance) == trace::Pass::kWeightUpdate &&
+            v.params[trace::slot::kReduceIn] == static_cast<std::int64_t>(trace::DType::kHalf)) {
+          first = true;
+          n.partials +=
+              v.instances() * static_cast<std::uint64_t>(v.params[trace::slot::kReduceInputs]);
         }
+      }
+      n.first_stages += first;
+      n.squares += square;
     }
     return n;
   };
   std::size_t kernels = 0;
   for (const Layer& l : model.layers) kernels += l.op == graph::Op::kConv || l.op == graph::Op::kFc;
   EXPECT_EQ(kernels, 54u);
-  EXPECT_EQ(squares_after_loop(compile(model, run.run, sys).ipus[0]), 108u);
+  const Norms one_each = norms(compile(model, run.run, sys).ipus[0]);
+  EXPECT_EQ(one_each.first_stages, 108u);
+  EXPECT_EQ(one_each.squares, 0u);
+  run.run.reduce_many_buffer = 216;
+  const Norms combined = norms(compile(model, run.run, sys).ipus[0]);
+  EXPECT_EQ(combined.first_stages, 2u);
+  EXPECT_EQ(combined.partials, one_each.partials);
+  run.run.reduce_many_buffer = 4;  // one float norm per op: one op each again
+  EXPECT_EQ(norms(compile(model, run.run, sys).ipus[0]).first_stages, 108u);
   run.run.optimiser = "sgd";
-  EXPECT_EQ(squares_after_loop(compile(model, run.run, sys).ipus[0]), 0u);
+  EXPECT_EQ(norms(compile(model, run.run, sys).ipus[0]).first_stages, 0u);
 }
 
 TEST(CompilerLayout, StatisticsBroadcastGoesOnlyToTheTilesSharingEachChannel) {
@@ -1357,15 +1384,18 @@ TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFact
 }
 
 // Executions per step of IPU `p`'s weight-update compute sets whose names start with
-// `prefix` (loops counted).
-std::uint64_t update_executions(const trace::IpuProgram& p, const std::string& prefix) {
+// `prefix` and end with `suffix` (loops counted).
+std::uint64_t update_executions(const trace::IpuProgram& p, const std::string& prefix,
+                                const std::string& suffix = "") {
   std::function<std::uint64_t(const Steps&)> count = [&](const Steps& steps) {
     std::uint64_t n = 0;
     for (const auto& s : steps) {
       if (s.kind == StepKind::kRepeat) n += s.count * count(s.body);
       if (s.kind != StepKind::kCompute) continue;
       const auto& cs = p.compute_sets[s.index];
-      if (cs.provenance.pass == trace::Pass::kWeightUpdate && cs.name.starts_with(prefix)) ++n;
+      if (cs.provenance.pass == trace::Pass::kWeightUpdate && cs.name.starts_with(prefix) &&
+          cs.name.ends_with(suffix))
+        ++n;
     }
     return n;
   };
@@ -1373,24 +1403,27 @@ std::uint64_t update_executions(const trace::IpuProgram& p, const std::string& p
 }
 
 TEST(CompilerPipeline, LambTakesTwoNormsOfEachWeightTensorAndClippingOneMore) {
-  // LAMB (PopART: two LambSquareOp per weight) squares and reduces each weight tensor twice
-  // on its own tiles; clipping adds one ReduceSumSquare per tensor. bert_tiny's IPU 1 holds
-  // 6 + 6 weight tensors (see above); IPU 0 the same 12, the 2 embedding-table slices, the
-  // position and token-type tables (2) and the heads' dense weight and 4 vectors: 21.
+  // LAMB (PopART: two LambSquareOp per weight) reduces each weight tensor twice on its own
+  // tiles, each one SQUARE_ADD reduction to one value (no square pass of its own); clipping
+  // adds one ReduceSumSquare per tensor, the same reduction. bert_tiny's IPU 1 holds 6 + 6
+  // weight tensors (see above); IPU 0 the same 12, the 2 embedding-table slices, the position
+  // and token-type tables (2) and the heads' dense weight and 4 vectors: 21. Counted: the
+  // norms' first (tile-local) stages, reductions of one row to one value.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun plain = load_run(dir + "bert_tiny-pod16.yaml");
   const ModelDef model = load_model(plain.run.model_file);
   const auto system = ipusim::load_system(plain.run.system_file).spec;
   const trace::Trace t = compile(model, plain.run, system);
-  EXPECT_EQ(update_executions(t.ipus[1], "square"), 2u * 12);
-  EXPECT_EQ(update_executions(t.ipus[0], "square"), 2u * 21);
+  EXPECT_EQ(update_executions(t.ipus[1], "reduce_chan_1", "/local"), 2u * 12);
+  EXPECT_EQ(update_executions(t.ipus[0], "reduce_chan_1", "/local"), 2u * 21);
+  EXPECT_EQ(update_executions(t.ipus[1], "square"), 0u);
   // Each LAMB update (div, mul, sub; one fused chain, as bert_tiny fuses elementwise ops) runs
   // once per tensor.
   EXPECT_EQ(update_executions(t.ipus[1], "map_div_mul_sub"), 12u);
   const LoadedRun clip =
       load_run(dir + "bert_tiny-pod16.yaml", {"run.gradient_clipping=global_norm"});
   const trace::Trace c = compile(model, clip.run, system);
-  EXPECT_EQ(update_executions(c.ipus[1], "square"), 3u * 12);
+  EXPECT_EQ(update_executions(c.ipus[1], "reduce_chan_1", "/local"), 3u * 12);
 }
 
 TEST(CompilerVit, ImageModelErrorsNameTheKey) {

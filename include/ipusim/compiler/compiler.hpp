@@ -119,6 +119,8 @@ struct RunConfig {
   bool fully_connected_pass = true;
   std::uint64_t allreduce_buffer = 50ull << 20;  // bytes per gradient collective (fused buffers)
   bool per_tensor_collectives = false;           // run.collective_grouping per_tensor (PopART 2.3)
+  // CNN LARS norms combined into ReduceMany ops of at most this many output bytes (0: none)
+  std::uint64_t reduce_many_buffer = 0;
   bool clip_gradients = false;  // run.gradient_clipping global_norm (PopART clipAllWeights)
   bool split_qkv = false;       // run.split_qkv: Q, K and V as three weight tensors, not one
   std::uint32_t io_tiles =
