@@ -84,9 +84,12 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
       row("fabric.ipu_link.bandwidth", 1e6, kBig, "Raw rate of one IPU-Link, each direction",
           "§1 IPU-Links; §2 IPU-Link physical rate (128 Gibit/s)",
           [](SystemSpec& s) { return &s.fabric.ipu_link.bandwidth; }),
-      row("fabric.ipu_link.efficiency", 0.01, 1, "Payload fraction of the IPU-Link rate",
-          "§1 IPU-Link usage in the IPUModel (0.85)",
-          [](SystemSpec& s) { return &s.fabric.ipu_link.efficiency; }),
+      row(
+          "fabric.ipu_link.efficiency", 0.01, 1,
+          "Payload fraction of the IPU-Link rate, sustained under load",
+          "no public number (§5 open questions: IPU-Link throughput under load); set from the "
+          "ResNet-50 IPU-POD256 calibration point (workloads.md §4); the IPUModel assumes 0.85",
+          [](SystemSpec& s) { return &s.fabric.ipu_link.efficiency; }, true),
       row(
           "fabric.ipu_link.latency", 0, 1, "IPU-Link latency per hop",
           "no public number (§5 open questions)",
@@ -96,7 +99,7 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
           [](SystemSpec& s) { return &s.fabric.gw_link.bandwidth; }),
       row(
           "fabric.gw_link.efficiency", 0.01, 1, "Payload fraction of the GW-Link rate",
-          "no public number (IPU-Link value assumed)",
+          "no public number (the IPUModel's IPU-Link value, 0.85, assumed)",
           [](SystemSpec& s) { return &s.fabric.gw_link.efficiency; }, true),
       row(
           "fabric.gw_link.latency", 0, 1, "GW-Link latency per hop", "no public number",

@@ -50,9 +50,9 @@ TEST(SystemInfo, InvalidSystemIsAClearError) {
 }
 
 // Ring bound of ipu-hardware.md §5: 2(N-1)/N x S / per-direction ring bandwidth, where a ring
-// hop on a rail is 2 IPU-Links of 128 Gibit/s x 0.85.
+// hop on a rail is 2 IPU-Links of 128 Gibit/s x 0.32.
 double ring_bound_cycles(double bytes, double n) {
-  const double ring = 2 * 128.0 * (1u << 30) / 8 * 0.85;
+  const double ring = 2 * 128.0 * (1u << 30) / 8 * 0.32;
   return 2 * (n - 1) / n * bytes / ring * 1.325e9;
 }
 
@@ -162,7 +162,7 @@ struct PipelineTerms {
 };
 PipelineTerms pipeline_terms() {
   const double hz = 1.325e9;
-  const double link = 128.0 * (1u << 30) / 8 * 0.85 / hz;  // one IPU-Link, bytes/cycle
+  const double link = 128.0 * (1u << 30) / 8 * 0.32 / hz;  // one IPU-Link, bytes/cycle
   const double hop_latency = 20;                           // ceil(15 ns x hz)
   PipelineTerms t{};
   // compute: copy vertex 288 + 8000 / 8 (memcpy 8 B/cycle) + 12 compute-set overhead.
@@ -364,8 +364,8 @@ TEST(SystemKernels, LinkP2pAcrossARung) {
   const auto r =
       ipusim("run -q --system " + system_file("pod16") + " --out " + dir.file("o") + " " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
-  // Sync of 2 IPUs (60) + 1e6 B over 4 IPU-Links of 128 Gibit/s x 0.85 + 20 cycles latency.
-  const double rate = 4 * 128.0 * (1u << 30) / 8 * 0.85 / 1.325e9;
+  // Sync of 2 IPUs (60) + 1e6 B over 4 IPU-Links of 128 Gibit/s x 0.32 + 20 cycles latency.
+  const double rate = 4 * 128.0 * (1u << 30) / 8 * 0.32 / 1.325e9;
   EXPECT_EQ(total_cycles(read_all(dir.file("o/stats.json"))), 60 + std::ceil(1e6 / rate) + 20);
 }
 

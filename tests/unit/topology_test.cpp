@@ -198,8 +198,8 @@ TEST(Topology, Pod16IsALadderOfEightRungs) {
   EXPECT_EQ(count(t, LinkKind::kRail), 2u * 7);  // two rails, open at the ends
   EXPECT_EQ(count(t, LinkKind::kPcie), 16u);
   EXPECT_EQ(count(t, LinkKind::kGw), 0u);
-  // Rung bundle: 4 links x 128 Gibit/s x 0.85 each way.
-  const double link = 128.0 * (1u << 30) / 8 * 0.85;
+  // Rung bundle: 4 links x 128 Gibit/s x 0.32 each way.
+  const double link = 128.0 * (1u << 30) / 8 * 0.32;
   for (const Link& l : t.links()) {
     if (l.kind == LinkKind::kRung) EXPECT_DOUBLE_EQ(l.bytes_per_second, 4 * link);
     if (l.kind == LinkKind::kRail) EXPECT_DOUBLE_EQ(l.bytes_per_second, 2 * link);
@@ -417,7 +417,7 @@ TEST(Topology, RoutingMemoryIsLinearInTheIpuCount) {
 TEST(LinkSchedule, FlowsSharingALinkQueue) {
   const Topology t(load_system(system_path("pod16")).spec);
   LinkSchedule s(t);
-  const double rate = 2 * 128.0 * (1u << 30) / 8 * 0.85 / 1.325e9;  // rail, bytes/cycle
+  const double rate = 2 * 128.0 * (1u << 30) / 8 * 0.32 / 1.325e9;  // rail, bytes/cycle
   const std::uint64_t hold = static_cast<std::uint64_t>(std::ceil(1e6 / rate));
   const std::uint64_t latency = 20;  // 15 ns at 1.325 GHz, rounded up
   const std::vector<Flow> one{{0, 2, 1000000}};
@@ -435,12 +435,12 @@ TEST(LinkSchedule, FlowsSharingALinkQueue) {
 TEST(Collective, EveryStepAfterTheFirstPaysTheExternalSyncOfItsDomain) {
   // A ring all-gather of 4 MiB per IPU over IPUs 0..3 of a POD16: the GCL ring 0 -> 2 -> 3 ->
   // 1 -> 0 (two rail hops, two rung hops), 3 steps of 1 MiB chunks, each bound by a rail hop
-  // (2 IPU-Links x 128 Gibit/s x 0.85) plus its 15 ns latency (20 cycles). Each step is a BSP
+  // (2 IPU-Links x 128 Gibit/s x 0.32) plus its 15 ns latency (20 cycles). Each step is a BSP
   // superstep: the two after the first start with an external sync (the first one's is the
   // group step's own). Fixed cost = 2 syncs; bytes over bandwidth = 3 chunks over the rail.
   const Topology t(load_system(system_path("pod16")).spec);
   const ChipSpec& chip = t.system().chip;
-  const double rate = 2 * 128.0 * (1u << 30) / 8 * 0.85 / 1.325e9;  // rail, bytes/cycle
+  const double rate = 2 * 128.0 * (1u << 30) / 8 * 0.32 / 1.325e9;  // rail, bytes/cycle
   const std::uint64_t step = static_cast<std::uint64_t>(std::ceil((1u << 20) / rate)) + 20;
   const std::vector<std::uint32_t> members{0, 1, 2, 3};
   const std::uint64_t sync = t.sync_cycles(members);
