@@ -112,9 +112,9 @@ std::vector<trace::Vertex> on_blocks(const Layout& l, trace::Vertex v) {
   return vs;
 }
 
-// The results of a staged reduction, held by each group's first tile, sent back to every other
-// tile of the group (a normalisation's broadcast operand): `outputs` float values per tile.
-// Each group's `outputs` float results from its first tile to the others, added to `ex`.
+// Adds to `ex` the results of a staged reduction, held by each group's first tile, sent back to
+// every other tile of the group (a normalisation's broadcast operand): `outputs` float values
+// per tile.
 void add_broadcast(trace::Exchange& ex, const std::vector<std::vector<std::uint32_t>>& groups,
                    std::uint64_t outputs) {
   const std::uint64_t bytes = outputs * trace::dtype_bytes(DType::kFloat);
@@ -758,12 +758,14 @@ void IpuBuilder::reduce(Steps& out, const Layout& l, Axis axis, std::uint64_t st
 void IpuBuilder::reduce_many(Steps& out, const std::string& name, std::span<const Layout> layouts) {
   if (layouts.empty()) return;
   const Stamp stamp(*this, trace::OpKind::kReduce);
-  std::string key = fmt::format("reduce_many_{}", name);
+  // Steps are named after `name`; the cache key also holds the layouts.
+  const std::string base = fmt::format("reduce_many_{}", name);
+  std::string key = base;
   for (const Layout& l : layouts) key += "_" + layout_key(l);
   cached(out, key, [&](Steps& steps) {
     std::vector<Reduction> rs;
     for (const Layout& l : layouts) rs.push_back(reduction(one_row(l), Axis::kChannels, 1));
-    reduction_steps(steps, fmt::format("reduce_many_{}", name), rs, /*broadcast=*/true);
+    reduction_steps(steps, base, rs, /*broadcast=*/true);
   });
 }
 
