@@ -51,7 +51,8 @@ int import_command(int argc, char** argv) {
     create_parent_directories(out);
     write_file_atomically(out, [&](std::ostream& os) { os << yaml; });
     std::cerr << fmt::format("ipusim import: {} -> {} ({} model {}, {} parameters)\n", input, out,
-                             model.family, model.name, compiler::parameter_count(model));
+                             compiler::family_name(model.family), model.name,
+                             compiler::parameter_count(model));
   }
   return 0;
 }

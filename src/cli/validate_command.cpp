@@ -74,11 +74,13 @@ std::string validate_yaml(const std::string& file, const std::vector<std::string
   }
   if (t.keys.count("model")) {
     const compiler::ModelDef m = compiler::load_model(file);
-    return fmt::format("model {} ({}), {} parameters", m.name, m.family,
+    return fmt::format("model {} ({}), {} parameters", m.name, compiler::family_name(m.family),
                        compiler::parameter_count(m));
   }
   if (t.keys.count("run")) {
     const compiler::LoadedRun r = compiler::load_run(file, overrides);
+    // Its keys against its model: a key the model or mode does not use is refused here too.
+    compiler::check_run_applies(compiler::load_model(r.run.model_file), r.run);
     return fmt::format("run {}: {} replica(s) x {} IPU(s)", r.run.name, r.run.replicas,
                        r.run.ipus_per_replica);
   }
@@ -140,7 +142,7 @@ int validate_command(int argc, char** argv) {
       if (compiler::is_onnx_file(f)) {
         const compiler::ModelDef m = compiler::load_model(f);
         std::cout << fmt::format("ok: {} (ONNX model {} ({}), {} parameters)\n", f, m.name,
-                                 m.family, compiler::parameter_count(m));
+                                 compiler::family_name(m.family), compiler::parameter_count(m));
         continue;
       }
       if (!chip) chip = load_chip_options(chip_opts).spec;

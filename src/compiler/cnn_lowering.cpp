@@ -185,7 +185,7 @@ class CnnLowering {
       }
     }
     const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    const bool lars = run_.optimiser == "lars";
+    const bool lars = run_.optimiser == Optimiser::kLars;
     // Norms per ReduceMany op (each a 4-byte float output); 0: each norm on its own.
     const std::uint64_t per_op = run_.reduce_many_buffer / 4;
     if (lars && per_op > 0) {
@@ -742,21 +742,8 @@ std::uint64_t cnn_parameters(const ModelDef& m) {
 
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
                          std::vector<PlannedConv>* plans) {
-  if (run.clip_gradients)
-    throw ConfigError(fmt::format(
-        "{}: run.gradient_clipping: global_norm is lowered for transformer models only; {} is "
-        "a CNN (set it to none)",
-        run.file, m.file));
-  if (!run.placement.empty())
-    throw ConfigError(fmt::format(
-        "{}: run.pipeline_placement places transformer sub-layers; {} is a CNN, which splits "
-        "its pipeline at layers (run.pipeline_splits)",
-        run.file, m.file));
-  if (run.streamed_weights)
-    throw ConfigError(fmt::format(
-        "{}: run.weights: streamed (phased execution) is lowered for transformer models only; "
-        "{} is a CNN (set it to resident)",
-        run.file, m.file));
+  // Keys a CNN does not use (gradient clipping, a transformer placement, streamed weights)
+  // were refused by check_run_applies.
   graph::check_checkpoints(m, run);
   // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
   // there (a loss in the middle, or none, left layers without a gradient).

@@ -170,8 +170,24 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
   return out;
 }
 
+std::string_view family_name(graph::Family family) {
+  switch (family) {
+    case graph::Family::kCnn:
+      return "cnn";
+    case graph::Family::kTransformer:
+      return "transformer";
+  }
+  return "?";
+}
+
 std::uint64_t parameter_count(const ModelDef& model) {
-  return model.family == "cnn" ? cnn_parameters(model) : transformer_parameters(model);
+  switch (model.family) {
+    case graph::Family::kCnn:
+      return cnn_parameters(model);
+    case graph::Family::kTransformer:
+      return transformer_parameters(model);
+  }
+  return 0;
 }
 
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,
@@ -181,14 +197,16 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
     throw ConfigError(fmt::format("{}: {} replicas x {} IPUs need {} IPUs, but {} has {}", run.file,
                                   run.replicas, run.ipus_per_replica, needed, system.name,
                                   system.ipus()));
-  trace::Trace t = model.family == "cnn" ? compile_cnn(model, run, system, plans)
-                                         : compile_transformer(model, run, system, plans);
+  check_run_applies(model, run);
+  trace::Trace t = model.family == graph::Family::kCnn
+                       ? compile_cnn(model, run, system, plans)
+                       : compile_transformer(model, run, system, plans);
   // What reports need to turn a step time into throughput and time to train.
   t.meta = {
       {"model", model.name},
       {"mode", run.inference ? "inference" : "training"},
       {"samples_per_step", std::to_string(run.samples_per_step())},
-      {"sample_unit", run.sample_unit},
+      {"sample_unit", std::string(sample_unit_name(run.sample_unit))},
       {"ttt.epochs", meta_number(run.epochs)},
       {"ttt.samples_per_epoch", std::to_string(run.samples_per_epoch)},
       {"ttt.samples_to_train", std::to_string(run.samples_to_train)},

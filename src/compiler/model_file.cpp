@@ -27,11 +27,16 @@ std::string at(const std::string& file, const YAML::Node& n) {
 void check_keys(const std::string& file, const YAML::Node& map, const std::string& where,
                 const std::vector<std::string>& allowed) {
   if (!map.IsMap()) throw ConfigError(fmt::format("{}: {}: expected a map", at(file, map), where));
+  std::set<std::string> seen;
   for (const auto& kv : map) {
     if (!kv.first.IsScalar())
       throw ConfigError(fmt::format("{}: {}: expected key names, found a {}", at(file, kv.first),
                                     where, kv.first.IsMap() ? "map" : "list"));
     const std::string key = kv.first.as<std::string>();
+    // yaml-cpp's lookup finds a repeated key's first value: a second one is refused, as run
+    // and chip configs refuse it.
+    if (!seen.insert(key).second)
+      throw ConfigError(fmt::format("{}: {}.{}: duplicate key", at(file, kv.first), where, key));
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
       throw ConfigError(fmt::format("{}: {}.{}: unknown key{}", at(file, kv.first), where, key,
                                     did_you_mean(key, allowed)));
@@ -199,6 +204,20 @@ class CnnLayerReader {
     layer.op = *known;
     const graph::OpInfo& info = graph::info(layer.op);
     read_operands(l, where, block, op, layer);
+    // A parameter the op does not use is refused, not ignored (an avgpool is global: its
+    // kernel and stride would change nothing).
+    if (l["out"] && info.out == graph::OutChannels::kNone)
+      throw ConfigError(fmt::format(
+          "{}: {}.out: {} keeps its input's channels (only {} take "
+          "'out')",
+          at(file_, l["out"]), where, op,
+          ops_where([](const graph::OpInfo& r) { return r.out != graph::OutChannels::kNone; })));
+    for (const char* key : {"kernel", "stride"})
+      if (l[key] && !info.windowed)
+        throw ConfigError(fmt::format(
+            "{}: {}.{}: {} has no window{} (only {} take a kernel and a stride)", at(file_, l[key]),
+            where, key, op, layer.op == graph::Op::kAvgPool ? ": an avgpool is global" : "",
+            ops_where([](const graph::OpInfo& r) { return r.windowed; })));
     layer.out = info.out == graph::OutChannels::kRequired ||
                         (info.out == graph::OutChannels::kOptional && l["out"])
                     ? count(file_, l, "out", where)
@@ -414,14 +433,17 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   if (!m) throw ConfigError(fmt::format("{}: missing 'model'", file));
   ModelDef def;
   def.file = file;
-  def.family = text(file, m, "family", "model");
-  if (def.family == "cnn")
+  const std::string family = text(file, m, "family", "model");
+  if (family == family_name(graph::Family::kCnn)) {
+    def.family = graph::Family::kCnn;
     parse_cnn(file, root, m, def);
-  else if (def.family == "transformer")
+  } else if (family == family_name(graph::Family::kTransformer)) {
+    def.family = graph::Family::kTransformer;
     parse_transformer(file, root, m, def);
-  else
+  } else {
     throw ConfigError(fmt::format("{}: model.family: expected cnn or transformer, found \"{}\"",
-                                  at(file, m["family"]), def.family));
+                                  at(file, m["family"]), family));
+  }
   def.name = text(file, m, "name", "model");
   check_trace_name(at(file, m["name"]), "model.name", def.name);
   const std::string dtype = text(file, m, "dtype", "model", "half");

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <sstream>
 #include <tuple>
@@ -18,6 +19,39 @@
 
 namespace ipusim::compiler {
 namespace {
+
+constexpr std::array<std::pair<std::string_view, Optimiser>, 5> kOptimisers{{
+    {"lars", Optimiser::kLars},
+    {"lamb", Optimiser::kLamb},
+    {"sgd", Optimiser::kSgd},
+    {"adamw", Optimiser::kAdamw},
+    {"none", Optimiser::kNone},
+}};
+constexpr std::array<std::pair<std::string_view, SampleUnit>, 2> kSampleUnits{{
+    {"images", SampleUnit::kImages},
+    {"sequences", SampleUnit::kSequences},
+}};
+
+// The two-way choices, each as its key spells them (off, then on; the first listed first).
+using Choice2 = std::array<std::pair<std::string_view, bool>, 2>;
+constexpr Choice2 kYesNo{{{"yes", true}, {"no", false}}};
+constexpr Choice2 kOptimiserState{{{"on_chip", false}, {"streaming", true}}};
+constexpr Choice2 kNormLowering{{{"popnn", true}, {"fused", false}}};
+constexpr Choice2 kCollectiveGrouping{{{"buffers", false}, {"per_tensor", true}}};
+constexpr Choice2 kGradientClipping{{{"none", false}, {"global_norm", true}}};
+constexpr Choice2 kMode{{{"training", false}, {"inference", true}}};
+constexpr Choice2 kWeights{{{"resident", false}, {"streamed", true}}};
+constexpr std::array<std::pair<std::string_view, trace::DType>, 2> kPrecisions{{
+    {"16.16", trace::DType::kHalf},
+    {"16.32", trace::DType::kFloat},
+}};
+
+template <class E, std::size_t N>
+std::string_view name_in(const std::array<std::pair<std::string_view, E>, N>& values, E e) {
+  for (const auto& [name, value] : values)
+    if (value == e) return name;
+  return "?";
+}
 
 using RunField = config::Field<RunConfig>;
 using config::ParamDecl;
@@ -43,12 +77,25 @@ RunField choice(std::string path, std::vector<std::string> choices, std::string 
                                          std::move(description), std::move(source), convert,
                                          std::move(default_text));
 }
+// A choice key whose values name the members of an enum, in the order the docs list them.
+template <class E, std::size_t N>
+RunField enum_choice(std::string path, const std::array<std::pair<std::string_view, E>, N>& values,
+                     std::string description, std::string source, E RunConfig::*member,
+                     Default default_text) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : values) names.emplace_back(name);
+  return choice(
+      std::move(path), std::move(names), std::move(description), std::move(source),
+      [&values, member](RunConfig& r, const std::string& v) {
+        for (const auto& [name, value] : values)
+          if (name == v) r.*member = value;
+      },
+      std::move(default_text));
+}
 RunField yes_no(std::string path, std::string description, std::string source,
                 bool RunConfig::*member, Default default_text) {
-  return choice(
-      std::move(path), {"yes", "no"}, std::move(description), std::move(source),
-      [member](RunConfig& r, const std::string& v) { r.*member = v == "yes"; },
-      std::move(default_text));
+  return enum_choice(std::move(path), kYesNo, std::move(description), std::move(source), member,
+                     std::move(default_text));
 }
 ParamDecl decl(std::string path, ValueKind kind, double min, double max, std::string description,
                std::string source, Default default_text) {
@@ -115,26 +162,16 @@ std::vector<RunField> batch_fields() {
       count(
           "run.gradient_accumulation", 1, 1 << 20, "Micro-batches per weight update",
           "workloads.md", [](RunConfig& r) { return &r.gradient_accumulation; }, std::nullopt),
-      choice(
-          "run.precision", {"16.16", "16.32"}, "16.16 (half partials) or 16.32 (float partials)",
-          "workloads.md",
-          [](RunConfig& r, const std::string& v) {
-            r.partials = v == "16.32" ? trace::DType::kFloat : trace::DType::kHalf;
-          },
-          std::nullopt),
-      choice(
-          "run.optimiser", {"lars", "lamb", "sgd", "adamw"},
-          "lars or sgd (CNN), lamb, adamw or sgd (transformer: AdamW is LAMB without its "
-          "per-tensor norms; SGD keeps one momentum and no norms)",
-          "workloads.md", [](RunConfig& r, const std::string& v) { r.optimiser = v; },
-          std::nullopt),
-      choice(
-          "run.optimiser_state", {"on_chip", "streaming"},
-          "on_chip or streaming (Streaming Memory)", "workloads.md",
-          [](RunConfig& r, const std::string& v) {
-            r.optimiser_state_streaming = v == "streaming";
-          },
-          std::nullopt),
+      enum_choice("run.precision", kPrecisions, "16.16 (half partials) or 16.32 (float partials)",
+                  "workloads.md", &RunConfig::partials, std::nullopt),
+      enum_choice("run.optimiser", kOptimisers,
+                  "Training: lars or sgd (CNN), lamb, adamw or sgd (transformer: AdamW is LAMB "
+                  "without its per-tensor norms; SGD keeps one momentum and no norms); none: no "
+                  "weight update (inference, where it is the only value)",
+                  "workloads.md", &RunConfig::optimiser, "none"),
+      enum_choice("run.optimiser_state", kOptimiserState,
+                  "on_chip or streaming (Streaming Memory; transformer training)", "workloads.md",
+                  &RunConfig::optimiser_state_streaming, "on_chip"),
       yes_no("run.replicated_tensor_sharding", "yes: shard optimiser state over replicas",
              "poplar-compiler.md §4.4", &RunConfig::replicated_tensor_sharding, "no"),
       yes_no("run.sync_replicas_independently",
@@ -163,14 +200,14 @@ std::vector<RunField> lowering_fields() {
              "all-reduce)",
              "poplar-compiler.md §6.1 (statistics caching)", &RunConfig::batchnorm_statistics_cache,
              "yes"),
-      choice(
-          "run.norm_lowering", {"popnn", "fused"},
+      enum_choice(
+          "run.norm_lowering", kNormLowering,
           "CNN batch norm and ReLU: popnn (as TensorFlow for IPU lowers them: batch norm through "
           "popnn's separate passes, ReLU in place on its own) or fused (folded into the fused "
           "elementwise chains around them)",
           "graphcore/tensorflow driver/ops/custom_ops/popnn/norm.cc, non_linearity.cc; poplibs "
           "lib/poplin/Norms.cpp",
-          [](RunConfig& r, const std::string& v) { r.popnn_norms = v == "popnn"; }, "popnn"),
+          &RunConfig::popnn_norms, "popnn"),
       bytes(
           "run.allreduce_buffer", 1024, 1e12,
           "Gradients are reduced across replicas in collectives of at most this many bytes (fused "
@@ -185,24 +222,22 @@ std::vector<RunField> lowering_fields() {
             "graphcore/tensorflow poplar plugin ReduceManyColocatorHelper "
             "(maximum_reduce_many_buffer_size: 216 in the MLPerf v1.1 ResNet-50 POD64-256 configs)",
             &RunConfig::reduce_many_buffer, "0B"),
-      choice(
-          "run.collective_grouping", {"buffers", "per_tensor"},
+      enum_choice(
+          "run.collective_grouping", kCollectiveGrouping,
           "buffers: gradients reduced in fused buffers of run.allreduce_buffer bytes (TensorFlow's "
           "all-reduce combiner); per_tensor: one collective per weight tensor, and under "
           "replicated tensor sharding a scalar all-reduce after each LAMB norm (PopART 2.3)",
           "graphcore/popart sdk-release-2.3 (no collective grouping before SDK 2.5; LambSquareOp "
           "with replicated tensor sharding)",
-          [](RunConfig& r, const std::string& v) { r.per_tensor_collectives = v == "per_tensor"; },
-          "buffers"),
-      choice(
-          "run.gradient_clipping", {"none", "global_norm"},
+          &RunConfig::per_tensor_collectives, "buffers"),
+      enum_choice(
+          "run.gradient_clipping", kGradientClipping,
           "none; global_norm: the reduced gradients are scaled by clip / max(clip, global norm) "
           "before the optimiser, the global norm summed on IPU 0 from a norm of each weight "
           "tensor (transformer runs only)",
           "graphcore/popart sdk-release-2.3 transforms/clipweightgradientsbynorm.cpp; MLPerf v1.1 "
           "Graphcore BERT bert_optimizer.py (ClipNormSettings.clipAllWeights)",
-          [](RunConfig& r, const std::string& v) { r.clip_gradients = v == "global_norm"; },
-          "none"),
+          &RunConfig::clip_gradients, "none"),
       yes_no(
           "run.split_qkv",
           "yes: a transformer's query, key and value weights are three tensors (three collectives, "
@@ -212,24 +247,22 @@ std::vector<RunField> lowering_fields() {
           "MLPerf v1.1 Graphcore BERT bert_model.py qkv_weights (split_qkv: true in "
           "pod16-closed.json, false on the larger PODs)",
           &RunConfig::split_qkv, "no"),
-      choice(
-          "run.mode", {"training", "inference"},
+      enum_choice(
+          "run.mode", kMode,
           "training (forward, backward, weight update per step) or inference (one batch per "
           "replica "
           "per step: input from the host, forward pass with resident weights and batch-norm "
           "statistics folded into a scale and shift, outputs back to the host)",
-          "issue 15; poplar-compiler.md §2.3 (normalisations)",
-          [](RunConfig& r, const std::string& v) { r.inference = v == "inference"; }, "training"),
-      choice(
-          "run.weights", {"resident", "streamed"},
+          "issue 15; poplar-compiler.md §2.3 (normalisations)", &RunConfig::inference, "training"),
+      enum_choice(
+          "run.weights", kWeights,
           "resident: every weight is held on the IPU throughout; streamed (phased execution, "
           "transformer inference only): the weights live in Streaming Memory and each "
           "sub-layer's (embeddings, attention, FFN, heads) are loaded onto the IPU just before it "
           "runs, into one buffer the size of the largest, the load not overlapped with compute",
           "graphcore/examples nlp/bert/popxl README, 'Phased execution' (remote buffers in "
           "Streaming Memory; execution/squad/inference_phased.py)",
-          [](RunConfig& r, const std::string& v) { r.streamed_weights = v == "streamed"; },
-          "resident"),
+          &RunConfig::streamed_weights, "resident"),
       count(
           "run.io_tiles", 0, 1 << 20,
           "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input "
@@ -306,9 +339,8 @@ std::vector<RunField> pipeline_fields() {
           "workloads.md", [](RunConfig& r) { return &r.embedding_serialisation; }, "1"),
       bytes("run.input_bytes_per_sample", 0, 1e9, "Host input per sample", "workloads.md",
             &RunConfig::input_bytes_per_sample, std::nullopt),
-      choice(
-          "run.sample_unit", {"images", "sequences"}, "images or sequences", "-",
-          [](RunConfig& r, const std::string& v) { r.sample_unit = v; }, std::nullopt),
+      enum_choice("run.sample_unit", kSampleUnits, "images or sequences", "-",
+                  &RunConfig::sample_unit, std::nullopt),
   };
 }
 
@@ -363,13 +395,16 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 }  // namespace
 
+std::string_view optimiser_name(Optimiser optimiser) { return name_in(kOptimisers, optimiser); }
+std::string_view sample_unit_name(SampleUnit unit) { return name_in(kSampleUnits, unit); }
+
 const config::Schema& run_schema() {
   static const config::Schema schema("run", config::decls_of(run_fields()));
   return schema;
 }
 
 std::uint64_t RunConfig::samples_per_step() const {
-  const double per = sample_unit == "sequences" ? sequences_per_pack : 1.0;
+  const double per = sample_unit == SampleUnit::kSequences ? sequences_per_pack : 1.0;
   return static_cast<std::uint64_t>(
       std::llround(static_cast<double>(replicas) * micro_batch * gradient_accumulation * per));
 }
@@ -380,6 +415,8 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
   config::Resolved r = config::resolve(doc, run_schema());
   RunConfig run;
   run.file = file;
+  for (const auto& [key, raw] : doc.values)
+    run.given[key] = raw.key_origin == "--set" ? "--set" : raw.origin;
   // Every key bound to a member (run_fields); the rest below.
   config::assign_fields(run_fields(), r, run);
   const auto dir = std::filesystem::path(file).parent_path();
@@ -422,14 +459,6 @@ LoadedRun load_run(const std::string& file, const std::vector<std::string>& over
     run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
   if (r.string("run.pipeline_splits") != "none")
     run.pipeline_splits = split(r.string("run.pipeline_splits"), ',');
-  if (run.inference && run.gradient_accumulation != 1)
-    throw bad("run.gradient_accumulation",
-              fmt::format("inference runs one batch per replica per step: expected 1, found {}",
-                          run.gradient_accumulation));
-  if (run.streamed_weights && !run.inference)
-    throw bad("run.weights",
-              "streamed (phased execution) is modelled for inference only (run.mode inference); "
-              "found run.mode training");
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group",
               fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));

@@ -540,11 +540,6 @@ std::uint64_t transformer_parameters(const ModelDef& m) {
 namespace {
 
 void check_placement(const ModelDef& m, const RunConfig& run) {
-  if (!run.pipeline_splits.empty())
-    throw ConfigError(fmt::format(
-        "{}: run.pipeline_splits splits a CNN at layers; {} is a transformer, placed on the "
-        "IPUs of a replica by run.pipeline_placement",
-        run.file, m.file));
   if (run.placement.size() != run.ipus_per_replica)
     throw ConfigError(
         fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "
@@ -942,7 +937,7 @@ class StageProgram {
     }
   }
 
-  std::uint64_t moments_kept() const { return run_.optimiser == "sgd" ? 1 : 2; }
+  std::uint64_t moments_kept() const { return run_.optimiser == Optimiser::kSgd ? 1 : 2; }
   // The optimiser state (bytes): its moments of the stage's weights, or of their shard.
   std::uint64_t state_bytes() const {
     const std::uint64_t shard = rts() ? ceil_div(params(), run_.replicas) : params();
@@ -1007,7 +1002,7 @@ class StageProgram {
               trace::HostMemory::kStreaming);
     const std::vector<Weight> ws = weights();
     const std::uint64_t norm_bytes = pl_.clip ? clip_gradients(ws) : 0;
-    if (run_.optimiser == "sgd") {
+    if (run_.optimiser == Optimiser::kSgd) {
       // v = m v + (g + wd w); w -= lr v
       const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
       per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
@@ -1016,16 +1011,16 @@ class StageProgram {
       // then takes ||w|| and ||u|| of the tensor (LambSquareOpx: one SQUARE_ADD reduction each)
       const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
                             Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
-      const bool lamb = run_.optimiser != "adamw";
+      const bool lamb = run_.optimiser != Optimiser::kAdamw;
       per_weight(ws, [&](Steps& out, const Layout& l) {
         b_.elementwise(out, l, moments);
         for (int norm = 0; lamb && norm < 2; ++norm) b_.norm(out, l, /*broadcast=*/true);
       });
     }
-    if (run_.optimiser == "adamw") {
+    if (run_.optimiser == Optimiser::kAdamw) {
       const Op update[] = {Op::kMul, Op::kSub};  // w -= lr u
       per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
-    } else if (run_.optimiser != "sgd") {
+    } else if (run_.optimiser != Optimiser::kSgd) {
       // A sharded tensor's norms are sums over every replica's shard: PopART adds a scalar
       // all-reduce (float) after each of LAMB's two (LambSquareOp with replicated tensor
       // sharding).

@@ -160,6 +160,7 @@ PointPlan plan(const Spec& spec, const Point& point) {
     p.model_file = model.empty() ? r.run.model_file
                                  : resolve_file(spec, "model", model, "models", "model file");
     const compiler::ModelDef m = compiler::load_model(p.model_file);
+    compiler::check_run_applies(m, r.run);
     feed("model", read_input_file(p.model_file, kMaxModelBytes, "model file"));
     if (p.system_file.empty()) p.system_file = r.run.system_file;
     const LoadedSystem s = load_system(p.system_file, select(p.sets, "run.", false), explicit_chip);

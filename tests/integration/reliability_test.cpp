@@ -939,7 +939,9 @@ TEST(RoundThree, RunKeysAndModelsAreReadStrictly) {
       "model:\n  name: one-conv\n  family: cnn\n  input: {height: 32, width: 32, channels: 3}\n"
       "  classes: 10\nlayers:\n  - {name: c1, op: conv, kernel: 3, out: 16}\n";
   const std::string compile_cnn = "compile --run " + cnn_run + " --model " + m +
-                                  " --set run.recompute_checkpoints= --out " + dir.file("x.itb");
+                                  " --set run.recompute_checkpoints= --set run.batchnorm_group=1 "
+                                  "--out " +
+                                  dir.file("x.itb");
   write(m, head);
   auto r = cli(compile_cnn);
   EXPECT_EQ(r.status, 3);

@@ -376,7 +376,9 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
             0);
   ASSERT_EQ(
       ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") +
-             " --set run.mode=inference --set run.gradient_accumulation=1 --out " + dir.file("inf"))
+             " --set run.mode=inference --set run.gradient_accumulation=1 --set run.optimiser=none"
+             " --set run.recompute_checkpoints=none --set run.batchnorm_group=1 --out " +
+             dir.file("inf"))
           .status,
       0);
   std::map<std::string, std::string> fields, kernel_fields;

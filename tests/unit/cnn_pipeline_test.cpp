@@ -150,8 +150,9 @@ TEST(CompilerCnnPipeline, AStashedStageRecomputesItsWholeForward) {
 TEST(CompilerCnnPipeline, InferenceRunsTheForwardThroughThePipelineAndOutputsFromTheLastIpu) {
   // One batch a step: stage s runs in cycle s of 1 + 1 = 2; only activations travel (0 -> 1),
   // and the class scores leave from IPU 1.
-  const trace::Trace t =
-      compile_split("b2/0/conv1", {"run.mode=inference", "run.gradient_accumulation=1"});
+  const trace::Trace t = compile_split(
+      "b2/0/conv1", {"run.mode=inference", "run.gradient_accumulation=1", "run.optimiser=none",
+                     "run.recompute_checkpoints=none", "run.batchnorm_group=1"});
   ASSERT_EQ(t.global_exchanges.size(), 1u);
   ASSERT_EQ(t.global_exchanges[0].copies.size(), 1u);
   EXPECT_EQ(t.global_exchanges[0].copies[0].dst, 1u);
@@ -200,14 +201,14 @@ TEST(CompilerCnnPipeline, SplitErrorsNameTheKeyAndTheLayer) {
                 .find("'b1/0/conv1' comes before or at the previous split 'b2/0/conv1'"),
             std::string::npos);
   EXPECT_NE(with({"run.pipeline_placement=ipu0=1,1 ipu1=1,1"})
-                .find("run.pipeline_placement places transformer sub-layers"),
+                .find("run.pipeline_placement: it places transformer sub-layers"),
             std::string::npos);
   EXPECT_EQ(with({"run.pipeline_splits=b2/0/conv1"}), "");
   // A transformer is placed, not split.
   const std::string bert =
       compile_error(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/bert_tiny-pod16.yaml",
                     {"run.pipeline_splits=layer1"});
-  EXPECT_NE(bert.find("run.pipeline_splits splits a CNN at layers"), std::string::npos) << bert;
+  EXPECT_NE(bert.find("run.pipeline_splits: it splits a CNN at layers"), std::string::npos) << bert;
 }
 
 TEST(GraphStages, CrossingTensorsAreThoseReadAcrossTheBoundary) {

@@ -518,7 +518,8 @@ TEST(CompilerCnn, LarsTakesTwoNormsOfEachConvAndFcKernelOnItsOwnTiles) {
   EXPECT_EQ(combined.partials, one_each.partials);
   run.run.reduce_many_buffer = 4;  // one float norm per op: one op each again
   EXPECT_EQ(norms(compile(model, run.run, sys).ipus[0]).first_stages, 108u);
-  run.run.optimiser = "sgd";
+  run.run.reduce_many_buffer = 0;  // ReduceMany combines LARS's norms: refused with SGD
+  run.run.optimiser = compiler::Optimiser::kSgd;
   EXPECT_EQ(norms(compile(model, run.run, sys).ipus[0]).first_stages, 0u);
 }
 
@@ -675,8 +676,10 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
   // Cout x k x k per conv, n x Cin x Cout for fc); no collective, no weight update; the class
   // scores (n x 10 half) go back to the host after the images came in.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
-  const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml",
-                                 {"run.mode=inference", "run.gradient_accumulation=1"});
+  const LoadedRun run =
+      load_run(dir + "resnet_tiny-pod16.yaml",
+               {"run.mode=inference", "run.gradient_accumulation=1", "run.optimiser=none",
+                "run.recompute_checkpoints=none", "run.batchnorm_group=1"});
   ASSERT_TRUE(run.run.inference);
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
@@ -717,7 +720,10 @@ TEST(CompilerInference, OnlyTheForwardPassRunsAndOutputsGoBackToTheHost) {
   }
   // More than one batch per step is a training notion.
   try {
-    load_run(dir + "resnet_tiny-pod16.yaml", {"run.mode=inference"});
+    const LoadedRun two = load_run(dir + "resnet_tiny-pod16.yaml",
+                                   {"run.mode=inference", "run.optimiser=none",
+                                    "run.recompute_checkpoints=none", "run.batchnorm_group=1"});
+    compile(model, two.run, ipusim::load_system(two.run.system_file).spec);
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(
@@ -741,7 +747,8 @@ TEST(CompilerInference, ATransformerRunsItsForwardPassOnceThroughThePipeline) {
   // per masked token back after it: 2 packs x 2 sequences x 20 masked tokens x 4 B = 320 B.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun run =
-      load_run(dir + "bert_tiny-pod16.yaml", {"run.mode=inference", "run.gradient_accumulation=1"});
+      load_run(dir + "bert_tiny-pod16.yaml",
+               {"run.mode=inference", "run.gradient_accumulation=1", "run.optimiser=none"});
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
   const trace::Trace t = compile(model, run.run, system.spec);
@@ -785,7 +792,7 @@ TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemory
   // its largest phase.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const std::vector<std::string> phased = {"run.mode=inference", "run.gradient_accumulation=1",
-                                           "run.weights=streamed"};
+                                           "run.optimiser=none", "run.weights=streamed"};
   const LoadedRun run = load_run(dir + "bert_tiny-pod16.yaml", phased);
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
@@ -839,8 +846,9 @@ TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemory
   EXPECT_NE(error("bert_tiny-pod16.yaml", {"run.weights=streamed"})
                 .find("run.weights: streamed (phased execution) is modelled for inference only"),
             std::string::npos);
-  EXPECT_NE(error("resnet_tiny-pod16.yaml",
-                  {"run.mode=inference", "run.gradient_accumulation=1", "run.weights=streamed"})
+  EXPECT_NE(error("resnet_tiny-pod16.yaml", {"run.mode=inference", "run.gradient_accumulation=1",
+                                             "run.optimiser=none", "run.recompute_checkpoints=none",
+                                             "run.batchnorm_group=1", "run.weights=streamed"})
                 .find("run.weights: streamed (phased execution) is lowered for transformer models "
                       "only"),
             std::string::npos);
@@ -857,11 +865,11 @@ TEST(CompilerInference, TemporariesAreThoseOfTheConvsThatRunNotOfLayoutOnlyPlans
                                        "  heads: 4\n  ffn: 1024\n  vocabulary: 30522\n"
                                        "  sequence: 384\n  head: span\n";
   const std::string src = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
-  LoadedRun run =
-      load_run(src + "bert_tiny-pod16.yaml",
-               {"run.mode=inference", "run.gradient_accumulation=1", "run.micro_batch=16",
-                "run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=1,1",
-                "run.embedding_serialisation=1", "run.sequences_per_pack=1"});
+  LoadedRun run = load_run(src + "bert_tiny-pod16.yaml",
+                           {"run.mode=inference", "run.gradient_accumulation=1",
+                            "run.optimiser=none", "run.micro_batch=16", "run.ipus_per_replica=1",
+                            "run.replicas=16", "run.pipeline_placement=ipu0=1,1",
+                            "run.embedding_serialisation=1", "run.sequences_per_pack=1"});
   run.run.model_file = dir + "/span.yaml";
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
@@ -1376,8 +1384,8 @@ TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFact
     compile(load_model(cnn.run.model_file), cnn.run, ipusim::load_system(cnn.run.system_file).spec);
     FAIL() << "expected an error";
   } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("run.gradient_clipping: global_norm is lowered for "
-                                         "transformer models only"),
+    EXPECT_NE(std::string(e.what()).find("run.gradient_clipping: global_norm gradient clipping "
+                                         "is lowered for transformer models only"),
               std::string::npos)
         << e.what();
   }
@@ -1537,7 +1545,8 @@ TEST(CompilerCnn, GroupedAndDepthwiseConvsDoTheirCombinedMacs) {
   // thinly.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun run = load_run(dir + "effnet_tiny-pod16.yaml",
-                                 {"run.mode=inference", "run.gradient_accumulation=1"});
+                                 {"run.mode=inference", "run.gradient_accumulation=1",
+                                  "run.optimiser=none", "run.recompute_checkpoints=none"});
   const ModelDef model = load_model(run.run.model_file);
   const auto system = ipusim::load_system(run.run.system_file);
   const trace::Trace t = compile(model, run.run, system.spec);

@@ -163,6 +163,35 @@ TEST(GraphOps, AModelFileKeyTheOpDoesNotTakeIsAnErrorNamingItsLine) {
       std::string::npos);
   EXPECT_NE(parse_error("  - {name: c, op: fc}\n").find("layers[0].out: missing required key"),
             std::string::npos);
+  // Parameters the op does not use are refused, not ignored (issue 55, part 1): an avgpool is
+  // global, a ReLU has no stride, a batch norm keeps its channels.
+  EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n"
+                        "  - {name: p, op: avgpool, kernel: 3, stride: 2}\n")
+                .find("keys.yaml:8:36: layers[1].kernel: avgpool has no window: an avgpool is "
+                      "global (only conv or dwconv or maxpool take a kernel and a stride)"),
+            std::string::npos);
+  EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n  - {name: r, op: relu, stride: 2}\n")
+                .find("layers[1].stride: relu has no window"),
+            std::string::npos);
+  EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n  - {name: b, op: batchnorm, out: 99}\n")
+                .find("layers[1].out: batchnorm keeps its input's channels (only conv or dwconv or "
+                      "fc take 'out')"),
+            std::string::npos);
+  // A repeated key is refused (yaml-cpp would read the first), in a layer and in the model.
+  EXPECT_NE(
+      parse_error("  - {name: c, op: conv, out: 4, out: 8}\n").find("layers[0].out: duplicate key"),
+      std::string::npos);
+  const std::string file = ::testing::TempDir() + "/twice.yaml";
+  std::ofstream(file)
+      << "model:\n  name: m\n  family: cnn\n  dtype: half\n  dtype: float\n"
+         "  input: {height: 30, width: 30, channels: 3}\n  classes: 10\nlayers:\n"
+         "  - {name: c, op: conv, out: 4}\nlayers:\n  - {name: d, op: conv, out: 4}\n";
+  try {
+    load_model(file);
+    ADD_FAILURE() << "expected an error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("duplicate key"), std::string::npos) << e.what();
+  }
 }
 
 const char* const kChain =

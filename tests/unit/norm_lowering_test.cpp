@@ -246,9 +246,9 @@ TEST(CompilerCnn, GroupNormLayersCountTheirScaleAndShiftAndNeedTheirGroups) {
   // A training step compiles with either lowering, the group norm in its forward and backward.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   for (const char* lowering : {"popnn", "fused"}) {
-    const LoadedRun run =
-        load_run(dir + "resnet_tiny-pod16.yaml",
-                 {std::string("run.norm_lowering=") + lowering, "run.recompute_checkpoints=none"});
+    const LoadedRun run = load_run(dir + "resnet_tiny-pod16.yaml",
+                                   {std::string("run.norm_lowering=") + lowering,
+                                    "run.recompute_checkpoints=none", "run.batchnorm_group=1"});
     const auto system = ipusim::load_system(run.run.system_file);
     const trace::Trace t = compile(tiny_gn_model("  norm_groups: 4\n"), run.run, system.spec);
     std::set<trace::Pass> passes;

@@ -34,7 +34,7 @@ std::string error_of(const std::string& file) {
 // The same layers in the same order with the same operands (by position: the names differ),
 // channels, kernels, strides and groups.
 void expect_same_layers(const ModelDef& a, const ModelDef& b) {
-  EXPECT_EQ(a.family, "cnn");
+  EXPECT_EQ(a.family, compiler::graph::Family::kCnn);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.height, b.height);
   EXPECT_EQ(a.width, b.width);
@@ -88,7 +88,7 @@ TEST(OnnxImport, EfficientNetB0IsTheShippedModelLayerForLayer) {
 }
 
 void expect_same_transformer(const ModelDef& a, const ModelDef& b) {
-  EXPECT_EQ(a.family, "transformer");
+  EXPECT_EQ(a.family, compiler::graph::Family::kTransformer);
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.encoder_layers, b.encoder_layers);
   EXPECT_EQ(a.hidden, b.hidden);

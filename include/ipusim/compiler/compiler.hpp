@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ipusim/compiler/graph/op.hpp"
@@ -32,10 +33,13 @@ struct Layer {
   std::string at;                // "file:line:column" of its entry, for errors
 };
 
+// A model family's name as model files spell it (model.family): cnn or transformer.
+std::string_view family_name(graph::Family family);
+
 struct ModelDef {
   std::string file;
   std::string name;
-  std::string family;  // cnn or transformer
+  graph::Family family = graph::Family::kCnn;
   trace::DType dtype = trace::DType::kHalf;
   // cnn (and an image transformer's input)
   std::uint64_t height = 0, width = 0, channels = 0, classes = 0;
@@ -93,6 +97,14 @@ std::uint64_t onnx_weight_elements(const std::string& file);
 // The schema of configs/runs/*.yaml (run.* keys).
 const config::Schema& run_schema();
 
+// run.optimiser: the weight update of a training run (none: an inference run's).
+enum class Optimiser : std::uint8_t { kNone, kSgd, kLars, kLamb, kAdamw };
+// run.sample_unit: what a sample is, for throughput and time to train.
+enum class SampleUnit : std::uint8_t { kImages, kSequences };
+// Their names as run files spell them.
+std::string_view optimiser_name(Optimiser optimiser);
+std::string_view sample_unit_name(SampleUnit unit);
+
 struct RunConfig {
   std::string file;
   std::string name;
@@ -103,7 +115,7 @@ struct RunConfig {
   std::uint64_t micro_batch = 1;  // images, or packs of sequences
   std::uint64_t gradient_accumulation = 1;
   trace::DType partials = trace::DType::kHalf;  // 16.16 -> half, 16.32 -> float
-  std::string optimiser;                        // lars or lamb
+  Optimiser optimiser = Optimiser::kNone;
   bool optimiser_state_streaming = false;
   bool replicated_tensor_sharding = false;
   bool sync_replicas_independently = false;  // Poplar's target.syncReplicasIndependently
@@ -136,13 +148,16 @@ struct RunConfig {
   std::uint64_t max_sequences_per_pack = 1;  // a masked-LM head predicts masked + this - 1
   std::uint32_t embedding_serialisation = 1;
   std::uint64_t input_bytes_per_sample = 0;
-  std::string sample_unit;  // images or sequences
+  SampleUnit sample_unit = SampleUnit::kImages;
   // Host-side terms of the time-to-train estimate (workloads.md §3).
   double epochs = 0;
   std::uint64_t samples_per_epoch = 0;
   std::uint64_t samples_to_train = 0;  // used when epochs == 0
   double lead_in_seconds = 0, checkpoint_seconds = 0, evaluation_seconds = 0;
   std::uint64_t checkpoints_taken = 0, evaluations = 0;
+  // Where each key the run file or a --set override gives was given ("file:line:column" or
+  // "--set run.KEY"), for check_run_applies' errors; keys left to their defaults are absent.
+  std::map<std::string, std::string> given;
 
   std::uint64_t samples_per_step() const;
 };
@@ -153,6 +168,14 @@ struct LoadedRun {
 };
 
 LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides = {});
+
+// The one rule for run keys (docs/run-reference.md, "Which keys apply"): a key set to
+// anything but its neutral value (its default, or what the lowering does without it) either
+// changes what compile() builds for this model and mode or is refused here, with a
+// ConfigError naming where it was given, the key, and why it does not apply (for example
+// run.optimiser lars on a transformer, run.batchnorm_group on a model without batch norms, any
+// optimiser key in an inference run). compile() calls it first.
+void check_run_applies(const ModelDef& model, const RunConfig& run);
 
 // What a compiled trace records about its target (trace meta "target.*"), and the ways the
 // chip and system it is about to run on differ from it: one message per difference, each

@@ -77,15 +77,16 @@ struct OpInfo {
   bool lars;  // LARS adapts its weights (conv and fc kernels; norms and biases are skipped)
   Family family = Family::kCnn;
   bool numbered = false;  // a transformer sub-layer there is one of per encoder layer
+  bool windowed = false;  // takes a kernel (window) and a stride: convs and max pooling
 };
 
 // One row per op, in enum order (checked below). The order is also the order the model-file
 // docs and errors list ops in.
 inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::kConv, "conv", trace::OpKind::kConv, "", OutChannels::kRequired, true, true,
-     Weights::kConv, true},
+     Weights::kConv, true, Family::kCnn, false, true},
     {Op::kDwconv, "dwconv", trace::OpKind::kConv, "", OutChannels::kOptional, true, true,
-     Weights::kConv, true},
+     Weights::kConv, true, Family::kCnn, false, true},
     {Op::kBatchNorm, "batchnorm", trace::OpKind::kBatchNorm, "", OutChannels::kNone, false, false,
      Weights::kScaleShift, false},
     // popnn's group norm (model.norm_groups groups), through the same poplin norm functions as
@@ -99,7 +100,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::kSigmoid, "sigmoid", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
      Weights::kNone, false},
     {Op::kMaxPool, "maxpool", trace::OpKind::kPool, "", OutChannels::kNone, false, true,
-     Weights::kNone, false},
+     Weights::kNone, false, Family::kCnn, false, true},
     {Op::kAdd, "add", trace::OpKind::kElementwise, "the second operand", OutChannels::kNone, false,
      false, Weights::kNone, false},
     {Op::kScale, "scale", trace::OpKind::kElementwise, "the per-channel factors",

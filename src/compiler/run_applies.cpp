@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: Apache-2.0
+// check_run_applies: the one rule for run keys. Every run key that some model or mode does not
+// use has a row here: when the run sets it (to anything but its neutral value) and the model
+// and mode being compiled do not use it, the row says why, and compile() refuses the run with
+// that reason instead of building the same trace as without it. Keys every compile uses (the
+// batch, precision, memory proportion, planner and vertex options, host input, time to train)
+// have no row. tests/unit/run_keys_test.cpp walks every key over a CNN and a transformer, in
+// training and inference, and checks that each changes the trace or is refused.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+// What the rows ask of the model and the run.
+struct Scope {
+  const ModelDef& model;
+  const RunConfig& run;
+  bool cnn() const { return model.family == graph::Family::kCnn; }
+  bool training() const { return !run.inference; }
+  bool has(graph::Op op) const {
+    return std::any_of(model.layers.begin(), model.layers.end(),
+                       [op](const Layer& l) { return l.op == op; });
+  }
+  bool batch_norms() const { return has(graph::Op::kBatchNorm); }
+  // The model's name and file, for reasons ("ResNet-50 (models/resnet50.yaml)").
+  std::string what() const { return fmt::format("{} ({})", model.name, model.file); }
+  std::string family() const { return std::string(family_name(model.family)); }
+};
+
+// A row: the key, whether the run sets it to anything but its neutral value, and why it does
+// not apply to `s` ("" when it does).
+struct Row {
+  std::string_view key;
+  bool (*set)(const RunConfig&);
+  std::string (*refused)(const Scope&);
+};
+
+// The reasons the rows share.
+std::string cnn_only(const Scope& s, std::string_view what) {
+  return s.cnn() ? ""
+                 : fmt::format("{} only a CNN has; {} is a transformer", what, s.what());
+}
+std::string transformer_only(const Scope& s, std::string_view what) {
+  return s.cnn() ? fmt::format("{} is lowered for transformer models only; {} is a CNN", what,
+                               s.what())
+                 : "";
+}
+std::string training_only(const Scope& s, std::string_view what) {
+  return s.training() ? ""
+                      : fmt::format("{} belongs to training; this run is run.mode inference "
+                                    "(forward passes only: no gradients, no weight update)",
+                                    what);
+}
+std::string replicated(const Scope& s, std::string_view what) {
+  return s.run.replicas > 1
+             ? ""
+             : fmt::format("{} acts across replicas; this run has one replica (run.replicas 1)",
+                           what);
+}
+// The first non-empty reason of a row's checks.
+template <class... Reasons>
+std::string first_of(Reasons... reasons) {
+  std::string out;
+  ((out.empty() ? void(out = std::move(reasons)) : void()), ...);
+  return out;
+}
+
+constexpr std::array<Row, 20> kRows{{
+    {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
+     [](const Scope& s) {
+       return s.training() ? ""
+                           : fmt::format("inference runs one batch per replica per step: "
+                                         "expected 1, found {}",
+                                         s.run.gradient_accumulation);
+     }},
+    {"run.optimiser", [](const RunConfig&) { return true; },
+     [](const Scope& s) -> std::string {
+       const Optimiser o = s.run.optimiser;
+       if (!s.training())
+         return o == Optimiser::kNone ? ""
+                                      : fmt::format("an inference run updates no weights: "
+                                                    "expected none (or no key), found {}",
+                                                    optimiser_name(o));
+       if (o == Optimiser::kNone)
+         return "a training run updates its weights: expected lars or sgd (CNN), lamb, adamw or "
+                "sgd (transformer), found none";
+       if (s.cnn() && (o == Optimiser::kLamb || o == Optimiser::kAdamw))
+         return fmt::format("{} is lowered for transformer models only; {} is a CNN (lars or "
+                            "sgd)",
+                            optimiser_name(o), s.what());
+       if (!s.cnn() && o == Optimiser::kLars)
+         return fmt::format("lars (layer-wise adaptive rate scaling of conv and fc kernels) is "
+                            "lowered for CNNs only; {} is a transformer (lamb, adamw or sgd)",
+                            s.what());
+       return "";
+     }},
+    {"run.optimiser_state", [](const RunConfig& r) { return r.optimiser_state_streaming; },
+     [](const Scope& s) {
+       return first_of(training_only(s, "optimiser state"),
+                       transformer_only(s, "streaming optimiser state"));
+     }},
+    {"run.replicated_tensor_sharding",
+     [](const RunConfig& r) { return r.replicated_tensor_sharding; },
+     [](const Scope& s) {
+       return first_of(training_only(s, "sharding the optimiser state"),
+                       transformer_only(s, "replicated tensor sharding"),
+                       replicated(s, "replicated tensor sharding"));
+     }},
+    {"run.recompute_checkpoints", [](const RunConfig& r) { return !r.checkpoints.empty(); },
+     [](const Scope& s) {
+       return first_of(
+           training_only(s, "recomputation for the backward pass"),
+           s.cnn() ? ""
+                   : fmt::format("checkpoints name CNN layers; {} is a transformer, whose "
+                                 "pipeline stages recompute their sub-layers in the backward "
+                                 "pass",
+                                 s.what()));
+     }},
+    {"run.batchnorm_group", [](const RunConfig& r) { return r.batchnorm_group != 1; },
+     [](const Scope& s) {
+       return first_of(
+           training_only(s, "sharing batch-norm statistics (inference folds them into a scale "
+                            "and shift)"),
+           s.batch_norms() ? ""
+                           : fmt::format("{} has no batchnorm layer whose statistics replicas "
+                                         "could share",
+                                         s.what()));
+     }},
+    {"run.batchnorm_statistics_cache",
+     [](const RunConfig& r) { return !r.batchnorm_statistics_cache; },
+     [](const Scope& s) {
+       return first_of(
+           training_only(s, "caching statistics for recomputation"),
+           s.batch_norms() || s.has(graph::Op::kGroupNorm)
+               ? ""
+               : fmt::format("{} has no batchnorm or groupnorm layer", s.what()),
+           s.run.checkpoints.empty()
+               ? "no layer is recomputed (run.recompute_checkpoints is none), so no statistics "
+                 "are computed again"
+               : "");
+     }},
+    {"run.norm_lowering", [](const RunConfig& r) { return !r.popnn_norms; },
+     [](const Scope& s) {
+       return cnn_only(s, "popnn or fused lowering of batch norm and ReLU is a choice");
+     }},
+    {"run.allreduce_buffer", [](const RunConfig& r) { return r.allreduce_buffer != (50ull << 20); },
+     [](const Scope& s) {
+       return first_of(training_only(s, "reducing gradients"),
+                       replicated(s, "the gradient all-reduce"),
+                       s.run.per_tensor_collectives && !s.cnn()
+                           ? std::string("run.collective_grouping per_tensor reduces each weight "
+                                         "tensor on its own, in no buffer")
+                           : std::string());
+     }},
+    {"run.reduce_many_buffer", [](const RunConfig& r) { return r.reduce_many_buffer != 0; },
+     [](const Scope& s) {
+       return first_of(
+           training_only(s, "combining the optimiser's norms"),
+           s.cnn() && s.run.optimiser != Optimiser::kLars
+               ? fmt::format("it combines LARS's norms; run.optimiser is {}",
+                             optimiser_name(s.run.optimiser))
+               : "",
+           cnn_only(s, "combining LARS's norms into ReduceMany ops is a choice"));
+     }},
+    {"run.collective_grouping", [](const RunConfig& r) { return r.per_tensor_collectives; },
+     [](const Scope& s) {
+       return first_of(training_only(s, "grouping the gradient collectives"),
+                       replicated(s, "the gradient all-reduce"));
+     }},
+    {"run.gradient_clipping", [](const RunConfig& r) { return r.clip_gradients; },
+     [](const Scope& s) {
+       return first_of(training_only(s, "clipping gradients"),
+                       transformer_only(s, "global_norm gradient clipping"));
+     }},
+    {"run.split_qkv", [](const RunConfig& r) { return r.split_qkv; },
+     [](const Scope& s) {
+       return first_of(transformer_only(s, "splitting the attention's QKV weights"),
+                       training_only(s, "splitting the QKV weights (three gradient collectives "
+                                        "and three optimiser norms instead of one)"));
+     }},
+    {"run.weights", [](const RunConfig& r) { return r.streamed_weights; },
+     [](const Scope& s) {
+       return first_of(
+           s.training() ? std::string("streamed (phased execution) is modelled for inference "
+                                      "only (run.mode inference); found run.mode training")
+                        : std::string(),
+           transformer_only(s, "streamed (phased execution)"));
+     }},
+    {"run.fully_connected_pass", [](const RunConfig& r) { return !r.fully_connected_pass; },
+     [](const Scope& s) {
+       return training_only(s, "planning a matmul's three training passes together");
+     }},
+    {"run.pipeline_placement", [](const RunConfig& r) { return !r.placement.empty(); },
+     [](const Scope& s) {
+       return s.cnn() ? fmt::format("it places transformer sub-layers; {} is a CNN, which splits "
+                                    "its pipeline at layers (run.pipeline_splits)",
+                                    s.what())
+                      : "";
+     }},
+    {"run.pipeline_splits", [](const RunConfig& r) { return !r.pipeline_splits.empty(); },
+     [](const Scope& s) {
+       return s.cnn() ? ""
+                      : fmt::format("it splits a CNN at layers; {} is a transformer, placed on "
+                                    "the IPUs of a replica by run.pipeline_placement",
+                                    s.what());
+     }},
+    {"run.max_sequences_per_pack", [](const RunConfig& r) { return r.max_sequences_per_pack != 1; },
+     [](const Scope& s) {
+       return first_of(
+           transformer_only(s, "packing sequences"),
+           s.model.lm_head || s.model.span_head || s.model.classifier
+               ? fmt::format("it sizes a masked-LM head; {} has {} head", s.what(),
+                             s.model.classifier  ? "a classifier"
+                             : s.model.span_head ? "a span"
+                                                 : "a language-model")
+               : "");
+     }},
+    {"run.sequences_per_pack", [](const RunConfig& r) { return r.sequences_per_pack != 1; },
+     [](const Scope& s) {
+       return s.run.sample_unit == SampleUnit::kSequences
+                  ? ""
+                  : std::string("packs hold sequences; run.sample_unit is images");
+     }},
+    {"run.embedding_serialisation", [](const RunConfig& r) { return r.embedding_serialisation != 1; },
+     [](const Scope& s) {
+       return first_of(transformer_only(s, "serialising the vocabulary matmul"),
+                       s.model.classifier
+                           ? fmt::format("{} is an image classifier with no vocabulary matmul",
+                                         s.what())
+                           : "");
+     }},
+}};
+
+}  // namespace
+
+void check_run_applies(const ModelDef& model, const RunConfig& run) {
+  const Scope s{model, run};
+  for (const Row& row : kRows) {
+    if (!run_schema().find(std::string(row.key)))
+      throw std::logic_error("check_run_applies: no run key " + std::string(row.key));
+    if (!row.set(run)) continue;
+    const std::string why = row.refused(s);
+    if (why.empty()) continue;
+    const auto given = run.given.find(std::string(row.key));
+    const std::string where = given == run.given.end() ? run.file : given->second;
+    throw ConfigError(where == "--set" ? fmt::format("--set {}: {}", row.key, why)
+                                       : fmt::format("{}: {}: {}", where, row.key, why));
+  }
+}
+
+}  // namespace ipusim::compiler
