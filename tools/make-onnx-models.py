@@ -471,9 +471,47 @@ def lrn_cnn():
     return g
 
 
+def instancenorm_cnn():
+    """A small CNN with an instance norm (a group norm of one channel per group): the
+    importer's groupnorm layer with model.norm_groups equal to its channels."""
+    g = Builder("instancenorm_cnn")
+    x = g.input("input", F16, [3, 32, 32])
+    w = g.weight("conv.weight", [16, 3, 3, 3])
+    x = g.op("/conv", "Conv", [x, w], dilations=[1, 1], group=1, kernel_shape=[3, 3],
+             pads=[1, 1, 1, 1], strides=[1, 1])
+    x = g.op("/norm", "InstanceNormalization",
+             [x, g.weight("norm.weight", [16]), g.weight("norm.bias", [16])], epsilon=1e-5)
+    x = g.op("/relu", "Relu", [x])
+    x = g.op("/avgpool", "GlobalAveragePool", [x])
+    x = g.op("", "Flatten", [x], axis=1)
+    x = g.gemm("/fc", x, "fc", 16, 10)
+    g.output(x, "logits", F16, [10])
+    return g
+
+
+def flatten_conv_cnn():
+    """A conv reading a flattened map (not a valid model: a fuzzer's kind of input): the
+    importer refuses it, naming the node and the rank it found."""
+    g = Builder("flatten_conv_cnn")
+    x = g.input("input", F16, [3, 32, 32])
+    w = g.weight("conv.weight", [16, 3, 3, 3])
+    x = g.op("/conv", "Conv", [x, w], dilations=[1, 1], group=1, kernel_shape=[3, 3],
+             pads=[1, 1, 1, 1], strides=[1, 1])
+    x = g.op("", "Flatten", [x], axis=1)
+    w2 = g.weight("conv2.weight", [16, 16384, 3, 3])
+    x = g.op("/conv2", "Conv", [x, w2], dilations=[1, 1], group=1, kernel_shape=[3, 3],
+             pads=[1, 1, 1, 1], strides=[1, 1])
+    x = g.op("/avgpool", "GlobalAveragePool", [x])
+    x = g.op("", "Flatten", [x], axis=1)
+    x = g.gemm("/fc", x, "fc", 16, 10)
+    g.output(x, "logits", F16, [10])
+    return g
+
+
 MODELS = [("resnet50", resnet50), ("bert_large", bert_large), ("vit_b16", vit_b16),
           ("gpt2_small", gpt2_small), ("efficientnet_b0", efficientnet_b0),
-          ("lrn_cnn", lrn_cnn),
+          ("lrn_cnn", lrn_cnn), ("instancenorm_cnn", instancenorm_cnn),
+          ("flatten_conv_cnn", flatten_conv_cnn),
           # A small BERT written twice: as at opset 17 and as torch exports it at opset 13,
           # its layer norms spelt out (the importer reads both as the same model).
           ("bert_tiny", lambda: bert_large(2, 64, 4, 128, 100, 16, 4, "bert_tiny")),

@@ -6,10 +6,17 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::cli {
+namespace {
+// The hidden option that collects arguments beyond a command's positional ones.
+constexpr const char* kExtra = "unexpected-arguments";
+}  // namespace
 
 void add_common_options(po::options_description& desc, CommonOptions& common) {
   desc.add_options()("help,h", po::bool_switch(&common.help), "show this help and exit")(
@@ -34,10 +41,39 @@ po::variables_map parse(const std::string& command, int argc, char** argv,
                         const po::positional_options_description* positional) {
   po::variables_map vm;
   try {
-    auto parser = po::command_line_parser(argc, argv).options(desc);
-    if (positional) parser.positional(*positional);
+    // No option guessing: "--run" is not an abbreviation of "--run-reference" (an option a
+    // command does not have is an error, never another one). Arguments beyond the command's
+    // positional ones are collected and refused below, never dropped.
+    po::options_description all;
+    all.add(desc);
+    std::vector<std::string> extra;
+    all.add_options()(kExtra, po::value(&extra));
+    // A command that takes any number of arguments (validate) keeps its own description.
+    const bool unbounded =
+        positional && positional->max_total_count() == std::numeric_limits<unsigned>::max();
+    po::positional_options_description positions;
+    if (unbounded) {
+      positions = *positional;
+    } else {
+      for (unsigned i = 0; positional && i < positional->max_total_count(); ++i)
+        positions.add(positional->name_for_position(i).c_str(), 1);
+      positions.add(kExtra, -1);
+    }
+    auto parser =
+        po::command_line_parser(argc, argv)
+            .options(all)
+            .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+            .positional(positions);
     po::store(parser.run(), vm);
     po::notify(vm);
+    if (!extra.empty())
+      throw UsageError(fmt::format(
+          "ipusim {}: unexpected argument '{}': {} (see 'ipusim {} --help')", command, extra[0],
+          positional ? fmt::format("it takes at most {} argument(s) besides its options",
+                                   positional->max_total_count())
+                     : std::string("it takes no argument besides its options (a file is "
+                                   "given with an option, such as --chip FILE)"),
+          command));
   } catch (const po::error& e) {
     throw UsageError(
         fmt::format("ipusim {}: {} (see 'ipusim {} --help')", command, e.what(), command));

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 
 #include "common.hpp"
 #include "ipusim/compiler/compiler.hpp"
@@ -14,8 +15,10 @@ namespace ipusim::cli {
 
 namespace {
 
-int print_system(const std::string& file, const std::vector<std::string>& overrides) {
-  const LoadedSystem loaded = load_system(file, overrides);
+// `chip_file`, when --chip was given, replaces the system's chip (as `run` and `compile` do).
+int print_system(const std::string& file, const std::vector<std::string>& overrides,
+                 const std::optional<std::string>& chip_file) {
+  const LoadedSystem loaded = load_system(file, overrides, chip_file);
   const SystemSpec& s = loaded.spec;
   const topology::Topology topo(s);
   std::cout << fmt::format("system {} ({})\n", s.name, file);
@@ -85,7 +88,7 @@ int info_command(int argc, char** argv) {
       "print the Markdown reference of every config key (chip, machine, fabric, system) and exit")(
       "run-reference", po::bool_switch(&run_reference),
       "print the Markdown reference of every run config key (run.*, configs/runs/*.yaml) and exit");
-  parse("info", argc, argv, desc);
+  const po::variables_map vm = parse("info", argc, argv, desc);
   if (common.help) {
     print_help("ipusim info [--chip FILE | --system FILE] [--set KEY=VALUE]...",
                "Prints the resolved chip (after overrides) and its derived peaks: FLOP/s per\n"
@@ -104,7 +107,9 @@ int info_command(int argc, char** argv) {
     std::cout << config::reference_markdown(compiler::run_schema());
     return 0;
   }
-  if (!system_file.empty()) return print_system(system_file, chip_opts.overrides);
+  if (!system_file.empty())
+    return print_system(system_file, chip_opts.overrides,
+                        vm["chip"].defaulted() ? std::nullopt : std::optional(chip_opts.chip_file));
   const LoadedChip loaded = load_chip_options(chip_opts);
   const ChipSpec& c = loaded.spec;
   std::cout << fmt::format("chip {} ({})\n", c.name, chip_opts.chip_file);

@@ -570,6 +570,17 @@ class Importer {
                           t));
     return it->second;
   }
+  // The shape of `t`, which `n` reads as a feature map: channels x height x width. A map
+  // flattened, reshaped or squeezed into another rank is refused, naming both.
+  const std::vector<std::int64_t>& map_shape(const Node& n, const std::string& t) {
+    const auto& s = shape(n, t);
+    if (s.size() != 3)
+      fail(n, fmt::format("its input '{}' is a {} tensor, not a feature map (channels x height x "
+                          "width): a {} after a Flatten, Reshape or Squeeze has no CNN layer in "
+                          "ipusim",
+                          t, dims_text(s), n.op_type));
+    return s;
+  }
   void emit(const Node& n, Out o, const std::string& from, std::vector<std::int64_t> out_shape) {
     o.name = layer_name(n);
     o.input = layer_.at(from);
@@ -665,7 +676,7 @@ class Importer {
     } else if (n.op_type == "MaxPool") {
       const auto ks = n.ints_attr("kernel_shape");
       if (ks.size() != 2 || ks[0] != ks[1]) fail(n, "a non-square pooling window");
-      const auto& in = shape(n, x);
+      const auto& in = map_shape(n, x);
       const auto [k, s] = window(n, ks[0]);
       emit(n,
            {.op = "maxpool",
@@ -673,7 +684,7 @@ class Importer {
             .stride = static_cast<std::uint64_t>(s)},
            x, {in[0], ceil_div(in[1], s), ceil_div(in[2], s)});
     } else if (is(n, {"GlobalAveragePool", "AveragePool"})) {
-      const auto& in = shape(n, x);
+      const auto& in = map_shape(n, x);
       const auto ks = n.ints_attr("kernel_shape");
       if (n.op_type == "AveragePool" && (ks.size() != 2 || ks[0] != in[1] || ks[1] != in[2]))
         fail(n, "average pooling over a window smaller than the map: ipusim's avgpool is global");
@@ -713,7 +724,7 @@ class Importer {
            "them); fold the bias into the next layer before export");
     if (w->dims[2] != w->dims[3]) fail(n, "a non-square kernel " + dims_text(w->dims));
     dtype_ = dtype_of(w->elem_type);
-    const auto& in = shape(n, x);
+    const auto& in = map_shape(n, x);
     const auto [k, s] = window(n, w->dims[2]);
     const std::int64_t groups = n.int_attr("group", 1);
     if (groups < 1 || groups > in[0] || in[0] % groups != 0 || w->dims[1] != in[0] / groups)
@@ -733,7 +744,7 @@ class Importer {
   }
 
   void norm_layer(const Node& n, const std::string& x) {
-    const auto& in = shape(n, x);
+    const auto& in = map_shape(n, x);
     Out o{.op = "batchnorm"};
     if (n.op_type != "BatchNormalization") {
       o.op = "groupnorm";
@@ -741,7 +752,7 @@ class Importer {
           n.op_type == "InstanceNormalization" ? in[0] : n.int_attr("num_groups", 0));
       if (norm_groups_ != 0 && groups != norm_groups_)
         fail(n, fmt::format("{} groups where an earlier norm has {}: ipusim's group norms "
-                            "share one model.norm_groups_",
+                            "share one model.norm_groups",
                             groups, norm_groups_));
       norm_groups_ = groups;
     }
@@ -807,7 +818,7 @@ class Importer {
     y << fmt::format(
         "  dtype: {}\n  input: {{height: {}, width: {}, channels: {}}}\n  classes: {}\n", dtype_,
         *image.dims[2], *image.dims[3], *image.dims[1], layers_[layers_.size() - 2].out);
-    if (norm_groups_ != 0) y << fmt::format("  norm_groups_: {}\n", norm_groups_);
+    if (norm_groups_ != 0) y << fmt::format("  norm_groups: {}\n", norm_groups_);
     y << "layers:\n";
     std::string previous;
     for (std::size_t i = 0; i < layers_.size(); ++i) {

@@ -1310,6 +1310,38 @@ TEST(RoundTwo, AllReduceOver1024IpusRunsInBoundedMemory) {
   EXPECT_EQ(r.err, "");
 }
 
+// Issue 55, part 1: options and arguments that were accepted and did nothing. An option is
+// never guessed from a prefix (`info --run F` printed the run reference), an argument beyond a
+// command's own is an error (`info FILE` printed the GC200), and `info --system` applies
+// `--chip` as `run` does.
+TEST(RoundFour, OptionsAreNotGuessedAndExtraArgumentsAreErrors) {
+  const std::string chips = source_dir() + "/configs/chips/";
+  auto r = cli("info --run nonexist.yaml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("ipusim info: unrecognised option '--run'"), std::string::npos) << r.err;
+  r = cli("info " + chips + "bow.yaml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("ipusim info: unexpected argument '" + chips +
+                       "bow.yaml': it takes no argument besides its options"),
+            std::string::npos)
+      << r.err;
+  r = cli("report a b");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("ipusim report: unexpected argument 'b': it takes at most 1 argument"),
+            std::string::npos)
+      << r.err;
+  // validate takes any number of files.
+  EXPECT_EQ(cli("validate " + chips + "gc200.yaml " + chips + "bow.yaml").status, 0);
+  const std::string system = source_dir() + "/configs/systems/pod16.yaml";
+  r = cli("info --chip " + chips + "bow.yaml --system " + system);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("16 x Bow (1472 tiles at 1.85 GHz)"), std::string::npos) << r.out;
+  r = cli("info --system " + system);
+  EXPECT_NE(r.out.find("16 x GC200"), std::string::npos) << r.out;
+}
+
 // P: duplicate axis values are refused (the summary said "2 point(s): 1 ran, 0 skipped").
 TEST(RoundTwo, SweepWithDuplicateAxisValues) {
   TempDir dir;

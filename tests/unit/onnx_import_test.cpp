@@ -188,6 +188,27 @@ TEST(OnnxImport, AnUnsupportedOpIsAnErrorNamingTheNode) {
   EXPECT_NE(e.find("Conv, Gemm, MatMul"), std::string::npos) << e;
 }
 
+TEST(OnnxImport, AnInstanceNormIsAGroupNormOfOneChannelPerGroup) {
+  // InstanceNormalization over the conv's 16 channels: a groupnorm layer with
+  // model.norm_groups 16 (the import wrote "norm_groups_" and failed: issue 55, part 3).
+  const ModelDef m = load_model(onnx_file("instancenorm_cnn"));
+  ASSERT_GE(m.layers.size(), 2u);
+  EXPECT_EQ(m.layers[1].op, graph::Op::kGroupNorm);
+  EXPECT_EQ(m.norm_groups, 16u);
+  // conv 16 x 3 x 3 x 3, the norm's scale and shift 2 x 16, fc 16 x 10 + 10.
+  EXPECT_EQ(parameter_count(m), 16u * 3 * 3 * 3 + 2 * 16 + 16 * 10 + 10);
+}
+
+TEST(OnnxImport, AConvOnAFlattenedMapIsAnErrorNamingTheNodeAndTheShape) {
+  // The second conv reads the [16 x 32 x 32] map flattened to [16384]: it was read as a
+  // 16-channel conv from items 1 and 2 of a one-item shape (past its end, issue 55 part 3).
+  const std::string e = error_of(onnx_file("flatten_conv_cnn"));
+  EXPECT_NE(e.find("node '/conv2/Conv' (Conv): its input"), std::string::npos) << e;
+  EXPECT_NE(e.find("is a [16384] tensor, not a feature map (channels x height x width)"),
+            std::string::npos)
+      << e;
+}
+
 TEST(OnnxImport, MalformedFilesAreErrorsNamingTheByteAndField) {
   const auto dir =
       std::filesystem::temp_directory_path() /
