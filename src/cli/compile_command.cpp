@@ -10,6 +10,7 @@
 #include "ipusim/config/system.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
 #include "ipusim/util/progress.hpp"
 #include "ipusim/util/strings.hpp"
 
@@ -57,6 +58,11 @@ int compile_command(int argc, char** argv) {
   if (run_file.empty())
     throw UsageError("ipusim compile: missing --run FILE (see 'ipusim compile --help')");
   if (out.empty()) throw UsageError("ipusim compile: missing --out TRACE");
+  check_output_is_not_an_input(out, "--out",
+                               {{"the run config", run_file},
+                                {"the model", model_file},
+                                {"the system config", system_file},
+                                {"the chip config", chip_file}});
   const auto start = std::chrono::steady_clock::now();
   // Overrides go to the file they belong to.
   std::vector<std::string> run_overrides, system_overrides;
@@ -78,6 +84,7 @@ int compile_command(int argc, char** argv) {
   const trace::Trace trace = compiler::compile(model, run.run, system.spec);
   progress.stage("writing " + out, 2, 3);
   // compile() checked the structure of its result; the writer need not check it again.
+  create_parent_directories(out);
   trace::write_file(trace, out, trace::format_for_path(out), trace::Checked::kYes);
   progress.finish();
   const double seconds =

@@ -41,6 +41,7 @@ int import_command(int argc, char** argv) {
     throw UsageError("ipusim import: no MODEL.onnx given (see 'ipusim import --help')");
   if (!compiler::is_onnx_file(input))
     throw UsageError(fmt::format("ipusim import: {}: expected an ONNX model (*.onnx)", input));
+  check_output_is_not_an_input(out, "--out", {{"the input model", input}});
   const std::string yaml = compiler::import_onnx(input);
   // The result is read back as a model file before it is written: what import writes, run
   // --model reads.

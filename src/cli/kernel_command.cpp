@@ -12,6 +12,7 @@
 #include "ipusim/kernels/kernels.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
 
 namespace ipusim::cli {
@@ -284,6 +285,7 @@ int kernel_command(int argc, char** argv) {
     format = trace::Format::kBinary;
   else if (!format_name.empty())
     throw UsageError(fmt::format("--format: expected text or binary, found \"{}\"", format_name));
+  create_parent_directories(out);  // a missing folder is made, as run --out makes its own
   trace::write_file(t, out, format, trace::Checked::kYes);  // checked above
   std::cout << fmt::format("wrote {} ({}, {} IPU program(s) x {} replica(s))\n", out, t.name,
                            t.ipus.size(), t.replicas);

@@ -5,11 +5,14 @@
 
 #include <iostream>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common.hpp"
 #include "ipusim/driver/run.hpp"
 #include "ipusim/model/engine.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/fs.hpp"
 
 namespace ipusim::cli {
 namespace {
@@ -189,6 +192,18 @@ int run_command(int argc, char** argv) {
 
   r.chip_file = chip_opts.chip_file;
   r.chip_given = vm_has_chip(argc, argv);
+  // No output replaces an input or a file of the run directory (issue 55, part 2).
+  const std::vector<NamedInput> inputs{{"the trace", r.trace_file},
+                                       {"the run config", r.run_file},
+                                       {"the model", r.model_file},
+                                       {"the system config", r.system_file},
+                                       {"the chip config", r.chip_file}};
+  for (const auto& [option, file] :
+       {std::pair{"--save-trace", &r.save_trace}, std::pair{"--tile-stats", &r.tile_stats_file},
+        std::pair{"--timeline", &r.timeline_file}}) {
+    check_output_is_not_an_input(*file, option, inputs);
+    check_not_in_run_dir(*file, option, r.out_dir);
+  }
   r.overrides = chip_opts.overrides;
   r.engine = *engine;
   driver::run(r, std::cout, std::cerr);

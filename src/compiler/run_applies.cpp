@@ -46,19 +46,19 @@ struct Row {
 
 // The reasons the rows share.
 std::string cnn_only(const Scope& s, std::string_view what) {
-  return s.cnn() ? ""
-                 : fmt::format("{} only a CNN has; {} is a transformer", what, s.what());
+  return s.cnn() ? "" : fmt::format("{} only a CNN has; {} is a transformer", what, s.what());
 }
 std::string transformer_only(const Scope& s, std::string_view what) {
-  return s.cnn() ? fmt::format("{} is lowered for transformer models only; {} is a CNN", what,
-                               s.what())
-                 : "";
+  return s.cnn()
+             ? fmt::format("{} is lowered for transformer models only; {} is a CNN", what, s.what())
+             : "";
 }
 std::string training_only(const Scope& s, std::string_view what) {
   return s.training() ? ""
-                      : fmt::format("{} belongs to training; this run is run.mode inference "
-                                    "(forward passes only: no gradients, no weight update)",
-                                    what);
+                      : fmt::format(
+                            "{} belongs to training; this run is run.mode inference "
+                            "(forward passes only: no gradients, no weight update)",
+                            what);
 }
 std::string replicated(const Scope& s, std::string_view what) {
   return s.run.replicas > 1
@@ -78,29 +78,33 @@ constexpr std::array<Row, 20> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
-                           : fmt::format("inference runs one batch per replica per step: "
-                                         "expected 1, found {}",
-                                         s.run.gradient_accumulation);
+                           : fmt::format(
+                                 "inference runs one batch per replica per step: "
+                                 "expected 1, found {}",
+                                 s.run.gradient_accumulation);
      }},
     {"run.optimiser", [](const RunConfig&) { return true; },
      [](const Scope& s) -> std::string {
        const Optimiser o = s.run.optimiser;
        if (!s.training())
          return o == Optimiser::kNone ? ""
-                                      : fmt::format("an inference run updates no weights: "
-                                                    "expected none (or no key), found {}",
-                                                    optimiser_name(o));
+                                      : fmt::format(
+                                            "an inference run updates no weights: "
+                                            "expected none (or no key), found {}",
+                                            optimiser_name(o));
        if (o == Optimiser::kNone)
          return "a training run updates its weights: expected lars or sgd (CNN), lamb, adamw or "
                 "sgd (transformer), found none";
        if (s.cnn() && (o == Optimiser::kLamb || o == Optimiser::kAdamw))
-         return fmt::format("{} is lowered for transformer models only; {} is a CNN (lars or "
-                            "sgd)",
-                            optimiser_name(o), s.what());
+         return fmt::format(
+             "{} is lowered for transformer models only; {} is a CNN (lars or "
+             "sgd)",
+             optimiser_name(o), s.what());
        if (!s.cnn() && o == Optimiser::kLars)
-         return fmt::format("lars (layer-wise adaptive rate scaling of conv and fc kernels) is "
-                            "lowered for CNNs only; {} is a transformer (lamb, adamw or sgd)",
-                            s.what());
+         return fmt::format(
+             "lars (layer-wise adaptive rate scaling of conv and fc kernels) is "
+             "lowered for CNNs only; {} is a transformer (lamb, adamw or sgd)",
+             s.what());
        return "";
      }},
     {"run.optimiser_state", [](const RunConfig& r) { return r.optimiser_state_streaming; },
@@ -128,8 +132,9 @@ constexpr std::array<Row, 20> kRows{{
     {"run.batchnorm_group", [](const RunConfig& r) { return r.batchnorm_group != 1; },
      [](const Scope& s) {
        return first_of(
-           training_only(s, "sharing batch-norm statistics (inference folds them into a scale "
-                            "and shift)"),
+           training_only(s,
+                         "sharing batch-norm statistics (inference folds them into a scale "
+                         "and shift)"),
            s.batch_norms() ? ""
                            : fmt::format("{} has no batchnorm layer whose statistics replicas "
                                          "could share",
@@ -163,13 +168,12 @@ constexpr std::array<Row, 20> kRows{{
      }},
     {"run.reduce_many_buffer", [](const RunConfig& r) { return r.reduce_many_buffer != 0; },
      [](const Scope& s) {
-       return first_of(
-           training_only(s, "combining the optimiser's norms"),
-           s.cnn() && s.run.optimiser != Optimiser::kLars
-               ? fmt::format("it combines LARS's norms; run.optimiser is {}",
-                             optimiser_name(s.run.optimiser))
-               : "",
-           cnn_only(s, "combining LARS's norms into ReduceMany ops is a choice"));
+       return first_of(training_only(s, "combining the optimiser's norms"),
+                       s.cnn() && s.run.optimiser != Optimiser::kLars
+                           ? fmt::format("it combines LARS's norms; run.optimiser is {}",
+                                         optimiser_name(s.run.optimiser))
+                           : "",
+                       cnn_only(s, "combining LARS's norms into ReduceMany ops is a choice"));
      }},
     {"run.collective_grouping", [](const RunConfig& r) { return r.per_tensor_collectives; },
      [](const Scope& s) {
@@ -184,16 +188,17 @@ constexpr std::array<Row, 20> kRows{{
     {"run.split_qkv", [](const RunConfig& r) { return r.split_qkv; },
      [](const Scope& s) {
        return first_of(transformer_only(s, "splitting the attention's QKV weights"),
-                       training_only(s, "splitting the QKV weights (three gradient collectives "
-                                        "and three optimiser norms instead of one)"));
+                       training_only(s,
+                                     "splitting the QKV weights (three gradient collectives "
+                                     "and three optimiser norms instead of one)"));
      }},
     {"run.weights", [](const RunConfig& r) { return r.streamed_weights; },
      [](const Scope& s) {
-       return first_of(
-           s.training() ? std::string("streamed (phased execution) is modelled for inference "
-                                      "only (run.mode inference); found run.mode training")
-                        : std::string(),
-           transformer_only(s, "streamed (phased execution)"));
+       return first_of(s.training()
+                           ? std::string("streamed (phased execution) is modelled for inference "
+                                         "only (run.mode inference); found run.mode training")
+                           : std::string(),
+                       transformer_only(s, "streamed (phased execution)"));
      }},
     {"run.fully_connected_pass", [](const RunConfig& r) { return !r.fully_connected_pass; },
      [](const Scope& s) {
@@ -201,28 +206,29 @@ constexpr std::array<Row, 20> kRows{{
      }},
     {"run.pipeline_placement", [](const RunConfig& r) { return !r.placement.empty(); },
      [](const Scope& s) {
-       return s.cnn() ? fmt::format("it places transformer sub-layers; {} is a CNN, which splits "
-                                    "its pipeline at layers (run.pipeline_splits)",
-                                    s.what())
+       return s.cnn() ? fmt::format(
+                            "it places transformer sub-layers; {} is a CNN, which splits "
+                            "its pipeline at layers (run.pipeline_splits)",
+                            s.what())
                       : "";
      }},
     {"run.pipeline_splits", [](const RunConfig& r) { return !r.pipeline_splits.empty(); },
      [](const Scope& s) {
        return s.cnn() ? ""
-                      : fmt::format("it splits a CNN at layers; {} is a transformer, placed on "
-                                    "the IPUs of a replica by run.pipeline_placement",
-                                    s.what());
+                      : fmt::format(
+                            "it splits a CNN at layers; {} is a transformer, placed on "
+                            "the IPUs of a replica by run.pipeline_placement",
+                            s.what());
      }},
     {"run.max_sequences_per_pack", [](const RunConfig& r) { return r.max_sequences_per_pack != 1; },
      [](const Scope& s) {
-       return first_of(
-           transformer_only(s, "packing sequences"),
-           s.model.lm_head || s.model.span_head || s.model.classifier
-               ? fmt::format("it sizes a masked-LM head; {} has {} head", s.what(),
-                             s.model.classifier  ? "a classifier"
-                             : s.model.span_head ? "a span"
-                                                 : "a language-model")
-               : "");
+       return first_of(transformer_only(s, "packing sequences"),
+                       s.model.lm_head || s.model.span_head || s.model.classifier
+                           ? fmt::format("it sizes a masked-LM head; {} has {} head", s.what(),
+                                         s.model.classifier  ? "a classifier"
+                                         : s.model.span_head ? "a span"
+                                                             : "a language-model")
+                           : "");
      }},
     {"run.sequences_per_pack", [](const RunConfig& r) { return r.sequences_per_pack != 1; },
      [](const Scope& s) {
@@ -230,13 +236,14 @@ constexpr std::array<Row, 20> kRows{{
                   ? ""
                   : std::string("packs hold sequences; run.sample_unit is images");
      }},
-    {"run.embedding_serialisation", [](const RunConfig& r) { return r.embedding_serialisation != 1; },
+    {"run.embedding_serialisation",
+     [](const RunConfig& r) { return r.embedding_serialisation != 1; },
      [](const Scope& s) {
-       return first_of(transformer_only(s, "serialising the vocabulary matmul"),
-                       s.model.classifier
-                           ? fmt::format("{} is an image classifier with no vocabulary matmul",
-                                         s.what())
-                           : "");
+       return first_of(
+           transformer_only(s, "serialising the vocabulary matmul"),
+           s.model.classifier
+               ? fmt::format("{} is an image classifier with no vocabulary matmul", s.what())
+               : "");
      }},
 }};
 

@@ -467,22 +467,30 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
        }}};
   // An earlier run's files this run does not write: its report (`ipusim report` writes
   // report.html from the files it would no longer match) and whichever CSVs this run has none of.
-  std::vector<std::string> stale{dir + "/report.html"};
+  // Only an earlier ipusim run's (the directory holds its stats.json and trace.id): files of the
+  // same names in a directory that holds no run are the user's and stay.
+  const bool earlier_run = std::filesystem::is_regular_file(dir + "/stats.json", ec) &&
+                           std::filesystem::is_regular_file(dir + "/trace.id", ec);
+  std::vector<std::string> stale;
+  const auto stale_if_earlier = [&](const std::string& path) {
+    if (earlier_run) stale.push_back(path);
+  };
+  stale_if_earlier(dir + "/report.html");
   const std::string steps = trace ? supersteps_csv(stats, *trace) : std::string();
   if (!steps.empty())
     files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});
   else
-    stale.push_back(dir + "/supersteps.csv");
+    stale_if_earlier(dir + "/supersteps.csv");
   const std::string layers = layers_csv(info.layers);
   if (!layers.empty())
     files.push_back({dir + "/layers.csv", [&](std::ostream& o) { o << layers; }});
   else
-    stale.push_back(dir + "/layers.csv");
+    stale_if_earlier(dir + "/layers.csv");
   const std::string plan = plan_csv(info.plans);
   if (!plan.empty())
     files.push_back({dir + "/plan.csv", [&](std::ostream& o) { o << plan; }});
   else
-    stale.push_back(dir + "/plan.csv");
+    stale_if_earlier(dir + "/plan.csv");
   files.push_back({dir + "/tiles.csv", [&](std::ostream& o) { o << tiles_csv(stats); }});
   // stats.json last: its presence means the run directory is complete. All files or none are
   // replaced, and the stale ones go only with them (write_files_atomically).

@@ -85,10 +85,18 @@ struct Layout {
   }
 };
 
+// Whether `name` is a point's work directory: "<id>.tmp", the id 16 hexadecimal digits. A
+// user's "points/mydata.tmp" is not one and stays.
+bool is_work_dir_name(const std::string& name) {
+  constexpr std::size_t kIdDigits = 16;
+  return name.size() == kIdDigits + kTmpSuffix.size() && name.ends_with(kTmpSuffix) &&
+         name.find_first_not_of("0123456789abcdef") == kIdDigits;
+}
+
 void remove_stale_work_dirs(const Layout& layout) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(layout.points(), ec)) {
-    if (e.is_directory() && e.path().filename().string().ends_with(kTmpSuffix)) {
+    if (e.is_directory() && is_work_dir_name(e.path().filename().string())) {
       std::error_code rm;
       fs::remove_all(e.path(), rm);
     }

@@ -263,6 +263,46 @@ void create_parent_directories(const std::string& path) {
         fmt::format("{}: cannot create directory {}: {}", path, parent.string(), ec.message()));
 }
 
+namespace {
+// Whether two paths name one file: equal when made absolute and normal, or, when both exist,
+// the same file (a link, a second path).
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::absolute(a, ec).lexically_normal() == fs::absolute(b, ec).lexically_normal()) return true;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
+}
+}  // namespace
+
+void check_output_is_not_an_input(const std::string& output, const std::string& option,
+                                  const std::vector<NamedInput>& inputs) {
+  for (const NamedInput& in : inputs)
+    if (!in.path.empty() && !output.empty() && same_file(output, in.path))
+      throw UsageError(
+          fmt::format("{} {}: is {} ({}): an output never replaces an input; "
+                      "write it to another file",
+                      option, output, in.what, in.path));
+}
+
+bool is_run_dir_file_name(const std::string& name) {
+  for (const char* f : {"stats.json", "tiles.csv", "config.resolved.yaml", "trace.id",
+                        "supersteps.csv", "layers.csv", "plan.csv", "report.html", ".ipusim.lock"})
+    if (name == f) return true;
+  return false;
+}
+
+void check_not_in_run_dir(const std::string& output, const std::string& option,
+                          const std::string& dir) {
+  if (output.empty() || dir.empty()) return;
+  const std::filesystem::path p(output);
+  if (is_run_dir_file_name(p.filename().string()) &&
+      same_file(p.parent_path().empty() ? "." : p.parent_path().string(), dir))
+    throw UsageError(
+        fmt::format("{} {}: is a file of the run directory --out {}, which the run "
+                    "writes itself; write it to another file",
+                    option, output, dir));
+}
+
 std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max_bytes,
                                         const std::string& what) {
   struct stat st {};

@@ -1342,6 +1342,89 @@ TEST(RoundFour, OptionsAreNotGuessedAndExtraArgumentsAreErrors) {
   EXPECT_NE(r.out.find("16 x GC200"), std::string::npos) << r.out;
 }
 
+// Issue 55, part 2: files lost or replaced. Only an earlier ipusim run's files go; no output
+// replaces an input or a file its own run directory writes.
+TEST(RoundFour, OutputsNeverReplaceTheUsersFilesOrInputs) {
+  TempDir dir;
+  const std::string trace = dir.file("k.trace");
+  ASSERT_EQ(cli("kernel matmul --m 16 --n 16 --k 16 --out " + trace).status, 0);
+  // A folder that holds no run: its report.html and plan.csv are the user's.
+  const std::string d = dir.file("mine");
+  fs::create_directories(d);
+  write(d + "/report.html", "mine");
+  write(d + "/plan.csv", "mine");
+  auto r = cli("run -q --out " + d + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(d + "/report.html"));
+  EXPECT_TRUE(fs::exists(d + "/plan.csv"));
+  // Once it holds a run, a later run replaces that run's files and removes its stale report.
+  r = cli("run -q --out " + d + " " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(fs::exists(d + "/report.html"));
+  // A sweep removes its own points' work directories only, never a user's "*.tmp" folder.
+  const std::string s = dir.file("s.yaml");
+  write(s,
+        "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 16, n: 16, k: 16}\n"
+        "axes: [{chip.tiles: [8, 16]}]\n");
+  fs::create_directories(dir.file("sw/points/mydata.tmp"));
+  write(dir.file("sw/points/mydata.tmp/data.txt"), "mine");
+  fs::create_directories(dir.file("sw/points/0123456789abcdef.tmp"));
+  r = cli("sweep --jobs 1 --out " + dir.file("sw") + " " + s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir.file("sw/points/mydata.tmp/data.txt")));
+  EXPECT_FALSE(fs::exists(dir.file("sw/points/0123456789abcdef.tmp")));
+  // An output that is an input: refused, the input untouched.
+  const std::string run = source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml";
+  const std::string copy = dir.file("r.yaml");
+  fs::copy_file(run, copy);
+  r = cli("compile --run " + copy + " --out " + copy);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--out " + copy + ": is the run config (" + copy +
+                       "): an output never replaces an input"),
+            std::string::npos)
+      << r.err;
+  const std::string onnx = dir.file("m.onnx");
+  fs::copy_file(source_dir() + "/tests/data/onnx/lrn_cnn.onnx", onnx);
+  const auto size = fs::file_size(onnx);
+  r = cli("import " + onnx + " --out " + onnx);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is the input model"), std::string::npos) << r.err;
+  EXPECT_EQ(fs::file_size(onnx), size);
+  // A file of the run directory given to another option of the same run.
+  for (const std::string option : {"--timeline", "--tile-stats"}) {
+    r = cli("run -q --out " + d + " " + option + " " + d + "/stats.json " + trace);
+    EXPECT_EQ(r.status, 2) << option;
+    EXPECT_NE(r.err.find(option + " " + d + "/stats.json: is a file of the run directory"),
+              std::string::npos)
+        << r.err;
+  }
+  r = cli("run -q --out " + d + " --save-trace " + d + "/tiles.csv --run " + run);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--save-trace " + d + "/tiles.csv: is a file of the run directory"),
+            std::string::npos)
+      << r.err;
+}
+
+// Issue 55, part 5: messages that say the next step.
+TEST(RoundFour, MessagesSuggestTheKeyAndOutputsMakeTheirFolder) {
+  TempDir dir;
+  // chip.tile is a section (the tile's timing) and a typo of chip.tiles: both are said.
+  auto r = cli("info --set chip.tile=1024");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("--set chip.tile: unknown key (did you mean chip.tiles? chip.tile is a "
+                       "section; its keys are chip.tile."),
+            std::string::npos)
+      << r.err;
+  // kernel --out and compile --out into a folder that does not exist yet make it.
+  const std::string k = dir.file("new/folder/k.trace");
+  r = cli("kernel matmul --m 16 --n 16 --k 16 --out " + k);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(k));
+  // info prints the clock as a run does: 1.325 GHz, not 1.32.
+  r = cli("info");
+  EXPECT_NE(r.out.find("clock             1.325 GHz\n"), std::string::npos) << r.out;
+}
+
 // P: duplicate axis values are refused (the summary said "2 point(s): 1 ran, 0 skipped").
 TEST(RoundTwo, SweepWithDuplicateAxisValues) {
   TempDir dir;

@@ -88,8 +88,9 @@ std::vector<Try> tries(const std::string& key, graph::Family family, const std::
                                    {"run.gradient_accumulation=1", "run.optimiser=none",
                                     "run.recompute_checkpoints=none", "run.batchnorm_group=1"}},
                                   {"training", {"run.optimiser=sgd"}}}
-               : std::vector<Try>{{"inference", {"run.gradient_accumulation=1", "run.optimiser=none"}},
-                                  {"training", {"run.optimiser=sgd"}}};
+               : std::vector<Try>{
+                     {"inference", {"run.gradient_accumulation=1", "run.optimiser=none"}},
+                     {"training", {"run.optimiser=sgd"}}};
   if (key == "run.ipus_per_replica")
     return cnn ? std::vector<Try>{{"2", {"run.replicas=8", "run.pipeline_splits=b2/0/conv1"}}}
                : std::vector<Try>{{"1", {"run.pipeline_placement=ipu0=2,2"}}};
@@ -159,7 +160,8 @@ std::vector<std::string> walk(const Base& base) {
     const std::string current = config::format_value(base_run.resolved.at(key));
     std::vector<Try> values = tries(key, base.family, dir);
     for (const std::string& choice : decl.choices)
-      if (std::none_of(values.begin(), values.end(), [&](const Try& t) { return t.value == choice; }))
+      if (std::none_of(values.begin(), values.end(),
+                       [&](const Try& t) { return t.value == choice; }))
         values.push_back({choice});
     // Each value's trace, with its companions: two values of a key that compile alike (lamb
     // and sgd on a CNN) are a silent no-op too.
@@ -209,7 +211,8 @@ TEST(RunKeys, EveryKeyChangesACnnTrainingStepOrIsRefused) {
 }
 
 TEST(RunKeys, EveryKeyChangesACnnInferenceStepOrIsRefused) {
-  const auto silent = walk({kData + "resnet_tiny-pod16.yaml", cnn_inference(), graph::Family::kCnn});
+  const auto silent =
+      walk({kData + "resnet_tiny-pod16.yaml", cnn_inference(), graph::Family::kCnn});
   EXPECT_TRUE(silent.empty()) << lines(silent);
 }
 
@@ -219,7 +222,8 @@ TEST(RunKeys, EveryKeyChangesATransformerTrainingStepOrIsRefused) {
 }
 
 TEST(RunKeys, EveryKeyChangesATransformerInferenceStepOrIsRefused) {
-  const auto silent = walk({kData + "bert_tiny-pod16.yaml", kInference, graph::Family::kTransformer});
+  const auto silent =
+      walk({kData + "bert_tiny-pod16.yaml", kInference, graph::Family::kTransformer});
   EXPECT_TRUE(silent.empty()) << lines(silent);
 }
 

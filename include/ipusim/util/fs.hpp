@@ -67,6 +67,25 @@ class DirectoryLock {
 // Creates the parent directories of an output file that do not exist yet (Error if it cannot).
 void create_parent_directories(const std::string& path);
 
+// An input of a command, for check_output_is_not_an_input: what it is ("the run config") and
+// its path ("" when not given).
+struct NamedInput {
+  std::string what, path;
+};
+// The one output-ownership check of files a command writes (issue 55, part 2): refuses, as a
+// UsageError naming the option and the input, an `output` (given by `option`, e.g. "--out")
+// that is the same file as one of `inputs` (the same path, or a link to it), so that no command
+// replaces its own input.
+void check_output_is_not_an_input(const std::string& output, const std::string& option,
+                                  const std::vector<NamedInput>& inputs);
+// The files a run directory holds (report::write_run_dir, the lock): a file another option of
+// the same run would write among them is refused by check_not_in_run_dir.
+bool is_run_dir_file_name(const std::string& name);
+// Refuses an `output` (given by `option`) that is one of the files run directory `dir` holds,
+// which the run would overwrite with its own.
+void check_not_in_run_dir(const std::string& output, const std::string& option,
+                          const std::string& dir);
+
 // Inputs that are FIFOs or pipes (`mkfifo f`, or a shell's `<(cat chip.yaml)`), which a plain
 // open() would wait on forever when nothing writes to them (issue 16, defect L). Returns nullopt
 // when `path` is not a FIFO. Otherwise opens it without blocking, waits until a writer has sent
