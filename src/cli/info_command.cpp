@@ -116,7 +116,7 @@ int info_command(int argc, char** argv) {
   std::cout << fmt::format("  tiles             {} x {} = {}\n", c.tiles,
                            human_bytes(static_cast<double>(c.tile_memory.count)),
                            human_bytes(static_cast<double>(c.total_memory().count)));
-  std::cout << fmt::format("  clock             {}\n", human_rate(c.clock.hz, "Hz"));
+  std::cout << fmt::format("  clock             {}\n", human_frequency(c.clock.hz));
   std::cout << fmt::format("  peak FP16.16      {} ({} MAC/cycle/tile)\n",
                            human_rate(c.peak_flops(true, false), "FLOP/s"),
                            c.peak_macs_per_cycle_per_tile(true, false));

@@ -223,14 +223,19 @@ std::string Schema::unknown_key_hint(const std::string& path) const {
     if (p.path.size() > path.size() + 1 && p.path.compare(0, path.size(), path) == 0 &&
         p.path[path.size()] == '.')
       inside.push_back(p.path);
+  auto hint = suggest(path);
   if (!inside.empty()) {
     constexpr std::size_t kShown = 12;
     const std::size_t more = inside.size() > kShown ? inside.size() - kShown : 0;
     inside.resize(inside.size() - more);
-    return fmt::format(" ({} is a section; its keys are {}{})", path, fmt::join(inside, ", "),
+    // A section whose name begins a key's beside it (chip.tile, chip.tiles) suggests that key.
+    const bool beside =
+        hint && hint->starts_with(path) && hint->find('.', path.size()) == std::string::npos;
+    return fmt::format(" ({}{} is a section; its keys are {}{})",
+                       beside ? fmt::format("did you mean {}? ", *hint) : std::string(), path,
+                       fmt::join(inside, ", "),
                        more ? fmt::format(" and {} more", more) : std::string());
   }
-  auto hint = suggest(path);
   return hint ? fmt::format(" (did you mean {}?)", *hint) : std::string();
 }
 
