@@ -557,10 +557,7 @@ class Importer {
   std::string layer_name(const Node& n) {
     std::string base = sanitise(n.name.empty() ? n.outputs.at(0) : n.name);
     if (base.empty()) base = "layer";
-    std::string name = base;
-    for (int i = 2; names_.count(name); ++i) name = fmt::format("{}_{}", base, i);
-    names_.insert(name);
-    return name;
+    return unique(base);
   }
   std::vector<std::int64_t>& shape(const Node& n, const std::string& t) {
     const auto it = shape_.find(t);
@@ -839,9 +836,13 @@ class Importer {
     }
     return y.str();
   }
+  // `base`, or base_2, base_3, ... when taken. Each base remembers the suffix it reached, so
+  // that many nodes of one name take linear, not quadratic, time (10,000 took 27 s).
   std::string unique(const std::string& base) {
+    std::uint64_t& next = next_suffix_[base];
     std::string name = base;
-    for (int i = 2; names_.count(name); ++i) name = fmt::format("{}_{}", base, i);
+    if (next == 0) next = 2;
+    while (names_.count(name)) name = fmt::format("{}_{}", base, next++);
     names_.insert(name);
     return name;
   }
@@ -857,9 +858,10 @@ class Importer {
   std::map<std::string, std::vector<std::int64_t>> shape_;
   std::vector<Out> layers_;
   std::set<std::string> names_;
-  std::string dtype_;              // of the convs' weights
-  std::uint64_t norm_groups_ = 0;  // of the group norms, one for all (0: none)
-  std::set<const Node*> folded_;   // the Mul of each swish (x * sigmoid(x))
+  std::map<std::string, std::uint64_t> next_suffix_;  // unique(): the next suffix of each base
+  std::string dtype_;                                 // of the convs' weights
+  std::uint64_t norm_groups_ = 0;                     // of the group norms, one for all (0: none)
+  std::set<const Node*> folded_;                      // the Mul of each swish (x * sigmoid(x))
 };
 
 }  // namespace

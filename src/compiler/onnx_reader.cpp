@@ -46,6 +46,15 @@ class Reader {
     return true;
   }
   std::uint32_t field() const { return field_; }
+  // The length of the current field's bytes (a packed repeated field), read ahead without
+  // consuming it; 0 for a field that is one value.
+  std::uint64_t field_bytes() {
+    if (wire_ != kBytes) return 0;
+    const char* at = p_;
+    const std::uint64_t n = varint("a field length");
+    p_ = at;
+    return n;
+  }
 
   std::uint64_t uint(const char* what) {
     expect(kVarint, what);
@@ -158,6 +167,12 @@ std::int32_t int32_of(Reader& r, std::uint64_t v, const char* what) {
   return static_cast<std::int32_t>(v);
 }
 
+// The values of small integer tensors are read (reshape shapes, split sizes, indices, axes);
+// nothing else's (weights are skipped, not decoded).
+constexpr std::uint64_t kMaxValues = 1 << 16;
+// The most bytes kMaxValues varints take.
+constexpr std::size_t kMaxValueBytes = kMaxValues * 10;
+
 Tensor read_tensor(Reader r) {
   Tensor t;
   std::vector<std::int64_t> int_data;
@@ -172,7 +187,12 @@ Tensor read_tensor(Reader r) {
         break;
       case 5:  // int32_data (also bool, int8/16, float16 bits)
       case 7:  // int64_data
-        r.ints(int_data, "int data");
+        // Only as many as a small integer tensor has: a weight stored as int32_data (float16
+        // bits) is skipped, not decoded (a 200 MB one took 2.35 GB, issue 55 part 3).
+        if (int_data.size() < kMaxValues && r.field_bytes() <= kMaxValueBytes)
+          r.ints(int_data, "int data");
+        else
+          r.skip();
         break;
       case 8:
         t.name = r.string("name");
@@ -190,8 +210,6 @@ Tensor read_tensor(Reader r) {
   for (const std::int64_t d : t.dims)
     if (d < 0 || d > kMaxDimension)
       r.fail(fmt::format("tensor '{}' has dimension {}, expected 0..{}", t.name, d, kMaxDimension));
-  // The values of small integer tensors: reshape shapes, split sizes, indices, axes.
-  constexpr std::uint64_t kMaxValues = 1 << 16;
   const bool integer = t.elem_type == static_cast<std::int32_t>(ElemType::kInt64) ||
                        t.elem_type == static_cast<std::int32_t>(ElemType::kInt32);
   if (integer && !t.external && t.elements() <= kMaxValues) {
@@ -419,6 +437,15 @@ Graph read_model(const std::string& file) {
     throw ConfigError(
         fmt::format("{}: not an ONNX model: it has no graph (ModelProto field 7)", file));
   if (g.nodes.empty()) throw ConfigError(fmt::format("{}: the ONNX graph has no nodes", file));
+  // The opsets whose ops the importer reads (docs/onnx.md): earlier ones spell several ops
+  // differently (Upsample, BatchNormalization's spatial), later ones are not known yet.
+  constexpr std::int64_t kMinOpset = 11, kMaxOpset = 21;
+  if (g.opset < kMinOpset || g.opset > kMaxOpset)
+    throw ConfigError(fmt::format(
+        "{}: expected an ONNX model of opset {} to {} (the default domain's opset_import), found "
+        "{}; export it again with an opset in that range (torch.onnx.export(..., "
+        "opset_version=17))",
+        file, kMinOpset, kMaxOpset, g.opset == 0 ? "none" : std::to_string(g.opset)));
   return g;
 }
 

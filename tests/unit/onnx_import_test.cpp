@@ -209,6 +209,28 @@ TEST(OnnxImport, AConvOnAFlattenedMapIsAnErrorNamingTheNodeAndTheShape) {
       << e;
 }
 
+TEST(OnnxImport, AnOpsetOutsideElevenToTwentyOneIsRefused) {
+  // lrn_cnn.onnx ends with its opset_import {domain: "", version: 17}: the same graph at
+  // opsets 1 and 99 was imported without a word (issue 55, part 3).
+  std::ifstream in(onnx_file("lrn_cnn"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string opset17("\x42\x04\x0a\x00\x10\x11", 6);
+  ASSERT_EQ(bytes.rfind(opset17), bytes.size() - opset17.size());
+  const std::string dir = ::testing::TempDir();
+  for (const auto& [version, text] : {std::pair{'\x01', "1"}, std::pair{'\x63', "99"}}) {
+    std::string patched = bytes;
+    patched.back() = version;
+    const std::string file = dir + "/opset" + text + ".onnx";
+    std::ofstream(file, std::ios::binary) << patched;
+    const std::string e = error_of(file);
+    EXPECT_NE(e.find(std::string("expected an ONNX model of opset 11 to 21 (the default domain's "
+                                 "opset_import), found ") +
+                     text),
+              std::string::npos)
+        << e;
+  }
+}
+
 TEST(OnnxImport, MalformedFilesAreErrorsNamingTheByteAndField) {
   const auto dir =
       std::filesystem::temp_directory_path() /
