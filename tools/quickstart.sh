@@ -12,8 +12,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${IPUSIM_BUILD_DIR:-$root/build}"
 bin="$build/bin/ipusim"
 # docs/python.md: 'import ipusim' from the system Python, through a .pth file naming the build
-# tree's package (rewritten when it names another build; skipped without write access).
-site="$(/usr/bin/env python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
+# tree's package (rewritten when it names another build; skipped without write access). The
+# system Python is Debian's /usr/bin/python3, the interpreter install-deps.sh installed pandas
+# and matplotlib for (another python3 first on the PATH, such as a pyenv shim, lacks them).
+python=/usr/bin/python3
+[ -x "$python" ] || python="$(command -v python3 || true)"
+site="$([ -n "$python" ] && "$python" -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
 if [ -n "$site" ] && { [ -d "$site" ] || mkdir -p "$site" 2>/dev/null; } && [ -w "$site" ]; then
   pth="$site/ipusim.pth"
   [ "$(cat "$pth" 2>/dev/null)" = "$build/python" ] || echo "$build/python" >"$pth"

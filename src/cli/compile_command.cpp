@@ -80,6 +80,8 @@ int compile_command(int argc, char** argv) {
   const LoadedSystem system =
       load_system(system_file.empty() ? run.run.system_file : system_file, system_overrides,
                   chip_file.empty() ? std::nullopt : std::optional(chip_file));
+  for (const auto& w : system.warnings)
+    std::cerr << fmt::format("ipusim compile: warning: {}\n", printable(w));
   progress.stage(fmt::format("lowering {}", model.name), 1, 3);
   const trace::Trace trace = compiler::compile(model, run.run, system.spec);
   progress.stage("writing " + out, 2, 3);

@@ -9,6 +9,7 @@
 #include "ipusim/config/chip.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/topology/topology.hpp"
+#include "ipusim/util/strings.hpp"
 #include "ipusim/util/units.hpp"
 
 namespace ipusim::cli {
@@ -19,6 +20,8 @@ namespace {
 int print_system(const std::string& file, const std::vector<std::string>& overrides,
                  const std::optional<std::string>& chip_file) {
   const LoadedSystem loaded = load_system(file, overrides, chip_file);
+  for (const auto& w : loaded.warnings)
+    std::cerr << fmt::format("ipusim info: warning: {}\n", printable(w));
   const SystemSpec& s = loaded.spec;
   const topology::Topology topo(s);
   std::cout << fmt::format("system {} ({})\n", s.name, file);

@@ -251,6 +251,42 @@ const config::Schema& system_schema() {
   return schema;
 }
 
+namespace {
+
+// The links a --set key of the system describes, and why this system has none of them (""
+// when it has): a key that changes nothing is said, never silently kept (issue 55, part 1). A
+// warning, not an error: one --set over several systems (a sweep from POD16 to POD256, the
+// calibration points) is expected to reach some that lack the links. Keys given by the
+// system's own files are not checked: its parts are shared by every system.
+std::string unused_because(const SystemSpec& s, const std::string& key) {
+  if (key.starts_with("fabric.gw_link.") || key == "machine.gw_links")
+    return s.racks >= 2
+               ? ""
+               : fmt::format("GW-Links join racks, and {} has one rack (system.racks 1)", s.name);
+  if (key.starts_with("fabric.ipu_link.") || key.starts_with("fabric.gcl.") ||
+      key == "machine.rung_links" || key == "machine.rail_links")
+    return s.ipus() >= 2 ? ""
+                         : fmt::format(
+                               "IPU-Links and their collectives join IPUs, and {} has "
+                               "one IPU",
+                               s.name);
+  return "";
+}
+
+std::vector<std::string> unused_overrides(const SystemSpec& s,
+                                          const std::vector<std::string>& overrides) {
+  std::vector<std::string> out;
+  for (const auto& o : overrides) {
+    const auto parsed = config::parse_override(o);
+    if (!parsed) continue;  // apply_override refused it already
+    if (const std::string why = unused_because(s, parsed->key); !why.empty())
+      out.push_back(fmt::format("--set {} has no effect: {}", parsed->key, why));
+  }
+  return out;
+}
+
+}  // namespace
+
 LoadedSystem load_system(const std::string& file, const std::vector<std::string>& overrides,
                          const std::optional<std::string>& chip_file) {
   const config::Schema& schema = system_schema();
@@ -300,7 +336,8 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
     throw ConfigError(
         fmt::format("{}: system.rack_topology: a torus needs at least 3 rungs per rack", file));
   s.extra_links = parse_extra_links(r.string("system.extra_links"), s.ipus(), file);
-  return LoadedSystem{std::move(s), std::move(r)};
+  std::vector<std::string> warnings = unused_overrides(s, overrides);
+  return LoadedSystem{std::move(s), std::move(r), std::move(warnings)};
 }
 
 }  // namespace ipusim

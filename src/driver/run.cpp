@@ -202,6 +202,8 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   std::vector<std::string> mismatches =
       compiler::target_mismatches(trace, chip_spec, system ? &system->spec : nullptr);
   if (!input_warning.empty()) mismatches.insert(mismatches.begin(), input_warning);
+  if (system)
+    mismatches.insert(mismatches.begin(), system->warnings.begin(), system->warnings.end());
   if (!mismatches.empty() && r.strict) {
     std::string all;
     for (const auto& m : mismatches)

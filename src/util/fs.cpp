@@ -47,6 +47,27 @@ void unregister_temporary(int slot) {
   if (slot >= 0) g_used[static_cast<std::size_t>(slot)].store(false);
 }
 
+// Output directories a DirectoryLock created, removed (if empty) by the signal handler after
+// the temporaries and lock files in them.
+std::array<std::array<char, kMaxPath>, kMaxPending> g_created_dirs{};
+std::array<std::atomic<bool>, kMaxPending> g_dir_used{};
+
+int register_created_dir(const std::string& path) {
+  if (path.size() + 1 > kMaxPath) return -1;
+  for (std::size_t i = 0; i < kMaxPending; ++i) {
+    bool expected = false;
+    if (g_dir_used[i].compare_exchange_strong(expected, true)) {
+      std::memcpy(g_created_dirs[i].data(), path.c_str(), path.size() + 1);
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+void unregister_created_dir(int slot) {
+  if (slot >= 0) g_dir_used[static_cast<std::size_t>(slot)].store(false);
+}
+
 }  // namespace
 
 namespace {
@@ -241,10 +262,16 @@ DirectoryLock::DirectoryLock(const std::string& dir)
           dir, path));
     throw Error(fmt::format("{}: cannot lock: {}", path, std::strerror(err)));
   }
+  // An interrupted run (SIGINT, SIGTERM, ...) leaves what a failed one leaves: no lock file it
+  // created, no empty directory it created (remove_pending_temporaries, from the handler).
+  if (created_file_) lock_slot_ = register_temporary(path_);
+  if (created_dir_) dir_slot_ = register_created_dir(dir_);
 }
 
 DirectoryLock::~DirectoryLock() {
   if (fd_ < 0) return;
+  unregister_temporary(lock_slot_);
+  unregister_created_dir(dir_slot_);
   // Unlinked while still locked, so no other process can lock this file in between.
   if (std::uncaught_exceptions() > exceptions_) {
     if (created_file_) ::unlink(path_.c_str());
@@ -349,6 +376,8 @@ std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max
 void remove_pending_temporaries() noexcept {
   for (std::size_t i = 0; i < kMaxPending; ++i)
     if (g_used[i].load()) ::unlink(g_pending[i].data());
+  for (std::size_t i = 0; i < kMaxPending; ++i)
+    if (g_dir_used[i].load()) ::rmdir(g_created_dirs[i].data());  // only if empty
 }
 
 namespace {

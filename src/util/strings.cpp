@@ -42,17 +42,64 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return m ? fmt::format(" (did you mean '{}'?)", *m) : std::string();
 }
 
+namespace {
+
+// The UTF-8 sequence at `text[i]`: its length and code point, or length 0 when the bytes there
+// are not valid UTF-8 (a stray continuation byte such as a raw 0x9b, a truncated or overlong
+// sequence, a surrogate, a code point past U+10FFFF).
+struct Utf8 {
+  std::size_t length = 0;
+  char32_t code = 0;
+};
+Utf8 utf8_at(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) return {1, b0};
+  std::size_t n = 0;
+  char32_t code = 0, min = 0;
+  if ((b0 & 0xe0) == 0xc0) {
+    n = 2, code = b0 & 0x1f, min = 0x80;
+  } else if ((b0 & 0xf0) == 0xe0) {
+    n = 3, code = b0 & 0x0f, min = 0x800;
+  } else if ((b0 & 0xf8) == 0xf0) {
+    n = 4, code = b0 & 0x07, min = 0x10000;
+  } else {
+    return {};
+  }
+  if (i + n > text.size()) return {};
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return {};
+    code = (code << 6) | (byte(i + k) & 0x3f);
+  }
+  if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return {};
+  return {n, code};
+}
+
+// C0 controls, DEL and the C1 controls (U+0080 to U+009F: CSI, NEL, ...), which terminals act on.
+bool is_control(char32_t c) { return c < 0x20 || (c >= 0x7f && c <= 0x9f); }
+
+}  // namespace
+
 bool has_control_characters(std::string_view text) {
-  for (unsigned char c : text)
-    if (c < 0x20 || c == 0x7f) return true;
+  for (std::size_t i = 0; i < text.size();) {
+    const Utf8 u = utf8_at(text, i);
+    if (u.length == 0 || is_control(u.code)) return true;
+    i += u.length;
+  }
   return false;
 }
 
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (unsigned char c : text) {
-    switch (c) {
+  for (std::size_t i = 0; i < text.size();) {
+    const Utf8 u = utf8_at(text, i);
+    if (u.length == 0) {  // not UTF-8: the byte, escaped
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
+      ++i;
+      continue;
+    }
+    switch (u.code) {
       case '\0':
         out += "\\0";
         break;
@@ -66,11 +113,14 @@ std::string printable(std::string_view text) {
         out += "\\r";
         break;
       default:
-        if (c < 0x20 || c == 0x7f)
-          out += fmt::format("\\x{:02x}", c);
+        if (u.code < 0x80 && is_control(u.code))
+          out += fmt::format("\\x{:02x}", static_cast<unsigned>(u.code));
+        else if (is_control(u.code))
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(u.code));
         else
-          out += static_cast<char>(c);
+          out.append(text.substr(i, u.length));
     }
+    i += u.length;
   }
   return out;
 }

@@ -1405,6 +1405,38 @@ TEST(RoundFour, OutputsNeverReplaceTheUsersFilesOrInputs) {
       << r.err;
 }
 
+// Issue 55, part 1: a system key set with --set that the system has no use for (IPU-Links on
+// a one-IPU card, GW-Links on one rack) is said, in stats.json too; --strict refuses it.
+TEST(RoundFour, ASystemKeyWithoutEffectIsSaid) {
+  TempDir dir;
+  const std::string trace = dir.file("k.trace");
+  ASSERT_EQ(cli("kernel matmul --m 16 --n 16 --k 16 --out " + trace).status, 0);
+  const std::string systems = source_dir() + "/configs/systems/";
+  auto r = cli("run -q --system " + systems + "c600.yaml --set fabric.ipu_link.bandwidth=1GB/s " +
+               "--out " + dir.file("c600") + " " + trace);
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string said =
+      "--set fabric.ipu_link.bandwidth has no effect: IPU-Links and their collectives join "
+      "IPUs, and C600 has one IPU";
+  EXPECT_NE(r.err.find("ipusim run: warning: " + trace + ": " + said), std::string::npos) << r.err;
+  std::ifstream in(dir.file("c600/stats.json"));
+  const std::string stats((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(stats.find(said), std::string::npos);
+  r = cli("run -q --strict --system " + systems +
+          "c600.yaml --set fabric.ipu_link.bandwidth=1GB/s " + trace);
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+  r = cli("info --system " + systems + "pod16.yaml --set fabric.gw_link.bandwidth=1GB/s");
+  EXPECT_NE(r.err.find("warning: --set fabric.gw_link.bandwidth has no effect: GW-Links join "
+                       "racks, and IPU-POD16 has one rack"),
+            std::string::npos)
+      << r.err;
+  // Where the links exist, nothing is said.
+  r = cli("info --system " + systems + "pod128.yaml --set fabric.gw_link.bandwidth=1GB/s");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.err, "");
+}
+
 // Issue 55, part 5: messages that say the next step.
 TEST(RoundFour, MessagesSuggestTheKeyAndOutputsMakeTheirFolder) {
   TempDir dir;

@@ -130,3 +130,75 @@ def test_the_study_of_docs_python_md_runs(tmp_path, monkeypatch):
     assert ((grid["throughput"] * grid["step_time"]).round(6) == 3200.0).all()
     if scope.get("plt") is not None:
         assert os.path.getsize(tmp_path / "study.png") > 0
+
+
+# Issue 55, part 4: a package that fails like Python.
+
+def test_a_trace_named_like_an_option_is_a_file_name():
+    # It was passed before its options' end and read as "--set chip.tiles=8".
+    with pytest.raises(ipusim.ConfigError) as error:
+        ipusim.run(trace="--set=chip.tiles=8")
+    assert "--set=chip.tiles=8: cannot open trace" in str(error.value)
+
+
+def test_none_and_a_string_grid_are_python_errors_before_anything_runs():
+    with pytest.raises(TypeError, match=r"set\['chip.name'\]: None is not a value"):
+        ipusim.run(run=TINY, set={"chip.name": None})
+    # A string is one value, not four points '1', '4', '7', '2'.
+    with pytest.raises(TypeError, match=r"grid\['chip.tiles'\]: expected a list of values, "
+                                        r"found the str '1472'"):
+        ipusim.sweep({"chip.tiles": "1472"}, run=TINY, progress=False)
+
+
+def test_a_path_that_is_not_utf8_fails_as_an_ipusim_error_and_a_sweep_keeps_its_other_points(
+        tmp_path):
+    # The message naming the file was not UTF-8: UnicodeDecodeError, and a sweep lost every
+    # point. ipusim escapes the bytes; the package decodes what it reads leniently.
+    name = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"caf\xe9.trace"))
+    with pytest.raises(ipusim.ConfigError) as error:
+        ipusim.run(trace=name)
+    assert "caf\\xe9.trace: cannot open trace" in str(error.value)
+    trace = str(tmp_path / "mm.trace")
+    import subprocess
+    subprocess.run([ipusim.binary(), "kernel", "matmul", "--m", "16", "--n", "16", "--k", "16",
+                    "--out", trace], check=True, capture_output=True)
+    # A chip named in Latin-1: that point fails on its own, the other runs.
+    rows = ipusim.sweep({"chip.name": ["plain", os.fsdecode(b"caf\xe9")]}, trace=trace,
+                        progress=False, jobs=1)
+    rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+    assert rows[0]["error"] is None
+    assert rows[0]["step_time"] > 0
+    assert "chip.name: expected text without control characters, found \"caf\\xe9\"" in \
+        rows[1]["error"]
+
+
+def test_an_interrupted_sweep_stops_its_points_and_keeps_the_finished_ones(tmp_path):
+    # Points that would run for minutes (2e9 syncs each, --full-loops): Ctrl-C (SIGINT to this
+    # process) stops the running ones with SIGTERM, starts no other, and raises
+    # SweepInterrupted at once with the finished rows (none here).
+    import signal
+    import subprocess
+    import threading
+    import time
+    trace = str(tmp_path / "long.trace")
+    subprocess.run([ipusim.binary(), "kernel", "sync-loop", "--iterations", "2000000000",
+                    "--out", trace], check=True, capture_output=True)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(ipusim.SweepInterrupted) as interrupted:
+        ipusim.sweep({"chip.clock": ["1GHz", "1.1GHz", "1.2GHz", "1.3GHz", "1.4GHz"]},
+                     trace=trace, progress=False, jobs=2, options=["--full-loops"])
+    timer.cancel()
+    assert time.monotonic() - start < 8
+    assert len(interrupted.value.rows) == 0
+    # run() stops its child with SIGTERM too: the run directory it was writing into is left
+    # without a lock (SIGKILL after 0.25 s left one).
+    out = tmp_path / "out"
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        ipusim.run(trace=trace, out=str(out), options=["--full-loops"])
+    timer.cancel()
+    assert not (out / ".ipusim.lock").exists()
+    assert not (out / "stats.json").exists()

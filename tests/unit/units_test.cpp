@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
 
 namespace ipusim {
 namespace {
@@ -111,4 +112,31 @@ TEST(Units, HumanFrequencyKeepsTheConfiguredDigits) {
   EXPECT_EQ(human_frequency(1.6e9), "1.6 GHz");
   EXPECT_EQ(human_frequency(500e6), "500 MHz");
 }
+}  // namespace ipusim
+
+namespace ipusim {
+namespace {
+
+TEST(Printable, EscapesC0C1AndBytesThatAreNotUtf8) {
+  // C0 as before; the C1 controls of UTF-8 (CSI U+009B, NEL U+0085) as \uNNNN; a raw 0x9b
+  // byte (not UTF-8, but a CSI to an 8-bit terminal) and other invalid bytes as \xNN
+  // (issue 55, part 4). Printable UTF-8 is kept as it is.
+  EXPECT_EQ(printable("a\x1b[31m\n"), "a\\x1b[31m\\n");
+  EXPECT_EQ(printable("a\xc2\x9b"
+                      "31m"),
+            "a\\u009b31m");
+  EXPECT_EQ(printable("\xc2\x85"), "\\u0085");
+  EXPECT_EQ(printable("a\x9b"
+                      "31m"),
+            "a\\x9b31m");
+  EXPECT_EQ(printable("\xe9t\xc3"), "\\xe9t\\xc3");  // Latin-1, and a cut sequence
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");    // overlong '/'
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80");  // é, an arrow, an emoji
+  EXPECT_TRUE(has_control_characters("\xc2\x9b"));
+  EXPECT_TRUE(has_control_characters("\x9b"));
+  EXPECT_FALSE(has_control_characters("caf\xc3\xa9"));
+}
+
+}  // namespace
 }  // namespace ipusim

@@ -21,6 +21,10 @@ const config::Schema& system_part_schema(const config::Document& doc);
 struct LoadedSystem {
   SystemSpec spec;
   config::Resolved resolved;
+  // --set keys this system does not use (GW-Links on one rack, IPU-Links on one IPU), one
+  // message each: the commands print them as warnings (`run` also in stats.json; --strict
+  // makes them errors).
+  std::vector<std::string> warnings;
 };
 
 // Loads configs/systems/<file> with its included parts, applies "--set" overrides (any key of

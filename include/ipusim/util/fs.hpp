@@ -38,8 +38,9 @@ struct FileWriter {
 void write_files_atomically(const std::vector<FileWriter>& files,
                             const std::vector<std::string>& stale = {});
 
-// Removes every temporary currently being written. Async-signal-safe enough for our handler:
-// it only calls unlink() on pre-built C strings.
+// Removes every temporary currently being written, the lock files DirectoryLocks created, then
+// the output directories they created if empty. Async-signal-safe enough for our handler: it
+// only calls unlink() and rmdir() on pre-built C strings.
 void remove_pending_temporaries() noexcept;
 
 // Holds an exclusive lock on a directory for the lifetime of the object: creates `dir` (and its
@@ -49,7 +50,8 @@ void remove_pending_temporaries() noexcept;
 // crashed run never leaves a stale lock. The (empty) lock file stays after a run that
 // succeeded; when the object is destroyed by an exception (a failed run), the lock file goes if
 // this object created it, and so does the directory if this object created it and nothing else
-// is in it: a failed run leaves no empty output directory behind (issue 27).
+// is in it: a failed run leaves no empty output directory behind (issue 27). An interrupted one
+// neither: the signal handler's remove_pending_temporaries removes them too (issue 55).
 class DirectoryLock {
  public:
   explicit DirectoryLock(const std::string& dir);
@@ -61,7 +63,8 @@ class DirectoryLock {
   int fd_ = -1;
   std::string dir_, path_;
   bool created_dir_ = false, created_file_ = false;
-  int exceptions_ = 0;  // std::uncaught_exceptions() when constructed
+  int exceptions_ = 0;                  // std::uncaught_exceptions() when constructed
+  int lock_slot_ = -1, dir_slot_ = -1;  // their entries for the signal handler, if created
 };
 
 // Creates the parent directories of an output file that do not exist yet (Error if it cannot).

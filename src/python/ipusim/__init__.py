@@ -20,14 +20,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 __all__ = [
     "run", "compile", "sweep", "compare", "binary",
     "IpusimError", "UsageError", "ConfigError", "ModelError", "CheckError", "ResourceError",
-    "OutputError", "InternalError",
+    "OutputError", "InternalError", "SweepInterrupted",
 ]
 
 
@@ -74,6 +76,16 @@ class OutputError(IpusimError):
     """Exit status 7: an output could not be written."""
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """An interrupted :func:`sweep` (Ctrl-C): the points not yet started were cancelled, the
+    running ones stopped (SIGTERM, then SIGKILL after a grace period); ``rows`` holds the
+    points that had finished, in grid order, as :func:`sweep` returns them."""
+
+    def __init__(self, rows):
+        super().__init__("sweep interrupted: %d point(s) had finished (see .rows)" % len(rows))
+        self.rows = rows
+
+
 _BY_STATUS = {1: InternalError, 2: UsageError, 3: ConfigError, 4: ModelError, 5: CheckError,
               6: ResourceError, 7: OutputError}
 
@@ -115,16 +127,76 @@ def _error(command, status, stderr):
     return cls(message, status, command, file=file, line=line, key=key)
 
 
-def _call(args):
-    command = [binary()] + [str(a) for a in args]
+# Seconds a child has to stop after SIGTERM (ipusim removes its temporaries and exits with
+# status 130) before it is killed.
+_GRACE_SECONDS = 10
+
+
+class _Children:
+    """The child processes a call or a sweep is running, so that an interrupt stops them all:
+    SIGTERM first, SIGKILL after the grace period. Once stopped, no new child starts."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._live = set()
+        self.stopped = False
+
+    def start(self, command, env):
+        with self._lock:
+            if self.stopped:
+                raise KeyboardInterrupt("interrupted before the point started")
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, env=env)
+            self._live.add(child)
+            return child
+
+    def done(self, child):
+        with self._lock:
+            self._live.discard(child)
+
+    def stop(self):
+        with self._lock:
+            self.stopped = True
+            live = list(self._live)
+        for child in live:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in live:
+            try:
+                child.wait(timeout=_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+def _decode(data):
+    # ipusim's output is UTF-8; a path that is not (a file name in another encoding) must not
+    # turn a result into a UnicodeDecodeError.
+    return data.decode("utf-8", errors="replace")
+
+
+def _call(args, children=None):
+    command = [binary()] + [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
     env = dict(os.environ, SYSTEMC_DISABLE_COPYRIGHT_MESSAGE="1")
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise _error(command, done.returncode, done.stderr)
-    return done.stdout
+    own = children is None
+    children = children or _Children()
+    child = children.start(command, env)
+    try:
+        out, err = child.communicate()
+    except BaseException:  # KeyboardInterrupt: stop the child as the shell would, then re-raise
+        if own:
+            children.stop()
+        raise
+    finally:
+        children.done(child)
+    if child.returncode != 0:
+        raise _error(command, child.returncode, _decode(err))
+    return _decode(out)
 
 
-def _text(value):
+def _text(value, what):
+    if value is None:
+        raise TypeError(f"{what}: None is not a value (leave the key out to keep the config's)")
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
@@ -133,8 +205,13 @@ def _text(value):
 def _sets(values):
     out = []
     for key, value in (values or {}).items():
-        out += ["--set", f"{key}={_text(value)}"]
+        out.append(f"--set={key}={_text(value, f'set[{key!r}]')}")
     return out
+
+
+def _option(flag, value):
+    # "--flag=VALUE": a value that begins with '-' is never read as an option.
+    return [f"{flag}={os.fspath(value)}"] if value else []
 
 
 def _table(path):
@@ -154,11 +231,8 @@ _TABLES = ("layers", "tiles", "plan", "supersteps")
 def compile(run, out, model=None, system=None, set=None):
     """Lowers a run config (``run.*``, ``chip.*`` and system keys in ``set``) to the trace
     ``out`` (.itb binary, .trace text) and returns ``out``."""
-    args = ["compile", "--run", run, "--out", out]
-    if model:
-        args += ["--model", model]
-    if system:
-        args += ["--system", system]
+    args = ["compile", *_option("--run", run), *_option("--out", out), *_option("--model", model),
+            *_option("--system", system)]
     _call(args + _sets(set))
     return out
 
@@ -173,21 +247,20 @@ def run(run=None, trace=None, model=None, system=None, chip=None, set=None, out=
     return _simulate(run, trace, model, system, chip, set, out, options)
 
 
-def _simulate(run, trace, model, system, chip, set, out, options):
+def _simulate(run, trace, model, system, chip, set, out, options, children=None):
     if (run is None) == (trace is None):
         raise ValueError("give one of run= (a run config) or trace= (a compiled trace)")
     directory = out or tempfile.mkdtemp(prefix="ipusim-")
     try:
-        args = ["run", "-q", "--out", directory]
+        args = ["run", "-q", *_option("--out", directory)]
         for flag, value in (("--run", run), ("--model", model), ("--system", system),
                             ("--chip", chip)):
-            if value:
-                args += [flag, value]
+            args += _option(flag, value)
         args += _sets(set) + list(options)
         if trace:
-            args.append(trace)
-        _call(args)
-        with open(os.path.join(directory, "stats.json")) as f:
+            args += ["--", trace]  # after "--": a file name is never read as an option
+        _call(args, children)
+        with open(os.path.join(directory, "stats.json"), encoding="utf-8", errors="replace") as f:
             stats = json.load(f)
         for name in _TABLES:
             table = _table(os.path.join(directory, name + ".csv"))
@@ -209,43 +282,70 @@ def _progress(done, total, label, stream):
 
 
 def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=None,
-          progress=True, jobs=None):
+          progress=True, jobs=None, options=()):
     """Runs every point of ``grid`` (a dict of key -> list of values; their product) with
     :func:`run`, each in its own process, ``jobs`` at a time (default: the machine's CPUs),
     showing progress on stderr. Returns one row per point in grid order (a DataFrame with
     pandas, else a list of dicts): the point's values, step_time (s), throughput and its unit,
     peak tile memory (B), and error (the message of a point that failed; the others still
-    run, as ``ipusim sweep`` does)."""
+    run, as ``ipusim sweep`` does). ``options`` are further options of every point's run.
+    Ctrl-C cancels the points not started, stops the running ones (SIGTERM, then SIGKILL) and
+    raises :class:`SweepInterrupted`, whose ``rows`` are the finished points."""
     keys = list(grid)
+    for k in keys:
+        values = grid[k]
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"grid[{k!r}]: expected a list of values, found the "
+                            f"{type(values).__name__} {values!r} (write [{values!r}])")
     points = [dict(zip(keys, values))
               for values in itertools.product(*(list(grid[k]) for k in keys))]
+    for point in points:
+        _sets({**(set or {}), **point})  # a None value is refused before anything runs
+    children = _Children()
 
     def one(point):
         row = dict(point)
         try:
-            stats = _simulate(run, trace, model, system, chip, {**(set or {}), **point}, None, ())
+            stats = _simulate(run, trace, model, system, chip, {**(set or {}), **point}, None,
+                              options, children)
             throughput = stats.get("workload", {}).get("throughput", {})
             row.update(step_time=stats["total"]["time"]["value"],
                        throughput=throughput.get("value"),
                        throughput_unit=throughput.get("unit"),
                        peak_tile_memory=max(i["tiles"]["memory"]["max"] for i in stats["ipu"]),
                        error=None)
-        except IpusimError as e:
+        except (IpusimError, OSError, ValueError) as e:
+            # One point's failure (a config error, an unreadable result) is its row's error;
+            # the other points still run.
             row.update(step_time=None, throughput=None, throughput_unit=None,
-                       peak_tile_memory=None, error=e.message)
+                       peak_tile_memory=None, error=getattr(e, "message", str(e)))
         return row
 
     rows = [None] * len(points)
     workers = max(1, min(jobs or os.cpu_count() or 1, len(points)))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+    try:
         running = {pool.submit(one, p): i for i, p in enumerate(points)}
         for done, future in enumerate(concurrent.futures.as_completed(running), 1):
             i = running[future]
             rows[i] = future.result()
             if progress:
-                label = " ".join(f"{k}={_text(v)}" for k, v in points[i].items())
+                label = " ".join(f"{k}={_text(v, k)}" for k, v in points[i].items())
                 _progress(done, len(points), "done" if done == len(points) else label,
                           sys.stderr)
+    except KeyboardInterrupt:
+        # Cancel the points not started, stop the running ones, keep the finished ones.
+        pool.shutdown(wait=False, cancel_futures=True)
+        children.stop()
+        pool.shutdown(wait=True)
+        if progress:
+            sys.stderr.write("\n")
+        raise SweepInterrupted(_rows([r for r in rows if r is not None])) from None
+    pool.shutdown(wait=True)
+    return _rows(rows)
+
+
+def _rows(rows):
     try:
         import pandas
         return pandas.DataFrame(rows)
@@ -256,4 +356,4 @@ def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=No
 def compare(a, b):
     """``ipusim compare A B --json``: the differences between two run directories (kept with
     ``run(..., out=DIR)``), as a dict (docs/reports.md)."""
-    return json.loads(_call(["compare", a, b, "--json"]))
+    return json.loads(_call(["compare", "--json", "--", a, b]))
