@@ -454,58 +454,50 @@ def efficientnet_b0():
     return g
 
 
-def lrn_cnn():
-    """A small CNN with local response normalisation (AlexNet's LRN), which ipusim does not
-    model: the importer's error names the node."""
-    g = Builder("lrn_cnn")
+def small_cnn(stem, middle):
+    """A 3 x 32 x 32 image through a 3x3 conv to 16 channels, then `middle(g, x)`, global
+    average pooling and a 16 -> 10 fc: the small CNNs of the importer's error and edge cases."""
+    g = Builder(stem)
     x = g.input("input", F16, [3, 32, 32])
     w = g.weight("conv.weight", [16, 3, 3, 3])
     x = g.op("/conv", "Conv", [x, w], dilations=[1, 1], group=1, kernel_shape=[3, 3],
              pads=[1, 1, 1, 1], strides=[1, 1])
-    x = g.op("/relu", "Relu", [x])
-    x = g.op("/lrn", "LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=2.0)
+    x = middle(g, x)
     x = g.op("/avgpool", "GlobalAveragePool", [x])
     x = g.op("", "Flatten", [x], axis=1)
     x = g.gemm("/fc", x, "fc", 16, 10)
     g.output(x, "logits", F16, [10])
     return g
+
+
+def lrn_cnn():
+    """A small CNN with local response normalisation (AlexNet's LRN), which ipusim does not
+    model: the importer's error names the node."""
+    def middle(g, x):
+        x = g.op("/relu", "Relu", [x])
+        return g.op("/lrn", "LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=2.0)
+    return small_cnn("lrn_cnn", middle)
 
 
 def instancenorm_cnn():
     """A small CNN with an instance norm (a group norm of one channel per group): the
     importer's groupnorm layer with model.norm_groups equal to its channels."""
-    g = Builder("instancenorm_cnn")
-    x = g.input("input", F16, [3, 32, 32])
-    w = g.weight("conv.weight", [16, 3, 3, 3])
-    x = g.op("/conv", "Conv", [x, w], dilations=[1, 1], group=1, kernel_shape=[3, 3],
-             pads=[1, 1, 1, 1], strides=[1, 1])
-    x = g.op("/norm", "InstanceNormalization",
-             [x, g.weight("norm.weight", [16]), g.weight("norm.bias", [16])], epsilon=1e-5)
-    x = g.op("/relu", "Relu", [x])
-    x = g.op("/avgpool", "GlobalAveragePool", [x])
-    x = g.op("", "Flatten", [x], axis=1)
-    x = g.gemm("/fc", x, "fc", 16, 10)
-    g.output(x, "logits", F16, [10])
-    return g
+    def middle(g, x):
+        x = g.op("/norm", "InstanceNormalization",
+                 [x, g.weight("norm.weight", [16]), g.weight("norm.bias", [16])], epsilon=1e-5)
+        return g.op("/relu", "Relu", [x])
+    return small_cnn("instancenorm_cnn", middle)
 
 
 def flatten_conv_cnn():
     """A conv reading a flattened map (not a valid model: a fuzzer's kind of input): the
     importer refuses it, naming the node and the rank it found."""
-    g = Builder("flatten_conv_cnn")
-    x = g.input("input", F16, [3, 32, 32])
-    w = g.weight("conv.weight", [16, 3, 3, 3])
-    x = g.op("/conv", "Conv", [x, w], dilations=[1, 1], group=1, kernel_shape=[3, 3],
-             pads=[1, 1, 1, 1], strides=[1, 1])
-    x = g.op("", "Flatten", [x], axis=1)
-    w2 = g.weight("conv2.weight", [16, 16384, 3, 3])
-    x = g.op("/conv2", "Conv", [x, w2], dilations=[1, 1], group=1, kernel_shape=[3, 3],
-             pads=[1, 1, 1, 1], strides=[1, 1])
-    x = g.op("/avgpool", "GlobalAveragePool", [x])
-    x = g.op("", "Flatten", [x], axis=1)
-    x = g.gemm("/fc", x, "fc", 16, 10)
-    g.output(x, "logits", F16, [10])
-    return g
+    def middle(g, x):
+        x = g.op("", "Flatten", [x], axis=1)
+        w2 = g.weight("conv2.weight", [16, 16384, 3, 3])
+        return g.op("/conv2", "Conv", [x, w2], dilations=[1, 1], group=1, kernel_shape=[3, 3],
+                    pads=[1, 1, 1, 1], strides=[1, 1])
+    return small_cnn("flatten_conv_cnn", middle)
 
 
 MODELS = [("resnet50", resnet50), ("bert_large", bert_large), ("vit_b16", vit_b16),

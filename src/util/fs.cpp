@@ -25,48 +25,49 @@
 namespace ipusim {
 namespace {
 
-// A fixed table of temporaries in flight, readable from a signal handler.
-constexpr std::size_t kMaxPending = 16;
-constexpr std::size_t kMaxPath = 4096;
-std::array<std::array<char, kMaxPath>, kMaxPending> g_pending{};
-std::array<std::atomic<bool>, kMaxPending> g_used{};
-
-int register_temporary(const std::string& path) {
-  if (path.size() + 1 > kMaxPath) return -1;
-  for (std::size_t i = 0; i < kMaxPending; ++i) {
-    bool expected = false;
-    if (g_used[i].compare_exchange_strong(expected, true)) {
-      std::memcpy(g_pending[i].data(), path.c_str(), path.size() + 1);
-      return static_cast<int>(i);
+// A fixed table of paths, readable from a signal handler: a slot is taken with an atomic flag
+// and holds its path as a C string.
+class SignalSafePaths {
+ public:
+  // The slot `path` took, or -1 (too long, or the table is full: the path is then not removed
+  // on a signal, as before the table).
+  int add(const std::string& path) {
+    if (path.size() + 1 > kMaxPath) return -1;
+    for (std::size_t i = 0; i < kMaxPaths; ++i) {
+      bool expected = false;
+      if (used_[i].compare_exchange_strong(expected, true)) {
+        std::memcpy(paths_[i].data(), path.c_str(), path.size() + 1);
+        return static_cast<int>(i);
+      }
     }
+    return -1;
   }
-  return -1;
-}
-
-void unregister_temporary(int slot) {
-  if (slot >= 0) g_used[static_cast<std::size_t>(slot)].store(false);
-}
-
-// Output directories a DirectoryLock created, removed (if empty) by the signal handler after
-// the temporaries and lock files in them.
-std::array<std::array<char, kMaxPath>, kMaxPending> g_created_dirs{};
-std::array<std::atomic<bool>, kMaxPending> g_dir_used{};
-
-int register_created_dir(const std::string& path) {
-  if (path.size() + 1 > kMaxPath) return -1;
-  for (std::size_t i = 0; i < kMaxPending; ++i) {
-    bool expected = false;
-    if (g_dir_used[i].compare_exchange_strong(expected, true)) {
-      std::memcpy(g_created_dirs[i].data(), path.c_str(), path.size() + 1);
-      return static_cast<int>(i);
-    }
+  void remove(int slot) {
+    if (slot >= 0) used_[static_cast<std::size_t>(slot)].store(false);
   }
-  return -1;
-}
+  // Calls `f` (async-signal-safe) with each path held.
+  template <class F>
+  void each(F f) const noexcept {
+    for (std::size_t i = 0; i < kMaxPaths; ++i)
+      if (used_[i].load()) f(paths_[i].data());
+  }
 
-void unregister_created_dir(int slot) {
-  if (slot >= 0) g_dir_used[static_cast<std::size_t>(slot)].store(false);
-}
+ private:
+  static constexpr std::size_t kMaxPaths = 16;
+  static constexpr std::size_t kMaxPath = 4096;
+  std::array<std::array<char, kMaxPath>, kMaxPaths> paths_{};
+  std::array<std::atomic<bool>, kMaxPaths> used_{};
+};
+
+// Temporaries in flight and the lock files DirectoryLocks created (unlinked on a signal), and
+// the output directories they created (removed after them, if empty).
+SignalSafePaths g_temporaries;
+SignalSafePaths g_created_dirs;
+
+int register_temporary(const std::string& path) { return g_temporaries.add(path); }
+void unregister_temporary(int slot) { g_temporaries.remove(slot); }
+int register_created_dir(const std::string& path) { return g_created_dirs.add(path); }
+void unregister_created_dir(int slot) { g_created_dirs.remove(slot); }
 
 }  // namespace
 
@@ -374,10 +375,8 @@ std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max
 }
 
 void remove_pending_temporaries() noexcept {
-  for (std::size_t i = 0; i < kMaxPending; ++i)
-    if (g_used[i].load()) ::unlink(g_pending[i].data());
-  for (std::size_t i = 0; i < kMaxPending; ++i)
-    if (g_dir_used[i].load()) ::rmdir(g_created_dirs[i].data());  // only if empty
+  g_temporaries.each([](const char* path) { ::unlink(path); });
+  g_created_dirs.each([](const char* path) { ::rmdir(path); });  // only if empty
 }
 
 namespace {
