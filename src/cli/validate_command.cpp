@@ -32,7 +32,8 @@ struct TopLevel {
 };
 TopLevel top_level(const std::string& file) {
   TopLevel t;
-  std::istringstream in(read_input_file(file, kMaxDocumentBytes, "YAML file"));
+  // The largest cap of any kind (a model file's): each kind's loader applies its own after.
+  std::istringstream in(read_input_file(file, kMaxModelBytes, "YAML file"));
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == ' ' || line[0] == '\t' || line[0] == '#' || line[0] == '-')
       continue;

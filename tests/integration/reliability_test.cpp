@@ -1437,6 +1437,23 @@ TEST(RoundFour, ASystemKeyWithoutEffectIsSaid) {
   EXPECT_EQ(r.err, "");
 }
 
+// Issue 55, "Also": a model file is read up to 64 MiB (docs/reliability.md, "Readers"), and
+// `validate` read every file up to 16 MiB to learn its kind.
+TEST(RoundFour, ValidateReadsAModelFileUpToTheModelCap) {
+  TempDir dir;
+  const std::string m = dir.file("big.yaml");
+  std::string text =
+      "model:\n  name: big\n  family: cnn\n  input: {height: 8, width: 8, channels: 3}\n"
+      "  classes: 10\nlayers:\n  - {name: c, op: conv, out: 4}\n  - {name: p, op: avgpool}\n"
+      "  - {name: fc, op: fc, out: 10}\n  - {name: loss, op: softmax_loss}\n";
+  const std::string pad = "# " + std::string(1022, 'x') + "\n";  // 1 KiB of comment
+  for (int i = 0; i < 20 * 1024; ++i) text += pad;
+  write(m, text);
+  const auto r = cli("validate " + m);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("model big (cnn)"), std::string::npos) << r.out;
+}
+
 // Issue 55, part 5: messages that say the next step.
 TEST(RoundFour, MessagesSuggestTheKeyAndOutputsMakeTheirFolder) {
   TempDir dir;
