@@ -25,6 +25,9 @@ mkdir -p "$work"
 # Both binaries read this checkout's configs and models (a binary built elsewhere would default
 # to its own source tree, whose paths then enter the sweep's point ids).
 export IPUSIM_DATA_DIR="$root"
+# Sweep point ids hash the build's source identity, which differs between the two builds by
+# construction; both use one here, so that their points keep the same ids (docs/sweeps.md).
+export IPUSIM_SOURCE_IDENTITY=same-outputs
 
 # The outputs name their directories (reports, compare), so both binaries write into the same
 # path, $work/out, which is then renamed.

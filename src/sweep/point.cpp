@@ -5,12 +5,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/chip.hpp"
 #include "ipusim/config/system.hpp"
+#include "ipusim/source_identity.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/hash.hpp"
@@ -124,7 +126,12 @@ PointPlan plan(const Spec& spec, const Point& point) {
     p.identity_text += fmt::format("--- {}\n{}\n", label, text);
   };
   feed("format", std::string(kPointFormat));
-  feed("ipusim", IPUSIM_VERSION);
+  // The version and the build's source identity: a changed cost model is a new point. A tool
+  // that compares two builds' outputs (tools/same-outputs.sh) fixes the identity with
+  // IPUSIM_SOURCE_IDENTITY, so that their points keep one id.
+  const char* identity = std::getenv("IPUSIM_SOURCE_IDENTITY");
+  feed("ipusim", fmt::format("{} {}", IPUSIM_VERSION,
+                             identity && *identity ? identity : IPUSIM_SOURCE_IDENTITY));
   if (p.kernel_point) {
     std::string k = p.kernel;
     for (const auto& [a, v] : p.args)

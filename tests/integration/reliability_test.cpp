@@ -1454,6 +1454,31 @@ TEST(RoundFour, ValidateReadsAModelFileUpToTheModelCap) {
   EXPECT_NE(r.out.find("model big (cnn)"), std::string::npos) << r.out;
 }
 
+// Issue 55, part 1: a sweep point's id hashed the version string "0.1.0", which never changes,
+// so a sweep resumed after a cost-model change skipped its finished points and mixed old and
+// new numbers. It hashes the build's source identity (IPUSIM_SOURCE_IDENTITY stands in for it).
+TEST(RoundFour, APointIdHashesTheBuildsSourceIdentity) {
+  TempDir dir;
+  const std::string s = dir.file("s.yaml");
+  write(s,
+        "format: ipusim-sweep/1\nbase:\n  kernel: matmul\n  args: {m: 16, n: 16, k: 16}\n"
+        "axes: [{chip.tiles: [8, 16]}]\n");
+  const auto list = [&](const std::string& identity) {
+    if (identity.empty())
+      ::unsetenv("IPUSIM_SOURCE_IDENTITY");
+    else
+      ::setenv("IPUSIM_SOURCE_IDENTITY", identity.c_str(), 1);
+    const std::string out = cli("sweep --list " + s).out;
+    ::unsetenv("IPUSIM_SOURCE_IDENTITY");
+    return out;
+  };
+  const std::string build = list(""), a = list("a"), b = list("b");
+  EXPECT_NE(build.find("chip.tiles=16"), std::string::npos) << build;
+  EXPECT_NE(a, b);
+  EXPECT_NE(build, a);
+  EXPECT_EQ(a, list("a"));
+}
+
 // Issue 55, part 5: messages that say the next step.
 TEST(RoundFour, MessagesSuggestTheKeyAndOutputsMakeTheirFolder) {
   TempDir dir;
