@@ -35,7 +35,7 @@ using trace::DType;
 using trace::Op;
 using trace::StepKind;
 
-using graph::Node;
+using graph::LayerNode;
 using graph::Shape;
 
 // The lowering of one IPU's part of a CNN replica: the nodes of its pipeline stage,
@@ -47,7 +47,7 @@ using graph::Shape;
 class CnnLowering {
  public:
   CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles,
-              std::vector<Node> layers, graph::Segment stage, bool stashed)
+              std::vector<LayerNode> layers, graph::Segment stage, bool stashed)
       : m_(m),
         run_(run),
         b_(b),
@@ -96,7 +96,7 @@ class CnnLowering {
       // The outputs (the last layer's, e.g. class probabilities) go back to the host.
       if (!layers_.empty() && last_ == layers_.size()) {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        const Node& last = layers_.back();
+        const LayerNode& last = layers_.back();
         b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
                 trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
                 fwd_.at(last.layer->name).layout.range());
@@ -225,7 +225,7 @@ class CnnLowering {
   // batch-norm gamma and beta on the linear mapping).
   std::vector<std::pair<std::string, Layout>> parameter_layouts() {
     std::vector<std::pair<std::string, Layout>> out;
-    for (const Node& c : stage()) {
+    for (const LayerNode& c : stage()) {
       const Layer& l = *c.layer;
       switch (graph::info(l.op).weights) {
         case graph::Weights::kConv:
@@ -248,14 +248,14 @@ class CnnLowering {
   std::uint64_t total_params() const {
     const auto nodes = stage();
     return std::accumulate(nodes.begin(), nodes.end(), std::uint64_t{0},
-                           [](std::uint64_t a, const Node& c) { return a + c.params; });
+                           [](std::uint64_t a, const LayerNode& c) { return a + c.params; });
   }
 
   // Inference: the largest input and output of one layer, live together.
   std::uint64_t inference_activation_bytes() const {
     std::uint64_t most = 0;
     const std::uint64_t eb = trace::dtype_bytes(m_.dtype);
-    for (const Node& c : stage())
+    for (const LayerNode& c : stage())
       most = std::max(most, n_ * (c.in.elements() + c.out.elements()) * eb);
     return most;
   }
@@ -274,7 +274,7 @@ class CnnLowering {
   // nodes make (OpInfo::keeps_output), one micro-batch's (bytes).
   std::uint64_t recomputed_activation_bytes() const {
     std::uint64_t bytes = 0;
-    for (const Node& c : stage())
+    for (const LayerNode& c : stage())
       if (graph::info(c.op()).keeps_output)
         bytes += n_ * c.out.elements() * trace::dtype_bytes(m_.dtype);
     return bytes;
@@ -295,7 +295,7 @@ class CnnLowering {
     return a;
   }
   // A conv's arguments; a grouped conv's channel counts are per group.
-  plan::ConvArgs forward_args(const Node& c) const {
+  plan::ConvArgs forward_args(const LayerNode& c) const {
     plan::ConvArgs a = conv_args(c.in.c / c.groups, c.in.h, c.in.w, c.out.c / c.groups,
                                  c.layer->kernel, c.layer->stride);
     a.groups = c.groups;
@@ -307,7 +307,7 @@ class CnnLowering {
   // in the order the lowering asks for them: the forward convs, then (training) each layer's
   // data- and weight-gradient convs from the last layer back.
   void plan_ahead() {
-    const auto args = [&](const Node& c) -> std::optional<plan::ConvArgs> {
+    const auto args = [&](const LayerNode& c) -> std::optional<plan::ConvArgs> {
       switch (graph::info(c.op()).weights) {
         case graph::Weights::kConv:
           return forward_args(c);
@@ -331,7 +331,7 @@ class CnnLowering {
   }
 
   // An fc layer as a matmul: the batch x in channels times in x out channels.
-  plan::ConvArgs fc_args(const Node& c) const {
+  plan::ConvArgs fc_args(const LayerNode& c) const {
     return IpuBuilder::matmul_args(n_, c.layer->out, c.in.c, m_.dtype);
   }
 
@@ -342,7 +342,7 @@ class CnnLowering {
     for (auto& [name, v] : values) flush(out, v);
   }
   // The forward value a layer reads, materialised.
-  Value& input_of(Steps& out, const Node& c) {
+  Value& input_of(Steps& out, const LayerNode& c) {
     if (c.input.empty()) {
       // The images, on the layout the first conv created for them.
       auto it = fwd_.find("");
@@ -356,7 +356,7 @@ class CnnLowering {
   }
 
   // A layer's forward (or recomputed) steps: its op's forward rule.
-  void forward(Steps& out, const Node& c, bool recompute) {
+  void forward(Steps& out, const LayerNode& c, bool recompute) {
     const Layer& l = *c.layer;
     const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward,
                                 graph::info(l.op).kind);
@@ -448,7 +448,7 @@ class CnnLowering {
     throw Error(fmt::format("layer '{}': no forward rule", l.name));
   }
 
-  void maxpool_forward(Steps& out, const Node& c) {
+  void maxpool_forward(Steps& out, const LayerNode& c) {
     const Value& x = input_of(out, c);
     const std::uint64_t window = c.layer->kernel * c.layer->kernel;
     // Each output reads a kernel x kernel window of its tile's inputs (halo exchange
@@ -490,7 +490,7 @@ class CnnLowering {
 
   // A layer's backward steps: its op's backward rule, reading the gradient of its output and
   // adding the gradients of its inputs.
-  void backward(Steps& out, const Node& c, bool first_layer) {
+  void backward(Steps& out, const LayerNode& c, bool first_layer) {
     const Layer& l = *c.layer;
     // The builder's weight_gradient marks its own part.
     const auto scope = b_.scope(l.name, trace::Pass::kDataGradient, graph::info(l.op).kind);
@@ -567,7 +567,7 @@ class CnnLowering {
 
   // Data gradient (skipped for the first layer), then the weight gradient added into the
   // gradient accumulator on the weights' layout.
-  void conv_backward(Steps& out, const Node& c, Value g, bool first_layer) {
+  void conv_backward(Steps& out, const LayerNode& c, Value g, bool first_layer) {
     const std::string& in = c.input;
     flush(out, g);
     const plan::ConvArgs fa = forward_args(c);
@@ -585,7 +585,7 @@ class CnnLowering {
     b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
   }
 
-  void scale_backward(Steps& out, const Node& c, Value g) {
+  void scale_backward(Steps& out, const LayerNode& c, Value g) {
     const std::string& in = c.input;
     flush(out, g);
     // The factors' gradient: g x summed over each channel's positions (x to g's layout).
@@ -602,7 +602,7 @@ class CnnLowering {
 
   // A pool's gradient spread back over its input windows, on the input's layout (a max pool's
   // gradient is first brought there).
-  void pool_backward(Steps& out, const Node& c, Value g) {
+  void pool_backward(Steps& out, const LayerNode& c, Value g) {
     flush(out, g);
     const Layout x = fwd_.at(c.input).layout;
     if (c.op() == graph::Op::kMaxPool)
@@ -613,16 +613,16 @@ class CnnLowering {
   }
 
   // The nodes of this IPU's stage.
-  std::span<const Node> stage() const {
-    return std::span<const Node>(layers_).subspan(first_, last_ - first_);
+  std::span<const LayerNode> stage() const {
+    return std::span<const LayerNode>(layers_).subspan(first_, last_ - first_);
   }
 
   // Where a tensor from an earlier stage (node `producer`'s output) lands: on the input layout
   // of its first reader here when that is a conv reading it (createInput), else linearly.
   Layout arrival_layout(std::size_t producer) const {
-    const Node& p = layers_[producer];
+    const LayerNode& p = layers_[producer];
     const std::string& name = p.layer->name;
-    for (const Node& c : stage()) {
+    for (const LayerNode& c : stage()) {
       const bool conv = c.op() == graph::Op::kConv || c.op() == graph::Op::kDwconv;
       if (c.input == name && conv) return b_.input_layout(forward_args(c));
       if (c.input == name || c.layer->other == name) break;
@@ -647,7 +647,7 @@ class CnnLowering {
   const RunConfig& run_;
   IpuBuilder& b_;
   NormLowering norms_;
-  std::vector<Node> layers_;         // every node of the model
+  std::vector<LayerNode> layers_;    // every node of the model
   std::size_t first_, last_;         // this IPU's stage: [first_, last_) of layers_
   bool stashed_;                     // its forward and backward run in different cycles
   std::vector<std::size_t> inputs_;  // what it reads from earlier stages (graph::crossing)
@@ -661,7 +661,7 @@ class CnnLowering {
 
 // The pipeline's inter-IPU copy (pipeline_copies): each boundary's crossing tensors
 // (graph::crossing), one micro-batch of them, from IPU k - 1 to IPU k.
-trace::GlobalExchange cnn_stage_copies(const std::vector<Node>& nodes,
+trace::GlobalExchange cnn_stage_copies(const std::vector<LayerNode>& nodes,
                                        const std::vector<graph::Segment>& ranges,
                                        const RunConfig& run, DType dtype) {
   std::vector<trace::IpuCopy> forward;
@@ -734,12 +734,6 @@ void finish_program(CnnLowering& lower, const RunConfig& run, const SystemSpec& 
 
 }  // namespace
 
-std::uint64_t cnn_parameters(const ModelDef& m) {
-  std::uint64_t n = 0;
-  for (const auto& c : graph::infer_shapes(m)) n += c.params;
-  return n;
-}
-
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
                          std::vector<PlannedConv>* plans) {
   // Keys a CNN does not use (gradient clipping, a transformer placement, streamed weights)
@@ -759,7 +753,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
                  : "found a softmax_loss before the last layer"));
     }
   }
-  const std::vector<Node> nodes = graph::infer_shapes(m);
+  const std::vector<LayerNode> nodes = graph::infer_shapes(m);
   const std::vector<graph::Segment> ranges = graph::pipeline_stages(nodes, m, run);
   trace::Trace t;
   t.name = run.name;

@@ -7,6 +7,7 @@
 
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
 #include "lowering.hpp"
@@ -181,13 +182,7 @@ std::string_view family_name(graph::Family family) {
 }
 
 std::uint64_t parameter_count(const ModelDef& model) {
-  switch (model.family) {
-    case graph::Family::kCnn:
-      return cnn_parameters(model);
-    case graph::Family::kTransformer:
-      return transformer_parameters(model);
-  }
-  return 0;
+  return graph::build_graph(model).parameters();
 }
 
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,

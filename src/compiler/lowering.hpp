@@ -18,8 +18,6 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
                          std::vector<PlannedConv>* plans);
 trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
                                  std::vector<PlannedConv>* plans);
-std::uint64_t cnn_parameters(const ModelDef& m);
-std::uint64_t transformer_parameters(const ModelDef& m);
 
 // The chip the model is planned on: the system's chip less the run's I/O tiles, which are the
 // highest-numbered tiles (ConfigError when they leave no compute tile).

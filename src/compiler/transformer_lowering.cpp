@@ -529,14 +529,6 @@ class TransformerLowering {
 
 }  // namespace
 
-// The model's parameters with its published vocabulary (the padding rows of the stored table
-// are not counted).
-std::uint64_t transformer_parameters(const ModelDef& m) {
-  return m.encoder_layers * (transformer_attention_params(m) + transformer_ffn_params(m)) +
-         transformer_embedding_params(m, m.vocabulary) + transformer_head_params(m) +
-         transformer_final_norm_params(m);
-}
-
 namespace {
 
 void check_placement(const ModelDef& m, const RunConfig& run) {

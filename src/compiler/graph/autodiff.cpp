@@ -9,11 +9,11 @@
 
 namespace ipusim::compiler::graph {
 
-std::vector<GradientStep> gradient_flow(const ModelDef& m, const std::vector<Node>& nodes) {
+std::vector<GradientStep> gradient_flow(const ModelDef& m, const std::vector<LayerNode>& nodes) {
   std::vector<GradientStep> steps(nodes.size());
   std::set<std::string> reached;  // layer outputs some later layer's gradient goes into
   for (std::size_t i = nodes.size(); i-- > 0;) {
-    const Node& n = nodes[i];
+    const LayerNode& n = nodes[i];
     const Layer& l = *n.layer;
     if (l.op != Op::kSoftmaxLoss && !reached.contains(l.name))
       throw ConfigError(fmt::format(

@@ -28,6 +28,6 @@ struct GradientStep {
 // must receive a gradient from a later one, else no gradient would reach its output: a layer
 // that no later layer reads (in training every path leads to the loss) is a ConfigError naming
 // its file:line.
-std::vector<GradientStep> gradient_flow(const ModelDef& m, const std::vector<Node>& nodes);
+std::vector<GradientStep> gradient_flow(const ModelDef& m, const std::vector<LayerNode>& nodes);
 
 }  // namespace ipusim::compiler::graph

@@ -7,7 +7,7 @@
 
 namespace ipusim::compiler::graph {
 
-std::vector<KeptTensor> kept_tensors(const std::vector<Node>& nodes,
+std::vector<KeptTensor> kept_tensors(const std::vector<LayerNode>& nodes,
                                      const std::vector<Segment>& segments, const Body& body,
                                      std::uint64_t offset) {
   std::vector<KeptTensor> out;

@@ -46,7 +46,7 @@ struct KeptTensor {
 // recomputed, and again from the recomputation, else to the consumers' (and their own)
 // backward; each layer's output gradient from its first consumer's backward to its own. At
 // positions `offset` + the step index in the body; none for an empty body.
-std::vector<KeptTensor> kept_tensors(const std::vector<Node>& nodes,
+std::vector<KeptTensor> kept_tensors(const std::vector<LayerNode>& nodes,
                                      const std::vector<Segment>& segments, const Body& body,
                                      std::uint64_t offset);
 

@@ -9,7 +9,7 @@
 
 namespace ipusim::compiler::graph {
 
-std::vector<Segment> segments(const std::vector<Node>& nodes,
+std::vector<Segment> segments(const std::vector<LayerNode>& nodes,
                               const std::vector<std::string>& checkpoints) {
   std::vector<Segment> out;
   std::size_t first = 0;

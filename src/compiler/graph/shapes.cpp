@@ -17,7 +17,7 @@ std::string where(const ModelDef& m, const Layer& l) { return l.at.empty() ? m.f
 
 // A (grouped) conv: each of in / group_size groups maps its group_size input channels to
 // out / groups output channels (a dwconv without `out` keeps the channel count).
-void conv_shape(const ModelDef& m, Node& c) {
+void conv_shape(const ModelDef& m, LayerNode& c) {
   const Layer& l = *c.layer;
   const Shape& s = c.in;
   const std::uint64_t filters = l.out > 0 ? l.out : s.c;
@@ -32,7 +32,7 @@ void conv_shape(const ModelDef& m, Node& c) {
   c.params = l.kernel * l.kernel * gs * filters;
 }
 
-void fc_shape(const ModelDef& m, Node& c) {
+void fc_shape(const ModelDef& m, LayerNode& c) {
   const Layer& l = *c.layer;
   const Shape& s = c.in;
   if (s.h != 1 || s.w != 1)
@@ -44,7 +44,7 @@ void fc_shape(const ModelDef& m, Node& c) {
   c.params = s.c * l.out + l.out;
 }
 
-void check_scale(const ModelDef& m, const Node& c, const Shape& o) {
+void check_scale(const ModelDef& m, const LayerNode& c, const Shape& o) {
   const Layer& l = *c.layer;
   const Shape& s = c.in;
   if (o.h != 1 || o.w != 1 || o.c != s.c)
@@ -54,7 +54,7 @@ void check_scale(const ModelDef& m, const Node& c, const Shape& o) {
                     where(m, l), l.name, s.c, c.input, l.other, s.c, o.h, o.w, o.c));
 }
 
-void check_add(const ModelDef& m, const Node& c, const Shape& o) {
+void check_add(const ModelDef& m, const LayerNode& c, const Shape& o) {
   const Layer& l = *c.layer;
   const Shape& s = c.in;
   if (o.h != s.h || o.w != s.w || o.c != s.c)
@@ -65,7 +65,7 @@ void check_add(const ModelDef& m, const Node& c, const Shape& o) {
 }
 
 // The op's shape rule: sets c.out (and params, groups) from c.in and `other`'s shape.
-void shape_rule(const ModelDef& m, Node& c, const Shape* other) {
+void shape_rule(const ModelDef& m, LayerNode& c, const Shape* other) {
   const Layer& l = *c.layer;
   c.out = c.in;
   switch (l.op) {
@@ -117,14 +117,14 @@ void shape_rule(const ModelDef& m, Node& c, const Shape* other) {
 
 }  // namespace
 
-std::vector<Node> infer_shapes(const ModelDef& m) {
+std::vector<LayerNode> infer_shapes(const ModelDef& m) {
   std::map<std::string, Shape> shapes;
-  std::vector<Node> out;
+  std::vector<LayerNode> out;
   out.reserve(m.layers.size());
   const Shape input{m.height, m.width, m.channels};
   std::string previous;
   for (const Layer& l : m.layers) {
-    Node c;
+    LayerNode c;
     c.layer = &l;
     c.input = l.input.empty() ? previous : l.input;
     c.in = c.input.empty() ? input : shapes.at(c.input);

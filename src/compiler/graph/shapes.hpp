@@ -19,7 +19,7 @@ struct Shape {
 };
 
 // A layer with what shape inference found for it.
-struct Node {
+struct LayerNode {
   const Layer* layer = nullptr;
   std::string input;  // the producing layer ("" = the image input)
   Shape in, out;
@@ -31,6 +31,6 @@ struct Node {
 // Every layer of `m` in model order. A shape the op cannot take (a group size that does not
 // divide the channels, fc on a spatial input, an add of unequal shapes, scale factors that are
 // not 1x1 per channel) is a ConfigError naming the layer's file:line.
-std::vector<Node> infer_shapes(const ModelDef& m);
+std::vector<LayerNode> infer_shapes(const ModelDef& m);
 
 }  // namespace ipusim::compiler::graph

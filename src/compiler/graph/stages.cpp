@@ -10,7 +10,7 @@
 
 namespace ipusim::compiler::graph {
 
-std::vector<Segment> pipeline_stages(const std::vector<Node>& nodes, const ModelDef& m,
+std::vector<Segment> pipeline_stages(const std::vector<LayerNode>& nodes, const ModelDef& m,
                                      const RunConfig& run) {
   const auto bad = [&](const std::string& what) {
     return ConfigError(fmt::format("{}: run.pipeline_splits: {}", run.file, what));
@@ -25,7 +25,7 @@ std::vector<Segment> pipeline_stages(const std::vector<Node>& nodes, const Model
   std::size_t first = 0;
   for (const auto& name : run.pipeline_splits) {
     const auto it = std::find_if(nodes.begin(), nodes.end(),
-                                 [&](const Node& n) { return n.layer->name == name; });
+                                 [&](const LayerNode& n) { return n.layer->name == name; });
     if (it == nodes.end()) throw bad(fmt::format("'{}' is not a layer of {}", name, m.file));
     const auto at = static_cast<std::size_t>(it - nodes.begin());
     if (at == 0)
@@ -42,7 +42,7 @@ std::vector<Segment> pipeline_stages(const std::vector<Node>& nodes, const Model
   return out;
 }
 
-std::vector<std::size_t> crossing(const std::vector<Node>& nodes, std::size_t boundary) {
+std::vector<std::size_t> crossing(const std::vector<LayerNode>& nodes, std::size_t boundary) {
   std::map<std::string, std::size_t> producer;
   for (std::size_t i = 0; i < boundary && i < nodes.size(); ++i) producer[nodes[i].layer->name] = i;
   std::vector<std::size_t> out;
@@ -59,7 +59,7 @@ std::vector<std::size_t> crossing(const std::vector<Node>& nodes, std::size_t bo
   return out;
 }
 
-std::uint64_t crossing_elements(const std::vector<Node>& nodes, std::size_t boundary) {
+std::uint64_t crossing_elements(const std::vector<LayerNode>& nodes, std::size_t boundary) {
   std::uint64_t n = 0;
   for (const std::size_t p : crossing(nodes, boundary)) n += nodes[p].out.elements();
   return n;

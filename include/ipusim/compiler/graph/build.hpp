@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// The model-file front ends of the tensor graph (docs/models.md): a CNN's layer list, or a
+// transformer's sizes expanded into its matmuls, softmaxes, norms and elementwise ops, as the
+// framework the model comes from builds it (PyTorch's layouts: NCHW images, [out, in] linear
+// weights read transposed).
+#pragma once
+
+#include <cstdint>
+
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/tensor_graph.hpp"
+
+namespace ipusim::compiler::graph {
+
+struct BuildOptions {
+  std::uint64_t batch = 1;  // samples (images or sequences)
+  bool training = true;     // dropouts and the loss (else the forward to the logits)
+};
+
+// The forward graph of `m` (no backward: add_backward). Its shape errors are ConfigErrors
+// naming the layer's file:line.
+TensorGraph build_graph(const ModelDef& m, const BuildOptions& options = {});
+
+// The loss of a graph built for training: its last node's output.
+TensorId loss_of(const TensorGraph& g);
+
+}  // namespace ipusim::compiler::graph

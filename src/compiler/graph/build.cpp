@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: Apache-2.0
+// The model-file front ends of the tensor graph (graph/build.hpp).
+#include "ipusim/compiler/graph/build.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "ipusim/compiler/graph/primitive.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+#include "shapes.hpp"
+
+namespace ipusim::compiler::graph {
+namespace {
+
+using P = Primitive;
+constexpr trace::DType kIndex = trace::DType::kInt;
+
+// "Same" padding of a window of `k` at `stride` over `in` elements: out = ceil(in / stride),
+// the padding split with the odd element at the end (the CNN model files' convention).
+void same_pads(Attrs& a, const Dims& spatial, std::uint64_t k, std::uint64_t stride) {
+  for (std::uint64_t in : spatial) {
+    const std::uint64_t out = ceil_div(in, stride);
+    const std::uint64_t reach = (out - 1) * stride + k;
+    const std::uint64_t total = reach > in ? reach - in : 0;
+    a.kernel.push_back(k);
+    a.stride.push_back(stride);
+    a.pad_begin.push_back(total / 2);
+    a.pad_end.push_back(total - total / 2);
+  }
+}
+
+Dims spatial_of(const TensorGraph& g, TensorId x) {
+  const Dims& d = g.tensor(x).dims;
+  return Dims(d.begin() + 2, d.end());
+}
+
+Attrs reshaped(Dims dims) {
+  Attrs a;
+  a.dims = std::move(dims);
+  return a;
+}
+
+// A CNN model file's layers (docs/models.md), NCHW, as torchvision builds them: convs with
+// "same" padding and no bias, fc as a linear layer ([out, in] weights read transposed, a bias).
+TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
+  (void)infer_shapes(m);  // the model file's own shape errors, naming file:line
+  TensorGraph g;
+  const trace::DType dt = m.dtype;
+  const std::uint64_t n = o.batch;
+  std::map<std::string, TensorId> by_layer;
+  TensorId previous = g.input("images", {n, m.channels, m.height, m.width}, dt);
+  for (const Layer& l : m.layers) {
+    g.set_layer(l.name, l.at);
+    const TensorId x = l.input.empty() ? previous : by_layer.at(l.input);
+    const std::uint64_t c = g.tensor(x).dims[1];
+    TensorId y = x;
+    switch (l.op) {
+      case Op::kConv:
+      case Op::kDwconv: {
+        const std::uint64_t filters = l.out > 0 ? l.out : c;
+        const std::uint64_t per_group = l.group_size > 0 ? l.group_size : c;
+        const TensorId w =
+            g.weight(l.name + ".weight", {filters, per_group, l.kernel, l.kernel}, dt);
+        Attrs a;
+        same_pads(a, spatial_of(g, x), l.kernel, l.stride);
+        a.kernel.clear();
+        a.groups = c / per_group;
+        y = g.add(P::kConv, {x, w}, a);
+        break;
+      }
+      case Op::kBatchNorm:
+      case Op::kGroupNorm: {
+        const TensorId gamma = g.weight(l.name + ".weight", {c}, dt);
+        const TensorId beta = g.weight(l.name + ".bias", {c}, dt);
+        Attrs a;
+        a.groups = m.norm_groups;
+        y = g.add(l.op == Op::kBatchNorm ? P::kBatchNorm : P::kGroupNorm, {x, gamma, beta}, a);
+        break;
+      }
+      case Op::kRelu:
+        y = g.add(P::kRelu, {x});
+        break;
+      case Op::kSwish:
+        y = g.add(P::kSilu, {x});
+        break;
+      case Op::kSigmoid:
+        y = g.add(P::kSigmoid, {x});
+        break;
+      case Op::kMaxPool: {
+        Attrs a;
+        same_pads(a, spatial_of(g, x), l.kernel, l.stride);
+        y = g.add(P::kMaxPool, {x}, a);
+        break;
+      }
+      case Op::kAdd:
+        y = g.add(P::kAdd, {x, by_layer.at(l.other)});
+        break;
+      case Op::kScale:  // per-channel factors [N, C, 1, 1], broadcast over the positions
+        y = g.add(P::kMul, {x, by_layer.at(l.other)});
+        break;
+      case Op::kAvgPool: {  // global: [N, C, H, W] -> [N, C, 1, 1]
+        Attrs a;
+        a.axes = {2, 3};
+        y = g.add(P::kReduceMean, {x}, a);
+        break;
+      }
+      case Op::kFc: {
+        const TensorId flat =
+            g.add(P::kReshape, {x}, reshaped({n, elements(g.tensor(x).dims) / n}));
+        const TensorId w = g.weight(l.name + ".weight", {l.out, c}, dt);
+        Attrs a;
+        a.transpose_b = true;
+        y = g.add(P::kAdd,
+                  {g.add(P::kMatmul, {flat, w}, a), g.weight(l.name + ".bias", {l.out}, dt)});
+        // a model file's fc output is a 1x1 image of `out` channels, as a 1x1 conv makes it
+        y = g.add(P::kReshape, {y}, reshaped({n, l.out, 1, 1}));
+        break;
+      }
+      case Op::kSoftmaxLoss: {
+        const Dims& d = g.tensor(x).dims;
+        const TensorId logits =
+            d.size() == 2 ? x : g.add(P::kReshape, {x}, reshaped({n, elements(d) / n}));
+        if (o.training) {
+          y = g.add(P::kSoftmaxCrossEntropy, {logits, g.input("labels", {n}, kIndex)});
+        } else {
+          Attrs a;
+          a.axis = 1;
+          y = g.add(P::kSoftmax, {logits}, a);
+        }
+        break;
+      }
+      case Op::kEmbedding:
+      case Op::kAttention:
+      case Op::kFfn:
+      case Op::kFinalNorm:
+      case Op::kHeads:
+      case Op::kCount:
+        throw Error(fmt::format("layer '{}': {} is not a CNN layer", l.name, name(l.op)));
+    }
+    by_layer[l.name] = y;
+    previous = y;
+  }
+  return g;
+}
+
+// A transformer's sizes (docs/models.md, "Transformers") as its PyTorch model builds it:
+// BERT (post-norm, masked-LM head tied to the token embedding), GPT-2 (pre-norm, causal, tied
+// LM head), ViT (patch conv with bias, class token, classifier) and BERT for SQuAD (span head).
+// One [3h, h] QKV projection per layer (three [h, h] ones count the same).
+class TransformerBuilder {
+ public:
+  TransformerBuilder(const ModelDef& m, const BuildOptions& o) : m_(m), o_(o) {}
+
+  TensorGraph build() {
+    TensorId x = embeddings();
+    for (std::uint64_t i = 0; i < m_.encoder_layers; ++i) {
+      x = attention(x, fmt::format("encoder{}/attention", i));
+      x = ffn(x, fmt::format("encoder{}/ffn", i));
+    }
+    if (m_.pre_norm) {
+      g_.set_layer("final_norm");
+      x = layer_norm(x, "final_norm");
+    }
+    heads(x);
+    return std::move(g_);
+  }
+
+ private:
+  TensorId weight(const std::string& name, Dims dims) {
+    return g_.weight(name, std::move(dims), m_.dtype);
+  }
+  // A linear layer: x [..., in] times w [out, in] read transposed, plus a bias.
+  TensorId linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name) {
+    Attrs a;
+    a.transpose_b = true;
+    const TensorId y = g_.add(P::kMatmul, {x, weight(name + ".weight", {out, in})}, a);
+    return g_.add(P::kAdd, {y, weight(name + ".bias", {out})});
+  }
+  TensorId layer_norm(TensorId x, const std::string& name) {
+    const std::uint64_t h = m_.hidden;
+    return g_.add(P::kLayerNorm, {x, weight(name + ".weight", {h}), weight(name + ".bias", {h})});
+  }
+  TensorId dropout(TensorId x) {
+    if (!o_.training) return x;
+    Attrs a;
+    a.ratio = 0.1;
+    return g_.add(P::kDropout, {x}, a);
+  }
+  TensorId reshape(TensorId x, Dims dims) { return g_.add(P::kReshape, {x}, reshaped(dims)); }
+  TensorId transpose(TensorId x, std::vector<std::uint32_t> perm) {
+    Attrs a;
+    a.axes = std::move(perm);
+    return g_.add(P::kTranspose, {x}, a);
+  }
+  // x [B, S, h] -> its first `count` positions.
+  TensorId first_positions(TensorId x, std::uint64_t count) {
+    Attrs a;
+    a.axes = {1};
+    a.starts = {0};
+    a.ends = {count};
+    return g_.add(P::kSlice, {x}, a);
+  }
+
+  TensorId embeddings() {
+    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
+    g_.set_layer("embedding");
+    TensorId x;
+    if (m_.classifier) {
+      // Patches by a conv of kernel and stride `patch` with a bias, flattened to [B, N, h],
+      // and the class token in front.
+      const std::uint64_t p = m_.patch;
+      const TensorId images = g_.input("images", {b, m_.channels, m_.height, m_.width}, m_.dtype);
+      Attrs a;
+      a.stride = {p, p};
+      const TensorId patches = g_.add(P::kConv,
+                                      {images, weight("conv_proj.weight", {h, m_.channels, p, p}),
+                                       weight("conv_proj.bias", {h})},
+                                      a);
+      const std::uint64_t n = elements(spatial_of(g_, patches));
+      const TensorId tokens = transpose(reshape(patches, {b, h, n}), {0, 2, 1});
+      Attrs e;
+      e.dims = {b, 1, h};
+      const TensorId cls = g_.add(P::kExpand, {weight("class_token", {1, 1, h})}, e);
+      Attrs c;
+      c.axis = 1;
+      x = g_.add(P::kConcat, {cls, tokens}, c);
+    } else {
+      x = g_.add(P::kGather, {weight("word_embeddings.weight", {m_.vocabulary, h}),
+                              g_.input("input_ids", {b, s}, kIndex)});
+      table_ = g_.node(static_cast<NodeId>(g_.nodes().size() - 1)).inputs[0];
+      if (m_.token_types > 0)
+        x = g_.add(P::kAdd, {x, g_.add(P::kGather,
+                                       {weight("token_type_embeddings.weight", {m_.token_types, h}),
+                                        g_.input("token_type_ids", {b, s}, kIndex)})});
+    }
+    x = g_.add(P::kAdd,
+               {x, g_.add(P::kGather, {weight("position_embeddings.weight", {m_.max_positions, h}),
+                                       g_.input("position_ids", {s}, kIndex)})});
+    if (!m_.pre_norm) x = layer_norm(x, "embeddings.LayerNorm");
+    return dropout(x);
+  }
+
+  // Multi-head self-attention with the residual and (post- or pre-) layer norm.
+  TensorId attention(TensorId x, const std::string& layer) {
+    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden, heads = m_.heads;
+    const std::uint64_t d = h / heads;
+    g_.set_layer(layer);
+    const TensorId in = m_.pre_norm ? layer_norm(x, layer + ".norm") : x;
+    Attrs split;
+    split.axis = 2;
+    split.dims = {h, h, h};
+    const std::vector<TensorId> qkv =
+        g_.add_node(P::kSplit, {linear(in, h, 3 * h, layer + ".qkv")}, split);
+    // [B, S, h] -> [B, heads, S, d]
+    auto per_head = [&](TensorId t) {
+      return transpose(reshape(t, {b, s, heads, d}), {0, 2, 1, 3});
+    };
+    Attrs qk;
+    qk.transpose_b = true;
+    TensorId scores = g_.add(P::kMatmul, {per_head(qkv[0]), per_head(qkv[1])}, qk);
+    scores =
+        g_.add(P::kMul, {scores, g_.input("1/sqrt(d)", {}, trace::DType::kFloat, Role::kConstant)});
+    if (m_.causal)
+      scores =
+          g_.add(P::kAdd, {scores, g_.input("causal_mask", {s, s}, m_.dtype, Role::kConstant)});
+    if (m_.attention_mask)
+      scores = g_.add(P::kAdd, {scores, g_.input("attention_mask", {b, 1, s, s}, m_.dtype)});
+    Attrs last;
+    last.axis = 3;
+    TensorId probs = g_.add(P::kSoftmax, {scores}, last);
+    if (m_.attention_dropout) probs = dropout(probs);
+    const TensorId context = g_.add(P::kMatmul, {probs, per_head(qkv[2])});
+    TensorId y = linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, h}), h, h, layer + ".out");
+    y = g_.add(P::kAdd, {dropout(y), x});
+    return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
+  }
+
+  TensorId ffn(TensorId x, const std::string& layer) {
+    const std::uint64_t h = m_.hidden;
+    g_.set_layer(layer);
+    const TensorId in = m_.pre_norm ? layer_norm(x, layer + ".norm") : x;
+    TensorId y = g_.add(P::kGelu, {linear(in, h, m_.ffn, layer + ".in")});
+    y = g_.add(P::kAdd, {dropout(linear(y, m_.ffn, h, layer + ".out")), x});
+    return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
+  }
+
+  // logits [N, K] against labels [N] (training), or the logits.
+  void loss(TensorId logits) {
+    if (!o_.training) return;
+    const std::uint64_t rows = g_.tensor(logits).dims[0];
+    (void)g_.add(P::kSoftmaxCrossEntropy, {logits, g_.input("labels", {rows}, kIndex)});
+  }
+
+  void heads(TensorId x) {
+    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
+    g_.set_layer("heads");
+    Attrs tied;  // the token embedding, read transposed
+    tied.transpose_b = true;
+    if (m_.classifier) {
+      loss(linear(reshape(first_positions(x, 1), {b, h}), h, m_.classes, "heads.classifier"));
+    } else if (m_.span_head) {
+      // start and end scores per token, each a softmax over the sequence
+      Attrs split;
+      split.axis = 2;
+      split.dims = {1, 1};
+      const std::vector<TensorId> ends =
+          g_.add_node(P::kSplit, {linear(x, h, 2, "heads.qa_outputs")}, split);
+      if (!o_.training) return;
+      const TensorId start =
+          g_.add(P::kSoftmaxCrossEntropy,
+                 {reshape(ends[0], {b, s}), g_.input("start_positions", {b}, kIndex)});
+      const TensorId end =
+          g_.add(P::kSoftmaxCrossEntropy,
+                 {reshape(ends[1], {b, s}), g_.input("end_positions", {b}, kIndex)});
+      (void)g_.add(P::kAdd, {start, end});
+    } else if (m_.lm_head) {
+      const TensorId logits = g_.add(P::kMatmul, {x, table_}, tied);
+      loss(reshape(logits, {b * s, m_.vocabulary}));
+    } else {
+      // The masked-LM head on the masked positions (first in each sequence, as the packed
+      // MLPerf data puts them): dense, GELU, layer norm, the tied vocabulary matmul and its bias.
+      const std::uint64_t masked = m_.masked_tokens;
+      TensorId y = g_.add(P::kGelu, {linear(first_positions(x, masked), h, h, "heads.transform")});
+      y = layer_norm(y, "heads.transform.LayerNorm");
+      y = g_.add(P::kAdd,
+                 {g_.add(P::kMatmul, {y, table_}, tied), weight("heads.bias", {m_.vocabulary})});
+      loss(reshape(y, {b * masked, m_.vocabulary}));
+    }
+  }
+
+  const ModelDef& m_;
+  const BuildOptions& o_;
+  TensorGraph g_;
+  TensorId table_{};  // the token embedding table
+};
+
+}  // namespace
+
+TensorGraph build_graph(const ModelDef& m, const BuildOptions& options) {
+  if (options.batch == 0) throw Error("build_graph: a batch of 0 samples");
+  switch (m.family) {
+    case Family::kCnn:
+      return build_cnn(m, options);
+    case Family::kTransformer:
+      return TransformerBuilder(m, options).build();
+  }
+  throw Error("build_graph: no front end for the model's family");
+}
+
+TensorId loss_of(const TensorGraph& g) {
+  if (g.nodes().empty() || g.nodes().back().outputs.size() != 1 ||
+      !g.tensor(g.nodes().back().outputs[0]).dims.empty())
+    throw Error("loss_of: the graph's last node does not make a scalar loss");
+  return g.nodes().back().outputs[0];
+}
+
+}  // namespace ipusim::compiler::graph
