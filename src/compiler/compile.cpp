@@ -8,6 +8,7 @@
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
+#include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
 #include "lowering.hpp"
@@ -181,6 +182,36 @@ std::string_view family_name(graph::Family family) {
   return "?";
 }
 
+namespace {
+
+// The model's size and work from its tensor graph (reports: workload.parameters and
+// model_flops): its parameters, and the FLOPs of one step's forward and backward passes over
+// every replica. The graph is built for one input row (an image, or a sequence or pack of
+// sequences) and its FLOPs are linear in the rows.
+std::vector<std::pair<std::string, std::string>> model_meta(const ModelDef& model,
+                                                            const RunConfig& run) {
+  graph::BuildOptions options;
+  options.training = !run.inference;
+  if (model.masked_tokens > 0)
+    options.masked_tokens = model.masked_tokens + run.max_sequences_per_pack - 1;
+  graph::TensorGraph g = graph::build_graph(model, options);
+  const std::uint64_t forward = g.flops(true, false);
+  std::uint64_t backward = 0;
+  if (!run.inference) {
+    (void)graph::add_backward(g, graph::loss_of(g));
+    backward = g.flops(false, true);
+  }
+  const std::uint64_t rows =
+      static_cast<std::uint64_t>(run.replicas) * run.micro_batch * run.gradient_accumulation;
+  return {{"model.parameters", std::to_string(g.parameters())},
+          {"model.flops.forward", std::to_string(forward * rows)},
+          {"model.flops.backward", std::to_string(backward * rows)},
+          {"model.ipus",
+           std::to_string(static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica)}};
+}
+
+}  // namespace
+
 std::uint64_t parameter_count(const ModelDef& model) {
   return graph::build_graph(model).parameters();
 }
@@ -214,6 +245,7 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
       {"engine.sync_replicas_independently", run.sync_replicas_independently ? "true" : "false"},
       // The target it was planned for (target_mismatches).
       {"target.run", run.file}};
+  for (const auto& entry : model_meta(model, run)) t.meta.push_back(entry);
   for (auto& entry : chip_target_meta(system.chip)) t.meta.push_back(std::move(entry));
   t.meta.emplace_back("target.system", system.name);
   t.meta.emplace_back("target.system.ipus", std::to_string(system.ipus()));

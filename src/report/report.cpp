@@ -158,6 +158,13 @@ double meta_value(const RunInfo& info, const std::string& key) {
   return 0;
 }
 
+// A whole-number meta entry (0 when absent).
+std::uint64_t meta_count(const RunInfo& info, const std::string& key) {
+  for (const auto& [k, v] : info.meta)
+    if (k == key) return std::stoull(v);
+  return 0;
+}
+
 }  // namespace
 
 std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
@@ -168,6 +175,10 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
     if (k == "mode") w.inference = v == "inference";
   }
   w.samples_per_step = meta_value(info, "samples_per_step");
+  w.parameters = meta_count(info, "model.parameters");
+  w.forward_flops = meta_count(info, "model.flops.forward");
+  w.backward_flops = meta_count(info, "model.flops.backward");
+  w.model_ipus = meta_count(info, "model.ipus");
   if (w.samples_per_step <= 0 || step_seconds <= 0) return std::nullopt;
   w.throughput = w.samples_per_step / step_seconds;
   const double epochs = meta_value(info, "ttt.epochs");
@@ -228,6 +239,21 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
     w.quantity("throughput", wl->throughput, wl->sample_unit + "/s");
     w.key("mode").value(wl->inference ? "inference" : "training");
     if (wl->inference) w.quantity("latency", stats.seconds, "s");
+    if (wl->has_model()) {
+      w.quantity("parameters", wl->parameters, "parameters");
+      const double flops = static_cast<double>(wl->model_flops());
+      const double rate = flops / stats.seconds;
+      w.key("model_flops").begin_object();
+      w.quantity("forward", wl->forward_flops, "FLOP");
+      w.quantity("backward", wl->backward_flops, "FLOP");
+      w.quantity("total", wl->model_flops(), "FLOP");
+      w.quantity("per_sample", flops / wl->samples_per_step, "FLOP");
+      w.quantity("rate", rate, "FLOP/s");
+      w.quantity("utilisation",
+                 rate / (chip.peak_flops(true, false) * static_cast<double>(wl->model_ipus)),
+                 "fraction of FP16.16 peak");
+      w.end_object();
+    }
     if (wl->has_time_to_train) {
       w.key("time_to_train").begin_object();
       w.quantity("total", wl->time_to_train, "s");
@@ -384,6 +410,29 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
           "{:.0f} s + evaluations {:.0f} s; host-side terms from the run config)\n",
           wl->time_to_train / 60, wl->steps, human_seconds(stats.seconds), wl->lead_in,
           wl->checkpoints, wl->evaluations);
+    if (wl->has_model()) {
+      const double flops = static_cast<double>(wl->model_flops());
+      const double model_rate = flops / stats.seconds;
+      const double model_peak = chip.peak_flops(true, false) * static_cast<double>(wl->model_ipus);
+      std::string unit = wl->sample_unit;
+      if (unit.ends_with('s')) unit.pop_back();
+      const std::string passes =
+          wl->inference
+              ? std::string("forward")
+              : fmt::format(
+                    "forward {} + backward {}",
+                    human_rate(static_cast<double>(wl->forward_flops) / wl->samples_per_step,
+                               "FLOP"),
+                    human_rate(static_cast<double>(wl->backward_flops) / wl->samples_per_step,
+                               "FLOP"));
+      out += fmt::format(
+          "  model         {} parameters; {} per {} ({}, from its graph); {} over {} IPU{} = "
+          "{:.1f}% of their FP16.16 peak\n",
+          human_rate(static_cast<double>(wl->parameters), ""),
+          human_rate(flops / wl->samples_per_step, "FLOP"), unit, passes,
+          human_rate(model_rate, "FLOP/s"), wl->model_ipus, wl->model_ipus == 1 ? "" : "s",
+          100.0 * model_rate / model_peak);
+    }
   }
   auto line = [&](std::string_view phase, std::uint64_t c, std::uint64_t n, std::string_view what) {
     out += fmt::format("  {:<13} {:>14} cycles  {:5.1f}%  ({} {})\n", phase, c,

@@ -270,6 +270,33 @@ TEST(TensorGraphModels, CnnParameterCountsAreSumsOfTheirWeightTensors) {
   EXPECT_TRUE(g.tensor(loss_of(g)).dims.empty());
 }
 
+TEST(TensorGraphModels, ResNet50ConvFlopsAreTwiceItsMultiplyAdds) {
+  // torchvision's ResNet-50 (v1.5: the stride on each bottleneck's 3x3 conv) at 224 x 224,
+  // multiply-adds per image: the 7x7 stem at 112 x 112, then per bottleneck a 1x1 conv at its
+  // input's resolution, a 3x3 and a 1x1 (x4) at its output's, and the first block's 1x1
+  // projection shortcut: 4,087,136,256 (with the fc's 2,048,000, the 4.09 G of its model card).
+  std::uint64_t macs = 7 * 7 * 3 * 64 * 112 * 112;
+  const std::uint64_t stem = macs;
+  std::uint64_t r = 56, in = 64;
+  const std::uint64_t blocks[] = {3, 4, 6, 3}, widths[] = {64, 128, 256, 512};
+  for (int stage = 0; stage < 4; ++stage)
+    for (std::uint64_t b = 0; b < blocks[stage]; ++b) {
+      const std::uint64_t w = widths[stage], out = b == 0 && stage > 0 ? r / 2 : r;
+      macs += in * w * r * r + 9 * w * w * out * out + w * 4 * w * out * out;
+      if (b == 0) macs += in * 4 * w * out * out;
+      in = 4 * w;
+      r = out;
+    }
+  EXPECT_EQ(macs, 4'087'136'256u);
+  TensorGraph g = build_graph(load_model(models("resnet50.yaml")));
+  EXPECT_EQ(flops_of(g, P::kConv, false), 2 * macs);
+  add_backward(g, loss_of(g));
+  // The weight gradients repeat every multiply-add; the data gradients all but the stem's
+  // (the images need none).
+  EXPECT_EQ(flops_of(g, P::kConvWeightGrad, true), 2 * macs);
+  EXPECT_EQ(flops_of(g, P::kConvDataGrad, true), 2 * (macs - stem));
+}
+
 TEST(TensorGraphModels, BertLargeCountsItsMaskedLmBiasVocabularyWide) {
   // BERT-Large as the model file gives it (vocabulary 30,912, 512 positions, 2 token types),
   // by hand: embeddings (30,912 + 512 + 2) x 1,024 + their layer norm 2,048 = 32,182,272;

@@ -56,6 +56,11 @@ struct Workload {
   double steps = 0;
   double time_to_train = 0;                              // seconds
   double lead_in = 0, checkpoints = 0, evaluations = 0;  // seconds of each host-side term
+  // From the model's tensor graph (compiled workloads): its parameters, the FLOPs of one
+  // step's forward and backward passes over all replicas, and the IPUs they run on.
+  std::uint64_t parameters = 0, forward_flops = 0, backward_flops = 0, model_ipus = 0;
+  bool has_model() const { return parameters > 0 && model_ipus > 0; }
+  std::uint64_t model_flops() const { return forward_flops + backward_flops; }
 };
 std::optional<Workload> workload(const RunInfo& info, double step_seconds);
 

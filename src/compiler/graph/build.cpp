@@ -321,7 +321,7 @@ class TransformerBuilder {
     } else {
       // The masked-LM head on the masked positions (first in each sequence, as the packed
       // MLPerf data puts them): dense, GELU, layer norm, the tied vocabulary matmul and its bias.
-      const std::uint64_t masked = m_.masked_tokens;
+      const std::uint64_t masked = o_.masked_tokens > 0 ? o_.masked_tokens : m_.masked_tokens;
       TensorId y = g_.add(P::kGelu, {linear(first_positions(x, masked), h, h, "heads.transform")});
       y = layer_norm(y, "heads.transform.LayerNorm");
       y = g_.add(P::kAdd,

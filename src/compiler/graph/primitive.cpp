@@ -315,10 +315,11 @@ std::uint64_t conv_flops(const In& in, const In& out, const Attrs&) {
   const std::uint64_t bias = in.size() == 3 ? elements(*out[0]) : 0;
   return 2 * elements(*out[0]) * (elements(w) / w[0]) + bias;
 }
-// dx: each element sums F / groups filters' windows.
-std::uint64_t conv_data_grad_flops(const In& in, const In& out, const Attrs& a) {
+// dx: the forward's multiply-adds, each read back once (a strided conv's transpose skips the
+// zeros it would insert).
+std::uint64_t conv_data_grad_flops(const In& in, const In&, const Attrs&) {
   const Dims& w = *in[1];
-  return 2 * elements(*out[0]) * (elements(w) / (w[1] * a.groups));
+  return 2 * elements(*in[0]) * (elements(w) / w[0]);
 }
 // dw: each element sums over the batch and the output positions.
 std::uint64_t conv_weight_grad_flops(const In& in, const In& out, const Attrs&) {

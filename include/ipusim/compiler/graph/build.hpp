@@ -15,6 +15,9 @@ namespace ipusim::compiler::graph {
 struct BuildOptions {
   std::uint64_t batch = 1;  // samples (images or sequences)
   bool training = true;     // dropouts and the loss (else the forward to the logits)
+  // Tokens a masked-LM head predicts per sequence (0: the model's masked_tokens; a packed run
+  // predicts masked_tokens + max_sequences_per_pack - 1 per pack).
+  std::uint64_t masked_tokens = 0;
 };
 
 // The forward graph of `m` (no backward: add_backward). Its shape errors are ConfigErrors
