@@ -416,6 +416,30 @@ class CnnLowering {
         fwd_[l.name] = std::move(v);
         return;
       }
+      case graph::Op::kConcat: {
+        // A new tensor of both operands' channels on the linear mapping, each operand's bytes
+        // moved into its channel range (torch.cat; Poplar's concat is a view, which a reader
+        // wanting another layout copies: this copy stands for that one).
+        Value& other = fwd_.at(l.other);
+        flush(out, other);
+        const Value& x = input_of(out, c);
+        const Layout y = b_.linear(m_.dtype, x.layout.positions, c.out.c);
+        b_.move_channels(out, x.layout, 0, y, 0, c.in.c);
+        b_.move_channels(out, other.layout, 0, y, c.in.c, c.out.c - c.in.c);
+        fwd_[l.name] = Value{y, {}};
+        return;
+      }
+      case graph::Op::kUpsample: {
+        // Nearest neighbour: each tile writes factor^2 copies of the positions it holds.
+        const Value& x = input_of(out, c);
+        Layout y = x.layout;
+        const std::uint64_t f2 = l.factor * l.factor;
+        y.positions *= f2;
+        y.positions_per_tile *= f2;
+        b_.copy(out, y);
+        fwd_[l.name] = Value{y, {}};
+        return;
+      }
       case graph::Op::kMaxPool:
         return maxpool_forward(out, c);
       case graph::Op::kAvgPool:
@@ -542,6 +566,26 @@ class CnnLowering {
         flush(out, g);  // materialised once; both operands' paths read it
         add_gradient(out, l.other, g);
         return add_gradient(out, in, std::move(g));
+      case graph::Op::kConcat: {
+        // The gradient's channel ranges back to each operand, as new tensors.
+        flush(out, g);
+        const std::uint64_t rest = c.out.c - c.in.c;
+        const Layout dx = b_.linear(m_.dtype, g.layout.positions, c.in.c);
+        const Layout dother = b_.linear(m_.dtype, g.layout.positions, rest);
+        b_.move_channels(out, g.layout, 0, dx, 0, c.in.c);
+        b_.move_channels(out, g.layout, c.in.c, dother, 0, rest);
+        add_gradient(out, l.other, Value{dother, {}});
+        return add_gradient(out, in, Value{dx, {}});
+      }
+      case graph::Op::kUpsample: {
+        // Each input position's gradient sums its factor^2 copies' where the output was.
+        flush(out, g);
+        const Layout y = fwd_.at(l.name).layout;
+        b_.rearrange(out, g.layout, y);
+        const Op sum = Op::kAdd;
+        b_.elementwise(out, y, {&sum, 1});
+        return add_gradient(out, in, Value{fwd_.at(in).layout, {}});
+      }
       case graph::Op::kMaxPool:
       case graph::Op::kAvgPool:
         return pool_backward(out, c, std::move(g));

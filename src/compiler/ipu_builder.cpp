@@ -382,6 +382,19 @@ void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
   });
 }
 
+void IpuBuilder::move_channels(Steps& out, const Layout& from, std::uint64_t from_first,
+                               const Layout& to, std::uint64_t to_first, std::uint64_t n) {
+  const Stamp stamp(*this, trace::OpKind::kCopy);
+  const std::string key = fmt::format("move_{}_{}_{}_to_{}_{}", layout_key(from), from_first, n,
+                                      layout_key(to), to_first);
+  cached(out, key, [&](Steps& steps) {
+    trace::Exchange ex = channel_move(key, from, from_first, to, to_first, n);
+    if (ex.transfers.empty()) return;
+    steps.push_back(make_step(StepKind::kSync));
+    steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+  });
+}
+
 void IpuBuilder::per_block(Steps& out, const std::string& key, const Layout& l,
                            const trace::Vertex& v) {
   cached(out, key, [&](Steps& steps) {

@@ -109,6 +109,10 @@ class IpuBuilder {
 
   // Moves a tensor to another layout (sync + exchange); nothing when they are equal.
   void rearrange(Steps& out, const Layout& from, const Layout& to);
+  // Moves channels [from_first, from_first + n) of `from` into channels [to_first, to_first + n)
+  // of `to` (sync + exchange; layout.hpp channel_move); nothing when no byte changes tile.
+  void move_channels(Steps& out, const Layout& from, std::uint64_t from_first, const Layout& to,
+                     std::uint64_t to_first, std::uint64_t n);
   // Builds an expanded plan's input (plan::expand_dims) in layout `to` from the conv's input in
   // `from` (sync + exchange); `a` is the conv, `plan` its expanded plan.
   void expand_input(Steps& out, const Layout& from, const Layout& to, const plan::ConvArgs& a,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -218,6 +219,36 @@ trace::Exchange rearrangement(const std::string& name, const Layout& from, const
     if (src == dst) continue;
     const trace::TileRange d{dst, dst};
     ex.add(trace::TileRange{src, src}, {&d, 1}, received[dst]);
+  }
+  return ex;
+}
+
+trace::Exchange channel_move(const std::string& name, const Layout& from, std::uint64_t from_first,
+                             const Layout& to, std::uint64_t to_first, std::uint64_t n) {
+  if (from.positions != to.positions || from_first + n > from.channels ||
+      to_first + n > to.channels)
+    throw Error(fmt::format("channel_move: channels [{}, {}) of {} x {} into [{}, {}) of {} x {}",
+                            from_first, from_first + n, from.positions, from.channels, to_first,
+                            to_first + n, to.positions, to.channels));
+  // Bytes per (source, destination) pair, in order, then one transfer each.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> moved;
+  const std::uint64_t pblocks = to.position_blocks(), cblocks = to.channel_blocks();
+  for (std::uint64_t p = 0; p < pblocks; ++p)
+    for (std::uint64_t c = 0; c < cblocks; ++c) {
+      const std::uint64_t ch0 = std::max(c * to.chans_per_tile, to_first);
+      const std::uint64_t ch1 = std::min((c + 1) * to.chans_per_tile, to_first + n);
+      if (ch0 >= ch1) continue;
+      const std::uint32_t dst = to.tile(p, c, pblocks, cblocks);
+      range_pieces(from, p * to.positions_per_tile, (p + 1) * to.positions_per_tile,
+                   ch0 - to_first + from_first, ch1 - to_first + from_first,
+                   [&](std::uint32_t src, std::uint64_t bytes) {
+                     if (src != dst) moved[{src, dst}] += bytes;
+                   });
+    }
+  trace::Exchange ex{name, {}, {}};
+  for (const auto& [tiles, bytes] : moved) {
+    const trace::TileRange d{tiles.second, tiles.second};
+    ex.add(trace::TileRange{tiles.first, tiles.first}, {&d, 1}, bytes);
   }
   return ex;
 }

@@ -191,7 +191,7 @@ class CnnLayerReader {
 
   void add_layer(const YAML::Node& l, const std::string& where, const Block& block) {
     check_keys(file_, l, where,
-               {"name", "op", "input", "other", "out", "kernel", "stride", "group_size"});
+               {"name", "op", "input", "other", "out", "kernel", "stride", "group_size", "factor"});
     Layer layer;
     layer.at = at(file_, l);
     layer.name = block.prefix + text(file_, l, "name", where);
@@ -218,6 +218,11 @@ class CnnLayerReader {
             "{}: {}.{}: {} has no window{} (only {} take a kernel and a stride)", at(file_, l[key]),
             where, key, op, layer.op == graph::Op::kAvgPool ? ": an avgpool is global" : "",
             ops_where([](const graph::OpInfo& r) { return r.windowed; })));
+    if (l["factor"] && !info.scaled)
+      throw ConfigError(fmt::format("{}: {}.factor: {} has no factor (only {} take one)",
+                                    at(file_, l["factor"]), where, op,
+                                    ops_where([](const graph::OpInfo& r) { return r.scaled; })));
+    if (info.scaled) layer.factor = count(file_, l, "factor", where);
     layer.out = info.out == graph::OutChannels::kRequired ||
                         (info.out == graph::OutChannels::kOptional && l["out"])
                     ? count(file_, l, "out", where)

@@ -797,6 +797,8 @@ class StageProgram {
       case graph::Op::kRelu:
       case graph::Op::kSwish:
       case graph::Op::kSigmoid:
+      case graph::Op::kConcat:
+      case graph::Op::kUpsample:
       case graph::Op::kMaxPool:
       case graph::Op::kAdd:
       case graph::Op::kScale:

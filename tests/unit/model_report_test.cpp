@@ -45,9 +45,9 @@ TEST(ModelReport, ParametersAndModelFlopsAreReportedPerStepPerSampleAndAgainstPe
       << text;
   // A trace without the model's meta (hand-written, or compiled before) reports none of it.
   info.meta.resize(4);
-  EXPECT_EQ(json_find(parse_json(stats_json(chip, stats, info), "stats.json"),
-                      "workload.parameters"),
-            nullptr);
+  EXPECT_EQ(
+      json_find(parse_json(stats_json(chip, stats, info), "stats.json"), "workload.parameters"),
+      nullptr);
   EXPECT_EQ(summary_text(chip, stats, info).find("  model "), std::string::npos);
 }
 

@@ -30,6 +30,7 @@ struct Layer {
   std::uint64_t kernel = 1;
   std::uint64_t stride = 1;
   std::uint64_t group_size = 0;  // conv/dwconv: input channels per group (0: all, dense)
+  std::uint64_t factor = 1;      // upsample: the height and width multiplier
   std::string at;                // "file:line:column" of its entry, for errors
 };
 

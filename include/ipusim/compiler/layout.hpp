@@ -100,6 +100,12 @@ Layout conv_input_layout(const ChipSpec& chip, const plan::ConvArgs& args,
 // a tile already holds do not move. Returns no transfers when the layouts are equal.
 trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to);
 
+// The exchange that moves channels [from_first, from_first + n) of `from` to channels
+// [to_first, to_first + n) of `to` (same positions): a concat's operand into its result, or a
+// concat's gradient back to an operand's. Bytes a tile already holds do not move (the copy on
+// the tile is not charged).
+trace::Exchange channel_move(const std::string& name, const Layout& from, std::uint64_t from_first,
+                             const Layout& to, std::uint64_t to_first, std::uint64_t n);
 // The exchange that builds an expanded plan's input (poplin's expandDims, plan::expand_dims) in
 // `home`, the plan's layout of the expanded tensor, from `source`, the layout of the input of
 // `a`, the conv: each block of `home` receives its bytes from the tiles holding the input rows it

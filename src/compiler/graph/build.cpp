@@ -97,6 +97,18 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
       case Op::kAdd:
         y = g.add(P::kAdd, {x, by_layer.at(l.other)});
         break;
+      case Op::kConcat: {
+        Attrs a;
+        a.axis = 1;
+        y = g.add(P::kConcat, {x, by_layer.at(l.other)}, a);
+        break;
+      }
+      case Op::kUpsample: {
+        Attrs a;
+        a.dims = {1, 1, l.factor, l.factor};
+        y = g.add(P::kResize, {x}, a);
+        break;
+      }
       case Op::kScale:  // per-channel factors [N, C, 1, 1], broadcast over the positions
         y = g.add(P::kMul, {x, by_layer.at(l.other)});
         break;
@@ -119,11 +131,15 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
         break;
       }
       case Op::kSoftmaxLoss: {
+        // Over the channels of each position: [N, C] logits after an fc (its 1x1 image
+        // flattened), or [N, C, H, W] with a label per pixel (segmentation).
         const Dims& d = g.tensor(x).dims;
-        const TensorId logits =
-            d.size() == 2 ? x : g.add(P::kReshape, {x}, reshaped({n, elements(d) / n}));
+        const bool per_pixel = elements(d) / n != c;
+        const TensorId logits = per_pixel ? x : g.add(P::kReshape, {x}, reshaped({n, c}));
         if (o.training) {
-          y = g.add(P::kSoftmaxCrossEntropy, {logits, g.input("labels", {n}, kIndex)});
+          Dims labels = g.tensor(logits).dims;
+          labels.erase(labels.begin() + 1);
+          y = g.add(P::kSoftmaxCrossEntropy, {logits, g.input("labels", labels, kIndex)});
         } else {
           Attrs a;
           a.axis = 1;

@@ -54,6 +54,16 @@ void check_scale(const ModelDef& m, const LayerNode& c, const Shape& o) {
                     where(m, l), l.name, s.c, c.input, l.other, s.c, o.h, o.w, o.c));
 }
 
+void check_concat(const ModelDef& m, const LayerNode& c, const Shape& o) {
+  const Layer& l = *c.layer;
+  const Shape& s = c.in;
+  if (o.h != s.h || o.w != s.w)
+    throw ConfigError(
+        fmt::format("{}: layer '{}': concat of '{}' ({}x{}x{}) and '{}' ({}x{}x{}): feature maps "
+                    "join along channels, so their height and width must be equal",
+                    where(m, l), l.name, c.input, s.h, s.w, s.c, l.other, o.h, o.w, o.c));
+}
+
 void check_add(const ModelDef& m, const LayerNode& c, const Shape& o) {
   const Layer& l = *c.layer;
   const Shape& s = c.in;
@@ -98,6 +108,13 @@ void shape_rule(const ModelDef& m, LayerNode& c, const Shape* other) {
       return;
     case Op::kAdd:
       check_add(m, c, *other);
+      return;
+    case Op::kConcat:
+      check_concat(m, c, *other);
+      c.out.c += other->c;
+      return;
+    case Op::kUpsample:
+      c.out = {c.in.h * l.factor, c.in.w * l.factor, c.in.c};
       return;
     case Op::kRelu:
     case Op::kSwish:

@@ -30,7 +30,9 @@ enum class Op : std::uint8_t {
   kMaxPool,
   kAdd,
   kScale,
+  kConcat,
   kAvgPool,
+  kUpsample,
   kFc,
   kSoftmaxLoss,
   // A transformer's sub-layers (family kTransformer).
@@ -78,6 +80,7 @@ struct OpInfo {
   Family family = Family::kCnn;
   bool numbered = false;  // a transformer sub-layer there is one of per encoder layer
   bool windowed = false;  // takes a kernel (window) and a stride: convs and max pooling
+  bool scaled = false;    // takes a factor: upsampling
 };
 
 // One row per op, in enum order (checked below). The order is also the order the model-file
@@ -105,8 +108,15 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
      false, Weights::kNone, false},
     {Op::kScale, "scale", trace::OpKind::kElementwise, "the per-channel factors",
      OutChannels::kNone, false, true, Weights::kNone, false},
+    // Feature maps joined along channels (DenseNet, U-Net): a new tensor, the input's
+    // channels first (torch.cat(dim=1)).
+    {Op::kConcat, "concat", trace::OpKind::kCopy, "the feature map joined after the input",
+     OutChannels::kNone, false, true, Weights::kNone, false},
     {Op::kAvgPool, "avgpool", trace::OpKind::kPool, "", OutChannels::kNone, false, true,
      Weights::kNone, false},
+    // Nearest-neighbour upsampling by a whole factor (nn.Upsample(scale_factor, "nearest")).
+    {Op::kUpsample, "upsample", trace::OpKind::kCopy, "", OutChannels::kNone, false, true,
+     Weights::kNone, false, Family::kCnn, false, false, true},
     {Op::kFc, "fc", trace::OpKind::kMatmul, "", OutChannels::kRequired, false, true,
      Weights::kMatmul, true},
     {Op::kSoftmaxLoss, "softmax_loss", trace::OpKind::kLoss, "", OutChannels::kNone, false, false,
