@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include "ipusim/compiler/compiler.hpp"
@@ -80,13 +81,14 @@ std::string text(const std::string& file, const YAML::Node& map, const std::stri
   return n.Scalar();
 }
 
-// The names of the ops whose row satisfies `pred`, "a or b or c".
+// The names of the ops whose row satisfies `pred`, "a, b or c".
 template <class Pred>
 std::string ops_where(Pred pred) {
   std::vector<std::string_view> names;
   for (const graph::OpInfo& row : graph::kOps)
     if (row.family == graph::Family::kCnn && pred(row)) names.push_back(row.name);
-  return fmt::format("{}", fmt::join(names, " or "));
+  if (names.size() < 2) return fmt::format("{}", fmt::join(names, ""));
+  return fmt::format("{} or {}", fmt::join(names.begin(), names.end() - 1, ", "), names.back());
 }
 
 std::string with_article(const std::string& op) {
@@ -431,6 +433,27 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
     throw ConfigError(fmt::format("{}: a transformer takes no 'layers' list", file));
 }
 
+// A choice key of a model file: its value by the table's names (`fallback` when absent), an
+// error listing them otherwise.
+template <class E, std::size_t N>
+E model_choice(const std::string& file, const YAML::Node& m, const char* key,
+               const std::array<std::pair<std::string_view, E>, N>& table,
+               std::optional<std::string> fallback = std::nullopt) {
+  const std::string value = text(file, m, key, "model", std::move(fallback));
+  std::string names;
+  for (const auto& [name, e] : table) {
+    if (name == value) return e;
+    names += fmt::format("{}{}", names.empty() ? "" : " or ", name);
+  }
+  throw ConfigError(fmt::format("{}: model.{}: expected {}, found \"{}\"",
+                                at(file, m[key] ? m[key] : m), key, names, value));
+}
+
+constexpr std::array<std::pair<std::string_view, graph::Family>, 2> kFamilies{
+    {{"cnn", graph::Family::kCnn}, {"transformer", graph::Family::kTransformer}}};
+constexpr std::array<std::pair<std::string_view, trace::DType>, 2> kModelDTypes{
+    {{"half", trace::DType::kHalf}, {"float", trace::DType::kFloat}}};
+
 ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a map with 'model'", file));
   check_keys(file, root, "(top)", {"model", "layers"});
@@ -438,24 +461,18 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
   if (!m) throw ConfigError(fmt::format("{}: missing 'model'", file));
   ModelDef def;
   def.file = file;
-  const std::string family = text(file, m, "family", "model");
-  if (family == family_name(graph::Family::kCnn)) {
-    def.family = graph::Family::kCnn;
-    parse_cnn(file, root, m, def);
-  } else if (family == family_name(graph::Family::kTransformer)) {
-    def.family = graph::Family::kTransformer;
-    parse_transformer(file, root, m, def);
-  } else {
-    throw ConfigError(fmt::format("{}: model.family: expected cnn or transformer, found \"{}\"",
-                                  at(file, m["family"]), family));
+  def.family = model_choice(file, m, "family", kFamilies);
+  switch (def.family) {
+    case graph::Family::kCnn:
+      parse_cnn(file, root, m, def);
+      break;
+    case graph::Family::kTransformer:
+      parse_transformer(file, root, m, def);
+      break;
   }
   def.name = text(file, m, "name", "model");
   check_trace_name(at(file, m["name"]), "model.name", def.name);
-  const std::string dtype = text(file, m, "dtype", "model", "half");
-  if (dtype != "half" && dtype != "float")
-    throw ConfigError(
-        fmt::format("{}: model.dtype: expected half or float, found \"{}\"", at(file, m), dtype));
-  def.dtype = dtype == "half" ? trace::DType::kHalf : trace::DType::kFloat;
+  def.dtype = model_choice(file, m, "dtype", kModelDTypes, "half");
   return def;
 }
 

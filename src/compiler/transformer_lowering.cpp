@@ -54,13 +54,14 @@ std::uint64_t transformer_embedding_params(const ModelDef& m, std::uint64_t voca
       m.classifier ? patch_elements(m) * m.hidden + 2 * m.hidden : vocabulary * m.hidden;
   return inputs + (m.max_positions + m.token_types) * m.hidden + (m.pre_norm ? 0 : 2 * m.hidden);
 }
-// The masked-LM head's dense layer, bias, layer norm and output bias (its matmul is tied to
-// the token embedding); an LM head is the tied matmul alone; a classifier's is its matmul and
-// bias, a span head's too (2 outputs: start and end).
+// The masked-LM head's dense layer and bias, its layer norm, and the output bias over the
+// stored (padded) vocabulary (its matmul is tied to the token embedding); an LM head is the
+// tied matmul alone; a classifier's is its matmul and bias, a span head's too (2 outputs:
+// start and end).
 std::uint64_t transformer_head_params(const ModelDef& m) {
   if (m.classifier) return m.hidden * m.classes + m.classes;
   if (m.span_head) return m.hidden * 2 + 2;
-  return m.lm_head ? 0 : m.hidden * m.hidden + 3 * m.hidden + 2 * m.hidden;
+  return m.lm_head ? 0 : m.hidden * m.hidden + 3 * m.hidden + m.padded_vocabulary();
 }
 // Pre-norm: the final layer norm after the last sub-layer.
 std::uint64_t transformer_final_norm_params(const ModelDef& m) {
@@ -143,7 +144,9 @@ class TransformerLowering {
       add("heads/bias", b_.linear(m_.dtype, 1, 2), 1);
     } else if (heads && !m_.lm_head) {
       add("heads/dense", b_.weights_layout(mm(tokens_, h, h)), 1);
-      add("heads/vectors", b_.linear(m_.dtype, 1, 5 * h + 2 * h), 1, 4);
+      // the dense layer's bias, the layer norm's gamma and beta; the output bias
+      add("heads/vectors", b_.linear(m_.dtype, 1, 3 * h), 1, 3);
+      add("heads/bias", b_.linear(m_.dtype, 1, m_.padded_vocabulary()), 1);
     }
     if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1, 2);
     return out;

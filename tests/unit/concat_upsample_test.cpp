@@ -23,8 +23,7 @@ std::string data(const std::string& file) {
   return std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/" + file;
 }
 
-Layout grid(std::uint64_t positions, std::uint64_t channels, std::uint64_t ppt,
-            std::uint64_t cpt) {
+Layout grid(std::uint64_t positions, std::uint64_t channels, std::uint64_t ppt, std::uint64_t cpt) {
   Layout l;
   l.positions = positions;
   l.channels = channels;

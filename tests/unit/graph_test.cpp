@@ -46,8 +46,8 @@ TEST(GraphOps, EveryCnnOpIsFoundByItsModelFileNameAndNothingElseIs) {
     }
   }
   EXPECT_EQ(op_names().size(), cnn);
-  EXPECT_EQ(cnn, 13u);  // conv, dwconv, batchnorm, groupnorm, relu, swish, sigmoid, maxpool,
-                        // add, scale, avgpool, fc, softmax_loss
+  EXPECT_EQ(cnn, 15u);  // conv, dwconv, batchnorm, groupnorm, relu, swish, sigmoid, maxpool,
+                        // add, scale, concat, avgpool, upsample, fc, softmax_loss
   EXPECT_EQ(kOpCount - cnn, 5u);  // embedding, attention, FFN, final norm, heads
   EXPECT_TRUE(info(Op::kAttention).numbered && info(Op::kFfn).numbered);
   EXPECT_FALSE(info(Op::kEmbedding).numbered || info(Op::kHeads).numbered);
@@ -61,7 +61,9 @@ TEST(GraphOps, EveryCnnOpIsFoundByItsModelFileNameAndNothingElseIs) {
   EXPECT_FALSE(info(Op::kRelu).keeps_output || info(Op::kAdd).keeps_output);
   EXPECT_TRUE(info(Op::kSwish).keeps_output && info(Op::kMaxPool).keeps_output);
   for (const OpInfo& row : kOps)
-    EXPECT_EQ(!row.other.empty(), row.op == Op::kAdd || row.op == Op::kScale) << row.name;
+    EXPECT_EQ(!row.other.empty(),
+              row.op == Op::kAdd || row.op == Op::kScale || row.op == Op::kConcat)
+        << row.name;
   EXPECT_EQ(info(Op::kFc).kind, trace::OpKind::kMatmul);
   EXPECT_EQ(info(Op::kSoftmaxLoss).kind, trace::OpKind::kLoss);
 }
@@ -155,8 +157,8 @@ TEST(GraphOps, AModelFileKeyTheOpDoesNotTakeIsAnErrorNamingItsLine) {
     return std::string();
   };
   EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n  - {name: r, op: relu, other: c}\n")
-                .find("keys.yaml:8:32: layers[1].other: relu takes one operand (only add or scale "
-                      "take 'other')"),
+                .find("keys.yaml:8:32: layers[1].other: relu takes one operand (only add, scale or "
+                      "concat take 'other')"),
             std::string::npos);
   EXPECT_NE(
       parse_error("  - {name: a, op: add}\n").find("an add needs 'other' (the second operand)"),
@@ -168,13 +170,13 @@ TEST(GraphOps, AModelFileKeyTheOpDoesNotTakeIsAnErrorNamingItsLine) {
   EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n"
                         "  - {name: p, op: avgpool, kernel: 3, stride: 2}\n")
                 .find("keys.yaml:8:36: layers[1].kernel: avgpool has no window: an avgpool is "
-                      "global (only conv or dwconv or maxpool take a kernel and a stride)"),
+                      "global (only conv, dwconv or maxpool take a kernel and a stride)"),
             std::string::npos);
   EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n  - {name: r, op: relu, stride: 2}\n")
                 .find("layers[1].stride: relu has no window"),
             std::string::npos);
   EXPECT_NE(parse_error("  - {name: c, op: conv, out: 4}\n  - {name: b, op: batchnorm, out: 99}\n")
-                .find("layers[1].out: batchnorm keeps its input's channels (only conv or dwconv or "
+                .find("layers[1].out: batchnorm keeps its input's channels (only conv, dwconv or "
                       "fc take 'out')"),
             std::string::npos);
   // A repeated key is refused (yaml-cpp would read the first), in a layer and in the model.
