@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
@@ -108,7 +109,10 @@ std::optional<std::string> input_mismatch(const RunConfig& run, const ModelDef& 
   const ModelDef run_model = load_model(run.model_file);
   const SampleInput was = sample_input(run_model), now = sample_input(model);
   if (was.text == now.text || was.elements == 0) return std::nullopt;
-  const std::uint64_t scaled = ceil_div(run.input_bytes_per_sample * now.elements, was.elements);
+  // In 128 bits: the product may pass 2^64 (the suggestion must not wrap).
+  const unsigned __int128 product =
+      static_cast<unsigned __int128>(run.input_bytes_per_sample) * now.elements;
+  const unsigned __int128 scaled = (product + was.elements - 1) / was.elements;
   return fmt::format(
       "run.input_bytes_per_sample is {} B, set for {}'s {}, but {} ({}) takes a {}: its host "
       "input would be sized for the other model; set it with --set "

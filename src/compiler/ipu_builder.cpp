@@ -180,9 +180,26 @@ IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double 
 template <class F>
 void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
   auto it = ops_.find(key);
+  // A compute set or exchange names at most kMaxProvenanceLayers layers (the trace's bound):
+  // once reusing it would name more, the next layers get a copy of their own (the same work,
+  // named "<name>/copyN"), which they share in turn.
+  std::uint32_t copy = 0;
+  if (it != ops_.end() && !room_for_layers(it->second)) {
+    copy = ++copies_[key];
+    ops_.erase(it);
+    it = ops_.end();
+  }
   if (it == ops_.end()) {
+    const std::size_t compute_sets = program_.compute_sets.size();
+    const std::size_t exchanges = program_.exchanges.size();
     Steps steps;
     build(steps);
+    if (copy > 0) {
+      for (std::size_t i = compute_sets; i < program_.compute_sets.size(); ++i)
+        program_.compute_sets[i].name += fmt::format("/copy{}", copy);
+      for (std::size_t i = exchanges; i < program_.exchanges.size(); ++i)
+        program_.exchanges[i].name += fmt::format("/copy{}", copy);
+    }
     it = ops_.emplace(key, std::move(steps)).first;
     out.insert(out.end(), it->second.begin(), it->second.end());
     return;
@@ -221,6 +238,22 @@ void IpuBuilder::stamp_new(trace::OpKind op) {
     program_.compute_sets[stamped_compute_sets_].provenance = p;
   for (; stamped_exchanges_ < program_.exchanges.size(); ++stamped_exchanges_)
     program_.exchanges[stamped_exchanges_].provenance = p;
+}
+
+bool IpuBuilder::room_for_layers(const Steps& steps) const {
+  const auto fits = [&](const trace::Provenance& p) {
+    return p.layers.size() + current_.layers.size() <= trace::kMaxProvenanceLayers;
+  };
+  for (const trace::Step& s : steps) {
+    if (s.kind == StepKind::kCompute && s.index < stamped_compute_sets_ &&
+        !fits(program_.compute_sets[s.index].provenance))
+      return false;
+    if (s.kind == StepKind::kExchange && s.index < stamped_exchanges_ &&
+        !fits(program_.exchanges[s.index].provenance))
+      return false;
+    if (s.kind == StepKind::kRepeat && !room_for_layers(s.body)) return false;
+  }
+  return true;
 }
 
 void IpuBuilder::add_layers(const Steps& steps) {

@@ -314,6 +314,9 @@ class IpuBuilder {
   void stamp_new(trace::OpKind op);
   // Adds the current layers to the compute sets and exchanges `steps` refer to (reuse).
   void add_layers(const Steps& steps);
+  // Whether every compute set and exchange `steps` refer to can name the current layers too
+  // (at most trace::kMaxProvenanceLayers each).
+  bool room_for_layers(const Steps& steps) const;
   // Gives the reused compute and exchange steps of `steps` the current pass where their items
   // were made in another (trace format v4: a recomputation runs the forward's compute sets).
   void stamp_pass(std::span<trace::Step> steps) const;
@@ -346,6 +349,7 @@ class IpuBuilder {
   std::vector<PlannedConv>* plans_out_ = nullptr;
   std::uint32_t plans_ipu_ = 0;
   std::map<std::string, Steps> ops_;
+  std::map<std::string, std::uint32_t> copies_;  // copies made of a key's items (cached)
   trace::Provenance current_;
   std::size_t stamped_compute_sets_ = 0, stamped_exchanges_ = 0;
 };

@@ -114,7 +114,12 @@ ModelDef load_model(const std::string& file) {
   } catch (const Error& e) {
     throw ConfigError(e.what());
   }
-  const YAML::Node root = config::YamlReader(file).load(content);
+  // An imported model's text is generated, bounded by its layers (at most kMaxModelLayers,
+  // each a map of at most 9 keys and values), not by what a hand-written file needs.
+  const YAML::Node root =
+      config::YamlReader(
+          file, is_onnx_file(file) ? 20 * kMaxModelLayers + 1000 : config::kMaxExpandedYamlNodes)
+          .load(content);
   // Every shape problem is a ConfigError naming file:line; a yaml-cpp exception reaching here
   // (a node used as a map that is not one) is reported the same way, never as a crash.
   try {
@@ -268,11 +273,11 @@ class CnnLayerReader {
     if (!body || !body.IsSequence() || body.size() == 0)
       throw ConfigError(
           fmt::format("{}: {}.layers: expected a list of layers", at(file_, l), where));
-    if (n > 4096 || def_.layers.size() + n * body.size() > 100000)
+    if (n > 4096 || def_.layers.size() + n * body.size() > kMaxModelLayers)
       throw ConfigError(
-          fmt::format("{}: {}.repeat: expected at most 4096 iterations and 100000 layers in all, "
+          fmt::format("{}: {}.repeat: expected at most 4096 iterations and {} layers in all, "
                       "found {} x {}",
-                      at(file_, l), where, n, body.size()));
+                      at(file_, l), where, kMaxModelLayers, n, body.size()));
     Block block;
     for (const auto& b : body) {
       if (b.IsMap() && b["repeat"])
@@ -307,6 +312,17 @@ void read_image(const std::string& file, const YAML::Node& m, ModelDef& def,
   def.height = count(file, in, "height", "model.input");
   def.width = count(file, in, "width", "model.input");
   def.channels = count(file, in, "channels", "model.input");
+  // Every tensor of the model is a multiple of its input: a sample of more than 2^40 elements
+  // (a terabyte) is refused here, in the model's terms, before anything multiplies it.
+  constexpr unsigned __int128 kMaxSampleElements = std::uint64_t{1} << 40;
+  const unsigned __int128 elements =
+      static_cast<unsigned __int128>(def.height) * def.width * def.channels;
+  if (elements > kMaxSampleElements)
+    throw ConfigError(fmt::format(
+        "{}: model.input: {} x {} x {} is more than 2^40 elements per sample, expected at most "
+        "{}",
+        at(file, in), def.height, def.width, def.channels,
+        static_cast<std::uint64_t>(kMaxSampleElements)));
 }
 
 void parse_cnn(const std::string& file, const YAML::Node& root, const YAML::Node& m,

@@ -216,8 +216,8 @@ class Importer {
     return fmt::format(
         "# Imported by `ipusim import` from {} ({} ONNX nodes, opset {}) as a {} model.\n"
         "model:\n  name: {}\n  family: {}\n",
-        std::filesystem::path(g_.file).filename().string(), g_.nodes.size(), g_.opset, family,
-        model_name(), family);
+        printable(std::filesystem::path(g_.file).filename().string()), g_.nodes.size(), g_.opset,
+        family, model_name(), family);
   }
 
   // --- transformer ---------------------------------------------------------------------------
@@ -816,6 +816,9 @@ class Importer {
         "  dtype: {}\n  input: {{height: {}, width: {}, channels: {}}}\n  classes: {}\n", dtype_,
         *image.dims[2], *image.dims[3], *image.dims[1], layers_[layers_.size() - 2].out);
     if (norm_groups_ != 0) y << fmt::format("  norm_groups: {}\n", norm_groups_);
+    if (layers_.size() > kMaxModelLayers)
+      fail_graph(fmt::format("its nodes make {} layers, expected at most {} (a model's limit)",
+                             layers_.size(), kMaxModelLayers));
     y << "layers:\n";
     std::string previous;
     for (std::size_t i = 0; i < layers_.size(); ++i) {

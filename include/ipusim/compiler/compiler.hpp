@@ -37,6 +37,9 @@ struct Layer {
 // A model family's name as model files spell it (model.family): cnn or transformer.
 std::string_view family_name(graph::Family family);
 
+// The most layers a model may have, written out, in repeated blocks or imported from ONNX.
+inline constexpr std::uint64_t kMaxModelLayers = 100000;
+
 struct ModelDef {
   std::string file;
   std::string name;

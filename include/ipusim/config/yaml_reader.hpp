@@ -75,7 +75,8 @@ inline std::size_t count_aliases(const std::string& text) {
 // different mistakes.
 [[noreturn]] inline void too_many_nodes(const YAML::Node& node,
                                         const std::vector<std::string>& path,
-                                        const std::string& file, const std::string& text) {
+                                        const std::string& file, const std::string& text,
+                                        std::size_t max_nodes) {
   const YAML::Mark m = node.Mark();
   const std::string where =
       m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
@@ -85,29 +86,30 @@ inline std::size_t count_aliases(const std::string& text) {
     throw ConfigError(fmt::format(
         "{}: {}: expected at most {} YAML nodes, found more (the file has no aliases: it is "
         "that large)",
-        where, key, kMaxExpandedYamlNodes));
+        where, key, max_nodes));
   throw ConfigError(
       fmt::format("{}: {}: expected at most {} YAML nodes with aliases expanded, found more "
                   "(aliases that refer to aliases multiply)",
-                  where, key, kMaxExpandedYamlNodes));
+                  where, key, max_nodes));
 }
 
 inline void count_expanded(const YAML::Node& node, std::vector<std::string>& path,
-                           std::size_t& count, const std::string& file, const std::string& text) {
-  if (++count > kMaxExpandedYamlNodes) too_many_nodes(node, path, file, text);
+                           std::size_t& count, const std::string& file, const std::string& text,
+                           std::size_t max_nodes) {
+  if (++count > max_nodes) too_many_nodes(node, path, file, text, max_nodes);
   if (path.size() > 256) return;  // deeper nesting is refused by the readers themselves
   if (node.IsMap()) {
     for (const auto& kv : node) {
       path.push_back(kv.first.IsScalar() ? kv.first.Scalar() : std::string("?"));
-      count_expanded(kv.first, path, count, file, text);
-      count_expanded(kv.second, path, count, file, text);
+      count_expanded(kv.first, path, count, file, text, max_nodes);
+      count_expanded(kv.second, path, count, file, text, max_nodes);
       path.pop_back();
     }
   } else if (node.IsSequence()) {
     std::size_t i = 0;
     for (const auto& item : node) {
       path.push_back(fmt::format("[{}]", i++));
-      count_expanded(item, path, count, file, text);
+      count_expanded(item, path, count, file, text, max_nodes);
       path.pop_back();
     }
   }
@@ -115,18 +117,22 @@ inline void count_expanded(const YAML::Node& node, std::vector<std::string>& pat
 }  // namespace detail
 
 // Throws ConfigError naming the file, the position and the key path where a document's
-// alias-expanded size passes kMaxExpandedYamlNodes. Costs at most that many node visits.
-// `text` is the document `root` was parsed from.
+// alias-expanded size passes `max_nodes`. Costs at most that many node visits. `text` is the
+// document `root` was parsed from.
 inline void check_expanded_size(const YAML::Node& root, const std::string& file,
-                                const std::string& text) {
+                                const std::string& text,
+                                std::size_t max_nodes = kMaxExpandedYamlNodes) {
   std::vector<std::string> path;
   std::size_t count = 0;
-  detail::count_expanded(root, path, count, file, text);
+  detail::count_expanded(root, path, count, file, text, max_nodes);
 }
 
 class YamlReader {
  public:
-  explicit YamlReader(std::string file) : file_(std::move(file)) {}
+  // `max_nodes` bounds the alias-expanded document (a generated document, e.g. an imported
+  // ONNX model's, may take more than a hand-written file).
+  explicit YamlReader(std::string file, std::size_t max_nodes = kMaxExpandedYamlNodes)
+      : file_(std::move(file)), max_nodes_(max_nodes) {}
 
   const std::string& file() const { return file_; }
 
@@ -135,7 +141,7 @@ class YamlReader {
   YAML::Node load(const std::string& text) const {
     try {
       YAML::Node root = YAML::Load(text);
-      check_expanded_size(root, file_, text);
+      check_expanded_size(root, file_, text, max_nodes_);
       return root;
     } catch (const YAML::Exception& e) {
       const std::string where =
@@ -210,6 +216,7 @@ class YamlReader {
 
  private:
   std::string file_;
+  std::size_t max_nodes_;
 };
 
 }  // namespace ipusim::config

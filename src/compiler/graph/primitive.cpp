@@ -471,7 +471,7 @@ void where_backward(Differentiator& d, const Node& n) {
 
 // dy back to x's shape: the reduced axes restored as 1 (when they were dropped) and expanded.
 TensorId unreduce(Differentiator& d, const Node& n, TensorId dy) {
-  const Dims& x = dims(d, n.inputs[0]);
+  const Dims x = dims(d, n.inputs[0]);  // a copy: adding nodes moves the tensors
   if (!n.attrs.keep_dims) {
     Attrs kept;
     kept.axes = n.attrs.axes;
