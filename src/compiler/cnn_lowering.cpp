@@ -69,7 +69,12 @@ class CnnLowering {
     // (createInput), inline or through I/O tiles (stream_input), and are normalised on the
     // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
     if (first_ == 0 && run_.input_bytes_per_sample > 0 && !layers_.empty()) {
-      Value images{b_.input_layout(forward_args(layers_.front())), {Op::kSub, Op::kMul}};
+      const Layout created = [&] {  // planned for the first conv, whose name errors carry
+        const auto scope = b_.scope(layers_.front().layer->name, trace::Pass::kForward,
+                                    graph::info(layers_.front().op()).kind);
+        return b_.input_layout(forward_args(layers_.front()));
+      }();
+      Value images{created, {Op::kSub, Op::kMul}};
       {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
         stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);

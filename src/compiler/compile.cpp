@@ -258,7 +258,8 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
     for (auto& cs : program.compute_sets) trace::coalesce(cs);
   if (checks.memory)
     for (const auto& program : t.ipus)
-      cost::check_memory(system.chip, program, cost::memory_map(system.chip, program));
+      cost::check_memory(system.chip, program, cost::memory_map(system.chip, program),
+                         cost::kCompiledWorkloadAdvice);
   if (checks.structure) trace::check_structure(t, run.name);
   return t;
 }

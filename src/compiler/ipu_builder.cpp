@@ -338,6 +338,33 @@ void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
 }
 
 const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
+  try {
+    return planned_unchecked(args);
+  } catch (const ModelError& e) {
+    // The planner knows the shape, not whose it is: name the layer, pass and shape, and what
+    // the user can change.
+    const plan::ConvArgs a = as_planned(args);
+    std::string layers;
+    for (const auto& l : current_.layers) layers += (layers.empty() ? "'" : ", '") + l + "'";
+    const bool matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
+    const std::string shape =
+        matmul ? fmt::format("a {} x {} by {} x {} matmul", a.height, a.in_chans, a.in_chans,
+                             a.out_chans)
+               : fmt::format("a conv of {} samples of {} x {} x {} to {} channels", a.batch,
+                             a.height, a.width, a.in_chans * a.groups, a.out_chans * a.groups);
+    std::string whose;
+    if (!layers.empty()) whose = fmt::format("layer {}", layers);
+    if (current_.pass != trace::Pass::kNone)
+      whose += fmt::format("{}{} pass", whose.empty() ? "" : ", ",
+                           trace::kPassNames[static_cast<std::size_t>(current_.pass)]);
+    throw ModelError(fmt::format(
+        "{}{} ({}): {}; what makes it fit: fewer samples per micro-batch (run.micro_batch), or "
+        "a chip with more memory per tile (chip.tile_memory) or more tiles (chip.tiles)",
+        whose.empty() ? "" : whose + ": ", shape, plan::conv_name(a), e.what()));
+  }
+}
+
+const IpuBuilder::Planned& IpuBuilder::planned_unchecked(const plan::ConvArgs& args) {
   const plan::ConvArgs a = as_planned(args);
   const std::string key = args_key(a);
   auto it = plans_.find(key);

@@ -282,7 +282,9 @@ class IpuBuilder {
     plan::ConvPlan plan;
     Layout output;
   };
+  // The plan of `a` (planned once): a planner error names the layer, pass and shape.
   const Planned& planned(const plan::ConvArgs& a);
+  const Planned& planned_unchecked(const plan::ConvArgs& a);
   // Whether `a` (as planned) is one of the three passes of a fully connected layer planned
   // together (plan_fully_connected_passes), and whether it is the forward one, which plans them.
   bool fc_pass(const plan::ConvArgs& a) const;

@@ -609,7 +609,8 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
   return map;
 }
 
-void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const MemoryMap& map) {
+void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const MemoryMap& map,
+                  std::string_view advice) {
   const std::uint64_t capacity = chip.tile_memory.count;
   std::uint32_t worst = 0;
   std::uint32_t over = 0;
@@ -633,15 +634,15 @@ void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const 
   for (std::size_t i = 0; i < consumers.size() && i < 3; ++i)
     top += fmt::format("{}{} {}", i ? ", " : "", consumers[i].second,
                        human_bytes(static_cast<double>(consumers[i].first)));
-  throw ModelError(fmt::format(
+  throw TileMemoryError(fmt::format(
       "IPU {}: out of memory on tile {}: needs {} of {} (tensors {}, vertex state {}, code {}, "
-      "exchange code {}, stack {}); largest tensors: {}; {} tile(s) over capacity",
+      "exchange code {}, stack {}); largest tensors: {}; {} tile(s) over capacity{}",
       program.ipu, worst, human_bytes(static_cast<double>(use.total())),
       human_bytes(static_cast<double>(capacity)), human_bytes(static_cast<double>(use.tensors)),
       human_bytes(static_cast<double>(use.vertex_state)),
       human_bytes(static_cast<double>(use.code)),
       human_bytes(static_cast<double>(use.exchange_code)),
-      human_bytes(static_cast<double>(use.stack)), top.empty() ? "none" : top, over));
+      human_bytes(static_cast<double>(use.stack)), top.empty() ? "none" : top, over, advice));
 }
 
 }  // namespace ipusim::cost

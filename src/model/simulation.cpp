@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/fabric.hpp"
 #include "ipusim/model/reference_ipu.hpp"
 #include "ipusim/util/error.hpp"
@@ -66,7 +67,16 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
   sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
   std::optional<System> built;
   try {
-    built.emplace("system", chip, trace, options, system, all_replicas);
+    try {
+      built.emplace("system", chip, trace, options, system, all_replicas);
+    } catch (const cost::TileMemoryError& e) {
+      // A compiled workload's program: say which run keys make it fit.
+      bool compiled = false;
+      for (const auto& [key, value] : trace.meta) compiled = compiled || key == "target.run";
+      if (!compiled) throw;
+      throw cost::TileMemoryError(std::string(e.what()) +
+                                  std::string(cost::kCompiledWorkloadAdvice));
+    }
   } catch (const TraceError&) {
     trace::check_tiles(trace, chip.tiles, origin);
     throw;

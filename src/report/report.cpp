@@ -491,9 +491,11 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     out += fmt::format("  {}tile busy     mean {:.0f} / max {:.0f} cycles (balance {:.1f}%)\n",
                        prefix, cmp.mean, cmp.max, cmp.max > 0 ? 100.0 * cmp.mean / cmp.max : 100.0);
     const bool only_fullest = stats.ipus.size() > 4 && &ipu != &stats.ipus.front();
+    // In the capacity's unit, so that they compare at a glance.
+    const auto capacity = static_cast<double>(chip.tile_memory.count);
     out += fmt::format("  {}tile mem      min {} / mean {} / max {} of {} (tile {}{})\n", prefix,
-                       human_bytes(mem.min), human_bytes(mem.mean), human_bytes(mem.max),
-                       human_bytes(static_cast<double>(chip.tile_memory.count)),
+                       human_bytes_as(mem.min, capacity), human_bytes_as(mem.mean, capacity),
+                       human_bytes_as(mem.max, capacity), human_bytes(capacity),
                        mem.worst.empty() ? 0 : mem.worst.front().first,
                        only_fullest ? "; the fullest IPU" : "");
   }

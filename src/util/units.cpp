@@ -201,6 +201,17 @@ std::string human_bytes(double bytes) {
   return i == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, kNames[i]);
 }
 
+std::string human_bytes_as(double bytes, double scale) {
+  static constexpr std::array<std::string_view, 5> kNames{"B", "KiB", "MiB", "GiB", "TiB"};
+  std::size_t i = 0;
+  while (scale >= 1024.0 && i + 1 < kNames.size()) {
+    scale /= 1024.0;
+    bytes /= 1024.0;
+    ++i;
+  }
+  return i == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, kNames[i]);
+}
+
 std::string human_seconds(double s) {
   if (s >= 1) return fmt::format("{:.3f} s", s);
   if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);

@@ -1497,6 +1497,20 @@ TEST(RoundFour, MessagesSuggestTheKeyAndOutputsMakeTheirFolder) {
   // info prints the clock as a run does: 1.325 GHz, not 1.32.
   r = cli("info");
   EXPECT_NE(r.out.find("clock             1.325 GHz\n"), std::string::npos) << r.out;
+  // A compiled workload out of tile memory says which run keys make it fit (a kernel's trace,
+  // which has no run, does not).
+  r = cli("run -q --run " + source_dir() +
+          "/tests/data/workloads/resnet_tiny-pod16.yaml --set chip.tile_memory=16KiB");
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_NE(r.err.find("out of memory on tile"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; what makes it fit: fewer samples per micro-batch (run.micro_batch), "
+                       "recomputation checkpoints (run.recompute_checkpoints)"),
+            std::string::npos)
+      << r.err;
+  r = cli("run -q --set chip.tile_memory=4KiB " + k);
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_NE(r.err.find("out of memory on tile"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("what makes it fit"), std::string::npos) << r.err;
 }
 
 // P: duplicate axis values are refused (the summary said "2 point(s): 1 ran, 0 skipped").

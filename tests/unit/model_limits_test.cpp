@@ -11,6 +11,7 @@
 
 #include "compile_helpers.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/config/system.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler {
@@ -29,8 +30,8 @@ std::string field_varint(int field, std::uint64_t v) { return varint(field << 3)
 std::string field_bytes(int field, const std::string& bytes) {
   return varint((field << 3) | 2) + varint(bytes.size()) + bytes;
 }
-std::string node(const std::string& op, const std::vector<std::string>& in,
-                 const std::string& out, const std::string& name) {
+std::string node(const std::string& op, const std::vector<std::string>& in, const std::string& out,
+                 const std::string& name) {
   std::string n;
   for (const auto& i : in) n += field_bytes(1, i);
   return n + field_bytes(2, out) + field_bytes(3, name) + field_bytes(4, op);
@@ -148,10 +149,10 @@ TEST(ModelLimits, ACompiledItemNamesAtMostTheTracesLayersAndLaterLayersShareACop
       "  - {repeat: 2050, as: \"r{i}\", layers: [{name: a, op: relu}, {name: b, op: relu}]}\n"
       "  - {name: pool, op: avgpool}\n  - {name: fc, op: fc, out: 16}\n"
       "  - {name: loss, op: softmax_loss}\n");
-  LoadedRun run = load_run(std::string(IPUSIM_SOURCE_DIR) +
-                               "/tests/data/workloads/resnet_tiny-pod16.yaml",
-                           {"run.recompute_checkpoints=none", "run.batchnorm_group=1",
-                            "run.input_bytes_per_sample=1KiB"});
+  LoadedRun run =
+      load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml",
+               {"run.recompute_checkpoints=none", "run.batchnorm_group=1",
+                "run.input_bytes_per_sample=1KiB"});
   const auto system = ipusim::load_system(run.run.system_file);
   const trace::Trace t = compile(load_model(model), run.run, system.spec);  // structure checked
   std::size_t most = 0;
@@ -162,6 +163,46 @@ TEST(ModelLimits, ACompiledItemNamesAtMostTheTracesLayersAndLaterLayersShareACop
   }
   EXPECT_EQ(most, trace::kMaxProvenanceLayers);
   EXPECT_TRUE(copied);
+}
+
+// The message of the ModelError compiling the reduced ResNet with `set` throws ("" if none).
+std::string compile_error(const std::vector<std::string>& set) {
+  try {
+    (void)testing::compile_run(
+        std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml", set);
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelLimits, MemoryErrorsNameTheLayerPassAndShapeAndTheKeysThatHelp) {
+  // Issue 55, part 5: "no tile mapping fits" named neither the layer nor the shape, and an
+  // out-of-memory error no key that helps.
+  std::string e = compile_error({"run.micro_batch=200000"});
+  EXPECT_NE(e.find("layer 'conv1', forward pass: a conv of 200000 samples of 32 x 32 x 3 to 16 "
+                   "channels (conv2d_n200000_c3_32x32_k16_f3_s1_half): no tile mapping fits"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("; what makes it fit: fewer samples per micro-batch (run.micro_batch), or a "
+                   "chip with more memory per tile (chip.tile_memory) or more tiles (chip.tiles)"),
+            std::string::npos)
+      << e;
+  // 16 KiB tiles hold the plans' buffers but not the program.
+  LoadedRun run =
+      load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml");
+  auto system = ipusim::load_system(run.run.system_file, {"chip.tile_memory=16KiB"});
+  try {
+    (void)compile(load_model(run.run.model_file), run.run, system.spec);
+    ADD_FAILURE() << "16 KiB tiles held the reduced ResNet";
+  } catch (const ModelError& oom) {
+    e = oom.what();
+  }
+  EXPECT_NE(e.find("out of memory on tile"), std::string::npos) << e;
+  EXPECT_NE(e.find("; what makes it fit: fewer samples per micro-batch (run.micro_batch), "
+                   "recomputation checkpoints (run.recompute_checkpoints), more IPUs per replica"),
+            std::string::npos)
+      << e;
 }
 
 }  // namespace

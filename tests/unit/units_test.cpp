@@ -138,5 +138,15 @@ TEST(Printable, EscapesC0C1AndBytesThatAreNotUtf8) {
   EXPECT_FALSE(has_control_characters("caf\xc3\xa9"));
 }
 
+TEST(Units, HumanBytesAsKeepsTheScalesUnit) {
+  // 514.55 KiB against a 1,250 KiB tile: both in KiB (the summary said "of 1.22 MiB").
+  const double capacity = 1250.0 * 1024;
+  EXPECT_EQ(human_bytes(capacity), "1.22 MiB");
+  EXPECT_EQ(human_bytes_as(514.55 * 1024, capacity), "0.50 MiB");
+  EXPECT_EQ(human_bytes_as(526899.2, 624.0 * 1024), "514.55 KiB");
+  EXPECT_EQ(human_bytes_as(512, 624.0 * 1024), "0.50 KiB");
+  EXPECT_EQ(human_bytes_as(512, 1000), "512 B");
+}
+
 }  // namespace
 }  // namespace ipusim

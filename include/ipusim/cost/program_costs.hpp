@@ -9,10 +9,12 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
 #include "ipusim/trace/program.hpp"
+#include "ipusim/util/error.hpp"
 
 namespace ipusim::cost {
 
@@ -135,8 +137,22 @@ struct MemoryMap {
 // (exchange_cost() can add it while costing each exchange).
 MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, bool exchanges = true);
 
-// Throws ModelError naming the most over-committed tile, its use, its capacity and its
-// biggest consumers if any tile's use exceeds chip.tile_memory.
-void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const MemoryMap& map);
+// A program that does not fit in tile memory (check_memory).
+class TileMemoryError : public ModelError {
+ public:
+  using ModelError::ModelError;
+};
+
+// Throws TileMemoryError naming the most over-committed tile, its use, its capacity and its
+// biggest consumers if any tile's use exceeds chip.tile_memory; `advice` ends the message
+// (kCompiledWorkloadAdvice for a compiled workload's program).
+void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const MemoryMap& map,
+                  std::string_view advice = {});
+// What makes a compiled workload's program fit, for check_memory.
+inline constexpr std::string_view kCompiledWorkloadAdvice =
+    "; what makes it fit: fewer samples per micro-batch (run.micro_batch), recomputation "
+    "checkpoints (run.recompute_checkpoints), more IPUs per replica (a pipeline split: "
+    "run.pipeline_splits or run.pipeline_placement), or a lower "
+    "run.available_memory_proportion for the convs' and matmuls' temporaries";
 
 }  // namespace ipusim::cost

@@ -109,6 +109,9 @@ std::string format(Duration d);
 
 // Human-friendly spellings for summaries ("5.69 KiB", "1.32 GHz", "18.3 us").
 std::string human_bytes(double bytes);
+// `bytes` in the unit human_bytes picks for `scale` (figures compared with one another in one
+// unit: 514.55 KiB of 1250.00 KiB, not of 1.22 MiB).
+std::string human_bytes_as(double bytes, double scale);
 std::string human_seconds(double seconds);
 std::string human_rate(double value, std::string_view unit);  // 1.2e12, "FLOP/s" -> "1.20 TFLOP/s"
 // A clock as configured, without rounding away digits: 1.325e9 -> "1.325 GHz", 1.6e9 -> "1.6 GHz".
