@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "ipusim/compiler/compiler.hpp"
@@ -77,6 +78,39 @@ std::vector<std::string> select(const std::vector<std::string>& sets, const char
 
 void add_sets(std::vector<std::string>& argv, const std::vector<std::string>& sets) {
   for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
+}
+
+// Points of one sweep share their run and model files: each is read and parsed once per
+// process (listing 90,000 points parsed the same model file 90,000 times). The files do not
+// change while a sweep plans its points.
+struct ModelEntry {
+  compiler::ModelDef model;
+  std::string text;  // the file as hashed into point ids
+};
+const ModelEntry& cached_model(const std::string& file) {
+  static std::map<std::string, ModelEntry> cache;
+  auto it = cache.find(file);
+  if (it == cache.end())
+    it = cache
+             .emplace(file, ModelEntry{compiler::load_model(file),
+                                       read_input_file(file, kMaxModelBytes, "model file")})
+             .first;
+  return it->second;
+}
+struct RunEntry {
+  compiler::LoadedRun loaded;
+  std::string resolved_yaml;
+};
+const RunEntry& cached_run(const std::string& file, const std::vector<std::string>& sets) {
+  static std::map<std::pair<std::string, std::vector<std::string>>, RunEntry> cache;
+  auto key = std::pair{file, sets};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    compiler::LoadedRun loaded = compiler::load_run(file, sets);
+    std::string yaml = loaded.resolved.to_yaml();
+    it = cache.emplace(std::move(key), RunEntry{std::move(loaded), std::move(yaml)}).first;
+  }
+  return it->second;
 }
 
 PointPlan plan(const Spec& spec, const Point& point) {
@@ -162,17 +196,18 @@ PointPlan plan(const Spec& spec, const Point& point) {
     p.workload = p.kernel;
   } else {
     p.run_file = resolve_file(spec, "run", run, "configs/runs", "run config");
-    const compiler::LoadedRun r = compiler::load_run(p.run_file, select(p.sets, "run.", true));
-    feed("run", r.resolved.to_yaml());
-    p.model_file = model.empty() ? r.run.model_file
+    const std::vector<std::string> run_sets = select(p.sets, "run.", true);
+    const RunEntry& r = cached_run(p.run_file, run_sets);
+    feed("run", r.resolved_yaml);
+    p.model_file = model.empty() ? r.loaded.run.model_file
                                  : resolve_file(spec, "model", model, "models", "model file");
-    const compiler::ModelDef m = compiler::load_model(p.model_file);
-    compiler::check_run_applies(m, r.run);
-    feed("model", read_input_file(p.model_file, kMaxModelBytes, "model file"));
-    if (p.system_file.empty()) p.system_file = r.run.system_file;
+    const ModelEntry& m = cached_model(p.model_file);
+    compiler::check_run_applies(m.model, r.loaded.run);
+    feed("model", m.text);
+    if (p.system_file.empty()) p.system_file = r.loaded.run.system_file;
     const LoadedSystem s = load_system(p.system_file, select(p.sets, "run.", false), explicit_chip);
     feed("system", s.resolved.to_yaml());
-    p.workload = m.name;
+    p.workload = m.model.name;
     p.system = s.spec.name;
     p.ipus = s.spec.ipus();
   }
