@@ -427,11 +427,11 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
                                "FLOP"));
       out += fmt::format(
           "  model         {} parameters; {} per {} ({}, from its graph); {} over {} IPU{} = "
-          "{:.1f}% of their FP16.16 peak\n",
+          "{:.1f}% of {} FP16.16 peak\n",
           human_rate(static_cast<double>(wl->parameters), ""),
           human_rate(flops / wl->samples_per_step, "FLOP"), unit, passes,
           human_rate(model_rate, "FLOP/s"), wl->model_ipus, wl->model_ipus == 1 ? "" : "s",
-          100.0 * model_rate / model_peak);
+          100.0 * model_rate / model_peak, wl->model_ipus == 1 ? "its" : "their");
     }
   }
   auto line = [&](std::string_view phase, std::uint64_t c, std::uint64_t n, std::string_view what) {
