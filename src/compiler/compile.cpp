@@ -28,12 +28,6 @@ std::string amp_engines(const ChipSpec& c) {
                      c.amp.float_float.engines);
 }
 
-const std::string* meta_of(const trace::Trace& t, const std::string& key) {
-  for (const auto& [k, v] : t.meta)
-    if (k == key) return &v;
-  return nullptr;
-}
-
 }  // namespace
 
 void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops) {
@@ -131,8 +125,8 @@ std::vector<std::pair<std::string, std::string>> chip_target_meta(const ChipSpec
 std::vector<std::string> target_mismatches(const trace::Trace& trace, const ChipSpec& chip,
                                            const SystemSpec* system) {
   std::vector<std::string> out;
-  const std::string* run = meta_of(trace, "target.run");
-  const std::string* name = meta_of(trace, "target.chip");
+  const std::string* run = trace::find_meta(trace.meta, "target.run");
+  const std::string* name = trace::find_meta(trace.meta, "target.chip");
   if (!name) return out;
   const std::string again =
       run ? fmt::format(
@@ -143,7 +137,7 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
                 "generate it again for this chip ('ipusim kernel' with the same --chip "
                 "and --set)");
   auto differs = [&](const char* key, const std::string& here) {
-    const std::string* there = meta_of(trace, key);
+    const std::string* there = trace::find_meta(trace.meta, key);
     return there && *there != here ? there : nullptr;
   };
   std::vector<std::string> chip_diffs;
@@ -166,7 +160,7 @@ std::vector<std::string> target_mismatches(const trace::Trace& trace, const Chip
     const std::uint64_t used =
         static_cast<std::uint64_t>(trace.replicas) * trace.ipus_per_replica();
     if (system->ipus() > used) {
-      const std::string* planned = meta_of(trace, "target.system");
+      const std::string* planned = trace::find_meta(trace.meta, "target.system");
       out.push_back(
           fmt::format("the trace uses {} of the {} IPUs of {} (it was compiled for {}): the others "
                       "stay idle; for this system, compile a run config made for it",

@@ -346,12 +346,12 @@ const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
     const plan::ConvArgs a = as_planned(args);
     std::string layers;
     for (const auto& l : current_.layers) layers += (layers.empty() ? "'" : ", '") + l + "'";
-    const bool matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
     const std::string shape =
-        matmul ? fmt::format("a {} x {} by {} x {} matmul", a.height, a.in_chans, a.in_chans,
-                             a.out_chans)
-               : fmt::format("a conv of {} samples of {} x {} x {} to {} channels", a.batch,
-                             a.height, a.width, a.in_chans * a.groups, a.out_chans * a.groups);
+        a.matmul_shaped()
+            ? fmt::format("a {} x {} by {} x {} matmul", a.height, a.in_chans, a.in_chans,
+                          a.out_chans)
+            : fmt::format("a conv of {} samples of {} x {} x {} to {} channels", a.batch, a.height,
+                          a.width, a.in_chans * a.groups, a.out_chans * a.groups);
     std::string whose;
     if (!layers.empty()) whose = fmt::format("layer {}", layers);
     if (current_.pass != trace::Pass::kNone)
@@ -717,8 +717,8 @@ Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const La
   const plan::ConvArgs d = data_gradient_args(fwd);
   // A matmul's (a 1x1 conv of one image one column wide, as matmul() builds it) data gradient
   // is a matmul too.
-  const bool is_matmul = fwd.batch == 1 && fwd.width == 1 && fwd.kernel == 1 && fwd.stride == 1;
-  const Scope scope(*this, stamp_for(is_matmul ? trace::OpKind::kMatmul : trace::OpKind::kConv));
+  const Scope scope(*this,
+                    stamp_for(fwd.matmul_shaped() ? trace::OpKind::kMatmul : trace::OpKind::kConv));
   return conv(out, d, Operand{g, false}, Operand{w, true});
 }
 

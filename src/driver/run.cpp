@@ -44,7 +44,7 @@ long peak_rss_kib() {
 // (a matmul, as IpuBuilder::matmul plans it: a 1x1 conv of one image one column wide whose
 // height is its rows; a conv's weight gradient is one).
 std::string shape_text(const plan::ConvArgs& a) {
-  if (a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1)
+  if (a.matmul_shaped())
     return fmt::format("m={} k={} n={} groups={}", a.height, a.in_chans, a.out_chans, a.groups);
   return fmt::format("n={} c={} h={} w={} k={} kernel={} stride={} groups={}", a.batch, a.in_chans,
                      a.height, a.width, a.out_chans, plan::to_string(a.kernel),

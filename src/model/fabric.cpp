@@ -54,8 +54,8 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
       programs_(trace.ipus_per_replica()),
       simulated_replicas_(simulate_all_replicas ? trace.replicas : 1),
       period_(clock_period(system.chip.clock)) {
-  for (const auto& [key, value] : trace.meta)
-    if (key == "engine.sync_replicas_independently") sync_replicas_independently_ = value == "true";
+  if (const std::string* v = trace::find_meta(trace.meta, "engine.sync_replicas_independently"))
+    sync_replicas_independently_ = *v == "true";
   {
     std::vector<std::uint32_t> all(static_cast<std::size_t>(trace.replicas) * programs_);
     for (std::uint32_t g = 0; g < all.size(); ++g) all[g] = g;

@@ -71,9 +71,7 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
       built.emplace("system", chip, trace, options, system, all_replicas);
     } catch (const cost::TileMemoryError& e) {
       // A compiled workload's program: say which run keys make it fit.
-      bool compiled = false;
-      for (const auto& [key, value] : trace.meta) compiled = compiled || key == "target.run";
-      if (!compiled) throw;
+      if (!trace::find_meta(trace.meta, "target.run")) throw;
       throw cost::TileMemoryError(std::string(e.what()) +
                                   std::string(cost::kCompiledWorkloadAdvice));
     }

@@ -193,8 +193,7 @@ std::uint64_t fixed_memory(const ChipSpec& chip) {
 }  // namespace
 
 bool swappable(const ConvArgs& a) {
-  return (a.matmul || a.weight_update) && a.batch == 1 && a.width == 1 && a.kernel == 1 &&
-         a.stride == 1 && a.groups == 1 && !a.channel_groups;
+  return (a.matmul || a.weight_update) && a.matmul_shaped() && a.groups == 1 && !a.channel_groups;
 }
 
 ConvArgs swap_operands(const ConvArgs& a) {
@@ -640,11 +639,11 @@ FcPlans plan_fully_connected(const ChipSpec& chip, const ConvArgs& fwd, const Co
 
 std::string conv_name(const ConvArgs& a) {
   const std::string dt(trace::kDTypeNames[static_cast<std::size_t>(a.dtype)]);
-  const bool is_matmul = a.batch == 1 && a.width == 1 && a.kernel == 1 && a.stride == 1;
   std::string name =
-      is_matmul ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
-                : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height,
-                              a.width, a.out_chans, to_string(a.kernel), to_string(a.stride), dt);
+      a.matmul_shaped()
+          ? fmt::format("matmul_{}x{}x{}_{}", a.height, a.out_chans, a.in_chans, dt)
+          : fmt::format("conv2d_n{}_c{}_{}x{}_k{}_f{}_s{}_{}", a.batch, a.in_chans, a.height,
+                        a.width, a.out_chans, to_string(a.kernel), to_string(a.stride), dt);
   if (a.groups > 1) name += fmt::format("_g{}", a.groups);
   const trace::DType partials = partials_of(a);
   if (partials != a.dtype)

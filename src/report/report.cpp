@@ -152,28 +152,24 @@ Totals totals(const RunStats& stats) {
   return t;
 }
 
-double meta_value(const RunInfo& info, const std::string& key) {
-  for (const auto& [k, v] : info.meta)
-    if (k == key) return std::stod(v);
-  return 0;
+double meta_value(const RunInfo& info, std::string_view key) {
+  const std::string* v = trace::find_meta(info.meta, key);
+  return v ? std::stod(*v) : 0;
 }
 
 // A whole-number meta entry (0 when absent).
-std::uint64_t meta_count(const RunInfo& info, const std::string& key) {
-  for (const auto& [k, v] : info.meta)
-    if (k == key) return std::stoull(v);
-  return 0;
+std::uint64_t meta_count(const RunInfo& info, std::string_view key) {
+  const std::string* v = trace::find_meta(info.meta, key);
+  return v ? std::stoull(*v) : 0;
 }
 
 }  // namespace
 
 std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
   Workload w;
-  for (const auto& [k, v] : info.meta) {
-    if (k == "model") w.model = v;
-    if (k == "sample_unit") w.sample_unit = v;
-    if (k == "mode") w.inference = v == "inference";
-  }
+  if (const std::string* v = trace::find_meta(info.meta, "model")) w.model = *v;
+  if (const std::string* v = trace::find_meta(info.meta, "sample_unit")) w.sample_unit = *v;
+  if (const std::string* v = trace::find_meta(info.meta, "mode")) w.inference = *v == "inference";
   w.samples_per_step = meta_value(info, "samples_per_step");
   w.parameters = meta_count(info, "model.parameters");
   w.forward_flops = meta_count(info, "model.flops.forward");
@@ -181,6 +177,7 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
   w.model_ipus = meta_count(info, "model.ipus");
   if (w.samples_per_step <= 0 || step_seconds <= 0) return std::nullopt;
   w.throughput = w.samples_per_step / step_seconds;
+  w.model_rate = static_cast<double>(w.model_flops()) / step_seconds;
   const double epochs = meta_value(info, "ttt.epochs");
   w.steps = epochs > 0
                 ? epochs * std::ceil(meta_value(info, "ttt.samples_per_epoch") / w.samples_per_step)
@@ -241,17 +238,14 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
     if (wl->inference) w.quantity("latency", stats.seconds, "s");
     if (wl->has_model()) {
       w.quantity("parameters", wl->parameters, "parameters");
-      const double flops = static_cast<double>(wl->model_flops());
-      const double rate = flops / stats.seconds;
       w.key("model_flops").begin_object();
       w.quantity("forward", wl->forward_flops, "FLOP");
       w.quantity("backward", wl->backward_flops, "FLOP");
       w.quantity("total", wl->model_flops(), "FLOP");
-      w.quantity("per_sample", flops / wl->samples_per_step, "FLOP");
-      w.quantity("rate", rate, "FLOP/s");
-      w.quantity("utilisation",
-                 rate / (chip.peak_flops(true, false) * static_cast<double>(wl->model_ipus)),
-                 "fraction of FP16.16 peak");
+      w.quantity("per_sample", static_cast<double>(wl->model_flops()) / wl->samples_per_step,
+                 "FLOP");
+      w.quantity("rate", wl->model_rate, "FLOP/s");
+      w.quantity("utilisation", wl->model_rate / wl->model_peak(chip), "fraction of FP16.16 peak");
       w.end_object();
     }
     if (wl->has_time_to_train) {
@@ -412,8 +406,6 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
           wl->checkpoints, wl->evaluations);
     if (wl->has_model()) {
       const double flops = static_cast<double>(wl->model_flops());
-      const double model_rate = flops / stats.seconds;
-      const double model_peak = chip.peak_flops(true, false) * static_cast<double>(wl->model_ipus);
       std::string unit = wl->sample_unit;
       if (unit.ends_with('s')) unit.pop_back();
       const std::string passes =
@@ -430,8 +422,8 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
           "{:.1f}% of {} FP16.16 peak\n",
           human_rate(static_cast<double>(wl->parameters), ""),
           human_rate(flops / wl->samples_per_step, "FLOP"), unit, passes,
-          human_rate(model_rate, "FLOP/s"), wl->model_ipus, wl->model_ipus == 1 ? "" : "s",
-          100.0 * model_rate / model_peak, wl->model_ipus == 1 ? "its" : "their");
+          human_rate(wl->model_rate, "FLOP/s"), wl->model_ipus, wl->model_ipus == 1 ? "" : "s",
+          100.0 * wl->model_rate / wl->model_peak(chip), wl->model_ipus == 1 ? "its" : "their");
     }
   }
   auto line = [&](std::string_view phase, std::uint64_t c, std::uint64_t n, std::string_view what) {

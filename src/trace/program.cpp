@@ -14,6 +14,12 @@
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::trace {
+
+const std::string* find_meta(const Meta& meta, std::string_view key) {
+  for (const auto& [k, v] : meta)
+    if (k == key) return &v;
+  return nullptr;
+}
 namespace {
 
 constexpr std::array<std::string_view, 7> kStepKindNames{

@@ -191,15 +191,7 @@ std::string format(Duration d) {
   return trim_float(d.seconds * 1e9) + "ns";
 }
 
-std::string human_bytes(double bytes) {
-  static constexpr std::array<std::string_view, 5> kNames{"B", "KiB", "MiB", "GiB", "TiB"};
-  std::size_t i = 0;
-  while (bytes >= 1024.0 && i + 1 < kNames.size()) {
-    bytes /= 1024.0;
-    ++i;
-  }
-  return i == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, kNames[i]);
-}
+std::string human_bytes(double bytes) { return human_bytes_as(bytes, bytes); }
 
 std::string human_bytes_as(double bytes, double scale) {
   static constexpr std::array<std::string_view, 5> kNames{"B", "KiB", "MiB", "GiB", "TiB"};

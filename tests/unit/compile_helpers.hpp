@@ -8,10 +8,36 @@
 #include <vector>
 
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/layout.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/trace/program.hpp"
+#include "ipusim/util/error.hpp"
 
 namespace ipusim::testing {
+
+// A layout of `positions` x `channels` half elements in blocks of `ppt` positions by `cpt`
+// channels, one block per tile from tile 0.
+inline compiler::Layout grid(std::uint64_t positions, std::uint64_t channels, std::uint64_t ppt,
+                             std::uint64_t cpt) {
+  compiler::Layout l;
+  l.dtype = trace::DType::kHalf;
+  l.positions = positions;
+  l.channels = channels;
+  l.positions_per_tile = ppt;
+  l.chans_per_tile = cpt;
+  return l;
+}
+
+// The message of the ConfigError `f` throws ("" if none).
+template <class F>
+std::string config_error_of(F f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // The run file `run_file` with the `set` overrides, compiled for its model and system.
 inline trace::Trace compile_run(const std::string& run_file,

@@ -28,15 +28,7 @@ using trace::DType;
 using trace::Op;
 using trace::StepKind;
 
-Layout grid(std::uint64_t positions, std::uint64_t channels, std::uint64_t ppt, std::uint64_t cpt) {
-  Layout l;
-  l.dtype = DType::kHalf;
-  l.positions = positions;
-  l.channels = channels;
-  l.positions_per_tile = ppt;
-  l.chans_per_tile = cpt;
-  return l;
-}
+using ipusim::testing::grid;
 
 std::size_t count(const Steps& steps, StepKind kind) {
   std::size_t n = 0;

@@ -77,15 +77,7 @@ std::string write(const std::string& name, const std::string& bytes) {
   std::ofstream(file, std::ios::binary) << bytes;
   return file;
 }
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using ipusim::testing::config_error_of;
 
 TEST(ModelLimits, AnOnnxGraphOf20000LayersLoadsAndOneOverTheLimitIsRefusedInItsTerms) {
   // Was refused at a line and column of the generated YAML (its node cap for hand-written
@@ -93,8 +85,8 @@ TEST(ModelLimits, AnOnnxGraphOf20000LayersLoadsAndOneOverTheLimitIsRefusedInItsT
   const ModelDef m = load_model(write("chain20k.onnx", relu_chain_onnx(20000)));
   EXPECT_EQ(m.layers.size(), 20000u + 4);  // conv, the ReLUs, pool, fc, the loss ipusim adds
   EXPECT_EQ(parameter_count(m), 4u * 3 + 2 * 4 + 2);
-  const std::string e =
-      error_of([&] { load_model(write("chain100k.onnx", relu_chain_onnx(kMaxModelLayers))); });
+  const std::string e = config_error_of(
+      [&] { load_model(write("chain100k.onnx", relu_chain_onnx(kMaxModelLayers))); });
   EXPECT_NE(e.find("its nodes make 100004 layers, expected at most 100000 (a model's limit)"),
             std::string::npos)
       << e;
@@ -115,7 +107,7 @@ TEST(ModelLimits, ASampleOfMoreThan2To40ElementsIsRefusedAtLoad) {
                                  "model: {name: m, family: cnn, input: {height: 4294967296, width: "
                                  "4294967296, channels: 3}, classes: 2}\n"
                                  "layers:\n  - {name: c, op: conv, out: 4, kernel: 1}\n");
-  const std::string e = error_of([&] { load_model(file); });
+  const std::string e = config_error_of([&] { load_model(file); });
   EXPECT_NE(e.find("huge_input.yaml:1:38: model.input: 4294967296 x 4294967296 x 3 is more than "
                    "2^40 elements per sample, expected at most 1099511627776"),
             std::string::npos)

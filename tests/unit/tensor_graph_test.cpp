@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "compile_helpers.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/compiler/graph/primitive.hpp"
@@ -23,16 +24,7 @@ std::string models(const std::string& file) {
   return std::string(IPUSIM_SOURCE_DIR) + "/models/" + file;
 }
 
-// The message of the ConfigError `f` throws ("" if none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using ipusim::testing::config_error_of;
 
 TEST(TensorGraphTable, HasOneNamedRowPerPrimitiveInEnumOrder) {
   const auto& rows = primitives();
@@ -131,22 +123,22 @@ TEST(TensorGraphShapes, AShapeAnOpCannotTakeIsAnErrorNamingTheLayerOpAndShapes) 
   const TensorId w = g.weight("w", {1000, 1024}, kHalf);
   Attrs t;
   t.transpose_b = true;
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(config_error_of([&] {
               g.add(P::kMatmul, {x, w}, t);
             }),
             "m.yaml:12:5: layer 'fc1': matmul of [1, 2048] and [1000, 1024]: the reduced "
             "dimensions differ: 2048 and 1024");
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(config_error_of([&] {
               g.add(P::kAdd, {g.input("a", {3}, kHalf), g.input("b", {4}, kHalf)});
             }).find("[3] and [4] do not broadcast"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(config_error_of([&] {
               g.add(P::kRelu, {x, x});
             }).find("it takes 1 operand (x), found 2"),
             std::string::npos);
   Attrs r;
   r.dims = {3, 3};
-  EXPECT_NE(error_of([&] { g.add(P::kReshape, {x}, r); }).find("has 2048 elements"),
+  EXPECT_NE(config_error_of([&] { g.add(P::kReshape, {x}, r); }).find("has 2048 elements"),
             std::string::npos);
   // A failed add leaves the graph as it was.
   EXPECT_TRUE(g.nodes().empty());

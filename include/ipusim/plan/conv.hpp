@@ -72,6 +72,10 @@ struct ConvArgs {
   // channels a group so combined may also run on poplin's SLIC vertex, whose weights are not
   // block-diagonal (geometry.hpp slic_groupings).
   std::uint32_t combined_groups = 1;
+
+  // Shaped as a matmul: one image one column wide under a 1x1 window at stride 1 (how
+  // IpuBuilder::matmul plans an M x K by K x N product: height M, input channels K).
+  bool matmul_shaped() const { return batch == 1 && width == 1 && kernel == 1 && stride == 1; }
 };
 
 // Whether the planner also tries the product with its operands swapped (poplin's swapOperands

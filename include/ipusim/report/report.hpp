@@ -59,8 +59,13 @@ struct Workload {
   // From the model's tensor graph (compiled workloads): its parameters, the FLOPs of one
   // step's forward and backward passes over all replicas, and the IPUs they run on.
   std::uint64_t parameters = 0, forward_flops = 0, backward_flops = 0, model_ipus = 0;
+  double model_rate = 0;  // model_flops() per second of step
   bool has_model() const { return parameters > 0 && model_ipus > 0; }
   std::uint64_t model_flops() const { return forward_flops + backward_flops; }
+  // The FP16.16 peak of the IPUs the model runs on (FLOP/s).
+  double model_peak(const ChipSpec& chip) const {
+    return chip.peak_flops(true, false) * static_cast<double>(model_ipus);
+  }
 };
 std::optional<Workload> workload(const RunInfo& info, double step_seconds);
 

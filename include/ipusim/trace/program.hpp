@@ -432,12 +432,17 @@ struct IpuProgram {
 // The number of program positions of `steps` (see Lifetime), saturating at 2^64-1.
 std::uint64_t program_positions(const std::vector<Step>& steps);
 
+// A trace's workload facts, (key, value) in order; keys are unique (check_structure).
+using Meta = std::vector<std::pair<std::string, std::string>>;
+// The value of `key` in `meta`, or null.
+const std::string* find_meta(const Meta& meta, std::string_view key);
+
 struct Trace {
   std::uint32_t version = kFormatVersion;
   std::string name;
   std::uint32_t replicas = 1;  // data-parallel copies of the programs below
   // Facts about the workload for reports (e.g. samples_per_step, sample_unit), as names.
-  std::vector<std::pair<std::string, std::string>> meta;
+  Meta meta;
   std::vector<GlobalExchange> global_exchanges;
   std::vector<IpuProgram> ipus;
   // IPUs per replica: programs are indexed 0..P-1 by their `ipu` field.

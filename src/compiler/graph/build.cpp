@@ -17,14 +17,14 @@ namespace {
 using P = Primitive;
 constexpr trace::DType kIndex = trace::DType::kInt;
 
-// "Same" padding of a window of `k` at `stride` over `in` elements: out = ceil(in / stride),
-// the padding split with the odd element at the end (the CNN model files' convention).
+// The stride and "same" padding of a window of `k` at `stride` over each of `spatial`:
+// out = ceil(in / stride), the padding split with the odd element at the end (the CNN model
+// files' convention).
 void same_pads(Attrs& a, const Dims& spatial, std::uint64_t k, std::uint64_t stride) {
   for (std::uint64_t in : spatial) {
     const std::uint64_t out = ceil_div(in, stride);
     const std::uint64_t reach = (out - 1) * stride + k;
     const std::uint64_t total = reach > in ? reach - in : 0;
-    a.kernel.push_back(k);
     a.stride.push_back(stride);
     a.pad_begin.push_back(total / 2);
     a.pad_end.push_back(total - total / 2);
@@ -64,8 +64,7 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
         const TensorId w =
             g.weight(l.name + ".weight", {filters, per_group, l.kernel, l.kernel}, dt);
         Attrs a;
-        same_pads(a, spatial_of(g, x), l.kernel, l.stride);
-        a.kernel.clear();
+        same_pads(a, spatial_of(g, x), l.kernel, l.stride);  // the window is w's
         a.groups = c / per_group;
         y = g.add(P::kConv, {x, w}, a);
         break;
@@ -90,6 +89,7 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
         break;
       case Op::kMaxPool: {
         Attrs a;
+        a.kernel = {l.kernel, l.kernel};
         same_pads(a, spatial_of(g, x), l.kernel, l.stride);
         y = g.add(P::kMaxPool, {x}, a);
         break;
@@ -243,9 +243,8 @@ class TransformerBuilder {
       c.axis = 1;
       x = g_.add(P::kConcat, {cls, tokens}, c);
     } else {
-      x = g_.add(P::kGather, {weight("word_embeddings.weight", {m_.vocabulary, h}),
-                              g_.input("input_ids", {b, s}, kIndex)});
-      table_ = g_.node(static_cast<NodeId>(g_.nodes().size() - 1)).inputs[0];
+      table_ = weight("word_embeddings.weight", {m_.vocabulary, h});
+      x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
       if (m_.token_types > 0)
         x = g_.add(P::kAdd, {x, g_.add(P::kGather,
                                        {weight("token_type_embeddings.weight", {m_.token_types, h}),
