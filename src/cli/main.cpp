@@ -23,16 +23,23 @@ Usage: ipusim <command> [options]
 
 Commands:
   compile   lower a model's training or inference step (CNNs, transformers) onto a chip and system
-  run       simulate a compiled program trace on a chip or system and report where the time went
+  run       simulate a compiled program trace on a chip or system (or, with --run, compile a
+            model's step in memory and simulate it) and report where the time went; --out
+            writes a run directory (stats.json, CSVs of tiles, supersteps, layers and plans)
   kernel    write a reference kernel trace (matmul, conv2d, reduce, elementwise,
-            exchange-all-to-all, exchange-broadcast, sync-loop), planned for a chip
+            exchange-all-to-all, exchange-broadcast, sync-loop; on a system link-p2p,
+            allreduce, collective, sync), planned for a chip
   validate  check config, model, sweep, suite and trace files without simulating
   import    write the model file an ONNX model is read as (run --model takes .onnx too)
-  info      print a chip's resolved parameters and derived peaks
-  check     run a regression suite and compare it with its golden results
-  sweep     run every point of a sweep spec (locally or under mpirun) into sweep.csv/json
+  info      print a chip's (or --system's) resolved parameters and derived peaks, or the
+            config and run key references
+  check     run a regression suite and compare it with its golden results (--update rewrites
+            them, --junit writes a JUnit XML file)
+  sweep     run every point of a sweep spec (locally or under mpirun) into sweep.csv/json and
+            a run directory per point
   report    write a self-contained HTML report of a run (or sweep) directory
-  compare   show the config and stats differences between two run directories
+  compare   explain the differences between two run directories: time by phase and layer,
+            plan changes, settings and stats
 
 Run 'ipusim <command> --help' for the options of a command.
 

@@ -31,13 +31,19 @@ int report_command(int argc, char** argv) {
   if (common.help) {
     print_help("ipusim report RUN_DIR [--out FILE] [--compare RUN_DIR]",
                "Writes one self-contained HTML page (inline SVG charts, no network access) for a\n"
-               "run directory written by 'ipusim run --out DIR': summary (system, workload, step\n"
-               "time, throughput, time to train), the time split, per-tile memory and compute\n"
-               "heat maps per IPU with the worst tiles, top compute sets and exchanges and the\n"
-               "longest supersteps. For a sweep directory (one holding sweep.json from\n"
-               "'ipusim sweep'), draws throughput and scaling efficiency against the IPU count\n"
-               "per workload and lists every point, failed ones with their error\n"
-               "(docs/reports.md). The file is written atomically.",
+               "run directory written by 'ipusim run --out DIR', in this order: the summary\n"
+               "(system, workload, step time, throughput, time to train), with\n"
+               "--compare the comparison, where the time goes (per phase kind and IPU), the\n"
+               "time by layer and pass (layers.csv), the plan of each conv and matmul\n"
+               "(plan.csv), a roofline of the layers, a BSP timeline of one step, per-tile\n"
+               "memory and compute heat maps with the worst tiles, memory over the program,\n"
+               "the top compute sets and exchanges and the longest supersteps, each named by\n"
+               "the layer and pass it serves. For a sweep directory (one holding sweep.json\n"
+               "from 'ipusim sweep'), draws throughput (and scaling efficiency over IPUs)\n"
+               "against the IPU count or the first numeric swept key per workload, where each\n"
+               "point's time goes, and lists every point, failed ones with their error\n"
+               "(docs/reports.md). Writes only the HTML file, atomically; sections whose\n"
+               "input file is missing from the directory are left out.",
                desc);
     return 0;
   }
@@ -85,8 +91,11 @@ int compare_command(int argc, char** argv) {
                "the headline (step time, throughput, time to train, peak tile memory: A, B,\n"
                "delta, percent and direction), the step-time change attributed to phase kinds\n"
                "and to layers (layers.csv) of the IPU that sets the step time, adding up to the\n"
-               "change, the settings that differ (config.resolved.yaml: chip, system and run\n"
-               "keys; the trace), and the stats.json fields that moved most. --json prints the\n"
+               "change, the plan changes of those layers' convs and matmuls (plan.csv: tiles,\n"
+               "split, vertices), the settings that differ (config.resolved.yaml: chip, system\n"
+               "and run keys; the trace), and the stats.json fields that moved most (a layer's\n"
+               "FLOPs only when the IPU's total moved, not when they moved between layers that\n"
+               "share a compute set). Writes nothing; --json prints the\n"
                "same as one JSON document (docs/reports.md). 'ipusim report RUN_B --compare\n"
                "RUN_A' puts the same into RUN_B's HTML report.",
                desc);

@@ -819,6 +819,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   const std::uint64_t cycles = run.inference ? ga + p - 1 : pipeline_cycles(ga, p - 1);
   if (pipelined) t.global_exchanges = {cnn_stage_copies(nodes, ranges, run, m.dtype)};
   IpuBuilder::PlanCache plan_cache;  // stages may plan the same shapes
+  std::vector<std::uint64_t> streaming(p, 0);
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
     program.ipu = ipu;
@@ -840,7 +841,9 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     for (auto& loop : pipeline_loops(stages, ga, cycles, pipelined))
       program.steps.push_back(std::move(loop));
     finish_program(lower, run, system, chip, program, b, ipu, p);
+    streaming[ipu] = b.streaming_memory();
   }
+  check_streaming_memory(run, system, streaming);
   return t;
 }
 

@@ -12,9 +12,29 @@
 #include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
 #include "lowering.hpp"
 
 namespace ipusim::compiler {
+
+void check_streaming_memory(const RunConfig& run, const SystemSpec& system,
+                            const std::vector<std::uint64_t>& per_program) {
+  const MachineSpec& m = system.machine;
+  if (m.host_attach == HostAttach::kPcie || per_program.empty()) return;
+  const std::uint64_t ipus = static_cast<std::uint64_t>(run.replicas) * per_program.size();
+  for (std::uint64_t first = 0; first < ipus; first += m.ipus) {
+    std::uint64_t kept = 0;
+    for (std::uint64_t i = first; i < std::min(ipus, first + m.ipus); ++i)
+      kept += per_program[i % per_program.size()];
+    if (kept > m.streaming_memory.count)
+      throw ConfigError(fmt::format(
+          "{}: machine {}'s IPUs keep {} in its Streaming Memory (input buffers, streamed "
+          "optimiser state and weights), more than machine.gateway.streaming_memory {}",
+          run.file, first / m.ipus, human_bytes(static_cast<double>(kept)),
+          human_bytes(static_cast<double>(m.streaming_memory.count))));
+  }
+}
+
 namespace {
 
 std::string meta_number(double v) {
@@ -63,6 +83,7 @@ void stream_input(IpuBuilder& b, std::vector<trace::Step>& out, const RunConfig&
   using trace::HostDirection, trace::HostMemory;
   layout.dtype = trace::DType::kChar;
   if (run.io_tiles == 0) {
+    b.keep_in_streaming_memory(2 * bytes);  // this micro-batch and the next, prefetched
     b.host(out, bytes, HostDirection::kToIpu, HostMemory::kStreaming, /*overlap=*/false,
            layout.range());
     b.host(out, bytes, HostDirection::kToIpu, HostMemory::kHost, /*overlap=*/true);
@@ -218,9 +239,11 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
                      std::vector<PlannedConv>* plans, CompileChecks checks) {
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())
-    throw ConfigError(fmt::format("{}: {} replicas x {} IPUs need {} IPUs, but {} has {}", run.file,
-                                  run.replicas, run.ipus_per_replica, needed, system.name,
-                                  system.ipus()));
+    throw ConfigError(fmt::format(
+        "{}: {} replicas x {} IPUs need {} IPUs, but {} has {} (run.replicas x "
+        "run.ipus_per_replica; system.racks {} x system.machines_per_rack {} x machine.ipus {})",
+        run.file, run.replicas, run.ipus_per_replica, needed, system.name, system.ipus(),
+        system.racks, system.machines_per_rack, system.machine.ipus));
   check_run_applies(model, run);
   trace::Trace t = model.family == graph::Family::kCnn
                        ? compile_cnn(model, run, system, plans)

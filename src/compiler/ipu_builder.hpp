@@ -249,6 +249,10 @@ class IpuBuilder {
     return l;
   }
   std::uint64_t peak_temp() const { return peak_temp_; }
+  // Bytes the program keeps in its gateway's Streaming Memory (input buffers, streamed
+  // optimiser state or weights), for check_streaming_memory.
+  void keep_in_streaming_memory(std::uint64_t bytes) { streaming_bytes_ += bytes; }
+  std::uint64_t streaming_memory() const { return streaming_bytes_; }
   const ChipSpec& chip() const { return chip_; }
   // Plans conv `args` ahead, on a second thread (plan/prefetch.hpp), as conv() will plan it
   // with its input and weights read transposed or not: conv() takes the plan made, or waits
@@ -345,6 +349,7 @@ class IpuBuilder {
   double available_memory_;  // proportion of tile memory a conv's buffers may take
   std::uint64_t budget_;     // that in bytes per tile
   std::uint64_t peak_temp_ = 0;
+  std::uint64_t streaming_bytes_ = 0;
   std::map<std::string, Planned> plans_;
   PlanCache* shared_plans_ = nullptr;
   std::unique_ptr<plan::PlanPrefetcher> prefetcher_;  // made by the first plan_ahead()

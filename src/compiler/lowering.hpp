@@ -23,6 +23,12 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
 // highest-numbered tiles (ConfigError when they leave no compute tile).
 ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip);
 
+// Refuses a program whose machines' Streaming Memory (machine.gateway.streaming_memory) cannot
+// hold what their IPUs keep there: `per_program[i]` bytes for program i of every replica
+// (IpuBuilder::streaming_memory). A PCIe card has none to check: its transfers use host memory.
+void check_streaming_memory(const RunConfig& run, const SystemSpec& system,
+                            const std::vector<std::uint64_t>& per_program);
+
 class IpuBuilder;
 struct Layout;
 // One micro-batch's input stream, `bytes` in all, arriving on `layout` (its 8-bit values) on a

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 
 #include "graph/sublayers.hpp"
 #include "ipu_builder.hpp"
@@ -654,6 +655,10 @@ class StageProgram {
               trace::HostMemory::kHost);
     }
     lay_out_parameters();
+    if (run_.streamed_weights) {  // every phase's weights stay in Streaming Memory
+      const std::vector<std::uint64_t> loads = phase_loads(blocks_);
+      b_.keep_in_streaming_memory(std::accumulate(loads.begin(), loads.end(), std::uint64_t{0}));
+    }
     InferenceMemory memory;
     memory.parameters = run_.streamed_weights ? weight_buffer() : held_parameters();
     memory.dtype = m_.dtype;
@@ -994,6 +999,7 @@ class StageProgram {
   std::uint64_t weight_update() {
     const std::uint64_t sharded_tensors = reduce_gradients();
     const auto update_scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
+    if (run_.optimiser_state_streaming) b_.keep_in_streaming_memory(state_bytes());
     if (run_.optimiser_state_streaming)
       b_.host(program_.steps, state_bytes(), trace::HostDirection::kToIpu,
               trace::HostMemory::kStreaming);
@@ -1078,7 +1084,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
   t.name = run.name;
   t.replicas = run.replicas;
   t.global_exchanges = pipeline.stage_copies();
-  std::vector<std::uint64_t> norm_bytes(pipeline.p, 0);
+  std::vector<std::uint64_t> norm_bytes(pipeline.p, 0), streaming(pipeline.p, 0);
   IpuBuilder::PlanCache plan_cache;  // the stages plan the same shapes
   for (std::uint32_t ipu = 0; ipu < pipeline.p; ++ipu) {
     auto& program = t.ipus.emplace_back();
@@ -1094,7 +1100,9 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
       stage.inference();
     else
       norm_bytes[ipu] = stage.training();
+    streaming[ipu] = b.streaming_memory();
   }
+  check_streaming_memory(run, system, streaming);
   if (pipeline.clip && pipeline.pipelined)
     for (auto& exchange : pipeline.clip_copies(norm_bytes))
       t.global_exchanges.push_back(std::move(exchange));

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ipusim/config/chip.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "ipusim/config/field.hpp"
@@ -203,11 +205,41 @@ ChipSpec chip_from(const config::Resolved& r) {
   return c;
 }
 
+std::string unused_chip_key(const ChipSpec& chip, const std::string& key) {
+  const bool isa_only = key.starts_with("chip.tile.") || key == "chip.amp.pipeline_depth" ||
+                        key == "chip.memory.interleaved_load_bytes_per_cycle";
+  if (isa_only && chip.tile_model == TileModel::kClosedForm)
+    return "it times the instruction-level tile model (chip.tile_model isa), and this run uses "
+           "the closed-form one (chip.tile_model closed_form)";
+  if (key == "chip.tile.result_latency" && chip.tile.result_latency <= chip.worker_contexts)
+    return fmt::format(
+        "a result latency of at most chip.worker_contexts ({}) cycles is hidden by the barrel "
+        "schedule: a worker issues again only after the other contexts have",
+        chip.worker_contexts);
+  return "";
+}
+
+std::vector<std::string> overrides_without_effect(
+    const std::vector<std::string>& overrides,
+    const std::function<std::string(const std::string&)>& why) {
+  std::vector<std::string> out;
+  for (const auto& o : overrides) {
+    const auto parsed = config::parse_override(o);
+    if (!parsed) continue;
+    if (const std::string reason = why(parsed->key); !reason.empty())
+      out.push_back(fmt::format("--set {} has no effect: {}", parsed->key, reason));
+  }
+  return out;
+}
+
 LoadedChip load_chip(const std::string& file, const std::vector<std::string>& overrides) {
   config::Document doc = config::load_document(file);
   for (const auto& o : overrides) config::apply_override(doc, o, chip_schema());
   config::Resolved resolved = config::resolve(doc, chip_schema());
-  return LoadedChip{chip_from(resolved), std::move(resolved)};
+  ChipSpec spec = chip_from(resolved);
+  std::vector<std::string> warnings = overrides_without_effect(
+      overrides, [&](const std::string& key) { return unused_chip_key(spec, key); });
+  return LoadedChip{std::move(spec), std::move(resolved), std::move(warnings)};
 }
 
 std::string data_dir() {

@@ -122,7 +122,8 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
           [](SystemSpec& s) { return &s.name; }),
       config::choice_field<SystemSpec>(
           "system.kind", {"pod", "machine"},
-          "pod: IPU count must be a power of two >= 16; machine: a single machine",
+          "pod: IPU count must be a power of two >= 16; machine: no rule on the IPU count (one "
+          "machine, or a what-if shape)",
           "§2 POD256 (Pod sizes must be powers of 2 and >= 16)",
           [](SystemSpec& s, const std::string& v) { s.is_pod = v == "pod"; }),
       config::unbound<SystemSpec>({"system.chip", ValueKind::kInclude, 0, 0,
@@ -209,9 +210,21 @@ const config::Schema& schema_for(const config::Document& doc) {
   return pcie_attached(doc) ? card : system_schema();
 }
 
-// A PCIe card names no gateway key: the first one found is an error at its line.
+// A PCIe card names no gateway key: the first one found is an error at its line. A machine
+// attached through a gateway needs every gateway key without a default: the first missing one
+// is an error that says why it is needed (the part may be a card's, switched by --set).
 void check_no_gateway_keys(const config::Document& doc) {
-  if (!pcie_attached(doc)) return;
+  if (!pcie_attached(doc)) {
+    const auto attach = doc.values.find("machine.host_attach");
+    if (attach == doc.values.end()) return;  // resolve() reports the missing key
+    for (const auto& d : system_schema().params())
+      if (gateway_key(d.path) && !d.default_text && !doc.values.count(d.path))
+        throw ConfigError(fmt::format(
+            "{}: machine.host_attach is gateway: the machine reaches the host through an "
+            "IPU-Gateway, whose key {} is missing ({})",
+            attach->second.key_origin, d.path, d.description));
+    return;
+  }
   for (const auto& [path, raw] : doc.values)
     if (gateway_key(path))
       throw ConfigError(fmt::format(
@@ -270,19 +283,27 @@ std::string unused_because(const SystemSpec& s, const std::string& key) {
                                "IPU-Links and their collectives join IPUs, and {} has "
                                "one IPU",
                                s.name);
-  return "";
+  const bool card = s.machine.host_attach == HostAttach::kPcie;
+  if (key.starts_with("chip.host.") && !card)
+    return fmt::format(
+        "it times a PCIe card's own host link, and {}'s IPUs reach the host through their "
+        "IPU-Gateway (machine.host_attach gateway: machine.gateway.*, machine.host_link.*)",
+        s.name);
+  if ((key == "fabric.host_server_bandwidth" || key == "system.host_servers") && card)
+    return fmt::format(
+        "a PCIe card's host transfers use its own host link (chip.host.*), and {} is one", s.name);
+  if (key == "system.kind")
+    return fmt::format(
+        "the kind only chooses the rules the system's size is checked against (pod: a power of "
+        "two of at least 16 IPUs; machine: none), and {} is simulated the same either way",
+        s.name);
+  return unused_chip_key(s.chip, key);
 }
 
 std::vector<std::string> unused_overrides(const SystemSpec& s,
                                           const std::vector<std::string>& overrides) {
-  std::vector<std::string> out;
-  for (const auto& o : overrides) {
-    const auto parsed = config::parse_override(o);
-    if (!parsed) continue;  // apply_override refused it already
-    if (const std::string why = unused_because(s, parsed->key); !why.empty())
-      out.push_back(fmt::format("--set {} has no effect: {}", parsed->key, why));
-  }
-  return out;
+  return overrides_without_effect(overrides,
+                                  [&](const std::string& key) { return unused_because(s, key); });
 }
 
 }  // namespace
@@ -312,9 +333,10 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
   if (card && (m.ipus != 1 || s.machines() != 1))
     throw ConfigError(fmt::format(
         "{}: machine.host_attach is pcie: a PCIe card system is one card of one IPU "
-        "(machine.ipus 1, one machine, one rack); found {} IPU(s) per machine, {} machine(s) "
-        "(cards joined by IPU-Links are not modelled)",
-        file, m.ipus, s.machines()));
+        "(machine.ipus 1, system.machines_per_rack 1, system.racks 1); found machine.ipus {}, "
+        "system.machines_per_rack {}, system.racks {} (cards joined by IPU-Links are not "
+        "modelled)",
+        file, m.ipus, s.machines_per_rack, s.racks));
   if (!card && m.ipus % 2 != 0)
     throw ConfigError(
         fmt::format("{}: machine.ipus: expected an even number (IPUs come in rungs "
@@ -327,7 +349,7 @@ LoadedSystem load_system(const std::string& file, const std::vector<std::string>
   if (s.is_pod && (ipus < 16 || (ipus & (ipus - 1)) != 0))
     throw ConfigError(fmt::format(
         "{}: system.kind is pod, so the IPU count must be a power of two of at least 16; "
-        "found {} IPUs ({} racks x {} machines x {} IPUs)",
+        "found {} IPUs (system.racks {} x system.machines_per_rack {} x machine.ipus {})",
         file, ipus, s.racks, s.machines_per_rack, m.ipus));
   if (s.racks > 1 && m.gw_links == 0)
     throw ConfigError(

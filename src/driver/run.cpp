@@ -16,6 +16,7 @@
 #include "ipusim/config/config.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/cost/program_costs.hpp"
+#include "ipusim/driver/unused_keys.hpp"
 #include "ipusim/model/simulation.hpp"
 #include "ipusim/report/report.hpp"
 #include "ipusim/report/run_files.hpp"
@@ -202,8 +203,8 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   std::vector<std::string> mismatches =
       compiler::target_mismatches(trace, chip_spec, system ? &system->spec : nullptr);
   if (!input_warning.empty()) mismatches.insert(mismatches.begin(), input_warning);
-  if (system)
-    mismatches.insert(mismatches.begin(), system->warnings.begin(), system->warnings.end());
+  const std::vector<std::string>& unused = system ? system->warnings : chip->warnings;
+  mismatches.insert(mismatches.begin(), unused.begin(), unused.end());
   if (!mismatches.empty() && r.strict) {
     std::string all;
     for (const auto& m : mismatches)
@@ -270,6 +271,22 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
           "--timeline-tiles: IPU {} was not simulated (replica symmetry simulates replica 0 "
           "only; pick one of its IPUs or add --all-replicas)",
           *tile_ipu));
+  }
+  // --set keys whose resource the run did not use (no IPU-Link traffic, no float AMP vertex),
+  // each said once: a key already said to have no effect is not said again.
+  for (const std::string& m :
+       unused_by_run(r.overrides, chip_spec, system ? &system->spec : nullptr, trace, stats)) {
+    const std::string key_part = m.substr(0, m.find(" has no effect"));
+    if (std::any_of(mismatches.begin(), mismatches.end(), [&](const std::string& w) {
+          return w.starts_with(key_part + " has no effect");
+        }))
+      continue;
+    if (r.strict)
+      throw ConfigError(fmt::format("{}: {} (--strict turns these warnings into errors)",
+                                    compiling ? r.run_file : r.trace_file, m));
+    err << fmt::format("ipusim run: warning: {}: {}\n",
+                       printable(compiling ? r.run_file : r.trace_file), printable(m));
+    mismatches.push_back(m);
   }
   const double engine_cpu = cpu_seconds() - cpu_start;
   spdlog::info("simulated {} cycles in {:.3f} s of wall time", stats.cycles, stats.wall_seconds);

@@ -368,7 +368,9 @@ IpuRunStats Ipu::stats() {
   s.tile_compute_cycles.assign(chip_.tiles, 0);
   s.tile_exchange_bytes.assign(chip_.tiles, 0);
   for (std::size_t i = 0; i < program_.compute_sets.size(); ++i) {
-    NamedPhase named{program_.compute_sets[i].name, compute_executions_[i], 0};
+    const auto& cs = program_.compute_sets[i];
+    NamedPhase named{cs.name, compute_executions_[i], 0, trace::layers_label(cs.provenance),
+                     std::string(trace::pass_label(cs.provenance))};
     if (compute_executions_[i] != 0) {
       const auto& c = *compute_cache_[i];
       named.cycles = c.cycles * compute_executions_[i];
@@ -379,7 +381,9 @@ IpuRunStats Ipu::stats() {
     s.compute_sets.push_back(std::move(named));
   }
   for (std::size_t i = 0; i < program_.exchanges.size(); ++i) {
-    NamedPhase named{program_.exchanges[i].name, exchange_executions_[i], 0};
+    const auto& ex = program_.exchanges[i];
+    NamedPhase named{ex.name, exchange_executions_[i], 0, trace::layers_label(ex.provenance),
+                     std::string(trace::pass_label(ex.provenance))};
     if (exchange_executions_[i] != 0) {
       const auto& c = exchange_.cost(static_cast<std::uint32_t>(i));
       named.cycles = c.cycles * exchange_executions_[i];

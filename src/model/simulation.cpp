@@ -105,6 +105,8 @@ RunStats run(const ChipSpec& chip, const trace::Trace& trace, const ModelOptions
   stats.system_ipus = trace.replicas * trace.ipus_per_replica();
   if (top.fabric) {
     stats.system_name = system->name;
+    stats.machine_name = system->machine.name;
+    stats.ipus_in_system = system->ipus();
     stats.replica_symmetric = top.fabric->replicas_simulated() < trace.replicas;
     stats.links = top.fabric->link_use();
   }

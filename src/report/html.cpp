@@ -81,7 +81,7 @@ struct Bar {
 // Horizontal bars, largest scale = the largest value.
 std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const std::string& unit,
                       const std::string& colour) {
-  const int label_w = 300, bar_w = 420, row_h = 20, h = static_cast<int>(bars.size()) * row_h + 10;
+  const int label_w = 340, bar_w = 420, row_h = 20, h = static_cast<int>(bars.size()) * row_h + 10;
   double max = 0;
   for (const auto& b : bars) max = std::max(max, b.value);
   std::string s = fmt::format(
@@ -92,8 +92,8 @@ std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const
     const int y = static_cast<int>(i) * row_h + 5;
     const double w = max > 0 ? bars[i].value / max * bar_w : 0;
     std::string label =
-        bars[i].label.size() > 44
-            ? bars[i].label.substr(0, 20) + "..." + bars[i].label.substr(bars[i].label.size() - 21)
+        bars[i].label.size() > 48
+            ? bars[i].label.substr(0, 22) + "..." + bars[i].label.substr(bars[i].label.size() - 23)
             : bars[i].label;
     s += fmt::format(
         "<g class=\"bar\"><title>{}: {} {}{}</title><text x=\"{}\" y=\"{}\" "
@@ -130,8 +130,15 @@ std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>&
     const double sum = rows[r].second.total();
     const double total = absolute ? longest : sum;
     const int y = static_cast<int>(r) * row_h + 4;
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 6, y + 16,
-                     esc(rows[r].first));
+    // A label longer than the label column keeps its start and end, whole on hover.
+    const std::string& full = rows[r].first;
+    const std::size_t fits = static_cast<std::size_t>(label_w - 12) / 7;
+    const std::string shown = full.size() <= fits
+                                  ? full
+                                  : full.substr(0, fits / 2 - 1) + "..." +
+                                        full.substr(full.size() - (fits - fits / 2 - 2));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\"><title>{}</title>{}</text>\n",
+                     label_w - 6, y + 16, esc(full), esc(shown));
     double x = label_w;
     for (const PhaseInfo& p : kPhases) {
       const double v = rows[r].second[p.kind];
@@ -216,6 +223,9 @@ table.sortable th[data-dir=asc]::after{content:" \25B2"}td.layer{min-width:220px
 #layers th,#layers td{padding:2px 6px;font-size:12px}#layers td.n{white-space:nowrap}
 #plans th,#plans td{padding:2px 6px;font-size:12px}#plans td{white-space:nowrap}
 .scroll{max-height:640px;overflow:auto}
+#sweep-points th,#sweep-points td{padding:2px 6px;font-size:12px}#sweep-points td{white-space:nowrap}
+#sweep-points th.path{overflow-wrap:anywhere;max-width:120px}
+#sweep-points td.path{white-space:normal;overflow-wrap:anywhere;min-width:90px;max-width:190px}
 </style>
 )";
 
@@ -489,12 +499,23 @@ std::string phases_section(const RunDir& run) {
   auto bars = [&](const char* key) {
     std::vector<Bar> out;
     if (const JsonValue* list = ipus->items[0].find(key))
-      for (std::size_t i = 0; i < list->items.size(); ++i)
-        out.push_back(
-            {text_of(list->items[i], {"name"}),
-             stat(run, fmt::format("ipu[0].{}[{}].cycles", key, i)),
-             fmt::format(" over {} executions",
-                         num(stat(run, fmt::format("ipu[0].{}[{}].executions", key, i))))});
+      for (std::size_t i = 0; i < list->items.size(); ++i) {
+        // Named by the layers and pass it serves (the generated name in the tooltip), or by
+        // its name when it has none (a hand-written trace, an older run directory).
+        const JsonValue& item = list->items[i];
+        const std::string name = text_of(item, {"name"});
+        const JsonValue* layer = item.find("layer");
+        const JsonValue* pass = item.find("pass");
+        const bool named =
+            layer && layer->kind == JsonValue::Kind::kString && !layer->string.empty();
+        std::string label = named ? layer->string : name;
+        if (named && pass && pass->kind == JsonValue::Kind::kString && !pass->string.empty())
+          label += " " + pass->string;
+        out.push_back({label, stat(run, fmt::format("ipu[0].{}[{}].cycles", key, i)),
+                       fmt::format(" over {} executions{}",
+                                   num(stat(run, fmt::format("ipu[0].{}[{}].executions", key, i))),
+                                   named ? " (" + name + ")" : "")});
+      }
     return out;
   };
   std::string b = fmt::format("<h2>Top compute sets and exchanges (IPU {})</h2>\n",
@@ -510,6 +531,14 @@ std::string phases_section(const RunDir& run) {
 // it is.
 std::string superstep_label(std::int64_t index) {
   return index < 0 ? std::string("(before the first compute set)") : fmt::format("#{}", index);
+}
+
+// The phase kind with the most cycles (the first of equals, in kPhases order).
+PhaseKind dominant_phase(const PhaseCycles& cycles) {
+  PhaseKind most = PhaseKind::kCompute;
+  for (const PhaseInfo& p : kPhases)
+    if (cycles[p.kind] > cycles[most]) most = p.kind;
+  return most;
 }
 
 std::string supersteps_section(const RunDir& run) {
@@ -529,20 +558,25 @@ std::string supersteps_section(const RunDir& run) {
   if (rows.size() > 20) rows.resize(20);
   std::vector<PhaseRow> chart;
   std::string table =
-      "<table><tr><th>superstep</th><th>step</th><th>executions</th><th>compute</th><th>sync</th>"
-      "<th>exchange</th><th>other</th><th>active tiles</th></tr>\n";
+      "<table><tr><th>superstep</th><th>layer</th><th>pass</th><th>most time in</th>"
+      "<th>executions</th><th>compute</th><th>sync</th><th>exchange</th><th>other</th><th>active "
+      "tiles</th></tr>\n";
   for (const auto* r : rows) {
     // Every phase in its own colour (a streaming superstep is streaming, not "collective").
     PerPhase<double> split;
     for (const PhaseInfo& p : kPhases) split[p.kind] = static_cast<double>(r->cycles[p.kind]);
     const std::string label = superstep_label(r->index);
-    chart.emplace_back(label, split);
+    chart.emplace_back(r->layer.empty() ? label : label + " " + r->layer + " " + r->pass, split);
+    // The layer and pass it serves, the generated compute-set name on hover (an older run
+    // directory names only the compute set).
+    const std::string layer = r->layer.empty() ? r->step : r->layer;
     table += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
-        "class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-        esc(label), esc(r->step), r->executions, r->cycles[PhaseKind::kCompute],
-        r->cycles[PhaseKind::kSync], r->cycles[PhaseKind::kExchange], other(r), r->active_tiles);
+        "<tr><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+        esc(label), esc(r->step), esc(layer), esc(r->pass), phase_name(dominant_phase(r->cycles)),
+        r->executions, r->cycles[PhaseKind::kCompute], r->cycles[PhaseKind::kSync],
+        r->cycles[PhaseKind::kExchange], other(r), r->active_tiles);
   }
   return fmt::format(
              "<h2>Longest supersteps (IPU {})</h2>\n<p class=\"note\">Each bar is one superstep's "
@@ -879,6 +913,30 @@ using SeriesMap = std::map<std::string, std::vector<XY>>;
 
 // A line chart of y against the sweep's x axis (log2 for IPU counts), round y ticks from 0,
 // one series per entry with a legend, and optionally a dashed reference line at `ideal`.
+// `name` cut into lines of at most `width` characters, at ", " where it can, else anywhere.
+std::vector<std::string> legend_lines(const std::string& name, std::size_t width) {
+  std::vector<std::string> pieces;  // "k=v," pieces: split after each ", "
+  for (std::size_t at = 0; at < name.size();) {
+    const std::size_t next = name.find(", ", at);
+    const std::size_t end = next == std::string::npos ? name.size() : next + 1;
+    pieces.push_back(name.substr(at, end - at));
+    at = next == std::string::npos ? name.size() : next + 2;
+  }
+  std::vector<std::string> out;
+  for (std::string piece : pieces) {
+    while (piece.size() > width) {  // a value longer than a line goes on over several
+      out.push_back(piece.substr(0, width));
+      piece.erase(0, width);
+    }
+    if (!out.empty() && out.back().size() + 1 + piece.size() <= width)
+      out.back() += " " + piece;
+    else
+      out.push_back(piece);
+  }
+  if (out.empty()) out.emplace_back();
+  return out;
+}
+
 std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& y_title,
                      const SeriesMap& series, std::optional<double> ideal = std::nullopt) {
   const int w = 760, h = 340, l = 78, r = 230, t = 24, bt = 46;
@@ -937,6 +995,7 @@ std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& 
   static const std::array<const char*, 6> colours{"#4e79a7", "#e15759", "#59a14f",
                                                   "#f28e2b", "#b07aa1", "#76b7b2"};
   const int legend_top = t + (ideal ? 40 : 16);  // below the ideal line's label
+  int legend_y = legend_top;
   std::size_t k = 0;
   for (const auto& [name, pts] : series) {
     const char* c = colours[k % colours.size()];
@@ -959,12 +1018,15 @@ std::string xy_chart(const std::string& id, const XAxis& xa, const std::string& 
             "text-anchor=\"middle\">{}</text>\n",
             px(p.x), py(p.y) - 8, esc(p.note));
     }
-    const std::string label = name.size() > 34 ? name.substr(0, 31) + "..." : name;
-    s += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" "
-        "y=\"{}\">{}</text>\n",
-        w - r + 20, legend_top + 18 * static_cast<int>(k), c, w - r + 34,
-        legend_top + 18 * static_cast<int>(k) + 9, esc(label));
+    // The whole name, over as many lines as it needs (a series' values are never cut).
+    const std::vector<std::string> lines = legend_lines(name, 30);
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text>",
+                     w - r + 20, legend_y, c);
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      s += fmt::format("<tspan x=\"{}\" y=\"{}\">{}</tspan>", w - r + 34,
+                       legend_y + 9 + 13 * static_cast<int>(i), esc(lines[i]));
+    s += "</text>\n";
+    legend_y += 13 * static_cast<int>(lines.size()) + 6;
     ++k;
   }
   return s + "</svg>\n";
@@ -1058,12 +1120,22 @@ bool along_x(const std::vector<Point>& pts, const XAxis& xa, const std::string& 
   return true;
 }
 
-// The series a point belongs to: its values of the swept keys that do not move along x.
+// The series a point belongs to: its values of the swept keys that do not move along x, each
+// key by its last part ("micro_batch" for run.micro_batch) unless two keys share it; the
+// values whole.
 std::string series_of(const Point& p, const std::vector<std::string>& series_keys) {
+  const auto last_part = [](const std::string& k) {
+    const auto dot = k.rfind('.');
+    return dot == std::string::npos ? k : k.substr(dot + 1);
+  };
   std::string name;
   for (const auto& k : series_keys) {
+    const bool shared = std::count_if(series_keys.begin(), series_keys.end(), [&](const auto& o) {
+                          return last_part(o) == last_part(k);
+                        }) > 1;
     const std::string* v = p.value_of(k);
-    name += (name.empty() ? "" : ", ") + k + "=" + (v ? *v : std::string("-"));
+    name += (name.empty() ? "" : ", ") + (shared ? k : last_part(k)) + "=" +
+            (v ? *v : std::string("-"));
   }
   return name.empty() ? p.workload : name;
 }
@@ -1893,11 +1965,23 @@ std::string sweep_html_report(const std::string& dir) {
         longest = std::max(longest, p.step_time);
       }
     const auto [scale, time_unit_name] = time_unit(longest);
+    // A series' points are labelled with their global batch only when it changes along the
+    // series (a scaling sweep that grows the batch with the IPUs).
+    std::set<double> batches;
+    std::map<std::string, std::set<double>> series_batches;
+    for (const auto& p : pts)
+      if (p.status == "ok" && p.workload == workloads[w] && p.samples) {
+        batches.insert(*p.samples);
+        series_batches[series_of(p, series_keys)].insert(*p.samples);
+      }
+    bool label_batches = false;
+    for (const auto& [name, b] : series_batches) label_batches = label_batches || b.size() > 1;
     for (const auto& p : pts) {
       if (p.status != "ok" || p.workload != workloads[w]) continue;
       const std::string name = series_of(p, series_keys);
-      const std::string batch =
-          p.samples ? fmt::format("batch {}", num(*p.samples)) : std::string();
+      const std::string batch = series_batches[name].size() > 1 && p.samples
+                                    ? fmt::format("batch {}", num(*p.samples))
+                                    : std::string();
       values[name].push_back(
           {x_of(p, xa), has_throughput ? *p.throughput : p.step_time * scale, batch});
       unit = p.unit;
@@ -1920,13 +2004,19 @@ std::string sweep_html_report(const std::string& dir) {
         scaling = scaling || v.size() > 1;
       }
       if (scaling)
-        body += fmt::format(
-                    "<p class=\"note\">Scaling efficiency: (throughput / IPUs) relative to the "
-                    "point with the fewest IPUs; 1 = linear scaling. Labels: global batch ({} per "
-                    "step).</p>\n",
-                    esc(samples_unit.empty() ? "samples" : samples_unit)) +
-                xy_chart(fmt::format("chart-sweep-efficiency-{}", w), xa, "scaling efficiency",
-                         efficiency, 1.0);
+        body +=
+            fmt::format(
+                "<p class=\"note\">Scaling efficiency: (throughput / IPUs) relative to the "
+                "point with the fewest IPUs; 1 = linear scaling. {}</p>\n",
+                label_batches ? fmt::format("Labels: global batch ({} per step).",
+                                            esc(samples_unit.empty() ? "samples" : samples_unit))
+                : batches.size() == 1
+                    ? fmt::format("Every point's global batch: {} {} per step.",
+                                  num(*batches.begin()),
+                                  esc(samples_unit.empty() ? "samples" : samples_unit))
+                    : std::string()) +
+            xy_chart(fmt::format("chart-sweep-efficiency-{}", w), xa, "scaling efficiency",
+                     efficiency, 1.0);
     }
   }
 
@@ -1934,9 +2024,14 @@ std::string sweep_html_report(const std::string& dir) {
   std::vector<PhaseRow> rows;
   for (const auto& p : pts) {
     if (p.status != "ok") continue;
+    // A path's file name (one with an extension) stands for it; the points table below has
+    // the whole value.
     std::string label = p.id.substr(0, 8);
     for (const auto& k : keys)
-      if (const std::string* v = p.value_of(k)) label += " " + *v;
+      if (const std::string* v = p.value_of(k)) {
+        const std::string file = v->substr(v->rfind('/') + 1);  // all of it without a '/'
+        label += " " + (file.find('.') != std::string::npos ? file : *v);
+      }
     rows.emplace_back(label, p.breakdown);
   }
   if (!rows.empty())
@@ -1947,7 +2042,7 @@ std::string sweep_html_report(const std::string& dir) {
 
   // Every point, with its swept values and a link to its own report.
   body += "<h2>Points</h2>\n<table id=\"sweep-points\"><tr><th>id</th>";
-  for (const auto& k : keys) body += "<th>" + esc(k) + "</th>";
+  for (const auto& k : keys) body += "<th class=\"path\">" + esc(k) + "</th>";
   body +=
       "<th>workload</th><th>system name</th><th>IPUs</th><th>global batch</th><th>step time</th>"
       "<th>throughput</th><th>time to train</th><th>status</th><th>run directory / "
@@ -1959,12 +2054,12 @@ std::string sweep_html_report(const std::string& dir) {
                             : fmt::format("<a href=\"{}\">{}</a>", esc(p.report), esc(p.id)));
     for (const auto& k : keys) {
       const std::string* v = p.value_of(k);
-      body += "<td>" + esc(v ? *v : "") + "</td>";
+      body += "<td class=\"path\">" + esc(v ? *v : "") + "</td>";
     }
     body += fmt::format(
         "<td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
-        "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td>"
-        "</tr>\n",
+        "class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td "
+        "class=\"path\">{}</td></tr>\n",
         esc(p.workload), esc(p.system), num(p.ipus),
         p.samples ? num(*p.samples) + " " + esc(p.samples_unit) : "",
         p.status == "ok" ? human_seconds(p.step_time) : "",

@@ -219,7 +219,10 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.end_object();
   w.key("system").begin_object();
   w.key("name").value(stats.system_name.empty() ? chip.name : stats.system_name);
+  if (!stats.machine_name.empty()) w.key("machine").value(stats.machine_name);
   w.quantity("ipus", static_cast<std::uint64_t>(stats.system_ipus), "IPUs");
+  if (!stats.system_name.empty())
+    w.quantity("ipus_in_system", static_cast<std::uint64_t>(stats.ipus_in_system), "IPUs");
   w.quantity("replicas", static_cast<std::uint64_t>(stats.replicas), "replicas");
   w.quantity("simulated_ipus", static_cast<std::uint64_t>(stats.ipus.size()), "IPUs");
   w.key("replica_symmetric").value(stats.replica_symmetric);
@@ -317,6 +320,10 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
       w.begin_object()
           .key("name")
           .value(p.name)
+          .key("layer")
+          .value(p.layers)
+          .key("pass")
+          .value(p.pass)
           .quantity("cycles", p.cycles, "cycles")
           .quantity("executions", p.executions, "times")
           .end_object();
@@ -326,6 +333,10 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
       w.begin_object()
           .key("name")
           .value(p.name)
+          .key("layer")
+          .value(p.layers)
+          .key("pass")
+          .value(p.pass)
           .quantity("cycles", p.cycles, "cycles")
           .quantity("executions", p.executions, "times")
           .end_object();
@@ -376,9 +387,12 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     out += fmt::format("ipusim {}: {} on {} x {} ({} tiles at {})\n", IPUSIM_VERSION, name,
                        stats.ipus.size(), chip.name, chip.tiles, human_frequency(chip.clock.hz));
   else
-    out += fmt::format("ipusim {}: {} on {} ({} IPU(s) = {} replica(s) x {}; {} simulated{})\n",
-                       IPUSIM_VERSION, name, stats.system_name, stats.system_ipus, stats.replicas,
-                       stats.system_ipus / stats.replicas, stats.ipus.size(),
+    out += fmt::format("ipusim {}: {} on {} ({}{} IPU(s) = {} replica(s) x {}; {} simulated{})\n",
+                       IPUSIM_VERSION, name, stats.system_name, stats.system_ipus,
+                       stats.system_ipus < stats.ipus_in_system
+                           ? fmt::format(" of its {}", stats.ipus_in_system)
+                           : "",
+                       stats.replicas, stats.system_ipus / stats.replicas, stats.ipus.size(),
                        stats.replica_symmetric ? ", replica-symmetric" : "");
   if (!info.overrides.empty()) {
     std::string list;

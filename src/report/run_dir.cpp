@@ -135,7 +135,7 @@ void flatten(const JsonValue& v, const std::string& path, const std::string& uni
           key = *name;
         } else if (const std::string* layer = text("layer")) {
           const std::string* pass = text("pass");
-          key = pass ? *layer + " " + *pass : *layer;
+          key = pass && !pass->empty() ? *layer + " " + *pass : *layer;
         } else if (tile && tile->kind == JsonValue::Kind::kNumber) {
           key = "tile " + tile->number.text;
         }
@@ -226,7 +226,8 @@ RunDir load_run_dir(const std::string& dir) {
   }
   const std::string steps_path = dir + "/supersteps.csv";
   if (std::filesystem::exists(steps_path, ec)) {
-    Csv csv(steps_path, kMaxSuperstepsCsvBytes, supersteps_header());
+    Csv csv(steps_path, kMaxSuperstepsCsvBytes, supersteps_header(),
+            {supersteps_header_without_layer()});
     for (std::size_t i = 0; i < csv.size(); ++i) {
       SuperstepRow row;
       row.ipu = csv.number<std::uint32_t>(i, 0);
@@ -237,6 +238,10 @@ RunDir load_run_dir(const std::string& dir) {
       for (std::size_t k = 0; k < kPhaseKinds; ++k)
         row.cycles.values[k] = csv.number<std::uint64_t>(i, 5 + k);
       row.active_tiles = csv.number<std::uint64_t>(i, 5 + kPhaseKinds);
+      if (csv.columns() > 6 + kPhaseKinds) {
+        row.layer = csv.text(i, 6 + kPhaseKinds);
+        row.pass = csv.text(i, 7 + kPhaseKinds);
+      }
       r.supersteps.push_back(std::move(row));
     }
   }
@@ -361,11 +366,44 @@ Comparison compare_runs(const RunDir& a, const RunDir& b) {
   const auto fa = flatten_stats(a.stats), fb = flatten_stats(b.stats);
   std::map<std::string, const StatField*> in_b;
   for (const auto& f : fb) in_b[f.path] = &f;
+  // A compute set several layers share has its FLOPs split among them, so a layer's FLOPs can
+  // move to another while the IPU's work is the same: where an IPU's layer FLOPs add up to the
+  // same in both runs, a layer row's FLOPs (and the utilisation computed from them, when its
+  // compute time is the same) are not reported as changed.
+  std::map<std::string, std::pair<double, double>> ipu_flops;  // "ipu[k]" -> A, B
+  const auto layer_field = [](const std::string& path, const std::string& field) {
+    const auto at = path.find(".layers[");
+    const bool match = at != std::string::npos && path.ends_with("]." + field);
+    return match ? path.substr(0, at) : std::string();
+  };
+  for (const auto& f : fa)
+    if (const std::string ipu = layer_field(f.path, "flops"); !ipu.empty())
+      ipu_flops[ipu].first += f.value;
+  for (const auto& f : fb)
+    if (const std::string ipu = layer_field(f.path, "flops"); !ipu.empty())
+      ipu_flops[ipu].second += f.value;
+  const auto attribution_only = [&](const std::string& path) {
+    for (const char* field : {"flops", "compute_phase_utilisation"}) {
+      const std::string ipu = layer_field(path, field);
+      if (ipu.empty()) continue;
+      const auto& [sa, sb] = ipu_flops[ipu];
+      if (!same_value(sa, sb)) return false;
+      if (std::string_view(field) == "flops") return true;
+      // The utilisation moved with the FLOPs only if the row's compute time did not.
+      const std::string row = path.substr(0, path.size() - std::string(field).size());
+      const std::string cycles = row + "cycles.compute";
+      const auto in_a =
+          std::find_if(fa.begin(), fa.end(), [&](const StatField& x) { return x.path == cycles; });
+      const auto it = in_b.find(cycles);
+      return in_a != fa.end() && it != in_b.end() && same_value(in_a->value, it->second->value);
+    }
+    return false;
+  };
   for (const auto& f : fa) {
     auto it = in_b.find(f.path);
     if (it == in_b.end()) continue;
     ++c.fields;
-    if (!same_value(f.value, it->second->value))
+    if (!same_value(f.value, it->second->value) && !attribution_only(f.path))
       c.stats.push_back({f.path, f.unit, f.value, it->second->value});
   }
   std::stable_sort(c.stats.begin(), c.stats.end(), [](const auto& x, const auto& y) {

@@ -460,11 +460,13 @@ std::string span_name(const Span& s, const trace::Trace& trace, std::uint32_t pr
   return "?";
 }
 
-std::string supersteps_header() {
+std::string supersteps_header_without_layer() {
   std::string out = "ipu,superstep,step,executions,start_cycle,";
   for (const PhaseInfo& k : kPhases) out += fmt::format("{}_cycles,", k.name);
   return out + "active_tiles";
 }
+
+std::string supersteps_header() { return supersteps_header_without_layer() + ",layer,pass"; }
 
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace) {
   bool any = false;
@@ -474,13 +476,14 @@ std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace) {
   auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus)
     for (const SuperstepTotals& row : ipu.supersteps) {
-      const std::string step = row.index < 0
-                                   ? std::string()
-                                   : trace.ipus[ipu.program].compute_sets[row.compute_set].name;
-      fmt::format_to(it, "{},{},{},{},{}", ipu.ipu, row.index, step, row.executions,
+      const trace::ComputeSet* cs =
+          row.index < 0 ? nullptr : &trace.ipus[ipu.program].compute_sets[row.compute_set];
+      fmt::format_to(it, "{},{},{},{},{}", ipu.ipu, row.index, cs ? cs->name : "", row.executions,
                      row.first_start);
       for (auto c : row.cycles.values) fmt::format_to(it, ",{}", c);
-      fmt::format_to(it, ",{}\n", row.active_tiles);
+      fmt::format_to(it, ",{},{},{}\n", row.active_tiles,
+                     cs ? trace::layers_label(cs->provenance) : "",
+                     cs ? trace::pass_label(cs->provenance) : "");
     }
   return out;
 }

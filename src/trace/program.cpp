@@ -15,6 +15,18 @@
 
 namespace ipusim::trace {
 
+std::string layers_label(const Provenance& p) {
+  if (p.layers.empty()) return "";
+  std::string all;
+  for (const auto& l : p.layers) all += (all.empty() ? "" : "+") + l;
+  if (all.size() <= 30 || p.layers.size() == 1) return all;
+  return p.layers.front() + " (+" + std::to_string(p.layers.size() - 1) + " more)";
+}
+
+std::string_view pass_label(const Provenance& p) {
+  return p.pass == Pass::kNone ? std::string_view() : kPassNames[static_cast<std::size_t>(p.pass)];
+}
+
 const std::string* find_meta(const Meta& meta, std::string_view key) {
   for (const auto& [k, v] : meta)
     if (k == key) return &v;

@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "cli_harness.hpp"
 #include "ipusim/util/json_reader.hpp"
@@ -220,7 +221,7 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   EXPECT_EQ(header,
             "ipu,superstep,step,executions,start_cycle,compute_cycles,sync_cycles,exchange_cycles,"
             "host_cycles,streaming_cycles,external_sync_cycles,waiting_cycles,inter_ipu_cycles,"
-            "collective_cycles,active_tiles");
+            "collective_cycles,active_tiles,layer,pass");
   ASSERT_GT(rows.size(), 10u);
   std::map<std::string, double> sums;
   double compute_execs = 0;
@@ -228,8 +229,16 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   const std::int64_t first = std::stoll(rows.front()[1]);
   EXPECT_TRUE(first == -1 || first == 0) << first;
   std::int64_t previous = first - 1;
+  std::size_t named = 0;
   for (const auto& row : rows) {
-    ASSERT_EQ(row.size(), 15u);
+    // The layer and pass columns are empty for superstep -1 (read_csv drops trailing empties).
+    ASSERT_GE(row.size(), 15u);
+    ASSERT_LE(row.size(), 17u);
+    if (row.size() == 17 && !row[15].empty() &&
+        std::set<std::string>{"forward", "recompute", "data_gradient", "weight_gradient",
+                              "weight_update", "host_io"}
+            .count(row[16]))
+      ++named;
     EXPECT_EQ(std::stoll(row[1]), previous + 1);  // supersteps numbered in order
     previous = std::stoll(row[1]);
     for (int k = 0; k < 9; ++k) sums[kPhases[k]] += std::stod(row[5 + k]);
@@ -241,6 +250,8 @@ TEST(Reports, SuperstepsAndTilesCsvSumToStats) {
   for (const char* p : kPhases)
     EXPECT_EQ(sums[p], num(stats, std::string("ipu[0].phases.") + p + ".cycles")) << p;
   EXPECT_EQ(compute_execs, num(stats, "ipu[0].phases.compute.count"));
+  // A compiled step's supersteps name the layer and pass their compute set serves.
+  EXPECT_GT(named * 2, rows.size()) << named << " of " << rows.size();
 
   const auto tiles = read_csv(dir.file("out/tiles.csv"), &header);
   EXPECT_EQ(header,
@@ -586,6 +597,32 @@ TEST(Reports, LongestSuperstepsShowEachPhaseAndNameThePhasesBeforeTheFirstComput
   EXPECT_EQ(html.find("#-1"), std::string::npos);
 }
 
+TEST(Reports, SuperstepsAndTopComputeSetsNameTheLayerPassAndDominantPhase) {
+  // Issue 55, part 5: the longest-superstep table and the top compute sets name the (layer,
+  // pass) a compiled step's compute set serves and the phase kind that dominates, not the
+  // generated compute-set name (kept on hover).
+  TempDir dir;
+  const std::string trace = compile_resnet(dir);
+  ASSERT_EQ(ipusim("run -q --system " + pod16() + " --out " + dir.file("a") + " " + trace).status,
+            0);
+  ASSERT_EQ(ipusim("report " + dir.file("a") + " --out " + dir.file("r.html")).status, 0);
+  const std::string html = read_all(dir.file("r.html"));
+  const auto at = html.find("<h2>Longest supersteps");
+  ASSERT_NE(at, std::string::npos);
+  const std::string table = html.substr(at, html.find("</table>", at) - at);
+  EXPECT_NE(table.find("<th>layer</th><th>pass</th><th>most time in</th>"), std::string::npos)
+      << table;
+  // A row: a layer of the model in the cell, the compute set's generated name in its title.
+  const std::regex row(
+      "<td title=\"[a-z0-9_/]+\">([a-z0-9_/ +()]+)</td><td>([a-z_]+)</td><td>"
+      "(compute|sync|exchange|host|streaming|external_sync|waiting|inter_ipu|"
+      "collective)</td>");
+  EXPECT_TRUE(std::regex_search(table, row)) << table.substr(0, 3000);
+  const std::string top = element(html, "chart-top-compute-sets", "</svg>");
+  for (const char* pass : {" forward<", " data_gradient<"})
+    EXPECT_NE(top.find(pass), std::string::npos) << pass << top;
+}
+
 TEST(Reports, HtmlReportRendersChartsAndTileMaps) {
   TempDir dir;
   const std::string trace = compile_resnet(dir);
@@ -903,6 +940,80 @@ TEST(Reports, SweepOverDoublingValuesDrawsALog2AxisAndSaysSo) {
   EXPECT_NEAR(x[736] - x[368], (x[2944] - x[368]) / 3, 0.2);
 }
 
+// A sweep.json of `points` (each: the swept overrides, IPUs, global batch) as 'ipusim sweep'
+// writes it, without run directories.
+std::string sweep_json(
+    const std::vector<std::tuple<std::string, std::map<std::string, std::string>, int, int>>&
+        points) {
+  std::string out = "{\"format\": \"ipusim-sweep/1\", \"spec\": \"s.yaml\", \"points\": [";
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto& [id, overrides, ipus, batch] = points[i];
+    std::string o;
+    for (const auto& [k, v] : overrides)
+      o += (o.empty() ? "" : ", ") + fmt::format("\"{}\": \"{}\"", k, v);
+    out += fmt::format(
+        "{}{{\"id\": \"{}\", \"overrides\": {{{}}}, \"status\": \"ok\", \"error\": \"\", "
+        "\"run_dir\": \"points/{}\", \"workload\": \"resnet\", \"system\": \"pod\", \"ipus\": {}, "
+        "\"step_time_s\": 1.0, \"throughput\": {}, \"throughput_unit\": \"images/s\", "
+        "\"samples_per_step\": {}, \"samples_unit\": \"images\"}}",
+        i ? ", " : "", id, o, id, ipus, 100 * ipus, batch);
+  }
+  return out + "]}";
+}
+
+TEST(Reports, SweepChartsKeepSweptValuesAndLabelBatchesOnlyWhereTheyChange) {
+  // Issue 55, part 5: a legend shortens the key, never the value (a long model path is kept
+  // whole, over several lines); the per-point labels name a path by its file name; "batch N"
+  // labels only a series whose batch changes along it.
+  TempDir dir;
+  const std::string model = "/a/very/long/directory/name/for/the/models/resnet_tiny_variant.yaml";
+  std::vector<std::tuple<std::string, std::map<std::string, std::string>, int, int>> pts;
+  for (const char* ipus : {"16", "64"})
+    for (const char* m : {"a.yaml", model.c_str()})
+      pts.push_back({fmt::format("p{}{}", ipus, m[0] == '/' ? "long" : "short"),
+                     {{"run.replicas", ipus}, {"run.model", m}},
+                     std::stoi(ipus),
+                     256});
+  std::filesystem::create_directories(dir.file("s"));
+  std::ofstream(dir.file("s/sweep.json")) << sweep_json(pts);
+  auto rep = ipusim("report " + dir.file("s") + " --out " + dir.file("s.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  std::string html = read_all(dir.file("s.html"));
+  const auto svg_of = [&](const std::string& id) {
+    const auto at = html.find("id=\"" + id + "\"");
+    return at == std::string::npos ? std::string() : html.substr(at, html.find("</svg>", at) - at);
+  };
+  const std::string chart = svg_of("chart-sweep-throughput-0");
+  ASSERT_FALSE(chart.empty()) << html;
+  // The legend's lines put together are the series name: the key shortened, the value whole.
+  std::string legend;
+  const std::regex tspan("<tspan[^>]*>([^<]*)</tspan>");
+  for (auto it = std::sregex_iterator(chart.begin(), chart.end(), tspan);
+       it != std::sregex_iterator(); ++it)
+    legend += (*it)[1].str() + "|";
+  EXPECT_NE(legend.find("model=a.yaml|"), std::string::npos) << legend;
+  std::string joined = legend;
+  joined.erase(std::remove(joined.begin(), joined.end(), '|'), joined.end());
+  EXPECT_NE(joined.find("model=" + model), std::string::npos) << legend;
+  EXPECT_EQ(chart.find("..."), std::string::npos) << chart;
+  EXPECT_EQ(chart.find(">batch "), std::string::npos) << "the batch is 256 at every point";
+  EXPECT_NE(html.find("Every point's global batch: 256 images per step."), std::string::npos);
+  // The per-point labels: the file name of the path.
+  const std::string breakdown = svg_of("chart-sweep-breakdown");
+  EXPECT_NE(breakdown.find(">p64long resnet_tiny_variant.yaml 64<"), std::string::npos)
+      << breakdown;
+
+  // A scaling sweep that grows the global batch with the IPUs labels its points.
+  pts = {{"q16", {{"run.replicas", "16"}}, 16, 256}, {"q64", {{"run.replicas", "64"}}, 64, 1024}};
+  std::ofstream(dir.file("s/sweep.json")) << sweep_json(pts);
+  rep = ipusim("report " + dir.file("s") + " --out " + dir.file("s.html"));
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  html = read_all(dir.file("s.html"));
+  const std::string grown = svg_of("chart-sweep-throughput-0");
+  EXPECT_NE(grown.find(">batch 256<"), std::string::npos) << grown;
+  EXPECT_NE(grown.find(">batch 1024<"), std::string::npos) << grown;
+}
+
 TEST(Reports, SweepOverAClockDrawsAgainstTheClockAndLinksAReportPerPoint) {
   // A what-if over the tile clock of the reduced ResNet on a POD16: charts against
   // chip.clock (GHz), not IPUs; the swept value a column of the points table and of sweep.csv;
@@ -932,7 +1043,7 @@ TEST(Reports, SweepOverAClockDrawsAgainstTheClockAndLinksAReportPerPoint) {
   EXPECT_EQ(r.dom.find("chart-sweep-efficiency-0"), std::string::npos);  // not an IPU axis
   EXPECT_NE(r.dom.find("id=\"chart-sweep-breakdown\""), std::string::npos);
   const std::string table = element(r.dom, "sweep-points", "</table>");
-  EXPECT_NE(table.find("<th>chip.clock</th>"), std::string::npos) << table;
+  EXPECT_NE(table.find("<th class=\"path\">chip.clock</th>"), std::string::npos) << table;
   EXPECT_EQ(count(table, "report.html\""), 6u) << table;  // id and run directory, per point
   for (const char* v : {">1GHz<", ">1.325GHz<", ">1.85GHz<"})
     EXPECT_NE(table.find(v), std::string::npos) << v;
@@ -1689,6 +1800,48 @@ std::string minimal_stats(double clock, double cycles, double memory, double thr
       "{{\"value\": {}, \"unit\": \"cycles\"}}, \"tiles\": {{\"memory\": {{\"max\": {{\"value\": "
       "{}, \"unit\": \"B\"}}}}}}}}]}}\n",
       clock, cycles, cycles / clock, workload, phases, cycles, memory);
+}
+
+// A stats.json of one IPU whose layer rows have these FLOPs and compute cycles (a, b, and the
+// collectives row, which has no pass).
+std::string stats_with_layers(double flops_a, double flops_b, double collective_cycles) {
+  const auto row = [](const char* layer, const char* pass, double flops, double compute) {
+    return fmt::format(
+        "{{\"layer\": \"{}\", \"pass\": \"{}\", \"cycles\": {{\"compute\": {{\"value\": {}, "
+        "\"unit\": \"cycles\"}}}}, \"flops\": {{\"value\": {}, \"unit\": \"FLOP\"}}, "
+        "\"compute_phase_utilisation\": {{\"value\": {}, \"unit\": \"fraction\"}}}}",
+        layer, pass, compute, flops, flops / compute / 1000);
+  };
+  std::string s = minimal_stats(1e9, 1000, 1000, 0);
+  const std::string layers = fmt::format(
+      ", \"layers\": [{}, {}, {}]", row("a", "forward", flops_a, 100),
+      row("b", "forward", flops_b, 100), row("(collectives)", "", 0, collective_cycles));
+  s.insert(s.rfind("}]}"), layers);
+  return s;
+}
+
+TEST(Reports, CompareKeepsFlopsMovedBetweenLayersOfASharedComputeSetOutOfTheMovedStats) {
+  // Issue 55, part 5: a compute set several layers share splits its FLOPs among them, so a
+  // plan change can move FLOPs from one layer to another with the IPU's work unchanged: that
+  // is not a change of the layers' FLOPs. And a row without a pass is keyed without a
+  // trailing space.
+  TempDir dir;
+  const auto write = [&](const char* name, const std::string& stats) {
+    std::filesystem::create_directories(dir.file(name));
+    std::ofstream(dir.file(std::string(name) + "/stats.json")) << stats;
+  };
+  write("a", stats_with_layers(600, 400, 10));
+  write("moved", stats_with_layers(500, 500, 20));  // the same 1000 FLOPs, split otherwise
+  write("more", stats_with_layers(700, 400, 10));   // 100 FLOPs more
+  auto r = ipusim("compare " + dir.file("a") + " " + dir.file("moved"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find(".flops"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("utilisation"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ipu[0].layers[(collectives)].cycles.compute"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(collectives) ]"), std::string::npos) << r.out;
+  r = ipusim("compare " + dir.file("a") + " " + dir.file("more"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("ipu[0].layers[a forward].flops"), std::string::npos) << r.out;
 }
 
 TEST(Reports, CompareLabelsTheDirectionOfEveryHeadlineDelta) {

@@ -92,12 +92,15 @@ TEST(SystemConfig, APcieCardIsOneIpuOnTheHostBusWithNoGateway) {
       << e;
   // One card of one IPU: more IPUs or more cards are refused, naming what was found.
   e = error_of(system_path("c600"), {"machine.ipus=2"});
-  EXPECT_NE(e.find("a PCIe card system is one card of one IPU (machine.ipus 1, one machine, one "
-                   "rack); found 2 IPU(s) per machine, 1 machine(s)"),
+  EXPECT_NE(e.find("a PCIe card system is one card of one IPU (machine.ipus 1, "
+                   "system.machines_per_rack 1, system.racks 1); found machine.ipus 2, "
+                   "system.machines_per_rack 1, system.racks 1"),
             std::string::npos)
       << e;
   e = error_of(system_path("c600"), {"system.machines_per_rack=2"});
-  EXPECT_NE(e.find("found 1 IPU(s) per machine, 2 machine(s)"), std::string::npos) << e;
+  EXPECT_NE(e.find("found machine.ipus 1, system.machines_per_rack 2, system.racks 1"),
+            std::string::npos)
+      << e;
   // Without a card, one IPU is still not a machine of rungs.
   e = error_of(system_path("m2000"), {"machine.ipus=1"});
   EXPECT_NE(e.find("machine.ipus: expected an even number"), std::string::npos) << e;

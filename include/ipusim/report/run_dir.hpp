@@ -33,6 +33,7 @@ struct SuperstepRow {
   std::uint32_t ipu = 0;
   std::int64_t index = 0;
   std::string step;
+  std::string layer, pass;  // what its compute set serves ("" in older run directories)
   std::uint64_t executions = 0, start = 0, active_tiles = 0;
   PhaseCycles cycles;  // per phase kind, all executions
 };

@@ -39,6 +39,8 @@ inline constexpr const char* kTilesHeaderTotalsOnly =
 std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
 // Its header: ipu,superstep,step,executions,start_cycle, <phase>_cycles per kPhases, active_tiles.
 std::string supersteps_header();
+// The header of run directories written before supersteps.csv named each row's layers and pass.
+std::string supersteps_header_without_layer();
 
 // Time attributed to the layers and passes of a compiled trace (its provenance), per
 // simulated IPU, from the program and the engine's totals (so both engines, and memoised or

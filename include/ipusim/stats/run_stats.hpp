@@ -17,6 +17,7 @@ struct NamedPhase {
   std::string name;
   std::uint64_t executions = 0;
   std::uint64_t cycles = 0;  // sum over executions
+  std::string layers, pass;  // what it serves (trace::layers_label, pass_label); "" if unknown
 };
 
 // Traffic one directed link carried.
@@ -111,13 +112,15 @@ struct IpuRunStats {
 struct RunStats {
   std::vector<IpuRunStats> ipus;  // the simulated IPUs
   std::uint32_t replicas = 1;
-  std::uint32_t system_ipus = 1;   // IPUs taking part (replicas x programs)
-  bool replica_symmetric = false;  // only replica 0 was simulated
-  std::string system_name;         // empty for a single chip
-  std::vector<LinkUse> links;      // directed links that carried traffic, busiest first
-  std::uint64_t cycles = 0;        // the slowest IPU
-  double seconds = 0;              // cycles / clock
-  double wall_seconds = 0;         // host time spent simulating
+  std::uint32_t system_ipus = 1;     // IPUs taking part (replicas x programs)
+  std::uint32_t ipus_in_system = 1;  // IPUs the system has (some may take no part)
+  bool replica_symmetric = false;    // only replica 0 was simulated
+  std::string system_name;           // empty for a single chip
+  std::string machine_name;          // the system's machine (machine.name); empty for a chip
+  std::vector<LinkUse> links;        // directed links that carried traffic, busiest first
+  std::uint64_t cycles = 0;          // the slowest IPU
+  double seconds = 0;                // cycles / clock
+  double wall_seconds = 0;           // host time spent simulating
 };
 
 }  // namespace ipusim

@@ -141,6 +141,11 @@ struct Provenance {
   bool empty() const { return layers.empty() && pass == Pass::kNone && op == OpKind::kNone; }
   bool operator==(const Provenance&) const = default;
 };
+// The layers an item serves, short enough for a table cell: its layer, "a+b", or
+// "a (+N more)" when they would be longer than 30 characters; "" when it has none.
+std::string layers_label(const Provenance& p);
+// The item's pass ("forward", "weight_update", ...), "" when it has none.
+std::string_view pass_label(const Provenance& p);
 
 // One vertex instance of `codelet` on every tile of `tiles` (a range is shorthand for
 // identical instances). Unused parameter slots are zero.
