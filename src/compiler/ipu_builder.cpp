@@ -257,16 +257,16 @@ bool IpuBuilder::room_for_layers(const Steps& steps) const {
 }
 
 void IpuBuilder::add_layers(const Steps& steps) {
-  const auto add = [&](trace::Provenance& p) {
+  const auto add = [&](trace::Provenance& p, std::unordered_set<std::string>& known) {
+    if (known.empty()) known.insert(p.layers.begin(), p.layers.end());
     for (const std::string& layer : current_.layers)
-      if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end())
-        p.layers.push_back(layer);
+      if (known.insert(layer).second) p.layers.push_back(layer);
   };
   for (const trace::Step& s : steps) {
     if (s.kind == StepKind::kCompute && s.index < stamped_compute_sets_)
-      add(program_.compute_sets[s.index].provenance);
+      add(program_.compute_sets[s.index].provenance, cs_layers_[s.index]);
     if (s.kind == StepKind::kExchange && s.index < stamped_exchanges_)
-      add(program_.exchanges[s.index].provenance);
+      add(program_.exchanges[s.index].provenance, ex_layers_[s.index]);
     if (s.kind == StepKind::kRepeat) add_layers(s.body);
   }
 }

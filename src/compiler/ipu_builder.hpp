@@ -12,6 +12,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ipusim/compiler/compiler.hpp"
@@ -359,6 +361,9 @@ class IpuBuilder {
   std::map<std::string, std::uint32_t> copies_;  // copies made of a key's items (cached)
   trace::Provenance current_;
   std::size_t stamped_compute_sets_ = 0, stamped_exchanges_ = 0;
+  // The layers of each shared compute set's and exchange's provenance as a set (by index, made
+  // on its first share), so that adding a layer is not a search of up to 4,096 names.
+  std::unordered_map<std::size_t, std::unordered_set<std::string>> cs_layers_, ex_layers_;
 };
 
 std::string layout_key(const Layout& l);

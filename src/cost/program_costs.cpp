@@ -623,17 +623,37 @@ void check_memory(const ChipSpec& chip, const trace::IpuProgram& program, const 
   // Largest tensors on the worst tile: those live throughout, and those with a lifetime live
   // where the tile's memory peaks.
   std::vector<std::pair<std::uint64_t, std::string>> consumers;
+  constexpr std::size_t kKinds = trace::kTensorKindNames.size();
+  std::array<std::uint64_t, kKinds> kind_bytes{}, kind_count{};
   for (const auto& tensor : program.tensors)
     if (tensor.tiles.contains(worst) &&
-        (!tensor.live || (use.scoped_peak > 0 && tensor.live->contains(use.peak_position))))
+        (!tensor.live || (use.scoped_peak > 0 && tensor.live->contains(use.peak_position)))) {
       consumers.emplace_back(tensor.bytes_per_tile, tensor.name);
+      const auto k = std::min<std::size_t>(static_cast<std::size_t>(tensor.kind), kKinds - 1);
+      kind_bytes[k] += tensor.bytes_per_tile;
+      ++kind_count[k];
+    }
   std::sort(consumers.begin(), consumers.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   std::string top;
-  for (std::size_t i = 0; i < consumers.size() && i < 3; ++i)
+  std::uint64_t top_bytes = 0;
+  for (std::size_t i = 0; i < consumers.size() && i < 3; ++i) {
     top += fmt::format("{}{} {}", i ? ", " : "", consumers[i].second,
                        human_bytes(static_cast<double>(consumers[i].first)));
+    top_bytes += consumers[i].first;
+  }
+  // Many small tensors (a deep model's activations, each mapped from tile 0 on) fill a tile
+  // that no large one explains: say how many of each kind there are.
+  if (2 * top_bytes < use.tensors) {
+    std::string kinds;
+    for (std::size_t k = 0; k < kKinds; ++k)
+      if (kind_count[k] > 0)
+        kinds += fmt::format("{}{} {} tensors {}", kinds.empty() ? "" : ", ", kind_count[k],
+                             trace::kTensorKindNames[k],
+                             human_bytes(static_cast<double>(kind_bytes[k])));
+    top += fmt::format(" (of {} tensors on the tile: {})", consumers.size(), kinds);
+  }
   throw TileMemoryError(fmt::format(
       "IPU {}: out of memory on tile {}: needs {} of {} (tensors {}, vertex state {}, code {}, "
       "exchange code {}, stack {}); largest tensors: {}; {} tile(s) over capacity{}",

@@ -197,5 +197,37 @@ TEST(ModelLimits, MemoryErrorsNameTheLayerPassAndShapeAndTheKeysThatHelp) {
       << e;
 }
 
+TEST(ModelLimits, ATileFullOfSmallTensorsSaysHowManyOfEachKind) {
+  // Issue 55, part 3: 98,304 conv and batch-norm layers of 16 channels failed after minutes on
+  // tile 0, whose three "largest tensors" were a few hundred bytes: its memory is thousands of
+  // small tensors, each layer's weights, gradient, momentum and activations mapped from tile 0
+  // on. 1,024 such layers on 48 KiB tiles: the message counts each kind.
+  const std::string model = write(
+      "narrow.yaml",
+      "model: {name: narrow, family: cnn, input: {height: 4, width: 4, channels: 16}, "
+      "classes: 16}\nlayers:\n"
+      "  - {repeat: 512, as: \"b{i}\", layers: [{name: c, op: conv, out: 16, kernel: 3}, "
+      "{name: n, op: batchnorm}]}\n"
+      "  - {name: pool, op: avgpool}\n  - {name: fc, op: fc, out: 16}\n"
+      "  - {name: loss, op: softmax_loss}\n");
+  LoadedRun run =
+      load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml",
+               {"run.recompute_checkpoints=none", "run.input_bytes_per_sample=256B",
+                "run.micro_batch=1"});
+  const auto system = ipusim::load_system(run.run.system_file, {"chip.tile_memory=48KiB"});
+  std::string e;
+  try {
+    (void)compile(load_model(model), run.run, system.spec);
+    ADD_FAILURE() << "1,024 layers' tensors fit tile 0 of 48 KiB";
+  } catch (const ModelError& oom) {
+    e = oom.what();
+  }
+  EXPECT_NE(e.find("out of memory on tile 0"), std::string::npos) << e;
+  // Each of the 512 convs and 512 batch norms has a weight tensor, its gradient accumulator and
+  // its momentum on tile 0 (as has the fc, with its bias).
+  for (const char* kinds : {" tensors on the tile: 1026 weight tensors", "1026 optimiser tensors"})
+    EXPECT_NE(e.find(kinds), std::string::npos) << kinds << "\n" << e;
+}
+
 }  // namespace
 }  // namespace ipusim::compiler
