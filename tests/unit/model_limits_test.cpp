@@ -202,18 +202,17 @@ TEST(ModelLimits, ATileFullOfSmallTensorsSaysHowManyOfEachKind) {
   // tile 0, whose three "largest tensors" were a few hundred bytes: its memory is thousands of
   // small tensors, each layer's weights, gradient, momentum and activations mapped from tile 0
   // on. 1,024 such layers on 48 KiB tiles: the message counts each kind.
-  const std::string model = write(
-      "narrow.yaml",
-      "model: {name: narrow, family: cnn, input: {height: 4, width: 4, channels: 16}, "
-      "classes: 16}\nlayers:\n"
-      "  - {repeat: 512, as: \"b{i}\", layers: [{name: c, op: conv, out: 16, kernel: 3}, "
-      "{name: n, op: batchnorm}]}\n"
-      "  - {name: pool, op: avgpool}\n  - {name: fc, op: fc, out: 16}\n"
-      "  - {name: loss, op: softmax_loss}\n");
-  LoadedRun run =
-      load_run(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml",
-               {"run.recompute_checkpoints=none", "run.input_bytes_per_sample=256B",
-                "run.micro_batch=1"});
+  const std::string model =
+      write("narrow.yaml",
+            "model: {name: narrow, family: cnn, input: {height: 4, width: 4, channels: 16}, "
+            "classes: 16}\nlayers:\n"
+            "  - {repeat: 512, as: \"b{i}\", layers: [{name: c, op: conv, out: 16, kernel: 3}, "
+            "{name: n, op: batchnorm}]}\n"
+            "  - {name: pool, op: avgpool}\n  - {name: fc, op: fc, out: 16}\n"
+            "  - {name: loss, op: softmax_loss}\n");
+  LoadedRun run = load_run(
+      std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny-pod16.yaml",
+      {"run.recompute_checkpoints=none", "run.input_bytes_per_sample=256B", "run.micro_batch=1"});
   const auto system = ipusim::load_system(run.run.system_file, {"chip.tile_memory=48KiB"});
   std::string e;
   try {
