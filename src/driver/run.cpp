@@ -76,17 +76,9 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     for (const auto& [index, times] : items.exchanges) add(ipu.exchanges, index, times);
     return static_cast<std::uint64_t>(std::llround(total));
   };
-  // Bytes each exchange of a program moves, costed once (rows share rearrangements).
-  std::vector<std::vector<std::optional<std::uint64_t>>> moved(trace.ipus.size());
-  cost::ExchangeScratch scratch;
-  const auto bytes_of = [&](std::uint32_t program, std::uint32_t index) {
-    auto& known = moved[program];
-    known.resize(trace.ipus[program].exchanges.size());
-    if (!known[index])
-      known[index] =
-          cost::exchange_cost(chip, trace.ipus[program].exchanges[index], nullptr, scratch)
-              .total_bytes;
-    return *known[index];
+  // Bytes each exchange of a program moves, as the engine costed it.
+  const auto bytes_of = [&](const IpuRunStats& ipu, std::uint32_t index) {
+    return index < ipu.exchanges.size() ? ipu.exchanges[index].bytes : std::uint64_t{0};
   };
   std::vector<report::PlanRow> rows;
   for (const auto& p : plans) {
@@ -117,7 +109,7 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
     r.budget_bytes = p.budget_bytes;
     r.temporary_bytes = p.plan.bytes_per_tile.count;
     for (const auto& [index, times] : p.rearrangement.exchanges)
-      if (index < program.exchanges.size()) r.rearranged_bytes += bytes_of(p.ipu, index) * times;
+      if (index < program.exchanges.size()) r.rearranged_bytes += bytes_of(ipu, index) * times;
     r.estimated_cycles = p.plan.estimated_cycles.count;
     r.rearrangement_cycles = cycles_of(ipu, p.rearrangement);
     r.simulated_cycles = cycles_of(ipu, p.conv) + r.rearrangement_cycles;

@@ -374,6 +374,7 @@ IpuRunStats Ipu::stats() {
     if (compute_executions_[i] != 0) {
       const auto& c = *compute_cache_[i];
       named.cycles = c.cycles * compute_executions_[i];
+      named.flops = c.flops;
       s.flops += c.flops * compute_executions_[i];
       for (std::uint32_t t = 0; t < chip_.tiles; ++t)
         s.tile_compute_cycles[t] += c.tile_cycles[t] * compute_executions_[i];
@@ -387,6 +388,7 @@ IpuRunStats Ipu::stats() {
     if (exchange_executions_[i] != 0) {
       const auto& c = exchange_.cost(static_cast<std::uint32_t>(i));
       named.cycles = c.cycles * exchange_executions_[i];
+      named.bytes = c.total_bytes;
       s.exchange_bytes += c.total_bytes * exchange_executions_[i];
       for (std::uint32_t t = 0; t < chip_.tiles; ++t)
         s.tile_exchange_bytes[t] += c.tile_bytes[t] * exchange_executions_[i];

@@ -207,8 +207,17 @@ ReferenceIpu::ReferenceIpu(sc_core::sc_module_name name, const ChipSpec& chip,
         for (std::uint32_t t = d.first; t <= d.last; ++t) entry(t).receives = true;
     }
   }
-  for (const auto& cs : program.compute_sets) compute_sets_.push_back({cs.name, 0, 0});
-  for (const auto& ex : program.exchanges) exchanges_.push_back({ex.name, 0, 0});
+  // Each item's name, what it serves and what one execution does (costed here, as the fast
+  // engine costs it), for the reports.
+  for (const auto& cs : program.compute_sets)
+    compute_sets_.push_back({cs.name, 0, 0, trace::layers_label(cs.provenance),
+                             std::string(trace::pass_label(cs.provenance)),
+                             cost::compute_set_cost(chip_, cs).flops, 0});
+  cost::ExchangeScratch scratch;
+  for (const auto& ex : program.exchanges)
+    exchanges_.push_back({ex.name, 0, 0, trace::layers_label(ex.provenance),
+                          std::string(trace::pass_label(ex.provenance)), 0,
+                          cost::exchange_cost(chip_, ex, nullptr, scratch).total_bytes});
   SC_THREAD(run);
 }
 

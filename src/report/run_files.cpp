@@ -210,16 +210,9 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
       for (const auto& l : prov.layers) name += (name.empty() ? "" : "+") + l;
       for (LayerRow* r : among) shared[r][name] += cycles / among.size();
     };
-    // Per compute set: FLOPs and cycles of one execution; per exchange: bytes received and
-    // cycles. Every on-chip phase costs the same on each execution, so its share of the
-    // engine's total (stats) is exact.
-    std::vector<std::uint64_t> cs_flops(p.compute_sets.size(), 0), ex_bytes(p.exchanges.size(), 0);
-    for (std::size_t i = 0; i < p.compute_sets.size(); ++i)
-      for (const auto& v : p.compute_sets[i].vertices)
-        cs_flops[i] += std::uint64_t{v.count} * v.tiles.size() * cost::vertex_cost(chip, v).flops;
-    cost::ExchangeScratch scratch;
-    for (std::size_t i = 0; i < p.exchanges.size(); ++i)
-      ex_bytes[i] = cost::exchange_cost(chip, p.exchanges[i], nullptr, scratch).total_bytes;
+    // Per compute set and exchange: the cycles, FLOPs and bytes of one execution, as the
+    // engine costed them (never costed again here). Every on-chip phase costs the same on each
+    // execution, so its share of the engine's total (stats) is exact.
     const auto per_execution = [](const std::vector<NamedPhase>& named, std::uint32_t i) {
       return i < named.size() && named[i].executions > 0 ? named[i].cycles / named[i].executions
                                                          : std::uint64_t{0};
@@ -256,8 +249,8 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
               if (s.index < p.compute_sets.size())
                 note_group(targets, p.compute_sets[s.index].provenance, cycles);
               split(targets, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
-              if (s.index < cs_flops.size())
-                split(targets, cs_flops[s.index] * times,
+              if (s.index < ipu.compute_sets.size())
+                split(targets, ipu.compute_sets[s.index].flops * times,
                       [](LayerRow& r, std::uint64_t f) { r.flops += f; });
             } else if (s.kind == trace::StepKind::kExchange) {
               const Rows targets = row_of(target_of(s));
@@ -266,8 +259,8 @@ std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                     [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kExchange] += c; });
               if (s.index < p.exchanges.size())
                 note_group(targets, p.exchanges[s.index].provenance, cycles);
-              if (s.index < ex_bytes.size())
-                split(targets, ex_bytes[s.index] * times,
+              if (s.index < ipu.exchanges.size())
+                split(targets, ipu.exchanges[s.index].bytes * times,
                       [](LayerRow& r, std::uint64_t b) { r.exchange_bytes += b; });
             } else if (s.kind == trace::StepKind::kSync &&
                        s.group.kind == trace::GroupKind::kTile) {

@@ -18,6 +18,9 @@ struct NamedPhase {
   std::uint64_t executions = 0;
   std::uint64_t cycles = 0;  // sum over executions
   std::string layers, pass;  // what it serves (trace::layers_label, pass_label); "" if unknown
+  // What one execution does, as the engine costed it (reports read these, never re-cost): a
+  // compute set's FLOPs; an exchange's bytes received over all tiles.
+  std::uint64_t flops = 0, bytes = 0;
 };
 
 // Traffic one directed link carried.
