@@ -70,27 +70,14 @@ RunField with_choices(RunField f, std::vector<std::string> choices) {
   f.decl.choices = std::move(choices);
   return f;
 }
-template <class Convert>
-RunField choice(std::string path, std::vector<std::string> choices, std::string description,
-                std::string source, Convert convert, Default default_text) {
-  return config::choice_field<RunConfig>(std::move(path), std::move(choices),
-                                         std::move(description), std::move(source), convert,
-                                         std::move(default_text));
-}
 // A choice key whose values name the members of an enum, in the order the docs list them.
 template <class E, std::size_t N>
 RunField enum_choice(std::string path, const std::array<std::pair<std::string_view, E>, N>& values,
                      std::string description, std::string source, E RunConfig::*member,
                      Default default_text) {
-  std::vector<std::string> names;
-  for (const auto& [name, value] : values) names.emplace_back(name);
-  return choice(
-      std::move(path), std::move(names), std::move(description), std::move(source),
-      [&values, member](RunConfig& r, const std::string& v) {
-        for (const auto& [name, value] : values)
-          if (name == v) r.*member = value;
-      },
-      std::move(default_text));
+  return config::enum_field<RunConfig>(
+      std::move(path), values, std::move(description), std::move(source),
+      [member](RunConfig& r) { return &(r.*member); }, std::move(default_text));
 }
 RunField yes_no(std::string path, std::string description, std::string source,
                 bool RunConfig::*member, Default default_text) {

@@ -96,15 +96,11 @@ const std::vector<config::Field<ChipSpec>>& chip_fields() {
           "before the first result and drains as many after the last input (tile model only)",
           "§4 getConvUnitMaxPipelineDepth = 4 (2017 default); §3 rule 4 fill/drain about 3",
           [](ChipSpec& c) { return &c.amp.pipeline_depth; }, true, "4"),
-      config::choice_field<ChipSpec>(
-          "chip.tile_model", {"closed_form", "isa"},
+      config::enum_field<ChipSpec>(
+          "chip.tile_model", kTileModelNames,
           "Vertex timing model: closed_form (poplibs estimator formulas) or isa (bundle programs "
           "on the worker-pipeline engine)",
-          "-",
-          [](ChipSpec& c, const std::string& v) {
-            c.tile_model = v == "isa" ? TileModel::kIsa : TileModel::kClosedForm;
-          },
-          "closed_form"),
+          "-", [](ChipSpec& c) { return &c.tile_model; }, "closed_form"),
       row(
           "chip.tile.issue_width", 1, 2,
           "Instructions a context issues in one turn: 2 = a main and an auxiliary instruction per "

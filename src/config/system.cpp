@@ -37,16 +37,13 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
       row("machine.ipus", 1, 64, "IPUs per machine, in rungs of two (1 on a PCIe card)",
           "§2 M2000 contents (4 x GC200); C600 datasheet (one IPU per card)",
           [](SystemSpec& s) { return &s.machine.ipus; }),
-      config::choice_field<SystemSpec>(
-          "machine.host_attach", {"gateway", "pcie"},
+      config::enum_field<SystemSpec>(
+          "machine.host_attach", kHostAttachNames,
           "gateway: the IPUs reach the host through an IPU-Gateway (machine.gateway.*, "
           "machine.host_link.*); pcie: a PCIe card on the host server's bus, whose host "
           "transfers use the chip's own host link (chip.host.*) and which has no gateway keys",
           "§1 Host interface (in M2000); §1 Host interface (chip): PCIe Gen4 x16",
-          [](SystemSpec& s, const std::string& v) {
-            s.machine.host_attach = v == "pcie" ? HostAttach::kPcie : HostAttach::kGateway;
-          },
-          "gateway"),
+          [](SystemSpec& s) { return &s.machine.host_attach; }, "gateway"),
       row("machine.rung_links", 1, 64,
           "IPU-Links between the two IPUs of a rung, used for partner traffic",
           "§1 IPU-Link usage in the IPUModel (4 for rung-partner traffic)",
@@ -120,12 +117,12 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
           [](SystemSpec& s) { return &s.fabric.gcl_max_broadcast_size; }),
       row("system.name", 0, 0, "System name shown in reports", "-",
           [](SystemSpec& s) { return &s.name; }),
-      config::choice_field<SystemSpec>(
-          "system.kind", {"pod", "machine"},
+      config::enum_field<SystemSpec>(
+          "system.kind", kSystemKindNames,
           "pod: IPU count must be a power of two >= 16; machine: no rule on the IPU count (one "
           "machine, or a what-if shape)",
           "§2 POD256 (Pod sizes must be powers of 2 and >= 16)",
-          [](SystemSpec& s, const std::string& v) { s.is_pod = v == "pod"; }),
+          [](SystemSpec& s) { return &s.is_pod; }),
       config::unbound<SystemSpec>({"system.chip", ValueKind::kInclude, 0, 0,
                                    "Chip config file (relative to this file)", "-"}),
       config::unbound<SystemSpec>({"system.machine", ValueKind::kInclude, 0, 0,
@@ -137,12 +134,9 @@ const std::vector<config::Field<SystemSpec>>& part_fields() {
           [](SystemSpec& s) { return &s.machines_per_rack; }),
       row("system.racks", 1, 1024, "Racks joined over GW-Links",
           "§2 POD128 / POD256 (2 / 4 x POD64)", [](SystemSpec& s) { return &s.racks; }),
-      config::choice_field<SystemSpec>(
-          "system.rack_topology", {"ladder", "torus"},
-          "ladder: rails open at the ends; torus: the ends wrap round", "§2 POD topology",
-          [](SystemSpec& s, const std::string& v) {
-            s.topology = v == "torus" ? RackTopology::kTorus : RackTopology::kLadder;
-          }),
+      config::enum_field<SystemSpec>("system.rack_topology", kRackTopologyNames,
+                                     "ladder: rails open at the ends; torus: the ends wrap round",
+                                     "§2 POD topology", [](SystemSpec& s) { return &s.topology; }),
       row("system.host_servers", 1, 4096, "Host servers feeding the system",
           "§2 POD16 DA (1 server); POD64 (1-4 servers)",
           [](SystemSpec& s) { return &s.host_servers; }),
@@ -195,7 +189,8 @@ bool gateway_key(const std::string& path) {
 
 bool pcie_attached(const config::Document& doc) {
   const auto it = doc.values.find("machine.host_attach");
-  return it != doc.values.end() && it->second.text == "pcie";
+  return it != doc.values.end() &&
+         it->second.text == config::enum_name(kHostAttachNames, HostAttach::kPcie);
 }
 
 // The schema a system document is checked against: the whole system schema, or without the

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "ipusim/config/field.hpp"
 #include "ipusim/report/compare.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
@@ -295,7 +296,7 @@ std::string summary_section(const RunDir& run) {
   // Which vertex timing model the run used (issue 18); older run directories have none.
   if (const JsonValue* chip = member(s, "chip"))
     if (const JsonValue* m = chip->find("tile_model"); m && m->kind == JsonValue::Kind::kString)
-      b += row("tile model", m->string == "isa"
+      b += row("tile model", m->string == config::enum_name(kTileModelNames, TileModel::kIsa)
                                  ? "instruction-level (chip.tile_model=isa)"
                                  : "closed-form codelet models (chip.tile_model=closed_form)");
   b += row("step time", fmt::format("{} ({} cycles)", human_seconds(stat(run, "total.time")),

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <ostream>
 
+#include "ipusim/config/field.hpp"
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
@@ -214,8 +215,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.quantity("clock", chip.clock.hz, "Hz");
   w.quantity("tiles", chip.tiles, "tiles");
   w.quantity("tile_memory", chip.tile_memory.count, "B");
-  w.key("tile_model")
-      .value(chip.tile_model == TileModel::kIsa ? "isa" : "closed_form");  // issue 18
+  w.key("tile_model").value(config::enum_name(kTileModelNames, chip.tile_model));  // issue 18
   w.end_object();
   w.key("system").begin_object();
   w.key("name").value(stats.system_name.empty() ? chip.name : stats.system_name);

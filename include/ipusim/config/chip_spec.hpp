@@ -5,8 +5,11 @@
 // docs/config-reference.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "ipusim/util/units.hpp"
 
@@ -16,6 +19,8 @@ namespace ipusim {
 // (src/cost/codelet_models.cpp) or the instruction-level tile model (src/tile/,
 // docs/tile-model.md).
 enum class TileModel : std::uint8_t { kClosedForm, kIsa };
+inline constexpr std::array<std::pair<std::string_view, TileModel>, 2> kTileModelNames{
+    {{"closed_form", TileModel::kClosedForm}, {"isa", TileModel::kIsa}}};
 
 // One AMP (accumulating matrix product) data path: input type -> partials type.
 struct AmpPath {

@@ -6,12 +6,14 @@
 // does not compile.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -94,6 +96,32 @@ Field<Spec> choice_field(std::string path, std::vector<std::string> choices,
   f.decl.choices = std::move(choices);
   f.assign = [path, convert](Spec& s, const Resolved& r) { convert(s, r.string(path)); };
   return f;
+}
+
+// A choice row whose values name the members of an enum, one table of (name, value) in the
+// order the docs list them: the name is read once, here, never compared as text elsewhere.
+template <class Spec, class E, std::size_t N, class Access>
+Field<Spec> enum_field(std::string path,
+                       const std::array<std::pair<std::string_view, E>, N>& values,
+                       std::string description, std::string source, Access access,
+                       std::optional<std::string> default_text = std::nullopt) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : values) names.emplace_back(name);
+  return choice_field<Spec>(
+      std::move(path), std::move(names), std::move(description), std::move(source),
+      [&values, access](Spec& s, const std::string& v) {
+        for (const auto& [name, value] : values)
+          if (name == v) *access(s) = value;
+      },
+      std::move(default_text));
+}
+
+// The name of `value` in an enum_field's table ("" if none).
+template <class E, std::size_t N>
+std::string_view enum_name(const std::array<std::pair<std::string_view, E>, N>& values, E value) {
+  for (const auto& [name, v] : values)
+    if (v == value) return name;
+  return {};
 }
 
 // A row no member holds (an include, or a value the spec's loader interprets itself).

@@ -4,8 +4,11 @@
 // configs/systems/*.yaml, which include a chip, a machine and a fabric part (configs/parts/).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ipusim/config/chip_spec.hpp"
@@ -26,6 +29,8 @@ struct LinkParams {
 // the host server's PCIe bus (a PCIe card such as the C600: the chip's own host link,
 // chip.host.*, and no gateway, so no machine.gateway.* or machine.host_link.* keys).
 enum class HostAttach { kGateway, kPcie };
+inline constexpr std::array<std::pair<std::string_view, HostAttach>, 2> kHostAttachNames{
+    {{"gateway", HostAttach::kGateway}, {"pcie", HostAttach::kPcie}}};
 
 struct MachineSpec {
   std::string name;
@@ -54,6 +59,11 @@ struct FabricSpec {
 };
 
 enum class RackTopology { kLadder, kTorus };
+inline constexpr std::array<std::pair<std::string_view, RackTopology>, 2> kRackTopologyNames{
+    {{"ladder", RackTopology::kLadder}, {"torus", RackTopology::kTorus}}};
+// system.kind: a pod (is_pod) or a machine.
+inline constexpr std::array<std::pair<std::string_view, bool>, 2> kSystemKindNames{
+    {{"pod", true}, {"machine", false}}};
 
 // An extra IPU-Link bundle for what-if topologies: IPUs a and b joined by `links` links.
 struct ExtraLink {
