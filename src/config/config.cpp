@@ -12,8 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "ipusim/config/yaml_reader.hpp"
 #include "ipusim/util/error.hpp"
@@ -266,7 +269,25 @@ Document load_document(const std::string& file) {
   } catch (const Error& e) {
     throw ConfigError(e.what());
   }
-  return parse_document(text, file);
+  // A sweep resolves its system, and so reads the same few files, for every point: a file is
+  // parsed again only when its text differs from the last time it was read (the text is read
+  // every time, so a rewritten file is never served stale). At most 64 files are kept.
+  struct Parsed {
+    std::string text;
+    Document doc;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Parsed> parsed;
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = parsed.find(file); it != parsed.end() && it->second.text == text)
+      return it->second.doc;
+  }
+  Document doc = parse_document(text, file);
+  const std::lock_guard lock(mutex);
+  if (parsed.size() >= 64) parsed.clear();
+  parsed[file] = Parsed{std::move(text), doc};
+  return doc;
 }
 
 namespace {
@@ -415,6 +436,23 @@ std::string format_value(const Value& v) {
       v);
 }
 
+namespace {
+
+// `text` as YAML writes a scalar (quoted where it must be), as yaml-cpp's emitter gives it; each
+// distinct text is emitted once per process (a sweep writes the same values for every point).
+std::string yaml_scalar(const std::string& text) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::string> emitted;
+  const std::lock_guard lock(mutex);
+  if (const auto it = emitted.find(text); it != emitted.end()) return it->second;
+  YAML::Emitter scalar;
+  scalar << text;
+  if (emitted.size() >= 4096) emitted.clear();
+  return emitted.emplace(text, scalar.c_str()).first->second;
+}
+
+}  // namespace
+
 std::string Resolved::to_yaml() const {
   // values_ is sorted by path, so keys sharing a prefix are contiguous: emit each new map
   // level where the path departs from the previous one.
@@ -432,9 +470,8 @@ std::string Resolved::to_yaml() const {
       ++common;
     for (std::size_t i = common; i + 1 < parts.size(); ++i)
       out += std::string(2 * i, ' ') + parts[i] + ":\n";
-    YAML::Emitter scalar;
-    scalar << format_value(value);
-    out += std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " + scalar.c_str() + "\n";
+    out += std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " +
+           yaml_scalar(format_value(value)) + "\n";
     previous = std::move(parts);
   }
   return out;
