@@ -240,7 +240,7 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
   const std::uint64_t needed = static_cast<std::uint64_t>(run.replicas) * run.ipus_per_replica;
   if (needed > system.ipus())
     throw ConfigError(fmt::format(
-        "{}: {} replicas x {} IPUs need {} IPUs, but {} has {} (run.replicas x "
+        "{}: {} replicas x {} IPUs need {} IPUs, but {} (run.system) has {} (run.replicas x "
         "run.ipus_per_replica; system.racks {} x system.machines_per_rack {} x machine.ipus {})",
         run.file, run.replicas, run.ipus_per_replica, needed, system.name, system.ipus(),
         system.racks, system.machines_per_rack, system.machine.ipus));

@@ -171,11 +171,13 @@ std::vector<std::string> walk(const Base& base) {
       std::vector<std::string> sets = base.sets;
       sets.insert(sets.end(), t.with.begin(), t.with.end());
       // Compared with the same run without the key where that compiles (the companions
-      // alone), else with the base.
-      std::string before = reference;
+      // alone), else with the base. Companions the base cannot take at all (a second IPU per
+      // replica on a one-IPU card) are refused with the key too, for the same reason.
+      std::string before = reference, companions_refused;
       if (!t.with.empty()) try {
           before = compiled(base, sets);
-        } catch (const Error&) {
+        } catch (const ConfigError& e) {
+          companions_refused = e.what();
         }
       sets.push_back(key + "=" + t.value);
       const std::string what = key + "=" + t.value;
@@ -188,7 +190,7 @@ std::vector<std::string> walk(const Base& base) {
             silent.push_back(what + ": compiles to the same trace as " + key + "=" + value);
         seen.emplace_back(t.with, t.value, trace);
       } catch (const ConfigError& e) {
-        if (std::string(e.what()).find(key) == std::string::npos)
+        if (std::string(e.what()).find(key) == std::string::npos && e.what() != companions_refused)
           silent.push_back(what + ": refused without naming the key: " + e.what());
       } catch (const ModelError& e) {
         silent.push_back(what + ": a model error, not a refusal of the key: " + e.what());
@@ -224,6 +226,22 @@ TEST(RunKeys, EveryKeyChangesATransformerTrainingStepOrIsRefused) {
 TEST(RunKeys, EveryKeyChangesATransformerInferenceStepOrIsRefused) {
   const auto silent =
       walk({kData + "bert_tiny-pod16.yaml", kInference, graph::Family::kTransformer});
+  EXPECT_TRUE(silent.empty()) << lines(silent);
+}
+
+TEST(RunKeys, EveryKeyChangesACnnTrainingStepOnAMultiRackPodOrIsRefused) {
+  const auto silent = walk({kData + "resnet_tiny-pod16.yaml",
+                            {"run.system=" + kSource + "/configs/systems/pod128.yaml",
+                             "run.replicas=128"},
+                            graph::Family::kCnn});
+  EXPECT_TRUE(silent.empty()) << lines(silent);
+}
+
+TEST(RunKeys, EveryKeyChangesACnnInferenceStepOnAC600CardOrIsRefused) {
+  std::vector<std::string> sets = cnn_inference();
+  sets.insert(sets.end(),
+              {"run.system=" + kSource + "/configs/systems/c600.yaml", "run.replicas=1"});
+  const auto silent = walk({kData + "resnet_tiny-pod16.yaml", sets, graph::Family::kCnn});
   EXPECT_TRUE(silent.empty()) << lines(silent);
 }
 
