@@ -230,10 +230,10 @@ TEST(RunKeys, EveryKeyChangesATransformerInferenceStepOrIsRefused) {
 }
 
 TEST(RunKeys, EveryKeyChangesACnnTrainingStepOnAMultiRackPodOrIsRefused) {
-  const auto silent = walk({kData + "resnet_tiny-pod16.yaml",
-                            {"run.system=" + kSource + "/configs/systems/pod128.yaml",
-                             "run.replicas=128"},
-                            graph::Family::kCnn});
+  const auto silent =
+      walk({kData + "resnet_tiny-pod16.yaml",
+            {"run.system=" + kSource + "/configs/systems/pod128.yaml", "run.replicas=128"},
+            graph::Family::kCnn});
   EXPECT_TRUE(silent.empty()) << lines(silent);
 }
 
