@@ -302,7 +302,8 @@ TEST(Workload, BadRunConfigsAreClearErrors) {
       << r.err;
   r = ipusim("compile --run " + run + " --set run.replicas=32 --out " + dir.file("x"));
   EXPECT_EQ(r.status, 3);
-  EXPECT_NE(r.err.find("need 32 IPUs, but IPU-POD16 has 16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("need 32 IPUs, but IPU-POD16 (run.system) has 16"), std::string::npos)
+      << r.err;
   r = ipusim("compile --run " + run + " --set run.optimizer=sgd --out " + dir.file("x"));
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.err.find("did you mean run.optimiser?"), std::string::npos) << r.err;
