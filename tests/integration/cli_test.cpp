@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,61 @@ TEST(Cli, RunHelpNamesEveryFileOfARunDirectory) {
   const auto top = ipusim("--help");
   EXPECT_EQ(top.out.find("ResNet-50 or BERT-Large training step"), std::string::npos) << top.out;
   EXPECT_NE(top.out.find("training or inference step"), std::string::npos) << top.out;
+}
+
+TEST(Cli, ReportAndCompareHelpNameEverySectionTheyWrite) {
+  // Issue 55, part 5: --help lists what a command really does. Each <h2> section of a run's
+  // report (a compiled step's, with a comparison) is named by `report --help`: the phrase for
+  // each heading is below, and a heading without one (a new section) fails until it has one.
+  TempDir dir;
+  const std::string run = source_dir() + "/tests/data/workloads/resnet_tiny-pod16.yaml";
+  for (const char* out : {"a", "b"})
+    ASSERT_EQ(ipusim(fmt_args("run -q --run ", run, " --out ", dir.file(out),
+                              std::string(out) == "b" ? " --set chip.clock=1GHz" : ""))
+                  .status,
+              0);
+  ASSERT_EQ(ipusim("report " + dir.file("b") + " --compare " + dir.file("a")).status, 0);
+  const std::string html = read_all(dir.file("b/report.html"));
+  const std::map<std::string, std::string> phrase = {
+      {"Summary", "the summary"},
+      {"Compared with", "the comparison"},
+      {"Where the time goes", "where the time goes"},
+      {"By layer", "time by layer and pass"},
+      {"Plan", "the plan of each conv and matmul"},
+      {"Roofline", "a roofline"},
+      {"BSP timeline of one step", "a BSP timeline of one step"},
+      {"Tiles", "per-tile"},
+      {"Memory over the program", "memory over the program"},
+      {"Top compute sets and exchanges", "the top compute sets and exchanges"},
+      {"Longest supersteps", "the longest supersteps"},
+  };
+  std::string help = ipusim("report --help").out;
+  for (char& c : help)
+    if (c == '\n') c = ' ';
+  std::size_t sections = 0;
+  for (auto at = html.find("<h2"); at != std::string::npos; at = html.find("<h2", at + 1)) {
+    const auto open = html.find('>', at) + 1;
+    std::string heading = html.substr(open, html.find('<', open) - open);
+    heading = heading.substr(0, heading.find(" ("));  // "Tiles (IPU 0)"
+    if (heading.starts_with("Compared with")) heading = "Compared with";
+    ++sections;
+    const auto it = phrase.find(heading);
+    if (it == phrase.end()) {
+      ADD_FAILURE() << "report section '" << heading << "' has no phrase in this test";
+      continue;
+    }
+    EXPECT_NE(help.find(it->second), std::string::npos) << it->second << "\n" << help;
+  }
+  EXPECT_GE(sections, 10u);
+  std::string compare = ipusim("compare --help").out;
+  for (char& c : compare)
+    if (c == '\n') c = ' ';
+  EXPECT_NE(compare.find("the plan changes of those layers' convs and matmuls"), std::string::npos)
+      << compare;
+  // The overview names the system kernels too.
+  const std::string top = ipusim("--help").out;
+  for (const char* kernel : {"link-p2p", "allreduce", "collective", "sync-loop"})
+    EXPECT_NE(top.find(kernel), std::string::npos) << kernel;
 }
 
 }  // namespace
