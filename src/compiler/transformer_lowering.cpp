@@ -999,10 +999,11 @@ class StageProgram {
   std::uint64_t weight_update() {
     const std::uint64_t sharded_tensors = reduce_gradients();
     const auto update_scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    if (run_.optimiser_state_streaming) b_.keep_in_streaming_memory(state_bytes());
-    if (run_.optimiser_state_streaming)
+    if (run_.optimiser_state_streaming) {  // the state lives in Streaming Memory
+      b_.keep_in_streaming_memory(state_bytes());
       b_.host(program_.steps, state_bytes(), trace::HostDirection::kToIpu,
               trace::HostMemory::kStreaming);
+    }
     const std::vector<Weight> ws = weights();
     const std::uint64_t norm_bytes = pl_.clip ? clip_gradients(ws) : 0;
     if (run_.optimiser == Optimiser::kSgd) {

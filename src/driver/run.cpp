@@ -264,15 +264,9 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
           "only; pick one of its IPUs or add --all-replicas)",
           *tile_ipu));
   }
-  // --set keys whose resource the run did not use (no IPU-Link traffic, no float AMP vertex),
-  // each said once: a key already said to have no effect is not said again.
+  // --set keys whose resource the run did not use (no IPU-Link traffic, no float AMP vertex).
   for (const std::string& m :
        unused_by_run(r.overrides, chip_spec, system ? &system->spec : nullptr, trace, stats)) {
-    const std::string key_part = m.substr(0, m.find(" has no effect"));
-    if (std::any_of(mismatches.begin(), mismatches.end(), [&](const std::string& w) {
-          return w.starts_with(key_part + " has no effect");
-        }))
-      continue;
     if (r.strict)
       throw ConfigError(fmt::format("{}: {} (--strict turns these warnings into errors)",
                                     compiling ? r.run_file : r.trace_file, m));

@@ -100,13 +100,19 @@ std::vector<std::string> unused_by_run(const std::vector<std::string>& overrides
       return "";
     }
     if (!system) return "";
+    // A system of one IPU or one rack was said to lack its IPU-Links or GW-Links when it was
+    // loaded (LoadedSystem::warnings): only a system that has them is judged by its traffic.
+    const bool ipu_links = system->ipus() >= 2;
     if (key.starts_with("fabric.ipu_link."))
-      return rung_bytes + rail_bytes + extra_bytes == 0 ? "no data crossed an IPU-Link in this run"
-                                                        : "";
+      return ipu_links && rung_bytes + rail_bytes + extra_bytes == 0
+                 ? "no data crossed an IPU-Link in this run"
+                 : "";
     if (key == "machine.rung_links")
-      return rung_bytes == 0 ? "no data crossed the IPU-Links of a rung in this run" : "";
+      return ipu_links && rung_bytes == 0 ? "no data crossed the IPU-Links of a rung in this run"
+                                          : "";
     if (key == "machine.rail_links")
-      return rail_bytes == 0 ? "no data crossed the IPU-Links of a rail in this run" : "";
+      return ipu_links && rail_bytes == 0 ? "no data crossed the IPU-Links of a rail in this run"
+                                          : "";
     if (key == "system.rack_topology")  // a torus adds rail links: the ends' wrap-around
       return rail_bytes == 0 ? "no data crossed the IPU-Links of a rail in this run, which are "
                                "where a ladder and a torus differ"
@@ -114,10 +120,11 @@ std::vector<std::string> unused_by_run(const std::vector<std::string>& overrides
     if (key == "system.extra_links")
       return extra_bytes == 0 ? "the added IPU-Links carried no data in this run" : "";
     if (key.starts_with("fabric.gw_link.") || key == "machine.gw_links")
-      return gw_bytes == 0 ? "no data crossed a GW-Link in this run" : "";
+      return system->racks >= 2 && gw_bytes == 0 ? "no data crossed a GW-Link in this run" : "";
     if (key.starts_with("fabric.sync."))
       return group_steps == 0 ? "no IPU synchronised with another in this run" : "";
-    if (key.starts_with("fabric.gcl.")) return collectives == 0 ? "this run has no collective" : "";
+    if (key.starts_with("fabric.gcl."))
+      return ipu_links && collectives == 0 ? "this run has no collective" : "";
     return "";
   };
   return overrides_without_effect(overrides, why);

@@ -79,6 +79,13 @@ struct Bar {
   std::string note;  // tooltip extra
 };
 
+// `text` in at most `chars` characters: whole, or its start and end around "...".
+std::string cut_middle(const std::string& text, std::size_t chars) {
+  if (text.size() <= chars) return text;
+  const std::size_t head = (chars - 3) / 2;
+  return text.substr(0, head) + "..." + text.substr(text.size() - (chars - 3 - head));
+}
+
 // Horizontal bars, largest scale = the largest value.
 std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const std::string& unit,
                       const std::string& colour) {
@@ -92,10 +99,7 @@ std::string bar_chart(const std::string& id, const std::vector<Bar>& bars, const
   for (std::size_t i = 0; i < bars.size(); ++i) {
     const int y = static_cast<int>(i) * row_h + 5;
     const double w = max > 0 ? bars[i].value / max * bar_w : 0;
-    std::string label =
-        bars[i].label.size() > 48
-            ? bars[i].label.substr(0, 22) + "..." + bars[i].label.substr(bars[i].label.size() - 23)
-            : bars[i].label;
+    const std::string label = cut_middle(bars[i].label, 48);
     s += fmt::format(
         "<g class=\"bar\"><title>{}: {} {}{}</title><text x=\"{}\" y=\"{}\" "
         "text-anchor=\"end\">{}</text>"
@@ -133,11 +137,7 @@ std::string time_split_chart(const std::string& id, const std::vector<PhaseRow>&
     const int y = static_cast<int>(r) * row_h + 4;
     // A label longer than the label column keeps its start and end, whole on hover.
     const std::string& full = rows[r].first;
-    const std::size_t fits = static_cast<std::size_t>(label_w - 12) / 7;
-    const std::string shown = full.size() <= fits
-                                  ? full
-                                  : full.substr(0, fits / 2 - 1) + "..." +
-                                        full.substr(full.size() - (fits - fits / 2 - 2));
+    const std::string shown = cut_middle(full, static_cast<std::size_t>(label_w - 12) / 7);
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\"><title>{}</title>{}</text>\n",
                      label_w - 6, y + 16, esc(full), esc(shown));
     double x = label_w;
@@ -2030,8 +2030,8 @@ std::string sweep_html_report(const std::string& dir) {
     std::string label = p.id.substr(0, 8);
     for (const auto& k : keys)
       if (const std::string* v = p.value_of(k)) {
-        const std::string file = v->substr(v->rfind('/') + 1);  // all of it without a '/'
-        label += " " + (file.find('.') != std::string::npos ? file : *v);
+        const std::string file_name = v->substr(v->rfind('/') + 1);  // all of it without '/'
+        label += " " + (file_name.find('.') != std::string::npos ? file_name : *v);
       }
     rows.emplace_back(label, p.breakdown);
   }

@@ -364,7 +364,8 @@ Comparison compare_runs(const RunDir& a, const RunDir& b) {
     if (va != vb) c.config.push_back({k, va, vb});
   }
   const auto fa = flatten_stats(a.stats), fb = flatten_stats(b.stats);
-  std::map<std::string, const StatField*> in_b;
+  std::map<std::string, const StatField*> in_a, in_b;
+  for (const auto& f : fa) in_a[f.path] = &f;
   for (const auto& f : fb) in_b[f.path] = &f;
   // A compute set several layers share has its FLOPs split among them, so a layer's FLOPs can
   // move to another while the IPU's work is the same: where an IPU's layer FLOPs add up to the
@@ -392,10 +393,9 @@ Comparison compare_runs(const RunDir& a, const RunDir& b) {
       // The utilisation moved with the FLOPs only if the row's compute time did not.
       const std::string row = path.substr(0, path.size() - std::string(field).size());
       const std::string cycles = row + "cycles.compute";
-      const auto in_a =
-          std::find_if(fa.begin(), fa.end(), [&](const StatField& x) { return x.path == cycles; });
-      const auto it = in_b.find(cycles);
-      return in_a != fa.end() && it != in_b.end() && same_value(in_a->value, it->second->value);
+      const auto a_it = in_a.find(cycles), b_it = in_b.find(cycles);
+      return a_it != in_a.end() && b_it != in_b.end() &&
+             same_value(a_it->second->value, b_it->second->value);
     }
     return false;
   };

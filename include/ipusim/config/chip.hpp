@@ -22,7 +22,7 @@ struct LoadedChip {
 };
 
 // Why chip key `key` has no effect on `chip` ("" when it may have): the instruction-level
-// tile model's keys under the closed-form model.
+// tile model's keys under the closed-form model, and a result latency the barrel hides.
 std::string unused_chip_key(const ChipSpec& chip, const std::string& key);
 // "--set KEY has no effect: why" for each override whose key `why` (key -> reason, "" when
 // used) explains; overrides that do not parse are skipped (they were refused when applied).

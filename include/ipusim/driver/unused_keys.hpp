@@ -15,7 +15,8 @@
 namespace ipusim::driver {
 
 // "--set KEY has no effect: why" for each of `overrides` (KEY=VALUE) whose resource `stats`
-// and `trace` show unused; `system` is null for a single chip.
+// and `trace` show unused; `system` is null for a single chip. A key the system's own warnings
+// already name (links of a one-IPU or one-rack system) is not named again.
 std::vector<std::string> unused_by_run(const std::vector<std::string>& overrides,
                                        const ChipSpec& chip, const SystemSpec* system,
                                        const trace::Trace& trace, const RunStats& stats);
