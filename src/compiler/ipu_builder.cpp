@@ -722,20 +722,21 @@ Layout IpuBuilder::data_gradient(Steps& out, const plan::ConvArgs& fwd, const La
   return conv(out, d, Operand{g, false}, Operand{w, true});
 }
 
-void IpuBuilder::weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x,
-                                 const Layout& w, const Layout& g, bool update) {
+Layout IpuBuilder::weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x,
+                                   const Layout& w, const Layout& g, bool update) {
   const auto pass = scope_pass(trace::Pass::kWeightGradient);
   const plan::ConvArgs m = weight_gradient_args(fwd);
   Layout dw = [&] {
     const Scope scope(*this, stamp_for(trace::OpKind::kMatmul));  // lowered as a matmul
     return conv(out, m, Operand{x, true}, Operand{g, false});
   }();
-  if (!update) return;
+  if (!update) return dw;
   // A channel-grouped conv's weights are [k x k x in, groups x out]; the grouped matmul's
   // result is [(groups x k x k x in), out].
   if (fwd.channel_groups) dw = channel_view(dw, fwd.groups);
   rearrange(out, dw, w);
   scaled_add(out, w);
+  return w;
 }
 
 void IpuBuilder::elementwise(Steps& out, const Layout& l, std::span<const Op> ops) {

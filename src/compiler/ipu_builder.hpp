@@ -100,10 +100,11 @@ class IpuBuilder {
   //    the forward pass's MACs); returns its layout;
   //  - weight gradient: (k x k x in) x out reducing over batch x output field, reading x
   //    transposed and g as its weights; with `update`, the result moves to w's layout and is
-  //    added there (a gradient accumulator's or an SGD step's scaled add).
+  //    added there (a gradient accumulator's or an SGD step's scaled add). Returns where the
+  //    gradient lies: w's layout, or without `update` the matmul's output.
   Layout data_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& w, const Layout& g);
-  void weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x, const Layout& w,
-                       const Layout& g, bool update);
+  Layout weight_gradient(Steps& out, const plan::ConvArgs& fwd, const Layout& x, const Layout& w,
+                         const Layout& g, bool update);
   // The layout a conv's weights are created with (createWeights), in [k x k x in, out] axes.
   Layout weights_layout(const plan::ConvArgs& a);
   // The layout an input created for a conv gets (createInput), e.g. a host input stream.

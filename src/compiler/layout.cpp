@@ -111,6 +111,21 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
   return l;
 }
 
+Layout channel_slice(Layout l, std::uint64_t width) {
+  l.channels = width;
+  l.chans_per_tile = std::min(l.chans_per_tile, width);
+  return l;
+}
+
+Layout viewed_as(const Layout& l, const Layout& as) {
+  Layout v = as;
+  v.first_tile = l.first_tile;
+  v.tile_stride = l.tile_stride;
+  v.positions_per_tile = ceil_div(as.positions, std::max<std::uint64_t>(1, l.position_blocks()));
+  v.chans_per_tile = ceil_div(as.channels, std::max<std::uint64_t>(1, l.channel_blocks()));
+  return v;
+}
+
 Layout transposed_view(const Layout& l) {
   Layout t = l;
   std::swap(t.positions, t.channels);

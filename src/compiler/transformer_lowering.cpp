@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lowering of a transformer training step (BERT-Large, GPT-2): pipelined over the IPUs of a
+// Lowering of a transformer training step (BERT-Large, GPT-2, ViT): pipelined over the IPUs of a
 // replica, pipeline recomputation, then the gradient all-reduce (or reduce-scatter under
-// replicated tensor sharding) and LAMB (docs/workloads.md). Matmul outputs stay where the
-// planner computed them; bias, GELU, dropout, residual adds and the layer-norm apply run
-// there fused; layer-norm and softmax statistics are reduced among the tiles holding each
-// token's (or row's) channels; attention runs per head as grouped matmuls; and the operands
-// every backward matmul reads transposed (weights, activations, attention scores) are
-// rearranged and transposed, as Poplar's FC passes do. The model file chooses post- or
-// pre-layer-norm sub-layers, causal attention and a masked-LM or LM head (docs/models.md).
+// replicated tensor sharding) and the optimiser (docs/workloads.md). The encoder layers'
+// attention and FFN sub-layers and a pre-norm model's final layer norm are their nodes of the
+// model's tensor graph, lowered by
+// GraphLowering (graph_lowering.hpp): matmuls planned where their operands lie, attention per
+// head as grouped matmuls, elementwise chains fused where their operand lives, layer-norm and
+// softmax statistics reduced among the tiles holding each row. The embedding and the heads
+// (masked-LM, LM, classifier or span; docs/models.md) are still lowered here from the model's
+// sizes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,7 +18,9 @@
 #include <numeric>
 
 #include "graph/sublayers.hpp"
+#include "graph_lowering.hpp"
 #include "ipu_builder.hpp"
+#include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
@@ -29,14 +32,6 @@ namespace {
 using trace::DType;
 using trace::Op;
 using trace::StepKind;
-
-// Layouts of one sub-layer's forward tensors, recorded in its forward pass for its backward.
-struct AttentionLayouts {
-  Layout x, qkv, scores, context, out;
-};
-struct FfnLayouts {
-  Layout x, hidden, out;
-};
 
 // Q, K, V and output projections with biases, and the sub-layer's layer norm.
 std::uint64_t transformer_attention_params(const ModelDef& m) {
@@ -175,78 +170,14 @@ class TransformerLowering {
     set_pending(x, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
   }
 
-  void attention_fwd(Steps& out, Value& x) {
-    const DType dt = m_.dtype;
-    const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, g = groups();
-    flush(out, x);
-    const Layout residual_in = x.layout;
-    if (m_.pre_norm) {  // the sub-layer reads the normalised input; the residual is the input
-      layer_norm(out, x);
-      flush(out, x);
-    }
-    AttentionLayouts& L = attention_;
-    L.x = x.layout;
-    L.qkv = b_.matmul(out, tokens_, 3 * h, h, dt, Operand{x.layout, false});  // Q, K, V projections
-    const Layout q = slice(L.qkv, h);
-    // scores = Q K^T per (pack, head): K is read transposed.
-    L.scores = b_.matmul(out, s, s, d, dt, Operand{q, false}, Operand{q, true}, g);
-    // The scores are scaled by 1 / sqrt(d), one multiply per score (its own op in the
-    // frameworks' graphs: bert_model.py's Mul by a constant), then a causal or padding mask
-    // (0 or -inf) is added to every score before the softmax: Poplar computes the whole score
-    // matrix. The mask has no backward work (the masked probabilities are 0, so their
-    // gradients vanish in the softmax gradient); the scale's gradient is one more multiply.
-    Value scaled = with_pending(L.scores, {Op::kMul});
-    if (m_.causal || m_.attention_mask) pend(scaled, {Op::kAdd});
-    flush(out, scaled);
-    // softmax over keys (stable: max, then exp and sum), then dropout
-    const Op sub_exp[] = {Op::kSub, Op::kExp};
-    b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
-    b_.elementwise(out, L.scores, sub_exp);
-    b_.reduce(out, L.scores, Axis::kChannels, 1, /*broadcast=*/true);
-    Value p = with_pending(L.scores, {Op::kDiv});
-    if (!run_.inference && m_.attention_dropout) pend(p, {Op::kMul});
-    flush(out, p);
-    L.context = b_.matmul(out, s, d, s, dt, Operand{L.scores, false}, Operand{q, false}, g);  // P V
-    L.out = b_.matmul(out, tokens_, h, h, dt, Operand{L.context, false});  // projection
-    b_.rearrange(out, residual_in, L.out);  // the residual joins the projection's layout
-    x = residual(L.out);
-    if (!m_.pre_norm) layer_norm(out, x);
-  }
-
-  // A sub-layer's output, pending its bias, dropout (training only) and residual add.
-  Value residual(const Layout& l) const {
-    return run_.inference ? with_pending(l, {Op::kAdd, Op::kAdd})
-                          : with_pending(l, {Op::kAdd, Op::kMul, Op::kAdd});
-  }
-
-  void ffn_fwd(Steps& out, Value& x) {
-    const DType dt = m_.dtype;
-    flush(out, x);
-    const Layout residual_in = x.layout;
-    if (m_.pre_norm) {
-      layer_norm(out, x);
-      flush(out, x);
-    }
-    FfnLayouts& L = ffn_;
-    L.x = x.layout;
-    L.hidden = b_.matmul(out, tokens_, m_.ffn, m_.hidden, dt, Operand{x.layout, false});
-    Value hdn = with_pending(L.hidden, {Op::kAdd, Op::kGelu});  // bias + GELU
-    flush(out, hdn);
-    L.out = b_.matmul(out, tokens_, m_.hidden, m_.ffn, dt, Operand{L.hidden, false});
-    b_.rearrange(out, residual_in, L.out);
-    x = residual(L.out);
-    if (!m_.pre_norm) layer_norm(out, x);
-  }
-
   // Backward of C[M x N] = A[M x K] B[K x N] with A, B and dC on the given layouts:
   // dA = dC B^T (B read transposed) and dB = A^T dC (A read transposed), the latter added
   // into B's gradient accumulator on B's layout when B is a weight.
   Layout matmul_bwd(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, const Layout& a,
-                    const Layout& b, const Layout& dc, bool weights, std::uint64_t g = 1) {
-    plan::ConvArgs fwd = mm(m, n, k);
-    fwd.groups = g;
+                    const Layout& b, const Layout& dc, bool weights) {
+    const plan::ConvArgs fwd = mm(m, n, k);
     const Layout da = b_.data_gradient(out, fwd, b, dc);
-    b_.weight_gradient(out, fwd, a, b, dc, weights);
+    (void)b_.weight_gradient(out, fwd, a, b, dc, weights);
     return da;
   }
 
@@ -263,65 +194,6 @@ class TransformerLowering {
     b_.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
     b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
     set_pending(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
-  }
-
-  void attention_bwd(Steps& out, Value& g) {
-    const std::uint64_t h = m_.hidden, s = m_.sequence, d = h / m_.heads, gr = groups();
-    const AttentionLayouts& L = attention_;
-    if (!m_.pre_norm) layer_norm_bwd(out, g, L.out);
-    pend(g, {Op::kMul});  // dropout
-    flush(out, g);
-    const Layout residual = g.layout;
-    const Layout weights_o = b_.weights_layout(mm(tokens_, h, h));
-    const Layout dctx = matmul_bwd(out, tokens_, h, h, L.context, weights_o, g.layout, true);
-    const Layout q = slice(L.qkv, h);
-    // context = P V: dP = dctx V^T, dV = P^T dctx
-    const Layout dp = matmul_bwd(out, s, d, s, L.scores, q, dctx, false, gr);
-    // softmax (and dropout) gradient: y (g - sum(g y))
-    Value gp = with_pending(dp, {Op::kMul});
-    if (m_.attention_dropout) pend(gp, {Op::kMul});
-    b_.rearrange(out, L.scores, dp);
-    flush(out, gp);
-    b_.reduce(out, dp, Axis::kChannels, 1, /*broadcast=*/true);
-    set_pending(gp, {Op::kSub, Op::kMul, Op::kMul});  // ... and the scale's gradient
-    flush(out, gp);
-    // scores = Q K^T: dQ = dS K, dK = dS^T Q
-    const Layout dq = matmul_bwd(out, s, s, d, q, q, dp, false, gr);
-    const Layout weights_qkv = b_.weights_layout(mm(tokens_, 3 * h, h));
-    const Layout dqkv = L.qkv;
-    for (int part = 0; part < 3; ++part) b_.rearrange(out, slice_as(dq, q), q);  // dQ, dK, dV
-    const Layout dx = matmul_bwd(out, tokens_, 3 * h, h, L.x, weights_qkv, dqkv, true);
-    pre_norm_bwd(out, dx, L.x);
-    // The residual's gradient joins the input gradient.
-    b_.rearrange(out, residual, dx);
-    g = Value{dx, {Op::kAdd}};
-  }
-
-  // Pre-norm: the gradient of the sub-layer's input layer norm (its input was on `x`).
-  void pre_norm_bwd(Steps& out, const Layout& dx, const Layout& x) {
-    if (!m_.pre_norm) return;
-    Value gx{dx, {}};
-    layer_norm_bwd(out, gx, x);
-    flush(out, gx);
-  }
-
-  void ffn_bwd(Steps& out, Value& g) {
-    const FfnLayouts& L = ffn_;
-    if (!m_.pre_norm) layer_norm_bwd(out, g, L.out);
-    pend(g, {Op::kMul});  // dropout
-    flush(out, g);
-    const Layout residual = g.layout;
-    const Layout w2 = b_.weights_layout(mm(tokens_, m_.hidden, m_.ffn));
-    const Layout dh = matmul_bwd(out, tokens_, m_.hidden, m_.ffn, L.hidden, w2, g.layout, true);
-    // GELU gradient: the pre-activation comes to the gradient's layout
-    b_.rearrange(out, L.hidden, dh);
-    Value gh = with_pending(dh, {Op::kGelu, Op::kMul});
-    flush(out, gh);
-    const Layout w1 = b_.weights_layout(mm(tokens_, m_.ffn, m_.hidden));
-    const Layout dx = matmul_bwd(out, tokens_, m_.ffn, m_.hidden, L.x, w1, dh, true);
-    pre_norm_bwd(out, dx, L.x);
-    b_.rearrange(out, residual, dx);
-    g = Value{dx, {Op::kAdd}};
   }
 
   // The images of a micro-batch as the patch embedding reads them: [patches, patch elements]
@@ -356,13 +228,6 @@ class TransformerLowering {
     if (!m_.pre_norm) layer_norm(out, x);
     embedding_out_ = x.layout;
   }
-  // Pre-norm: the layer norm after the last sub-layer (on the last pipeline stage).
-  void final_norm_fwd(Steps& out, Value& x) {
-    flush(out, x);
-    final_norm_in_ = x.layout;
-    layer_norm(out, x);
-  }
-  void final_norm_bwd(Steps& out, Value& g) { layer_norm_bwd(out, g, final_norm_in_); }
   // The MLM head on the masked tokens: dense + GELU + layer norm, then the vocabulary matmul
   // against the tied embedding, serialised over the vocabulary, with the softmax statistics.
   void heads_fwd(Steps& out, Value& x) {
@@ -499,36 +364,17 @@ class TransformerLowering {
   }
 
  private:
-  std::uint64_t groups() const { return packs_ * m_.heads; }
   // The patch tokens' rows of the token tensor (all but the class tokens), linearly mapped.
   Layout patch_rows() const { return b_.linear(m_.dtype, packs_ * m_.patches(), m_.hidden); }
   plan::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
     return IpuBuilder::matmul_args(m, n, k, m_.dtype);
   }
-  // A channel slice [.., 0, width) of a layout (Q, K or V of the fused projection's output).
-  static Layout slice(Layout l, std::uint64_t width) {
-    l.channels = width;
-    l.chans_per_tile = std::min(l.chans_per_tile, width);
-    return l;
-  }
-  // `l` viewed with the shape of `as` (same elements), keeping its block counts.
-  static Layout slice_as(const Layout& l, const Layout& as) {
-    Layout v = as;
-    v.first_tile = l.first_tile;
-    v.tile_stride = l.tile_stride;
-    v.positions_per_tile = ceil_div(as.positions, std::max<std::uint64_t>(1, l.position_blocks()));
-    v.chans_per_tile = ceil_div(as.channels, std::max<std::uint64_t>(1, l.channel_blocks()));
-    return v;
-  }
-
   const ModelDef& m_;
   const RunConfig& run_;
   IpuBuilder& b_;
   std::uint64_t tokens_;
   std::uint64_t packs_;
-  AttentionLayouts attention_;
-  FfnLayouts ffn_;
-  Layout embedding_out_, head_in_, head_dense_, head_y_, head_rows_, logits_, final_norm_in_;
+  Layout embedding_out_, head_in_, head_dense_, head_y_, head_rows_, logits_;
 };
 
 }  // namespace
@@ -551,6 +397,7 @@ void check_placement(const ModelDef& m, const RunConfig& run) {
         fmt::format("{}: run.pipeline_placement places {} attention and {} FFN sub-layers; "
                     "{} has {} of each",
                     run.file, attn, ffn, m.file, m.encoder_layers));
+  graph::check_stage_chain(m, run);
 }
 
 // What every IPU of a transformer replica shares: the model, run, chip and pipeline shape.
@@ -569,6 +416,10 @@ struct Pipeline {
   // The IPU of each forward stage (ipu_stages): IPU 0's embedding, IPU 1 .. p-1, then with a
   // tied head IPU 0 again for its last layers, the heads and the loss.
   std::vector<std::uint32_t> stage_ipus;
+  // The model's tensor graph for one micro-batch, with its backward when training, and each
+  // tensor's gradient: what the sub-layers lowered from the graph read.
+  graph::TensorGraph graph;
+  graph::Gradients gradients;
 
   Pipeline(const ModelDef& model, const RunConfig& r, const SystemSpec& s)
       : m(model),
@@ -588,6 +439,13 @@ struct Pipeline {
         clip(r.clip_gradients && !r.inference) {
     for (std::uint32_t i = 0; i < (pipelined ? p : 1); ++i) stage_ipus.push_back(i);
     if (pipelined && !model.head_on_last_ipu()) stage_ipus.push_back(0);
+    graph::BuildOptions options;
+    options.batch = r.micro_batch;
+    options.training = !r.inference;
+    if (model.masked_tokens > 0)
+      options.masked_tokens = model.masked_tokens + r.max_sequences_per_pack - 1;
+    graph = graph::build_graph(model, options);
+    if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
   }
 
   // Activations travel IPU0 -> IPU1 -> ... -> IPU(p-1) -> IPU0 (the tied head on IPU 0);
@@ -627,6 +485,7 @@ class StageProgram {
         program_(program),
         b_(b),
         lower_(pl.m, pl.run, b),
+        graph_(pl.graph, pl.gradients, b),
         n_attn_(pl.run.placement[ipu].first),
         n_ffn_(pl.run.placement[ipu].second),
         first_(ipu == 0),
@@ -742,12 +601,12 @@ class StageProgram {
     for (std::size_t i = 0; i + (ends ? 1 : 0) < blocks.size(); ++i) {
       const auto scope = b_.scope(blocks[i].layer, pass, graph::info(blocks[i].kind).kind);
       load_weights(out, loads[i]);
-      lower_block(out, blocks[i].kind, v, forward);
+      lower_block(out, blocks[i], v, forward);
     }
     const auto scope =
         ends ? b_.scope(blocks.back().layer, pass, graph::info(end).kind) : b_.scope("", pass);
     if (ends) load_weights(out, loads.back());
-    if (ends) lower_block(out, end, v, forward);
+    if (ends) lower_block(out, blocks.back(), v, forward);
     lower_.flush(out, v);
   }
 
@@ -786,16 +645,14 @@ class StageProgram {
   }
 
   // One sub-layer's forward or backward lowering.
-  void lower_block(Steps& out, graph::Op kind, Value& v, bool forward) {
-    switch (kind) {
+  void lower_block(Steps& out, const graph::Block& block, Value& v, bool forward) {
+    switch (block.kind) {
       case graph::Op::kEmbedding:
         return forward ? lower_.embedding_fwd(out, v) : lower_.embedding_bwd(out, v);
       case graph::Op::kAttention:
-        return forward ? lower_.attention_fwd(out, v) : lower_.attention_bwd(out, v);
       case graph::Op::kFfn:
-        return forward ? lower_.ffn_fwd(out, v) : lower_.ffn_bwd(out, v);
       case graph::Op::kFinalNorm:
-        return forward ? lower_.final_norm_fwd(out, v) : lower_.final_norm_bwd(out, v);
+        return forward ? graph_.forward(out, block.layer, v) : graph_.backward(out, block.layer, v);
       case graph::Op::kHeads:
         return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
       case graph::Op::kConv:  // a CNN's ops: no transformer sub-layer is one
@@ -816,7 +673,7 @@ class StageProgram {
       case graph::Op::kCount:
         break;
     }
-    throw Error(fmt::format("op {} is not a transformer sub-layer", graph::name(kind)));
+    throw Error(fmt::format("op {} is not a transformer sub-layer", graph::name(block.kind)));
   }
 
   // The stage's forward (in `pass`: forward or recompute) of the blocks selected.
@@ -1069,6 +926,7 @@ class StageProgram {
   trace::IpuProgram& program_;
   IpuBuilder& b_;
   TransformerLowering lower_;
+  GraphLowering graph_;  // the sub-layers lowered from the tensor graph
   std::uint32_t n_attn_, n_ffn_;
   bool first_, last_, heads_;
   std::vector<graph::Block> blocks_;  // the sub-layers it runs, in forward order

@@ -315,24 +315,60 @@ std::vector<std::string> names(const std::vector<Block>& blocks) {
   return out;
 }
 
-TEST(GraphSubLayers, EachIpuRunsItsPlacementsSubLayersNumberedOverTheModel) {
+TEST(GraphSubLayers, EachIpuRunsItsPlacementsSubLayersInTheModelsOrder) {
   ModelDef m;  // 4 layers, post-norm, tied masked-LM head (BERT)
   m.encoder_layers = 4;
   RunConfig run;
-  run.placement = {{1, 0}, {2, 2}, {1, 2}};
+  // The layers run through IPUs 1, 2, then 0 (with the tied heads): IPU 1 holds sub-layers
+  // 0-2 of the chain (attention 0, FFN 0, attention 1), IPU 2 3-4, IPU 0 5-7.
+  run.placement = {{1, 2}, {2, 1}, {1, 1}};
   using V = std::vector<std::string>;
-  EXPECT_EQ(names(stage_blocks(m, run, 0)), (V{"embedding", "encoder0/attention", "heads"}));
-  // Attention and FFN alternate while both last; numbering continues from the IPUs before.
   EXPECT_EQ(names(stage_blocks(m, run, 1)),
-            (V{"encoder1/attention", "encoder0/ffn", "encoder2/attention", "encoder1/ffn"}));
-  EXPECT_EQ(names(stage_blocks(m, run, 2)),
-            (V{"encoder3/attention", "encoder2/ffn", "encoder3/ffn"}));
-  // Pre-norm (GPT-2): the final norm on the last IPU; a classifier (ViT): the heads there too.
+            (V{"encoder0/attention", "encoder0/ffn", "encoder1/attention"}));
+  // An IPU may start with an FFN whose attention is on the IPU before it.
+  EXPECT_EQ(names(stage_blocks(m, run, 2)), (V{"encoder1/ffn", "encoder2/attention"}));
+  EXPECT_EQ(names(stage_blocks(m, run, 0)),
+            (V{"embedding", "encoder2/ffn", "encoder3/attention", "encoder3/ffn", "heads"}));
+  EXPECT_NO_THROW(check_stage_chain(m, run));
+  // Pre-norm (GPT-2): the final norm on the last IPU; a classifier (ViT): the heads there too,
+  // and the layers run through IPUs 0, 1, 2.
   m.pre_norm = true;
   m.classifier = true;
-  EXPECT_EQ(names(stage_blocks(m, run, 0)), (V{"embedding", "encoder0/attention"}));
+  run.placement = {{2, 1}, {1, 2}, {1, 1}};
+  EXPECT_EQ(names(stage_blocks(m, run, 0)),
+            (V{"embedding", "encoder0/attention", "encoder0/ffn", "encoder1/attention"}));
+  EXPECT_EQ(names(stage_blocks(m, run, 1)),
+            (V{"encoder1/ffn", "encoder2/attention", "encoder2/ffn"}));
   EXPECT_EQ(names(stage_blocks(m, run, 2)),
-            (V{"encoder3/attention", "encoder2/ffn", "encoder3/ffn", "final_norm", "heads"}));
+            (V{"encoder3/attention", "encoder3/ffn", "final_norm", "heads"}));
+  EXPECT_NO_THROW(check_stage_chain(m, run));
+}
+
+TEST(GraphSubLayers, APlacementThatSkipsPartOfTheChainIsRefusedNamingTheIpu) {
+  ModelDef m;
+  m.encoder_layers = 4;
+  m.classifier = true;  // layers through IPUs 0, 1, 2
+  RunConfig run;
+  run.file = "r.yaml";
+  // IPU 0: attention 0 and FFNs 0-1, but attention 1 (between them) is on IPU 1.
+  run.placement = {{1, 2}, {2, 1}, {1, 1}};
+  try {
+    check_stage_chain(m, run);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.yaml: run.pipeline_placement: IPU 0 must hold the "
+                                         "next sub-layers"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("spanning numbers 0 to 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphSubLayers, OneIpuHoldsEverything) {
+  ModelDef m;
+  m.encoder_layers = 4;
+  m.pre_norm = true;
+  m.classifier = true;
   const auto one = stage_blocks(m, RunConfig{.placement = {{4, 4}}}, 0);
   ASSERT_EQ(one.size(), 11u);  // everything on one IPU
   EXPECT_EQ(one.front().kind, Op::kEmbedding);

@@ -65,6 +65,13 @@ Layout linear_layout(const ChipSpec& chip, trace::DType dtype, std::uint64_t pos
 // unchanged): a [positions x channels] layout read as [channels x positions].
 Layout transposed_view(const Layout& l);
 
+// Channels [0, width) of `l`, where `l` keeps them (the first part of a channel split: Q of a
+// fused QKV projection's output).
+Layout channel_slice(Layout l, std::uint64_t width);
+// `l` viewed with the shape of `as` (same elements, another shape: a grouped matmul's
+// [groups x rows, columns] result read as [tokens, hidden]), keeping its tiles and block counts.
+Layout viewed_as(const Layout& l, const Layout& as);
+
 // The output of a planned conv or matmul (plan::emit_conv): out-channel blocks of the
 // plan's out_per_tile channels innermost; each row block's positions, further cut into
 // in_split chunks when partial sums are reduce-scattered over the input-channel split. A

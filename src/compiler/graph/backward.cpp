@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/util/error.hpp"
@@ -30,6 +31,10 @@ TensorId Differentiator::grad_or_zeros(TensorId t) {
 }
 
 void Differentiator::accumulate(TensorId t, TensorId g) {
+  if (defer_) {
+    deferred_.emplace_back(t, g);
+    return;
+  }
   const Dims want = g_.tensor(t).dims;
   const Dims have = g_.tensor(g).dims;
   if (have != want) {
@@ -53,7 +58,7 @@ void Differentiator::accumulate(TensorId t, TensorId g) {
   slot = slot ? g_.add(Primitive::kAdd, {*slot, g}) : g;
 }
 
-std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss) {
+std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss, Gradients* gradients) {
   if (index(loss) >= g.tensors().size() || !g.tensor(loss).dims.empty())
     throw Error("add_backward: the loss must be a scalar tensor of the graph");
   Differentiator d(g);
@@ -85,12 +90,20 @@ std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss) {
                       "and has no backward rule",
                       n.layer, row.name));
     g.set_layer(n.layer);
+    g.set_forward(static_cast<NodeId>(i));
     // Split is the one op with several outputs; the others have their gradient.
     if (n.op != Primitive::kSplit && !d.grad(n.outputs[0])) continue;
+    // A node's input gradients are summed into what reached its inputs after its rule's
+    // nodes (all of its gradients, then the sums).
+    d.defer_ = true;
     row.backward(d, n);
+    d.defer_ = false;
+    for (const auto& [t, grad] : std::exchange(d.deferred_, {})) d.accumulate(t, grad);
   }
   g.set_backward(false);
+  g.set_forward(std::nullopt);
   g.set_layer("");
+  if (gradients) *gradients = d.grads_;
   std::vector<WeightGradient> out;
   for (std::uint32_t t = 0; t < d.needs_.size(); ++t) {
     const auto id = static_cast<TensorId>(t);

@@ -390,10 +390,12 @@ TensorId fold(Differentiator& d, TensorId t) {
 void matmul_backward(Differentiator& d, const Node& n) {
   const TensorId dc = *d.grad(n.outputs[0]), a = n.inputs[0], b = n.inputs[1];
   const bool ta = n.attrs.transpose_a, tb = n.attrs.transpose_b;
+  std::uint8_t operand = 0;  // of the next gradient matmul
   auto mm = [&](TensorId x, TensorId y, bool tx, bool ty) {
     Attrs at;
     at.transpose_a = tx;
     at.transpose_b = ty;
+    at.operand = operand;
     return add(d, P::kMatmul, {x, y}, at);
   };
   to(d, a, [&] {
@@ -401,6 +403,7 @@ void matmul_backward(Differentiator& d, const Node& n) {
       return mm(fold(d, dc), fold(d, b), false, true);
     return ta ? mm(b, dc, tb, true) : mm(dc, b, false, !tb);
   });
+  operand = 1;
   to(d, b, [&] {
     if (!ta && dims(d, b).size() == 2 && dims(d, a).size() > 2)
       return tb ? mm(fold(d, dc), fold(d, a), true, false)

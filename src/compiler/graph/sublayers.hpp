@@ -26,9 +26,15 @@ struct Block {
 };
 
 // The sub-layers IPU `ipu` of a replica runs, in forward order: the embedding on IPU 0; its
-// placement's attention and FFN sub-layers, numbered over the whole model, alternating while
-// both last; the final norm of a pre-norm model on the last IPU; the heads with the embedding
-// (tied) or, for a classifier or a span head, on the last IPU.
+// placement's attention and FFN sub-layers in the model's order (layer j's attention, then its
+// FFN), numbered over the whole model in the order the layers run through the IPUs (with heads
+// tied to the embedding, IPU 0's layers are the last); the final norm of a pre-norm model on
+// the last IPU; the heads with the embedding (tied) or, for a classifier or a span head, on the
+// last IPU.
 std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::uint32_t ipu);
+
+// Refuses a placement whose IPUs do not each hold the next run of the model's chain of
+// sub-layers (a ConfigError naming run.pipeline_placement and the IPU).
+void check_stage_chain(const ModelDef& m, const RunConfig& run);
 
 }  // namespace ipusim::compiler::graph

@@ -88,7 +88,13 @@ std::vector<TensorId> TensorGraph::add_node(Primitive op, std::vector<TensorId> 
   const trace::DType dtype = op == Primitive::kCast    ? attrs.dtype
                              : op == Primitive::kWhere ? tensors_[index(inputs[1])].dtype
                                                        : tensors_[index(inputs[0])].dtype;
-  Node n{op, std::move(inputs), {}, std::move(attrs), layer_, backward_};
+  Node n{op,
+         std::move(inputs),
+         {},
+         std::move(attrs),
+         layer_,
+         backward_,
+         backward_ ? forward_ : std::nullopt};
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     std::string tensor =
         fmt::format("{}{}{}.{}", layer_, layer_.empty() ? "" : "/", name(op), index(id));

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ipusim/compiler/graph/tensor_graph.hpp"
@@ -60,11 +61,14 @@ const std::vector<PrimitiveInfo>& primitives();
 // the loss back, each node with an output gradient and an input that depends on a weight adds
 // its backward rule's nodes; a tensor read by several nodes sums their gradients. Returns each
 // weight's gradient tensor, in weight order. A node on a gradient path whose op has no
-// backward rule is a ConfigError naming its layer.
+// backward rule is a ConfigError naming its layer. With `gradients`, each tensor's gradient
+// (indexed by tensor; none where no gradient reached it) is stored there too.
 struct WeightGradient {
   TensorId weight, gradient;
 };
-std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss);
+using Gradients = std::vector<std::optional<TensorId>>;
+std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss,
+                                         Gradients* gradients = nullptr);
 
 // What backward rules use to read and add gradients (graph/autodiff.cpp).
 class Differentiator {
@@ -84,10 +88,13 @@ class Differentiator {
   TensorId constant(std::string name);
 
  private:
-  friend std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss);
+  friend std::vector<WeightGradient> add_backward(TensorGraph& g, TensorId loss,
+                                                  Gradients* gradients);
   TensorGraph& g_;
   std::vector<std::optional<TensorId>> grads_;
   std::vector<bool> needs_;
+  bool defer_ = false;  // accumulate() queues into deferred_ while a rule runs
+  std::vector<std::pair<TensorId, TensorId>> deferred_;
 };
 
 }  // namespace ipusim::compiler::graph

@@ -120,6 +120,9 @@ struct Attrs {
   trace::DType dtype = trace::DType::kHalf;  // cast
   double ratio = 0;                          // dropout
   Primitive of = Primitive::kCount;          // a gradient op's forward op
+  // A matmul of the backward pass: the forward matmul's operand it is the gradient of (0: a,
+  // the data gradient; 1: b, the weight gradient).
+  std::uint8_t operand = 0;
 };
 
 struct Node {
@@ -128,6 +131,9 @@ struct Node {
   Attrs attrs;
   std::string layer;      // the model layer it comes from ("conv1", "encoder3/attention")
   bool backward = false;  // added by autodiff
+  // A backward node: the forward node whose backward rule added it (lowering reads its shapes
+  // and layouts).
+  std::optional<NodeId> forward;
 };
 
 class TensorGraph {
@@ -150,6 +156,8 @@ class TensorGraph {
   void set_layer(std::string layer, std::string at = "");
   // Nodes added from now on are the backward pass's (their outputs are gradients).
   void set_backward(bool backward) { backward_ = backward; }
+  // Backward nodes added from now on come from forward node `n`'s backward rule.
+  void set_forward(std::optional<NodeId> n) { forward_ = n; }
 
   const Tensor& tensor(TensorId t) const { return tensors_.at(index(t)); }
   Tensor& tensor(TensorId t) { return tensors_.at(index(t)); }
@@ -180,6 +188,7 @@ class TensorGraph {
   std::vector<Node> nodes_;
   std::string layer_, at_;
   bool backward_ = false;
+  std::optional<NodeId> forward_;
 };
 
 }  // namespace ipusim::compiler::graph

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "graph_lowering.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using graph::Node;
+using graph::NodeId;
+using graph::Primitive;
+using graph::TensorId;
+using P = Primitive;
+using trace::Op;
+
+// A matmul C = op(A) op(B) as the builder plans it: M x K by K x N in `groups` groups. A plain
+// matrix B (a weight) takes A's leading dimensions as more rows.
+struct MatmulShape {
+  std::uint64_t m = 0, n = 0, k = 0, groups = 1;
+};
+
+MatmulShape matmul_shape(const graph::TensorGraph& g, const Node& f) {
+  const graph::Dims& a = g.tensor(f.inputs[0]).dims;
+  const graph::Dims& b = g.tensor(f.inputs[1]).dims;
+  const graph::Dims& y = g.tensor(f.outputs[0]).dims;
+  if (a.size() < 2 || b.size() < 2)
+    throw Error(fmt::format("layer '{}': a matmul of a vector has no lowering rule yet", f.layer));
+  MatmulShape s;
+  s.k = f.attrs.transpose_a ? a[a.size() - 2] : a.back();
+  s.n = f.attrs.transpose_b ? b[b.size() - 2] : b.back();
+  if (b.size() == 2 && !f.attrs.transpose_a) {
+    s.m = graph::elements(a) / s.k;
+  } else {
+    s.m = y[y.size() - 2];
+    s.groups = graph::elements(y) / (s.m * s.n);
+  }
+  return s;
+}
+
+// The elementwise ops of a unary node (the vertex ops a fused chain applies), if it is one.
+std::optional<std::vector<Op>> unary_ops(Primitive op) {
+  switch (op) {
+    case P::kRelu:
+      return std::vector{Op::kRelu};
+    case P::kGelu:
+      return std::vector{Op::kGelu};
+    case P::kSigmoid:
+      return std::vector{Op::kSigmoid};
+    case P::kTanh:
+      return std::vector{Op::kTanh};
+    case P::kExp:
+      return std::vector{Op::kExp};
+    case P::kSqrt:
+      return std::vector{Op::kSqrt};
+    case P::kRsqrt:
+      return std::vector{Op::kRsqrt};
+    case P::kNeg:
+      return std::vector{Op::kNeg};
+    case P::kDropout:  // the mask, times 1 / (1 - ratio)
+      return std::vector{Op::kMul};
+    default:
+      return std::nullopt;
+  }
+}
+
+[[noreturn]] void no_rule(const Node& n) {
+  throw Error(fmt::format("layer '{}': {}{} has no lowering rule yet", n.layer,
+                          graph::name(n.op), n.backward ? " (backward)" : ""));
+}
+
+}  // namespace
+
+GraphLowering::GraphLowering(const graph::TensorGraph& g, const graph::Gradients& gradients,
+                             IpuBuilder& b)
+    : g_(g), gradients_(gradients), b_(b), weight_gradient_(g.tensors().size(), false) {
+  for (std::uint32_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    Layer& l = layers_[n.layer];
+    (n.backward ? l.backward : l.forward).push_back(static_cast<NodeId>(i));
+  }
+  for (auto& [name, l] : layers_) {
+    if (l.forward.empty()) continue;
+    l.output = g.node(l.forward.back()).outputs[0];
+    const NodeId first = l.forward.front();
+    for (const NodeId id : l.forward)
+      for (const TensorId t : g.node(id).inputs) {
+        const auto p = g.tensor(t).producer;
+        if (!l.input && g.tensor(t).role == graph::Role::kActivation && p && *p < first)
+          l.input = t;
+      }
+  }
+  for (std::uint32_t t = 0; t < gradients.size(); ++t)
+    if (gradients[t] && g.tensor(static_cast<TensorId>(t)).role == graph::Role::kWeight)
+      weight_gradient_[graph::index(*gradients[t])] = true;
+  slot_of_.assign(g.tensors().size(), kNoSlot);
+}
+
+const GraphLowering::Layer& GraphLowering::layer(const std::string& name) const {
+  const auto it = layers_.find(name);
+  if (it == layers_.end() || it->second.forward.empty())
+    throw Error(fmt::format("graph lowering: no layer '{}' in the model's graph", name));
+  if (!it->second.input)
+    throw Error(fmt::format("graph lowering: layer '{}' reads no tensor computed before it", name));
+  return it->second;
+}
+
+void GraphLowering::forward(Steps& out, const std::string& name, Value& v) {
+  const Layer& l = layer(name);
+  bind(*l.input, std::move(v));
+  for (const NodeId id : l.forward) lower(out, g_.node(id));
+  v = slots_[slot(l.output)].v;
+}
+
+void GraphLowering::backward(Steps& out, const std::string& name, Value& g) {
+  const Layer& l = layer(name);
+  bind(gradient(l.output), std::move(g));
+  for (const NodeId id : l.backward) lower(out, g_.node(id));
+  g = slots_[slot(gradient(*l.input))].v;
+}
+
+std::uint32_t GraphLowering::slot(TensorId t) const {
+  if (!has_value(t))
+    throw Error(fmt::format("graph lowering: tensor '{}' has no value yet", g_.tensor(t).name));
+  return slot_of_[graph::index(t)];
+}
+
+void GraphLowering::bind(TensorId t, Value v) {
+  slot_of_[graph::index(t)] = static_cast<std::uint32_t>(slots_.size());
+  slots_.push_back({std::move(v), std::nullopt});
+}
+
+TensorId GraphLowering::gradient(TensorId t) const {
+  if (graph::index(t) >= gradients_.size() || !gradients_[graph::index(t)])
+    throw Error(fmt::format("graph lowering: tensor '{}' has no gradient", g_.tensor(t).name));
+  return *gradients_[graph::index(t)];
+}
+
+const Value& GraphLowering::ready_slot(Steps& out, std::uint32_t s) {
+  if (const auto into = slots_[s].fused_into) {
+    const Layout l = ready_slot(out, *into).layout;
+    slots_[s].v = Value{l, {}, {}};
+    slots_[s].fused_into.reset();
+  } else {
+    flush(b_, out, slots_[s].v);
+  }
+  return slots_[s].v;
+}
+
+const Value& GraphLowering::ready(Steps& out, TensorId t) { return ready_slot(out, slot(t)); }
+
+void GraphLowering::fuse(Steps& out, TensorId t, TensorId y, std::span<const Op> ops) {
+  const std::uint32_t s = slot(t);
+  // Ops another node's chain took over are applied first.
+  if (slots_[s].fused_into) (void)ready_slot(out, s);
+  Value v = slots_[s].v;
+  for (const Op op : ops) pend(b_, v, {op});
+  bind(y, std::move(v));
+  // The operand is computed with its reader's chain only when it has ops of its own pending.
+  if (!slots_[s].v.pending.empty() && !slots_[s].fused_into) slots_[s].fused_into = slot(y);
+}
+
+void GraphLowering::lower(Steps& out, const Node& n) {
+  const TensorId x = n.inputs[0];
+  switch (n.op) {
+    case P::kMatmul:
+      return matmul(out, n);
+    case P::kAdd:
+      return binary(out, n, Op::kAdd);
+    case P::kMul:
+      return binary(out, n, Op::kMul);
+    case P::kRelu:
+    case P::kGelu:
+    case P::kSigmoid:
+    case P::kTanh:
+    case P::kExp:
+    case P::kSqrt:
+    case P::kRsqrt:
+    case P::kNeg:
+    case P::kDropout:
+      return fuse(out, x, n.outputs[0], *unary_ops(n.op));
+    case P::kUnaryGrad: {  // (dy, saved): the saved operand comes to the gradient's layout
+      auto ops = unary_ops(n.attrs.of);
+      if (!ops) no_rule(n);
+      ops->push_back(Op::kMul);
+      const Layout saved = ready(out, n.inputs[1]).layout;
+      b_.rearrange(out, saved, slots_[slot(x)].v.layout);
+      return fuse(out, x, n.outputs[0], *ops);
+    }
+    case P::kLayerNorm: {
+      // Statistics among the tiles holding each row's channels, then (x - mean) inv_std gamma +
+      // beta pending, fused with what follows.
+      const Layout l = ready(out, x).layout;
+      b_.reduce(out, l, Axis::kChannels, 2, /*broadcast=*/true);
+      bind(n.outputs[0], Value{l, {}, {}});
+      compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
+      return;
+    }
+    case P::kNormGrad:
+      return norm_gradient(out, n);
+    case P::kSoftmax: {
+      // Over the last axis (channels), stable: the maximum per row among the tiles holding it,
+      // exp(x - max), the sum per row, then the division pending.
+      if (n.attrs.axis + 1 != g_.tensor(x).dims.size()) no_rule(n);
+      const Layout l = ready(out, x).layout;
+      const std::array<Op, 2> sub_exp{Op::kSub, Op::kExp};
+      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+      b_.elementwise(out, l, sub_exp);
+      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+      bind(n.outputs[0], Value{l, {}, {}});
+      compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kDiv});
+      return;
+    }
+    case P::kSoftmaxGrad: {  // (dy, y): y (dy - sum(dy y)), the kept output on dy's layout
+      if (n.attrs.axis + 1 != g_.tensor(x).dims.size()) no_rule(n);
+      const Layout y = ready(out, n.inputs[1]).layout;
+      b_.rearrange(out, y, slots_[slot(x)].v.layout);
+      const Op mul = Op::kMul;
+      fuse(out, x, n.outputs[0], {&mul, 1});
+      const Layout l = ready(out, n.outputs[0]).layout;
+      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+      compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kSub, Op::kMul});
+      return;
+    }
+    case P::kSplit:
+      return split(out, n);
+    case P::kConcat:
+      return concat(out, n);
+    case P::kReduceSum:
+      return reduce_sum(out, n);
+    case P::kReshape:
+    case P::kTranspose:  // views: the same value
+      slot_of_[graph::index(n.outputs[0])] = slot(x);
+      return;
+    case P::kConv:
+    case P::kConvDataGrad:
+    case P::kConvWeightGrad:
+    case P::kClip:
+    case P::kSilu:
+    case P::kErf:
+    case P::kCast:
+    case P::kSub:
+    case P::kDiv:
+    case P::kPow:
+    case P::kWhere:
+    case P::kReduceMean:
+    case P::kReduceMax:
+    case P::kRmsNorm:
+    case P::kGroupNorm:
+    case P::kBatchNorm:
+    case P::kGather:
+    case P::kGatherGrad:
+    case P::kSlice:
+    case P::kPad:
+    case P::kExpand:
+    case P::kResize:
+    case P::kResizeGrad:
+    case P::kMaxPool:
+    case P::kMaxPoolGrad:
+    case P::kAvgPool:
+    case P::kAvgPoolGrad:
+    case P::kSoftmaxCrossEntropy:
+    case P::kSoftmaxCrossEntropyGrad:
+    case P::kCount:
+      break;
+  }
+  no_rule(n);
+}
+
+void GraphLowering::matmul(Steps& out, const Node& n) {
+  const Node& f = n.backward ? g_.node(*n.forward) : n;
+  if (f.op != P::kMatmul || f.attrs.transpose_a) no_rule(n);
+  const MatmulShape s = matmul_shape(g_, f);
+  const TensorId a = f.inputs[0], w = f.inputs[1];
+  const trace::DType dt = g_.tensor(a).dtype;
+  if (!n.backward) {
+    const Operand input{ready(out, a).layout, false};
+    const Layout y = is_weight(w) ? b_.matmul(out, s.m, s.n, s.k, dt, input, {}, s.groups)
+                                  : b_.matmul(out, s.m, s.n, s.k, dt, input,
+                                              Operand{ready(out, w).layout, f.attrs.transpose_b},
+                                              s.groups);
+    bind(n.outputs[0], Value{y, {}, {}});
+    return;
+  }
+  // dA = dC op(B)^T and dB = op(A)^T dC as the backward passes of the forward matmul.
+  const plan::ConvArgs fwd = IpuBuilder::matmul_args(s.m, s.n, s.k, dt, s.groups);
+  const Layout weights = is_weight(w) ? b_.weights_layout(fwd) : ready(out, w).layout;
+  const Layout dc = ready(out, gradient(f.outputs[0])).layout;
+  if (n.attrs.operand == 0) {
+    bind(n.outputs[0], Value{b_.data_gradient(out, fwd, weights, dc), {}, {}});
+    return;
+  }
+  // A weight's gradient is added into its accumulator; another operand's (attention's K and V)
+  // stays where the matmul leaves it.
+  const Layout db = b_.weight_gradient(out, fwd, ready(out, a).layout, weights, dc, is_weight(w));
+  if (!is_weight(w)) bind(n.outputs[0], Value{db, {}, {}});
+}
+
+void GraphLowering::split(Steps& out, const Node& n) {
+  // Along the channels, after what is pending on the whole (a fused projection's bias). Each
+  // part is taken to lie on the tiles of the first part's channels (a simplification: Q, K and
+  // V of a fused QKV projection as the first of them).
+  if (n.attrs.axis + 1 != g_.tensor(n.inputs[0]).dims.size()) no_rule(n);
+  const Layout l = ready(out, n.inputs[0]).layout;
+  for (std::size_t i = 0; i < n.outputs.size(); ++i)
+    bind(n.outputs[i], Value{channel_slice(l, n.attrs.dims[i]), {}, {}});
+}
+
+void GraphLowering::concat(Steps& out, const Node& n) {
+  // The gradient of a split: each part's gradient brought to where its part of the split's
+  // input lies (as split() places it), the whole on the input's layout.
+  const bool of_split = n.backward && g_.node(*n.forward).op == P::kSplit;
+  if (!of_split || n.attrs.axis + 1 != g_.tensor(n.outputs[0]).dims.size()) no_rule(n);
+  const Layout whole = ready(out, g_.node(*n.forward).inputs[0]).layout;
+  for (const TensorId part : n.inputs) {
+    const Layout to = channel_slice(whole, g_.tensor(part).dims.back());
+    b_.rearrange(out, viewed_as(ready(out, part).layout, to), to);
+  }
+  bind(n.outputs[0], Value{whole, {}, {}});
+}
+
+void GraphLowering::binary(Steps& out, const Node& n, Op op) {
+  const TensorId a = n.inputs[0], c = n.inputs[1];
+  if (has_value(a) && has_value(c) && g_.tensor(a).dims == g_.tensor(c).dims) {
+    // Two tensors computed here (a residual, a gradient's two parts): the one computed later
+    // keeps its layout and pending ops; the other is brought to it.
+    const auto pa = producer(a), pc = producer(c);
+    const bool a_later = pa && (!pc || *pa > *pc);
+    const TensorId keep = a_later ? a : c, other = a_later ? c : a;
+    const Layout from = ready(out, other).layout;
+    b_.rearrange(out, from, slots_[slot(keep)].v.layout);
+    fuse(out, keep, n.outputs[0], {&op, 1});
+    return;
+  }
+  // A vector or constant broadcast over a computed tensor (a bias): applied where it lives.
+  if (!has_value(a) && !has_value(c)) no_rule(n);
+  fuse(out, has_value(a) ? a : c, n.outputs[0], {&op, 1});
+}
+
+void GraphLowering::norm_gradient(Steps& out, const Node& n) {
+  if (n.attrs.of != P::kLayerNorm) no_rule(n);
+  // The kept input whitened again per row, x_hat = (x - mean) inv_std (popnn's norm gradients
+  // whiten their input; poplar-compiler.md §2.3), times the gradient; statistics of g and
+  // g x_hat per row, gamma and beta gradients per channel, then the input gradient pending.
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const Layout x = ready(out, n.inputs[1]).layout;
+  b_.rearrange(out, x, dy);
+  const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+  b_.elementwise(out, dy, whiten_mul);
+  b_.reduce(out, dy, Axis::kChannels, 2, /*broadcast=*/true);
+  b_.reduce(out, dy, Axis::kPositions, 2, /*broadcast=*/false);
+  bind(n.outputs[0], Value{dy, {}, {}});
+  compiler::pend(b_, slots_[slot(n.outputs[0])].v,
+                 {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
+}
+
+void GraphLowering::reduce_sum(Steps& out, const Node& n) {
+  const graph::Dims& in = g_.tensor(n.inputs[0]).dims;
+  const bool all_but_last = n.attrs.axes.size() + 1 == in.size() &&
+                            std::all_of(n.attrs.axes.begin(), n.attrs.axes.end(),
+                                        [&](std::uint32_t a) { return a + 1 < in.size(); });
+  // A bias gradient: the output gradient summed over the rows (PopART's ReduceSum of the
+  // Add's gradient), in the weight-gradient pass.
+  if (!all_but_last || !weight_gradient_[graph::index(n.outputs[0])]) no_rule(n);
+  const Layout l = ready(out, n.inputs[0]).layout;
+  const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
+  b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
+}
+
+}  // namespace ipusim::compiler

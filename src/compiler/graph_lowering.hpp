@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering of tensor-graph nodes onto one IPU's program (docs/architecture.md, "Lowering a
+// graph"): each node's rule emits IpuBuilder operations, layer by layer. A tensor computed on
+// the IPU has a value: the layout it lives on with the elementwise ops still pending on it
+// (lowering.hpp Value), applied as one fused compute set when a node that is not elementwise
+// reads it. Views (reshape, transpose) share their operand's value; an elementwise node's
+// output takes over its operand's pending ops, and the operand counts as computed once its
+// output is (the fused vertex writes both). No SystemC.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ipu_builder.hpp"
+#include "ipusim/compiler/graph/primitive.hpp"
+#include "ipusim/compiler/graph/tensor_graph.hpp"
+#include "lowering.hpp"
+
+namespace ipusim::compiler {
+
+class GraphLowering {
+ public:
+  // `gradients`: each tensor's gradient (graph::add_backward), empty for a forward-only graph.
+  GraphLowering(const graph::TensorGraph& g, const graph::Gradients& gradients, IpuBuilder& b);
+
+  // Lowers the forward nodes of `layer` (graph order) reading the layer's input from `v`;
+  // `v` becomes the value of its output. The layer reads one tensor computed before it.
+  void forward(Steps& out, const std::string& layer, Value& v);
+  // Lowers the backward nodes of `layer` from `g`, the gradient of the layer's output (after
+  // its forward or recomputation was lowered); `g` becomes the gradient of its input.
+  void backward(Steps& out, const std::string& layer, Value& g);
+
+ private:
+  struct Layer {
+    std::vector<graph::NodeId> forward, backward;
+    std::optional<graph::TensorId> input;  // the tensor computed before it that it reads
+    graph::TensorId output{};
+  };
+  struct Slot {
+    Value v;
+    // Computed when that slot's pending ops are applied (they include this one's).
+    std::optional<std::uint32_t> fused_into;
+  };
+  static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
+
+  const Layer& layer(const std::string& name) const;
+  void lower(Steps& out, const graph::Node& n);
+  void matmul(Steps& out, const graph::Node& n);
+  void binary(Steps& out, const graph::Node& n, trace::Op op);
+  void norm_gradient(Steps& out, const graph::Node& n);
+  void split(Steps& out, const graph::Node& n);
+  void concat(Steps& out, const graph::Node& n);
+  void reduce_sum(Steps& out, const graph::Node& n);
+
+  bool has_value(graph::TensorId t) const {
+    return graph::index(t) < slot_of_.size() && slot_of_[graph::index(t)] != kNoSlot;
+  }
+  std::uint32_t slot(graph::TensorId t) const;
+  void bind(graph::TensorId t, Value v);
+  // `t`'s value with its pending ops applied (and, if an elementwise node took them over, that
+  // node's output computed).
+  const Value& ready(Steps& out, graph::TensorId t);
+  const Value& ready_slot(Steps& out, std::uint32_t s);
+  // `t` with `ops` pending on it as the value of `y` (the elementwise node t -> y).
+  void fuse(Steps& out, graph::TensorId t, graph::TensorId y, std::span<const trace::Op> ops);
+  // The gradient of `t` (the graph must have one).
+  graph::TensorId gradient(graph::TensorId t) const;
+  std::optional<graph::NodeId> producer(graph::TensorId t) const {
+    return g_.tensor(t).producer;
+  }
+  bool is_weight(graph::TensorId t) const { return g_.tensor(t).role == graph::Role::kWeight; }
+
+  const graph::TensorGraph& g_;
+  const graph::Gradients& gradients_;
+  IpuBuilder& b_;
+  std::map<std::string, Layer> layers_;
+  std::vector<bool> weight_gradient_;  // by tensor: some weight's gradient
+  std::vector<std::uint32_t> slot_of_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace ipusim::compiler

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering of tensor-graph layers (src/compiler/graph_lowering.cpp): a post-norm FFN sub-layer
+// (BERT's) built by hand, its forward and its backward from autodiff, lowered with the rules
+// the file states. Each expectation follows from those rules by hand. No SystemC.
+#include "compiler/graph_lowering.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ipusim/compiler/graph/build.hpp"
+#include "ipusim/compiler/graph/primitive.hpp"
+#include "test_chips.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using graph::Attrs;
+using graph::NodeId;
+using graph::Primitive;
+using graph::TensorGraph;
+using graph::TensorId;
+using trace::Op;
+
+constexpr trace::DType kHalf = trace::DType::kHalf;
+
+// x [2, 64, 32] (a layer "in" makes it) -> FFN (32 -> 128 -> 32, GELU, dropout, residual,
+// layer norm) -> loss over 128 rows of 32 classes.
+struct Ffn {
+  Ffn() {
+    g.set_layer("in");
+    x = g.add(Primitive::kAdd, {g.input("x0", {2, 64, 32}, kHalf), g.weight("pos", {32}, kHalf)});
+    g.set_layer("ffn");
+    Attrs t;
+    t.transpose_b = true;
+    w1_matmul = static_cast<NodeId>(g.nodes().size());
+    TensorId h = g.add(Primitive::kMatmul, {x, g.weight("w1", {128, 32}, kHalf)}, t);
+    h = g.add(Primitive::kGelu, {g.add(Primitive::kAdd, {h, g.weight("b1", {128}, kHalf)})});
+    TensorId y = g.add(Primitive::kMatmul, {h, g.weight("w2", {32, 128}, kHalf)}, t);
+    Attrs drop;
+    drop.ratio = 0.1;
+    y = g.add(Primitive::kDropout, {g.add(Primitive::kAdd, {y, g.weight("b2", {32}, kHalf)})},
+              drop);
+    y = g.add(Primitive::kAdd, {y, x});
+    out = g.add(Primitive::kLayerNorm,
+                {y, g.weight("gamma", {32}, kHalf), g.weight("beta", {32}, kHalf)});
+    g.set_layer("loss");
+    Attrs rows;
+    rows.dims = {128, 32};
+    (void)g.add(Primitive::kSoftmaxCrossEntropy,
+                {g.add(Primitive::kReshape, {out}, rows), g.input("labels", {128}, kHalf)});
+    (void)graph::add_backward(g, g.nodes().back().outputs[0], &gradients);
+  }
+  TensorGraph g;
+  graph::Gradients gradients;
+  TensorId x{}, out{};
+  NodeId w1_matmul{};
+};
+
+struct Lowered {
+  trace::IpuProgram program;
+  const ChipSpec chip = testing::gc200_by_hand();  // the builder keeps a reference to it
+  IpuBuilder b{chip, program, 0.6, kHalf, /*fuse_elementwise=*/true};
+
+  // `layer`'s forward from an input on the linear layout of rows x width, then (with
+  // `backward`) its backward from a gradient on that layout: the steps of each, the output's
+  // value and the input gradient's.
+  struct Passes {
+    Steps fwd, bwd;
+    Value y, dx;
+  };
+  Passes lower(const TensorGraph& g, const graph::Gradients& gradients, const std::string& layer,
+               std::uint64_t rows, std::uint64_t width, bool backward) {
+    GraphLowering lowering(g, gradients, b);
+    Passes p;
+    p.y = Value{b.linear(kHalf, rows, width), {}, {}};
+    lowering.forward(p.fwd, layer, p.y);
+    if (!backward) return p;
+    p.dx = Value{b.linear(kHalf, rows, width), {}, {}};
+    lowering.backward(p.bwd, layer, p.dx);
+    return p;
+  }
+
+  // The names of the compute sets `steps` run, in order.
+  std::vector<std::string> computes(const Steps& steps) const {
+    std::vector<std::string> out;
+    for (const auto& s : steps)
+      if (s.kind == trace::StepKind::kCompute) out.push_back(program.compute_sets[s.index].name);
+    return out;
+  }
+  std::size_t count(const Steps& steps, const std::string& prefix) const {
+    const auto names = computes(steps);
+    return static_cast<std::size_t>(std::count_if(
+        names.begin(), names.end(), [&](const std::string& n) { return n.starts_with(prefix); }));
+  }
+  std::size_t count_suffix(const Steps& steps, const std::string& suffix) const {
+    const auto names = computes(steps);
+    return static_cast<std::size_t>(std::count_if(
+        names.begin(), names.end(), [&](const std::string& n) { return n.ends_with(suffix); }));
+  }
+  // The compute sets named `prefix`..., in order, each cut before its layout ("map_add_gelu").
+  std::vector<std::string> computes_of(const Steps& steps, const std::string& prefix) const {
+    std::vector<std::string> out;
+    for (const std::string& n : computes(steps))
+      if (n.starts_with(prefix)) {
+        const auto digit = n.find_first_of("0123456789");
+        out.push_back(n.substr(0, digit == std::string::npos ? n.size() : digit - 1));
+      }
+    return out;
+  }
+  // Reductions named `prefix`...: each has one tile-local compute set, then its stages.
+  std::size_t reductions(const Steps& steps, const std::string& prefix) const {
+    const auto names = computes(steps);
+    return static_cast<std::size_t>(std::count_if(names.begin(), names.end(), [&](const auto& n) {
+      return n.starts_with(prefix) && n.ends_with("/local");
+    }));
+  }
+};
+
+TEST(GraphLowering, FfnForwardFusesBiasGeluAndBiasDropoutResidualAndLeavesTheNormPending) {
+  Ffn f;
+  Lowered l;
+  [[maybe_unused]] const auto [out, bwd, v, dx] = l.lower(f.g, f.gradients, "ffn", 128, 32, false);
+  // Two matmuls; two fused chains (bias + GELU before the second matmul reads it; bias,
+  // dropout and residual add before the layer norm's statistics); the statistics (mean and
+  // mean square per row); the normalisation pending for the next reader.
+  EXPECT_EQ(l.count(out, "map_add_gelu_"), 1u);
+  EXPECT_EQ(l.count(out, "map_add_mul_add_"), 1u);
+  EXPECT_EQ(l.reductions(out, "reduce_chan_2b_"), 1u);
+  EXPECT_EQ(l.count(out, "map_"), 2u);
+  EXPECT_EQ(v.pending, (std::vector<Op>{Op::kSub, Op::kMul, Op::kMul, Op::kAdd}));
+  EXPECT_EQ(v.pending_layers, std::vector<std::string>{});  // no scope: no layer
+}
+
+TEST(GraphLowering, FfnBackwardChargesBiasGradientsAndAppliesEachChainOnce) {
+  Ffn f;
+  Lowered l;
+  [[maybe_unused]] const auto [fwd, bwd, y, g] = l.lower(f.g, f.gradients, "ffn", 128, 32, true);
+  // Elementwise: the norm's whitening of its input, its input gradient with the dropout's
+  // mask (one chain: the residual's gradient is that chain's input, not applied again), and
+  // the GELU gradient. No others.
+  EXPECT_EQ(l.count(bwd, "map_sub_mul_mul_"), 1u);
+  EXPECT_EQ(l.count(bwd, "map_mul_sub_mul_sub_mul_mul_"), 1u);
+  EXPECT_EQ(l.count(bwd, "map_gelu_mul_"), 1u);
+  EXPECT_EQ(l.count(bwd, "map_"), 3u);
+  // Reductions over rows: gamma and beta together (two statistics), then each bias alone in
+  // the weight-gradient pass.
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_2_"), 1u);
+  std::size_t bias_locals = 0;
+  for (const auto& s : bwd)
+    if (s.kind == trace::StepKind::kCompute) {
+      const auto& cs = l.program.compute_sets[s.index];
+      if (cs.name.starts_with("reduce_pos_1_") && cs.name.ends_with("/local")) {
+        ++bias_locals;
+        EXPECT_EQ(cs.provenance.pass, trace::Pass::kWeightGradient) << cs.name;
+      }
+    }
+  EXPECT_EQ(bias_locals, 2u);
+  // The input's gradient: the residual's part brought to the data gradient's layout and
+  // added there, pending for the layer before.
+  EXPECT_EQ(g.pending, std::vector<Op>{Op::kAdd});
+}
+
+// One post-norm encoder layer as the transformer front end builds it: hidden 64 in 4 heads of
+// 16, a sequence of 32, one sample, attention dropout.
+struct Encoder {
+  Encoder() {
+    m.family = graph::Family::kTransformer;
+    m.encoder_layers = 1;
+    m.hidden = 64;
+    m.heads = 4;
+    m.ffn = 256;
+    m.sequence = 32;
+    m.max_positions = 32;
+    m.vocabulary = 100;
+    m.masked_tokens = 4;
+    g = graph::build_graph(m, {.batch = 1});
+    (void)graph::add_backward(g, graph::loss_of(g), &gradients);
+  }
+  ModelDef m;
+  TensorGraph g;
+  graph::Gradients gradients;
+};
+
+TEST(GraphLowering, AttentionForwardRunsItsFourMatmulsSoftmaxAndFusedChains) {
+  Encoder e;
+  Lowered l;
+  [[maybe_unused]] const auto [out, bwd, v, dx] = l.lower(e.g, e.gradients, "encoder0/attention", 32, 64, false);
+  // The QKV projection, Q K^T and P V per head (grouped), the output projection.
+  EXPECT_EQ(l.count_suffix(out, "/conv"), 4u);
+  // The QKV bias alone (before the heads are split); the scale alone (before the softmax's
+  // maximum); exp(x - max); the division with the dropout's mask (before P V); bias, dropout
+  // and residual (before the layer norm's statistics).
+  EXPECT_EQ(l.computes_of(out, "map_"),
+            (std::vector<std::string>{"map_sub_exp", "map_div_mul", "map_add_mul_add"}));
+  EXPECT_EQ(l.count(out, "add_"), 1u);
+  EXPECT_EQ(l.count(out, "mul_"), 1u);
+  // The softmax's maximum and sum per row, the layer norm's statistics.
+  EXPECT_EQ(l.reductions(out, "reduce_chan_1b_"), 2u);
+  EXPECT_EQ(l.reductions(out, "reduce_chan_2b_"), 1u);
+  EXPECT_EQ(v.pending, (std::vector<Op>{Op::kSub, Op::kMul, Op::kMul, Op::kAdd}));
+}
+
+TEST(GraphLowering, AttentionBackwardUpdatesTwoWeightsAndChargesTwoBiasGradients) {
+  Encoder e;
+  Lowered l;
+  [[maybe_unused]] const auto [fwd, bwd, y, g] = l.lower(e.g, e.gradients, "encoder0/attention", 32, 64, true);
+  // Eight gradient matmuls (data and weight of each forward one); the two projections'
+  // weights are added into their accumulators, K's and V's gradients are not weights.
+  EXPECT_EQ(l.count_suffix(bwd, "/conv"), 8u);
+  EXPECT_EQ(l.count(bwd, "scaled_add_"), 2u);
+  // The norm's whitening; its input gradient with the output dropout's mask; the softmax
+  // gradient's product with the attention dropout's mask; its difference times the scale.
+  EXPECT_EQ(l.computes_of(bwd, "map_"),
+            (std::vector<std::string>{"map_sub_mul_mul", "map_mul_sub_mul_sub_mul_mul",
+                                      "map_mul_mul", "map_sub_mul_mul"}));
+  // Reductions: gamma and beta; the softmax gradient's sum per row; the output and QKV bias
+  // gradients.
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_2_"), 1u);
+  EXPECT_EQ(l.reductions(bwd, "reduce_chan_1b_"), 1u);
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_1_"), 2u);
+  EXPECT_EQ(g.pending, std::vector<Op>{Op::kAdd});
+}
+
+TEST(GraphLowering, AutodiffSumsAnInputsGradientsAfterTheRulesNodes) {
+  Ffn f;
+  // x is read by the first matmul and the residual add: its gradient is the sum of both, added
+  // after the matmul's two gradient matmuls (data, then weight).
+  const TensorId dx = *f.gradients[graph::index(f.x)];
+  const NodeId sum = *f.g.tensor(dx).producer;
+  EXPECT_EQ(f.g.node(sum).op, Primitive::kAdd);
+  std::vector<std::uint8_t> operands;
+  for (std::uint32_t i = 0; i < f.g.nodes().size(); ++i) {
+    const graph::Node& n = f.g.nodes()[i];
+    if (n.backward && n.forward == f.w1_matmul && n.op == Primitive::kMatmul) {
+      operands.push_back(n.attrs.operand);
+      EXPECT_LT(i, graph::index(sum));
+    }
+  }
+  EXPECT_EQ(operands, (std::vector<std::uint8_t>{0, 1}));
+}
+
+TEST(GraphLowering, AnOpWithoutARuleIsAnErrorNamingItsLayer) {
+  TensorGraph g;
+  g.set_layer("in");
+  const TensorId x =
+      g.add(Primitive::kAdd, {g.input("x0", {4, 8}, kHalf), g.weight("w", {8}, kHalf)});
+  g.set_layer("odd");
+  (void)g.add(Primitive::kErf, {x});
+  const graph::Gradients none;
+  Lowered l;
+  GraphLowering lowering(g, none, l.b);
+  Steps out;
+  Value v{l.b.linear(kHalf, 4, 8), {}, {}};
+  try {
+    lowering.forward(out, "odd", v);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'odd': erf has no lowering rule yet"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
