@@ -68,8 +68,8 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
 }
 
 [[noreturn]] void no_rule(const Node& n) {
-  throw Error(fmt::format("layer '{}': {}{} has no lowering rule yet", n.layer,
-                          graph::name(n.op), n.backward ? " (backward)" : ""));
+  throw Error(fmt::format("layer '{}': {}{} has no lowering rule yet", n.layer, graph::name(n.op),
+                          n.backward ? " (backward)" : ""));
 }
 
 }  // namespace
@@ -201,34 +201,22 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     }
     case P::kNormGrad:
       return norm_gradient(out, n);
-    case P::kSoftmax: {
-      // Over the last axis (channels), stable: the maximum per row among the tiles holding it,
-      // exp(x - max), the sum per row, then the division pending.
-      if (n.attrs.axis + 1 != g_.tensor(x).dims.size()) no_rule(n);
-      const Layout l = ready(out, x).layout;
-      const std::array<Op, 2> sub_exp{Op::kSub, Op::kExp};
-      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
-      b_.elementwise(out, l, sub_exp);
-      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
-      bind(n.outputs[0], Value{l, {}, {}});
-      compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kDiv});
-      return;
-    }
-    case P::kSoftmaxGrad: {  // (dy, y): y (dy - sum(dy y)), the kept output on dy's layout
-      if (n.attrs.axis + 1 != g_.tensor(x).dims.size()) no_rule(n);
-      const Layout y = ready(out, n.inputs[1]).layout;
-      b_.rearrange(out, y, slots_[slot(x)].v.layout);
-      const Op mul = Op::kMul;
-      fuse(out, x, n.outputs[0], {&mul, 1});
-      const Layout l = ready(out, n.outputs[0]).layout;
-      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
-      compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kSub, Op::kMul});
-      return;
-    }
+    case P::kSoftmax:
+      return softmax(out, n);
+    case P::kSoftmaxGrad:
+      return softmax_gradient(out, n);
+    case P::kSoftmaxCrossEntropy:
+      return cross_entropy(out, n);
+    case P::kSoftmaxCrossEntropyGrad:
+      return cross_entropy_gradient(out, n);
     case P::kSplit:
       return split(out, n);
     case P::kConcat:
       return concat(out, n);
+    case P::kSlice:
+      return slice(out, n);
+    case P::kPad:
+      return pad(out, n);
     case P::kReduceSum:
       return reduce_sum(out, n);
     case P::kReshape:
@@ -253,8 +241,6 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kBatchNorm:
     case P::kGather:
     case P::kGatherGrad:
-    case P::kSlice:
-    case P::kPad:
     case P::kExpand:
     case P::kResize:
     case P::kResizeGrad:
@@ -262,8 +248,6 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kMaxPoolGrad:
     case P::kAvgPool:
     case P::kAvgPoolGrad:
-    case P::kSoftmaxCrossEntropy:
-    case P::kSoftmaxCrossEntropyGrad:
     case P::kCount:
       break;
   }
@@ -278,10 +262,10 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
   const trace::DType dt = g_.tensor(a).dtype;
   if (!n.backward) {
     const Operand input{ready(out, a).layout, false};
-    const Layout y = is_weight(w) ? b_.matmul(out, s.m, s.n, s.k, dt, input, {}, s.groups)
-                                  : b_.matmul(out, s.m, s.n, s.k, dt, input,
-                                              Operand{ready(out, w).layout, f.attrs.transpose_b},
-                                              s.groups);
+    const Layout y = is_weight(w)
+                         ? b_.matmul(out, s.m, s.n, s.k, dt, input, {}, s.groups)
+                         : b_.matmul(out, s.m, s.n, s.k, dt, input,
+                                     Operand{ready(out, w).layout, f.attrs.transpose_b}, s.groups);
     bind(n.outputs[0], Value{y, {}, {}});
     return;
   }
@@ -299,6 +283,50 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
   if (!is_weight(w)) bind(n.outputs[0], Value{db, {}, {}});
 }
 
+void GraphLowering::softmax(Steps& out, const Node& n) {
+  // Over the last axis (channels), stable: the maximum per row among the tiles holding it,
+  // exp(x - max), the sum per row, then the division pending.
+  if (n.attrs.axis + 1 != g_.tensor(n.inputs[0]).dims.size()) no_rule(n);
+  const Layout l = ready(out, n.inputs[0]).layout;
+  const std::array<Op, 2> sub_exp{Op::kSub, Op::kExp};
+  b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  b_.elementwise(out, l, sub_exp);
+  b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  bind(n.outputs[0], Value{l, {}, {}});
+  compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kDiv});
+}
+
+void GraphLowering::softmax_gradient(Steps& out, const Node& n) {
+  // (dy, y): y (dy - sum(dy y)), the kept output brought to dy's layout.
+  if (n.attrs.axis + 1 != g_.tensor(n.inputs[0]).dims.size()) no_rule(n);
+  const Layout y = ready(out, n.inputs[1]).layout;
+  b_.rearrange(out, y, slots_[slot(n.inputs[0])].v.layout);
+  const Op mul = Op::kMul;
+  fuse(out, n.inputs[0], n.outputs[0], {&mul, 1});
+  const Layout l = ready(out, n.outputs[0]).layout;
+  b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kSub, Op::kMul});
+}
+
+void GraphLowering::cross_entropy(Steps& out, const Node& n) {
+  // Over the classes of [rows, classes] logits: exp where they lie (with what is pending
+  // on them: the bias), the sum per row among the tiles holding it, the probabilities.
+  if (g_.tensor(n.inputs[0]).dims.size() != 2) no_rule(n);
+  const Op exp = Op::kExp, div = Op::kDiv;
+  fuse(out, n.inputs[0], n.outputs[0], {&exp, 1});
+  const Layout l = ready(out, n.outputs[0]).layout;
+  b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  b_.elementwise(out, l, {&div, 1});
+}
+
+void GraphLowering::cross_entropy_gradient(Steps& out, const Node& n) {
+  // The probabilities less the labels' one-hot rows.
+  const Layout l = ready(out, n.inputs[0]).layout;
+  const Op sub = Op::kSub;
+  b_.elementwise(out, l, {&sub, 1});
+  bind(n.outputs[0], Value{l, {}, {}});
+}
+
 void GraphLowering::split(Steps& out, const Node& n) {
   // Along the channels, after what is pending on the whole (a fused projection's bias). Each
   // part is taken to lie on the tiles of the first part's channels (a simplification: Q, K and
@@ -307,6 +335,33 @@ void GraphLowering::split(Steps& out, const Node& n) {
   const Layout l = ready(out, n.inputs[0]).layout;
   for (std::size_t i = 0; i < n.outputs.size(); ++i)
     bind(n.outputs[i], Value{channel_slice(l, n.attrs.dims[i]), {}, {}});
+}
+
+void GraphLowering::slice(Steps& out, const Node& n) {
+  // Rows of a [..., rows, width] tensor (a classifier's class tokens): a new tensor on the
+  // linear mapping. Its copy is not charged (a simplification: a few rows per sample).
+  const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
+  const std::uint32_t last = static_cast<std::uint32_t>(y.size()) - 1;
+  if (y.empty() || std::find(n.attrs.axes.begin(), n.attrs.axes.end(), last) != n.attrs.axes.end())
+    no_rule(n);
+  (void)ready(out, n.inputs[0]);
+  bind(n.outputs[0],
+       Value{b_.linear(g_.tensor(n.outputs[0]).dtype, graph::elements(y) / y.back(), y.back()),
+             {},
+             {}});
+}
+
+void GraphLowering::pad(Steps& out, const Node& n) {
+  // The gradient of a slice of rows: the rows' gradient moved to the linear mapping of the
+  // sliced rows, the others' zero (not computed), the whole on the linear mapping.
+  const bool of_slice = n.backward && g_.node(*n.forward).op == P::kSlice;
+  if (!of_slice) no_rule(n);
+  const graph::Dims& dy = g_.tensor(n.inputs[0]).dims;
+  const graph::Dims& dx = g_.tensor(n.outputs[0]).dims;
+  const trace::DType dt = g_.tensor(n.outputs[0]).dtype;
+  b_.rearrange(out, ready(out, n.inputs[0]).layout,
+               b_.linear(dt, graph::elements(dy) / dy.back(), dy.back()));
+  bind(n.outputs[0], Value{b_.linear(dt, graph::elements(dx) / dx.back(), dx.back()), {}, {}});
 }
 
 void GraphLowering::concat(Steps& out, const Node& n) {

@@ -52,7 +52,13 @@ class GraphLowering {
   void matmul(Steps& out, const graph::Node& n);
   void binary(Steps& out, const graph::Node& n, trace::Op op);
   void norm_gradient(Steps& out, const graph::Node& n);
+  void softmax(Steps& out, const graph::Node& n);
+  void softmax_gradient(Steps& out, const graph::Node& n);
+  void cross_entropy(Steps& out, const graph::Node& n);
+  void cross_entropy_gradient(Steps& out, const graph::Node& n);
   void split(Steps& out, const graph::Node& n);
+  void slice(Steps& out, const graph::Node& n);
+  void pad(Steps& out, const graph::Node& n);
   void concat(Steps& out, const graph::Node& n);
   void reduce_sum(Steps& out, const graph::Node& n);
 
@@ -69,9 +75,7 @@ class GraphLowering {
   void fuse(Steps& out, graph::TensorId t, graph::TensorId y, std::span<const trace::Op> ops);
   // The gradient of `t` (the graph must have one).
   graph::TensorId gradient(graph::TensorId t) const;
-  std::optional<graph::NodeId> producer(graph::TensorId t) const {
-    return g_.tensor(t).producer;
-  }
+  std::optional<graph::NodeId> producer(graph::TensorId t) const { return g_.tensor(t).producer; }
   bool is_weight(graph::TensorId t) const { return g_.tensor(t).role == graph::Role::kWeight; }
 
   const graph::TensorGraph& g_;

@@ -6,9 +6,9 @@
 // model's tensor graph, lowered by
 // GraphLowering (graph_lowering.hpp): matmuls planned where their operands lie, attention per
 // head as grouped matmuls, elementwise chains fused where their operand lives, layer-norm and
-// softmax statistics reduced among the tiles holding each row. The embedding and the heads
-// (masked-LM, LM, classifier or span; docs/models.md) are still lowered here from the model's
-// sizes.
+// softmax statistics reduced among the tiles holding each row; a classifier's head too. The
+// embedding and the other heads (masked-LM, LM or span; docs/models.md) are still lowered here
+// from the model's sizes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -229,20 +229,13 @@ class TransformerLowering {
     embedding_out_ = x.layout;
   }
   // The MLM head on the masked tokens: dense + GELU + layer norm, then the vocabulary matmul
-  // against the tied embedding, serialised over the vocabulary, with the softmax statistics.
+  // against the tied embedding, serialised over the vocabulary, with the softmax statistics;
+  // an LM head's vocabulary matmul on every token; a span head's start and end scores. (A
+  // classifier's head is lowered from the tensor graph.)
   void heads_fwd(Steps& out, Value& x) {
     const DType dt = m_.dtype;
     const std::uint64_t t = masked();
     flush(out, x);
-    if (m_.classifier) {  // the class tokens (gathered), a matmul, bias and softmax
-      head_in_ = b_.linear(dt, t, m_.hidden);
-      logits_ = b_.matmul(out, t, m_.classes, m_.hidden, dt, Operand{head_in_, false});
-      const Op bias_exp[] = {Op::kAdd, Op::kExp}, div = Op::kDiv;
-      b_.elementwise(out, logits_, bias_exp);
-      b_.reduce(out, logits_, Axis::kChannels, 1, /*broadcast=*/true);
-      b_.elementwise(out, logits_, {&div, 1});
-      return;
-    }
     if (m_.lm_head) {  // every token, where it is, against the tied table
       head_y_ = x.layout;
       vocabulary_fwd(out, x.layout);
@@ -289,7 +282,6 @@ class TransformerLowering {
   // two 16-bit scores per token.
   std::uint64_t output_bytes() const { return masked() * 4; }
   void heads_bwd(Steps& out, Value& g) {
-    const DType dt = m_.dtype;
     const std::uint64_t t = masked();
     if (m_.span_head) {
       // softmax - labels, the bias gradient, the dense layer's data and weight gradients.
@@ -298,17 +290,6 @@ class TransformerLowering {
       b_.reduce(out, logits_, Axis::kPositions, 1, /*broadcast=*/false);
       const Layout w = b_.weights_layout(mm(tokens_, 2, m_.hidden));
       g = Value{matmul_bwd(out, tokens_, 2, m_.hidden, head_in_, w, logits_, true), {}};
-      return;
-    }
-    if (m_.classifier) {
-      const Op sub = Op::kSub;  // softmax - labels
-      b_.elementwise(out, logits_, {&sub, 1});
-      b_.reduce(out, logits_, Axis::kPositions, 1, /*broadcast=*/false);  // bias gradient
-      const Layout w = b_.weights_layout(mm(t, m_.classes, m_.hidden));
-      const Layout dxm = matmul_bwd(out, t, m_.classes, m_.hidden, head_in_, w, logits_, true);
-      // The class tokens' gradient scatters into the encoder output's gradient.
-      g = Value{b_.linear(dt, tokens_, m_.hidden), {}};
-      b_.rearrange(out, dxm, b_.linear(dt, t, m_.hidden));
       return;
     }
     const Layout table = b_.weights_layout(mm(t, slice_n(), m_.hidden));
@@ -654,6 +635,9 @@ class StageProgram {
       case graph::Op::kFinalNorm:
         return forward ? graph_.forward(out, block.layer, v) : graph_.backward(out, block.layer, v);
       case graph::Op::kHeads:
+        if (m_.classifier)
+          return forward ? graph_.forward(out, block.layer, v)
+                         : graph_.backward(out, block.layer, v);
         return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
       case graph::Op::kConv:  // a CNN's ops: no transformer sub-layer is one
       case graph::Op::kDwconv:

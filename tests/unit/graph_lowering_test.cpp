@@ -126,10 +126,9 @@ TEST(GraphLowering, FfnForwardFusesBiasGeluAndBiasDropoutResidualAndLeavesTheNor
   // Two matmuls; two fused chains (bias + GELU before the second matmul reads it; bias,
   // dropout and residual add before the layer norm's statistics); the statistics (mean and
   // mean square per row); the normalisation pending for the next reader.
-  EXPECT_EQ(l.count(out, "map_add_gelu_"), 1u);
-  EXPECT_EQ(l.count(out, "map_add_mul_add_"), 1u);
+  EXPECT_EQ(l.computes_of(out, "map_"),
+            (std::vector<std::string>{"map_add_gelu", "map_add_mul_add"}));
   EXPECT_EQ(l.reductions(out, "reduce_chan_2b_"), 1u);
-  EXPECT_EQ(l.count(out, "map_"), 2u);
   EXPECT_EQ(v.pending, (std::vector<Op>{Op::kSub, Op::kMul, Op::kMul, Op::kAdd}));
   EXPECT_EQ(v.pending_layers, std::vector<std::string>{});  // no scope: no layer
 }
@@ -141,10 +140,9 @@ TEST(GraphLowering, FfnBackwardChargesBiasGradientsAndAppliesEachChainOnce) {
   // Elementwise: the norm's whitening of its input, its input gradient with the dropout's
   // mask (one chain: the residual's gradient is that chain's input, not applied again), and
   // the GELU gradient. No others.
-  EXPECT_EQ(l.count(bwd, "map_sub_mul_mul_"), 1u);
-  EXPECT_EQ(l.count(bwd, "map_mul_sub_mul_sub_mul_mul_"), 1u);
-  EXPECT_EQ(l.count(bwd, "map_gelu_mul_"), 1u);
-  EXPECT_EQ(l.count(bwd, "map_"), 3u);
+  EXPECT_EQ(
+      l.computes_of(bwd, "map_"),
+      (std::vector<std::string>{"map_sub_mul_mul", "map_mul_sub_mul_sub_mul_mul", "map_gelu_mul"}));
   // Reductions over rows: gamma and beta together (two statistics), then each bias alone in
   // the weight-gradient pass.
   EXPECT_EQ(l.reductions(bwd, "reduce_pos_2_"), 1u);
@@ -187,7 +185,8 @@ struct Encoder {
 TEST(GraphLowering, AttentionForwardRunsItsFourMatmulsSoftmaxAndFusedChains) {
   Encoder e;
   Lowered l;
-  [[maybe_unused]] const auto [out, bwd, v, dx] = l.lower(e.g, e.gradients, "encoder0/attention", 32, 64, false);
+  [[maybe_unused]] const auto [out, bwd, v, dx] =
+      l.lower(e.g, e.gradients, "encoder0/attention", 32, 64, false);
   // The QKV projection, Q K^T and P V per head (grouped), the output projection.
   EXPECT_EQ(l.count_suffix(out, "/conv"), 4u);
   // The QKV bias alone (before the heads are split); the scale alone (before the softmax's
@@ -206,7 +205,8 @@ TEST(GraphLowering, AttentionForwardRunsItsFourMatmulsSoftmaxAndFusedChains) {
 TEST(GraphLowering, AttentionBackwardUpdatesTwoWeightsAndChargesTwoBiasGradients) {
   Encoder e;
   Lowered l;
-  [[maybe_unused]] const auto [fwd, bwd, y, g] = l.lower(e.g, e.gradients, "encoder0/attention", 32, 64, true);
+  [[maybe_unused]] const auto [fwd, bwd, y, g] =
+      l.lower(e.g, e.gradients, "encoder0/attention", 32, 64, true);
   // Eight gradient matmuls (data and weight of each forward one); the two projections'
   // weights are added into their accumulators, K's and V's gradients are not weights.
   EXPECT_EQ(l.count_suffix(bwd, "/conv"), 8u);
@@ -222,6 +222,45 @@ TEST(GraphLowering, AttentionBackwardUpdatesTwoWeightsAndChargesTwoBiasGradients
   EXPECT_EQ(l.reductions(bwd, "reduce_chan_1b_"), 1u);
   EXPECT_EQ(l.reductions(bwd, "reduce_pos_1_"), 2u);
   EXPECT_EQ(g.pending, std::vector<Op>{Op::kAdd});
+}
+
+TEST(GraphLowering, AClassifierHeadTakesItsClassTokensAndChargesTheSoftmaxAndItsGradient) {
+  // x [2, 5, 16] -> the first token of each sample -> 10 classes -> the loss (ViT's head).
+  TensorGraph g;
+  g.set_layer("in");
+  const TensorId x =
+      g.add(Primitive::kAdd, {g.input("x0", {2, 5, 16}, kHalf), g.weight("pos", {16}, kHalf)});
+  g.set_layer("heads");
+  Attrs first;
+  first.axes = {1};
+  first.starts = {0};
+  first.ends = {1};
+  Attrs rows;
+  rows.dims = {2, 16};
+  Attrs t;
+  t.transpose_b = true;
+  TensorId y = g.add(Primitive::kReshape, {g.add(Primitive::kSlice, {x}, first)}, rows);
+  y = g.add(Primitive::kMatmul, {y, g.weight("w", {10, 16}, kHalf)}, t);
+  y = g.add(Primitive::kAdd, {y, g.weight("b", {10}, kHalf)});
+  (void)g.add(Primitive::kSoftmaxCrossEntropy, {y, g.input("labels", {2}, kHalf)});
+  graph::Gradients gradients;
+  (void)graph::add_backward(g, g.nodes().back().outputs[0], &gradients);
+  Lowered l;
+  const auto [fwd, bwd, loss, dx] = l.lower(g, gradients, "heads", 10, 16, true);
+  // Forward: the matmul; exp with the bias; the sum per row (to every tile of the row); the
+  // division.
+  EXPECT_EQ(l.count_suffix(fwd, "/conv"), 1u);
+  EXPECT_EQ(l.computes_of(fwd, "map_"), std::vector<std::string>{"map_add_exp"});
+  EXPECT_EQ(l.reductions(fwd, "reduce_chan_1b_"), 1u);
+  EXPECT_EQ(l.count(fwd, "div_"), 1u);
+  EXPECT_TRUE(loss.pending.empty());
+  // Backward: probabilities less the labels; the bias gradient; the data and weight gradients;
+  // the class tokens' gradient on the linear mapping of every token.
+  EXPECT_EQ(l.count(bwd, "sub_"), 1u);
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_1_"), 1u);
+  EXPECT_EQ(l.count_suffix(bwd, "/conv"), 2u);
+  EXPECT_EQ(l.count(bwd, "scaled_add_"), 1u);
+  EXPECT_EQ(dx.layout, l.b.linear(kHalf, 10, 16));
 }
 
 TEST(GraphLowering, AutodiffSumsAnInputsGradientsAfterTheRulesNodes) {
