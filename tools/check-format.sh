@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Fails (listing the files) when a tracked C++ file differs from what clang-format makes of it
-# under .clang-format. Fix with: tools/check-format.sh --fix
+# Fails (listing the files) when a C++ file of the checkout (tracked, or new and not ignored by
+# .gitignore) differs from what clang-format makes of it under .clang-format. Fix with:
+# tools/check-format.sh --fix
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cc')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' '*.h' '*.cc')
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0
