@@ -384,7 +384,7 @@ class CnnLowering {
       case graph::Op::kGroupNorm: {
         // Each sample's statistics, in inference too (nothing to fold).
         const Value& x = input_of(out, c);
-        fwd_[l.name] = norms_.group_norm(out, x, n_, c.out.c, m_.norm_groups,
+        fwd_[l.name] = norms_.group_norm(out, x, n_, m_.norm_groups,
                                          !(recompute && run_.batchnorm_statistics_cache));
         return;
       }

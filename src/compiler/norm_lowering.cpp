@@ -106,7 +106,7 @@ void NormLowering::batch_norm_gradient(Steps& out, Value& g, std::uint64_t c, DT
 // (Norms.cpp), as batch norm does, on the grouped view of the activations (groupActs:
 // group_norm_view), where each sample's group is one statistic: the reductions and the
 // whitening are per statistic on that view, gamma and beta per channel on the activations.
-Value NormLowering::group_norm(Steps& out, const Value& x, std::uint64_t samples, std::uint64_t c,
+Value NormLowering::group_norm(Steps& out, const Value& x, std::uint64_t samples,
                                std::uint64_t groups, bool statistics) {
   const Layout view = group_norm_view(x.layout, samples, groups);
   const Layout stats = b_.linear(DType::kFloat, 1, samples * groups);

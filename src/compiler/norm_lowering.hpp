@@ -26,11 +26,11 @@ class NormLowering {
   // The gradient of a batch norm, `g` on the layout the forward input has been brought to;
   // leaves g as the input gradient (dtype: the parameters' gradients).
   void batch_norm_gradient(Steps& out, Value& g, std::uint64_t channels, trace::DType dtype);
-  // Group norm of `x` (`channels` channels of `samples` samples) in `groups` groups, in
+  // Group norm of `x` (`samples` samples, its layout's channels) in `groups` groups, in
   // training or inference (its statistics are each sample's: nothing to fold, nothing to share
   // over replicas); `statistics` false reuses cached ones. Returns the output value (in place).
-  Value group_norm(Steps& out, const Value& x, std::uint64_t samples, std::uint64_t channels,
-                   std::uint64_t groups, bool statistics);
+  Value group_norm(Steps& out, const Value& x, std::uint64_t samples, std::uint64_t groups,
+                   bool statistics);
   // The gradient of a group norm, `g` on the layout the forward input has been brought to;
   // leaves g as the input gradient (dtype: the parameters' gradients).
   void group_norm_gradient(Steps& out, Value& g, std::uint64_t samples, std::uint64_t channels,

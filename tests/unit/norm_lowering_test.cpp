@@ -167,7 +167,7 @@ TEST(NormLowering, GroupNormStatisticsArePerSampleAndGroupAndNeverSharedOverRepl
     Fixture f(popnn, /*group=*/4);  // a batch-norm group does not apply to group norm
     const Value x{two_samples(), {}, {}};
     Steps out;
-    f.norms.group_norm(out, x, 2, 64, 2, /*statistics=*/true);
+    f.norms.group_norm(out, x, 2, 2, /*statistics=*/true);
     EXPECT_EQ(count(out, StepKind::kCollective), 0u);
     // The first compute set reduces each tile's 512 elements of its one statistic to a sum and
     // a sum of squares (2 outputs); then 3 of each statistic's 4 tiles send their 2 float
@@ -182,7 +182,7 @@ TEST(NormLowering, GroupNormStatisticsArePerSampleAndGroupAndNeverSharedOverRepl
   // Cached statistics (a recomputation): no reduction.
   Fixture f(true);
   Steps cached;
-  f.norms.group_norm(cached, Value{two_samples(), {}, {}}, 2, 64, 2, /*statistics=*/false);
+  f.norms.group_norm(cached, Value{two_samples(), {}, {}}, 2, 2, /*statistics=*/false);
   EXPECT_EQ(stage_bytes(f.program, cached), 0u);
 }
 
