@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "ipu_builder.hpp"
@@ -65,6 +66,23 @@ void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v) {
   }
   v.pending.clear();
   v.pending_layers.clear();
+}
+
+void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x) {
+  flush(b, out, x);
+  b.reduce(out, x.layout, Axis::kChannels, 2, /*broadcast=*/true);
+  pend(b, x, {trace::Op::kSub, trace::Op::kMul, trace::Op::kMul, trace::Op::kAdd});
+}
+
+void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x) {
+  using trace::Op;
+  flush(b, out, g);
+  b.rearrange(out, x, g.layout);
+  const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
+  b.elementwise(out, g.layout, whiten_mul);
+  b.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
+  b.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
+  pend(b, g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
 }
 
 ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip) {

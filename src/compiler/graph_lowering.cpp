@@ -190,14 +190,10 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       b_.rearrange(out, saved, slots_[slot(x)].v.layout);
       return fuse(out, x, n.outputs[0], *ops);
     }
-    case P::kLayerNorm: {
-      // Statistics among the tiles holding each row's channels, then (x - mean) inv_std gamma +
-      // beta pending, fused with what follows.
-      const Layout l = ready(out, x).layout;
-      b_.reduce(out, l, Axis::kChannels, 2, /*broadcast=*/true);
-      bind(n.outputs[0], Value{l, {}, {}});
-      compiler::pend(b_, slots_[slot(n.outputs[0])].v, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
-      return;
+    case P::kLayerNorm: {  // compiler::layer_norm, the normalisation pending on the output
+      Value y = ready(out, x);
+      layer_norm(b_, out, y);
+      return bind(n.outputs[0], std::move(y));
     }
     case P::kNormGrad:
       return norm_gradient(out, n);
@@ -397,19 +393,10 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
 
 void GraphLowering::norm_gradient(Steps& out, const Node& n) {
   if (n.attrs.of != P::kLayerNorm) no_rule(n);
-  // The kept input whitened again per row, x_hat = (x - mean) inv_std (popnn's norm gradients
-  // whiten their input; poplar-compiler.md §2.3), times the gradient; statistics of g and
-  // g x_hat per row, gamma and beta gradients per channel, then the input gradient pending.
-  const Layout dy = ready(out, n.inputs[0]).layout;
-  const Layout x = ready(out, n.inputs[1]).layout;
-  b_.rearrange(out, x, dy);
-  const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
-  b_.elementwise(out, dy, whiten_mul);
-  b_.reduce(out, dy, Axis::kChannels, 2, /*broadcast=*/true);
-  b_.reduce(out, dy, Axis::kPositions, 2, /*broadcast=*/false);
-  bind(n.outputs[0], Value{dy, {}, {}});
-  compiler::pend(b_, slots_[slot(n.outputs[0])].v,
-                 {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
+  // (dy, x, gamma, beta): compiler::layer_norm_gradient, the input gradient pending.
+  Value dx = ready(out, n.inputs[0]);
+  layer_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
+  bind(n.outputs[0], std::move(dx));
 }
 
 void GraphLowering::reduce_sum(Steps& out, const Node& n) {

@@ -54,6 +54,16 @@ void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops);
 // whichever layer's scope applies them; none are pending after.
 void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v);
 
+// Layer norm over each row's channels (a transformer's tokens): `x`'s pending ops applied, its
+// statistics reduced among the tiles holding each row, then (x - mean) inv_std gamma + beta
+// left pending on `x`, fused with what follows.
+void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x);
+// Its backward on the gradient `g`'s layout: the kept input (on `x`) brought there and whitened
+// again per row, x_hat = (x - mean) inv_std (popnn's norm gradients whiten their input; two
+// elementwise ops, poplar-compiler.md §2.3), times g; statistics of g and g x_hat per row, gamma
+// and beta gradients per channel; `g` becomes the input gradient, pending (reading x_hat).
+void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x);
+
 inline double available_memory_for(const RunConfig& run, std::size_t ipu) {
   return run.available_memory.size() == 1 ? run.available_memory[0] : run.available_memory[ipu];
 }

@@ -162,12 +162,10 @@ class TransformerLowering {
   // The stage input (an inter-IPU copy, or the embeddings' output) on the linear layout.
   Value stage_input() const { return Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}}; }
 
-  // Layer norm over each token's hidden channels: statistics among the tiles holding the
-  // token, then (x - mean) inv_std gamma + beta pending, fused with what follows.
-  void layer_norm(Steps& out, Value& x) {
-    flush(out, x);
-    b_.reduce(out, x.layout, Axis::kChannels, 2, /*broadcast=*/true);
-    set_pending(x, {Op::kSub, Op::kMul, Op::kMul, Op::kAdd});
+  // compiler::layer_norm and layer_norm_gradient (lowering.hpp) with this lowering's builder.
+  void layer_norm(Steps& out, Value& x) { compiler::layer_norm(b_, out, x); }
+  void layer_norm_bwd(Steps& out, Value& g, const Layout& x) {
+    compiler::layer_norm_gradient(b_, out, g, x);
   }
 
   // Backward of C[M x N] = A[M x K] B[K x N] with A, B and dC on the given layouts:
@@ -179,21 +177,6 @@ class TransformerLowering {
     const Layout da = b_.data_gradient(out, fwd, b, dc);
     (void)b_.weight_gradient(out, fwd, a, b, dc, weights);
     return da;
-  }
-
-  // Layer-norm backward on the gradient's layout: the kept input x whitened again per token,
-  // x_hat = (x - mean) inv_std (popnn's group-norm gradients whiten their input; two
-  // element-wise ops, poplar-compiler.md §2.3) and multiplied by g; statistics of g and
-  // g x_hat per token, gamma and beta gradients per channel, then the input gradient (pending,
-  // reading x_hat).
-  void layer_norm_bwd(Steps& out, Value& g, const Layout& x) {
-    flush(out, g);
-    b_.rearrange(out, x, g.layout);
-    const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
-    b_.elementwise(out, g.layout, whiten_mul);
-    b_.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
-    b_.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
-    set_pending(g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
   }
 
   // The images of a micro-batch as the patch embedding reads them: [patches, patch elements]
@@ -630,15 +613,13 @@ class StageProgram {
     switch (block.kind) {
       case graph::Op::kEmbedding:
         return forward ? lower_.embedding_fwd(out, v) : lower_.embedding_bwd(out, v);
+      case graph::Op::kHeads:  // a classifier's from the graph, the others' from the sizes
+        if (!m_.classifier) return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
+        [[fallthrough]];
       case graph::Op::kAttention:
       case graph::Op::kFfn:
       case graph::Op::kFinalNorm:
         return forward ? graph_.forward(out, block.layer, v) : graph_.backward(out, block.layer, v);
-      case graph::Op::kHeads:
-        if (m_.classifier)
-          return forward ? graph_.forward(out, block.layer, v)
-                         : graph_.backward(out, block.layer, v);
-        return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
       case graph::Op::kConv:  // a CNN's ops: no transformer sub-layer is one
       case graph::Op::kDwconv:
       case graph::Op::kBatchNorm:
