@@ -67,6 +67,27 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
   }
 }
 
+// A conv that cuts its input into non-overlapping patches (kernel = stride, no padding, one
+// group; ViT's patch embedding) as the matmul it is: [images x patches, patch elements] x
+// [patch elements, filters].
+std::optional<plan::ConvArgs> patch_matmul(const graph::TensorGraph& g, const Node& f) {
+  const graph::Dims& x = g.tensor(f.inputs[0]).dims;
+  const graph::Dims& w = g.tensor(f.inputs[1]).dims;
+  const graph::Dims& y = g.tensor(f.outputs[0]).dims;
+  if (f.op != P::kConv || f.attrs.groups != 1 || x.size() != w.size() || y.size() != x.size())
+    return std::nullopt;
+  const auto zero = [](const graph::Dims& d) {
+    return std::all_of(d.begin(), d.end(), [](std::uint64_t v) { return v == 0; });
+  };
+  if (!zero(f.attrs.pad_begin) || !zero(f.attrs.pad_end)) return std::nullopt;
+  for (std::size_t i = 2; i < x.size(); ++i)
+    if (i - 2 >= f.attrs.stride.size() || f.attrs.stride[i - 2] != w[i] || y[i] * w[i] != x[i])
+      return std::nullopt;
+  const std::uint64_t filters = w[0];
+  return IpuBuilder::matmul_args(graph::elements(y) / filters, filters,
+                                 graph::elements(w) / filters, g.tensor(f.outputs[0]).dtype);
+}
+
 [[noreturn]] void no_rule(const Node& n) {
   throw Error(fmt::format("layer '{}': {}{} has no lowering rule yet", n.layer, graph::name(n.op),
                           n.backward ? " (backward)" : ""));
@@ -76,11 +97,19 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
 
 GraphLowering::GraphLowering(const graph::TensorGraph& g, const graph::Gradients& gradients,
                              IpuBuilder& b)
-    : g_(g), gradients_(gradients), b_(b), weight_gradient_(g.tensors().size(), false) {
+    : g_(g),
+      gradients_(gradients),
+      b_(b),
+      weight_gradient_(g.tensors().size(), false),
+      readers_(g.tensors().size()),
+      updates_table_(g.tensors().size(), false) {
   for (std::uint32_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     Layer& l = layers_[n.layer];
     (n.backward ? l.backward : l.forward).push_back(static_cast<NodeId>(i));
+    if (!n.backward)
+      for (const TensorId t : n.inputs) readers_[graph::index(t)].push_back(static_cast<NodeId>(i));
+    if (n.op == P::kGatherGrad) updates_table_[graph::index(n.inputs[0])] = true;
   }
   for (auto& [name, l] : layers_) {
     if (l.forward.empty()) continue;
@@ -103,14 +132,13 @@ const GraphLowering::Layer& GraphLowering::layer(const std::string& name) const 
   const auto it = layers_.find(name);
   if (it == layers_.end() || it->second.forward.empty())
     throw Error(fmt::format("graph lowering: no layer '{}' in the model's graph", name));
-  if (!it->second.input)
-    throw Error(fmt::format("graph lowering: layer '{}' reads no tensor computed before it", name));
   return it->second;
 }
 
 void GraphLowering::forward(Steps& out, const std::string& name, Value& v) {
   const Layer& l = layer(name);
-  bind(*l.input, std::move(v));
+  if (l.input) bind(*l.input, std::move(v));
+  bind_inputs(l);
   for (const NodeId id : l.forward) lower(out, g_.node(id));
   v = slots_[slot(l.output)].v;
 }
@@ -119,7 +147,28 @@ void GraphLowering::backward(Steps& out, const std::string& name, Value& g) {
   const Layer& l = layer(name);
   bind(gradient(l.output), std::move(g));
   for (const NodeId id : l.backward) lower(out, g_.node(id));
-  g = slots_[slot(gradient(*l.input))].v;
+  g = l.input ? slots_[slot(gradient(*l.input))].v : Value{};
+}
+
+void GraphLowering::bind_inputs(const Layer& l) {
+  const auto elementwise = [](P op) {
+    return op == P::kCast || op == P::kAdd || op == P::kSub || op == P::kMul || op == P::kDiv;
+  };
+  for (const NodeId id : l.forward)
+    for (const TensorId t : g_.node(id).inputs) {
+      const graph::Tensor& in = g_.tensor(t);
+      if (in.role != graph::Role::kInput || in.dtype == trace::DType::kInt || has_value(t))
+        continue;
+      for (TensorId at = t; !readers_[graph::index(at)].empty();) {
+        const Node& r = g_.node(readers_[graph::index(at)].front());
+        if (r.op == P::kConv) {
+          if (const auto args = patch_matmul(g_, r)) bind(t, Value{b_.input_layout(*args), {}, {}});
+          break;
+        }
+        if (!elementwise(r.op)) break;
+        at = r.outputs[0];
+      }
+    }
 }
 
 std::uint32_t GraphLowering::slot(TensorId t) const {
@@ -172,6 +221,26 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return binary(out, n, Op::kAdd);
     case P::kMul:
       return binary(out, n, Op::kMul);
+    case P::kSub:
+      return binary(out, n, Op::kSub);
+    case P::kCast: {  // a host input's 8-bit values, where they landed
+      if (!has_value(x)) no_rule(n);
+      const Layout l = ready(out, x).layout;
+      b_.cast(out, l, g_.tensor(x).dtype);
+      return bind(n.outputs[0], Value{l, {}, {}});
+    }
+    case P::kConv:
+    case P::kConvWeightGrad:
+      return conv(out, n);
+    case P::kGather:
+      return gather(n);
+    case P::kGatherGrad:  // the rows' gradients added into the table's (popops multiUpdateAdd)
+      if (!is_weight(g_.node(*n.forward).inputs[0])) no_rule(n);
+      b_.scaled_add(out, ready(out, x).layout);
+      return;
+    case P::kExpand:  // a weight broadcast (a class token): read where it is
+      if (has_value(x) || !is_weight(x)) no_rule(n);
+      return;
     case P::kRelu:
     case P::kGelu:
     case P::kSigmoid:
@@ -219,14 +288,10 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kTranspose:  // views: the same value
       slot_of_[graph::index(n.outputs[0])] = slot(x);
       return;
-    case P::kConv:
     case P::kConvDataGrad:
-    case P::kConvWeightGrad:
     case P::kClip:
     case P::kSilu:
     case P::kErf:
-    case P::kCast:
-    case P::kSub:
     case P::kDiv:
     case P::kPow:
     case P::kWhere:
@@ -235,9 +300,6 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kRmsNorm:
     case P::kGroupNorm:
     case P::kBatchNorm:
-    case P::kGather:
-    case P::kGatherGrad:
-    case P::kExpand:
     case P::kResize:
     case P::kResizeGrad:
     case P::kMaxPool:
@@ -279,6 +341,35 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
   if (!is_weight(w)) bind(n.outputs[0], Value{db, {}, {}});
 }
 
+void GraphLowering::conv(Steps& out, const Node& n) {
+  const Node& f = n.backward ? g_.node(*n.forward) : n;
+  const auto args = patch_matmul(g_, f);
+  if (!args || !is_weight(f.inputs[1])) no_rule(n);
+  const Layout x = ready(out, f.inputs[0]).layout;
+  if (n.backward) {  // the weight gradient, added into the weights' accumulator
+    (void)b_.weight_gradient(out, *args, x, b_.weights_layout(*args),
+                             ready(out, n.inputs[0]).layout, /*update=*/true);
+    return;
+  }
+  Value y{
+      b_.matmul(out, args->height, args->out_chans, args->in_chans, args->dtype, Operand{x, false}),
+      {},
+      {}};
+  if (f.inputs.size() == 3) compiler::pend(b_, y, {Op::kAdd});  // the bias
+  bind(n.outputs[0], std::move(y));
+}
+
+void GraphLowering::gather(const Node& n) {
+  // Rows of a weight table by index, as a new tensor on the linear mapping. The lookup
+  // (popops multiSlice) is not charged: a simplification.
+  if (!is_weight(n.inputs[0])) no_rule(n);
+  const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
+  bind(n.outputs[0],
+       Value{b_.linear(g_.tensor(n.outputs[0]).dtype, graph::elements(y) / y.back(), y.back()),
+             {},
+             {}});
+}
+
 void GraphLowering::softmax(Steps& out, const Node& n) {
   // Over the last axis (channels), stable: the maximum per row among the tiles holding it,
   // exp(x - max), the sum per row, then the division pending.
@@ -306,12 +397,24 @@ void GraphLowering::softmax_gradient(Steps& out, const Node& n) {
 
 void GraphLowering::cross_entropy(Steps& out, const Node& n) {
   // Over the classes of [rows, classes] logits: exp where they lie (with what is pending
-  // on them: the bias), the sum per row among the tiles holding it, the probabilities.
-  if (g_.tensor(n.inputs[0]).dims.size() != 2) no_rule(n);
+  // on them: the bias), the sum per row among the tiles holding it, the probabilities. The
+  // classes are the layout's channels, or its positions within a sample (a view of per-token
+  // scores as [samples x scores, tokens]: a span head's): then the sums are per sample and
+  // score, as group norm groups channels (group_norm_view).
+  const graph::Dims& d = g_.tensor(n.inputs[0]).dims;
+  if (d.size() != 2) no_rule(n);
   const Op exp = Op::kExp, div = Op::kDiv;
   fuse(out, n.inputs[0], n.outputs[0], {&exp, 1});
   const Layout l = ready(out, n.outputs[0]).layout;
-  b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  const std::uint64_t rows = d[0], classes = d[1];
+  if (l.channels == classes) {
+    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  } else if (l.positions % classes == 0 && rows == l.positions / classes * l.channels) {
+    b_.reduce(out, group_norm_view(l, l.positions / classes, l.channels), Axis::kPositions, 1,
+              /*broadcast=*/true);
+  } else {
+    no_rule(n);
+  }
   b_.elementwise(out, l, {&div, 1});
 }
 
@@ -361,9 +464,10 @@ void GraphLowering::pad(Steps& out, const Node& n) {
 }
 
 void GraphLowering::concat(Steps& out, const Node& n) {
+  if (!n.backward) return concat_rows(out, n);
   // The gradient of a split: each part's gradient brought to where its part of the split's
   // input lies (as split() places it), the whole on the input's layout.
-  const bool of_split = n.backward && g_.node(*n.forward).op == P::kSplit;
+  const bool of_split = g_.node(*n.forward).op == P::kSplit;
   if (!of_split || n.attrs.axis + 1 != g_.tensor(n.outputs[0]).dims.size()) no_rule(n);
   const Layout whole = ready(out, g_.node(*n.forward).inputs[0]).layout;
   for (const TensorId part : n.inputs) {
@@ -373,8 +477,34 @@ void GraphLowering::concat(Steps& out, const Node& n) {
   bind(n.outputs[0], Value{whole, {}, {}});
 }
 
+void GraphLowering::concat_rows(Steps& out, const Node& n) {
+  // Along rows (not the last axis), one part computed here and the others broadcast weights (a
+  // class token): the computed part moves to its rows of the whole on the linear mapping, what
+  // is pending on it then applied to the whole (the other parts' few rows per sample are not
+  // charged).
+  const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
+  std::optional<TensorId> part;
+  for (const TensorId t : n.inputs)
+    if (has_value(t)) {
+      if (part) no_rule(n);
+      part = t;
+    }
+  if (!part || n.attrs.axis + 1 >= y.size()) no_rule(n);
+  const std::uint32_t s = slot(*part);
+  if (slots_[s].fused_into) (void)ready_slot(out, s);
+  const trace::DType dt = g_.tensor(n.outputs[0]).dtype;
+  const std::uint64_t width = y.back();
+  Value v = slots_[s].v;
+  b_.rearrange(out, v.layout, b_.linear(dt, graph::elements(g_.tensor(*part).dims) / width, width));
+  v.layout = b_.linear(dt, graph::elements(y) / width, width);
+  bind(n.outputs[0], std::move(v));
+  if (!slots_[s].v.pending.empty()) slots_[s].fused_into = slot(n.outputs[0]);
+}
+
 void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   const TensorId a = n.inputs[0], c = n.inputs[1];
+  // The sum of a weight's gradients (a tied table's): each was added into its accumulator.
+  if (weight_gradient_[graph::index(n.outputs[0])] && !has_value(a) && !has_value(c)) return;
   if (has_value(a) && has_value(c) && g_.tensor(a).dims == g_.tensor(c).dims) {
     // Two tensors computed here (a residual, a gradient's two parts): the one computed later
     // keeps its layout and pending ops; the other is brought to it.
@@ -400,14 +530,19 @@ void GraphLowering::norm_gradient(Steps& out, const Node& n) {
 }
 
 void GraphLowering::reduce_sum(Steps& out, const Node& n) {
-  const graph::Dims& in = g_.tensor(n.inputs[0]).dims;
-  const bool all_but_last = n.attrs.axes.size() + 1 == in.size() &&
-                            std::all_of(n.attrs.axes.begin(), n.attrs.axes.end(),
-                                        [&](std::uint32_t a) { return a + 1 < in.size(); });
-  // A bias gradient: the output gradient summed over the rows (PopART's ReduceSum of the
-  // Add's gradient), in the weight-gradient pass.
-  if (!all_but_last || !weight_gradient_[graph::index(n.outputs[0])]) no_rule(n);
+  const TensorId y = n.outputs[0];
+  // The rows of a broadcast lookup's gradient summed over the batch go into the table's update
+  // as they are: it adds each row, repeated indices included.
+  if (updates_table_[graph::index(y)] && !weight_gradient_[graph::index(y)]) {
+    slot_of_[graph::index(y)] = slot(n.inputs[0]);
+    return;
+  }
+  // A bias's (a class token's) gradient: the output gradient summed over the rows, each
+  // channel to one element (PopART's ReduceSum of the Add's gradient), in the weight-gradient
+  // pass.
+  if (!weight_gradient_[graph::index(y)]) no_rule(n);
   const Layout l = ready(out, n.inputs[0]).layout;
+  if (graph::elements(g_.tensor(y).dims) != l.channels) no_rule(n);
   const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
   b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
 }

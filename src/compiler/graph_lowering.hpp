@@ -28,10 +28,12 @@ class GraphLowering {
   GraphLowering(const graph::TensorGraph& g, const graph::Gradients& gradients, IpuBuilder& b);
 
   // Lowers the forward nodes of `layer` (graph order) reading the layer's input from `v`;
-  // `v` becomes the value of its output. The layer reads one tensor computed before it.
+  // `v` becomes the value of its output. The layer reads one tensor computed before it, or
+  // none (the model's first layer: `v` is not read).
   void forward(Steps& out, const std::string& layer, Value& v);
   // Lowers the backward nodes of `layer` from `g`, the gradient of the layer's output (after
-  // its forward or recomputation was lowered); `g` becomes the gradient of its input.
+  // its forward or recomputation was lowered); `g` becomes the gradient of its input (none
+  // for the first layer).
   void backward(Steps& out, const std::string& layer, Value& g);
 
  private:
@@ -49,7 +51,12 @@ class GraphLowering {
 
   const Layer& layer(const std::string& name) const;
   void lower(Steps& out, const graph::Node& n);
+  // Binds each of the layer's host inputs that a conv or matmul reads (through elementwise
+  // ops) to the layout that op creates for it (createInput), where the host stream lands.
+  void bind_inputs(const Layer& l);
   void matmul(Steps& out, const graph::Node& n);
+  void conv(Steps& out, const graph::Node& n);
+  void gather(const graph::Node& n);
   void binary(Steps& out, const graph::Node& n, trace::Op op);
   void norm_gradient(Steps& out, const graph::Node& n);
   void softmax(Steps& out, const graph::Node& n);
@@ -60,6 +67,7 @@ class GraphLowering {
   void slice(Steps& out, const graph::Node& n);
   void pad(Steps& out, const graph::Node& n);
   void concat(Steps& out, const graph::Node& n);
+  void concat_rows(Steps& out, const graph::Node& n);
   void reduce_sum(Steps& out, const graph::Node& n);
 
   bool has_value(graph::TensorId t) const {
@@ -82,7 +90,9 @@ class GraphLowering {
   const graph::Gradients& gradients_;
   IpuBuilder& b_;
   std::map<std::string, Layer> layers_;
-  std::vector<bool> weight_gradient_;  // by tensor: some weight's gradient
+  std::vector<bool> weight_gradient_;                // by tensor: some weight's gradient
+  std::vector<std::vector<graph::NodeId>> readers_;  // by tensor: the forward nodes reading it
+  std::vector<bool> updates_table_;  // by tensor: read by a gather's gradient (a table update)
   std::vector<std::uint32_t> slot_of_;
   std::vector<Slot> slots_;
 };

@@ -188,29 +188,6 @@ class TransformerLowering {
     return mm(packs_ * m_.patches(), m_.hidden, patch_elements(m_));
   }
 
-  // Embedding lookup (token + position embeddings per token) and (post-norm) its layer norm.
-  // A classifier's images arrive as 8-bit values, are cast and normalised where they land,
-  // embedded patch by patch, and written after the class token into the token tensor, with
-  // the bias and the position embeddings added there.
-  void embedding_fwd(Steps& out, Value& x) {
-    x = stage_input();
-    if (m_.classifier) {
-      const Layout images = image_layout();
-      b_.cast(out, images, DType::kChar);
-      const Op normalise[] = {Op::kSub, Op::kMul};  // (x - mean) / std
-      b_.elementwise(out, images, normalise);
-      const Layout patches = b_.matmul(out, packs_ * m_.patches(), m_.hidden, patch_elements(m_),
-                                       m_.dtype, Operand{images, false});
-      b_.rearrange(out, patches, patch_rows());  // concatenated after the class token
-      set_pending(x, {Op::kAdd, Op::kAdd});      // bias, positions
-      if (!run_.inference) pend(x, {Op::kMul});  // dropout
-    } else {
-      const Op add = Op::kAdd;
-      b_.elementwise(out, x.layout, {&add, 1});
-    }
-    if (!m_.pre_norm) layer_norm(out, x);
-    embedding_out_ = x.layout;
-  }
   // The MLM head on the masked tokens: dense + GELU + layer norm, then the vocabulary matmul
   // against the tied embedding, serialised over the vocabulary, with the softmax statistics;
   // an LM head's vocabulary matmul on every token; a span head's start and end scores. (A
@@ -222,19 +199,6 @@ class TransformerLowering {
     if (m_.lm_head) {  // every token, where it is, against the tied table
       head_y_ = x.layout;
       vocabulary_fwd(out, x.layout);
-      return;
-    }
-    if (m_.span_head) {
-      // Every token, where the encoder left it, to a start and an end score (BERT's SQuAD
-      // head, a dense layer of 2 outputs), bias, then a softmax of each score over its
-      // sequence: the sums per sample and score among the tiles holding them (the scores'
-      // view with one statistic per sample and score, as group norm groups channels).
-      head_in_ = x.layout;
-      logits_ = b_.matmul(out, tokens_, 2, m_.hidden, dt, Operand{x.layout, false});
-      const Op bias_exp[] = {Op::kAdd, Op::kExp}, div = Op::kDiv;
-      b_.elementwise(out, logits_, bias_exp);
-      b_.reduce(out, group_norm_view(logits_, packs_, 2), Axis::kPositions, 1, /*broadcast=*/true);
-      b_.elementwise(out, logits_, {&div, 1});
       return;
     }
     // The transform (dense, bias, GELU, layer norm) on every token, where the encoder left
@@ -266,15 +230,6 @@ class TransformerLowering {
   std::uint64_t output_bytes() const { return masked() * 4; }
   void heads_bwd(Steps& out, Value& g) {
     const std::uint64_t t = masked();
-    if (m_.span_head) {
-      // softmax - labels, the bias gradient, the dense layer's data and weight gradients.
-      const Op sub = Op::kSub;
-      b_.elementwise(out, logits_, {&sub, 1});
-      b_.reduce(out, logits_, Axis::kPositions, 1, /*broadcast=*/false);
-      const Layout w = b_.weights_layout(mm(tokens_, 2, m_.hidden));
-      g = Value{matmul_bwd(out, tokens_, 2, m_.hidden, head_in_, w, logits_, true), {}};
-      return;
-    }
     const Layout table = b_.weights_layout(mm(t, slice_n(), m_.hidden));
     const Layout rows = m_.lm_head ? head_y_ : head_rows_;
     Layout dy;
@@ -299,28 +254,9 @@ class TransformerLowering {
     const Layout dx = matmul_bwd(out, tokens_, m_.hidden, m_.hidden, head_in_, wd, gy.layout, true);
     g = Value{dx, {}};
   }
-  void embedding_bwd(Steps& out, Value& g) {
-    if (!m_.pre_norm) layer_norm_bwd(out, g, embedding_out_);
-    if (m_.classifier) pend(g, {Op::kMul});  // dropout
-    flush(out, g);
-    b_.scaled_add(out, g.layout);  // scatter-add into the table (or positions) gradient
-    if (m_.classifier) {
-      // The patch embedding's weight gradient (the images need none): the patch tokens'
-      // gradient, read where it is, against the images read transposed.
-      b_.weight_gradient(out, patch_matmul(), image_layout(), b_.weights_layout(patch_matmul()),
-                         patch_rows(), /*update=*/true);
-    }
-  }
-
   // compiler::flush and compiler::pend (lowering.hpp) with this lowering's builder.
   void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
   void pend(Value& v, std::initializer_list<Op> ops) const { compiler::pend(b_, v, ops); }
-  // The same, replacing what was pending.
-  void set_pending(Value& v, std::initializer_list<Op> ops) const {
-    v.pending.clear();
-    v.pending_layers.clear();
-    pend(v, ops);
-  }
   Value with_pending(const Layout& l, std::initializer_list<Op> ops) const {
     Value v{l, {}, {}};
     pend(v, ops);
@@ -328,8 +264,6 @@ class TransformerLowering {
   }
 
  private:
-  // The patch tokens' rows of the token tensor (all but the class tokens), linearly mapped.
-  Layout patch_rows() const { return b_.linear(m_.dtype, packs_ * m_.patches(), m_.hidden); }
   plan::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
     return IpuBuilder::matmul_args(m, n, k, m_.dtype);
   }
@@ -338,7 +272,7 @@ class TransformerLowering {
   IpuBuilder& b_;
   std::uint64_t tokens_;
   std::uint64_t packs_;
-  Layout embedding_out_, head_in_, head_dense_, head_y_, head_rows_, logits_;
+  Layout head_in_, head_dense_, head_y_, head_rows_, logits_;
 };
 
 }  // namespace
@@ -611,11 +545,11 @@ class StageProgram {
   // One sub-layer's forward or backward lowering.
   void lower_block(Steps& out, const graph::Block& block, Value& v, bool forward) {
     switch (block.kind) {
-      case graph::Op::kEmbedding:
-        return forward ? lower_.embedding_fwd(out, v) : lower_.embedding_bwd(out, v);
       case graph::Op::kHeads:  // a classifier's from the graph, the others' from the sizes
-        if (!m_.classifier) return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
+        if (!m_.classifier && !m_.span_head)
+          return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
         [[fallthrough]];
+      case graph::Op::kEmbedding:
       case graph::Op::kAttention:
       case graph::Op::kFfn:
       case graph::Op::kFinalNorm:

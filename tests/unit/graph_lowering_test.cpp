@@ -263,6 +263,114 @@ TEST(GraphLowering, AClassifierHeadTakesItsClassTokensAndChargesTheSoftmaxAndIts
   EXPECT_EQ(dx.layout, l.b.linear(kHalf, 10, 16));
 }
 
+// A tiny transformer as the front end builds it (hidden 16 in 2 heads, one layer), trained on
+// two samples: BERT's by default; `vit` and `span` select ViT's patch embedding and class
+// token, or a SQuAD span head.
+struct Tiny {
+  explicit Tiny(void (*shape)(ModelDef&) = nullptr) {
+    m.family = graph::Family::kTransformer;
+    m.encoder_layers = 1;
+    m.hidden = 16;
+    m.heads = 2;
+    m.ffn = 32;
+    m.sequence = 8;
+    m.max_positions = 8;
+    m.vocabulary = 50;
+    m.masked_tokens = 2;
+    if (shape) shape(m);
+    g = graph::build_graph(m, {.batch = 2});
+    (void)graph::add_backward(g, graph::loss_of(g), &gradients);
+  }
+  static void vit(ModelDef& m) {  // 8 x 8 x 3 images in 4 patches of 4 x 4, and a class token
+    m.classifier = true;
+    m.pre_norm = true;
+    m.height = m.width = 8;
+    m.channels = 3;
+    m.patch = 4;
+    m.classes = 10;
+    m.sequence = m.max_positions = 5;
+  }
+  static void span(ModelDef& m) { m.span_head = true; }
+  ModelDef m;
+  TensorGraph g;
+  graph::Gradients gradients;
+};
+
+// The pass of each compute set named `prefix`... in `steps`.
+std::vector<trace::Pass> passes_of(const Lowered& l, const Steps& steps,
+                                   const std::string& prefix) {
+  std::vector<trace::Pass> out;
+  for (const auto& s : steps)
+    if (s.kind == trace::StepKind::kCompute) {
+      const auto& cs = l.program.compute_sets[s.index];
+      if (cs.name.starts_with(prefix) && cs.name.ends_with("/local"))
+        out.push_back(cs.provenance.pass);
+    }
+  return out;
+}
+
+TEST(GraphLowering, AnEmbeddingSumsItsLookupsAndUpdatesEachTable) {
+  Tiny t;  // BERT: token, token-type and position lookups; layer norm; dropout
+  Lowered l;
+  const auto [fwd, bwd, y, dx] = l.lower(t.g, t.gradients, "embedding", 16, 16, true);
+  // Forward: the lookups are not charged; their two sums in one chain before the layer norm's
+  // statistics; the normalisation and the dropout's mask pending for the next reader.
+  EXPECT_EQ(l.computes_of(fwd, "map_"), std::vector<std::string>{"map_add_add"});
+  EXPECT_EQ(l.reductions(fwd, "reduce_chan_2b_"), 1u);
+  EXPECT_EQ(y.pending, (std::vector<Op>{Op::kSub, Op::kMul, Op::kMul, Op::kAdd, Op::kMul}));
+  EXPECT_EQ(y.layout, l.b.linear(kHalf, 16, 16));
+  // Backward: the dropout's mask, the norm's gradient (whitening, gamma and beta), then each
+  // table's rows added into its gradient: three updates (the token table's shares its
+  // accumulator with the tied head's, adding nothing). The model's first layer has no input
+  // gradient.
+  EXPECT_EQ(l.count(bwd, "mul_"), 1u);
+  EXPECT_EQ(l.computes_of(bwd, "map_"),
+            (std::vector<std::string>{"map_sub_mul_mul", "map_mul_sub_mul_sub_mul"}));
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_2_"), 1u);
+  EXPECT_EQ(l.count(bwd, "scaled_add_"), 3u);
+  EXPECT_EQ(dx.layout.elements(), 0u);
+}
+
+TEST(GraphLowering, APatchEmbeddingIsAMatmulOfTheNormalisedImagesWithTheClassTokenInFront) {
+  Tiny t(Tiny::vit);
+  Lowered l;
+  const auto [fwd, bwd, y, dx] = l.lower(t.g, t.gradients, "embedding", 10, 16, true);
+  // Forward: the 8-bit images cast where the matmul wants them and normalised in one chain;
+  // the patches' matmul [2 x 4, 48] x [48, 16]; moved after the class tokens, the conv's bias,
+  // the positions and the dropout's mask pending on all 10 tokens.
+  EXPECT_EQ(l.count(fwd, "cast_"), 1u);
+  EXPECT_EQ(l.computes_of(fwd, "map_"), std::vector<std::string>{"map_sub_mul"});
+  EXPECT_EQ(l.count_suffix(fwd, "/conv"), 1u);
+  EXPECT_EQ(y.pending, (std::vector<Op>{Op::kAdd, Op::kAdd, Op::kMul}));
+  EXPECT_EQ(y.layout, l.b.linear(kHalf, 10, 16));
+  // Backward: the mask, the positions' update; the class token's and the bias's gradients
+  // (sums over the rows, in the weight-gradient pass); the patch weights' gradient (the
+  // images need none), added into its accumulator.
+  EXPECT_EQ(l.count(bwd, "mul_"), 1u);
+  EXPECT_EQ(l.count(bwd, "scaled_add_"), 2u);
+  EXPECT_EQ(passes_of(l, bwd, "reduce_pos_1_"),
+            (std::vector<trace::Pass>{trace::Pass::kWeightGradient, trace::Pass::kWeightGradient}));
+  EXPECT_EQ(l.count_suffix(bwd, "/conv"), 1u);
+}
+
+TEST(GraphLowering, ASpanHeadsSoftmaxesRunOverEachSamplesTokensPerScore) {
+  Tiny t(Tiny::span);
+  Lowered l;
+  const auto [fwd, bwd, loss, dx] = l.lower(t.g, t.gradients, "heads", 16, 16, true);
+  // Forward: the scores' matmul [16, 16] x [16, 2]; their bias with exp; the sums per sample
+  // and score (over the tokens: the layout's positions), broadcast back; the division.
+  EXPECT_EQ(l.count_suffix(fwd, "/conv"), 1u);
+  EXPECT_EQ(l.computes_of(fwd, "map_"), std::vector<std::string>{"map_add_exp"});
+  EXPECT_EQ(l.reductions(fwd, "reduce_pos_1b_"), 1u);
+  EXPECT_EQ(l.count(fwd, "div_"), 1u);
+  // Backward: less the labels; the bias gradient; the data and weight gradients.
+  EXPECT_EQ(l.count(bwd, "sub_"), 1u);
+  EXPECT_EQ(passes_of(l, bwd, "reduce_pos_1_"),
+            std::vector<trace::Pass>{trace::Pass::kWeightGradient});
+  EXPECT_EQ(l.count_suffix(bwd, "/conv"), 2u);
+  EXPECT_EQ(dx.layout.positions, 16u);
+}
+
 TEST(GraphLowering, AutodiffSumsAnInputsGradientsAfterTheRulesNodes) {
   Ffn f;
   // x is read by the first matmul and the residual add: its gradient is the sum of both, added

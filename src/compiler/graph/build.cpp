@@ -226,22 +226,28 @@ class TransformerBuilder {
     if (m_.classifier) {
       // Patches by a conv of kernel and stride `patch` with a bias, flattened to [B, N, h],
       // and the class token in front.
-      const std::uint64_t p = m_.patch;
-      const TensorId images = g_.input("images", {b, m_.channels, m_.height, m_.width}, m_.dtype);
+      // The images arrive as 8-bit values and are cast and normalised on the IPU, (x - mean) /
+      // std per channel, as Graphcore's ViT example feeds them.
+      const std::uint64_t p = m_.patch, c = m_.channels;
+      Attrs cast;
+      cast.dtype = m_.dtype;
+      TensorId images = g_.add(
+          P::kCast, {g_.input("images", {b, c, m_.height, m_.width}, trace::DType::kChar)}, cast);
+      images = g_.add(P::kSub, {images, g_.input("mean", {c, 1, 1}, m_.dtype, Role::kConstant)});
+      images = g_.add(P::kMul, {images, g_.input("1/std", {c, 1, 1}, m_.dtype, Role::kConstant)});
       Attrs a;
       a.stride = {p, p};
-      const TensorId patches = g_.add(P::kConv,
-                                      {images, weight("conv_proj.weight", {h, m_.channels, p, p}),
-                                       weight("conv_proj.bias", {h})},
-                                      a);
+      const TensorId patches = g_.add(
+          P::kConv,
+          {images, weight("conv_proj.weight", {h, c, p, p}), weight("conv_proj.bias", {h})}, a);
       const std::uint64_t n = elements(spatial_of(g_, patches));
       const TensorId tokens = transpose(reshape(patches, {b, h, n}), {0, 2, 1});
       Attrs e;
       e.dims = {b, 1, h};
       const TensorId cls = g_.add(P::kExpand, {weight("class_token", {1, 1, h})}, e);
-      Attrs c;
-      c.axis = 1;
-      x = g_.add(P::kConcat, {cls, tokens}, c);
+      Attrs rows;
+      rows.axis = 1;
+      x = g_.add(P::kConcat, {cls, tokens}, rows);
     } else {
       table_ = weight("word_embeddings.weight", {m_.vocabulary, h});
       x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
@@ -316,20 +322,14 @@ class TransformerBuilder {
     if (m_.classifier) {
       loss(linear(reshape(first_positions(x, 1), {b, h}), h, m_.classes, "heads.classifier"));
     } else if (m_.span_head) {
-      // start and end scores per token, each a softmax over the sequence
-      Attrs split;
-      split.axis = 2;
-      split.dims = {1, 1};
-      const std::vector<TensorId> ends =
-          g_.add_node(P::kSplit, {linear(x, h, 2, "heads.qa_outputs")}, split);
+      // A start and an end score per token, each a softmax over its sequence: the two losses
+      // (BertForQuestionAnswering's start and end cross entropies) as one over [B x 2, S].
+      // Without the loss the head ends at the scores, as the model returns them.
+      const TensorId scores = linear(x, h, 2, "heads.qa_outputs");
       if (!o_.training) return;
-      const TensorId start =
-          g_.add(P::kSoftmaxCrossEntropy,
-                 {reshape(ends[0], {b, s}), g_.input("start_positions", {b}, kIndex)});
-      const TensorId end =
-          g_.add(P::kSoftmaxCrossEntropy,
-                 {reshape(ends[1], {b, s}), g_.input("end_positions", {b}, kIndex)});
-      (void)g_.add(P::kAdd, {start, end});
+      const TensorId rows = reshape(transpose(scores, {0, 2, 1}), {b * 2, s});
+      (void)g_.add(P::kSoftmaxCrossEntropy,
+                   {rows, g_.input("start_end_positions", {b * 2}, kIndex)});
     } else if (m_.lm_head) {
       const TensorId logits = g_.add(P::kMatmul, {x, table_}, tied);
       loss(reshape(logits, {b * s, m_.vocabulary}));
