@@ -62,7 +62,7 @@ void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops) {
 void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v) {
   if (!v.pending.empty()) {
     const auto scope = b.scope_layers(v.pending_layers);
-    b.elementwise(out, v.layout, v.pending);
+    for (std::uint32_t i = 0; i < v.slices; ++i) b.elementwise(out, v.layout, v.pending);
   }
   v.pending.clear();
   v.pending_layers.clear();

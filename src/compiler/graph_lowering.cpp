@@ -32,6 +32,8 @@ MatmulShape matmul_shape(const graph::TensorGraph& g, const Node& f) {
   MatmulShape s;
   s.k = f.attrs.transpose_a ? a[a.size() - 2] : a.back();
   s.n = f.attrs.transpose_b ? b[b.size() - 2] : b.back();
+  // A serialised matmul: one step's columns (the padded columns' share).
+  s.n = ceil_div(std::max(s.n, f.attrs.padded_columns), std::max<std::uint32_t>(1, f.attrs.serial));
   if (b.size() == 2 && !f.attrs.transpose_a) {
     s.m = graph::elements(a) / s.k;
   } else {
@@ -86,6 +88,19 @@ std::optional<plan::ConvArgs> patch_matmul(const graph::TensorGraph& g, const No
   const std::uint64_t filters = w[0];
   return IpuBuilder::matmul_args(graph::elements(y) / filters, filters,
                                  graph::elements(w) / filters, g.tensor(f.outputs[0]).dtype);
+}
+
+// Whether `columns` are `v`'s channels: all of its slices', the padding (up to a slice) in the
+// last.
+bool spans_channels(const Value& v, std::uint64_t columns) {
+  const std::uint64_t c = v.layout.channels;
+  return columns <= c * v.slices && columns > c * (v.slices - 1);
+}
+
+// The first `rows` positions of `l`.
+Layout first_rows(Layout l, std::uint64_t rows) {
+  l.positions = std::min(l.positions, rows);
+  return l;
 }
 
 [[noreturn]] void no_rule(const Node& n) {
@@ -190,8 +205,8 @@ TensorId GraphLowering::gradient(TensorId t) const {
 
 const Value& GraphLowering::ready_slot(Steps& out, std::uint32_t s) {
   if (const auto into = slots_[s].fused_into) {
-    const Layout l = ready_slot(out, *into).layout;
-    slots_[s].v = Value{l, {}, {}};
+    const Value& v = ready_slot(out, *into);
+    slots_[s].v = Value{v.layout, {}, {}, v.slices};
     slots_[s].fused_into.reset();
   } else {
     flush(b_, out, slots_[s].v);
@@ -318,26 +333,41 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
   const MatmulShape s = matmul_shape(g_, f);
   const TensorId a = f.inputs[0], w = f.inputs[1];
   const trace::DType dt = g_.tensor(a).dtype;
+  // Serialised (a weight's columns only): each step one slice of the output columns, planned
+  // alike, so on one layout.
+  const std::uint32_t serial = std::max<std::uint32_t>(1, f.attrs.serial);
+  if (serial > 1 && (!is_weight(w) || s.groups != 1)) no_rule(n);
   if (!n.backward) {
     const Operand input{ready(out, a).layout, false};
-    const Layout y = is_weight(w)
-                         ? b_.matmul(out, s.m, s.n, s.k, dt, input, {}, s.groups)
-                         : b_.matmul(out, s.m, s.n, s.k, dt, input,
-                                     Operand{ready(out, w).layout, f.attrs.transpose_b}, s.groups);
-    bind(n.outputs[0], Value{y, {}, {}});
+    Layout y;
+    for (std::uint32_t i = 0; i < serial; ++i)
+      y = is_weight(w) ? b_.matmul(out, s.m, s.n, s.k, dt, input, {}, s.groups)
+                       : b_.matmul(out, s.m, s.n, s.k, dt, input,
+                                   Operand{ready(out, w).layout, f.attrs.transpose_b}, s.groups);
+    bind(n.outputs[0], Value{y, {}, {}, serial});
     return;
   }
-  // dA = dC op(B)^T and dB = op(A)^T dC as the backward passes of the forward matmul.
+  // dA = dC op(B)^T and dB = op(A)^T dC as the backward passes of the forward matmul, step by
+  // step when serialised: the steps' data gradients are partial sums, added up.
   const plan::ConvArgs fwd = IpuBuilder::matmul_args(s.m, s.n, s.k, dt, s.groups);
   const Layout weights = is_weight(w) ? b_.weights_layout(fwd) : ready(out, w).layout;
   const Layout dc = ready(out, gradient(f.outputs[0])).layout;
   if (n.attrs.operand == 0) {
-    bind(n.outputs[0], Value{b_.data_gradient(out, fwd, weights, dc), {}, {}});
+    Layout da;
+    const Op add = Op::kAdd;
+    for (std::uint32_t i = 0; i < serial; ++i) {
+      da = b_.data_gradient(out, fwd, weights, dc);
+      if (i > 0) b_.elementwise(out, da, {&add, 1});
+    }
+    bind(n.outputs[0], Value{da, {}, {}});
     return;
   }
   // A weight's gradient is added into its accumulator; another operand's (attention's K and V)
   // stays where the matmul leaves it.
-  const Layout db = b_.weight_gradient(out, fwd, ready(out, a).layout, weights, dc, is_weight(w));
+  const Layout x = ready(out, a).layout;
+  Layout db;
+  for (std::uint32_t i = 0; i < serial; ++i)
+    db = b_.weight_gradient(out, fwd, x, weights, dc, is_weight(w));
   if (!is_weight(w)) bind(n.outputs[0], Value{db, {}, {}});
 }
 
@@ -405,25 +435,33 @@ void GraphLowering::cross_entropy(Steps& out, const Node& n) {
   if (d.size() != 2) no_rule(n);
   const Op exp = Op::kExp, div = Op::kDiv;
   fuse(out, n.inputs[0], n.outputs[0], {&exp, 1});
-  const Layout l = ready(out, n.outputs[0]).layout;
+  const Value& v = ready(out, n.outputs[0]);
+  const Layout l = v.layout;
+  const std::uint32_t slices = v.slices;
   const std::uint64_t rows = d[0], classes = d[1];
-  if (l.channels == classes) {
-    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
-  } else if (l.positions % classes == 0 && rows == l.positions / classes * l.channels) {
+  // A serialised matmul's slices: each slice's sums, its share of the classes (the slices'
+  // partial sums are not combined: a simplification).
+  if (spans_channels(v, classes)) {
+    for (std::uint32_t i = 0; i < slices; ++i)
+      b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  } else if (slices == 1 && l.positions % classes == 0 &&
+             rows == l.positions / classes * l.channels) {
     b_.reduce(out, group_norm_view(l, l.positions / classes, l.channels), Axis::kPositions, 1,
               /*broadcast=*/true);
   } else {
     no_rule(n);
   }
-  b_.elementwise(out, l, {&div, 1});
+  for (std::uint32_t i = 0; i < slices; ++i) b_.elementwise(out, l, {&div, 1});
 }
 
 void GraphLowering::cross_entropy_gradient(Steps& out, const Node& n) {
   // The probabilities less the labels' one-hot rows.
-  const Layout l = ready(out, n.inputs[0]).layout;
+  const Value& p = ready(out, n.inputs[0]);
+  const Layout l = p.layout;
+  const std::uint32_t slices = p.slices;
   const Op sub = Op::kSub;
-  b_.elementwise(out, l, {&sub, 1});
-  bind(n.outputs[0], Value{l, {}, {}});
+  for (std::uint32_t i = 0; i < slices; ++i) b_.elementwise(out, l, {&sub, 1});
+  bind(n.outputs[0], Value{l, {}, {}, slices});
 }
 
 void GraphLowering::split(Steps& out, const Node& n) {
@@ -437,30 +475,29 @@ void GraphLowering::split(Steps& out, const Node& n) {
 }
 
 void GraphLowering::slice(Steps& out, const Node& n) {
-  // Rows of a [..., rows, width] tensor (a classifier's class tokens): a new tensor on the
-  // linear mapping. Its copy is not charged (a simplification: a few rows per sample).
+  // Rows of a [..., rows, width] tensor (a classifier's class tokens, a masked-LM head's
+  // masked tokens): copied into a new tensor on the linear mapping, taken from the first rows
+  // of where the tensor lies (a simplification: they are each sample's first rows).
   const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
   const std::uint32_t last = static_cast<std::uint32_t>(y.size()) - 1;
   if (y.empty() || std::find(n.attrs.axes.begin(), n.attrs.axes.end(), last) != n.attrs.axes.end())
     no_rule(n);
-  (void)ready(out, n.inputs[0]);
-  bind(n.outputs[0],
-       Value{b_.linear(g_.tensor(n.outputs[0]).dtype, graph::elements(y) / y.back(), y.back()),
-             {},
-             {}});
+  const Layout x = ready(out, n.inputs[0]).layout;
+  const std::uint64_t rows = graph::elements(y) / y.back();
+  const Layout to = b_.linear(g_.tensor(n.outputs[0]).dtype, rows, y.back());
+  b_.rearrange(out, first_rows(x, rows), to);
+  bind(n.outputs[0], Value{to, {}, {}});
 }
 
 void GraphLowering::pad(Steps& out, const Node& n) {
-  // The gradient of a slice of rows: the rows' gradient moved to the linear mapping of the
-  // sliced rows, the others' zero (not computed), the whole on the linear mapping.
+  // The gradient of a slice of rows: the rows' gradient moved back to the first rows of where
+  // the sliced tensor lies (as slice() took them), the others' zero (not computed).
   const bool of_slice = n.backward && g_.node(*n.forward).op == P::kSlice;
   if (!of_slice) no_rule(n);
   const graph::Dims& dy = g_.tensor(n.inputs[0]).dims;
-  const graph::Dims& dx = g_.tensor(n.outputs[0]).dims;
-  const trace::DType dt = g_.tensor(n.outputs[0]).dtype;
-  b_.rearrange(out, ready(out, n.inputs[0]).layout,
-               b_.linear(dt, graph::elements(dy) / dy.back(), dy.back()));
-  bind(n.outputs[0], Value{b_.linear(dt, graph::elements(dx) / dx.back(), dx.back()), {}, {}});
+  const Layout x = ready(out, g_.node(*n.forward).inputs[0]).layout;
+  b_.rearrange(out, ready(out, n.inputs[0]).layout, first_rows(x, graph::elements(dy) / dy.back()));
+  bind(n.outputs[0], Value{x, {}, {}});
 }
 
 void GraphLowering::concat(Steps& out, const Node& n) {
@@ -541,10 +578,14 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   // channel to one element (PopART's ReduceSum of the Add's gradient), in the weight-gradient
   // pass.
   if (!weight_gradient_[graph::index(y)]) no_rule(n);
-  const Layout l = ready(out, n.inputs[0]).layout;
-  if (graph::elements(g_.tensor(y).dims) != l.channels) no_rule(n);
+  const Value& v = ready(out, n.inputs[0]);
+  const Layout l = v.layout;
+  const std::uint32_t slices = v.slices;
+  // Each channel to one element (a serialised matmul's slices each to their share).
+  if (!spans_channels(v, graph::elements(g_.tensor(y).dims))) no_rule(n);
   const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
-  b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
+  for (std::uint32_t i = 0; i < slices; ++i)
+    b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
 }
 
 }  // namespace ipusim::compiler

@@ -47,11 +47,13 @@ struct Value {
   Layout layout;
   std::vector<trace::Op> pending;
   std::vector<std::string> pending_layers;
+  // Equal parts on `layout`, each applied every op (a serialised matmul's output slices).
+  std::uint32_t slices = 1;
 };
 // Queues `ops` on `v` as the work of the layers in `b`'s current scope.
 void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops);
-// Applies `v`'s pending ops (one fused compute set) as the work of the layers they come from,
-// whichever layer's scope applies them; none are pending after.
+// Applies `v`'s pending ops (one fused compute set per slice) as the work of the layers they
+// come from, whichever layer's scope applies them; none are pending after.
 void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v);
 
 // Layer norm over each row's channels (a transformer's tokens): `x`'s pending ops applied, its

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Lowering of a transformer training step (BERT-Large, GPT-2, ViT): pipelined over the IPUs of a
 // replica, pipeline recomputation, then the gradient all-reduce (or reduce-scatter under
-// replicated tensor sharding) and the optimiser (docs/workloads.md). The encoder layers'
-// attention and FFN sub-layers and a pre-norm model's final layer norm are their nodes of the
-// model's tensor graph, lowered by
-// GraphLowering (graph_lowering.hpp): matmuls planned where their operands lie, attention per
-// head as grouped matmuls, elementwise chains fused where their operand lives, layer-norm and
-// softmax statistics reduced among the tiles holding each row; a classifier's head too. The
-// embedding and the other heads (masked-LM, LM or span; docs/models.md) are still lowered here
-// from the model's sizes.
+// replicated tensor sharding) and the optimiser (docs/workloads.md). Every sub-layer (the
+// embedding, the encoder layers' attention and FFN, a pre-norm model's final layer norm, the
+// heads) is its nodes of the model's tensor graph, lowered by GraphLowering
+// (graph_lowering.hpp): matmuls planned where their operands lie, attention per head as
+// grouped matmuls, elementwise chains fused where their operand lives, layer-norm and softmax
+// statistics reduced among the tiles holding each row. What is still computed here from the
+// model's sizes: the stages' weight tensors, their memory and the weight update.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -148,12 +147,6 @@ class TransformerLowering {
     return out;
   }
 
-  // The first `rows` positions of `l`, where `l` keeps them.
-  static Layout first_rows(Layout l, std::uint64_t rows) {
-    l.positions = std::min(l.positions, rows);
-    return l;
-  }
-
   // Columns of one serialised slice of the (padded) vocabulary matmul.
   std::uint64_t slice_n() const {
     return ceil_div(m_.padded_vocabulary(), run_.embedding_serialisation);
@@ -161,23 +154,6 @@ class TransformerLowering {
 
   // The stage input (an inter-IPU copy, or the embeddings' output) on the linear layout.
   Value stage_input() const { return Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}}; }
-
-  // compiler::layer_norm and layer_norm_gradient (lowering.hpp) with this lowering's builder.
-  void layer_norm(Steps& out, Value& x) { compiler::layer_norm(b_, out, x); }
-  void layer_norm_bwd(Steps& out, Value& g, const Layout& x) {
-    compiler::layer_norm_gradient(b_, out, g, x);
-  }
-
-  // Backward of C[M x N] = A[M x K] B[K x N] with A, B and dC on the given layouts:
-  // dA = dC B^T (B read transposed) and dB = A^T dC (A read transposed), the latter added
-  // into B's gradient accumulator on B's layout when B is a weight.
-  Layout matmul_bwd(Steps& out, std::uint64_t m, std::uint64_t n, std::uint64_t k, const Layout& a,
-                    const Layout& b, const Layout& dc, bool weights) {
-    const plan::ConvArgs fwd = mm(m, n, k);
-    const Layout da = b_.data_gradient(out, fwd, b, dc);
-    (void)b_.weight_gradient(out, fwd, a, b, dc, weights);
-    return da;
-  }
 
   // The images of a micro-batch as the patch embedding reads them: [patches, patch elements]
   // per image, created for the matmul (createInput), where the host stream lands.
@@ -188,80 +164,12 @@ class TransformerLowering {
     return mm(packs_ * m_.patches(), m_.hidden, patch_elements(m_));
   }
 
-  // The MLM head on the masked tokens: dense + GELU + layer norm, then the vocabulary matmul
-  // against the tied embedding, serialised over the vocabulary, with the softmax statistics;
-  // an LM head's vocabulary matmul on every token; a span head's start and end scores. (A
-  // classifier's head is lowered from the tensor graph.)
-  void heads_fwd(Steps& out, Value& x) {
-    const DType dt = m_.dtype;
-    const std::uint64_t t = masked();
-    flush(out, x);
-    if (m_.lm_head) {  // every token, where it is, against the tied table
-      head_y_ = x.layout;
-      vocabulary_fwd(out, x.layout);
-      return;
-    }
-    // The transform (dense, bias, GELU, layer norm) on every token, where the encoder left
-    // them, then the predicted rows sliced out for the vocabulary matmul (Graphcore's MLPerf
-    // BERT, bert_model.py lm_prediction_head and projection).
-    head_in_ = x.layout;
-    head_dense_ = b_.matmul(out, tokens_, m_.hidden, m_.hidden, dt, Operand{x.layout, false});
-    Value y = with_pending(head_dense_, {Op::kAdd, Op::kGelu});
-    layer_norm(out, y);
-    flush(out, y);
-    head_y_ = y.layout;
-    head_rows_ = b_.linear(dt, t, m_.hidden);
-    b_.rearrange(out, first_rows(head_y_, t), head_rows_);
-    vocabulary_fwd(out, head_rows_);
-  }
-  // The vocabulary matmul against the tied embedding, serialised over the vocabulary, with
-  // the softmax statistics.
-  void vocabulary_fwd(Steps& out, const Layout& y) {
-    for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
-      logits_ = b_.matmul(out, masked(), slice_n(), m_.hidden, m_.dtype, Operand{y, false});
-      const Op exp = Op::kExp;
-      b_.elementwise(out, logits_, {&exp, 1});
-      b_.reduce(out, logits_, Axis::kChannels, 1, /*broadcast=*/false);
-    }
-  }
   // Bytes of one micro-batch's predictions: a 32-bit token id per predicted token (the heads
   // compute the vocabulary scores on the IPU; only the chosen ids go back), or a span head's
   // two 16-bit scores per token.
   std::uint64_t output_bytes() const { return masked() * 4; }
-  void heads_bwd(Steps& out, Value& g) {
-    const std::uint64_t t = masked();
-    const Layout table = b_.weights_layout(mm(t, slice_n(), m_.hidden));
-    const Layout rows = m_.lm_head ? head_y_ : head_rows_;
-    Layout dy;
-    for (std::uint32_t i = 0; i < run_.embedding_serialisation; ++i) {
-      const Op sub = Op::kSub;  // softmax - labels
-      b_.elementwise(out, logits_, {&sub, 1});
-      dy = matmul_bwd(out, t, slice_n(), m_.hidden, rows, table, logits_, true);
-    }
-    if (m_.lm_head) {  // the gradient of every token's output, where the matmul left it
-      g = Value{dy, {}};
-      return;
-    }
-    // The predicted rows' gradient goes back into the transform's output gradient (zero for
-    // the other tokens), then through the layer norm, GELU and dense on every token.
-    Value gy{head_y_, {}};
-    b_.rearrange(out, dy, first_rows(head_y_, t));
-    layer_norm_bwd(out, gy, head_y_);
-    pend(gy, {Op::kGelu});
-    pend(gy, {Op::kMul});
-    flush(out, gy);
-    const Layout wd = b_.weights_layout(mm(tokens_, m_.hidden, m_.hidden));
-    const Layout dx = matmul_bwd(out, tokens_, m_.hidden, m_.hidden, head_in_, wd, gy.layout, true);
-    g = Value{dx, {}};
-  }
-  // compiler::flush and compiler::pend (lowering.hpp) with this lowering's builder.
+  // compiler::flush (lowering.hpp) with this lowering's builder.
   void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
-  void pend(Value& v, std::initializer_list<Op> ops) const { compiler::pend(b_, v, ops); }
-  Value with_pending(const Layout& l, std::initializer_list<Op> ops) const {
-    Value v{l, {}, {}};
-    pend(v, ops);
-    return v;
-  }
 
  private:
   plan::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
@@ -272,7 +180,6 @@ class TransformerLowering {
   IpuBuilder& b_;
   std::uint64_t tokens_;
   std::uint64_t packs_;
-  Layout head_in_, head_dense_, head_y_, head_rows_, logits_;
 };
 
 }  // namespace
@@ -342,6 +249,7 @@ struct Pipeline {
     options.training = !r.inference;
     if (model.masked_tokens > 0)
       options.masked_tokens = model.masked_tokens + r.max_sequences_per_pack - 1;
+    options.vocabulary_serial = r.embedding_serialisation;
     graph = graph::build_graph(model, options);
     if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
   }
@@ -545,10 +453,7 @@ class StageProgram {
   // One sub-layer's forward or backward lowering.
   void lower_block(Steps& out, const graph::Block& block, Value& v, bool forward) {
     switch (block.kind) {
-      case graph::Op::kHeads:  // a classifier's from the graph, the others' from the sizes
-        if (!m_.classifier && !m_.span_head)
-          return forward ? lower_.heads_fwd(out, v) : lower_.heads_bwd(out, v);
-        [[fallthrough]];
+      case graph::Op::kHeads:
       case graph::Op::kEmbedding:
       case graph::Op::kAttention:
       case graph::Op::kFfn:

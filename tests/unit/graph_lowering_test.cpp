@@ -267,7 +267,7 @@ TEST(GraphLowering, AClassifierHeadTakesItsClassTokensAndChargesTheSoftmaxAndIts
 // two samples: BERT's by default; `vit` and `span` select ViT's patch embedding and class
 // token, or a SQuAD span head.
 struct Tiny {
-  explicit Tiny(void (*shape)(ModelDef&) = nullptr) {
+  explicit Tiny(void (*shape)(ModelDef&) = nullptr, std::uint32_t vocabulary_serial = 1) {
     m.family = graph::Family::kTransformer;
     m.encoder_layers = 1;
     m.hidden = 16;
@@ -278,7 +278,7 @@ struct Tiny {
     m.vocabulary = 50;
     m.masked_tokens = 2;
     if (shape) shape(m);
-    g = graph::build_graph(m, {.batch = 2});
+    g = graph::build_graph(m, {.batch = 2, .vocabulary_serial = vocabulary_serial});
     (void)graph::add_backward(g, graph::loss_of(g), &gradients);
   }
   static void vit(ModelDef& m) {  // 8 x 8 x 3 images in 4 patches of 4 x 4, and a class token
@@ -369,6 +369,44 @@ TEST(GraphLowering, ASpanHeadsSoftmaxesRunOverEachSamplesTokensPerScore) {
             std::vector<trace::Pass>{trace::Pass::kWeightGradient});
   EXPECT_EQ(l.count_suffix(bwd, "/conv"), 2u);
   EXPECT_EQ(dx.layout.positions, 16u);
+}
+
+TEST(GraphLowering, AMaskedLmHeadTransformsEveryTokenAndSerialisesItsVocabularyMatmul) {
+  // BERT's head, its vocabulary of 50 padded to 64 and matmul serialised in 2 steps of 32
+  // columns, over 2 samples x 8 tokens, 2 masked each.
+  Tiny t([](ModelDef& m) { m.vocabulary_multiple = 64; }, 2);
+  Lowered l;
+  const auto [fwd, bwd, loss, dx] = l.lower(t.g, t.gradients, "heads", 16, 16, true);
+  // Forward: the transform's matmul on the 16 tokens; its bias and GELU; the layer norm's
+  // statistics and normalisation; the 4 masked rows copied out; the two steps' matmuls
+  // [4, 16] x [16, 32]; per step the bias with exp, the sums per row, the division.
+  EXPECT_EQ(l.count_suffix(fwd, "/conv"), 3u);
+  EXPECT_EQ(l.computes_of(fwd, "map_"),
+            (std::vector<std::string>{"map_add_gelu", "map_sub_mul_mul_add", "map_add_exp",
+                                      "map_add_exp"}));
+  EXPECT_EQ(l.reductions(fwd, "reduce_chan_2b_"), 1u);
+  EXPECT_EQ(l.reductions(fwd, "reduce_chan_1b_4x32_"), 2u);
+  EXPECT_EQ(l.count(fwd, "div_4x32_"), 2u);
+  // Backward: per step the probabilities less the labels and the bias gradient's share; the
+  // steps' data gradients (the second added to the first) and weight gradients (added into
+  // the tied table's accumulator); the transform's bias gradient, its data and weight
+  // gradients.
+  EXPECT_EQ(l.count(bwd, "sub_4x32_"), 2u);
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_1_4x32_"), 2u);
+  EXPECT_EQ(l.count(bwd, "add_4x16_"), 1u);
+  EXPECT_EQ(l.count_suffix(bwd, "/conv"), 6u);
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_1_16x16_"), 1u);
+  EXPECT_EQ(dx.layout.positions, 16u);
+}
+
+TEST(GraphLowering, AnUnserialisedVocabularyMatmulComputesThePaddedColumnsAtOnce) {
+  Tiny t([](ModelDef& m) { m.vocabulary_multiple = 64; });
+  Lowered l;
+  const auto [fwd, bwd, loss, dx] = l.lower(t.g, t.gradients, "heads", 16, 16, true);
+  EXPECT_EQ(l.count_suffix(fwd, "/conv"), 2u);
+  EXPECT_EQ(l.reductions(fwd, "reduce_chan_1b_4x64_"), 1u);
+  EXPECT_EQ(l.reductions(bwd, "reduce_pos_1_4x64_"), 1u);
+  EXPECT_EQ(l.count(bwd, "add_4x16_"), 0u);
 }
 
 TEST(GraphLowering, AutodiffSumsAnInputsGradientsAfterTheRulesNodes) {

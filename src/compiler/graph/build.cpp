@@ -317,8 +317,10 @@ class TransformerBuilder {
   void heads(TensorId x) {
     const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
     g_.set_layer("heads");
-    Attrs tied;  // the token embedding, read transposed
+    Attrs tied;  // the token embedding, read transposed, serialised over the padded vocabulary
     tied.transpose_b = true;
+    tied.serial = o_.vocabulary_serial;
+    tied.padded_columns = m_.padded_vocabulary();
     if (m_.classifier) {
       loss(linear(reshape(first_positions(x, 1), {b, h}), h, m_.classes, "heads.classifier"));
     } else if (m_.span_head) {
@@ -334,11 +336,13 @@ class TransformerBuilder {
       const TensorId logits = g_.add(P::kMatmul, {x, table_}, tied);
       loss(reshape(logits, {b * s, m_.vocabulary}));
     } else {
-      // The masked-LM head on the masked positions (first in each sequence, as the packed
-      // MLPerf data puts them): dense, GELU, layer norm, the tied vocabulary matmul and its bias.
+      // The masked-LM head: the transform (dense, GELU, layer norm) on every token, then the
+      // masked positions (first in each sequence, as the packed MLPerf data puts them) sliced
+      // out for the tied vocabulary matmul and its bias (Graphcore's MLPerf BERT, bert_model.py
+      // lm_prediction_head and projection).
       const std::uint64_t masked = o_.masked_tokens > 0 ? o_.masked_tokens : m_.masked_tokens;
-      TensorId y = g_.add(P::kGelu, {linear(first_positions(x, masked), h, h, "heads.transform")});
-      y = layer_norm(y, "heads.transform.LayerNorm");
+      TensorId y = g_.add(P::kGelu, {linear(x, h, h, "heads.transform")});
+      y = first_positions(layer_norm(y, "heads.transform.LayerNorm"), masked);
       y = g_.add(P::kAdd,
                  {g_.add(P::kMatmul, {y, table_}, tied), weight("heads.bias", {m_.vocabulary})});
       loss(reshape(y, {b * masked, m_.vocabulary}));

@@ -18,6 +18,9 @@ struct BuildOptions {
   // Tokens a masked-LM head predicts per sequence (0: the model's masked_tokens; a packed run
   // predicts masked_tokens + max_sequences_per_pack - 1 per pack).
   std::uint64_t masked_tokens = 0;
+  // Steps the tied vocabulary matmul of a masked-LM or LM head is serialised into (its columns,
+  // the vocabulary padded to the model's multiple; run.embedding_serialisation).
+  std::uint32_t vocabulary_serial = 1;
 };
 
 // The forward graph of `m` (no backward: add_backward). Its shape errors are ConfigErrors

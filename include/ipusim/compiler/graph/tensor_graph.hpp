@@ -123,6 +123,12 @@ struct Attrs {
   // A matmul of the backward pass: the forward matmul's operand it is the gradient of (0: a,
   // the data gradient; 1: b, the weight gradient).
   std::uint8_t operand = 0;
+  // matmul: its output columns computed in `serial` steps, each of the columns padded to
+  // `padded_columns` (when more) divided by `serial` (a vocabulary matmul serialised to bound
+  // its temporaries: PopART's serializeMatMul over the output channels). Shapes keep the
+  // unpadded columns.
+  std::uint32_t serial = 1;
+  std::uint64_t padded_columns = 0;
 };
 
 struct Node {
