@@ -26,6 +26,7 @@
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
 #include "norm_lowering.hpp"
+#include "optimiser.hpp"
 #include "pipeline.hpp"
 
 namespace ipusim::compiler {
@@ -163,59 +164,18 @@ class CnnLowering {
     return out;
   }
 
-  // After the gradient-accumulation loop: all-reduce of the gradients, then the optimiser
-  // one weight tensor at a time on the tiles holding it, as TensorFlow applies it per
-  // variable (graphcore/examples cnns lars_optimizer.py): LARS's two norms, ||w|| and ||g||,
-  // for each conv and fc kernel (batch-norm gamma and beta and biases are in LARS's skip
-  // list), each one SQUARE_ADD reduction over that tensor's tiles (IpuBuilder::norm: XLA's
-  // reduce of x * x, fused by the poplar plugin as reduction_square_add); then the fused
-  // momentum and weight update of every tensor. With
-  // run.reduce_many_buffer the norms are combined into ReduceMany ops of at most that many
-  // float outputs' bytes (the plugin's ReduceManyColocatorHelper), every update after them.
+  // After the gradient-accumulation loop: the weight update of every layer's weight tensors
+  // (optimiser.hpp), as TensorFlow applies it per variable; SGD's momentum without weight
+  // decay (the CNN recipes').
   Steps weight_update() {
+    WeightUpdate update;
+    update.parameters = total_params();
+    update.dtype = m_.dtype;
+    update.sgd_decay = false;
+    for (const auto& [name, w] : parameter_layouts())
+      update.weights.push_back({w, w.elements(), 1, lars_tensor(name)});
     Steps out;
-    const std::uint64_t params = total_params();
-    const DType dt = m_.dtype;
-    const auto tensors = parameter_layouts();
-    if (run_.replicas > 1) {
-      const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
-      if (run_.per_tensor_collectives) {  // one all-reduce per parameter tensor
-        for (const auto& [name, w] : tensors)
-          out.push_back(b_.collective(trace::CollectiveOp::kAllReduce,
-                                      w.elements() * trace::dtype_bytes(dt), dt,
-                                      {trace::GroupKind::kReplicas, 0}));
-      } else {
-        b_.collectives(out, trace::CollectiveOp::kAllReduce, params * trace::dtype_bytes(dt), dt,
-                       {trace::GroupKind::kReplicas, 0}, run_.allreduce_buffer);
-      }
-    }
-    const auto scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    const bool lars = run_.optimiser == Optimiser::kLars;
-    // Norms per ReduceMany op (each a 4-byte float output); 0: each norm on its own.
-    const std::uint64_t per_op = run_.reduce_many_buffer / 4;
-    if (lars && per_op > 0) {
-      std::vector<Layout> norms;  // ||w|| and ||g|| of each LARS tensor, in order
-      for (const auto& [name, w] : tensors)
-        if (lars_tensor(name)) norms.insert(norms.end(), 2, w);
-      for (std::size_t i = 0; i < norms.size(); i += per_op) {
-        const std::size_t n = std::min<std::size_t>(per_op, norms.size() - i);
-        b_.reduce_many(out, fmt::format("lars_norms{}", i / per_op),
-                       std::span(norms).subspan(i, n));
-      }
-    }
-    for (const auto& [name, w] : tensors) {
-      if (lars && lars_tensor(name)) {
-        if (per_op == 0)
-          for (int norm = 0; norm < 2; ++norm) b_.norm(out, w, /*broadcast=*/true);  // ||w||, ||g||
-        // v = m v + lr trust (g + wd w); w -= v
-        const Op update[] = {Op::kMul, Op::kAdd, Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
-        b_.elementwise(out, w, update);
-      } else {
-        // v = m v + lr g; w -= v (momentum without LARS's trust ratio)
-        const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kSub};
-        b_.elementwise(out, w, update);
-      }
-    }
+    (void)lower_weight_update(b_, out, run_, update);
     return out;
   }
 

@@ -23,6 +23,7 @@
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
+#include "optimiser.hpp"
 #include "pipeline.hpp"
 
 namespace ipusim::compiler {
@@ -536,12 +537,6 @@ class StageProgram {
       program_.steps.push_back(std::move(loop));
   }
 
-  // Under replicated tensor sharding only tensors of at least PopART's
-  // minElementsForReplicatedTensorSharding (8,192) are sharded: reduce-scattered, then
-  // all-gathered after the update; the others are all-reduced.
-  static constexpr std::uint64_t kMinShardedElements = 8192;
-  bool rts() const { return run_.replicated_tensor_sharding && run_.replicas > 1; }
-  bool per_tensor() const { return run_.per_tensor_collectives && run_.replicas > 1; }
   // The stage's parameters in elements (all its weight tensors).
   std::uint64_t params() const {
     std::uint64_t n = n_attn_ * lower_.attention_params() + n_ffn_ * lower_.ffn_params();
@@ -550,157 +545,22 @@ class StageProgram {
     if (last_) n += lower_.final_norm_params();
     return n;
   }
-  // The stage's weight tensors by elements, with how many there are of each size.
-  std::map<std::uint64_t, std::uint64_t> tensor_sizes() const {
-    std::map<std::uint64_t, std::uint64_t> sizes;
-    for (const auto& param : parameters())
-      sizes[param.layout.elements() / param.tensors] += param.copies * param.tensors;
-    return sizes;
-  }
-  void each(trace::Step step, std::uint64_t count) {
-    push_repeated(program_.steps, std::move(step), count);
-  }
 
-  // The gradients reduced over the replicas: one collective per weight tensor (PopART 2.3:
-  // run.collective_grouping per_tensor), or fused buffers. Returns the tensors sharded.
-  std::uint64_t reduce_gradients() {
-    const trace::Group replicas{trace::GroupKind::kReplicas, 0};
-    std::uint64_t sharded_tensors = 0;
-    if (per_tensor()) {
-      const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
-      for (const auto& [elements, count] : tensor_sizes()) {
-        const bool sharded = rts() && elements >= kMinShardedElements;
-        if (sharded) sharded_tensors += count;
-        each(b_.collective(
-                 sharded ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
-                 elements * pl_.eb, m_.dtype, replicas),
-             count);
-      }
-    } else if (run_.replicas > 1) {
-      const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
-      b_.collectives(program_.steps,
-                     rts() ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
-                     params() * pl_.eb, m_.dtype, replicas, run_.allreduce_buffer);
-    }
-    return sharded_tensors;
-  }
-
-  // The sharded weights gathered again after the update (replicated tensor sharding).
-  void gather_weights() {
-    const trace::Group replicas{trace::GroupKind::kReplicas, 0};
-    if (rts() && per_tensor()) {
-      for (const auto& [elements, count] : tensor_sizes())
-        if (elements >= kMinShardedElements)
-          each(
-              b_.collective(trace::CollectiveOp::kAllGather, elements * pl_.eb, m_.dtype, replicas),
-              count);
-    } else if (rts()) {
-      b_.collectives(program_.steps, trace::CollectiveOp::kAllGather, params() * pl_.eb, m_.dtype,
-                     replicas, run_.allreduce_buffer);
-    }
-  }
-
-  std::uint64_t moments_kept() const { return run_.optimiser == Optimiser::kSgd ? 1 : 2; }
-  // The optimiser state (bytes): its moments of the stage's weights, or of their shard.
-  std::uint64_t state_bytes() const {
-    const std::uint64_t shard = rts() ? ceil_div(params(), run_.replicas) : params();
-    return moments_kept() * shard * pl_.eb;
-  }
-
-  // A weight tensor the optimiser updates, on the tiles holding it: its own layout, or under
-  // replicated tensor sharding its 1/replicas shard, taken to stay on the same tiles (each tile
-  // keeps its part of the reduce-scatter). Equal tensors of a layout run as a loop.
-  struct Weight {
-    Layout layout;
-    std::uint64_t count;
-  };
-  std::vector<Weight> weights() const {
-    std::vector<Weight> out;
-    for (const auto& param : parameters()) {
-      Layout l = IpuBuilder::part(param.layout, param.tensors);
-      if (rts() && l.elements() >= kMinShardedElements) l = IpuBuilder::part(l, run_.replicas);
-      out.push_back({l, param.copies * param.tensors});
-    }
-    return out;
-  }
-  void per_weight(const std::vector<Weight>& weights,
-                  const std::function<void(Steps&, const Layout&)>& ops) {
-    for (const Weight& wt : weights) {
-      Steps body;
-      ops(body, wt.layout);
-      push_repeated(program_.steps, std::move(body), wt.count);
-    }
-  }
-
-  // PopART's ClipWeightGradientsByNorm (sdk-release-2.3 transforms/
-  // clipweightgradientsbynorm.cpp): a ReduceSumSquare (one SQUARE_ADD reduction, IpuBuilder::
-  // norm) of each reduced gradient on its IPU, the
-  // norms copied to IPU 0 and summed (sqrt, max, div there: scalars), the clip factor copied
-  // back, and every gradient multiplied by it before the optimiser. Returns the norms' bytes.
-  std::uint64_t clip_gradients(const std::vector<Weight>& weights) {
-    const auto clip_scope =
-        b_.scope("gradient_clipping", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    std::uint64_t weight_tensors = 0;
-    for (const Weight& wt : weights) weight_tensors += wt.count;
-    per_weight(weights, [&](Steps& out, const Layout& l) { b_.norm(out, l, /*broadcast=*/false); });
-    if (pl_.pipelined) {
-      program_.steps.push_back(make_step(StepKind::kGlobalExchange, 1));
-      program_.steps.push_back(make_step(StepKind::kGlobalExchange, 2));
-    }
-    const Op scale = Op::kMul;
-    per_weight(weights, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, {&scale, 1}); });
-    return 4 * weight_tensors;
-  }
-
-  // Weight update after the pipeline flush, on the tiles holding each stage's weights. LAMB:
-  // two moments (16-bit), per-tensor norms, update (AdamW: the same without the norms; SGD:
-  // one momentum, no norms); state streamed in and out when it lives in Streaming Memory. The
-  // optimiser runs one weight tensor at a time, as PopART applies it (one updater and
-  // var-update op per weight; LAMB's two LambSquareOp norms of each).
+  // The weight update of the stage's weight tensors (optimiser.hpp): each parameter's equal
+  // tensors as one loop. Returns the bytes of weight-tensor norms it sends for gradient
+  // clipping.
   std::uint64_t weight_update() {
-    const std::uint64_t sharded_tensors = reduce_gradients();
-    const auto update_scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
-    if (run_.optimiser_state_streaming) {  // the state lives in Streaming Memory
-      b_.keep_in_streaming_memory(state_bytes());
-      b_.host(program_.steps, state_bytes(), trace::HostDirection::kToIpu,
-              trace::HostMemory::kStreaming);
+    WeightUpdate update;
+    update.parameters = params();
+    update.dtype = m_.dtype;
+    update.pipelined = pl_.pipelined;
+    for (const auto& param : parameters()) {
+      const bool vector = param.name.ends_with("vectors") || param.name.ends_with("bias");
+      update.weights.push_back({IpuBuilder::part(param.layout, param.tensors),
+                                param.layout.elements() / param.tensors,
+                                param.copies * param.tensors, !vector});
     }
-    const std::vector<Weight> ws = weights();
-    const std::uint64_t norm_bytes = pl_.clip ? clip_gradients(ws) : 0;
-    if (run_.optimiser == Optimiser::kSgd) {
-      // v = m v + (g + wd w); w -= lr v
-      const Op update[] = {Op::kMul, Op::kMul, Op::kAdd, Op::kAdd, Op::kMul, Op::kSub};
-      per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
-    } else {
-      // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m / (sqrt(v) + eps) + wd w; LAMB
-      // then takes ||w|| and ||u|| of the tensor (LambSquareOpx: one SQUARE_ADD reduction each)
-      const Op moments[] = {Op::kMul,  Op::kAdd, Op::kMul, Op::kMul, Op::kAdd,
-                            Op::kSqrt, Op::kAdd, Op::kDiv, Op::kAdd};
-      const bool lamb = run_.optimiser != Optimiser::kAdamw;
-      per_weight(ws, [&](Steps& out, const Layout& l) {
-        b_.elementwise(out, l, moments);
-        for (int norm = 0; lamb && norm < 2; ++norm) b_.norm(out, l, /*broadcast=*/true);
-      });
-    }
-    if (run_.optimiser == Optimiser::kAdamw) {
-      const Op update[] = {Op::kMul, Op::kSub};  // w -= lr u
-      per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
-    } else if (run_.optimiser != Optimiser::kSgd) {
-      // A sharded tensor's norms are sums over every replica's shard: PopART adds a scalar
-      // all-reduce (float) after each of LAMB's two (LambSquareOp with replicated tensor
-      // sharding).
-      if (per_tensor() && sharded_tensors > 0)
-        each(b_.collective(trace::CollectiveOp::kAllReduce, 4, DType::kFloat,
-                           {trace::GroupKind::kReplicas, 0}),
-             2 * sharded_tensors);
-      const Op update[] = {Op::kDiv, Op::kMul, Op::kSub};  // w -= lr (||w|| / ||u||) u
-      per_weight(ws, [&](Steps& out, const Layout& l) { b_.elementwise(out, l, update); });
-    }
-    if (run_.optimiser_state_streaming)
-      b_.host(program_.steps, state_bytes(), trace::HostDirection::kFromIpu,
-              trace::HostMemory::kStreaming);
-    gather_weights();
-    return norm_bytes;
+    return lower_weight_update(b_, program_.steps, run_, update);
   }
 
   // Memory (stage_training_memory): weights and gradient accumulators, optimiser state unless
@@ -715,9 +575,9 @@ class StageProgram {
     s.live_bytes = live_bytes();
     s.input_bytes = first_ ? input_bytes() : 0;
     s.streaming = run_.optimiser_state_streaming;
-    s.sharded = rts();
-    s.moments = moments_kept();
-    s.sharded_state_bytes = rts() ? state_bytes() : 0;
+    s.sharded = run_.replicated_tensor_sharding && run_.replicas > 1;
+    s.moments = moments_kept(run_.optimiser);
+    s.sharded_state_bytes = s.sharded ? optimiser_state_bytes(run_, params(), m_.dtype) : 0;
     s.loop_live = loop_live;
     for (const Holding& h : stage_training_memory(s)) b_.hold(h);
     temporaries();
