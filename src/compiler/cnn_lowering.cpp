@@ -166,17 +166,17 @@ class CnnLowering {
 
   // After the gradient-accumulation loop: the weight update of every layer's weight tensors
   // (optimiser.hpp), as TensorFlow applies it per variable; SGD's momentum without weight
-  // decay (the CNN recipes').
-  Steps weight_update() {
+  // decay (the CNN recipes'). Returns the bytes of weight-tensor norms it sends to IPU 0 for
+  // gradient clipping.
+  std::uint64_t weight_update(Steps& out, bool pipelined) {
     WeightUpdate update;
     update.parameters = total_params();
     update.dtype = m_.dtype;
     update.sgd_decay = false;
+    update.pipelined = pipelined;
     for (const auto& [name, w] : parameter_layouts())
       update.weights.push_back({w, w.elements(), 1, lars_tensor(name)});
-    Steps out;
-    (void)lower_weight_update(b_, out, run_, update);
-    return out;
+    return lower_weight_update(b_, out, run_, update);
   }
 
   // LARS adapts the conv and fc kernels; parameter_layouts names them after their layer.
@@ -210,6 +210,7 @@ class CnnLowering {
     return out;
   }
 
+  std::uint64_t parameter_count() const { return total_params(); }
   std::uint64_t total_params() const {
     const auto nodes = stage();
     return std::accumulate(nodes.begin(), nodes.end(), std::uint64_t{0},
@@ -686,9 +687,9 @@ trace::GlobalExchange cnn_stage_copies(const std::vector<LayerNode>& nodes,
 // activations (kept over their lifetimes on one IPU; in a pipeline the stashed stage inputs
 // and the recomputed stage, spread over the tiles while the loops run). The input buffer is
 // IPU 0's; every IPU holds its largest conv's temporaries.
-void finish_program(CnnLowering& lower, const RunConfig& run, const SystemSpec& system,
-                    const ChipSpec& chip, trace::IpuProgram& program, IpuBuilder& b,
-                    std::uint32_t ipu, std::uint32_t ipus) {
+std::uint64_t finish_program(CnnLowering& lower, const RunConfig& run, const SystemSpec& system,
+                             const ChipSpec& chip, trace::IpuProgram& program, IpuBuilder& b,
+                             std::uint32_t ipu, std::uint32_t ipus) {
   const DType dt = lower.dtype();
   const auto parameters = [&] {  // each layer's weights, one copy (call after lowering)
     std::vector<Parameter> out;
@@ -710,16 +711,24 @@ void finish_program(CnnLowering& lower, const RunConfig& run, const SystemSpec& 
     memory.input_bytes = input;
     for (const Holding& h : inference_memory(memory)) b.hold(h);
     temporaries();
-    return;
+    return 0;
   }
   const trace::Lifetime loop_live{0, trace::program_positions(program.steps) - 1};
-  for (auto& s : lower.weight_update()) program.steps.push_back(std::move(s));
-  // Memory: weights, gradient accumulators and LARS momentum (16-bit) on each layer's weight
-  // layout (always live); one IPU: the activations, checkpoints and activation gradients on
-  // their layers' layouts, each live where the micro-batch body (positions 1.., after the loop
-  // step at 0) uses it; the input buffer and the largest conv's temporaries (always live).
+  const std::uint64_t norm_bytes = lower.weight_update(program.steps, ipus > 1);
+  // Memory: weights, gradient accumulators and the optimiser state (16-bit) on each layer's
+  // weight layout (always live; a shard spread over the tiles under replicated tensor
+  // sharding, none when streamed); one IPU: the activations, checkpoints and activation
+  // gradients on their layers' layouts, each live where the micro-batch body (positions 1..,
+  // after the loop step at 0) uses it; the input buffer and the largest conv's temporaries
+  // (always live).
   CnnMemory memory;
   memory.parameters = parameters();
+  memory.dtype = dt;
+  memory.moments = moments_kept(run.optimiser);
+  memory.streaming = run.optimiser_state_streaming;
+  memory.sharded = run.replicated_tensor_sharding && run.replicas > 1;
+  memory.sharded_state_bytes =
+      memory.sharded ? optimiser_state_bytes(run, lower.parameter_count(), dt) : 0;
   if (ipus == 1) {
     for (auto& a : lower.scoped_activations(/*offset=*/1))
       memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});
@@ -739,14 +748,15 @@ void finish_program(CnnLowering& lower, const RunConfig& run, const SystemSpec& 
                                trace::TileRange{chip.tiles, system.chip.tiles - 1},
                                ceil_div(input, run.io_tiles)});
   temporaries();
+  return norm_bytes;
 }
 
 }  // namespace
 
 trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
                          std::vector<PlannedConv>* plans) {
-  // Keys a CNN does not use (gradient clipping, a transformer placement, streamed weights)
-  // were refused by check_run_applies.
+  // Keys a CNN does not use (a transformer placement, streamed weights) were refused by
+  // check_run_applies.
   graph::check_checkpoints(m, run);
   // Training differentiates from the loss: a CNN trained has its softmax_loss last, and only
   // there (a loss in the middle, or none, left layers without a gradient).
@@ -779,7 +789,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   const std::uint64_t cycles = run.inference ? ga + p - 1 : pipeline_cycles(ga, p - 1);
   if (pipelined) t.global_exchanges = {cnn_stage_copies(nodes, ranges, run, m.dtype)};
   IpuBuilder::PlanCache plan_cache;  // stages may plan the same shapes
-  std::vector<std::uint64_t> streaming(p, 0);
+  std::vector<std::uint64_t> streaming(p, 0), norm_bytes(p, 0);
   for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
     auto& program = t.ipus.emplace_back();
     program.ipu = ipu;
@@ -800,10 +810,13 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     }
     for (auto& loop : pipeline_loops(stages, ga, cycles, pipelined))
       program.steps.push_back(std::move(loop));
-    finish_program(lower, run, system, chip, program, b, ipu, p);
+    norm_bytes[ipu] = finish_program(lower, run, system, chip, program, b, ipu, p);
     streaming[ipu] = b.streaming_memory();
   }
   check_streaming_memory(run, system, streaming);
+  if (run.clip_gradients && !run.inference && pipelined)
+    for (auto& exchange : clip_copies(norm_bytes))
+      t.global_exchanges.push_back(std::move(exchange));
   return t;
 }
 

@@ -37,8 +37,13 @@ std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
   for (const auto& p : c.parameters) {
     out.push_back(on("weights/" + p.name, TensorKind::kWeight, p.layout, p.copies));
     out.push_back(on("gradient_accumulator/" + p.name, TensorKind::kGradient, p.layout, p.copies));
-    out.push_back(on("momentum/" + p.name, TensorKind::kOptimiser, p.layout, p.copies));
+    if (!c.streaming && !c.sharded)
+      out.push_back(on((c.moments == 1 ? "momentum/" : "optimiser_state/") + p.name,
+                       TensorKind::kOptimiser, p.layout, c.moments * p.copies));
   }
+  if (!c.streaming && c.sharded)
+    out.push_back(
+        spread("optimiser_state", TensorKind::kOptimiser, c.dtype, c.sharded_state_bytes));
   for (const auto& k : c.kept) {
     out.push_back(on(k.name, k.kind, k.layout, 1));
     out.back().live = k.live;

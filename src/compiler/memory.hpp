@@ -67,10 +67,16 @@ struct CnnMemory {
   // The input buffer spread over the tiles (0: none, or on the I/O tiles, which the lowering
   // places itself).
   std::uint64_t input_bytes = 0;
+  // The optimiser state (as a transformer stage's): `moments` per weight on its layout, or,
+  // under replicated tensor sharding, its shard spread over the tiles; none when streamed.
+  std::uint64_t moments = 1;
+  bool streaming = false, sharded = false;
+  std::uint64_t sharded_state_bytes = 0;
 };
 
-// In the order the program lists them: each parameter's weights, gradient accumulator and LARS
-// momentum (always live), the kept activations (over their lifetimes), a pipeline stage's
+// In the order the program lists them: each parameter's weights, gradient accumulator and
+// optimiser state kept on its layout ("momentum/" when it is one moment), always live; a
+// sharded optimiser state; the kept activations (over their lifetimes), a pipeline stage's
 // stashed and live activations, the input buffer.
 std::vector<Holding> cnn_training_memory(const CnnMemory& c);
 

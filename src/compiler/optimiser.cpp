@@ -236,4 +236,15 @@ std::uint64_t lower_weight_update(IpuBuilder& b, Steps& out, const RunConfig& ru
   return Updater(b, out, run, update).run();
 }
 
+std::vector<trace::GlobalExchange> clip_copies(const std::vector<std::uint64_t>& norm_bytes) {
+  const trace::Provenance copy{
+      {"gradient_clipping"}, trace::Pass::kWeightUpdate, trace::OpKind::kCopy};
+  trace::GlobalExchange norms{"clip_norms", {}, copy}, factor{"clip_factor", {}, copy};
+  for (std::uint32_t i = 1; i < norm_bytes.size(); ++i) {
+    norms.copies.push_back({i, 0, norm_bytes[i]});
+    factor.copies.push_back({0, i, 4});
+  }
+  return {std::move(norms), std::move(factor)};
+}
+
 }  // namespace ipusim::compiler

@@ -50,4 +50,9 @@ std::uint64_t optimiser_state_bytes(const RunConfig& run, std::uint64_t paramete
 std::uint64_t lower_weight_update(IpuBuilder& b, Steps& out, const RunConfig& run,
                                   const WeightUpdate& update);
 
+// Gradient clipping's two global exchanges in a pipeline of `norm_bytes.size()` IPUs: each
+// IPU's weight-tensor norms (4-byte floats, `norm_bytes[i]` from IPU i) to IPU 0, which sums
+// them, and its clip factor back (trace indices 1 and 2, after the pipeline's copy).
+std::vector<trace::GlobalExchange> clip_copies(const std::vector<std::uint64_t>& norm_bytes);
+
 }  // namespace ipusim::compiler

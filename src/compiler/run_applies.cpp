@@ -92,30 +92,16 @@ constexpr std::array<Row, 20> kRows{{
                                             "expected none (or no key), found {}",
                                             optimiser_name(o));
        if (o == Optimiser::kNone)
-         return "a training run updates its weights: expected lars or sgd (CNN), lamb, adamw or "
-                "sgd (transformer), found none";
-       if (s.cnn() && (o == Optimiser::kLamb || o == Optimiser::kAdamw))
-         return fmt::format(
-             "{} is lowered for transformer models only; {} is a CNN (lars or "
-             "sgd)",
-             optimiser_name(o), s.what());
-       if (!s.cnn() && o == Optimiser::kLars)
-         return fmt::format(
-             "lars (layer-wise adaptive rate scaling of conv and fc kernels) is "
-             "lowered for CNNs only; {} is a transformer (lamb, adamw or sgd)",
-             s.what());
+         return "a training run updates its weights: expected sgd, lars, lamb or adamw, found "
+                "none";
        return "";
      }},
     {"run.optimiser_state", [](const RunConfig& r) { return r.optimiser_state_streaming; },
-     [](const Scope& s) {
-       return first_of(training_only(s, "optimiser state"),
-                       transformer_only(s, "streaming optimiser state"));
-     }},
+     [](const Scope& s) { return training_only(s, "optimiser state"); }},
     {"run.replicated_tensor_sharding",
      [](const RunConfig& r) { return r.replicated_tensor_sharding; },
      [](const Scope& s) {
        return first_of(training_only(s, "sharding the optimiser state"),
-                       transformer_only(s, "replicated tensor sharding"),
                        replicated(s, "replicated tensor sharding"));
      }},
     {"run.recompute_checkpoints", [](const RunConfig& r) { return !r.checkpoints.empty(); },
@@ -168,11 +154,10 @@ constexpr std::array<Row, 20> kRows{{
     {"run.reduce_many_buffer", [](const RunConfig& r) { return r.reduce_many_buffer != 0; },
      [](const Scope& s) {
        return first_of(training_only(s, "combining the optimiser's norms"),
-                       s.cnn() && s.run.optimiser != Optimiser::kLars
+                       s.run.optimiser != Optimiser::kLars
                            ? fmt::format("it combines LARS's norms; run.optimiser is {}",
                                          optimiser_name(s.run.optimiser))
-                           : "",
-                       cnn_only(s, "combining LARS's norms into ReduceMany ops is a choice"));
+                           : "");
      }},
     {"run.collective_grouping", [](const RunConfig& r) { return r.per_tensor_collectives; },
      [](const Scope& s) {
@@ -180,10 +165,7 @@ constexpr std::array<Row, 20> kRows{{
                        replicated(s, "the gradient all-reduce"));
      }},
     {"run.gradient_clipping", [](const RunConfig& r) { return r.clip_gradients; },
-     [](const Scope& s) {
-       return first_of(training_only(s, "clipping gradients"),
-                       transformer_only(s, "global_norm gradient clipping"));
-     }},
+     [](const Scope& s) { return training_only(s, "clipping gradients"); }},
     {"run.split_qkv", [](const RunConfig& r) { return r.split_qkv; },
      [](const Scope& s) {
        return first_of(transformer_only(s, "splitting the attention's QKV weights"),

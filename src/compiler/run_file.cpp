@@ -152,12 +152,13 @@ std::vector<RunField> batch_fields() {
       enum_choice("run.precision", kPrecisions, "16.16 (half partials) or 16.32 (float partials)",
                   "workloads.md", &RunConfig::partials, std::nullopt),
       enum_choice("run.optimiser", kOptimisers,
-                  "Training: lars or sgd (CNN), lamb, adamw or sgd (transformer: AdamW is LAMB "
-                  "without its per-tensor norms; SGD keeps one momentum and no norms); none: no "
-                  "weight update (inference, where it is the only value)",
+                  "Training: sgd (one momentum, no norms), lars (SGD whose conv, fc and "
+                  "projection kernels take a trust ratio from two norms), lamb or adamw (two "
+                  "moments; AdamW is LAMB without its per-tensor norms); none: no weight update "
+                  "(inference, where it is the only value)",
                   "workloads.md", &RunConfig::optimiser, "none"),
       enum_choice("run.optimiser_state", kOptimiserState,
-                  "on_chip or streaming (Streaming Memory; transformer training)", "workloads.md",
+                  "on_chip or streaming (Streaming Memory; training)", "workloads.md",
                   &RunConfig::optimiser_state_streaming, "on_chip"),
       yes_no("run.replicated_tensor_sharding", "yes: shard optimiser state over replicas",
              "poplar-compiler.md §4.4", &RunConfig::replicated_tensor_sharding, "no"),
@@ -203,7 +204,7 @@ std::vector<RunField> lowering_fields() {
           "ResNet)",
           &RunConfig::allreduce_buffer, "50MiB"),
       bytes("run.reduce_many_buffer", 0, 1e12,
-            "CNN LARS norms: independent reductions combined into popops ReduceMany ops of at most "
+            "LARS norms: independent reductions combined into popops ReduceMany ops of at most "
             "this many output bytes (each norm a 4-byte float), their stages sharing compute sets, "
             "exchanges and syncs; 0: one reduction per norm (TensorFlow's default)",
             "graphcore/tensorflow poplar plugin ReduceManyColocatorHelper "
@@ -221,7 +222,7 @@ std::vector<RunField> lowering_fields() {
           "run.gradient_clipping", kGradientClipping,
           "none; global_norm: the reduced gradients are scaled by clip / max(clip, global norm) "
           "before the optimiser, the global norm summed on IPU 0 from a norm of each weight "
-          "tensor (transformer runs only)",
+          "tensor",
           "graphcore/popart sdk-release-2.3 transforms/clipweightgradientsbynorm.cpp; MLPerf v1.1 "
           "Graphcore BERT bert_optimizer.py (ClipNormSettings.clipAllWeights)",
           &RunConfig::clip_gradients, "none"),

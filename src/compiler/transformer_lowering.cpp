@@ -264,20 +264,6 @@ struct Pipeline {
       forward.push_back({i, (i + 1) % p, acts});
     return {pipeline_copies(forward, !run.inference)};
   }
-
-  // Gradient clipping's two global exchanges: each IPU's weight-tensor norms (4-byte floats,
-  // `norm_bytes` per IPU) to IPU 0, which sums them, and its clip factor back.
-  std::vector<trace::GlobalExchange> clip_copies(
-      const std::vector<std::uint64_t>& norm_bytes) const {
-    const trace::Provenance copy{
-        {"gradient_clipping"}, trace::Pass::kWeightUpdate, trace::OpKind::kCopy};
-    trace::GlobalExchange norms{"clip_norms", {}, copy}, factor{"clip_factor", {}, copy};
-    for (std::uint32_t i = 1; i < p; ++i) {
-      norms.copies.push_back({i, 0, norm_bytes[i]});
-      factor.copies.push_back({0, i, 4});
-    }
-    return {std::move(norms), std::move(factor)};
-  }
 };
 
 // One IPU's program of a transformer replica: its pipeline stages (forward, recomputation and
@@ -627,7 +613,7 @@ trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const 
   }
   check_streaming_memory(run, system, streaming);
   if (pipeline.clip && pipeline.pipelined)
-    for (auto& exchange : pipeline.clip_copies(norm_bytes))
+    for (auto& exchange : clip_copies(norm_bytes))
       t.global_exchanges.push_back(std::move(exchange));
   return t;
 }

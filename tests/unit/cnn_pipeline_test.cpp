@@ -275,5 +275,25 @@ TEST(CompilerCnnPipeline, TheExamplesB4SplitPutsStagesOneToThreeOnIpuZero) {
   EXPECT_EQ(t.global_exchanges[0].copies[0].bytes, 4u * 24 * 24 * 224 * 2);
 }
 
+TEST(CnnPipeline, GradientClippingSendsEachIpusNormsToIpuZeroAsATransformerDoes) {
+  // The weight update is one pass for every model (optimiser.hpp): split before b2/0/conv1,
+  // IPU 1 holds b2/0's four conv kernels, its four batch norms' scale-and-shift tensors and
+  // the fc's weights and bias: 10 weight tensors, a 4-byte norm each.
+  const trace::Trace t = compile_split("b2/0/conv1", {"run.gradient_clipping=global_norm"});
+  ASSERT_EQ(t.global_exchanges.size(), 3u);  // the pipeline's copy, the norms, the factor
+  EXPECT_EQ(t.global_exchanges[1].name, "clip_norms");
+  ASSERT_EQ(t.global_exchanges[1].copies.size(), 1u);
+  EXPECT_EQ(t.global_exchanges[1].copies[0].bytes, 10u * 4);
+  ASSERT_EQ(t.global_exchanges[2].copies.size(), 1u);
+  EXPECT_EQ(t.global_exchanges[2].copies[0].bytes, 4u);
+  for (const auto& p : t.ipus) {
+    std::size_t clip_steps = 0;
+    for (const auto& s : p.steps) clip_steps += s.kind == StepKind::kGlobalExchange ? 1 : 0;
+    EXPECT_EQ(clip_steps, 2u) << "IPU " << p.ipu;  // the copy runs inside the pipeline loops
+  }
+  // Without the key: the pipeline's copy only.
+  EXPECT_EQ(compile_split("b2/0/conv1").global_exchanges.size(), 1u);
+}
+
 }  // namespace
 }  // namespace ipusim::compiler

@@ -1369,18 +1369,7 @@ TEST(CompilerPipeline, GradientClippingSumsEachIpusNormsOnIpuZeroAndSendsTheFact
   EXPECT_EQ(compile(model, plain.run, ipusim::load_system(plain.run.system_file).spec)
                 .global_exchanges.size(),
             1u);
-  // A CNN has no lowering of it: an error naming the key, not a silent skip.
-  const LoadedRun cnn =
-      load_run(dir + "resnet_tiny-pod16.yaml", {"run.gradient_clipping=global_norm"});
-  try {
-    compile(load_model(cnn.run.model_file), cnn.run, ipusim::load_system(cnn.run.system_file).spec);
-    FAIL() << "expected an error";
-  } catch (const ipusim::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("run.gradient_clipping: global_norm gradient clipping "
-                                         "is lowered for transformer models only"),
-              std::string::npos)
-        << e.what();
-  }
+  // A CNN's clipping: tests/unit/cnn_pipeline_test.cpp.
 }
 
 // Executions per step of IPU `p`'s weight-update compute sets whose names start with
