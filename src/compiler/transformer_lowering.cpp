@@ -102,6 +102,7 @@ class TransformerLowering {
     Layout layout;
     std::uint64_t copies;
     std::uint64_t tensors = 1;  // separate weight tensors of equal size in one copy's layout
+    bool vectors = false;       // biases and norms' gamma and beta (LARS skips them)
   };
   std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn, bool embeddings,
                                     bool heads, bool final_norm) {
@@ -111,17 +112,21 @@ class TransformerLowering {
                    std::uint64_t tensors = 1) {
       if (copies > 0) out.push_back({name, l, copies, tensors});
     };
+    auto add_vectors = [&](const std::string& name, const Layout& l, std::uint64_t copies,
+                           std::uint64_t tensors = 1) {
+      if (copies > 0) out.push_back({name, l, copies, tensors, /*vectors=*/true});
+    };
     // Q, K and V: one [h, 3h] tensor, or three (run.split_qkv), feeding one matmul either way
     // (MLPerf v1.1 Graphcore bert_model.py qkv_weights concatenates the split ones).
     add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn, run_.split_qkv ? 3 : 1);
     add("attention/out", b_.weights_layout(mm(tokens_, h, h)), n_attn);
     // The QKV bias (one tensor of 3h), the output bias, layer-norm gamma and beta: 4 tensors
     // (taken as equal in size: 6h / 4 elements each)
-    add("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn, 4);
+    add_vectors("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn, 4);
     add("ffn/in", b_.weights_layout(mm(tokens_, m_.ffn, h)), n_ffn);
     add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
     // the two biases, layer-norm gamma and beta
-    add("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn, 4);
+    add_vectors("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn, 4);
     if (embeddings && m_.classifier) {
       add("embedding/patches", b_.weights_layout(patch_matmul()), 1);
       // position embeddings, the class token and the patch embedding's bias
@@ -134,17 +139,18 @@ class TransformerLowering {
     }
     if (heads && m_.classifier) {
       add("heads/classifier", b_.weights_layout(mm(masked(), m_.classes, h)), 1);
-      add("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
+      add_vectors("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
     } else if (heads && m_.span_head) {
       add("heads/span", b_.weights_layout(mm(tokens_, 2, h)), 1);
-      add("heads/bias", b_.linear(m_.dtype, 1, 2), 1);
+      add_vectors("heads/bias", b_.linear(m_.dtype, 1, 2), 1);
     } else if (heads && !m_.lm_head) {
       add("heads/dense", b_.weights_layout(mm(tokens_, h, h)), 1);
       // the dense layer's bias, the layer norm's gamma and beta; the output bias
-      add("heads/vectors", b_.linear(m_.dtype, 1, 3 * h), 1, 3);
-      add("heads/bias", b_.linear(m_.dtype, 1, m_.padded_vocabulary()), 1);
+      add_vectors("heads/vectors", b_.linear(m_.dtype, 1, 3 * h), 1, 3);
+      add_vectors("heads/bias", b_.linear(m_.dtype, 1, m_.padded_vocabulary()), 1);
     }
-    if (final_norm && m_.pre_norm) add("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1, 2);
+    if (final_norm && m_.pre_norm)
+      add_vectors("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1, 2);
     return out;
   }
 
@@ -540,12 +546,10 @@ class StageProgram {
     update.parameters = params();
     update.dtype = m_.dtype;
     update.pipelined = pl_.pipelined;
-    for (const auto& param : parameters()) {
-      const bool vector = param.name.ends_with("vectors") || param.name.ends_with("bias");
+    for (const auto& param : parameters())
       update.weights.push_back({IpuBuilder::part(param.layout, param.tensors),
                                 param.layout.elements() / param.tensors,
-                                param.copies * param.tensors, !vector});
-    }
+                                param.copies * param.tensors, !param.vectors});
     return lower_weight_update(b_, program_.steps, run_, update);
   }
 

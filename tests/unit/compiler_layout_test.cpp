@@ -1415,6 +1415,24 @@ TEST(CompilerPipeline, LambTakesTwoNormsOfEachWeightTensorAndClippingOneMore) {
   EXPECT_EQ(update_executions(c.ipus[1], "reduce_chan_1", "/local"), 3u * 12);
 }
 
+TEST(CompilerPipeline, LarsAdaptsATransformersMatricesAndSkipsItsBiasesAndNorms) {
+  // The weight update is one pass (optimiser.hpp), so LARS runs on a transformer too: two
+  // norms and the trust-ratio update of each matrix, the plain momentum of each bias and norm
+  // vector (TensorFlow's LARS skip list). bert_tiny's IPU 1: the QKV, output and two FFN
+  // matrices (4) and 8 vectors; IPU 0 also the 2 embedding-table slices, the position and
+  // token-type tables and the heads' dense weight (9 matrices) and the heads' 4 vectors (12).
+  const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
+  const LoadedRun lars = load_run(dir + "bert_tiny-pod16.yaml", {"run.optimiser=lars"});
+  const trace::Trace t = compile(load_model(lars.run.model_file), lars.run,
+                                 ipusim::load_system(lars.run.system_file).spec);
+  EXPECT_EQ(update_executions(t.ipus[1], "reduce_chan_1", "/local"), 2u * 4);
+  EXPECT_EQ(update_executions(t.ipus[1], "map_mul_add_mul_mul_add_sub"), 4u);
+  EXPECT_EQ(update_executions(t.ipus[1], "map_mul_mul_add_sub"), 8u);
+  EXPECT_EQ(update_executions(t.ipus[0], "reduce_chan_1", "/local"), 2u * 9);
+  EXPECT_EQ(update_executions(t.ipus[0], "map_mul_add_mul_mul_add_sub"), 9u);
+  EXPECT_EQ(update_executions(t.ipus[0], "map_mul_mul_add_sub"), 12u);
+}
+
 TEST(CompilerVit, ImageModelErrorsNameTheKey) {
   const std::string file = ::testing::TempDir() + "/bad_vit.yaml";
   const std::string base =
