@@ -210,7 +210,6 @@ class CnnLowering {
     return out;
   }
 
-  std::uint64_t parameter_count() const { return total_params(); }
   std::uint64_t total_params() const {
     const auto nodes = stage();
     return std::accumulate(nodes.begin(), nodes.end(), std::uint64_t{0},
@@ -724,11 +723,7 @@ std::uint64_t finish_program(CnnLowering& lower, const RunConfig& run, const Sys
   CnnMemory memory;
   memory.parameters = parameters();
   memory.dtype = dt;
-  memory.moments = moments_kept(run.optimiser);
-  memory.streaming = run.optimiser_state_streaming;
-  memory.sharded = run.replicated_tensor_sharding && run.replicas > 1;
-  memory.sharded_state_bytes =
-      memory.sharded ? optimiser_state_bytes(run, lower.parameter_count(), dt) : 0;
+  memory.optimiser = optimiser_memory(run, lower.total_params(), dt);
   if (ipus == 1) {
     for (auto& a : lower.scoped_activations(/*offset=*/1))
       memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});

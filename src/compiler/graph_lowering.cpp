@@ -393,11 +393,12 @@ void GraphLowering::gather(const Node& n) {
   // Rows of a weight table by index, as a new tensor on the linear mapping. The lookup
   // (popops multiSlice) is not charged: a simplification.
   if (!is_weight(n.inputs[0])) no_rule(n);
-  const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
-  bind(n.outputs[0],
-       Value{b_.linear(g_.tensor(n.outputs[0]).dtype, graph::elements(y) / y.back(), y.back()),
-             {},
-             {}});
+  bind(n.outputs[0], Value{rows_layout(n.outputs[0]), {}, {}});
+}
+
+Layout GraphLowering::rows_layout(TensorId t) const {
+  const graph::Tensor& x = g_.tensor(t);
+  return b_.linear(x.dtype, graph::elements(x.dims) / x.dims.back(), x.dims.back());
 }
 
 void GraphLowering::softmax(Steps& out, const Node& n) {
@@ -483,9 +484,8 @@ void GraphLowering::slice(Steps& out, const Node& n) {
   if (y.empty() || std::find(n.attrs.axes.begin(), n.attrs.axes.end(), last) != n.attrs.axes.end())
     no_rule(n);
   const Layout x = ready(out, n.inputs[0]).layout;
-  const std::uint64_t rows = graph::elements(y) / y.back();
-  const Layout to = b_.linear(g_.tensor(n.outputs[0]).dtype, rows, y.back());
-  b_.rearrange(out, first_rows(x, rows), to);
+  const Layout to = rows_layout(n.outputs[0]);
+  b_.rearrange(out, first_rows(x, to.positions), to);
   bind(n.outputs[0], Value{to, {}, {}});
 }
 
@@ -527,15 +527,10 @@ void GraphLowering::concat_rows(Steps& out, const Node& n) {
       part = t;
     }
   if (!part || n.attrs.axis + 1 >= y.size()) no_rule(n);
-  const std::uint32_t s = slot(*part);
-  if (slots_[s].fused_into) (void)ready_slot(out, s);
-  const trace::DType dt = g_.tensor(n.outputs[0]).dtype;
-  const std::uint64_t width = y.back();
-  Value v = slots_[s].v;
-  b_.rearrange(out, v.layout, b_.linear(dt, graph::elements(g_.tensor(*part).dims) / width, width));
-  v.layout = b_.linear(dt, graph::elements(y) / width, width);
-  bind(n.outputs[0], std::move(v));
-  if (!slots_[s].v.pending.empty()) slots_[s].fused_into = slot(n.outputs[0]);
+  fuse(out, *part, n.outputs[0], {});
+  Value& v = slots_[slot(n.outputs[0])].v;
+  b_.rearrange(out, v.layout, rows_layout(*part));
+  v.layout = rows_layout(n.outputs[0]);
 }
 
 void GraphLowering::binary(Steps& out, const Node& n, Op op) {

@@ -81,6 +81,8 @@ class GraphLowering {
   const Value& ready_slot(Steps& out, std::uint32_t s);
   // `t` with `ops` pending on it as the value of `y` (the elementwise node t -> y).
   void fuse(Steps& out, graph::TensorId t, graph::TensorId y, std::span<const trace::Op> ops);
+  // `t` on the linear mapping as rows of its last dimension.
+  Layout rows_layout(graph::TensorId t) const;
   // The gradient of `t` (the graph must have one).
   graph::TensorId gradient(graph::TensorId t) const;
   std::optional<graph::NodeId> producer(graph::TensorId t) const { return g_.tensor(t).producer; }

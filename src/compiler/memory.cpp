@@ -21,6 +21,21 @@ Holding input_buffer(std::uint64_t bytes) {
   return spread("input_buffer", TensorKind::kInput, trace::DType::kChar, bytes);
 }
 
+// Each parameter's weights, gradient accumulator and optimiser state kept on its layout (named
+// `state`/...), then a sharded optimiser state spread over the tiles.
+void hold_trained(std::vector<Holding>& out, const std::vector<Parameter>& parameters,
+                  const OptimiserMemory& o, trace::DType dtype, const std::string& state) {
+  for (const auto& p : parameters) {
+    out.push_back(on("weights/" + p.name, TensorKind::kWeight, p.layout, p.copies));
+    out.push_back(on("gradient_accumulator/" + p.name, TensorKind::kGradient, p.layout, p.copies));
+    if (!o.streaming && !o.sharded)
+      out.push_back(
+          on(state + "/" + p.name, TensorKind::kOptimiser, p.layout, o.moments * p.copies));
+  }
+  if (!o.streaming && o.sharded)
+    out.push_back(spread("optimiser_state", TensorKind::kOptimiser, dtype, o.sharded_bytes));
+}
+
 }  // namespace
 
 std::vector<Holding> inference_memory(const InferenceMemory& m) {
@@ -34,16 +49,8 @@ std::vector<Holding> inference_memory(const InferenceMemory& m) {
 
 std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
   std::vector<Holding> out;
-  for (const auto& p : c.parameters) {
-    out.push_back(on("weights/" + p.name, TensorKind::kWeight, p.layout, p.copies));
-    out.push_back(on("gradient_accumulator/" + p.name, TensorKind::kGradient, p.layout, p.copies));
-    if (!c.streaming && !c.sharded)
-      out.push_back(on((c.moments == 1 ? "momentum/" : "optimiser_state/") + p.name,
-                       TensorKind::kOptimiser, p.layout, c.moments * p.copies));
-  }
-  if (!c.streaming && c.sharded)
-    out.push_back(
-        spread("optimiser_state", TensorKind::kOptimiser, c.dtype, c.sharded_state_bytes));
+  hold_trained(out, c.parameters, c.optimiser, c.dtype,
+               c.optimiser.moments == 1 ? "momentum" : "optimiser_state");
   for (const auto& k : c.kept) {
     out.push_back(on(k.name, k.kind, k.layout, 1));
     out.back().live = k.live;
@@ -60,16 +67,7 @@ std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
 
 std::vector<Holding> stage_training_memory(const StageMemory& s) {
   std::vector<Holding> out;
-  for (const auto& p : s.parameters) {
-    out.push_back(on("weights/" + p.name, TensorKind::kWeight, p.layout, p.copies));
-    out.push_back(on("gradient_accumulator/" + p.name, TensorKind::kGradient, p.layout, p.copies));
-    if (!s.streaming && !s.sharded)
-      out.push_back(
-          on("optimiser_state/" + p.name, TensorKind::kOptimiser, p.layout, s.moments * p.copies));
-  }
-  if (!s.streaming && s.sharded)
-    out.push_back(
-        spread("optimiser_state", TensorKind::kOptimiser, s.dtype, s.sharded_state_bytes));
+  hold_trained(out, s.parameters, s.optimiser, s.dtype, "optimiser_state");
   out.push_back(spread("stashed_activations", TensorKind::kActivation, s.dtype,
                        (2 * s.stages_to_end + 1) * s.stage_input_bytes, s.loop_live));
   out.push_back(

@@ -37,6 +37,15 @@ struct Parameter {
   std::uint64_t copies = 1;
 };
 
+// Where a training program keeps its optimiser state (optimiser.hpp optimiser_memory):
+// `moments` per weight on the weight's layout, or under replicated tensor sharding a shard of
+// `sharded_bytes` spread over the tiles; nothing when it streams from Streaming Memory.
+struct OptimiserMemory {
+  std::uint64_t moments = 1;
+  bool streaming = false, sharded = false;
+  std::uint64_t sharded_bytes = 0;
+};
+
 // What an inference program's memory depends on (a CNN replica or a transformer stage).
 struct InferenceMemory {
   std::vector<Parameter> parameters;  // resident weights (a CNN's folded batch-norm scales too)
@@ -67,11 +76,7 @@ struct CnnMemory {
   // The input buffer spread over the tiles (0: none, or on the I/O tiles, which the lowering
   // places itself).
   std::uint64_t input_bytes = 0;
-  // The optimiser state (as a transformer stage's): `moments` per weight on its layout, or,
-  // under replicated tensor sharding, its shard spread over the tiles; none when streamed.
-  std::uint64_t moments = 1;
-  bool streaming = false, sharded = false;
-  std::uint64_t sharded_state_bytes = 0;
+  OptimiserMemory optimiser;
 };
 
 // In the order the program lists them: each parameter's weights, gradient accumulator and
@@ -88,14 +93,11 @@ struct StageMemory {
   // embedding and, with a tied head, the last stage too): it stashes 2 x that + 1 micro-batches
   // of stage inputs.
   std::uint64_t stages_to_end = 0;
-  std::uint64_t stage_input_bytes = 0;    // one micro-batch's activations at a stage boundary
-  std::uint64_t live_bytes = 0;           // the largest sub-layer's live activations
-  std::uint64_t input_bytes = 0;          // the host input buffer (the first IPU only; else 0)
-  bool streaming = false;                 // the optimiser state streams from the host
-  bool sharded = false;                   // replicated tensor sharding: one shard of the state
-  std::uint64_t moments = 2;              // optimiser moments kept per weight
-  std::uint64_t sharded_state_bytes = 0;  // the shard, when sharded
-  trace::Lifetime loop_live;              // the pipeline loop's program positions
+  std::uint64_t stage_input_bytes = 0;  // one micro-batch's activations at a stage boundary
+  std::uint64_t live_bytes = 0;         // the largest sub-layer's live activations
+  std::uint64_t input_bytes = 0;        // the host input buffer (the first IPU only; else 0)
+  OptimiserMemory optimiser{.moments = 2};
+  trace::Lifetime loop_live;  // the pipeline loop's program positions
 };
 
 // In the order the program lists them: each parameter's weights, gradient accumulator and

@@ -231,6 +231,16 @@ std::uint64_t optimiser_state_bytes(const RunConfig& run, std::uint64_t paramete
   return moments_kept(run.optimiser) * shard * trace::dtype_bytes(dtype);
 }
 
+OptimiserMemory optimiser_memory(const RunConfig& run, std::uint64_t parameters,
+                                 trace::DType dtype) {
+  OptimiserMemory o;
+  o.moments = moments_kept(run.optimiser);
+  o.streaming = run.optimiser_state_streaming;
+  o.sharded = run.replicated_tensor_sharding && run.replicas > 1;
+  o.sharded_bytes = o.sharded ? optimiser_state_bytes(run, parameters, dtype) : 0;
+  return o;
+}
+
 std::uint64_t lower_weight_update(IpuBuilder& b, Steps& out, const RunConfig& run,
                                   const WeightUpdate& update) {
   return Updater(b, out, run, update).run();

@@ -13,6 +13,7 @@
 
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "memory.hpp"
 
 namespace ipusim::compiler {
 
@@ -43,6 +44,9 @@ std::uint64_t moments_kept(Optimiser o);
 // weight, or of their 1/replicas shard under replicated tensor sharding.
 std::uint64_t optimiser_state_bytes(const RunConfig& run, std::uint64_t parameters,
                                     trace::DType dtype);
+// Where the run keeps the optimiser state of `parameters` elements of `dtype` (memory.hpp).
+OptimiserMemory optimiser_memory(const RunConfig& run, std::uint64_t parameters,
+                                 trace::DType dtype);
 
 // Appends the weight update to `out`. Returns the bytes of weight-tensor norms each IPU sends
 // to IPU 0 for gradient clipping (0 without): the caller adds those global exchanges

@@ -564,10 +564,7 @@ class StageProgram {
     s.stage_input_bytes = pl_.acts;
     s.live_bytes = live_bytes();
     s.input_bytes = first_ ? input_bytes() : 0;
-    s.streaming = run_.optimiser_state_streaming;
-    s.sharded = run_.replicated_tensor_sharding && run_.replicas > 1;
-    s.moments = moments_kept(run_.optimiser);
-    s.sharded_state_bytes = s.sharded ? optimiser_state_bytes(run_, params(), m_.dtype) : 0;
+    s.optimiser = optimiser_memory(run_, params(), m_.dtype);
     s.loop_live = loop_live;
     for (const Holding& h : stage_training_memory(s)) b_.hold(h);
     temporaries();

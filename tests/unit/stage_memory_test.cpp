@@ -68,7 +68,7 @@ TEST(StageMemory, AMiddleStageKeepsItsWeightsStateAndSevenStashedInputs) {
   s.stages_to_end = 3;
   s.stage_input_bytes = 1000;
   s.live_bytes = 5000;
-  s.moments = 2;
+  s.optimiser.moments = 2;
   s.loop_live = {0, 41};
   const auto held = stage_training_memory(s);
   EXPECT_EQ(names_of(held),
@@ -91,8 +91,8 @@ TEST(StageMemory, TheFirstStageShardedAndStreamedState) {
   s.parameters = {{"embedding", layout_of(30522, 64), 1}};
   s.stage_input_bytes = 1000;
   s.input_bytes = 256;
-  s.sharded = true;
-  s.sharded_state_bytes = 777;
+  s.optimiser.sharded = true;
+  s.optimiser.sharded_bytes = 777;
   auto held = stage_training_memory(s);
   ASSERT_EQ(held.size(), 6u);
   EXPECT_EQ(held[2].name, "optimiser_state");
@@ -101,7 +101,7 @@ TEST(StageMemory, TheFirstStageShardedAndStreamedState) {
   EXPECT_EQ(held[3].bytes, 1000u);  // 2 x 0 + 1 stashed
   EXPECT_EQ(held[5].name, "input_buffer");
   EXPECT_EQ(held[5].dtype, trace::DType::kChar);
-  s.streaming = true;
+  s.optimiser.streaming = true;
   held = stage_training_memory(s);
   for (const auto& h : held) EXPECT_EQ(h.name.find("optimiser_state"), std::string::npos);
 }
