@@ -22,12 +22,14 @@
 #include "graph/shapes.hpp"
 #include "graph/stages.hpp"
 #include "ipu_builder.hpp"
+#include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
 #include "norm_lowering.hpp"
 #include "optimiser.hpp"
 #include "pipeline.hpp"
+#include "weights.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -48,10 +50,12 @@ using graph::Shape;
 class CnnLowering {
  public:
   CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles,
-              std::vector<LayerNode> layers, graph::Segment stage, bool stashed)
+              const graph::TensorGraph& graph, std::vector<LayerNode> layers, graph::Segment stage,
+              bool stashed)
       : m_(m),
         run_(run),
         b_(b),
+        graph_(graph),
         norms_(b, run),
         layers_(std::move(layers)),
         first_(stage.first),
@@ -164,56 +168,11 @@ class CnnLowering {
     return out;
   }
 
-  // After the gradient-accumulation loop: the weight update of every layer's weight tensors
-  // (optimiser.hpp), as TensorFlow applies it per variable; SGD's momentum without weight
-  // decay (the CNN recipes'). Returns the bytes of weight-tensor norms it sends to IPU 0 for
-  // gradient clipping.
-  std::uint64_t weight_update(Steps& out, bool pipelined) {
-    WeightUpdate update;
-    update.parameters = total_params();
-    update.dtype = m_.dtype;
-    update.sgd_decay = false;
-    update.pipelined = pipelined;
-    for (const auto& [name, w] : parameter_layouts())
-      update.weights.push_back({w, w.elements(), 1, lars_tensor(name)});
-    return lower_weight_update(b_, out, run_, update);
-  }
-
-  // LARS adapts the conv and fc kernels; parameter_layouts names them after their layer.
-  bool lars_tensor(const std::string& name) const {
-    for (const auto& c : layers_)
-      if (c.layer->name == name) return graph::info(c.op()).lars;
-    return false;
-  }
-
-  // Each layer's parameters on the layout its forward conv created them with (createWeights;
-  // batch-norm gamma and beta on the linear mapping).
-  std::vector<std::pair<std::string, Layout>> parameter_layouts() {
-    std::vector<std::pair<std::string, Layout>> out;
-    for (const LayerNode& c : stage()) {
-      const Layer& l = *c.layer;
-      switch (graph::info(l.op).weights) {
-        case graph::Weights::kConv:
-          out.emplace_back(l.name, b_.weights_layout(forward_args(c)));
-          break;
-        case graph::Weights::kMatmul:
-          out.emplace_back(l.name, b_.weights_layout(fc_args(c)));
-          out.emplace_back(l.name + "/bias", b_.linear(m_.dtype, 1, l.out));
-          break;
-        case graph::Weights::kScaleShift:
-          out.emplace_back(l.name, b_.linear(m_.dtype, 1, 2 * c.out.c));
-          break;
-        case graph::Weights::kNone:
-          break;
-      }
-    }
-    return out;
-  }
-
-  std::uint64_t total_params() const {
-    const auto nodes = stage();
-    return std::accumulate(nodes.begin(), nodes.end(), std::uint64_t{0},
-                           [](std::uint64_t a, const LayerNode& c) { return a + c.params; });
+  // The stage's weight tensors (weights.hpp): call after lowering, as its convs are planned.
+  StageWeights weights() {
+    std::set<std::string> layers;
+    for (const LayerNode& c : stage()) layers.insert(c.layer->name);
+    return stage_weights(graph_, b_, layers);
   }
 
   // Inference: the largest input and output of one layer, live together.
@@ -655,6 +614,7 @@ class CnnLowering {
   const ModelDef& m_;
   const RunConfig& run_;
   IpuBuilder& b_;
+  const graph::TensorGraph& graph_;  // the model's, for one micro-batch
   NormLowering norms_;
   std::vector<LayerNode> layers_;    // every node of the model
   std::size_t first_, last_;         // this IPU's stage: [first_, last_) of layers_
@@ -690,11 +650,7 @@ std::uint64_t finish_program(CnnLowering& lower, const RunConfig& run, const Sys
                              const ChipSpec& chip, trace::IpuProgram& program, IpuBuilder& b,
                              std::uint32_t ipu, std::uint32_t ipus) {
   const DType dt = lower.dtype();
-  const auto parameters = [&] {  // each layer's weights, one copy (call after lowering)
-    std::vector<Parameter> out;
-    for (const auto& [name, layout] : lower.parameter_layouts()) out.push_back({name, layout, 1});
-    return out;
-  };
+  const StageWeights weights = lower.weights();
   const std::uint64_t input = ipu == 0 ? run.micro_batch * run.input_bytes_per_sample : 0;
   const auto temporaries = [&] {
     program.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, dt,
@@ -704,7 +660,7 @@ std::uint64_t finish_program(CnnLowering& lower, const RunConfig& run, const Sys
     // Resident weights (and the folded batch-norm scales and shifts), the largest pair of
     // activations live at once, the input buffer and the largest conv's temporaries.
     InferenceMemory memory;
-    memory.parameters = parameters();
+    memory.parameters = weights.parameters();
     memory.dtype = dt;
     memory.live_bytes = lower.inference_activation_bytes();
     memory.input_bytes = input;
@@ -713,7 +669,10 @@ std::uint64_t finish_program(CnnLowering& lower, const RunConfig& run, const Sys
     return 0;
   }
   const trace::Lifetime loop_live{0, trace::program_positions(program.steps) - 1};
-  const std::uint64_t norm_bytes = lower.weight_update(program.steps, ipus > 1);
+  // After the gradient-accumulation loop, the weight update (optimiser.hpp), as TensorFlow
+  // applies it per variable; SGD's momentum without weight decay (the CNN recipes').
+  const std::uint64_t norm_bytes =
+      lower_weight_update(b, program.steps, run, weights.update(dt, ipus > 1, /*sgd_decay=*/false));
   // Memory: weights, gradient accumulators and the optimiser state (16-bit) on each layer's
   // weight layout (always live; a shard spread over the tiles under replicated tensor
   // sharding, none when streamed); one IPU: the activations, checkpoints and activation
@@ -721,9 +680,9 @@ std::uint64_t finish_program(CnnLowering& lower, const RunConfig& run, const Sys
   // after the loop step at 0) uses it; the input buffer and the largest conv's temporaries
   // (always live).
   CnnMemory memory;
-  memory.parameters = parameters();
+  memory.parameters = weights.parameters();
   memory.dtype = dt;
-  memory.optimiser = optimiser_memory(run, lower.total_params(), dt);
+  memory.optimiser = optimiser_memory(run, weights.elements, dt);
   if (ipus == 1) {
     for (auto& a : lower.scoped_activations(/*offset=*/1))
       memory.kept.push_back({std::move(a.name), a.kind, a.layout, a.live});
@@ -768,6 +727,10 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     }
   }
   const std::vector<LayerNode> nodes = graph::infer_shapes(m);
+  graph::BuildOptions options;
+  options.batch = run.micro_batch;
+  options.training = !run.inference;
+  const graph::TensorGraph graph = graph::build_graph(m, options);
   const std::vector<graph::Segment> ranges = graph::pipeline_stages(nodes, m, run);
   trace::Trace t;
   t.name = run.name;
@@ -795,7 +758,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     b.record_plans(plans, ipu);
     b.share_plans(&plan_cache);
     const bool stashed = pipelined && ipu + 1 < p;
-    CnnLowering lower(m, run, b, system.chip.tiles, nodes, ranges[ipu], stashed);
+    CnnLowering lower(m, run, b, system.chip.tiles, graph, nodes, ranges[ipu], stashed);
     std::vector<PipelineStage> stages;
     for (const StageSlot& slot : ipu_stages(stage_ipus, ipu, !run.inference)) {
       PipelineStage& st = stages.emplace_back();

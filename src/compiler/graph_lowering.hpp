@@ -36,6 +36,15 @@ class GraphLowering {
   // for the first layer).
   void backward(Steps& out, const std::string& layer, Value& g);
 
+  // A layer's input (the tensor computed before it that it reads; none for the model's first
+  // layer) and its output.
+  std::optional<graph::TensorId> input_of(const std::string& name) const {
+    return layer(name).input;
+  }
+  graph::TensorId output_of(const std::string& name) const { return layer(name).output; }
+  // `t` on the linear mapping as rows of its last dimension (where an inter-IPU copy lands it).
+  Layout rows_layout(graph::TensorId t) const;
+
  private:
   struct Layer {
     std::vector<graph::NodeId> forward, backward;
@@ -81,8 +90,6 @@ class GraphLowering {
   const Value& ready_slot(Steps& out, std::uint32_t s);
   // `t` with `ops` pending on it as the value of `y` (the elementwise node t -> y).
   void fuse(Steps& out, graph::TensorId t, graph::TensorId y, std::span<const trace::Op> ops);
-  // `t` on the linear mapping as rows of its last dimension.
-  Layout rows_layout(graph::TensorId t) const;
   // The gradient of `t` (the graph must have one).
   graph::TensorId gradient(graph::TensorId t) const;
   std::optional<graph::NodeId> producer(graph::TensorId t) const { return g_.tensor(t).producer; }

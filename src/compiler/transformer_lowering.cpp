@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "graph/sublayers.hpp"
 #include "graph_lowering.hpp"
@@ -25,6 +26,7 @@
 #include "lowering.hpp"
 #include "optimiser.hpp"
 #include "pipeline.hpp"
+#include "weights.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -32,166 +34,6 @@ namespace {
 using trace::DType;
 using trace::Op;
 using trace::StepKind;
-
-// Q, K, V and output projections with biases, and the sub-layer's layer norm.
-std::uint64_t transformer_attention_params(const ModelDef& m) {
-  return 4 * m.hidden * m.hidden + 4 * m.hidden + 2 * m.hidden;
-}
-// The two FFN matmuls with biases, and the sub-layer's layer norm.
-std::uint64_t transformer_ffn_params(const ModelDef& m) {
-  return 2 * m.hidden * m.ffn + m.hidden + m.ffn + 2 * m.hidden;
-}
-// Elements of one image patch (the patch embedding's reduction width).
-std::uint64_t patch_elements(const ModelDef& m) { return m.patch * m.patch * m.channels; }
-// Token (`vocabulary` rows) or patch embedding (weights and bias, and the class token),
-// position and segment embeddings, and (post-norm) their layer norm.
-std::uint64_t transformer_embedding_params(const ModelDef& m, std::uint64_t vocabulary) {
-  const std::uint64_t inputs =
-      m.classifier ? patch_elements(m) * m.hidden + 2 * m.hidden : vocabulary * m.hidden;
-  return inputs + (m.max_positions + m.token_types) * m.hidden + (m.pre_norm ? 0 : 2 * m.hidden);
-}
-// The masked-LM head's dense layer and bias, its layer norm, and the output bias over the
-// stored (padded) vocabulary (its matmul is tied to the token embedding); an LM head is the
-// tied matmul alone; a classifier's is its matmul and bias, a span head's too (2 outputs:
-// start and end).
-std::uint64_t transformer_head_params(const ModelDef& m) {
-  if (m.classifier) return m.hidden * m.classes + m.classes;
-  if (m.span_head) return m.hidden * 2 + 2;
-  return m.lm_head ? 0 : m.hidden * m.hidden + 3 * m.hidden + m.padded_vocabulary();
-}
-// Pre-norm: the final layer norm after the last sub-layer.
-std::uint64_t transformer_final_norm_params(const ModelDef& m) {
-  return m.pre_norm ? 2 * m.hidden : 0;
-}
-
-class TransformerLowering {
- public:
-  TransformerLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b)
-      : m_(m), run_(run), b_(b), tokens_(run.micro_batch * m.sequence), packs_(run.micro_batch) {}
-
-  std::uint64_t attention_params() const { return transformer_attention_params(m_); }
-  std::uint64_t ffn_params() const { return transformer_ffn_params(m_); }
-  // The table as stored: the vocabulary padded to the model's multiple.
-  std::uint64_t embedding_params() const {
-    return transformer_embedding_params(m_, m_.padded_vocabulary());
-  }
-  std::uint64_t head_params() const { return transformer_head_params(m_); }
-  std::uint64_t final_norm_params() const { return transformer_final_norm_params(m_); }
-  // Tokens the head predicts per micro-batch: every token (LM or span head), the masked ones,
-  // or the class token of each image (classifier).
-  // A masked-LM head predicts masked_tokens + max_sequences_per_pack - 1 tokens per pack, the
-  // first positions of each (the MLPerf BERT packer puts the masked tokens first and slices
-  // max_lm_predictions = 76 + 3 - 1 = 78 per pack).
-  std::uint64_t masked() const {
-    if (m_.lm_head || m_.span_head) return tokens_;
-    if (m_.classifier) return packs_;
-    return packs_ * (m_.masked_tokens + run_.max_sequences_per_pack - 1);
-  }
-  std::uint64_t tokens() const { return tokens_; }
-  // Elements of the head's largest live tensor: one slice of the vocabulary scores, the class
-  // scores, or the start and end scores.
-  std::uint64_t head_elements() const {
-    return masked() * (m_.classifier ? m_.classes : m_.span_head ? 2 : slice_n());
-  }
-
-  // The stage's parameters, each matrix on the layout its forward matmul created it with
-  // (createWeights), `count` copies of each sub-layer's; biases and norms on the linear
-  // mapping. The embedding table is the tied vocabulary matmul's weights, slice by slice.
-  struct Parameter {
-    std::string name;
-    Layout layout;
-    std::uint64_t copies;
-    std::uint64_t tensors = 1;  // separate weight tensors of equal size in one copy's layout
-    bool vectors = false;       // biases and norms' gamma and beta (LARS skips them)
-  };
-  std::vector<Parameter> parameters(std::uint64_t n_attn, std::uint64_t n_ffn, bool embeddings,
-                                    bool heads, bool final_norm) {
-    const std::uint64_t h = m_.hidden;
-    std::vector<Parameter> out;
-    auto add = [&](const std::string& name, const Layout& l, std::uint64_t copies,
-                   std::uint64_t tensors = 1) {
-      if (copies > 0) out.push_back({name, l, copies, tensors});
-    };
-    auto add_vectors = [&](const std::string& name, const Layout& l, std::uint64_t copies,
-                           std::uint64_t tensors = 1) {
-      if (copies > 0) out.push_back({name, l, copies, tensors, /*vectors=*/true});
-    };
-    // Q, K and V: one [h, 3h] tensor, or three (run.split_qkv), feeding one matmul either way
-    // (MLPerf v1.1 Graphcore bert_model.py qkv_weights concatenates the split ones).
-    add("attention/qkv", b_.weights_layout(mm(tokens_, 3 * h, h)), n_attn, run_.split_qkv ? 3 : 1);
-    add("attention/out", b_.weights_layout(mm(tokens_, h, h)), n_attn);
-    // The QKV bias (one tensor of 3h), the output bias, layer-norm gamma and beta: 4 tensors
-    // (taken as equal in size: 6h / 4 elements each)
-    add_vectors("attention/vectors", b_.linear(m_.dtype, 1, 4 * h + 2 * h), n_attn, 4);
-    add("ffn/in", b_.weights_layout(mm(tokens_, m_.ffn, h)), n_ffn);
-    add("ffn/out", b_.weights_layout(mm(tokens_, h, m_.ffn)), n_ffn);
-    // the two biases, layer-norm gamma and beta
-    add_vectors("ffn/vectors", b_.linear(m_.dtype, 1, h + m_.ffn + 2 * h), n_ffn, 4);
-    if (embeddings && m_.classifier) {
-      add("embedding/patches", b_.weights_layout(patch_matmul()), 1);
-      // position embeddings, the class token and the patch embedding's bias
-      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types + 2, h), 1);
-    } else if (embeddings) {
-      add("embedding/table", b_.weights_layout(mm(masked(), slice_n(), h)),
-          run_.embedding_serialisation);
-      // position and token-type tables
-      add("embedding/positions", b_.linear(m_.dtype, m_.max_positions + m_.token_types, h), 1, 2);
-    }
-    if (heads && m_.classifier) {
-      add("heads/classifier", b_.weights_layout(mm(masked(), m_.classes, h)), 1);
-      add_vectors("heads/bias", b_.linear(m_.dtype, 1, m_.classes), 1);
-    } else if (heads && m_.span_head) {
-      add("heads/span", b_.weights_layout(mm(tokens_, 2, h)), 1);
-      add_vectors("heads/bias", b_.linear(m_.dtype, 1, 2), 1);
-    } else if (heads && !m_.lm_head) {
-      add("heads/dense", b_.weights_layout(mm(tokens_, h, h)), 1);
-      // the dense layer's bias, the layer norm's gamma and beta; the output bias
-      add_vectors("heads/vectors", b_.linear(m_.dtype, 1, 3 * h), 1, 3);
-      add_vectors("heads/bias", b_.linear(m_.dtype, 1, m_.padded_vocabulary()), 1);
-    }
-    if (final_norm && m_.pre_norm)
-      add_vectors("final_norm/vectors", b_.linear(m_.dtype, 1, 2 * h), 1, 2);
-    return out;
-  }
-
-  // Columns of one serialised slice of the (padded) vocabulary matmul.
-  std::uint64_t slice_n() const {
-    return ceil_div(m_.padded_vocabulary(), run_.embedding_serialisation);
-  }
-
-  // The stage input (an inter-IPU copy, or the embeddings' output) on the linear layout.
-  Value stage_input() const { return Value{b_.linear(m_.dtype, tokens_, m_.hidden), {}}; }
-
-  // The images of a micro-batch as the patch embedding reads them: [patches, patch elements]
-  // per image, created for the matmul (createInput), where the host stream lands.
-  Layout image_layout() { return b_.input_layout(patch_matmul()); }
-  // The patch embedding of a micro-batch: [images x patches, patch elements] x [patch
-  // elements, hidden] (a patch x patch conv with stride patch is that matmul).
-  plan::ConvArgs patch_matmul() const {
-    return mm(packs_ * m_.patches(), m_.hidden, patch_elements(m_));
-  }
-
-  // Bytes of one micro-batch's predictions: a 32-bit token id per predicted token (the heads
-  // compute the vocabulary scores on the IPU; only the chosen ids go back), or a span head's
-  // two 16-bit scores per token.
-  std::uint64_t output_bytes() const { return masked() * 4; }
-  // compiler::flush (lowering.hpp) with this lowering's builder.
-  void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
-
- private:
-  plan::ConvArgs mm(std::uint64_t m, std::uint64_t n, std::uint64_t k) const {
-    return IpuBuilder::matmul_args(m, n, k, m_.dtype);
-  }
-  const ModelDef& m_;
-  const RunConfig& run_;
-  IpuBuilder& b_;
-  std::uint64_t tokens_;
-  std::uint64_t packs_;
-};
-
-}  // namespace
-
-namespace {
 
 void check_placement(const ModelDef& m, const RunConfig& run) {
   if (run.placement.size() != run.ipus_per_replica)
@@ -257,6 +99,7 @@ struct Pipeline {
     if (model.masked_tokens > 0)
       options.masked_tokens = model.masked_tokens + r.max_sequences_per_pack - 1;
     options.vocabulary_serial = r.embedding_serialisation;
+    options.split_qkv = r.split_qkv;
     graph = graph::build_graph(model, options);
     if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
   }
@@ -283,7 +126,6 @@ class StageProgram {
         ipu_(ipu),
         program_(program),
         b_(b),
-        lower_(pl.m, pl.run, b),
         graph_(pl.graph, pl.gradients, b),
         n_attn_(pl.run.placement[ipu].first),
         n_ffn_(pl.run.placement[ipu].second),
@@ -309,7 +151,7 @@ class StageProgram {
     program_.steps.push_back(std::move(loop));
     if (heads_) {
       const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-      b_.host(program_.steps, lower_.output_bytes(), trace::HostDirection::kFromIpu,
+      b_.host(program_.steps, output_bytes(), trace::HostDirection::kFromIpu,
               trace::HostMemory::kHost);
     }
     lay_out_parameters();
@@ -318,7 +160,7 @@ class StageProgram {
       b_.keep_in_streaming_memory(std::accumulate(loads.begin(), loads.end(), std::uint64_t{0}));
     }
     InferenceMemory memory;
-    memory.parameters = run_.streamed_weights ? weight_buffer() : held_parameters();
+    memory.parameters = run_.streamed_weights ? weight_buffer() : weights_.parameters();
     memory.dtype = m_.dtype;
     memory.live_bytes = live_bytes();
     memory.input_bytes = first_ ? input_bytes() : 0;
@@ -340,24 +182,28 @@ class StageProgram {
   }
 
  private:
-  using Parameters = std::vector<TransformerLowering::Parameter>;
-
-  // One micro-batch of host input, on the layout of its first reader: the images on the patch
-  // embedding's input layout, token ids linearly.
+  // One micro-batch of host input, on the layout of its first reader: images on the input
+  // layout the first conv creates for them (createInput), token ids linearly.
   std::uint64_t input_bytes() const { return run_.micro_batch * run_.input_bytes_per_sample; }
   Layout input_layout() {
-    return m_.classifier ? lower_.image_layout()
-                         : b_.linear(DType::kChar, 1, std::max<std::uint64_t>(input_bytes(), 1));
+    for (const graph::Node& n : pl_.graph.nodes())
+      if (n.op == graph::Primitive::kConv && !n.backward)
+        if (const auto args = planned_args(pl_.graph, n)) return b_.input_layout(*args);
+    return b_.linear(DType::kChar, 1, std::max<std::uint64_t>(input_bytes(), 1));
   }
-  // The stage's weight tensors, laid out once (after its stages, as their convs are planned).
-  const Parameters& parameters() const { return parameters_; }
-  void lay_out_parameters() {
-    parameters_ = lower_.parameters(n_attn_, n_ffn_, first_, heads_, last_);
+  // Bytes of one micro-batch's predictions: 32 bits per row of the model's output (the heads
+  // compute the scores on the IPU; only the chosen token id or class goes back, or a span
+  // head's start and end scores, 16 bits each).
+  std::uint64_t output_bytes() const {
+    const graph::Dims& y = pl_.graph.tensor(pl_.graph.nodes().back().outputs[0]).dims;
+    return graph::elements(y) / y.back() * 4;
   }
-  // The weight tensors as the memory passes take them (memory.hpp).
-  std::vector<Parameter> held_parameters() const {
-    std::vector<Parameter> out;
-    for (const auto& param : parameters_) out.push_back({param.name, param.layout, param.copies});
+  // The stage's weight tensors (weights.hpp), laid out once (after its stages, as their
+  // matmuls are planned).
+  void lay_out_parameters() { weights_ = stage_weights(pl_.graph, b_, layers(blocks_)); }
+  static std::set<std::string> layers(const std::vector<graph::Block>& blocks) {
+    std::set<std::string> out;
+    for (const auto& blk : blocks) out.insert(blk.layer);
     return out;
   }
   // Phased execution holds one phase's weights at a time: a buffer the size of the largest
@@ -368,13 +214,25 @@ class StageProgram {
     if (largest == 0) return {};
     return {{"streamed_buffer", b_.linear(DType::kChar, 1, largest), 1}};
   }
-  // The largest sub-layer's live activations (the heads' IPU: or one slice of the vocabulary
-  // scores, when larger: an LM head's over every token) and four stage boundaries.
+  // The largest activation the stage's sub-layers compute (a serialised matmul's: one step's
+  // columns; the attention scores, an FFN's hidden layer or a slice of the vocabulary scores)
+  // and four stage boundaries, in bytes.
   std::uint64_t live_bytes() const {
-    const std::uint64_t heads_rows = run_.micro_batch * m_.heads * m_.sequence;
-    return std::max({heads_rows * m_.sequence * pl_.eb, lower_.tokens() * m_.ffn * pl_.eb,
-                     heads_ ? lower_.head_elements() * pl_.eb : 0}) +
-           4 * pl_.acts;
+    const std::set<std::string> mine = layers(blocks_);
+    std::uint64_t most = 0;
+    for (const graph::Node& n : pl_.graph.nodes()) {
+      if (n.backward || !mine.contains(n.layer)) continue;
+      for (const graph::TensorId t : n.outputs) {
+        const graph::Tensor& y = pl_.graph.tensor(t);
+        const std::uint64_t cols = y.dims.empty() ? 1 : y.dims.back();
+        const std::uint64_t step_cols =
+            ceil_div(std::max(cols, n.attrs.padded_columns), std::max(1U, n.attrs.serial));
+        const std::uint64_t per_step = n.attrs.serial > 1 ? step_cols : cols;
+        most =
+            std::max(most, graph::elements(y.dims) / cols * per_step * trace::dtype_bytes(y.dtype));
+      }
+    }
+    return most + 4 * pl_.acts;
   }
   void temporaries() {
     program_.tensors.push_back({"matmul_temporaries", trace::TensorKind::kTemp, m_.dtype,
@@ -406,18 +264,14 @@ class StageProgram {
         ends ? b_.scope(blocks.back().layer, pass, graph::info(end).kind) : b_.scope("", pass);
     if (ends) load_weights(out, loads.back());
     if (ends) lower_block(out, blocks.back(), v, forward);
-    lower_.flush(out, v);
+    compiler::flush(b_, out, v);
   }
 
-  // The weight tensors of one sub-layer of this stage (parameters(): one attention or FFN
-  // sub-layer, the embeddings, the heads or the final norm), in bytes.
-  std::uint64_t block_bytes(graph::Op kind) {
-    const bool attn = kind == graph::Op::kAttention, ffn = kind == graph::Op::kFfn;
+  // The bytes of the weight tensors of one sub-layer (those it reads first).
+  std::uint64_t block_bytes(const graph::Block& block) {
     std::uint64_t total = 0;
-    for (const auto& param :
-         lower_.parameters(attn ? 1 : 0, ffn ? 1 : 0, kind == graph::Op::kEmbedding,
-                           kind == graph::Op::kHeads, kind == graph::Op::kFinalNorm))
-      total += param.layout.elements() * trace::dtype_bytes(param.layout.dtype) * param.copies;
+    for (const HeldWeights& w : stage_weights(pl_.graph, b_, {block.layer}).held)
+      total += w.layout.elements() * trace::dtype_bytes(w.layout.dtype) * w.count;
     return total;
   }
   // Phased execution (run.weights streamed), as popxl's BERT inference runs it: before each
@@ -432,9 +286,9 @@ class StageProgram {
       const bool with_attention =
           blocks[i].kind == graph::Op::kFfn && i > 0 && blocks[i - 1].kind == graph::Op::kAttention;
       if (with_attention)
-        out[i - 1] += block_bytes(graph::Op::kFfn);
+        out[i - 1] += block_bytes(blocks[i]);
       else
-        out[i] = block_bytes(blocks[i].kind);
+        out[i] = block_bytes(blocks[i]);
     }
     return out;
   }
@@ -475,8 +329,14 @@ class StageProgram {
 
   // The stage's forward (in `pass`: forward or recompute) of the blocks selected.
   void forward(Steps& out, trace::Pass pass, bool embedding = true, bool body = true) {
-    Value x = lower_.stage_input();
-    run_blocks(out, selected(embedding, body), pass, x, /*forward=*/true);
+    const auto blocks = selected(embedding, body);
+    Value x = arriving(blocks.empty() ? std::nullopt : graph_.input_of(blocks.front().layer));
+    run_blocks(out, blocks, pass, x, /*forward=*/true);
+  }
+  // What an inter-IPU copy delivers to a stage: the tensor `t` (none: nothing), linearly.
+  Value arriving(std::optional<graph::TensorId> t) const {
+    if (!t || pl_.graph.tensor(*t).dims.empty()) return Value{};
+    return Value{graph_.rows_layout(*t), {}};
   }
 
   // Pipeline recomputation: the forward again, then the backward in reverse order.
@@ -484,7 +344,9 @@ class StageProgram {
     forward(out, trace::Pass::kRecompute, embedding, body);
     auto blocks = selected(embedding, body);
     std::reverse(blocks.begin(), blocks.end());
-    Value g = lower_.stage_input();
+    // The gradient of the last sub-layer's output (of the loss: not read).
+    Value g = arriving(blocks.empty() ? std::nullopt
+                                      : std::optional(graph_.output_of(blocks.front().layer)));
     run_blocks(out, blocks, trace::Pass::kDataGradient, g, /*forward=*/false);
   }
 
@@ -529,28 +391,11 @@ class StageProgram {
       program_.steps.push_back(std::move(loop));
   }
 
-  // The stage's parameters in elements (all its weight tensors).
-  std::uint64_t params() const {
-    std::uint64_t n = n_attn_ * lower_.attention_params() + n_ffn_ * lower_.ffn_params();
-    if (first_) n += lower_.embedding_params();
-    if (heads_) n += lower_.head_params();
-    if (last_) n += lower_.final_norm_params();
-    return n;
-  }
-
-  // The weight update of the stage's weight tensors (optimiser.hpp): each parameter's equal
-  // tensors as one loop. Returns the bytes of weight-tensor norms it sends for gradient
-  // clipping.
+  // The weight update of the stage's weight tensors (optimiser.hpp). Returns the bytes of
+  // weight-tensor norms it sends for gradient clipping.
   std::uint64_t weight_update() {
-    WeightUpdate update;
-    update.parameters = params();
-    update.dtype = m_.dtype;
-    update.pipelined = pl_.pipelined;
-    for (const auto& param : parameters())
-      update.weights.push_back({IpuBuilder::part(param.layout, param.tensors),
-                                param.layout.elements() / param.tensors,
-                                param.copies * param.tensors, !param.vectors});
-    return lower_weight_update(b_, program_.steps, run_, update);
+    return lower_weight_update(b_, program_.steps, run_,
+                               weights_.update(m_.dtype, pl_.pipelined, /*sgd_decay=*/true));
   }
 
   // Memory (stage_training_memory): weights and gradient accumulators, optimiser state unless
@@ -558,13 +403,13 @@ class StageProgram {
   // pipeline loop), the input buffer; then the planner's temporaries.
   void memory(const trace::Lifetime& loop_live) {
     StageMemory s;
-    s.parameters = held_parameters();
+    s.parameters = weights_.parameters();
     s.dtype = m_.dtype;
     s.stages_to_end = first_ ? 0 : pl_.p - ipu_;
     s.stage_input_bytes = pl_.acts;
     s.live_bytes = live_bytes();
     s.input_bytes = first_ ? input_bytes() : 0;
-    s.optimiser = optimiser_memory(run_, params(), m_.dtype);
+    s.optimiser = optimiser_memory(run_, weights_.elements, m_.dtype);
     s.loop_live = loop_live;
     for (const Holding& h : stage_training_memory(s)) b_.hold(h);
     temporaries();
@@ -576,12 +421,11 @@ class StageProgram {
   std::uint32_t ipu_;
   trace::IpuProgram& program_;
   IpuBuilder& b_;
-  TransformerLowering lower_;
   GraphLowering graph_;  // the sub-layers lowered from the tensor graph
   std::uint32_t n_attn_, n_ffn_;
   bool first_, last_, heads_;
   std::vector<graph::Block> blocks_;  // the sub-layers it runs, in forward order
-  Parameters parameters_;
+  StageWeights weights_;
 };
 
 }  // namespace

@@ -277,13 +277,13 @@ TEST(CompilerCnnPipeline, TheExamplesB4SplitPutsStagesOneToThreeOnIpuZero) {
 
 TEST(CnnPipeline, GradientClippingSendsEachIpusNormsToIpuZeroAsATransformerDoes) {
   // The weight update is one pass for every model (optimiser.hpp): split before b2/0/conv1,
-  // IPU 1 holds b2/0's four conv kernels, its four batch norms' scale-and-shift tensors and
-  // the fc's weights and bias: 10 weight tensors, a 4-byte norm each.
+  // IPU 1 holds b2/0's four conv kernels, its four batch norms' gamma and beta and the fc's
+  // weights and bias: 14 weight tensors, a 4-byte norm each.
   const trace::Trace t = compile_split("b2/0/conv1", {"run.gradient_clipping=global_norm"});
   ASSERT_EQ(t.global_exchanges.size(), 3u);  // the pipeline's copy, the norms, the factor
   EXPECT_EQ(t.global_exchanges[1].name, "clip_norms");
   ASSERT_EQ(t.global_exchanges[1].copies.size(), 1u);
-  EXPECT_EQ(t.global_exchanges[1].copies[0].bytes, 10u * 4);
+  EXPECT_EQ(t.global_exchanges[1].copies[0].bytes, 14u * 4);
   ASSERT_EQ(t.global_exchanges[2].copies.size(), 1u);
   EXPECT_EQ(t.global_exchanges[2].copies[0].bytes, 4u);
   for (const auto& p : t.ipus) {

@@ -325,7 +325,7 @@ TEST(CompilerLayout, EveryParameterOfACompiledModelLivesOnItsLayout) {
     for (const std::string kind : {"weights/", "gradient_accumulator/", "momentum/"}) {
       const trace::Tensor* found = nullptr;
       for (const auto& tensor : t.ipus[0].tensors)
-        if (tensor.name == kind + l.name) found = &tensor;
+        if (tensor.name == kind + l.name + ".weight") found = &tensor;
       ASSERT_NE(found, nullptr) << kind << l.name;
       EXPECT_EQ(found->tiles.first, 0u);
       EXPECT_LT(found->tiles.last, system.spec.chip.tiles);
@@ -475,27 +475,33 @@ TEST(CompilerCnn, LarsTakesTwoNormsOfEachConvAndFcKernelOnItsOwnTiles) {
     std::uint64_t partials = 0;    // their vertex instances x inputs each
     std::size_t squares = 0;       // compute sets squaring anything
   };
+  // Counted per execution: equal weight tensors are updated in one loop.
   const auto norms = [](const trace::IpuProgram& p) {
     Norms n;
-    for (const trace::Step& s : p.steps) {
-      if (s.kind != StepKind::kCompute) continue;
-      const trace::ComputeSet& cs = p.compute_sets[s.index];
-      bool first = false;
-      bool square = false;
-      for (const trace::Vertex& v : cs.vertices) {
-        square |= (v.codelet == trace::Codelet::kUnary || v.codelet == trace::Codelet::kMap) &&
-                  v.params[trace::slot::kEltOp] == static_cast<std::int64_t>(Op::kSquare);
-        if (v.codelet == trace::Codelet::kReduce &&
-            s.pass_of(cs.provenance) == trace::Pass::kWeightUpdate &&
-            v.params[trace::slot::kReduceIn] == static_cast<std::int64_t>(trace::DType::kHalf)) {
-          first = true;
-          n.partials +=
-              v.instances() * static_cast<std::uint64_t>(v.params[trace::slot::kReduceInputs]);
+    std::function<void(const Steps&, std::uint64_t)> walk = [&](const Steps& steps,
+                                                                std::uint64_t times) {
+      for (const trace::Step& s : steps) {
+        if (s.kind == StepKind::kRepeat) walk(s.body, times * s.count);
+        if (s.kind != StepKind::kCompute) continue;
+        const trace::ComputeSet& cs = p.compute_sets[s.index];
+        bool first = false;
+        bool square = false;
+        for (const trace::Vertex& v : cs.vertices) {
+          square |= (v.codelet == trace::Codelet::kUnary || v.codelet == trace::Codelet::kMap) &&
+                    v.params[trace::slot::kEltOp] == static_cast<std::int64_t>(Op::kSquare);
+          if (v.codelet == trace::Codelet::kReduce &&
+              s.pass_of(cs.provenance) == trace::Pass::kWeightUpdate &&
+              v.params[trace::slot::kReduceIn] == static_cast<std::int64_t>(trace::DType::kHalf)) {
+            first = true;
+            n.partials += times * v.instances() *
+                          static_cast<std::uint64_t>(v.params[trace::slot::kReduceInputs]);
+          }
         }
+        n.first_stages += first ? times : 0;
+        n.squares += square ? times : 0;
       }
-      n.first_stages += first;
-      n.squares += square;
-    }
+    };
+    walk(p.steps, 1);
     return n;
   };
   std::size_t kernels = 0;
@@ -1396,15 +1402,16 @@ TEST(CompilerPipeline, LambTakesTwoNormsOfEachWeightTensorAndClippingOneMore) {
   // tiles, each one SQUARE_ADD reduction to one value (no square pass of its own); clipping
   // adds one ReduceSumSquare per tensor, the same reduction. bert_tiny's IPU 1 holds 6 + 6
   // weight tensors (see above); IPU 0 the same 12, the 2 embedding-table slices, the position
-  // and token-type tables (2) and the heads' dense weight and 4 vectors: 21. Counted: the
-  // norms' first (tile-local) stages, reductions of one row to one value.
+  // and token-type tables (2), the embeddings' layer-norm gamma and beta (2) and the heads'
+  // dense weight and 4 vectors: 23. Counted: the norms' first (tile-local) stages, reductions
+  // of one row to one value.
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun plain = load_run(dir + "bert_tiny-pod16.yaml");
   const ModelDef model = load_model(plain.run.model_file);
   const auto system = ipusim::load_system(plain.run.system_file).spec;
   const trace::Trace t = compile(model, plain.run, system);
   EXPECT_EQ(update_executions(t.ipus[1], "reduce_chan_1", "/local"), 2u * 12);
-  EXPECT_EQ(update_executions(t.ipus[0], "reduce_chan_1", "/local"), 2u * 21);
+  EXPECT_EQ(update_executions(t.ipus[0], "reduce_chan_1", "/local"), 2u * 23);
   EXPECT_EQ(update_executions(t.ipus[1], "square"), 0u);
   // Each LAMB update (div, mul, sub; one fused chain, as bert_tiny fuses elementwise ops) runs
   // once per tensor.
@@ -1420,7 +1427,8 @@ TEST(CompilerPipeline, LarsAdaptsATransformersMatricesAndSkipsItsBiasesAndNorms)
   // norms and the trust-ratio update of each matrix, the plain momentum of each bias and norm
   // vector (TensorFlow's LARS skip list). bert_tiny's IPU 1: the QKV, output and two FFN
   // matrices (4) and 8 vectors; IPU 0 also the 2 embedding-table slices, the position and
-  // token-type tables and the heads' dense weight (9 matrices) and the heads' 4 vectors (12).
+  // token-type tables and the heads' dense weight (9 matrices), the embeddings' layer-norm
+  // gamma and beta and the heads' 4 vectors (14).
   const std::string dir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
   const LoadedRun lars = load_run(dir + "bert_tiny-pod16.yaml", {"run.optimiser=lars"});
   const trace::Trace t = compile(load_model(lars.run.model_file), lars.run,
@@ -1430,7 +1438,7 @@ TEST(CompilerPipeline, LarsAdaptsATransformersMatricesAndSkipsItsBiasesAndNorms)
   EXPECT_EQ(update_executions(t.ipus[1], "map_mul_mul_add_sub"), 8u);
   EXPECT_EQ(update_executions(t.ipus[0], "reduce_chan_1", "/local"), 2u * 9);
   EXPECT_EQ(update_executions(t.ipus[0], "map_mul_add_mul_mul_add_sub"), 9u);
-  EXPECT_EQ(update_executions(t.ipus[0], "map_mul_mul_add_sub"), 12u);
+  EXPECT_EQ(update_executions(t.ipus[0], "map_mul_mul_add_sub"), 14u);
 }
 
 TEST(CompilerVit, ImageModelErrorsNameTheKey) {

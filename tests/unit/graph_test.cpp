@@ -53,11 +53,9 @@ TEST(GraphOps, EveryCnnOpIsFoundByItsModelFileNameAndNothingElseIs) {
   EXPECT_FALSE(info(Op::kEmbedding).numbered || info(Op::kHeads).numbered);
   EXPECT_EQ(op_named("conv2d"), std::nullopt);
   EXPECT_EQ(op_named(""), std::nullopt);
-  // The facts the lowering reads (docs/models.md): what is a conv, what LARS adapts, what
-  // keeps its output and what takes a second operand.
+  // The facts the lowering reads (docs/models.md): what is a conv, what keeps its output and
+  // what takes a second operand (what LARS adapts: tests/unit/weights_test.cpp).
   EXPECT_TRUE(is_conv(Op::kConv) && is_conv(Op::kDwconv) && !is_conv(Op::kFc));
-  EXPECT_TRUE(info(Op::kFc).lars && info(Op::kConv).lars && !info(Op::kBatchNorm).lars &&
-              !info(Op::kGroupNorm).lars);
   EXPECT_FALSE(info(Op::kRelu).keeps_output || info(Op::kAdd).keeps_output);
   EXPECT_TRUE(info(Op::kSwish).keeps_output && info(Op::kMaxPool).keeps_output);
   for (const OpInfo& row : kOps)

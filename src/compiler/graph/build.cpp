@@ -187,11 +187,15 @@ class TransformerBuilder {
   TensorId weight(const std::string& name, Dims dims) {
     return g_.weight(name, std::move(dims), m_.dtype);
   }
-  // A linear layer: x [..., in] times w [out, in] read transposed, plus a bias.
-  TensorId linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name) {
+  // A linear layer: x [..., in] times w [out, in] read transposed (kept as `parts` equal
+  // tensors), plus a bias.
+  TensorId linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
+                  std::uint32_t parts = 1) {
     Attrs a;
     a.transpose_b = true;
-    const TensorId y = g_.add(P::kMatmul, {x, weight(name + ".weight", {out, in})}, a);
+    const TensorId w = weight(name + ".weight", {out, in});
+    g_.tensor(w).parts = parts;
+    const TensorId y = g_.add(P::kMatmul, {x, w}, a);
     return g_.add(P::kAdd, {y, weight(name + ".bias", {out})});
   }
   TensorId layer_norm(TensorId x, const std::string& name) {
@@ -250,6 +254,7 @@ class TransformerBuilder {
       x = g_.add(P::kConcat, {cls, tokens}, rows);
     } else {
       table_ = weight("word_embeddings.weight", {m_.vocabulary, h});
+      g_.tensor(table_).stored = {m_.padded_vocabulary(), h};
       x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
       if (m_.token_types > 0)
         x = g_.add(P::kAdd, {x, g_.add(P::kGather,
@@ -272,8 +277,10 @@ class TransformerBuilder {
     Attrs split;
     split.axis = 2;
     split.dims = {h, h, h};
+    // Split, three [h, h] weights concatenated for the one matmul (MLPerf v1.1 Graphcore
+    // bert_model.py qkv_weights).
     const std::vector<TensorId> qkv =
-        g_.add_node(P::kSplit, {linear(in, h, 3 * h, layer + ".qkv")}, split);
+        g_.add_node(P::kSplit, {linear(in, h, 3 * h, layer + ".qkv", o_.split_qkv ? 3 : 1)}, split);
     // [B, S, h] -> [B, heads, S, d]
     auto per_head = [&](TensorId t) {
       return transpose(reshape(t, {b, s, heads, d}), {0, 2, 1, 3});
@@ -343,8 +350,9 @@ class TransformerBuilder {
       const std::uint64_t masked = o_.masked_tokens > 0 ? o_.masked_tokens : m_.masked_tokens;
       TensorId y = g_.add(P::kGelu, {linear(x, h, h, "heads.transform")});
       y = first_positions(layer_norm(y, "heads.transform.LayerNorm"), masked);
-      y = g_.add(P::kAdd,
-                 {g_.add(P::kMatmul, {y, table_}, tied), weight("heads.bias", {m_.vocabulary})});
+      const TensorId bias = weight("heads.bias", {m_.vocabulary});
+      g_.tensor(bias).stored = {m_.padded_vocabulary()};
+      y = g_.add(P::kAdd, {g_.add(P::kMatmul, {y, table_}, tied), bias});
       loss(reshape(y, {b * masked, m_.vocabulary}));
     }
   }

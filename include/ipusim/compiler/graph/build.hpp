@@ -21,6 +21,8 @@ struct BuildOptions {
   // Steps the tied vocabulary matmul of a masked-LM or LM head is serialised into (its columns,
   // the vocabulary padded to the model's multiple; run.embedding_serialisation).
   std::uint32_t vocabulary_serial = 1;
+  // Q, K and V as three weight tensors concatenated for one matmul (run.split_qkv), not one.
+  bool split_qkv = false;
 };
 
 // The forward graph of `m` (no backward: add_backward). Its shape errors are ConfigErrors

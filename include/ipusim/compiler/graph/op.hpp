@@ -76,7 +76,6 @@ struct OpInfo {
   // their input: batch norm, ReLU, the residual add; the loss keeps its input).
   bool keeps_output;
   Weights weights;
-  bool lars;  // LARS adapts its weights (conv and fc kernels; norms and biases are skipped)
   Family family = Family::kCnn;
   bool numbered = false;  // a transformer sub-layer there is one of per encoder layer
   bool windowed = false;  // takes a kernel (window) and a stride: convs and max pooling
@@ -87,50 +86,50 @@ struct OpInfo {
 // docs and errors list ops in.
 inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::kConv, "conv", trace::OpKind::kConv, "", OutChannels::kRequired, true, true,
-     Weights::kConv, true, Family::kCnn, false, true},
+     Weights::kConv, Family::kCnn, false, true},
     {Op::kDwconv, "dwconv", trace::OpKind::kConv, "", OutChannels::kOptional, true, true,
-     Weights::kConv, true, Family::kCnn, false, true},
+     Weights::kConv, Family::kCnn, false, true},
     {Op::kBatchNorm, "batchnorm", trace::OpKind::kBatchNorm, "", OutChannels::kNone, false, false,
-     Weights::kScaleShift, false},
+     Weights::kScaleShift},
     // popnn's group norm (model.norm_groups groups), through the same poplin norm functions as
     // batch norm: its steps carry the batch_norm kind.
     {Op::kGroupNorm, "groupnorm", trace::OpKind::kBatchNorm, "", OutChannels::kNone, false, false,
-     Weights::kScaleShift, false},
+     Weights::kScaleShift},
     {Op::kRelu, "relu", trace::OpKind::kElementwise, "", OutChannels::kNone, false, false,
-     Weights::kNone, false},
+     Weights::kNone},
     {Op::kSwish, "swish", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
-     Weights::kNone, false},
+     Weights::kNone},
     {Op::kSigmoid, "sigmoid", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
-     Weights::kNone, false},
+     Weights::kNone},
     {Op::kMaxPool, "maxpool", trace::OpKind::kPool, "", OutChannels::kNone, false, true,
-     Weights::kNone, false, Family::kCnn, false, true},
+     Weights::kNone, Family::kCnn, false, true},
     {Op::kAdd, "add", trace::OpKind::kElementwise, "the second operand", OutChannels::kNone, false,
-     false, Weights::kNone, false},
+     false, Weights::kNone},
     {Op::kScale, "scale", trace::OpKind::kElementwise, "the per-channel factors",
-     OutChannels::kNone, false, true, Weights::kNone, false},
+     OutChannels::kNone, false, true, Weights::kNone},
     // Feature maps joined along channels (DenseNet, U-Net): a new tensor, the input's
     // channels first (torch.cat(dim=1)).
     {Op::kConcat, "concat", trace::OpKind::kCopy, "the feature map joined after the input",
-     OutChannels::kNone, false, true, Weights::kNone, false},
+     OutChannels::kNone, false, true, Weights::kNone},
     {Op::kAvgPool, "avgpool", trace::OpKind::kPool, "", OutChannels::kNone, false, true,
-     Weights::kNone, false},
+     Weights::kNone},
     // Nearest-neighbour upsampling by a whole factor (nn.Upsample(scale_factor, "nearest")).
     {Op::kUpsample, "upsample", trace::OpKind::kCopy, "", OutChannels::kNone, false, true,
-     Weights::kNone, false, Family::kCnn, false, false, true},
+     Weights::kNone, Family::kCnn, false, false, true},
     {Op::kFc, "fc", trace::OpKind::kMatmul, "", OutChannels::kRequired, false, true,
-     Weights::kMatmul, true},
+     Weights::kMatmul},
     {Op::kSoftmaxLoss, "softmax_loss", trace::OpKind::kLoss, "", OutChannels::kNone, false, false,
-     Weights::kNone, false},
+     Weights::kNone},
     {Op::kEmbedding, "embedding", trace::OpKind::kEmbedding, "", OutChannels::kNone, false, false,
-     Weights::kNone, false, Family::kTransformer, false},
+     Weights::kNone, Family::kTransformer, false},
     {Op::kAttention, "attention", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
-     Weights::kNone, false, Family::kTransformer, true},
+     Weights::kNone, Family::kTransformer, true},
     {Op::kFfn, "ffn", trace::OpKind::kNone, "", OutChannels::kNone, false, false, Weights::kNone,
-     false, Family::kTransformer, true},
+     Family::kTransformer, true},
     {Op::kFinalNorm, "final_norm", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
-     Weights::kNone, false, Family::kTransformer, false},
+     Weights::kNone, Family::kTransformer, false},
     {Op::kHeads, "heads", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
-     Weights::kNone, false, Family::kTransformer, false},
+     Weights::kNone, Family::kTransformer, false},
 }};
 
 // A table has a named row for every op, row i for op i: what the static_assert below holds the

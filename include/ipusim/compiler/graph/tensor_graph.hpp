@@ -47,6 +47,14 @@ struct Tensor {
   trace::DType dtype = trace::DType::kHalf;
   Role role = Role::kActivation;
   std::optional<NodeId> producer;  // none for inputs, constants, weights and optimiser state
+  // A weight as the IPU stores it, when that differs from `dims` (the framework's shape): a
+  // vocabulary table or bias padded to the model's multiple. Memory and the optimiser take
+  // it; the parameter count takes `dims`.
+  Dims stored;
+  // A weight kept and updated as this many equal tensors that its reader takes as one (Q, K
+  // and V concatenated for one matmul).
+  std::uint32_t parts = 1;
+  const Dims& stored_dims() const { return stored.empty() ? dims : stored; }
 };
 
 // The primitive ops, one row each in graph::kPrimitives (primitive.hpp). Rows from kConvDataGrad
