@@ -18,6 +18,7 @@
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/driver/unused_keys.hpp"
 #include "ipusim/model/simulation.hpp"
+#include "ipusim/plan/cache.hpp"
 #include "ipusim/report/report.hpp"
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/trace/trace_io.hpp"
@@ -190,6 +191,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   }();
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
                trace.replicas);
+  if (compiling) plan::log_plan_store_use();
   // A compiled trace records its target; running it elsewhere is allowed (what-if studies
   // sometimes want exactly that) but never silent.
   std::vector<std::string> mismatches =
