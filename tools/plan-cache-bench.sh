@@ -3,7 +3,8 @@
 # Whole-process time of one `ipusim run --run RUN` with the plan cache off, cold (an empty cache
 # folder each run) and warm (docs/performance.md "A plan cache"), on one core (taskset -c 0),
 # the three interleaved; prints each one's median wall time of N runs (and its spread) and the
-# engine's median wall time from the run's perf line. The cache lives in a temporary folder,
+# medians of the parts the run logs (its "timing" line: loading configs, compiling, the model,
+# outputs; the rest is process start-up and exit). The cache lives in a temporary folder,
 # never the user's.
 #
 # Usage: tools/plan-cache-bench.sh [--build DIR] [--runs N] [RUN.yaml]
@@ -31,7 +32,7 @@ export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 pin=(taskset -c 0)
 command -v taskset >/dev/null || pin=()
 
-# One run: prints "wall_s engine_wall_s".
+# One run: prints "wall_s configs_s compile_s model_s outputs_s".
 one() {
   local cache="$1"; shift
   local start end
@@ -39,9 +40,9 @@ one() {
   XDG_CACHE_HOME="$cache" "${pin[@]}" "$ipusim" run -q --log-level info --run "$run" "$@" \
     2>"$tmp/err" >/dev/null
   end=$(date +%s%N)
-  local engine
-  engine=$(sed -n 's/.*perf engine=[a-z]* wall_s=\([0-9.]*\).*/\1/p' "$tmp/err")
-  echo "$(( (end - start) / 1000 ))e-6 ${engine:-0}"
+  local parts
+  parts=$(sed -n 's/.*timing wall_ms: configs=\([0-9.]*\) compile=\([0-9.]*\) model=\([0-9.]*\) outputs=\([0-9.]*\).*/\1e-3 \2e-3 \3e-3 \4e-3/p' "$tmp/err")
+  echo "$(( (end - start) / 1000 ))e-6 ${parts:-0 0 0 0}"
 }
 
 one "$tmp/cache-warm" >/dev/null  # fills the warm cache
@@ -56,11 +57,12 @@ done
 median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.4f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%s, %d runs each on one core, interleaved (load average %s)\n' \
   "$(basename "$run")" "$runs" "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| plan cache | median wall s | min - max s | median engine wall s |\n|---|---|---|---|\n'
+printf '| plan cache | whole process s (median) | min - max s | configs s | compile s | model s | outputs s |\n'
+printf '|---|---|---|---|---|---|---|\n'
 for mode in off cold warm; do
-  printf '| %s | %s | %s - %s | %s |\n' "$mode" \
-    "$(awk '{ print $1 }' "$tmp/$mode" | median)" \
+  col() { awk -v c="$1" '{ print $c }' "$tmp/$mode" | median; }
+  printf '| %s | %s | %s - %s | %s | %s | %s | %s |\n' "$mode" "$(col 1)" \
     "$(awk '{ print $1 }' "$tmp/$mode" | sort -g | head -1 | awk '{ printf "%.4f", $1 }')" \
     "$(awk '{ print $1 }' "$tmp/$mode" | sort -g | tail -1 | awk '{ printf "%.4f", $1 }')" \
-    "$(awk '{ print $2 }' "$tmp/$mode" | median)"
+    "$(col 2)" "$(col 3)" "$(col 4)" "$(col 5)"
 done

@@ -269,7 +269,8 @@ std::filesystem::path PlanStore::entry_path(const std::string& key) const {
 
 std::optional<std::string> PlanStore::read(const std::string& key) const {
   const std::filesystem::path path = entry_path(key);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // (Non-blocking: a FIFO planted in its place is refused below, not waited on.)
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::nullopt;  // not stored (or evicted meanwhile)
   std::string text;
   struct stat st {};
@@ -322,12 +323,17 @@ void PlanStore::write(const std::string& key, const std::string& value) const {
     if (!write_failed_.exchange(true))
       spdlog::warn("plan cache: cannot write {} ({}); plans are not kept", dir.string(), why);
   };
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return failed(ec.message());
   // A temporary in the same folder, renamed into place: readers see a whole entry or none.
+  // The folders are made when the first temporary cannot be (a stat per level otherwise).
   std::string temp = path.string() + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return failed(ec.message());
+    temp = path.string() + ".tmp.XXXXXX";
+    fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  }
   if (fd < 0) return failed(errno_text());
   std::size_t done = 0;
   while (done < text.size()) {

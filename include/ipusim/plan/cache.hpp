@@ -18,8 +18,8 @@
 // that does not parse or whose checksum fails is reported (spdlog warning), planned and
 // rewritten. Bounded: after each write, a folder of more than kPlansPerFolder entries loses its
 // least recently used quarter (reads refresh an entry's time at most hourly), so the cache
-// holds at most 256 x kPlansPerFolder = 16,384 plans (each under 4 KiB: at most 64 MiB, about
-// 15 MiB in practice).
+// holds at most 256 x kPlansPerFolder = 16,384 plans (each 1-2 KB, one 4 KiB file-system block:
+// at most 64 MiB on disk).
 #pragma once
 
 #include <atomic>
