@@ -21,6 +21,7 @@
 #include "graph/recompute.hpp"
 #include "graph/shapes.hpp"
 #include "graph/stages.hpp"
+#include "graph_lowering.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/util/error.hpp"
@@ -57,6 +58,7 @@ class CnnLowering {
         b_(b),
         graph_(graph),
         norms_(b, run),
+        lowering_(graph, no_gradients_, b),
         layers_(std::move(layers)),
         first_(stage.first),
         last_(stage.second),
@@ -65,11 +67,13 @@ class CnnLowering {
         n_(run.micro_batch),
         all_tiles_(all_tiles) {
     if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
+    lowering_.use_norms(&norms_);
     plan_ahead();
   }
 
   // One micro-batch's forward: input, forward (inference: its output to the host).
   void forward_pass(Steps& out) {
+    if (run_.inference) return graph_forward_pass(out);
     // The images arrive as 8-bit values on the layout of their consumer, the first conv
     // (createInput), inline or through I/O tiles (stream_input), and are normalised on the
     // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
@@ -112,6 +116,63 @@ class CnnLowering {
                 fwd_.at(last.layer->name).layout.range());
       }
     }
+  }
+
+  // Inference: one micro-batch's forward lowered from the model's tensor graph
+  // (GraphLowering), its output to the host.
+  void graph_forward_pass(Steps& out) {
+    if (first_ == 0 && run_.input_bytes_per_sample > 0 && !layers_.empty()) {
+      // The images land where the first conv wants them (createInput), as 8-bit values: the
+      // graph's first nodes cast and normalise them.
+      const Layout created = [&] {  // planned for the first conv, whose name errors carry
+        const auto scope = b_.scope(layers_.front().layer->name, trace::Pass::kForward,
+                                    graph::info(layers_.front().op()).kind);
+        return b_.input_layout(forward_args(layers_.front()));
+      }();
+      {
+        const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+        stream_input(b_, out, run_, created, n_ * run_.input_bytes_per_sample, all_tiles_);
+      }
+      lowering_.set_value(images(), Value{created, {}});
+      const auto scope = b_.scope("", trace::Pass::kForward, trace::OpKind::kElementwise);
+      body_.images_at = out.size();
+      lowering_.forward(out, "");
+    }
+    // A later stage's inputs arrive by the inter-IPU copy (the pipeline's global exchange,
+    // before this cycle), each on the layout its first reader here wants.
+    for (const std::size_t p : inputs_)
+      lowering_.set_value(lowering_.output_of(layers_[p].layer->name),
+                          Value{arrival_layout(p), {}});
+    body_.spans.assign(layers_.size(), graph::Spans{});
+    for (std::size_t i = first_; i < last_; ++i) {
+      const Layer& l = *layers_[i].layer;
+      body_.spans[i].fwd.first = out.size();
+      {
+        const auto scope = b_.scope(l.name, trace::Pass::kForward, graph::info(l.op).kind);
+        lowering_.forward(out, l.name);
+      }
+      body_.spans[i].fwd.second = out.size();
+    }
+    {
+      const auto scope = b_.scope("", trace::Pass::kForward);
+      lowering_.flush_all(out);
+    }
+    // The outputs (the last layer's, e.g. class probabilities) go back to the host.
+    if (!layers_.empty() && last_ == layers_.size()) {
+      const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+      const LayerNode& last = layers_.back();
+      const Layout y = lowering_.value(out, lowering_.output_of(last.layer->name)).layout;
+      b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
+              trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
+              y.range());
+    }
+  }
+  // The graph's host images.
+  graph::TensorId images() const {
+    for (std::uint32_t t = 0; t < graph_.tensors().size(); ++t)
+      if (graph_.tensors()[t].role == graph::Role::kInput && graph_.tensors()[t].name == "images")
+        return static_cast<graph::TensorId>(t);
+    throw Error("the CNN's tensor graph has no images");
   }
 
   // One micro-batch's backward, after its forward in the same steps: segment by segment,
@@ -616,6 +677,8 @@ class CnnLowering {
   IpuBuilder& b_;
   const graph::TensorGraph& graph_;  // the model's, for one micro-batch
   NormLowering norms_;
+  graph::Gradients no_gradients_;    // inference: the graph has no backward
+  GraphLowering lowering_;           // the graph's nodes, layer by layer (inference)
   std::vector<LayerNode> layers_;    // every node of the model
   std::size_t first_, last_;         // this IPU's stage: [first_, last_) of layers_
   bool stashed_;                     // its forward and backward run in different cycles

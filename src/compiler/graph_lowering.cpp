@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ipusim/util/error.hpp"
+#include "weights.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -52,6 +53,8 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
       return std::vector{Op::kGelu};
     case P::kSigmoid:
       return std::vector{Op::kSigmoid};
+    case P::kSilu:  // x sigmoid(x)
+      return std::vector{Op::kSigmoid, Op::kMul};
     case P::kTanh:
       return std::vector{Op::kTanh};
     case P::kExp:
@@ -67,27 +70,6 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
     default:
       return std::nullopt;
   }
-}
-
-// A conv that cuts its input into non-overlapping patches (kernel = stride, no padding, one
-// group; ViT's patch embedding) as the matmul it is: [images x patches, patch elements] x
-// [patch elements, filters].
-std::optional<plan::ConvArgs> patch_matmul(const graph::TensorGraph& g, const Node& f) {
-  const graph::Dims& x = g.tensor(f.inputs[0]).dims;
-  const graph::Dims& w = g.tensor(f.inputs[1]).dims;
-  const graph::Dims& y = g.tensor(f.outputs[0]).dims;
-  if (f.op != P::kConv || f.attrs.groups != 1 || x.size() != w.size() || y.size() != x.size())
-    return std::nullopt;
-  const auto zero = [](const graph::Dims& d) {
-    return std::all_of(d.begin(), d.end(), [](std::uint64_t v) { return v == 0; });
-  };
-  if (!zero(f.attrs.pad_begin) || !zero(f.attrs.pad_end)) return std::nullopt;
-  for (std::size_t i = 2; i < x.size(); ++i)
-    if (i - 2 >= f.attrs.stride.size() || f.attrs.stride[i - 2] != w[i] || y[i] * w[i] != x[i])
-      return std::nullopt;
-  const std::uint64_t filters = w[0];
-  return IpuBuilder::matmul_args(graph::elements(y) / filters, filters,
-                                 graph::elements(w) / filters, g.tensor(f.outputs[0]).dtype);
 }
 
 // Whether `columns` are `v`'s channels: all of its slices', the padding (up to a slice) in the
@@ -153,9 +135,19 @@ const GraphLowering::Layer& GraphLowering::layer(const std::string& name) const 
 void GraphLowering::forward(Steps& out, const std::string& name, Value& v) {
   const Layer& l = layer(name);
   if (l.input) bind(*l.input, std::move(v));
+  forward(out, name);
+  v = slots_[slot(l.output)].v;
+}
+
+void GraphLowering::forward(Steps& out, const std::string& name) {
+  const Layer& l = layer(name);
   bind_inputs(l);
   for (const NodeId id : l.forward) lower(out, g_.node(id));
-  v = slots_[slot(l.output)].v;
+}
+
+void GraphLowering::flush_all(Steps& out) {
+  for (auto& slot : slots_)
+    if (!slot.fused_into) flush(b_, out, slot.v);
 }
 
 void GraphLowering::backward(Steps& out, const std::string& name, Value& g) {
@@ -177,7 +169,7 @@ void GraphLowering::bind_inputs(const Layer& l) {
       for (TensorId at = t; !readers_[graph::index(at)].empty();) {
         const Node& r = g_.node(readers_[graph::index(at)].front());
         if (r.op == P::kConv) {
-          if (const auto args = patch_matmul(g_, r)) bind(t, Value{b_.input_layout(*args), {}, {}});
+          if (const auto args = planned_args(g_, r)) bind(t, Value{b_.input_layout(*args), {}, {}});
           break;
         }
         if (!elementwise(r.op)) break;
@@ -245,8 +237,18 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return bind(n.outputs[0], Value{l, {}, {}});
     }
     case P::kConv:
+      return cuts_patches(g_, n) ? conv(out, n) : conv_forward(out, n);
     case P::kConvWeightGrad:
       return conv(out, n);
+    case P::kBatchNorm:
+    case P::kGroupNorm:
+      return norm(out, n);
+    case P::kMaxPool:
+      return max_pool(out, n);
+    case P::kReduceMean:
+      return reduce_mean(out, n);
+    case P::kResize:
+      return resize(out, n);
     case P::kGather:
       return gather(n);
     case P::kGatherGrad:  // the rows' gradients added into the table's (popops multiUpdateAdd)
@@ -257,8 +259,11 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       if (has_value(x) || !is_weight(x)) no_rule(n);
       return;
     case P::kRelu:
+      if (norms_) return relu(out, n);
+      [[fallthrough]];
     case P::kGelu:
     case P::kSigmoid:
+    case P::kSilu:
     case P::kTanh:
     case P::kExp:
     case P::kSqrt:
@@ -291,8 +296,9 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return cross_entropy_gradient(out, n);
     case P::kSplit:
       return split(out, n);
-    case P::kConcat:
-      return concat(out, n);
+    case P::kConcat:  // a CNN's feature maps joined along their channels, or rows
+      return g_.tensor(x).dims.size() == 4 && n.attrs.axis == 1 ? concat_channels(out, n)
+                                                                : concat(out, n);
     case P::kSlice:
       return slice(out, n);
     case P::kPad:
@@ -305,19 +311,13 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return;
     case P::kConvDataGrad:
     case P::kClip:
-    case P::kSilu:
     case P::kErf:
     case P::kDiv:
     case P::kPow:
     case P::kWhere:
-    case P::kReduceMean:
     case P::kReduceMax:
     case P::kRmsNorm:
-    case P::kGroupNorm:
-    case P::kBatchNorm:
-    case P::kResize:
     case P::kResizeGrad:
-    case P::kMaxPool:
     case P::kMaxPoolGrad:
     case P::kAvgPool:
     case P::kAvgPoolGrad:
@@ -373,8 +373,8 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
 
 void GraphLowering::conv(Steps& out, const Node& n) {
   const Node& f = n.backward ? g_.node(*n.forward) : n;
-  const auto args = patch_matmul(g_, f);
-  if (!args || !is_weight(f.inputs[1])) no_rule(n);
+  const auto args = planned_args(g_, f);
+  if (!args || !cuts_patches(g_, f) || !is_weight(f.inputs[1])) no_rule(n);
   const Layout x = ready(out, f.inputs[0]).layout;
   if (n.backward) {  // the weight gradient, added into the weights' accumulator
     (void)b_.weight_gradient(out, *args, x, b_.weights_layout(*args),
@@ -537,12 +537,25 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   const TensorId a = n.inputs[0], c = n.inputs[1];
   // The sum of a weight's gradients (a tied table's): each was added into its accumulator.
   if (weight_gradient_[graph::index(n.outputs[0])] && !has_value(a) && !has_value(c)) return;
-  if (has_value(a) && has_value(c) && g_.tensor(a).dims == g_.tensor(c).dims) {
-    // Two tensors computed here (a residual, a gradient's two parts): the one computed later
-    // keeps its layout and pending ops; the other is brought to it.
+  const graph::Dims& ad = g_.tensor(a).dims;
+  const graph::Dims& cd = g_.tensor(c).dims;
+  if (has_value(a) && has_value(c) && ad.size() == 4 && cd.size() == 4 && cd[2] == 1 &&
+      cd[3] == 1 && ad != cd && !n.backward) {
+    // A CNN's per-channel factors (squeeze-and-excitation's scale): computed, brought to the
+    // tiles holding each channel (a broadcast from the first of them), then multiplied there.
+    (void)ready(out, c);
+    b_.broadcast(out, slots_[slot(a)].v.layout, Axis::kPositions, 1);
+    fuse(out, a, n.outputs[0], {&op, 1});
+    return;
+  }
+  if (has_value(a) && has_value(c) && ad == cd) {
+    // Two tensors computed here (a residual, a gradient's two parts): in the forward pass the
+    // first operand keeps its layout and pending ops (popops' in-place add), in the backward
+    // the one computed later; the other is brought to it.
     const auto pa = producer(a), pc = producer(c);
     const bool a_later = pa && (!pc || *pa > *pc);
-    const TensorId keep = a_later ? a : c, other = a_later ? c : a;
+    const bool keep_a = (!n.backward && ad.size() == 4) || a_later;
+    const TensorId keep = keep_a ? a : c, other = keep_a ? c : a;
     const Layout from = ready(out, other).layout;
     b_.rearrange(out, from, slots_[slot(keep)].v.layout);
     fuse(out, keep, n.outputs[0], {&op, 1});
@@ -581,6 +594,94 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
   for (std::uint32_t i = 0; i < slices; ++i)
     b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
+}
+
+void GraphLowering::conv_forward(Steps& out, const Node& n) {
+  // A conv planned as itself on its input's layout (a grouped conv's channels per group);
+  // its bias, if any, added where the output lies.
+  const auto args = planned_args(g_, n);
+  if (!args || !is_weight(n.inputs[1])) no_rule(n);
+  const Layout x = ready(out, n.inputs[0]).layout;
+  Value y{b_.conv(out, *args, Operand{x, false}), {}, {}};
+  if (n.inputs.size() == 3) compiler::pend(b_, y, {Op::kAdd});
+  bind(n.outputs[0], std::move(y));
+}
+
+void GraphLowering::norm(Steps& out, const Node& n) {
+  // Batch or group norm as the run lowers it (NormLowering): in place on the input's layout.
+  // Batch norm folds its statistics into a scale and shift in inference.
+  if (!norms_) no_rule(n);
+  const Value x = ready(out, n.inputs[0]);
+  const graph::Dims& d = g_.tensor(n.inputs[0]).dims;
+  const bool statistics = true;
+  Value y = n.op == P::kGroupNorm ? norms_->group_norm(out, x, d[0], n.attrs.groups, statistics)
+            : gradients_.empty()  ? norms_->batch_norm_inference(x)
+                                  : norms_->batch_norm(out, x, d[1], statistics);
+  bind(n.outputs[0], std::move(y));
+}
+
+void GraphLowering::relu(Steps& out, const Node& n) {
+  // In place: the output takes over its input's pending ops, then popnn's ReLU or its op
+  // pending.
+  fuse(out, n.inputs[0], n.outputs[0], {});
+  norms_->relu(out, slots_[slot(n.outputs[0])].v);
+}
+
+void GraphLowering::max_pool(Steps& out, const Node& n) {
+  // Each output reads a window of its tile's inputs (the halo exchange neglected); the output
+  // keeps the input's block grid.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  const graph::Dims& yd = g_.tensor(n.outputs[0]).dims;
+  if (xd.size() != 4) no_rule(n);
+  const std::uint64_t in = xd[2] * xd[3], per_sample = yd[2] * yd[3];
+  const Layout x = ready(out, n.inputs[0]).layout;
+  Layout y = x;
+  y.positions = yd[0] * per_sample;
+  y.positions_per_tile = ceil_div(x.positions_per_tile * per_sample, in);
+  const std::uint64_t window = graph::elements(n.attrs.kernel);
+  Layout work = y;
+  work.positions_per_tile *= window;
+  work.positions *= window;
+  const Op max = Op::kMax;
+  b_.elementwise(out, work, {&max, 1});
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::reduce_mean(Steps& out, const Node& n) {
+  // A CNN's global average pool: each channel's positions reduced among the tiles holding
+  // them, into a new [samples, channels] tensor on the linear mapping.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  if (xd.size() != 4 || n.attrs.axes != std::vector<std::uint32_t>{2, 3}) no_rule(n);
+  b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
+  bind(n.outputs[0], Value{b_.linear(g_.tensor(n.outputs[0]).dtype, xd[0], xd[1]), {}, {}});
+}
+
+void GraphLowering::resize(Steps& out, const Node& n) {
+  // Nearest neighbour: each tile writes its positions' copies.
+  const std::uint64_t copies = graph::elements(n.attrs.dims);
+  Layout y = ready(out, n.inputs[0]).layout;
+  y.positions *= copies;
+  y.positions_per_tile *= copies;
+  b_.copy(out, y);
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::concat_channels(Steps& out, const Node& n) {
+  // A new tensor of the operands' channels on the linear mapping, each operand's bytes moved
+  // into its channel range (torch.cat; Poplar's concat is a view, which a reader wanting
+  // another layout copies: this copy stands for that one). The later operands are computed
+  // first.
+  for (std::size_t i = 1; i < n.inputs.size(); ++i) (void)ready(out, n.inputs[i]);
+  const Layout x = ready(out, n.inputs[0]).layout;
+  const graph::Tensor& y = g_.tensor(n.outputs[0]);
+  const Layout joined = b_.linear(y.dtype, x.positions, y.dims[1]);
+  std::uint64_t first = 0;
+  for (const TensorId t : n.inputs) {
+    const std::uint64_t channels = g_.tensor(t).dims[1];
+    b_.move_channels(out, ready(out, t).layout, 0, joined, first, channels);
+    first += channels;
+  }
+  bind(n.outputs[0], Value{joined, {}, {}});
 }
 
 }  // namespace ipusim::compiler

@@ -19,6 +19,7 @@
 #include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/compiler/graph/tensor_graph.hpp"
 #include "lowering.hpp"
+#include "norm_lowering.hpp"
 
 namespace ipusim::compiler {
 
@@ -31,6 +32,9 @@ class GraphLowering {
   // `v` becomes the value of its output. The layer reads one tensor computed before it, or
   // none (the model's first layer: `v` is not read).
   void forward(Steps& out, const std::string& layer, Value& v);
+  // Lowers the forward nodes of `layer`, each reading the values its inputs have (computed
+  // by earlier layers, or bound).
+  void forward(Steps& out, const std::string& layer);
   // Lowers the backward nodes of `layer` from `g`, the gradient of the layer's output (after
   // its forward or recomputation was lowered); `g` becomes the gradient of its input (none
   // for the first layer).
@@ -44,6 +48,18 @@ class GraphLowering {
   graph::TensorId output_of(const std::string& name) const { return layer(name).output; }
   // `t` on the linear mapping as rows of its last dimension (where an inter-IPU copy lands it).
   Layout rows_layout(graph::TensorId t) const;
+
+  // A CNN's batch norm, group norm and ReLU as the run lowers them (norm_lowering.hpp); without
+  // them ReLU is fused and the norms have no rule. Batch norm folds its statistics when the
+  // graph has no backward (inference).
+  void use_norms(NormLowering* norms) { norms_ = norms; }
+  // Gives `t` a value (a host input where it lands, a tensor an inter-IPU copy delivers).
+  void set_value(graph::TensorId t, Value v) { bind(t, std::move(v)); }
+  // `t`'s value with its pending ops applied.
+  const Value& value(Steps& out, graph::TensorId t) { return ready(out, t); }
+  // Applies every value's pending ops not yet applied (the end of a stage's pass), in the
+  // order the values were made.
+  void flush_all(Steps& out);
 
  private:
   struct Layer {
@@ -78,6 +94,15 @@ class GraphLowering {
   void concat(Steps& out, const graph::Node& n);
   void concat_rows(Steps& out, const graph::Node& n);
   void reduce_sum(Steps& out, const graph::Node& n);
+  // A CNN's: a conv, the norms, ReLU, a residual add or per-channel scale, pooling, channel
+  // concat and upsampling.
+  void conv_forward(Steps& out, const graph::Node& n);
+  void norm(Steps& out, const graph::Node& n);
+  void relu(Steps& out, const graph::Node& n);
+  void max_pool(Steps& out, const graph::Node& n);
+  void reduce_mean(Steps& out, const graph::Node& n);
+  void resize(Steps& out, const graph::Node& n);
+  void concat_channels(Steps& out, const graph::Node& n);
 
   bool has_value(graph::TensorId t) const {
     return graph::index(t) < slot_of_.size() && slot_of_[graph::index(t)] != kNoSlot;
@@ -98,6 +123,7 @@ class GraphLowering {
   const graph::TensorGraph& g_;
   const graph::Gradients& gradients_;
   IpuBuilder& b_;
+  NormLowering* norms_ = nullptr;
   std::map<std::string, Layer> layers_;
   std::vector<bool> weight_gradient_;                // by tensor: some weight's gradient
   std::vector<std::vector<graph::NodeId>> readers_;  // by tensor: the forward nodes reading it

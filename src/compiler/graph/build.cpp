@@ -50,7 +50,14 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
   const trace::DType dt = m.dtype;
   const std::uint64_t n = o.batch;
   std::map<std::string, TensorId> by_layer;
-  TensorId previous = g.input("images", {n, m.channels, m.height, m.width}, dt);
+  // The images arrive as 8-bit values and are cast and normalised on the IPU, (x - mean) / std
+  // per channel (workloads.md), before the first layer.
+  Attrs cast;
+  cast.dtype = dt;
+  TensorId previous = g.add(
+      P::kCast, {g.input("images", {n, m.channels, m.height, m.width}, trace::DType::kChar)}, cast);
+  previous = g.add(P::kSub, {previous, g.input("mean", {m.channels, 1, 1}, dt, Role::kConstant)});
+  previous = g.add(P::kMul, {previous, g.input("1/std", {m.channels, 1, 1}, dt, Role::kConstant)});
   for (const Layer& l : m.layers) {
     g.set_layer(l.name, l.at);
     const TensorId x = l.input.empty() ? previous : by_layer.at(l.input);
