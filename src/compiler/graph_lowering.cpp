@@ -147,14 +147,37 @@ void GraphLowering::forward(Steps& out, const std::string& name) {
 
 void GraphLowering::flush_all(Steps& out) {
   for (auto& slot : slots_)
-    if (!slot.fused_into) flush(b_, out, slot.v);
+    if (!slot.fused_into && !slot.gradient) flush(b_, out, slot.v);
+}
+
+std::vector<TensorId> GraphLowering::gradient_parts(
+    TensorId t, const std::function<bool(const std::string&)>& of) const {
+  std::vector<TensorId> parts, todo{gradient(t)};
+  while (!todo.empty()) {
+    const TensorId grad = todo.back();
+    todo.pop_back();
+    const auto p = producer(grad);
+    if (!p) continue;
+    const Node& n = g_.node(*p);
+    if (of(n.layer)) {
+      parts.push_back(grad);
+    } else if (n.op == P::kAdd && n.backward) {  // a sum of parts
+      todo.push_back(n.inputs[1]);
+      todo.push_back(n.inputs[0]);
+    }
+  }
+  return parts;
 }
 
 void GraphLowering::backward(Steps& out, const std::string& name, Value& g) {
   const Layer& l = layer(name);
   bind(gradient(l.output), std::move(g));
-  for (const NodeId id : l.backward) lower(out, g_.node(id));
+  backward(out, name);
   g = l.input ? slots_[slot(gradient(*l.input))].v : Value{};
+}
+
+void GraphLowering::backward(Steps& out, const std::string& name) {
+  for (const NodeId id : layer(name).backward) lower(out, g_.node(id));
 }
 
 void GraphLowering::bind_inputs(const Layer& l) {
@@ -186,7 +209,7 @@ std::uint32_t GraphLowering::slot(TensorId t) const {
 
 void GraphLowering::bind(TensorId t, Value v) {
   slot_of_[graph::index(t)] = static_cast<std::uint32_t>(slots_.size());
-  slots_.push_back({std::move(v), std::nullopt});
+  slots_.push_back({std::move(v), g_.tensor(t).role == graph::Role::kGradient, std::nullopt});
 }
 
 TensorId GraphLowering::gradient(TensorId t) const {
@@ -255,7 +278,13 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       if (!is_weight(g_.node(*n.forward).inputs[0])) no_rule(n);
       b_.scaled_add(out, ready(out, x).layout);
       return;
-    case P::kExpand:  // a weight broadcast (a class token): read where it is
+    case P::kExpand:
+      if (n.backward && g_.node(*n.forward).op == P::kReduceMean) {
+        // An average pool's gradient spread back over its input's positions, where they lie.
+        (void)ready(out, x);
+        return bind(n.outputs[0], Value{layout_of(g_.node(*n.forward).inputs[0]), {}, {}});
+      }
+      // a weight broadcast (a class token): read where it is
       if (has_value(x) || !is_weight(x)) no_rule(n);
       return;
     case P::kRelu:
@@ -272,6 +301,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kDropout:
       return fuse(out, x, n.outputs[0], *unary_ops(n.op));
     case P::kUnaryGrad: {  // (dy, saved): the saved operand comes to the gradient's layout
+      if (g_.tensor(x).dims.size() == 4) return cnn_unary_gradient(out, n);
       auto ops = unary_ops(n.attrs.of);
       if (!ops) no_rule(n);
       ops->push_back(Op::kMul);
@@ -285,7 +315,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return bind(n.outputs[0], std::move(y));
     }
     case P::kNormGrad:
-      return norm_gradient(out, n);
+      return n.attrs.of == P::kLayerNorm ? norm_gradient(out, n) : cnn_norm_gradient(out, n);
     case P::kSoftmax:
       return softmax(out, n);
     case P::kSoftmaxGrad:
@@ -299,17 +329,26 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kConcat:  // a CNN's feature maps joined along their channels, or rows
       return g_.tensor(x).dims.size() == 4 && n.attrs.axis == 1 ? concat_channels(out, n)
                                                                 : concat(out, n);
-    case P::kSlice:
-      return slice(out, n);
+    case P::kSlice:  // a concat's gradient back to a CNN operand's channels, or rows
+      return g_.tensor(x).dims.size() == 4 && n.attrs.axes == std::vector<std::uint32_t>{1}
+                 ? slice_channels(out, n)
+                 : slice(out, n);
     case P::kPad:
       return pad(out, n);
-    case P::kReduceSum:
-      return reduce_sum(out, n);
+    case P::kReduceSum:  // a CNN's per-channel factors' gradient, or a bias's
+      return g_.tensor(x).dims.size() == 4 && n.attrs.axes == std::vector<std::uint32_t>{2, 3}
+                 ? reduce_positions(out, n)
+                 : reduce_sum(out, n);
+    case P::kConvDataGrad:
+      return conv_data_gradient(out, n);
+    case P::kResizeGrad:
+      return resize_gradient(out, n);
+    case P::kMaxPoolGrad:
+      return pool_gradient(out, n);
     case P::kReshape:
     case P::kTranspose:  // views: the same value
       slot_of_[graph::index(n.outputs[0])] = slot(x);
       return;
-    case P::kConvDataGrad:
     case P::kClip:
     case P::kErf:
     case P::kDiv:
@@ -317,8 +356,6 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kWhere:
     case P::kReduceMax:
     case P::kRmsNorm:
-    case P::kResizeGrad:
-    case P::kMaxPoolGrad:
     case P::kAvgPool:
     case P::kAvgPoolGrad:
     case P::kCount:
@@ -374,7 +411,7 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
 void GraphLowering::conv(Steps& out, const Node& n) {
   const Node& f = n.backward ? g_.node(*n.forward) : n;
   const auto args = planned_args(g_, f);
-  if (!args || !cuts_patches(g_, f) || !is_weight(f.inputs[1])) no_rule(n);
+  if (!args || !is_weight(f.inputs[1])) no_rule(n);
   const Layout x = ready(out, f.inputs[0]).layout;
   if (n.backward) {  // the weight gradient, added into the weights' accumulator
     (void)b_.weight_gradient(out, *args, x, b_.weights_layout(*args),
@@ -432,14 +469,15 @@ void GraphLowering::cross_entropy(Steps& out, const Node& n) {
   // classes are the layout's channels, or its positions within a sample (a view of per-token
   // scores as [samples x scores, tokens]: a span head's): then the sums are per sample and
   // score, as group norm groups channels (group_norm_view).
+  // A CNN's per-pixel logits [samples, classes, height, width] are rows of their positions.
   const graph::Dims& d = g_.tensor(n.inputs[0]).dims;
-  if (d.size() != 2) no_rule(n);
+  if (d.size() != 2 && d.size() != 4) no_rule(n);
   const Op exp = Op::kExp, div = Op::kDiv;
   fuse(out, n.inputs[0], n.outputs[0], {&exp, 1});
   const Value& v = ready(out, n.outputs[0]);
   const Layout l = v.layout;
   const std::uint32_t slices = v.slices;
-  const std::uint64_t rows = d[0], classes = d[1];
+  const std::uint64_t classes = d[1], rows = graph::elements(d) / classes;
   // A serialised matmul's slices: each slice's sums, its share of the classes (the slices'
   // partial sums are not combined: a simplification).
   if (spans_channels(v, classes)) {
@@ -540,7 +578,7 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   const graph::Dims& ad = g_.tensor(a).dims;
   const graph::Dims& cd = g_.tensor(c).dims;
   if (has_value(a) && has_value(c) && ad.size() == 4 && cd.size() == 4 && cd[2] == 1 &&
-      cd[3] == 1 && ad != cd && !n.backward) {
+      cd[3] == 1 && ad != cd) {
     // A CNN's per-channel factors (squeeze-and-excitation's scale): computed, brought to the
     // tiles holding each channel (a broadcast from the first of them), then multiplied there.
     (void)ready(out, c);
@@ -554,7 +592,7 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
     // the one computed later; the other is brought to it.
     const auto pa = producer(a), pc = producer(c);
     const bool a_later = pa && (!pc || *pa > *pc);
-    const bool keep_a = (!n.backward && ad.size() == 4) || a_later;
+    const bool keep_a = ad.size() == 4 || a_later;
     const TensorId keep = keep_a ? a : c, other = keep_a ? c : a;
     const Layout from = ready(out, other).layout;
     b_.rearrange(out, from, slots_[slot(keep)].v.layout);
@@ -563,7 +601,16 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   }
   // A vector or constant broadcast over a computed tensor (a bias): applied where it lives.
   if (!has_value(a) && !has_value(c)) no_rule(n);
-  fuse(out, has_value(a) ? a : c, n.outputs[0], {&op, 1});
+  const TensorId x = has_value(a) ? a : c;
+  const auto p = producer(x);
+  if (p && g_.node(*p).op == P::kExpand && g_.node(*p).backward) {
+    // A gradient spread over the positions it came from (an average pool's): written there by
+    // this op, which materialises it.
+    const Layout l = ready(out, x).layout;
+    b_.elementwise(out, l, {&op, 1});
+    return bind(n.outputs[0], Value{l, {}, {}});
+  }
+  fuse(out, x, n.outputs[0], {&op, 1});
 }
 
 void GraphLowering::norm_gradient(Steps& out, const Node& n) {
@@ -613,7 +660,7 @@ void GraphLowering::norm(Steps& out, const Node& n) {
   if (!norms_) no_rule(n);
   const Value x = ready(out, n.inputs[0]);
   const graph::Dims& d = g_.tensor(n.inputs[0]).dims;
-  const bool statistics = true;
+  const bool statistics = !(recomputing_ && norms_->caches_statistics());
   Value y = n.op == P::kGroupNorm ? norms_->group_norm(out, x, d[0], n.attrs.groups, statistics)
             : gradients_.empty()  ? norms_->batch_norm_inference(x)
                                   : norms_->batch_norm(out, x, d[1], statistics);
@@ -682,6 +729,97 @@ void GraphLowering::concat_channels(Steps& out, const Node& n) {
     first += channels;
   }
   bind(n.outputs[0], Value{joined, {}, {}});
+}
+
+void GraphLowering::conv_data_gradient(Steps& out, const Node& n) {
+  // The transposed conv of the output gradient with the weights where they were created. A
+  // strided conv's data gradient is computed at the output resolution (same MACs) and written
+  // at the input resolution: each tile's block grows by in / out positions.
+  const Node& f = g_.node(*n.forward);
+  const auto args = planned_args(g_, f);
+  if (!args || cuts_patches(g_, f)) no_rule(n);
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  Layout dx = b_.data_gradient(out, *args, b_.weights_layout(*args), dy);
+  const graph::Dims& xd = g_.tensor(f.inputs[0]).dims;
+  const graph::Dims& yd = g_.tensor(f.outputs[0]).dims;
+  const std::uint64_t in = xd[2] * xd[3], per_sample = yd[2] * yd[3];
+  dx.positions = dx.positions / per_sample * in;
+  dx.positions_per_tile = ceil_div(dx.positions_per_tile * in, per_sample);
+  bind(n.outputs[0], Value{dx, {}, {}});
+}
+
+void GraphLowering::cnn_norm_gradient(Steps& out, const Node& n) {
+  // Batch or group norm's (popnn's or fused, NormLowering): its input comes to the gradient's
+  // layout and is whitened there; the gamma and beta gradients go into their accumulators.
+  if (!norms_) no_rule(n);
+  Value g = ready(out, n.inputs[0]);
+  const graph::Dims& d = g_.tensor(n.inputs[1]).dims;
+  b_.rearrange(out, ready(out, n.inputs[1]).layout, g.layout);
+  const trace::DType dt = g_.tensor(n.inputs[2]).dtype;
+  if (n.attrs.of == P::kBatchNorm)
+    norms_->batch_norm_gradient(out, g, d[1], dt);
+  else
+    norms_->group_norm_gradient(out, g, d[0], d[1], n.attrs.groups, dt);
+  bind(n.outputs[0], std::move(g));
+}
+
+void GraphLowering::cnn_unary_gradient(Steps& out, const Node& n) {
+  // A CNN's in place: the saved tensor comes to the gradient's layout and the gradient takes
+  // the derivative's ops: ReLU's as the run lowers it (g x (y > 0)); swish's g (s + x s (1 -
+  // s)), s = sigmoid(x); sigmoid's g y (1 - y).
+  const P of = n.attrs.of;
+  if (of != P::kRelu && of != P::kSilu && of != P::kSigmoid) no_rule(n);
+  const Layout saved = ready(out, n.inputs[1]).layout;
+  b_.rearrange(out, saved, slots_[slot(n.inputs[0])].v.layout);
+  if (of == P::kRelu && norms_) {
+    fuse(out, n.inputs[0], n.outputs[0], {});
+    return norms_->relu_gradient(out, slots_[slot(n.outputs[0])].v);
+  }
+  const std::vector<Op> ops =
+      of == P::kRelu   ? std::vector{Op::kMul}
+      : of == P::kSilu ? std::vector{Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul}
+                       : std::vector{Op::kSub, Op::kMul, Op::kMul};
+  fuse(out, n.inputs[0], n.outputs[0], ops);
+}
+
+void GraphLowering::pool_gradient(Steps& out, const Node& n) {
+  // (dy, x, y): the gradient brought to the input's layout (from where it lies when it has the
+  // input's positions), then spread over each window there.
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const Layout x = ready(out, n.inputs[1]).layout;
+  b_.rearrange(out, dy.positions == x.positions ? dy : x, x);
+  const Op mul = Op::kMul;
+  b_.elementwise(out, x, {&mul, 1});
+  bind(n.outputs[0], Value{x, {}, {}});
+}
+
+void GraphLowering::resize_gradient(Steps& out, const Node& n) {
+  // Each input position's gradient sums its copies' where the output was.
+  const Node& f = g_.node(*n.forward);
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const Layout y = layout_of(f.outputs[0]);
+  b_.rearrange(out, dy, y);
+  const Op sum = Op::kAdd;
+  b_.elementwise(out, y, {&sum, 1});
+  bind(n.outputs[0], Value{layout_of(f.inputs[0]), {}, {}});
+}
+
+void GraphLowering::slice_channels(Steps& out, const Node& n) {
+  // A channel range of a feature map's gradient (a concat's operand's) as a new tensor on the
+  // linear mapping.
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const std::uint64_t first = n.attrs.starts[0], channels = n.attrs.ends[0] - first;
+  const Layout y = b_.linear(g_.tensor(n.outputs[0]).dtype, dy.positions, channels);
+  b_.move_channels(out, dy, first, y, 0, channels);
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::reduce_positions(Steps& out, const Node& n) {
+  // A CNN's per-channel factors' gradient: g x summed over each channel's positions among the
+  // tiles holding them, into a new [samples, channels] tensor on the linear mapping.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
+  bind(n.outputs[0], Value{b_.linear(g_.tensor(n.outputs[0]).dtype, xd[0], xd[1]), {}, {}});
 }
 
 }  // namespace ipusim::compiler
