@@ -37,6 +37,13 @@ struct ModelOptions {
   // group steps depend on other IPUs and run every iteration. The reference engine always
   // runs every iteration.
   bool memoise_loops = true;
+  // Fast engine, with memoise_loops and without record_spans: a loop that runs iteration by
+  // iteration is fast-forwarded once it is proved to repeat exactly: its state at a cut (a
+  // group step of every simulated IPU, or an iteration's start when the body has no group
+  // step) equal three times one period apart, relative to the time, on every IPU and the
+  // fabric, with the same statistics added in both periods. The remaining whole periods are
+  // accounted by multiplication; the results are identical (docs/architecture.md).
+  bool fast_forward = true;
   // Fast engine only: record each IPU's phases as spans (IpuRunStats::spans) for the
   // timeline. Costs one small record per phase executed (a memoised loop records its body
   // once); off, the engine does no extra work.
