@@ -3,7 +3,8 @@
 # Fast-forward of repeated iterations (docs/performance.md, issue 54 item 1): whole-process
 # wall time of `ipusim run -q --run RUN` on one core (taskset -c 0), median of N runs, with
 # and without --no-fast-forward, and the engine's and compile's share (the `perf` line of
-# --log-level info: engine wall, and everything else). Prints one table.
+# --log-level info: engine wall, and everything else). Rows are run round-robin. Prints one
+# table.
 #
 # Usage: tools/fast-forward-bench.sh [--build DIR] [--runs N] [--full] [CASE ...]
 #   CASE      RUN[:GA]: a run config name (configs/runs/RUN.yaml) and optionally a
@@ -23,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$2"; shift ;;
     --runs) runs="$2"; shift ;;
     --full) full=1 ;;
-    -h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "tools/fast-forward-bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) cases+=("$1") ;;
   esac
@@ -39,38 +40,41 @@ trap 'rm -rf "$work"' EXIT
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-# Times `ipusim run` with extra arguments $2..; prints "wall engine" medians.
-measure() {
-  local tag="$1"; shift
-  : >"$work/$tag.wall"; : >"$work/$tag.engine"
-  for ((i = 0; i < runs; i++)); do
-    local start end
-    start=$(date +%s.%N)
-    taskset -c 0 "$ipusim" run -q --log-level info "$@" >/dev/null 2>"$work/$tag.err"
-    end=$(date +%s.%N)
-    echo "$end - $start" | bc >>"$work/$tag.wall"
-    sed -n 's/.*perf engine=[a-z]* wall_s=\([0-9.]*\).*/\1/p' "$work/$tag.err" >>"$work/$tag.engine"
-  done
-  echo "$(median <"$work/$tag.wall") $(median <"$work/$tag.engine")"
-}
-
-printf '| %-28s | %-16s | %8s | %8s | %8s |\n' case mode "wall s" "engine s" "other s"
-printf '|%s|%s|%s|%s|%s|\n' "------------------------------" "------------------" "----------" "----------" "----------"
+# The rows: a label, a mode and the arguments of `ipusim run`.
+labels=(); modes=(); argv=()
 for c in "${cases[@]}"; do
   run="${c%%:*}"
-  args=(--run "$root/configs/runs/$run.yaml")
+  args="--run $root/configs/runs/$run.yaml"
   ga=""
   if [[ "$c" == *:* ]]; then
     ga="${c##*:}"
-    args+=(--set "run.gradient_accumulation=$ga")
+    args+=" --set run.gradient_accumulation=$ga"
   fi
-  modes=(fast-forward)
-  if [[ $full == 1 && (-z "$ga" || "$ga" -le 10000) ]]; then modes+=(full); fi
-  for mode in "${modes[@]}"; do
-    extra=()
-    [[ $mode == full ]] && extra=(--no-fast-forward)
-    read -r wall engine < <(measure "${run}_${ga}_$mode" "${args[@]}" "${extra[@]}")
-    other=$(echo "$wall - $engine" | bc)
-    printf '| %-28s | %-16s | %8.3f | %8.3f | %8.3f |\n' "$run${ga:+ GA $ga}" "$mode" "$wall" "$engine" "$other"
+  labels+=("$run${ga:+ GA $ga}"); modes+=(fast-forward); argv+=("$args")
+  if [[ $full == 1 && (-z "$ga" || "$ga" -le 10000) ]]; then
+    labels+=("$run${ga:+ GA $ga}"); modes+=(full); argv+=("$args --no-fast-forward")
+  fi
+done
+
+# Round-robin over the rows, so that a change of the machine's load touches them all alike.
+for ((i = 0; i < runs; i++)); do
+  for ((r = 0; r < ${#argv[@]}; r++)); do
+    start=$(date +%s.%N)
+    # shellcheck disable=SC2086
+    taskset -c 0 "$ipusim" run -q --log-level info ${argv[$r]} >/dev/null 2>"$work/$r.err"
+    end=$(date +%s.%N)
+    echo "$end - $start" | bc >>"$work/$r.wall"
+    sed -n 's/.*perf engine=[a-z]* wall_s=\([0-9.]*\).*/\1/p' "$work/$r.err" >>"$work/$r.engine"
   done
+done
+
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $runs runs per row (medians)"
+printf '| %-28s | %-12s | %8s | %8s | %8s | %8s |\n' case mode "wall s" "min s" "engine s" "other s"
+printf '|%s|%s|%s|%s|%s|%s|\n' "------------------------------" "--------------" "----------" "----------" "----------" "----------"
+for ((r = 0; r < ${#argv[@]}; r++)); do
+  wall=$(median <"$work/$r.wall")
+  low=$(sort -g "$work/$r.wall" | head -1)
+  engine=$(median <"$work/$r.engine")
+  printf '| %-28s | %-12s | %8.3f | %8.3f | %8.3f | %8.3f |\n' "${labels[$r]}" "${modes[$r]}" \
+    "$wall" "$low" "$engine" "$(echo "$wall - $engine" | bc)"
 done

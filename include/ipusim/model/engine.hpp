@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The two ways the model can run a program (docs/performance.md):
 //  - fast (default): one SC_THREAD per IPU walks the program; tiles are evaluated as data, each
-//    distinct compute set and exchange is costed once and cached, and repeat loops are timed
-//    once and scaled (Ipu, ipu.hpp);
+//    distinct compute set and exchange is costed once and cached, repeat loops are timed
+//    once and scaled, and loops that must run iteration by iteration are fast-forwarded once
+//    they provably repeat (Ipu, ipu.hpp; fast_forward.hpp);
 //  - reference: the straightforward model, one SC_THREAD per tile waiting on phase events and
 //    costing its own share of every phase on every execution, a controller thread advancing
 //    BSP phases when all tiles are done; no caching, no loop memoisation (ReferenceIpu,
