@@ -248,7 +248,7 @@ std::uint64_t Fabric::fast_forward(const Pending& p) {
   // Cuts are compared only across periods without that.
   if (tie_) {
     tie_ = false;
-    steady_.reset();
+    for (auto& [nesting, search] : steady_) search.reset();
     return 0;
   }
   // The parties in system-IPU order, then the Fabric.
@@ -258,8 +258,11 @@ std::uint64_t Fabric::fast_forward(const Pending& p) {
             [&](std::size_t a, std::size_t b) { return p.waiting[a] < p.waiting[b]; });
   const std::uint64_t time = p.timing.end;
   std::vector<CutState> states(order.size() + 1);
-  for (std::size_t k = 0; k < order.size(); ++k)
+  std::size_t nesting = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
     if (!p.parties[order[k]]->cut_state(time, states[k])) return 0;
+    nesting += states[k].loops.size();
+  }
   cut_state(time, p, states.back());
   const auto counters = [&](std::size_t k, std::vector<std::uint64_t>& out) {
     if (k < order.size())
@@ -269,7 +272,7 @@ std::uint64_t Fabric::fast_forward(const Pending& p) {
   };
   // The kernel's range, as Ipu::advance checks it.
   const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() / period_.value();
-  auto skip = steady_.cut(time, std::move(states), counters, limit);
+  auto skip = steady_[nesting].cut(time, std::move(states), counters, limit);
   if (!skip) return 0;
   const std::uint64_t periods = skip->periods, later = periods * skip->cycles;
   spdlog::info("fast-forward: {} IPUs skip {} periods of {} cycles from cycle {}", order.size(),

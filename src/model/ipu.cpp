@@ -396,7 +396,8 @@ void Ipu::local_cut() {
   std::vector<CutState> parties(1);
   cut_state(now_, parties[0]);
   parties[0].step = 0;  // the iteration's start
-  auto skip = local_.cut(
+  if (local_.size() < frames_.size()) local_.resize(frames_.size());
+  auto skip = local_[frames_.size() - 1].cut(
       now_, std::move(parties),
       [this](std::size_t, std::vector<std::uint64_t>& out) { cut_counters(out); },
       std::numeric_limits<std::uint64_t>::max() / period_.value());

@@ -181,7 +181,17 @@ TEST(FastForward, ResNet50Pod16StatisticsGrowByOnePeriodPerMicroBatch) {
 // A loop with background host transfers and no group step on one chip: its iterations are
 // fast-forwarded on their own (a cut at each iteration's start). Against full simulation and,
 // fewer iterations, the reference engine.
-std::string background_loop(int iterations) {
+std::string background_loop(int iterations, bool nested = false) {
+  const std::string inner = nested ? R"(
+    repeat 6
+      host to_ipu tiles=0..15 bytes=30000 overlap=yes
+      compute work
+      exchange shuffle
+    end)"
+                                   : R"(
+    repeat 3
+      compute work
+    end)";
   return fmt_args(R"(ipusim-trace 2
 name background
 ipu 0
@@ -199,10 +209,8 @@ program
     host to_ipu tiles=0..15 bytes=65536 overlap=yes
     compute work
     sync
-    exchange shuffle
-    repeat 3
-      compute work
-    end
+    exchange shuffle)",
+                  inner, R"(
   end
   host from_ipu tiles=0..15 bytes=1024
 end
@@ -216,6 +224,10 @@ TEST(FastForward, LoopWithBackgroundTransfersIdentical) {
     std::ofstream(trace) << background_loop(n);
     expect_same_as_full("--set chip.tiles=16 " + trace, Skips::kSome);
   }
+  // Nested: the inner loop's iterations within each outer one, then the outer loop's.
+  const std::string nested = dir.file("nested.trace");
+  std::ofstream(nested) << background_loop(400, true);
+  expect_same_as_full("--set chip.tiles=16 " + nested, Skips::kSome);
   const std::string trace = dir.file("bg5.trace");
   const auto fast = ipusim("run -q --set chip.tiles=16 --out " + dir.file("f") + " " + trace);
   const auto ref =
@@ -223,6 +235,36 @@ TEST(FastForward, LoopWithBackgroundTransfersIdentical) {
   ASSERT_EQ(fast.status, 0) << fast.err;
   ASSERT_EQ(ref.status, 0) << ref.err;
   EXPECT_EQ(read_all(dir.file("f/stats.json")), read_all(dir.file("r/stats.json")));
+}
+
+// Training steps in a loop, each a gradient-accumulation loop with a collective and
+// background transfers, then the weight update's collective on one IPU of a replica-symmetric
+// POD16: the inner loop is fast-forwarded within each step, then the steps themselves.
+TEST(FastForward, NestedLoopsWithGroupStepsIdentical) {
+  TempDir dir;
+  const std::string trace = dir.file("steps.trace");
+  std::ofstream(trace) << R"(ipusim-trace 2
+name steps
+replicas 16
+ipu 0
+computeset c
+  vertex tiles=0..31 copy bytes=4096
+end
+program
+  repeat 30
+    repeat 20
+      compute c
+      collective all_reduce bytes=65536 dtype=half group=replicas method=auto
+      host to_ipu tiles=0..31 bytes=100000 overlap=yes
+    end
+    compute c
+    collective all_reduce bytes=8388608 dtype=half group=replicas method=auto
+  end
+end
+)";
+  const std::string sys =
+      "--system " + source_dir() + "/configs/systems/pod16.yaml --set chip.tiles=32 ";
+  expect_same_as_full(sys + trace, Skips::kSome);
 }
 
 // A 2-stage pipeline x 2 replicas in a long loop: stages of different lengths, an inter-IPU

@@ -165,7 +165,10 @@ class Fabric : public sc_core::sc_module {
   };
   std::map<AutoKey, trace::CollectiveMethod> auto_choice_;
   std::uint32_t simulated_ipus_ = 0;  // IPU modules: simulated replicas x programs
-  SteadyState steady_;
+  // The steady-state searches, one per nesting (the parties' loops, summed): an outer loop's
+  // iterations are compared at its own group steps while an inner loop's are compared within
+  // each of them.
+  std::map<std::size_t, SteadyState> steady_;
   // Two operations started in the same cycle since the last cut (their order, which SystemC
   // picks, could matter), and when the last one started.
   bool tie_ = false;

@@ -137,12 +137,13 @@ class Ipu : public IpuModule, public LoopParty {
   std::uint64_t work_done_ = 0, work_total_ = 0;
   // Fast-forward (ModelOptions::fast_forward): the loops under way run iteration by
   // iteration, the group step waiting in the Fabric, a skip to apply when it returns, and the
-  // cuts of loops with no group step.
+  // cuts of loops with no group step, one search per loop depth (an outer loop's iterations
+  // are compared at their starts while the inner loop's are compared within each).
   bool fast_forward_ = false;
   std::vector<Frame> frames_;
   const trace::Step* group_step_ = nullptr;
   std::optional<Skipped> skip_;
-  SteadyState local_;
+  std::vector<SteadyState> local_;
 };
 
 }  // namespace ipusim::model
