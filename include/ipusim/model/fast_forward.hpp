@@ -11,8 +11,8 @@
 //
 // A cut is a moment where every party's state is known and stable: for the fast engine,
 // the release of a group step that every simulated IPU takes part in (the parties are those
-// IPUs and the Fabric), or the start of an iteration of a loop with no group step (the party
-// is that IPU alone).
+// IPUs and the Fabric), or, when one IPU alone is simulated, the start of an iteration of a
+// loop with no group step (the party is that IPU).
 #pragma once
 
 #include <cstdint>
