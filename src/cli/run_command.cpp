@@ -72,7 +72,14 @@ int run_command(int argc, char** argv) {
       "out,o", po::value(&r.out_dir)->value_name("DIR"),
       "write stats.json, config.resolved.yaml and trace.id into DIR")(
       "full-loops", po::bool_switch(&r.full_loops),
-      "simulate every iteration of repeat loops instead of timing the body once")(
+      "simulate every iteration of repeat loops instead of timing the body once (implies "
+      "--no-fast-forward)")(
+      "no-fast-forward", po::bool_switch(&r.no_fast_forward),
+      "simulate every iteration of loops with group steps or background host transfers; by "
+      "default such a loop runs until its state at a group step of every simulated IPU (or at "
+      "an iteration's start) has repeated exactly twice, one period apart, and the remaining "
+      "whole periods are added up instead of simulated (identical results; off with "
+      "--timeline, which records every iteration)")(
       "engine", po::value(&engine_name)->value_name("fast|reference")->default_value("fast"),
       "fast: one process per IPU, phases costed once and cached, loops timed once; reference: "
       "one process per tile, every phase costed on every execution, every loop iteration run "
@@ -83,7 +90,9 @@ int run_command(int argc, char** argv) {
       "write a Chrome/Perfetto trace-event JSON timeline (open in ui.perfetto.dev): one "
       "process per simulated IPU with its compute, sync, exchange, host I/O, external sync, "
       "inter-IPU and collective spans named after the program step; a memoised loop is one "
-      "'loop xN' span with its body's spans once, each lasting N iterations (fast engine only)")(
+      "'loop xN' span with its body's spans once, each lasting N iterations; loops with group "
+      "steps are simulated and recorded iteration by iteration, never fast-forwarded (fast "
+      "engine only)")(
       "timeline-tiles", po::value(&timeline_tiles)->value_name("IPU"),
       "with --timeline: add one track per tile of system IPU IPU (compute busy time and "
       "exchange participation) for the supersteps chosen by --timeline-steps")(

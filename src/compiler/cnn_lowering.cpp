@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lowering of a CNN training step (ResNet-50): one IPU per replica, or a pipeline of stages
-// over the IPUs of a replica (run.pipeline_splits), recomputation between checkpoints, gradient
-// accumulation, then the gradient all-reduce and LARS (docs/workloads.md).
-// Every tensor carries its layout: a conv's output stays where the conv computed it, batch
-// norm, ReLU and residual adds run there (fused into one vertex per tile), batch-norm
+// Lowering of a CNN step (ResNet-50, EfficientNet): one IPU per replica, or a pipeline of
+// stages over the IPUs of a replica (run.pipeline_splits), recomputation between checkpoints,
+// gradient accumulation, then the weight update (docs/workloads.md). Each layer is its nodes
+// of the model's tensor graph, forward and backward, lowered by GraphLowering
+// (graph_lowering.hpp): a conv's output stays where the conv computed it, batch norm, ReLU and
+// residual adds run there (fused into one vertex per tile, or popnn's compute sets), batch-norm
 // statistics are reduced among the tiles holding each channel, and operands whose layout
-// differs from what a conv's plan wants are rearranged (with transposes for the data- and
-// weight-gradient passes).
+// differs from what a conv's plan wants are rearranged. What this file adds: the stages, the
+// recomputation segments, the inter-IPU copies' arrivals and the memory of what is kept.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "graph/recompute.hpp"
 #include "graph/shapes.hpp"
 #include "graph/stages.hpp"
+#include "graph_lowering.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/util/error.hpp"
@@ -50,13 +52,14 @@ using graph::Shape;
 class CnnLowering {
  public:
   CnnLowering(const ModelDef& m, const RunConfig& run, IpuBuilder& b, std::uint32_t all_tiles,
-              const graph::TensorGraph& graph, std::vector<LayerNode> layers, graph::Segment stage,
-              bool stashed)
+              const graph::TensorGraph& graph, const graph::Gradients& gradients,
+              std::vector<LayerNode> layers, graph::Segment stage, bool stashed)
       : m_(m),
         run_(run),
         b_(b),
         graph_(graph),
         norms_(b, run),
+        lowering_(graph, gradients, b),
         layers_(std::move(layers)),
         first_(stage.first),
         last_(stage.second),
@@ -65,90 +68,124 @@ class CnnLowering {
         n_(run.micro_batch),
         all_tiles_(all_tiles) {
     if (!run.inference) flow_ = graph::gradient_flow(m, layers_);
+    lowering_.use_norms(&norms_);
+    for (std::size_t i = 0; i < layers_.size(); ++i) index_[layers_[i].layer->name] = i;
     plan_ahead();
   }
 
-  // One micro-batch's forward: input, forward (inference: its output to the host).
+  // One micro-batch's forward lowered from the model's tensor graph (GraphLowering), layer by
+  // layer (inference: its output to the host).
   void forward_pass(Steps& out) {
-    // The images arrive as 8-bit values on the layout of their consumer, the first conv
-    // (createInput), inline or through I/O tiles (stream_input), and are normalised on the
-    // IPU (workloads.md): a cast, then (x - mean) / std fused with what follows.
     if (first_ == 0 && run_.input_bytes_per_sample > 0 && !layers_.empty()) {
+      // The images land where the first conv wants them (createInput), as 8-bit values: the
+      // graph's first nodes cast and normalise them.
       const Layout created = [&] {  // planned for the first conv, whose name errors carry
         const auto scope = b_.scope(layers_.front().layer->name, trace::Pass::kForward,
                                     graph::info(layers_.front().op()).kind);
         return b_.input_layout(forward_args(layers_.front()));
       }();
-      Value images{created, {Op::kSub, Op::kMul}};
       {
         const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        stream_input(b_, out, run_, images.layout, n_ * run_.input_bytes_per_sample, all_tiles_);
+        stream_input(b_, out, run_, created, n_ * run_.input_bytes_per_sample, all_tiles_);
       }
+      lowering_.set_value(images(), Value{created, {}});
       const auto scope = b_.scope("", trace::Pass::kForward, trace::OpKind::kElementwise);
       body_.images_at = out.size();
-      b_.cast(out, images.layout, DType::kChar);
-      fwd_[""] = images;
+      lowering_.forward(out, "");
+      (void)lowering_.value(out, lowering_.output_of(""));  // normalised before the stem reads
     }
     // A later stage's inputs arrive by the inter-IPU copy (the pipeline's global exchange,
     // before this cycle), each on the layout its first reader here wants.
-    for (const std::size_t p : inputs_) fwd_[layers_[p].layer->name] = Value{arrival_layout(p), {}};
+    for (const std::size_t p : inputs_)
+      lowering_.set_value(lowering_.output_of(layers_[p].layer->name),
+                          Value{arrival_layout(p), {}});
     body_.spans.assign(layers_.size(), graph::Spans{});
     for (std::size_t i = first_; i < last_; ++i) {
+      const Layer& l = *layers_[i].layer;
       body_.spans[i].fwd.first = out.size();
-      forward(out, layers_[i], /*recompute=*/false);
+      {
+        const auto scope = b_.scope(l.name, trace::Pass::kForward, graph::info(l.op).kind);
+        lowering_.forward(out, l.name);
+      }
       body_.spans[i].fwd.second = out.size();
     }
     {
       const auto scope = b_.scope("", trace::Pass::kForward);
-      flush_all(out, fwd_);
+      lowering_.flush_all(out);
     }
-    if (run_.inference) {
-      // The outputs (the last layer's, e.g. class probabilities) go back to the host.
-      if (!layers_.empty() && last_ == layers_.size()) {
-        const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
-        const LayerNode& last = layers_.back();
-        b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
-                trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
-                fwd_.at(last.layer->name).layout.range());
-      }
+    // Inference: the outputs (the last layer's, e.g. class probabilities) go back to the host.
+    if (run_.inference && !layers_.empty() && last_ == layers_.size()) {
+      const auto scope = b_.scope("", trace::Pass::kHostIo, trace::OpKind::kCopy);
+      const LayerNode& last = layers_.back();
+      const Layout y = lowering_.value(out, lowering_.output_of(last.layer->name)).layout;
+      b_.host(out, n_ * last.out.elements() * trace::dtype_bytes(m_.dtype),
+              trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
+              y.range());
     }
+  }
+  // The graph's host images.
+  graph::TensorId images() const {
+    for (std::uint32_t t = 0; t < graph_.tensors().size(); ++t)
+      if (graph_.tensors()[t].role == graph::Role::kInput && graph_.tensors()[t].name == "images")
+        return static_cast<graph::TensorId>(t);
+    throw Error("the CNN's tensor graph has no images");
   }
 
   // One micro-batch's backward, after its forward in the same steps: segment by segment,
   // recomputing each segment's forward from its checkpoint (all but the last segment, whose
   // activations are still live).
+  // One micro-batch's backward lowered from the model's tensor graph, after its forward in the
+  // same steps: segment by segment, recomputing each segment's forward from its checkpoint
+  // (all but the last segment, whose activations are still live).
   void backward_pass(Steps& out) {
     const auto segments = this->segments();
+    const auto in_layers = [&](std::size_t first, std::size_t last) {
+      return [this, first, last](const std::string& layer) {
+        const auto it = index_.find(layer);
+        return it != index_.end() && it->second >= first && it->second < last;
+      };
+    };
     // The gradients of what later stages read arrive by the inter-IPU copy, on the layouts the
     // forward left those tensors on.
     for (const std::size_t p : graph::crossing(layers_, last_)) {
-      const std::string& name = layers_[p].layer->name;
-      grads_[name] = Value{fwd_.at(name).layout, {}};
+      const graph::TensorId t = lowering_.output_of(layers_[p].layer->name);
+      for (const graph::TensorId part :
+           lowering_.gradient_parts(t, in_layers(last_, layers_.size())))
+        lowering_.set_value(part, Value{lowering_.layout_of(t), {}});
     }
     for (std::size_t s = segments.size(); s-- > 0;) {
       const auto [first, last] = segments[s];
       if (s + 1 != segments.size() || stashed_) {
+        lowering_.set_recomputing(true);
         for (std::size_t i = first; i < last; ++i) {
+          const Layer& l = *layers_[i].layer;
           body_.spans[i].rec.first = out.size();
-          forward(out, layers_[i], /*recompute=*/true);
+          {
+            const auto scope = b_.scope(l.name, trace::Pass::kRecompute, graph::info(l.op).kind);
+            lowering_.forward(out, l.name);
+          }
           body_.spans[i].rec.second = out.size();
           body_.spans[i].recomputed = true;
         }
+        lowering_.set_recomputing(false);
         const auto scope = b_.scope("", trace::Pass::kRecompute);
-        flush_all(out, fwd_);
+        lowering_.flush_all(out);
       }
       for (std::size_t i = last; i-- > first;) {
+        const Layer& l = *layers_[i].layer;
         body_.spans[i].bwd.first = out.size();
-        backward(out, layers_[i], !flow_[i].data_gradient);
+        {
+          const auto scope = b_.scope(l.name, trace::Pass::kDataGradient, graph::info(l.op).kind);
+          lowering_.backward(out, l.name);
+        }
         body_.spans[i].bwd.second = out.size();
       }
     }
     // The gradients of this stage's inputs, materialised for the copy to the stage before.
-    for (const std::size_t p : inputs_) {
-      auto it = grads_.find(layers_[p].layer->name);
-      if (it != grads_.end()) flush(out, it->second);
-    }
-    grads_.clear();
+    for (const std::size_t p : inputs_)
+      for (const graph::TensorId part : lowering_.gradient_parts(
+               lowering_.output_of(layers_[p].layer->name), in_layers(first_, last_)))
+        (void)lowering_.value(out, part);
     body_.steps = out.size();
   }
 
@@ -164,7 +201,8 @@ class CnnLowering {
   std::vector<Scoped> scoped_activations(std::uint64_t offset) const {
     std::vector<Scoped> out;
     for (auto& kept : graph::kept_tensors(layers_, segments(), body_, offset))
-      out.push_back({std::move(kept.name), kept.kind, fwd_.at(kept.layer).layout, kept.live});
+      out.push_back({std::move(kept.name), kept.kind,
+                     lowering_.layout_of(lowering_.output_of(kept.layer)), kept.live});
     return out;
   }
 
@@ -259,327 +297,6 @@ class CnnLowering {
     return IpuBuilder::matmul_args(n_, c.layer->out, c.in.c, m_.dtype);
   }
 
-  // compiler::pend and compiler::flush (lowering.hpp) with this lowering's builder.
-  void pend(Value& v, std::initializer_list<Op> ops) { compiler::pend(b_, v, ops); }
-  void flush(Steps& out, Value& v) { compiler::flush(b_, out, v); }
-  void flush_all(Steps& out, std::map<std::string, Value>& values) {
-    for (auto& [name, v] : values) flush(out, v);
-  }
-  // The forward value a layer reads, materialised.
-  Value& input_of(Steps& out, const LayerNode& c) {
-    if (c.input.empty()) {
-      // The images, on the layout the first conv created for them.
-      auto it = fwd_.find("");
-      if (it == fwd_.end())
-        it = fwd_.emplace("", Value{b_.input_layout(forward_args(c)), {}}).first;
-      return it->second;
-    }
-    Value& v = fwd_.at(c.input);
-    flush(out, v);
-    return v;
-  }
-
-  // A layer's forward (or recomputed) steps: its op's forward rule.
-  void forward(Steps& out, const LayerNode& c, bool recompute) {
-    const Layer& l = *c.layer;
-    const auto scope = b_.scope(l.name, recompute ? trace::Pass::kRecompute : trace::Pass::kForward,
-                                graph::info(l.op).kind);
-    switch (l.op) {
-      case graph::Op::kConv:
-      case graph::Op::kDwconv: {
-        const Value& x = input_of(out, c);
-        fwd_[l.name] = Value{b_.conv(out, forward_args(c), Operand{x.layout, false}), {}};
-        return;
-      }
-      case graph::Op::kBatchNorm: {
-        // Recomputation reuses the cached statistics (run.batchnorm_statistics_cache).
-        const Value& x = input_of(out, c);
-        fwd_[l.name] = run_.inference
-                           ? norms_.batch_norm_inference(x)
-                           : norms_.batch_norm(out, x, c.out.c,
-                                               !(recompute && run_.batchnorm_statistics_cache));
-        return;
-      }
-      case graph::Op::kGroupNorm: {
-        // Each sample's statistics, in inference too (nothing to fold).
-        const Value& x = input_of(out, c);
-        fwd_[l.name] = norms_.group_norm(out, x, n_, m_.norm_groups,
-                                         !(recompute && run_.batchnorm_statistics_cache));
-        return;
-      }
-      case graph::Op::kRelu: {
-        Value v = take(c.input);
-        norms_.relu(out, v);
-        fwd_[l.name] = std::move(v);
-        return;
-      }
-      case graph::Op::kSwish:
-      case graph::Op::kSigmoid: {
-        Value v = take(c.input);
-        pend(v, {Op::kSigmoid});
-        if (l.op == graph::Op::kSwish) pend(v, {Op::kMul});  // x sigmoid(x)
-        fwd_[l.name] = std::move(v);
-        return;
-      }
-      case graph::Op::kScale: {
-        // Each channel times its factor (squeeze-and-excitation): the factors go to the tiles
-        // holding each channel (a broadcast from the first of them), then a fused multiply.
-        flush(out, fwd_.at(l.other));
-        Value v = take(c.input);
-        b_.broadcast(out, v.layout, Axis::kPositions, 1);
-        pend(v, {Op::kMul});
-        fwd_[l.name] = std::move(v);
-        return;
-      }
-      case graph::Op::kAdd: {
-        Value& other = fwd_.at(l.other);
-        flush(out, other);
-        Value v = take(c.input);
-        b_.rearrange(out, other.layout, v.layout);  // the other operand moves, as popops does
-        pend(v, {Op::kAdd});
-        fwd_[l.name] = std::move(v);
-        return;
-      }
-      case graph::Op::kConcat: {
-        // A new tensor of both operands' channels on the linear mapping, each operand's bytes
-        // moved into its channel range (torch.cat; Poplar's concat is a view, which a reader
-        // wanting another layout copies: this copy stands for that one).
-        Value& other = fwd_.at(l.other);
-        flush(out, other);
-        const Value& x = input_of(out, c);
-        const Layout y = b_.linear(m_.dtype, x.layout.positions, c.out.c);
-        b_.move_channels(out, x.layout, 0, y, 0, c.in.c);
-        b_.move_channels(out, other.layout, 0, y, c.in.c, c.out.c - c.in.c);
-        fwd_[l.name] = Value{y, {}};
-        return;
-      }
-      case graph::Op::kUpsample: {
-        // Nearest neighbour: each tile writes factor^2 copies of the positions it holds.
-        const Value& x = input_of(out, c);
-        Layout y = x.layout;
-        const std::uint64_t f2 = l.factor * l.factor;
-        y.positions *= f2;
-        y.positions_per_tile *= f2;
-        b_.copy(out, y);
-        fwd_[l.name] = Value{y, {}};
-        return;
-      }
-      case graph::Op::kMaxPool:
-        return maxpool_forward(out, c);
-      case graph::Op::kAvgPool:
-        b_.reduce(out, input_of(out, c).layout, Axis::kPositions, 1, /*broadcast=*/false);
-        fwd_[l.name] = Value{b_.linear(m_.dtype, n_, c.out.c), {}};
-        return;
-      case graph::Op::kFc: {
-        const Value& x = input_of(out, c);
-        fwd_[l.name] =
-            Value{b_.matmul(out, n_, l.out, c.in.c, m_.dtype, Operand{x.layout, false}), {}};
-        return;
-      }
-      case graph::Op::kSoftmaxLoss: {
-        const Value& x = input_of(out, c);
-        const Op exp = Op::kExp, div = Op::kDiv;
-        b_.elementwise(out, x.layout, {&exp, 1});
-        b_.reduce(out, x.layout, Axis::kChannels, 1, /*broadcast=*/true);
-        b_.elementwise(out, x.layout, {&div, 1});
-        fwd_[l.name] = x;
-        return;
-      }
-      case graph::Op::kEmbedding:  // a transformer's sub-layers: no CNN layer is one
-      case graph::Op::kAttention:
-      case graph::Op::kFfn:
-      case graph::Op::kFinalNorm:
-      case graph::Op::kHeads:
-      case graph::Op::kCount:
-        break;
-    }
-    throw Error(fmt::format("layer '{}': no forward rule", l.name));
-  }
-
-  void maxpool_forward(Steps& out, const LayerNode& c) {
-    const Value& x = input_of(out, c);
-    const std::uint64_t window = c.layer->kernel * c.layer->kernel;
-    // Each output reads a kernel x kernel window of its tile's inputs (halo exchange
-    // neglected); the output keeps the input's block grid.
-    Layout y = x.layout;
-    y.positions = n_ * c.out.positions();
-    y.positions_per_tile =
-        ceil_div(x.layout.positions_per_tile * c.out.positions(), c.in.positions());
-    Layout work = y;
-    work.positions_per_tile *= window;
-    work.positions *= window;
-    const Op max = Op::kMax;
-    b_.elementwise(out, work, {&max, 1});
-    fwd_[c.layer->name] = Value{y, {}};
-  }
-
-  // The forward value of an in-place layer's input, which the layer takes over with its
-  // pending ops (the input is then only read through this layer, as batch norm's output is
-  // read only through its ReLU or add in ResNet).
-  Value take(const std::string& name) {
-    Value& v = fwd_.at(name);
-    Value out = v;
-    v.pending.clear();
-    v.pending_layers.clear();
-    return out;
-  }
-
-  // Adds a gradient contribution for `name` (a tensor read by several layers gets the sum).
-  void add_gradient(Steps& out, const std::string& name, Value g) {
-    auto it = grads_.find(name);
-    if (it == grads_.end()) {
-      grads_.emplace(name, std::move(g));
-      return;
-    }
-    flush(out, g);
-    b_.rearrange(out, g.layout, it->second.layout);
-    pend(it->second, {Op::kAdd});
-  }
-
-  // A layer's backward steps: its op's backward rule, reading the gradient of its output and
-  // adding the gradients of its inputs.
-  void backward(Steps& out, const LayerNode& c, bool first_layer) {
-    const Layer& l = *c.layer;
-    // The builder's weight_gradient marks its own part.
-    const auto scope = b_.scope(l.name, trace::Pass::kDataGradient, graph::info(l.op).kind);
-    const std::string& in = c.input;
-    if (l.op == graph::Op::kSoftmaxLoss) {
-      // d logits = softmax - labels, where the logits are.
-      Value dx{fwd_.at(in).layout, {}, {}};
-      pend(dx, {Op::kSub});
-      add_gradient(out, in, std::move(dx));
-      return;
-    }
-    Value g = grads_.at(l.name);
-    grads_.erase(l.name);
-    switch (l.op) {
-      case graph::Op::kConv:
-      case graph::Op::kDwconv:
-        return conv_backward(out, c, std::move(g), first_layer);
-      case graph::Op::kBatchNorm:
-        flush(out, g);
-        // Batch norm ran in place, so what is kept is its input x: it comes to the gradient's
-        // layout and is whitened again there (poplar-compiler.md §2.3).
-        b_.rearrange(out, fwd_.at(in).layout, g.layout);
-        norms_.batch_norm_gradient(out, g, c.out.c, m_.dtype);
-        return add_gradient(out, in, std::move(g));
-      case graph::Op::kGroupNorm:
-        flush(out, g);
-        // As batch norm: its input x comes to the gradient's layout and is whitened there.
-        b_.rearrange(out, fwd_.at(in).layout, g.layout);
-        norms_.group_norm_gradient(out, g, n_, c.out.c, m_.norm_groups, m_.dtype);
-        return add_gradient(out, in, std::move(g));
-      case graph::Op::kRelu:
-        // g x (y > 0): the forward output comes to the gradient's layout.
-        b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-        norms_.relu_gradient(out, g);
-        return add_gradient(out, in, std::move(g));
-      case graph::Op::kSwish:
-        // g (s + x s (1 - s)), s = sigmoid(x): the input comes to the gradient's layout.
-        b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-        pend(g, {Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul});
-        return add_gradient(out, in, std::move(g));
-      case graph::Op::kSigmoid:
-        // g y (1 - y): the output comes to the gradient's layout.
-        b_.rearrange(out, fwd_.at(l.name).layout, g.layout);
-        pend(g, {Op::kSub, Op::kMul, Op::kMul});
-        return add_gradient(out, in, std::move(g));
-      case graph::Op::kScale:
-        return scale_backward(out, c, std::move(g));
-      case graph::Op::kAdd:
-        flush(out, g);  // materialised once; both operands' paths read it
-        add_gradient(out, l.other, g);
-        return add_gradient(out, in, std::move(g));
-      case graph::Op::kConcat: {
-        // The gradient's channel ranges back to each operand, as new tensors.
-        flush(out, g);
-        const std::uint64_t rest = c.out.c - c.in.c;
-        const Layout dx = b_.linear(m_.dtype, g.layout.positions, c.in.c);
-        const Layout dother = b_.linear(m_.dtype, g.layout.positions, rest);
-        b_.move_channels(out, g.layout, 0, dx, 0, c.in.c);
-        b_.move_channels(out, g.layout, c.in.c, dother, 0, rest);
-        add_gradient(out, l.other, Value{dother, {}});
-        return add_gradient(out, in, Value{dx, {}});
-      }
-      case graph::Op::kUpsample: {
-        // Each input position's gradient sums its factor^2 copies' where the output was.
-        flush(out, g);
-        const Layout y = fwd_.at(l.name).layout;
-        b_.rearrange(out, g.layout, y);
-        const Op sum = Op::kAdd;
-        b_.elementwise(out, y, {&sum, 1});
-        return add_gradient(out, in, Value{fwd_.at(in).layout, {}});
-      }
-      case graph::Op::kMaxPool:
-      case graph::Op::kAvgPool:
-        return pool_backward(out, c, std::move(g));
-      case graph::Op::kFc: {
-        flush(out, g);
-        const plan::ConvArgs mm = fc_args(c);
-        const Layout weights = b_.weights_layout(mm);
-        const Layout dx = b_.data_gradient(out, mm, weights, g.layout);
-        b_.weight_gradient(out, mm, fwd_.at(in).layout, weights, g.layout, /*update=*/true);
-        return add_gradient(out, in, Value{dx, {}});
-      }
-      case graph::Op::kSoftmaxLoss:
-      case graph::Op::kEmbedding:  // a transformer's sub-layers: no CNN layer is one
-      case graph::Op::kAttention:
-      case graph::Op::kFfn:
-      case graph::Op::kFinalNorm:
-      case graph::Op::kHeads:
-      case graph::Op::kCount:
-        break;
-    }
-    throw Error(fmt::format("layer '{}': no backward rule", l.name));
-  }
-
-  // Data gradient (skipped for the first layer), then the weight gradient added into the
-  // gradient accumulator on the weights' layout.
-  void conv_backward(Steps& out, const LayerNode& c, Value g, bool first_layer) {
-    const std::string& in = c.input;
-    flush(out, g);
-    const plan::ConvArgs fa = forward_args(c);
-    const Layout weights = b_.weights_layout(fa);
-    if (!first_layer) {
-      Layout dx = b_.data_gradient(out, fa, weights, g.layout);
-      // A strided conv's data gradient is computed at the output resolution (same MACs) and
-      // written at the input resolution: each tile's block grows by in / out positions
-      // (stride^2 where the stride divides the field).
-      dx.positions = dx.positions / c.out.positions() * c.in.positions();
-      dx.positions_per_tile = ceil_div(dx.positions_per_tile * c.in.positions(), c.out.positions());
-      add_gradient(out, in, Value{dx, {}});
-    }
-    const Layout x = in.empty() ? b_.input_layout(fa) : fwd_.at(in).layout;
-    b_.weight_gradient(out, fa, x, weights, g.layout, /*update=*/true);
-  }
-
-  void scale_backward(Steps& out, const LayerNode& c, Value g) {
-    const std::string& in = c.input;
-    flush(out, g);
-    // The factors' gradient: g x summed over each channel's positions (x to g's layout).
-    b_.rearrange(out, fwd_.at(in).layout, g.layout);
-    const Op mul = Op::kMul;
-    b_.elementwise(out, g.layout, {&mul, 1});
-    b_.reduce(out, g.layout, Axis::kPositions, 1, /*broadcast=*/false);
-    add_gradient(out, c.layer->other, Value{b_.linear(m_.dtype, n_, c.out.c), {}});
-    // The input's gradient: g times the factors, brought to g's tiles.
-    b_.broadcast(out, g.layout, Axis::kPositions, 1);
-    pend(g, {Op::kMul});
-    add_gradient(out, in, std::move(g));
-  }
-
-  // A pool's gradient spread back over its input windows, on the input's layout (a max pool's
-  // gradient is first brought there).
-  void pool_backward(Steps& out, const LayerNode& c, Value g) {
-    flush(out, g);
-    const Layout x = fwd_.at(c.input).layout;
-    if (c.op() == graph::Op::kMaxPool)
-      b_.rearrange(out, g.layout.positions == x.positions ? g.layout : x, x);
-    const Op mul = Op::kMul;
-    b_.elementwise(out, x, {&mul, 1});
-    add_gradient(out, c.input, Value{x, {}});
-  }
-
   // The nodes of this IPU's stage.
   std::span<const LayerNode> stage() const {
     return std::span<const LayerNode>(layers_).subspan(first_, last_ - first_);
@@ -616,14 +333,14 @@ class CnnLowering {
   IpuBuilder& b_;
   const graph::TensorGraph& graph_;  // the model's, for one micro-batch
   NormLowering norms_;
-  std::vector<LayerNode> layers_;    // every node of the model
-  std::size_t first_, last_;         // this IPU's stage: [first_, last_) of layers_
-  bool stashed_;                     // its forward and backward run in different cycles
-  std::vector<std::size_t> inputs_;  // what it reads from earlier stages (graph::crossing)
+  GraphLowering lowering_;                    // the graph's nodes, layer by layer
+  std::map<std::string, std::size_t> index_;  // each layer's index in layers_
+  std::vector<LayerNode> layers_;             // every node of the model
+  std::size_t first_, last_;                  // this IPU's stage: [first_, last_) of layers_
+  bool stashed_;                              // its forward and backward run in different cycles
+  std::vector<std::size_t> inputs_;           // what it reads from earlier stages (graph::crossing)
   std::uint64_t n_;
   std::uint32_t all_tiles_;                // the chip's tiles, I/O tiles included
-  std::map<std::string, Value> fwd_;       // forward values by producing layer
-  std::map<std::string, Value> grads_;     // gradients of layer outputs, while back-propagating
   graph::Body body_;                       // where each layer's steps sit in the micro-batch body
   std::vector<graph::GradientStep> flow_;  // training: each layer's backward (graph::gradient_flow)
 };
@@ -730,7 +447,9 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
   graph::BuildOptions options;
   options.batch = run.micro_batch;
   options.training = !run.inference;
-  const graph::TensorGraph graph = graph::build_graph(m, options);
+  graph::TensorGraph graph = graph::build_graph(m, options);
+  graph::Gradients gradients;  // each tensor's (training)
+  if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
   const std::vector<graph::Segment> ranges = graph::pipeline_stages(nodes, m, run);
   trace::Trace t;
   t.name = run.name;
@@ -758,7 +477,7 @@ trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSp
     b.record_plans(plans, ipu);
     b.share_plans(&plan_cache);
     const bool stashed = pipelined && ipu + 1 < p;
-    CnnLowering lower(m, run, b, system.chip.tiles, graph, nodes, ranges[ipu], stashed);
+    CnnLowering lower(m, run, b, system.chip.tiles, graph, gradients, nodes, ranges[ipu], stashed);
     std::vector<PipelineStage> stages;
     for (const StageSlot& slot : ipu_stages(stage_ipus, ipu, !run.inference)) {
       PipelineStage& st = stages.emplace_back();

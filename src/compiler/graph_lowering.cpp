@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ipusim/util/error.hpp"
+#include "weights.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -52,6 +53,8 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
       return std::vector{Op::kGelu};
     case P::kSigmoid:
       return std::vector{Op::kSigmoid};
+    case P::kSilu:  // x sigmoid(x)
+      return std::vector{Op::kSigmoid, Op::kMul};
     case P::kTanh:
       return std::vector{Op::kTanh};
     case P::kExp:
@@ -67,27 +70,6 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
     default:
       return std::nullopt;
   }
-}
-
-// A conv that cuts its input into non-overlapping patches (kernel = stride, no padding, one
-// group; ViT's patch embedding) as the matmul it is: [images x patches, patch elements] x
-// [patch elements, filters].
-std::optional<plan::ConvArgs> patch_matmul(const graph::TensorGraph& g, const Node& f) {
-  const graph::Dims& x = g.tensor(f.inputs[0]).dims;
-  const graph::Dims& w = g.tensor(f.inputs[1]).dims;
-  const graph::Dims& y = g.tensor(f.outputs[0]).dims;
-  if (f.op != P::kConv || f.attrs.groups != 1 || x.size() != w.size() || y.size() != x.size())
-    return std::nullopt;
-  const auto zero = [](const graph::Dims& d) {
-    return std::all_of(d.begin(), d.end(), [](std::uint64_t v) { return v == 0; });
-  };
-  if (!zero(f.attrs.pad_begin) || !zero(f.attrs.pad_end)) return std::nullopt;
-  for (std::size_t i = 2; i < x.size(); ++i)
-    if (i - 2 >= f.attrs.stride.size() || f.attrs.stride[i - 2] != w[i] || y[i] * w[i] != x[i])
-      return std::nullopt;
-  const std::uint64_t filters = w[0];
-  return IpuBuilder::matmul_args(graph::elements(y) / filters, filters,
-                                 graph::elements(w) / filters, g.tensor(f.outputs[0]).dtype);
 }
 
 // Whether `columns` are `v`'s channels: all of its slices', the padding (up to a slice) in the
@@ -153,16 +135,49 @@ const GraphLowering::Layer& GraphLowering::layer(const std::string& name) const 
 void GraphLowering::forward(Steps& out, const std::string& name, Value& v) {
   const Layer& l = layer(name);
   if (l.input) bind(*l.input, std::move(v));
+  forward(out, name);
+  v = slots_[slot(l.output)].v;
+}
+
+void GraphLowering::forward(Steps& out, const std::string& name) {
+  const Layer& l = layer(name);
   bind_inputs(l);
   for (const NodeId id : l.forward) lower(out, g_.node(id));
-  v = slots_[slot(l.output)].v;
+}
+
+void GraphLowering::flush_all(Steps& out) {
+  for (auto& slot : slots_)
+    if (!slot.fused_into && !slot.gradient) flush(b_, out, slot.v);
+}
+
+std::vector<TensorId> GraphLowering::gradient_parts(
+    TensorId t, const std::function<bool(const std::string&)>& of) const {
+  std::vector<TensorId> parts, todo{gradient(t)};
+  while (!todo.empty()) {
+    const TensorId grad = todo.back();
+    todo.pop_back();
+    const auto p = producer(grad);
+    if (!p) continue;
+    const Node& n = g_.node(*p);
+    if (of(n.layer)) {
+      parts.push_back(grad);
+    } else if (n.op == P::kAdd && n.backward) {  // a sum of parts
+      todo.push_back(n.inputs[1]);
+      todo.push_back(n.inputs[0]);
+    }
+  }
+  return parts;
 }
 
 void GraphLowering::backward(Steps& out, const std::string& name, Value& g) {
   const Layer& l = layer(name);
   bind(gradient(l.output), std::move(g));
-  for (const NodeId id : l.backward) lower(out, g_.node(id));
+  backward(out, name);
   g = l.input ? slots_[slot(gradient(*l.input))].v : Value{};
+}
+
+void GraphLowering::backward(Steps& out, const std::string& name) {
+  for (const NodeId id : layer(name).backward) lower(out, g_.node(id));
 }
 
 void GraphLowering::bind_inputs(const Layer& l) {
@@ -177,7 +192,7 @@ void GraphLowering::bind_inputs(const Layer& l) {
       for (TensorId at = t; !readers_[graph::index(at)].empty();) {
         const Node& r = g_.node(readers_[graph::index(at)].front());
         if (r.op == P::kConv) {
-          if (const auto args = patch_matmul(g_, r)) bind(t, Value{b_.input_layout(*args), {}, {}});
+          if (const auto args = planned_args(g_, r)) bind(t, Value{b_.input_layout(*args), {}, {}});
           break;
         }
         if (!elementwise(r.op)) break;
@@ -194,7 +209,7 @@ std::uint32_t GraphLowering::slot(TensorId t) const {
 
 void GraphLowering::bind(TensorId t, Value v) {
   slot_of_[graph::index(t)] = static_cast<std::uint32_t>(slots_.size());
-  slots_.push_back({std::move(v), std::nullopt});
+  slots_.push_back({std::move(v), g_.tensor(t).role == graph::Role::kGradient, std::nullopt});
 }
 
 TensorId GraphLowering::gradient(TensorId t) const {
@@ -245,20 +260,39 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return bind(n.outputs[0], Value{l, {}, {}});
     }
     case P::kConv:
+      return cuts_patches(g_, n) ? conv(out, n) : conv_forward(out, n);
     case P::kConvWeightGrad:
       return conv(out, n);
+    case P::kBatchNorm:
+    case P::kGroupNorm:
+      return norm(out, n);
+    case P::kMaxPool:
+      return max_pool(out, n);
+    case P::kReduceMean:
+      return reduce_mean(out, n);
+    case P::kResize:
+      return resize(out, n);
     case P::kGather:
       return gather(n);
     case P::kGatherGrad:  // the rows' gradients added into the table's (popops multiUpdateAdd)
       if (!is_weight(g_.node(*n.forward).inputs[0])) no_rule(n);
       b_.scaled_add(out, ready(out, x).layout);
       return;
-    case P::kExpand:  // a weight broadcast (a class token): read where it is
+    case P::kExpand:
+      if (n.backward && g_.node(*n.forward).op == P::kReduceMean) {
+        // An average pool's gradient spread back over its input's positions, where they lie.
+        (void)ready(out, x);
+        return bind(n.outputs[0], Value{layout_of(g_.node(*n.forward).inputs[0]), {}, {}});
+      }
+      // a weight broadcast (a class token): read where it is
       if (has_value(x) || !is_weight(x)) no_rule(n);
       return;
     case P::kRelu:
+      if (norms_) return relu(out, n);
+      [[fallthrough]];
     case P::kGelu:
     case P::kSigmoid:
+    case P::kSilu:
     case P::kTanh:
     case P::kExp:
     case P::kSqrt:
@@ -267,6 +301,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kDropout:
       return fuse(out, x, n.outputs[0], *unary_ops(n.op));
     case P::kUnaryGrad: {  // (dy, saved): the saved operand comes to the gradient's layout
+      if (g_.tensor(x).dims.size() == 4) return cnn_unary_gradient(out, n);
       auto ops = unary_ops(n.attrs.of);
       if (!ops) no_rule(n);
       ops->push_back(Op::kMul);
@@ -280,7 +315,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return bind(n.outputs[0], std::move(y));
     }
     case P::kNormGrad:
-      return norm_gradient(out, n);
+      return n.attrs.of == P::kLayerNorm ? norm_gradient(out, n) : cnn_norm_gradient(out, n);
     case P::kSoftmax:
       return softmax(out, n);
     case P::kSoftmaxGrad:
@@ -291,34 +326,36 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return cross_entropy_gradient(out, n);
     case P::kSplit:
       return split(out, n);
-    case P::kConcat:
-      return concat(out, n);
-    case P::kSlice:
-      return slice(out, n);
+    case P::kConcat:  // a CNN's feature maps joined along their channels, or rows
+      return g_.tensor(x).dims.size() == 4 && n.attrs.axis == 1 ? concat_channels(out, n)
+                                                                : concat(out, n);
+    case P::kSlice:  // a concat's gradient back to a CNN operand's channels, or rows
+      return g_.tensor(x).dims.size() == 4 && n.attrs.axes == std::vector<std::uint32_t>{1}
+                 ? slice_channels(out, n)
+                 : slice(out, n);
     case P::kPad:
       return pad(out, n);
-    case P::kReduceSum:
-      return reduce_sum(out, n);
+    case P::kReduceSum:  // a CNN's per-channel factors' gradient, or a bias's
+      return g_.tensor(x).dims.size() == 4 && n.attrs.axes == std::vector<std::uint32_t>{2, 3}
+                 ? reduce_positions(out, n)
+                 : reduce_sum(out, n);
+    case P::kConvDataGrad:
+      return conv_data_gradient(out, n);
+    case P::kResizeGrad:
+      return resize_gradient(out, n);
+    case P::kMaxPoolGrad:
+      return pool_gradient(out, n);
     case P::kReshape:
     case P::kTranspose:  // views: the same value
       slot_of_[graph::index(n.outputs[0])] = slot(x);
       return;
-    case P::kConvDataGrad:
     case P::kClip:
-    case P::kSilu:
     case P::kErf:
     case P::kDiv:
     case P::kPow:
     case P::kWhere:
-    case P::kReduceMean:
     case P::kReduceMax:
     case P::kRmsNorm:
-    case P::kGroupNorm:
-    case P::kBatchNorm:
-    case P::kResize:
-    case P::kResizeGrad:
-    case P::kMaxPool:
-    case P::kMaxPoolGrad:
     case P::kAvgPool:
     case P::kAvgPoolGrad:
     case P::kCount:
@@ -373,7 +410,7 @@ void GraphLowering::matmul(Steps& out, const Node& n) {
 
 void GraphLowering::conv(Steps& out, const Node& n) {
   const Node& f = n.backward ? g_.node(*n.forward) : n;
-  const auto args = patch_matmul(g_, f);
+  const auto args = planned_args(g_, f);
   if (!args || !is_weight(f.inputs[1])) no_rule(n);
   const Layout x = ready(out, f.inputs[0]).layout;
   if (n.backward) {  // the weight gradient, added into the weights' accumulator
@@ -432,14 +469,15 @@ void GraphLowering::cross_entropy(Steps& out, const Node& n) {
   // classes are the layout's channels, or its positions within a sample (a view of per-token
   // scores as [samples x scores, tokens]: a span head's): then the sums are per sample and
   // score, as group norm groups channels (group_norm_view).
+  // A CNN's per-pixel logits [samples, classes, height, width] are rows of their positions.
   const graph::Dims& d = g_.tensor(n.inputs[0]).dims;
-  if (d.size() != 2) no_rule(n);
+  if (d.size() != 2 && d.size() != 4) no_rule(n);
   const Op exp = Op::kExp, div = Op::kDiv;
   fuse(out, n.inputs[0], n.outputs[0], {&exp, 1});
   const Value& v = ready(out, n.outputs[0]);
   const Layout l = v.layout;
   const std::uint32_t slices = v.slices;
-  const std::uint64_t rows = d[0], classes = d[1];
+  const std::uint64_t classes = d[1], rows = graph::elements(d) / classes;
   // A serialised matmul's slices: each slice's sums, its share of the classes (the slices'
   // partial sums are not combined: a simplification).
   if (spans_channels(v, classes)) {
@@ -537,12 +575,25 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   const TensorId a = n.inputs[0], c = n.inputs[1];
   // The sum of a weight's gradients (a tied table's): each was added into its accumulator.
   if (weight_gradient_[graph::index(n.outputs[0])] && !has_value(a) && !has_value(c)) return;
-  if (has_value(a) && has_value(c) && g_.tensor(a).dims == g_.tensor(c).dims) {
-    // Two tensors computed here (a residual, a gradient's two parts): the one computed later
-    // keeps its layout and pending ops; the other is brought to it.
+  const graph::Dims& ad = g_.tensor(a).dims;
+  const graph::Dims& cd = g_.tensor(c).dims;
+  if (has_value(a) && has_value(c) && ad.size() == 4 && cd.size() == 4 && cd[2] == 1 &&
+      cd[3] == 1 && ad != cd) {
+    // A CNN's per-channel factors (squeeze-and-excitation's scale): computed, brought to the
+    // tiles holding each channel (a broadcast from the first of them), then multiplied there.
+    (void)ready(out, c);
+    b_.broadcast(out, slots_[slot(a)].v.layout, Axis::kPositions, 1);
+    fuse(out, a, n.outputs[0], {&op, 1});
+    return;
+  }
+  if (has_value(a) && has_value(c) && ad == cd) {
+    // Two tensors computed here (a residual, a gradient's two parts): in the forward pass the
+    // first operand keeps its layout and pending ops (popops' in-place add), in the backward
+    // the one computed later; the other is brought to it.
     const auto pa = producer(a), pc = producer(c);
     const bool a_later = pa && (!pc || *pa > *pc);
-    const TensorId keep = a_later ? a : c, other = a_later ? c : a;
+    const bool keep_a = ad.size() == 4 || a_later;
+    const TensorId keep = keep_a ? a : c, other = keep_a ? c : a;
     const Layout from = ready(out, other).layout;
     b_.rearrange(out, from, slots_[slot(keep)].v.layout);
     fuse(out, keep, n.outputs[0], {&op, 1});
@@ -550,7 +601,16 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   }
   // A vector or constant broadcast over a computed tensor (a bias): applied where it lives.
   if (!has_value(a) && !has_value(c)) no_rule(n);
-  fuse(out, has_value(a) ? a : c, n.outputs[0], {&op, 1});
+  const TensorId x = has_value(a) ? a : c;
+  const auto p = producer(x);
+  if (p && g_.node(*p).op == P::kExpand && g_.node(*p).backward) {
+    // A gradient spread over the positions it came from (an average pool's): written there by
+    // this op, which materialises it.
+    const Layout l = ready(out, x).layout;
+    b_.elementwise(out, l, {&op, 1});
+    return bind(n.outputs[0], Value{l, {}, {}});
+  }
+  fuse(out, x, n.outputs[0], {&op, 1});
 }
 
 void GraphLowering::norm_gradient(Steps& out, const Node& n) {
@@ -581,6 +641,185 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
   for (std::uint32_t i = 0; i < slices; ++i)
     b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
+}
+
+void GraphLowering::conv_forward(Steps& out, const Node& n) {
+  // A conv planned as itself on its input's layout (a grouped conv's channels per group);
+  // its bias, if any, added where the output lies.
+  const auto args = planned_args(g_, n);
+  if (!args || !is_weight(n.inputs[1])) no_rule(n);
+  const Layout x = ready(out, n.inputs[0]).layout;
+  Value y{b_.conv(out, *args, Operand{x, false}), {}, {}};
+  if (n.inputs.size() == 3) compiler::pend(b_, y, {Op::kAdd});
+  bind(n.outputs[0], std::move(y));
+}
+
+void GraphLowering::norm(Steps& out, const Node& n) {
+  // Batch or group norm as the run lowers it (NormLowering): in place on the input's layout.
+  // Batch norm folds its statistics into a scale and shift in inference.
+  if (!norms_) no_rule(n);
+  const Value x = ready(out, n.inputs[0]);
+  const graph::Dims& d = g_.tensor(n.inputs[0]).dims;
+  const bool statistics = !(recomputing_ && norms_->caches_statistics());
+  Value y = n.op == P::kGroupNorm ? norms_->group_norm(out, x, d[0], n.attrs.groups, statistics)
+            : gradients_.empty()  ? norms_->batch_norm_inference(x)
+                                  : norms_->batch_norm(out, x, d[1], statistics);
+  bind(n.outputs[0], std::move(y));
+}
+
+void GraphLowering::relu(Steps& out, const Node& n) {
+  // In place: the output takes over its input's pending ops, then popnn's ReLU or its op
+  // pending.
+  fuse(out, n.inputs[0], n.outputs[0], {});
+  norms_->relu(out, slots_[slot(n.outputs[0])].v);
+}
+
+void GraphLowering::max_pool(Steps& out, const Node& n) {
+  // Each output reads a window of its tile's inputs (the halo exchange neglected); the output
+  // keeps the input's block grid.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  const graph::Dims& yd = g_.tensor(n.outputs[0]).dims;
+  if (xd.size() != 4) no_rule(n);
+  const std::uint64_t in = xd[2] * xd[3], per_sample = yd[2] * yd[3];
+  const Layout x = ready(out, n.inputs[0]).layout;
+  Layout y = x;
+  y.positions = yd[0] * per_sample;
+  y.positions_per_tile = ceil_div(x.positions_per_tile * per_sample, in);
+  const std::uint64_t window = graph::elements(n.attrs.kernel);
+  Layout work = y;
+  work.positions_per_tile *= window;
+  work.positions *= window;
+  const Op max = Op::kMax;
+  b_.elementwise(out, work, {&max, 1});
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::reduce_mean(Steps& out, const Node& n) {
+  // A CNN's global average pool: each channel's positions reduced among the tiles holding
+  // them, into a new [samples, channels] tensor on the linear mapping.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  if (xd.size() != 4 || n.attrs.axes != std::vector<std::uint32_t>{2, 3}) no_rule(n);
+  b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
+  bind(n.outputs[0], Value{b_.linear(g_.tensor(n.outputs[0]).dtype, xd[0], xd[1]), {}, {}});
+}
+
+void GraphLowering::resize(Steps& out, const Node& n) {
+  // Nearest neighbour: each tile writes its positions' copies.
+  const std::uint64_t copies = graph::elements(n.attrs.dims);
+  Layout y = ready(out, n.inputs[0]).layout;
+  y.positions *= copies;
+  y.positions_per_tile *= copies;
+  b_.copy(out, y);
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::concat_channels(Steps& out, const Node& n) {
+  // A new tensor of the operands' channels on the linear mapping, each operand's bytes moved
+  // into its channel range (torch.cat; Poplar's concat is a view, which a reader wanting
+  // another layout copies: this copy stands for that one). The later operands are computed
+  // first.
+  for (std::size_t i = 1; i < n.inputs.size(); ++i) (void)ready(out, n.inputs[i]);
+  const Layout x = ready(out, n.inputs[0]).layout;
+  const graph::Tensor& y = g_.tensor(n.outputs[0]);
+  const Layout joined = b_.linear(y.dtype, x.positions, y.dims[1]);
+  std::uint64_t first = 0;
+  for (const TensorId t : n.inputs) {
+    const std::uint64_t channels = g_.tensor(t).dims[1];
+    b_.move_channels(out, ready(out, t).layout, 0, joined, first, channels);
+    first += channels;
+  }
+  bind(n.outputs[0], Value{joined, {}, {}});
+}
+
+void GraphLowering::conv_data_gradient(Steps& out, const Node& n) {
+  // The transposed conv of the output gradient with the weights where they were created. A
+  // strided conv's data gradient is computed at the output resolution (same MACs) and written
+  // at the input resolution: each tile's block grows by in / out positions.
+  const Node& f = g_.node(*n.forward);
+  const auto args = planned_args(g_, f);
+  if (!args || cuts_patches(g_, f)) no_rule(n);
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  Layout dx = b_.data_gradient(out, *args, b_.weights_layout(*args), dy);
+  const graph::Dims& xd = g_.tensor(f.inputs[0]).dims;
+  const graph::Dims& yd = g_.tensor(f.outputs[0]).dims;
+  const std::uint64_t in = xd[2] * xd[3], per_sample = yd[2] * yd[3];
+  dx.positions = dx.positions / per_sample * in;
+  dx.positions_per_tile = ceil_div(dx.positions_per_tile * in, per_sample);
+  bind(n.outputs[0], Value{dx, {}, {}});
+}
+
+void GraphLowering::cnn_norm_gradient(Steps& out, const Node& n) {
+  // Batch or group norm's (popnn's or fused, NormLowering): its input comes to the gradient's
+  // layout and is whitened there; the gamma and beta gradients go into their accumulators.
+  if (!norms_) no_rule(n);
+  Value g = ready(out, n.inputs[0]);
+  const graph::Dims& d = g_.tensor(n.inputs[1]).dims;
+  b_.rearrange(out, ready(out, n.inputs[1]).layout, g.layout);
+  const trace::DType dt = g_.tensor(n.inputs[2]).dtype;
+  if (n.attrs.of == P::kBatchNorm)
+    norms_->batch_norm_gradient(out, g, d[1], dt);
+  else
+    norms_->group_norm_gradient(out, g, d[0], d[1], n.attrs.groups, dt);
+  bind(n.outputs[0], std::move(g));
+}
+
+void GraphLowering::cnn_unary_gradient(Steps& out, const Node& n) {
+  // A CNN's in place: the saved tensor comes to the gradient's layout and the gradient takes
+  // the derivative's ops: ReLU's as the run lowers it (g x (y > 0)); swish's g (s + x s (1 -
+  // s)), s = sigmoid(x); sigmoid's g y (1 - y).
+  const P of = n.attrs.of;
+  if (of != P::kRelu && of != P::kSilu && of != P::kSigmoid) no_rule(n);
+  const Layout saved = ready(out, n.inputs[1]).layout;
+  b_.rearrange(out, saved, slots_[slot(n.inputs[0])].v.layout);
+  if (of == P::kRelu && norms_) {
+    fuse(out, n.inputs[0], n.outputs[0], {});
+    return norms_->relu_gradient(out, slots_[slot(n.outputs[0])].v);
+  }
+  const std::vector<Op> ops =
+      of == P::kRelu   ? std::vector{Op::kMul}
+      : of == P::kSilu ? std::vector{Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul}
+                       : std::vector{Op::kSub, Op::kMul, Op::kMul};
+  fuse(out, n.inputs[0], n.outputs[0], ops);
+}
+
+void GraphLowering::pool_gradient(Steps& out, const Node& n) {
+  // (dy, x, y): the gradient brought to the input's layout (from where it lies when it has the
+  // input's positions), then spread over each window there.
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const Layout x = ready(out, n.inputs[1]).layout;
+  b_.rearrange(out, dy.positions == x.positions ? dy : x, x);
+  const Op mul = Op::kMul;
+  b_.elementwise(out, x, {&mul, 1});
+  bind(n.outputs[0], Value{x, {}, {}});
+}
+
+void GraphLowering::resize_gradient(Steps& out, const Node& n) {
+  // Each input position's gradient sums its copies' where the output was.
+  const Node& f = g_.node(*n.forward);
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const Layout y = layout_of(f.outputs[0]);
+  b_.rearrange(out, dy, y);
+  const Op sum = Op::kAdd;
+  b_.elementwise(out, y, {&sum, 1});
+  bind(n.outputs[0], Value{layout_of(f.inputs[0]), {}, {}});
+}
+
+void GraphLowering::slice_channels(Steps& out, const Node& n) {
+  // A channel range of a feature map's gradient (a concat's operand's) as a new tensor on the
+  // linear mapping.
+  const Layout dy = ready(out, n.inputs[0]).layout;
+  const std::uint64_t first = n.attrs.starts[0], channels = n.attrs.ends[0] - first;
+  const Layout y = b_.linear(g_.tensor(n.outputs[0]).dtype, dy.positions, channels);
+  b_.move_channels(out, dy, first, y, 0, channels);
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::reduce_positions(Steps& out, const Node& n) {
+  // A CNN's per-channel factors' gradient: g x summed over each channel's positions among the
+  // tiles holding them, into a new [samples, channels] tensor on the linear mapping.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
+  bind(n.outputs[0], Value{b_.linear(g_.tensor(n.outputs[0]).dtype, xd[0], xd[1]), {}, {}});
 }
 
 }  // namespace ipusim::compiler

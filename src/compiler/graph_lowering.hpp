@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -19,6 +20,7 @@
 #include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/compiler/graph/tensor_graph.hpp"
 #include "lowering.hpp"
+#include "norm_lowering.hpp"
 
 namespace ipusim::compiler {
 
@@ -31,6 +33,12 @@ class GraphLowering {
   // `v` becomes the value of its output. The layer reads one tensor computed before it, or
   // none (the model's first layer: `v` is not read).
   void forward(Steps& out, const std::string& layer, Value& v);
+  // Lowers the forward nodes of `layer`, each reading the values its inputs have (computed
+  // by earlier layers, or bound).
+  void forward(Steps& out, const std::string& layer);
+  // Lowers the backward nodes of `layer`, each reading the values its inputs have (the
+  // gradients later layers computed, the forward's values).
+  void backward(Steps& out, const std::string& layer);
   // Lowers the backward nodes of `layer` from `g`, the gradient of the layer's output (after
   // its forward or recomputation was lowered); `g` becomes the gradient of its input (none
   // for the first layer).
@@ -45,6 +53,34 @@ class GraphLowering {
   // `t` on the linear mapping as rows of its last dimension (where an inter-IPU copy lands it).
   Layout rows_layout(graph::TensorId t) const;
 
+  // A CNN's batch norm, group norm and ReLU as the run lowers them (norm_lowering.hpp); without
+  // them ReLU is fused and the norms have no rule. Batch norm folds its statistics when the
+  // graph has no backward (inference).
+  void use_norms(NormLowering* norms) { norms_ = norms; }
+  // The forward nodes lowered from now on recompute (their norms reuse the cached statistics
+  // when the run caches them).
+  void set_recomputing(bool recomputing) { recomputing_ = recomputing; }
+  // Where `t`'s value lies (its pending ops not applied).
+  const Layout& layout_of(graph::TensorId t) const { return slots_[slot(t)].v.layout; }
+  // The layers' nodes: those of `layer` in its forward or backward pass.
+  const std::vector<graph::NodeId>& nodes_of(const std::string& layer, bool backward) const {
+    return backward ? this->layer(layer).backward : this->layer(layer).forward;
+  }
+  // Whether `t` has a value.
+  bool has(graph::TensorId t) const { return has_value(t); }
+  // Gives `t` a value (a host input where it lands, a tensor an inter-IPU copy delivers).
+  void set_value(graph::TensorId t, Value v) { bind(t, std::move(v)); }
+  // `t`'s value with its pending ops applied.
+  const Value& value(Steps& out, graph::TensorId t) { return ready(out, t); }
+  // Applies every forward value's pending ops not yet applied (the end of a stage's forward
+  // or recomputation), in the order the values were made.
+  void flush_all(Steps& out);
+  // The parts of `t`'s gradient that nodes of the layers `of` selects compute, summed
+  // elsewhere (none: the whole gradient when they compute it): what an inter-IPU copy of a
+  // pipeline carries between stages.
+  std::vector<graph::TensorId> gradient_parts(
+      graph::TensorId t, const std::function<bool(const std::string&)>& of) const;
+
  private:
   struct Layer {
     std::vector<graph::NodeId> forward, backward;
@@ -53,6 +89,7 @@ class GraphLowering {
   };
   struct Slot {
     Value v;
+    bool gradient = false;  // a gradient's value (else a forward tensor's)
     // Computed when that slot's pending ops are applied (they include this one's).
     std::optional<std::uint32_t> fused_into;
   };
@@ -78,6 +115,23 @@ class GraphLowering {
   void concat(Steps& out, const graph::Node& n);
   void concat_rows(Steps& out, const graph::Node& n);
   void reduce_sum(Steps& out, const graph::Node& n);
+  // A CNN's: a conv, the norms, ReLU, a residual add or per-channel scale, pooling, channel
+  // concat and upsampling.
+  void conv_forward(Steps& out, const graph::Node& n);
+  void norm(Steps& out, const graph::Node& n);
+  void relu(Steps& out, const graph::Node& n);
+  void max_pool(Steps& out, const graph::Node& n);
+  void reduce_mean(Steps& out, const graph::Node& n);
+  void resize(Steps& out, const graph::Node& n);
+  void concat_channels(Steps& out, const graph::Node& n);
+  // Their backward rules.
+  void conv_data_gradient(Steps& out, const graph::Node& n);
+  void cnn_norm_gradient(Steps& out, const graph::Node& n);
+  void cnn_unary_gradient(Steps& out, const graph::Node& n);
+  void pool_gradient(Steps& out, const graph::Node& n);
+  void resize_gradient(Steps& out, const graph::Node& n);
+  void slice_channels(Steps& out, const graph::Node& n);
+  void reduce_positions(Steps& out, const graph::Node& n);
 
   bool has_value(graph::TensorId t) const {
     return graph::index(t) < slot_of_.size() && slot_of_[graph::index(t)] != kNoSlot;
@@ -98,6 +152,8 @@ class GraphLowering {
   const graph::TensorGraph& g_;
   const graph::Gradients& gradients_;
   IpuBuilder& b_;
+  NormLowering* norms_ = nullptr;
+  bool recomputing_ = false;
   std::map<std::string, Layer> layers_;
   std::vector<bool> weight_gradient_;                // by tensor: some weight's gradient
   std::vector<std::vector<graph::NodeId>> readers_;  // by tensor: the forward nodes reading it

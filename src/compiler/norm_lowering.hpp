@@ -35,6 +35,8 @@ class NormLowering {
   // leaves g as the input gradient (dtype: the parameters' gradients).
   void group_norm_gradient(Steps& out, Value& g, std::uint64_t samples, std::uint64_t channels,
                            std::uint64_t groups, trace::DType dtype);
+  // Whether a recomputed norm reuses the forward's statistics (run.batchnorm_statistics_cache).
+  bool caches_statistics() const { return run_.batchnorm_statistics_cache; }
   // ReLU in place on `v`, and its gradient g x (y > 0) (y already on g's layout).
   void relu(Steps& out, Value& v);
   void relu_gradient(Steps& out, Value& g);

@@ -30,6 +30,12 @@ bool cuts_patches(const graph::Dims& x, const graph::Dims& w, const graph::Dims&
 
 }  // namespace
 
+bool cuts_patches(const graph::TensorGraph& g, const Node& n) {
+  return n.op == Primitive::kConv &&
+         cuts_patches(g.tensor(n.inputs[0]).dims, g.tensor(n.inputs[1]).dims,
+                      g.tensor(n.outputs[0]).dims, n.attrs);
+}
+
 std::optional<plan::ConvArgs> planned_args(const graph::TensorGraph& g, const Node& n) {
   if (n.op == Primitive::kMatmul) {
     const graph::Dims& a = g.tensor(n.inputs[0]).dims;

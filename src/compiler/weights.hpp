@@ -25,6 +25,8 @@ namespace ipusim::compiler {
 // conv that cuts patches (kernel = stride > 1, no padding, one group: ViT's) as its matmul,
 // another conv as itself (a grouped conv's channels per group). None for other nodes.
 std::optional<plan::ConvArgs> planned_args(const graph::TensorGraph& g, const graph::Node& n);
+// Whether conv node `n` cuts patches (planned_args takes it as a matmul).
+bool cuts_patches(const graph::TensorGraph& g, const graph::Node& n);
 
 // One weight tensor as the IPU keeps it: `count` tensors of `layout` (the steps of a
 // serialised matmul's weight, or its equal parts).

@@ -245,6 +245,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   options.engine = r.engine;
   options.origin = compiling ? (r.save_trace.empty() ? r.run_file : r.save_trace) : r.trace_file;
   options.memoise_loops = !r.full_loops;
+  options.fast_forward = !r.no_fast_forward;  // off with full loops or a timeline too
   // Spans feed the timeline, superstep totals supersteps.csv (fast engine); each recorded only
   // when asked for.
   options.record_spans = r.engine == model::Engine::kFast && !r.timeline_file.empty();

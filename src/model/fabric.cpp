@@ -2,9 +2,12 @@
 #include "ipusim/model/fabric.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <span>
 
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/clock.hpp"
@@ -62,6 +65,7 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
     if (all.size() <= system.ipus()) all_ipus_sync_ = topology_.sync_cycles(all);
   }
   replica_free_.assign(trace.replicas, 0);
+  simulated_ipus_ = simulated_replicas_ * static_cast<std::uint32_t>(trace.ipus.size());
   has_program_.assign(programs_, false);
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
@@ -129,7 +133,7 @@ std::string Fabric::describe(const trace::Step& step) const {
 }
 
 GroupTiming Fabric::group_step(const Placement& who, const trace::Step& step, std::uint64_t now,
-                               std::uint64_t times) {
+                               std::uint64_t times, LoopParty* party) {
   // Everything that owns memory lives in this block and is gone before the thread waits:
   // when a model error stops the simulation while members still wait here (mismatched group
   // steps), SystemC never resumes or unwinds their threads, so anything on their stacks
@@ -171,10 +175,17 @@ GroupTiming Fabric::group_step(const Placement& who, const trace::Step& step, st
           who.system_ipu, what, seq, p.waiting.front(), p.what));
     }
     p.waiting.push_back(who.system_ipu);
+    p.parties.push_back(party);
     p.barrier = std::max(p.barrier, now);
     if (++p.arrived == p.expected) {
+      // Operations started in the same cycle run in the order their last members arrive,
+      // which SystemC picks; they could interact (shared links, replicas).
+      tie_ = tie_ || last_start_ == now;
+      last_start_ = now;
       p.timing = run(who, step, group, p.barrier, times);
-      p.done->notify(sc_core::sc_time::from_value(period_.value() * (p.timing.end - now)));
+      // Every simulated IPU waits here: a cut (fast_forward.hpp).
+      const std::uint64_t later = p.expected == simulated_ipus_ && times == 1 ? fast_forward(p) : 0;
+      p.done->notify(sc_core::sc_time::from_value(period_.value() * (p.timing.end + later - now)));
     }
   }
   sc_core::wait(*pending->done);
@@ -227,6 +238,77 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
   t.end = barrier + (end - barrier) * times;
   for (auto r : replicas) replica_free_[r] = t.end;
   return t;
+}
+
+std::uint64_t Fabric::fast_forward(const Pending& p) {
+  if (std::find(p.parties.begin(), p.parties.end(), nullptr) != p.parties.end()) return 0;
+  // The state at a cut is the same whatever the order in which SystemC runs the IPU threads
+  // waking in the same cycle (they share nothing but the Fabric: arrival order only decides
+  // which member starts the operation), unless two operations started in the same cycle.
+  // Cuts are compared only across periods without that.
+  if (tie_) {
+    tie_ = false;
+    for (auto& [nesting, search] : steady_) search.reset();
+    return 0;
+  }
+  // The parties in system-IPU order, then the Fabric.
+  std::vector<std::size_t> order(p.parties.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return p.waiting[a] < p.waiting[b]; });
+  const std::uint64_t time = p.timing.end;
+  std::vector<CutState> states(order.size() + 1);
+  std::size_t nesting = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (!p.parties[order[k]]->cut_state(time, states[k])) return 0;
+    nesting += states[k].loops.size();
+  }
+  cut_state(time, p, states.back());
+  const auto counters = [&](std::size_t k, std::vector<std::uint64_t>& out) {
+    if (k < order.size())
+      p.parties[order[k]]->cut_counters(out);
+    else
+      cut_counters(out);
+  };
+  // The kernel's range, as Ipu::advance checks it.
+  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() / period_.value();
+  auto skip = steady_[nesting].cut(time, std::move(states), counters, limit);
+  if (!skip) return 0;
+  const std::uint64_t periods = skip->periods, later = periods * skip->cycles;
+  spdlog::info("fast-forward: {} IPUs skip {} periods of {} cycles from cycle {}", order.size(),
+               periods, skip->cycles, time);
+  for (std::size_t k = 0; k < order.size(); ++k)
+    p.parties[order[k]]->skip(periods, skip->cycles, std::move(skip->counters[k]),
+                              skip->iterations[k]);
+  // The Fabric's own state, relative to the later release, and its statistics.
+  const std::vector<std::uint64_t>& mine = skip->counters.back();
+  std::size_t c = 0;
+  for (auto& [key, seq] : sequence_) seq += periods * mine[c++];
+  links_.skip(periods, skip->cycles, std::span(mine).subspan(c));
+  for (auto& r : replica_free_) r += later;
+  links_idle_at_ += later;
+  return later;
+}
+
+void Fabric::cut_state(std::uint64_t time, const Pending& p, CutState& out) const {
+  // Times before the cut count as the cut's own: every later operation starts after it.
+  const auto after = [time](std::uint64_t t) { return t > time ? t - time : 0; };
+  auto& r = out.relative;
+  r.push_back(pending_.size());
+  r.push_back(time - p.timing.barrier);
+  r.push_back(time - p.timing.synced);
+  r.push_back(after(links_idle_at_));
+  for (const auto f : replica_free_) r.push_back(after(f));
+  for (const auto& [key, seq] : sequence_) {
+    r.push_back(key.first);
+    r.push_back(key.second);
+  }
+  links_.busy_after(time, r);
+}
+
+void Fabric::cut_counters(std::vector<std::uint64_t>& out) const {
+  for (const auto& [key, seq] : sequence_) out.push_back(seq);
+  links_.use_counters(out);
 }
 
 std::vector<std::uint32_t> Fabric::replicas_of(const std::vector<std::uint32_t>& group) const {

@@ -2,6 +2,7 @@
 #include "ipusim/model/ipu.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -73,7 +74,9 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
       exchange_(chip, program),
       compute_cache_(program.compute_sets.size()),
       compute_executions_(program.compute_sets.size(), 0),
-      exchange_executions_(program.exchanges.size(), 0) {
+      exchange_executions_(program.exchanges.size(), 0),
+      // Spans record every iteration: with them, every iteration is simulated.
+      fast_forward_(options.fast_forward && options.memoise_loops && !options.record_spans) {
   // Every exchange is costed here, once, in the same pass over its transfers that adds their
   // exchange code to the memory map (compiled programs have millions of transfers).
   exchange_.cost_all(memory_);
@@ -276,8 +279,19 @@ void Ipu::execute_step(const trace::Step& step, std::uint64_t times) {
       } else {
         // A body with group steps waits for other IPUs, whose programs may interleave with
         // this one differently on each iteration, and one with background transfers overlaps
-        // its iterations: run every iteration (inner loops without either are still scaled).
-        for (std::uint64_t i = 0; i < iterations; ++i) execute(step.body, 1);
+        // its iterations: run every iteration (inner loops without either are still scaled),
+        // unless fast-forward proves that they repeat.
+        // Loops with no group step are fast-forwarded on their own only when this IPU is the
+        // only one simulated (no other thread whose order against this one's could matter).
+        const bool local = fast_forward_ && !has_group_step(step.body) &&
+                           (!fabric_ || fabric_->ipus_simulated() == 1);
+        const std::size_t f = frames_.size();
+        frames_.push_back({&step, 0, iterations});
+        for (; frames_[f].iteration < iterations; ++frames_[f].iteration) {
+          if (local) local_cut();
+          execute(step.body, 1);
+        }
+        frames_.pop_back();
       }
       --depth_;
       if (options_.record_spans) spans_[loop_span].cycles = now_ - loop_start;
@@ -299,7 +313,9 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
         "system (--system configs/systems/...)",
         program_.ipu));
   const std::uint64_t start = now_;
-  const GroupTiming t = fabric_->group_step(placement_, step, now_, times);
+  group_step_ = &step;
+  const GroupTiming t =
+      fabric_->group_step(placement_, step, now_, times, fast_forward_ ? this : nullptr);
   // Waiting for the group's other members (pipeline bubbles, imbalance), then the external
   // sync itself from the last arrival.
   const std::uint64_t arrived = std::max(start, t.barrier);
@@ -316,6 +332,79 @@ void Ipu::group_step(const trace::Step& step, std::uint64_t times) {
   // Waiting for the other members, the external sync, then the step itself.
   charge_group_step(step, start, t, times, phases_, counts_, group_steps_);
   now_ = t.end;  // the fabric's event already advanced kernel time to the end
+  if (skip_) {   // released that much later
+    apply(*skip_, false);
+    skip_.reset();
+  }
+}
+
+template <class Self, class F>
+void Ipu::visit_counters(Self& self, F&& f) {
+  for (auto* phases : {&self.phases_, &self.counts_, &self.group_steps_.external_sync,
+                       &self.group_steps_.collective, &self.group_steps_.inter_ipu})
+    for (auto& v : phases->values) f(v);
+  f(self.host_bytes_);
+  f(self.work_done_);
+  for (auto& v : self.compute_executions_) f(v);
+  for (auto& v : self.exchange_executions_) f(v);
+  for (auto& row : self.superstep_totals_) {
+    f(row.executions);
+    for (auto& v : row.cycles.values) f(v);
+  }
+}
+
+bool Ipu::cut_state(std::uint64_t time, CutState& out) const {
+  if (frames_.empty()) return false;
+  for (std::size_t i = 0; i < frames_.size(); ++i) {
+    out.loops.push_back(reinterpret_cast<std::uintptr_t>(frames_[i].loop));
+    if (i + 1 < frames_.size()) out.loops.push_back(frames_[i].iteration);
+  }
+  out.step = reinterpret_cast<std::uintptr_t>(group_step_);
+  out.iteration = frames_.back().iteration;
+  out.iterations = frames_.back().iterations;
+  // Everything else this IPU's future depends on: when it arrived, how much longer its
+  // background transfer runs, the superstep its phases go to and the supersteps it has seen
+  // (the rest is the trace and the chip).
+  out.relative = {time - now_, background_until_ > time ? background_until_ - time : 0, superstep_,
+                  superstep_totals_.size()};
+  return true;
+}
+
+void Ipu::cut_counters(std::vector<std::uint64_t>& out) const {
+  visit_counters(*this, [&](const std::uint64_t& v) { out.push_back(v); });
+}
+
+void Ipu::skip(std::uint64_t periods, std::uint64_t cycles, std::vector<std::uint64_t> counters,
+               std::uint64_t iterations) {
+  skip_ = Skipped{periods, cycles, iterations, std::move(counters)};
+}
+
+void Ipu::apply(const Skipped& s, bool wait) {
+  std::size_t i = 0;
+  visit_counters(*this, [&](std::uint64_t& v) { v += s.periods * s.counters[i++]; });
+  frames_.back().iteration += s.periods * s.iterations;
+  // Relative state stays as it was at the cut: a background transfer in flight ends as much
+  // later (one that ended before is moved on too, still before the new time).
+  background_until_ += s.periods * s.cycles;
+  if (wait)
+    advance(s.periods * s.cycles);
+  else
+    now_ += s.periods * s.cycles;
+}
+
+void Ipu::local_cut() {
+  std::vector<CutState> parties(1);
+  cut_state(now_, parties[0]);
+  parties[0].step = 0;  // the iteration's start
+  if (local_.size() < frames_.size()) local_.resize(frames_.size());
+  auto skip = local_[frames_.size() - 1].cut(
+      now_, std::move(parties),
+      [this](std::size_t, std::vector<std::uint64_t>& out) { cut_counters(out); },
+      std::numeric_limits<std::uint64_t>::max() / period_.value());
+  if (!skip) return;
+  spdlog::info("fast-forward: IPU {} skips {} periods of {} cycles from cycle {}",
+               placement_.system_ipu, skip->periods, skip->cycles, now_);
+  apply({skip->periods, skip->cycles, skip->iterations[0], std::move(skip->counters[0])}, true);
 }
 
 bool Ipu::has_background_transfer(const std::vector<trace::Step>& steps) {

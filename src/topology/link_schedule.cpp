@@ -50,6 +50,28 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
   return end;
 }
 
+void LinkSchedule::busy_after(std::uint64_t time, std::vector<std::uint64_t>& out) const {
+  for (const std::uint64_t f : free_at_) out.push_back(f > time ? f - time : 0);
+}
+
+void LinkSchedule::use_counters(std::vector<std::uint64_t>& out) const {
+  for (const ChannelUse& u : use_) {
+    out.push_back(u.bytes);
+    out.push_back(u.busy_cycles);
+  }
+}
+
+void LinkSchedule::skip(std::uint64_t periods, std::uint64_t cycles,
+                        std::span<const std::uint64_t> use) {
+  // Flows start at max(ready, free_at) with ready at or after the cut: moving every channel's
+  // free time on by the skipped time keeps each one's state relative to the new time.
+  for (auto& f : free_at_) f += periods * cycles;
+  for (std::size_t c = 0; c < use_.size(); ++c) {
+    use_[c].bytes += periods * use[2 * c];
+    use_[c].busy_cycles += periods * use[2 * c + 1];
+  }
+}
+
 std::uint64_t reduce_cycles(const ChipSpec& chip, std::uint64_t bytes, std::uint64_t inputs,
                             trace::DType dtype) {
   const std::uint64_t elements = ceil_div(bytes, trace::dtype_bytes(dtype));

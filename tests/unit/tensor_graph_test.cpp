@@ -257,8 +257,11 @@ TEST(TensorGraphModels, CnnParameterCountsAreSumsOfTheirWeightTensors) {
   EXPECT_EQ(build_graph(load_model(models("resnet50.yaml"))).parameters(), 25'557'032u);
   const TensorGraph g = build_graph(load_model(models("resnet50.yaml")), {.batch = 2});
   g.verify();
-  // The stem's output: [2, 64, 112, 112]; the logits [2, 1000] before the loss.
-  EXPECT_EQ(g.tensor(g.nodes()[0].outputs[0]).dims, (Dims{2, 64, 112, 112}));
+  // The images as 8-bit values, cast and normalised (3 nodes), then the stem's output:
+  // [2, 64, 112, 112]; the logits [2, 1000] before the loss.
+  EXPECT_EQ(g.tensor(g.nodes()[0].inputs[0]).dtype, trace::DType::kChar);
+  EXPECT_EQ(g.tensor(g.nodes()[2].outputs[0]).dims, (Dims{2, 3, 224, 224}));
+  EXPECT_EQ(g.tensor(g.nodes()[3].outputs[0]).dims, (Dims{2, 64, 112, 112}));
   EXPECT_TRUE(g.tensor(loss_of(g)).dims.empty());
 }
 

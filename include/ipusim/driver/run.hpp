@@ -32,7 +32,10 @@ struct RunRequest {
   // --set KEY=VALUE, checked for their form; with run_file, run.* keys go to the run config.
   std::vector<std::string> overrides;
   model::Engine engine = model::Engine::kFast;
-  bool full_loops = false;    // every iteration of repeat loops instead of the body once
+  bool full_loops = false;  // every iteration of repeat loops instead of the body once
+  // --no-fast-forward: every iteration of loops with group steps or background transfers,
+  // even once they are proved to repeat (model::ModelOptions::fast_forward)
+  bool no_fast_forward = false;
   bool all_replicas = false;  // every replica in full (system runs)
   bool strict = false;        // a trace that does not match its chip or system is an error
   // Outputs (empty: not written).

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The two ways the model can run a program (docs/performance.md):
 //  - fast (default): one SC_THREAD per IPU walks the program; tiles are evaluated as data, each
-//    distinct compute set and exchange is costed once and cached, and repeat loops are timed
-//    once and scaled (Ipu, ipu.hpp);
+//    distinct compute set and exchange is costed once and cached, repeat loops are timed
+//    once and scaled, and loops that must run iteration by iteration are fast-forwarded once
+//    they provably repeat (Ipu, ipu.hpp; fast_forward.hpp);
 //  - reference: the straightforward model, one SC_THREAD per tile waiting on phase events and
 //    costing its own share of every phase on every execution, a controller thread advancing
 //    BSP phases when all tiles are done; no caching, no loop memoisation (ReferenceIpu,
@@ -37,6 +38,13 @@ struct ModelOptions {
   // group steps depend on other IPUs and run every iteration. The reference engine always
   // runs every iteration.
   bool memoise_loops = true;
+  // Fast engine, with memoise_loops and without record_spans: a loop that runs iteration by
+  // iteration is fast-forwarded once it is proved to repeat exactly: its state at a cut (a
+  // group step of every simulated IPU, or an iteration's start when the body has no group
+  // step) equal three times one period apart, relative to the time, on every IPU and the
+  // fabric, with the same statistics added in both periods. The remaining whole periods are
+  // accounted by multiplication; the results are identical (docs/architecture.md).
+  bool fast_forward = true;
   // Fast engine only: record each IPU's phases as spans (IpuRunStats::spans) for the
   // timeline. Costs one small record per phase executed (a memoised loop records its body
   // once); off, the engine does no extra work.

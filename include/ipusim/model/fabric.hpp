@@ -21,11 +21,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <systemc>
 #include <vector>
 
 #include "ipusim/config/system_spec.hpp"
+#include "ipusim/model/fast_forward.hpp"
 #include "ipusim/stats/run_stats.hpp"
 #include "ipusim/topology/link_schedule.hpp"
 #include "ipusim/topology/topology.hpp"
@@ -55,6 +57,24 @@ void charge_group_step(const trace::Step& step, std::uint64_t start, const Group
                        std::uint64_t times, PhaseCycles& phases, PhaseCounts& counts,
                        GroupStepCycles& by_kind);
 
+// A simulated IPU as a party of the Fabric's fast-forward cuts (fast_forward.hpp): the
+// releases of group steps that every simulated IPU takes part in. Called while it waits there.
+class LoopParty {
+ public:
+  // Its state at a cut at `time` (counters left empty); false if it runs no loop iteration by
+  // iteration.
+  virtual bool cut_state(std::uint64_t time, CutState& out) const = 0;
+  virtual void cut_counters(std::vector<std::uint64_t>& out) const = 0;
+  // To apply when its group step returns, which the Fabric releases `periods` x `cycles`
+  // later: `periods` x `counters` more statistics, `periods` x `iterations` more iterations of
+  // its innermost loop and `periods` x `cycles` more time.
+  virtual void skip(std::uint64_t periods, std::uint64_t cycles,
+                    std::vector<std::uint64_t> counters, std::uint64_t iterations) = 0;
+
+ protected:
+  ~LoopParty() = default;
+};
+
 class Fabric : public sc_core::sc_module {
  public:
   Fabric(sc_core::sc_module_name name, const SystemSpec& system, const trace::Trace& trace,
@@ -62,14 +82,18 @@ class Fabric : public sc_core::sc_module {
 
   // Blocks the calling IPU thread until the group step is done for every member. `now` is the
   // caller's exact cycle count; `times` > 1 when a memoised loop runs the step several times.
+  // `party` (null: none) takes part in fast-forward; when every simulated IPU does and a cut
+  // proves a steady state, the step is released whole periods later and each party told
+  // (LoopParty::skip).
   GroupTiming group_step(const Placement& who, const trace::Step& step, std::uint64_t now,
-                         std::uint64_t times);
+                         std::uint64_t times, LoopParty* party = nullptr);
 
   // Host or Streaming Memory transfer of one IPU through its machine's gateway, in cycles.
   std::uint64_t host_cycles(const trace::Step& step) const;
 
   const topology::Topology& topology() const { return topology_; }
   std::uint32_t replicas_simulated() const { return simulated_replicas_; }
+  std::uint32_t ipus_simulated() const { return simulated_ipus_; }
   // Operations still waiting for members (a mismatched or missing step), for diagnostics.
   std::vector<std::string> stuck() const;
   std::vector<LinkUse> link_use() const;
@@ -83,6 +107,7 @@ class Fabric : public sc_core::sc_module {
     std::uint64_t times = 0;
     GroupTiming timing;
     std::vector<std::uint32_t> waiting;
+    std::vector<LoopParty*> parties;  // as `waiting`
     std::unique_ptr<sc_core::sc_event> done;
   };
 
@@ -100,6 +125,12 @@ class Fabric : public sc_core::sc_module {
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);
+  // A cut at the release of `p`, a step of every simulated IPU (fast_forward.hpp): the cycles
+  // by which a proved steady state moves its release (0: none), after moving the Fabric's
+  // own state and statistics on by as many periods.
+  std::uint64_t fast_forward(const Pending& p);
+  void cut_state(std::uint64_t time, const Pending& p, CutState& out) const;
+  void cut_counters(std::vector<std::uint64_t>& out) const;
 
   const SystemSpec& system_;
   const trace::Trace& trace_;
@@ -133,6 +164,15 @@ class Fabric : public sc_core::sc_module {
     auto operator<=>(const AutoKey&) const = default;
   };
   std::map<AutoKey, trace::CollectiveMethod> auto_choice_;
+  std::uint32_t simulated_ipus_ = 0;  // IPU modules: simulated replicas x programs
+  // The steady-state searches, one per nesting (the parties' loops, summed): an outer loop's
+  // iterations are compared at its own group steps while an inner loop's are compared within
+  // each of them.
+  std::map<std::size_t, SteadyState> steady_;
+  // Two operations started in the same cycle since the last cut (their order, which SystemC
+  // picks, could matter), and when the last one started.
+  bool tie_ = false;
+  std::optional<std::uint64_t> last_start_;
 };
 
 }  // namespace ipusim::model

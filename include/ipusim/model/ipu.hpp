@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <systemc>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/engine.hpp"
 #include "ipusim/model/fabric.hpp"
+#include "ipusim/model/fast_forward.hpp"
 #include "ipusim/stats/run_stats.hpp"
 #include "ipusim/trace/program.hpp"
 
@@ -45,7 +47,7 @@ class ExchangeCosts {
 };
 
 // The fast engine's IPU (engine.hpp).
-class Ipu : public IpuModule {
+class Ipu : public IpuModule, public LoopParty {
  public:
   SC_HAS_PROCESS(Ipu);
   // `fabric` is null for a single chip; then group steps are an error.
@@ -56,7 +58,24 @@ class Ipu : public IpuModule {
   IpuRunStats stats() override;
   std::exception_ptr error() const override { return error_; }
 
+  // Fast-forward (fast_forward.hpp): cuts at group steps of every simulated IPU.
+  bool cut_state(std::uint64_t time, CutState& out) const override;
+  void cut_counters(std::vector<std::uint64_t>& out) const override;
+  void skip(std::uint64_t periods, std::uint64_t cycles, std::vector<std::uint64_t> counters,
+            std::uint64_t iterations) override;
+
  private:
+  // A repeat loop run iteration by iteration.
+  struct Frame {
+    const trace::Step* loop = nullptr;
+    std::uint64_t iteration = 0, iterations = 0;
+  };
+  // Periods a cut proved, applied when the IPU resumes.
+  struct Skipped {
+    std::uint64_t periods = 0, cycles = 0, iterations = 0;
+    std::vector<std::uint64_t> counters;
+  };
+
   void run();
   // Executes `steps` `times` times in a row (a memoised loop body: see ModelOptions).
   void execute(const std::vector<trace::Step>& steps, std::uint64_t times);
@@ -79,6 +98,14 @@ class Ipu : public IpuModule {
   // Phases this engine will execute for `steps` (memoised loops once), saturating.
   std::uint64_t work(const std::vector<trace::Step>& steps);
   void tick();
+  // A cut at the start of an iteration of the innermost loop, which has no group step (its
+  // iterations depend on this IPU alone); skips the periods it proves.
+  void local_cut();
+  // Adds a skip's statistics, iterations and time (`wait`: also in kernel time).
+  void apply(const Skipped& s, bool wait);
+  // Every statistic the engine accumulates while it runs, in one fixed order.
+  template <class Self, class F>
+  static void visit_counters(Self& self, F&& f);
 
   const ChipSpec& chip_;
   const trace::IpuProgram& program_;
@@ -108,6 +135,15 @@ class Ipu : public IpuModule {
   std::size_t superstep_ = 0;  // the row phases go to now (superstep_totals_.size(): none yet)
   std::uint32_t depth_ = 0;    // loop nesting while recording
   std::uint64_t work_done_ = 0, work_total_ = 0;
+  // Fast-forward (ModelOptions::fast_forward): the loops under way run iteration by
+  // iteration, the group step waiting in the Fabric, a skip to apply when it returns, and the
+  // cuts of loops with no group step, one search per loop depth (an outer loop's iterations
+  // are compared at their starts while the inner loop's are compared within each).
+  bool fast_forward_ = false;
+  std::vector<Frame> frames_;
+  const trace::Step* group_step_ = nullptr;
+  std::optional<Skipped> skip_;
+  std::vector<SteadyState> local_;
 };
 
 }  // namespace ipusim::model

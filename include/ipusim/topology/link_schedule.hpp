@@ -46,6 +46,13 @@ class LinkSchedule {
   double rate(Channel c) const { return rate_[c / 2]; }
   std::uint64_t latency(Channel c) const { return latency_[c / 2]; }
   const std::vector<ChannelUse>& use() const { return use_; }
+  // For fast-forward (model/fast_forward.hpp): how much longer after `time` each channel is
+  // busy (0 if free by then), appended to `out`; and the schedule moved on by `periods`
+  // periods of `cycles` each, each period adding `use` to the channels' use (bytes and busy
+  // cycles, channel by channel, as use_counters lists them).
+  void busy_after(std::uint64_t time, std::vector<std::uint64_t>& out) const;
+  void use_counters(std::vector<std::uint64_t>& out) const;
+  void skip(std::uint64_t periods, std::uint64_t cycles, std::span<const std::uint64_t> use);
 
   // For `auto`'s trials (run_collective): from now on run() throws Exceeded as soon as a flow
   // arrives at or after `cycle`. A collective ends no earlier than any of its flows, so such a

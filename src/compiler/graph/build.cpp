@@ -42,6 +42,18 @@ Attrs reshaped(Dims dims) {
   return a;
 }
 
+// A batch of `n` images as the host streams them, 8-bit values, cast and normalised on the IPU,
+// (x - mean) / std per channel (workloads.md), before the first layer.
+TensorId normalised_images(TensorGraph& g, const ModelDef& m, std::uint64_t n) {
+  const trace::DType dt = m.dtype;
+  Attrs cast;
+  cast.dtype = dt;
+  TensorId x = g.add(
+      P::kCast, {g.input("images", {n, m.channels, m.height, m.width}, trace::DType::kChar)}, cast);
+  x = g.add(P::kSub, {x, g.input("mean", {m.channels, 1, 1}, dt, Role::kConstant)});
+  return g.add(P::kMul, {x, g.input("1/std", {m.channels, 1, 1}, dt, Role::kConstant)});
+}
+
 // A CNN model file's layers (docs/models.md), NCHW, as torchvision builds them: convs with
 // "same" padding and no bias, fc as a linear layer ([out, in] weights read transposed, a bias).
 TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
@@ -50,7 +62,7 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
   const trace::DType dt = m.dtype;
   const std::uint64_t n = o.batch;
   std::map<std::string, TensorId> by_layer;
-  TensorId previous = g.input("images", {n, m.channels, m.height, m.width}, dt);
+  TensorId previous = normalised_images(g, m, n);
   for (const Layer& l : m.layers) {
     g.set_layer(l.name, l.at);
     const TensorId x = l.input.empty() ? previous : by_layer.at(l.input);
