@@ -18,32 +18,6 @@ using graph::TensorId;
 using P = Primitive;
 using trace::Op;
 
-// A matmul C = op(A) op(B) as the builder plans it: M x K by K x N in `groups` groups. A plain
-// matrix B (a weight) takes A's leading dimensions as more rows.
-struct MatmulShape {
-  std::uint64_t m = 0, n = 0, k = 0, groups = 1;
-};
-
-MatmulShape matmul_shape(const graph::TensorGraph& g, const Node& f) {
-  const graph::Dims& a = g.tensor(f.inputs[0]).dims;
-  const graph::Dims& b = g.tensor(f.inputs[1]).dims;
-  const graph::Dims& y = g.tensor(f.outputs[0]).dims;
-  if (a.size() < 2 || b.size() < 2)
-    throw Error(fmt::format("layer '{}': a matmul of a vector has no lowering rule yet", f.layer));
-  MatmulShape s;
-  s.k = f.attrs.transpose_a ? a[a.size() - 2] : a.back();
-  s.n = f.attrs.transpose_b ? b[b.size() - 2] : b.back();
-  // A serialised matmul: one step's columns (the padded columns' share).
-  s.n = ceil_div(std::max(s.n, f.attrs.padded_columns), std::max<std::uint32_t>(1, f.attrs.serial));
-  if (b.size() == 2 && !f.attrs.transpose_a) {
-    s.m = graph::elements(a) / s.k;
-  } else {
-    s.m = y[y.size() - 2];
-    s.groups = graph::elements(y) / (s.m * s.n);
-  }
-  return s;
-}
-
 // The elementwise ops of a unary node (the vertex ops a fused chain applies), if it is one.
 std::optional<std::vector<Op>> unary_ops(Primitive op) {
   switch (op) {
@@ -587,9 +561,9 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
     return;
   }
   if (has_value(a) && has_value(c) && ad == cd) {
-    // Two tensors computed here (a residual, a gradient's two parts): in the forward pass the
-    // first operand keeps its layout and pending ops (popops' in-place add), in the backward
-    // the one computed later; the other is brought to it.
+    // Two tensors computed here (a residual, a gradient's two parts): a CNN's feature maps
+    // keep the first operand's layout and pending ops (popops' in-place add), other tensors
+    // the one computed later's; the other is brought to it.
     const auto pa = producer(a), pc = producer(c);
     const bool a_later = pa && (!pc || *pa > *pc);
     const bool keep_a = ad.size() == 4 || a_later;

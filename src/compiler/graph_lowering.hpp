@@ -62,12 +62,6 @@ class GraphLowering {
   void set_recomputing(bool recomputing) { recomputing_ = recomputing; }
   // Where `t`'s value lies (its pending ops not applied).
   const Layout& layout_of(graph::TensorId t) const { return slots_[slot(t)].v.layout; }
-  // The layers' nodes: those of `layer` in its forward or backward pass.
-  const std::vector<graph::NodeId>& nodes_of(const std::string& layer, bool backward) const {
-    return backward ? this->layer(layer).backward : this->layer(layer).forward;
-  }
-  // Whether `t` has a value.
-  bool has(graph::TensorId t) const { return has_value(t); }
   // Gives `t` a value (a host input where it lands, a tensor an inter-IPU copy delivers).
   void set_value(graph::TensorId t, Value v) { bind(t, std::move(v)); }
   // `t`'s value with its pending ops applied.

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "weights.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -30,6 +34,26 @@ bool cuts_patches(const graph::Dims& x, const graph::Dims& w, const graph::Dims&
 
 }  // namespace
 
+MatmulShape matmul_shape(const graph::TensorGraph& g, const Node& f) {
+  const graph::Dims& a = g.tensor(f.inputs[0]).dims;
+  const graph::Dims& b = g.tensor(f.inputs[1]).dims;
+  const graph::Dims& y = g.tensor(f.outputs[0]).dims;
+  if (a.size() < 2 || b.size() < 2)
+    throw Error(fmt::format("layer '{}': a matmul of a vector has no lowering rule yet", f.layer));
+  MatmulShape s;
+  s.k = f.attrs.transpose_a ? a[a.size() - 2] : a.back();
+  s.n = f.attrs.transpose_b ? b[b.size() - 2] : b.back();
+  // A serialised matmul: one step's columns (the padded columns' share).
+  s.n = ceil_div(std::max(s.n, f.attrs.padded_columns), std::max<std::uint32_t>(1, f.attrs.serial));
+  if (b.size() == 2 && !f.attrs.transpose_a) {
+    s.m = graph::elements(a) / s.k;
+  } else {
+    s.m = y[y.size() - 2];
+    s.groups = graph::elements(y) / (s.m * s.n);
+  }
+  return s;
+}
+
 bool cuts_patches(const graph::TensorGraph& g, const Node& n) {
   return n.op == Primitive::kConv &&
          cuts_patches(g.tensor(n.inputs[0]).dims, g.tensor(n.inputs[1]).dims,
@@ -38,19 +62,11 @@ bool cuts_patches(const graph::TensorGraph& g, const Node& n) {
 
 std::optional<plan::ConvArgs> planned_args(const graph::TensorGraph& g, const Node& n) {
   if (n.op == Primitive::kMatmul) {
-    const graph::Dims& a = g.tensor(n.inputs[0]).dims;
-    const graph::Dims& b = g.tensor(n.inputs[1]).dims;
-    const graph::Dims& y = g.tensor(n.outputs[0]).dims;
-    if (a.size() < 2 || b.size() < 2 || n.attrs.transpose_a) return std::nullopt;
-    const std::uint64_t k = a.back();
-    std::uint64_t cols = n.attrs.transpose_b ? b[b.size() - 2] : b.back();
-    // A serialised matmul: one step's columns (the padded columns' share).
-    cols = ceil_div(std::max(cols, n.attrs.padded_columns),
-                    std::max<std::uint32_t>(1, n.attrs.serial));
-    // A plain matrix B (a weight) takes A's leading dimensions as more rows.
-    const std::uint64_t rows = b.size() == 2 ? graph::elements(a) / k : y[y.size() - 2];
-    const std::uint64_t groups = b.size() == 2 ? 1 : graph::elements(y) / (rows * cols);
-    return IpuBuilder::matmul_args(rows, cols, k, g.tensor(n.inputs[0]).dtype, groups);
+    if (g.tensor(n.inputs[0]).dims.size() < 2 || g.tensor(n.inputs[1]).dims.size() < 2 ||
+        n.attrs.transpose_a)
+      return std::nullopt;
+    const MatmulShape s = matmul_shape(g, n);
+    return IpuBuilder::matmul_args(s.m, s.n, s.k, g.tensor(n.inputs[0]).dtype, s.groups);
   }
   if (n.op != Primitive::kConv) return std::nullopt;
   const graph::Dims& x = g.tensor(n.inputs[0]).dims;

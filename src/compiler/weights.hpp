@@ -20,6 +20,14 @@
 
 namespace ipusim::compiler {
 
+// A matmul C = op(A) op(B) as the builder plans it: M x K by K x N in `groups` groups (a
+// serialised matmul's one step of columns). A plain matrix B (a weight) takes A's leading
+// dimensions as more rows. An operand of rank 1 is an Error naming the layer.
+struct MatmulShape {
+  std::uint64_t m = 0, n = 0, k = 0, groups = 1;
+};
+MatmulShape matmul_shape(const graph::TensorGraph& g, const graph::Node& f);
+
 // The planned arguments of a forward conv or matmul node, from which poplin creates its
 // weights and inputs: a matmul as M x K by K x N in groups (a serialised matmul's one step), a
 // conv that cuts patches (kernel = stride > 1, no padding, one group: ViT's) as its matmul,
