@@ -21,6 +21,8 @@ int check_command(int argc, char** argv) {
   r.jobs = cores;
   po::options_description desc("Options");
   add_common_options(desc, common);
+  bool no_plan_cache = false;
+  add_plan_cache_option(desc, no_plan_cache);
   desc.add_options()("suite", po::value(&r.suite)->value_name("MANIFEST"),
                      "the suite manifest (tests/regression/suite.yaml)")(
       "filter", po::value(&r.filters)->composing()->value_name("PATTERN"),
@@ -56,6 +58,7 @@ int check_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
+  apply_plan_cache(no_plan_cache);
   if (r.suite.empty())
     throw UsageError("ipusim check: missing --suite MANIFEST (see 'ipusim check --help')");
   if (r.jobs < 1 || r.jobs > 256)

@@ -5,11 +5,14 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ipusim/plan/cache.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::cli {
@@ -103,6 +106,25 @@ void apply_log_level(const std::string& level) {
     throw UsageError(fmt::format(
         "--log-level: expected trace, debug, info, warn, error or off, found \"{}\"", level));
   spdlog::set_level(lvl);
+}
+
+void add_plan_cache_option(po::options_description& desc, bool& no_plan_cache) {
+  desc.add_options()(
+      "no-plan-cache", po::bool_switch(&no_plan_cache),
+      "search every conv and matmul plan instead of reading plans found before from the plan "
+      "cache ($XDG_CACHE_HOME/ipusim/plans, else ~/.cache/ipusim/plans; results are identical; "
+      "IPUSIM_PLAN_CACHE=off does the same)");
+}
+
+void apply_plan_cache(bool no_plan_cache) {
+  if (no_plan_cache) ::setenv("IPUSIM_PLAN_CACHE", "off", 1);  // for child processes too
+  if (plan::plan_cache_disabled_by_environment()) return plan::set_plan_store(nullptr);
+  const auto folder = plan::default_plan_cache_folder();
+  if (!folder) {
+    spdlog::debug("plan cache: off (neither XDG_CACHE_HOME nor HOME is set)");
+    return plan::set_plan_store(nullptr);
+  }
+  plan::set_plan_store(std::make_shared<plan::PlanStore>(*folder));
 }
 
 void print_help(const std::string& usage, const std::string& about,

@@ -74,6 +74,14 @@ po::variables_map parse(const std::string& command, int argc, char** argv,
 
 void apply_log_level(const std::string& level);
 
+// --no-plan-cache, for every command that compiles (itself or in child processes).
+void add_plan_cache_option(po::options_description& desc, bool& no_plan_cache);
+// Sets the process's plan store (plan/cache.hpp): the user's cache folder unless
+// `no_plan_cache` or IPUSIM_PLAN_CACHE=off; off also for the child processes this one starts
+// (a sweep's points, a check's runs), which inherit IPUSIM_PLAN_CACHE=off. Call after
+// apply_log_level.
+void apply_plan_cache(bool no_plan_cache);
+
 // Prints "Usage: ...", the description and the options.
 void print_help(const std::string& usage, const std::string& about,
                 const po::options_description& desc);

@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/config/system.hpp"
+#include "ipusim/plan/cache.hpp"
 #include "ipusim/trace/trace_io.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
@@ -23,6 +24,8 @@ int compile_command(int argc, char** argv) {
   bool quiet = false;
   po::options_description desc("Options");
   add_common_options(desc, common);
+  bool no_plan_cache = false;
+  add_plan_cache_option(desc, no_plan_cache);
   desc.add_options()("run", po::value(&run_file)->value_name("FILE"),
                      "run config (configs/runs/*.yaml): replicas, micro-batch, gradient "
                      "accumulation, placement, recomputation, optimiser, ...")(
@@ -55,6 +58,7 @@ int compile_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
+  apply_plan_cache(no_plan_cache);
   if (run_file.empty())
     throw UsageError("ipusim compile: missing --run FILE (see 'ipusim compile --help')");
   if (out.empty()) throw UsageError("ipusim compile: missing --out TRACE");
@@ -84,6 +88,7 @@ int compile_command(int argc, char** argv) {
     std::cerr << fmt::format("ipusim compile: warning: {}\n", printable(w));
   progress.stage(fmt::format("lowering {}", model.name), 1, 3);
   const trace::Trace trace = compiler::compile(model, run.run, system.spec);
+  plan::log_plan_store_use();
   progress.stage("writing " + out, 2, 3);
   // compile() checked the structure of its result; the writer need not check it again.
   create_parent_directories(out);

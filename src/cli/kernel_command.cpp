@@ -81,6 +81,8 @@ int kernel_command(int argc, char** argv) {
                                       partials = "half";
   po::options_description desc("Options");
   add_common_options(desc, common);
+  bool no_plan_cache = false;
+  add_plan_cache_option(desc, no_plan_cache);
   add_chip_options(desc, chip_opts);
   desc.add_options()("out,o", po::value(&out)->value_name("FILE"),
                      "trace file to write (.trace text, .itb binary)")(
@@ -158,6 +160,7 @@ int kernel_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
+  apply_plan_cache(no_plan_cache);
   if (name.empty()) throw UsageError("ipusim kernel: missing KERNEL (see 'ipusim kernel --help')");
   if (out.empty()) throw UsageError("ipusim kernel: missing --out FILE");
   if (std::find(kKernels.begin(), kKernels.end(), name) == kKernels.end())

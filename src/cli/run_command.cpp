@@ -47,6 +47,8 @@ int run_command(int argc, char** argv) {
   std::string timeline_steps, timeline_detail, timeline_window;
   po::options_description desc("Options");
   add_common_options(desc, common);
+  bool no_plan_cache = false;
+  add_plan_cache_option(desc, no_plan_cache);
   add_chip_options(desc, chip_opts);
   desc.add_options()(
       "system", po::value(&r.system_file)->value_name("FILE"),
@@ -136,6 +138,7 @@ int run_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
+  apply_plan_cache(no_plan_cache);
   const bool compiling = !r.run_file.empty();
   if (compiling && !r.trace_file.empty())
     throw UsageError(

@@ -22,6 +22,8 @@ int sweep_command(int argc, char** argv) {
   r.jobs = cores;
   po::options_description desc("Options");
   add_common_options(desc, common);
+  bool no_plan_cache = false;
+  add_plan_cache_option(desc, no_plan_cache);
   desc.add_options()(
       "out,o", po::value(&r.out_dir)->value_name("DIR"),
       "write sweep.csv, sweep.json and each point's run directory (points/<id>/) into DIR; "
@@ -60,6 +62,7 @@ int sweep_command(int argc, char** argv) {
     return 0;
   }
   apply_log_level(common.log_level);
+  apply_plan_cache(no_plan_cache);
   if (r.spec_file.empty())
     throw UsageError("ipusim sweep: missing SPEC (see 'ipusim sweep --help')");
   if (r.jobs < 1 || r.jobs > 256)

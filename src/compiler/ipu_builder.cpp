@@ -316,7 +316,7 @@ void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
     return true;
   };
   if (!shared_all()) {
-    const plan::FcPlans fc = plan::plan_fully_connected(chip_, f, d, w, budget_);
+    const plan::FcPlans fc = search_fully_connected(f, d, w);
     spdlog::info(
         "{}: its three passes planned {} (poplin's estimates: joint {} cycles, "
         "separate {}){}",
@@ -335,6 +335,19 @@ void IpuBuilder::plan_fully_connected(const plan::ConvArgs& f) {
   const std::array<const plan::ConvArgs*, 3> args{&f, &d, &w};
   for (std::size_t i = 0; i < 3; ++i)
     plans_.try_emplace(keys[i], Planned{plans[i], conv_output_layout(chip_, *args[i], plans[i])});
+}
+
+plan::ConvPlan IpuBuilder::search(const plan::ConvArgs& a) {
+  if (!store_) return plan::plan_conv(chip_, a, budget_);
+  if (!chip_key_) chip_key_ = plan::chip_key(chip_);
+  return store_->plan_conv(chip_, *chip_key_, a, budget_);
+}
+
+plan::FcPlans IpuBuilder::search_fully_connected(const plan::ConvArgs& f, const plan::ConvArgs& d,
+                                                 const plan::ConvArgs& w) {
+  if (!store_) return plan::plan_fully_connected(chip_, f, d, w, budget_);
+  if (!chip_key_) chip_key_ = plan::chip_key(chip_);
+  return store_->plan_fully_connected(chip_, *chip_key_, f, d, w, budget_);
 }
 
 const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
@@ -381,7 +394,7 @@ const IpuBuilder::Planned& IpuBuilder::planned_unchecked(const plan::ConvArgs& a
         shared = true;
       }
     if (!found && prefetcher_) found = prefetcher_->take(key, budget_);
-    const plan::ConvPlan plan = found ? *found : plan::plan_conv(chip_, a, budget_);
+    const plan::ConvPlan plan = found ? *found : search(a);
     if (shared_plans_ && !shared) shared_plans_->emplace(std::pair{key, budget_}, plan);
     it = plans_.emplace(key, Planned{plan, conv_output_layout(chip_, a, plan)}).first;
   }
@@ -400,7 +413,7 @@ void IpuBuilder::plan_ahead(const plan::ConvArgs& args, bool transposed_input,
   if (fc_pass(a)) return;
   const std::string key = args_key(a);
   if (plans_.count(key) || (shared_plans_ && shared_plans_->count({key, budget_}))) return;
-  if (!prefetcher_) prefetcher_ = std::make_unique<plan::PlanPrefetcher>(chip_);
+  if (!prefetcher_) prefetcher_ = std::make_unique<plan::PlanPrefetcher>(chip_, store_);
   prefetcher_->request(key, a, budget_);
 }
 

@@ -18,6 +18,7 @@
 
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/layout.hpp"
+#include "ipusim/plan/cache.hpp"
 #include "ipusim/plan/conv.hpp"
 #include "ipusim/plan/prefetch.hpp"
 #include "ipusim/plan/program_parts.hpp"
@@ -74,6 +75,8 @@ class IpuBuilder {
   // that is cheaper. Needs the operands' rearrangements (rearrange_operands), which tell the
   // passes apart.
   void plan_fully_connected_passes(bool on) { fc_passes_ = on; }
+  // Plans are searched through the process's plan store (plan/cache.hpp: plans kept on disk
+  // across processes) when one is set, else searched here.
   // Plans found by another builder of the same compile (the IPUs of a pipeline plan the same
   // shapes): plan_conv is deterministic in the chip, the planned shape and the budget, so a
   // plan is searched once per (shape, budget) per compile. The cache must outlive the builder
@@ -299,6 +302,10 @@ class IpuBuilder {
   // Plans forward matmul `f` (as planned) with its data and weight gradients
   // (plan::plan_fully_connected) and keeps the three plans under the keys conv() looks them up by.
   void plan_fully_connected(const plan::ConvArgs& f);
+  // plan::plan_conv and plan::plan_fully_connected within budget_, through the plan store.
+  plan::ConvPlan search(const plan::ConvArgs& a);
+  plan::FcPlans search_fully_connected(const plan::ConvArgs& f, const plan::ConvArgs& d,
+                                       const plan::ConvArgs& w);
   // `a` as the builder plans it: with its partials type (the run's precision) and AMP
   // weight-load width, and its groups combined (plan::combine_conv_groups; applying it again
   // changes nothing).
@@ -355,6 +362,8 @@ class IpuBuilder {
   std::uint64_t streaming_bytes_ = 0;
   std::map<std::string, Planned> plans_;
   PlanCache* shared_plans_ = nullptr;
+  std::shared_ptr<const plan::PlanStore> store_ = plan::plan_store();  // null: none
+  std::optional<plan::ChipKey> chip_key_;                              // made on first use
   std::unique_ptr<plan::PlanPrefetcher> prefetcher_;  // made by the first plan_ahead()
   std::vector<PlannedConv>* plans_out_ = nullptr;
   std::uint32_t plans_ipu_ = 0;

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <chrono>
 #include <cmath>
 #include <future>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/driver/unused_keys.hpp"
 #include "ipusim/model/simulation.hpp"
+#include "ipusim/plan/cache.hpp"
 #include "ipusim/report/report.hpp"
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/trace/trace_io.hpp"
@@ -128,6 +130,14 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   const RunRequest& r = request;
   const bool compiling = !r.run_file.empty();
   const std::optional<std::uint32_t>& tile_ipu = r.timeline_tile_ipu;
+  // Where a run's wall time goes, logged (info) at the end: loading, compiling or reading the
+  // trace, the model, and the reports (docs/performance.md "A plan cache").
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  Clock::time_point loaded, translated, modelled;
+  const auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
 
   // Lock the run directory before anything else (a concurrent run into the same --out fails
   // here, not after its simulation), and create the directories of every output file now:
@@ -176,6 +186,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   const bool want_identity = !r.out_dir.empty();
   std::string identity;
   std::vector<compiler::PlannedConv> plans;  // what the compiler planned (compiling only)
+  loaded = Clock::now();
   const trace::Trace trace = [&] {
     if (compiling) {
       progress.message(fmt::format("compiling {} ({})", model->name, run->run.name));
@@ -188,8 +199,10 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     // read_file checks the structure (check_structure) before returning.
     return trace::read_file(r.trace_file, want_identity ? &identity : nullptr);
   }();
+  translated = Clock::now();
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
                trace.replicas);
+  if (compiling) plan::log_plan_store_use();
   // A compiled trace records its target; running it elsewhere is allowed (what-if studies
   // sometimes want exactly that) but never silent.
   std::vector<std::string> mismatches =
@@ -256,6 +269,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   RunStats stats = system ? model::simulate(system->spec, trace, options, r.all_replicas)
                           : model::simulate(chip_spec, trace, options);
   progress.finish();
+  modelled = Clock::now();
   if (tile_ipu) {
     bool simulated = false;
     for (const auto& ipu : stats.ipus) simulated = simulated || ipu.ipu == *tile_ipu;
@@ -335,6 +349,9 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     out << report::top_layers_text(chip_spec, stats, info.layers, 5);
     if (!r.out_dir.empty()) out << "  results       " << r.out_dir << "/stats.json\n";
   }
+  spdlog::info("timing wall_ms: configs={:.1f} {}={:.1f} model={:.1f} outputs={:.1f}",
+               ms(started, loaded), compiling ? "compile" : "read", ms(loaded, translated),
+               ms(translated, modelled), ms(modelled, Clock::now()));
   return stats;
 }
 

@@ -3,7 +3,10 @@
 
 namespace ipusim::plan {
 
-PlanPrefetcher::PlanPrefetcher(const ChipSpec& chip) : chip_(chip) {}
+PlanPrefetcher::PlanPrefetcher(const ChipSpec& chip, std::shared_ptr<const PlanStore> store)
+    : chip_(chip), store_(std::move(store)) {
+  if (store_) chip_key_ = chip_key(chip_);
+}
 
 PlanPrefetcher::~PlanPrefetcher() {
   {
@@ -16,7 +19,8 @@ PlanPrefetcher::~PlanPrefetcher() {
 
 void PlanPrefetcher::run(Job& job) const {
   try {
-    job.promise.set_value(plan_conv(chip_, job.args, job.budget));
+    job.promise.set_value(store_ ? store_->plan_conv(chip_, chip_key_, job.args, job.budget)
+                                 : plan_conv(chip_, job.args, job.budget));
   } catch (...) {
     job.promise.set_exception(std::current_exception());
   }

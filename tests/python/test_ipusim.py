@@ -84,6 +84,19 @@ def test_a_compiled_trace_runs_as_the_run_config_does(tmp_path):
     assert from_trace["total"]["cycles"] == in_process["total"]["cycles"]
 
 
+def test_plan_cache_false_searches_every_plan_with_the_same_results(tmp_path, monkeypatch):
+    # A cache of its own (docs/performance.md "A plan cache"), filled by the first call.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a = ipusim.compile(run=TINY, out=str(tmp_path / "a.itb"))
+    assert os.listdir(tmp_path / "cache" / "ipusim" / "plans")
+    b = ipusim.compile(run=TINY, out=str(tmp_path / "b.itb"), plan_cache=False)
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        assert fa.read() == fb.read()
+    cached = ipusim.run(run=TINY)
+    searched = ipusim.run(run=TINY, plan_cache=False)
+    assert cached["total"]["cycles"] == searched["total"]["cycles"]
+
+
 def test_sweep_runs_every_point_in_its_own_process_and_keeps_failures(capsys):
     rows = ipusim.sweep({"chip.tiles": [736, 1472], "chip.tile_memory": ["1KiB", "624KiB"]},
                         run=TINY)

@@ -153,6 +153,7 @@ struct ConvPlan {
   TileOrder order = TileOrder::kStandard;
   // One of the three plans of a joint plan (plan_fully_connected).
   bool joint = false;
+  bool operator==(const ConvPlan&) const = default;
   bool expanded() const { return expand_h || expand_w; }
   std::uint32_t tiles_used() const { return group_split * row_split * out_split * in_split; }
   std::uint32_t serial() const { return serial_in * serial_out; }
@@ -246,6 +247,7 @@ struct FcPlans {
   ConvPlan fwd, bwd, wu;
   bool joint = false;  // the three are a joint plan (each ConvPlan::joint)
   std::uint64_t joint_cycles = 0, separate_cycles = 0;  // the two totals (0: none fits)
+  bool operator==(const FcPlans&) const = default;
 };
 FcPlans plan_fully_connected(const ChipSpec& chip, const ConvArgs& fwd, const ConvArgs& bwd,
                              const ConvArgs& wu, std::uint64_t budget);

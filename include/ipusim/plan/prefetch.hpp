@@ -20,13 +20,16 @@
 #include <thread>
 #include <utility>
 
+#include "ipusim/plan/cache.hpp"
 #include "ipusim/plan/conv.hpp"
 
 namespace ipusim::plan {
 
 class PlanPrefetcher {
  public:
-  explicit PlanPrefetcher(const ChipSpec& chip);
+  // With `store`, plans are read from it when there and stored when searched (plan/cache.hpp).
+  explicit PlanPrefetcher(const ChipSpec& chip,
+                          std::shared_ptr<const PlanStore> store = plan_store());
   // Pending requests are dropped; the one in progress finishes first.
   ~PlanPrefetcher();
   PlanPrefetcher(const PlanPrefetcher&) = delete;
@@ -51,6 +54,8 @@ class PlanPrefetcher {
   void work();
 
   const ChipSpec& chip_;
+  std::shared_ptr<const PlanStore> store_;
+  ChipKey chip_key_;  // with a store
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;

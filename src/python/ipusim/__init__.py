@@ -228,23 +228,30 @@ def _table(path):
 _TABLES = ("layers", "tiles", "plan", "supersteps")
 
 
-def compile(run, out, model=None, system=None, set=None):
+def compile(run, out, model=None, system=None, set=None, plan_cache=True):
     """Lowers a run config (``run.*``, ``chip.*`` and system keys in ``set``) to the trace
-    ``out`` (.itb binary, .trace text) and returns ``out``."""
+    ``out`` (.itb binary, .trace text) and returns ``out``. ``plan_cache=False`` searches every
+    plan again (``--no-plan-cache``; the same trace)."""
     args = ["compile", *_option("--run", run), *_option("--out", out), *_option("--model", model),
-            *_option("--system", system)]
+            *_option("--system", system), *_no_plan_cache(plan_cache)]
     _call(args + _sets(set))
     return out
 
 
+def _no_plan_cache(plan_cache):
+    return [] if plan_cache else ["--no-plan-cache"]
+
+
 def run(run=None, trace=None, model=None, system=None, chip=None, set=None, out=None,
-        options=()):
+        options=(), plan_cache=True):
     """Simulates a run config (compiled in the same child process) or a compiled ``trace``
     and returns stats.json as a dict, with its run directory's tables under "layers",
     "tiles", "plan" and "supersteps". ``set`` maps keys to values (``{"chip.tiles": 1024}``);
     ``out`` keeps the run directory there (else a temporary one is removed); ``options``
-    are further command-line options (``["--engine", "reference"]``)."""
-    return _simulate(run, trace, model, system, chip, set, out, options)
+    are further command-line options (``["--engine", "reference"]``); ``plan_cache=False``
+    searches every plan again (``--no-plan-cache``; the same results)."""
+    return _simulate(run, trace, model, system, chip, set, out,
+                     [*options, *_no_plan_cache(plan_cache)])
 
 
 def _simulate(run, trace, model, system, chip, set, out, options, children=None):
@@ -282,13 +289,14 @@ def _progress(done, total, label, stream):
 
 
 def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=None,
-          progress=True, jobs=None, options=()):
+          progress=True, jobs=None, options=(), plan_cache=True):
     """Runs every point of ``grid`` (a dict of key -> list of values; their product) with
     :func:`run`, each in its own process, ``jobs`` at a time (default: the machine's CPUs),
     showing progress on stderr. Returns one row per point in grid order (a DataFrame with
     pandas, else a list of dicts): the point's values, step_time (s), throughput and its unit,
     peak tile memory (B), and error (the message of a point that failed; the others still
-    run, as ``ipusim sweep`` does). ``options`` are further options of every point's run.
+    run, as ``ipusim sweep`` does). ``options`` are further options of every point's run;
+    ``plan_cache=False`` adds ``--no-plan-cache``.
     Ctrl-C cancels the points not started, stops the running ones (SIGTERM, then SIGKILL) and
     raises :class:`SweepInterrupted`, whose ``rows`` are the finished points."""
     keys = list(grid)
@@ -302,6 +310,7 @@ def sweep(grid, run=None, trace=None, model=None, system=None, chip=None, set=No
     for point in points:
         _sets({**(set or {}), **point})  # a None value is refused before anything runs
     children = _Children()
+    options = [*options, *_no_plan_cache(plan_cache)]
 
     def one(point):
         row = dict(point)
