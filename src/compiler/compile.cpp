@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// compiler::compile: checks the run against the system, lowers the model (cnn_lowering.cpp,
-// transformer_lowering.cpp), records what reports need, and checks memory and structure.
+// compiler::compile: checks the run against the system, lowers the model (stage_lowering.cpp),
+// records what reports need, and checks memory and structure.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -263,9 +263,7 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
         run.file, run.replicas, run.ipus_per_replica, needed, system.name, system.ipus(),
         system.racks, system.machines_per_rack, system.machine.ipus));
   check_run_applies(model, run);
-  trace::Trace t = model.family == graph::Family::kCnn
-                       ? compile_cnn(model, run, system, plans)
-                       : compile_transformer(model, run, system, plans);
+  trace::Trace t = compile_replica(model, run, system, plans);
   // What reports need to turn a step time into throughput and time to train.
   t.meta = {
       {"model", model.name},

@@ -227,12 +227,8 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return binary(out, n, Op::kMul);
     case P::kSub:
       return binary(out, n, Op::kSub);
-    case P::kCast: {  // a host input's 8-bit values, where they landed
-      if (!has_value(x)) no_rule(n);
-      const Layout l = ready(out, x).layout;
-      b_.cast(out, l, g_.tensor(x).dtype);
-      return bind(n.outputs[0], Value{l, {}, {}});
-    }
+    case P::kCast:
+      return cast(out, n);
     case P::kConv:
       return cuts_patches(g_, n) ? conv(out, n) : conv_forward(out, n);
     case P::kConvWeightGrad:
@@ -319,6 +315,8 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return resize_gradient(out, n);
     case P::kMaxPoolGrad:
       return pool_gradient(out, n);
+    case P::kArgMax:
+      return arg_max(out, n);
     case P::kReshape:
     case P::kTranspose:  // views: the same value
       slot_of_[graph::index(n.outputs[0])] = slot(x);
@@ -593,6 +591,29 @@ void GraphLowering::norm_gradient(Steps& out, const Node& n) {
   Value dx = ready(out, n.inputs[0]);
   layer_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
   bind(n.outputs[0], std::move(dx));
+}
+
+void GraphLowering::cast(Steps& out, const Node& n) {
+  // A host input's 8-bit values, where they landed.
+  const TensorId x = n.inputs[0];
+  if (!has_value(x)) no_rule(n);
+  const Layout l = ready(out, x).layout;
+  b_.cast(out, l, g_.tensor(x).dtype);
+  bind(n.outputs[0], Value{l, {}, {}});
+}
+
+void GraphLowering::arg_max(Steps& out, const Node& n) {
+  // Each row's largest value and its index, reduced over the row's channels among the tiles
+  // holding it, as the softmax's maximum is (popnn::maxAndArgMax; a serialised matmul's slices
+  // each reduced); the indices, one 32-bit value per row, linearly.
+  const Value& v = ready(out, n.inputs[0]);
+  const Layout l = v.layout;
+  const std::uint32_t slices = v.slices;
+  if (!spans_channels(v, g_.tensor(n.inputs[0]).dims.back())) no_rule(n);
+  for (std::uint32_t i = 0; i < slices; ++i)
+    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/false);
+  const std::uint64_t rows = graph::elements(g_.tensor(n.outputs[0]).dims);
+  bind(n.outputs[0], Value{b_.linear(trace::DType::kInt, rows, 1), {}, {}});
 }
 
 void GraphLowering::reduce_sum(Steps& out, const Node& n) {

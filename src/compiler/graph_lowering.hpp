@@ -44,6 +44,11 @@ class GraphLowering {
   // for the first layer).
   void backward(Steps& out, const std::string& layer, Value& g);
 
+  // Whether the graph has forward nodes of `layer`.
+  bool has_layer(const std::string& name) const {
+    const auto it = layers_.find(name);
+    return it != layers_.end() && !it->second.forward.empty();
+  }
   // A layer's input (the tensor computed before it that it reads; none for the model's first
   // layer) and its output.
   std::optional<graph::TensorId> input_of(const std::string& name) const {
@@ -109,6 +114,8 @@ class GraphLowering {
   void concat(Steps& out, const graph::Node& n);
   void concat_rows(Steps& out, const graph::Node& n);
   void reduce_sum(Steps& out, const graph::Node& n);
+  void arg_max(Steps& out, const graph::Node& n);
+  void cast(Steps& out, const graph::Node& n);
   // A CNN's: a conv, the norms, ReLU, a residual add or per-channel scale, pooling, channel
   // concat and upsampling.
   void conv_forward(Steps& out, const graph::Node& n);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // compiler::compile_layer: one conv or matmul layer on one IPU, forward only or a whole
 // training step of that layer (forward, data gradient, weight gradient, SGD update), built
-// with the same IpuBuilder operations as cnn_lowering.cpp lowers a conv layer, so that one
+// with the same IpuBuilder operations as a model's conv layer is lowered with, so that one
 // layer of a model can be studied and checked on its own (docs/workloads.md).
 #include <fmt/format.h>
 
@@ -49,7 +49,7 @@ trace::Trace compile_layer(const ChipSpec& chip, const plan::ConvArgs& a, LayerP
   const Layout y = b.conv(out, a, Operand{x, false});
   if (pass == LayerPass::kTraining) {
     // The output gradient arrives where the forward output lives (the next layer's
-    // elementwise backward ops run on it), as in cnn_lowering.cpp's backward().
+    // elementwise backward ops run on it).
     const Layout g = y;
     const Layout weights = b.weights_layout(a);
     // Data gradient, weight gradient, then SGD: the gradient moves to the weights' layout and

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The two model lowerings behind compiler::compile (docs/workloads.md): a data-parallel CNN
-// with recomputation checkpoints (cnn_lowering.cpp) and a pipelined transformer
-// (transformer_lowering.cpp). Each builds its IPU programs with IpuBuilder.
+// The lowering behind compiler::compile (docs/workloads.md): a replica's IPU programs, built
+// with IpuBuilder from the model's tensor graph and its forward stages (stage_lowering.cpp),
+// and what the graph lowering shares with it.
 #pragma once
 
 #include <initializer_list>
@@ -13,11 +13,10 @@
 
 namespace ipusim::compiler {
 
-// Each appends its planned convs and matmuls to `plans` when given (compile()).
-trace::Trace compile_cnn(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
-                         std::vector<PlannedConv>* plans);
-trace::Trace compile_transformer(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
-                                 std::vector<PlannedConv>* plans);
+// One replica's step of any model; appends its planned convs and matmuls to `plans` when
+// given (compile()).
+trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                             std::vector<PlannedConv>* plans);
 
 // The chip the model is planned on: the system's chip less the run's I/O tiles, which are the
 // highest-numbered tiles (ConfigError when they leave no compute tile).

@@ -47,7 +47,7 @@ std::vector<Holding> inference_memory(const InferenceMemory& m) {
   return out;
 }
 
-std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
+std::vector<Holding> training_memory(const TrainingMemory& c) {
   std::vector<Holding> out;
   hold_trained(out, c.parameters, c.optimiser, c.dtype,
                c.optimiser.moments == 1 ? "momentum" : "optimiser_state");
@@ -62,17 +62,6 @@ std::vector<Holding> cnn_training_memory(const CnnMemory& c) {
     out.push_back(
         spread("live_activations", TensorKind::kActivation, c.dtype, c.live_bytes, c.loop_live));
   if (c.input_bytes > 0) out.push_back(input_buffer(c.input_bytes));
-  return out;
-}
-
-std::vector<Holding> stage_training_memory(const StageMemory& s) {
-  std::vector<Holding> out;
-  hold_trained(out, s.parameters, s.optimiser, s.dtype, "optimiser_state");
-  out.push_back(spread("stashed_activations", TensorKind::kActivation, s.dtype,
-                       (2 * s.stages_to_end + 1) * s.stage_input_bytes, s.loop_live));
-  out.push_back(
-      spread("live_activations", TensorKind::kActivation, s.dtype, s.live_bytes, s.loop_live));
-  if (s.input_bytes > 0) out.push_back(input_buffer(s.input_bytes));
   return out;
 }
 

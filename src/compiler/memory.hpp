@@ -2,7 +2,7 @@
 // Memory accounting, a pass over a lowered program: the tensors a program holds
 // (poplar-compiler.md §3: weights, gradient accumulators, optimiser state, kept, stashed and
 // live activations, the input buffer), from the lowering's facts alone, for inference and for
-// training a CNN replica or a transformer pipeline stage. The lowering adds them to the program
+// training. The lowering adds them to the program
 // (IpuBuilder::hold); the memory map and the out-of-memory check read them there. No SystemC, no
 // chip.
 #pragma once
@@ -57,10 +57,11 @@ struct InferenceMemory {
 // In the order the program lists them: the weights, the live activations, the input buffer.
 std::vector<Holding> inference_memory(const InferenceMemory& m);
 
-// What a CNN replica's training memory depends on.
-struct CnnMemory {
-  std::vector<Parameter> parameters;  // each layer's weights (one copy)
-  // The activations a micro-batch keeps (graph::kept_tensors), each on its layer's layout.
+// What a training program's memory depends on.
+struct TrainingMemory {
+  std::vector<Parameter> parameters;  // the IPU's weight tensors (one copy each)
+  // The activations a micro-batch keeps on a one-stage IPU (graph::kept_tensors), each on its
+  // layer's layout.
   struct Kept {
     std::string name;
     trace::TensorKind kind;
@@ -79,30 +80,17 @@ struct CnnMemory {
   OptimiserMemory optimiser;
 };
 
+// Micro-batches of its input forward stage `stage` of a pipeline whose loss stage is
+// `loss_stage` holds: those between its forward (cycle s) and its backward (cycle 2L - s), its
+// own included, 2 (L - s) + 1 (PopART's stash, transforms/pipeline.cpp: "2*(IPUs to end) + 1").
+inline std::uint64_t stash_depth(std::uint64_t loss_stage, std::uint64_t stage) {
+  return 2 * (loss_stage - stage) + 1;
+}
+
 // In the order the program lists them: each parameter's weights, gradient accumulator and
 // optimiser state kept on its layout ("momentum/" when it is one moment), always live; a
 // sharded optimiser state; the kept activations (over their lifetimes), a pipeline stage's
 // stashed and live activations, the input buffer.
-std::vector<Holding> cnn_training_memory(const CnnMemory& c);
-
-// What a pipeline stage's training memory depends on.
-struct StageMemory {
-  std::vector<Parameter> parameters;  // the stage's weight tensors
-  trace::DType dtype = trace::DType::kHalf;
-  // Stages from this one to the end of the pipeline (0 for the first IPU, which runs the
-  // embedding and, with a tied head, the last stage too): it stashes 2 x that + 1 micro-batches
-  // of stage inputs.
-  std::uint64_t stages_to_end = 0;
-  std::uint64_t stage_input_bytes = 0;  // one micro-batch's activations at a stage boundary
-  std::uint64_t live_bytes = 0;         // the largest sub-layer's live activations
-  std::uint64_t input_bytes = 0;        // the host input buffer (the first IPU only; else 0)
-  OptimiserMemory optimiser{.moments = 2};
-  trace::Lifetime loop_live;  // the pipeline loop's program positions
-};
-
-// In the order the program lists them: each parameter's weights, gradient accumulator and
-// (kept on its layout) optimiser state; a sharded optimiser state; the stashed and the live
-// activations (during the pipeline loop); the input buffer.
-std::vector<Holding> stage_training_memory(const StageMemory& s);
+std::vector<Holding> training_memory(const TrainingMemory& c);
 
 }  // namespace ipusim::compiler

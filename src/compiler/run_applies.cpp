@@ -73,7 +73,7 @@ std::string first_of(Reasons... reasons) {
   return out;
 }
 
-constexpr std::array<Row, 20> kRows{{
+constexpr std::array<Row, 21> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
@@ -98,6 +98,15 @@ constexpr std::array<Row, 20> kRows{{
      }},
     {"run.optimiser_state", [](const RunConfig& r) { return r.optimiser_state_streaming; },
      [](const Scope& s) { return training_only(s, "optimiser state"); }},
+    {"run.sgd_weight_decay", [](const RunConfig& r) { return r.sgd_weight_decay; },
+     [](const Scope& s) {
+       return first_of(training_only(s, "SGD's weight decay"),
+                       s.run.optimiser == Optimiser::kSgd
+                           ? ""
+                           : fmt::format("weight decay in SGD's momentum: the run's optimiser is "
+                                         "{}, not sgd",
+                                         optimiser_name(s.run.optimiser)));
+     }},
     {"run.replicated_tensor_sharding",
      [](const RunConfig& r) { return r.replicated_tensor_sharding; },
      [](const Scope& s) {

@@ -160,6 +160,10 @@ std::vector<RunField> batch_fields() {
       enum_choice("run.optimiser_state", kOptimiserState,
                   "on_chip or streaming (Streaming Memory; training)", "workloads.md",
                   &RunConfig::optimiser_state_streaming, "on_chip"),
+      yes_no("run.sgd_weight_decay",
+             "yes: SGD's momentum takes weight decay, v = m v + (g + wd w), w -= lr v (PyTorch's "
+             "SGD); no: v = m v + lr g, w -= v (TensorFlow's MomentumOptimizer)",
+             "workloads.md", &RunConfig::sgd_weight_decay, "no"),
       yes_no("run.replicated_tensor_sharding", "yes: shard optimiser state over replicas",
              "poplar-compiler.md §4.4", &RunConfig::replicated_tensor_sharding, "no"),
       yes_no("run.sync_replicas_independently",

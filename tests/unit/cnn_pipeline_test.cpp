@@ -6,7 +6,9 @@
 // images, micro-batch 8, half).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "compile_helpers.hpp"
 #include "compiler/graph/stages.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler {
@@ -214,21 +217,39 @@ TEST(CompilerCnnPipeline, SplitErrorsNameTheKeyAndTheLayer) {
 TEST(GraphStages, CrossingTensorsAreThoseReadAcrossTheBoundary) {
   const ModelDef m =
       load_model(std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/resnet_tiny.yaml");
-  const auto nodes = graph::infer_shapes(m);
-  const auto index = [&](const std::string& name) {
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].layer->name == name) return i;
-    return nodes.size();
+  RunConfig run;
+  run.file = "r.yaml";
+  run.inference = true;
+  run.ipus_per_replica = 3;
+  run.pipeline_splits = {"b1/0/conv1", "b1/0/add"};
+  const graph::ForwardStages stages = graph::forward_stages(m, run);
+  ASSERT_EQ(stages.layers.size(), 3u);
+  EXPECT_EQ(stages.ipu, (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_EQ(stages.layers[1].front().layer, "b1/0/conv1");
+  EXPECT_EQ(stages.layers[2].front().layer, "b1/0/add");
+  graph::BuildOptions options;
+  options.batch = 2;
+  options.training = false;
+  const graph::TensorGraph g = graph::build_graph(m, options);
+  const auto output = [&](const std::string& layer) {
+    std::optional<graph::TensorId> out;
+    for (const graph::Node& n : g.nodes())
+      if (n.layer == layer) out = n.outputs[0];
+    return out.value();
   };
   // Before b1/0/conv1: relu1 (read by b1/0/conv1 and b1/0/down); before the add: b1/0/bn3
-  // (its input) and b1/0/down_bn (its other operand) are the add's, nothing else.
-  EXPECT_EQ(graph::crossing(nodes, index("b1/0/conv1")),
-            (std::vector<std::size_t>{index("relu1")}));
-  EXPECT_EQ(graph::crossing(nodes, index("b1/0/add")),
-            (std::vector<std::size_t>{index("b1/0/bn3"), index("b1/0/down_bn")}));
-  EXPECT_EQ(graph::crossing_elements(nodes, index("b1/0/add")), 2u * 32 * 32 * 64);
-  EXPECT_TRUE(graph::crossing(nodes, 0).empty());
-  EXPECT_TRUE(graph::crossing(nodes, nodes.size()).empty());
+  // (its input) and b1/0/down_bn (its other operand) are the add's, nothing else: two maps of
+  // 64 channels of 32 x 32, two images each.
+  const auto crossing = graph::crossing(g, stages);
+  ASSERT_EQ(crossing.size(), 3u);
+  EXPECT_TRUE(crossing[0].empty());
+  EXPECT_EQ(crossing[1], (std::vector<graph::TensorId>{output("relu1")}));
+  auto add_operands = std::vector<graph::TensorId>{output("b1/0/bn3"), output("b1/0/down_bn")};
+  std::sort(add_operands.begin(), add_operands.end());
+  EXPECT_EQ(crossing[2], add_operands);
+  std::uint64_t elements = 0;
+  for (const graph::TensorId t : crossing[2]) elements += graph::elements(g.tensor(t).dims);
+  EXPECT_EQ(elements, 2u * 2 * 32 * 32 * 64);
 }
 
 TEST(CompilerCnn, G16GnEfficientNetsFollowTheirRuleFromThePublishedModels) {

@@ -198,9 +198,13 @@ const char* const kChain =
     "  - {name: c1, op: conv, out: 4}\n  - {name: r, op: relu}\n"
     "  - {name: c2, op: conv, out: 4}\n  - {name: loss, op: softmax_loss}\n";
 
+// The chain's layers as a stage lists them.
+const std::vector<Block> kChainLayers{
+    {Op::kConv, "c1"}, {Op::kRelu, "r"}, {Op::kConv, "c2"}, {Op::kSoftmaxLoss, "loss"}};
+
 TEST(GraphRecompute, CheckpointsCutTheLayersIntoSegments) {
   const ModelDef m = model_of("segments", kChain);
-  const auto nodes = infer_shapes(m);
+  const auto& nodes = kChainLayers;
   EXPECT_EQ(segments(nodes, {}), (std::vector<Segment>{{0, 4}}));
   EXPECT_EQ(segments(nodes, {"r"}), (std::vector<Segment>{{0, 2}, {2, 4}}));
   EXPECT_EQ(segments(nodes, {"c1", "c2"}), (std::vector<Segment>{{0, 1}, {1, 3}, {3, 4}}));
@@ -265,8 +269,9 @@ TEST(GraphAutodiff, EachGradientGoesIntoWhatItsLayerReadAndReachesEveryLayer) {
 
 // Lifetimes worked by hand for conv c1 -> relu r -> conv c2 -> loss, body positions from 1.
 TEST(GraphLifetimes, KeptTensorsLiveFromTheirProducerToTheirLastReader) {
-  const ModelDef m = model_of("lifetimes", kChain);
-  const auto nodes = infer_shapes(m);
+  const auto& nodes = kChainLayers;
+  // Each reads the layer before it; c1 reads the images ("").
+  const Consumers readers{{"", {0}}, {"c1", {1}}, {"r", {2}}, {"c2", {3}}};
   Body body;
   body.steps = 18;
   body.spans.resize(4);
@@ -276,7 +281,7 @@ TEST(GraphLifetimes, KeptTensorsLiveFromTheirProducerToTheirLastReader) {
   body.spans[1] = {{3, 4}, {}, {14, 15}, false};
   body.spans[2] = {{4, 7}, {}, {10, 14}, false};
   body.spans[3] = {{7, 9}, {}, {9, 10}, false};
-  const auto kept = kept_tensors(nodes, segments(nodes, {}), body, 1);
+  const auto kept = kept_tensors(nodes, readers, segments(nodes, {}), body, 1);
   const auto row = [](const KeptTensor& t) {
     return std::tuple(t.name, t.layer, t.live.first, t.live.last);
   };
@@ -298,13 +303,14 @@ TEST(GraphLifetimes, KeptTensorsLiveFromTheirProducerToTheirLastReader) {
   body.spans[0].recomputed = true;
   body.images_at = 0;
   got.clear();
-  for (const auto& t : kept_tensors(nodes, segments(nodes, {"r"}), body, 1)) got.push_back(row(t));
+  for (const auto& t : kept_tensors(nodes, readers, segments(nodes, {"r"}), body, 1))
+    got.push_back(row(t));
   ASSERT_GE(got.size(), 4u);
   EXPECT_EQ(got[0], std::tuple(std::string("input_images"), std::string(""), 1u, 18u));
   EXPECT_EQ(got[1], std::tuple(std::string("activation/c1"), std::string("c1"), 1u, 4u));
   EXPECT_EQ(got[2], std::tuple(std::string("recomputed/c1"), std::string("c1"), 10u, 18u));
   EXPECT_EQ(got[4], std::tuple(std::string("checkpoint/r"), std::string("r"), 4u, 15u));
-  EXPECT_TRUE(kept_tensors(nodes, {}, Body{}, 1).empty());  // no body, nothing kept
+  EXPECT_TRUE(kept_tensors(nodes, readers, {}, Body{}, 1).empty());  // no body, nothing kept
 }
 
 std::vector<std::string> names(const std::vector<Block>& blocks) {

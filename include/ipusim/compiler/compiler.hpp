@@ -137,6 +137,9 @@ struct RunConfig {
   bool per_tensor_collectives = false;           // run.collective_grouping per_tensor (PopART 2.3)
   // CNN LARS norms combined into ReduceMany ops of at most this many output bytes (0: none)
   std::uint64_t reduce_many_buffer = 0;
+  // SGD's momentum takes weight decay: v = m v + (g + wd w); w -= lr v (else v = m v + lr g;
+  // w -= v, as TensorFlow's MomentumOptimizer; run.sgd_weight_decay).
+  bool sgd_weight_decay = false;
   bool clip_gradients = false;  // run.gradient_clipping global_norm (PopART clipAllWeights)
   bool split_qkv = false;       // run.split_qkv: Q, K and V as three weight tensors, not one
   std::uint32_t io_tiles =

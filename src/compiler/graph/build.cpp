@@ -332,6 +332,11 @@ class TransformerBuilder {
     const std::uint64_t rows = g_.tensor(logits).dims[0];
     (void)g_.add(P::kSoftmaxCrossEntropy, {logits, g_.input("labels", {rows}, kIndex)});
   }
+  // A language model's: the loss (training), or each row's predicted token id (inference).
+  void predict(TensorId logits) {
+    if (o_.training) return loss(logits);
+    (void)g_.add(P::kArgMax, {logits});
+  }
 
   void heads(TensorId x) {
     const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
@@ -353,7 +358,7 @@ class TransformerBuilder {
                    {rows, g_.input("start_end_positions", {b * 2}, kIndex)});
     } else if (m_.lm_head) {
       const TensorId logits = g_.add(P::kMatmul, {x, table_}, tied);
-      loss(reshape(logits, {b * s, m_.vocabulary}));
+      predict(reshape(logits, {b * s, m_.vocabulary}));
     } else {
       // The masked-LM head: the transform (dense, GELU, layer norm) on every token, then the
       // masked positions (first in each sequence, as the packed MLPerf data puts them) sliced
@@ -365,7 +370,7 @@ class TransformerBuilder {
       const TensorId bias = weight("heads.bias", {m_.vocabulary});
       g_.tensor(bias).stored = {m_.padded_vocabulary()};
       y = g_.add(P::kAdd, {g_.add(P::kMatmul, {y, table_}, tied), bias});
-      loss(reshape(y, {b * masked, m_.vocabulary}));
+      predict(reshape(y, {b * masked, m_.vocabulary}));
     }
   }
 

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory accounting of a CNN training micro-batch, a pass over the graph and where the lowering
-// put each layer's steps: the activations it keeps, each with its lifetime in program
+// Memory accounting of a training micro-batch on one IPU, a pass over the layers and where the
+// lowering put each layer's steps: the activations it keeps, each with its lifetime in program
 // positions (trace-format §4.3). No layouts and no SystemC: the lowering gives each tensor the
 // layout of the layer it names.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "ipusim/trace/program.hpp"
 #include "recompute.hpp"
 #include "shapes.hpp"
+#include "sublayers.hpp"
 
 namespace ipusim::compiler::graph {
 
@@ -46,7 +48,9 @@ struct KeptTensor {
 // recomputed, and again from the recomputation, else to the consumers' (and their own)
 // backward; each layer's output gradient from its first consumer's backward to its own. At
 // positions `offset` + the step index in the body; none for an empty body.
-std::vector<KeptTensor> kept_tensors(const std::vector<LayerNode>& nodes,
+// Which layers read each layer's output (by index in the layers' list; "" the images).
+using Consumers = std::map<std::string, std::vector<std::size_t>>;
+std::vector<KeptTensor> kept_tensors(const std::vector<Block>& layers, const Consumers& consumers,
                                      const std::vector<Segment>& segments, const Body& body,
                                      std::uint64_t offset);
 

@@ -137,6 +137,13 @@ std::vector<Dims> reduce(const ShapeArgs& a) {
   return {out};
 }
 
+// The last axis dropped.
+std::vector<Dims> last_axis_dropped(const ShapeArgs& a) {
+  const Dims& x = *a.in[0];
+  if (x.empty()) bad("a scalar has no axis to take the largest value's index of");
+  return {Dims(x.begin(), x.end() - 1)};
+}
+
 std::vector<Dims> softmax(const ShapeArgs& a) {
   check_axes({a.attrs.axis}, a.in[0]->size());
   return {*a.in[0]};
@@ -670,6 +677,7 @@ const std::vector<PrimitiveInfo> kTable = {
     {P::kReduceSum, "reduce_sum", 1, 1, "x", S::kNothing, reduce, reduce_backward, per_input<1>},
     {P::kReduceMean, "reduce_mean", 1, 1, "x", S::kNothing, reduce, reduce_backward, per_input<1>},
     {P::kReduceMax, "reduce_max", 1, 1, "x", S::kInputs, reduce, reduce_backward, per_input<1>},
+    {P::kArgMax, "arg_max", 1, 1, "x", S::kNothing, last_axis_dropped, nullptr, per_input<1>},
     {P::kSoftmax, "softmax", 1, 1, "x", S::kOutput, softmax, softmax_backward, per_output<3>},
     {P::kSoftmaxGrad, "softmax_grad", 2, 2, "dy, y", S::kNothing, equal_pair, nullptr,
      per_output<3>},

@@ -9,13 +9,12 @@
 
 namespace ipusim::compiler::graph {
 
-std::vector<Segment> segments(const std::vector<LayerNode>& nodes,
+std::vector<Segment> segments(const std::vector<Block>& nodes,
                               const std::vector<std::string>& checkpoints) {
   std::vector<Segment> out;
   std::size_t first = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (std::find(checkpoints.begin(), checkpoints.end(), nodes[i].layer->name) !=
-        checkpoints.end()) {
+    if (std::find(checkpoints.begin(), checkpoints.end(), nodes[i].layer) != checkpoints.end()) {
       out.emplace_back(first, i + 1);
       first = i + 1;
     }

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "shapes.hpp"
+#include "sublayers.hpp"
 
 namespace ipusim::compiler::graph {
 
 // [first, last) node ranges, in model order, each ending at a checkpoint (its last node) but
 // the last, which ends at the model's last layer. No checkpoints: one range of every node.
 using Segment = std::pair<std::size_t, std::size_t>;
-std::vector<Segment> segments(const std::vector<LayerNode>& nodes,
+std::vector<Segment> segments(const std::vector<Block>& nodes,
                               const std::vector<std::string>& checkpoints);
 
 // Every checkpoint names a layer of the model: else a ConfigError naming the run file.

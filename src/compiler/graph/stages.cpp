@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "autodiff.hpp"
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler::graph {
@@ -42,27 +43,120 @@ std::vector<Segment> pipeline_stages(const std::vector<LayerNode>& nodes, const 
   return out;
 }
 
-std::vector<std::size_t> crossing(const std::vector<LayerNode>& nodes, std::size_t boundary) {
-  std::map<std::string, std::size_t> producer;
-  for (std::size_t i = 0; i < boundary && i < nodes.size(); ++i) producer[nodes[i].layer->name] = i;
-  std::vector<std::size_t> out;
-  const auto read = [&](const std::string& name) {
-    const auto it = producer.find(name);
-    if (it != producer.end() && std::find(out.begin(), out.end(), it->second) == out.end())
-      out.push_back(it->second);
-  };
-  for (std::size_t i = boundary; i < nodes.size(); ++i) {
-    read(nodes[i].input);
-    read(nodes[i].layer->other);
+namespace {
+
+// A CNN trained differentiates from its loss: a softmax_loss last, and only there (a loss in
+// the middle, or none, left layers without a gradient).
+void check_loss_last(const ModelDef& m, const RunConfig& run) {
+  if (run.inference) return;
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const bool last = i + 1 == m.layers.size();
+    if ((m.layers[i].op == Op::kSoftmaxLoss) != last)
+      throw ConfigError(fmt::format(
+          "{}: layer '{}': a CNN trained (run.mode training) ends with one softmax_loss layer, "
+          "its last; {}",
+          m.layers[i].at.empty() ? m.file : m.layers[i].at, m.layers[i].name,
+          last ? fmt::format("found '{}' last", name(m.layers[i].op))
+               : "found a softmax_loss before the last layer"));
   }
-  std::sort(out.begin(), out.end());
+}
+
+void check_placement(const ModelDef& m, const RunConfig& run) {
+  if (run.placement.size() != run.ipus_per_replica)
+    throw ConfigError(
+        fmt::format("{}: run.pipeline_placement: a transformer needs a placement for each of "
+                    "the {} IPUs of a replica",
+                    run.file, run.ipus_per_replica));
+  std::uint64_t attn = 0, ffn = 0;
+  for (const auto& [a, f] : run.placement) {
+    attn += a;
+    ffn += f;
+  }
+  if (attn != m.encoder_layers || ffn != m.encoder_layers)
+    throw ConfigError(
+        fmt::format("{}: run.pipeline_placement places {} attention and {} FFN sub-layers; "
+                    "{} has {} of each",
+                    run.file, attn, ffn, m.file, m.encoder_layers));
+  check_stage_chain(m, run);
+}
+
+ForwardStages cnn_stages(const ModelDef& m, const RunConfig& run) {
+  check_checkpoints(m, run);
+  check_loss_last(m, run);
+  const std::vector<LayerNode> nodes = infer_shapes(m);
+  if (!run.inference) (void)gradient_flow(m, nodes);  // every layer reaches the loss
+  ForwardStages out;
+  for (const auto& [first, last] : pipeline_stages(nodes, m, run)) {
+    out.ipu.push_back(static_cast<std::uint32_t>(out.layers.size()));
+    auto& layers = out.layers.emplace_back();
+    for (std::size_t i = first; i < last; ++i)
+      layers.push_back({nodes[i].op(), nodes[i].layer->name});
+  }
   return out;
 }
 
-std::uint64_t crossing_elements(const std::vector<LayerNode>& nodes, std::size_t boundary) {
-  std::uint64_t n = 0;
-  for (const std::size_t p : crossing(nodes, boundary)) n += nodes[p].out.elements();
-  return n;
+ForwardStages transformer_stages(const ModelDef& m, const RunConfig& run) {
+  check_placement(m, run);
+  ForwardStages out;
+  out.recompute = Recompute::kEverySubLayer;
+  const std::uint32_t p = run.ipus_per_replica;
+  std::vector<Block> tied;  // IPU 0's blocks after its embedding, with heads tied to it
+  for (std::uint32_t ipu = 0; ipu < p; ++ipu) {
+    std::vector<Block> blocks = stage_blocks(m, run, ipu);
+    if (ipu == 0 && p > 1 && !m.head_on_last_ipu()) {
+      tied.assign(blocks.begin() + 1, blocks.end());
+      blocks.resize(1);
+    }
+    out.ipu.push_back(ipu);
+    out.layers.push_back(std::move(blocks));
+  }
+  if (!tied.empty() || (p > 1 && !m.head_on_last_ipu())) {
+    out.ipu.push_back(0);
+    out.layers.push_back(std::move(tied));
+  }
+  return out;
+}
+
+}  // namespace
+
+ForwardStages forward_stages(const ModelDef& m, const RunConfig& run) {
+  switch (m.family) {
+    case Family::kCnn:
+      return cnn_stages(m, run);
+    case Family::kTransformer:
+      return transformer_stages(m, run);
+  }
+  throw Error("forward_stages: no front end for the model's family");
+}
+
+std::map<std::string, std::uint32_t> stage_of(const ForwardStages& stages) {
+  std::map<std::string, std::uint32_t> out{{"", 0}};
+  for (std::uint32_t s = 0; s < stages.layers.size(); ++s)
+    for (const Block& blk : stages.layers[s]) out[blk.layer] = s;
+  return out;
+}
+
+std::vector<std::vector<TensorId>> crossing(const TensorGraph& g, const ForwardStages& stages) {
+  const std::map<std::string, std::uint32_t> of = stage_of(stages);
+  const auto stage = [&](const std::string& layer) {
+    const auto it = of.find(layer);
+    if (it == of.end())
+      throw Error(fmt::format("the model's graph has layer '{}', which no stage runs", layer));
+    return it->second;
+  };
+  std::vector<std::vector<TensorId>> out(stages.layers.size());
+  for (const Node& n : g.nodes()) {
+    if (n.backward) continue;
+    const std::uint32_t reader = stage(n.layer);
+    for (const TensorId t : n.inputs) {
+      const Tensor& x = g.tensor(t);
+      if (x.role != Role::kActivation || !x.producer) continue;
+      for (std::uint32_t k = stage(g.node(*x.producer).layer) + 1; k <= reader; ++k)
+        if (std::find(out[k].begin(), out[k].end(), t) == out[k].end()) out[k].push_back(t);
+    }
+  }
+  for (auto& c : out) std::sort(c.begin(), c.end());
+  return out;
 }
 
 }  // namespace ipusim::compiler::graph

@@ -33,6 +33,15 @@ std::pair<std::uint64_t, std::uint64_t> first_sub_layers(const ModelDef& m, cons
   return {attn0, ffn0};
 }
 
+// The last IPU in the chain order that holds a sub-layer (the last IPU when none does).
+std::uint32_t last_with_layers(const ModelDef& m, const RunConfig& run) {
+  const auto ipus = static_cast<std::uint32_t>(run.placement.size());
+  std::uint32_t out = ipus - 1;
+  for (const std::uint32_t j : chain_order(m, ipus))
+    if (run.placement[j].first + run.placement[j].second > 0) out = j;
+  return out;
+}
+
 }  // namespace
 
 std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::uint32_t ipu) {
@@ -53,7 +62,9 @@ std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::ui
     if (j >= attn0 && j < attn0 + n_attn) add(Op::kAttention, j);
     if (j >= ffn0 && j < ffn0 + n_ffn) add(Op::kFfn, j);
   }
-  if (last && m.pre_norm) add(Op::kFinalNorm);
+  // The final norm follows the model's last layer: on the last IPU of the chain that holds
+  // any (IPU 0 with tied heads when it holds layers).
+  if (m.pre_norm && ipu == last_with_layers(m, run)) add(Op::kFinalNorm);
   if (m.head_on_last_ipu() ? last : first) add(Op::kHeads);
   return out;
 }

@@ -29,8 +29,8 @@ struct Block {
 // placement's attention and FFN sub-layers in the model's order (layer j's attention, then its
 // FFN), numbered over the whole model in the order the layers run through the IPUs (with heads
 // tied to the embedding, IPU 0's layers are the last); the final norm of a pre-norm model on
-// the last IPU; the heads with the embedding (tied) or, for a classifier or a span head, on the
-// last IPU.
+// the IPU holding the model's last layer; the heads with the embedding (tied) or, for a classifier
+// or a span head, on the last IPU.
 std::vector<Block> stage_blocks(const ModelDef& m, const RunConfig& run, std::uint32_t ipu);
 
 // Refuses a placement whose IPUs do not each hold the next run of the model's chain of

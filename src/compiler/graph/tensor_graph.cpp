@@ -85,9 +85,10 @@ std::vector<TensorId> TensorGraph::add_node(Primitive op, std::vector<TensorId> 
     fail(op, inputs, e.why);
   }
   const auto id = static_cast<NodeId>(nodes_.size());
-  const trace::DType dtype = op == Primitive::kCast    ? attrs.dtype
-                             : op == Primitive::kWhere ? tensors_[index(inputs[1])].dtype
-                                                       : tensors_[index(inputs[0])].dtype;
+  const trace::DType dtype = op == Primitive::kCast     ? attrs.dtype
+                             : op == Primitive::kArgMax ? trace::DType::kInt
+                             : op == Primitive::kWhere  ? tensors_[index(inputs[1])].dtype
+                                                        : tensors_[index(inputs[0])].dtype;
   Node n{op,
          std::move(inputs),
          {},

@@ -87,6 +87,7 @@ enum class Primitive : std::uint8_t {
   kReduceSum,  // over attrs.axes, keeping them as 1 when attrs.keep_dims
   kReduceMean,
   kReduceMax,
+  kArgMax,       // the index of each row's largest value (last axis): 32-bit integers
   kSoftmax,      // over attrs.axis
   kSoftmaxGrad,  // (dy, y)
   kLayerNorm,    // (x, gamma, beta) over the last axis

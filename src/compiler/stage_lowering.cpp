@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering of a step of any model onto the IPUs of a replica (docs/workloads.md): the model's
+// tensor graph for one micro-batch (with its backward when training), cut into forward stages
+// (graph::forward_stages: one stage on one IPU, or a pipeline), each IPU's stages lowered layer
+// by layer by GraphLowering (graph_lowering.hpp), the stage's forward recomputed before its
+// backward as the stage plan says (graph::Recompute), the pipeline schedule (pipeline.hpp)
+// with the inter-IPU copies of what crosses between stages, then the weight update of each
+// IPU's weight tensors (optimiser.hpp) and the memory it holds (memory.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+#include "graph/lifetimes.hpp"
+#include "graph/recompute.hpp"
+#include "graph/stages.hpp"
+#include "graph_lowering.hpp"
+#include "ipu_builder.hpp"
+#include "ipusim/compiler/graph/build.hpp"
+#include "ipusim/util/error.hpp"
+#include "ipusim/util/units.hpp"
+#include "lowering.hpp"
+#include "memory.hpp"
+#include "norm_lowering.hpp"
+#include "optimiser.hpp"
+#include "pipeline.hpp"
+#include "weights.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+using graph::Block;
+using graph::TensorId;
+using trace::DType;
+using trace::Pass;
+
+// What every IPU of a replica shares: the model, run and system, the model's tensor graph,
+// its forward stages and what crosses between them.
+struct Replica {
+  const ModelDef& m;
+  const RunConfig& run;
+  const SystemSpec& system;
+  ChipSpec chip;  // the system's, less the run's I/O tiles
+  graph::ForwardStages stages;
+  std::uint32_t ipus;  // of a replica
+  bool pipelined;      // more than one IPU: stage boundaries and inter-IPU copies
+  std::uint32_t loss;  // the loss stage, the last: a training step takes GA + 2 loss cycles
+  graph::TensorGraph graph;
+  graph::Gradients gradients;                     // each tensor's (training)
+  std::map<std::string, std::uint32_t> stage_of;  // each layer's forward stage (graph::stage_of)
+  std::vector<std::vector<TensorId>> crossing;    // by forward stage (graph::crossing)
+
+  Replica(const ModelDef& model, const RunConfig& r, const SystemSpec& s)
+      : m(model),
+        run(r),
+        system(s),
+        chip(compute_chip(r, s.chip)),
+        stages(graph::forward_stages(model, r)),
+        ipus(r.ipus_per_replica),
+        pipelined(r.ipus_per_replica > 1),
+        loss(static_cast<std::uint32_t>(stages.layers.size() - 1)) {
+    graph::BuildOptions options;
+    options.batch = r.micro_batch;
+    options.training = !r.inference;
+    if (model.masked_tokens > 0)
+      options.masked_tokens = model.masked_tokens + r.max_sequences_per_pack - 1;
+    options.vocabulary_serial = r.embedding_serialisation;
+    options.split_qkv = r.split_qkv;
+    graph = graph::build_graph(model, options);
+    if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
+    stage_of = graph::stage_of(stages);
+    crossing = graph::crossing(graph, stages);
+  }
+
+  std::uint32_t stage(const std::string& layer) const { return stage_of.at(layer); }
+  // One micro-batch of `ts` (bytes).
+  std::uint64_t bytes(const std::vector<TensorId>& ts) const {
+    std::uint64_t total = 0;
+    for (const TensorId t : ts) {
+      const graph::Tensor& x = graph.tensor(t);
+      total += graph::elements(x.dims) * trace::dtype_bytes(x.dtype);
+    }
+    return total;
+  }
+  // The pipeline's inter-IPU copy (pipeline_copies): before each stage s > 0, what crosses,
+  // from the IPU of stage s - 1 to that of s.
+  trace::GlobalExchange copies() const {
+    std::vector<trace::IpuCopy> forward;
+    for (std::uint32_t s = 1; s < stages.layers.size(); ++s)
+      forward.push_back({stages.ipu[s - 1], stages.ipu[s], bytes(crossing[s])});
+    return pipeline_copies(forward, !run.inference);
+  }
+  // One micro-batch of host input (bytes).
+  std::uint64_t input_bytes() const { return run.micro_batch * run.input_bytes_per_sample; }
+};
+
+// The lowering of one IPU's part of a replica: the forward stages it runs, their
+// recomputation and backward, the pipeline loops, the weight update and its memory.
+class IpuLowering {
+ public:
+  IpuLowering(const Replica& r, std::uint32_t ipu, trace::IpuProgram& program, IpuBuilder& b)
+      : r_(r),
+        ipu_(ipu),
+        program_(program),
+        b_(b),
+        norms_(b, r.run),
+        lowering_(r.graph, r.gradients, b) {
+    lowering_.use_norms(&norms_);
+    for (std::uint32_t s = 0; s < r.stages.layers.size(); ++s) {
+      if (r.stages.ipu[s] != ipu) continue;
+      for (const Block& blk : r.stages.layers[s]) {
+        index_[blk.layer] = layers_.size();
+        layers_.push_back(blk);
+      }
+    }
+    body_.spans.assign(layers_.size(), graph::Spans{});
+    plan_ahead();
+  }
+
+  // The pipeline loops of this IPU's stages (ipu_stages): each forward stage it holds and, in
+  // training, that stage's backward, the loss stage's two as one.
+  void run_stages() {
+    const bool training = !r_.run.inference;
+    std::vector<PipelineStage> stages;
+    for (const StageSlot& slot : ipu_stages(r_.stages.ipu, ipu_, training)) {
+      PipelineStage& st = stages.emplace_back();
+      st.start = slot.start;
+      if (slot.forward) forward(st.steps, slot.forward_stage);
+      if (slot.backward) backward(st.steps, slot.forward_stage);
+    }
+    const std::uint64_t ga = r_.run.gradient_accumulation;
+    const std::uint64_t cycles = training ? pipeline_cycles(ga, r_.loss) : ga + r_.loss;
+    for (auto& loop : pipeline_loops(stages, ga, cycles, r_.pipelined))
+      program_.steps.push_back(std::move(loop));
+  }
+
+  // Inference: the resident weights (or a phase's buffer, streamed), the largest activations
+  // live at once, the input buffer, the planner's temporaries.
+  void inference_memory() {
+    const StageWeights weights = stage_weights(r_.graph, b_, names());
+    if (r_.run.streamed_weights) {  // every phase's weights stay in Streaming Memory
+      const std::vector<std::uint64_t> loads = phase_loads(layers_);
+      b_.keep_in_streaming_memory(std::accumulate(loads.begin(), loads.end(), std::uint64_t{0}));
+    }
+    InferenceMemory memory;
+    memory.parameters = r_.run.streamed_weights ? weight_buffer() : weights.parameters();
+    memory.dtype = r_.m.dtype;
+    memory.live_bytes =
+        r_.stages.recompute == graph::Recompute::kCheckpoints ? layer_bytes() : sub_layer_bytes();
+    memory.input_bytes = ipu_ == r_.stages.ipu[0] ? r_.input_bytes() : 0;
+    for (const Holding& h : compiler::inference_memory(memory)) b_.hold(h);
+    temporaries();
+  }
+
+  // Training, after the pipeline loops: the weight update of the IPU's weight tensors, then its
+  // memory. Returns the bytes of weight-tensor norms it sends for gradient clipping (0 without).
+  std::uint64_t weight_update_and_memory() {
+    const StageWeights weights = stage_weights(r_.graph, b_, names());
+    const trace::Lifetime loop_live{0, trace::program_positions(program_.steps) - 1};
+    const std::uint64_t norm_bytes =
+        lower_weight_update(b_, program_.steps, r_.run,
+                            weights.update(r_.m.dtype, r_.pipelined, r_.run.sgd_weight_decay));
+    TrainingMemory memory;
+    memory.parameters = weights.parameters();
+    memory.dtype = r_.m.dtype;
+    memory.optimiser = optimiser_memory(r_.run, weights.elements, r_.m.dtype);
+    if (keeps_activations()) {
+      for (auto& k : graph::kept_tensors(layers_, consumers(), segments(0), body_, /*offset=*/1))
+        memory.kept.push_back(
+            {std::move(k.name), k.kind, lowering_.layout_of(lowering_.output_of(k.layer)), k.live});
+    } else {
+      for (std::uint32_t s = 0; s < r_.stages.layers.size(); ++s)
+        if (r_.stages.ipu[s] == ipu_)
+          memory.stashed_bytes += stash_depth(r_.loss, s) * stage_input(s);
+      memory.live_bytes = r_.stages.recompute == graph::Recompute::kCheckpoints ? recomputed_bytes()
+                                                                                : sub_layer_bytes();
+      memory.loop_live = loop_live;
+    }
+    const std::uint64_t input = ipu_ == r_.stages.ipu[0] ? r_.input_bytes() : 0;
+    memory.input_bytes = r_.run.io_tiles == 0 ? input : 0;  // else on the I/O tiles, below
+    for (const Holding& h : training_memory(memory)) b_.hold(h);
+    if (r_.run.io_tiles != 0 && input > 0)
+      program_.tensors.push_back({"input_buffer", trace::TensorKind::kInput, DType::kChar,
+                                  trace::TileRange{r_.chip.tiles, r_.system.chip.tiles - 1},
+                                  ceil_div(input, r_.run.io_tiles)});
+    temporaries();
+    return norm_bytes;
+  }
+
+ private:
+  // Forward stage `s`, one micro-batch: the host input first (stage 0), or what earlier stages
+  // send; its layers in order; inference: the model's output to the host (the loss stage).
+  void forward(Steps& out, std::uint32_t s) {
+    if (s == 0 && r_.run.input_bytes_per_sample > 0) {
+      {
+        const Layout created = input_layout();
+        const auto scope = b_.scope("", Pass::kHostIo, trace::OpKind::kCopy);
+        stream_input(b_, out, r_.run, created, r_.input_bytes(), r_.system.chip.tiles);
+      }
+      if (lowering_.has_layer("")) {  // the host images cast and normalised on the IPU
+        const auto scope = b_.scope("", Pass::kForward, trace::OpKind::kElementwise);
+        body_.images_at = out.size();
+        lowering_.forward(out, "");
+        (void)lowering_.value(out, lowering_.output_of(""));
+      }
+    }
+    for (const TensorId t : r_.crossing[s]) lowering_.set_value(t, Value{arrival_layout(t, s), {}});
+    run_layers(out, s, Pass::kForward, 0, r_.stages.layers[s].size());
+    if (r_.run.inference && s == r_.loss) {
+      const auto scope = b_.scope("", Pass::kHostIo, trace::OpKind::kCopy);
+      const TensorId y = r_.graph.nodes().back().outputs[0];
+      const graph::Tensor& x = r_.graph.tensor(y);
+      b_.host(out, graph::elements(x.dims) * trace::dtype_bytes(x.dtype),
+              trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
+              lowering_.value(out, y).layout.range());
+    }
+  }
+
+  // The backward of forward stage `s`, after its forward: the gradients later stages send
+  // (landing linearly, as rows of channels), then segment by segment from the last, each recomputed
+  // as the stage plan says and its layers' backward in reverse; then the gradients of what the
+  // stage read from earlier ones.
+  void backward(Steps& out, std::uint32_t s) {
+    const auto in_stages = [this](std::uint32_t first, std::uint32_t last) {
+      return [this, first, last](const std::string& layer) {
+        const auto it = r_.stage_of.find(layer);
+        return it != r_.stage_of.end() && it->second >= first && it->second < last;
+      };
+    };
+    const auto all = static_cast<std::uint32_t>(r_.stages.layers.size());
+    if (s + 1 < all)
+      for (const TensorId t : r_.crossing[s + 1])
+        for (const TensorId part : lowering_.gradient_parts(t, in_stages(s + 1, all)))
+          lowering_.set_value(part, Value{rows_of_channels(t), {}});
+    const std::vector<graph::Segment> segs = segments(s);
+    const std::size_t base = offset(s);
+    for (std::size_t k = segs.size(); k-- > 0;) {
+      const auto [first, last] = segs[k];
+      if (recomputed(s, k + 1 == segs.size())) {
+        lowering_.set_recomputing(true);
+        run_layers(out, s, Pass::kRecompute, first, last);
+        lowering_.set_recomputing(false);
+        for (std::size_t i = first; i < last; ++i) body_.spans[base + i].recomputed = true;
+      }
+      for (std::size_t i = last; i-- > first;) {
+        const Block& blk = r_.stages.layers[s][i];
+        body_.spans[base + i].bwd.first = out.size();
+        {
+          const auto scope = b_.scope(blk.layer, Pass::kDataGradient, graph::info(blk.kind).kind);
+          load_weights(out, loads(s)[i]);
+          lowering_.backward(out, blk.layer);
+        }
+        body_.spans[base + i].bwd.second = out.size();
+      }
+    }
+    const auto scope = b_.scope("", Pass::kDataGradient);
+    for (const TensorId t : r_.crossing[s])
+      for (const TensorId part : lowering_.gradient_parts(t, in_stages(s, s + 1)))
+        (void)lowering_.value(out, part);
+    body_.steps = out.size();
+  }
+
+  // Layers [first, last) of stage `s` in `pass` (forward or recompute), then every forward
+  // value's pending ops applied.
+  void run_layers(Steps& out, std::uint32_t s, Pass pass, std::size_t first, std::size_t last) {
+    const std::size_t base = offset(s);
+    for (std::size_t i = first; i < last; ++i) {
+      const Block& blk = r_.stages.layers[s][i];
+      auto& span = pass == Pass::kForward ? body_.spans[base + i].fwd : body_.spans[base + i].rec;
+      span.first = out.size();
+      {
+        const auto scope = b_.scope(blk.layer, pass, graph::info(blk.kind).kind);
+        load_weights(out, loads(s)[i]);
+        lowering_.forward(out, blk.layer);
+      }
+      span.second = out.size();
+    }
+    const auto scope = b_.scope("", pass);
+    lowering_.flush_all(out);
+  }
+
+  // Where stage `s`'s layers start in layers_ (an IPU may hold none of the model's layers).
+  std::size_t offset(std::uint32_t s) const {
+    const std::vector<Block>& layers = r_.stages.layers[s];
+    return layers.empty() ? 0 : index_.at(layers.front().layer);
+  }
+
+  // Stage `s`'s recomputation ranges (indices into its layers): between the run's checkpoints,
+  // or, stashed (its backward in a later cycle than its forward), the whole stage at once.
+  std::vector<graph::Segment> segments(std::uint32_t s) const {
+    const std::vector<Block>& layers = r_.stages.layers[s];
+    if (layers.empty()) return {};
+    if (s != r_.loss || r_.stages.recompute == graph::Recompute::kEverySubLayer)
+      return {{0, layers.size()}};
+    return graph::segments(layers, r_.run.checkpoints);
+  }
+  // Whether a segment is recomputed before its backward: every one but the loss stage's last
+  // under checkpoints, whose activations are still live.
+  bool recomputed(std::uint32_t s, bool last_segment) const {
+    return s != r_.loss || !last_segment || r_.stages.recompute == graph::Recompute::kEverySubLayer;
+  }
+  // A one-stage IPU under checkpoints keeps its activations over their lifetimes; stages
+  // recomputed whole hold their stashed inputs and recomputed activations instead.
+  bool keeps_activations() const {
+    return !r_.pipelined && r_.stages.recompute == graph::Recompute::kCheckpoints;
+  }
+
+  // Which of the IPU's layers read each layer's output (kept_tensors).
+  graph::Consumers consumers() const {
+    graph::Consumers out;
+    for (std::size_t j = 0; j < layers_.size(); ++j) {
+      std::set<std::string> read;
+      for (const graph::Node& n : r_.graph.nodes()) {
+        if (n.backward || n.layer != layers_[j].layer) continue;
+        for (const TensorId t : n.inputs) {
+          const auto p = r_.graph.tensor(t).producer;
+          if (r_.graph.tensor(t).role != graph::Role::kActivation || !p) continue;
+          const std::string& producer = r_.graph.node(*p).layer;
+          if (producer != layers_[j].layer && read.insert(producer).second)
+            out[producer].push_back(j);
+        }
+      }
+    }
+    return out;
+  }
+
+  // Where the host input lands: on the input layout of the first conv that reads it
+  // (createInput), else linearly, as 8-bit values.
+  Layout input_layout() {
+    for (const graph::Node& n : r_.graph.nodes())
+      if (n.op == graph::Primitive::kConv && !n.backward)
+        if (const auto args = planned_args(r_.graph, n)) {
+          const auto scope = b_.scope(n.layer, Pass::kForward, trace::OpKind::kConv);
+          return b_.input_layout(*args);
+        }
+    return b_.linear(DType::kChar, 1, std::max<std::uint64_t>(r_.input_bytes(), 1));
+  }
+  // Where an inter-IPU copy lands `t` for stage `s`: on the input layout of its first reader
+  // there when that is a conv reading it as its input (createInput), else linearly as rows of
+  // its channels (an image's second dimension, else its last).
+  Layout arrival_layout(TensorId t, std::uint32_t s) const {
+    for (const graph::Node& n : r_.graph.nodes()) {
+      if (n.backward || r_.stage(n.layer) != s ||
+          std::find(n.inputs.begin(), n.inputs.end(), t) == n.inputs.end())
+        continue;
+      if (n.op == graph::Primitive::kConv && n.inputs[0] == t)
+        if (const auto args = planned_args(r_.graph, n)) return b_.input_layout(*args);
+      break;
+    }
+    return rows_of_channels(t);
+  }
+  Layout rows_of_channels(TensorId t) const {
+    const graph::Tensor& x = r_.graph.tensor(t);
+    const std::uint64_t channels = x.dims.size() == 4 ? x.dims[1] : x.dims.back();
+    return b_.linear(x.dtype, graph::elements(x.dims) / channels, channels);
+  }
+
+  // One micro-batch of `t` (bytes; 0 for none).
+  std::uint64_t size(std::optional<TensorId> t) const {
+    if (!t) return 0;
+    const graph::Tensor& x = r_.graph.tensor(*t);
+    return graph::elements(x.dims) * trace::dtype_bytes(x.dtype);
+  }
+
+  // One micro-batch of what stage `s` reads from before it: what the inter-IPU copy brings, or
+  // for stage 0 the host inputs as its layers read them (the images normalised) (bytes).
+  std::uint64_t stage_input(std::uint32_t s) const {
+    if (s > 0) return r_.bytes(r_.crossing[s]);
+    std::set<TensorId> read;
+    for (const graph::Node& n : r_.graph.nodes()) {
+      if (n.backward || n.layer.empty() || r_.stage(n.layer) != 0) continue;
+      for (const TensorId t : n.inputs) {
+        const graph::Tensor& x = r_.graph.tensor(t);
+        const bool preprocessed = x.producer && r_.graph.node(*x.producer).layer.empty();
+        if (x.role == graph::Role::kInput || preprocessed) read.insert(t);
+      }
+    }
+    std::uint64_t total = 0;
+    for (const TensorId t : read) total += size(t);
+    return total;
+  }
+
+  // Under checkpoints, inference: the largest input and output of one layer, live together.
+  std::uint64_t layer_bytes() const {
+    std::uint64_t most = 0;
+    for (const Block& blk : layers_)
+      most = std::max(most,
+                      size(lowering_.input_of(blk.layer)) + size(lowering_.output_of(blk.layer)));
+    return most;
+  }
+  // Under checkpoints, a stage recomputed whole: every activation its layers keep
+  // (OpInfo::keeps_output), live at once after its recomputation.
+  std::uint64_t recomputed_bytes() const {
+    std::uint64_t total = 0;
+    for (const Block& blk : layers_)
+      if (graph::info(blk.kind).keeps_output) total += size(lowering_.output_of(blk.layer));
+    return total;
+  }
+  // Recomputing every sub-layer: the largest tensor a node of the IPU computes (a serialised
+  // matmul's: one step's columns) and four of the largest sub-layer input (a stage boundary).
+  std::uint64_t sub_layer_bytes() const {
+    const std::set<std::string> mine = names();
+    std::uint64_t most = 0, boundary = 0;
+    for (const graph::Node& n : r_.graph.nodes()) {
+      if (n.backward || !mine.contains(n.layer)) continue;
+      for (const TensorId t : n.outputs) {
+        const graph::Tensor& y = r_.graph.tensor(t);
+        const std::uint64_t cols = y.dims.empty() ? 1 : y.dims.back();
+        const std::uint64_t per_step =
+            n.attrs.serial > 1
+                ? ceil_div(std::max(cols, n.attrs.padded_columns), std::uint64_t{n.attrs.serial})
+                : cols;
+        most = std::max(most, size(t) / cols * per_step);
+      }
+    }
+    for (const auto& stage : r_.stages.layers)
+      for (const Block& blk : stage)
+        boundary = std::max(boundary, size(lowering_.input_of(blk.layer)));
+    return most + 4 * boundary;
+  }
+
+  // Every conv of the IPU planned ahead on a second thread (IpuBuilder::plan_ahead), in the
+  // order the lowering asks for them: the forward convs, then (training) each conv's data and
+  // weight gradients from the last back.
+  void plan_ahead() {
+    const std::set<std::string> mine = names();
+    std::vector<plan::ConvArgs> convs;
+    for (const graph::Node& n : r_.graph.nodes())
+      if (!n.backward && n.op == graph::Primitive::kConv && mine.contains(n.layer) &&
+          !cuts_patches(r_.graph, n))
+        if (const auto a = planned_args(r_.graph, n)) {
+          b_.plan_ahead(*a);
+          convs.push_back(*a);
+        }
+    if (r_.run.inference) return;
+    for (auto it = convs.rbegin(); it != convs.rend(); ++it) {
+      b_.plan_ahead(IpuBuilder::data_gradient_args(*it), false, true);
+      b_.plan_ahead(IpuBuilder::weight_gradient_args(*it), true, false);
+    }
+  }
+
+  std::set<std::string> names() const {
+    std::set<std::string> out;
+    for (const Block& blk : layers_) out.insert(blk.layer);
+    return out;
+  }
+
+  // Phased execution (run.weights streamed), as popxl's BERT inference runs it: before each
+  // phase its weights are loaded from Streaming Memory, in sequence with the compute. A phase
+  // is a layer, or an attention sub-layer with the FFN after it. The bytes each layer of
+  // `blocks` loads before it runs (0: loaded with the one before).
+  std::vector<std::uint64_t> phase_loads(const std::vector<Block>& blocks) {
+    std::vector<std::uint64_t> out(blocks.size(), 0);
+    if (!r_.run.streamed_weights) return out;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      std::uint64_t bytes = 0;
+      for (const HeldWeights& w : stage_weights(r_.graph, b_, {blocks[i].layer}).held)
+        bytes += w.layout.elements() * trace::dtype_bytes(w.layout.dtype) * w.count;
+      const bool with_attention =
+          blocks[i].kind == graph::Op::kFfn && i > 0 && blocks[i - 1].kind == graph::Op::kAttention;
+      out[with_attention ? i - 1 : i] += bytes;
+    }
+    return out;
+  }
+  const std::vector<std::uint64_t>& loads(std::uint32_t s) {
+    auto it = loads_.find(s);
+    if (it == loads_.end()) it = loads_.emplace(s, phase_loads(r_.stages.layers[s])).first;
+    return it->second;
+  }
+  // The blocking transfer of `bytes` of weights from Streaming Memory, spread over every tile.
+  void load_weights(Steps& out, std::uint64_t bytes) {
+    if (bytes > 0) b_.host(out, bytes, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
+  }
+  // Phased execution holds one phase's weights at a time: a buffer the size of the largest
+  // phase's, spread over every tile.
+  std::vector<Parameter> weight_buffer() {
+    const std::vector<std::uint64_t> all = phase_loads(layers_);
+    const std::uint64_t largest = all.empty() ? 0 : *std::max_element(all.begin(), all.end());
+    if (largest == 0) return {};
+    return {{"streamed_buffer", b_.linear(DType::kChar, 1, largest), 1}};
+  }
+  void temporaries() {
+    program_.tensors.push_back({"conv_temporaries", trace::TensorKind::kTemp, r_.m.dtype,
+                                trace::TileRange{0, r_.chip.tiles - 1}, b_.peak_temp()});
+  }
+
+  const Replica& r_;
+  std::uint32_t ipu_;
+  trace::IpuProgram& program_;
+  IpuBuilder& b_;
+  NormLowering norms_;
+  GraphLowering lowering_;
+  std::vector<Block> layers_;                 // the layers of its stages, in stage order
+  std::map<std::string, std::size_t> index_;  // each layer's index in layers_
+  graph::Body body_;                          // where each layer's steps sit (kept_tensors)
+  std::map<std::uint32_t, std::vector<std::uint64_t>> loads_;  // phase_loads by stage
+};
+
+}  // namespace
+
+trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const SystemSpec& system,
+                             std::vector<PlannedConv>* plans) {
+  const Replica replica(m, run, system);
+  trace::Trace t;
+  t.name = run.name;
+  t.replicas = run.replicas;
+  if (replica.pipelined) t.global_exchanges = {replica.copies()};
+  std::vector<std::uint64_t> norm_bytes(replica.ipus, 0), streaming(replica.ipus, 0);
+  IpuBuilder::PlanCache plan_cache;  // the IPUs plan the same shapes
+  for (std::uint32_t ipu = 0; ipu < replica.ipus; ++ipu) {
+    auto& program = t.ipus.emplace_back();
+    program.ipu = ipu;
+    IpuBuilder b(replica.chip, program, available_memory_for(run, ipu), run.partials,
+                 run.fuse_elementwise, run.rearrangements);
+    b.set_coeff_load_bits(run.conv_unit_load_bits);
+    b.plan_fully_connected_passes(run.fully_connected_pass && !run.inference);
+    b.record_plans(plans, ipu);
+    b.share_plans(&plan_cache);
+    IpuLowering lower(replica, ipu, program, b);
+    lower.run_stages();
+    if (run.inference)
+      lower.inference_memory();
+    else
+      norm_bytes[ipu] = lower.weight_update_and_memory();
+    streaming[ipu] = b.streaming_memory();
+  }
+  check_streaming_memory(run, system, streaming);
+  if (run.clip_gradients && !run.inference && replica.pipelined)
+    for (auto& exchange : clip_copies(norm_bytes))
+      t.global_exchanges.push_back(std::move(exchange));
+  return t;
+}
+
+}  // namespace ipusim::compiler
