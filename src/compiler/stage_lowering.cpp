@@ -220,9 +220,10 @@ class IpuLowering {
   }
 
   // The backward of forward stage `s`, after its forward: the gradients later stages send
-  // (landing linearly, as rows of channels), then segment by segment from the last, each recomputed
-  // as the stage plan says and its layers' backward in reverse; then the gradients of what the
-  // stage read from earlier ones.
+  // (each on the tiles its tensor had arriving at the next stage: an inter-IPU copy's
+  // destination is a clone of its source, poputil::copyToIpu), then segment by segment from the
+  // last, each recomputed as the stage plan says and its layers' backward in reverse; then the
+  // gradients of what the stage read from earlier ones.
   void backward(Steps& out, std::uint32_t s) {
     const auto in_stages = [this](std::uint32_t first, std::uint32_t last) {
       return [this, first, last](const std::string& layer) {
@@ -234,7 +235,7 @@ class IpuLowering {
     if (s + 1 < all)
       for (const TensorId t : r_.crossing[s + 1])
         for (const TensorId part : lowering_.gradient_parts(t, in_stages(s + 1, all)))
-          lowering_.set_value(part, Value{rows_of_channels(t), {}});
+          lowering_.set_value(part, Value{arrival_layout(t, s + 1), {}});
     const std::vector<graph::Segment> segs = segments(s);
     const std::size_t base = offset(s);
     for (std::size_t k = segs.size(); k-- > 0;) {
@@ -311,19 +312,19 @@ class IpuLowering {
   // Which of the IPU's layers read each layer's output (kept_tensors).
   graph::Consumers consumers() const {
     graph::Consumers out;
-    for (std::size_t j = 0; j < layers_.size(); ++j) {
-      std::set<std::string> read;
-      for (const graph::Node& n : r_.graph.nodes()) {
-        if (n.backward || n.layer != layers_[j].layer) continue;
-        for (const TensorId t : n.inputs) {
-          const auto p = r_.graph.tensor(t).producer;
-          if (r_.graph.tensor(t).role != graph::Role::kActivation || !p) continue;
-          const std::string& producer = r_.graph.node(*p).layer;
-          if (producer != layers_[j].layer && read.insert(producer).second)
-            out[producer].push_back(j);
-        }
+    std::set<std::pair<std::string, std::size_t>> seen;
+    for (const graph::Node& n : r_.graph.nodes()) {
+      const auto reader = index_.find(n.layer);
+      if (n.backward || reader == index_.end()) continue;
+      for (const TensorId t : n.inputs) {
+        const auto p = r_.graph.tensor(t).producer;
+        if (r_.graph.tensor(t).role != graph::Role::kActivation || !p) continue;
+        const std::string& producer = r_.graph.node(*p).layer;
+        if (producer != n.layer && seen.emplace(producer, reader->second).second)
+          out[producer].push_back(reader->second);
       }
     }
+    for (auto& [producer, readers] : out) std::sort(readers.begin(), readers.end());
     return out;
   }
 
