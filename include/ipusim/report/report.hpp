@@ -72,11 +72,11 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds);
 std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 
-// Writes tiles.csv, supersteps.csv (when spans were recorded and `trace` is given),
-// config.resolved.yaml, trace.id and stats.json into `dir` (created if missing), each file
-// atomically, stats.json last (its presence means the directory is complete).
+// Writes tiles.csv, supersteps.csv (when superstep totals were recorded), layers.csv and
+// plan.csv (when `info` has rows), config.resolved.yaml, trace.id and stats.json into `dir`
+// (created if missing), each file atomically, stats.json last (its presence means the
+// directory is complete).
 void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
-                   const RunInfo& info, const std::string& resolved_config_yaml,
-                   const trace::Trace* trace = nullptr);
+                   const RunInfo& info, const std::string& resolved_config_yaml);
 
 }  // namespace ipusim::report
