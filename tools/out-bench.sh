@@ -3,27 +3,32 @@
 # What `--out` adds to a run (docs/performance.md "Statistics once", issue 54 item 3): the
 # whole-process wall and CPU time (user + system) of `ipusim run -q --run RUN` with and without
 # `--out DIR`, on one core (taskset -c 0), median of N runs, every row run round-robin; with
-# --before, an older binary's rows in the same rounds. Plans come from a warm plan cache in a
-# temporary folder (one untimed run per row fills it), never the user's.
+# --before, an older binary's rows in the same rounds. DIR is a new directory each run (removed
+# before it, untimed), or with --reuse the previous run's directory, whose files are replaced.
+# Plans come from a warm plan cache in a temporary folder (one untimed run per row fills it),
+# never the user's.
 #
-# Usage: tools/out-bench.sh [--build DIR] [--before IPUSIM] [--runs N] [RUN ...]
+# Usage: tools/out-bench.sh [--build DIR] [--before IPUSIM] [--runs N] [--reuse] [RUN ...]
 #   RUN           a run config name (configs/runs/RUN.yaml); default: resnet50-pod16,
 #                 resnet50-pod256, bert-large-pod16, gpt2-medium-pod16, gpt2-xl-pod16
 #   --before BIN  also time this ipusim binary (e.g. a build of the commit before a change)
 #   --runs N      runs per row (default 5)
+#   --reuse       write each run into the directory of the row's previous run
 #   --build DIR   build directory (default: $IPUSIM_BUILD_DIR or build/)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${IPUSIM_BUILD_DIR:-$root/build}"
 runs=5
 before=""
+reuse=0
 configs=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift ;;
     --before) before="$(realpath "$2")"; shift ;;
     --runs) runs="$2"; shift ;;
-    -h|--help) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reuse) reuse=1 ;;
+    -h|--help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "tools/out-bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) configs+=("$1") ;;
   esac
@@ -60,7 +65,10 @@ done
 # user and system) to $work/r.wall and $work/r.cpu.
 one() {
   local r="$1" args=(run -q --run "$root/configs/runs/${names[$1]}.yaml") start end
-  [[ ${outs[$r]} == yes ]] && args+=(--out "$work/out-$r")
+  if [[ ${outs[$r]} == yes ]]; then
+    [[ $reuse == 1 ]] || rm -rf "$work/out-$r"
+    args+=(--out "$work/out-$r")
+  fi
   start=$(date +%s%N)
   perf stat -x, -e task-clock -o "$work/$r.stat" "${pin[@]}" "${bins[$r]}" "${args[@]}" \
     >/dev/null 2>"$work/$r.err" || { cat "$work/$r.err" >&2; exit 1; }
@@ -78,7 +86,8 @@ for ((i = 0; i < runs; i++)); do
   for ((r = 0; r < ${#names[@]}; r++)); do one "$r"; done
 done
 
-echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $runs runs per row (medians)"
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $runs runs per row (medians);" \
+  "--out into $([[ $reuse == 1 ]] && echo "the previous run's directory" || echo "a new directory")"
 printf '| %-20s | %-6s | %21s | %21s | %17s |\n' run binary "without --out: wall / CPU" \
   "with --out: wall / CPU" "--out adds: wall / CPU"
 printf '|%s|%s|%s|%s|%s|\n' "----------------------" "--------" "---------------------------" \

@@ -29,8 +29,8 @@ struct RunInfo {
   std::vector<std::pair<std::string, std::string>> meta;
   // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
   std::vector<std::string> warnings;
-  // Time per layer and pass (layer_rows), when the run recorded spans (fast engine): written
-  // to layers.csv, not to stats.json, which stays identical between the two engines.
+  // Time per layer and pass (layer_rows), with --out or --timeline: layers.csv and stats.json's
+  // ipu[].layers[] (the same rows from either engine).
   std::vector<LayerRow> layers;
   // Memory over program positions per system IPU (live_memory), with the layers: stats.json's
   // ipu[].memory_over_program.
