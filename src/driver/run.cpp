@@ -342,7 +342,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     // so that 'ipusim compare' can list every setting that differs.
     std::string resolved = system ? system->resolved.to_yaml() : chip->resolved.to_yaml();
     if (run) resolved += run->resolved.to_yaml();
-    report::write_run_dir(r.out_dir, chip_spec, stats, info, resolved, &trace);
+    report::write_run_dir(r.out_dir, chip_spec, stats, info, resolved);
   }
   if (!r.quiet) {
     out << report::summary_text(chip_spec, stats, info);

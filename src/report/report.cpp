@@ -509,8 +509,7 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
 }
 
 void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
-                   const RunInfo& info, const std::string& resolved_config_yaml,
-                   const trace::Trace* trace) {
+                   const RunInfo& info, const std::string& resolved_config_yaml) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create output directory: {}", dir, ec.message()));
@@ -533,7 +532,7 @@ void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats&
     if (earlier_run) stale.push_back(path);
   };
   stale_if_earlier(dir + "/report.html");
-  const std::string steps = trace ? supersteps_csv(stats, *trace) : std::string();
+  const std::string steps = supersteps_csv(stats);
   if (!steps.empty())
     files.push_back({dir + "/supersteps.csv", [&](std::ostream& o) { o << steps; }});
   else

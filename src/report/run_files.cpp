@@ -4,14 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <functional>
+#include <concepts>
 #include <iterator>
 #include <map>
 #include <ostream>
+#include <unordered_map>
 
-#include "ipusim/cost/codelet_models.hpp"
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/json.hpp"
@@ -31,18 +30,36 @@ std::string_view name_at(const Array& names, std::uint32_t i) {
   return i < names.size() ? names[i] : std::string_view("?");
 }
 
+// CSV cells, each followed by a comma (the line's last one is replaced by its newline), numbers
+// as fmt's "{}" writes them: no format string is parsed per cell, since a run directory's CSVs
+// have hundreds of thousands of cells.
+template <std::integral T>
+void cell(std::string& out, T v) {
+  const fmt::format_int digits(v);
+  out.append(digits.data(), digits.size());
+  out += ',';
+}
+void cell(std::string& out, std::string_view text) {
+  out += text;
+  out += ',';
+}
+template <class... Cells>
+void cells(std::string& out, const Cells&... values) {
+  (cell(out, values), ...);
+}
+void end_line(std::string& out) { out.back() = '\n'; }
+
 }  // namespace
 
 std::string tiles_csv(const RunStats& stats) {
   std::string out = std::string(kTilesHeader) + "\n";
-  auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus)
     for (std::size_t t = 0; t < ipu.tile_compute_cycles.size(); ++t) {
       const auto& m = ipu.memory.tiles[t];
-      fmt::format_to(it, "{},{},{},{},{},", ipu.ipu, t, ipu.tile_compute_cycles[t],
-                     ipu.tile_exchange_bytes[t], m.total());
-      for (std::uint64_t b : m.tensor_kinds) fmt::format_to(it, "{},", b);
-      fmt::format_to(it, "{},{},{},{}\n", m.vertex_state, m.code, m.exchange_code, m.stack);
+      cells(out, ipu.ipu, t, ipu.tile_compute_cycles[t], ipu.tile_exchange_bytes[t], m.total());
+      for (std::uint64_t b : m.tensor_kinds) cell(out, b);
+      cells(out, m.vertex_state, m.code, m.exchange_code, m.stack);
+      end_line(out);
     }
   return out;
 }
@@ -97,6 +114,242 @@ Target first_target(const std::vector<trace::Step>& steps, bool from_end) {
   return {};
 }
 
+// One IPU's layer rows (layer_rows), from one walk over its program. Each item's rows are
+// found by name once, the first time a step runs it in a pass, and by number after: the walk
+// visits every step of the program once (loop bodies once, with their executions), and each
+// step's cycles, FLOPs and bytes are the engine's numbers for its item (IpuRunStats::
+// compute_sets, exchanges: one execution's), never costed here.
+class LayerWalk {
+ public:
+  LayerWalk(const ChipSpec& chip, const IpuRunStats& ipu, const trace::IpuProgram& program,
+            const LiveMemory& memory)
+      : ipu_(ipu),
+        program_(program),
+        memory_(memory),
+        sync_cycles_(chip.sync.internal_latency.count) {
+    walk(program.steps, 1);
+    add_dynamic_phases();
+    name_groups();
+  }
+
+  // Appends the rows with time or executions, largest total first (ties in (layer, pass)
+  // order).
+  void rows_by_time(std::vector<LayerRow>& out) {
+    std::vector<LayerRow> list;
+    for (const auto& [key, id] : ids_)
+      if (rows_[id].total() > 0 || rows_[id].executions > 0) list.push_back(std::move(rows_[id]));
+    std::stable_sort(list.begin(), list.end(),
+                     [](const LayerRow& a, const LayerRow& b) { return a.total() > b.total(); });
+    for (auto& r : list) out.push_back(std::move(r));
+  }
+
+ private:
+  // The rows a step's time goes to: one per layer its item serves, so that a row is the
+  // model's (layer, pass) whatever the planner grouped into one compute set; a phase serving
+  // several layers is split equally among them (issue 27: rows named by the group, such as
+  // "b3/5/conv2+b3/4/conv2", changed with the plan), and `group` names them ("a+b").
+  struct Served {
+    std::vector<std::uint32_t> rows;
+    std::uint32_t group = 0;  // the layers' names joined ("a+b"; group_names_), when several
+    // With several rows, the cycles each of them got from the item (cycles / rows, rounded
+    // down, on each step): what names a row's group (name_groups).
+    std::uint64_t shared_cycles = 0;
+  };
+
+  std::uint32_t row(const std::string& layer, const std::string& pass) {
+    const auto [it, added] =
+        ids_.try_emplace({layer, pass}, static_cast<std::uint32_t>(rows_.size()));
+    if (added) {
+      LayerRow& r = rows_.emplace_back();
+      r.ipu = ipu_.ipu;
+      r.layer = layer;
+      r.pass = pass;
+    }
+    return it->second;
+  }
+
+  Served of(const trace::Provenance& prov, trace::Pass step_pass) {
+    if (prov.empty()) return {{row("(unattributed)", "")}};
+    const trace::Pass kind = step_pass != trace::Pass::kNone ? step_pass : prov.pass;
+    const std::string pass(trace::kPassNames[static_cast<std::size_t>(kind)]);
+    if (prov.layers.empty()) return {{row("(" + pass + ")", pass)}};
+    Served served;
+    for (const auto& l : prov.layers) served.rows.push_back(row(l, pass));
+    if (served.rows.size() > 1) {
+      std::string name;
+      for (const auto& l : prov.layers) name += (name.empty() ? "" : "+") + l;
+      const auto [it, added] =
+          group_ids_.try_emplace(name, static_cast<std::uint32_t>(group_names_.size()));
+      if (added) group_names_.push_back(std::move(name));
+      served.group = it->second;
+    }
+    return served;
+  }
+
+  Served of(const Target& t) {
+    switch (t.kind) {
+      case Target::kCompute:
+        return t.index < program_.compute_sets.size()
+                   ? of(program_.compute_sets[t.index].provenance, t.pass)
+                   : Served{{row("(unattributed)", "")}};
+      case Target::kExchange:
+        return t.index < program_.exchanges.size()
+                   ? of(program_.exchanges[t.index].provenance, t.pass)
+                   : Served{{row("(unattributed)", "")}};
+      case Target::kHost:
+        return {{row("(host I/O)", "host_io")}};
+      case Target::kExternalSync:
+        return {{row("(external sync)", "")}};
+      case Target::kCollective:
+        return {{row("(collectives)", "")}};
+      case Target::kInterIpu:
+        return {{row("(pipeline copies)", "pipeline_copy")}};
+      case Target::kNone:
+        break;
+    }
+    return {{row("(unattributed)", "")}};
+  }
+
+  // The rows of a target, found once per (kind, item, pass).
+  Served& served(const Target& t) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(t.kind) << 48) |
+                              (static_cast<std::uint64_t>(t.index) << 8) |
+                              static_cast<std::uint64_t>(t.pass);
+    auto it = served_.find(key);
+    if (it == served_.end()) it = served_.emplace(key, of(t)).first;
+    return it->second;
+  }
+
+  // An amount split equally among the rows, the remainder to the first ones, so sums stay
+  // exact.
+  template <class Add>
+  void split(const Served& among, std::uint64_t amount, Add&& add) {
+    const std::uint64_t n = among.rows.size(), each = amount / n, extra = amount % n;
+    for (std::uint64_t k = 0; k < n; ++k) add(rows_[among.rows[k]], each + (k < extra ? 1 : 0));
+  }
+  static void note_shared(Served& among, std::uint64_t cycles) {
+    if (among.rows.size() > 1) among.shared_cycles += cycles / among.rows.size();
+  }
+
+  // Cycles of one execution of a compute set or exchange, from the engine's total: every
+  // on-chip phase costs the same on each execution, so the share is exact.
+  static std::uint64_t per_execution(const std::vector<NamedPhase>& named, std::uint32_t i) {
+    return i < named.size() && named[i].executions > 0 ? named[i].cycles / named[i].executions
+                                                       : std::uint64_t{0};
+  }
+
+  void note_memory(const Served& among, std::uint64_t at) {
+    if (at >= memory_.ipu_bytes.size()) return;
+    for (std::uint32_t id : among.rows) {
+      LayerRow& r = rows_[id];
+      r.peak_live_bytes = std::max(r.peak_live_bytes, memory_.ipu_bytes[at]);
+      r.peak_tile_live_bytes = std::max(r.peak_tile_live_bytes, memory_.tile_bytes[at]);
+    }
+  }
+
+  // The program's on-chip phases, each execution counted (the product of its loops): an
+  // on-chip sync goes with the next step of its list that is not one (looking into a loop
+  // that follows), or else the last before it, so that the attribution does not depend on how
+  // loops are run. Host copies and group steps are dynamic: their phase totals go to their
+  // fixed rows (add_dynamic_phases). Each step's program position (pre-order) gives its rows'
+  // peak live memory.
+  void walk(const std::vector<trace::Step>& steps, std::uint64_t times) {
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const trace::Step& s = steps[i];
+      const std::uint64_t here = position_++;  // a loop's body follows it
+      if (s.kind == trace::StepKind::kRepeat) {
+        walk(s.body, times * s.count);
+        continue;
+      }
+      const Target target = target_of(s);
+      if (target.kind != Target::kNone) note_memory(served(target), here);
+      if (s.kind == trace::StepKind::kCompute) {
+        Served& rows = served(target);
+        const std::uint64_t cycles = per_execution(ipu_.compute_sets, s.index) * times;
+        split(rows, cycles,
+              [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kCompute] += c; });
+        note_shared(rows, cycles);
+        split(rows, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
+        if (s.index < ipu_.compute_sets.size())
+          split(rows, ipu_.compute_sets[s.index].flops * times,
+                [](LayerRow& r, std::uint64_t f) { r.flops += f; });
+      } else if (s.kind == trace::StepKind::kExchange) {
+        Served& rows = served(target);
+        const std::uint64_t cycles = per_execution(ipu_.exchanges, s.index) * times;
+        split(rows, cycles,
+              [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kExchange] += c; });
+        note_shared(rows, cycles);
+        if (s.index < ipu_.exchanges.size())
+          split(rows, ipu_.exchanges[s.index].bytes * times,
+                [](LayerRow& r, std::uint64_t b) { r.exchange_bytes += b; });
+      } else if (s.kind == trace::StepKind::kSync && s.group.kind == trace::GroupKind::kTile) {
+        split(served(sync_target(steps, i)), sync_cycles_ * times,
+              [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kSync] += c; });
+      }
+    }
+  }
+
+  // What the on-chip sync steps[i] goes with: the next step of its list that is not one
+  // (looking into a loop that follows), else the last before it.
+  static Target sync_target(const std::vector<trace::Step>& steps, std::size_t i) {
+    Target t;
+    for (std::size_t j = i + 1; j < steps.size() && t.kind == Target::kNone; ++j)
+      t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, false)
+                                                    : target_of(steps[j]);
+    for (std::size_t j = i; j-- > 0 && t.kind == Target::kNone;)
+      t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, true)
+                                                    : target_of(steps[j]);
+    return t;
+  }
+
+  // Host and streaming copies to "(host I/O)"; each kind of group step, with its waiting and
+  // external sync, to its fixed row.
+  void add_dynamic_phases() {
+    LayerRow& host = rows_[row("(host I/O)", "host_io")];
+    host.cycles[PhaseKind::kHost] += ipu_.phases[PhaseKind::kHost];
+    host.cycles[PhaseKind::kStreaming] += ipu_.phases[PhaseKind::kStreaming];
+    const std::pair<const PhaseCycles*, Target::Kind> groups[] = {
+        {&ipu_.group_steps.external_sync, Target::kExternalSync},
+        {&ipu_.group_steps.collective, Target::kCollective},
+        {&ipu_.group_steps.inter_ipu, Target::kInterIpu}};
+    for (const auto& [cycles, kind] : groups)
+      if (cycles->total() > 0) {
+        LayerRow& r = rows_[served({kind, 0}).rows.front()];
+        for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += cycles->values[k];
+      }
+  }
+
+  // Each row's group: of the groups of layers whose shared items gave it cycles, the one that
+  // gave the most (ties: the first name).
+  void name_groups() {
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> shared;  // (row, group)
+    for (const auto& [key, among] : served_)
+      if (among.rows.size() > 1)
+        for (std::uint32_t r : among.rows) shared[{r, among.group}] += among.shared_cycles;
+    std::vector<std::uint64_t> most(rows_.size(), 0);
+    for (const auto& [key, cycles] : shared) {
+      LayerRow& r = rows_[key.first];
+      const std::string& name = group_names_[key.second];
+      if (r.group.empty() || cycles > most[key.first] ||
+          (cycles == most[key.first] && name < r.group)) {
+        most[key.first] = cycles;
+        r.group = name;
+      }
+    }
+  }
+
+  const IpuRunStats& ipu_;
+  const trace::IpuProgram& program_;
+  const LiveMemory& memory_;
+  const std::uint64_t sync_cycles_;
+  std::map<std::pair<std::string, std::string>, std::uint32_t> ids_;  // (layer, pass) -> row
+  std::vector<LayerRow> rows_;
+  std::unordered_map<std::uint64_t, Served> served_;  // (kind, item, pass) -> its rows
+  std::map<std::string, std::uint32_t> group_ids_;    // "a+b" -> its index in group_names_
+  std::vector<std::string> group_names_;
+  std::uint64_t position_ = 0;
+};
+
 }  // namespace
 
 LiveMemory live_memory(const trace::IpuProgram& program, const cost::MemoryMap& map) {
@@ -147,162 +400,13 @@ const LiveMemory* find_live_memory(const LiveMemories& memories, std::uint32_t i
 
 std::vector<LayerRow> layer_rows(const ChipSpec& chip, const RunStats& stats,
                                  const trace::Trace& trace, const LiveMemories& memories) {
-  static const LiveMemory kNone;
+  static const LiveMemory kNoMemory;
   std::vector<LayerRow> out;
   for (const auto& ipu : stats.ipus) {
     if (ipu.program >= trace.ipus.size()) continue;
-    const trace::IpuProgram& p = trace.ipus[ipu.program];
-    std::map<std::pair<std::string, std::string>, LayerRow> rows;
-    auto row = [&](const std::string& layer, const std::string& pass) -> LayerRow& {
-      LayerRow& r = rows[{layer, pass}];
-      r.ipu = ipu.ipu;
-      r.layer = layer;
-      r.pass = pass;
-      return r;
-    };
-    // The rows a phase's time goes to: one per layer it serves, so that a row is the model's
-    // (layer, pass) whatever the planner grouped into one compute set; a phase serving several
-    // layers is split equally among them (issue 27: rows named by the group, such as
-    // "b3/5/conv2+b3/4/conv2", changed with the plan).
-    using Rows = std::vector<LayerRow*>;
-    auto of = [&](const trace::Provenance& prov, trace::Pass step_pass) -> Rows {
-      if (prov.empty()) return {&row("(unattributed)", "")};
-      const trace::Pass kind = step_pass != trace::Pass::kNone ? step_pass : prov.pass;
-      const std::string pass(trace::kPassNames[static_cast<std::size_t>(kind)]);
-      if (prov.layers.empty()) return {&row("(" + pass + ")", pass)};
-      Rows served;
-      for (const auto& l : prov.layers) served.push_back(&row(l, pass));
-      return served;
-    };
-    auto row_of = [&](const Target& t) -> Rows {
-      switch (t.kind) {
-        case Target::kCompute:
-          return t.index < p.compute_sets.size() ? of(p.compute_sets[t.index].provenance, t.pass)
-                                                 : Rows{&row("(unattributed)", "")};
-        case Target::kExchange:
-          return t.index < p.exchanges.size() ? of(p.exchanges[t.index].provenance, t.pass)
-                                              : Rows{&row("(unattributed)", "")};
-        case Target::kHost:
-          return {&row("(host I/O)", "host_io")};
-        case Target::kExternalSync:
-          return {&row("(external sync)", "")};
-        case Target::kCollective:
-          return {&row("(collectives)", "")};
-        case Target::kInterIpu:
-          return {&row("(pipeline copies)", "pipeline_copy")};
-        case Target::kNone:
-          break;
-      }
-      return {&row("(unattributed)", "")};
-    };
-    // An amount split equally among rows, the remainder to the first ones, so sums stay exact.
-    const auto split = [](const Rows& among, std::uint64_t amount, auto&& add) {
-      const std::uint64_t n = among.size(), each = amount / n, extra = amount % n;
-      for (std::uint64_t k = 0; k < n; ++k) add(*among[k], each + (k < extra ? 1 : 0));
-    };
-    // Per row, the cycles each shared item (by its layers, "a+b") gave it: the largest names
-    // the row's group.
-    std::map<LayerRow*, std::map<std::string, std::uint64_t>> shared;
-    const auto note_group = [&](const Rows& among, const trace::Provenance& prov,
-                                std::uint64_t cycles) {
-      if (among.size() < 2) return;
-      std::string name;
-      for (const auto& l : prov.layers) name += (name.empty() ? "" : "+") + l;
-      for (LayerRow* r : among) shared[r][name] += cycles / among.size();
-    };
-    // Per compute set and exchange: the cycles, FLOPs and bytes of one execution, as the
-    // engine costed them (never costed again here). Every on-chip phase costs the same on each
-    // execution, so its share of the engine's total (stats) is exact.
-    const auto per_execution = [](const std::vector<NamedPhase>& named, std::uint32_t i) {
-      return i < named.size() && named[i].executions > 0 ? named[i].cycles / named[i].executions
-                                                         : std::uint64_t{0};
-    };
-    const std::uint64_t sync_cycles = chip.sync.internal_latency.count;
-    // Each step's program position (pre-order), for the rows' peak live memory.
-    const LiveMemory* found = find_live_memory(memories, ipu.ipu);
-    const LiveMemory& memory = found ? *found : kNone;
-    std::uint64_t position = 0;
-    const auto note_memory = [&](LayerRow& r, std::uint64_t at) {
-      if (at >= memory.ipu_bytes.size()) return;
-      r.peak_live_bytes = std::max(r.peak_live_bytes, memory.ipu_bytes[at]);
-      r.peak_tile_live_bytes = std::max(r.peak_tile_live_bytes, memory.tile_bytes[at]);
-    };
-    // The program's on-chip phases, each execution counted (the product of its loops): an
-    // on-chip sync goes with the next step of its list that is not one (looking into a loop
-    // that follows), or else the last before it, so that the attribution does not depend on
-    // how loops are run. Host copies and group steps are dynamic: their phase totals go to
-    // their fixed rows below.
-    const std::function<void(const std::vector<trace::Step>&, std::uint64_t)> walk =
-        [&](const std::vector<trace::Step>& steps, std::uint64_t times) {
-          for (std::size_t i = 0; i < steps.size(); ++i) {
-            const trace::Step& s = steps[i];
-            const std::uint64_t here = position++;  // a loop's body follows it
-            if (s.kind != trace::StepKind::kRepeat && target_of(s).kind != Target::kNone)
-              for (LayerRow* r : row_of(target_of(s))) note_memory(*r, here);
-            if (s.kind == trace::StepKind::kRepeat) {
-              walk(s.body, times * s.count);
-            } else if (s.kind == trace::StepKind::kCompute) {
-              const Rows targets = row_of(target_of(s));
-              const std::uint64_t cycles = per_execution(ipu.compute_sets, s.index) * times;
-              split(targets, cycles,
-                    [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kCompute] += c; });
-              if (s.index < p.compute_sets.size())
-                note_group(targets, p.compute_sets[s.index].provenance, cycles);
-              split(targets, times, [](LayerRow& r, std::uint64_t n) { r.executions += n; });
-              if (s.index < ipu.compute_sets.size())
-                split(targets, ipu.compute_sets[s.index].flops * times,
-                      [](LayerRow& r, std::uint64_t f) { r.flops += f; });
-            } else if (s.kind == trace::StepKind::kExchange) {
-              const Rows targets = row_of(target_of(s));
-              const std::uint64_t cycles = per_execution(ipu.exchanges, s.index) * times;
-              split(targets, cycles,
-                    [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kExchange] += c; });
-              if (s.index < p.exchanges.size())
-                note_group(targets, p.exchanges[s.index].provenance, cycles);
-              if (s.index < ipu.exchanges.size())
-                split(targets, ipu.exchanges[s.index].bytes * times,
-                      [](LayerRow& r, std::uint64_t b) { r.exchange_bytes += b; });
-            } else if (s.kind == trace::StepKind::kSync &&
-                       s.group.kind == trace::GroupKind::kTile) {
-              Target t;
-              for (std::size_t j = i + 1; j < steps.size() && t.kind == Target::kNone; ++j)
-                t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, false)
-                                                              : target_of(steps[j]);
-              for (std::size_t j = i; j-- > 0 && t.kind == Target::kNone;)
-                t = steps[j].kind == trace::StepKind::kRepeat ? first_target(steps[j].body, true)
-                                                              : target_of(steps[j]);
-              split(row_of(t), sync_cycles * times,
-                    [](LayerRow& r, std::uint64_t c) { r.cycles[PhaseKind::kSync] += c; });
-            }
-          }
-        };
-    walk(p.steps, 1);
-    LayerRow& host = row("(host I/O)", "host_io");
-    host.cycles[PhaseKind::kHost] += ipu.phases[PhaseKind::kHost];
-    host.cycles[PhaseKind::kStreaming] += ipu.phases[PhaseKind::kStreaming];
-    const std::pair<const PhaseCycles*, Target::Kind> groups[] = {
-        {&ipu.group_steps.external_sync, Target::kExternalSync},
-        {&ipu.group_steps.collective, Target::kCollective},
-        {&ipu.group_steps.inter_ipu, Target::kInterIpu}};
-    for (const auto& [cycles, kind] : groups)
-      if (cycles->total() > 0) {
-        LayerRow& r = *row_of({kind, 0}).front();
-        for (std::size_t k = 0; k < kPhaseKinds; ++k) r.cycles.values[k] += cycles->values[k];
-      }
-    for (auto& [r, by_group] : shared) {
-      std::uint64_t most = 0;
-      for (const auto& [name, cycles] : by_group)  // ties: the first name
-        if (r->group.empty() || cycles > most) {
-          most = cycles;
-          r->group = name;
-        }
-    }
-    std::vector<LayerRow> list;
-    for (auto& [key, r] : rows)
-      if (r.total() > 0 || r.executions > 0) list.push_back(std::move(r));
-    std::stable_sort(list.begin(), list.end(),
-                     [](const LayerRow& a, const LayerRow& b) { return a.total() > b.total(); });
-    for (auto& r : list) out.push_back(std::move(r));
+    const LiveMemory* memory = find_live_memory(memories, ipu.ipu);
+    LayerWalk walk(chip, ipu, trace.ipus[ipu.program], memory ? *memory : kNoMemory);
+    walk.rows_by_time(out);
   }
   return out;
 }
@@ -322,13 +426,13 @@ std::string layers_header() { return layers_header_without_group() + ",group"; }
 std::string layers_csv(const std::vector<LayerRow>& rows) {
   if (rows.empty()) return {};
   std::string out = layers_header() + "\n";
-  auto it = std::back_inserter(out);
   for (const auto& r : rows) {
     // Layer names are [A-Za-z0-9_.:/-] and '+': no quoting needed.
-    fmt::format_to(it, "{},{},{},{}", r.ipu, r.layer, r.pass, r.executions);
-    for (auto c : r.cycles.values) fmt::format_to(it, ",{}", c);
-    fmt::format_to(it, ",{},{},{},{},{},{}\n", r.total(), r.flops, r.exchange_bytes,
-                   r.peak_live_bytes, r.peak_tile_live_bytes, r.group);
+    cells(out, r.ipu, r.layer, r.pass, r.executions);
+    for (auto c : r.cycles.values) cell(out, c);
+    cells(out, r.total(), r.flops, r.exchange_bytes, r.peak_live_bytes, r.peak_tile_live_bytes,
+          r.group);
+    end_line(out);
   }
   return out;
 }
@@ -343,16 +447,18 @@ std::string plan_header() {
 std::string plan_csv(const std::vector<PlanRow>& rows) {
   if (rows.empty()) return {};
   std::string out = plan_header() + "\n";
-  auto it = std::back_inserter(out);
-  for (const auto& r : rows)
+  const auto yes_no = [](bool b) { return std::string_view(b ? "yes" : "no"); };
+  for (const auto& r : rows) {
     // Names and shapes hold no commas or quotes: no quoting needed.
-    fmt::format_to(
-        it, "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-        r.ipu, r.layer, r.pass, r.op, r.name, r.shape, r.dtype, r.partials, r.vertex,
-        r.amp ? "yes" : "no", r.tiles, r.group_split, r.row_split, r.out_split, r.in_split,
-        r.serial_in, r.serial_out, r.available_memory, r.budget_bytes, r.temporary_bytes,
-        r.rearranged_bytes, r.estimated_cycles, r.simulated_cycles, r.rearrangement_cycles,
-        r.weight_height, r.swapped ? "yes" : "no", r.expanded, r.joint ? "yes" : "no");
+    cells(out, r.ipu, r.layer, r.pass, r.op, r.name, r.shape, r.dtype, r.partials, r.vertex,
+          yes_no(r.amp), r.tiles, r.group_split, r.row_split, r.out_split, r.in_split, r.serial_in,
+          r.serial_out);
+    fmt::format_to(std::back_inserter(out), "{},", r.available_memory);
+    cells(out, r.budget_bytes, r.temporary_bytes, r.rearranged_bytes, r.estimated_cycles,
+          r.simulated_cycles, r.rearrangement_cycles, r.weight_height, yes_no(r.swapped),
+          r.expanded, yes_no(r.joint));
+    end_line(out);
+  }
   return out;
 }
 
@@ -461,22 +567,20 @@ std::string supersteps_header_without_layer() {
 
 std::string supersteps_header() { return supersteps_header_without_layer() + ",layer,pass"; }
 
-std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace) {
+std::string supersteps_csv(const RunStats& stats) {
   bool any = false;
   for (const auto& ipu : stats.ipus) any = any || !ipu.supersteps.empty();
   if (!any) return {};
   std::string out = supersteps_header() + "\n";
-  auto it = std::back_inserter(out);
   for (const auto& ipu : stats.ipus)
     for (const SuperstepTotals& row : ipu.supersteps) {
-      const trace::ComputeSet* cs =
-          row.index < 0 ? nullptr : &trace.ipus[ipu.program].compute_sets[row.compute_set];
-      fmt::format_to(it, "{},{},{},{},{}", ipu.ipu, row.index, cs ? cs->name : "", row.executions,
-                     row.first_start);
-      for (auto c : row.cycles.values) fmt::format_to(it, ",{}", c);
-      fmt::format_to(it, ",{},{},{}\n", row.active_tiles,
-                     cs ? trace::layers_label(cs->provenance) : "",
-                     cs ? trace::pass_label(cs->provenance) : "");
+      // The compute set that starts it, as the engine named it (its layers and pass).
+      static const NamedPhase kNone;
+      const NamedPhase& cs = row.index < 0 ? kNone : ipu.compute_sets[row.compute_set];
+      cells(out, ipu.ipu, row.index, cs.name, row.executions, row.first_start);
+      for (auto c : row.cycles.values) cell(out, c);
+      cells(out, row.active_tiles, cs.layers, cs.pass);
+      end_line(out);
     }
   return out;
 }

@@ -90,28 +90,42 @@ std::string printable(std::string_view s) {
 
 // --- writer ----------------------------------------------------------------------------------
 
+// Writes fields at a pointer into room made for them first (BinaryWriter::open): the pointer
+// stays in a register through a whole record. The trace identity serialises whole compiled
+// traces, millions of records, so a field costs a few instructions.
+struct Cursor {
+  char* at;
+  void u8(std::uint8_t v) { *at++ = static_cast<char>(v); }
+  // LEB128, shortest form: at most 10 bytes.
+  void varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      *at++ = static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    *at++ = static_cast<char>(v);
+  }
+  void svarint(std::int64_t v) { varint(zigzag(v)); }
+};
+
 // Encodes into a local buffer and hands it to the stream in large blocks.
 class BinaryWriter {
  public:
-  explicit BinaryWriter(std::ostream& out) : out_(out) { buf_.reserve(kBlock + 64); }
+  explicit BinaryWriter(std::ostream& out) : out_(out), buf_(kBlock), at_(buf_.data()) {}
 
-  void u8(std::uint8_t v) { buf_.push_back(static_cast<char>(v)); }
+  void u8(std::uint8_t v) {
+    Cursor c = open(1);
+    c.u8(v);
+    close(c);
+  }
   void u32(std::uint32_t v) { le(v, 4); }
   void u64(std::uint64_t v) { le(v, 8); }
   void i64(std::int64_t v) { le(static_cast<std::uint64_t>(v), 8); }
-  // LEB128, shortest form.
   void varint(std::uint64_t v) {
-    char b[10];
-    std::size_t n = 0;
-    while (v >= 0x80) {
-      b[n++] = static_cast<char>((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    b[n++] = static_cast<char>(v);
-    raw(b, n);
+    Cursor c = open(10);
+    c.varint(v);
+    close(c);
   }
-  void svarint(std::int64_t v) { varint(zigzag(v)); }
-  std::int64_t delta(std::uint32_t to, std::uint32_t from) {
+  static std::int64_t delta(std::uint32_t to, std::uint32_t from) {
     return static_cast<std::int64_t>(to) - static_cast<std::int64_t>(from);
   }
 
@@ -121,17 +135,20 @@ class BinaryWriter {
     std::uint32_t prev_first = 0;
     for (const Vertex& v : vs) {
       const CodeletSpec& spec = codelet_spec(v.codelet);
-      u8(static_cast<std::uint8_t>(v.codelet));
-      u8((v.tiles.last != v.tiles.first ? kVertexRange : 0) | (v.count > 1 ? kVertexRun : 0));
-      svarint(delta(v.tiles.first, prev_first));
+      // Codelet, flags and parameter count; tiles, run count and step; the parameters.
+      Cursor c = open(3 + 3 * 10 + kMaxVertexParams * 10);
+      c.u8(static_cast<std::uint8_t>(v.codelet));
+      c.u8((v.tiles.last != v.tiles.first ? kVertexRange : 0) | (v.count > 1 ? kVertexRun : 0));
+      c.svarint(delta(v.tiles.first, prev_first));
       prev_first = v.tiles.first;
-      if (v.tiles.last != v.tiles.first) varint(v.tiles.last - v.tiles.first - 1);
+      if (v.tiles.last != v.tiles.first) c.varint(v.tiles.last - v.tiles.first - 1);
       if (v.count > 1) {
-        varint(v.count - 2);
-        svarint(v.step);
+        c.varint(v.count - 2);
+        c.svarint(v.step);
       }
-      u8(static_cast<std::uint8_t>(spec.params.size()));
-      for (std::size_t p = 0; p < spec.params.size(); ++p) svarint(v.params[p]);
+      c.u8(static_cast<std::uint8_t>(spec.params.size()));
+      for (std::size_t p = 0; p < spec.params.size(); ++p) c.svarint(v.params[p]);
+      close(c);
     }
   }
 
@@ -149,22 +166,29 @@ class BinaryWriter {
       if (t.src_step != 0) flags |= kSrcStep;
       if (t.dst_step != 0) flags |= kDstStep;
       if (t.bytes_step != 0) flags |= kBytesStep;
-      u8(flags);
-      svarint(delta(t.src.first, prev_src));
+      // Flags and four varints, then two per destination range, then four.
+      Cursor c = open(1 + 4 * 10);
+      c.u8(flags);
+      c.svarint(delta(t.src.first, prev_src));
       prev_src = t.src.first;
-      if (flags & kSrcRange) varint(t.src.last - t.src.first - 1);
-      if (flags & kNewBytes) varint(t.bytes);
+      if (flags & kSrcRange) c.varint(t.src.last - t.src.first - 1);
+      if (flags & kNewBytes) c.varint(t.bytes);
       prev_bytes = t.bytes;
-      if (flags & kDstRanges) varint(t.dst_count - 2);
+      if (flags & kDstRanges) c.varint(t.dst_count - 2);
+      close(c);
       for (const TileRange& r : ex.destinations(t)) {
-        svarint(delta(r.first, prev_dst));
+        c = open(2 * 10);
+        c.svarint(delta(r.first, prev_dst));
         prev_dst = r.first;
-        varint(r.last - r.first);
+        c.varint(r.last - r.first);
+        close(c);
       }
-      if (flags & kRun) varint(t.count - 2);
-      if (flags & kSrcStep) svarint(t.src_step);
-      if (flags & kDstStep) svarint(t.dst_step);
-      if (flags & kBytesStep) svarint(t.bytes_step);
+      c = open(4 * 10);
+      if (flags & kRun) c.varint(t.count - 2);
+      if (flags & kSrcStep) c.svarint(t.src_step);
+      if (flags & kDstStep) c.svarint(t.dst_step);
+      if (flags & kBytesStep) c.svarint(t.bytes_step);
+      close(c);
     }
   }
   void range(TileRange r) {
@@ -194,13 +218,19 @@ class BinaryWriter {
     for (const std::string& layer : p.layers) str(layer);
   }
   void raw(const char* p, std::size_t n) {
-    buf_.append(p, n);
-    if (buf_.size() >= kBlock) flush();
+    if (n > kBlock / 2) {  // a long string: straight to the stream, after what is buffered
+      flush();
+      out_.write(p, static_cast<std::streamsize>(n));
+      return;
+    }
+    Cursor c = open(n);
+    std::memcpy(c.at, p, n);
+    close({c.at + n});
   }
   // Call once at the end; also called whenever the buffer fills.
   void flush() {
-    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-    buf_.clear();
+    out_.write(buf_.data(), at_ - buf_.data());
+    at_ = buf_.data();
   }
 
   void steps(const std::vector<Step>& steps) {
@@ -246,14 +276,22 @@ class BinaryWriter {
  private:
   static constexpr std::size_t kBlock = 64 * 1024;
 
+  // Room for `n` more bytes (at most kBlock), after writing out the buffer if it lacks it; the
+  // cursor's writes are kept by close().
+  Cursor open(std::size_t n) {
+    if (static_cast<std::size_t>(buf_.data() + buf_.size() - at_) < n) flush();
+    return {at_};
+  }
+  void close(Cursor c) { at_ = c.at; }
   void le(std::uint64_t v, int n) {
-    char b[8];
-    for (int i = 0; i < n; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    raw(b, static_cast<std::size_t>(n));
+    Cursor c = open(8);
+    for (int i = 0; i < n; ++i) c.u8(static_cast<std::uint8_t>((v >> (8 * i)) & 0xff));
+    close(c);
   }
 
   std::ostream& out_;
-  std::string buf_;
+  std::vector<char> buf_;  // kBlock bytes, written up to at_
+  char* at_;
 };
 
 // --- reader ----------------------------------------------------------------------------------

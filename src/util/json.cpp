@@ -57,7 +57,7 @@ JsonWriter& JsonWriter::end_array() {
 
 JsonWriter& JsonWriter::key(std::string_view k) {
   before_value();
-  out_ += escape(k);
+  append_escaped(out_, k);
   out_ += ": ";
   after_key_ = true;
   return *this;
@@ -65,7 +65,7 @@ JsonWriter& JsonWriter::key(std::string_view k) {
 
 JsonWriter& JsonWriter::value(std::string_view s) {
   before_value();
-  out_ += escape(s);
+  append_escaped(out_, s);
   return *this;
 }
 
@@ -112,8 +112,24 @@ JsonWriter& JsonWriter::null() {
 }
 
 std::string JsonWriter::escape(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
+  std::string out;
+  append_escaped(out, s);
+  return out;
+}
+
+void JsonWriter::append_escaped(std::string& out, std::string_view s) {
+  out += '"';
+  // Runs of characters that need no escape (all of most keys and values) are copied whole.
+  const auto plain = [](char c) {
+    return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20;
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t end = i;
+    while (end < s.size() && plain(s[end])) ++end;
+    out.append(s.data() + i, end - i);
+    if (end == s.size()) break;
+    const char c = s[end];
+    i = end + 1;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -131,13 +147,10 @@ std::string JsonWriter::escape(std::string_view s) {
         out += "\\r";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += c;
+        out += fmt::format("\\u{:04x}", c);  // the other control characters
     }
   }
-  return out + "\"";
+  out += '"';
 }
 
 }  // namespace ipusim

@@ -29,8 +29,8 @@ struct RunInfo {
   std::vector<std::pair<std::string, std::string>> meta;
   // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
   std::vector<std::string> warnings;
-  // Time per layer and pass (layer_rows), when the run recorded spans (fast engine): written
-  // to layers.csv, not to stats.json, which stays identical between the two engines.
+  // Time per layer and pass (layer_rows), with --out or --timeline: layers.csv and stats.json's
+  // ipu[].layers[] (the same rows from either engine).
   std::vector<LayerRow> layers;
   // Memory over program positions per system IPU (live_memory), with the layers: stats.json's
   // ipu[].memory_over_program.
@@ -72,11 +72,11 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds);
 std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunInfo& info);
 
-// Writes tiles.csv, supersteps.csv (when spans were recorded and `trace` is given),
-// config.resolved.yaml, trace.id and stats.json into `dir` (created if missing), each file
-// atomically, stats.json last (its presence means the directory is complete).
+// Writes tiles.csv, supersteps.csv (when superstep totals were recorded), layers.csv and
+// plan.csv (when `info` has rows), config.resolved.yaml, trace.id and stats.json into `dir`
+// (created if missing), each file atomically, stats.json last (its presence means the
+// directory is complete).
 void write_run_dir(const std::string& dir, const ChipSpec& chip, const RunStats& stats,
-                   const RunInfo& info, const std::string& resolved_config_yaml,
-                   const trace::Trace* trace = nullptr);
+                   const RunInfo& info, const std::string& resolved_config_yaml);
 
 }  // namespace ipusim::report

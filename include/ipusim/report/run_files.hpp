@@ -35,22 +35,26 @@ inline constexpr const char* kTilesHeaderTotalsOnly =
 // totals the fast engine recorded (IpuRunStats::supersteps). A superstep starts at a compute
 // step of the program and holds the phases up to the next one; row -1 holds the phases before
 // the first compute phase. Cycle columns are totals over all the row's executions, so each
-// column sums to the IPU's phase total in stats.json. Empty if nothing was recorded.
-std::string supersteps_csv(const RunStats& stats, const trace::Trace& trace);
+// column sums to the IPU's phase total in stats.json; a row's step, layer and pass are its
+// compute set's as the engine named it (IpuRunStats::compute_sets). Empty if nothing was
+// recorded.
+std::string supersteps_csv(const RunStats& stats);
 // Its header: ipu,superstep,step,executions,start_cycle, <phase>_cycles per kPhases, active_tiles.
 std::string supersteps_header();
 // The header of run directories written before supersteps.csv named each row's layers and pass.
 std::string supersteps_header_without_layer();
 
 // Time attributed to the layers and passes of a compiled trace (its provenance), per
-// simulated IPU, from the program and the engine's totals (so both engines, and memoised or
-// fully run loops, give the same rows): a compute set's or exchange's time goes to its layers
-// and pass (several layers that share or fuse it form one row, "a+b"), each execution
-// counted; an on-chip sync goes with the next step of its list (or, at the end of a list, the
-// last one before it); host and streaming copies go to "(host I/O)"; group steps with their
-// waiting and external sync to "(collectives)", "(pipeline copies)" and "(external sync)".
-// Items without provenance form the row "(unattributed)". The rows of an IPU add up exactly
-// to its phase totals. FLOPs are the compute sets' vertices'.
+// simulated IPU, from the program and what the engine recorded (so both engines, and memoised
+// or fully run loops, give the same rows): a compute set's or exchange's cycles, FLOPs and
+// bytes go to its layers and pass, each execution counted (an item that serves several layers
+// is split equally among them, the remainder to the first; `group` names them, "a+b"); an
+// on-chip sync goes with the next step of its list (or, at the end of a list, the last one
+// before it); host and streaming copies go to "(host I/O)"; group steps with their waiting
+// and external sync to "(collectives)", "(pipeline copies)" and "(external sync)". Items
+// without provenance form the row "(unattributed)". The rows of an IPU add up exactly to its
+// phase totals. Cycles, FLOPs and bytes are the engine's per compute set and exchange
+// (IpuRunStats::compute_sets, exchanges), never costed again.
 struct LayerRow {
   std::uint32_t ipu = 0;
   std::string layer;

@@ -39,6 +39,8 @@ class JsonWriter {
   static std::string escape(std::string_view s);
 
  private:
+  // Appends `s` as a JSON string (escape()).
+  static void append_escaped(std::string& out, std::string_view s);
   void before_value();
   void newline();
   std::string out_;
