@@ -6,8 +6,6 @@
 // backward as the stage plan says (graph::Recompute), the pipeline schedule (pipeline.hpp)
 // with the inter-IPU copies of what crosses between stages, then the weight update of each
 // IPU's weight tensors (optimiser.hpp) and the memory it holds (memory.hpp).
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -20,7 +18,6 @@
 #include "graph_lowering.hpp"
 #include "ipu_builder.hpp"
 #include "ipusim/compiler/graph/build.hpp"
-#include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 #include "lowering.hpp"
 #include "memory.hpp"
@@ -36,6 +33,12 @@ using graph::Block;
 using graph::TensorId;
 using trace::DType;
 using trace::Pass;
+
+// One micro-batch of `t` (bytes).
+std::uint64_t bytes_of(const graph::TensorGraph& g, TensorId t) {
+  const graph::Tensor& x = g.tensor(t);
+  return graph::elements(x.dims) * trace::dtype_bytes(x.dtype);
+}
 
 // What every IPU of a replica shares: the model, run and system, the model's tensor graph,
 // its forward stages and what crosses between them.
@@ -79,10 +82,7 @@ struct Replica {
   // One micro-batch of `ts` (bytes).
   std::uint64_t bytes(const std::vector<TensorId>& ts) const {
     std::uint64_t total = 0;
-    for (const TensorId t : ts) {
-      const graph::Tensor& x = graph.tensor(t);
-      total += graph::elements(x.dims) * trace::dtype_bytes(x.dtype);
-    }
+    for (const TensorId t : ts) total += bytes_of(graph, t);
     return total;
   }
   // The pipeline's inter-IPU copy (pipeline_copies): before each stage s > 0, what crosses,
@@ -141,12 +141,13 @@ class IpuLowering {
   // live at once, the input buffer, the planner's temporaries.
   void inference_memory() {
     const StageWeights weights = stage_weights(r_.graph, b_, names());
+    InferenceMemory memory;
+    memory.parameters = weights.parameters();
     if (r_.run.streamed_weights) {  // every phase's weights stay in Streaming Memory
       const std::vector<std::uint64_t> loads = phase_loads(layers_);
       b_.keep_in_streaming_memory(std::accumulate(loads.begin(), loads.end(), std::uint64_t{0}));
+      memory.parameters = weight_buffer(loads);
     }
-    InferenceMemory memory;
-    memory.parameters = r_.run.streamed_weights ? weight_buffer() : weights.parameters();
     memory.dtype = r_.m.dtype;
     memory.live_bytes =
         r_.stages.recompute == graph::Recompute::kCheckpoints ? layer_bytes() : sub_layer_bytes();
@@ -212,10 +213,8 @@ class IpuLowering {
     if (r_.run.inference && s == r_.loss) {
       const auto scope = b_.scope("", Pass::kHostIo, trace::OpKind::kCopy);
       const TensorId y = r_.graph.nodes().back().outputs[0];
-      const graph::Tensor& x = r_.graph.tensor(y);
-      b_.host(out, graph::elements(x.dims) * trace::dtype_bytes(x.dtype),
-              trace::HostDirection::kFromIpu, trace::HostMemory::kHost, /*overlap=*/false,
-              lowering_.value(out, y).layout.range());
+      b_.host(out, bytes_of(r_.graph, y), trace::HostDirection::kFromIpu, trace::HostMemory::kHost,
+              /*overlap=*/false, lowering_.value(out, y).layout.range());
     }
   }
 
@@ -360,11 +359,7 @@ class IpuLowering {
   }
 
   // One micro-batch of `t` (bytes; 0 for none).
-  std::uint64_t size(std::optional<TensorId> t) const {
-    if (!t) return 0;
-    const graph::Tensor& x = r_.graph.tensor(*t);
-    return graph::elements(x.dims) * trace::dtype_bytes(x.dtype);
-  }
+  std::uint64_t size(std::optional<TensorId> t) const { return t ? bytes_of(r_.graph, *t) : 0; }
 
   // One micro-batch of what stage `s` reads from before it: what the inter-IPU copy brings, or
   // for stage 0 the host inputs as its layers read them (the images normalised) (bytes).
@@ -477,9 +472,8 @@ class IpuLowering {
   }
   // Phased execution holds one phase's weights at a time: a buffer the size of the largest
   // phase's, spread over every tile.
-  std::vector<Parameter> weight_buffer() {
-    const std::vector<std::uint64_t> all = phase_loads(layers_);
-    const std::uint64_t largest = all.empty() ? 0 : *std::max_element(all.begin(), all.end());
+  std::vector<Parameter> weight_buffer(const std::vector<std::uint64_t>& loads) {
+    const std::uint64_t largest = loads.empty() ? 0 : *std::max_element(loads.begin(), loads.end());
     if (largest == 0) return {};
     return {{"streamed_buffer", b_.linear(DType::kChar, 1, largest), 1}};
   }

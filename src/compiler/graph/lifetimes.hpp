@@ -15,7 +15,6 @@
 
 #include "ipusim/trace/program.hpp"
 #include "recompute.hpp"
-#include "shapes.hpp"
 #include "sublayers.hpp"
 
 namespace ipusim::compiler::graph {

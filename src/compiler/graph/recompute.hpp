@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "shapes.hpp"
 #include "sublayers.hpp"
 
 namespace ipusim::compiler::graph {
