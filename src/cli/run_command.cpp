@@ -60,9 +60,11 @@ int run_command(int argc, char** argv) {
       "memory, as 'ipusim compile' does, and simulated on the system; --set run.* keys go to "
       "the run config, all others to the system; no trace file is written")(
       "model", po::value(&r.model_file)->value_name("FILE"),
-      "with --run: the model (models/*.yaml); default: the run config's. The run config's "
-      "other keys stay: a model with another input than its own warns that "
-      "run.input_bytes_per_sample needs setting")(
+      "with --run: the model (models/*.yaml or .onnx); default: the run config's. The run "
+      "config's other keys stay: a model with another input than its own warns that "
+      "run.input_bytes_per_sample needs setting. Without --run (and with --system): a run is "
+      "chosen for the model on the system (replicas, micro-batch, recomputation, pipeline; "
+      "docs/onnx.md), said in the summary and stats.json; --set run.* fixes any of it")(
       "save-trace", po::value(&r.save_trace)->value_name("TRACE"),
       "with --run: also write the compiled trace (.itb binary, .trace text), as 'ipusim "
       "compile --out TRACE' would")(
@@ -121,11 +123,13 @@ int run_command(int argc, char** argv) {
     print_help(
         "ipusim run [options] TRACE\n"
         "       ipusim run --run FILE [--model FILE] [--system FILE] [--save-trace TRACE] "
-        "[options]",
+        "[options]\n"
+        "       ipusim run --model MODEL.onnx --system FILE [--set run.KEY=VALUE] [options]",
         "Simulates a compiled BSP program trace on the SystemC model of a chip (--chip)\n"
         "or of a whole system (--system: IPUs, IPU-Links, GW-Links, gateways), or, with\n"
         "--run, compiles a model's step in memory and simulates it in the same process\n"
-        "(the results are those of 'ipusim compile' then 'ipusim run' on its trace), and\n"
+        "(the results are those of 'ipusim compile' then 'ipusim run' on its trace), or,\n"
+        "with --model and no --run, chooses a run for the model on the system first, and\n"
         "prints total cycles, the split over compute, on-chip sync and exchange, host\n"
         "and streaming I/O, external sync, inter-IPU copies and collectives, the\n"
         "achieved FLOP rate and per-tile balance and memory. With --out, writes\n"
@@ -144,9 +148,15 @@ int run_command(int argc, char** argv) {
     throw UsageError(
         fmt::format("ipusim run: give a TRACE or --run FILE, not both (found {} and --run {})",
                     r.trace_file, r.run_file));
-  if (!compiling && !r.model_file.empty()) throw UsageError("--model: needs --run FILE");
-  if (!compiling && !r.save_trace.empty()) throw UsageError("--save-trace: needs --run FILE");
-  if (!compiling && r.trace_file.empty())
+  if (!compiling && !r.model_file.empty() && !r.trace_file.empty())
+    throw UsageError("--model: needs --run FILE, or no TRACE (a run chosen for the model)");
+  if (!compiling && !r.model_file.empty() && r.system_file.empty())
+    throw UsageError(
+        "--model without --run: give the system it runs on (--system FILE): the run is chosen "
+        "for the model on it");
+  if (!compiling && !r.save_trace.empty() && r.model_file.empty())
+    throw UsageError("--save-trace: needs --run FILE or --model FILE");
+  if (!compiling && r.trace_file.empty() && r.model_file.empty())
     throw UsageError("ipusim run: missing TRACE or --run FILE (see 'ipusim run --help')");
   const auto engine = model::engine_by_name(engine_name);
   if (!engine)

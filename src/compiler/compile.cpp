@@ -215,6 +215,8 @@ std::string_view family_name(graph::Family family) {
       return "cnn";
     case graph::Family::kTransformer:
       return "transformer";
+    case graph::Family::kGraph:
+      return "graph";
   }
   return "?";
 }

@@ -23,6 +23,8 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
   switch (op) {
     case P::kRelu:
       return std::vector{Op::kRelu};
+    case P::kClip:  // max(x, low), then min(., high)
+      return std::vector{Op::kMax, Op::kMin};
     case P::kGelu:
       return std::vector{Op::kGelu};
     case P::kSigmoid:
@@ -260,6 +262,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kRelu:
       if (norms_) return relu(out, n);
       [[fallthrough]];
+    case P::kClip:
     case P::kGelu:
     case P::kSigmoid:
     case P::kSilu:
@@ -321,7 +324,6 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kTranspose:  // views: the same value
       slot_of_[graph::index(n.outputs[0])] = slot(x);
       return;
-    case P::kClip:
     case P::kErf:
     case P::kDiv:
     case P::kPow:
@@ -544,9 +546,15 @@ void GraphLowering::concat_rows(Steps& out, const Node& n) {
 }
 
 void GraphLowering::binary(Steps& out, const Node& n, Op op) {
-  const TensorId a = n.inputs[0], c = n.inputs[1];
+  TensorId a = n.inputs[0], c = n.inputs[1];
   // The sum of a weight's gradients (a tied table's): each was added into its accumulator.
   if (weight_gradient_[graph::index(n.outputs[0])] && !has_value(a) && !has_value(c)) return;
+  // A map times its per-channel factors, in either order (torchvision writes scale * input).
+  const auto per_channel = [](const graph::Dims& d) {
+    return d.size() == 4 && d[2] == 1 && d[3] == 1;
+  };
+  if (op == Op::kMul && per_channel(g_.tensor(a).dims) && !per_channel(g_.tensor(c).dims))
+    std::swap(a, c);
   const graph::Dims& ad = g_.tensor(a).dims;
   const graph::Dims& cd = g_.tensor(c).dims;
   if (has_value(a) && has_value(c) && ad.size() == 4 && cd.size() == 4 && cd[2] == 1 &&
@@ -761,9 +769,9 @@ void GraphLowering::cnn_norm_gradient(Steps& out, const Node& n) {
 void GraphLowering::cnn_unary_gradient(Steps& out, const Node& n) {
   // A CNN's in place: the saved tensor comes to the gradient's layout and the gradient takes
   // the derivative's ops: ReLU's as the run lowers it (g x (y > 0)); swish's g (s + x s (1 -
-  // s)), s = sigmoid(x); sigmoid's g y (1 - y).
+  // s)), s = sigmoid(x); sigmoid's g y (1 - y); a clip's g times its range mask (two compares).
   const P of = n.attrs.of;
-  if (of != P::kRelu && of != P::kSilu && of != P::kSigmoid) no_rule(n);
+  if (of != P::kRelu && of != P::kSilu && of != P::kSigmoid && of != P::kClip) no_rule(n);
   const Layout saved = ready(out, n.inputs[1]).layout;
   b_.rearrange(out, saved, slots_[slot(n.inputs[0])].v.layout);
   if (of == P::kRelu && norms_) {
@@ -772,6 +780,7 @@ void GraphLowering::cnn_unary_gradient(Steps& out, const Node& n) {
   }
   const std::vector<Op> ops =
       of == P::kRelu   ? std::vector{Op::kMul}
+      : of == P::kClip ? std::vector{Op::kMax, Op::kMin, Op::kMul}
       : of == P::kSilu ? std::vector{Op::kSigmoid, Op::kSub, Op::kMul, Op::kAdd, Op::kMul, Op::kMul}
                        : std::vector{Op::kSub, Op::kMul, Op::kMul};
   fuse(out, n.inputs[0], n.outputs[0], ops);

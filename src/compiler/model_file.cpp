@@ -14,6 +14,7 @@
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
 #include "ipusim/util/strings.hpp"
+#include "onnx.hpp"
 #include "trace_names.hpp"
 
 namespace ipusim::compiler {
@@ -102,6 +103,15 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root);
 }  // namespace
 
 ModelDef load_model(const std::string& file) {
+  if (is_onnx_file(file)) {
+    try {
+      if (auto m = import_graph_model(file)) return std::move(*m);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(e.what());
+    }
+  }
   // Read by the one input reader (capped, regular files and FIFOs only) and parsed with the
   // shared reader, which bounds alias expansion.
   std::string content;
@@ -484,6 +494,8 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root) {
       break;
     case graph::Family::kTransformer:
       parse_transformer(file, root, m, def);
+      break;
+    case graph::Family::kGraph:  // not a model file's (kFamilies): imported graphs only
       break;
   }
   def.name = text(file, m, "name", "model");

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ipusim/compiler/graph/tensor_graph.hpp"
+
 namespace ipusim::compiler::onnx {
 
 // TensorProto.DataType values used here.
@@ -31,6 +33,7 @@ struct Tensor {
   std::vector<std::int64_t> dims;
   std::int32_t elem_type = 0;
   std::vector<std::int64_t> ints;  // the values of an inline integer tensor (shapes, indices)
+  std::vector<float> floats;       // the values of a small inline float tensor (scalars)
   bool external = false;           // data_location EXTERNAL
   std::uint64_t elements() const;
 };
@@ -40,6 +43,7 @@ struct Attribute {
   std::optional<std::int64_t> i;
   std::optional<float> f;
   std::vector<std::int64_t> ints;
+  std::string s;
   std::optional<Tensor> t;
 };
 
@@ -75,5 +79,50 @@ struct Graph {
 // Reads an ONNX model file. Throws ConfigError naming the file, the byte offset and the field
 // path for a file that is not a well-formed ModelProto.
 Graph read_model(const std::string& file);
+
+// How a graph is built from an ONNX graph: the batch its dynamic (or exported) batch dimension
+// takes, whether it is trained (dropouts kept, a loss added after the scores), and the run's
+// floating-point type, which every floating-point tensor takes whatever the file's.
+struct GraphOptions {
+  std::uint64_t batch = 1;
+  bool training = true;
+  trace::DType dtype = trace::DType::kHalf;
+};
+
+// A layer of the imported graph: the ONNX node its graph nodes come from (its name as a trace
+// name) and the node's op type.
+struct GraphLayer {
+  std::string name;
+  std::string op_type;
+  graph::Primitive first = graph::Primitive::kCount;  // its first graph node's op
+};
+
+// What an import found, for its summary.
+struct GraphImport {
+  std::vector<GraphLayer> layers;           // in graph order, the loss last
+  std::vector<std::uint64_t> images;        // [channels, height, width] of an image input
+  graph::Dims output;                       // the scores (training) or the output
+  std::vector<std::string> approximations;  // nodes lowered approximately, each said
+};
+
+// The tensor graph of an ONNX graph (onnx_graph.cpp). A node ipusim does not model is a
+// ConfigError naming the file and the node.
+graph::TensorGraph build_graph(const Graph& g, const GraphOptions& options,
+                               GraphImport* report = nullptr);
+
+}  // namespace ipusim::compiler::onnx
+
+namespace ipusim::compiler {
+struct ModelDef;
+// An ONNX model as a model of family kGraph (its tensor graph imported node by node), or none
+// for a graph with attention, which the transformer patterns of onnx_import.cpp read.
+std::optional<ModelDef> import_graph_model(const std::string& file);
+}  // namespace ipusim::compiler
+
+namespace ipusim::compiler::onnx {
+
+// A trace name from an ONNX name: torch's "/layer1/layer1.0/conv1/Conv" loses its leading
+// slash; characters outside [A-Za-z0-9_.:/-] become '_'.
+std::string sanitise_name(std::string name);
 
 }  // namespace ipusim::compiler::onnx

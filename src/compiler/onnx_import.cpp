@@ -13,12 +13,15 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/trace/program.hpp"
 #include "ipusim/util/error.hpp"
+#include "ipusim/util/strings.hpp"
 #include "onnx.hpp"
 
 namespace ipusim::compiler {
@@ -76,18 +79,6 @@ bool is(const Node& n, std::initializer_list<const char*> ops) {
   return std::any_of(ops.begin(), ops.end(), [&](const char* op) { return n.op_type == op; });
 }
 
-// A trace name from an ONNX name: torch's "/layer1/layer1.0/conv1/Conv" loses its leading
-// slash; characters outside [A-Za-z0-9_.:/-] become '_'.
-std::string sanitise(std::string name) {
-  while (!name.empty() && name.front() == '/') name.erase(0, 1);
-  for (char& c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
-          c == '/' || c == '-'))
-      c = '_';
-  if (name.size() > trace::kMaxNameLength) name.resize(trace::kMaxNameLength);
-  return name;
-}
-
 std::string dims_text(const std::vector<std::int64_t>& d) {
   std::string s;
   for (const auto v : d) s += (s.empty() ? "" : " x ") + std::to_string(v);
@@ -96,10 +87,21 @@ std::string dims_text(const std::vector<std::int64_t>& d) {
 
 class Importer {
  public:
-  explicit Importer(const Graph& g) : g_(g) {
+  // `check`: refuse ops the patterns do not read (else only index the graph, to ask
+  // transformer()).
+  explicit Importer(const Graph& g, bool check = true) : g_(g) {
     for (const auto& v : g_.inputs) inputs_.insert(v.name);
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
+      if (!check) {
+        for (const auto& in : n.inputs)
+          if (!in.empty()) consumers_[in].push_back(i);
+        for (const auto& out : n.outputs) produced_[out] = i;
+        bool c = true;
+        for (const auto& in : n.inputs) c = c && (in.empty() || constant(in));
+        for (const auto& out : n.outputs) constant_[out] = c;
+        continue;
+      }
       if (!n.domain.empty() && n.domain != "ai.onnx")
         fail(n, fmt::format("ops of domain '{}' are not supported (only the default ONNX "
                             "domain)",
@@ -127,11 +129,13 @@ class Importer {
     }
   }
 
-  std::string import() {
-    const bool transformer = std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](const Node& n) {
+  // The model file of a transformer graph (transformer() is true).
+  std::string import() { return import_transformer(); }
+  // Whether the graph has attention (a Softmax over Q K^T): read by the transformer patterns.
+  bool transformer() const {
+    return std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](const Node& n) {
       return n.op_type == "Softmax" && scores_matmul(n).has_value();
     });
-    return transformer ? import_transformer() : import_cnn();
   }
 
  private:
@@ -207,9 +211,9 @@ class Importer {
         fmt::format("weights of ONNX element type {} are not supported (float16 or float)", elem));
   }
   std::string model_name() const {
-    std::string n = sanitise(g_.name);
+    std::string n = onnx::sanitise_name(g_.name);
     if (n.empty() || n == "main_graph" || n == "torch_jit" || n == "torch-jit-export")
-      n = sanitise(std::filesystem::path(g_.file).stem().string());
+      n = onnx::sanitise_name(std::filesystem::path(g_.file).stem().string());
     return n.empty() ? "onnx-model" : n;
   }
   std::string header(const std::string& family) const {
@@ -311,6 +315,7 @@ class Importer {
   };
 
   std::string import_transformer() {
+    if (!transformer()) fail_graph("not a transformer (no Softmax over Q K^T)");
     Found f;
     find_attention(f);
     find_embeddings(f);
@@ -549,322 +554,11 @@ class Importer {
     return t;
   }
 
-  // --- CNN -----------------------------------------------------------------------------------
-  struct Out {
-    std::string name, op, input, other;
-    std::uint64_t out = 0, kernel = 0, stride = 0, group_size = 0;
-  };
-  std::string layer_name(const Node& n) {
-    std::string base = sanitise(n.name.empty() ? n.outputs.at(0) : n.name);
-    if (base.empty()) base = "layer";
-    return unique(base);
-  }
-  std::vector<std::int64_t>& shape(const Node& n, const std::string& t) {
-    const auto it = shape_.find(t);
-    if (it == shape_.end())
-      fail(n, fmt::format("operand '{}' is not a feature map of the model (an initializer where "
-                          "ipusim expects an activation?)",
-                          t));
-    return it->second;
-  }
-  // The shape of `t`, which `n` reads as a feature map: channels x height x width. A map
-  // flattened, reshaped or squeezed into another rank is refused, naming both.
-  const std::vector<std::int64_t>& map_shape(const Node& n, const std::string& t) {
-    const auto& s = shape(n, t);
-    if (s.size() != 3)
-      fail(n, fmt::format("its input '{}' is a {} tensor, not a feature map (channels x height x "
-                          "width): a {} after a Flatten, Reshape or Squeeze has no CNN layer in "
-                          "ipusim",
-                          t, dims_text(s), n.op_type));
-    return s;
-  }
-  void emit(const Node& n, Out o, const std::string& from, std::vector<std::int64_t> out_shape) {
-    o.name = layer_name(n);
-    o.input = layer_.at(from);
-    layers_.push_back(o);
-    layer_[n.outputs.at(0)] = o.name;
-    shape_[n.outputs.at(0)] = std::move(out_shape);
-  }
-  void alias(const Node& n, const std::string& from, std::vector<std::int64_t> out_shape) {
-    layer_[n.outputs.at(0)] = layer_.at(from);
-    shape_[n.outputs.at(0)] = std::move(out_shape);
-  }
-  static constexpr std::int64_t kMaxWindow = 1 << 16;
-  // Saturating: shapes come from the file.
-  static std::int64_t product(const std::vector<std::int64_t>& s) {
-    std::int64_t p = 1;
-    for (const auto v : s)
-      p = v != 0 && p > std::numeric_limits<std::int64_t>::max() / v
-              ? std::numeric_limits<std::int64_t>::max()
-              : p * v;
-    return p;
-  }
-  static std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-  // kernel and stride of a conv or pool, square and equal in both dimensions.
-  std::pair<std::int64_t, std::int64_t> window(const Node& n, std::int64_t k) {
-    auto strides = n.ints_attr("strides");
-    if (strides.empty()) strides = {1, 1};
-    auto pads = n.ints_attr("pads");
-    if (pads.empty()) pads = {0, 0, 0, 0};
-    const auto dil = n.ints_attr("dilations");
-    if (k < 1 || k > kMaxWindow) fail(n, fmt::format("a {}x{} window", k, k));
-    if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1 ||
-        strides[0] > kMaxWindow)
-      fail(n, fmt::format("strides {}: ipusim's layers take one stride for both dimensions",
-                          dims_text(strides)));
-    if (std::any_of(dil.begin(), dil.end(), [](std::int64_t d) { return d != 1; }))
-      fail(n, fmt::format("dilations {}: dilated windows are not supported", dims_text(dil)));
-    if (pads.size() != 4 ||
-        std::any_of(pads.begin(), pads.end(), [&](std::int64_t p) { return p != k / 2; }))
-      fail(n, fmt::format("pads {} for a {}x{} window: ipusim's layers pad \"same\" ({} on every "
-                          "side, so the output is ceil(input / stride))",
-                          dims_text(pads), k, k, k / 2));
-    return {k, strides[0]};
-  }
-
-  std::string import_cnn() {
-    if (g_.inputs.size() != 1)
-      fail_graph(fmt::format("a CNN graph has one input, the images; found {}", g_.inputs.size()));
-    const onnx::Value& image = g_.inputs[0];
-    if (image.dims.size() != 4 || !image.dims[1] || !image.dims[2] || !image.dims[3])
-      fail_graph(
-          fmt::format("graph input '{}': expected images [batch, channels, height, "
-                      "width] with fixed channels, height and width",
-                      image.name));
-    layer_[image.name] = "";
-    shape_[image.name] = {*image.dims[1], *image.dims[2], *image.dims[3]};
-    for (const Node& n : g_.nodes)
-      if (n.op_type != "Constant") cnn_layer(n);
-    if (layers_.empty()) fail_graph("the graph has no layers");
-    if (layers_.back().op != "softmax_loss")
-      layers_.push_back(
-          {.name = unique("loss"), .op = "softmax_loss", .input = layers_.back().name});
-    if (layers_.size() < 2 || layers_[layers_.size() - 2].op != "fc")
-      fail_graph("a CNN graph ends in an fc layer (Gemm or MatMul) giving the class scores");
-    if (dtype_.empty()) fail_graph("a CNN graph has at least one conv");
-    return cnn_yaml(image);
-  }
-
-  // Node `n` as the model-file layer it is, or folded into its input's.
-  void cnn_layer(const Node& n) {
-    const std::string& x = n.inputs.at(0);
-    if (n.op_type == "Conv") {
-      conv_layer(n, x);
-    } else if (is(n, {"BatchNormalization", "InstanceNormalization", "GroupNormalization"})) {
-      norm_layer(n, x);
-    } else if (n.op_type == "Relu") {
-      emit(n, {.op = "relu"}, x, shape(n, x));
-    } else if (n.op_type == "Sigmoid") {
-      // x * sigmoid(x) is one swish layer (what exporters write for SiLU).
-      const auto c = consumers(n.outputs.at(0));
-      if (c.size() == 1 && c[0]->op_type == "Mul" &&
-          std::count(c[0]->inputs.begin(), c[0]->inputs.end(), x) == 1) {
-        folded_.insert(c[0]);
-        return;
-      }
-      emit(n, {.op = "sigmoid"}, x, shape(n, x));
-    } else if (n.op_type == "Mul" && folded_.count(&n)) {
-      const std::string& in = producer(n.inputs[0]) && producer(n.inputs[0])->op_type == "Sigmoid"
-                                  ? n.inputs[1]
-                                  : n.inputs[0];
-      emit(n, {.op = "swish"}, in, shape(n, in));
-    } else if (is(n, {"Add", "Mul"})) {
-      binary_layer(n, x);
-    } else if (n.op_type == "MaxPool") {
-      const auto ks = n.ints_attr("kernel_shape");
-      if (ks.size() != 2 || ks[0] != ks[1]) fail(n, "a non-square pooling window");
-      const auto& in = map_shape(n, x);
-      const auto [k, s] = window(n, ks[0]);
-      emit(n,
-           {.op = "maxpool",
-            .kernel = static_cast<std::uint64_t>(k),
-            .stride = static_cast<std::uint64_t>(s)},
-           x, {in[0], ceil_div(in[1], s), ceil_div(in[2], s)});
-    } else if (is(n, {"GlobalAveragePool", "AveragePool"})) {
-      const auto& in = map_shape(n, x);
-      const auto ks = n.ints_attr("kernel_shape");
-      if (n.op_type == "AveragePool" && (ks.size() != 2 || ks[0] != in[1] || ks[1] != in[2]))
-        fail(n, "average pooling over a window smaller than the map: ipusim's avgpool is global");
-      emit(n, {.op = "avgpool"}, x, {in[0], 1, 1});
-    } else if (is(n, {"Flatten", "Reshape", "Squeeze"})) {
-      alias(n, x, {product(shape(n, x))});
-    } else if (is(n, {"Unsqueeze", "Identity", "Dropout", "Cast"})) {
-      alias(n, x, shape(n, x));
-    } else if (is(n, {"Gemm", "MatMul"})) {
-      fc_layer(n, x);
-    } else if (is(n, {"Softmax", "LogSoftmax"})) {
-      if (&n != &g_.nodes.back())
-        fail(n, "a softmax before the end of a CNN (only a final one, read as the loss)");
-      emit(n, {.op = "softmax_loss"}, x, shape(n, x));
-    } else {
-      fail(n, fmt::format("op {} has no CNN layer in ipusim (convs, norms, ReLU, sigmoid, "
-                          "swish, residual add, per-channel scale, pools and fc layers)",
-                          n.op_type));
-    }
-  }
-
-  void conv_layer(const Node& n, const std::string& x) {
-    const Tensor* w = n.inputs.size() > 1 ? initializer(n.inputs[1]) : nullptr;
-    if (!w || w->dims.size() != 4) fail(n, "the weight is not a 4-d initializer");
-    // A 1x1 conv on a pooled (1 x 1) map is an fc layer, its bias the fc's (what torchvision's
-    // squeeze-and-excitation exports); the map stays [channels, 1, 1] for the scale it feeds.
-    const auto& pooled = shape(n, x);
-    if (pooled.size() == 3 && pooled[1] == 1 && pooled[2] == 1 && w->dims[2] == 1 &&
-        w->dims[3] == 1 && n.int_attr("group", 1) == 1 && w->dims[1] == pooled[0]) {
-      dtype_ = dtype_of(w->elem_type);
-      emit(n, {.op = "fc", .out = static_cast<std::uint64_t>(w->dims[0])}, x, {w->dims[0], 1, 1});
-      return;
-    }
-    if (n.inputs.size() > 2 && !n.inputs[2].empty())
-      fail(n,
-           "a conv with a bias: ipusim's conv layers have none (a batch norm follows "
-           "them); fold the bias into the next layer before export");
-    if (w->dims[2] != w->dims[3]) fail(n, "a non-square kernel " + dims_text(w->dims));
-    dtype_ = dtype_of(w->elem_type);
-    const auto& in = map_shape(n, x);
-    const auto [k, s] = window(n, w->dims[2]);
-    const std::int64_t groups = n.int_attr("group", 1);
-    if (groups < 1 || groups > in[0] || in[0] % groups != 0 || w->dims[1] != in[0] / groups)
-      fail(n, fmt::format("weight {} with {} groups does not read {} input channels",
-                          dims_text(w->dims), groups, in[0]));
-    Out o{.op = "conv",
-          .out = static_cast<std::uint64_t>(w->dims[0]),
-          .kernel = static_cast<std::uint64_t>(k),
-          .stride = static_cast<std::uint64_t>(s)};
-    if (groups > 1 && groups == in[0] && w->dims[0] == in[0]) {
-      o.op = "dwconv";
-      o.out = 0;
-    } else if (groups > 1) {
-      o.group_size = static_cast<std::uint64_t>(in[0] / groups);
-    }
-    emit(n, o, x, {w->dims[0], ceil_div(in[1], s), ceil_div(in[2], s)});
-  }
-
-  void norm_layer(const Node& n, const std::string& x) {
-    const auto& in = map_shape(n, x);
-    Out o{.op = "batchnorm"};
-    if (n.op_type != "BatchNormalization") {
-      o.op = "groupnorm";
-      const auto groups = static_cast<std::uint64_t>(
-          n.op_type == "InstanceNormalization" ? in[0] : n.int_attr("num_groups", 0));
-      if (norm_groups_ != 0 && groups != norm_groups_)
-        fail(n, fmt::format("{} groups where an earlier norm has {}: ipusim's group norms "
-                            "share one model.norm_groups",
-                            groups, norm_groups_));
-      norm_groups_ = groups;
-    }
-    emit(n, o, x, in);
-  }
-
-  // A residual add of two equal maps, a per-channel scale, or an fc's bias.
-  void binary_layer(const Node& n, const std::string& x) {
-    const std::string& y = n.inputs.at(1);
-    if (constant(x) || constant(y)) {
-      // A bias after a MatMul fc (its bias is part of the layer).
-      const std::string& a = constant(x) ? y : x;
-      const Node* p = producer(a);
-      if (n.op_type == "Add" && p && p->op_type == "MatMul" && !layers_.empty() &&
-          layers_.back().op == "fc" && layer_.at(a) == layers_.back().name) {
-        alias(n, a, shape(n, a));
-        return;
-      }
-      fail(n,
-           "an elementwise op with a constant operand (ipusim's CNN layers take no "
-           "constants besides their weights)");
-    }
-    const auto& sx = shape(n, x);
-    const auto& sy = shape(n, y);
-    if (n.op_type == "Add") {
-      if (sx != sy)
-        fail(n, fmt::format("adds feature maps of shapes {} and {}; the residual add takes "
-                            "equal shapes",
-                            dims_text(sx), dims_text(sy)));
-      Out o{.op = "add"};
-      o.other = layer_.at(y);
-      emit(n, o, x, sx);
-    } else {
-      const bool y_small = sy.size() == 3 && sy[1] == 1 && sy[2] == 1;
-      const bool x_small = sx.size() == 3 && sx[1] == 1 && sx[2] == 1;
-      if (y_small == x_small || (y_small ? sy[0] != sx[0] : sx[0] != sy[0]))
-        fail(n, fmt::format("multiplies feature maps of shapes {} and {}; ipusim's scale "
-                            "multiplies a map by one factor per channel",
-                            dims_text(sx), dims_text(sy)));
-      Out o{.op = "scale"};
-      o.other = layer_.at(y_small ? y : x);
-      emit(n, o, y_small ? x : y, y_small ? sx : sy);
-    }
-  }
-
-  void fc_layer(const Node& n, const std::string& x) {
-    bool transposed = n.op_type == "Gemm" && n.int_attr("transB", 0) != 0;
-    const Tensor* w = n.inputs.size() > 1 ? weight(n.inputs[1], &transposed) : nullptr;
-    if (!w || w->dims.size() != 2) fail(n, "the weight is not a 2-d initializer");
-    if (n.int_attr("transA", 0) != 0) fail(n, "transA: the input is read transposed");
-    const auto& in = shape(n, x);
-    const auto width = w->dims[transposed ? 1 : 0];
-    if (product(in) != width)
-      fail(n, fmt::format("weight {} does not read the {} features of its input",
-                          dims_text(w->dims), product(in)));
-    emit(n, {.op = "fc", .out = static_cast<std::uint64_t>(w->dims[transposed ? 0 : 1])}, x,
-         {w->dims[transposed ? 0 : 1]});
-  }
-
-  std::string cnn_yaml(const onnx::Value& image) const {
-    std::ostringstream y;
-    y << header("cnn");
-    y << fmt::format(
-        "  dtype: {}\n  input: {{height: {}, width: {}, channels: {}}}\n  classes: {}\n", dtype_,
-        *image.dims[2], *image.dims[3], *image.dims[1], layers_[layers_.size() - 2].out);
-    if (norm_groups_ != 0) y << fmt::format("  norm_groups: {}\n", norm_groups_);
-    if (layers_.size() > kMaxModelLayers)
-      fail_graph(fmt::format("its nodes make {} layers, expected at most {} (a model's limit)",
-                             layers_.size(), kMaxModelLayers));
-    y << "layers:\n";
-    std::string previous;
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-      const Out& l = layers_[i];
-      if (i > 0 && l.input.empty())
-        fail_graph(
-            fmt::format("layer '{}' reads the images, but is not the first layer; a model "
-                        "file feeds the images to its first layer only",
-                        l.name));
-      std::string fields = fmt::format("name: \"{}\", op: {}", l.name, l.op);
-      if (i > 0 && l.input != previous) fields += fmt::format(", input: \"{}\"", l.input);
-      if (!l.other.empty()) fields += fmt::format(", other: \"{}\"", l.other);
-      if (l.out != 0) fields += fmt::format(", out: {}", l.out);
-      if (l.kernel != 0) fields += fmt::format(", kernel: {}, stride: {}", l.kernel, l.stride);
-      if (l.group_size != 0) fields += fmt::format(", group_size: {}", l.group_size);
-      y << "  - {" << fields << "}\n";
-      previous = l.name;
-    }
-    return y.str();
-  }
-  // `base`, or base_2, base_3, ... when taken. Each base remembers the suffix it reached, so
-  // that many nodes of one name take linear, not quadratic, time (10,000 took 27 s).
-  std::string unique(const std::string& base) {
-    std::uint64_t& next = next_suffix_[base];
-    std::string name = base;
-    if (next == 0) next = 2;
-    while (names_.count(name)) name = fmt::format("{}_{}", base, next++);
-    names_.insert(name);
-    return name;
-  }
-
   const Graph& g_;
   std::set<std::string> inputs_;
   std::map<std::string, std::size_t> produced_;
   std::map<std::string, std::vector<std::size_t>> consumers_;
   std::map<std::string, bool> constant_;  // node outputs: no graph input behind them
-  // CNN import state: the layer each tensor is the output of ("" for the images), per-sample
-  // shapes ([channels, height, width] or [features]), the layers written.
-  std::map<std::string, std::string> layer_;
-  std::map<std::string, std::vector<std::int64_t>> shape_;
-  std::vector<Out> layers_;
-  std::set<std::string> names_;
-  std::map<std::string, std::uint64_t> next_suffix_;  // unique(): the next suffix of each base
-  std::string dtype_;                                 // of the convs' weights
-  std::uint64_t norm_groups_ = 0;                     // of the group norms, one for all (0: none)
-  std::set<const Node*> folded_;                      // the Mul of each swish (x * sigmoid(x))
 };
 
 }  // namespace
@@ -873,9 +567,148 @@ bool is_onnx_file(const std::string& file) {
   return std::filesystem::path(file).extension() == ".onnx";
 }
 
+namespace {
+
+// What `ipusim import` writes for an imported graph: what was read, for eyes and for naming
+// layers in a run config (not a model file: the graph is the model).
+std::string graph_summary(const ModelDef& m) {
+  const onnx::Graph& g = *m.onnx;
+  graph::BuildOptions options;
+  options.training = false;
+  const graph::TensorGraph forward = graph::build_graph(m, options);
+  std::ostringstream y;
+  y << fmt::format(
+      "# Imported by `ipusim import` from {} ({} ONNX nodes, opset {}) as a tensor graph.\n"
+      "# `ipusim run --model` compiles the .onnx file itself; this is what was read. The layer\n"
+      "# names are what run.recompute_checkpoints and run.pipeline_splits name.\n",
+      printable(std::filesystem::path(g.file).filename().string()), g.nodes.size(), g.opset);
+  y << fmt::format("graph:\n  name: {}\n  nodes: {}\n  opset: {}\n", m.name, g.nodes.size(),
+                   g.opset);
+  y << "  inputs:\n";
+  for (const auto& v : g.inputs) {
+    std::string dims;
+    for (const auto& d : v.dims)
+      dims += (dims.empty() ? "" : ", ") + (d ? std::to_string(*d) : std::string("batch"));
+    y << fmt::format("    - {{name: \"{}\", dims: [{}]}}\n", printable(v.name), dims);
+  }
+  y << fmt::format("  parameters: {}\n  forward_flops_per_sample: {}\n", parameter_count(m),
+                   forward.flops(true, false));
+  y << "notes:\n";
+  if (m.notes.empty()) y << "  []\n";
+  for (const auto& n : m.notes) y << fmt::format("  - \"{}\"\n", printable(n));
+  y << "layers:\n";
+  for (const Layer& l : m.layers)
+    y << fmt::format("  - {{name: \"{}\", op: {}}}\n", l.name, graph::name(l.op));
+  return y.str();
+}
+
+}  // namespace
+
 std::string import_onnx(const std::string& file) {
-  const onnx::Graph g = onnx::read_model(file);
-  return Importer(g).import();
+  {
+    const onnx::Graph g = onnx::read_model(file);
+    if (Importer(g, /*check=*/false).transformer()) return Importer(g).import();
+  }
+  return graph_summary(*import_graph_model(file));
+}
+
+namespace {
+
+// An imported layer's op as the compiler's passes see it (its kind in provenance, whether it
+// keeps its output), from its first graph node.
+graph::Op layer_op(graph::Primitive p) {
+  using P = graph::Primitive;
+  using graph::Op;
+  switch (p) {
+    case P::kConv:
+      return Op::kConv;
+    case P::kBatchNorm:
+      return Op::kBatchNorm;
+    case P::kGroupNorm:
+      return Op::kGroupNorm;
+    case P::kRelu:
+    case P::kClip:
+      return Op::kRelu;
+    case P::kSilu:
+      return Op::kSwish;
+    case P::kSigmoid:
+      return Op::kSigmoid;
+    case P::kMaxPool:
+      return Op::kMaxPool;
+    case P::kAvgPool:
+    case P::kReduceMean:
+      return Op::kAvgPool;
+    case P::kAdd:
+    case P::kSub:
+      return Op::kAdd;
+    case P::kMul:
+      return Op::kScale;
+    case P::kConcat:
+      return Op::kConcat;
+    case P::kResize:
+      return Op::kUpsample;
+    case P::kMatmul:
+      return Op::kFc;
+    case P::kSoftmaxCrossEntropy:
+      return Op::kSoftmaxLoss;
+    case P::kReshape:
+    case P::kTranspose:
+    case P::kSlice:
+    case P::kExpand:
+      return Op::kView;
+    default:
+      return Op::kNode;
+  }
+}
+
+}  // namespace
+
+std::optional<ModelDef> import_graph_model(const std::string& file) {
+  auto g = std::make_shared<onnx::Graph>(onnx::read_model(file));
+  if (Importer(*g, /*check=*/false).transformer()) return std::nullopt;
+  ModelDef m;
+  m.file = file;
+  m.family = graph::Family::kGraph;
+  std::string name = onnx::sanitise_name(g->name);
+  if (name.empty() || name == "main_graph" || name == "torch_jit" || name == "torch-jit-export")
+    name = onnx::sanitise_name(std::filesystem::path(file).stem().string());
+  m.name = name.empty() ? "onnx-model" : name;
+  m.dtype = trace::DType::kHalf;
+  // Built once here, for one sample in training, so that a graph ipusim cannot import fails on
+  // load, naming the node, and the layers are known.
+  onnx::GraphImport report;
+  onnx::GraphOptions options;
+  options.dtype = m.dtype;
+  (void)onnx::build_graph(*g, options, &report);
+  for (const auto& l : report.layers) {
+    Layer layer;
+    layer.name = l.name;
+    layer.op = layer_op(l.first);
+    layer.at = fmt::format("{}: node '{}' ({})", file, l.name, l.op_type);
+    m.layers.push_back(std::move(layer));
+  }
+  if (m.layers.size() > kMaxModelLayers)
+    throw ConfigError(
+        fmt::format("{}: its nodes make {} layers, expected at most {} (a model's "
+                    "limit)",
+                    file, m.layers.size(), kMaxModelLayers));
+  if (report.images.size() == 3) {
+    m.channels = report.images[0];
+    m.height = report.images[1];
+    m.width = report.images[2];
+  }
+  if (!report.output.empty()) m.classes = report.output.back();
+  bool wide = false;
+  for (const auto& [n, t] : g->initializers)
+    wide = wide || t.elem_type == static_cast<std::int32_t>(ElemType::kFloat) ||
+           t.elem_type == static_cast<std::int32_t>(ElemType::kDouble);
+  if (wide)
+    m.notes.push_back(
+        "the file's float32 weights are held as float16, the run's precision (as PopTorch's "
+        "model.half() and PopART's float16 graphs hold them)");
+  for (auto& a : report.approximations) m.notes.push_back(std::move(a));
+  m.onnx = std::move(g);
+  return m;
 }
 
 std::uint64_t onnx_weight_elements(const std::string& file) {

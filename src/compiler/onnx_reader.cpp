@@ -6,6 +6,7 @@
 // field path, never a crash: the reader never reads past the message it is given.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -172,6 +173,23 @@ std::int32_t int32_of(Reader& r, std::uint64_t v, const char* what) {
 constexpr std::uint64_t kMaxValues = 1 << 16;
 // The most bytes kMaxValues varints take.
 constexpr std::size_t kMaxValueBytes = kMaxValues * 10;
+// The values of float tensors this small are read (scalars: a clip's bounds, a scale); a
+// weight's are not.
+constexpr std::size_t kMaxFloats = 64;
+
+// An IEEE half's bits as a float.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float v = 0;
+  if (exponent == 0)
+    v = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31)
+    v = mantissa == 0 ? std::numeric_limits<float>::infinity()
+                      : std::numeric_limits<float>::quiet_NaN();
+  else
+    v = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
+  return sign != 0 ? -v : v;
+}
 
 Tensor read_tensor(Reader r) {
   Tensor t;
@@ -184,6 +202,12 @@ Tensor read_tensor(Reader r) {
         break;
       case 2:
         t.elem_type = int32_of(r, r.uint("data_type"), "data_type");
+        break;
+      case 4:  // float_data
+        if (t.floats.size() < kMaxFloats)
+          r.floats(t.floats, "float data");
+        else
+          r.skip();
         break;
       case 5:  // int32_data (also bool, int8/16, float16 bits)
       case 7:  // int64_data
@@ -230,8 +254,31 @@ Tensor read_tensor(Reader r) {
         }
       }
     } else {
-      t.ints = std::move(int_data);
+      t.ints = int_data;
     }
+  }
+  const bool f32 = t.elem_type == static_cast<std::int32_t>(ElemType::kFloat);
+  const bool f16 = t.elem_type == static_cast<std::int32_t>(ElemType::kFloat16);
+  if ((f32 || f16) && !t.external && t.elements() <= kMaxFloats && t.floats.empty()) {
+    const std::size_t width = f32 ? 4 : 2;
+    if (!raw.empty() && raw.size() == t.elements() * width) {
+      for (std::size_t i = 0; i < raw.size(); i += width) {
+        if (f32) {
+          float v = 0;
+          std::memcpy(&v, raw.data() + i, 4);
+          t.floats.push_back(v);
+        } else {
+          std::uint16_t h = 0;
+          std::memcpy(&h, raw.data() + i, 2);
+          t.floats.push_back(half_to_float(h));
+        }
+      }
+    } else if (f16 && int_data.size() == t.elements()) {
+      for (const std::int64_t bits : int_data)
+        t.floats.push_back(half_to_float(static_cast<std::uint16_t>(bits)));
+    }
+  } else if (!(f32 || f16) || t.elements() > kMaxFloats) {
+    t.floats.clear();
   }
   return t;
 }
@@ -252,6 +299,9 @@ Attribute read_attribute(Reader r) {
         break;
       case 5:
         a.t = read_tensor(r.message("t"));
+        break;
+      case 4:
+        a.s = r.string("s");
         break;
       case 7:
         r.floats(floats, "floats");

@@ -24,7 +24,8 @@ namespace {
 struct Scope {
   const ModelDef& model;
   const RunConfig& run;
-  bool cnn() const { return model.family == graph::Family::kCnn; }
+  // A CNN model file or an imported graph: layers, split and recomputed by name.
+  bool cnn() const { return model.family != graph::Family::kTransformer; }
   bool training() const { return !run.inference; }
   bool has(graph::Op op) const {
     return std::any_of(model.layers.begin(), model.layers.end(),
@@ -48,9 +49,10 @@ std::string cnn_only(const Scope& s, std::string_view what) {
   return s.cnn() ? "" : fmt::format("{} only a CNN has; {} is a transformer", what, s.what());
 }
 std::string transformer_only(const Scope& s, std::string_view what) {
-  return s.cnn()
-             ? fmt::format("{} is lowered for transformer models only; {} is a CNN", what, s.what())
-             : "";
+  return s.cnn() ? fmt::format(
+                       "{} is lowered for transformer model files only; {} is {}", what, s.what(),
+                       s.model.family == graph::Family::kGraph ? "an imported graph" : "a CNN")
+                 : "";
 }
 std::string training_only(const Scope& s, std::string_view what) {
   return s.training() ? ""

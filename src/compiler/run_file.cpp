@@ -402,7 +402,11 @@ std::uint64_t RunConfig::samples_per_step() const {
 }
 
 LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides) {
-  config::Document doc = config::load_document(file);
+  return load_run(config::load_document(file), file, overrides);
+}
+
+LoadedRun load_run(config::Document doc, const std::string& file,
+                   const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) config::apply_override(doc, o, run_schema());
   config::Resolved r = config::resolve(doc, run_schema());
   RunConfig run;

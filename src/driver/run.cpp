@@ -127,8 +127,14 @@ std::vector<report::PlanRow> plan_rows(const ChipSpec& chip, const RunStats& sta
 }
 
 RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
-  const RunRequest& r = request;
-  const bool compiling = !r.run_file.empty();
+  RunRequest r = request;
+  // --model with no --run: a run chosen for the model on the system (compiler::choose_run).
+  const bool choosing = r.run_file.empty() && r.trace_file.empty() && !r.model_file.empty();
+  if (choosing && r.system_file.empty())
+    throw UsageError(
+        "--model without --run: give the system it runs on (--system "
+        "configs/systems/pod16.yaml): the run is chosen for it");
+  const bool compiling = !r.run_file.empty() || choosing;
   const std::optional<std::uint32_t>& tile_ipu = r.timeline_tile_ipu;
   // Where a run's wall time goes, logged (info) at the end: loading, compiling or reading the
   // trace, the model, and the reports (docs/performance.md "A plan cache").
@@ -153,25 +159,40 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   std::string system_file = r.system_file;
   std::optional<compiler::LoadedRun> run;
   std::optional<compiler::ModelDef> model;
-  std::string input_warning;  // --model with another input than the run config's model
+  std::optional<LoadedSystem> system;
+  std::optional<LoadedChip> chip;
+  std::vector<std::string> chosen;  // what choose_run chose, and why
+  std::string input_warning;        // --model with another input than the run config's model
   if (compiling) {
     std::vector<std::string> run_overrides;
     system_overrides.clear();
     for (const auto& o : r.overrides)
       (o.starts_with("run.") ? run_overrides : system_overrides).push_back(o);
-    run = compiler::load_run(r.run_file, run_overrides);
-    model = compiler::load_model(r.model_file.empty() ? run->run.model_file : r.model_file);
-    if (system_file.empty()) system_file = run->run.system_file;
-    if (!r.model_file.empty())
-      if (auto m = compiler::input_mismatch(run->run, *model, run_overrides)) input_warning = *m;
+    if (choosing) {
+      model = compiler::load_model(r.model_file);
+      system = load_system(system_file, system_overrides,
+                           r.chip_given ? std::optional(r.chip_file) : std::nullopt);
+      Progress choosing_progress("ipusim run", "runs", !r.quiet);
+      choosing_progress.message(
+          fmt::format("choosing a run for {} on {}", model->name, system->spec.name));
+      run = compiler::choose_run(*model, r.model_file, system_file, system->spec, run_overrides,
+                                 chosen);
+      r.run_file = run->run.file;
+    } else {
+      run = compiler::load_run(r.run_file, run_overrides);
+      model = compiler::load_model(r.model_file.empty() ? run->run.model_file : r.model_file);
+      if (system_file.empty()) system_file = run->run.system_file;
+      if (!r.model_file.empty())
+        if (auto m = compiler::input_mismatch(run->run, *model, run_overrides)) input_warning = *m;
+    }
   }
 
-  // A system brings its own chip; an explicit --chip replaces it.
-  std::optional<LoadedSystem> system;
-  std::optional<LoadedChip> chip;
+  // A system brings its own chip; an explicit --chip replaces it. (A run chosen for its
+  // system has loaded it.)
   if (!system_file.empty()) {
-    system = load_system(system_file, system_overrides,
-                         r.chip_given ? std::optional(r.chip_file) : std::nullopt);
+    if (!system)
+      system = load_system(system_file, system_overrides,
+                           r.chip_given ? std::optional(r.chip_file) : std::nullopt);
     spdlog::info("system {} ({} IPUs) from {}", system->spec.name, system->spec.ipus(),
                  system_file);
   } else {
@@ -314,6 +335,8 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   info.meta = trace.meta;
   info.warnings = mismatches;
   if (!r.model_file.empty()) info.model_file = r.model_file;
+  info.chosen = chosen;
+  if (model) info.model_notes = model->notes;
   for (const auto& o : r.overrides)
     if (const auto parsed = config::parse_override(o))  // all were parsed when loading
       info.overrides.push_back(parsed->key + "=" + parsed->value);

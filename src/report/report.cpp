@@ -210,6 +210,14 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.key("overrides").begin_array();
   for (const auto& o : info.overrides) w.value(o);
   w.end_array();
+  // A run chosen without a run config, and what importing the model changed (only then).
+  for (const auto& [key, lines] :
+       {std::pair{"chosen", &info.chosen}, std::pair{"model_notes", &info.model_notes}}) {
+    if (lines->empty()) continue;
+    w.key(key).begin_array();
+    for (const auto& l : *lines) w.value(l);
+    w.end_array();
+  }
   w.key("chip").begin_object();
   w.key("name").value(chip.name).key("file").value(info.chip_file);
   w.quantity("clock", chip.clock.hz, "Hz");
@@ -399,6 +407,10 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
     for (const auto& o : info.overrides) list += (list.empty() ? "" : ", ") + o;
     out += fmt::format("  overrides     {}\n", list);
   }
+  for (std::size_t i = 0; i < info.chosen.size(); ++i)
+    out += fmt::format("  {:<13} {}\n", i == 0 ? "chosen" : "", info.chosen[i]);
+  for (std::size_t i = 0; i < info.model_notes.size(); ++i)
+    out += fmt::format("  {:<13} {}\n", i == 0 ? "model notes" : "", info.model_notes[i]);
   if (chip.tile_model == TileModel::kIsa)
     out += "  tile model    instruction-level (chip.tile_model=isa; docs/tile-model.md)\n";
   out += fmt::format("  {:<13} {:>14} cycles  {}\n", "total", stats.cycles,

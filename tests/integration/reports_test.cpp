@@ -392,8 +392,15 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
              dir.file("inf"))
           .status,
       0);
+  // A run chosen for an imported model (chosen[], model_notes[]).
+  ASSERT_EQ(ipusim("run -q --model " + source_dir() +
+                   "/tests/data/onnx/torch/resnet18_opset11.onnx --system " + pod16() + " --out " +
+                   dir.file("chosen"))
+                .status,
+            0);
   std::map<std::string, std::string> fields, kernel_fields;
   collect(parse_file(dir.file("w/stats.json")), "", fields);
+  collect(parse_file(dir.file("chosen/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("k/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("w64/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("inf/stats.json")), "", kernel_fields);

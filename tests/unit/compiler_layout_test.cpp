@@ -848,8 +848,8 @@ TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemory
   EXPECT_NE(error("resnet_tiny-pod16.yaml", {"run.mode=inference", "run.gradient_accumulation=1",
                                              "run.optimiser=none", "run.recompute_checkpoints=none",
                                              "run.batchnorm_group=1", "run.weights=streamed"})
-                .find("run.weights: streamed (phased execution) is lowered for transformer models "
-                      "only"),
+                .find("run.weights: streamed (phased execution) is lowered for transformer model "
+                      "files only"),
             std::string::npos);
 }
 

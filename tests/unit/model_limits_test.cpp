@@ -83,11 +83,12 @@ TEST(ModelLimits, AnOnnxGraphOf20000LayersLoadsAndOneOverTheLimitIsRefusedInItsT
   // Was refused at a line and column of the generated YAML (its node cap for hand-written
   // files).
   const ModelDef m = load_model(write("chain20k.onnx", relu_chain_onnx(20000)));
-  EXPECT_EQ(m.layers.size(), 20000u + 4);  // conv, the ReLUs, pool, fc, the loss ipusim adds
+  // conv, the ReLUs, pool, flatten, fc, the loss ipusim adds
+  EXPECT_EQ(m.layers.size(), 20000u + 5);
   EXPECT_EQ(parameter_count(m), 4u * 3 + 2 * 4 + 2);
   const std::string e = config_error_of(
       [&] { load_model(write("chain100k.onnx", relu_chain_onnx(kMaxModelLayers))); });
-  EXPECT_NE(e.find("its nodes make 100004 layers, expected at most 100000 (a model's limit)"),
+  EXPECT_NE(e.find("its nodes make 100005 layers, expected at most 100000 (a model's limit)"),
             std::string::npos)
       << e;
 }
@@ -98,7 +99,7 @@ TEST(ModelLimits, AnOnnxFileNameIsEscapedInTheImportedHeader) {
   const std::string file = write("x\nlayers: []\n.onnx", relu_chain_onnx(2));
   const std::string yaml = import_onnx(file);
   EXPECT_NE(yaml.find("from x\\nlayers: []\\n.onnx ("), std::string::npos) << yaml;
-  EXPECT_EQ(load_model(file).layers.size(), 6u);
+  EXPECT_EQ(load_model(file).layers.size(), 7u);
 }
 
 TEST(ModelLimits, ASampleOfMoreThan2To40ElementsIsRefusedAtLoad) {

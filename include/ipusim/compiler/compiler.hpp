@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,10 @@
 #include "ipusim/trace/program.hpp"
 
 namespace ipusim::compiler {
+
+namespace onnx {
+struct Graph;
+}
 
 // One layer of a CNN model file.
 struct Layer {
@@ -44,6 +49,11 @@ struct ModelDef {
   std::string file;
   std::string name;
   graph::Family family = graph::Family::kCnn;
+  // family kGraph: the ONNX graph it was imported from (its tensor graph is built from it for
+  // each batch); `layers` are its nodes, `height`, `width`, `channels` its images (if any) and
+  // `classes` its scores' last dimension. `notes` say what the import changed or approximated.
+  std::shared_ptr<const onnx::Graph> onnx;
+  std::vector<std::string> notes;
   trace::DType dtype = trace::DType::kHalf;
   // cnn (and an image transformer's input)
   std::uint64_t height = 0, width = 0, channels = 0, classes = 0;
@@ -175,6 +185,21 @@ struct LoadedRun {
 };
 
 LoadedRun load_run(const std::string& file, const std::vector<std::string>& overrides = {});
+// A run config already parsed (`file` names it in errors; run.model and run.system are
+// relative to its folder).
+LoadedRun load_run(config::Document doc, const std::string& file,
+                   const std::vector<std::string>& overrides = {});
+
+// A run chosen for a model that comes without a run config (`ipusim run --model M --system
+// S`; docs/onnx.md "Without a run config"): data parallelism over the system's IPUs, the
+// largest micro-batch that fits (recomputing at the model's block outputs when that lets a
+// larger one fit), a pipeline when one IPU cannot hold a replica, the optimiser, gradient
+// accumulation and host input of the public examples' defaults. `run_overrides` (run.* --set
+// keys) are applied on top and fix what they set. `reasons` gets one line per choice.
+LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
+                     const std::string& system_file, const SystemSpec& system,
+                     const std::vector<std::string>& run_overrides,
+                     std::vector<std::string>& reasons);
 
 // The one rule for run keys (docs/run-reference.md, "Which keys apply"): a key set to
 // anything but its neutral value (its default, or what the lowering does without it) either

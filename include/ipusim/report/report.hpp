@@ -29,6 +29,12 @@ struct RunInfo {
   std::vector<std::pair<std::string, std::string>> meta;
   // What the run warned about (e.g. a trace compiled for another chip), in stats.json.
   std::vector<std::string> warnings;
+  // A run chosen for a model given without a run config: each choice and why (summary and
+  // stats.json's "chosen").
+  std::vector<std::string> chosen;
+  // What importing the model changed or approximated (docs/onnx.md): summary and stats.json's
+  // "model_notes".
+  std::vector<std::string> model_notes;
   // Time per layer and pass (layer_rows), with --out or --timeline: layers.csv and stats.json's
   // ipu[].layers[] (the same rows from either engine).
   std::vector<LayerRow> layers;

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "../onnx.hpp"
 #include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
@@ -164,6 +165,8 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
       case Op::kFfn:
       case Op::kFinalNorm:
       case Op::kHeads:
+      case Op::kView:
+      case Op::kNode:
       case Op::kCount:
         throw Error(fmt::format("layer '{}': {} is not a CNN layer", l.name, name(l.op)));
     }
@@ -389,6 +392,14 @@ TensorGraph build_graph(const ModelDef& m, const BuildOptions& options) {
       return build_cnn(m, options);
     case Family::kTransformer:
       return TransformerBuilder(m, options).build();
+    case Family::kGraph: {
+      if (!m.onnx) throw Error("build_graph: an imported model without its graph");
+      onnx::GraphOptions o;
+      o.batch = options.batch;
+      o.training = options.training;
+      o.dtype = m.dtype;
+      return onnx::build_graph(*m.onnx, o);
+    }
   }
   throw Error("build_graph: no front end for the model's family");
 }

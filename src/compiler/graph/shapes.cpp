@@ -126,6 +126,8 @@ void shape_rule(const ModelDef& m, LayerNode& c, const Shape* other) {
     case Op::kFfn:
     case Op::kFinalNorm:
     case Op::kHeads:
+    case Op::kView:
+    case Op::kNode:
     case Op::kCount:
       break;
   }

@@ -117,6 +117,40 @@ ForwardStages transformer_stages(const ModelDef& m, const RunConfig& run) {
   return out;
 }
 
+// An imported graph's layers (its nodes), split at run.pipeline_splits (node names) as a
+// CNN's are.
+ForwardStages graph_stages(const ModelDef& m, const RunConfig& run) {
+  check_checkpoints(m, run);
+  const auto bad = [&](const std::string& what) {
+    return ConfigError(fmt::format("{}: run.pipeline_splits: {}", run.file, what));
+  };
+  if (run.pipeline_splits.size() + 1 != run.ipus_per_replica)
+    throw bad(fmt::format(
+        "a replica of {} IPU(s) runs {} pipeline stage(s), so {} split(s) (each a layer that "
+        "begins a stage); found {}",
+        run.ipus_per_replica, run.ipus_per_replica, run.ipus_per_replica - 1,
+        run.pipeline_splits.size()));
+  ForwardStages out;
+  std::size_t split = 0;
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    if (run.inference && l.op == Op::kSoftmaxLoss) continue;  // the loss is training's
+    if (i == 0 || (split < run.pipeline_splits.size() && l.name == run.pipeline_splits[split])) {
+      if (i > 0) ++split;
+      out.ipu.push_back(static_cast<std::uint32_t>(out.layers.size()));
+      out.layers.emplace_back();
+    }
+    out.layers.back().push_back({l.op, l.name});
+  }
+  if (split != run.pipeline_splits.size())
+    throw bad(
+        fmt::format("'{}' is not a layer of {} after '{}' (splits name nodes of the graph, "
+                    "in graph order, not its first)",
+                    run.pipeline_splits[split], m.file,
+                    split == 0 ? m.layers.front().name : run.pipeline_splits[split - 1]));
+  return out;
+}
+
 }  // namespace
 
 ForwardStages forward_stages(const ModelDef& m, const RunConfig& run) {
@@ -125,6 +159,8 @@ ForwardStages forward_stages(const ModelDef& m, const RunConfig& run) {
       return cnn_stages(m, run);
     case Family::kTransformer:
       return transformer_stages(m, run);
+    case Family::kGraph:
+      return graph_stages(m, run);
   }
   throw Error("forward_stages: no front end for the model's family");
 }

@@ -41,6 +41,10 @@ enum class Op : std::uint8_t {
   kFfn,
   kFinalNorm,
   kHeads,
+  // A layer of an imported graph (family kGraph) that none of the above names: views
+  // (reshape, transpose, slice), which keep nothing, and any other node, which keeps its output.
+  kView,
+  kNode,
   kCount,  // not an op: the number of ops
 };
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(Op::kCount);
@@ -58,7 +62,8 @@ enum class Weights : std::uint8_t {
 
 // The model family an op belongs to: a CNN model file lists its ops (layers); a transformer's
 // are its sub-layers, which the compiler builds from the model's sizes.
-enum class Family : std::uint8_t { kCnn, kTransformer };
+// An imported graph (ONNX) is its own front end: its layers are its nodes.
+enum class Family : std::uint8_t { kCnn, kTransformer, kGraph };
 
 struct OpInfo {
   Op op;
@@ -130,6 +135,10 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
      Weights::kNone, Family::kTransformer, false},
     {Op::kHeads, "heads", trace::OpKind::kNone, "", OutChannels::kNone, false, false,
      Weights::kNone, Family::kTransformer, false},
+    {Op::kView, "view", trace::OpKind::kCopy, "", OutChannels::kNone, false, false, Weights::kNone,
+     Family::kGraph},
+    {Op::kNode, "node", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
+     Weights::kNone, Family::kGraph},
 }};
 
 // A table has a named row for every op, row i for op i: what the static_assert below holds the

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// choose_run: a run config for a model that comes without one (docs/onnx.md, "Without a run
+// config"). What a user of Graphcore's public examples would set: data parallelism over every
+// IPU of the system (replication, one IPU per replica); the largest micro-batch of 32, 16, ...,
+// 1 that fits in tile memory (found by compiling, as a user finds it by running out of
+// memory), recomputing at the model's block outputs (residual adds) when that lets a larger
+// micro-batch fit; and only when no micro-batch fits one IPU, a pipeline of 2, 4 or 8 stages
+// split where the forward FLOPs are balanced. The rest are the public examples' defaults:
+// FP16.16, Poplar's available memory proportion 0.6, gradient accumulation to a global batch
+// of at least 1,024 samples, SGD with momentum for image models and AdamW otherwise, 8-bit
+// images and 32-bit token ids from the host.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/build.hpp"
+#include "ipusim/compiler/graph/primitive.hpp"
+#include "ipusim/config/config.hpp"
+#include "ipusim/util/error.hpp"
+#include "onnx.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+constexpr std::uint64_t kGlobalBatch = 1024;  // at least, by gradient accumulation
+constexpr double kAvailableMemory = 0.6;      // Poplar's availableMemoryProportion default
+const std::vector<std::uint64_t> kMicroBatches = {32, 16, 8, 4, 2, 1};
+const std::vector<std::uint32_t> kPipelines = {1, 2, 4, 8};
+
+struct Choice {
+  std::uint32_t ipus_per_replica = 1;
+  std::uint64_t micro_batch = 1;
+  std::vector<std::string> checkpoints, splits;
+};
+
+// One sample of the model's host input (bytes), and whether it is images.
+std::pair<std::uint64_t, bool> sample_bytes(const ModelDef& m) {
+  if (m.height > 0 && m.width > 0 && m.channels > 0)
+    return {m.height * m.width * m.channels, true};  // 8-bit images, normalised on the IPU
+  if (m.onnx) {
+    std::uint64_t total = 0;
+    for (const auto& v : m.onnx->inputs) {
+      std::uint64_t n = 1;
+      for (std::size_t i = 1; i < v.dims.size(); ++i) n *= v.dims[i].value_or(1);
+      const bool integer = v.elem_type == static_cast<std::int32_t>(onnx::ElemType::kInt64) ||
+                           v.elem_type == static_cast<std::int32_t>(onnx::ElemType::kInt32);
+      total += n * (integer ? 4 : 2);  // token ids as 32-bit values; other inputs FP16
+    }
+    return {total, false};
+  }
+  return {m.sequence * 4, false};
+}
+
+// Layers after which recomputation may checkpoint: the model's block outputs, its residual
+// adds (a CNN's; none for a chain without them).
+std::vector<std::string> block_outputs(const ModelDef& m) {
+  std::vector<std::string> out;
+  for (const Layer& l : m.layers)
+    if (l.op == graph::Op::kAdd) out.push_back(l.name);
+  return out;
+}
+
+// Splits of the layers into `stages` runs of about equal forward FLOPs: the layers that begin
+// stages 1, 2, ...
+std::vector<std::string> balanced_splits(const ModelDef& m, std::uint32_t stages) {
+  graph::BuildOptions options;
+  options.training = false;
+  const graph::TensorGraph g = graph::build_graph(m, options);
+  std::map<std::string, std::uint64_t> per_layer;
+  std::uint64_t total = 0;
+  for (const auto& n : g.nodes()) {
+    std::vector<const graph::Dims*> in, out;
+    for (const auto t : n.inputs) in.push_back(&g.tensor(t).dims);
+    for (const auto t : n.outputs) out.push_back(&g.tensor(t).dims);
+    const std::uint64_t f = graph::info(n.op).flops(in, out, n.attrs);
+    per_layer[n.layer] += f;
+    total += f;
+  }
+  std::vector<std::string> splits;
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i + 1 < m.layers.size() && splits.size() + 1 < stages; ++i) {
+    sum += per_layer[m.layers[i].name];
+    if (sum * stages >= total * (splits.size() + 1) && i + 1 < m.layers.size())
+      splits.push_back(m.layers[i + 1].name);
+  }
+  return splits;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
+                     const std::string& system_file, const SystemSpec& system,
+                     const std::vector<std::string>& run_overrides,
+                     std::vector<std::string>& reasons) {
+  if (model.family == graph::Family::kTransformer)
+    throw ConfigError(fmt::format(
+        "{}: a transformer model file needs a run config that places its layers on the IPUs "
+        "(run.pipeline_placement): give one with --run (configs/runs/ has examples)",
+        model.file));
+  const std::pair<std::uint64_t, bool> sample = sample_bytes(model);
+  const std::uint64_t input = sample.first;
+  const bool images = sample.second;
+  const std::uint64_t ipus = system.ipus();
+  const auto given = [&](std::string_view key) {
+    return std::any_of(run_overrides.begin(), run_overrides.end(),
+                       [&](const std::string& o) { return o.starts_with(std::string(key) + "="); });
+  };
+  const std::string name = model.name + "-auto";
+  const auto absolute = [](const std::string& f) {
+    return std::filesystem::absolute(f).lexically_normal().string();
+  };
+  const auto text = [&](const Choice& c) {
+    const std::uint64_t replicas = ipus / c.ipus_per_replica;
+    const std::uint64_t per_step = replicas * c.micro_batch;
+    std::uint64_t ga = std::max<std::uint64_t>(1, (kGlobalBatch + per_step - 1) / per_step);
+    if (c.ipus_per_replica > 1) ga = std::max<std::uint64_t>(ga, 2 * c.ipus_per_replica);
+    std::ostringstream y;
+    y << "run:\n";
+    y << fmt::format("  name: \"{}\"\n  model: \"{}\"\n  system: \"{}\"\n", name,
+                     absolute(model_file), absolute(system_file));
+    y << fmt::format("  replicas: {}\n  ipus_per_replica: {}\n", replicas, c.ipus_per_replica);
+    y << fmt::format("  micro_batch: {}\n  gradient_accumulation: {}\n", c.micro_batch, ga);
+    y << fmt::format("  precision: \"16.16\"\n  optimiser: {}\n", images ? "sgd" : "adamw");
+    y << fmt::format("  available_memory_proportion: \"{}\"\n", kAvailableMemory);
+    if (!c.checkpoints.empty())
+      y << fmt::format("  recompute_checkpoints: \"{}\"\n", join(c.checkpoints));
+    if (!c.splits.empty()) y << fmt::format("  pipeline_splits: \"{}\"\n", join(c.splits));
+    y << fmt::format("  input_bytes_per_sample: {}B\n  sample_unit: {}\n", input,
+                     images ? "images" : "sequences");
+    return y.str();
+  };
+  // Where errors and the trace's target.run say the run comes from (a trace name).
+  const std::string origin = "run-chosen-for:" + onnx::sanitise_name(absolute(model_file));
+  const auto load = [&](const Choice& c) {
+    return load_run(config::parse_document(text(c), origin), origin, run_overrides);
+  };
+  // Whether a choice fits: compiled, every tile's memory checked.
+  const auto fits = [&](const Choice& c) {
+    const LoadedRun run = load(c);
+    try {
+      (void)compile(model, run.run, system, nullptr, {.memory = true, .structure = false});
+      return true;
+    } catch (const ModelError&) {
+      return false;
+    }
+  };
+
+  const std::vector<std::string> blocks = block_outputs(model);
+  std::vector<std::uint64_t> batches = kMicroBatches;
+  if (given("run.micro_batch")) batches = {load(Choice{}).run.micro_batch};
+  for (const std::uint32_t p : kPipelines) {
+    if (p > ipus || ipus % p != 0 || p > model.layers.size()) break;
+    if (given("run.ipus_per_replica") && p != load(Choice{}).run.ipus_per_replica) continue;
+    Choice c;
+    c.ipus_per_replica = p;
+    if (p > 1) c.splits = balanced_splits(model, p);
+    if (c.splits.size() + 1 != p) continue;
+    for (const std::uint64_t mb : batches) {
+      c.micro_batch = mb;
+      c.checkpoints.clear();
+      bool ok = given("run.recompute_checkpoints") ? false : fits(c);
+      if (!ok && !blocks.empty() && !given("run.recompute_checkpoints")) {
+        c.checkpoints = blocks;
+        ok = fits(c);
+      }
+      if (given("run.recompute_checkpoints")) ok = fits(c);
+      if (!ok) continue;
+      LoadedRun run = load(c);
+      reasons.push_back(
+          fmt::format("data parallel: {} replica(s) of {} IPU(s) over the system's {} IPUs",
+                      run.run.replicas, p, ipus));
+      reasons.push_back(fmt::format(
+          "micro-batch {}: {}", run.run.micro_batch,
+          given("run.micro_batch") ? "as --set"
+          : mb == batches.front()
+              ? fmt::format("the largest tried ({})", batches.front())
+              : fmt::format("the largest of 32, 16, ... that fits in tile memory ({} did not{})",
+                            mb * 2, blocks.empty() ? "" : ", with or without recomputation")));
+      reasons.push_back(
+          c.checkpoints.empty()
+              ? std::string("no recomputation: the activations fit")
+              : fmt::format("recomputation with a checkpoint at each of the {} block outputs "
+                            "(residual adds): without it the micro-batch does not fit",
+                            c.checkpoints.size()));
+      if (p > 1)
+        reasons.push_back(fmt::format(
+            "a pipeline of {} stages split at {} (forward FLOPs balanced): no micro-batch fits "
+            "one IPU",
+            p, join(c.splits)));
+      reasons.push_back(
+          fmt::format("gradient accumulation {}: a global batch of {} (at least {}{})",
+                      run.run.gradient_accumulation, run.run.samples_per_step(), kGlobalBatch,
+                      p > 1 ? ", and twice the pipeline's stages" : ""));
+      reasons.push_back(fmt::format(
+          "{}, FP16.16, available memory proportion {} (Poplar's default), {} B of host input "
+          "per sample ({})",
+          images ? "SGD with momentum (an image model)" : "AdamW", kAvailableMemory, input,
+          images ? "8-bit images" : "32-bit token ids"));
+      return run;
+    }
+  }
+  throw ModelError(fmt::format(
+      "{}: no run fits: neither one IPU nor a pipeline of up to {} IPUs holds a micro-batch of "
+      "1 (with recomputation where the model has block outputs); the model needs more memory "
+      "than the system's tiles have",
+      model.file, std::min<std::uint64_t>(ipus, kPipelines.back())));
+}
+
+}  // namespace ipusim::compiler

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ONNX front end on real exporter output: the models of tests/data/onnx/torch/, written
+// by torch.onnx.export (Debian's python3-torch 1.13) through tools/export-torch-models.py with
+// their weight bytes stripped, and what torch said of each (exports.yaml: its parameter count
+// and the FLOPs of its convolutions and matrix products in one sample's forward pass, counted
+// on the aten ops torch ran). No torch and no SystemC here.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compile_helpers.hpp"
+#include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/build.hpp"
+#include "ipusim/compiler/graph/primitive.hpp"
+#include "ipusim/config/config.hpp"
+#include "ipusim/util/error.hpp"
+
+namespace ipusim::compiler {
+namespace {
+
+std::string torch_dir() { return std::string(IPUSIM_SOURCE_DIR) + "/tests/data/onnx/torch/"; }
+
+// exports.yaml's entry `key` of `model`.
+std::string recorded(const std::string& model, const std::string& key) {
+  static const config::Document doc = config::load_document(torch_dir() + "exports.yaml");
+  const auto it = doc.values.find(model + "." + key);
+  return it == doc.values.end() ? "" : it->second.text;
+}
+std::uint64_t recorded_count(const std::string& model, const std::string& key) {
+  return std::stoull(recorded(model, key));
+}
+
+// 2 FLOPs per multiply-add of the forward graph's convs and matmuls (their biases apart), for
+// one sample: what torch's count covers.
+std::uint64_t product_flops(const graph::TensorGraph& g) {
+  std::uint64_t total = 0;
+  for (const auto& n : g.nodes()) {
+    if (n.op != graph::Primitive::kConv && n.op != graph::Primitive::kMatmul) continue;
+    std::vector<const graph::Dims*> in, out;
+    for (const auto t : n.inputs) in.push_back(&g.tensor(t).dims);
+    for (const auto t : n.outputs) out.push_back(&g.tensor(t).dims);
+    total += graph::info(n.op).flops(in, out, n.attrs);
+    if (n.op == graph::Primitive::kConv && n.inputs.size() == 3)
+      total -= graph::elements(*out[0]);  // (the bias add)
+  }
+  return total;
+}
+
+class TorchExport : public ::testing::TestWithParam<const char*> {};
+
+// Each imports; its parameters are torch's (an export in eval mode folds each batch norm into
+// the conv before it: then torch's count of the model so fused), and the FLOPs of its convs and
+// matmuls are torch's.
+TEST_P(TorchExport, ImportsWithTorchsParametersAndFlops) {
+  const std::string name = GetParam();
+  ASSERT_FALSE(recorded(name, "file").empty()) << name << " is not in exports.yaml";
+  const ModelDef m = load_model(torch_dir() + recorded(name, "file"));
+  EXPECT_EQ(m.family, graph::Family::kGraph);
+  EXPECT_EQ(parameter_count(m), recorded_count(name, "exported_parameters"));
+  if (recorded(name, "mode") == "training")
+    EXPECT_EQ(parameter_count(m), recorded_count(name, "parameters"));
+  graph::BuildOptions one;
+  one.training = false;
+  EXPECT_EQ(product_flops(graph::build_graph(m, one)), recorded_count(name, "forward_flops"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cnns, TorchExport,
+                         ::testing::Values("resnet50_eval_opset13", "resnet50_train_opset17",
+                                           "resnet50_dynamic_batch", "resnet18_opset11",
+                                           "efficientnet_b0", "efficientnet_b0_train_opset17",
+                                           "mobilenet_v2"));
+
+TEST(TorchExport, ADynamicBatchTakesTheRunsBatchAndAFixedOneIsRebound) {
+  // resnet50_dynamic_batch.onnx has a symbolic batch ("batch"); resnet50_eval_opset13.onnx
+  // was exported with a batch of 1. Either takes the batch it is built for: the same graph.
+  for (const char* file : {"resnet50_dynamic_batch.onnx", "resnet50_eval_opset13.onnx"}) {
+    const ModelDef m = load_model(torch_dir() + file);
+    graph::BuildOptions five;
+    five.batch = 5;
+    five.training = false;
+    const graph::TensorGraph g = graph::build_graph(m, five);
+    const graph::Dims& logits = g.tensor(g.nodes().back().outputs[0]).dims;
+    EXPECT_EQ(logits, (graph::Dims{5, 1000})) << file;
+    graph::BuildOptions single = five;
+    single.batch = 1;
+    EXPECT_EQ(g.flops(true, false), 5 * graph::build_graph(m, single).flops(true, false)) << file;
+  }
+}
+
+TEST(TorchExport, AnLstmIsANamedError) {
+  const std::string e =
+      ipusim::testing::config_error_of([] { load_model(torch_dir() + "lstm_classifier.onnx"); });
+  EXPECT_NE(e.find("node '/lstm/LSTM' (LSTM): op LSTM is a recurrent layer, which ipusim does "
+                   "not model"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TorchExport, Fp32WeightsAreHeldAsTheRunsFloat16AndTheImportSaysSo) {
+  const ModelDef m = load_model(torch_dir() + "mobilenet_v2.onnx");
+  EXPECT_EQ(m.dtype, trace::DType::kHalf);
+  ASSERT_FALSE(m.notes.empty());
+  EXPECT_NE(m.notes.front().find("float32 weights are held as float16"), std::string::npos);
+  const graph::TensorGraph g = graph::build_graph(m);
+  for (const auto& t : g.tensors())
+    if (t.role == graph::Role::kWeight) EXPECT_EQ(t.dtype, trace::DType::kHalf) << t.name;
+}
+
+}  // namespace
+}  // namespace ipusim::compiler
