@@ -108,6 +108,13 @@ class CausalSelfAttention(nn.Module):
         half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1)
         return x * cos + half * sin
 
+    def repeat_kv(self, x):
+        # As Hugging Face's Llama repeats K and V (torch 1.13 exports repeat_interleave on a 4-d
+        # tensor with wrong shapes).
+        b, kv, s, d = x.shape
+        rep = self.heads // kv
+        return x[:, :, None, :, :].expand(b, kv, rep, s, d).reshape(b, kv * rep, s, d)
+
     def forward(self, x):
         b, s, h = x.shape
         q = self.q(x).view(b, s, self.heads, self.d).transpose(1, 2)
@@ -116,8 +123,7 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:
             q, k = self.rope(q), self.rope(k)
         if self.kv_heads != self.heads:  # grouped-query attention: each K/V head serves a group
-            k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
-            v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
+            k, v = self.repeat_kv(k), self.repeat_kv(v)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d)
         mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
         scores = scores.masked_fill(mask, float("-inf"))

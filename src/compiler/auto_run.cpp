@@ -145,12 +145,14 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
     return load_run(config::parse_document(text(c), origin), origin, run_overrides);
   };
   // Whether a choice fits: compiled, every tile's memory checked.
+  std::string last_error;  // why the last choice tried did not fit
   const auto fits = [&](const Choice& c) {
     const LoadedRun run = load(c);
     try {
       (void)compile(model, run.run, system, nullptr, {.memory = true, .structure = false});
       return true;
-    } catch (const ModelError&) {
+    } catch (const ModelError& e) {
+      last_error = e.what();
       return false;
     }
   };
@@ -212,8 +214,8 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
   throw ModelError(fmt::format(
       "{}: no run fits: neither one IPU nor a pipeline of up to {} IPUs holds a micro-batch of "
       "1 (with recomputation where the model has block outputs); the model needs more memory "
-      "than the system's tiles have",
-      model.file, std::min<std::uint64_t>(ipus, kPipelines.back())));
+      "than the system's tiles have. The last tried: {}",
+      model.file, std::min<std::uint64_t>(ipus, kPipelines.back()), last_error));
 }
 
 }  // namespace ipusim::compiler

@@ -32,6 +32,7 @@ std::optional<std::vector<Op>> unary_ops(Primitive op) {
     case P::kSilu:  // x sigmoid(x)
       return std::vector{Op::kSigmoid, Op::kMul};
     case P::kTanh:
+    case P::kErf:  // (costed as tanh: an approximation, said at import)
       return std::vector{Op::kTanh};
     case P::kExp:
       return std::vector{Op::kExp};
@@ -229,6 +230,10 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return binary(out, n, Op::kMul);
     case P::kSub:
       return binary(out, n, Op::kSub);
+    case P::kDiv:
+      return binary(out, n, Op::kDiv);
+    case P::kWhere:  // a mask applied where the computed operand lies, as the add of one
+      return where(out, n);
     case P::kCast:
       return cast(out, n);
     case P::kConv:
@@ -251,18 +256,12 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       b_.scaled_add(out, ready(out, x).layout);
       return;
     case P::kExpand:
-      if (n.backward && g_.node(*n.forward).op == P::kReduceMean) {
-        // An average pool's gradient spread back over its input's positions, where they lie.
-        (void)ready(out, x);
-        return bind(n.outputs[0], Value{layout_of(g_.node(*n.forward).inputs[0]), {}, {}});
-      }
-      // a weight broadcast (a class token): read where it is
-      if (has_value(x) || !is_weight(x)) no_rule(n);
-      return;
+      return expand(out, n);
     case P::kRelu:
       if (norms_) return relu(out, n);
       [[fallthrough]];
     case P::kClip:
+    case P::kErf:
     case P::kGelu:
     case P::kSigmoid:
     case P::kSilu:
@@ -279,7 +278,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       if (!ops) no_rule(n);
       ops->push_back(Op::kMul);
       const Layout saved = ready(out, n.inputs[1]).layout;
-      b_.rearrange(out, saved, slots_[slot(x)].v.layout);
+      bring(out, saved, slots_[slot(x)].v.layout);
       return fuse(out, x, n.outputs[0], *ops);
     }
     case P::kLayerNorm: {  // compiler::layer_norm, the normalisation pending on the output
@@ -324,10 +323,7 @@ void GraphLowering::lower(Steps& out, const Node& n) {
     case P::kTranspose:  // views: the same value
       slot_of_[graph::index(n.outputs[0])] = slot(x);
       return;
-    case P::kErf:
-    case P::kDiv:
     case P::kPow:
-    case P::kWhere:
     case P::kReduceMax:
     case P::kRmsNorm:
     case P::kAvgPool:
@@ -429,7 +425,7 @@ void GraphLowering::softmax_gradient(Steps& out, const Node& n) {
   // (dy, y): y (dy - sum(dy y)), the kept output brought to dy's layout.
   if (n.attrs.axis + 1 != g_.tensor(n.inputs[0]).dims.size()) no_rule(n);
   const Layout y = ready(out, n.inputs[1]).layout;
-  b_.rearrange(out, y, slots_[slot(n.inputs[0])].v.layout);
+  bring(out, y, slots_[slot(n.inputs[0])].v.layout);
   const Op mul = Op::kMul;
   fuse(out, n.inputs[0], n.outputs[0], {&mul, 1});
   const Layout l = ready(out, n.outputs[0]).layout;
@@ -493,11 +489,19 @@ void GraphLowering::slice(Steps& out, const Node& n) {
   // of where the tensor lies (a simplification: they are each sample's first rows).
   const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
   const std::uint32_t last = static_cast<std::uint32_t>(y.size()) - 1;
-  if (y.empty() || std::find(n.attrs.axes.begin(), n.attrs.axes.end(), last) != n.attrs.axes.end())
-    no_rule(n);
+  if (y.empty()) no_rule(n);
+  if (n.attrs.axes == std::vector<std::uint32_t>{last}) {
+    // Channels of each row (half of a head for a rotary embedding): moved into a new tensor
+    // on the linear mapping.
+    const Layout x = viewed_as(ready(out, n.inputs[0]).layout, rows_layout(n.inputs[0]));
+    const Layout to = rows_layout(n.outputs[0]);
+    b_.move_channels(out, x, n.attrs.starts[0], to, 0, y.back());
+    return bind(n.outputs[0], Value{to, {}, {}});
+  }
+  if (std::find(n.attrs.axes.begin(), n.attrs.axes.end(), last) != n.attrs.axes.end()) no_rule(n);
   const Layout x = ready(out, n.inputs[0]).layout;
   const Layout to = rows_layout(n.outputs[0]);
-  b_.rearrange(out, first_rows(x, to.positions), to);
+  bring(out, first_rows(x, to.positions), to);
   bind(n.outputs[0], Value{to, {}, {}});
 }
 
@@ -508,12 +512,38 @@ void GraphLowering::pad(Steps& out, const Node& n) {
   if (!of_slice) no_rule(n);
   const graph::Dims& dy = g_.tensor(n.inputs[0]).dims;
   const Layout x = ready(out, g_.node(*n.forward).inputs[0]).layout;
-  b_.rearrange(out, ready(out, n.inputs[0]).layout, first_rows(x, graph::elements(dy) / dy.back()));
+  bring(out, ready(out, n.inputs[0]).layout, first_rows(x, graph::elements(dy) / dy.back()));
   bind(n.outputs[0], Value{x, {}, {}});
 }
 
 void GraphLowering::concat(Steps& out, const Node& n) {
-  if (!n.backward) return concat_rows(out, n);
+  if (!n.backward) {
+    const graph::Dims& y = g_.tensor(n.outputs[0]).dims;
+    int computed = 0;
+    for (const TensorId t : n.inputs) computed += has_value(t) ? 1 : 0;
+    if (n.attrs.axis + 1 == y.size() && computed == static_cast<int>(n.inputs.size())) {
+      // Along the channels (a rotary embedding's halves): each part's channels moved into
+      // its range of a new tensor on the linear mapping.
+      const Layout joined = rows_layout(n.outputs[0]);
+      std::uint64_t first = 0;
+      for (const TensorId t : n.inputs) {
+        const std::uint64_t width = g_.tensor(t).dims.back();
+        b_.move_channels(out, viewed_as(ready(out, t).layout, rows_layout(t)), 0, joined, first,
+                         width);
+        first += width;
+      }
+      return bind(n.outputs[0], Value{joined, {}, {}});
+    }
+    if (computed > 1) {
+      // Along rows, several computed parts: each moved to its rows of a new tensor.
+      const Layout joined = rows_layout(n.outputs[0]);
+      for (const TensorId t : n.inputs)
+        if (has_value(t))
+          bring(out, ready(out, t).layout, first_rows(joined, rows_layout(t).positions));
+      return bind(n.outputs[0], Value{joined, {}, {}});
+    }
+    return concat_rows(out, n);
+  }
   // The gradient of a split: each part's gradient brought to where its part of the split's
   // input lies (as split() places it), the whole on the input's layout.
   const bool of_split = g_.node(*n.forward).op == P::kSplit;
@@ -521,7 +551,7 @@ void GraphLowering::concat(Steps& out, const Node& n) {
   const Layout whole = ready(out, g_.node(*n.forward).inputs[0]).layout;
   for (const TensorId part : n.inputs) {
     const Layout to = channel_slice(whole, g_.tensor(part).dims.back());
-    b_.rearrange(out, viewed_as(ready(out, part).layout, to), to);
+    bring(out, viewed_as(ready(out, part).layout, to), to);
   }
   bind(n.outputs[0], Value{whole, {}, {}});
 }
@@ -541,7 +571,7 @@ void GraphLowering::concat_rows(Steps& out, const Node& n) {
   if (!part || n.attrs.axis + 1 >= y.size()) no_rule(n);
   fuse(out, *part, n.outputs[0], {});
   Value& v = slots_[slot(n.outputs[0])].v;
-  b_.rearrange(out, v.layout, rows_layout(*part));
+  bring(out, v.layout, rows_layout(*part));
   v.layout = rows_layout(n.outputs[0]);
 }
 
@@ -575,7 +605,7 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
     const bool keep_a = ad.size() == 4 || a_later;
     const TensorId keep = keep_a ? a : c, other = keep_a ? c : a;
     const Layout from = ready(out, other).layout;
-    b_.rearrange(out, from, slots_[slot(keep)].v.layout);
+    bring(out, from, slots_[slot(keep)].v.layout);
     fuse(out, keep, n.outputs[0], {&op, 1});
     return;
   }
@@ -639,8 +669,15 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   const Value& v = ready(out, n.inputs[0]);
   const Layout l = v.layout;
   const std::uint32_t slices = v.slices;
-  // Each channel to one element (a serialised matmul's slices each to their share).
-  if (!spans_channels(v, graph::elements(g_.tensor(y).dims))) no_rule(n);
+  // Each channel to one element (a serialised matmul's slices each to their share); a
+  // gradient laid out otherwise (an attention operand's) is viewed as rows of the bias first.
+  if (!spans_channels(v, graph::elements(g_.tensor(y).dims))) {
+    const graph::Tensor& dy = g_.tensor(n.inputs[0]);
+    const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
+    b_.reduce(out, viewed_as(l, rows_layout(n.inputs[0])), Axis::kPositions, 1, false);
+    (void)dy;
+    return;
+  }
   const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
   for (std::uint32_t i = 0; i < slices; ++i)
     b_.reduce(out, l, Axis::kPositions, 1, /*broadcast=*/false);
@@ -698,9 +735,18 @@ void GraphLowering::max_pool(Steps& out, const Node& n) {
 }
 
 void GraphLowering::reduce_mean(Steps& out, const Node& n) {
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  if (!xd.empty() &&
+      n.attrs.axes == std::vector<std::uint32_t>{static_cast<std::uint32_t>(xd.size() - 1)}) {
+    // Over each row (an RMS norm written out): each row's channels reduced among the tiles
+    // holding them, the result broadcast back to them (as a layer norm's statistics), where
+    // what follows applies it.
+    const Layout l = ready(out, n.inputs[0]).layout;
+    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+    return bind(n.outputs[0], Value{l, {}, {}});
+  }
   // A CNN's global average pool: each channel's positions reduced among the tiles holding
   // them, into a new [samples, channels] tensor on the linear mapping.
-  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
   if (xd.size() != 4 || n.attrs.axes != std::vector<std::uint32_t>{2, 3}) no_rule(n);
   b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
   bind(n.outputs[0], Value{b_.linear(g_.tensor(n.outputs[0]).dtype, xd[0], xd[1]), {}, {}});
@@ -757,7 +803,7 @@ void GraphLowering::cnn_norm_gradient(Steps& out, const Node& n) {
   if (!norms_) no_rule(n);
   Value g = ready(out, n.inputs[0]);
   const graph::Dims& d = g_.tensor(n.inputs[1]).dims;
-  b_.rearrange(out, ready(out, n.inputs[1]).layout, g.layout);
+  bring(out, ready(out, n.inputs[1]).layout, g.layout);
   const trace::DType dt = g_.tensor(n.inputs[2]).dtype;
   if (n.attrs.of == P::kBatchNorm)
     norms_->batch_norm_gradient(out, g, d[1], dt);
@@ -773,7 +819,7 @@ void GraphLowering::cnn_unary_gradient(Steps& out, const Node& n) {
   const P of = n.attrs.of;
   if (of != P::kRelu && of != P::kSilu && of != P::kSigmoid && of != P::kClip) no_rule(n);
   const Layout saved = ready(out, n.inputs[1]).layout;
-  b_.rearrange(out, saved, slots_[slot(n.inputs[0])].v.layout);
+  bring(out, saved, slots_[slot(n.inputs[0])].v.layout);
   if (of == P::kRelu && norms_) {
     fuse(out, n.inputs[0], n.outputs[0], {});
     return norms_->relu_gradient(out, slots_[slot(n.outputs[0])].v);
@@ -791,7 +837,7 @@ void GraphLowering::pool_gradient(Steps& out, const Node& n) {
   // input's positions), then spread over each window there.
   const Layout dy = ready(out, n.inputs[0]).layout;
   const Layout x = ready(out, n.inputs[1]).layout;
-  b_.rearrange(out, dy.positions == x.positions ? dy : x, x);
+  bring(out, dy.positions == x.positions ? dy : x, x);
   const Op mul = Op::kMul;
   b_.elementwise(out, x, {&mul, 1});
   bind(n.outputs[0], Value{x, {}, {}});
@@ -802,7 +848,7 @@ void GraphLowering::resize_gradient(Steps& out, const Node& n) {
   const Node& f = g_.node(*n.forward);
   const Layout dy = ready(out, n.inputs[0]).layout;
   const Layout y = layout_of(f.outputs[0]);
-  b_.rearrange(out, dy, y);
+  bring(out, dy, y);
   const Op sum = Op::kAdd;
   b_.elementwise(out, y, {&sum, 1});
   bind(n.outputs[0], Value{layout_of(f.inputs[0]), {}, {}});
@@ -824,6 +870,52 @@ void GraphLowering::reduce_positions(Steps& out, const Node& n) {
   const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
   b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
   bind(n.outputs[0], Value{b_.linear(g_.tensor(n.outputs[0]).dtype, xd[0], xd[1]), {}, {}});
+}
+
+void GraphLowering::where(Steps& out, const Node& n) {
+  // (condition, a, b) with a mask known before the step (a causal or padding mask) and one
+  // computed operand: applied where that operand lies, as an added mask is (the constants'
+  // and the mask's own layout not charged).
+  std::optional<TensorId> x;
+  for (std::size_t i = 1; i < 3; ++i)
+    if (has_value(n.inputs[i])) {
+      if (x) no_rule(n);
+      x = n.inputs[i];
+    }
+  if (!x || has_value(n.inputs[0])) no_rule(n);
+  const Op add = Op::kAdd;
+  fuse(out, *x, n.outputs[0], {&add, 1});
+}
+
+void GraphLowering::expand(Steps& out, const Node& n) {
+  const TensorId x0 = n.inputs[0];
+  if (n.backward && g_.node(*n.forward).op == P::kReduceMean) {
+    // An average pool's gradient spread back over its input's positions, where they lie.
+    (void)ready(out, x0);
+    return bind(n.outputs[0], Value{layout_of(g_.node(*n.forward).inputs[0]), {}, {}});
+  }
+  if (!has_value(x0)) {  // a weight broadcast (a class token): read where it is
+    if (!is_weight(x0)) no_rule(n);
+    return;
+  }
+  // A computed tensor broadcast to more rows (grouped-query attention's K and V repeated for
+  // each head of a group): a new tensor on the linear mapping, the operand moved to its first
+  // rows and copied into the others where they lie.
+  const Layout x = ready(out, x0).layout;
+  const Layout y = rows_layout(n.outputs[0]);
+  bring(out, x, first_rows(y, rows_layout(n.inputs[0]).positions));
+  b_.copy(out, y);
+  bind(n.outputs[0], Value{y, {}, {}});
+}
+
+void GraphLowering::bring(Steps& out, const Layout& from, const Layout& to) {
+  // The same elements under another view (a head split, a transpose) are read as `to`'s shape.
+  const bool same_shape = from.positions == to.positions && from.channels == to.channels;
+  b_.rearrange(out,
+               same_shape || from.positions * from.channels != to.positions * to.channels
+                   ? from
+                   : viewed_as(from, to),
+               to);
 }
 
 }  // namespace ipusim::compiler

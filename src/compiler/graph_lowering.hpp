@@ -116,6 +116,11 @@ class GraphLowering {
   void reduce_sum(Steps& out, const graph::Node& n);
   void arg_max(Steps& out, const graph::Node& n);
   void cast(Steps& out, const graph::Node& n);
+  void where(Steps& out, const graph::Node& n);
+  // Moves a tensor's value to `to` (IpuBuilder::rearrange), viewing it as `to`'s shape first
+  // when it has the same elements under another view.
+  void bring(Steps& out, const Layout& from, const Layout& to);
+  void expand(Steps& out, const graph::Node& n);
   // A CNN's: a conv, the norms, ReLU, a residual add or per-channel scale, pooling, channel
   // concat and upsampling.
   void conv_forward(Steps& out, const graph::Node& n);

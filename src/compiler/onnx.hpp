@@ -94,7 +94,8 @@ struct GraphOptions {
 struct GraphLayer {
   std::string name;
   std::string op_type;
-  graph::Primitive first = graph::Primitive::kCount;  // its first graph node's op
+  graph::Primitive first = graph::Primitive::kCount;  // its first graph node's op (not a view)
+  bool residual = false;  // that node adds two computed tensors (not a weight: a bias)
 };
 
 // What an import found, for its summary.

@@ -134,6 +134,15 @@ std::string dims_text(const std::vector<std::int64_t>& d) {
   return "[" + s + "]";
 }
 
+// A value held as a double as an integer (clamped: a huge or NaN index is no crash).
+std::int64_t to_int(double x) {
+  constexpr double kLimit = 9.2e18;
+  if (std::isnan(x)) return 0;
+  if (x >= kLimit) return std::numeric_limits<std::int64_t>::max();
+  if (x <= -kLimit) return std::numeric_limits<std::int64_t>::min();
+  return static_cast<std::int64_t>(x);
+}
+
 // The largest dimension a constant shape may give (as the reader allows an initializer's).
 constexpr std::int64_t kMaxDimension = std::int64_t{1} << 32;
 
@@ -157,6 +166,11 @@ struct Value {
   std::optional<std::vector<double>> values;  // known values (shape arithmetic, scalars)
   std::string source;                         // the initializer whose data it is a view of
   bool integer = false;
+  // Computed from the graph's integer inputs alone (token ids, a padding mask from them): fed
+  // from the host as an input when a computed tensor reads it, as Graphcore's BERT feeds its
+  // mask. `input` names the graph input when it is one.
+  bool host = false;
+  std::string input;
   bool is_tensor() const { return tensor.has_value(); }
 };
 
@@ -253,7 +267,9 @@ class GraphImporter {
                           "shapes and initializers, not from the data)",
                           what, i + 1));
     std::vector<std::int64_t> out;
-    for (const double x : *v.values) out.push_back(static_cast<std::int64_t>(x));
+    // (Values are held as doubles: exact below 2^53; INT64_MAX and MIN, a slice's "to the
+    // end", come back as themselves.)
+    for (const double x : *v.values) out.push_back(to_int(x));
     return out;
   }
   double scalar(const Node& n, std::size_t i, double fallback) const {
@@ -288,6 +304,15 @@ class GraphImporter {
     if (v.is_tensor()) return *v.tensor;
     const Dims d = to_dims(n, v.dims);
     const trace::DType dt = v.integer ? trace::DType::kInt : o_.dtype;
+    if (v.host) {
+      const std::string& name = n.inputs[i];
+      if (const auto it = host_.find(name); it != host_.end()) return it->second;
+      const std::string tensor_name =
+          v.input.empty() ? fmt::format("{}.host{}", current_, constants_++) : v.input;
+      const TensorId t = out_.input(sanitise_name(tensor_name), d, dt, Role::kInput);
+      host_.emplace(name, t);
+      return t;
+    }
     if (!v.source.empty() && !v.integer && graph::elements(d) > 1) {
       const auto key = std::make_pair(v.source, d);
       const auto it = weights_.find(key);
@@ -363,9 +388,14 @@ class GraphImporter {
         val.tensor =
             out_.add(P::kMul, {x, out_.input("1/std", {d[1], 1, 1}, o_.dtype, Role::kConstant)});
         if (report_) report_->images = {d[1], d[2], d[3]};
+      } else if (!floating(v.elem_type)) {
+        // Token ids and the like: what the graph computes from them alone is the host's.
+        val.integer = true;
+        val.host = true;
+        val.input = v.name;
+        for (const auto x : d) val.dims.push_back(static_cast<std::int64_t>(x));
       } else {
-        val.tensor = out_.input(sanitise_name(v.name), d,
-                                floating(v.elem_type) ? o_.dtype : trace::DType::kInt);
+        val.tensor = out_.input(sanitise_name(v.name), d, o_.dtype);
       }
       values_[v.name] = val;
     }
@@ -379,9 +409,14 @@ class GraphImporter {
     if (const auto it = kRefused.find(n.op_type); it != kRefused.end())
       fail(n, fmt::format("op {} is {}, which ipusim does not model", n.op_type, it->second));
     if (n.outputs.empty()) fail(n, "a node without an output");
-    const bool computed = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const auto& name) {
-      return !name.empty() && value(n, name).is_tensor();
-    });
+    // Computed: it reads a computed tensor, or host data with weights (an embedding lookup).
+    const auto reads = [&](auto pred) {
+      return std::any_of(n.inputs.begin(), n.inputs.end(),
+                         [&](const auto& name) { return !name.empty() && pred(value(n, name)); });
+    };
+    const bool computed = reads([](const Value& v) { return v.is_tensor(); }) ||
+                          (reads([](const Value& v) { return v.host; }) &&
+                           reads([](const Value& v) { return !v.source.empty(); }));
     // Constants fold, and so does the shape of a computed tensor (known at import).
     if (!computed || n.op_type == "Shape" || n.op_type == "Size") return fold(n);
     current_ = layer_name(n);
@@ -390,15 +425,21 @@ class GraphImporter {
     lower(n);
     if (out_.nodes().size() > before) {
       // Its op: the first node that is not a view (a 1x1 conv's matmul after its reshape).
-      P main = out_.nodes()[before].op;
+      std::size_t first = before;
       for (std::size_t i = before; i < out_.nodes().size(); ++i) {
         const P op = out_.nodes()[i].op;
         if (op != P::kReshape && op != P::kTranspose) {
-          main = op;
+          first = i;
           break;
         }
       }
-      layers_.push_back({current_, n.op_type, main});
+      const graph::Node& main = out_.nodes()[first];
+      // An add of two computed tensors (a residual), not of a weight (a bias).
+      const bool residual = (main.op == P::kAdd || main.op == P::kSub) &&
+                            std::all_of(main.inputs.begin(), main.inputs.end(), [&](TensorId t) {
+                              return out_.tensor(t).role == Role::kActivation;
+                            });
+      layers_.push_back({current_, n.op_type, main.op, residual});
     }
   }
 
@@ -496,6 +537,7 @@ class GraphImporter {
     Value y;
     y.integer = x.integer;
     y.source = x.source;
+    y.host = x.host;
     if (op == "Identity" || op == "Dropout" || op == "Cast" || op == "CastLike") {
       y = x;
       // torch writes a parameter equal in value to another as an Identity of it: its own
@@ -547,6 +589,7 @@ class GraphImporter {
     Value y;
     y.integer = x.integer;
     y.source = x.source;
+    y.host = x.host;
     if (op == "Concat") {
       const auto d0 = dims(x);
       const std::int64_t axis = normalise_axis(n, n.int_attr("axis", 0), d0.size());
@@ -556,6 +599,7 @@ class GraphImporter {
       for (std::size_t i = 0; i < n.inputs.size(); ++i) {
         const Value& v = in(n, i);
         y.dims[axis] += dims(v)[axis];
+        y.host = y.host || v.host;
         if (v.values && y.values)
           y.values->insert(y.values->end(), v.values->begin(), v.values->end());
         else
@@ -577,7 +621,7 @@ class GraphImporter {
       if (x.values && idx.values && d.size() == 1) {
         y.values = std::vector<double>{};
         for (double i : *idx.values) {
-          auto k = static_cast<std::int64_t>(i);
+          auto k = to_int(i);
           if (k < 0) k += d[0];
           if (k < 0 || k >= d[0] || k >= static_cast<std::int64_t>(x.values->size()))
             fail(n, fmt::format("index {} of {} values", i, d[0]));
@@ -635,10 +679,17 @@ class GraphImporter {
       const auto d = dims(x);
       const std::int64_t axis = normalise_axis(n, n.int_attr("axis", 0), d.size());
       const auto sizes = split_sizes(n, d[axis]);
+      std::size_t from = 0;
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         Value part = y;
         part.dims = d;
         part.dims[axis] = sizes[i];
+        // A vector's parts keep their values (shape arithmetic split into its dimensions).
+        const auto to = from + static_cast<std::size_t>(sizes[i]);
+        if (d.size() == 1 && x.values && to <= x.values->size())
+          part.values = std::vector<double>(x.values->begin() + static_cast<std::ptrdiff_t>(from),
+                                            x.values->begin() + static_cast<std::ptrdiff_t>(to));
+        from = to;
         set(n, i, std::move(part));
       }
       return true;
@@ -681,6 +732,8 @@ class GraphImporter {
         {"Tanh", [](double a) { return std::tanh(a); }},
         {"Erf", [](double a) { return std::erf(a); }},
         {"Relu", [](double a) { return std::max(a, 0.0); }},
+        {"Cos", [](double a) { return std::cos(a); }},
+        {"Sin", [](double a) { return std::sin(a); }},
     };
     const bool comparison = op == "Equal" || op == "Less" || op == "LessOrEqual" ||
                             op == "Greater" || op == "GreaterOrEqual" || op == "And" ||
@@ -696,12 +749,58 @@ class GraphImporter {
       return set(n, 0, elementwise(n, {&in(n, 0), &in(n, 1), &in(n, 2)}, false, [](auto v) {
                    return v[0] != 0 ? v[1] : v[2];
                  }));
+    // Ops of constants whose result has their operand's shape (a causal mask's Trilu): the
+    // shape, its values unknown.
+    if (op == "Trilu" || op == "CumSum" || op == "Sign" || op == "Round" || op == "IsNaN" ||
+        op == "IsInf") {
+      Value y = x;
+      y.values.reset();
+      y.integer = x.integer || op == "IsNaN" || op == "IsInf";
+      return set(n, 0, std::move(y));
+    }
+    if (op == "Einsum") return set(n, 0, einsum(n));
     if (std::find(kLowered.begin(), kLowered.end(), op) == kLowered.end()) unsupported(n);
     // Any other op of constants (a weight computed at load, a reduction of constants): its
     // result's shape is the node's, which only computing it would give; say so.
     fail(n, fmt::format("op {} on constants only is not folded by the importer; export with "
                         "constant folding (do_constant_folding=True)",
                         op));
+  }
+
+  // An Einsum of constants (torch.outer of two ranges: rotary embedding angles): the shape
+  // its equation gives, the values unknown. Each letter takes the size of the first operand
+  // dimension it names; "..." is not read.
+  Value einsum(const Node& n) const {
+    const Attribute* eq = n.attribute("equation");
+    if (!eq || eq->s.find("...") != std::string::npos || eq->s.find("->") == std::string::npos)
+      fail(n, "an Einsum without an explicit equation (\"ij,jk->ik\") is not read");
+    std::string text;
+    for (const char c : eq->s)
+      if (c != ' ') text += c;
+    const std::string lhs = text.substr(0, text.find("->")), rhs = text.substr(text.find("->") + 2);
+    std::map<char, std::int64_t> size;
+    std::size_t operand = 0, axis = 0;
+    Value y;
+    for (const char c : lhs) {
+      if (c == ',') {
+        ++operand;
+        axis = 0;
+        continue;
+      }
+      const auto d = dims(in(n, operand));
+      if (axis >= d.size())
+        fail(n, fmt::format("equation {} for operand {} of rank {}", eq->s, operand, d.size()));
+      size.emplace(c, d[axis++]);
+      y.integer = y.integer || in(n, operand).integer;
+      y.host = y.host || in(n, operand).host;
+    }
+    for (const char c : rhs) {
+      const auto it = size.find(c);
+      if (it == size.end())
+        fail(n, fmt::format("output letter '{}' of {} names no input dimension", c, eq->s));
+      y.dims.push_back(it->second);
+    }
+    return y;
   }
 
   template <typename F>
@@ -713,6 +812,7 @@ class GraphImporter {
     std::vector<std::int64_t> shape;
     for (const Value* v : args) shape = broadcast(n, shape, dims(*v));
     y.dims = shape;
+    y.host = std::any_of(args.begin(), args.end(), [](const Value* v) { return v->host; });
     const bool known =
         std::all_of(args.begin(), args.end(), [](const Value* v) { return v->values.has_value(); });
     const std::int64_t count = product(shape);
@@ -721,7 +821,9 @@ class GraphImporter {
       for (std::int64_t i = 0; i < count; ++i) {
         std::vector<double> at;
         for (const Value* v : args) at.push_back(broadcast_at(*v->values, dims(*v), shape, i));
-        out[static_cast<std::size_t>(i)] = f(at);
+        double r = f(at);
+        if (y.integer) r = std::trunc(r);  // integer arithmetic truncates (ONNX's Div)
+        out[static_cast<std::size_t>(i)] = r;
       }
       y.values = std::move(out);
     } else {
@@ -916,7 +1018,15 @@ class GraphImporter {
     }
     if (op == "Tanh") return unary(n, P::kTanh);
     if (op == "Exp") return unary(n, P::kExp);
-    if (op == "Erf") return unary(n, P::kErf);
+    if (op == "Erf") {
+      if (report_ && !erf_said_) {
+        report_->approximations.push_back(
+            "Erf (the exact GELU) is costed as one transcendental elementwise op, as a tanh "
+            "(popops has no erf vertex: an approximation)");
+        erf_said_ = true;
+      }
+      return unary(n, P::kErf);
+    }
     if (op == "Sqrt") return unary(n, P::kSqrt);
     if (op == "Neg") return unary(n, P::kNeg);
     if (op == "Gelu") return unary(n, P::kGelu);
@@ -1122,9 +1232,11 @@ class GraphImporter {
     if (op == "Pow") {
       const double e = scalar(n, 1, std::numeric_limits<double>::quiet_NaN());
       if (e == 0.5) return set_tensor(n, add(n, P::kSqrt, {tensor(n, 0)}));
-      if (e == 2) {
+      if (e == 2 || e == 3) {  // x * x (* x): the tanh form of GELU's cube
         const TensorId x = tensor(n, 0);
-        return set_tensor(n, add(n, P::kMul, {x, x}));
+        TensorId y = add(n, P::kMul, {x, x});
+        if (e == 3) y = add(n, P::kMul, {y, x});
+        return set_tensor(n, y);
       }
     }
     const P p = op == "Add"   ? P::kAdd
@@ -1206,7 +1318,7 @@ class GraphImporter {
     const auto d = dims(table);
     if (idx.values->size() != 1)
       fail(n, "a gather of more than one position of a computed tensor is not modelled");
-    auto k = static_cast<std::int64_t>(idx.values->front());
+    auto k = to_int(idx.values->front());
     if (k < 0) k += d[axis];
     Attrs a;
     a.axes = {static_cast<std::uint32_t>(axis)};
@@ -1253,7 +1365,39 @@ class GraphImporter {
   }
 
   // ---- the end of the graph -------------------------------------------------------------
+  // An embedding table [V, h] and a matmul weight of its shape transposed, V > h: an LM head
+  // that may be tied to the embedding. torch folds a tied head's transpose into a copy, which
+  // the graph cannot tell from an untied head without the weights' data: counted twice, and
+  // said.
+  void note_possible_tie() {
+    if (!report_) return;
+    std::set<std::uint32_t> tables;
+    for (const auto& node : out_.nodes())
+      if (node.op == P::kGather && out_.tensor(node.inputs[0]).role == Role::kWeight)
+        tables.insert(graph::index(node.inputs[0]));
+    for (const auto& node : out_.nodes()) {
+      if (node.op != P::kMatmul || out_.tensor(node.inputs[1]).role != Role::kWeight) continue;
+      Dims w = out_.tensor(node.inputs[1]).dims;
+      if (w.size() != 2) continue;
+      if (node.attrs.transpose_b) std::swap(w[0], w[1]);  // as read: [h, V]
+      for (const std::uint32_t t : tables) {
+        const Dims& table = out_.tensors()[t].dims;
+        if (table.size() == 2 && table[0] == w[1] && table[1] == w[0] && table[0] > table[1] &&
+            graph::index(node.inputs[1]) != t) {
+          report_->approximations.push_back(fmt::format(
+              "weight '{}' {} is the embedding table '{}' {} transposed: if the LM head is tied "
+              "to the embedding (torch folds the tie into a copy), its {} parameters are "
+              "counted twice",
+              out_.tensor(node.inputs[1]).name, graph::to_string(out_.tensor(node.inputs[1]).dims),
+              out_.tensors()[t].name, graph::to_string(table), graph::elements(table)));
+          return;
+        }
+      }
+    }
+  }
+
   void finish() {
+    note_possible_tie();
     if (g_.outputs.empty()) throw ConfigError(fmt::format("{}: the graph has no outputs", g_.file));
     const auto it = values_.find(g_.outputs[0].name);
     if (it == values_.end() || !it->second.is_tensor())
@@ -1296,9 +1440,11 @@ class GraphImporter {
   TensorGraph out_;
   std::map<std::string, Value> values_;
   std::map<std::pair<std::string, Dims>, TensorId> weights_;
-  std::set<std::string> silu_;  // Sigmoid outputs read only as x * sigmoid(x): SiLU
+  std::map<std::string, TensorId> host_;  // host values read by computed tensors, by name
+  std::set<std::string> silu_;            // Sigmoid outputs read only as x * sigmoid(x): SiLU
   std::map<std::string, std::vector<const Node*>> consumers_;  // each value's reading nodes
   std::optional<std::uint64_t> exported_batch_;
+  bool erf_said_ = false;
   std::string current_;
   std::uint64_t constants_ = 0;
   std::set<std::string> layer_names_;

@@ -684,6 +684,7 @@ std::optional<ModelDef> import_graph_model(const std::string& file) {
     Layer layer;
     layer.name = l.name;
     layer.op = layer_op(l.first);
+    if (layer.op == graph::Op::kAdd && !l.residual) layer.op = graph::Op::kNode;  // a bias
     layer.at = fmt::format("{}: node '{}' ({})", file, l.name, l.op_type);
     m.layers.push_back(std::move(layer));
   }

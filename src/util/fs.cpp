@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -441,6 +442,31 @@ std::string read_input_file(const std::string& path, std::size_t max_bytes,
     if (text.size() > max_bytes) throw Error(larger_than(path, what, max_bytes));
   }
   return text;
+}
+
+MappedInput::MappedInput(const std::string& path, std::size_t max_bytes, const std::string& what) {
+  const struct stat st = input_status(path, what);
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+    text_ = read_input_file(path, max_bytes, what);
+    return;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw Error(larger_than(path, what, max_bytes));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open {}: {}", path, what, std::strerror(errno)));
+  const auto size = static_cast<std::size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) {  // (a file system without mmap: read it whole)
+    text_ = read_input_file(path, max_bytes, what);
+    return;
+  }
+  map_ = map;
+  size_ = size;
+}
+
+MappedInput::~MappedInput() {
+  if (map_) ::munmap(map_, size_);
 }
 
 }  // namespace ipusim

@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ipusim {
@@ -105,6 +106,26 @@ std::optional<std::string> read_if_fifo(const std::string& path, std::size_t max
 // (exit status 3) naming the path.
 std::string read_input_file(const std::string& path, std::size_t max_bytes,
                             const std::string& what);
+
+// An input file's bytes as read_input_file gives them (same checks and cap), mapped into memory
+// where it is a regular file: pages a reader skips (an ONNX model's weights) are never read
+// from disk, so memory follows what is read, not the file's size. Other inputs (a FIFO) are
+// read whole.
+class MappedInput {
+ public:
+  MappedInput(const std::string& path, std::size_t max_bytes, const std::string& what);
+  ~MappedInput();
+  MappedInput(const MappedInput&) = delete;
+  MappedInput& operator=(const MappedInput&) = delete;
+  std::string_view bytes() const {
+    return map_ ? std::string_view(static_cast<const char*>(map_), size_) : std::string_view(text_);
+  }
+
+ private:
+  void* map_ = nullptr;
+  std::size_t size_ = 0;
+  std::string text_;
+};
 
 // Checks that `path` can be read as an input that is streamed rather than read whole (a
 // trace): a regular file or a FIFO; throws Error as read_input_file does otherwise.

@@ -3,8 +3,9 @@
 // frameworks and Poplar use (conv, matmul, elementwise, reductions, softmax, norms, gather,
 // data movement, pooling, losses) over tensors of any rank. Nodes and tensors are held by
 // index; each node's output shapes come from its op's shape rule (graph/primitive.hpp) when it
-// is added, so a graph that exists is shaped. Both model-file front ends build one
-// (build_graph); autodiff adds the backward pass to it; parameters and FLOPs are sums over it.
+// is added, so a graph that exists is shaped. The model-file front ends and the ONNX front end
+// (onnx_graph.cpp) build one (build_graph); autodiff adds the backward pass to it; parameters
+// and FLOPs are sums over it.
 // No SystemC, no chip.
 #pragma once
 
