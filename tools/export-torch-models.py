@@ -57,9 +57,14 @@ class FlopCounter(TorchDispatchMode):
 
 
 def forward_flops(model, args):
+    # In training mode: in eval mode torch runs nn.TransformerEncoderLayer and
+    # nn.MultiheadAttention through fused kernels whose products no aten op shows.
+    mode = model.training
+    model.train()
     counter = FlopCounter()
     with torch.no_grad(), counter:
         model(*args)
+    model.train(mode)
     return counter.flops
 
 
@@ -216,6 +221,19 @@ class LstmClassifier(nn.Module):
         return self.fc(self.lstm(x)[0][:, -1])
 
 
+class GridSampler(nn.Module):
+    """A conv, then its output resampled at computed positions (a spatial transformer's
+    GridSample): an op ipusim refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.offsets = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x):
+        grid = torch.tanh(self.offsets(x)).permute(0, 2, 3, 1)  # positions in [-1, 1]
+        return nn.functional.grid_sample(self.conv(x), grid, align_corners=False)
+
+
 # ---- the exports -------------------------------------------------------------------------------
 def images(batch=1):
     return (torch.randn(batch, 3, 224, 224),)
@@ -240,6 +258,7 @@ MODELS = {
     "gpt2_small_decoder": (Gpt2, lambda: tokens(1024, 50257), 17, False, False),
     "llama_small": (Llama, lambda: tokens(512, 32000), 17, False, False),
     "lstm_classifier": (LstmClassifier, lambda: (torch.randn(1, 32, 64),), 13, False, False),
+    "grid_sample": (GridSampler, lambda: (torch.randn(1, 3, 32, 32),), 16, False, False),
 }
 
 
@@ -284,6 +303,7 @@ def export(name, out):
     args = inputs()
     params = sum(p.numel() for p in model.parameters())  # shared parameters once
     model.eval()
+    torch.manual_seed(0)
     flops = forward_flops(model, args)
     # An export in eval mode folds each batch norm into the conv before it (torch's own fusion,
     # torch.fx.experimental.optimization.fuse): the parameters the exported graph has.

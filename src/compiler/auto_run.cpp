@@ -4,8 +4,8 @@
 // IPU of the system (replication, one IPU per replica); the largest micro-batch of 32, 16, ...,
 // 1 that fits in tile memory (found by compiling, as a user finds it by running out of
 // memory), recomputing at the model's block outputs (residual adds) when that lets a larger
-// micro-batch fit; and only when no micro-batch fits one IPU, a pipeline of 2, 4 or 8 stages
-// split where the forward FLOPs are balanced. The rest are the public examples' defaults:
+// micro-batch fit; and only when no micro-batch fits one IPU, a pipeline of 2, 4, 8 or 16
+// stages split where the forward FLOPs are balanced. The rest are the public examples' defaults:
 // FP16.16, Poplar's available memory proportion 0.6, gradient accumulation to a global batch
 // of at least 1,024 samples, SGD with momentum for image models and AdamW otherwise, 8-bit
 // images and 32-bit token ids from the host.
@@ -20,6 +20,7 @@
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/config/config.hpp"
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
 #include "onnx.hpp"
 
@@ -29,7 +30,7 @@ namespace {
 constexpr std::uint64_t kGlobalBatch = 1024;  // at least, by gradient accumulation
 constexpr double kAvailableMemory = 0.6;      // Poplar's availableMemoryProportion default
 const std::vector<std::uint64_t> kMicroBatches = {32, 16, 8, 4, 2, 1};
-const std::vector<std::uint32_t> kPipelines = {1, 2, 4, 8};
+const std::vector<std::uint32_t> kPipelines = {1, 2, 4, 8, 16};
 
 struct Choice {
   std::uint32_t ipus_per_replica = 1;
@@ -96,6 +97,37 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
+// One line per choice of `run` (choose_run's reasons).
+void explain(const RunConfig& run, const Choice& c, std::uint64_t ipus,
+             const std::string& why_batch, std::pair<std::uint64_t, bool> sample,
+             std::vector<std::string>& reasons) {
+  const std::uint32_t p = c.ipus_per_replica;
+  const bool images = sample.second;
+  reasons.push_back(
+      fmt::format("data parallel: {} replica(s) of {} IPU(s) over the system's {} IPUs",
+                  run.replicas, p, ipus));
+  reasons.push_back(fmt::format("micro-batch {}: {}", run.micro_batch, why_batch));
+  reasons.push_back(c.checkpoints.empty()
+                        ? std::string("no recomputation: the activations fit")
+                        : fmt::format("recomputation with a checkpoint at each of the {} block "
+                                      "outputs (residual adds): without it the micro-batch does "
+                                      "not fit",
+                                      c.checkpoints.size()));
+  if (p > 1)
+    reasons.push_back(fmt::format(
+        "a pipeline of {} stages split at {} (forward FLOPs balanced): no micro-batch fits one "
+        "IPU",
+        p, join(c.splits)));
+  reasons.push_back(fmt::format("gradient accumulation {}: a global batch of {} (at least {}{})",
+                                run.gradient_accumulation, run.samples_per_step(), kGlobalBatch,
+                                p > 1 ? ", and twice the pipeline's stages" : ""));
+  reasons.push_back(fmt::format(
+      "{}, FP16.16, available memory proportion {} (Poplar's default), {} B of host input per "
+      "sample ({})",
+      images ? "SGD with momentum (an image model)" : "AdamW", kAvailableMemory, sample.first,
+      images ? "8-bit images" : "32-bit token ids"));
+}
+
 }  // namespace
 
 LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
@@ -145,14 +177,22 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
     return load_run(config::parse_document(text(c), origin), origin, run_overrides);
   };
   // Whether a choice fits: compiled, every tile's memory checked.
-  std::string last_error;  // why the last choice tried did not fit
+  std::string last_error;    // why the last choice tried did not fit
+  bool fixed_batch = false;  // a larger micro-batch did not build (a graph's fixed batch)
+  // A graph exported with a fixed batch may build at its own batch only: a shape error at a
+  // larger micro-batch is a choice that does not fit (the error of the smallest is raised).
   const auto fits = [&](const Choice& c) {
     const LoadedRun run = load(c);
     try {
       (void)compile(model, run.run, system, nullptr, {.memory = true, .structure = false});
       return true;
-    } catch (const ModelError& e) {
+    } catch (const cost::TileMemoryError& e) {  // (not another ModelError: those are raised)
       last_error = e.what();
+      return false;
+    } catch (const ConfigError& e) {
+      if (c.micro_batch == 1) throw;
+      last_error = e.what();
+      fixed_batch = true;
       return false;
     }
   };
@@ -178,36 +218,16 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
       if (given("run.recompute_checkpoints")) ok = fits(c);
       if (!ok) continue;
       LoadedRun run = load(c);
-      reasons.push_back(
-          fmt::format("data parallel: {} replica(s) of {} IPU(s) over the system's {} IPUs",
-                      run.run.replicas, p, ipus));
-      reasons.push_back(fmt::format(
-          "micro-batch {}: {}", run.run.micro_batch,
+      const std::string why_batch =
           given("run.micro_batch") ? "as --set"
+          : fixed_batch            ? std::string(
+                                         "larger ones do not build: the graph keeps its exported batch in "
+                                                    "constant shapes (export it with a dynamic batch)")
           : mb == batches.front()
               ? fmt::format("the largest tried ({})", batches.front())
               : fmt::format("the largest of 32, 16, ... that fits in tile memory ({} did not{})",
-                            mb * 2, blocks.empty() ? "" : ", with or without recomputation")));
-      reasons.push_back(
-          c.checkpoints.empty()
-              ? std::string("no recomputation: the activations fit")
-              : fmt::format("recomputation with a checkpoint at each of the {} block outputs "
-                            "(residual adds): without it the micro-batch does not fit",
-                            c.checkpoints.size()));
-      if (p > 1)
-        reasons.push_back(fmt::format(
-            "a pipeline of {} stages split at {} (forward FLOPs balanced): no micro-batch fits "
-            "one IPU",
-            p, join(c.splits)));
-      reasons.push_back(
-          fmt::format("gradient accumulation {}: a global batch of {} (at least {}{})",
-                      run.run.gradient_accumulation, run.run.samples_per_step(), kGlobalBatch,
-                      p > 1 ? ", and twice the pipeline's stages" : ""));
-      reasons.push_back(fmt::format(
-          "{}, FP16.16, available memory proportion {} (Poplar's default), {} B of host input "
-          "per sample ({})",
-          images ? "SGD with momentum (an image model)" : "AdamW", kAvailableMemory, input,
-          images ? "8-bit images" : "32-bit token ids"));
+                            mb * 2, blocks.empty() ? "" : ", with or without recomputation");
+      explain(run.run, c, ipus, why_batch, sample, reasons);
       return run;
     }
   }

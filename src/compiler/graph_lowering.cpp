@@ -511,7 +511,16 @@ void GraphLowering::pad(Steps& out, const Node& n) {
   const bool of_slice = n.backward && g_.node(*n.forward).op == P::kSlice;
   if (!of_slice) no_rule(n);
   const graph::Dims& dy = g_.tensor(n.inputs[0]).dims;
-  const Layout x = ready(out, g_.node(*n.forward).inputs[0]).layout;
+  const Node& f = g_.node(*n.forward);
+  const TensorId sliced = f.inputs[0];
+  if (f.attrs.axes == std::vector<std::uint32_t>{static_cast<std::uint32_t>(dy.size() - 1)}) {
+    // Of a slice of channels (Q, K or V of a fused projection): moved back to its channels.
+    const Layout x = viewed_as(ready(out, sliced).layout, rows_layout(sliced));
+    b_.move_channels(out, viewed_as(ready(out, n.inputs[0]).layout, rows_layout(n.inputs[0])), 0, x,
+                     f.attrs.starts[0], dy.back());
+    return bind(n.outputs[0], Value{x, {}, {}});
+  }
+  const Layout x = ready(out, sliced).layout;
   bring(out, ready(out, n.inputs[0]).layout, first_rows(x, graph::elements(dy) / dy.back()));
   bind(n.outputs[0], Value{x, {}, {}});
 }
@@ -661,6 +670,22 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   if (updates_table_[graph::index(y)] && !weight_gradient_[graph::index(y)]) {
     slot_of_[graph::index(y)] = slot(n.inputs[0]);
     return;
+  }
+  // The gradient of a per-row factor (an RMS norm's scale, broadcast over each row): each
+  // row's channels reduced among the tiles holding them, the result where they are.
+  const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
+  if (!weight_gradient_[graph::index(y)] && !xd.empty() &&
+      n.attrs.axes == std::vector<std::uint32_t>{static_cast<std::uint32_t>(xd.size() - 1)}) {
+    const Layout l = ready(out, n.inputs[0]).layout;
+    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+    return bind(y, Value{l, {}, {}});
+  }
+  // The gradient of a broadcast operand (grouped-query attention's K and V, expanded): the
+  // repeats summed over the rows of each, into a new tensor on the linear mapping.
+  if (!weight_gradient_[graph::index(y)] && !xd.empty() &&
+      std::find(n.attrs.axes.begin(), n.attrs.axes.end(), xd.size() - 1) == n.attrs.axes.end()) {
+    b_.reduce(out, ready(out, n.inputs[0]).layout, Axis::kPositions, 1, /*broadcast=*/false);
+    return bind(y, Value{rows_layout(y), {}, {}});
   }
   // A bias's (a class token's) gradient: the output gradient summed over the rows, each
   // channel to one element (PopART's ReduceSum of the Add's gradient), in the weight-gradient

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "ipusim/cost/codelet_models.hpp"
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/units.hpp"
 
@@ -370,7 +371,7 @@ const IpuBuilder::Planned& IpuBuilder::planned(const plan::ConvArgs& args) {
     if (current_.pass != trace::Pass::kNone)
       whose += fmt::format("{}{} pass", whose.empty() ? "" : ", ",
                            trace::kPassNames[static_cast<std::size_t>(current_.pass)]);
-    throw ModelError(fmt::format(
+    throw cost::TileMemoryError(fmt::format(
         "{}{} ({}): {}; what makes it fit: fewer samples per micro-batch (run.micro_batch), or "
         "a chip with more memory per tile (chip.tile_memory) or more tiles (chip.tiles)",
         whose.empty() ? "" : whose + ": ", shape, plan::conv_name(a), e.what()));

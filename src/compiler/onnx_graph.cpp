@@ -346,8 +346,17 @@ class GraphImporter {
     try {
       return out_.add_node(op, std::move(ins), std::move(a));
     } catch (const ConfigError& e) {
-      fail(n, e.what());
+      fail(n, e.what() + batch_hint());
     }
+  }
+  // For a shape error of a graph exported with another batch than the run's: why, likely.
+  std::string batch_hint() const {
+    if (!exported_batch_ || *exported_batch_ == o_.batch) return "";
+    return fmt::format(
+        " (the graph was exported with a fixed batch of {}, which its constant shapes keep; "
+        "this run's batch is {}: export with a dynamic batch, torch.onnx.export(..., "
+        "dynamic_axes={{'input': {{0: 'batch'}}}}), or run it with micro-batch {})",
+        *exported_batch_, o_.batch, *exported_batch_);
   }
   TensorId add(const Node& n, P op, std::vector<TensorId> ins, Attrs a = {}) {
     return add_all(n, op, std::move(ins), std::move(a)).front();
@@ -530,14 +539,20 @@ class GraphImporter {
     }
     return false;
   }
-  // A view of one constant: its shape changed, its values kept.
-  bool fold_view(const Node& n) {
-    const std::string& op = n.op_type;
-    const Value& x = in(n, 0);
+  // A constant made from `x`: its kind (integer, host data, the weight it views), no shape or
+  // values yet.
+  static Value derived(const Value& x) {
     Value y;
     y.integer = x.integer;
     y.source = x.source;
     y.host = x.host;
+    return y;
+  }
+  // A view of one constant: its shape changed, its values kept.
+  bool fold_view(const Node& n) {
+    const std::string& op = n.op_type;
+    const Value& x = in(n, 0);
+    Value y = derived(x);
     if (op == "Identity" || op == "Dropout" || op == "Cast" || op == "CastLike") {
       y = x;
       // torch writes a parameter equal in value to another as an Identity of it: its own
@@ -586,10 +601,7 @@ class GraphImporter {
   bool fold_data(const Node& n) {
     const std::string& op = n.op_type;
     const Value& x = in(n, 0);
-    Value y;
-    y.integer = x.integer;
-    y.source = x.source;
-    y.host = x.host;
+    Value y = derived(x);
     if (op == "Concat") {
       const auto d0 = dims(x);
       const std::int64_t axis = normalise_axis(n, n.int_attr("axis", 0), d0.size());
@@ -909,8 +921,8 @@ class GraphImporter {
         fail(n, fmt::format("cannot reshape {} elements to {}", total, dims_text(shape)));
       shape[*rest] = total / known;
     } else if (known != total) {
-      fail(n, fmt::format("cannot reshape {} ({} elements) to {}", dims_text(in), total,
-                          dims_text(shape)));
+      fail(n, fmt::format("cannot reshape {} ({} elements) to {}{}", dims_text(in), total,
+                          dims_text(shape), batch_hint()));
     }
     return shape;
   }

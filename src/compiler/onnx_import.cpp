@@ -656,6 +656,19 @@ graph::Op layer_op(graph::Primitive p) {
     case P::kSlice:
     case P::kExpand:
       return Op::kView;
+    case P::kGelu:
+    case P::kTanh:
+    case P::kExp:
+    case P::kErf:
+    case P::kSqrt:
+    case P::kRsqrt:
+    case P::kNeg:
+    case P::kCast:
+    case P::kDropout:
+    case P::kDiv:
+    case P::kPow:
+    case P::kWhere:
+      return Op::kElementwise;
     default:
       return Op::kNode;
   }
@@ -665,7 +678,13 @@ graph::Op layer_op(graph::Primitive p) {
 
 std::optional<ModelDef> import_graph_model(const std::string& file) {
   auto g = std::make_shared<onnx::Graph>(onnx::read_model(file));
-  if (Importer(*g, /*check=*/false).transformer()) return std::nullopt;
+  if (Importer(*g, /*check=*/false).transformer()) {
+    try {
+      (void)Importer(*g).import();
+      return std::nullopt;
+    } catch (const ConfigError&) {
+    }
+  }
   ModelDef m;
   m.file = file;
   m.family = graph::Family::kGraph;
@@ -684,7 +703,7 @@ std::optional<ModelDef> import_graph_model(const std::string& file) {
     Layer layer;
     layer.name = l.name;
     layer.op = layer_op(l.first);
-    if (layer.op == graph::Op::kAdd && !l.residual) layer.op = graph::Op::kNode;  // a bias
+    if (layer.op == graph::Op::kAdd && !l.residual) layer.op = graph::Op::kElementwise;  // a bias
     layer.at = fmt::format("{}: node '{}' ({})", file, l.name, l.op_type);
     m.layers.push_back(std::move(layer));
   }

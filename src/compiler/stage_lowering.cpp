@@ -423,18 +423,22 @@ class IpuLowering {
   // weight gradients from the last back.
   void plan_ahead() {
     const std::set<std::string> mine = names();
-    std::vector<plan::ConvArgs> convs;
+    // Each conv, and whether its input takes a gradient (the first conv's, of the images,
+    // does not: its data gradient is never planned, so neither is it planned ahead, whose
+    // plan would be kept or not as the threads' timing has it).
+    std::vector<std::pair<plan::ConvArgs, bool>> convs;
     for (const graph::Node& n : r_.graph.nodes())
       if (!n.backward && n.op == graph::Primitive::kConv && mine.contains(n.layer) &&
           !cuts_patches(r_.graph, n))
         if (const auto a = planned_args(r_.graph, n)) {
           b_.plan_ahead(*a);
-          convs.push_back(*a);
+          const auto x = graph::index(n.inputs[0]);
+          convs.emplace_back(*a, x < r_.gradients.size() && r_.gradients[x].has_value());
         }
     if (r_.run.inference) return;
     for (auto it = convs.rbegin(); it != convs.rend(); ++it) {
-      b_.plan_ahead(IpuBuilder::data_gradient_args(*it), false, true);
-      b_.plan_ahead(IpuBuilder::weight_gradient_args(*it), true, false);
+      if (it->second) b_.plan_ahead(IpuBuilder::data_gradient_args(it->first), false, true);
+      b_.plan_ahead(IpuBuilder::weight_gradient_args(it->first), true, false);
     }
   }
 

@@ -48,8 +48,9 @@ TEST(GraphOps, EveryCnnOpIsFoundByItsModelFileNameAndNothingElseIs) {
   EXPECT_EQ(op_names().size(), cnn);
   EXPECT_EQ(cnn, 15u);  // conv, dwconv, batchnorm, groupnorm, relu, swish, sigmoid, maxpool,
                         // add, scale, concat, avgpool, upsample, fc, softmax_loss
-  // embedding, attention, FFN, final norm, heads; an imported graph's views and other nodes
-  EXPECT_EQ(kOpCount - cnn, 7u);
+  // embedding, attention, FFN, final norm, heads; an imported graph's views, elementwise ops
+  // and other nodes
+  EXPECT_EQ(kOpCount - cnn, 8u);
   EXPECT_TRUE(info(Op::kAttention).numbered && info(Op::kFfn).numbered);
   EXPECT_FALSE(info(Op::kEmbedding).numbered || info(Op::kHeads).numbered);
   EXPECT_EQ(op_named("conv2d"), std::nullopt);

@@ -6,6 +6,7 @@
 // on the aten ops torch ran). No torch and no SystemC here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "compile_helpers.hpp"
@@ -69,6 +70,28 @@ INSTANTIATE_TEST_SUITE_P(Cnns, TorchExport,
                                            "resnet50_dynamic_batch", "resnet18_opset11",
                                            "efficientnet_b0", "efficientnet_b0_train_opset17",
                                            "mobilenet_v2"));
+// Transformers whose head is not tied to their embedding (ViT's classifier, the Llama-style
+// decoder's own LM head).
+INSTANTIATE_TEST_SUITE_P(Transformers, TorchExport, ::testing::Values("vit_b_16", "llama_small"));
+
+TEST(TorchExport, ATiedHeadIsCountedTwiceAndSaid) {
+  // The BERT-Base-sized encoder and the GPT-2-small-sized decoder tie their LM head to the
+  // token embedding; torch folds the tie's transpose into a copy, which without the weights'
+  // data cannot be told from an untied head: the graph counts the table twice, and says so.
+  for (const auto& [name, table] : {std::pair{"bert_base_encoder", 30522u * 768u},
+                                    std::pair{"gpt2_small_decoder", 50257u * 768u}}) {
+    const ModelDef m = load_model(torch_dir() + recorded(name, "file"));
+    EXPECT_EQ(parameter_count(m), recorded_count(name, "parameters") + table) << name;
+    const bool said = std::any_of(m.notes.begin(), m.notes.end(), [](const std::string& n) {
+      return n.find("counted twice") != std::string::npos;
+    });
+    EXPECT_TRUE(said) << name;
+    graph::BuildOptions one;
+    one.training = false;
+    EXPECT_EQ(product_flops(graph::build_graph(m, one)), recorded_count(name, "forward_flops"))
+        << name;
+  }
+}
 
 TEST(TorchExport, ADynamicBatchTakesTheRunsBatchAndAFixedOneIsRebound) {
   // resnet50_dynamic_batch.onnx has a symbolic batch ("batch"); resnet50_eval_opset13.onnx
@@ -87,13 +110,19 @@ TEST(TorchExport, ADynamicBatchTakesTheRunsBatchAndAFixedOneIsRebound) {
   }
 }
 
-TEST(TorchExport, AnLstmIsANamedError) {
+TEST(TorchExport, AnLstmAndAGridSampleAreNamedErrors) {
   const std::string e =
       ipusim::testing::config_error_of([] { load_model(torch_dir() + "lstm_classifier.onnx"); });
   EXPECT_NE(e.find("node '/lstm/LSTM' (LSTM): op LSTM is a recurrent layer, which ipusim does "
                    "not model"),
             std::string::npos)
       << e;
+  const std::string g =
+      ipusim::testing::config_error_of([] { load_model(torch_dir() + "grid_sample.onnx"); });
+  EXPECT_NE(g.find("node '/GridSample' (GridSample): op GridSample is sampling at "
+                   "data-dependent positions, which ipusim does not model"),
+            std::string::npos)
+      << g;
 }
 
 TEST(TorchExport, Fp32WeightsAreHeldAsTheRunsFloat16AndTheImportSaysSo) {

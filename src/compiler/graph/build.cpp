@@ -166,6 +166,7 @@ TensorGraph build_cnn(const ModelDef& m, const BuildOptions& o) {
       case Op::kFinalNorm:
       case Op::kHeads:
       case Op::kView:
+      case Op::kElementwise:
       case Op::kNode:
       case Op::kCount:
         throw Error(fmt::format("layer '{}': {} is not a CNN layer", l.name, name(l.op)));

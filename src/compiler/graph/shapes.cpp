@@ -127,6 +127,7 @@ void shape_rule(const ModelDef& m, LayerNode& c, const Shape* other) {
     case Op::kFinalNorm:
     case Op::kHeads:
     case Op::kView:
+    case Op::kElementwise:
     case Op::kNode:
     case Op::kCount:
       break;

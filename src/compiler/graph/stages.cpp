@@ -10,18 +10,27 @@
 #include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler::graph {
+namespace {
+
+ConfigError split_error(const RunConfig& run, const std::string& what) {
+  return ConfigError(fmt::format("{}: run.pipeline_splits: {}", run.file, what));
+}
+
+// A replica of P IPUs runs P stages: P - 1 splits (`replica` says what the replica is).
+void check_split_count(const RunConfig& run, std::string_view replica) {
+  if (run.pipeline_splits.size() + 1 != run.ipus_per_replica)
+    throw split_error(run, fmt::format("{} of {} IPU(s) runs {} pipeline stage(s), so {} "
+                                       "split(s) (each a layer that begins a stage); found {}",
+                                       replica, run.ipus_per_replica, run.ipus_per_replica,
+                                       run.ipus_per_replica - 1, run.pipeline_splits.size()));
+}
+
+}  // namespace
 
 std::vector<Segment> pipeline_stages(const std::vector<LayerNode>& nodes, const ModelDef& m,
                                      const RunConfig& run) {
-  const auto bad = [&](const std::string& what) {
-    return ConfigError(fmt::format("{}: run.pipeline_splits: {}", run.file, what));
-  };
-  if (run.pipeline_splits.size() + 1 != run.ipus_per_replica)
-    throw bad(fmt::format(
-        "a CNN replica of {} IPU(s) runs {} pipeline stage(s), so {} split(s) (each a layer "
-        "that begins a stage); found {}",
-        run.ipus_per_replica, run.ipus_per_replica, run.ipus_per_replica - 1,
-        run.pipeline_splits.size()));
+  const auto bad = [&](const std::string& what) { return split_error(run, what); };
+  check_split_count(run, "a CNN replica");
   std::vector<Segment> out;
   std::size_t first = 0;
   for (const auto& name : run.pipeline_splits) {
@@ -121,15 +130,8 @@ ForwardStages transformer_stages(const ModelDef& m, const RunConfig& run) {
 // CNN's are.
 ForwardStages graph_stages(const ModelDef& m, const RunConfig& run) {
   check_checkpoints(m, run);
-  const auto bad = [&](const std::string& what) {
-    return ConfigError(fmt::format("{}: run.pipeline_splits: {}", run.file, what));
-  };
-  if (run.pipeline_splits.size() + 1 != run.ipus_per_replica)
-    throw bad(fmt::format(
-        "a replica of {} IPU(s) runs {} pipeline stage(s), so {} split(s) (each a layer that "
-        "begins a stage); found {}",
-        run.ipus_per_replica, run.ipus_per_replica, run.ipus_per_replica - 1,
-        run.pipeline_splits.size()));
+  const auto bad = [&](const std::string& what) { return split_error(run, what); };
+  check_split_count(run, "a replica");
   ForwardStages out;
   std::size_t split = 0;
   for (std::size_t i = 0; i < m.layers.size(); ++i) {

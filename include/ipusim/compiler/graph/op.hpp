@@ -42,8 +42,10 @@ enum class Op : std::uint8_t {
   kFinalNorm,
   kHeads,
   // A layer of an imported graph (family kGraph) that none of the above names: views
-  // (reshape, transpose, slice), which keep nothing, and any other node, which keeps its output.
+  // (reshape, transpose, slice), which keep nothing; elementwise ops, in place (as PopART's
+  // inplace pattern makes them); any other node, which keeps its output.
   kView,
+  kElementwise,
   kNode,
   kCount,  // not an op: the number of ops
 };
@@ -137,8 +139,10 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
      Weights::kNone, Family::kTransformer, false},
     {Op::kView, "view", trace::OpKind::kCopy, "", OutChannels::kNone, false, false, Weights::kNone,
      Family::kGraph},
-    {Op::kNode, "node", trace::OpKind::kElementwise, "", OutChannels::kNone, false, true,
-     Weights::kNone, Family::kGraph},
+    {Op::kElementwise, "elementwise", trace::OpKind::kElementwise, "", OutChannels::kNone, false,
+     false, Weights::kNone, Family::kGraph},
+    {Op::kNode, "node", trace::OpKind::kNone, "", OutChannels::kNone, false, true, Weights::kNone,
+     Family::kGraph},
 }};
 
 // A table has a named row for every op, row i for op i: what the static_assert below holds the
