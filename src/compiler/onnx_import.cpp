@@ -232,10 +232,13 @@ class Importer {
   // The attention-score MatMul behind a Softmax (Q K^T, then scale, masks), if there is one.
   std::optional<Scores> scores_matmul(const Node& softmax) const {
     Scores s;
-    std::string t = softmax.inputs.at(0);
+    // (Unchecked graphs are read here too, to tell a transformer: every operand is counted.)
+    if (softmax.inputs.empty()) return std::nullopt;
+    std::string t = softmax.inputs[0];
     for (int depth = 0; depth < 16; ++depth) {
       const Node* p = producer(t);
-      if (!p) return std::nullopt;
+      if (!p || p->inputs.empty()) return std::nullopt;
+      if (p->op_type == "MatMul" && p->inputs.size() < 2) return std::nullopt;
       if (p->op_type == "MatMul")
         return constant(p->inputs[0]) || constant(p->inputs[1])
                    ? std::nullopt
