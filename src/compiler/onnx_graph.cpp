@@ -1185,32 +1185,47 @@ class GraphImporter {
 
   // Strides and pads of a window (auto_pad's SAME_UPPER / SAME_LOWER computed as ONNX does).
   void window(const Node& n, Attrs& a, std::size_t spatial, std::vector<std::int64_t> kernel) {
-    const TensorId x = tensor(n, 0);
+    const Dims xd = out_.tensor(tensor(n, 0)).dims;
     auto strides = n.ints_attr("strides");
     if (strides.empty()) strides.assign(spatial, 1);
     auto pads = n.ints_attr("pads");
     if (pads.empty()) pads.assign(2 * spatial, 0);
-    if (strides.size() != spatial || pads.size() != 2 * spatial || kernel.size() != spatial)
-      fail(n, fmt::format("strides {} and pads {} for {} spatial dimensions", dims_text(strides),
-                          dims_text(pads), spatial));
+    if (strides.size() != spatial || pads.size() != 2 * spatial || kernel.size() != spatial ||
+        xd.size() != spatial + 2)
+      fail(n, fmt::format("kernel {}, strides {} and pads {} for {} spatial dimensions",
+                          dims_text(kernel), dims_text(strides), dims_text(pads), spatial));
+    // auto_pad (exporters other than torch's): SAME_* pads to ceil(in / stride) outputs, the odd
+    // element at the end (UPPER) or the beginning (LOWER); VALID pads nothing.
     const Attribute* auto_pad = n.attribute("auto_pad");
-    std::string mode;
-    (void)auto_pad;
-    const Dims xd = out_.tensor(x).dims;
+    const std::string mode = auto_pad ? auto_pad->s : "NOTSET";
+    if (mode != "NOTSET" && mode != "VALID" && mode != "SAME_UPPER" && mode != "SAME_LOWER")
+      fail(n, fmt::format("auto_pad '{}': expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", mode));
     for (std::size_t i = 0; i < spatial; ++i) {
-      if (strides[i] < 1 || kernel[i] < 1 || pads[i] < 0 || pads[i + spatial] < 0)
+      if (strides[i] < 1 || kernel[i] < 1 || pads[i] < 0 || pads[i + spatial] < 0 ||
+          kernel[i] > kMaxDimension || strides[i] > kMaxDimension)
         fail(n, fmt::format("kernel {}, strides {}, pads {}", dims_text(kernel), dims_text(strides),
                             dims_text(pads)));
+      if (mode == "VALID") pads[i] = pads[i + spatial] = 0;
+      if (mode.starts_with("SAME")) {
+        const auto in = static_cast<std::int64_t>(xd[2 + i]);
+        const std::int64_t out = (in + strides[i] - 1) / strides[i];
+        const std::int64_t total =
+            std::max<std::int64_t>(0, (out - 1) * strides[i] + kernel[i] - in);
+        pads[i] = mode == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[i + spatial] = total - pads[i];
+      }
       a.kernel.push_back(static_cast<std::uint64_t>(kernel[i]));
       a.stride.push_back(static_cast<std::uint64_t>(strides[i]));
       a.pad_begin.push_back(static_cast<std::uint64_t>(pads[i]));
       a.pad_end.push_back(static_cast<std::uint64_t>(pads[i + spatial]));
     }
-    (void)xd;
   }
 
   void pool(const Node& n) {
     const TensorId x = tensor(n, 0);
+    if (out_.tensor(x).dims.size() < 3)
+      fail(n, fmt::format("pools a {} tensor: expected [batch, channels, spatial...]",
+                          graph::to_string(out_.tensor(x).dims)));
     const std::size_t spatial = out_.tensor(x).dims.size() - 2;
     if (n.int_attr("ceil_mode", 0) != 0) fail(n, "ceil_mode pooling is not modelled");
     Attrs a;

@@ -5,12 +5,15 @@
 // past 2^64, and a compute set shared by more layers than a trace item may name. No SystemC.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
 
 #include "compile_helpers.hpp"
 #include "ipusim/compiler/compiler.hpp"
+#include "ipusim/compiler/graph/build.hpp"
+#include "ipusim/compiler/graph/primitive.hpp"
 #include "ipusim/config/system.hpp"
 #include "ipusim/util/error.hpp"
 
@@ -100,6 +103,36 @@ TEST(ModelLimits, AnOnnxFileNameIsEscapedInTheImportedHeader) {
   const std::string yaml = import_onnx(file);
   EXPECT_NE(yaml.find("from x\\nlayers: []\\n.onnx ("), std::string::npos) << yaml;
   EXPECT_EQ(load_model(file).layers.size(), 7u);
+}
+
+TEST(ModelLimits, AnOnnxConvWithAutoPadSameUpperPadsToCeilOfItsInputOverItsStride) {
+  // (Built with this file's protobuf writer.) A 3x3 conv of stride 2 over 8 x 8 with auto_pad
+  // SAME_UPPER, as exporters other than torch's write it: ceil(8 / 2) = 4 outputs each way,
+  // the one padding row and column at the end ((4 - 1) x 2 + 3 - 8 = 1).
+  const std::string attrs = field_bytes(5, field_bytes(1, "auto_pad") +
+                                               field_bytes(4, "SAME_UPPER") + field_varint(20, 3)) +
+                            field_bytes(5, field_bytes(1, "strides") + field_varint(8, 2) +
+                                               field_varint(8, 2) + field_varint(20, 7));
+  std::string g = field_bytes(1, node("Conv", {"images", "w"}, "y", "conv") + attrs);
+  g += field_bytes(1, node("GlobalAveragePool", {"y"}, "pooled", "pool"));
+  g += field_bytes(1, node("Flatten", {"pooled"}, "flat", "flatten"));
+  g += field_bytes(1, node("Gemm", {"flat", "fc_w", "fc_b"}, "logits", "fc"));
+  g += field_bytes(2, "same");
+  g += field_bytes(5, initializer("w", {4, 3, 3, 3}));
+  g += field_bytes(5, initializer("fc_w", {4, 2}));
+  g += field_bytes(5, initializer("fc_b", {2}));
+  g += field_bytes(11, value_info("images", {1, 3, 8, 8}));
+  g += field_bytes(12, value_info("logits", {1, 2}));
+  const std::string bytes =
+      field_varint(1, 8) + field_bytes(7, g) + field_bytes(8, field_varint(2, 17));
+  const ModelDef m = load_model(write("same_upper.onnx", bytes));
+  const graph::TensorGraph graph = graph::build_graph(m);
+  const auto conv = std::find_if(graph.nodes().begin(), graph.nodes().end(),
+                                 [](const auto& n) { return n.op == graph::Primitive::kConv; });
+  ASSERT_NE(conv, graph.nodes().end());
+  EXPECT_EQ(graph.tensor(conv->outputs[0]).dims, (graph::Dims{1, 4, 4, 4}));
+  EXPECT_EQ(conv->attrs.pad_begin, (graph::Dims{0, 0}));
+  EXPECT_EQ(conv->attrs.pad_end, (graph::Dims{1, 1}));
 }
 
 TEST(ModelLimits, ASampleOfMoreThan2To40ElementsIsRefusedAtLoad) {
