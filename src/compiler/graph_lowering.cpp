@@ -697,10 +697,8 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   // Each channel to one element (a serialised matmul's slices each to their share); a
   // gradient laid out otherwise (an attention operand's) is viewed as rows of the bias first.
   if (!spans_channels(v, graph::elements(g_.tensor(y).dims))) {
-    const graph::Tensor& dy = g_.tensor(n.inputs[0]);
     const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);
     b_.reduce(out, viewed_as(l, rows_layout(n.inputs[0])), Axis::kPositions, 1, false);
-    (void)dy;
     return;
   }
   const auto pass = b_.scope_pass(trace::Pass::kWeightGradient);

@@ -1009,7 +1009,7 @@ class GraphImporter {
       if (normalise_axis(n, n.int_attr("axis", -1), rank) + 1 != static_cast<std::int64_t>(rank))
         fail(n, "a layer norm over more than the last axis");
       const TensorId gamma = tensor(n, 1);
-      const TensorId beta = has_in(n, 2) ? tensor(n, 2) : zeros_like(n, gamma);
+      const TensorId beta = has_in(n, 2) ? tensor(n, 2) : zeros_like(gamma);
       return set_tensor(n, add(n, P::kLayerNorm, {x, gamma, beta}));
     }
     if (lower_layout(n)) return;
@@ -1133,8 +1133,8 @@ class GraphImporter {
     return false;
   }
 
-  TensorId zeros_like(const Node& n, TensorId t) {
-    (void)n;
+  // Zeros of `t`'s shape (a layer norm without a bias).
+  TensorId zeros_like(TensorId t) {
     return out_.input(fmt::format("{}.zeros", current_), out_.tensor(t).dims, o_.dtype,
                       Role::kConstant);
   }
