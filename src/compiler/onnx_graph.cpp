@@ -119,7 +119,16 @@ const std::vector<std::string_view> kFolded = {"Abs",
                                                "Range",
                                                "Reciprocal",
                                                "Shape",
-                                               "Size"};
+                                               "Size",
+                                               "Cos",
+                                               "Sin",
+                                               "Trilu",
+                                               "CumSum",
+                                               "Sign",
+                                               "Round",
+                                               "IsNaN",
+                                               "IsInf",
+                                               "Einsum"};
 
 bool floating(std::int32_t elem) {
   return elem == static_cast<std::int32_t>(ElemType::kFloat) ||
