@@ -36,6 +36,19 @@ def test_an_onnx_model_runs_from_python_as_its_shipped_model():
     assert "op LRN is not supported" in str(error.value)
 
 
+def test_a_real_export_runs_from_python_without_a_run_config():
+    # A run is chosen for the model on the system, as `ipusim run --model M --system S` does.
+    stats = ipusim.run(model=os.path.join(ROOT, "tests", "data", "onnx", "torch",
+                                          "resnet18_opset11.onnx"),
+                       system=os.path.join(ROOT, "configs", "systems", "pod16.yaml"),
+                       set={"run.micro_batch": 8})
+    assert stats["chosen"][1] == "micro-batch 8: as --set"
+    assert stats["workload"]["samples_per_step"]["value"] == 1024
+    with pytest.raises(ValueError):
+        ipusim.run(model=os.path.join(ROOT, "tests", "data", "onnx", "torch",
+                                      "resnet18_opset11.onnx"))
+
+
 def _import(path, out):
     """`ipusim import PATH --out OUT`: (exit status, stderr, the child's peak resident memory in
     bytes, from its own rusage)."""

@@ -244,8 +244,9 @@ def _no_plan_cache(plan_cache):
 
 def run(run=None, trace=None, model=None, system=None, chip=None, set=None, out=None,
         options=(), plan_cache=True):
-    """Simulates a run config (compiled in the same child process) or a compiled ``trace``
-    and returns stats.json as a dict, with its run directory's tables under "layers",
+    """Simulates a run config (compiled in the same child process), a compiled ``trace``, or
+    a ``model`` on a ``system`` with no run config (a run is chosen for it: stats["chosen"]
+    says how), and returns stats.json as a dict, with its run directory's tables under "layers",
     "tiles", "plan" and "supersteps". ``set`` maps keys to values (``{"chip.tiles": 1024}``);
     ``out`` keeps the run directory there (else a temporary one is removed); ``options``
     are further command-line options (``["--engine", "reference"]``); ``plan_cache=False``
@@ -255,8 +256,11 @@ def run(run=None, trace=None, model=None, system=None, chip=None, set=None, out=
 
 
 def _simulate(run, trace, model, system, chip, set, out, options, children=None):
-    if (run is None) == (trace is None):
-        raise ValueError("give one of run= (a run config) or trace= (a compiled trace)")
+    if run is not None and trace is not None:
+        raise ValueError("give one of run= (a run config) or trace= (a compiled trace), not both")
+    if run is None and trace is None and (model is None or system is None):
+        raise ValueError("give one of run= (a run config), trace= (a compiled trace), or model= "
+                         "with system= (a run chosen for the model on that system)")
     directory = out or tempfile.mkdtemp(prefix="ipusim-")
     try:
         args = ["run", "-q", *_option("--out", directory)]
