@@ -198,11 +198,12 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
   };
 
   const std::vector<std::string> blocks = block_outputs(model);
+  const RunConfig fixed = load(Choice{}).run;  // what the overrides set
   std::vector<std::uint64_t> batches = kMicroBatches;
-  if (given("run.micro_batch")) batches = {load(Choice{}).run.micro_batch};
+  if (given("run.micro_batch")) batches = {fixed.micro_batch};
   for (const std::uint32_t p : kPipelines) {
     if (p > ipus || ipus % p != 0 || p > model.layers.size()) break;
-    if (given("run.ipus_per_replica") && p != load(Choice{}).run.ipus_per_replica) continue;
+    if (given("run.ipus_per_replica") && p != fixed.ipus_per_replica) continue;
     Choice c;
     c.ipus_per_replica = p;
     if (p > 1) c.splits = balanced_splits(model, p);

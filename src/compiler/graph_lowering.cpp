@@ -674,12 +674,7 @@ void GraphLowering::reduce_sum(Steps& out, const Node& n) {
   // The gradient of a per-row factor (an RMS norm's scale, broadcast over each row): each
   // row's channels reduced among the tiles holding them, the result where they are.
   const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
-  if (!weight_gradient_[graph::index(y)] && !xd.empty() &&
-      n.attrs.axes == std::vector<std::uint32_t>{static_cast<std::uint32_t>(xd.size() - 1)}) {
-    const Layout l = ready(out, n.inputs[0]).layout;
-    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
-    return bind(y, Value{l, {}, {}});
-  }
+  if (!weight_gradient_[graph::index(y)] && over_last_axis(n)) return reduce_rows(out, n);
   // The gradient of a broadcast operand (grouped-query attention's K and V, expanded): the
   // repeats summed over the rows of each, into a new tensor on the linear mapping.
   if (!weight_gradient_[graph::index(y)] && !xd.empty() &&
@@ -759,15 +754,7 @@ void GraphLowering::max_pool(Steps& out, const Node& n) {
 
 void GraphLowering::reduce_mean(Steps& out, const Node& n) {
   const graph::Dims& xd = g_.tensor(n.inputs[0]).dims;
-  if (!xd.empty() &&
-      n.attrs.axes == std::vector<std::uint32_t>{static_cast<std::uint32_t>(xd.size() - 1)}) {
-    // Over each row (an RMS norm written out): each row's channels reduced among the tiles
-    // holding them, the result broadcast back to them (as a layer norm's statistics), where
-    // what follows applies it.
-    const Layout l = ready(out, n.inputs[0]).layout;
-    b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
-    return bind(n.outputs[0], Value{l, {}, {}});
-  }
+  if (over_last_axis(n)) return reduce_rows(out, n);  // an RMS norm written out
   // A CNN's global average pool: each channel's positions reduced among the tiles holding
   // them, into a new [samples, channels] tensor on the linear mapping.
   if (xd.size() != 4 || n.attrs.axes != std::vector<std::uint32_t>{2, 3}) no_rule(n);
@@ -939,6 +926,20 @@ void GraphLowering::bring(Steps& out, const Layout& from, const Layout& to) {
                    ? from
                    : viewed_as(from, to),
                to);
+}
+
+bool GraphLowering::over_last_axis(const Node& n) const {
+  const graph::Dims& x = g_.tensor(n.inputs[0]).dims;
+  return !x.empty() &&
+         n.attrs.axes == std::vector<std::uint32_t>{static_cast<std::uint32_t>(x.size() - 1)};
+}
+
+void GraphLowering::reduce_rows(Steps& out, const Node& n) {
+  // Each row's channels reduced among the tiles holding them, the result broadcast back to
+  // them (as a layer norm's statistics), where what follows applies it.
+  const Layout l = ready(out, n.inputs[0]).layout;
+  b_.reduce(out, l, Axis::kChannels, 1, /*broadcast=*/true);
+  bind(n.outputs[0], Value{l, {}, {}});
 }
 
 }  // namespace ipusim::compiler

@@ -117,6 +117,10 @@ class GraphLowering {
   void arg_max(Steps& out, const graph::Node& n);
   void cast(Steps& out, const graph::Node& n);
   void where(Steps& out, const graph::Node& n);
+  // A reduction over each row (the last axis): reduce_rows reduces there, its result on the
+  // rows' tiles (a reduce-mean or a gradient's reduce-sum of an RMS norm's scale).
+  bool over_last_axis(const graph::Node& n) const;
+  void reduce_rows(Steps& out, const graph::Node& n);
   // Moves a tensor's value to `to` (IpuBuilder::rearrange), viewing it as `to`'s shape first
   // when it has the same elements under another view.
   void bring(Steps& out, const Layout& from, const Layout& to);

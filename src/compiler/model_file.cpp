@@ -103,22 +103,18 @@ ModelDef parse_model(const std::string& file, const YAML::Node& root);
 }  // namespace
 
 ModelDef load_model(const std::string& file) {
-  if (is_onnx_file(file)) {
-    try {
-      if (auto m = import_graph_model(file)) return std::move(*m);
-    } catch (const ConfigError&) {
-      throw;
-    } catch (const Error& e) {
-      throw ConfigError(e.what());
-    }
-  }
   // Read by the one input reader (capped, regular files and FIFOs only) and parsed with the
-  // shared reader, which bounds alias expansion.
+  // shared reader, which bounds alias expansion. An ONNX model is its imported graph, or the
+  // model file the transformer patterns write for it (`ipusim import` writes it).
   std::string content;
   try {
-    // An ONNX model is read as the model file it imports to (`ipusim import` writes it).
-    content = is_onnx_file(file) ? import_onnx(file)
-                                 : read_input_file(file, kMaxModelBytes, "model file");
+    if (is_onnx_file(file)) {
+      ImportedOnnx imported = import_onnx_model(file);
+      if (imported.graph) return std::move(*imported.graph);
+      content = std::move(imported.model_file);
+    } else {
+      content = read_input_file(file, kMaxModelBytes, "model file");
+    }
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/tensor_graph.hpp"
 
 namespace ipusim::compiler::onnx {
@@ -114,10 +115,14 @@ graph::TensorGraph build_graph(const Graph& g, const GraphOptions& options,
 }  // namespace ipusim::compiler::onnx
 
 namespace ipusim::compiler {
-struct ModelDef;
-// An ONNX model as a model of family kGraph (its tensor graph imported node by node), or none
-// for a graph with attention, which the transformer patterns of onnx_import.cpp read.
-std::optional<ModelDef> import_graph_model(const std::string& file);
+// An ONNX model as it is imported, the file read once: the model file the transformer patterns
+// of onnx_import.cpp write for a graph they read, or else (every other graph) a model of
+// family kGraph, its tensor graph imported node by node.
+struct ImportedOnnx {
+  std::string model_file;         // the patterns' model file (YAML); empty for a graph
+  std::optional<ModelDef> graph;  // the imported graph
+};
+ImportedOnnx import_onnx_model(const std::string& file);
 }  // namespace ipusim::compiler
 
 namespace ipusim::compiler::onnx {

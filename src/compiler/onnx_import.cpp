@@ -93,40 +93,35 @@ class Importer {
     for (const auto& v : g_.inputs) inputs_.insert(v.name);
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
-      if (!check) {
-        for (const auto& in : n.inputs)
-          if (!in.empty()) consumers_[in].push_back(i);
-        for (const auto& out : n.outputs) produced_[out] = i;
-        bool c = true;
-        for (const auto& in : n.inputs) c = c && (in.empty() || constant(in));
-        for (const auto& out : n.outputs) constant_[out] = c;
-        continue;
-      }
-      if (!n.domain.empty() && n.domain != "ai.onnx")
-        fail(n, fmt::format("ops of domain '{}' are not supported (only the default ONNX "
-                            "domain)",
-                            n.domain));
-      if (std::find(kSupported.begin(), kSupported.end(), n.op_type) == kSupported.end())
-        fail(n, fmt::format("op {} is not supported; ipusim imports {}", n.op_type,
-                            fmt::join(kSupported, ", ")));
-      if (n.outputs.empty() || n.outputs[0].empty()) fail(n, "a node without an output");
-      if (n.inputs.size() < min_inputs(n.op_type) || (!n.inputs.empty() && n.inputs[0].empty()))
-        fail(n, fmt::format("expected at least {} input(s), found {}", min_inputs(n.op_type),
-                            n.inputs.size()));
+      if (check) refuse_unread(n);
       for (const auto& in : n.inputs)
-        if (!in.empty()) {
-          if (!produced_.count(in) && !inputs_.count(in) && !g_.initializers.count(in))
-            fail(n, fmt::format("input '{}' is not a graph input, an initializer or the output "
-                                "of an earlier node (ONNX lists nodes in topological order)",
-                                in));
-          consumers_[in].push_back(i);
-        }
+        if (!in.empty()) consumers_[in].push_back(i);
       for (const auto& out : n.outputs) produced_[out] = i;
       // Nodes are in topological order: a node's outputs are constant when all its inputs are.
       bool c = true;
       for (const auto& in : n.inputs) c = c && (in.empty() || constant(in));
       for (const auto& out : n.outputs) constant_[out] = c;
     }
+  }
+
+  // Refuses a node the patterns do not read: another domain, an op outside kSupported, no
+  // output, too few inputs, an input that nothing before it makes.
+  void refuse_unread(const Node& n) const {
+    if (!n.domain.empty() && n.domain != "ai.onnx")
+      fail(n, fmt::format("ops of domain '{}' are not supported (only the default ONNX domain)",
+                          n.domain));
+    if (std::find(kSupported.begin(), kSupported.end(), n.op_type) == kSupported.end())
+      fail(n, fmt::format("op {} is not supported; ipusim imports {}", n.op_type,
+                          fmt::join(kSupported, ", ")));
+    if (n.outputs.empty() || n.outputs[0].empty()) fail(n, "a node without an output");
+    if (n.inputs.size() < min_inputs(n.op_type) || (!n.inputs.empty() && n.inputs[0].empty()))
+      fail(n, fmt::format("expected at least {} input(s), found {}", min_inputs(n.op_type),
+                          n.inputs.size()));
+    for (const auto& in : n.inputs)
+      if (!in.empty() && !produced_.count(in) && !inputs_.count(in) && !g_.initializers.count(in))
+        fail(n, fmt::format("input '{}' is not a graph input, an initializer or the output of "
+                            "an earlier node (ONNX lists nodes in topological order)",
+                            in));
   }
 
   // The model file of a transformer graph (transformer() is true).
@@ -594,7 +589,7 @@ std::string graph_summary(const ModelDef& m) {
       dims += (dims.empty() ? "" : ", ") + (d ? std::to_string(*d) : std::string("batch"));
     y << fmt::format("    - {{name: \"{}\", dims: [{}]}}\n", printable(v.name), dims);
   }
-  y << fmt::format("  parameters: {}\n  forward_flops_per_sample: {}\n", parameter_count(m),
+  y << fmt::format("  parameters: {}\n  forward_flops_per_sample: {}\n", forward.parameters(),
                    forward.flops(true, false));
   y << "notes:\n";
   if (m.notes.empty()) y << "  []\n";
@@ -608,11 +603,8 @@ std::string graph_summary(const ModelDef& m) {
 }  // namespace
 
 std::string import_onnx(const std::string& file) {
-  {
-    const onnx::Graph g = onnx::read_model(file);
-    if (Importer(g, /*check=*/false).transformer()) return Importer(g).import();
-  }
-  return graph_summary(*import_graph_model(file));
+  const ImportedOnnx imported = import_onnx_model(file);
+  return imported.graph ? graph_summary(*imported.graph) : imported.model_file;
 }
 
 namespace {
@@ -677,17 +669,8 @@ graph::Op layer_op(graph::Primitive p) {
   }
 }
 
-}  // namespace
-
-std::optional<ModelDef> import_graph_model(const std::string& file) {
-  auto g = std::make_shared<onnx::Graph>(onnx::read_model(file));
-  if (Importer(*g, /*check=*/false).transformer()) {
-    try {
-      (void)Importer(*g).import();
-      return std::nullopt;
-    } catch (const ConfigError&) {
-    }
-  }
+// The model of family kGraph that ONNX graph `g` (read from `file`) is.
+ModelDef graph_model(std::shared_ptr<onnx::Graph> g, const std::string& file) {
   ModelDef m;
   m.file = file;
   m.family = graph::Family::kGraph;
@@ -732,6 +715,21 @@ std::optional<ModelDef> import_graph_model(const std::string& file) {
   for (auto& a : report.approximations) m.notes.push_back(std::move(a));
   m.onnx = std::move(g);
   return m;
+}
+
+}  // namespace
+
+ImportedOnnx import_onnx_model(const std::string& file) {
+  auto g = std::make_shared<onnx::Graph>(onnx::read_model(file));
+  // A graph the transformer patterns read becomes their model file; one they refuse (a real
+  // export's attention in another layout) is imported as its graph.
+  if (Importer(*g, /*check=*/false).transformer()) {
+    try {
+      return {Importer(*g).import(), std::nullopt};
+    } catch (const ConfigError&) {
+    }
+  }
+  return {"", graph_model(std::move(g), file)};
 }
 
 std::uint64_t onnx_weight_elements(const std::string& file) {

@@ -111,6 +111,11 @@ TEST(Onnx, ImportWritesTheModelFileRunReads) {
   // A CNN is imported as its graph: import lists what was read, each node a layer by name.
   EXPECT_NE(s.out.find("{name: \"fc/Gemm\", op: fc}"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("  parameters: 25557032\n"), std::string::npos) << s.out;
+  // A graph with attention the transformer patterns refuse is imported as its graph, by
+  // import as by run --model.
+  const auto graph = ipusim("import " + onnx_file("torch/vit_b_16"));
+  EXPECT_EQ(graph.status, 0) << graph.err;
+  EXPECT_NE(graph.out.find("  parameters: 86567656\n"), std::string::npos) << graph.out;
 }
 
 TEST(Onnx, AnUnsupportedOpFailsTheImportAndTheRunAndLeavesNoOutput) {
