@@ -136,32 +136,58 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(b, s, h))
 
 
+class Gpt2Attention(nn.Module):
+    """GPT-2's attention as OpenAI's model.py writes it: one projection to Q, K and V (c_attn),
+    the scores multiplied by 1/sqrt(head size), a causal mask, dropout 0.1 on the
+    probabilities and on the output (attn_pdrop, resid_pdrop)."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads, self.d = heads, hidden // heads
+        self.c_attn = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.attn_drop, self.resid_drop = nn.Dropout(0.1), nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = (t.view(b, s, self.heads, self.d).transpose(1, 2)
+                   for t in self.c_attn(x).split(h, dim=2))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.d))
+        mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+        scores = scores.masked_fill(mask, float("-inf"))
+        y = self.attn_drop(torch.softmax(scores, -1)) @ v
+        return self.resid_drop(self.out(y.transpose(1, 2).reshape(b, s, h)))
+
+
 class Gpt2Block(nn.Module):
     def __init__(self, hidden, heads):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
-        self.attn = CausalSelfAttention(hidden, heads)
+        self.attn = Gpt2Attention(hidden, heads)
         self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+        self.drop = nn.Dropout(0.1)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
-        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+        return x + self.drop(self.fc2(nn.functional.gelu(self.fc1(self.ln2(x)), approximate="tanh")))
 
 
 class Gpt2(nn.Module):
     """GPT-2 small (12 layers, hidden 768, 12 heads, vocabulary 50,257, sequence 1,024) written
-    with nn.Linear and a causal mask, its LM head tied to the token embedding."""
+    with nn.Linear and a causal mask, as OpenAI's model.py lays it out (pre-norm blocks, the
+    tanh GELU, a final layer norm, dropout 0.1 after the embeddings and each sub-layer), its LM
+    head tied to the token embedding."""
 
     def __init__(self, vocab=50257, hidden=768, layers=12, heads=12, seq=1024):
         super().__init__()
         self.tokens, self.positions = nn.Embedding(vocab, hidden), nn.Embedding(seq, hidden)
         self.blocks = nn.ModuleList(Gpt2Block(hidden, heads) for _ in range(layers))
-        self.ln = nn.LayerNorm(hidden)
+        self.ln, self.drop = nn.LayerNorm(hidden), nn.Dropout(0.1)
         self.head = nn.Linear(hidden, vocab, bias=False)
         self.head.weight = self.tokens.weight
 
     def forward(self, ids):
-        x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))
+        x = self.drop(self.tokens(ids) + self.positions(torch.arange(ids.shape[1])))
         for b in self.blocks:
             x = b(x)
         return self.head(self.ln(x))
@@ -254,8 +280,13 @@ MODELS = {
     "efficientnet_b0_train_opset17": (TV.efficientnet_b0, images, 17, True, False),
     "mobilenet_v2": (TV.mobilenet_v2, images, 13, False, False),
     "vit_b_16": (TV.vit_b_16, images, 17, False, False),
-    "bert_base_encoder": (BertEncoder, lambda: tokens(128, 30522), 17, False, False),
-    "gpt2_small_decoder": (Gpt2, lambda: tokens(1024, 50257), 17, False, False),
+    "vit_b_16_dynamic_batch": (TV.vit_b_16, images, 17, False, True),
+    "bert_base_encoder": (BertEncoder, lambda: tokens(128, 30522), 17, True, False),
+    "gpt2_small_decoder": (Gpt2, lambda: tokens(1024, 50257), 17, True, False),
+    # Exported in eval mode with constant folding (torch's defaults), a tied head's transpose
+    # becomes a copy of the table: a small decoder shows it.
+    "gpt2_tiny_tied_eval": (lambda: Gpt2(vocab=1000, hidden=64, layers=2, heads=4, seq=32),
+                            lambda: tokens(32, 1000), 17, False, False),
     "llama_small": (Llama, lambda: tokens(512, 32000), 17, False, False),
     "lstm_classifier": (LstmClassifier, lambda: (torch.randn(1, 32, 64),), 13, False, False),
     "grid_sample": (GridSampler, lambda: (torch.randn(1, 3, 32, 32),), 16, False, False),

@@ -28,14 +28,24 @@ namespace ipusim::compiler {
 namespace {
 
 constexpr std::uint64_t kGlobalBatch = 1024;  // at least, by gradient accumulation
-constexpr double kAvailableMemory = 0.6;      // Poplar's availableMemoryProportion default
 const std::vector<std::uint64_t> kMicroBatches = {32, 16, 8, 4, 2, 1};
 const std::vector<std::uint32_t> kPipelines = {1, 2, 4, 8, 16};
+
+// Where the optimiser state lives and the convs' and matmuls' share of tile memory, in the
+// order tried at each pipeline depth.
+struct MemoryOption {
+  bool streamed_state = false;  // run.optimiser_state streaming (sharded when replicated)
+  double available = 0.6;       // run.available_memory_proportion
+};
+constexpr double kAvailableMemory = 0.6;  // Poplar's availableMemoryProportion default
+const std::vector<MemoryOption> kMemoryOptions = {
+    {false, kAvailableMemory}, {true, kAvailableMemory}, {true, 0.3}};
 
 struct Choice {
   std::uint32_t ipus_per_replica = 1;
   std::uint64_t micro_batch = 1;
   std::vector<std::string> checkpoints, splits;
+  MemoryOption memory;
 };
 
 // One sample of the model's host input (bytes), and whether it is images.
@@ -66,8 +76,10 @@ std::vector<std::string> block_outputs(const ModelDef& m) {
 }
 
 // Splits of the layers into `stages` runs of about equal forward FLOPs: the layers that begin
-// stages 1, 2, ...
-std::vector<std::string> balanced_splits(const ModelDef& m, std::uint32_t stages) {
+// stages 1, 2, ..., each right after one of `blocks` (a block output: stages hand on one
+// tensor, as the public examples split at layer boundaries) or, when there are none, anywhere.
+std::vector<std::string> balanced_splits(const ModelDef& m, std::uint32_t stages,
+                                         const std::vector<std::string>& blocks) {
   graph::BuildOptions options;
   options.training = false;
   const graph::TensorGraph g = graph::build_graph(m, options);
@@ -85,7 +97,9 @@ std::vector<std::string> balanced_splits(const ModelDef& m, std::uint32_t stages
   std::uint64_t sum = 0;
   for (std::size_t i = 0; i + 1 < m.layers.size() && splits.size() + 1 < stages; ++i) {
     sum += per_layer[m.layers[i].name];
-    if (sum * stages >= total * (splits.size() + 1) && i + 1 < m.layers.size())
+    const bool boundary =
+        blocks.empty() || std::find(blocks.begin(), blocks.end(), m.layers[i].name) != blocks.end();
+    if (boundary && sum * stages >= total * (splits.size() + 1))
       splits.push_back(m.layers[i + 1].name);
   }
   return splits;
@@ -121,11 +135,52 @@ void explain(const RunConfig& run, const Choice& c, std::uint64_t ipus,
   reasons.push_back(fmt::format("gradient accumulation {}: a global batch of {} (at least {}{})",
                                 run.gradient_accumulation, run.samples_per_step(), kGlobalBatch,
                                 p > 1 ? ", and twice the pipeline's stages" : ""));
+  if (run.optimiser_state_streaming)
+    reasons.push_back(
+        fmt::format("optimiser state in streaming memory{}: {}",
+                    run.replicated_tensor_sharding ? ", sharded over the replicas" : "",
+                    c.memory.streamed_state ? "with it on chip nothing fits" : "as --set"));
+  const double available = run.available_memory.empty() ? 0 : run.available_memory.front();
   reasons.push_back(fmt::format(
-      "{}, FP16.16, available memory proportion {} (Poplar's default), {} B of host input per "
-      "sample ({})",
-      images ? "SGD with momentum (an image model)" : "AdamW", kAvailableMemory, sample.first,
-      images ? "8-bit images" : "32-bit token ids"));
+      "{}, FP16.16, available memory proportion {} ({}), {} B of host input per sample ({})",
+      images ? "SGD with momentum (an image model)" : "AdamW", available,
+      available != c.memory.available ? "as --set"
+      : available == kAvailableMemory ? "Poplar's default"
+                                      : "with Poplar's default 0.6 nothing fits",
+      sample.first, images ? "8-bit images" : "32-bit token ids"));
+}
+
+std::string absolute(const std::string& file) {
+  return std::filesystem::absolute(file).lexically_normal().string();
+}
+
+// The run config of choice `c` for `model` on a system of `ipus` IPUs (YAML).
+std::string run_text(const ModelDef& model, const std::string& model_file,
+                     const std::string& system_file, std::uint64_t ipus, const Choice& c,
+                     std::pair<std::uint64_t, bool> sample) {
+  const bool images = sample.second;
+  const std::uint64_t replicas = ipus / c.ipus_per_replica;
+  const std::uint64_t per_step = replicas * c.micro_batch;
+  std::uint64_t ga = std::max<std::uint64_t>(1, (kGlobalBatch + per_step - 1) / per_step);
+  if (c.ipus_per_replica > 1) ga = std::max<std::uint64_t>(ga, 2 * c.ipus_per_replica);
+  std::ostringstream y;
+  y << "run:\n";
+  y << fmt::format("  name: \"{}-auto\"\n  model: \"{}\"\n  system: \"{}\"\n", model.name,
+                   absolute(model_file), absolute(system_file));
+  y << fmt::format("  replicas: {}\n  ipus_per_replica: {}\n", replicas, c.ipus_per_replica);
+  y << fmt::format("  micro_batch: {}\n  gradient_accumulation: {}\n", c.micro_batch, ga);
+  y << fmt::format("  precision: \"16.16\"\n  optimiser: {}\n", images ? "sgd" : "adamw");
+  y << fmt::format("  available_memory_proportion: \"{}\"\n", c.memory.available);
+  if (c.memory.streamed_state) {
+    y << "  optimiser_state: streaming\n";
+    if (replicas > 1) y << "  replicated_tensor_sharding: \"yes\"\n";
+  }
+  if (!c.checkpoints.empty())
+    y << fmt::format("  recompute_checkpoints: \"{}\"\n", join(c.checkpoints));
+  if (!c.splits.empty()) y << fmt::format("  pipeline_splits: \"{}\"\n", join(c.splits));
+  y << fmt::format("  input_bytes_per_sample: {}B\n  sample_unit: {}\n", sample.first,
+                   images ? "images" : "sequences");
+  return y.str();
 }
 
 }  // namespace
@@ -140,36 +195,13 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
         "(run.pipeline_placement): give one with --run (configs/runs/ has examples)",
         model.file));
   const std::pair<std::uint64_t, bool> sample = sample_bytes(model);
-  const std::uint64_t input = sample.first;
-  const bool images = sample.second;
   const std::uint64_t ipus = system.ipus();
   const auto given = [&](std::string_view key) {
     return std::any_of(run_overrides.begin(), run_overrides.end(),
                        [&](const std::string& o) { return o.starts_with(std::string(key) + "="); });
   };
-  const std::string name = model.name + "-auto";
-  const auto absolute = [](const std::string& f) {
-    return std::filesystem::absolute(f).lexically_normal().string();
-  };
   const auto text = [&](const Choice& c) {
-    const std::uint64_t replicas = ipus / c.ipus_per_replica;
-    const std::uint64_t per_step = replicas * c.micro_batch;
-    std::uint64_t ga = std::max<std::uint64_t>(1, (kGlobalBatch + per_step - 1) / per_step);
-    if (c.ipus_per_replica > 1) ga = std::max<std::uint64_t>(ga, 2 * c.ipus_per_replica);
-    std::ostringstream y;
-    y << "run:\n";
-    y << fmt::format("  name: \"{}\"\n  model: \"{}\"\n  system: \"{}\"\n", name,
-                     absolute(model_file), absolute(system_file));
-    y << fmt::format("  replicas: {}\n  ipus_per_replica: {}\n", replicas, c.ipus_per_replica);
-    y << fmt::format("  micro_batch: {}\n  gradient_accumulation: {}\n", c.micro_batch, ga);
-    y << fmt::format("  precision: \"16.16\"\n  optimiser: {}\n", images ? "sgd" : "adamw");
-    y << fmt::format("  available_memory_proportion: \"{}\"\n", kAvailableMemory);
-    if (!c.checkpoints.empty())
-      y << fmt::format("  recompute_checkpoints: \"{}\"\n", join(c.checkpoints));
-    if (!c.splits.empty()) y << fmt::format("  pipeline_splits: \"{}\"\n", join(c.splits));
-    y << fmt::format("  input_bytes_per_sample: {}B\n  sample_unit: {}\n", input,
-                     images ? "images" : "sequences");
-    return y.str();
+    return run_text(model, model_file, system_file, ipus, c, sample);
   };
   // Where errors and the trace's target.run say the run comes from (a trace name).
   const std::string origin = "run-chosen-for:" + onnx::sanitise_name(absolute(model_file));
@@ -201,24 +233,42 @@ LoadedRun choose_run(const ModelDef& model, const std::string& model_file,
   const RunConfig fixed = load(Choice{}).run;  // what the overrides set
   std::vector<std::uint64_t> batches = kMicroBatches;
   if (given("run.micro_batch")) batches = {fixed.micro_batch};
+  // The largest micro-batch that fits `c` at its depth and memory option, without and then
+  // with recomputation; false when none does (a micro-batch of 1 with recomputation is tried
+  // first: when it does not fit, no larger one does).
+  const auto largest = [&](Choice& c) {
+    const auto fits_with = [&](std::uint64_t mb, bool recompute) {
+      c.micro_batch = mb;
+      c.checkpoints = recompute ? blocks : std::vector<std::string>{};
+      return fits(c);
+    };
+    if (given("run.recompute_checkpoints")) {
+      for (const std::uint64_t mb : batches)
+        if (fits_with(mb, false)) return true;
+      return false;
+    }
+    if (!fits_with(batches.back(), !blocks.empty())) return false;
+    for (const std::uint64_t mb : batches) {
+      if (fits_with(mb, false)) return true;
+      if (!blocks.empty() && fits_with(mb, true)) return true;
+    }
+    return false;
+  };
   for (const std::uint32_t p : kPipelines) {
     if (p > ipus || ipus % p != 0 || p > model.layers.size()) break;
     if (given("run.ipus_per_replica") && p != fixed.ipus_per_replica) continue;
     Choice c;
     c.ipus_per_replica = p;
-    if (p > 1) c.splits = balanced_splits(model, p);
+    if (p > 1) c.splits = balanced_splits(model, p, blocks);
     if (c.splits.size() + 1 != p) continue;
-    for (const std::uint64_t mb : batches) {
-      c.micro_batch = mb;
-      c.checkpoints.clear();
-      bool ok = given("run.recompute_checkpoints") ? false : fits(c);
-      if (!ok && !blocks.empty() && !given("run.recompute_checkpoints")) {
-        c.checkpoints = blocks;
-        ok = fits(c);
-      }
-      if (given("run.recompute_checkpoints")) ok = fits(c);
-      if (!ok) continue;
+    for (const MemoryOption& memory : kMemoryOptions) {
+      if ((given("run.optimiser_state") || given("run.available_memory_proportion")) &&
+          &memory != &kMemoryOptions.front())
+        break;  // (what --set fixes, the first option's run has)
+      c.memory = memory;
+      if (!largest(c)) continue;
       LoadedRun run = load(c);
+      const std::uint64_t mb = c.micro_batch;
       const std::string why_batch =
           given("run.micro_batch") ? "as --set"
           : fixed_batch            ? std::string(

@@ -88,6 +88,9 @@ struct GraphOptions {
   std::uint64_t batch = 1;
   bool training = true;
   trace::DType dtype = trace::DType::kHalf;
+  // Steps a tied LM head's matmul (one reading an embedding table transposed) is serialised
+  // into over the vocabulary (run.embedding_serialisation); > 1 without one is a ConfigError.
+  std::uint32_t vocabulary_serial = 1;
 };
 
 // A layer of the imported graph: the ONNX node its graph nodes come from (its name as a trace

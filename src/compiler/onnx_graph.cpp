@@ -174,6 +174,9 @@ struct Value {
   std::vector<std::int64_t> dims;             // a constant's
   std::optional<std::vector<double>> values;  // known values (shape arithmetic, scalars)
   std::string source;                         // the initializer whose data it is a view of
+  // A matrix view of `source` read transposed (its dims are the source's swapped): torch's
+  // tied LM head exported without constant folding, Transpose(embedding table) into a MatMul.
+  bool transposed = false;
   bool integer = false;
   // Computed from the graph's integer inputs alone (token ids, a padding mask from them): fed
   // from the host as an input when a computed tensor reads it, as Graphcore's BERT feeds its
@@ -198,6 +201,9 @@ class GraphImporter {
     for (const Node& n : g_.nodes)
       for (const auto& in : n.inputs)
         if (!in.empty()) consumers_[in].push_back(&n);
+    for (const Node& n : g_.nodes)
+      for (const auto& out : n.outputs) producers_[out] = &n;
+    find_gelus();
     inputs();
     for (const Node& n : g_.nodes) node(n);
     finish();
@@ -427,6 +433,8 @@ class GraphImporter {
     if (const auto it = kRefused.find(n.op_type); it != kRefused.end())
       fail(n, fmt::format("op {} is {}, which ipusim does not model", n.op_type, it->second));
     if (n.outputs.empty()) fail(n, "a node without an output");
+    if (gelu_parts_.count(&n)) return;  // (computed by its GELU's last node)
+    if (const auto it = gelus_.find(&n); it != gelus_.end()) return gelu(n, it->second);
     // Computed: it reads a computed tensor, or host data with weights (an embedding lookup).
     const auto reads = [&](auto pred) {
       return std::any_of(n.inputs.begin(), n.inputs.end(),
@@ -459,6 +467,142 @@ class GraphImporter {
                             });
       layers_.push_back({current_, n.op_type, main.op, residual});
     }
+  }
+
+  // ---- GELU written out ------------------------------------------------------------------
+  // torch (before opset 20) exports GELU as its formula: 0.5 x (1 + erf(x / sqrt 2)), or the
+  // tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). PopTorch runs F.gelu as one
+  // op (popnn's GELU nonlinearity), so each match is one GELU: its last node computes it, and
+  // the others, read by the match only, are skipped.
+  void find_gelus() {
+    for (const Node& n : g_.nodes)
+      if (n.op_type == "Erf" || n.op_type == "Tanh") match_gelu(n);
+  }
+  const Node* producer_of(const std::string& name) const {
+    const auto it = producers_.find(name);
+    return it == producers_.end() ? nullptr : it->second;
+  }
+  // The node that alone reads `name`, if it is a `op_type`.
+  const Node* only_reader(const std::string& name, std::string_view op_type) const {
+    const auto it = consumers_.find(name);
+    if (it == consumers_.end() || it->second.size() != 1) return nullptr;
+    const Node* r = it->second.front();
+    const bool binary = op_type == "Mul" || op_type == "Add";  // (two inputs, or no match)
+    return r->op_type == op_type && (!binary || r->inputs.size() == 2) ? r : nullptr;
+  }
+  // A scalar constant's value (a one-element initializer or Constant).
+  std::optional<double> scalar_constant(const std::string& name) const {
+    std::optional<Value> v;
+    if (const auto it = g_.initializers.find(name); it != g_.initializers.end())
+      v = constant_of(it->second);
+    else if (const Node* p = producer_of(name); p && p->op_type == "Constant")
+      if (const Attribute* a = p->attribute("value"); a && a->t) v = constant_of(*a->t, false);
+    if (!v || !v->values || v->values->size() != 1) return std::nullopt;
+    return v->values->front();
+  }
+  bool is_scalar(const std::string& name, double want) const {
+    const auto v = scalar_constant(name);
+    return v && std::abs(*v - want) <= 1e-3 * std::abs(want);
+  }
+  // The operand of a two-input node other than `name` (empty when both or neither are it).
+  static std::string other_operand(const Node& n, const std::string& name) {
+    if (n.inputs[0] == name && n.inputs[1] != name) return n.inputs[1];
+    if (n.inputs[1] == name && n.inputs[0] != name) return n.inputs[0];
+    return {};
+  }
+  // The operand of a two-input node that is not the scalar `c`, when the other is.
+  std::string times_scalar(const Node* n, double c) const {
+    if (n == nullptr) return {};
+    if (is_scalar(n->inputs[1], c)) return n->inputs[0];
+    if (is_scalar(n->inputs[0], c)) return n->inputs[1];
+    return {};
+  }
+  void match_gelu(const Node& f) {
+    std::vector<const Node*> parts{&f};
+    // The argument: x / sqrt 2 (erf), or sqrt(2/pi) (x + 0.044715 x^3) (tanh).
+    const Node* arg = producer_of(f.inputs[0]);
+    if (arg == nullptr || arg->inputs.size() != 2 || only_reader(arg->outputs[0], f.op_type) != &f)
+      return;
+    std::string x;
+    if (f.op_type == "Erf") {
+      if (arg->op_type == "Div" && is_scalar(arg->inputs[1], std::sqrt(2.0))) x = arg->inputs[0];
+      if (arg->op_type == "Mul") x = times_scalar(arg, 1 / std::sqrt(2.0));
+      if (x.empty()) return;
+      parts.push_back(arg);
+    } else {
+      if (arg->op_type != "Mul") return;
+      const std::string inner = times_scalar(arg, std::sqrt(2 / std::acos(-1.0)));
+      const Node* sum = producer_of(inner);
+      if (sum == nullptr || sum->op_type != "Add" || only_reader(inner, "Mul") != arg) return;
+      for (std::size_t i = 0; i < 2 && x.empty(); ++i) {
+        const Node* term = producer_of(sum->inputs[1 - i]);
+        if (term == nullptr || term->op_type != "Mul" ||
+            only_reader(term->outputs[0], "Add") != sum)
+          continue;
+        const std::string cube = times_scalar(term, 0.044715);
+        if (is_cube(cube, sum->inputs[i], parts)) {
+          x = sum->inputs[i];
+          parts.insert(parts.end(), {arg, sum, term});
+        }
+      }
+      if (x.empty()) return;
+    }
+    // 1 + f, then the product with x and 0.5 in either order.
+    const Node* one = only_reader(f.outputs[0], "Add");
+    if (one == nullptr || !is_scalar(other_operand(*one, f.outputs[0]), 1.0)) return;
+    parts.push_back(one);
+    std::string at = one->outputs[0];
+    bool has_x = false, has_half = false;
+    const Node* last = nullptr;
+    while (!(has_x && has_half)) {
+      const Node* m = only_reader(at, "Mul");
+      if (m == nullptr) return;
+      const std::string other = other_operand(*m, at);
+      const Node* half_x = producer_of(other);
+      if (other == x && !has_x) {
+        has_x = true;
+      } else if (is_scalar(other, 0.5) && !has_half) {
+        has_half = true;
+      } else if (!has_x && !has_half && half_x && half_x->op_type == "Mul" &&
+                 times_scalar(half_x, 0.5) == x && only_reader(other, "Mul") == m) {
+        has_x = has_half = true;
+        parts.push_back(half_x);
+      } else {
+        return;
+      }
+      if (last) parts.push_back(last);
+      last = m;
+      at = m->outputs[0];
+    }
+    for (const Node* p : parts) gelu_parts_.insert(p);
+    gelus_.emplace(last, x);
+  }
+  // Whether `cube` is x^3: Pow(x, 3), or x * (x * x) in any order (its parts read by the
+  // match only, added to `parts`).
+  bool is_cube(const std::string& cube, const std::string& x, std::vector<const Node*>& parts) {
+    const Node* c = producer_of(cube);
+    if (c == nullptr || c->inputs.size() != 2) return false;
+    if (c->op_type == "Pow") {
+      if (c->inputs[0] != x || !is_scalar(c->inputs[1], 3)) return false;
+      parts.push_back(c);
+      return true;
+    }
+    if (c->op_type != "Mul") return false;
+    const std::string sq = other_operand(*c, x);
+    const Node* s = producer_of(sq);
+    if (s == nullptr || s->op_type != "Mul" || s->inputs[0] != x || s->inputs[1] != x ||
+        only_reader(sq, "Mul") != c)
+      return false;
+    parts.insert(parts.end(), {c, s});
+    return true;
+  }
+  void gelu(const Node& n, const std::string& x) {
+    const Value& v = value(n, x);
+    if (!v.is_tensor()) fail(n, "a GELU of a constant");
+    current_ = layer_name(n);
+    out_.set_layer(current_, display(n));
+    layers_.push_back({current_, n.op_type, P::kGelu, false});
+    set_tensor(n, add(n, P::kGelu, {*v.tensor}));
   }
 
   // A node whose inputs are all constants: its outputs are constants (values where they can
@@ -601,6 +745,7 @@ class GraphImporter {
       const auto perm = permutation(n, d.size());
       for (const auto p : perm) y.dims.push_back(d[p]);
       if (x.values && product(d) > 1) y.values.reset();  // (values are not permuted)
+      y.transposed = !y.source.empty() && d.size() == 2 && perm[0] == 1 && !x.transposed;
       set(n, 0, std::move(y));
       return true;
     }
@@ -1289,7 +1434,15 @@ class GraphImporter {
       a.transpose_b = n.int_attr("transB", 0) != 0;
     }
     const TensorId x = tensor(n, 0);
-    const TensorId w = tensor(n, 1);
+    // A transposed view of a matrix weight is that weight read transposed: one parameter.
+    const Value& wv = in(n, 1);
+    const bool view = !wv.is_tensor() && wv.transposed;
+    if (view) a.transpose_b = !a.transpose_b;
+    if (view && tables_.count(wv.source) && o_.vocabulary_serial > 1) {
+      a.serial = o_.vocabulary_serial;  // a tied LM head
+      ++serialised_;
+    }
+    const TensorId w = view ? weight_as(n, wv, {dims(wv)[1], dims(wv)[0]}) : tensor(n, 1);
     TensorId y = add(n, P::kMatmul, {x, w}, a);
     if (n.op_type == "Gemm" && has_in(n, 2)) y = add(n, P::kAdd, {y, tensor(n, 2)});
     set_tensor(n, y);
@@ -1345,6 +1498,7 @@ class GraphImporter {
     if (!table.is_tensor() && axis == 0) {
       // Rows of a weight table (an embedding) by computed or constant indices.
       const TensorId w = tensor(n, 0, Role::kWeight);
+      if (!table.source.empty()) tables_.insert(table.source);
       return set_tensor(n, add(n, P::kGather, {w, tensor(n, 1)}));
     }
     // Positions of a computed tensor at constant indices (a class token: x[:, 0]).
@@ -1402,9 +1556,9 @@ class GraphImporter {
 
   // ---- the end of the graph -------------------------------------------------------------
   // An embedding table [V, h] and a matmul weight of its shape transposed, V > h: an LM head
-  // that may be tied to the embedding. torch folds a tied head's transpose into a copy, which
-  // the graph cannot tell from an untied head without the weights' data: counted twice, and
-  // said.
+  // that may be tied to the embedding. torch's constant folding turns a tied head's transpose
+  // into a copy, which the graph cannot tell from an untied head without the weights' data:
+  // counted twice, and said. (Without folding the head is Transpose(table): one weight.)
   void note_possible_tie() {
     if (!report_) return;
     std::set<std::uint32_t> tables;
@@ -1423,7 +1577,8 @@ class GraphImporter {
           report_->approximations.push_back(fmt::format(
               "weight '{}' {} is the embedding table '{}' {} transposed: if the LM head is tied "
               "to the embedding (torch folds the tie into a copy), its {} parameters are "
-              "counted twice",
+              "counted twice (an export with do_constant_folding=False, or in training mode, "
+              "keeps the tie: one table read transposed)",
               out_.tensor(node.inputs[1]).name, graph::to_string(out_.tensor(node.inputs[1]).dims),
               out_.tensors()[t].name, graph::to_string(table), graph::elements(table)));
           return;
@@ -1434,6 +1589,12 @@ class GraphImporter {
 
   void finish() {
     note_possible_tie();
+    if (o_.vocabulary_serial > 1 && serialised_ == 0)
+      throw ConfigError(fmt::format(
+          "{}: run.embedding_serialisation {}: the graph has no tied LM head to serialise (a "
+          "matmul reading an embedding table transposed; an export with constant folding writes "
+          "the tie as a copy: export with do_constant_folding=False)",
+          g_.file, o_.vocabulary_serial));
     if (g_.outputs.empty()) throw ConfigError(fmt::format("{}: the graph has no outputs", g_.file));
     const auto it = values_.find(g_.outputs[0].name);
     if (it == values_.end() || !it->second.is_tensor())
@@ -1478,6 +1639,11 @@ class GraphImporter {
   std::map<std::pair<std::string, Dims>, TensorId> weights_;
   std::map<std::string, TensorId> host_;  // host values read by computed tensors, by name
   std::set<std::string> silu_;            // Sigmoid outputs read only as x * sigmoid(x): SiLU
+  std::map<std::string, const Node*> producers_;  // each value's node
+  std::set<std::string> tables_;                  // initializers read by a Gather (embeddings)
+  std::uint32_t serialised_ = 0;                  // tied LM heads serialised
+  std::set<const Node*> gelu_parts_;              // nodes of a GELU's formula but its last
+  std::map<const Node*, std::string> gelus_;      // a GELU's last node: its input
   std::map<std::string, std::vector<const Node*>> consumers_;  // each value's reading nodes
   std::optional<std::uint64_t> exported_batch_;
   bool erf_said_ = false;

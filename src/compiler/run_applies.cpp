@@ -75,7 +75,7 @@ std::string first_of(Reasons... reasons) {
   return out;
 }
 
-constexpr std::array<Row, 21> kRows{{
+constexpr std::array<Row, 22> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
@@ -199,9 +199,10 @@ constexpr std::array<Row, 21> kRows{{
     {"run.pipeline_placement", [](const RunConfig& r) { return !r.placement.empty(); },
      [](const Scope& s) {
        return s.cnn() ? fmt::format(
-                            "it places transformer sub-layers; {} is a CNN, which splits "
-                            "its pipeline at layers (run.pipeline_splits)",
-                            s.what())
+                            "it places transformer sub-layers; {} is {}, which splits its "
+                            "pipeline at layers (run.pipeline_splits, with run.pipeline_ipus)",
+                            s.what(),
+                            s.model.family == graph::Family::kGraph ? "an imported graph" : "a CNN")
                       : "";
      }},
     {"run.pipeline_splits", [](const RunConfig& r) { return !r.pipeline_splits.empty(); },
@@ -210,6 +211,15 @@ constexpr std::array<Row, 21> kRows{{
                       : fmt::format(
                             "it splits a CNN at layers; {} is a transformer, placed on "
                             "the IPUs of a replica by run.pipeline_placement",
+                            s.what());
+     }},
+    {"run.pipeline_ipus", [](const RunConfig& r) { return !r.pipeline_ipus.empty(); },
+     [](const Scope& s) {
+       return s.cnn() ? ""
+                      : fmt::format(
+                            "it places the stages of a CNN or an imported graph; {} is a "
+                            "transformer, placed on the IPUs of a replica by "
+                            "run.pipeline_placement",
                             s.what());
      }},
     {"run.max_sequences_per_pack", [](const RunConfig& r) { return r.max_sequences_per_pack != 1; },
@@ -232,7 +242,9 @@ constexpr std::array<Row, 21> kRows{{
      [](const RunConfig& r) { return r.embedding_serialisation != 1; },
      [](const Scope& s) {
        return first_of(
-           transformer_only(s, "serialising the vocabulary matmul"),
+           s.model.family == graph::Family::kCnn
+               ? fmt::format("{} is a CNN, with no vocabulary matmul", s.what())
+               : "",
            s.model.classifier
                ? fmt::format("{} is an image classifier with no vocabulary matmul", s.what())
                : "");

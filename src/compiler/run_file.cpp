@@ -318,6 +318,13 @@ std::vector<RunField> pipeline_fields() {
               "graphcore/examples vision/cnns/pytorch/train/configs.yml pipeline_splits "
               "(poptorch.BeginBlock)",
               "none"),
+      derived("run.pipeline_ipus", ValueKind::kString,
+              "CNN or imported graph: comma-separated IPU of each pipeline stage, in stage order "
+              "(one more than the splits; e.g. 0,1,2,3,0 runs a tied LM head's stage back on "
+              "IPU 0); none: stage k on IPU k",
+              "poptorch.BeginBlock ipu_id; graphcore/examples nlp/gpt2/pytorch (the LM head on "
+              "IPU 0)",
+              "none"),
       count(
           "run.max_sequences_per_pack", 1, 16,
           "Most sequences in one pack: a masked-LM head predicts masked_tokens + this - 1 tokens "
@@ -455,6 +462,16 @@ LoadedRun load_run(config::Document doc, const std::string& file,
     run.checkpoints = split(r.string("run.recompute_checkpoints"), ',');
   if (r.string("run.pipeline_splits") != "none")
     run.pipeline_splits = split(r.string("run.pipeline_splits"), ',');
+  if (r.string("run.pipeline_ipus") != "none")
+    for (const std::string& ipu : split(r.string("run.pipeline_ipus"), ',')) {
+      if (ipu.empty() || ipu.size() > 4 ||
+          ipu.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoul(ipu) >= run.ipus_per_replica)
+        throw bad("run.pipeline_ipus",
+                  fmt::format("expected IPU numbers 0..{} (the replica's IPUs), found '{}'",
+                              run.ipus_per_replica - 1, ipu));
+      run.pipeline_ipus.push_back(static_cast<std::uint32_t>(std::stoul(ipu)));
+    }
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group",
               fmt::format("{} does not divide the {} replicas", run.batchnorm_group, run.replicas));

@@ -150,7 +150,7 @@ class IpuLowering {
     }
     memory.dtype = r_.m.dtype;
     memory.live_bytes =
-        r_.stages.recompute == graph::Recompute::kCheckpoints ? layer_bytes() : sub_layer_bytes();
+        r_.stages.recompute == graph::Recompute::kEverySubLayer ? sub_layer_bytes() : layer_bytes();
     memory.input_bytes = ipu_ == r_.stages.ipu[0] ? r_.input_bytes() : 0;
     for (const Holding& h : compiler::inference_memory(memory)) b_.hold(h);
     temporaries();
@@ -175,9 +175,10 @@ class IpuLowering {
     } else {
       for (std::uint32_t s = 0; s < r_.stages.layers.size(); ++s)
         if (r_.stages.ipu[s] == ipu_)
-          memory.stashed_bytes += stash_depth(r_.loss, s) * stage_input(s);
-      memory.live_bytes = r_.stages.recompute == graph::Recompute::kCheckpoints ? recomputed_bytes()
-                                                                                : sub_layer_bytes();
+          memory.stashed_bytes += stash_depth(r_.loss, s) * (stage_input(s) + checkpoint_bytes(s));
+      memory.live_bytes = r_.stages.recompute == graph::Recompute::kEverySubLayer
+                              ? sub_layer_bytes()
+                              : recomputed_bytes();
       memory.loop_live = loop_live;
     }
     const std::uint64_t input = ipu_ == r_.stages.ipu[0] ? r_.input_bytes() : 0;
@@ -293,7 +294,8 @@ class IpuLowering {
   std::vector<graph::Segment> segments(std::uint32_t s) const {
     const std::vector<Block>& layers = r_.stages.layers[s];
     if (layers.empty()) return {};
-    if (s != r_.loss || r_.stages.recompute == graph::Recompute::kEverySubLayer)
+    if (r_.stages.recompute == graph::Recompute::kEverySubLayer ||
+        (s != r_.loss && r_.stages.recompute == graph::Recompute::kCheckpoints))
       return {{0, layers.size()}};
     return graph::segments(layers, r_.run.checkpoints);
   }
@@ -305,7 +307,7 @@ class IpuLowering {
   // A one-stage IPU under checkpoints keeps its activations over their lifetimes; stages
   // recomputed whole hold their stashed inputs and recomputed activations instead.
   bool keeps_activations() const {
-    return !r_.pipelined && r_.stages.recompute == graph::Recompute::kCheckpoints;
+    return !r_.pipelined && r_.stages.recompute != graph::Recompute::kEverySubLayer;
   }
 
   // Which of the IPU's layers read each layer's output (kept_tensors).
@@ -388,11 +390,37 @@ class IpuLowering {
     return most;
   }
   // Under checkpoints, a stage recomputed whole: every activation its layers keep
-  // (OpInfo::keeps_output), live at once after its recomputation.
+  // (OpInfo::keeps_output), live at once after its recomputation; recomputed segment by segment
+  // (kStashedCheckpoints), the largest segment's.
   std::uint64_t recomputed_bytes() const {
+    if (r_.stages.recompute != graph::Recompute::kStashedCheckpoints) {
+      std::uint64_t total = 0;
+      for (const Block& blk : layers_)
+        if (graph::info(blk.kind).keeps_output) total += size(lowering_.output_of(blk.layer));
+      return total;
+    }
+    std::uint64_t most = 0;
+    for (std::uint32_t s = 0; s < r_.stages.layers.size(); ++s) {
+      if (r_.stages.ipu[s] != ipu_) continue;
+      const std::vector<Block>& layers = r_.stages.layers[s];
+      for (const auto& [first, last] : segments(s)) {
+        std::uint64_t total = 0;
+        for (std::size_t i = first; i < last; ++i)
+          if (graph::info(layers[i].kind).keeps_output)
+            total += size(lowering_.output_of(layers[i].layer));
+        most = std::max(most, total);
+      }
+    }
+    return most;
+  }
+  // One micro-batch of the checkpoints stage `s` stashes with its input (kStashedCheckpoints:
+  // each segment's but the first's input, the checkpoint before it; bytes).
+  std::uint64_t checkpoint_bytes(std::uint32_t s) const {
+    if (r_.stages.recompute != graph::Recompute::kStashedCheckpoints) return 0;
+    const std::vector<graph::Segment> segs = segments(s);
     std::uint64_t total = 0;
-    for (const Block& blk : layers_)
-      if (graph::info(blk.kind).keeps_output) total += size(lowering_.output_of(blk.layer));
+    for (std::size_t k = 1; k < segs.size(); ++k)
+      total += size(lowering_.output_of(r_.stages.layers[s][segs[k].first - 1].layer));
     return total;
   }
   // Recomputing every sub-layer: the largest tensor a node of the IPU computes (a serialised

@@ -101,6 +101,11 @@ std::vector<Try> tries(const std::string& key, graph::Family family, const std::
   if (key == "run.pipeline_splits")
     return cnn ? std::vector<Try>{{"b2/0/conv1", {"run.ipus_per_replica=2", "run.replicas=8"}}}
                : std::vector<Try>{{"layer1"}};
+  if (key == "run.pipeline_ipus")  // (the classifier's stage back on IPU 0)
+    return cnn ? std::vector<Try>{{"0,1,0",
+                                   {"run.ipus_per_replica=2", "run.replicas=8",
+                                    "run.pipeline_splits=b2/0/conv1,fc"}}}
+               : std::vector<Try>{{"0"}};
   const config::ParamDecl* decl = run_schema().find(key);
   if (decl && !decl->choices.empty()) return {};  // its choices only
   ADD_FAILURE() << key << ": the run-key walk has no value to try for it (tries())";

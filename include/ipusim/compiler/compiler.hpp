@@ -136,9 +136,11 @@ struct RunConfig {
   std::vector<double> available_memory;      // per IPU of the replica
   std::vector<std::string> checkpoints;      // CNN recomputation checkpoints (layer names)
   std::vector<std::string> pipeline_splits;  // CNN: the layers that begin stages 1, 2, ...
-  std::uint32_t batchnorm_group = 1;         // replicas sharing batch-norm statistics
-  bool batchnorm_statistics_cache = true;    // recomputation reuses the forward statistics
-  bool fuse_elementwise = true;              // elementwise chains become one fused compute set
+  // The IPU of each stage, in stage order (run.pipeline_ipus; empty: stage k on IPU k).
+  std::vector<std::uint32_t> pipeline_ipus;
+  std::uint32_t batchnorm_group = 1;       // replicas sharing batch-norm statistics
+  bool batchnorm_statistics_cache = true;  // recomputation reuses the forward statistics
+  bool fuse_elementwise = true;            // elementwise chains become one fused compute set
   bool popnn_norms = true;     // CNN batch norm and ReLU lowered as popnn calls, not fused chains
   bool rearrangements = true;  // conv operands are regrouped/transposed as needed
   // Training matmuls planned with poplin's fullyConnectedPass (joint plans where cheaper).

@@ -399,6 +399,7 @@ TensorGraph build_graph(const ModelDef& m, const BuildOptions& options) {
       o.batch = options.batch;
       o.training = options.training;
       o.dtype = m.dtype;
+      o.vocabulary_serial = options.vocabulary_serial;
       return onnx::build_graph(*m.onnx, o);
     }
   }

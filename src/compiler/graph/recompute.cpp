@@ -25,8 +25,15 @@ std::vector<Segment> segments(const std::vector<Block>& nodes,
 void check_checkpoints(const ModelDef& m, const RunConfig& run) {
   for (const auto& c : run.checkpoints)
     if (std::none_of(m.layers.begin(), m.layers.end(), [&](const Layer& l) { return l.name == c; }))
-      throw ConfigError(fmt::format("{}: run.recompute_checkpoints: '{}' is not a layer of {}",
-                                    run.file, c, m.file));
+      throw ConfigError(fmt::format("{}: '{}' is not a layer of {}",
+                                    key_at(run, "run.recompute_checkpoints"), c, m.file));
+}
+
+std::string key_at(const RunConfig& run, const std::string& key) {
+  const auto it = run.given.find(key);
+  if (it == run.given.end()) return run.file + ": " + key;
+  if (it->second.starts_with("--set")) return "--set " + key;
+  return it->second + ": " + key;  // file:line:column
 }
 
 }  // namespace ipusim::compiler::graph

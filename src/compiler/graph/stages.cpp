@@ -13,16 +13,47 @@ namespace ipusim::compiler::graph {
 namespace {
 
 ConfigError split_error(const RunConfig& run, const std::string& what) {
-  return ConfigError(fmt::format("{}: run.pipeline_splits: {}", run.file, what));
+  return ConfigError(fmt::format("{}: {}", key_at(run, "run.pipeline_splits"), what));
 }
 
-// A replica of P IPUs runs P stages: P - 1 splits (`replica` says what the replica is).
+// A replica of P IPUs runs P stages: P - 1 splits (`replica` says what the replica is); with
+// run.pipeline_ipus, one stage per IPU listed, every IPU of the replica listed and no two
+// stages in a row on one IPU.
 void check_split_count(const RunConfig& run, std::string_view replica) {
+  if (!run.pipeline_ipus.empty()) {
+    const auto bad = [&](const std::string& what) {
+      return ConfigError(fmt::format("{}: {}", key_at(run, "run.pipeline_ipus"), what));
+    };
+    if (run.pipeline_ipus.size() != run.pipeline_splits.size() + 1)
+      throw bad(fmt::format("{} split(s) make {} stage(s), each with an IPU; found {} IPU(s)",
+                            run.pipeline_splits.size(), run.pipeline_splits.size() + 1,
+                            run.pipeline_ipus.size()));
+    if (run.pipeline_ipus.front() != 0)
+      throw bad(fmt::format("the first stage (the host input's) runs on IPU 0; found IPU {}",
+                            run.pipeline_ipus.front()));
+    for (std::uint32_t ipu = 0; ipu < run.ipus_per_replica; ++ipu)
+      if (std::find(run.pipeline_ipus.begin(), run.pipeline_ipus.end(), ipu) ==
+          run.pipeline_ipus.end())
+        throw bad(
+            fmt::format("IPU {} of the replica's {} runs no stage", ipu, run.ipus_per_replica));
+    for (std::size_t s = 1; s < run.pipeline_ipus.size(); ++s)
+      if (run.pipeline_ipus[s] == run.pipeline_ipus[s - 1])
+        throw bad(
+            fmt::format("stages {} and {} both run on IPU {} (join them: drop the split "
+                        "between them)",
+                        s - 1, s, run.pipeline_ipus[s]));
+    return;
+  }
   if (run.pipeline_splits.size() + 1 != run.ipus_per_replica)
     throw split_error(run, fmt::format("{} of {} IPU(s) runs {} pipeline stage(s), so {} "
                                        "split(s) (each a layer that begins a stage); found {}",
                                        replica, run.ipus_per_replica, run.ipus_per_replica,
                                        run.ipus_per_replica - 1, run.pipeline_splits.size()));
+}
+
+// The IPU of stage `s` (run.pipeline_ipus, else s).
+std::uint32_t stage_ipu(const RunConfig& run, std::size_t s) {
+  return run.pipeline_ipus.empty() ? static_cast<std::uint32_t>(s) : run.pipeline_ipus.at(s);
 }
 
 }  // namespace
@@ -96,7 +127,7 @@ ForwardStages cnn_stages(const ModelDef& m, const RunConfig& run) {
   if (!run.inference) (void)gradient_flow(m, nodes);  // every layer reaches the loss
   ForwardStages out;
   for (const auto& [first, last] : pipeline_stages(nodes, m, run)) {
-    out.ipu.push_back(static_cast<std::uint32_t>(out.layers.size()));
+    out.ipu.push_back(stage_ipu(run, out.layers.size()));
     auto& layers = out.layers.emplace_back();
     for (std::size_t i = first; i < last; ++i)
       layers.push_back({nodes[i].op(), nodes[i].layer->name});
@@ -133,13 +164,14 @@ ForwardStages graph_stages(const ModelDef& m, const RunConfig& run) {
   const auto bad = [&](const std::string& what) { return split_error(run, what); };
   check_split_count(run, "a replica");
   ForwardStages out;
+  out.recompute = Recompute::kStashedCheckpoints;
   std::size_t split = 0;
   for (std::size_t i = 0; i < m.layers.size(); ++i) {
     const Layer& l = m.layers[i];
     if (run.inference && l.op == Op::kSoftmaxLoss) continue;  // the loss is training's
     if (i == 0 || (split < run.pipeline_splits.size() && l.name == run.pipeline_splits[split])) {
       if (i > 0) ++split;
-      out.ipu.push_back(static_cast<std::uint32_t>(out.layers.size()));
+      out.ipu.push_back(stage_ipu(run, out.layers.size()));
       out.layers.emplace_back();
     }
     out.layers.back().push_back({l.op, l.name});

@@ -31,6 +31,11 @@ enum class Recompute : std::uint8_t {
   // recomputed, the last's activations are still live; a stashed stage recomputes all of it.
   // While it recomputes, a stage holds every activation its ops keep (OpInfo::keeps_output).
   kCheckpoints,
+  // As kCheckpoints, but a stashed stage too recomputes segment by segment between the
+  // checkpoints, which it stashes with its input for each micro-batch in flight (PopART's
+  // pipelined recomputation with poptorch.recomputationCheckpoint): it holds its largest
+  // segment's activations while recomputing. An imported graph's pipeline.
+  kStashedCheckpoints,
   // Every stage, the loss stage too, recomputes its forward in its backward with a checkpoint
   // at each sub-layer's output (PopART's pipeline recomputation as the transformer examples
   // run it): a stage holds its largest activation and a few stage-boundary tensors.
