@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The four calibration points of ../shared/reference/workloads.md with this build: ResNet-50 on
+# The five calibration points of ../shared/reference/workloads.md with this build: ResNet-50 on
 # IPU-POD16 (29,500 images/s) and IPU-POD256 (345,000 images/s), BERT-Large on IPU-POD16
-# (1,525 sequences/s) and IPU-POD64 (4,803 sequences/s), each run config compiled and
-# simulated in one process (`ipusim run --run`). Prints a Markdown table of step time,
+# (1,525 sequences/s) and IPU-POD64 (4,803 sequences/s), and ViT-B/16 fine-tuning on Bow-Pod16
+# (7,319 images/s, §5), each run config compiled and simulated in one process
+# (`ipusim run --run`, on the point's system). Prints a Markdown table of step time,
 # throughput, the error against the measured throughput and where the time went on the
 # reported IPU (docs/workloads.md "Scale-out"). Extra arguments go to every run, e.g.
 #   tools/calibration-points.sh --set fabric.gw_link.latency=3us
@@ -13,15 +14,17 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${IPUSIM_BUILD_DIR:-$root/build}/bin/ipusim"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+# run:measured[:system] (the run config's own system when none is given)
 points=("resnet50-pod16:29500" "resnet50-pod256:345000" "bert-large-pod16:1525"
-        "bert-large-pod64:4803")
+        "bert-large-pod64:4803" "vit-b16-finetune-pytorch-pod16:7319:bow-pod16")
 echo "| point | measured | step | predicted | error | compute / exchange / sync / collective / other |"
 echo "|---|---|---|---|---|---|"
 for p in "${points[@]}"; do
-  run="${p%%:*}"
-  SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 "$bin" run --run "$root/configs/runs/$run.yaml" "$@" \
-    --out "$tmp/$run" >/dev/null
-  python3 - "$tmp/$run/stats.json" "$run" "${p##*:}" <<'PY'
+  IFS=: read -r run measured system <<<"$p"
+  args=(--run "$root/configs/runs/$run.yaml")
+  [[ -n "$system" ]] && args+=(--system "$root/configs/systems/$system.yaml")
+  SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1 "$bin" run "${args[@]}" "$@" --out "$tmp/$run" >/dev/null
+  python3 - "$tmp/$run/stats.json" "$run${system:+ on $system}" "$measured" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 run, measured = sys.argv[2], float(sys.argv[3])

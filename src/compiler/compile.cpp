@@ -266,6 +266,7 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
         system.racks, system.machines_per_rack, system.machine.ipus));
   check_run_applies(model, run);
   trace::Trace t = compile_replica(model, run, system, plans);
+  const trace::Meta lowering_meta = std::move(t.meta);  // (a pipeline's stages)
   // What reports need to turn a step time into throughput and time to train.
   t.meta = {
       {"model", model.name},
@@ -285,6 +286,7 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
       // The target it was planned for (target_mismatches).
       {"target.run", run.file}};
   for (const auto& entry : model_meta(model, run)) t.meta.push_back(entry);
+  t.meta.insert(t.meta.end(), lowering_meta.begin(), lowering_meta.end());
   for (auto& entry : chip_target_meta(system.chip)) t.meta.push_back(std::move(entry));
   t.meta.emplace_back("target.system", system.name);
   t.meta.emplace_back("target.system.ipus", std::to_string(system.ipus()));

@@ -6,6 +6,8 @@
 // backward as the stage plan says (graph::Recompute), the pipeline schedule (pipeline.hpp)
 // with the inter-IPU copies of what crosses between stages, then the weight update of each
 // IPU's weight tensors (optimiser.hpp) and the memory it holds (memory.hpp).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -294,15 +296,37 @@ class IpuLowering {
   std::vector<graph::Segment> segments(std::uint32_t s) const {
     const std::vector<Block>& layers = r_.stages.layers[s];
     if (layers.empty()) return {};
-    if (r_.stages.recompute == graph::Recompute::kEverySubLayer ||
-        (s != r_.loss && r_.stages.recompute == graph::Recompute::kCheckpoints))
+    if (r_.stages.recompute == graph::Recompute::kEverySubLayer) {
+      if (s != r_.loss) return {{0, layers.size()}};
+      // The loss stage: its ops after its last sub-layer output (the final norm, the heads, the
+      // loss) are not recomputed (PopART, transforms/pipeline.cpp
+      // setFinalFwdStageRecomputation: "the Ops between the topologically final Checkpoints
+      // and the loss ... NOT recomputed").
+      std::size_t tail = layers.size();
+      while (tail > 0 && layers[tail - 1].kind != graph::Op::kAttention &&
+             layers[tail - 1].kind != graph::Op::kFfn &&
+             layers[tail - 1].kind != graph::Op::kEmbedding)
+        --tail;
+      std::vector<graph::Segment> out;
+      if (tail > 0) out.emplace_back(0, tail);
+      if (tail < layers.size()) out.emplace_back(tail, layers.size());
+      return out;
+    }
+    if (s != r_.loss && r_.stages.recompute == graph::Recompute::kCheckpoints)
       return {{0, layers.size()}};
     return graph::segments(layers, r_.run.checkpoints);
   }
   // Whether a segment is recomputed before its backward: every one but the loss stage's last
   // under checkpoints, whose activations are still live.
   bool recomputed(std::uint32_t s, bool last_segment) const {
-    return s != r_.loss || !last_segment || r_.stages.recompute == graph::Recompute::kEverySubLayer;
+    if (s != r_.loss || !last_segment) return true;
+    // The loss stage's last segment: under kEverySubLayer, recomputed only when it is
+    // made of sub-layers (a stage without heads).
+    if (r_.stages.recompute != graph::Recompute::kEverySubLayer) return false;
+    const std::vector<Block>& layers = r_.stages.layers[s];
+    const graph::Op last = layers.back().kind;
+    return last == graph::Op::kAttention || last == graph::Op::kFfn ||
+           last == graph::Op::kEmbedding;
   }
   // A one-stage IPU under checkpoints keeps its activations over their lifetimes; stages
   // recomputed whole hold their stashed inputs and recomputed activations instead.
@@ -555,6 +579,23 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
     streaming[ipu] = b.streaming_memory();
   }
   check_streaming_memory(run, system, streaming);
+  if (replica.pipelined && !run.inference) {
+    // What the report's pipeline analysis needs (report/pipeline.hpp): the micro-batches, each
+    // stage's IPU ("0:1:2:3:0"), and each layer of a stage that is not its IPU's first, one
+    // entry "STAGE:LAYER" each (keys pipeline.stage_layer.0, .1, ...).
+    t.meta.emplace_back("pipeline.micro_batches", std::to_string(run.gradient_accumulation));
+    std::string ipus;
+    for (const std::uint32_t i : replica.stages.ipu)
+      ipus += (ipus.empty() ? "" : ":") + std::to_string(i);
+    t.meta.emplace_back("pipeline.stage_ipus", ipus);
+    std::set<std::uint32_t> seen;
+    std::size_t n = 0;
+    for (std::size_t s = 0; s < replica.stages.ipu.size(); ++s)
+      if (!seen.insert(replica.stages.ipu[s]).second)
+        for (const Block& blk : replica.stages.layers[s])
+          t.meta.emplace_back(fmt::format("pipeline.stage_layer.{}", n++),
+                              fmt::format("{}:{}", s, blk.layer));
+  }
   if (run.clip_gradients && !run.inference && replica.pipelined)
     for (auto& exchange : clip_copies(norm_bytes))
       t.global_exchanges.push_back(std::move(exchange));

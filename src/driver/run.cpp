@@ -340,8 +340,10 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   for (const auto& o : r.overrides)
     if (const auto parsed = config::parse_override(o))  // all were parsed when loading
       info.overrides.push_back(parsed->key + "=" + parsed->value);
-  // Per-layer time (both engines: it needs only the trace and each phase's totals).
-  if (!r.timeline_file.empty() || !r.out_dir.empty()) {
+  // Per-layer time (both engines: it needs only the trace and each phase's totals), also for
+  // the summary's pipeline lines (report::pipeline_analysis).
+  const bool pipelined = trace::find_meta(trace.meta, "pipeline.stage_ipus") != nullptr;
+  if (!r.timeline_file.empty() || !r.out_dir.empty() || (pipelined && !r.quiet)) {
     info.live_memory = report::live_memories(stats, trace);
     info.layers = report::layer_rows(chip_spec, stats, trace, info.live_memory);
   }

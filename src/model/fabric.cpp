@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <span>
 
 #include "ipusim/cost/program_costs.hpp"
@@ -68,6 +69,7 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
   simulated_ipus_ = simulated_replicas_ * static_cast<std::uint32_t>(trace.ipus.size());
   has_program_.assign(programs_, false);
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
+  count_host_streamers(system, trace);
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
   if (needed > system.ipus())
     throw ModelError(
@@ -327,11 +329,46 @@ std::uint64_t Fabric::domain_sync(const std::vector<std::uint32_t>& replicas) co
   return topology_.sync_cycles(ipus);
 }
 
+namespace {
+
+// Whether `steps` move data between `memory` (the host's, or Streaming Memory) and the IPU.
+bool has_transfer(const std::vector<trace::Step>& steps, trace::HostMemory memory) {
+  return std::any_of(steps.begin(), steps.end(), [&](const trace::Step& s) {
+    return (s.kind == trace::StepKind::kHost && s.memory == memory) || has_transfer(s.body, memory);
+  });
+}
+
+}  // namespace
+
+void Fabric::count_host_streamers(const SystemSpec& system, const trace::Trace& trace) {
+  const std::uint32_t machine_ipus = std::max<std::uint32_t>(1, system.machine.ipus);
+  // The most IPUs of one machine whose programs have `memory` transfers (at least 1); `all`
+  // is set to those of every replica (at least 1).
+  const auto count = [&](trace::HostMemory memory, std::uint32_t& all) {
+    std::vector<bool> streams(programs_, false);
+    for (const auto& p : trace.ipus) streams[p.ipu] = has_transfer(p.steps, memory);
+    all = std::max<std::uint32_t>(
+        1, static_cast<std::uint32_t>(std::count(streams.begin(), streams.end(), true)) *
+               trace.replicas);
+    std::map<std::uint32_t, std::uint32_t> per_machine;
+    for (std::uint32_t g = 0; g < trace.replicas * programs_; ++g)
+      if (streams[g % programs_]) ++per_machine[g / machine_ipus];
+    std::uint32_t most = 1;
+    for (const auto& [machine, n] : per_machine) most = std::max(most, n);
+    return most;
+  };
+  std::uint32_t streaming_ipus = 0;
+  machine_host_streamers_ = count(trace::HostMemory::kHost, host_streamers_);
+  machine_ddr_streamers_ = count(trace::HostMemory::kStreaming, streaming_ipus);
+}
+
 std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
   // A PCIe card moves host data and remote buffers (host memory: there is no Streaming
-  // Memory) over the chip's own host link. Otherwise every IPU of the machine is assumed to
-  // stream at the same time, sharing the gateway's host link or DDR evenly; each IPU also has
-  // its own PCIe link to the gateway.
+  // Memory) over the chip's own host link. Otherwise the IPUs that make host-memory transfers
+  // are assumed to stream at the same time, sharing the host servers' NICs and each machine's
+  // gateway host link evenly among them, and the IPUs of a machine that make Streaming Memory
+  // transfers share its DDR (count_host_streamers); each IPU also has its own PCIe link to the
+  // gateway.
   const auto& m = system_.machine;
   if (m.host_attach == HostAttach::kPcie)
     return cost::host_transfer_cycles(system_.chip, step, system_.chip.host.bandwidth,
@@ -339,12 +376,11 @@ std::uint64_t Fabric::host_cycles(const trace::Step& step) const {
   double rate = m.pcie_bandwidth.bytes_per_second;
   double latency = m.gateway_latency.seconds;
   if (step.memory == trace::HostMemory::kStreaming) {
-    rate = std::min(rate, m.ddr_bandwidth.bytes_per_second / m.ipus);
+    rate = std::min(rate, m.ddr_bandwidth.bytes_per_second / machine_ddr_streamers_);
   } else {
-    const double used = static_cast<double>(trace_.replicas) * programs_;
-    rate = std::min(
-        {rate, m.host_link_bandwidth.bytes_per_second / m.ipus,
-         system_.host_servers * system_.fabric.host_server_bandwidth.bytes_per_second / used});
+    rate = std::min({rate, m.host_link_bandwidth.bytes_per_second / machine_host_streamers_,
+                     system_.host_servers * system_.fabric.host_server_bandwidth.bytes_per_second /
+                         host_streamers_});
     latency += m.host_latency.seconds;
   }
   return cost::host_transfer_cycles(system_.chip, step, Bandwidth{rate}, Duration{latency});

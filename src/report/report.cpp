@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "ipusim/config/field.hpp"
+#include "ipusim/report/pipeline.hpp"
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
@@ -274,6 +275,7 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
   w.key("phases").begin_object();
   write_phases(w, t.phases, t.counts, stats.cycles, chip);
   w.end_object();
+  if (const auto pipeline = pipeline_analysis(stats, info)) write_pipeline_json(w, *pipeline);
   w.key("throughput").begin_object();
   w.quantity("flops", t.flops, "FLOP");
   w.quantity("flop_rate", stats.seconds > 0 ? static_cast<double>(t.flops) / stats.seconds : 0.0,
@@ -484,6 +486,8 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
         100.0 * (1.0 - static_cast<double>(t.phases[PhaseKind::kCompute]) / total),
         100.0 * in_compute / peak);
   }
+  if (const auto pipeline = pipeline_analysis(stats, info))
+    out += pipeline_text(*pipeline, t.slowest_ipu);
   if (!stats.links.empty()) {
     const LinkUse& busiest = stats.links.front();
     out +=

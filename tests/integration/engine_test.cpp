@@ -217,6 +217,37 @@ TEST(Engine, PipelineLoopMemoisedFullReferenceAndReplicasIdentical) {
   expect_identical(all_fast, all_ref, "fast vs reference, every replica simulated");
 }
 
+// Host input shares the host server's NIC and each machine's host link among the IPUs that
+// take it (Fabric::host_cycles): on IPU-POD16 (one host server of 100 Gbit/s, machines of 4
+// IPUs with a 100 Gbit/s host link and 15.75 GB/s PCIe per IPU) 2 replicas of 2 IPUs sit on
+// machine 0. With IPU 0 of each replica alone reading the input, 2 IPUs share 12.5 GB/s: 6.25
+// GB/s each; with both IPUs of each replica, 4 share it: 3.125 GB/s. By hand, for 1,024 tiles
+// of 6,104 B (6,250,496 B) at 1.325 GHz: 7 us of gateway and host-link latency (9,275 cycles)
+// plus ceil(6,250,496 / 6.25e9 x 1.325e9) = 1,325,106 cycles, or ceil(2,650,210.4) =
+// 2,650,211 at 3.125 GB/s.
+std::string host_input_trace(bool both_ipus_read) {
+  std::string t =
+      "ipusim-trace 2\nname host_share\nreplicas 2\nipu 0\nprogram\n"
+      "  host to_ipu tiles=0..1023 bytes=6104 memory=host\nend\nipu 1\nprogram\n";
+  t += both_ipus_read ? "  host to_ipu tiles=0..1023 bytes=6104 memory=host\n" : "  sync\n";
+  return t + "end\n";
+}
+
+TEST(Engine, HostInputSharesTheHostLinksAmongTheIpusThatReadIt) {
+  TempDir dir;
+  const std::string sys = "--system " + system_file("pod16");
+  for (const bool both : {false, true}) {
+    const std::string trace = dir.file(both ? "both.trace" : "first.trace");
+    std::ofstream(trace) << host_input_trace(both);
+    const Outcome out = run_trace(dir, trace, both ? "both" : "first", sys);
+    const auto ipu0 = out.stats.find("\"ipu\": [");
+    ASSERT_NE(ipu0, std::string::npos);
+    EXPECT_EQ(json_value_after(out.stats.substr(ipu0), "\"host\""),
+              9275 + (both ? 2650211 : 1325106))
+        << (both ? "both IPUs read" : "the first IPU reads");
+  }
+}
+
 // The Fabric reuses the method `auto` chose for a collective when the same collective starts
 // again on idle links (docs/performance.md). Three identical all-reduces, each on idle links,
 // must then take exactly three times as long as one, and load the links three times as much.

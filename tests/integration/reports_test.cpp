@@ -398,8 +398,16 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
                    dir.file("chosen"))
                 .status,
             0);
+  // A pipelined training run (pipeline.*).
+  ASSERT_EQ(ipusim("run -q --run " + workload("resnet_tiny-pod16.yaml") +
+                   " --set run.ipus_per_replica=2 --set run.replicas=8 "
+                   "--set run.pipeline_splits=b2/0/conv1 --out " +
+                   dir.file("pipe"))
+                .status,
+            0);
   std::map<std::string, std::string> fields, kernel_fields;
   collect(parse_file(dir.file("w/stats.json")), "", fields);
+  collect(parse_file(dir.file("pipe/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("chosen/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("k/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("w64/stats.json")), "", kernel_fields);

@@ -428,13 +428,17 @@ TEST(ExternalSync, WaitingForPeersIsNotSync) {
 namespace ipusim::testing {
 namespace {
 
-// One IPU streams `tiles` x `bytes` from Streaming Memory onto the last `tiles` tiles (I/O
-// tiles) of an IPU-M2000; returns the run's cycles.
-double streamed_onto_io_tiles(std::uint32_t tiles, std::uint64_t bytes) {
+// `ipus` IPUs of an IPU-M2000 each stream `tiles` x `bytes` from Streaming Memory onto their
+// last `tiles` tiles (I/O tiles) at once; returns the run's cycles.
+double streamed_onto_io_tiles(std::uint32_t tiles, std::uint64_t bytes, std::uint32_t ipus = 1) {
   TempDir dir;
   const std::string trace = dir.file("io.trace");
-  std::ofstream(trace) << "ipusim-trace 3\nipu 0\nprogram\n  host to_ipu tiles=" << 1472 - tiles
-                       << "..1471 bytes=" << bytes << " memory=streaming\nend\n";
+  std::ofstream out(trace);
+  out << "ipusim-trace 3\n";
+  for (std::uint32_t i = 0; i < ipus; ++i)
+    out << "ipu " << i << "\nprogram\n  host to_ipu tiles=" << 1472 - tiles
+        << "..1471 bytes=" << bytes << " memory=streaming\nend\n";
+  out.close();
   const auto r =
       ipusim("run --system " + system_file("m2000") + " --out " + dir.file("out") + " " + trace);
   EXPECT_EQ(r.status, 0) << r.err;
@@ -442,14 +446,17 @@ double streamed_onto_io_tiles(std::uint32_t tiles, std::uint64_t bytes) {
 }
 
 TEST(HostIo, ATransferOntoFewIoTilesIsBoundByTheirExchangeRate) {
-  // 4 MiB from Streaming Memory at 1.325 GHz: the gateway's DDR (57.6 GB/s shared by the 4
-  // IPUs of the machine, 14.4 GB/s each, below PCIe Gen4 x8's 15.75 GB/s) takes
-  // 4 MiB / 14.4 GB/s = 385,926 cycles; each receiving tile takes its share at 4 B/cycle.
-  // Plus the gateway latency, 2 us = 2,650 cycles.
+  // 4 MiB from Streaming Memory at 1.325 GHz, plus the gateway latency, 2 us = 2,650 cycles.
+  // One IPU streaming has the gateway's DDR (57.6 GB/s) to itself: its PCIe Gen4 x8 link,
+  // 15.75 GB/s, bounds it, 4 MiB / 15.75 GB/s = 352,855 cycles. The 4 IPUs of the machine
+  // streaming at once share the DDR, 14.4 GB/s each: 385,926 cycles. Each receiving tile takes
+  // its share at 4 B/cycle.
   const double latency = 2650;
-  const double link = std::ceil(4.0 * (1 << 20) / 14.4e9 * 1.325e9);
+  const double pcie = std::ceil(4.0 * (1 << 20) / 15.75e9 * 1.325e9);
+  const double ddr = std::ceil(4.0 * (1 << 20) / 14.4e9 * 1.325e9);
   // Four I/O tiles of 1 MiB each: 262,144 cycles at 4 B/cycle, so the link bounds it.
-  EXPECT_EQ(streamed_onto_io_tiles(4, 1 << 20), latency + link);
+  EXPECT_EQ(streamed_onto_io_tiles(4, 1 << 20), latency + pcie);
+  EXPECT_EQ(streamed_onto_io_tiles(4, 1 << 20, 4), latency + ddr);
   // Two of 2 MiB each: 524,288 cycles, above the link's time: the I/O tiles bound it.
   EXPECT_EQ(streamed_onto_io_tiles(2, 2 << 20), latency + (2 << 20) / 4);
 }

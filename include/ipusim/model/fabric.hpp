@@ -90,6 +90,8 @@ class Fabric : public sc_core::sc_module {
 
   // Host or Streaming Memory transfer of one IPU through its machine's gateway, in cycles.
   std::uint64_t host_cycles(const trace::Step& step) const;
+  // Sets host_streamers_ and machine_host_streamers_ from the trace's programs.
+  void count_host_streamers(const SystemSpec& system, const trace::Trace& trace);
 
   const topology::Topology& topology() const { return topology_; }
   std::uint32_t replicas_simulated() const { return simulated_replicas_; }
@@ -137,6 +139,12 @@ class Fabric : public sc_core::sc_module {
   topology::Topology topology_;
   topology::LinkSchedule links_;
   std::uint32_t programs_;
+  // Host-memory transfers (host input and output) share the host servers' NICs among the IPUs
+  // of every replica that make them, and a machine's host link among its IPUs that make them;
+  // Streaming Memory transfers share a machine's DDR among its IPUs that make them (a
+  // pipeline's first stage alone reads the input: PopART puts an input's stream copy on the IPU
+  // of the op that reads it). At least 1 each.
+  std::uint32_t host_streamers_ = 1, machine_host_streamers_ = 1, machine_ddr_streamers_ = 1;
   std::vector<bool> has_program_;  // by program index
   std::uint32_t simulated_replicas_;
   sc_core::sc_time period_;
