@@ -287,6 +287,14 @@ MODELS = {
     # becomes a copy of the table: a small decoder shows it.
     "gpt2_tiny_tied_eval": (lambda: Gpt2(vocab=1000, hidden=64, layers=2, heads=4, seq=32),
                             lambda: tokens(32, 1000), 17, False, False),
+    # A smaller one with its weights kept (120 KB), embedded and as external data present:
+    # the copy's data is the table's.
+    "gpt2_micro_tied_eval_weights": (lambda: Gpt2(vocab=256, hidden=32, layers=1, heads=4,
+                                                  seq=16),
+                                     lambda: tokens(16, 256), 17, False, False),
+    "gpt2_micro_tied_eval_external_weights": (lambda: Gpt2(vocab=256, hidden=32, layers=1,
+                                                           heads=4, seq=16),
+                                              lambda: tokens(16, 256), 17, False, False),
     "llama_small": (Llama, lambda: tokens(512, 32000), 17, False, False),
     "lstm_classifier": (LstmClassifier, lambda: (torch.randn(1, 32, 64),), 13, False, False),
     "grid_sample": (GridSampler, lambda: (torch.randn(1, 3, 32, 32),), 16, False, False),
@@ -351,10 +359,15 @@ def export(name, out):
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     torch.onnx.export(model, args, path, opset_version=opset, do_constant_folding=not training,
                       training=mode, **kwargs)
-    strip_weights(path, name)
     data = os.path.join(out, name + ".weights.bin")
-    if os.path.exists(data):  # (onnx.save writes what it can of external data: not kept)
-        os.remove(data)
+    if name.endswith("_external_weights"):  # weights kept, as external data beside the model
+        onnx.save_model(onnx.load(path), path, save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=name + ".weights.bin",
+                        size_threshold=1024)
+    elif not name.endswith("_weights"):  # (those keep theirs embedded)
+        strip_weights(path, name)
+        if os.path.exists(data):  # (onnx.save writes what it can of external data: not kept)
+            os.remove(data)
     shape = "x".join(str(d) for d in args[0].shape)
     return (f"{name}:\n  file: {name}.onnx\n  opset: {opset}\n"
             f"  mode: {'training' if training else 'eval'}\n  dynamic_batch: {str(dynamic).lower()}\n"

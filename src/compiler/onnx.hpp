@@ -36,6 +36,10 @@ struct Tensor {
   std::vector<std::int64_t> ints;  // the values of an inline integer tensor (shapes, indices)
   std::vector<float> floats;       // the values of a small inline float tensor (scalars)
   bool external = false;           // data_location EXTERNAL
+  // Where its bytes are (not read): raw_data at `offset` of the model file, or external data
+  // at `offset` of `location` (relative to the model's folder); `length` 0: none recorded.
+  std::string location;
+  std::uint64_t offset = 0, length = 0;
   std::uint64_t elements() const;
 };
 
@@ -80,6 +84,12 @@ struct Graph {
 // Reads an ONNX model file. Throws ConfigError naming the file, the byte offset and the field
 // path for a file that is not a well-formed ModelProto.
 Graph read_model(const std::string& file);
+
+// Whether float tensor `b` [n, m] holds `a` [m, n] transposed, by `samples` positions spread
+// over it (both float32 or both float16, their bytes embedded in the model file or in external
+// data that is present); false when either's data is absent, the types differ, or the sampled
+// values are all equal (zeros: no evidence). Reads only the sampled elements.
+bool holds_transposed(const Graph& g, const Tensor& a, const Tensor& b, std::size_t samples = 4096);
 
 // How a graph is built from an ONNX graph: the batch its dynamic (or exported) batch dimension
 // takes, whether it is trained (dropouts kept, a loss added after the scores), and the run's

@@ -1434,8 +1434,16 @@ class GraphImporter {
       a.transpose_b = n.int_attr("transB", 0) != 0;
     }
     const TensorId x = tensor(n, 0);
-    // A transposed view of a matrix weight is that weight read transposed: one parameter.
-    const Value& wv = in(n, 1);
+    // A transposed view of a matrix weight is that weight read transposed: one parameter; so
+    // is a weight whose data holds an embedding table transposed (torch's constant folding
+    // writes a tied head's transpose as a copy).
+    Value wv = in(n, 1);
+    if (!wv.is_tensor() && !wv.transposed) {
+      if (const std::string table = tied_table(wv); !table.empty()) {
+        wv.source = table;
+        wv.transposed = true;
+      }
+    }
     const bool view = !wv.is_tensor() && wv.transposed;
     if (view) a.transpose_b = !a.transpose_b;
     if (view && tables_.count(wv.source) && o_.vocabulary_serial > 1) {
@@ -1552,6 +1560,27 @@ class GraphImporter {
           "movement, without the weighted sums)",
           display(n), n.op_type, n.attribute("mode")->s));
     set_tensor(n, add(n, P::kResize, {x}, a));
+  }
+
+  // The embedding table (an initializer a Gather read) whose data `w`, a [h, V] initializer,
+  // holds transposed (onnx::holds_transposed: sampled), V > h; "" for none or absent data.
+  std::string tied_table(const Value& w) {
+    const auto head = g_.initializers.find(w.source);
+    if (w.source.empty() || w.dims.size() != 2 || head == g_.initializers.end()) return {};
+    for (const std::string& table : tables_) {
+      const auto t = g_.initializers.find(table);
+      if (table == w.source || t == g_.initializers.end() || t->second.dims.size() != 2 ||
+          t->second.dims[0] != w.dims[1] || t->second.dims[1] != w.dims[0] ||
+          t->second.dims[0] <= t->second.dims[1] || !holds_transposed(g_, t->second, head->second))
+        continue;
+      if (report_)
+        report_->approximations.push_back(fmt::format(
+            "weight '{}' {} holds the embedding table '{}' transposed (compared at up to 4096 "
+            "positions): the tied LM head, read as the table transposed and counted once",
+            w.source, dims_text(w.dims), table));
+      return table;
+    }
+    return {};
   }
 
   // ---- the end of the graph -------------------------------------------------------------

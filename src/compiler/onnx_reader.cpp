@@ -8,7 +8,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -101,6 +104,10 @@ class Reader {
       std::memcpy(&f, v.data() + i, 4);
       out.push_back(f);
     }
+  }
+  // Where `v` (a view into this message) begins in the whole input.
+  std::uint64_t offset_of(std::string_view v) const {
+    return static_cast<std::uint64_t>(v.data() - all_.data());
   }
   Reader sub(std::string_view msg, const std::string& field) const {
     return Reader(file_, all_, msg, path_ + "." + field);
@@ -223,13 +230,41 @@ Tensor read_tensor(Reader r) {
         break;
       case 9:
         raw = r.bytes("raw_data");
+        t.offset = r.offset_of(raw);
+        t.length = raw.size();
         break;
+      case 13: {  // external_data: {key, value} entries
+        Reader entry = r.message("external_data");
+        std::string key, value;
+        while (entry.next()) {
+          if (entry.field() == 1)
+            key = entry.string("key");
+          else if (entry.field() == 2)
+            value = entry.string("value");
+          else
+            entry.skip();
+        }
+        const auto number = [&] {
+          return value.empty() || value.size() > 19 ||
+                         value.find_first_not_of("0123456789") != std::string::npos
+                     ? 0
+                     : std::stoull(value);
+        };
+        if (key == "location") t.location = value;
+        if (key == "offset") t.offset = number();
+        if (key == "length") t.length = number();
+        break;
+      }
       case 14:
         t.external = r.uint("data_location") == 1;
         break;
       default:
         r.skip();
     }
+  }
+  if (t.external && t.length == 0) {
+    const std::size_t width = t.elem_type == static_cast<std::int32_t>(ElemType::kFloat16) ? 2 : 4;
+    t.length = t.elements() * width;
   }
   for (const std::int64_t d : t.dims)
     if (d < 0 || d > kMaxDimension)
@@ -500,6 +535,52 @@ Graph read_model(const std::string& file) {
         "opset_version=17))",
         file, kMinOpset, kMaxOpset, g.opset == 0 ? "none" : std::to_string(g.opset)));
   return g;
+}
+
+bool holds_transposed(const Graph& g, const Tensor& a, const Tensor& b, std::size_t samples) {
+  const auto f32 = static_cast<std::int32_t>(ElemType::kFloat);
+  const auto f16 = static_cast<std::int32_t>(ElemType::kFloat16);
+  if (a.elem_type != b.elem_type || (a.elem_type != f32 && a.elem_type != f16)) return false;
+  if (a.dims.size() != 2 || b.dims.size() != 2 || a.dims[0] != b.dims[1] ||
+      a.dims[1] != b.dims[0] || a.elements() == 0)
+    return false;
+  const std::uint64_t width = a.elem_type == f32 ? 4 : 2;
+  // Each tensor's file, mapped (only the sampled pages are read), and its bytes in it.
+  const std::filesystem::path folder = std::filesystem::path(g.file).parent_path();
+  std::vector<std::unique_ptr<MappedInput>> files;
+  const auto data = [&](const Tensor& t) -> std::optional<std::string_view> {
+    if (t.length != t.elements() * width) return std::nullopt;
+    const std::string file = t.external ? (folder / t.location).string() : g.file;
+    std::error_code ec;
+    if (t.external && (t.location.empty() || !std::filesystem::is_regular_file(file, ec)))
+      return std::nullopt;
+    try {
+      files.push_back(std::make_unique<MappedInput>(file, kMaxOnnxBytes * 64, "ONNX weights"));
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    const std::string_view all = files.back()->bytes();
+    if (t.offset > all.size() || all.size() - t.offset < t.length) return std::nullopt;
+    return all.substr(t.offset, t.length);
+  };
+  const auto da = data(a), db = data(b);
+  if (!da || !db) return false;
+  const auto rows = static_cast<std::uint64_t>(a.dims[0]),
+             cols = static_cast<std::uint64_t>(a.dims[1]);
+  const std::uint64_t n = a.elements();
+  bool varied = false;
+  std::string_view first;
+  for (std::size_t k = 0; k < samples && k < n; ++k) {
+    // Positions spread over the matrix (a multiplicative hash of k), element (i, j) of a.
+    const std::uint64_t at = (k * 0x9E3779B97F4A7C15ULL) % n;
+    const std::uint64_t i = at / cols, j = at % cols;
+    const std::string_view x = da->substr(at * width, width);
+    const std::string_view y = db->substr((j * rows + i) * width, width);
+    if (x != y) return false;
+    if (k == 0) first = x;
+    varied = varied || x != first;
+  }
+  return varied;
 }
 
 }  // namespace ipusim::compiler::onnx

@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "compile_helpers.hpp"
+#include "compiler/onnx.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/compiler/graph/primitive.hpp"
@@ -93,6 +97,63 @@ TEST(TorchExport, AHeadTiedByConstantFoldingIsCountedTwiceAndSaid) {
   graph::BuildOptions one;
   one.training = false;
   EXPECT_EQ(product_flops(graph::build_graph(m, one)), recorded_count(name, "forward_flops"));
+}
+
+TEST(TorchExport, AHeadTiedByConstantFoldingIsCountedOnceWhenItsDataIsThere) {
+  // The same fold with the weights kept, embedded or as external data beside the model: the
+  // copy's data is the table transposed, so the head reads the table, as torch counts it.
+  for (const char* name :
+       {"gpt2_micro_tied_eval_weights", "gpt2_micro_tied_eval_external_weights"}) {
+    const ModelDef m = load_model(torch_dir() + recorded(name, "file"));
+    EXPECT_EQ(parameter_count(m), recorded_count(name, "parameters")) << name;
+    const bool said = std::any_of(m.notes.begin(), m.notes.end(), [](const std::string& n) {
+      return n.find("holds the embedding table 'tokens.weight' transposed") != std::string::npos;
+    });
+    EXPECT_TRUE(said) << name;
+    graph::BuildOptions one;
+    one.training = false;
+    EXPECT_EQ(product_flops(graph::build_graph(m, one)), recorded_count(name, "forward_flops"))
+        << name;
+  }
+}
+
+// onnx::holds_transposed on hand-written external data: b [4, 3] is a [3, 4] transposed, or
+// is not, or both are zeros (no evidence).
+TEST(TorchExport, HoldsTransposedComparesTheDataWhereItIs) {
+  const std::string dir = ::testing::TempDir() + "/holds-transposed";
+  std::filesystem::create_directories(dir);
+  std::vector<float> a(12), t(12), other(12, 1.0F), zeros(12, 0.0F);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) {
+      a[i * 4 + j] = static_cast<float>(1 + i * 4 + j);
+      t[j * 3 + i] = a[i * 4 + j];
+    }
+  std::ofstream(dir + "/w.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(a.data()), 48)
+      .write(reinterpret_cast<const char*>(t.data()), 48)
+      .write(reinterpret_cast<const char*>(other.data()), 48)
+      .write(reinterpret_cast<const char*>(zeros.data()), 48)
+      .write(reinterpret_cast<const char*>(zeros.data()), 48);
+  onnx::Graph g;
+  g.file = dir + "/model.onnx";
+  const auto tensor = [](std::vector<std::int64_t> dims, std::uint64_t at) {
+    onnx::Tensor x;
+    x.dims = std::move(dims);
+    x.elem_type = static_cast<std::int32_t>(onnx::ElemType::kFloat);
+    x.external = true;
+    x.location = "w.bin";
+    x.offset = at;
+    x.length = 48;
+    return x;
+  };
+  EXPECT_TRUE(onnx::holds_transposed(g, tensor({3, 4}, 0), tensor({4, 3}, 48)));
+  EXPECT_FALSE(onnx::holds_transposed(g, tensor({3, 4}, 0), tensor({4, 3}, 96)));
+  EXPECT_FALSE(onnx::holds_transposed(g, tensor({3, 4}, 144), tensor({4, 3}, 192)));
+  // Absent data (a missing file, a range past its end) is no evidence either.
+  onnx::Tensor missing = tensor({4, 3}, 48);
+  missing.location = "absent.bin";
+  EXPECT_FALSE(onnx::holds_transposed(g, tensor({3, 4}, 0), missing));
+  EXPECT_FALSE(onnx::holds_transposed(g, tensor({3, 4}, 0), tensor({4, 3}, 240)));
 }
 
 TEST(TorchExport, GeluWrittenOutIsOneGelu) {
