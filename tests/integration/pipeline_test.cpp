@@ -41,6 +41,30 @@ TEST_P(PipelineRun, TheScheduleAccountsForTheWaitingInThePipeline) {
   }
 }
 
+TEST(PipelineRun, TheReportShowsEachStageAndEachIpusWaiting) {
+  TempDir dir;
+  const auto r = ipusim("run -q --run " + source_dir() +
+                        "/configs/runs/gpt2-small-pod16.yaml --out " + dir.file("out"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(ipusim("report " + dir.file("out")).status, 0);
+  const std::string html = read_all(dir.file("out/report.html"));
+  EXPECT_NE(html.find("<h2 id=\"pipeline\">Pipeline stages</h2>"), std::string::npos);
+  EXPECT_NE(html.find("2048 micro-batches in 2056 pipeline cycles"), std::string::npos);
+  // Five stages (the tied head's back on IPU 0), four IPUs.
+  const auto stages = html.find("<table id=\"pipeline-stages\">");
+  const auto waiting = html.find("<table id=\"pipeline-waiting\">");
+  ASSERT_NE(stages, std::string::npos);
+  ASSERT_NE(waiting, std::string::npos);
+  const auto rows = [&](std::size_t from, std::size_t to) {
+    std::size_t n = 0;
+    for (auto at = html.find("<tr><td>", from); at < to; at = html.find("<tr><td>", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(rows(stages, waiting), 5u);
+  EXPECT_EQ(rows(waiting, html.find("</table>", waiting)), 4u);
+  EXPECT_NE(html.find("stage 4 (IPU 0)"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shipped, PipelineRun,
     ::testing::Values(
