@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/util/units.hpp"
@@ -21,6 +23,14 @@ std::vector<std::string> split(const std::string& s, char sep) {
   for (std::string item; std::getline(in, item, sep);)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// A whole number of at most 9 digits (a meta value the compiler wrote); nullopt otherwise (a
+// hand-edited trace: then there is no analysis).
+std::optional<std::uint32_t> count(std::string_view text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != text.npos)
+    return std::nullopt;
+  return static_cast<std::uint32_t>(std::stoul(std::string(text)));
 }
 
 // What a row's pass is part of: 1 the forward, 2 the backward, 0 neither (copies, the weight
@@ -67,8 +77,8 @@ void stage_work(const RunInfo& info, const std::vector<std::uint32_t>& ipus, Pip
   for (const auto& [key, value] : info.meta) {
     const auto colon = value.find(':');
     if (!key.starts_with("pipeline.stage_layer.") || colon == std::string::npos) continue;
-    const auto s = static_cast<std::uint32_t>(std::stoul(value.substr(0, colon)));
-    if (s < ipus.size()) later[{ipus[s], value.substr(colon + 1)}] = s;
+    const auto s = count(std::string_view(value).substr(0, colon));
+    if (s && *s < ipus.size()) later[{ipus[*s], value.substr(colon + 1)}] = *s;
   }
   const auto ga = static_cast<double>(p.micro_batches);
   std::vector<std::map<std::string, double>> per_kind(p.stages.size());
@@ -159,11 +169,16 @@ std::optional<PipelineAnalysis> pipeline_analysis(const RunStats& stats, const R
   const std::string* ipus = trace::find_meta(info.meta, "pipeline.stage_ipus");
   if (ga == nullptr || ipus == nullptr || info.layers.empty()) return std::nullopt;
   std::vector<std::uint32_t> stage_ipus;
-  for (const std::string& v : split(*ipus, ':'))
-    stage_ipus.push_back(static_cast<std::uint32_t>(std::stoul(v)));
-  if (stage_ipus.size() < 2) return std::nullopt;
+  for (const std::string& v : split(*ipus, ':')) {
+    const auto ipu = count(v);
+    if (!ipu) return std::nullopt;
+    stage_ipus.push_back(*ipu);
+  }
+  const auto micro_batches = count(*ga);
+  if (stage_ipus.size() < 2 || stage_ipus.size() > 4096 || !micro_batches || *micro_batches == 0)
+    return std::nullopt;
   PipelineAnalysis p;
-  p.micro_batches = std::stoull(*ga);
+  p.micro_batches = *micro_batches;
   p.cycles = p.micro_batches + 2 * (stage_ipus.size() - 1);
   stage_work(info, stage_ipus, p);
   schedule(stats, p);

@@ -94,6 +94,24 @@ TEST(PipelineReport, ALaterStageOfAnIpuTakesTheLayersTheTraceListsAndTheSlowestS
   EXPECT_DOUBLE_EQ(p->slowest_excess.front().second, 15);
 }
 
+TEST(PipelineReport, MalformedPipelineMetaOfAHandEditedTraceGivesNoAnalysis) {
+  RunInfo info;
+  info.layers = {row(0, "a", "forward", 4), row(1, "b", "forward", 4)};
+  for (const auto& [ga, ipus] :
+       {std::pair{"4", "0:x"}, std::pair{"x", "0:1"}, std::pair{"0", "0:1"},
+        std::pair{"99999999999", "0:1"}, std::pair{"4", "0:-1"}}) {
+    info.meta = {{"pipeline.micro_batches", ga},
+                 {"pipeline.stage_ipus", ipus},
+                 {"pipeline.stage_layer.0", "z:b"}};
+    EXPECT_FALSE(pipeline_analysis(two_ipus(0, 0), info).has_value()) << ga << " " << ipus;
+  }
+  // A malformed stage_layer entry alone is skipped.
+  info.meta = {{"pipeline.micro_batches", "4"},
+               {"pipeline.stage_ipus", "0:1"},
+               {"pipeline.stage_layer.0", "z:b"}};
+  EXPECT_TRUE(pipeline_analysis(two_ipus(0, 0), info).has_value());
+}
+
 TEST(PipelineReport, NoPipelineNoAnalysis) {
   RunInfo info;
   info.layers = {row(0, "a", "forward", 4)};
