@@ -71,8 +71,8 @@ TEST(PipelineRun, TheReportShowsEachStageAndEachIpusWaiting) {
 // backward 2F in one cycle), 4 micro-batches, 6 cycles, each ending at the stages' copy. Its
 // IPUs wait only in the fill and drain: IPU 0 in cycle 1 (for stage 1's forward and backward)
 // and cycle 4, IPU 1 in cycles 0 and 5; in the steady cycles 2 and 3 neither waits. (No
-// internal syncs: an IPU's last one before a copy merges with the copy's, which would give the
-// two stages different sync cycles.)
+// internal syncs: the two IPUs' loops place them differently around the copies, which would
+// give the two stages different sync cycles.)
 constexpr const char* kBalancedPipeline = R"(ipusim-trace 3
 name balanced_pipeline
 meta pipeline.micro_batches 4
