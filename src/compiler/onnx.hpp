@@ -37,7 +37,8 @@ struct Tensor {
   std::vector<float> floats;       // the values of a small inline float tensor (scalars)
   bool external = false;           // data_location EXTERNAL
   // Where its bytes are (not read): raw_data at `offset` of the model file, or external data
-  // at `offset` of `location` (relative to the model's folder); `length` 0: none recorded.
+  // at `offset` of `location` (relative to the model's folder); `length` 0: none recorded (for
+  // external data, to the tensor's end).
   std::string location;
   std::uint64_t offset = 0, length = 0;
   std::uint64_t elements() const;

@@ -1170,15 +1170,10 @@ class GraphImporter {
     if (op == "Relu") return unary(n, P::kRelu);
     if (op == "Sigmoid") {
       // x * sigmoid(x) is SiLU (torch's nn.SiLU exports as the pair): the Mul adds it.
-      const auto readers = consumers_.find(n.outputs[0]);
-      if (readers != consumers_.end() && readers->second.size() == 1) {
-        const Node& mul = *readers->second.front();
-        if (mul.op_type == "Mul" && mul.inputs.size() == 2 &&
-            std::count(mul.inputs.begin(), mul.inputs.end(), n.inputs[0]) == 1 &&
-            std::count(mul.inputs.begin(), mul.inputs.end(), n.outputs[0]) == 1) {
-          silu_.insert(n.outputs[0]);
-          return set_tensor(n, tensor(n, 0));  // (read by the Mul only, as its SiLU)
-        }
+      if (const Node* mul = only_reader(n.outputs[0], "Mul");
+          mul && other_operand(*mul, n.outputs[0]) == n.inputs[0]) {
+        silu_.insert(n.outputs[0]);
+        return set_tensor(n, tensor(n, 0));  // (read by the Mul only, as its SiLU)
       }
       return unary(n, P::kSigmoid);
     }

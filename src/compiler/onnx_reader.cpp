@@ -262,10 +262,6 @@ Tensor read_tensor(Reader r) {
         r.skip();
     }
   }
-  if (t.external && t.length == 0) {
-    const std::size_t width = t.elem_type == static_cast<std::int32_t>(ElemType::kFloat16) ? 2 : 4;
-    t.length = t.elements() * width;
-  }
   for (const std::int64_t d : t.dims)
     if (d < 0 || d > kMaxDimension)
       r.fail(fmt::format("tensor '{}' has dimension {}, expected 0..{}", t.name, d, kMaxDimension));
@@ -549,7 +545,9 @@ bool holds_transposed(const Graph& g, const Tensor& a, const Tensor& b, std::siz
   const std::filesystem::path folder = std::filesystem::path(g.file).parent_path();
   std::vector<std::unique_ptr<MappedInput>> files;
   const auto data = [&](const Tensor& t) -> std::optional<std::string_view> {
-    if (t.length != t.elements() * width) return std::nullopt;
+    // (external data without a "length" entry runs to the tensor's size)
+    const std::uint64_t length = t.external && t.length == 0 ? t.elements() * width : t.length;
+    if (length != t.elements() * width) return std::nullopt;
     const std::string file = t.external ? (folder / t.location).string() : g.file;
     std::error_code ec;
     if (t.external && (t.location.empty() || !std::filesystem::is_regular_file(file, ec)))
@@ -560,8 +558,8 @@ bool holds_transposed(const Graph& g, const Tensor& a, const Tensor& b, std::siz
       return std::nullopt;
     }
     const std::string_view all = files.back()->bytes();
-    if (t.offset > all.size() || all.size() - t.offset < t.length) return std::nullopt;
-    return all.substr(t.offset, t.length);
+    if (t.offset > all.size() || all.size() - t.offset < length) return std::nullopt;
+    return all.substr(t.offset, length);
   };
   const auto da = data(a), db = data(b);
   if (!da || !db) return false;

@@ -267,10 +267,7 @@ void check_run_applies(const ModelDef& model, const RunConfig& run) {
     if (!row.set(run)) continue;
     const std::string why = row.refused(s);
     if (why.empty()) continue;
-    const auto given = run.given.find(std::string(row.key));
-    const std::string where = given == run.given.end() ? run.file : given->second;
-    throw ConfigError(where == "--set" ? fmt::format("--set {}: {}", row.key, why)
-                                       : fmt::format("{}: {}: {}", where, row.key, why));
+    throw ConfigError(fmt::format("{}: {}", key_at(run, std::string(row.key)), why));
   }
 }
 

@@ -464,13 +464,14 @@ LoadedRun load_run(config::Document doc, const std::string& file,
     run.pipeline_splits = split(r.string("run.pipeline_splits"), ',');
   if (r.string("run.pipeline_ipus") != "none")
     for (const std::string& ipu : split(r.string("run.pipeline_ipus"), ',')) {
-      if (ipu.empty() || ipu.size() > 4 ||
-          ipu.find_first_not_of("0123456789") != std::string::npos ||
-          std::stoul(ipu) >= run.ipus_per_replica)
+      const bool digits = !ipu.empty() && ipu.size() <= 4 &&
+                          ipu.find_first_not_of("0123456789") == std::string::npos;
+      const auto n = digits ? static_cast<std::uint32_t>(std::stoul(ipu)) : run.ipus_per_replica;
+      if (n >= run.ipus_per_replica)
         throw bad("run.pipeline_ipus",
                   fmt::format("expected IPU numbers 0..{} (the replica's IPUs), found '{}'",
                               run.ipus_per_replica - 1, ipu));
-      run.pipeline_ipus.push_back(static_cast<std::uint32_t>(std::stoul(ipu)));
+      run.pipeline_ipus.push_back(n);
     }
   if (run.replicas % run.batchnorm_group != 0)
     throw bad("run.batchnorm_group",
@@ -509,6 +510,13 @@ LoadedRun load_run(config::Document doc, const std::string& file,
     }
   }
   return LoadedRun{std::move(run), std::move(r)};
+}
+
+std::string key_at(const RunConfig& run, const std::string& key) {
+  const auto it = run.given.find(key);
+  if (it == run.given.end()) return run.file + ": " + key;
+  if (it->second == "--set") return "--set " + key;
+  return it->second + ": " + key;  // file:line:column
 }
 
 }  // namespace ipusim::compiler

@@ -303,10 +303,7 @@ class IpuLowering {
       // setFinalFwdStageRecomputation: "the Ops between the topologically final Checkpoints
       // and the loss ... NOT recomputed").
       std::size_t tail = layers.size();
-      while (tail > 0 && layers[tail - 1].kind != graph::Op::kAttention &&
-             layers[tail - 1].kind != graph::Op::kFfn &&
-             layers[tail - 1].kind != graph::Op::kEmbedding)
-        --tail;
+      while (tail > 0 && !sub_layer(layers[tail - 1])) --tail;
       std::vector<graph::Segment> out;
       if (tail > 0) out.emplace_back(0, tail);
       if (tail < layers.size()) out.emplace_back(tail, layers.size());
@@ -322,11 +319,14 @@ class IpuLowering {
     if (s != r_.loss || !last_segment) return true;
     // The loss stage's last segment: under kEverySubLayer, recomputed only when it is
     // made of sub-layers (a stage without heads).
-    if (r_.stages.recompute != graph::Recompute::kEverySubLayer) return false;
-    const std::vector<Block>& layers = r_.stages.layers[s];
-    const graph::Op last = layers.back().kind;
-    return last == graph::Op::kAttention || last == graph::Op::kFfn ||
-           last == graph::Op::kEmbedding;
+    return r_.stages.recompute == graph::Recompute::kEverySubLayer &&
+           sub_layer(r_.stages.layers[s].back());
+  }
+  // A transformer's sub-layer, whose output is a checkpoint under kEverySubLayer (not the final
+  // norm or the heads).
+  static bool sub_layer(const Block& blk) {
+    return blk.kind == graph::Op::kAttention || blk.kind == graph::Op::kFfn ||
+           blk.kind == graph::Op::kEmbedding;
   }
   // A one-stage IPU under checkpoints keeps its activations over their lifetimes; stages
   // recomputed whole hold their stashed inputs and recomputed activations instead.

@@ -342,11 +342,12 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
       info.overrides.push_back(parsed->key + "=" + parsed->value);
   // Per-layer time (both engines: it needs only the trace and each phase's totals), also for
   // the summary's pipeline lines (report::pipeline_analysis).
+  // The summary reads no memory of them: live memory only for the files.
+  const bool files = !r.timeline_file.empty() || !r.out_dir.empty();
   const bool pipelined = trace::find_meta(trace.meta, "pipeline.stage_ipus") != nullptr;
-  if (!r.timeline_file.empty() || !r.out_dir.empty() || (pipelined && !r.quiet)) {
-    info.live_memory = report::live_memories(stats, trace);
+  if (files) info.live_memory = report::live_memories(stats, trace);
+  if (files || (pipelined && !r.quiet))
     info.layers = report::layer_rows(chip_spec, stats, trace, info.live_memory);
-  }
   if (!r.out_dir.empty()) info.plans = plan_rows(chip_spec, stats, trace, plans);
   if (!r.timeline_file.empty()) {
     report::TimelineOptions timeline;

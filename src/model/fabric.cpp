@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <span>
+#include <tuple>
 
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/clock.hpp"
@@ -69,7 +70,7 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
   simulated_ipus_ = simulated_replicas_ * static_cast<std::uint32_t>(trace.ipus.size());
   has_program_.assign(programs_, false);
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
-  count_host_streamers(system, trace);
+  count_host_streamers(trace);
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
   if (needed > system.ipus())
     throw ModelError(
@@ -340,26 +341,23 @@ bool has_transfer(const std::vector<trace::Step>& steps, trace::HostMemory memor
 
 }  // namespace
 
-void Fabric::count_host_streamers(const SystemSpec& system, const trace::Trace& trace) {
-  const std::uint32_t machine_ipus = std::max<std::uint32_t>(1, system.machine.ipus);
-  // The most IPUs of one machine whose programs have `memory` transfers (at least 1); `all`
-  // is set to those of every replica (at least 1).
-  const auto count = [&](trace::HostMemory memory, std::uint32_t& all) {
+void Fabric::count_host_streamers(const trace::Trace& trace) {
+  // The IPUs of every replica whose programs have `memory` transfers, and the most of them on
+  // one machine (each at least 1).
+  const auto count = [&](trace::HostMemory memory) {
     std::vector<bool> streams(programs_, false);
     for (const auto& p : trace.ipus) streams[p.ipu] = has_transfer(p.steps, memory);
-    all = std::max<std::uint32_t>(
-        1, static_cast<std::uint32_t>(std::count(streams.begin(), streams.end(), true)) *
-               trace.replicas);
+    std::uint32_t all = 0, most = 1;
     std::map<std::uint32_t, std::uint32_t> per_machine;
     for (std::uint32_t g = 0; g < trace.replicas * programs_; ++g)
-      if (streams[g % programs_]) ++per_machine[g / machine_ipus];
-    std::uint32_t most = 1;
-    for (const auto& [machine, n] : per_machine) most = std::max(most, n);
-    return most;
+      if (streams[g % programs_]) {
+        ++all;
+        most = std::max(most, ++per_machine[topology_.machine_of(g)]);
+      }
+    return std::pair{std::max<std::uint32_t>(1, all), most};
   };
-  std::uint32_t streaming_ipus = 0;
-  machine_host_streamers_ = count(trace::HostMemory::kHost, host_streamers_);
-  machine_ddr_streamers_ = count(trace::HostMemory::kStreaming, streaming_ipus);
+  std::tie(host_streamers_, machine_host_streamers_) = count(trace::HostMemory::kHost);
+  machine_ddr_streamers_ = count(trace::HostMemory::kStreaming).second;
 }
 
 std::uint64_t Fabric::host_cycles(const trace::Step& step) const {

@@ -343,6 +343,12 @@ std::string time_section(const RunDir& run) {
   return b + "</table>\n";
 }
 
+// The number at `path` under `v` (json_field: a quantity's value), or 0.
+double number_at(const JsonValue& v, std::string_view path) {
+  const JsonValue* f = json_field(v, path);
+  return f ? f->number.d : 0;
+}
+
 // A pipelined training run's stages (stats.json "pipeline", docs/workloads.md "Where a
 // pipeline waits"): each stage's work per micro-batch, and each IPU's waiting beside what
 // PopART's schedule makes of these stage times. Empty without a pipeline.
@@ -350,50 +356,46 @@ std::string pipeline_section(const RunDir& run) {
   const JsonValue* p = run.stats.find("pipeline");
   const JsonValue* stages = p ? p->find("stages") : nullptr;
   if (stages == nullptr || stages->items.empty()) return "";
-  const auto number = [](const JsonValue& v, std::string_view path) {
-    const JsonValue* x = json_field(v, path);
-    return x ? x->number.d : 0.0;
-  };
-  const auto slowest = static_cast<std::size_t>(number(*p, "slowest_stage"));
+  const auto slowest = static_cast<std::size_t>(number_at(*p, "slowest_stage"));
   std::vector<Bar> bars;
   std::string table =
       "<table id=\"pipeline-stages\"><tr><th>stage</th><th>IPU</th><th>forward</th><th>"
       "backward</th><th>total</th></tr>\n";
   for (const JsonValue& st : stages->items) {
-    const double fwd = number(st, "forward"), bwd = number(st, "backward");
-    const auto stage = static_cast<std::size_t>(number(st, "stage"));
-    const std::string label = fmt::format("stage {} (IPU {}){}", stage, num(number(st, "ipu")),
+    const double fwd = number_at(st, "forward"), bwd = number_at(st, "backward");
+    const auto stage = static_cast<std::size_t>(number_at(st, "stage"));
+    const std::string label = fmt::format("stage {} (IPU {}){}", stage, num(number_at(st, "ipu")),
                                           stage == slowest ? ", the slowest" : "");
     bars.push_back(
         {label, fwd + bwd, fmt::format(" (forward {} + backward {})", num(fwd), num(bwd))});
     table += fmt::format(
         "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
         "class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-        stage, num(number(st, "ipu")), num(fwd), num(bwd), num(fwd + bwd));
+        stage, num(number_at(st, "ipu")), num(fwd), num(bwd), num(fwd + bwd));
   }
   std::string why;
   if (const JsonValue* excess = p->find("slowest_excess"))
     for (const JsonValue& e : excess->items)
       why += fmt::format("{}{} (+{})", why.empty() ? "" : ", ", esc(text_of(e, {"layers"})),
-                         num(number(e, "cycles")));
+                         num(number_at(e, "cycles")));
   std::string b = fmt::format(
       "<h2 id=\"pipeline\">Pipeline stages</h2>\n<p class=\"note\">{} micro-batches in {} "
       "pipeline cycles (PopART's schedule). Each stage's work per micro-batch, in cycles: its "
       "layers' compute, syncs, exchanges and host transfers, not its waiting or copies. The "
       "slowest stage spends the most over the median of the others on: {}.</p>\n",
-      num(number(*p, "micro_batches")), num(number(*p, "cycles")), why.empty() ? "-" : why);
+      num(number_at(*p, "micro_batches")), num(number_at(*p, "cycles")), why.empty() ? "-" : why);
   b += bar_chart("chart-pipeline", bars, "cycles", "#4e79a7") + table + "</table>\n";
   if (const JsonValue* waiting = p->find("waiting"); waiting && !waiting->items.empty()) {
     b += "<table id=\"pipeline-waiting\"><tr><th>IPU</th><th>waited</th><th>in the pipeline</th>"
          "<th>schedule: fill and drain</th><th>schedule: unequal stages</th><th>after it "
          "(collectives, weight update)</th></tr>\n";
     for (const JsonValue& w : waiting->items) {
-      const double all = number(w, "simulated"), in = number(w, "in_pipeline");
+      const double all = number_at(w, "simulated"), in = number_at(w, "in_pipeline");
       b += fmt::format(
           "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}"
           "</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-          num(number(w, "ipu")), num(all), num(in), num(number(w, "fill_and_drain")),
-          num(number(w, "unequal_stages")), num(all - in));
+          num(number_at(w, "ipu")), num(all), num(in), num(number_at(w, "fill_and_drain")),
+          num(number_at(w, "unequal_stages")), num(all - in));
     }
     b += "</table>\n";
   }
@@ -1846,12 +1848,6 @@ std::string bsp_strip_section(const RunDir& run) {
 }
 
 // --- memory over the program (stats.json ipu[].memory_over_program) ---------------------
-
-// The number at `path` under `v` (json_field: a quantity's value), or 0.
-double number_at(const JsonValue& v, std::string_view path) {
-  const JsonValue* f = json_field(v, path);
-  return f ? f->number.d : 0;
-}
 
 // The fullest tile's live memory over program positions, against the tile capacity, with
 // what is always live (docs/reports.md "Memory over the program").

@@ -8,22 +8,14 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string_view>
 
 #include "ipusim/report/run_files.hpp"
+#include "ipusim/util/strings.hpp"
 #include "ipusim/util/units.hpp"
 
 namespace ipusim::report {
 namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 // A whole number of at most 9 digits (a meta value the compiler wrote); nullopt otherwise (a
 // hand-edited trace: then there is no analysis).

@@ -18,18 +18,10 @@
 #include "ipusim/report/run_files.hpp"
 #include "ipusim/util/error.hpp"
 #include "ipusim/util/fs.hpp"
+#include "ipusim/util/strings.hpp"
 
 namespace ipusim::report {
 namespace {
-
-std::vector<std::string> split(const std::string& line, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (std::size_t p; (p = line.find(sep, start)) != std::string::npos; start = p + 1)
-    out.push_back(line.substr(start, p - start));
-  out.push_back(line.substr(start));
-  return out;
-}
 
 // A CSV of unsigned integers (and a few text columns) with a fixed header.
 class Csv {

@@ -131,4 +131,13 @@ std::string_view trim(std::string_view s, std::string_view chars) {
   return s.substr(first, s.find_last_not_of(chars) - first + 1);
 }
 
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t p; (p = s.find(sep, start)) != std::string_view::npos; start = p + 1)
+    out.emplace_back(s.substr(start, p - start));
+  out.emplace_back(s.substr(start));
+  return out;
+}
+
 }  // namespace ipusim

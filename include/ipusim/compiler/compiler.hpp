@@ -175,11 +175,15 @@ struct RunConfig {
   double lead_in_seconds = 0, checkpoint_seconds = 0, evaluation_seconds = 0;
   std::uint64_t checkpoints_taken = 0, evaluations = 0;
   // Where each key the run file or a --set override gives was given ("file:line:column" or
-  // "--set run.KEY"), for check_run_applies' errors; keys left to their defaults are absent.
+  // "--set"), for errors (key_at); keys left to their defaults are absent.
   std::map<std::string, std::string> given;
 
   std::uint64_t samples_per_step() const;
 };
+
+// Where run key `key` was given, to begin an error: "--set KEY", "file:line:column: KEY", or
+// (left to its default) "file: KEY".
+std::string key_at(const RunConfig& run, const std::string& key);
 
 struct LoadedRun {
   RunConfig run;

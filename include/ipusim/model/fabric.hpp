@@ -91,7 +91,7 @@ class Fabric : public sc_core::sc_module {
   // Host or Streaming Memory transfer of one IPU through its machine's gateway, in cycles.
   std::uint64_t host_cycles(const trace::Step& step) const;
   // Sets host_streamers_ and machine_host_streamers_ from the trace's programs.
-  void count_host_streamers(const SystemSpec& system, const trace::Trace& trace);
+  void count_host_streamers(const trace::Trace& trace);
 
   const topology::Topology& topology() const { return topology_; }
   std::uint32_t replicas_simulated() const { return simulated_replicas_; }

@@ -26,6 +26,9 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 std::string printable(std::string_view text);
 bool has_control_characters(std::string_view text);
 
+// The pieces of `s` between each `sep` (empty ones kept: "a::b" is a, "", b; "" is one "").
+std::vector<std::string> split(std::string_view s, char sep);
+
 // `s` without the leading and trailing characters in `chars` (by default, white space).
 std::string_view trim(std::string_view s, std::string_view chars = " \t\n\v\f\r");
 

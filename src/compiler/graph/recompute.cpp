@@ -29,11 +29,4 @@ void check_checkpoints(const ModelDef& m, const RunConfig& run) {
                                     key_at(run, "run.recompute_checkpoints"), c, m.file));
 }
 
-std::string key_at(const RunConfig& run, const std::string& key) {
-  const auto it = run.given.find(key);
-  if (it == run.given.end()) return run.file + ": " + key;
-  if (it->second.starts_with("--set")) return "--set " + key;
-  return it->second + ": " + key;  // file:line:column
-}
-
 }  // namespace ipusim::compiler::graph

@@ -23,8 +23,4 @@ std::vector<Segment> segments(const std::vector<Block>& nodes,
 // Every checkpoint names a layer of the model: else a ConfigError naming the run file.
 void check_checkpoints(const ModelDef& m, const RunConfig& run);
 
-// Where a run key was given, for errors: "--set KEY", "file:line:column: KEY", or (a default)
-// "file: KEY".
-std::string key_at(const RunConfig& run, const std::string& key);
-
 }  // namespace ipusim::compiler::graph
