@@ -319,8 +319,11 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return pool_gradient(out, n);
     case P::kArgMax:
       return arg_max(out, n);
+    case P::kAllReduce:
+      return all_reduce(out, n);
     case P::kReshape:
-    case P::kTranspose:  // views: the same value
+    case P::kTranspose:   // views: the same value
+    case P::kShardInput:  // the value as it is, on every IPU of the group
       slot_of_[graph::index(n.outputs[0])] = slot(x);
       return;
     case P::kPow:
@@ -332,6 +335,19 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       break;
   }
   no_rule(n);
+}
+
+// Tensor parallelism's sum over the replica's IPUs (each holds a partial result): the value is
+// made ready where it lies, then one all-reduce collective of its bytes (every IPU of the
+// replica runs the same program); the sum stays on the same tiles.
+void GraphLowering::all_reduce(Steps& out, const Node& n) {
+  const TensorId x = n.inputs[0];
+  const Value& v = ready(out, x);
+  const graph::Tensor& t = g_.tensor(x);
+  out.push_back(b_.collective(trace::CollectiveOp::kAllReduce,
+                              graph::elements(t.dims) * trace::dtype_bytes(t.dtype), t.dtype,
+                              {trace::GroupKind::kReplica, 0}));
+  bind(n.outputs[0], Value{v.layout, {}, {}, v.slices});
 }
 
 void GraphLowering::matmul(Steps& out, const Node& n) {
@@ -461,6 +477,17 @@ void GraphLowering::cross_entropy(Steps& out, const Node& n) {
     no_rule(n);
   }
   for (std::uint32_t i = 0; i < slices; ++i) b_.elementwise(out, l, {&div, 1});
+  // Classes split over the replica's IPUs (tensor parallelism): each row's statistics over
+  // its shard, the largest logit, the sum of the exponentials and the label's logit, each
+  // all-reduced over the group, one float a row (popxl-addons' sharded cross entropy, three
+  // collectives).
+  if (n.attrs.shards > 1) {
+    constexpr std::uint32_t kStatistics = 3;
+    push_repeated(out,
+                  b_.collective(trace::CollectiveOp::kAllReduce, rows * 4, trace::DType::kFloat,
+                                {trace::GroupKind::kReplica, 0}),
+                  kStatistics);
+  }
 }
 
 void GraphLowering::cross_entropy_gradient(Steps& out, const Node& n) {

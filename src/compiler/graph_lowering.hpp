@@ -99,6 +99,7 @@ class GraphLowering {
   // Binds each of the layer's host inputs that a conv or matmul reads (through elementwise
   // ops) to the layout that op creates for it (createInput), where the host stream lands.
   void bind_inputs(const Layer& l);
+  void all_reduce(Steps& out, const graph::Node& n);
   void matmul(Steps& out, const graph::Node& n);
   void conv(Steps& out, const graph::Node& n);
   void gather(const graph::Node& n);

@@ -75,7 +75,7 @@ std::string first_of(Reasons... reasons) {
   return out;
 }
 
-constexpr std::array<Row, 22> kRows{{
+constexpr std::array<Row, 23> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
@@ -191,6 +191,27 @@ constexpr std::array<Row, 22> kRows{{
                                          "only (run.mode inference); found run.mode training")
                            : std::string(),
                        transformer_only(s, "streamed (phased execution)"));
+     }},
+    {"run.tensor_parallel", [](const RunConfig& r) { return r.tensor_parallel != 1; },
+     [](const Scope& s) {
+       const std::uint32_t t = s.run.tensor_parallel;
+       return first_of(
+           transformer_only(s, "tensor model parallelism"),
+           s.run.ipus_per_replica != t
+               ? fmt::format("{} splits each layer over {} IPUs and needs run.ipus_per_replica {} "
+                             "(a pipeline of tensor-parallel stages is not modelled); found "
+                             "run.ipus_per_replica {}",
+                             t, t, t, s.run.ipus_per_replica)
+               : "",
+           !s.run.placement.empty() || !s.run.pipeline_ipus.empty()
+               ? std::string("a pipeline placement places layers on IPUs; with tensor "
+                             "parallelism every IPU of the replica runs every layer")
+               : "",
+           s.model.heads % t != 0 || s.model.ffn % t != 0
+               ? fmt::format("{} has {} attention heads and {} FFN hidden units; both must "
+                             "divide by the {} IPUs they are split over",
+                             s.what(), s.model.heads, s.model.ffn, t)
+               : "");
      }},
     {"run.fully_connected_pass", [](const RunConfig& r) { return !r.fully_connected_pass; },
      [](const Scope& s) {

@@ -144,6 +144,15 @@ std::vector<RunField> batch_fields() {
           "run.ipus_per_replica", 1, 1024, "IPUs per replica (pipeline stages)", "workloads.md",
           [](RunConfig& r) { return &r.ipus_per_replica; }, std::nullopt),
       count(
+          "run.tensor_parallel", 1, 64,
+          "Transformer: IPUs each attention's heads, each FFN's hidden units and the vocabulary "
+          "are split over (tensor model parallelism: the query/key/value and first FFN matmuls "
+          "split by columns, the output projections by rows, each followed by an all-reduce "
+          "over those IPUs); equal to run.ipus_per_replica (no pipeline with it)",
+          "graphcore/examples nlp/gpt_j/popxl (tensor-parallel layers, "
+          "all_reduce_identical_inputs / all_reduce_identical_grad_inputs)",
+          [](RunConfig& r) { return &r.tensor_parallel; }, "1"),
+      count(
           "run.micro_batch", 1, 1 << 20, "Samples (images or packs) per micro-batch",
           "workloads.md", [](RunConfig& r) { return &r.micro_batch; }, std::nullopt),
       count(

@@ -42,6 +42,16 @@ std::uint64_t bytes_of(const graph::TensorGraph& g, TensorId t) {
   return graph::elements(x.dims) * trace::dtype_bytes(x.dtype);
 }
 
+// The run its stages are cut for: under tensor parallelism the replica's IPUs run one stage
+// together, each its share of every layer (the same program on each).
+RunConfig stage_run(const ModelDef& m, const RunConfig& r) {
+  if (r.tensor_parallel == 1) return r;
+  RunConfig out = r;
+  out.ipus_per_replica = r.ipus_per_replica / r.tensor_parallel;
+  out.placement = {{m.encoder_layers, m.encoder_layers}};  // every layer (run_applies: no pipeline)
+  return out;
+}
+
 // What every IPU of a replica shares: the model, run and system, the model's tensor graph,
 // its forward stages and what crosses between them.
 struct Replica {
@@ -50,8 +60,8 @@ struct Replica {
   const SystemSpec& system;
   ChipSpec chip;  // the system's, less the run's I/O tiles
   graph::ForwardStages stages;
-  std::uint32_t ipus;  // of a replica
-  bool pipelined;      // more than one IPU: stage boundaries and inter-IPU copies
+  std::uint32_t ipus;  // that run stages (of a replica, less its tensor-parallel copies)
+  bool pipelined;      // more than one: stage boundaries and inter-IPU copies
   std::uint32_t loss;  // the loss stage, the last: a training step takes GA + 2 loss cycles
   graph::TensorGraph graph;
   graph::Gradients gradients;                     // each tensor's (training)
@@ -63,9 +73,9 @@ struct Replica {
         run(r),
         system(s),
         chip(compute_chip(r, s.chip)),
-        stages(graph::forward_stages(model, r)),
-        ipus(r.ipus_per_replica),
-        pipelined(r.ipus_per_replica > 1),
+        stages(graph::forward_stages(model, stage_run(model, r))),
+        ipus(r.ipus_per_replica / r.tensor_parallel),
+        pipelined(ipus > 1),
         loss(static_cast<std::uint32_t>(stages.layers.size() - 1)) {
     graph::BuildOptions options;
     options.batch = r.micro_batch;
@@ -74,6 +84,7 @@ struct Replica {
       options.masked_tokens = model.masked_tokens + r.max_sequences_per_pack - 1;
     options.vocabulary_serial = r.embedding_serialisation;
     options.split_qkv = r.split_qkv;
+    options.tensor_parallel = r.tensor_parallel;
     graph = graph::build_graph(model, options);
     if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
     stage_of = graph::stage_of(stages);
@@ -560,6 +571,9 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
   t.replicas = run.replicas;
   if (replica.pipelined) t.global_exchanges = {replica.copies()};
   std::vector<std::uint64_t> norm_bytes(replica.ipus, 0), streaming(replica.ipus, 0);
+  // Tensor parallelism: IPU 0's program, the same on the others (the collectives' group is the
+  // replica).
+  const std::uint32_t copies = run.tensor_parallel;
   IpuBuilder::PlanCache plan_cache;  // the IPUs plan the same shapes
   for (std::uint32_t ipu = 0; ipu < replica.ipus; ++ipu) {
     auto& program = t.ipus.emplace_back();
@@ -577,6 +591,12 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
     else
       norm_bytes[ipu] = lower.weight_update_and_memory();
     streaming[ipu] = b.streaming_memory();
+  }
+  for (std::uint32_t k = 1; k < copies; ++k) {
+    trace::IpuProgram program = t.ipus.front();
+    program.ipu = k;
+    t.ipus.push_back(std::move(program));
+    streaming.push_back(streaming.front());
   }
   check_streaming_memory(run, system, streaming);
   if (replica.pipelined && !run.inference) {

@@ -126,6 +126,9 @@ struct RunConfig {
   std::string system_file;  // resolved relative to the run file
   std::uint32_t replicas = 1;
   std::uint32_t ipus_per_replica = 1;
+  // run.tensor_parallel: the replica's IPUs each hold 1/T of every attention's heads, FFN and
+  // vocabulary (Megatron-style column and row splits, an all-reduce after each row split)
+  std::uint32_t tensor_parallel = 1;
   std::uint64_t micro_batch = 1;  // images, or packs of sequences
   std::uint64_t gradient_accumulation = 1;
   trace::DType partials = trace::DType::kHalf;  // 16.16 -> half, 16.32 -> float

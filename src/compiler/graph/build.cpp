@@ -214,6 +214,23 @@ class TransformerBuilder {
     const TensorId y = g_.add(P::kMatmul, {x, w}, a);
     return g_.add(P::kAdd, {y, weight(name + ".bias", {out})});
   }
+  // Tensor parallelism (BuildOptions::tensor_parallel, Megatron's f and g): a value entering
+  // split work, and the sum of split work's partial results; both nothing at T = 1.
+  std::uint32_t tp() const { return o_.tensor_parallel; }
+  TensorId shard_input(TensorId x) { return tp() > 1 ? g_.add(P::kShardInput, {x}) : x; }
+  TensorId all_reduce(TensorId x) { return tp() > 1 ? g_.add(P::kAllReduce, {x}) : x; }
+  // A linear layer split by rows: x [..., in] (this IPU's share of the features) times its
+  // rows of w, the partial products summed over the group, then the whole bias.
+  TensorId row_linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name) {
+    Attrs a;
+    a.transpose_b = true;
+    const TensorId w = weight(name + ".weight", {out, in});
+    const TensorId y = all_reduce(g_.add(P::kMatmul, {x, w}, a));
+    return g_.add(P::kAdd, {y, weight(name + ".bias", {out})});
+  }
+  // This IPU's share of the vocabulary (stored: of the padded vocabulary).
+  std::uint64_t vocabulary_shard() const { return ceil_div(m_.vocabulary, tp()); }
+  std::uint64_t padded_shard() const { return ceil_div(m_.padded_vocabulary(), tp()); }
   TensorId layer_norm(TensorId x, const std::string& name) {
     const std::uint64_t h = m_.hidden;
     return g_.add(P::kLayerNorm, {x, weight(name + ".weight", {h}), weight(name + ".bias", {h})});
@@ -269,9 +286,11 @@ class TransformerBuilder {
       rows.axis = 1;
       x = g_.add(P::kConcat, {cls, tokens}, rows);
     } else {
-      table_ = weight("word_embeddings.weight", {m_.vocabulary, h});
-      g_.tensor(table_).stored = {m_.padded_vocabulary(), h};
-      x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
+      // Split by rows of the vocabulary: each IPU looks up the ids in its share (zeros for the
+      // others), and the rows are summed over the group.
+      table_ = weight("word_embeddings.weight", {vocabulary_shard(), h});
+      g_.tensor(table_).stored = {padded_shard(), h};
+      x = all_reduce(g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)}));
       if (m_.token_types > 0)
         x = g_.add(P::kAdd, {x, g_.add(P::kGather,
                                        {weight("token_type_embeddings.weight", {m_.token_types, h}),
@@ -286,17 +305,19 @@ class TransformerBuilder {
 
   // Multi-head self-attention with the residual and (post- or pre-) layer norm.
   TensorId attention(TensorId x, const std::string& layer) {
-    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden, heads = m_.heads;
-    const std::uint64_t d = h / heads;
+    // Under tensor parallelism each IPU runs 1/T of the heads: Q, K and V split by columns,
+    // the output projection by rows.
+    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
+    const std::uint64_t d = h / m_.heads, heads = m_.heads / tp(), hl = heads * d;
     g_.set_layer(layer);
-    const TensorId in = m_.pre_norm ? layer_norm(x, layer + ".norm") : x;
+    const TensorId in = shard_input(m_.pre_norm ? layer_norm(x, layer + ".norm") : x);
     Attrs split;
     split.axis = 2;
-    split.dims = {h, h, h};
+    split.dims = {hl, hl, hl};
     // Split, three [h, h] weights concatenated for the one matmul (MLPerf v1.1 Graphcore
     // bert_model.py qkv_weights).
-    const std::vector<TensorId> qkv =
-        g_.add_node(P::kSplit, {linear(in, h, 3 * h, layer + ".qkv", o_.split_qkv ? 3 : 1)}, split);
+    const std::vector<TensorId> qkv = g_.add_node(
+        P::kSplit, {linear(in, h, 3 * hl, layer + ".qkv", o_.split_qkv ? 3 : 1)}, split);
     // [B, S, h] -> [B, heads, S, d]
     auto per_head = [&](TensorId t) {
       return transpose(reshape(t, {b, s, heads, d}), {0, 2, 1, 3});
@@ -316,30 +337,38 @@ class TransformerBuilder {
     TensorId probs = g_.add(P::kSoftmax, {scores}, last);
     if (m_.attention_dropout) probs = dropout(probs);
     const TensorId context = g_.add(P::kMatmul, {probs, per_head(qkv[2])});
-    TensorId y = linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, h}), h, h, layer + ".out");
+    TensorId y =
+        row_linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), hl, h, layer + ".out");
     y = g_.add(P::kAdd, {dropout(y), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
   }
 
   TensorId ffn(TensorId x, const std::string& layer) {
-    const std::uint64_t h = m_.hidden;
+    // Under tensor parallelism: the first matmul split by columns, the second by rows.
+    const std::uint64_t h = m_.hidden, f = m_.ffn / tp();
     g_.set_layer(layer);
-    const TensorId in = m_.pre_norm ? layer_norm(x, layer + ".norm") : x;
-    TensorId y = g_.add(P::kGelu, {linear(in, h, m_.ffn, layer + ".in")});
-    y = g_.add(P::kAdd, {dropout(linear(y, m_.ffn, h, layer + ".out")), x});
+    const TensorId in = shard_input(m_.pre_norm ? layer_norm(x, layer + ".norm") : x);
+    TensorId y = g_.add(P::kGelu, {linear(in, h, f, layer + ".in")});
+    y = g_.add(P::kAdd, {dropout(row_linear(y, f, h, layer + ".out")), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
   }
 
-  // logits [N, K] against labels [N] (training), or the logits.
-  void loss(TensorId logits) {
+  // logits [N, K] against labels [N] (training), or the logits; the classes split over
+  // `shards` IPUs.
+  void loss(TensorId logits, std::uint32_t shards = 1) {
     if (!o_.training) return;
     const std::uint64_t rows = g_.tensor(logits).dims[0];
-    (void)g_.add(P::kSoftmaxCrossEntropy, {logits, g_.input("labels", {rows}, kIndex)});
+    Attrs a;
+    a.shards = shards;
+    (void)g_.add(P::kSoftmaxCrossEntropy, {logits, g_.input("labels", {rows}, kIndex)}, a);
   }
-  // A language model's: the loss (training), or each row's predicted token id (inference).
+  // A language model's over the vocabulary (split over the tensor-parallel IPUs): the loss
+  // (training), or each row's predicted token id (inference: under tensor parallelism, each
+  // IPU's best and its index combined over the group).
   void predict(TensorId logits) {
-    if (o_.training) return loss(logits);
-    (void)g_.add(P::kArgMax, {logits});
+    if (o_.training) return loss(logits, tp());
+    const TensorId ids = g_.add(P::kArgMax, {logits});
+    if (tp() > 1) (void)all_reduce(ids);
   }
 
   void heads(TensorId x) {
@@ -348,7 +377,7 @@ class TransformerBuilder {
     Attrs tied;  // the token embedding, read transposed, serialised over the padded vocabulary
     tied.transpose_b = true;
     tied.serial = o_.vocabulary_serial;
-    tied.padded_columns = m_.padded_vocabulary();
+    tied.padded_columns = padded_shard();
     if (m_.classifier) {
       loss(linear(reshape(first_positions(x, 1), {b, h}), h, m_.classes, "heads.classifier"));
     } else if (m_.span_head) {
@@ -361,8 +390,8 @@ class TransformerBuilder {
       (void)g_.add(P::kSoftmaxCrossEntropy,
                    {rows, g_.input("start_end_positions", {b * 2}, kIndex)});
     } else if (m_.lm_head) {
-      const TensorId logits = g_.add(P::kMatmul, {x, table_}, tied);
-      predict(reshape(logits, {b * s, m_.vocabulary}));
+      const TensorId logits = g_.add(P::kMatmul, {shard_input(x), table_}, tied);
+      predict(reshape(logits, {b * s, vocabulary_shard()}));
     } else {
       // The masked-LM head: the transform (dense, GELU, layer norm) on every token, then the
       // masked positions (first in each sequence, as the packed MLPerf data puts them) sliced
@@ -370,11 +399,11 @@ class TransformerBuilder {
       // lm_prediction_head and projection).
       const std::uint64_t masked = o_.masked_tokens > 0 ? o_.masked_tokens : m_.masked_tokens;
       TensorId y = g_.add(P::kGelu, {linear(x, h, h, "heads.transform")});
-      y = first_positions(layer_norm(y, "heads.transform.LayerNorm"), masked);
-      const TensorId bias = weight("heads.bias", {m_.vocabulary});
-      g_.tensor(bias).stored = {m_.padded_vocabulary()};
+      y = shard_input(first_positions(layer_norm(y, "heads.transform.LayerNorm"), masked));
+      const TensorId bias = weight("heads.bias", {vocabulary_shard()});
+      g_.tensor(bias).stored = {padded_shard()};
       y = g_.add(P::kAdd, {g_.add(P::kMatmul, {y, table_}, tied), bias});
-      predict(reshape(y, {b * masked, m_.vocabulary}));
+      predict(reshape(y, {b * masked, vocabulary_shard()}));
     }
   }
 

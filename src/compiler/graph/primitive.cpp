@@ -437,6 +437,18 @@ void same_op_backward(Differentiator& d, const Node& n) {
   to(d, n.inputs[0], [&] { return add(d, n.op, {dy}, a); });
 }
 
+// all_reduce: every IPU of the group computes with the sum, so each gets the whole gradient.
+void identity_backward(Differentiator& d, const Node& n) {
+  const TensorId dy = *d.grad(n.outputs[0]);
+  to(d, n.inputs[0], [&] { return dy; });
+}
+
+// shard_input: each IPU's gradient is its split work's share, summed over the group.
+void shard_input_backward(Differentiator& d, const Node& n) {
+  const TensorId dy = *d.grad(n.outputs[0]);
+  to(d, n.inputs[0], [&] { return add(d, P::kAllReduce, {dy}); });
+}
+
 void add_backward_rule(Differentiator& d, const Node& n) {
   const TensorId dy = *d.grad(n.outputs[0]);
   to(d, n.inputs[0], [&] { return dy; });
@@ -715,6 +727,8 @@ const std::vector<PrimitiveInfo> kTable = {
      cross_entropy, cross_entropy_backward, per_input<4>},
     {P::kSoftmaxCrossEntropyGrad, "softmax_cross_entropy_grad", 2, 2, "logits, labels", S::kNothing,
      cross_entropy_grad, nullptr, per_input<2>},
+    {P::kAllReduce, "all_reduce", 1, 1, "x", S::kNothing, same, identity_backward, no_flops},
+    {P::kShardInput, "shard_input", 1, 1, "x", S::kNothing, same, shard_input_backward, no_flops},
 };
 
 bool table_in_order() {

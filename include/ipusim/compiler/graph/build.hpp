@@ -23,6 +23,9 @@ struct BuildOptions {
   std::uint32_t vocabulary_serial = 1;
   // Q, K and V as three weight tensors concatenated for one matmul (run.split_qkv), not one.
   bool split_qkv = false;
+  // A transformer's share on one of this many IPUs (run.tensor_parallel): 1/T of each
+  // attention's heads and FFN's hidden units and of the vocabulary, the all-reduces between.
+  std::uint32_t tensor_parallel = 1;
 };
 
 // The forward graph of `m` (no backward: add_backward). Its shape errors are ConfigErrors

@@ -113,7 +113,13 @@ enum class Primitive : std::uint8_t {
   kAvgPoolGrad,              // (dy) -> dx of attrs.dims
   kSoftmaxCrossEntropy,      // (logits [..., K], labels [...]) -> the mean loss, a scalar
   kSoftmaxCrossEntropyGrad,  // (logits, labels) -> dlogits
-  kCount,                    // not an op: the number of primitives
+  // Tensor model parallelism (run.tensor_parallel): the elementwise sum over the IPUs a layer
+  // is split over, after a row-split matmul; its gradient is the same on every IPU (identity).
+  kAllReduce,
+  // A value every IPU of the group holds whole, entering split work: identity; its gradient,
+  // a partial sum on each IPU, is all-reduced over the group.
+  kShardInput,
+  kCount,  // not an op: the number of primitives
 };
 inline constexpr std::size_t kPrimitiveCount = static_cast<std::size_t>(Primitive::kCount);
 
@@ -129,7 +135,10 @@ struct Attrs {
   bool keep_dims = true;            // reductions
   trace::DType dtype = trace::DType::kHalf;  // cast
   double ratio = 0;                          // dropout
-  Primitive of = Primitive::kCount;          // a gradient op's forward op
+  // softmax cross entropy: its classes split over this many IPUs (tensor parallelism), each
+  // row's statistics all-reduced over them
+  std::uint32_t shards = 1;
+  Primitive of = Primitive::kCount;  // a gradient op's forward op
   // A matmul of the backward pass: the forward matmul's operand it is the gradient of (0: a,
   // the data gradient; 1: b, the weight gradient).
   std::uint8_t operand = 0;
