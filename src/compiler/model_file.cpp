@@ -408,12 +408,31 @@ void parse_tokens(const std::string& file, const YAML::Node& m, ModelDef& def) {
 void parse_transformer(const std::string& file, const YAML::Node& root, const YAML::Node& m,
                        ModelDef& def) {
   check_keys(file, m, "model",
-             {"name",          "family",        "dtype",         "layers",
-              "hidden",        "heads",         "ffn",           "vocabulary",
-              "sequence",      "masked_tokens", "max_positions", "causal",
-              "norm",          "head",          "token_types",   "pad_vocabulary_to",
-              "input",         "patch",         "classes",       "attention_dropout",
-              "attention_mask"});
+             {"name",
+              "family",
+              "dtype",
+              "layers",
+              "hidden",
+              "heads",
+              "ffn",
+              "vocabulary",
+              "sequence",
+              "masked_tokens",
+              "max_positions",
+              "causal",
+              "norm",
+              "head",
+              "token_types",
+              "pad_vocabulary_to",
+              "input",
+              "patch",
+              "classes",
+              "attention_dropout",
+              "attention_mask",
+              "block",
+              "attention_bias",
+              "positions",
+              "tie_embeddings"});
   const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
     const std::string v = text(file, m, key, "model", allowed.front());
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -433,6 +452,25 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
   def.lm_head = head == "lm";
   def.classifier = head == "classifier";
   def.span_head = head == "span";
+  def.parallel_block = choice("block", {"sequential", "parallel"}) == "parallel";
+  def.attention_bias = choice("attention_bias", {"true", "false"}) == "true";
+  def.rotary = choice("positions", {"learned", "rotary"}) == "rotary";
+  def.tied_head = choice("tie_embeddings", {"true", "false"}) == "true";
+  if (def.parallel_block && !def.pre_norm)
+    throw ConfigError(fmt::format(
+        "{}: model.block: a parallel block reads one layer norm before its attention and FFN "
+        "(GPT-J); it needs norm: pre, found norm: post",
+        at(file, m["block"])));
+  if (!def.tied_head && !def.lm_head)
+    throw ConfigError(
+        fmt::format("{}: model.tie_embeddings: only an lm head has its own vocabulary matmul "
+                    "(head: lm); found head: {}",
+                    at(file, m["tie_embeddings"]), head));
+  if (def.rotary && def.classifier)
+    throw ConfigError(
+        fmt::format("{}: model.positions: rotary positions rotate a language model's queries "
+                    "and keys; an image classifier has learned positions",
+                    at(file, m["positions"])));
   for (const char* key : {"input", "patch", "classes"})
     if (m[key] && !def.classifier)
       throw ConfigError(
@@ -445,6 +483,11 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
     def.sequence = count(file, m, "sequence", "model");
   }
   parse_tokens(file, m, def);
+  if (def.rotary && m["max_positions"])
+    throw ConfigError(fmt::format(
+        "{}: model.max_positions: rotary positions keep no position table (remove the key, or "
+        "use positions: learned)",
+        at(file, m["max_positions"])));
   // The attention layer splits its width among its heads.
   if (def.hidden % def.heads != 0)
     throw ConfigError(fmt::format(

@@ -83,8 +83,19 @@ struct ModelDef {
   // A span head (question answering, BERT's SQuAD fine-tuning): a start and an end score for
   // every token, each softmaxed over its sequence.
   bool span_head = false;
+  // GPT-J's block (model.block parallel): attention and FFN both read one layer norm of the
+  // block's input and are both added to it, instead of the FFN reading the attention's output.
+  bool parallel_block = false;
+  // Biases on the attention's QKV and output projections (model.attention_bias; GPT-J has none).
+  bool attention_bias = true;
+  // Rotary position embeddings (model.positions rotary): no position table; each query and key
+  // rotated by its position (elementwise, over every head channel).
+  bool rotary = false;
+  // The LM head's vocabulary matmul reads the token embedding (model.tie_embeddings), or its
+  // own [vocabulary, hidden] weight with a bias (GPT-J's lm_head).
+  bool tied_head = true;
   // The head runs on the last IPU of a pipeline (no tied embedding), so the ring is open.
-  bool head_on_last_ipu() const { return classifier || span_head; }
+  bool head_on_last_ipu() const { return classifier || span_head || (lm_head && !tied_head); }
   std::uint64_t patch = 0;
   std::uint64_t patches() const { return patch == 0 ? 0 : (height / patch) * (width / patch); }
   std::uint64_t token_types = 2;          // segment embeddings

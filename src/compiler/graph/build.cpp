@@ -206,13 +206,13 @@ class TransformerBuilder {
   // A linear layer: x [..., in] times w [out, in] read transposed (kept as `parts` equal
   // tensors), plus a bias.
   TensorId linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
-                  std::uint32_t parts = 1) {
+                  std::uint32_t parts = 1, bool bias = true) {
     Attrs a;
     a.transpose_b = true;
     const TensorId w = weight(name + ".weight", {out, in});
     g_.tensor(w).parts = parts;
     const TensorId y = g_.add(P::kMatmul, {x, w}, a);
-    return g_.add(P::kAdd, {y, weight(name + ".bias", {out})});
+    return bias ? g_.add(P::kAdd, {y, weight(name + ".bias", {out})}) : y;
   }
   // Tensor parallelism (BuildOptions::tensor_parallel, Megatron's f and g): a value entering
   // split work, and the sum of split work's partial results; both nothing at T = 1.
@@ -221,12 +221,13 @@ class TransformerBuilder {
   TensorId all_reduce(TensorId x) { return tp() > 1 ? g_.add(P::kAllReduce, {x}) : x; }
   // A linear layer split by rows: x [..., in] (this IPU's share of the features) times its
   // rows of w, the partial products summed over the group, then the whole bias.
-  TensorId row_linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name) {
+  TensorId row_linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
+                      bool bias = true) {
     Attrs a;
     a.transpose_b = true;
     const TensorId w = weight(name + ".weight", {out, in});
     const TensorId y = all_reduce(g_.add(P::kMatmul, {x, w}, a));
-    return g_.add(P::kAdd, {y, weight(name + ".bias", {out})});
+    return bias ? g_.add(P::kAdd, {y, weight(name + ".bias", {out})}) : y;
   }
   // This IPU's share of the vocabulary (stored: of the padded vocabulary).
   std::uint64_t vocabulary_shard() const { return ceil_div(m_.vocabulary, tp()); }
@@ -296,9 +297,10 @@ class TransformerBuilder {
                                        {weight("token_type_embeddings.weight", {m_.token_types, h}),
                                         g_.input("token_type_ids", {b, s}, kIndex)})});
     }
-    x = g_.add(P::kAdd,
-               {x, g_.add(P::kGather, {weight("position_embeddings.weight", {m_.max_positions, h}),
-                                       g_.input("position_ids", {s}, kIndex)})});
+    if (!m_.rotary)  // (rotary positions are applied to each attention's queries and keys)
+      x = g_.add(P::kAdd, {x, g_.add(P::kGather,
+                                     {weight("position_embeddings.weight", {m_.max_positions, h}),
+                                      g_.input("position_ids", {s}, kIndex)})});
     if (!m_.pre_norm) x = layer_norm(x, "embeddings.LayerNorm");
     return dropout(x);
   }
@@ -310,21 +312,25 @@ class TransformerBuilder {
     const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
     const std::uint64_t d = h / m_.heads, heads = m_.heads / tp(), hl = heads * d;
     g_.set_layer(layer);
-    const TensorId in = shard_input(m_.pre_norm ? layer_norm(x, layer + ".norm") : x);
+    const TensorId normed = m_.pre_norm ? layer_norm(x, layer + ".norm") : x;
+    normed_ = normed;
+    const TensorId in = shard_input(normed);
     Attrs split;
     split.axis = 2;
     split.dims = {hl, hl, hl};
     // Split, three [h, h] weights concatenated for the one matmul (MLPerf v1.1 Graphcore
     // bert_model.py qkv_weights).
     const std::vector<TensorId> qkv = g_.add_node(
-        P::kSplit, {linear(in, h, 3 * hl, layer + ".qkv", o_.split_qkv ? 3 : 1)}, split);
+        P::kSplit, {linear(in, h, 3 * hl, layer + ".qkv", o_.split_qkv ? 3 : 1, m_.attention_bias)},
+        split);
     // [B, S, h] -> [B, heads, S, d]
     auto per_head = [&](TensorId t) {
       return transpose(reshape(t, {b, s, heads, d}), {0, 2, 1, 3});
     };
     Attrs qk;
     qk.transpose_b = true;
-    TensorId scores = g_.add(P::kMatmul, {per_head(qkv[0]), per_head(qkv[1])}, qk);
+    TensorId scores =
+        g_.add(P::kMatmul, {rotated(per_head(qkv[0])), rotated(per_head(qkv[1]))}, qk);
     scores =
         g_.add(P::kMul, {scores, g_.input("1/sqrt(d)", {}, trace::DType::kFloat, Role::kConstant)});
     if (m_.causal)
@@ -337,8 +343,8 @@ class TransformerBuilder {
     TensorId probs = g_.add(P::kSoftmax, {scores}, last);
     if (m_.attention_dropout) probs = dropout(probs);
     const TensorId context = g_.add(P::kMatmul, {probs, per_head(qkv[2])});
-    TensorId y =
-        row_linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), hl, h, layer + ".out");
+    TensorId y = row_linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), hl, h,
+                            layer + ".out", m_.attention_bias);
     y = g_.add(P::kAdd, {dropout(y), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
   }
@@ -347,7 +353,12 @@ class TransformerBuilder {
     // Under tensor parallelism: the first matmul split by columns, the second by rows.
     const std::uint64_t h = m_.hidden, f = m_.ffn / tp();
     g_.set_layer(layer);
-    const TensorId in = shard_input(m_.pre_norm ? layer_norm(x, layer + ".norm") : x);
+    // A parallel block's FFN reads its attention's layer norm (of the block's input, not of
+    // x, the input plus the attention's output).
+    const TensorId normed = m_.parallel_block ? normed_
+                            : m_.pre_norm     ? layer_norm(x, layer + ".norm")
+                                              : x;
+    const TensorId in = shard_input(normed);
     TensorId y = g_.add(P::kGelu, {linear(in, h, f, layer + ".in")});
     y = g_.add(P::kAdd, {dropout(row_linear(y, f, h, layer + ".out")), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
@@ -390,7 +401,17 @@ class TransformerBuilder {
       (void)g_.add(P::kSoftmaxCrossEntropy,
                    {rows, g_.input("start_end_positions", {b * 2}, kIndex)});
     } else if (m_.lm_head) {
-      const TensorId logits = g_.add(P::kMatmul, {shard_input(x), table_}, tied);
+      TensorId logits;
+      if (m_.tied_head) {
+        logits = g_.add(P::kMatmul, {shard_input(x), table_}, tied);
+      } else {  // its own weight and bias (GPT-J's lm_head), split by vocabulary rows as the table
+        const TensorId w = weight("lm_head.weight", {vocabulary_shard(), h});
+        g_.tensor(w).stored = {padded_shard(), h};
+        logits = g_.add(P::kMatmul, {shard_input(x), w}, tied);
+        const TensorId bias = weight("lm_head.bias", {vocabulary_shard()});
+        g_.tensor(bias).stored = {padded_shard()};
+        logits = g_.add(P::kAdd, {logits, bias});
+      }
       predict(reshape(logits, {b * s, vocabulary_shard()}));
     } else {
       // The masked-LM head: the transform (dense, GELU, layer norm) on every token, then the
@@ -407,10 +428,23 @@ class TransformerBuilder {
     }
   }
 
+  // Rotary positions (model.positions rotary): q or k [B, heads, S, d] times each position's
+  // cosines, plus its rotated copy (negated pairs: costed as a negation) times the sines; over
+  // every head channel (GPT-J rotates 64 of its 256: an overcount of elementwise work only).
+  TensorId rotated(TensorId t) {
+    if (!m_.rotary) return t;
+    const std::uint64_t s = m_.sequence, d = m_.hidden / m_.heads;
+    const TensorId cos = g_.input("rotary_cos", {s, d}, m_.dtype, Role::kConstant);
+    const TensorId sin = g_.input("rotary_sin", {s, d}, m_.dtype, Role::kConstant);
+    return g_.add(P::kAdd,
+                  {g_.add(P::kMul, {t, cos}), g_.add(P::kMul, {g_.add(P::kNeg, {t}), sin})});
+  }
+
   const ModelDef& m_;
   const BuildOptions& o_;
   TensorGraph g_;
-  TensorId table_{};  // the token embedding table
+  TensorId table_{};   // the token embedding table
+  TensorId normed_{};  // the last attention's layer norm (a parallel block's FFN reads it)
 };
 
 }  // namespace
