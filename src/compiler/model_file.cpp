@@ -432,7 +432,8 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
               "block",
               "attention_bias",
               "positions",
-              "tie_embeddings"});
+              "tie_embeddings",
+              "dropout"});
   const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
     const std::string v = text(file, m, key, "model", allowed.front());
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -446,6 +447,7 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
   def.ffn = count(file, m, "ffn", "model");
   def.causal = choice("causal", {"false", "true"}) == "true";
   def.attention_dropout = choice("attention_dropout", {"true", "false"}) == "true";
+  def.hidden_dropout = choice("dropout", {"true", "false"}) == "true";
   def.attention_mask = choice("attention_mask", {"false", "true"}) == "true";
   def.pre_norm = choice("norm", {"post", "pre"}) == "pre";
   const std::string head = choice("head", {"masked_lm", "lm", "classifier", "span"});

@@ -33,13 +33,21 @@ class Updater {
     }
   }
 
+  // Phased training (run.weights streamed): the gradients were reduced phase by phase; the
+  // weights and gradients (each replica's share) are loaded from Streaming Memory with the state,
+  // and the weights stored back as shards, gathered when a phase loads them.
+  bool phased() const { return run_.streamed_weights && !run_.inference; }
+
   std::uint64_t run() {
-    const std::uint64_t sharded_tensors = reduce_gradients();
+    const std::uint64_t sharded_tensors = phased() ? sharded_count() : reduce_gradients();
     const auto update_scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     const std::uint64_t state = optimiser_state_bytes(run_, u_.parameters, u_.dtype);
+    const std::uint64_t shard =
+        rts() ? ceil_div(u_.parameters * eb_, std::uint64_t{run_.replicas}) : u_.parameters * eb_;
     if (run_.optimiser_state_streaming) {  // the state lives in Streaming Memory
       b_.keep_in_streaming_memory(state);
-      b_.host(out_, state, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
+      b_.host(out_, state + (phased() ? 2 * shard : 0), trace::HostDirection::kToIpu,
+              trace::HostMemory::kStreaming);
     }
     const std::uint64_t norm_bytes = run_.clip_gradients ? clip_gradients() : 0;
     switch (run_.optimiser) {
@@ -57,9 +65,18 @@ class Updater {
         break;
     }
     if (run_.optimiser_state_streaming)
-      b_.host(out_, state, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
-    gather_weights();
+      b_.host(out_, state + (phased() ? shard : 0), trace::HostDirection::kFromIpu,
+              trace::HostMemory::kStreaming);
+    if (!phased()) gather_weights();
     return norm_bytes;
+  }
+  // The tensors replicated tensor sharding shards (reduce_gradients' count, no collectives).
+  std::uint64_t sharded_count() const {
+    if (!rts() || !per_tensor()) return 0;
+    std::uint64_t n = 0;
+    for (const auto& [elements, count] : tensor_sizes())
+      if (elements >= kMinShardedElements) n += count;
+    return n;
   }
 
  private:

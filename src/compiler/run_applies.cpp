@@ -75,7 +75,7 @@ std::string first_of(Reasons... reasons) {
   return out;
 }
 
-constexpr std::array<Row, 23> kRows{{
+constexpr std::array<Row, 24> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
@@ -186,11 +186,20 @@ constexpr std::array<Row, 23> kRows{{
      }},
     {"run.weights", [](const RunConfig& r) { return r.streamed_weights; },
      [](const Scope& s) {
-       return first_of(s.training()
-                           ? std::string("streamed (phased execution) is modelled for inference "
-                                         "only (run.mode inference); found run.mode training")
-                           : std::string(),
-                       transformer_only(s, "streamed (phased execution)"));
+       // Training: phases on one IPU (or one tensor-parallel group), the optimiser state in
+       // Streaming Memory with the weights, as popxl's GPT-J and GPT-3 examples keep them.
+       return first_of(
+           transformer_only(s, "streamed (phased execution)"),
+           s.training() && s.run.ipus_per_replica != s.run.tensor_parallel
+               ? fmt::format("streamed (phased training) runs every layer on each IPU of the "
+                             "replica in turn, not in a pipeline: it needs run.ipus_per_replica "
+                             "{} (run.tensor_parallel), found {}",
+                             s.run.tensor_parallel, s.run.ipus_per_replica)
+               : "",
+           s.training() && !s.run.optimiser_state_streaming
+               ? std::string("streamed (phased training) keeps the optimiser state in Streaming "
+                             "Memory with the weights: set run.optimiser_state streaming")
+               : "");
      }},
     {"run.tensor_parallel", [](const RunConfig& r) { return r.tensor_parallel != 1; },
      [](const Scope& s) {
@@ -212,6 +221,15 @@ constexpr std::array<Row, 23> kRows{{
                              "divide by the {} IPUs they are split over",
                              s.what(), s.model.heads, s.model.ffn, t)
                : "");
+     }},
+    {"run.shard_activations", [](const RunConfig& r) { return r.shard_activations; },
+     [](const Scope& s) {
+       return s.run.streamed_weights && s.training() && s.run.tensor_parallel > 1
+                  ? ""
+                  : std::string(
+                        "sharding stored activations belongs to phased training with "
+                        "tensor parallelism (run.weights streamed, run.mode training, "
+                        "run.tensor_parallel above 1)");
      }},
     {"run.fully_connected_pass", [](const RunConfig& r) { return !r.fully_connected_pass; },
      [](const Scope& s) {

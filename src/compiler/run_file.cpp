@@ -248,6 +248,12 @@ std::vector<RunField> lowering_fields() {
           "MLPerf v1.1 Graphcore BERT bert_model.py qkv_weights (split_qkv: true in "
           "pod16-closed.json, false on the larger PODs)",
           &RunConfig::split_qkv, "no"),
+  };
+}
+
+// How the step runs: training or inference, where the weights live, the I/O tiles, vertices.
+std::vector<RunField> execution_fields() {
+  return {
       enum_choice(
           "run.mode", kMode,
           "training (forward, backward, weight update per step) or inference (one batch per "
@@ -258,12 +264,25 @@ std::vector<RunField> lowering_fields() {
       enum_choice(
           "run.weights", kWeights,
           "resident: every weight is held on the IPU throughout; streamed (phased execution, "
-          "transformer inference only): the weights live in Streaming Memory and each "
-          "sub-layer's (embeddings, attention, FFN, heads) are loaded onto the IPU just before it "
-          "runs, into one buffer the size of the largest, the load not overlapped with compute",
-          "graphcore/examples nlp/bert/popxl README, 'Phased execution' (remote buffers in "
-          "Streaming Memory; execution/squad/inference_phased.py)",
+          "transformers): the weights live in Streaming Memory and each phase's are loaded onto "
+          "the IPU just before it runs, into one buffer the size of the largest, the load not "
+          "overlapped with compute. Inference: a phase is a sub-layer (embeddings, attention "
+          "with its FFN, heads). Training (no pipeline; needs run.optimiser_state streaming): a "
+          "phase is the embeddings, a decoder layer or the tail, loaded once a step and run over "
+          "every micro-batch, which load and store their activations in Streaming Memory; the "
+          "backward phases in reverse, each recomputing its forward and reducing its gradients",
+          "graphcore/examples nlp/bert/popxl README, 'Phased execution' "
+          "(execution/squad/inference_phased.py); nlp/gpt_j/popxl finetuning.py (phased "
+          "training)",
           &RunConfig::streamed_weights, "resident"),
+      yes_no(
+          "run.shard_activations",
+          "Phased training with tensor parallelism: each activation a phase stores in Streaming "
+          "Memory is split over the tensor-parallel IPUs (each stores 1/T) and all-gathered over "
+          "them when loaded",
+          "graphcore/examples nlp/gpt_j/popxl finetuning.py (RTS_ACTIVATIONS_THRESHOLD 0: "
+          "activations replica-sharded over the tensor-parallel group)",
+          &RunConfig::shard_activations, "no"),
       count(
           "run.io_tiles", 0, 1 << 20,
           "Tiles reserved for host I/O. 0 (TensorFlow's default, and the MLPerf runs): input "
@@ -383,8 +402,8 @@ std::vector<RunField> time_to_train_fields() {
 const std::vector<RunField>& run_fields() {
   static const std::vector<RunField> fields = [] {
     std::vector<RunField> all;
-    for (auto group : {batch_fields(), lowering_fields(), planning_fields(), pipeline_fields(),
-                       time_to_train_fields()})
+    for (auto group : {batch_fields(), lowering_fields(), execution_fields(), planning_fields(),
+                       pipeline_fields(), time_to_train_fields()})
       for (auto& f : group) all.push_back(std::move(f));
     return all;
   }();

@@ -52,6 +52,31 @@ RunConfig stage_run(const ModelDef& m, const RunConfig& r) {
   return out;
 }
 
+// Phased training (run.weights streamed, as popxl's GPT-J and GPT-3 train): the one stage's
+// blocks cut into phases, each a stage on the same IPU: the embeddings, each decoder layer (its
+// attention and FFN), and the tail (final norm, heads, loss).
+graph::ForwardStages phases_of(graph::ForwardStages one) {
+  using graph::Op;
+  const auto starts = [](Op k, Op previous) {
+    const bool body = k == Op::kAttention || k == Op::kFfn || k == Op::kEmbedding;
+    return k == Op::kAttention || k == Op::kEmbedding ||
+           (!body && previous != Op::kCount &&
+            (previous == Op::kAttention || previous == Op::kFfn || previous == Op::kEmbedding));
+  };
+  graph::ForwardStages out;
+  out.recompute = one.recompute;
+  Op previous = Op::kCount;
+  for (const Block& blk : one.layers.front()) {
+    if (out.layers.empty() || starts(blk.kind, previous)) {
+      out.layers.emplace_back();
+      out.ipu.push_back(0);
+    }
+    out.layers.back().push_back(blk);
+    previous = blk.kind;
+  }
+  return out;
+}
+
 // What every IPU of a replica shares: the model, run and system, the model's tensor graph,
 // its forward stages and what crosses between them.
 struct Replica {
@@ -62,6 +87,7 @@ struct Replica {
   graph::ForwardStages stages;
   std::uint32_t ipus;  // that run stages (of a replica, less its tensor-parallel copies)
   bool pipelined;      // more than one: stage boundaries and inter-IPU copies
+  bool phased;         // phased training: the stages are phases of one IPU (phases_of)
   std::uint32_t loss;  // the loss stage, the last: a training step takes GA + 2 loss cycles
   graph::TensorGraph graph;
   graph::Gradients gradients;                     // each tensor's (training)
@@ -76,6 +102,7 @@ struct Replica {
         stages(graph::forward_stages(model, stage_run(model, r))),
         ipus(r.ipus_per_replica / r.tensor_parallel),
         pipelined(ipus > 1),
+        phased(r.streamed_weights && !r.inference),
         loss(static_cast<std::uint32_t>(stages.layers.size() - 1)) {
     graph::BuildOptions options;
     options.batch = r.micro_batch;
@@ -87,6 +114,10 @@ struct Replica {
     options.tensor_parallel = r.tensor_parallel;
     graph = graph::build_graph(model, options);
     if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
+    if (phased) {
+      stages = phases_of(std::move(stages));
+      loss = static_cast<std::uint32_t>(stages.layers.size() - 1);
+    }
     stage_of = graph::stage_of(stages);
     crossing = graph::crossing(graph, stages);
   }
@@ -150,6 +181,22 @@ class IpuLowering {
       program_.steps.push_back(std::move(loop));
   }
 
+  // Phased training (Replica::phased), as popxl's GPT-J and GPT-3 examples train
+  // (finetuning.py, pretraining.py; popxl-addons batch serialisation): each phase's weights
+  // loaded from Streaming Memory once a step (and all-gathered over the replicas under
+  // replicated tensor sharding), then its micro-batches in a loop, each loading its input from
+  // Streaming Memory and storing its output there: the forward phases in order, the tail's
+  // forward and backward together, then the backward phases in reverse, each recomputing its
+  // forward and followed by its gradients' reduction over the replicas and their store. The
+  // optimiser runs after (weight_update_and_memory). Loads and stores in sequence with the
+  // compute, as the examples run them (io_mode "io", not "io_overlapped").
+  void run_phases() {
+    const std::uint32_t tail = r_.loss;
+    for (std::uint32_t s = 0; s < tail; ++s) phase(s, true, false);
+    phase(tail, true, true);
+    for (std::uint32_t s = tail; s-- > 0;) phase(s, false, true);
+  }
+
   // Inference: the resident weights (or a phase's buffer, streamed), the largest activations
   // live at once, the input buffer, the planner's temporaries.
   void inference_memory() {
@@ -172,6 +219,7 @@ class IpuLowering {
   // Training, after the pipeline loops: the weight update of the IPU's weight tensors, then its
   // memory. Returns the bytes of weight-tensor norms it sends for gradient clipping (0 without).
   std::uint64_t weight_update_and_memory() {
+    if (r_.phased) return phased_update_and_memory();
     const StageWeights weights = stage_weights(r_.graph, b_, names());
     const trace::Lifetime loop_live{0, trace::program_positions(program_.steps) - 1};
     const std::uint64_t norm_bytes =
@@ -511,13 +559,116 @@ class IpuLowering {
     return out;
   }
 
+  bool sharded() const { return r_.run.replicated_tensor_sharding && r_.run.replicas > 1; }
+  // Each replica's share of `bytes` it keeps in Streaming Memory (1/replicas, sharded).
+  std::uint64_t share(std::uint64_t bytes) const {
+    return sharded() ? ceil_div(bytes, r_.run.replicas) : bytes;
+  }
+  // `bytes` of activations to or from Streaming Memory, spread over every tile; sharded
+  // (run.shard_activations), each IPU of the tensor-parallel group moves 1/T and a load is
+  // all-gathered over them.
+  void stream(Steps& out, std::uint64_t bytes, trace::HostDirection direction) {
+    if (bytes == 0) return;
+    const auto scope = b_.scope("", Pass::kHostIo, trace::OpKind::kCopy);
+    b_.host(out, stored_activation(bytes), direction, trace::HostMemory::kStreaming);
+    if (r_.run.shard_activations && direction == trace::HostDirection::kToIpu)
+      out.push_back(b_.collective(trace::CollectiveOp::kAllGather, bytes, r_.m.dtype,
+                                  {trace::GroupKind::kReplica, 0}));
+  }
+  std::uint64_t stored_activation(std::uint64_t bytes) const {
+    return r_.run.shard_activations ? ceil_div(bytes, std::uint64_t{r_.run.tensor_parallel})
+                                    : bytes;
+  }
+  // One phase of phased training: forward, backward or (the tail) both.
+  void phase(std::uint32_t s, bool fwd, bool bwd) {
+    using trace::CollectiveOp, trace::HostDirection;
+    Steps& out = program_.steps;
+    const trace::Group replicas{trace::GroupKind::kReplicas, 0};
+    const std::uint64_t weights = phase_weight_bytes(s);
+    {
+      const auto scope = b_.scope("", fwd ? Pass::kForward : Pass::kDataGradient);
+      load_weights(out, share(weights));
+      if (sharded())
+        out.push_back(b_.collective(CollectiveOp::kAllGather, weights, r_.m.dtype, replicas));
+    }
+    const std::uint64_t in = r_.bytes(r_.crossing[s]);
+    const std::uint64_t next = s + 1 < r_.stages.layers.size() ? r_.bytes(r_.crossing[s + 1]) : 0;
+    Steps body;
+    stream(body, in, HostDirection::kToIpu);
+    if (fwd) forward(body, s);
+    if (!bwd) stream(body, next, HostDirection::kFromIpu);
+    if (bwd) {
+      if (!fwd) stream(body, next, HostDirection::kToIpu);  // the gradient of its output
+      backward(body, s);
+      stream(body, in, HostDirection::kFromIpu);  // the gradient of its input
+    }
+    push_repeated(out, std::move(body), r_.run.gradient_accumulation);
+    if (!bwd) return;
+    // Its gradients reduced over the replicas (reduce-scattered when sharded), then stored.
+    const auto scope = b_.scope("", Pass::kGradientAllreduce);
+    if (r_.run.replicas > 1)
+      out.push_back(
+          b_.collective(sharded() ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce,
+                        weights, r_.m.dtype, replicas));
+    b_.host(out, share(weights), HostDirection::kFromIpu, trace::HostMemory::kStreaming);
+  }
+  // The weight bytes of phase `s` (each IPU's share under tensor parallelism): every weight its
+  // forward reads, as stored; a tied table again in the heads' phase (popxl GPT-3 loads the
+  // embedding's buffer there).
+  std::uint64_t phase_weight_bytes(std::uint32_t s) const {
+    std::set<std::string> layers;
+    for (const Block& blk : r_.stages.layers[s]) layers.insert(blk.layer);
+    std::set<std::uint32_t> seen;
+    std::uint64_t bytes = 0;
+    for (const graph::Node& n : r_.graph.nodes()) {
+      if (n.backward || !layers.contains(n.layer)) continue;
+      for (const TensorId t : n.inputs) {
+        const graph::Tensor& w = r_.graph.tensor(t);
+        if (w.role == graph::Role::kWeight && seen.insert(graph::index(t)).second)
+          bytes += graph::elements(w.stored_dims()) * trace::dtype_bytes(w.dtype);
+      }
+    }
+    return bytes;
+  }
+  // Phased training's update and memory: the optimiser over every weight (its weights, gradients
+  // and state loaded from Streaming Memory and stored back, optimiser.cpp), one phase's weights
+  // and gradient accumulators on the IPU at a time, one micro-batch's activations live.
+  std::uint64_t phased_update_and_memory() {
+    const StageWeights weights = stage_weights(r_.graph, b_, names());
+    const trace::Lifetime loop_live{0, trace::program_positions(program_.steps) - 1};
+    const std::uint64_t norm_bytes = lower_weight_update(
+        b_, program_.steps, r_.run, weights.update(r_.m.dtype, false, r_.run.sgd_weight_decay));
+    std::vector<std::uint64_t> loads;
+    std::uint64_t activations = 0;
+    for (std::uint32_t s = 0; s < r_.stages.layers.size(); ++s) {
+      loads.push_back(phase_weight_bytes(s));
+      activations += r_.bytes(r_.crossing[s]);
+    }
+    // Each phase's input and its gradient, for every micro-batch; the weights and gradients.
+    const std::uint64_t total = std::accumulate(loads.begin(), loads.end(), std::uint64_t{0});
+    b_.keep_in_streaming_memory(2 * stored_activation(activations) * r_.run.gradient_accumulation +
+                                2 * share(total));
+    TrainingMemory memory;
+    memory.parameters = weight_buffer(loads);
+    memory.dtype = r_.m.dtype;
+    memory.optimiser = optimiser_memory(r_.run, weights.elements, r_.m.dtype);
+    memory.live_bytes = sub_layer_bytes();
+    memory.loop_live = loop_live;
+    const std::uint64_t input = ipu_ == r_.stages.ipu[0] ? r_.input_bytes() : 0;
+    memory.input_bytes = r_.run.io_tiles == 0 ? input : 0;
+    for (const Holding& h : training_memory(memory)) b_.hold(h);
+    temporaries();
+    return norm_bytes;
+  }
+
   // Phased execution (run.weights streamed), as popxl's BERT inference runs it: before each
   // phase its weights are loaded from Streaming Memory, in sequence with the compute. A phase
   // is a layer, or an attention sub-layer with the FFN after it. The bytes each layer of
   // `blocks` loads before it runs (0: loaded with the one before).
   std::vector<std::uint64_t> phase_loads(const std::vector<Block>& blocks) {
     std::vector<std::uint64_t> out(blocks.size(), 0);
-    if (!r_.run.streamed_weights) return out;
+    // (phased training loads each phase's weights once, before its loop: phase())
+    if (!r_.run.streamed_weights || r_.phased) return out;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       std::uint64_t bytes = 0;
       for (const HeldWeights& w : stage_weights(r_.graph, b_, {blocks[i].layer}).held)
@@ -585,7 +736,10 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
     b.record_plans(plans, ipu);
     b.share_plans(&plan_cache);
     IpuLowering lower(replica, ipu, program, b);
-    lower.run_stages();
+    if (replica.phased)
+      lower.run_phases();
+    else
+      lower.run_stages();
     if (run.inference)
       lower.inference_memory();
     else

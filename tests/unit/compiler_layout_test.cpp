@@ -832,7 +832,8 @@ TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemory
     EXPECT_GE(weights + tiles, largest) << "IPU " << i;
     EXPECT_LE(weights, largest + tiles) << "IPU " << i;
   }
-  // Phased execution is modelled for transformer inference only.
+  // Phased execution is modelled for transformers, and in training not in a pipeline
+  // (tests/unit/tensor_parallel_test.cpp: phased training).
   const auto error = [&](const std::string& file, const std::vector<std::string>& sets) {
     try {
       const LoadedRun r = load_run(dir + file, sets);
@@ -843,7 +844,13 @@ TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemory
     return std::string("(no error)");
   };
   EXPECT_NE(error("bert_tiny-pod16.yaml", {"run.weights=streamed"})
-                .find("run.weights: streamed (phased execution) is modelled for inference only"),
+                .find("run.weights: streamed (phased training) runs every layer on each IPU of "
+                      "the replica in turn, not in a pipeline: it needs run.ipus_per_replica 1"),
+            std::string::npos);
+  EXPECT_NE(error("bert_tiny-pod16.yaml", {"run.weights=streamed", "run.ipus_per_replica=1",
+                                           "run.replicas=16", "run.pipeline_placement=ipu0=2,2"})
+                .find("keeps the optimiser state in Streaming Memory with the weights: set "
+                      "run.optimiser_state streaming"),
             std::string::npos);
   EXPECT_NE(error("resnet_tiny-pod16.yaml", {"run.mode=inference", "run.gradient_accumulation=1",
                                              "run.optimiser=none", "run.recompute_checkpoints=none",

@@ -106,6 +106,12 @@ std::vector<Try> tries(const std::string& key, graph::Family family, const std::
                                    {"run.ipus_per_replica=2", "run.replicas=8",
                                     "run.pipeline_splits=b2/0/conv1,fc"}}}
                : std::vector<Try>{{"0"}};
+  if (key == "run.shard_activations")  // phased training on a tensor-parallel pair
+    return cnn ? std::vector<Try>{{"yes"}}
+               : std::vector<Try>{{"yes",
+                                   {"run.tensor_parallel=2", "run.pipeline_placement=none",
+                                    "run.weights=streamed", "run.optimiser_state=streaming",
+                                    "run.optimiser=adamw"}}};
   if (key == "run.tensor_parallel")  // every layer on both IPUs of the replica
     return cnn ? std::vector<Try>{{"2"}} : std::vector<Try>{{"2", {"run.pipeline_placement=none"}}};
   const config::ParamDecl* decl = run_schema().find(key);

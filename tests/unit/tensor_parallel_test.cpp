@@ -79,6 +79,52 @@ TEST(TensorParallel, EachSplitLayerAllReducesItsOutputAndItsInputsGradient) {
   EXPECT_EQ(t.ipus[1].compute_sets.size(), t.ipus[0].compute_sets.size());
 }
 
+TEST(PhasedTraining, EachPhaseLoadsItsWeightsOnceAndLoopsOverItsMicroBatches) {
+  // The reduced GPT trained in phases on 16 replicas of one IPU, weights, gradients and
+  // optimiser state in Streaming Memory sharded over the replicas (popxl GPT-J finetuning.py):
+  // phases embedding, layer 0, layer 1 and the tail (final norm, tied LM head, loss). By hand,
+  // in stored elements: a layer's weights 4h^2 + 2hf + f + 9h = 789,760 (QKV 3h^2 + 3h, output
+  // h^2 + h, two layer norms 4h, FFN 2hf + f + h); the embedding's the padded table 1,008 x h
+  // and the positions 128 x h = 290,816; the tail's its norm 2h and the tied table again,
+  // 258,560. Half values: x 2 B.
+  const LoadedRun run =
+      load_run(kDir + "gpt_tiny-pod16.yaml",
+               {"run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=2,2",
+                "run.weights=streamed", "run.optimiser_state=streaming",
+                "run.replicated_tensor_sharding=yes"});
+  const ModelDef model = load_model(run.run.model_file);
+  const auto system = ipusim::load_system(run.run.system_file);
+  const trace::Trace t = compile(model, run.run, system.spec);
+  ASSERT_EQ(t.ipus.size(), 1u);
+  const std::uint64_t layer = 789760 * 2, embedding = 290816 * 2, tail = 258560 * 2;
+  std::vector<std::uint64_t> gathers, scatters, loops;
+  for (const trace::Step& s : t.ipus[0].steps) {
+    if (s.kind == StepKind::kRepeat) loops.push_back(s.count);
+    if (s.kind != StepKind::kCollective) continue;
+    if (s.collective == trace::CollectiveOp::kAllGather) gathers.push_back(s.bytes);
+    if (s.collective == trace::CollectiveOp::kReduceScatter) scatters.push_back(s.bytes);
+  }
+  // Each phase's weights gathered when it loads them: forward embedding, layers 0 and 1, the
+  // tail; backward layers 1 and 0, the embedding. Its gradients reduce-scattered after its
+  // backward: the tail, layers 1 and 0, the embedding.
+  EXPECT_EQ(gathers,
+            (std::vector<std::uint64_t>{embedding, layer, layer, tail, layer, layer, embedding}));
+  EXPECT_EQ(scatters, (std::vector<std::uint64_t>{tail, layer, layer, embedding}));
+  // Seven loops over the 4 micro-batches, one a phase (the optimiser's loops after them).
+  ASSERT_GE(loops.size(), 7u);
+  EXPECT_EQ(std::vector<std::uint64_t>(loops.begin(), loops.begin() + 7),
+            std::vector<std::uint64_t>(7, 4));
+  // A phase's load is each replica's 1/16 of its weights, spread over every tile.
+  std::vector<std::uint64_t> loads;
+  for (const trace::Step& s : t.ipus[0].steps)
+    if (s.kind == StepKind::kHost && s.memory == trace::HostMemory::kStreaming &&
+        s.direction == trace::HostDirection::kToIpu && s.provenance.pass == trace::Pass::kForward)
+      loads.push_back(s.bytes * s.tiles.size());
+  const std::uint64_t tiles = system.spec.chip.tiles;
+  ASSERT_EQ(loads.size(), 4u);
+  EXPECT_EQ(loads[1], (layer / 16 + tiles - 1) / tiles * tiles);
+}
+
 TEST(TensorParallel, RefusesWhatItDoesNotModelWithTheReason) {
   const auto system = ipusim::load_system(kDir + "../../../configs/systems/pod16.yaml");
   const auto error = [&](const std::string& file, const std::vector<std::string>& sets) {

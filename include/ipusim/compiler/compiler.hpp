@@ -70,6 +70,9 @@ struct ModelDef {
   bool attention_mask = false;
   // Dropout on the attention probabilities in training (Graphcore's MLPerf BERT has none).
   bool attention_dropout = true;
+  // Dropout on the embeddings' and each sub-layer's output in training (model.dropout; GPT-J's
+  // configuration has none).
+  bool hidden_dropout = true;
   // Layer norm before each sub-layer and once after the last (GPT-2), instead of after each
   // sub-layer and after the embeddings (BERT).
   bool pre_norm = false;
@@ -174,6 +177,9 @@ struct RunConfig {
   // run.weights streamed: phased execution (transformer inference): every sub-layer's weights
   // are loaded from Streaming Memory onto the IPU just before it runs, not held throughout
   bool streamed_weights = false;
+  // run.shard_activations: phased training's stored activations split over the
+  // tensor-parallel IPUs, all-gathered when loaded
+  bool shard_activations = false;
   std::uint32_t conv_unit_load_bits = 64;  // AMP weight-load width: 64 (Poplar's default) or 128
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;

@@ -236,7 +236,9 @@ class TransformerBuilder {
     const std::uint64_t h = m_.hidden;
     return g_.add(P::kLayerNorm, {x, weight(name + ".weight", {h}), weight(name + ".bias", {h})});
   }
-  TensorId dropout(TensorId x) {
+  // Hidden dropout (model.dropout), and dropout of any tensor in training.
+  TensorId dropout(TensorId x) { return m_.hidden_dropout ? dropped(x) : x; }
+  TensorId dropped(TensorId x) {
     if (!o_.training) return x;
     Attrs a;
     a.ratio = 0.1;
@@ -341,7 +343,7 @@ class TransformerBuilder {
     Attrs last;
     last.axis = 3;
     TensorId probs = g_.add(P::kSoftmax, {scores}, last);
-    if (m_.attention_dropout) probs = dropout(probs);
+    if (m_.attention_dropout) probs = dropped(probs);
     const TensorId context = g_.add(P::kMatmul, {probs, per_head(qkv[2])});
     TensorId y = row_linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), hl, h,
                             layer + ".out", m_.attention_bias);
