@@ -85,6 +85,23 @@ void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g,
   pend(b, g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
 }
 
+void rms_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x) {
+  flush(b, out, x);
+  b.reduce(out, x.layout, Axis::kChannels, 1, /*broadcast=*/true);
+  pend(b, x, {trace::Op::kMul, trace::Op::kMul});
+}
+
+void rms_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x) {
+  using trace::Op;
+  flush(b, out, g);
+  b.rearrange(out, x, g.layout);
+  const std::array<Op, 2> scaled{Op::kMul, Op::kMul};  // g gamma, times x
+  b.elementwise(out, g.layout, scaled);
+  b.reduce(out, g.layout, Axis::kChannels, 1, /*broadcast=*/true);
+  b.reduce(out, g.layout, Axis::kPositions, 1, /*broadcast=*/false);
+  pend(b, g, {Op::kMul, Op::kSub, Op::kMul});
+}
+
 ChipSpec compute_chip(const RunConfig& run, const ChipSpec& chip) {
   if (run.io_tiles >= chip.tiles)
     throw ConfigError(
@@ -231,6 +248,7 @@ std::vector<std::pair<std::string, std::string>> model_meta(const ModelDef& mode
                                                             const RunConfig& run) {
   graph::BuildOptions options;
   options.training = !run.inference;
+  options.decode = run.kv_cache != KvCache::kNone;  // (a step's work: one token a sequence)
   if (model.masked_tokens > 0)
     options.masked_tokens = model.masked_tokens + run.max_sequences_per_pack - 1;
   graph::TensorGraph g = graph::build_graph(model, options);
@@ -286,6 +304,16 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
       // The target it was planned for (target_mismatches).
       {"target.run", run.file}};
   for (const auto& entry : model_meta(model, run)) t.meta.push_back(entry);
+  if (run.new_tokens > 0) {
+    // Text generation (report: time to first token and per output token): with a KV cache the
+    // prompt is fed one token a step (popxl Llama's pipeline.py), so the first output token
+    // comes after prompt_tokens steps; without one, after one step of the whole sequence.
+    const std::uint64_t prefill =
+        run.kv_cache == KvCache::kNone ? 1 : std::max<std::uint64_t>(1, run.prompt_tokens);
+    t.meta.emplace_back("generation.prompt_tokens", std::to_string(run.prompt_tokens));
+    t.meta.emplace_back("generation.new_tokens", std::to_string(run.new_tokens));
+    t.meta.emplace_back("generation.steps_to_first_token", std::to_string(prefill));
+  }
   t.meta.insert(t.meta.end(), lowering_meta.begin(), lowering_meta.end());
   for (auto& entry : chip_target_meta(system.chip)) t.meta.push_back(std::move(entry));
   t.meta.emplace_back("target.system", system.name);

@@ -175,6 +175,11 @@ void GraphLowering::bind_inputs(const Layer& l) {
         if (!elementwise(r.op)) break;
         at = r.outputs[0];
       }
+      // A decoding step's KV cache (graph::BuildOptions::decode): on the linear mapping, where
+      // it was loaded or kept, and fetched from there by the matmul reading it.
+      if (!has_value(t) && !readers_[graph::index(t)].empty() &&
+          g_.node(readers_[graph::index(t)].front()).op == P::kMatmul)
+        bind(t, Value{rows_layout(t), {}, {}});
     }
 }
 
@@ -281,13 +286,15 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       bring(out, saved, slots_[slot(x)].v.layout);
       return fuse(out, x, n.outputs[0], *ops);
     }
-    case P::kLayerNorm: {  // compiler::layer_norm, the normalisation pending on the output
+    case P::kLayerNorm:
+    case P::kRmsNorm: {  // compiler::layer_norm or rms_norm, the normalisation pending
       Value y = ready(out, x);
-      layer_norm(b_, out, y);
+      (n.op == P::kLayerNorm ? layer_norm : rms_norm)(b_, out, y);
       return bind(n.outputs[0], std::move(y));
     }
     case P::kNormGrad:
-      return n.attrs.of == P::kLayerNorm ? norm_gradient(out, n) : cnn_norm_gradient(out, n);
+      return n.attrs.of == P::kLayerNorm || n.attrs.of == P::kRmsNorm ? norm_gradient(out, n)
+                                                                      : cnn_norm_gradient(out, n);
     case P::kSoftmax:
       return softmax(out, n);
     case P::kSoftmaxGrad:
@@ -328,7 +335,6 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return;
     case P::kPow:
     case P::kReduceMax:
-    case P::kRmsNorm:
     case P::kAvgPool:
     case P::kAvgPoolGrad:
     case P::kCount:
@@ -660,10 +666,13 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
 }
 
 void GraphLowering::norm_gradient(Steps& out, const Node& n) {
-  if (n.attrs.of != P::kLayerNorm) no_rule(n);
-  // (dy, x, gamma, beta): compiler::layer_norm_gradient, the input gradient pending.
+  // (dy, x, gamma [, beta]): compiler::layer_norm_gradient or rms_norm_gradient, the input
+  // gradient pending.
   Value dx = ready(out, n.inputs[0]);
-  layer_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
+  if (n.attrs.of == P::kRmsNorm)
+    rms_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
+  else
+    layer_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
   bind(n.outputs[0], std::move(dx));
 }
 

@@ -65,6 +65,13 @@ void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x);
 // and beta gradients per channel; `g` becomes the input gradient, pending (reading x_hat).
 void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x);
 
+// RMS norm over each row's channels (Llama): the mean square of each row (one statistic,
+// popops' SQUARE_ADD) reduced among the tiles holding it, then x inv_rms gamma left pending.
+void rms_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x);
+// Its backward on `g`'s layout: x brought there, g gamma x and its mean per row, the gamma
+// gradient per channel; `g` becomes the input gradient, pending.
+void rms_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x);
+
 inline double available_memory_for(const RunConfig& run, std::size_t ipu) {
   return run.available_memory.size() == 1 ? run.available_memory[0] : run.available_memory[ipu];
 }

@@ -433,7 +433,11 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
               "attention_bias",
               "positions",
               "tie_embeddings",
-              "dropout"});
+              "dropout",
+              "normalisation",
+              "ffn_activation",
+              "ffn_bias",
+              "head_bias"});
   const auto choice = [&](const std::string& key, const std::vector<std::string>& allowed) {
     const std::string v = text(file, m, key, "model", allowed.front());
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -458,6 +462,15 @@ void parse_transformer(const std::string& file, const YAML::Node& root, const YA
   def.attention_bias = choice("attention_bias", {"true", "false"}) == "true";
   def.rotary = choice("positions", {"learned", "rotary"}) == "rotary";
   def.tied_head = choice("tie_embeddings", {"true", "false"}) == "true";
+  def.head_bias = choice("head_bias", {"true", "false"}) == "true";
+  def.rms_norm = choice("normalisation", {"layer_norm", "rms_norm"}) == "rms_norm";
+  def.swiglu = choice("ffn_activation", {"gelu", "swiglu"}) == "swiglu";
+  def.ffn_bias = choice("ffn_bias", {"true", "false"}) == "true";
+  if (m["head_bias"] && def.tied_head)
+    throw ConfigError(
+        fmt::format("{}: model.head_bias: only an untied lm head has its own bias (add "
+                    "tie_embeddings: false)",
+                    at(file, m["head_bias"])));
   if (def.parallel_block && !def.pre_norm)
     throw ConfigError(fmt::format(
         "{}: model.block: a parallel block reads one layer norm before its attention and FFN "

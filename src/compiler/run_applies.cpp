@@ -67,6 +67,18 @@ std::string replicated(const Scope& s, std::string_view what) {
              : fmt::format("{} acts across replicas; this run has one replica (run.replicas 1)",
                            what);
 }
+// Text generation's keys: a causal language model's inference.
+std::string generation(const Scope& s, std::string_view what) {
+  if (s.training())
+    return fmt::format("{} belongs to text generation (run.mode inference); this run trains", what);
+  if (!s.model.lm_head || !s.model.causal)
+    return fmt::format(
+        "{} belongs to a causal language model (head: lm, causal: true); {} is "
+        "not one",
+        what, s.what());
+  return "";
+}
+
 // The first non-empty reason of a row's checks.
 template <class... Reasons>
 std::string first_of(Reasons... reasons) {
@@ -75,7 +87,7 @@ std::string first_of(Reasons... reasons) {
   return out;
 }
 
-constexpr std::array<Row, 24> kRows{{
+constexpr std::array<Row, 27> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
@@ -221,6 +233,32 @@ constexpr std::array<Row, 24> kRows{{
                              "divide by the {} IPUs they are split over",
                              s.what(), s.model.heads, s.model.ffn, t)
                : "");
+     }},
+    {"run.kv_cache", [](const RunConfig& r) { return r.kv_cache != KvCache::kNone; },
+     [](const Scope& s) {
+       return first_of(transformer_only(s, "a KV cache"), generation(s, "a KV cache"),
+                       s.run.streamed_weights && s.run.kv_cache == KvCache::kOnChip
+                           ? std::string("a KV cache on chip with weights streamed is not "
+                                         "modelled: use run.kv_cache streaming")
+                           : "");
+     }},
+    {"run.prompt_tokens", [](const RunConfig& r) { return r.prompt_tokens != 0; },
+     [](const Scope& s) {
+       return first_of(transformer_only(s, "a prompt"), generation(s, "a prompt"),
+                       s.run.new_tokens == 0
+                           ? std::string("a prompt belongs to text generation: set "
+                                         "run.new_tokens, the tokens generated after it")
+                           : "");
+     }},
+    {"run.new_tokens", [](const RunConfig& r) { return r.new_tokens != 0; },
+     [](const Scope& s) {
+       return first_of(transformer_only(s, "text generation"), generation(s, "text generation"),
+                       s.run.prompt_tokens + s.run.new_tokens > s.model.sequence
+                           ? fmt::format("{} prompt and {} new tokens do not fit the model's "
+                                         "sequence of {} positions (model.sequence: the padded "
+                                         "sequence, or the cache's length)",
+                                         s.run.prompt_tokens, s.run.new_tokens, s.model.sequence)
+                           : "");
      }},
     {"run.shard_activations", [](const RunConfig& r) { return r.shard_activations; },
      [](const Scope& s) {

@@ -41,6 +41,8 @@ constexpr Choice2 kCollectiveGrouping{{{"buffers", false}, {"per_tensor", true}}
 constexpr Choice2 kGradientClipping{{{"none", false}, {"global_norm", true}}};
 constexpr Choice2 kMode{{{"training", false}, {"inference", true}}};
 constexpr Choice2 kWeights{{{"resident", false}, {"streamed", true}}};
+constexpr std::array<std::pair<std::string_view, KvCache>, 3> kKvCache{
+    {{"none", KvCache::kNone}, {"on_chip", KvCache::kOnChip}, {"streaming", KvCache::kStreaming}}};
 constexpr std::array<std::pair<std::string_view, trace::DType>, 2> kPrecisions{{
     {"16.16", trace::DType::kHalf},
     {"16.32", trace::DType::kFloat},
@@ -275,6 +277,31 @@ std::vector<RunField> execution_fields() {
           "(execution/squad/inference_phased.py); nlp/gpt_j/popxl finetuning.py (phased "
           "training)",
           &RunConfig::streamed_weights, "resident"),
+      enum_choice(
+          "run.kv_cache", kKvCache,
+          "Inference of a causal language model one token at a time: none (every step runs the "
+          "whole padded sequence, as the GPT-J and GPT-3 examples generate), or a step is one "
+          "new token per sequence attending to the keys and values of the model's sequence "
+          "positions (a fixed-length cache, later positions masked), held on chip or in "
+          "Streaming Memory (each attention loads its layer's cache before it runs and stores "
+          "it after)",
+          "graphcore/examples nlp/llama/popxl inference.py (use_cache: remote K and V buffers, "
+          "one token per step)",
+          &RunConfig::kv_cache, "none"),
+      count(
+          "run.prompt_tokens", 0, 1 << 20,
+          "Text generation (an lm head in inference): tokens of each prompt. With a KV cache the "
+          "prompt is fed one token a step, so the first output token comes after this many "
+          "steps; without one, after one step (the whole padded sequence)",
+          "graphcore/examples nlp/llama/popxl api/pipeline.py (the prompt fed token by token)",
+          [](RunConfig& r) { return &r.prompt_tokens; }, "0"),
+      count(
+          "run.new_tokens", 0, 1 << 20,
+          "Text generation: tokens generated per prompt, one a step (0: not a generation run); "
+          "the summary and stats.json report the time to first token, per output token and "
+          "tokens per second",
+          "graphcore/examples nlp/gpt_j/popxl inference.yml (output_length)",
+          [](RunConfig& r) { return &r.new_tokens; }, "0"),
       yes_no(
           "run.shard_activations",
           "Phased training with tensor parallelism: each activation a phase stores in Streaming "

@@ -112,6 +112,7 @@ struct Replica {
     options.vocabulary_serial = r.embedding_serialisation;
     options.split_qkv = r.split_qkv;
     options.tensor_parallel = r.tensor_parallel;
+    options.decode = r.kv_cache != KvCache::kNone;
     graph = graph::build_graph(model, options);
     if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
     if (phased) {
@@ -211,6 +212,17 @@ class IpuLowering {
     memory.dtype = r_.m.dtype;
     memory.live_bytes =
         r_.stages.recompute == graph::Recompute::kEverySubLayer ? sub_layer_bytes() : layer_bytes();
+    // A KV cache: every layer's on chip, or one layer's at a time, the rest in Streaming Memory.
+    std::uint64_t caches = 0, largest = 0;
+    for (const Block& blk : layers_) {
+      caches += cache_bytes(blk.layer);
+      largest = std::max(largest, cache_bytes(blk.layer));
+    }
+    if (r_.run.kv_cache == KvCache::kStreaming) b_.keep_in_streaming_memory(caches);
+    const std::uint64_t held = r_.run.kv_cache == KvCache::kStreaming ? largest : caches;
+    if (held > 0)
+      b_.hold({"kv_cache", trace::TensorKind::kActivation, std::nullopt, 1, r_.m.dtype, held,
+               std::nullopt});
     memory.input_bytes = ipu_ == r_.stages.ipu[0] ? r_.input_bytes() : 0;
     for (const Holding& h : compiler::inference_memory(memory)) b_.hold(h);
     temporaries();
@@ -336,7 +348,12 @@ class IpuLowering {
       {
         const auto scope = b_.scope(blk.layer, pass, graph::info(blk.kind).kind);
         load_weights(out, loads(s)[i]);
+        const std::uint64_t cached = streamed_cache(blk.layer);
+        if (cached > 0)
+          b_.host(out, cached, trace::HostDirection::kToIpu, trace::HostMemory::kStreaming);
         lowering_.forward(out, blk.layer);
+        if (cached > 0)
+          b_.host(out, cached, trace::HostDirection::kFromIpu, trace::HostMemory::kStreaming);
       }
       span.second = out.size();
     }
@@ -659,6 +676,21 @@ class IpuLowering {
     for (const Holding& h : training_memory(memory)) b_.hold(h);
     temporaries();
     return norm_bytes;
+  }
+
+  // A layer's cached keys and values (run.kv_cache; graph inputs <layer>.k_cache and
+  // .v_cache), bytes on this IPU.
+  std::uint64_t cache_bytes(const std::string& layer) const {
+    std::uint64_t bytes = 0;
+    for (const graph::Tensor& t : r_.graph.tensors())
+      if (t.role == graph::Role::kInput &&
+          (t.name == layer + ".k_cache" || t.name == layer + ".v_cache"))
+        bytes += graph::elements(t.dims) * trace::dtype_bytes(t.dtype);
+    return bytes;
+  }
+  // The cache a layer loads before it runs and stores after (in Streaming Memory).
+  std::uint64_t streamed_cache(const std::string& layer) const {
+    return r_.run.kv_cache == KvCache::kStreaming ? cache_bytes(layer) : 0;
   }
 
   // Phased execution (run.weights streamed), as popxl's BERT inference runs it: before each

@@ -178,6 +178,18 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
   w.backward_flops = meta_count(info, "model.flops.backward");
   w.model_ipus = meta_count(info, "model.ipus");
   if (w.samples_per_step <= 0 || step_seconds <= 0) return std::nullopt;
+  if (const std::uint64_t n = meta_count(info, "generation.new_tokens"); n > 0) {
+    Workload::Generation g;
+    g.prompt_tokens = meta_count(info, "generation.prompt_tokens");
+    g.new_tokens = n;
+    g.steps_to_first_token =
+        std::max<std::uint64_t>(1, meta_count(info, "generation.steps_to_first_token"));
+    g.time_to_first_token = static_cast<double>(g.steps_to_first_token) * step_seconds;
+    g.time_per_output_token = step_seconds;
+    g.total_time = g.time_to_first_token + static_cast<double>(n - 1) * step_seconds;
+    g.tokens_per_second = w.samples_per_step / step_seconds;
+    w.generation = g;
+  }
   w.throughput = w.samples_per_step / step_seconds;
   w.model_rate = static_cast<double>(w.model_flops()) / step_seconds;
   const double epochs = meta_value(info, "ttt.epochs");
@@ -248,6 +260,17 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
     w.quantity("throughput", wl->throughput, wl->sample_unit + "/s");
     w.key("mode").value(wl->inference ? "inference" : "training");
     if (wl->inference) w.quantity("latency", stats.seconds, "s");
+    if (const auto& g = wl->generation) {
+      w.key("generation").begin_object();
+      w.quantity("prompt_tokens", g->prompt_tokens, "tokens");
+      w.quantity("new_tokens", g->new_tokens, "tokens");
+      w.quantity("steps_to_first_token", g->steps_to_first_token, "steps");
+      w.quantity("time_to_first_token", g->time_to_first_token, "s");
+      w.quantity("time_per_output_token", g->time_per_output_token, "s");
+      w.quantity("total_time", g->total_time, "s");
+      w.quantity("tokens_per_second", g->tokens_per_second, "tokens/s");
+      w.end_object();
+    }
     if (wl->has_model()) {
       w.quantity("parameters", wl->parameters, "parameters");
       w.key("model_flops").begin_object();
@@ -426,6 +449,17 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
           "  latency       {} per batch ({} {} per replica, inputs from and outputs to the host)\n",
           human_seconds(stats.seconds), wl->samples_per_step / std::max(1u, stats.replicas),
           wl->sample_unit);
+    if (const auto& g = wl->generation)
+      out += fmt::format(
+          "  generation    time to first token {} ({} step{}{}), per output token {}; {} new "
+          "tokens in {}; {:.1f} tokens/s\n",
+          human_seconds(g->time_to_first_token), g->steps_to_first_token,
+          g->steps_to_first_token == 1 ? "" : "s",
+          g->steps_to_first_token > 1
+              ? fmt::format(": the {}-token prompt fed one token a step", g->prompt_tokens)
+              : "",
+          human_seconds(g->time_per_output_token), g->new_tokens, human_seconds(g->total_time),
+          g->tokens_per_second);
     else if (wl->has_time_to_train)
       out += fmt::format(
           "  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "

@@ -405,7 +405,17 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
                    dir.file("pipe"))
                 .status,
             0);
+  // A text generation run with a KV cache (workload.generation.*).
+  ASSERT_EQ(ipusim("run -q --run " + workload("gpt_tiny-pod16.yaml") +
+                   " --set run.mode=inference --set run.gradient_accumulation=1 --set "
+                   "run.optimiser=none --set run.ipus_per_replica=1 --set run.replicas=16 --set "
+                   "run.pipeline_placement=ipu0=2,2 --set run.kv_cache=streaming --set "
+                   "run.prompt_tokens=8 --set run.new_tokens=4 --out " +
+                   dir.file("gen"))
+                .status,
+            0);
   std::map<std::string, std::string> fields, kernel_fields;
+  collect(parse_file(dir.file("gen/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("w/stats.json")), "", fields);
   collect(parse_file(dir.file("pipe/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("chosen/stats.json")), "", kernel_fields);

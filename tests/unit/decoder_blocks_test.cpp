@@ -37,6 +37,21 @@ TEST(DecoderBlocks, GptJ6bHasTheParametersOfItsLayout) {
   EXPECT_EQ(parameter_count(load_model(models("gptj_6b.yaml"))), by_hand);
 }
 
+TEST(DecoderBlocks, Llama2_7bHasTheParametersOfItsLayout) {
+  // Token table V x h; per layer two RMS norms (2h, gammas only), Q, K, V and output (4h^2),
+  // SwiGLU's gate, up and down (3hf), no biases; the final RMS norm (h); the untied head
+  // without bias (V h). V = 32,000, h = 4,096, f = 11,008, 32 layers.
+  const std::uint64_t v = 32000, h = 4096, f = 11008, layers = 32;
+  const std::uint64_t by_hand = v * h + layers * (2 * h + 4 * h * h + 3 * h * f) + h + v * h;
+  ASSERT_EQ(by_hand, 6'738'415'616u);
+  EXPECT_EQ(parameter_count(load_model(models("llama2_7b.yaml"))), by_hand);
+  // RMS norms only, and SiLU gates.
+  const graph::TensorGraph g = graph::build_graph(load_model(models("llama2_7b.yaml")));
+  EXPECT_EQ(count(g, Primitive::kLayerNorm), 0u);
+  EXPECT_EQ(count(g, Primitive::kRmsNorm), 2 * layers + 1);
+  EXPECT_EQ(count(g, Primitive::kSilu), layers);
+}
+
 TEST(DecoderBlocks, AParallelBlockNormsOnceAndItsFfnReadsThatNorm) {
   const ModelDef m = load_model(models("gptj_6b.yaml"));
   const graph::TensorGraph g = graph::build_graph(m);

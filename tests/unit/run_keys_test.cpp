@@ -67,6 +67,8 @@ std::vector<Try> tries(const std::string& key, graph::Family family, const std::
       {"run.max_sequences_per_pack", {{"3"}}},
       {"run.sequences_per_pack", {{"3"}}},
       {"run.embedding_serialisation", {{"4"}}},
+      {"run.new_tokens", {{"4"}}},
+      {"run.prompt_tokens", {{"4", {"run.new_tokens=4"}}}},
       {"run.input_bytes_per_sample", {{"2KiB"}}},
       {"run.ttt.epochs", {{"3"}}},
       {"run.ttt.samples_per_epoch", {{"1000"}}},

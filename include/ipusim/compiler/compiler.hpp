@@ -95,8 +95,17 @@ struct ModelDef {
   // rotated by its position (elementwise, over every head channel).
   bool rotary = false;
   // The LM head's vocabulary matmul reads the token embedding (model.tie_embeddings), or its
-  // own [vocabulary, hidden] weight with a bias (GPT-J's lm_head).
+  // own [vocabulary, hidden] weight, with a bias unless model.head_bias is false (GPT-J's
+  // lm_head has one, Llama's none).
   bool tied_head = true;
+  bool head_bias = true;
+  // RMS norms instead of layer norms (model.normalisation rms_norm; Llama).
+  bool rms_norm = false;
+  // The FFN as SwiGLU (model.ffn_activation swiglu; Llama): down(silu(gate x) * up x), three
+  // matrices, instead of GELU between two.
+  bool swiglu = false;
+  // Biases on the FFN's matmuls (model.ffn_bias; Llama has none).
+  bool ffn_bias = true;
   // The head runs on the last IPU of a pipeline (no tied embedding), so the ring is open.
   bool head_on_last_ipu() const { return classifier || span_head || (lm_head && !tied_head); }
   std::uint64_t patch = 0;
@@ -127,6 +136,8 @@ const config::Schema& run_schema();
 
 // run.optimiser: the weight update of a training run (none: an inference run's).
 enum class Optimiser : std::uint8_t { kNone, kSgd, kLars, kLamb, kAdamw };
+// run.kv_cache: where a decoding step's cached keys and values live.
+enum class KvCache : std::uint8_t { kNone, kOnChip, kStreaming };
 // run.sample_unit: what a sample is, for throughput and time to train.
 enum class SampleUnit : std::uint8_t { kImages, kSequences };
 // Their names as run files spell them.
@@ -180,6 +191,13 @@ struct RunConfig {
   // run.shard_activations: phased training's stored activations split over the
   // tensor-parallel IPUs, all-gathered when loaded
   bool shard_activations = false;
+  // run.kv_cache: a step is one decoding step of a causal LM (one new token per sequence)
+  // against cached keys and values, kept on chip or in Streaming Memory (loaded and stored
+  // around each attention); none: every step runs the whole sequence
+  KvCache kv_cache = KvCache::kNone;
+  // run.prompt_tokens, run.new_tokens: text generation's prompt and output lengths (0: not a
+  // generation run), for the time to first token and per output token
+  std::uint64_t prompt_tokens = 0, new_tokens = 0;
   std::uint32_t conv_unit_load_bits = 64;  // AMP weight-load width: 64 (Poplar's default) or 128
   // transformer pipeline: per IPU of the replica, (attention, FFN) sub-layers
   std::vector<std::pair<std::uint32_t, std::uint32_t>> placement;

@@ -66,6 +66,15 @@ struct Workload {
   // step's forward and backward passes over all replicas, and the IPUs they run on.
   std::uint64_t parameters = 0, forward_flops = 0, backward_flops = 0, model_ipus = 0;
   double model_rate = 0;  // model_flops() per second of step
+  // Text generation (trace meta generation.*; run.new_tokens): one new token per sequence a
+  // step; the first output token after steps_to_first_token steps (the prompt, fed one token
+  // a step with a KV cache); times in seconds, tokens per second over every sequence.
+  struct Generation {
+    std::uint64_t prompt_tokens = 0, new_tokens = 0, steps_to_first_token = 0;
+    double time_to_first_token = 0, time_per_output_token = 0, total_time = 0,
+           tokens_per_second = 0;
+  };
+  std::optional<Generation> generation;
   bool has_model() const { return parameters > 0 && model_ipus > 0; }
   std::uint64_t model_flops() const { return forward_flops + backward_flops; }
   // The FP16.16 peak of the IPUs the model runs on (FLOP/s).

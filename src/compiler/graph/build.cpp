@@ -229,11 +229,14 @@ class TransformerBuilder {
     const TensorId y = all_reduce(g_.add(P::kMatmul, {x, w}, a));
     return bias ? g_.add(P::kAdd, {y, weight(name + ".bias", {out})}) : y;
   }
+  // Tokens per sequence the graph computes: one when decoding with a KV cache.
+  std::uint64_t tokens() const { return o_.decode ? 1 : m_.sequence; }
   // This IPU's share of the vocabulary (stored: of the padded vocabulary).
   std::uint64_t vocabulary_shard() const { return ceil_div(m_.vocabulary, tp()); }
   std::uint64_t padded_shard() const { return ceil_div(m_.padded_vocabulary(), tp()); }
   TensorId layer_norm(TensorId x, const std::string& name) {
     const std::uint64_t h = m_.hidden;
+    if (m_.rms_norm) return g_.add(P::kRmsNorm, {x, weight(name + ".weight", {h})});
     return g_.add(P::kLayerNorm, {x, weight(name + ".weight", {h}), weight(name + ".bias", {h})});
   }
   // Hidden dropout (model.dropout), and dropout of any tensor in training.
@@ -260,7 +263,7 @@ class TransformerBuilder {
   }
 
   TensorId embeddings() {
-    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
+    const std::uint64_t b = o_.batch, s = tokens(), h = m_.hidden;
     g_.set_layer("embedding");
     TensorId x;
     if (m_.classifier) {
@@ -311,8 +314,11 @@ class TransformerBuilder {
   TensorId attention(TensorId x, const std::string& layer) {
     // Under tensor parallelism each IPU runs 1/T of the heads: Q, K and V split by columns,
     // the output projection by rows.
-    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
+    const std::uint64_t b = o_.batch, s = tokens(), h = m_.hidden;
     const std::uint64_t d = h / m_.heads, heads = m_.heads / tp(), hl = heads * d;
+    // Decoding, the new token attends to every cached position (the cache's fixed length, the
+    // later ones masked: popxl Llama's per-token causal mask).
+    const std::uint64_t keys = o_.decode ? m_.sequence : s;
     g_.set_layer(layer);
     const TensorId normed = m_.pre_norm ? layer_norm(x, layer + ".norm") : x;
     normed_ = normed;
@@ -331,20 +337,24 @@ class TransformerBuilder {
     };
     Attrs qk;
     qk.transpose_b = true;
-    TensorId scores =
-        g_.add(P::kMatmul, {rotated(per_head(qkv[0])), rotated(per_head(qkv[1]))}, qk);
+    // Decoding: the new token's K and V are written into the cache (not charged: heads x d
+    // values a sequence) and the query reads the cache.
+    const TensorId k =
+        o_.decode ? cache(layer + ".k_cache", b, heads, keys, d) : rotated(per_head(qkv[1]));
+    const TensorId v = o_.decode ? cache(layer + ".v_cache", b, heads, keys, d) : per_head(qkv[2]);
+    TensorId scores = g_.add(P::kMatmul, {rotated(per_head(qkv[0])), k}, qk);
     scores =
         g_.add(P::kMul, {scores, g_.input("1/sqrt(d)", {}, trace::DType::kFloat, Role::kConstant)});
     if (m_.causal)
       scores =
-          g_.add(P::kAdd, {scores, g_.input("causal_mask", {s, s}, m_.dtype, Role::kConstant)});
+          g_.add(P::kAdd, {scores, g_.input("causal_mask", {s, keys}, m_.dtype, Role::kConstant)});
     if (m_.attention_mask)
       scores = g_.add(P::kAdd, {scores, g_.input("attention_mask", {b, 1, s, s}, m_.dtype)});
     Attrs last;
     last.axis = 3;
     TensorId probs = g_.add(P::kSoftmax, {scores}, last);
     if (m_.attention_dropout) probs = dropped(probs);
-    const TensorId context = g_.add(P::kMatmul, {probs, per_head(qkv[2])});
+    const TensorId context = g_.add(P::kMatmul, {probs, v});
     TensorId y = row_linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), hl, h,
                             layer + ".out", m_.attention_bias);
     y = g_.add(P::kAdd, {dropout(y), x});
@@ -361,8 +371,14 @@ class TransformerBuilder {
                             : m_.pre_norm     ? layer_norm(x, layer + ".norm")
                                               : x;
     const TensorId in = shard_input(normed);
-    TensorId y = g_.add(P::kGelu, {linear(in, h, f, layer + ".in")});
-    y = g_.add(P::kAdd, {dropout(row_linear(y, f, h, layer + ".out")), x});
+    TensorId y;
+    if (m_.swiglu) {  // Llama: down(silu(gate x) * up x)
+      const TensorId gate = g_.add(P::kSilu, {linear(in, h, f, layer + ".gate", 1, m_.ffn_bias)});
+      y = g_.add(P::kMul, {gate, linear(in, h, f, layer + ".up", 1, m_.ffn_bias)});
+    } else {
+      y = g_.add(P::kGelu, {linear(in, h, f, layer + ".in", 1, m_.ffn_bias)});
+    }
+    y = g_.add(P::kAdd, {dropout(row_linear(y, f, h, layer + ".out", m_.ffn_bias)), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
   }
 
@@ -385,7 +401,7 @@ class TransformerBuilder {
   }
 
   void heads(TensorId x) {
-    const std::uint64_t b = o_.batch, s = m_.sequence, h = m_.hidden;
+    const std::uint64_t b = o_.batch, s = tokens(), h = m_.hidden;
     g_.set_layer("heads");
     Attrs tied;  // the token embedding, read transposed, serialised over the padded vocabulary
     tied.transpose_b = true;
@@ -410,9 +426,11 @@ class TransformerBuilder {
         const TensorId w = weight("lm_head.weight", {vocabulary_shard(), h});
         g_.tensor(w).stored = {padded_shard(), h};
         logits = g_.add(P::kMatmul, {shard_input(x), w}, tied);
-        const TensorId bias = weight("lm_head.bias", {vocabulary_shard()});
-        g_.tensor(bias).stored = {padded_shard()};
-        logits = g_.add(P::kAdd, {logits, bias});
+        if (m_.head_bias) {
+          const TensorId bias = weight("lm_head.bias", {vocabulary_shard()});
+          g_.tensor(bias).stored = {padded_shard()};
+          logits = g_.add(P::kAdd, {logits, bias});
+        }
       }
       predict(reshape(logits, {b * s, vocabulary_shard()}));
     } else {
@@ -435,11 +453,17 @@ class TransformerBuilder {
   // every head channel (GPT-J rotates 64 of its 256: an overcount of elementwise work only).
   TensorId rotated(TensorId t) {
     if (!m_.rotary) return t;
-    const std::uint64_t s = m_.sequence, d = m_.hidden / m_.heads;
+    const std::uint64_t s = tokens(), d = m_.hidden / m_.heads;
     const TensorId cos = g_.input("rotary_cos", {s, d}, m_.dtype, Role::kConstant);
     const TensorId sin = g_.input("rotary_sin", {s, d}, m_.dtype, Role::kConstant);
     return g_.add(P::kAdd,
                   {g_.add(P::kMul, {t, cos}), g_.add(P::kMul, {g_.add(P::kNeg, {t}), sin})});
+  }
+
+  // A layer's cached keys or values, [B, heads, positions, d] (this IPU's heads).
+  TensorId cache(const std::string& name, std::uint64_t b, std::uint64_t heads,
+                 std::uint64_t positions, std::uint64_t d) {
+    return g_.input(name, {b, heads, positions, d}, m_.dtype);
   }
 
   const ModelDef& m_;

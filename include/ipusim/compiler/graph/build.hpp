@@ -26,6 +26,10 @@ struct BuildOptions {
   // A transformer's share on one of this many IPUs (run.tensor_parallel): 1/T of each
   // attention's heads and FFN's hidden units and of the vocabulary, the all-reduces between.
   std::uint32_t tensor_parallel = 1;
+  // One decoding step of a causal language model (run.kv_cache): one new token per sequence,
+  // attending to the keys and values of the model's `sequence` positions held in a cache (graph
+  // inputs `<layer>.k_cache` and `.v_cache`, [batch, heads, sequence, head channels]).
+  bool decode = false;
 };
 
 // The forward graph of `m` (no backward: add_backward). Its shape errors are ConfigErrors
