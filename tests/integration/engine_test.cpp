@@ -248,6 +248,24 @@ TEST(Engine, HostInputSharesTheHostLinksAmongTheIpusThatReadIt) {
   }
 }
 
+// A phase's weight load in phased training (docs/workloads.md "Phased training"): the reduced
+// GPT's layer, 789,760 half weights = 1,579,520 B, sharded over 16 replicas of one IPU on
+// IPU-POD16 (98,720 B each, PhasedTraining.EachPhaseLoadsItsWeightsOnceAndLoopsOverItsMicroBatches
+// compiles it as 68 B on each of 1,472 tiles: 100,096 B). The 4 IPUs of a machine stream at
+// once, sharing its gateway's DDR (57.6 GB/s / 4 = 14.4 GB/s, below the 15.75 GB/s PCIe link).
+// By hand at 1.325 GHz: 2 us of gateway latency (2,650 cycles) plus
+// ceil(100,096 / 14.4e9 x 1.325e9) = ceil(9,210.2) = 9,211 cycles: 11,861.
+TEST(Engine, APhasesWeightLoadSharesTheGatewayDdrAmongItsMachinesIpus) {
+  TempDir dir;
+  const std::string trace = dir.file("phase.trace");
+  std::ofstream(trace) << "ipusim-trace 2\nname phase_load\nreplicas 16\nipu 0\nprogram\n"
+                          "  host to_ipu tiles=0..1471 bytes=68 memory=streaming\nend\n";
+  const Outcome out = run_trace(dir, trace, "phase", "--system " + system_file("pod16"));
+  const auto ipu0 = out.stats.find("\"ipu\": [");
+  ASSERT_NE(ipu0, std::string::npos);
+  EXPECT_EQ(json_value_after(out.stats.substr(ipu0), "\"streaming\""), 2650 + 9211);
+}
+
 // The Fabric reuses the method `auto` chose for a collective when the same collective starts
 // again on idle links (docs/performance.md). Three identical all-reduces, each on idle links,
 // must then take exactly three times as long as one, and load the links three times as much.
