@@ -76,6 +76,11 @@ int run_command(int argc, char** argv) {
       "full-loops", po::bool_switch(&r.full_loops),
       "simulate every iteration of repeat loops instead of timing the body once (implies "
       "--no-fast-forward)")(
+      "fit", po::bool_switch(&r.fit),
+      "a text generation run (run.new_tokens): also find the largest micro-batch (at its "
+      "sequence) and the largest sequence or KV cache length (at its micro-batch) that fit tile "
+      "memory and Streaming Memory, by compiling it at other sizes (seconds); in the summary "
+      "and stats.json")(
       "no-fast-forward", po::bool_switch(&r.no_fast_forward),
       "simulate every iteration of loops with group steps or background host transfers; by "
       "default such a loop runs until its state at a group step of every simulated IPU (or at "

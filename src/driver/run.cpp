@@ -135,6 +135,8 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
         "--model without --run: give the system it runs on (--system "
         "configs/systems/pod16.yaml): the run is chosen for it");
   const bool compiling = !r.run_file.empty() || choosing;
+  if (r.fit && !compiling)
+    throw UsageError("--fit searches what a generation run compiles to: give it --run RUN.yaml");
   const std::optional<std::uint32_t>& tile_ipu = r.timeline_tile_ipu;
   // Where a run's wall time goes, logged (info) at the end: loading, compiling or reading the
   // trace, the model, and the reports (docs/performance.md "A plan cache").
@@ -220,6 +222,23 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
     // read_file checks the structure (check_structure) before returning.
     return trace::read_file(r.trace_file, want_identity ? &identity : nullptr);
   }();
+  // --fit: the largest micro-batch and context a generation run fits (compiled at other sizes).
+  std::vector<std::pair<std::string, std::string>> fit_meta;
+  if (r.fit) {
+    if (run->run.new_tokens == 0)
+      throw UsageError(fmt::format(
+          "--fit applies to a text generation run (run.new_tokens above 0); {} generates nothing",
+          r.run_file));
+    progress.message("finding the largest micro-batch and context that fit");
+    const compiler::GenerationFit fit = compiler::generation_fit(*model, run->run, system->spec);
+    const std::uint64_t context_limit =
+        model->rotary ? compiler::GenerationFit::kContextCap : model->max_positions;
+    fit_meta = {{"generation.largest_micro_batch", std::to_string(fit.micro_batch)},
+                {"generation.largest_context", std::to_string(fit.context)},
+                {"generation.fit_limit_micro_batch",
+                 std::to_string(compiler::GenerationFit::kMicroBatchCap)},
+                {"generation.fit_limit_context", std::to_string(context_limit)}};
+  }
   translated = Clock::now();
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),
                trace.replicas);
@@ -333,6 +352,7 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
   report::RunInfo info{compiling ? r.save_trace : r.trace_file, trace.name, identity,
                        system ? system_file : r.chip_file};
   info.meta = trace.meta;
+  info.meta.insert(info.meta.end(), fit_meta.begin(), fit_meta.end());
   info.warnings = mismatches;
   if (!r.model_file.empty()) info.model_file = r.model_file;
   info.chosen = chosen;

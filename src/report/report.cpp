@@ -188,6 +188,10 @@ std::optional<Workload> workload(const RunInfo& info, double step_seconds) {
     g.time_per_output_token = step_seconds;
     g.total_time = g.time_to_first_token + static_cast<double>(n - 1) * step_seconds;
     g.tokens_per_second = w.samples_per_step / step_seconds;
+    g.largest_micro_batch = meta_count(info, "generation.largest_micro_batch");
+    g.largest_context = meta_count(info, "generation.largest_context");
+    g.micro_batch_limit = meta_count(info, "generation.fit_limit_micro_batch");
+    g.context_limit = meta_count(info, "generation.fit_limit_context");
     w.generation = g;
   }
   w.throughput = w.samples_per_step / step_seconds;
@@ -269,6 +273,10 @@ std::string stats_json(const ChipSpec& chip, const RunStats& stats, const RunInf
       w.quantity("time_per_output_token", g->time_per_output_token, "s");
       w.quantity("total_time", g->total_time, "s");
       w.quantity("tokens_per_second", g->tokens_per_second, "tokens/s");
+      if (g->largest_micro_batch > 0) {
+        w.quantity("largest_micro_batch", g->largest_micro_batch, "sequences");
+        w.quantity("largest_context", g->largest_context, "tokens");
+      }
       w.end_object();
     }
     if (wl->has_model()) {
@@ -460,6 +468,14 @@ std::string summary_text(const ChipSpec& chip, const RunStats& stats, const RunI
               : "",
           human_seconds(g->time_per_output_token), g->new_tokens, human_seconds(g->total_time),
           g->tokens_per_second);
+    if (const auto& g = wl->generation; g && g->largest_micro_batch > 0)
+      out += fmt::format(
+          "  fits          micro-batch up to {}{} at this sequence; sequence up to {} tokens{} at "
+          "this micro-batch (tile memory and Streaming Memory; --fit)\n",
+          g->largest_micro_batch,
+          g->largest_micro_batch == g->micro_batch_limit ? " (the search's limit)" : "",
+          g->largest_context,
+          g->largest_context == g->context_limit ? " (the search's limit)" : "");
     else if (wl->has_time_to_train)
       out += fmt::format(
           "  time to train {:.1f} min ({:.0f} steps x {} + lead-in {:.0f} s + checkpoints "

@@ -405,12 +405,12 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
                    dir.file("pipe"))
                 .status,
             0);
-  // A text generation run with a KV cache (workload.generation.*).
+  // A text generation run with a KV cache, its limits searched (workload.generation.*).
   ASSERT_EQ(ipusim("run -q --run " + workload("gpt_tiny-pod16.yaml") +
                    " --set run.mode=inference --set run.gradient_accumulation=1 --set "
                    "run.optimiser=none --set run.ipus_per_replica=1 --set run.replicas=16 --set "
                    "run.pipeline_placement=ipu0=2,2 --set run.kv_cache=streaming --set "
-                   "run.prompt_tokens=8 --set run.new_tokens=4 --out " +
+                   "run.prompt_tokens=8 --set run.new_tokens=4 --fit --out " +
                    dir.file("gen"))
                 .status,
             0);

@@ -11,6 +11,7 @@
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/config/system.hpp"
+#include "ipusim/cost/program_costs.hpp"
 #include "ipusim/report/report.hpp"
 
 namespace ipusim::compiler {
@@ -94,6 +95,27 @@ TEST(Generation, TheReportTimesTheFirstTokenAfterThePromptsSteps) {
   EXPECT_DOUBLE_EQ(w->generation->time_per_output_token, 0.5);
   EXPECT_DOUBLE_EQ(w->generation->total_time, 5.5);
   EXPECT_DOUBLE_EQ(w->generation->tokens_per_second, 64.0);
+}
+
+TEST(Generation, TheLargestFitIsTheEdgeOfWhatCompilesInTileMemory) {
+  // The reduced GPT generating with its cache on chip on a chip of 64 KiB tiles: the largest
+  // micro-batch and sequence generation_fit finds compile within tile memory, one more does not
+  // (a tile-memory error), and the sequence stops at the 128 learned positions.
+  const LoadedRun run = load_run(
+      kDir + "gpt_tiny-pod16.yaml",
+      {"run.mode=inference", "run.gradient_accumulation=1", "run.optimiser=none",
+       "run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=2,2",
+       "run.kv_cache=on_chip", "run.prompt_tokens=8", "run.new_tokens=4", "run.micro_batch=1"});
+  const ModelDef model = load_model(run.run.model_file);
+  auto system = ipusim::load_system(run.run.system_file, {"chip.tile_memory=64KiB"});
+  const GenerationFit fit = generation_fit(model, run.run, system.spec);
+  ASSERT_GT(fit.micro_batch, 1u);
+  EXPECT_EQ(fit.context, model.max_positions);
+  RunConfig r = run.run;
+  r.micro_batch = fit.micro_batch;
+  EXPECT_NO_THROW((void)compile(model, r, system.spec));
+  r.micro_batch = fit.micro_batch + 1;
+  EXPECT_THROW((void)compile(model, r, system.spec), cost::TileMemoryError);
 }
 
 }  // namespace

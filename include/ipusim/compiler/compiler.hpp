@@ -316,6 +316,17 @@ struct CompileChecks {
 trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSpec& system,
                      std::vector<PlannedConv>* plans = nullptr, CompileChecks checks = {});
 
+// A generation run's limits (ipusim run --fit): the largest micro-batch that fits tile memory
+// and Streaming Memory at the model's sequence, and the largest sequence (the padded sequence,
+// or the KV cache's length) at the run's micro-batch, found by compiling at other sizes
+// (doubling, then bisecting; learned positions cap the sequence at model.max_positions). 0s
+// when the run itself does not fit.
+struct GenerationFit {
+  static constexpr std::uint64_t kMicroBatchCap = 1 << 16, kContextCap = 1 << 17;
+  std::uint64_t micro_batch = 0, context = 0;
+};
+GenerationFit generation_fit(const ModelDef& model, const RunConfig& run, const SystemSpec& system);
+
 // What a single-layer program runs (layer_program.cpp).
 enum class LayerPass {
   kForward,   // the layer's forward conv or matmul

@@ -36,6 +36,8 @@ struct RunRequest {
   // --no-fast-forward: every iteration of loops with group steps or background transfers,
   // even once they are proved to repeat (model::ModelOptions::fast_forward)
   bool no_fast_forward = false;
+  // --fit: a generation run's largest micro-batch and context that fit (compiler::generation_fit)
+  bool fit = false;
   bool all_replicas = false;  // every replica in full (system runs)
   bool strict = false;        // a trace that does not match its chip or system is an error
   // Outputs (empty: not written).

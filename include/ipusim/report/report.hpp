@@ -71,6 +71,9 @@ struct Workload {
   // a step with a KV cache); times in seconds, tokens per second over every sequence.
   struct Generation {
     std::uint64_t prompt_tokens = 0, new_tokens = 0, steps_to_first_token = 0;
+    // With --fit (0: not searched): the largest micro-batch and sequence that fit.
+    std::uint64_t largest_micro_batch = 0, largest_context = 0;
+    std::uint64_t micro_batch_limit = 0, context_limit = 0;  // the search's caps
     double time_to_first_token = 0, time_per_output_token = 0, total_time = 0,
            tokens_per_second = 0;
   };
