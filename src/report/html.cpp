@@ -308,6 +308,16 @@ std::string summary_section(const RunDir& run) {
                                        tp ? text_of(*tp, {"unit"}) : ""));
     if (auto latency = find_stat(run, "workload.latency"))
       b += row("latency", human_seconds(*latency) + " per batch");
+    if (auto first = find_stat(run, "workload.generation.time_to_first_token"))
+      b += row("text generation",
+               fmt::format("first token after {} ({} steps), then {} a token; {} new tokens in "
+                           "{}; {:.1f} tokens/s",
+                           human_seconds(*first),
+                           num(stat(run, "workload.generation.steps_to_first_token")),
+                           human_seconds(stat(run, "workload.generation.time_per_output_token")),
+                           num(stat(run, "workload.generation.new_tokens")),
+                           human_seconds(stat(run, "workload.generation.total_time")),
+                           stat(run, "workload.generation.tokens_per_second")));
     if (find_stat(run, "workload.time_to_train.total"))
       b += row("time to train",
                fmt::format("{:.1f} min ({} steps)", stat(run, "workload.time_to_train.total") / 60,

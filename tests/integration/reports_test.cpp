@@ -414,6 +414,11 @@ TEST(Reports, StatsReferenceDocumentsEveryField) {
                    dir.file("gen"))
                 .status,
             0);
+  // Its HTML report says the same (the 8-token prompt: 8 steps to the first token).
+  ASSERT_EQ(ipusim("report " + dir.file("gen")).status, 0);
+  EXPECT_NE(read_all(dir.file("gen/report.html")).find("<td>first token after "),
+            std::string::npos);
+  EXPECT_NE(read_all(dir.file("gen/report.html")).find(" (8 steps), then "), std::string::npos);
   std::map<std::string, std::string> fields, kernel_fields;
   collect(parse_file(dir.file("gen/stats.json")), "", kernel_fields);
   collect(parse_file(dir.file("w/stats.json")), "", fields);
