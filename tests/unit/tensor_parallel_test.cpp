@@ -43,16 +43,17 @@ void count_replica_all_reduces(const std::vector<trace::Step>& steps, std::uint6
 TEST(TensorParallel, ShardsHoldHalfOfEverySplitWeight) {
   // Split over T = 2: per layer the QKV [3h, h] and FFN-in [f, h] matrices by rows of their
   // outputs with their biases (3h, f), the output projections [h, h] and [h, f] by their
-  // inputs (biases whole); the token table by vocabulary rows (1,000 -> 500). Removed from
-  // each IPU: per layer (4h^2 + 2hf + 3h + f) / 2 = 394,112, twice; 500 x h = 128,000.
+  // inputs (biases whole); the token table by vocabulary rows (1,000 -> 500) and the position
+  // table by positions (128 -> 64). Removed from each IPU: per layer (4h^2 + 2hf + 3h + f) / 2 =
+  // 394,112, twice; 500 x h = 128,000; 64 x h = 16,384.
   const ModelDef m = load_model(kDir + "gpt_tiny.yaml");
   graph::BuildOptions one, two;
   two.tensor_parallel = 2;
   const std::uint64_t whole = graph::build_graph(m, one).parameters();
   const std::uint64_t shard = graph::build_graph(m, two).parameters();
   const std::uint64_t h = 256, f = 1024;
-  ASSERT_EQ(2 * ((4 * h * h + 2 * h * f + 3 * h + f) / 2) + 500 * h, 916224u);
-  EXPECT_EQ(whole - shard, 916224u);
+  ASSERT_EQ(2 * ((4 * h * h + 2 * h * f + 3 * h + f) / 2) + 500 * h + 64 * h, 932608u);
+  EXPECT_EQ(whole - shard, 932608u);
 }
 
 TEST(TensorParallel, EachSplitLayerAllReducesItsOutputAndItsInputsGradient) {

@@ -296,16 +296,21 @@ class TransformerBuilder {
       // others), and the rows are summed over the group.
       table_ = weight("word_embeddings.weight", {vocabulary_shard(), h});
       g_.tensor(table_).stored = {padded_shard(), h};
-      x = all_reduce(g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)}));
+      x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
+      // Learned positions split the same way, by rows, and added before the one sum (popxl
+      // GPT-3's embedding.py).
+      if (tp() > 1 && !m_.rotary) {
+        positions_split_ = true;
+        x = g_.add(P::kAdd, {x, positions(ceil_div(m_.max_positions, tp()), s)});
+      }
+      x = all_reduce(x);
       if (m_.token_types > 0)
         x = g_.add(P::kAdd, {x, g_.add(P::kGather,
                                        {weight("token_type_embeddings.weight", {m_.token_types, h}),
                                         g_.input("token_type_ids", {b, s}, kIndex)})});
     }
-    if (!m_.rotary)  // (rotary positions are applied to each attention's queries and keys)
-      x = g_.add(P::kAdd, {x, g_.add(P::kGather,
-                                     {weight("position_embeddings.weight", {m_.max_positions, h}),
-                                      g_.input("position_ids", {s}, kIndex)})});
+    // (rotary positions are applied to each attention's queries and keys)
+    if (!m_.rotary && !positions_split_) x = g_.add(P::kAdd, {x, positions(m_.max_positions, s)});
     if (!m_.pre_norm) x = layer_norm(x, "embeddings.LayerNorm");
     return dropout(x);
   }
@@ -460,6 +465,11 @@ class TransformerBuilder {
                   {g_.add(P::kMul, {t, cos}), g_.add(P::kMul, {g_.add(P::kNeg, {t}), sin})});
   }
 
+  // The learned position embeddings of `rows` positions, looked up for `s` tokens.
+  TensorId positions(std::uint64_t rows, std::uint64_t s) {
+    return g_.add(P::kGather, {weight("position_embeddings.weight", {rows, m_.hidden}),
+                               g_.input("position_ids", {s}, kIndex)});
+  }
   // A layer's cached keys or values, [B, heads, positions, d] (this IPU's heads).
   TensorId cache(const std::string& name, std::uint64_t b, std::uint64_t heads,
                  std::uint64_t positions, std::uint64_t d) {
@@ -471,6 +481,7 @@ class TransformerBuilder {
   TensorGraph g_;
   TensorId table_{};   // the token embedding table
   TensorId normed_{};  // the last attention's layer norm (a parallel block's FFN reads it)
+  bool positions_split_ = false;  // learned positions split with the vocabulary (embeddings)
 };
 
 }  // namespace
