@@ -50,15 +50,17 @@ std::uint64_t largest(std::uint64_t from, std::uint64_t cap,
 GenerationFit generation_fit(const ModelDef& model, const RunConfig& run,
                              const SystemSpec& system) {
   GenerationFit out;
+  out.micro_batch_limit = std::max(GenerationFit::kMicroBatchCap, run.micro_batch);
+  // Learned positions bound the context by the table; rotary ones by the search's cap.
+  out.context_limit =
+      std::max(model.rotary ? GenerationFit::kContextCap : model.max_positions, model.sequence);
   if (!fits(model, run, system)) return out;
-  out.micro_batch = largest(run.micro_batch, GenerationFit::kMicroBatchCap, [&](std::uint64_t b) {
+  out.micro_batch = largest(run.micro_batch, out.micro_batch_limit, [&](std::uint64_t b) {
     RunConfig r = run;
     r.micro_batch = b;
     return fits(model, r, system);
   });
-  // Learned positions bound the context by the table; rotary ones by the search's cap.
-  const std::uint64_t cap = model.rotary ? GenerationFit::kContextCap : model.max_positions;
-  out.context = largest(model.sequence, std::max(cap, model.sequence), [&](std::uint64_t s) {
+  out.context = largest(model.sequence, out.context_limit, [&](std::uint64_t s) {
     ModelDef m = model;
     m.sequence = s;
     return fits(m, run, system);

@@ -33,13 +33,14 @@ class Updater {
     }
   }
 
-  // Phased training (run.weights streamed): the gradients were reduced phase by phase; the
-  // weights and gradients (each replica's share) are loaded from Streaming Memory with the state,
-  // and the weights stored back as shards, gathered when a phase loads them.
-  bool phased() const { return run_.streamed_weights && !run_.inference; }
+  // Phased training (RunConfig::phased_training): the gradients were reduced phase by phase;
+  // the weights and gradients (each replica's share) are loaded from Streaming Memory with the
+  // state, and the weights stored back as shards, gathered when a phase loads them.
+  bool phased() const { return run_.phased_training(); }
 
   std::uint64_t run() {
-    const std::uint64_t sharded_tensors = phased() ? sharded_count() : reduce_gradients();
+    if (!phased()) reduce_gradients();
+    const std::uint64_t sharded_tensors = sharded_count();
     const auto update_scope = b_.scope("", trace::Pass::kWeightUpdate, trace::OpKind::kOptimiser);
     const std::uint64_t state = optimiser_state_bytes(run_, u_.parameters, u_.dtype);
     const std::uint64_t shard =
@@ -70,7 +71,10 @@ class Updater {
     if (!phased()) gather_weights();
     return norm_bytes;
   }
-  // The tensors replicated tensor sharding shards (reduce_gradients' count, no collectives).
+
+ private:
+  // The tensors reduce_gradients reduce-scatters one by one (replicated tensor sharding with
+  // per-tensor collectives: those of at least kMinShardedElements); 0 with fused buffers.
   std::uint64_t sharded_count() const {
     if (!rts() || !per_tensor()) return 0;
     std::uint64_t n = 0;
@@ -79,7 +83,6 @@ class Updater {
     return n;
   }
 
- private:
   bool rts() const { return run_.replicated_tensor_sharding && run_.replicas > 1; }
   bool per_tensor() const { return run_.per_tensor_collectives && run_.replicas > 1; }
   static trace::Group replicas() { return {trace::GroupKind::kReplicas, 0}; }
@@ -100,16 +103,13 @@ class Updater {
   }
 
   // The gradients reduced over the replicas: one collective per weight tensor, equal sizes
-  // together (PopART 2.3: run.collective_grouping per_tensor), or fused buffers. Returns the
-  // tensors sharded.
-  std::uint64_t reduce_gradients() {
-    if (run_.replicas <= 1) return 0;
+  // together (PopART 2.3: run.collective_grouping per_tensor), or fused buffers.
+  void reduce_gradients() {
+    if (run_.replicas <= 1) return;
     const auto scope = b_.scope("", trace::Pass::kGradientAllreduce);
-    std::uint64_t sharded_tensors = 0;
     if (per_tensor()) {
       for (const auto& [elements, count] : tensor_sizes()) {
         const bool sharded = rts() && elements >= kMinShardedElements;
-        if (sharded) sharded_tensors += count;
         each(b_.collective(
                  sharded ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
                  elements * eb_, u_.dtype, replicas()),
@@ -120,7 +120,6 @@ class Updater {
                      rts() ? trace::CollectiveOp::kReduceScatter : trace::CollectiveOp::kAllReduce,
                      u_.parameters * eb_, u_.dtype, replicas(), run_.allreduce_buffer);
     }
-    return sharded_tensors;
   }
 
   // The sharded weights gathered again after the update (replicated tensor sharding).

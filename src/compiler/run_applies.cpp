@@ -262,7 +262,7 @@ constexpr std::array<Row, 27> kRows{{
      }},
     {"run.shard_activations", [](const RunConfig& r) { return r.shard_activations; },
      [](const Scope& s) {
-       return s.run.streamed_weights && s.training() && s.run.tensor_parallel > 1
+       return s.run.phased_training() && s.run.tensor_parallel > 1
                   ? ""
                   : std::string(
                         "sharding stored activations belongs to phased training with "

@@ -102,7 +102,7 @@ struct Replica {
         stages(graph::forward_stages(model, stage_run(model, r))),
         ipus(r.ipus_per_replica / r.tensor_parallel),
         pipelined(ipus > 1),
-        phased(r.streamed_weights && !r.inference),
+        phased(r.phased_training()),
         loss(static_cast<std::uint32_t>(stages.layers.size() - 1)) {
     graph::BuildOptions options;
     options.batch = r.micro_batch;
@@ -192,6 +192,8 @@ class IpuLowering {
   // optimiser runs after (weight_update_and_memory). Loads and stores in sequence with the
   // compute, as the examples run them (io_mode "io", not "io_overlapped").
   void run_phases() {
+    for (std::uint32_t s = 0; s < r_.stages.layers.size(); ++s)
+      phase_weights_.push_back(phase_weight_bytes(s));
     const std::uint32_t tail = r_.loss;
     for (std::uint32_t s = 0; s < tail; ++s) phase(s, true, false);
     phase(tail, true, true);
@@ -215,8 +217,9 @@ class IpuLowering {
     // A KV cache: every layer's on chip, or one layer's at a time, the rest in Streaming Memory.
     std::uint64_t caches = 0, largest = 0;
     for (const Block& blk : layers_) {
-      caches += cache_bytes(blk.layer);
-      largest = std::max(largest, cache_bytes(blk.layer));
+      const std::uint64_t bytes = cache_bytes(blk.layer);
+      caches += bytes;
+      largest = std::max(largest, bytes);
     }
     if (r_.run.kv_cache == KvCache::kStreaming) b_.keep_in_streaming_memory(caches);
     const std::uint64_t held = r_.run.kv_cache == KvCache::kStreaming ? largest : caches;
@@ -601,7 +604,7 @@ class IpuLowering {
     using trace::CollectiveOp, trace::HostDirection;
     Steps& out = program_.steps;
     const trace::Group replicas{trace::GroupKind::kReplicas, 0};
-    const std::uint64_t weights = phase_weight_bytes(s);
+    const std::uint64_t weights = phase_weights_[s];
     {
       const auto scope = b_.scope("", fwd ? Pass::kForward : Pass::kDataGradient);
       load_weights(out, share(weights));
@@ -655,18 +658,15 @@ class IpuLowering {
     const trace::Lifetime loop_live{0, trace::program_positions(program_.steps) - 1};
     const std::uint64_t norm_bytes = lower_weight_update(
         b_, program_.steps, r_.run, weights.update(r_.m.dtype, false, r_.run.sgd_weight_decay));
-    std::vector<std::uint64_t> loads;
     std::uint64_t activations = 0;
-    for (std::uint32_t s = 0; s < r_.stages.layers.size(); ++s) {
-      loads.push_back(phase_weight_bytes(s));
-      activations += r_.bytes(r_.crossing[s]);
-    }
+    for (const auto& crossing : r_.crossing) activations += r_.bytes(crossing);
     // Each phase's input and its gradient, for every micro-batch; the weights and gradients.
-    const std::uint64_t total = std::accumulate(loads.begin(), loads.end(), std::uint64_t{0});
+    const std::uint64_t total =
+        std::accumulate(phase_weights_.begin(), phase_weights_.end(), std::uint64_t{0});
     b_.keep_in_streaming_memory(2 * stored_activation(activations) * r_.run.gradient_accumulation +
                                 2 * share(total));
     TrainingMemory memory;
-    memory.parameters = weight_buffer(loads);
+    memory.parameters = weight_buffer(phase_weights_);
     memory.dtype = r_.m.dtype;
     memory.optimiser = optimiser_memory(r_.run, weights.elements, r_.m.dtype);
     memory.live_bytes = sub_layer_bytes();
@@ -742,6 +742,7 @@ class IpuLowering {
   std::map<std::string, std::size_t> index_;  // each layer's index in layers_
   graph::Body body_;                          // where each layer's steps sit (kept_tensors)
   std::map<std::uint32_t, std::vector<std::uint64_t>> loads_;  // phase_loads by stage
+  std::vector<std::uint64_t> phase_weights_;  // phase_weight_bytes by phase (run_phases)
 };
 
 }  // namespace

@@ -231,13 +231,10 @@ RunStats run(const RunRequest& request, std::ostream& out, std::ostream& err) {
           r.run_file));
     progress.message("finding the largest micro-batch and context that fit");
     const compiler::GenerationFit fit = compiler::generation_fit(*model, run->run, system->spec);
-    const std::uint64_t context_limit =
-        model->rotary ? compiler::GenerationFit::kContextCap : model->max_positions;
     fit_meta = {{"generation.largest_micro_batch", std::to_string(fit.micro_batch)},
                 {"generation.largest_context", std::to_string(fit.context)},
-                {"generation.fit_limit_micro_batch",
-                 std::to_string(compiler::GenerationFit::kMicroBatchCap)},
-                {"generation.fit_limit_context", std::to_string(context_limit)}};
+                {"generation.fit_limit_micro_batch", std::to_string(fit.micro_batch_limit)},
+                {"generation.fit_limit_context", std::to_string(fit.context_limit)}};
   }
   translated = Clock::now();
   spdlog::info("trace {}: {} IPU program(s) x {} replica(s)", trace.name, trace.ipus.size(),

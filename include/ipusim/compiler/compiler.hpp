@@ -217,6 +217,9 @@ struct RunConfig {
   std::map<std::string, std::string> given;
 
   std::uint64_t samples_per_step() const;
+  // Phased training (run.weights streamed in training): phases of one IPU or tensor-parallel
+  // group, weights and optimiser state in Streaming Memory (stage_lowering, optimiser).
+  bool phased_training() const { return streamed_weights && !inference; }
 };
 
 // Where run key `key` was given, to begin an error: "--set KEY", "file:line:column: KEY", or
@@ -324,6 +327,8 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
 struct GenerationFit {
   static constexpr std::uint64_t kMicroBatchCap = 1 << 16, kContextCap = 1 << 17;
   std::uint64_t micro_batch = 0, context = 0;
+  // The largest sizes the search tried (a result equal to one may fit beyond it).
+  std::uint64_t micro_batch_limit = 0, context_limit = 0;
 };
 GenerationFit generation_fit(const ModelDef& model, const RunConfig& run, const SystemSpec& system);
 

@@ -204,14 +204,16 @@ class TransformerBuilder {
     return g_.weight(name, std::move(dims), m_.dtype);
   }
   // A linear layer: x [..., in] times w [out, in] read transposed (kept as `parts` equal
-  // tensors), plus a bias.
+  // tensors), plus a bias. Split by rows (`row_split`: x and w are this IPU's share of the
+  // features), the partial products are summed over the tensor-parallel group before it.
   TensorId linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
-                  std::uint32_t parts = 1, bool bias = true) {
+                  std::uint32_t parts = 1, bool bias = true, bool row_split = false) {
     Attrs a;
     a.transpose_b = true;
     const TensorId w = weight(name + ".weight", {out, in});
     g_.tensor(w).parts = parts;
-    const TensorId y = g_.add(P::kMatmul, {x, w}, a);
+    TensorId y = g_.add(P::kMatmul, {x, w}, a);
+    if (row_split) y = all_reduce(y);
     return bias ? g_.add(P::kAdd, {y, weight(name + ".bias", {out})}) : y;
   }
   // Tensor parallelism (BuildOptions::tensor_parallel, Megatron's f and g): a value entering
@@ -219,16 +221,13 @@ class TransformerBuilder {
   std::uint32_t tp() const { return o_.tensor_parallel; }
   TensorId shard_input(TensorId x) { return tp() > 1 ? g_.add(P::kShardInput, {x}) : x; }
   TensorId all_reduce(TensorId x) { return tp() > 1 ? g_.add(P::kAllReduce, {x}) : x; }
-  // A linear layer split by rows: x [..., in] (this IPU's share of the features) times its
-  // rows of w, the partial products summed over the group, then the whole bias.
+  // A linear layer split by rows (the second of a Megatron pair), its whole bias after the sum.
   TensorId row_linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
                       bool bias = true) {
-    Attrs a;
-    a.transpose_b = true;
-    const TensorId w = weight(name + ".weight", {out, in});
-    const TensorId y = all_reduce(g_.add(P::kMatmul, {x, w}, a));
-    return bias ? g_.add(P::kAdd, {y, weight(name + ".bias", {out})}) : y;
+    return linear(x, in, out, name, 1, bias, /*row_split=*/true);
   }
+  // Learned positions split by rows with the token table (popxl GPT-3's embedding.py).
+  bool positions_split() const { return tp() > 1 && !m_.rotary && !m_.classifier; }
   // Tokens per sequence the graph computes: one when decoding with a KV cache.
   std::uint64_t tokens() const { return o_.decode ? 1 : m_.sequence; }
   // This IPU's share of the vocabulary (stored: of the padded vocabulary).
@@ -297,12 +296,9 @@ class TransformerBuilder {
       table_ = weight("word_embeddings.weight", {vocabulary_shard(), h});
       g_.tensor(table_).stored = {padded_shard(), h};
       x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
-      // Learned positions split the same way, by rows, and added before the one sum (popxl
-      // GPT-3's embedding.py).
-      if (tp() > 1 && !m_.rotary) {
-        positions_split_ = true;
+      // Learned positions split the same way and added before the one sum.
+      if (positions_split())
         x = g_.add(P::kAdd, {x, positions(ceil_div(m_.max_positions, tp()), s)});
-      }
       x = all_reduce(x);
       if (m_.token_types > 0)
         x = g_.add(P::kAdd, {x, g_.add(P::kGather,
@@ -310,7 +306,7 @@ class TransformerBuilder {
                                         g_.input("token_type_ids", {b, s}, kIndex)})});
     }
     // (rotary positions are applied to each attention's queries and keys)
-    if (!m_.rotary && !positions_split_) x = g_.add(P::kAdd, {x, positions(m_.max_positions, s)});
+    if (!m_.rotary && !positions_split()) x = g_.add(P::kAdd, {x, positions(m_.max_positions, s)});
     if (!m_.pre_norm) x = layer_norm(x, "embeddings.LayerNorm");
     return dropout(x);
   }
@@ -481,7 +477,6 @@ class TransformerBuilder {
   TensorGraph g_;
   TensorId table_{};   // the token embedding table
   TensorId normed_{};  // the last attention's layer norm (a parallel block's FFN reads it)
-  bool positions_split_ = false;  // learned positions split with the vocabulary (embeddings)
 };
 
 }  // namespace
