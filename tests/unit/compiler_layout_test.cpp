@@ -28,6 +28,8 @@ using trace::DType;
 using trace::Op;
 using trace::StepKind;
 
+using ipusim::testing::compile_run;
+using ipusim::testing::config_error_of;
 using ipusim::testing::grid;
 
 std::size_t count(const Steps& steps, StepKind kind) {
@@ -835,13 +837,7 @@ TEST(CompilerInference, PhasedExecutionLoadsEachPhasesWeightsFromStreamingMemory
   // Phased execution is modelled for transformers, and in training not in a pipeline
   // (tests/unit/tensor_parallel_test.cpp: phased training).
   const auto error = [&](const std::string& file, const std::vector<std::string>& sets) {
-    try {
-      const LoadedRun r = load_run(dir + file, sets);
-      (void)compile(load_model(r.run.model_file), r.run, system.spec);
-    } catch (const ipusim::ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
+    return config_error_of([&] { (void)compile_run(dir + file, sets); });
   };
   EXPECT_NE(error("bert_tiny-pod16.yaml", {"run.weights=streamed"})
                 .find("run.weights: streamed (phased training) runs every layer on each IPU of "
@@ -1238,8 +1234,6 @@ TEST(CompilerVit, VitB16HasItsPublishedParameterCount) {
   EXPECT_EQ(m.sequence, 197u);  // 14 x 14 patches and the class token
   EXPECT_EQ(m.token_types, 0u);
 }
-
-using ipusim::testing::compile_run;
 
 bool has_layer(const trace::IpuProgram& p, const std::string& layer) {
   for (const auto& cs : p.compute_sets)

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <string>
 
+#include "compile_helpers.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/compiler/graph/primitive.hpp"
-#include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler {
 namespace {
@@ -85,12 +85,7 @@ TEST(DecoderBlocks, KeysThatDoNotFitTheModelAreErrorsNamingThem) {
     std::string t = text;
     t.replace(t.find(from), from.size(), to);
     std::ofstream(file) << t;
-    try {
-      (void)load_model(file);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return ipusim::testing::config_error_of([&] { (void)load_model(file); });
   };
   EXPECT_NE(error("norm: pre", "norm: post\n  block: parallel").find("model.block"),
             std::string::npos);

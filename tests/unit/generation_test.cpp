@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compile_helpers.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/config/system.hpp"
@@ -22,14 +23,11 @@ using trace::StepKind;
 const std::string kDir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
 
 trace::Trace decode(const std::string& cache) {
-  const LoadedRun run =
-      load_run(kDir + "gpt_tiny-pod16.yaml",
-               {"run.mode=inference", "run.gradient_accumulation=1", "run.optimiser=none",
-                "run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=2,2",
-                "run.kv_cache=" + cache, "run.prompt_tokens=8", "run.new_tokens=4"});
-  const ModelDef model = load_model(run.run.model_file);
-  const auto system = ipusim::load_system(run.run.system_file);
-  return compile(model, run.run, system.spec);
+  return ipusim::testing::compile_run(
+      kDir + "gpt_tiny-pod16.yaml",
+      {"run.mode=inference", "run.gradient_accumulation=1", "run.optimiser=none",
+       "run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=2,2",
+       "run.kv_cache=" + cache, "run.prompt_tokens=8", "run.new_tokens=4"});
 }
 
 TEST(Generation, ADecodingStepAttendsOneTokenToTheWholeCache) {

@@ -9,23 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "compile_helpers.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/compiler/graph/build.hpp"
 #include "ipusim/config/system.hpp"
-#include "ipusim/util/error.hpp"
 
 namespace ipusim::compiler {
 namespace {
 
+using ipusim::testing::compile_run;
+using ipusim::testing::config_error_of;
 using trace::StepKind;
 
 const std::string kDir = std::string(IPUSIM_SOURCE_DIR) + "/tests/data/workloads/";
-
-LoadedRun tiny(std::vector<std::string> sets) {
-  sets.insert(sets.begin(), {"run.ipus_per_replica=2", "run.tensor_parallel=2",
-                             "run.pipeline_placement=none", "run.gradient_accumulation=4"});
-  return load_run(kDir + "gpt_tiny-pod16.yaml", sets);
-}
 
 // Each all-reduce over the replica's IPUs, by bytes: how many times one step runs it
 // (repeat loops multiplied out).
@@ -64,10 +60,9 @@ TEST(TensorParallel, EachSplitLayerAllReducesItsOutputAndItsInputsGradient) {
   // 15 all-reduces of 131,072 B, times 4 micro-batches. The loss over the split vocabulary
   // all-reduces each row's three statistics (largest logit, sum of exponentials, the label's
   // logit), each a float a row: three of 256 rows x 4 B = 1,024 B a micro-batch.
-  const LoadedRun run = tiny({});
-  const ModelDef model = load_model(run.run.model_file);
-  const auto system = ipusim::load_system(run.run.system_file);
-  const trace::Trace t = compile(model, run.run, system.spec);
+  const trace::Trace t = compile_run(
+      kDir + "gpt_tiny-pod16.yaml", {"run.ipus_per_replica=2", "run.tensor_parallel=2",
+                                     "run.pipeline_placement=none", "run.gradient_accumulation=4"});
   ASSERT_EQ(t.ipus.size(), 2u);
   std::map<std::uint64_t, std::uint64_t> reduces;
   count_replica_all_reduces(t.ipus[0].steps, 1, reduces);
@@ -88,14 +83,11 @@ TEST(PhasedTraining, EachPhaseLoadsItsWeightsOnceAndLoopsOverItsMicroBatches) {
   // h^2 + h, two layer norms 4h, FFN 2hf + f + h); the embedding's the padded table 1,008 x h
   // and the positions 128 x h = 290,816; the tail's its norm 2h and the tied table again,
   // 258,560. Half values: x 2 B.
-  const LoadedRun run =
-      load_run(kDir + "gpt_tiny-pod16.yaml",
-               {"run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=2,2",
-                "run.weights=streamed", "run.optimiser_state=streaming",
-                "run.replicated_tensor_sharding=yes"});
-  const ModelDef model = load_model(run.run.model_file);
-  const auto system = ipusim::load_system(run.run.system_file);
-  const trace::Trace t = compile(model, run.run, system.spec);
+  const trace::Trace t =
+      compile_run(kDir + "gpt_tiny-pod16.yaml",
+                  {"run.ipus_per_replica=1", "run.replicas=16", "run.pipeline_placement=ipu0=2,2",
+                   "run.weights=streamed", "run.optimiser_state=streaming",
+                   "run.replicated_tensor_sharding=yes"});
   ASSERT_EQ(t.ipus.size(), 1u);
   const std::uint64_t layer = 789760 * 2, embedding = 290816 * 2, tail = 258560 * 2;
   std::vector<std::uint64_t> gathers, scatters, loops;
@@ -121,21 +113,15 @@ TEST(PhasedTraining, EachPhaseLoadsItsWeightsOnceAndLoopsOverItsMicroBatches) {
     if (s.kind == StepKind::kHost && s.memory == trace::HostMemory::kStreaming &&
         s.direction == trace::HostDirection::kToIpu && s.provenance.pass == trace::Pass::kForward)
       loads.push_back(s.bytes * s.tiles.size());
-  const std::uint64_t tiles = system.spec.chip.tiles;
+  const std::uint64_t tiles =
+      ipusim::load_system(kDir + "../../../configs/systems/pod16.yaml").spec.chip.tiles;
   ASSERT_EQ(loads.size(), 4u);
   EXPECT_EQ(loads[1], (layer / 16 + tiles - 1) / tiles * tiles);
 }
 
 TEST(TensorParallel, RefusesWhatItDoesNotModelWithTheReason) {
-  const auto system = ipusim::load_system(kDir + "../../../configs/systems/pod16.yaml");
-  const auto error = [&](const std::string& file, const std::vector<std::string>& sets) {
-    try {
-      const LoadedRun r = load_run(kDir + file, sets);
-      (void)compile(load_model(r.run.model_file), r.run, system.spec);
-    } catch (const ipusim::ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+  const auto error = [](const std::string& file, const std::vector<std::string>& sets) {
+    return config_error_of([&] { (void)compile_run(kDir + file, sets); });
   };
   // A pipeline of tensor-parallel stages.
   EXPECT_NE(error("gpt_tiny-pod16.yaml", {"run.tensor_parallel=2", "run.ipus_per_replica=4",
