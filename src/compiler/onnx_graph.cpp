@@ -474,9 +474,13 @@ class GraphImporter {
   // tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). PopTorch runs F.gelu as one
   // op (popnn's GELU nonlinearity), so each match is one GELU: its last node computes it, and
   // the others, read by the match only, are skipped.
+  // (Nodes of another arity than the pattern's are not matched: the op's own check reports
+  // them.)
   void find_gelus() {
     for (const Node& n : g_.nodes)
-      if (n.op_type == "Erf" || n.op_type == "Tanh") match_gelu(n);
+      if ((n.op_type == "Erf" || n.op_type == "Tanh") && n.inputs.size() == 1 &&
+          n.outputs.size() == 1)
+        match_gelu(n);
   }
   const Node* producer_of(const std::string& name) const {
     const auto it = producers_.find(name);
@@ -512,7 +516,7 @@ class GraphImporter {
   }
   // The operand of a two-input node that is not the scalar `c`, when the other is.
   std::string times_scalar(const Node* n, double c) const {
-    if (n == nullptr) return {};
+    if (n == nullptr || n->inputs.size() != 2) return {};
     if (is_scalar(n->inputs[1], c)) return n->inputs[0];
     if (is_scalar(n->inputs[0], c)) return n->inputs[1];
     return {};
@@ -533,7 +537,9 @@ class GraphImporter {
       if (arg->op_type != "Mul") return;
       const std::string inner = times_scalar(arg, std::sqrt(2 / std::acos(-1.0)));
       const Node* sum = producer_of(inner);
-      if (sum == nullptr || sum->op_type != "Add" || only_reader(inner, "Mul") != arg) return;
+      if (sum == nullptr || sum->op_type != "Add" || sum->inputs.size() != 2 ||
+          only_reader(inner, "Mul") != arg)
+        return;
       for (std::size_t i = 0; i < 2 && x.empty(); ++i) {
         const Node* term = producer_of(sum->inputs[1 - i]);
         if (term == nullptr || term->op_type != "Mul" ||
@@ -590,8 +596,8 @@ class GraphImporter {
     if (c->op_type != "Mul") return false;
     const std::string sq = other_operand(*c, x);
     const Node* s = producer_of(sq);
-    if (s == nullptr || s->op_type != "Mul" || s->inputs[0] != x || s->inputs[1] != x ||
-        only_reader(sq, "Mul") != c)
+    if (s == nullptr || s->op_type != "Mul" || s->inputs.size() != 2 || s->inputs[0] != x ||
+        s->inputs[1] != x || only_reader(sq, "Mul") != c)
       return false;
     parts.insert(parts.end(), {c, s});
     return true;
