@@ -304,6 +304,10 @@ trace::Trace compile(const ModelDef& model, const RunConfig& run, const SystemSp
       // The target it was planned for (target_mismatches).
       {"target.run", run.file}};
   for (const auto& entry : model_meta(model, run)) t.meta.push_back(entry);
+  // Tensor parallelism as the PopXL examples run it: every IPU its own Poplar replica (their
+  // replication factor is data parallel x tensor parallel; the tensor-parallel groups are
+  // replica groupings), so the IPUs' group steps run side by side.
+  if (run.tensor_parallel > 1) t.meta.emplace_back("engine.single_ipu_replicas", "true");
   if (run.new_tokens > 0) {
     // Text generation (report: time to first token and per output token): with a KV cache the
     // prompt is fed one token a step (popxl Llama's pipeline.py), so the first output token

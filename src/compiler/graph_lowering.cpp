@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <span>
 
 #include "ipusim/util/error.hpp"
 #include "weights.hpp"
@@ -287,11 +289,8 @@ void GraphLowering::lower(Steps& out, const Node& n) {
       return fuse(out, x, n.outputs[0], *ops);
     }
     case P::kLayerNorm:
-    case P::kRmsNorm: {  // compiler::layer_norm or rms_norm, the normalisation pending
-      Value y = ready(out, x);
-      (n.op == P::kLayerNorm ? layer_norm : rms_norm)(b_, out, y);
-      return bind(n.outputs[0], std::move(y));
-    }
+    case P::kRmsNorm:
+      return row_norm(out, n);
     case P::kNormGrad:
       return n.attrs.of == P::kLayerNorm || n.attrs.of == P::kRmsNorm ? norm_gradient(out, n)
                                                                       : cnn_norm_gradient(out, n);
@@ -352,8 +351,12 @@ void GraphLowering::all_reduce(Steps& out, const Node& n) {
   const graph::Tensor& t = g_.tensor(x);
   out.push_back(b_.collective(trace::CollectiveOp::kAllReduce,
                               graph::elements(t.dims) * trace::dtype_bytes(t.dtype), t.dtype,
-                              {trace::GroupKind::kReplica, 0}));
+                              ipus_of(n.attrs)));
   bind(n.outputs[0], Value{v.layout, {}, {}, v.slices});
+}
+
+trace::Group GraphLowering::ipus_of(const graph::Attrs& a) {
+  return {trace::GroupKind::kReplica, a.group_size, a.group_stride};
 }
 
 void GraphLowering::matmul(Steps& out, const Node& n) {
@@ -491,7 +494,7 @@ void GraphLowering::cross_entropy(Steps& out, const Node& n) {
     constexpr std::uint32_t kStatistics = 3;
     push_repeated(out,
                   b_.collective(trace::CollectiveOp::kAllReduce, rows * 4, trace::DType::kFloat,
-                                {trace::GroupKind::kReplica, 0}),
+                                ipus_of(n.attrs)),
                   kStatistics);
   }
 }
@@ -665,10 +668,64 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   fuse(out, x, n.outputs[0], {&op, 1});
 }
 
+// compiler::layer_norm or rms_norm, the normalisation pending; distributed_norm over split
+// hidden features.
+void GraphLowering::row_norm(Steps& out, const Node& n) {
+  Value y = ready(out, n.inputs[0]);
+  if (n.attrs.shards > 1)
+    distributed_norm(out, y, n, n.op == P::kLayerNorm ? 2 : 1);
+  else
+    (n.op == P::kLayerNorm ? layer_norm : rms_norm)(b_, out, y);
+  bind(n.outputs[0], std::move(y));
+}
+
+// A layer or RMS norm over the hidden features split over `shards` IPUs (2-D tensor
+// parallelism): each row's `stats` partial sums over this IPU's features, all-reduced over the
+// group in one collective (popxl-addons layer_norm_distributedx.cpp: poplin's
+// distributedNormStatistics with a multi-tensor gcl::allReduceCrossReplica callback), then back
+// to the tiles holding the row; the normalisation pending.
+void GraphLowering::distributed_norm(Steps& out, Value& x, const Node& n, std::uint64_t stats) {
+  flush(b_, out, x);
+  b_.reduce(out, x.layout, Axis::kChannels, stats, /*broadcast=*/false);
+  share_row_statistics(out, n, stats);
+  b_.broadcast(out, x.layout, Axis::kChannels, stats);
+  if (stats == 2)
+    pend(b_, x, {trace::Op::kSub, trace::Op::kMul, trace::Op::kMul, trace::Op::kAdd});
+  else
+    pend(b_, x, {trace::Op::kMul, trace::Op::kMul});
+}
+
+void GraphLowering::share_row_statistics(Steps& out, const Node& n, std::uint64_t stats) {
+  const graph::Tensor& t = g_.tensor(n.inputs[0]);
+  const std::uint64_t rows = graph::elements(t.dims) / t.dims.back();
+  out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, rows * stats * 4,
+                              trace::DType::kFloat, ipus_of(n.attrs)));
+}
+
 void GraphLowering::norm_gradient(Steps& out, const Node& n) {
   // (dy, x, gamma [, beta]): compiler::layer_norm_gradient or rms_norm_gradient, the input
-  // gradient pending.
+  // gradient pending. Over split hidden features, the two row sums of the input gradient
+  // all-reduced over the group in one collective (poplin's
+  // distributedNormStatisticsGradients, as distributed_norm).
   Value dx = ready(out, n.inputs[0]);
+  if (n.attrs.shards > 1) {
+    const bool layer = n.attrs.of == P::kLayerNorm;
+    const std::uint64_t stats = layer ? 2 : 1;
+    flush(b_, out, dx);
+    b_.rearrange(out, ready(out, n.inputs[1]).layout, dx.layout);
+    const std::array<trace::Op, 3> whiten_mul{trace::Op::kSub, trace::Op::kMul, trace::Op::kMul};
+    b_.elementwise(out, dx.layout, std::span(whiten_mul).first(layer ? 3 : 2));
+    b_.reduce(out, dx.layout, Axis::kChannels, stats, /*broadcast=*/false);
+    share_row_statistics(out, n, stats);
+    b_.broadcast(out, dx.layout, Axis::kChannels, stats);
+    b_.reduce(out, dx.layout, Axis::kPositions, stats, /*broadcast=*/false);
+    if (layer)
+      pend(b_, dx,
+           {trace::Op::kMul, trace::Op::kSub, trace::Op::kMul, trace::Op::kSub, trace::Op::kMul});
+    else
+      pend(b_, dx, {trace::Op::kMul, trace::Op::kSub, trace::Op::kMul});
+    return bind(n.outputs[0], std::move(dx));
+  }
   if (n.attrs.of == P::kRmsNorm)
     rms_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
   else

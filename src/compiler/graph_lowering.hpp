@@ -100,6 +100,12 @@ class GraphLowering {
   // ops) to the layout that op creates for it (createInput), where the host stream lands.
   void bind_inputs(const Layer& l);
   void all_reduce(Steps& out, const graph::Node& n);
+  // The IPUs a tensor-parallel sum spans (graph::Attrs group_size, group_stride).
+  static trace::Group ipus_of(const graph::Attrs& a);
+  void row_norm(Steps& out, const graph::Node& n);  // a layer or RMS norm
+  void distributed_norm(Steps& out, Value& x, const graph::Node& n, std::uint64_t stats);
+  // One all-reduce of `stats` floats a row of n's input over n's group.
+  void share_row_statistics(Steps& out, const graph::Node& n, std::uint64_t stats);
   void matmul(Steps& out, const graph::Node& n);
   void conv(Steps& out, const graph::Node& n);
   void gather(const graph::Node& n);

@@ -87,7 +87,7 @@ std::string first_of(Reasons... reasons) {
   return out;
 }
 
-constexpr std::array<Row, 27> kRows{{
+constexpr std::array<Row, 28> kRows{{
     {"run.gradient_accumulation", [](const RunConfig& r) { return r.gradient_accumulation != 1; },
      [](const Scope& s) {
        return s.training() ? ""
@@ -228,10 +228,31 @@ constexpr std::array<Row, 27> kRows{{
                ? std::string("a pipeline placement places layers on IPUs; with tensor "
                              "parallelism every IPU of the replica runs every layer")
                : "",
-           s.model.heads % t != 0 || s.model.ffn % t != 0
+           t % s.run.hidden_parallel == 0 && (s.model.heads % (t / s.run.hidden_parallel) != 0 ||
+                                              s.model.ffn % (t / s.run.hidden_parallel) != 0)
                ? fmt::format("{} has {} attention heads and {} FFN hidden units; both must "
                              "divide by the {} IPUs they are split over",
-                             s.what(), s.model.heads, s.model.ffn, t)
+                             s.what(), s.model.heads, s.model.ffn, t / s.run.hidden_parallel)
+               : "");
+     }},
+    {"run.hidden_parallel", [](const RunConfig& r) { return r.hidden_parallel != 1; },
+     [](const Scope& s) {
+       const std::uint32_t t = s.run.tensor_parallel, h = s.run.hidden_parallel;
+       return first_of(
+           transformer_only(s, "2-D tensor parallelism"),
+           !s.model.lm_head
+               ? fmt::format("2-D tensor parallelism is modelled for language models (as popxl "
+                             "GPT-3 175B splits them); {} has no LM head",
+                             s.what())
+               : "",
+           t % h != 0 ? fmt::format("{} hidden-splitting IPUs do not divide the {} IPUs of "
+                                    "run.tensor_parallel",
+                                    h, t)
+                      : "",
+           s.model.hidden % h != 0
+               ? fmt::format("{} has a hidden size of {}, which does not divide by the {} IPUs it "
+                             "is split over",
+                             s.what(), s.model.hidden, h)
                : "");
      }},
     {"run.kv_cache", [](const RunConfig& r) { return r.kv_cache != KvCache::kNone; },
@@ -262,12 +283,13 @@ constexpr std::array<Row, 27> kRows{{
      }},
     {"run.shard_activations", [](const RunConfig& r) { return r.shard_activations; },
      [](const Scope& s) {
-       return s.run.phased_training() && s.run.tensor_parallel > 1
+       return s.run.phased_training() && s.run.tensor_parallel > s.run.hidden_parallel
                   ? ""
                   : std::string(
                         "sharding stored activations belongs to phased training with "
                         "tensor parallelism (run.weights streamed, run.mode training, "
-                        "run.tensor_parallel above 1)");
+                        "run.tensor_parallel above 1 and above run.hidden_parallel: the "
+                        "activations are sharded over the IPUs splitting the heads)");
      }},
     {"run.fully_connected_pass", [](const RunConfig& r) { return !r.fully_connected_pass; },
      [](const Scope& s) {

@@ -155,6 +155,16 @@ std::vector<RunField> batch_fields() {
           "all_reduce_identical_inputs / all_reduce_identical_grad_inputs)",
           [](RunConfig& r) { return &r.tensor_parallel; }, "1"),
       count(
+          "run.hidden_parallel", 1, 64,
+          "Transformer language model, 2-D tensor parallelism: of the run.tensor_parallel IPUs, "
+          "groups of this many consecutive ones split the hidden dimension (the residual "
+          "stream, layer norms with all-reduced statistics, every matmul's contraction, "
+          "all-reduced over the group); the groups of run.tensor_parallel / this many IPUs "
+          "this far apart split the heads, FFN and vocabulary",
+          "graphcore/examples nlp/gpt3_175B/popxl (tensor_parallel_1 and _2, the *TP2D layers, "
+          "layer_norm_distributed)",
+          [](RunConfig& r) { return &r.hidden_parallel; }, "1"),
+      count(
           "run.micro_batch", 1, 1 << 20, "Samples (images or packs) per micro-batch",
           "workloads.md", [](RunConfig& r) { return &r.micro_batch; }, std::nullopt),
       count(

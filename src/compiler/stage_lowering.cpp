@@ -112,6 +112,7 @@ struct Replica {
     options.vocabulary_serial = r.embedding_serialisation;
     options.split_qkv = r.split_qkv;
     options.tensor_parallel = r.tensor_parallel;
+    options.hidden_parallel = r.hidden_parallel;
     options.decode = r.kv_cache != KvCache::kNone;
     graph = graph::build_graph(model, options);
     if (options.training) (void)graph::add_backward(graph, graph::loss_of(graph), &gradients);
@@ -585,19 +586,24 @@ class IpuLowering {
     return sharded() ? ceil_div(bytes, r_.run.replicas) : bytes;
   }
   // `bytes` of activations to or from Streaming Memory, spread over every tile; sharded
-  // (run.shard_activations), each IPU of the tensor-parallel group moves 1/T and a load is
-  // all-gathered over them.
+  // (run.shard_activations), each IPU of the head group (the IPUs holding the same activations:
+  // all T, or 2-D the T / hidden_parallel ones hidden_parallel apart) moves its share and a
+  // load is all-gathered over them.
   void stream(Steps& out, std::uint64_t bytes, trace::HostDirection direction) {
     if (bytes == 0) return;
     const auto scope = b_.scope("", Pass::kHostIo, trace::OpKind::kCopy);
     b_.host(out, stored_activation(bytes), direction, trace::HostMemory::kStreaming);
+    const std::uint32_t hidden = r_.run.hidden_parallel;
+    const trace::Group heads = hidden == 1 ? trace::Group{trace::GroupKind::kReplica, 0, 0}
+                                           : trace::Group{trace::GroupKind::kReplica,
+                                                          r_.run.tensor_parallel / hidden, hidden};
     if (r_.run.shard_activations && direction == trace::HostDirection::kToIpu)
-      out.push_back(b_.collective(trace::CollectiveOp::kAllGather, bytes, r_.m.dtype,
-                                  {trace::GroupKind::kReplica, 0}));
+      out.push_back(b_.collective(trace::CollectiveOp::kAllGather, bytes, r_.m.dtype, heads));
   }
   std::uint64_t stored_activation(std::uint64_t bytes) const {
-    return r_.run.shard_activations ? ceil_div(bytes, std::uint64_t{r_.run.tensor_parallel})
-                                    : bytes;
+    return r_.run.shard_activations
+               ? ceil_div(bytes, std::uint64_t{r_.run.tensor_parallel / r_.run.hidden_parallel})
+               : bytes;
   }
   // One phase of phased training: forward, backward or (the tail) both.
   void phase(std::uint32_t s, bool fwd, bool bwd) {

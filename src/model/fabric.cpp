@@ -21,10 +21,20 @@ namespace {
 
 // A group instance: its kind in the top byte, then (replica groups) the group size less one
 // in 16 bits (k <= kMaxReplicas), the program in 16 (< kMaxIpus) and the group's index (block,
-// < kMaxReplicas) in the low 24.
+// < kMaxReplicas) in the low 24; (IPUs of a replica) the size less one in 16 bits, the stride
+// less one in 16 and the first member's system IPU in the low 24.
 constexpr std::uint64_t kShift = 56;
 constexpr std::uint64_t kSizeShift = 40;
 constexpr std::uint64_t kField = 24;
+constexpr std::uint64_t kSubGroup = 5;
+
+// A group as the text form writes it: replicas:2, replica:8/8.
+std::string group_name(trace::Group g) {
+  std::string out(trace::kGroupKindNames[static_cast<int>(g.kind)]);
+  if (g.size != 0) out += fmt::format(":{}", g.size);
+  if (g.stride > 1) out += fmt::format("/{}", g.stride);
+  return out;
+}
 
 }  // namespace
 
@@ -61,6 +71,8 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
       period_(clock_period(system.chip.clock)) {
   if (const std::string* v = trace::find_meta(trace.meta, "engine.sync_replicas_independently"))
     sync_replicas_independently_ = *v == "true";
+  if (const std::string* v = trace::find_meta(trace.meta, "engine.single_ipu_replicas"))
+    single_ipu_replicas_ = *v == "true";
   {
     std::vector<std::uint32_t> all(static_cast<std::size_t>(trace.replicas) * programs_);
     for (std::uint32_t g = 0; g < all.size(); ++g) all[g] = g;
@@ -72,6 +84,9 @@ Fabric::Fabric(sc_core::sc_module_name name, const SystemSpec& system, const tra
   for (const auto& p : trace.ipus) has_program_[p.ipu] = true;
   count_host_streamers(trace);
   const std::uint64_t needed = static_cast<std::uint64_t>(trace.replicas) * programs_;
+  if (needed >= (1ull << kField))
+    throw ModelError(fmt::format("the trace needs {} IPUs; the model takes fewer than {}", needed,
+                                 1ull << kField));
   if (needed > system.ipus())
     throw ModelError(
         fmt::format("the trace needs {} IPUs ({} replicas x {} IPUs per replica) but {} has {}",
@@ -89,10 +104,22 @@ std::vector<std::uint32_t> Fabric::members(const Placement& who, trace::Group gr
   const std::uint32_t replicas = trace_.replicas;
   std::vector<std::uint32_t> out;
   switch (group.kind) {
-    case trace::GroupKind::kReplica:
-      instance = (1ull << kShift) | who.replica;
-      for (std::uint32_t j = 0; j < programs_; ++j) out.push_back(who.replica * programs_ + j);
+    case trace::GroupKind::kReplica: {
+      if (group.size == 0) {
+        instance = (1ull << kShift) | who.replica;
+        for (std::uint32_t j = 0; j < programs_; ++j) out.push_back(who.replica * programs_ + j);
+        break;
+      }
+      // `size` programs `stride` apart: program i's set in its block of size x stride.
+      const std::uint32_t block = group.size * group.stride;
+      const std::uint32_t first =
+          who.replica * programs_ + who.program / block * block + who.program % group.stride;
+      instance = (kSubGroup << kShift) |
+                 (static_cast<std::uint64_t>(group.size - 1) << kSizeShift) |
+                 (static_cast<std::uint64_t>(group.stride - 1) << kField) | first;
+      for (std::uint32_t q = 0; q < group.size; ++q) out.push_back(first + q * group.stride);
       break;
+    }
     case trace::GroupKind::kAll:
       instance = 2ull << kShift;
       for (std::uint32_t g = 0; g < replicas * programs_; ++g) out.push_back(g);
@@ -122,14 +149,13 @@ std::uint32_t Fabric::simulated_count(const std::vector<std::uint32_t>& members)
 std::string Fabric::describe(const trace::Step& step) const {
   switch (step.kind) {
     case trace::StepKind::kSync:
-      return fmt::format("sync group={}",
-                         trace::kGroupKindNames[static_cast<int>(step.group.kind)]);
+      return fmt::format("sync group={}", group_name(step.group));
     case trace::StepKind::kGlobalExchange:
       return fmt::format("global_exchange {}", trace_.global_exchanges[step.index].name);
     case trace::StepKind::kCollective:
       return fmt::format("collective {} bytes={} group={}",
                          trace::kCollectiveOpNames[static_cast<int>(step.collective)], step.bytes,
-                         trace::kGroupKindNames[static_cast<int>(step.group.kind)]);
+                         group_name(step.group));
     default:
       return "?";
   }
@@ -201,12 +227,14 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
                         const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                         std::uint64_t times) {
   // The step starts when its members have arrived and the replicas involved have ended their
-  // previous group step (the wait is charged as waiting for other IPUs).
+  // previous group step (the wait is charged as waiting for other IPUs); with single-IPU
+  // Poplar replicas an IPU's group steps wait for no other IPU's.
   const auto replicas = replicas_of(group);
-  for (auto r : replicas) barrier = std::max(barrier, replica_free_[r]);
+  if (!single_ipu_replicas_)
+    for (auto r : replicas) barrier = std::max(barrier, replica_free_[r]);
   // What the step's syncs span, and each later step of a collective's, all its phases
-  // included: every IPU of the program, or of the replicas involved.
-  const std::uint64_t domain = domain_sync(replicas);
+  // included: every IPU of the program, or of the (Poplar) replicas involved.
+  const std::uint64_t domain = domain_sync(replicas, group);
   GroupTiming t;
   t.barrier = barrier;
   t.synced = barrier + domain;
@@ -239,7 +267,8 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
   // A memoised loop runs the whole step `times` times back to back.
   t.synced = barrier + (t.synced - barrier) * times;
   t.end = barrier + (end - barrier) * times;
-  for (auto r : replicas) replica_free_[r] = t.end;
+  if (!single_ipu_replicas_)
+    for (auto r : replicas) replica_free_[r] = t.end;
   return t;
 }
 
@@ -322,8 +351,10 @@ std::vector<std::uint32_t> Fabric::replicas_of(const std::vector<std::uint32_t>&
   return out;
 }
 
-std::uint64_t Fabric::domain_sync(const std::vector<std::uint32_t>& replicas) const {
+std::uint64_t Fabric::domain_sync(const std::vector<std::uint32_t>& replicas,
+                                  const std::vector<std::uint32_t>& group) const {
   if (!sync_replicas_independently_) return all_ipus_sync_;
+  if (single_ipu_replicas_) return topology_.sync_cycles(group);
   std::vector<std::uint32_t> ipus;
   for (auto r : replicas)
     for (std::uint32_t j = 0; j < programs_; ++j) ipus.push_back(r * programs_ + j);

@@ -210,6 +210,7 @@ class BinaryWriter {
   void group(Group g) {
     u8(static_cast<std::uint8_t>(g.kind));
     u32(g.size);
+    if (g.kind == GroupKind::kReplica && g.size != 0) u32(g.stride);  // IPUs of a replica
   }
   void provenance(const Provenance& p) {  // v3
     u8(static_cast<std::uint8_t>(p.pass));
@@ -891,12 +892,17 @@ class BinaryReader {
     g.kind = enumeration<GroupKind>(what, kGroupKindNames.size());
     const std::uint64_t at = offset_;
     g.size = u32("group size");
-    if (g.size != 0 && g.kind != GroupKind::kReplicas)
+    if (g.size != 0 && g.kind != GroupKind::kReplicas && g.kind != GroupKind::kReplica)
       fail_at(at, fmt::format("expected group size 0 for a {} group, found {}",
                               kGroupKindNames[static_cast<std::size_t>(g.kind)], g.size));
-    if (g.size != 0 && replicas_ % g.size != 0)
+    if (g.kind == GroupKind::kReplicas && g.size != 0 && replicas_ % g.size != 0)
       fail_at(at, fmt::format("expected a group size dividing the {} replicas, found {}", replicas_,
                               g.size));
+    if (g.kind == GroupKind::kReplica && g.size != 0) {  // some IPUs of the replica
+      const std::uint64_t stride_at = offset_;
+      g.stride = u32("group stride");
+      if (g.stride == 0) fail_at(stride_at, "expected a group stride of at least 1, found 0");
+    }
     return g;
   }
 

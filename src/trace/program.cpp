@@ -349,8 +349,24 @@ class StructureChecker {
     if (g.kind == GroupKind::kTile && !tile_allowed)
       fail(fmt::format("{}{} needs a group of IPUs (replica, all or replicas), found tile", prefix_,
                        item));
-    if (g.kind != GroupKind::kReplicas && g.size != 0)
-      fail(fmt::format("{}{} gives a group size, which only 'replicas' takes", prefix_, item));
+    if (g.kind != GroupKind::kReplicas && g.kind != GroupKind::kReplica && g.size != 0)
+      fail(fmt::format("{}{} gives a group size, which only 'replicas' and 'replica' take", prefix_,
+                       item));
+    if ((g.kind == GroupKind::kReplica && g.size != 0) != (g.stride != 0))
+      fail(
+          fmt::format("{}{} gives a group stride of {} with a size of {}: a stride goes with "
+                      "a 'replica' group's size",
+                      prefix_, item, g.stride, g.size));
+    if (g.kind == GroupKind::kReplica && g.size != 0) {
+      // Blocks of size x stride programs tile the replica.
+      const std::uint64_t block = std::uint64_t{g.size} * g.stride;
+      const std::uint32_t p = trace_.ipus_per_replica();
+      if (p % block != 0)
+        fail(
+            fmt::format("{}{} groups {} IPUs {} apart (blocks of {}), which does not divide "
+                        "the replica's {} IPUs",
+                        prefix_, item, g.size, g.stride, block, p));
+    }
     if (g.kind == GroupKind::kReplicas && g.size != 0 && trace_.replicas % g.size != 0)
       fail(fmt::format("{}{} groups replicas in {}s, which does not divide the {} replicas",
                        prefix_, item, g.size, trace_.replicas));

@@ -491,13 +491,29 @@ class TextReader {
     if (it == names.end()) fail(fmt::format("unknown group '{}'{}", v, suggest(kind, names)));
     g.kind = static_cast<GroupKind>(it - names.begin());
     if (kind.size() != v.size()) {
-      auto n = parse_integer<std::uint32_t>(v.substr(kind.size() + 1));
-      if (g.kind != GroupKind::kReplicas || !n || *n < 1)
-        fail(fmt::format("expected a group size only as replicas:<count>, found '{}'", v));
-      if (trace_.replicas % *n != 0)
+      // replicas:K, replica:K (K consecutive IPUs) or replica:K/S (K IPUs S apart)
+      std::string_view size = v.substr(kind.size() + 1), stride = "1";
+      if (g.kind == GroupKind::kReplica && size.find('/') != std::string_view::npos) {
+        stride = size.substr(size.find('/') + 1);
+        size = size.substr(0, size.find('/'));
+      }
+      auto n = parse_integer<std::uint32_t>(size);
+      auto s = parse_integer<std::uint32_t>(stride);
+      if (g.kind == GroupKind::kReplica && (!n || *n < 1 || !s || *s < 1))
+        fail(
+            fmt::format("expected replica:<count> or replica:<count>/<stride>, counts of at "
+                        "least 1, found '{}'",
+                        v));
+      if (g.kind != GroupKind::kReplica && (g.kind != GroupKind::kReplicas || !n || *n < 1))
+        fail(
+            fmt::format("expected a group size only as replicas:<count>, replica:<count> or "
+                        "replica:<count>/<stride>, found '{}'",
+                        v));
+      if (g.kind == GroupKind::kReplicas && trace_.replicas % *n != 0)
         fail(fmt::format("expected a group size dividing the {} replicas, found '{}'",
                          trace_.replicas, v));
       g.size = *n;
+      if (g.kind == GroupKind::kReplica) g.stride = *s;
     }
     return g;
   }
@@ -1003,6 +1019,7 @@ class TextWriter {
   void group(Group g) {
     put("{}", kGroupKindNames[static_cast<std::size_t>(g.kind)]);
     if (g.size != 0) put(":{}", g.size);
+    if (g.stride > 1) put("/{}", g.stride);
   }
   const Trace* trace_ = nullptr;
 

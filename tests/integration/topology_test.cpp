@@ -237,6 +237,31 @@ TEST(AllReduce, OverEveryReplicaSyncsEveryIpuWhetherReplicasSyncIndependentlyOrN
   EXPECT_EQ(total_cycles(stats), global);
 }
 
+// Groups of some of a replica's IPUs run side by side when each IPU is its own Poplar replica
+// (2-D tensor parallelism as popxl runs it): one replica of 4 IPUs, each all-reducing 4 MiB
+// with the IPU two from it (`replica:2/2`: IPUs 0 and 2, 1 and 3, each pair on its own rail)
+// takes one all-reduce of kPipeline's pairs after one sync of all 4 IPUs, not two one after
+// the other as in one Poplar replica of 4 IPUs.
+TEST(AllReduce, GroupsOfSomeOfAReplicasIpusRunSideBySide) {
+  std::string text = "ipusim-trace 4\nreplicas 1\nmeta engine.single_ipu_replicas true\n";
+  for (int i = 0; i < 4; ++i)
+    text += fmt_args("ipu ", i,
+                     "\nprogram\n  collective all_reduce bytes=4194304 dtype=half "
+                     "group=replica:2/2 method=ring\nend\n");
+  const auto t = pipeline_terms();
+  const double sync4 = 80;
+  EXPECT_EQ(run_pipeline(text), sync4 + t.allreduce);
+  text.replace(text.find("meta engine.single_ipu_replicas true\n"), 37, "");
+  EXPECT_EQ(run_pipeline(text), 2 * (sync4 + t.allreduce));
+  // Syncing independently, each pair syncs its own 2 IPUs, ceil(2 x (1 + 2/4) x 15 ns x
+  // 1.325 GHz) = 60 cycles, in both places.
+  text.replace(text.find("replicas 1\n"), 11,
+               "replicas 1\nmeta engine.sync_replicas_independently true\n"
+               "meta engine.single_ipu_replicas true\n");
+  const double sync2 = 60;
+  EXPECT_EQ(run_pipeline(text), sync2 + t.allreduce - sync4 + sync2);
+}
+
 // Runs `trace_text` on a POD16 replica-symmetric and with every replica simulated; returns
 // both stats.json files.
 std::pair<std::string, std::string> symmetric_and_full(const std::string& trace_text) {

@@ -52,6 +52,17 @@ TEST(DecoderBlocks, Llama2_7bHasTheParametersOfItsLayout) {
   EXPECT_EQ(count(g, Primitive::kSilu), layers);
 }
 
+TEST(DecoderBlocks, Gpt3_175bHasTheParametersOfItsLayout) {
+  // GPT-2's block: token table V x h, positions P x h; per layer QKV and output (4h^2 + 4h),
+  // the FFN (2hf + f + h) and two layer norms (4h); the final norm (2h); the LM head tied.
+  // V = 50,257, P = 2,048, h = 12,288, f = 49,152, 96 layers: Brown et al.'s 175B.
+  const std::uint64_t v = 50257, p = 2048, h = 12288, f = 49152, layers = 96;
+  const std::uint64_t by_hand =
+      v * h + p * h + layers * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + 2 * h;
+  ASSERT_EQ(by_hand, 174'604'259'328u);
+  EXPECT_EQ(parameter_count(load_model(models("gpt3_175b.yaml"))), by_hand);
+}
+
 TEST(DecoderBlocks, AParallelBlockNormsOnceAndItsFfnReadsThatNorm) {
   const ModelDef m = load_model(models("gptj_6b.yaml"));
   const graph::TensorGraph g = graph::build_graph(m);

@@ -114,6 +114,8 @@ std::vector<Try> tries(const std::string& key, graph::Family family, const std::
                                    {"run.tensor_parallel=2", "run.pipeline_placement=none",
                                     "run.weights=streamed", "run.optimiser_state=streaming",
                                     "run.optimiser=adamw"}}};
+  if (key == "run.hidden_parallel")  // (refused: the walk's models have no LM head)
+    return {{"2", {"run.tensor_parallel=2", "run.pipeline_placement=none"}}};
   if (key == "run.tensor_parallel")  // every layer on both IPUs of the replica
     return cnn ? std::vector<Try>{{"2"}} : std::vector<Try>{{"2", {"run.pipeline_placement=none"}}};
   const config::ParamDecl* decl = run_schema().find(key);

@@ -6,7 +6,9 @@
 // layout the builder states. No SystemC.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compile_helpers.hpp"
@@ -73,6 +75,65 @@ TEST(TensorParallel, EachSplitLayerAllReducesItsOutputAndItsInputsGradient) {
   EXPECT_EQ(t.ipus[1].ipu, 1u);
   EXPECT_EQ(t.ipus[1].steps.size(), t.ipus[0].steps.size());
   EXPECT_EQ(t.ipus[1].compute_sets.size(), t.ipus[0].compute_sets.size());
+}
+
+// 2-D tensor parallelism (run.hidden_parallel; popxl GPT-3 175B's TP1 x TP2): the reduced GPT
+// over 4 IPUs, pairs of consecutive IPUs splitting the hidden dimension (hs = 128) and the
+// pairs of IPUs 2 apart the heads (2 each), FFN (f / 2 = 512) and vocabulary (500 rows, 504
+// stored).
+TEST(TensorParallel2D, ShardsHoldTheirShareOfBothSplits) {
+  // Per layer: two norms over hs (2 x 2 x 128), QKV [384, 128] + 384, output [128, 128] + 128,
+  // FFN in [512, 128] + 512 and out [128, 512] + 128: 198,272; twice. The token table [500,
+  // 128], the positions [64, 128] and the final norm 2 x 128: 468,992 a shard.
+  const ModelDef m = load_model(kDir + "gpt_tiny.yaml");
+  graph::BuildOptions o;
+  o.tensor_parallel = 4;
+  o.hidden_parallel = 2;
+  const std::uint64_t layer =
+      4 * 128 + 384 * 128 + 384 + 128 * 128 + 128 + 512 * 128 + 512 + 128 * 512 + 128;
+  ASSERT_EQ(layer, 198272u);
+  EXPECT_EQ(graph::build_graph(m, o).parameters(), 2 * layer + 500 * 128 + 64 * 128 + 256);
+}
+
+// Each all-reduce over some of the replica's IPUs: (size, stride, bytes) -> how many times one
+// step runs it.
+void count_group_all_reduces(
+    const std::vector<trace::Step>& steps, std::uint64_t times,
+    std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, std::uint64_t>& out) {
+  for (const trace::Step& s : steps) {
+    if (s.kind == StepKind::kRepeat) count_group_all_reduces(s.body, times * s.count, out);
+    if (s.kind == StepKind::kCollective && s.group.kind == trace::GroupKind::kReplica) {
+      EXPECT_EQ(s.collective, trace::CollectiveOp::kAllReduce);
+      out[{s.group.size, s.group.stride, s.bytes}] += times;
+    }
+  }
+}
+
+TEST(TensorParallel2D, EachMatmulAllReducesOverTheGroupItsSplitSums) {
+  // One micro-batch of 2 x 128 tokens (256 rows). Over the head pairs (`replica:2/2`), as 1-D
+  // but of half the hidden features, 65,536 B: the embedding's lookup and each attention's and
+  // FFN's output (5), again when recomputed (5), and each split layer's input gradient and the
+  // LM head's (5); the loss's three row statistics, 1,024 B. Over the hidden pairs
+  // (`replica:2`): each layer norm's two row statistics, 2,048 B (4 + the final norm forward, 4
+  // recomputed, 5 backward); the QKV projection's partial sums [256, 384] half, 196,608 B (2 +
+  // 2 recomputed); the FFN's first [256, 512], 262,144 B (2 + 2), and the gradient of the
+  // second's input, as large (2); the tied LM head's logits [256, 500], 256,000 B (1); the
+  // gradient of each attention's output projection's input [256, 128], 65,536 B (2).
+  const trace::Trace t = compile_run(
+      kDir + "gpt_tiny-pod16.yaml",
+      {"run.ipus_per_replica=4", "run.replicas=4", "run.tensor_parallel=4", "run.hidden_parallel=2",
+       "run.pipeline_placement=none", "run.gradient_accumulation=4"});
+  ASSERT_EQ(t.ipus.size(), 4u);
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, std::uint64_t> reduces;
+  count_group_all_reduces(t.ipus[0].steps, 1, reduces);
+  const std::uint64_t mb = 4;
+  const decltype(reduces) by_hand{{{2, 2, 65536}, 15 * mb}, {{2, 2, 1024}, 3 * mb},
+                                  {{2, 1, 2048}, 14 * mb},  {{2, 1, 196608}, 4 * mb},
+                                  {{2, 1, 262144}, 6 * mb}, {{2, 1, 256000}, 1 * mb},
+                                  {{2, 1, 65536}, 2 * mb}};
+  EXPECT_EQ(reduces, by_hand);
+  // Every IPU runs the same program; its groups are relative to it.
+  for (const auto& ipu : t.ipus) EXPECT_EQ(ipu.steps, t.ipus[0].steps);
 }
 
 TEST(PhasedTraining, EachPhaseLoadsItsWeightsOnceAndLoopsOverItsMicroBatches) {
@@ -142,6 +203,20 @@ TEST(TensorParallel, RefusesWhatItDoesNotModelWithTheReason) {
   EXPECT_NE(error("resnet_tiny-pod16.yaml", {"run.tensor_parallel=2"})
                 .find("tensor model parallelism is lowered for transformer model files only"),
             std::string::npos);
+  // 2-D: a hidden group that does not divide the tensor-parallel IPUs, and a model without an
+  // LM head (BERT's masked-LM head).
+  const std::vector<std::string> four = {"run.tensor_parallel=4", "run.ipus_per_replica=4",
+                                         "run.replicas=4", "run.pipeline_placement=none"};
+  auto with = [&](std::vector<std::string> v, const std::string& set) {
+    v.push_back(set);
+    return v;
+  };
+  EXPECT_NE(error("gpt_tiny-pod16.yaml", with(four, "run.hidden_parallel=3"))
+                .find("3 hidden-splitting IPUs do not divide the 4 IPUs of run.tensor_parallel"),
+            std::string::npos);
+  EXPECT_NE(
+      error("bert_tiny-pod16.yaml", with(four, "run.hidden_parallel=2")).find("has no LM head"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -372,6 +372,42 @@ TEST(TraceRoundTrip, TextBinaryTextIsExact) {
   }
 }
 
+// Groups of some of a replica's IPUs (2-D tensor parallelism's): `replica:K` (K consecutive
+// IPUs) and `replica:K/S` (K IPUs S apart) write back as read, through binary too, and a
+// stride or size that does not tile the replica's IPUs is an error naming the step.
+TEST(TraceRoundTrip, GroupsOfSomeOfAReplicasIpusRoundTrip) {
+  std::string text = "ipusim-trace 4\nname sub\nreplicas 1\n";
+  for (int i = 0; i < 4; ++i)
+    text += fmt::format(
+        "ipu {}\nprogram\n  sync group=replica:2\n"
+        "  collective all_reduce bytes=8 dtype=half group=replica:2/2 method=ring\nend\n",
+        i);
+  const Trace ir = parse(text);
+  EXPECT_EQ(ir.ipus[0].steps[0].group, (trace::Group{GroupKind::kReplica, 2, 1}));
+  EXPECT_EQ(ir.ipus[0].steps[1].group, (trace::Group{GroupKind::kReplica, 2, 2}));
+  EXPECT_EQ(to_text(ir), text);
+  const std::string bytes = to_binary(ir);
+  const Trace back = from_binary(bytes, 0);
+  EXPECT_EQ(back, ir);
+  EXPECT_EQ(to_binary(back), bytes);
+  // 3 IPUs 1 apart, and 2 IPUs 3 apart (blocks of 6), do not tile 4.
+  std::string three = text;
+  three.replace(three.find("replica:2\n"), 10, "replica:3\n");
+  EXPECT_TRUE(contains(text_error(three),
+                       "groups 3 IPUs 1 apart (blocks of 3), which does not "
+                       "divide the replica's 4 IPUs"));
+  std::string wide = text;
+  wide.replace(wide.find("replica:2/2"), 11, "replica:2/3");
+  EXPECT_TRUE(contains(text_error(wide), "groups 2 IPUs 3 apart (blocks of 6)"));
+  EXPECT_TRUE(contains(
+      text_error("ipusim-trace 2\nipu 0\nprogram\n  sync group=replica:1/0\n"),
+      "t.trace:4: expected replica:<count> or replica:<count>/<stride>, counts of at least 1, "
+      "found 'replica:1/0'"));
+  EXPECT_TRUE(contains(text_error("ipusim-trace 2\nipu 0\nprogram\n  sync group=all:2\n"),
+                       "expected a group size only as replicas:<count>, replica:<count> or "
+                       "replica:<count>/<stride>, found 'all:2'"));
+}
+
 TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
   const Trace t = parse(
       "ipusim-trace 1\nipu 0\ntensor x tiles=0 bytes=2\ncomputeset c\n"

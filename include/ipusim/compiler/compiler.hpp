@@ -154,6 +154,10 @@ struct RunConfig {
   // run.tensor_parallel: the replica's IPUs each hold 1/T of every attention's heads, FFN and
   // vocabulary (Megatron-style column and row splits, an all-reduce after each row split)
   std::uint32_t tensor_parallel = 1;
+  // run.hidden_parallel: 2-D tensor parallelism (popxl GPT-3 175B's TP2): groups of this many
+  // consecutive IPUs of the tensor-parallel ones split the hidden dimension, and the
+  // tensor_parallel / hidden_parallel groups of IPUs this far apart the heads, FFN and vocabulary
+  std::uint32_t hidden_parallel = 1;
   std::uint64_t micro_batch = 1;  // images, or packs of sequences
   std::uint64_t gradient_accumulation = 1;
   trace::DType partials = trace::DType::kHalf;  // 16.16 -> half, 16.32 -> float

@@ -10,7 +10,8 @@
 // other tiles in all IPUs in the device"). So the group steps of a replica run one at a time,
 // whichever of its IPUs they belong to: a collective of IPU 3's weights waits until IPU 5's
 // has ended, and its syncs span every IPU of the replicas involved (docs/topology.md
-// "Sync domain").
+// "Sync domain"). Unless the trace says each IPU is its own Poplar replica (meta
+// engine.single_ipu_replicas: tensor parallelism as the PopXL examples run it).
 //
 // Replica symmetry: when only replica 0 is simulated, a group's expected members are the
 // simulated ones, but collectives still move every member's data over the links (other
@@ -120,10 +121,12 @@ class Fabric : public sc_core::sc_module {
   std::string describe(const trace::Step& step) const;
   // The replicas a group's members belong to, ascending.
   std::vector<std::uint32_t> replicas_of(const std::vector<std::uint32_t>& group) const;
-  // Cycles of the external sync of a group step whose members belong to `replicas`, and of
-  // each later step of a collective in every one of its phases: every IPU of the run, or
-  // (replicas syncing independently) every IPU of those replicas.
-  std::uint64_t domain_sync(const std::vector<std::uint32_t>& replicas) const;
+  // Cycles of the external sync of a group step of `group` (system IPUs), whose members
+  // belong to `replicas`, and of each later step of a collective in every one of its phases:
+  // every IPU of the run, or (replicas syncing independently) every IPU of those replicas, or
+  // of the group itself when each IPU is its own Poplar replica.
+  std::uint64_t domain_sync(const std::vector<std::uint32_t>& replicas,
+                            const std::vector<std::uint32_t>& group) const;
   GroupTiming run(const Placement& who, const trace::Step& step,
                   const std::vector<std::uint32_t>& group, std::uint64_t barrier,
                   std::uint64_t times);
@@ -153,6 +156,11 @@ class Fabric : public sc_core::sc_module {
   // spans all the IPUs the trace uses, whatever the group, and takes `all_ipus_sync_` cycles.
   bool sync_replicas_independently_ = false;
   std::uint64_t all_ipus_sync_ = 0;
+  // Trace meta engine.single_ipu_replicas (default false): each IPU is its own Poplar replica
+  // running the same program (the PopXL examples' tensor parallelism: replication factor = data
+  // parallel x tensor parallel, tensor-parallel groups as replica groupings), so a replica's
+  // group steps are not run one at a time and an independent sync spans the group's IPUs.
+  bool single_ipu_replicas_ = false;
   // By replica: the cycle its last group step ended. A replica's group steps run one at a
   // time (one program per replica, above).
   std::vector<std::uint64_t> replica_free_;

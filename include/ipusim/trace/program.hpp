@@ -343,7 +343,10 @@ inline constexpr std::array<std::string_view, 2> kHostMemoryNames{"host", "strea
 // The IPUs a sync or collective involves, relative to the IPU running the step. With P
 // programs per replica and R replicas, program i of replica r runs on system IPU r x P + i.
 //  kTile:     no other IPU: an internal (on-chip) sync;
-//  kReplica:  the P IPUs of this replica (e.g. the stages of a pipeline);
+//  kReplica:  the P IPUs of this replica (e.g. the stages of a pipeline), or, with size K > 0,
+//             K of them `stride` S apart: program i's set in its block of K x S consecutive
+//             programs (S = 1: K consecutive programs; e.g. the two groups of 2-D tensor
+//             parallelism, popxl GPT-3 175B's TP2 `replica:8` and TP1 `replica:8/8`);
 //  kAll:      every IPU of every replica;
 //  kReplicas: program i in every replica (the data-parallel group), or, with size K > 0,
 //             in each consecutive group of K replicas (e.g. ResNet's batch-norm groups of 2).
@@ -352,7 +355,8 @@ inline constexpr std::array<std::string_view, 4> kGroupKindNames{"tile", "replic
                                                                  "replicas"};
 struct Group {
   GroupKind kind = GroupKind::kTile;
-  std::uint32_t size = 0;  // kReplicas only: replicas per group, 0 = all
+  std::uint32_t size = 0;    // kReplicas: replicas per group; kReplica: IPUs per group; 0 = all
+  std::uint32_t stride = 0;  // kReplica with a size: programs between members (>= 1); else 0
   bool operator==(const Group&) const = default;
 };
 

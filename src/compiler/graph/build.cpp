@@ -205,38 +205,63 @@ class TransformerBuilder {
   }
   // A linear layer: x [..., in] times w [out, in] read transposed (kept as `parts` equal
   // tensors), plus a bias. Split by rows (`row_split`: x and w are this IPU's share of the
-  // features), the partial products are summed over the tensor-parallel group before it.
+  // features), the partial products are summed over the head group before it; else over the
+  // hidden group (2-D tensor parallelism: `in` is this IPU's share of the hidden features).
   TensorId linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
                   std::uint32_t parts = 1, bool bias = true, bool row_split = false) {
     Attrs a;
     a.transpose_b = true;
     const TensorId w = weight(name + ".weight", {out, in});
     g_.tensor(w).parts = parts;
-    TensorId y = g_.add(P::kMatmul, {x, w}, a);
-    if (row_split) y = all_reduce(y);
+    TensorId y =
+        all_reduce(g_.add(P::kMatmul, {x, w}, a), row_split ? Over::kHeads : Over::kHidden);
     return bias ? g_.add(P::kAdd, {y, weight(name + ".bias", {out})}) : y;
   }
   // Tensor parallelism (BuildOptions::tensor_parallel, Megatron's f and g): a value entering
-  // split work, and the sum of split work's partial results; both nothing at T = 1.
+  // split work, and the sum of split work's partial results, over the IPUs splitting the heads,
+  // FFN and vocabulary (tp1) or, 2-D, the hidden dimension (tp2); nothing over one IPU.
+  enum class Over : std::uint8_t { kHeads, kHidden };
   std::uint32_t tp() const { return o_.tensor_parallel; }
-  TensorId shard_input(TensorId x) { return tp() > 1 ? g_.add(P::kShardInput, {x}) : x; }
-  TensorId all_reduce(TensorId x) { return tp() > 1 ? g_.add(P::kAllReduce, {x}) : x; }
+  std::uint32_t tp2() const { return o_.hidden_parallel; }
+  std::uint32_t tp1() const { return tp() / tp2(); }
+  std::uint64_t hidden_shard() const { return m_.hidden / tp2(); }
+  // The group's IPUs of the replica: the hidden group's tp2 consecutive ones, the head
+  // group's tp1 ones tp2 apart (every IPU of the replica under 1-D tensor parallelism).
+  Attrs group(Over o) const {
+    Attrs a;
+    if (tp2() == 1) return a;
+    a.group_size = o == Over::kHeads ? tp1() : tp2();
+    a.group_stride = o == Over::kHeads ? tp2() : 1;
+    return a;
+  }
+  std::uint32_t ipus(Over o) const { return o == Over::kHeads ? tp1() : tp2(); }
+  TensorId shard_input(TensorId x, Over o = Over::kHeads) {
+    return ipus(o) > 1 ? g_.add(P::kShardInput, {x}, group(o)) : x;
+  }
+  TensorId all_reduce(TensorId x, Over o = Over::kHeads) {
+    return ipus(o) > 1 ? g_.add(P::kAllReduce, {x}, group(o)) : x;
+  }
   // A linear layer split by rows (the second of a Megatron pair), its whole bias after the sum.
   TensorId row_linear(TensorId x, std::uint64_t in, std::uint64_t out, const std::string& name,
                       bool bias = true) {
     return linear(x, in, out, name, 1, bias, /*row_split=*/true);
   }
   // Learned positions split by rows with the token table (popxl GPT-3's embedding.py).
-  bool positions_split() const { return tp() > 1 && !m_.rotary && !m_.classifier; }
+  bool positions_split() const { return tp1() > 1 && !m_.rotary && !m_.classifier; }
   // Tokens per sequence the graph computes: one when decoding with a KV cache.
   std::uint64_t tokens() const { return o_.decode ? 1 : m_.sequence; }
   // This IPU's share of the vocabulary (stored: of the padded vocabulary).
-  std::uint64_t vocabulary_shard() const { return ceil_div(m_.vocabulary, tp()); }
-  std::uint64_t padded_shard() const { return ceil_div(m_.padded_vocabulary(), tp()); }
+  std::uint64_t vocabulary_shard() const { return ceil_div(m_.vocabulary, tp1()); }
+  std::uint64_t padded_shard() const { return ceil_div(m_.padded_vocabulary(), tp1()); }
+  // Over this IPU's share of the hidden features (2-D: each row's statistics all-reduced over
+  // the hidden group).
   TensorId layer_norm(TensorId x, const std::string& name) {
-    const std::uint64_t h = m_.hidden;
-    if (m_.rms_norm) return g_.add(P::kRmsNorm, {x, weight(name + ".weight", {h})});
-    return g_.add(P::kLayerNorm, {x, weight(name + ".weight", {h}), weight(name + ".bias", {h})});
+    const std::uint64_t h = hidden_shard();
+    Attrs a = group(Over::kHidden);
+    a.shards = tp2();
+    if (m_.rms_norm) return g_.add(P::kRmsNorm, {x, weight(name + ".weight", {h})}, a);
+    return g_.add(P::kLayerNorm, {x, weight(name + ".weight", {h}), weight(name + ".bias", {h})},
+                  a);
   }
   // Hidden dropout (model.dropout), and dropout of any tensor in training.
   TensorId dropout(TensorId x) { return m_.hidden_dropout ? dropped(x) : x; }
@@ -262,7 +287,7 @@ class TransformerBuilder {
   }
 
   TensorId embeddings() {
-    const std::uint64_t b = o_.batch, s = tokens(), h = m_.hidden;
+    const std::uint64_t b = o_.batch, s = tokens(), h = hidden_shard();
     g_.set_layer("embedding");
     TensorId x;
     if (m_.classifier) {
@@ -298,7 +323,7 @@ class TransformerBuilder {
       x = g_.add(P::kGather, {table_, g_.input("input_ids", {b, s}, kIndex)});
       // Learned positions split the same way and added before the one sum.
       if (positions_split())
-        x = g_.add(P::kAdd, {x, positions(ceil_div(m_.max_positions, tp()), s)});
+        x = g_.add(P::kAdd, {x, positions(ceil_div(m_.max_positions, tp1()), s)});
       x = all_reduce(x);
       if (m_.token_types > 0)
         x = g_.add(P::kAdd, {x, g_.add(P::kGather,
@@ -315,8 +340,10 @@ class TransformerBuilder {
   TensorId attention(TensorId x, const std::string& layer) {
     // Under tensor parallelism each IPU runs 1/T of the heads: Q, K and V split by columns,
     // the output projection by rows.
-    const std::uint64_t b = o_.batch, s = tokens(), h = m_.hidden;
-    const std::uint64_t d = h / m_.heads, heads = m_.heads / tp(), hl = heads * d;
+    // 2-D, x and the output are this IPU's share of the hidden features (its hidden group's
+    // IPUs hold the rest), the projections' contractions summed over that group.
+    const std::uint64_t b = o_.batch, s = tokens(), h = hidden_shard();
+    const std::uint64_t d = m_.hidden / m_.heads, heads = m_.heads / tp1(), hl = heads * d;
     // Decoding, the new token attends to every cached position (the cache's fixed length, the
     // later ones masked: popxl Llama's per-token causal mask).
     const std::uint64_t keys = o_.decode ? m_.sequence : s;
@@ -356,15 +383,16 @@ class TransformerBuilder {
     TensorId probs = g_.add(P::kSoftmax, {scores}, last);
     if (m_.attention_dropout) probs = dropped(probs);
     const TensorId context = g_.add(P::kMatmul, {probs, v});
-    TensorId y = row_linear(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), hl, h,
-                            layer + ".out", m_.attention_bias);
+    TensorId y = row_linear(
+        shard_input(reshape(transpose(context, {0, 2, 1, 3}), {b, s, hl}), Over::kHidden), hl, h,
+        layer + ".out", m_.attention_bias);
     y = g_.add(P::kAdd, {dropout(y), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
   }
 
   TensorId ffn(TensorId x, const std::string& layer) {
     // Under tensor parallelism: the first matmul split by columns, the second by rows.
-    const std::uint64_t h = m_.hidden, f = m_.ffn / tp();
+    const std::uint64_t h = hidden_shard(), f = m_.ffn / tp1();
     g_.set_layer(layer);
     // A parallel block's FFN reads its attention's layer norm (of the block's input, not of
     // x, the input plus the attention's output).
@@ -379,7 +407,9 @@ class TransformerBuilder {
     } else {
       y = g_.add(P::kGelu, {linear(in, h, f, layer + ".in", 1, m_.ffn_bias)});
     }
-    y = g_.add(P::kAdd, {dropout(row_linear(y, f, h, layer + ".out", m_.ffn_bias)), x});
+    y = g_.add(
+        P::kAdd,
+        {dropout(row_linear(shard_input(y, Over::kHidden), f, h, layer + ".out", m_.ffn_bias)), x});
     return m_.pre_norm ? y : layer_norm(y, layer + ".norm");
   }
 
@@ -388,7 +418,7 @@ class TransformerBuilder {
   void loss(TensorId logits, std::uint32_t shards = 1) {
     if (!o_.training) return;
     const std::uint64_t rows = g_.tensor(logits).dims[0];
-    Attrs a;
+    Attrs a = shards > 1 ? group(Over::kHeads) : Attrs{};
     a.shards = shards;
     (void)g_.add(P::kSoftmaxCrossEntropy, {logits, g_.input("labels", {rows}, kIndex)}, a);
   }
@@ -396,13 +426,13 @@ class TransformerBuilder {
   // (training), or each row's predicted token id (inference: under tensor parallelism, each
   // IPU's best and its index combined over the group).
   void predict(TensorId logits) {
-    if (o_.training) return loss(logits, tp());
+    if (o_.training) return loss(logits, tp1());
     const TensorId ids = g_.add(P::kArgMax, {logits});
-    if (tp() > 1) (void)all_reduce(ids);
+    (void)all_reduce(ids);
   }
 
   void heads(TensorId x) {
-    const std::uint64_t b = o_.batch, s = tokens(), h = m_.hidden;
+    const std::uint64_t b = o_.batch, s = tokens(), h = hidden_shard();
     g_.set_layer("heads");
     Attrs tied;  // the token embedding, read transposed, serialised over the padded vocabulary
     tied.transpose_b = true;
@@ -422,11 +452,11 @@ class TransformerBuilder {
     } else if (m_.lm_head) {
       TensorId logits;
       if (m_.tied_head) {
-        logits = g_.add(P::kMatmul, {shard_input(x), table_}, tied);
+        logits = all_reduce(g_.add(P::kMatmul, {shard_input(x), table_}, tied), Over::kHidden);
       } else {  // its own weight and bias (GPT-J's lm_head), split by vocabulary rows as the table
         const TensorId w = weight("lm_head.weight", {vocabulary_shard(), h});
         g_.tensor(w).stored = {padded_shard(), h};
-        logits = g_.add(P::kMatmul, {shard_input(x), w}, tied);
+        logits = all_reduce(g_.add(P::kMatmul, {shard_input(x), w}, tied), Over::kHidden);
         if (m_.head_bias) {
           const TensorId bias = weight("lm_head.bias", {vocabulary_shard()});
           g_.tensor(bias).stored = {padded_shard()};
@@ -463,7 +493,7 @@ class TransformerBuilder {
 
   // The learned position embeddings of `rows` positions, looked up for `s` tokens.
   TensorId positions(std::uint64_t rows, std::uint64_t s) {
-    return g_.add(P::kGather, {weight("position_embeddings.weight", {rows, m_.hidden}),
+    return g_.add(P::kGather, {weight("position_embeddings.weight", {rows, hidden_shard()}),
                                g_.input("position_ids", {s}, kIndex)});
   }
   // A layer's cached keys or values, [B, heads, positions, d] (this IPU's heads).

@@ -446,7 +446,12 @@ void identity_backward(Differentiator& d, const Node& n) {
 // shard_input: each IPU's gradient is its split work's share, summed over the group.
 void shard_input_backward(Differentiator& d, const Node& n) {
   const TensorId dy = *d.grad(n.outputs[0]);
-  to(d, n.inputs[0], [&] { return add(d, P::kAllReduce, {dy}); });
+  to(d, n.inputs[0], [&] {
+    Attrs a;  // over the same IPUs
+    a.group_size = n.attrs.group_size;
+    a.group_stride = n.attrs.group_stride;
+    return add(d, P::kAllReduce, {dy}, a);
+  });
 }
 
 void add_backward_rule(Differentiator& d, const Node& n) {

@@ -26,6 +26,11 @@ struct BuildOptions {
   // A transformer's share on one of this many IPUs (run.tensor_parallel): 1/T of each
   // attention's heads and FFN's hidden units and of the vocabulary, the all-reduces between.
   std::uint32_t tensor_parallel = 1;
+  // 2-D tensor parallelism (run.hidden_parallel, popxl GPT-3 175B's TP2): of those IPUs, groups
+  // of this many consecutive ones split the hidden dimension (the residual stream, layer norms
+  // with all-reduced statistics, each matmul's contraction), the T / this groups of IPUs this
+  // far apart the heads, FFN and vocabulary.
+  std::uint32_t hidden_parallel = 1;
   // One decoding step of a causal language model (run.kv_cache): one new token per sequence,
   // attending to the keys and values of the model's `sequence` positions held in a cache (graph
   // inputs `<layer>.k_cache` and `.v_cache`, [batch, heads, sequence, head channels]).

@@ -136,8 +136,13 @@ struct Attrs {
   trace::DType dtype = trace::DType::kHalf;  // cast
   double ratio = 0;                          // dropout
   // softmax cross entropy: its classes split over this many IPUs (tensor parallelism), each
-  // row's statistics all-reduced over them
+  // row's statistics all-reduced over them; layer norm (2-D tensor parallelism): its channels
+  // split so, each row's statistics all-reduced over them (popxl-addons' layer_norm_distributed)
   std::uint32_t shards = 1;
+  // all_reduce, shard_input's gradient and split statistics (`shards`): the IPUs of the
+  // replica the sum spans, every one (group_size 0) or group_size of them group_stride apart
+  // (2-D tensor parallelism's two groups; trace::Group kReplica).
+  std::uint32_t group_size = 0, group_stride = 0;
   Primitive of = Primitive::kCount;  // a gradient op's forward op
   // A matmul of the backward pass: the forward matmul's operand it is the gradient of (0: a,
   // the data gradient; 1: b, the weight gradient).
