@@ -99,6 +99,16 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
 
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
                            MemoryMap* exchange_code, ExchangeScratch& scratch) {
+  if (!exchange_code) return exchange_cost_and_code(chip, ex, nullptr, scratch);
+  ExchangeCost out = exchange_cost_and_code(chip, ex, &scratch.code_, scratch);
+  for (std::size_t t = 0; t < scratch.code_.size(); ++t)
+    exchange_code->tiles[t].exchange_code += scratch.code_[t];
+  return out;
+}
+
+ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange& ex,
+                                    std::vector<std::uint64_t>* exchange_code,
+                                    ExchangeScratch& scratch) {
   const std::uint32_t n = chip.tiles;
   const std::uint32_t group = chip.exchange.tiles_per_shared_bus;
   const double rate = chip.exchange.bytes_per_cycle.value;
@@ -396,8 +406,9 @@ ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
   if (exchange_code) {
     const std::uint64_t per_transfer = chip.runtime.exchange_code_bytes_per_transfer.count;
     std::uint64_t count = 0;
+    exchange_code->resize(n);
     for (std::uint32_t t = 0; t < n; ++t) {
-      exchange_code->tiles[t].exchange_code += (count += transfers_at[t]) * per_transfer;
+      (*exchange_code)[t] = (count += transfers_at[t]) * per_transfer;
       transfers_at[t] = 0;
     }
     transfers_at[n] = 0;

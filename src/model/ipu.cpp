@@ -42,27 +42,61 @@ bool has_group_step(const std::vector<trace::Step>& steps) {
 
 }  // namespace
 
-ExchangeCosts::ExchangeCosts(const ChipSpec& chip, const trace::IpuProgram& p)
-    : chip_(chip), program_(p), cache_(p.exchanges.size()) {}
+const ExchangeCostCache::Costed& ExchangeCostCache::get(const ChipSpec& chip,
+                                                        const trace::Exchange& ex,
+                                                        cost::ExchangeScratch& scratch) {
+  // The key: the counts and a few transfers (cheap); equal keys are told apart by comparing
+  // the transfers whole.
+  const auto mix = [](std::uint64_t h, std::uint64_t v) {
+    return (h ^ v) * 0x100000001b3ull + (h >> 29);
+  };
+  std::uint64_t key = mix(ex.transfers.size(), ex.dst_pool.size());
+  for (std::size_t i : {std::size_t{0}, ex.transfers.size() / 2, ex.transfers.size() - 1}) {
+    if (i >= ex.transfers.size()) break;
+    const trace::Transfer& t = ex.transfers[i];
+    key = mix(mix(mix(key, t.src.first), t.bytes), (std::uint64_t{t.count} << 32) | t.dst_first);
+  }
+  const auto [first, last] = entries_.equal_range(key);
+  for (auto it = first; it != last; ++it)
+    if (it->second.exchange->transfers == ex.transfers &&
+        it->second.exchange->dst_pool == ex.dst_pool)
+      return *it->second.costed;
+  auto costed = std::make_unique<Costed>();
+  costed->cost = cost::exchange_cost_and_code(chip, ex, &costed->code, scratch);
+  return *entries_.emplace(key, Entry{&ex, std::move(costed)})->second.costed;
+}
 
-void ExchangeCosts::cost_all(cost::MemoryMap& memory) {
+ExchangeCosts::ExchangeCosts(const ChipSpec& chip, const trace::IpuProgram& p)
+    : chip_(chip), program_(p), costs_(p.exchanges.size(), nullptr), owned_(p.exchanges.size()) {}
+
+void ExchangeCosts::cost_all(cost::MemoryMap& memory, ExchangeCostCache* shared) {
   cost::ExchangeScratch scratch;
-  for (std::size_t i = 0; i < cache_.size(); ++i)
-    if (!cache_[i])
-      cache_[i] = std::make_unique<cost::ExchangeCost>(
+  for (std::size_t i = 0; i < costs_.size(); ++i) {
+    if (costs_[i]) continue;
+    if (shared) {
+      const ExchangeCostCache::Costed& c = shared->get(chip_, program_.exchanges[i], scratch);
+      for (std::size_t t = 0; t < c.code.size(); ++t) memory.tiles[t].exchange_code += c.code[t];
+      costs_[i] = &c.cost;
+    } else {
+      owned_[i] = std::make_unique<cost::ExchangeCost>(
           cost::exchange_cost(chip_, program_.exchanges[i], &memory, scratch));
+      costs_[i] = owned_[i].get();
+    }
+  }
 }
 
 const cost::ExchangeCost& ExchangeCosts::cost(std::uint32_t index) {
-  auto& slot = cache_.at(index);
-  if (!slot)
-    slot =
+  if (!costs_.at(index)) {
+    owned_[index] =
         std::make_unique<cost::ExchangeCost>(cost::exchange_cost(chip_, program_.exchanges[index]));
-  return *slot;
+    costs_[index] = owned_[index].get();
+  }
+  return *costs_[index];
 }
 
 Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
-         ModelOptions options, Placement placement, Fabric* fabric)
+         ModelOptions options, Placement placement, Fabric* fabric,
+         ExchangeCostCache* exchange_costs)
     : IpuModule(name),
       chip_(chip),
       program_(program),
@@ -79,7 +113,7 @@ Ipu::Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuPro
       fast_forward_(options.fast_forward && options.memoise_loops && !options.record_spans) {
   // Every exchange is costed here, once, in the same pass over its transfers that adds their
   // exchange code to the memory map (compiled programs have millions of transfers).
-  exchange_.cost_all(memory_);
+  exchange_.cost_all(memory_, exchange_costs);
   cost::check_memory(chip, program, memory_);
   SC_THREAD(run);
 }

@@ -10,6 +10,7 @@
 
 #include "ipusim/cost/program_costs.hpp"
 #include "ipusim/model/fabric.hpp"
+#include "ipusim/model/ipu.hpp"
 #include "ipusim/model/reference_ipu.hpp"
 #include "ipusim/util/error.hpp"
 
@@ -33,10 +34,11 @@ class System : public sc_core::sc_module {
           ipus.push_back(
               std::make_unique<ReferenceIpu>(module.c_str(), chip, program, place, fabric.get()));
         else
-          ipus.push_back(
-              std::make_unique<Ipu>(module.c_str(), chip, program, options, place, fabric.get()));
+          ipus.push_back(std::make_unique<Ipu>(module.c_str(), chip, program, options, place,
+                                               fabric.get(), &exchange_costs));
       }
   }
+  ExchangeCostCache exchange_costs;  // before the IPUs, which point into it
   std::unique_ptr<Fabric> fabric;
   std::vector<std::unique_ptr<IpuModule>> ipus;
 };

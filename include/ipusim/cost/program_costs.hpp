@@ -83,6 +83,8 @@ class ExchangeScratch {
   ExchangeScratch() = default;
 
  private:
+  friend ExchangeCost exchange_cost_and_code(const ChipSpec&, const trace::Exchange&,
+                                             std::vector<std::uint64_t>*, ExchangeScratch&);
   friend ExchangeCost exchange_cost(const ChipSpec&, const trace::Exchange&, MemoryMap*,
                                     ExchangeScratch&);
   // Differences of per-tile sums (n + 1 entries each; see exchange_cost).
@@ -92,11 +94,16 @@ class ExchangeScratch {
   std::vector<std::int64_t> column_;
   std::vector<std::uint32_t> group_start_;
   std::uint32_t tiles_ = 0, tiles_per_column_ = 0, group_ = 0;  // what the tables are for
-  bool clean_ = true;  // the sums are all zero (false after a costing that threw)
+  bool clean_ = true;                // the sums are all zero (false after a costing that threw)
+  std::vector<std::uint64_t> code_;  // exchange code per tile, for a memory map
 };
 // exchange_cost with reusable buffers; the same result.
 ExchangeCost exchange_cost(const ChipSpec& chip, const trace::Exchange& ex,
                            MemoryMap* exchange_code, ExchangeScratch& scratch);
+// The same, with each tile's exchange code (bytes) written to `code` (chip.tiles entries; null:
+// none) instead of added to a memory map: what an exchange adds to any program's map.
+ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange& ex,
+                                    std::vector<std::uint64_t>* code, ExchangeScratch& scratch);
 
 struct HostCopyCost {
   std::uint64_t cycles = 0;

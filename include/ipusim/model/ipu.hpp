@@ -32,18 +32,42 @@ namespace ipusim::model {
 
 // The costs of a program's on-chip exchanges, each costed once (plain data, no process: the
 // IPU's thread asks it for an exchange's duration and waits that long).
+// The exchanges costed so far in a simulation, by their transfers: exchanges with the same
+// transfers cost the same and add the same exchange code to their tiles, whatever their name or
+// IPU (a pipeline's stages of the same layers, a tensor-parallel group's copies of one program,
+// every replica's copy when all are simulated), so each is costed once. Holds pointers into the
+// trace, which must outlive it.
+class ExchangeCostCache {
+ public:
+  struct Costed {
+    cost::ExchangeCost cost;
+    std::vector<std::uint64_t> code;  // exchange code per tile (bytes)
+  };
+  const Costed& get(const ChipSpec& chip, const trace::Exchange& ex,
+                    cost::ExchangeScratch& scratch);
+
+ private:
+  struct Entry {
+    const trace::Exchange* exchange;
+    std::unique_ptr<Costed> costed;
+  };
+  std::unordered_multimap<std::uint64_t, Entry> entries_;  // by a key of the transfers
+};
+
 class ExchangeCosts {
  public:
   ExchangeCosts(const ChipSpec& chip, const trace::IpuProgram& p);
   // Cost of exchange `index` (cached).
   const cost::ExchangeCost& cost(std::uint32_t index);
-  // Costs every exchange not costed yet, adding its exchange code to `memory`.
-  void cost_all(cost::MemoryMap& memory);
+  // Costs every exchange not costed yet, adding its exchange code to `memory`; through
+  // `shared` (null: none) when given.
+  void cost_all(cost::MemoryMap& memory, ExchangeCostCache* shared = nullptr);
 
  private:
   const ChipSpec& chip_;
   const trace::IpuProgram& program_;
-  std::vector<std::unique_ptr<cost::ExchangeCost>> cache_;
+  std::vector<const cost::ExchangeCost*> costs_;            // by exchange; null: not costed yet
+  std::vector<std::unique_ptr<cost::ExchangeCost>> owned_;  // those costed here
 };
 
 // The fast engine's IPU (engine.hpp).
@@ -51,8 +75,10 @@ class Ipu : public IpuModule, public LoopParty {
  public:
   SC_HAS_PROCESS(Ipu);
   // `fabric` is null for a single chip; then group steps are an error.
+  // `exchange_costs` (null: none) is shared with the simulation's other IPUs.
   Ipu(sc_core::sc_module_name name, const ChipSpec& chip, const trace::IpuProgram& program,
-      ModelOptions options, Placement placement = {}, Fabric* fabric = nullptr);
+      ModelOptions options, Placement placement = {}, Fabric* fabric = nullptr,
+      ExchangeCostCache* exchange_costs = nullptr);
 
   bool finished() const override { return finished_; }
   IpuRunStats stats() override;
