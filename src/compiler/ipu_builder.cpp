@@ -190,11 +190,21 @@ void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
     ops_.erase(it);
     it = ops_.end();
   }
+  ++cached_calls_;
   if (it == ops_.end()) {
     const std::size_t compute_sets = program_.compute_sets.size();
     const std::size_t exchanges = program_.exchanges.size();
     Steps steps;
+    if (copy == 0 && replay_shared(key, steps)) {
+      it = ops_.emplace(key, std::move(steps)).first;
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+    const std::uint64_t calls = cached_calls_;
+    const std::size_t tensors = program_.tensors.size();
     build(steps);
+    if (copy == 0 && cached_calls_ == calls && program_.tensors.size() == tensors)
+      keep_shared(key, steps, compute_sets, exchanges);
     if (copy > 0) {
       for (std::size_t i = compute_sets; i < program_.compute_sets.size(); ++i)
         program_.compute_sets[i].name += fmt::format("/copy{}", copy);
@@ -209,6 +219,56 @@ void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
   const std::size_t first = out.size();
   out.insert(out.end(), it->second.begin(), it->second.end());
   stamp_pass(std::span(out).subspan(first));
+}
+
+namespace {
+
+// Adds `shift` to the compute-set and exchange indices of `steps` (at any depth); false if one
+// would fall below 0.
+bool shift_indices(Steps& steps, std::int64_t cs_shift, std::int64_t ex_shift) {
+  for (trace::Step& s : steps) {
+    const std::int64_t shift = s.kind == StepKind::kCompute    ? cs_shift
+                               : s.kind == StepKind::kExchange ? ex_shift
+                                                               : 0;
+    if (shift != 0) {
+      if (std::int64_t{s.index} + shift < 0) return false;
+      s.index = static_cast<std::uint32_t>(std::int64_t{s.index} + shift);
+    }
+    if (s.kind == StepKind::kRepeat && !shift_indices(s.body, cs_shift, ex_shift)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IpuBuilder::replay_shared(const std::string& key, Steps& steps) {
+  if (!shared_builds_) return false;
+  const auto it = shared_builds_->find({key, budget_});
+  if (it == shared_builds_->end()) return false;
+  const SharedBuild& b = it->second;
+  steps = b.steps;
+  (void)shift_indices(steps, static_cast<std::int64_t>(program_.compute_sets.size()),
+                      static_cast<std::int64_t>(program_.exchanges.size()));
+  program_.compute_sets.insert(program_.compute_sets.end(), b.compute_sets.begin(),
+                               b.compute_sets.end());
+  program_.exchanges.insert(program_.exchanges.end(), b.exchanges.begin(), b.exchanges.end());
+  return true;
+}
+
+void IpuBuilder::keep_shared(const std::string& key, const Steps& steps, std::size_t compute_sets,
+                             std::size_t exchanges) {
+  if (!shared_builds_ || shared_builds_->count({key, budget_})) return;
+  SharedBuild b;
+  b.steps = steps;
+  // Steps that use an earlier compute set or exchange are not self-contained.
+  if (!shift_indices(b.steps, -static_cast<std::int64_t>(compute_sets),
+                     -static_cast<std::int64_t>(exchanges)))
+    return;
+  b.compute_sets.assign(program_.compute_sets.begin() + static_cast<std::ptrdiff_t>(compute_sets),
+                        program_.compute_sets.end());
+  b.exchanges.assign(program_.exchanges.begin() + static_cast<std::ptrdiff_t>(exchanges),
+                     program_.exchanges.end());
+  shared_builds_->emplace(std::pair{key, budget_}, std::move(b));
 }
 
 void IpuBuilder::stamp_pass(std::span<trace::Step> steps) const {

@@ -83,6 +83,19 @@ class IpuBuilder {
   // and serve one chip.
   using PlanCache = std::map<std::pair<std::string, std::uint64_t>, plan::ConvPlan>;
   void share_plans(PlanCache* cache) { shared_plans_ = cache; }
+  // What another builder of the same compile built for an operation (the IPUs of a pipeline
+  // build the same layers): its compute sets, exchanges and steps, by the operation's key and
+  // the budget. A build is a function of those and the compile's settings, so a builder that
+  // finds one appends copies instead of building them again; the program is the same. Only
+  // self-contained builds are kept (no other cached operation inside, no tensor added). The
+  // cache must outlive the builder and serve one compile.
+  struct SharedBuild {
+    std::vector<trace::ComputeSet> compute_sets;
+    std::vector<trace::Exchange> exchanges;
+    Steps steps;  // their indices relative to the first compute set and exchange
+  };
+  using BuildCache = std::map<std::pair<std::string, std::uint64_t>, SharedBuild>;
+  void share_builds(BuildCache* cache) { shared_builds_ = cache; }
   // Every conv and matmul built from now on is appended to `plans` (if not null) as program
   // `ipu`'s (compile()'s plan records).
   void record_plans(std::vector<PlannedConv>* plans, std::uint32_t ipu) {
@@ -319,6 +332,11 @@ class IpuBuilder {
   // Appends the cached steps of `key`, building them with `build` the first time.
   template <class F>
   void cached(Steps& out, const std::string& key, F&& build);
+  // shared_builds_: appends the shared build of `key` to the program and its steps to `steps`
+  // (false: none); keeps the build of `key` just made from the given first indices.
+  bool replay_shared(const std::string& key, Steps& steps);
+  void keep_shared(const std::string& key, const Steps& steps, std::size_t compute_sets,
+                   std::size_t exchanges);
   // The current provenance with `op` where the scope gives none.
   trace::Provenance stamp_for(trace::OpKind op) const;
   // Appends to plans_out_ the conv just emitted: `a` planned as `plan`, its operands'
@@ -362,6 +380,8 @@ class IpuBuilder {
   std::uint64_t streaming_bytes_ = 0;
   std::map<std::string, Planned> plans_;
   PlanCache* shared_plans_ = nullptr;
+  BuildCache* shared_builds_ = nullptr;
+  std::uint64_t cached_calls_ = 0;  // cached() calls so far (to tell a build that nests one)
   std::shared_ptr<const plan::PlanStore> store_ = plan::plan_store();  // null: none
   std::optional<plan::ChipKey> chip_key_;                              // made on first use
   std::unique_ptr<plan::PlanPrefetcher> prefetcher_;  // made by the first plan_ahead()

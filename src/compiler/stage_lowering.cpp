@@ -764,7 +764,8 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
   // Tensor parallelism: IPU 0's program, the same on the others (the collectives' group is the
   // replica).
   const std::uint32_t copies = run.tensor_parallel;
-  IpuBuilder::PlanCache plan_cache;  // the IPUs plan the same shapes
+  IpuBuilder::PlanCache plan_cache;    // the IPUs plan the same shapes
+  IpuBuilder::BuildCache build_cache;  // and build the same operations
   for (std::uint32_t ipu = 0; ipu < replica.ipus; ++ipu) {
     auto& program = t.ipus.emplace_back();
     program.ipu = ipu;
@@ -774,6 +775,7 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
     b.plan_fully_connected_passes(run.fully_connected_pass && !run.inference);
     b.record_plans(plans, ipu);
     b.share_plans(&plan_cache);
+    if (replica.ipus > 1) b.share_builds(&build_cache);  // (one IPU: nobody to share with)
     IpuLowering lower(replica, ipu, program, b);
     if (replica.phased)
       lower.run_phases();

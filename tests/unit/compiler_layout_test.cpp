@@ -274,6 +274,42 @@ TEST(CompilerLayout, LayoutMismatchAddsARearrangementOfTheExpectedBytes) {
   EXPECT_EQ(count(moved, StepKind::kExchange), 1u);
 }
 
+// Two IPUs of a compile building the same operations (a matmul whose weights it reads
+// transposed, so a rearrangement, a transpose and the conv's own steps) give the second IPU the
+// same program whether it builds them itself or copies what the first built (IpuBuilder's
+// shared builds); and a different budget does not take another budget's build.
+TEST(CompilerLayout, ASharedBuildGivesTheProgramBuildingItGives) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  const auto build = [&](trace::IpuProgram& program, double memory, IpuBuilder::PlanCache& plans,
+                         IpuBuilder::BuildCache* builds) {
+    IpuBuilder b(chip, program, memory, DType::kHalf, true);
+    b.share_plans(&plans);
+    if (builds) b.share_builds(builds);
+    plan::ConvArgs fwd;
+    fwd.height = 512;
+    fwd.in_chans = 1024;
+    fwd.out_chans = 256;
+    Steps steps;
+    b.matmul(steps, 512, 1024, 256, DType::kHalf, {}, Operand{b.weights_layout(fwd), true});
+    b.matmul(steps, 512, 256, 1024, DType::kHalf);
+    program.steps = steps;
+  };
+  IpuBuilder::PlanCache plans;
+  trace::IpuProgram alone;
+  build(alone, 0.6, plans, nullptr);
+  IpuBuilder::BuildCache builds;
+  trace::IpuProgram first, second, other_budget, other_budget_alone;
+  build(first, 0.6, plans, &builds);
+  EXPECT_FALSE(builds.empty());
+  build(second, 0.6, plans, &builds);
+  EXPECT_EQ(first, alone);
+  EXPECT_EQ(second, alone);
+  build(other_budget, 0.01, plans, &builds);
+  build(other_budget_alone, 0.01, plans, nullptr);
+  EXPECT_EQ(other_budget, other_budget_alone);
+  EXPECT_NE(other_budget, alone);  // (the smaller budget plans otherwise)
+}
+
 TEST(CompilerLayout, TransposedOperandIsRearrangedAndTransposed) {
   const ChipSpec chip = testing::gc200_by_hand();
   trace::IpuProgram program;
