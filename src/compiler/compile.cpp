@@ -68,36 +68,54 @@ void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v) {
   v.pending_layers.clear();
 }
 
-void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x) {
+namespace {
+
+// `stats` statistics of each row of `l`, reduced among the tiles holding the row and brought
+// back to them; shared with the row's other IPUs in between when `share` is given.
+void row_statistics(IpuBuilder& b, std::vector<trace::Step>& out, const Layout& l,
+                    std::uint64_t stats, const ShareStatistics& share) {
+  if (!share) return b.reduce(out, l, Axis::kChannels, stats, /*broadcast=*/true);
+  b.reduce(out, l, Axis::kChannels, stats, /*broadcast=*/false);
+  share(out);
+  b.broadcast(out, l, Axis::kChannels, stats);
+}
+
+}  // namespace
+
+void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x,
+                const ShareStatistics& share) {
   flush(b, out, x);
-  b.reduce(out, x.layout, Axis::kChannels, 2, /*broadcast=*/true);
+  row_statistics(b, out, x.layout, 2, share);
   pend(b, x, {trace::Op::kSub, trace::Op::kMul, trace::Op::kMul, trace::Op::kAdd});
 }
 
-void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x) {
+void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x,
+                         const ShareStatistics& share) {
   using trace::Op;
   flush(b, out, g);
   b.rearrange(out, x, g.layout);
   const std::array<Op, 3> whiten_mul{Op::kSub, Op::kMul, Op::kMul};
   b.elementwise(out, g.layout, whiten_mul);
-  b.reduce(out, g.layout, Axis::kChannels, 2, /*broadcast=*/true);
+  row_statistics(b, out, g.layout, 2, share);
   b.reduce(out, g.layout, Axis::kPositions, 2, /*broadcast=*/false);
   pend(b, g, {Op::kMul, Op::kSub, Op::kMul, Op::kSub, Op::kMul});
 }
 
-void rms_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x) {
+void rms_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x,
+              const ShareStatistics& share) {
   flush(b, out, x);
-  b.reduce(out, x.layout, Axis::kChannels, 1, /*broadcast=*/true);
+  row_statistics(b, out, x.layout, 1, share);
   pend(b, x, {trace::Op::kMul, trace::Op::kMul});
 }
 
-void rms_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x) {
+void rms_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x,
+                       const ShareStatistics& share) {
   using trace::Op;
   flush(b, out, g);
   b.rearrange(out, x, g.layout);
   const std::array<Op, 2> scaled{Op::kMul, Op::kMul};  // g gamma, times x
   b.elementwise(out, g.layout, scaled);
-  b.reduce(out, g.layout, Axis::kChannels, 1, /*broadcast=*/true);
+  row_statistics(b, out, g.layout, 1, share);
   b.reduce(out, g.layout, Axis::kPositions, 1, /*broadcast=*/false);
   pend(b, g, {Op::kMul, Op::kSub, Op::kMul});
 }

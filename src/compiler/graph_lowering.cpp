@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <span>
 
 #include "ipusim/util/error.hpp"
 #include "weights.hpp"
@@ -668,68 +666,38 @@ void GraphLowering::binary(Steps& out, const Node& n, Op op) {
   fuse(out, x, n.outputs[0], {&op, 1});
 }
 
-// compiler::layer_norm or rms_norm, the normalisation pending; distributed_norm over split
-// hidden features.
+// compiler::layer_norm or rms_norm, the normalisation pending.
 void GraphLowering::row_norm(Steps& out, const Node& n) {
   Value y = ready(out, n.inputs[0]);
-  if (n.attrs.shards > 1)
-    distributed_norm(out, y, n, n.op == P::kLayerNorm ? 2 : 1);
+  if (n.op == P::kLayerNorm)
+    layer_norm(b_, out, y, shared_statistics(n, 2));
   else
-    (n.op == P::kLayerNorm ? layer_norm : rms_norm)(b_, out, y);
+    rms_norm(b_, out, y, shared_statistics(n, 1));
   bind(n.outputs[0], std::move(y));
 }
 
-// A layer or RMS norm over the hidden features split over `shards` IPUs (2-D tensor
-// parallelism): each row's `stats` partial sums over this IPU's features, all-reduced over the
-// group in one collective (popxl-addons layer_norm_distributedx.cpp: poplin's
-// distributedNormStatistics with a multi-tensor gcl::allReduceCrossReplica callback), then back
-// to the tiles holding the row; the normalisation pending.
-void GraphLowering::distributed_norm(Steps& out, Value& x, const Node& n, std::uint64_t stats) {
-  flush(b_, out, x);
-  b_.reduce(out, x.layout, Axis::kChannels, stats, /*broadcast=*/false);
-  share_row_statistics(out, n, stats);
-  b_.broadcast(out, x.layout, Axis::kChannels, stats);
-  if (stats == 2)
-    pend(b_, x, {trace::Op::kSub, trace::Op::kMul, trace::Op::kMul, trace::Op::kAdd});
-  else
-    pend(b_, x, {trace::Op::kMul, trace::Op::kMul});
-}
-
-void GraphLowering::share_row_statistics(Steps& out, const Node& n, std::uint64_t stats) {
+// Over hidden features split over `shards` IPUs (2-D tensor parallelism): each row's `stats`
+// partial sums all-reduced over the group in one collective, forward and backward
+// (popxl-addons layer_norm_distributedx.cpp: poplin's distributedNormStatistics and
+// distributedNormStatisticsGradients with a multi-tensor gcl::allReduceCrossReplica callback).
+ShareStatistics GraphLowering::shared_statistics(const Node& n, std::uint64_t stats) {
+  if (n.attrs.shards <= 1) return {};
   const graph::Tensor& t = g_.tensor(n.inputs[0]);
   const std::uint64_t rows = graph::elements(t.dims) / t.dims.back();
-  out.push_back(b_.collective(trace::CollectiveOp::kAllReduce, rows * stats * 4,
-                              trace::DType::kFloat, ipus_of(n.attrs)));
+  return [this, bytes = rows * stats * 4, group = ipus_of(n.attrs)](Steps& out) {
+    out.push_back(
+        b_.collective(trace::CollectiveOp::kAllReduce, bytes, trace::DType::kFloat, group));
+  };
 }
 
 void GraphLowering::norm_gradient(Steps& out, const Node& n) {
   // (dy, x, gamma [, beta]): compiler::layer_norm_gradient or rms_norm_gradient, the input
-  // gradient pending. Over split hidden features, the two row sums of the input gradient
-  // all-reduced over the group in one collective (poplin's
-  // distributedNormStatisticsGradients, as distributed_norm).
+  // gradient pending.
   Value dx = ready(out, n.inputs[0]);
-  if (n.attrs.shards > 1) {
-    const bool layer = n.attrs.of == P::kLayerNorm;
-    const std::uint64_t stats = layer ? 2 : 1;
-    flush(b_, out, dx);
-    b_.rearrange(out, ready(out, n.inputs[1]).layout, dx.layout);
-    const std::array<trace::Op, 3> whiten_mul{trace::Op::kSub, trace::Op::kMul, trace::Op::kMul};
-    b_.elementwise(out, dx.layout, std::span(whiten_mul).first(layer ? 3 : 2));
-    b_.reduce(out, dx.layout, Axis::kChannels, stats, /*broadcast=*/false);
-    share_row_statistics(out, n, stats);
-    b_.broadcast(out, dx.layout, Axis::kChannels, stats);
-    b_.reduce(out, dx.layout, Axis::kPositions, stats, /*broadcast=*/false);
-    if (layer)
-      pend(b_, dx,
-           {trace::Op::kMul, trace::Op::kSub, trace::Op::kMul, trace::Op::kSub, trace::Op::kMul});
-    else
-      pend(b_, dx, {trace::Op::kMul, trace::Op::kSub, trace::Op::kMul});
-    return bind(n.outputs[0], std::move(dx));
-  }
   if (n.attrs.of == P::kRmsNorm)
-    rms_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
+    rms_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout, shared_statistics(n, 1));
   else
-    layer_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout);
+    layer_norm_gradient(b_, out, dx, ready(out, n.inputs[1]).layout, shared_statistics(n, 2));
   bind(n.outputs[0], std::move(dx));
 }
 

@@ -103,9 +103,9 @@ class GraphLowering {
   // The IPUs a tensor-parallel sum spans (graph::Attrs group_size, group_stride).
   static trace::Group ipus_of(const graph::Attrs& a);
   void row_norm(Steps& out, const graph::Node& n);  // a layer or RMS norm
-  void distributed_norm(Steps& out, Value& x, const graph::Node& n, std::uint64_t stats);
-  // One all-reduce of `stats` floats a row of n's input over n's group.
-  void share_row_statistics(Steps& out, const graph::Node& n, std::uint64_t stats);
+  // What shares a norm's `stats` statistics a row over the IPUs its rows are split over (one
+  // all-reduce of them over n's group); empty for whole rows.
+  ShareStatistics shared_statistics(const graph::Node& n, std::uint64_t stats);
   void matmul(Steps& out, const graph::Node& n);
   void conv(Steps& out, const graph::Node& n);
   void gather(const graph::Node& n);

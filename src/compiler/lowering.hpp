@@ -4,6 +4,7 @@
 // and what the graph lowering shares with it.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -55,22 +56,31 @@ void pend(const IpuBuilder& b, Value& v, std::initializer_list<trace::Op> ops);
 // come from, whichever layer's scope applies them; none are pending after.
 void flush(IpuBuilder& b, std::vector<trace::Step>& out, Value& v);
 
+// The norms below over rows whose channels are split over several IPUs (2-D tensor
+// parallelism): appends what shares each row's statistics with the others (an all-reduce of
+// them) between their reduction and their broadcast. Empty: the rows are whole.
+using ShareStatistics = std::function<void(std::vector<trace::Step>&)>;
+
 // Layer norm over each row's channels (a transformer's tokens): `x`'s pending ops applied, its
 // statistics reduced among the tiles holding each row, then (x - mean) inv_std gamma + beta
 // left pending on `x`, fused with what follows.
-void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x);
+void layer_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x,
+                const ShareStatistics& share = {});
 // Its backward on the gradient `g`'s layout: the kept input (on `x`) brought there and whitened
 // again per row, x_hat = (x - mean) inv_std (popnn's norm gradients whiten their input; two
 // elementwise ops, poplar-compiler.md §2.3), times g; statistics of g and g x_hat per row, gamma
 // and beta gradients per channel; `g` becomes the input gradient, pending (reading x_hat).
-void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x);
+void layer_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x,
+                         const ShareStatistics& share = {});
 
 // RMS norm over each row's channels (Llama): the mean square of each row (one statistic,
 // popops' SQUARE_ADD) reduced among the tiles holding it, then x inv_rms gamma left pending.
-void rms_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x);
+void rms_norm(IpuBuilder& b, std::vector<trace::Step>& out, Value& x,
+              const ShareStatistics& share = {});
 // Its backward on `g`'s layout: x brought there, g gamma x and its mean per row, the gamma
 // gradient per channel; `g` becomes the input gradient, pending.
-void rms_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x);
+void rms_norm_gradient(IpuBuilder& b, std::vector<trace::Step>& out, Value& g, const Layout& x,
+                       const ShareStatistics& share = {});
 
 inline double available_memory_for(const RunConfig& run, std::size_t ipu) {
   return run.available_memory.size() == 1 ? run.available_memory[0] : run.available_memory[ipu];

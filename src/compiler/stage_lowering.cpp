@@ -593,12 +593,11 @@ class IpuLowering {
     if (bytes == 0) return;
     const auto scope = b_.scope("", Pass::kHostIo, trace::OpKind::kCopy);
     b_.host(out, stored_activation(bytes), direction, trace::HostMemory::kStreaming);
-    const std::uint32_t hidden = r_.run.hidden_parallel;
-    const trace::Group heads = hidden == 1 ? trace::Group{trace::GroupKind::kReplica, 0, 0}
-                                           : trace::Group{trace::GroupKind::kReplica,
-                                                          r_.run.tensor_parallel / hidden, hidden};
+    const graph::ReplicaIpus heads =
+        graph::tensor_parallel_group(r_.run.tensor_parallel, r_.run.hidden_parallel, true);
     if (r_.run.shard_activations && direction == trace::HostDirection::kToIpu)
-      out.push_back(b_.collective(trace::CollectiveOp::kAllGather, bytes, r_.m.dtype, heads));
+      out.push_back(b_.collective(trace::CollectiveOp::kAllGather, bytes, r_.m.dtype,
+                                  {trace::GroupKind::kReplica, heads.size, heads.stride}));
   }
   std::uint64_t stored_activation(std::uint64_t bytes) const {
     return r_.run.shard_activations
@@ -761,8 +760,8 @@ trace::Trace compile_replica(const ModelDef& m, const RunConfig& run, const Syst
   t.replicas = run.replicas;
   if (replica.pipelined) t.global_exchanges = {replica.copies()};
   std::vector<std::uint64_t> norm_bytes(replica.ipus, 0), streaming(replica.ipus, 0);
-  // Tensor parallelism: IPU 0's program, the same on the others (the collectives' group is the
-  // replica).
+  // Tensor parallelism: IPU 0's program, the same on the others (its collectives' groups are
+  // relative to the IPU running them).
   const std::uint32_t copies = run.tensor_parallel;
   IpuBuilder::PlanCache plan_cache;    // the IPUs plan the same shapes
   IpuBuilder::BuildCache build_cache;  // and build the same operations

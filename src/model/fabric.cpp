@@ -28,14 +28,6 @@ constexpr std::uint64_t kSizeShift = 40;
 constexpr std::uint64_t kField = 24;
 constexpr std::uint64_t kSubGroup = 5;
 
-// A group as the text form writes it: replicas:2, replica:8/8.
-std::string group_name(trace::Group g) {
-  std::string out(trace::kGroupKindNames[static_cast<int>(g.kind)]);
-  if (g.size != 0) out += fmt::format(":{}", g.size);
-  if (g.stride > 1) out += fmt::format("/{}", g.stride);
-  return out;
-}
-
 }  // namespace
 
 void charge_group_step(const trace::Step& step, std::uint64_t start, const GroupTiming& t,
@@ -149,13 +141,13 @@ std::uint32_t Fabric::simulated_count(const std::vector<std::uint32_t>& members)
 std::string Fabric::describe(const trace::Step& step) const {
   switch (step.kind) {
     case trace::StepKind::kSync:
-      return fmt::format("sync group={}", group_name(step.group));
+      return fmt::format("sync group={}", trace::group_name(step.group));
     case trace::StepKind::kGlobalExchange:
       return fmt::format("global_exchange {}", trace_.global_exchanges[step.index].name);
     case trace::StepKind::kCollective:
       return fmt::format("collective {} bytes={} group={}",
                          trace::kCollectiveOpNames[static_cast<int>(step.collective)], step.bytes,
-                         group_name(step.group));
+                         trace::group_name(step.group));
     default:
       return "?";
   }

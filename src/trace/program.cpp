@@ -15,6 +15,13 @@
 
 namespace ipusim::trace {
 
+std::string group_name(Group g) {
+  std::string out(kGroupKindNames[static_cast<std::size_t>(g.kind)]);
+  if (g.size != 0) out += fmt::format(":{}", g.size);
+  if (g.stride > 1) out += fmt::format("/{}", g.stride);
+  return out;
+}
+
 std::string layers_label(const Provenance& p) {
   if (p.layers.empty()) return "";
   std::string all;
@@ -360,7 +367,8 @@ class StructureChecker {
     if (g.kind == GroupKind::kReplica && g.size != 0) {
       // Blocks of size x stride programs tile the replica.
       const std::uint64_t block = std::uint64_t{g.size} * g.stride;
-      const std::uint32_t p = trace_.ipus_per_replica();
+      if (!programs_) programs_ = trace_.ipus_per_replica();
+      const std::uint32_t p = *programs_;
       if (p % block != 0)
         fail(
             fmt::format("{}{} groups {} IPUs {} apart (blocks of {}), which does not divide "
@@ -376,6 +384,7 @@ class StructureChecker {
   const std::string& origin_;
   bool check_overlaps_ = true;
   std::string prefix_;
+  mutable std::optional<std::uint32_t> programs_;  // trace_.ipus_per_replica(), when needed
 };
 
 class TileChecker {

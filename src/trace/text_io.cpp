@@ -1016,11 +1016,7 @@ class TextWriter {
     if (p.pass != Pass::kNone) put(" pass={}", kPassNames[static_cast<std::size_t>(p.pass)]);
     if (p.op != OpKind::kNone) put(" op={}", kOpKindNames[static_cast<std::size_t>(p.op)]);
   }
-  void group(Group g) {
-    put("{}", kGroupKindNames[static_cast<std::size_t>(g.kind)]);
-    if (g.size != 0) put(":{}", g.size);
-    if (g.stride > 1) put("/{}", g.stride);
-  }
+  void group(Group g) { put("{}", group_name(g)); }
   const Trace* trace_ = nullptr;
 
   void steps(const IpuProgram& ipu, const std::vector<Step>& steps, std::size_t depth) {

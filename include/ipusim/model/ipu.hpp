@@ -30,8 +30,6 @@
 
 namespace ipusim::model {
 
-// The costs of a program's on-chip exchanges, each costed once (plain data, no process: the
-// IPU's thread asks it for an exchange's duration and waits that long).
 // The exchanges costed so far in a simulation, by their transfers: exchanges with the same
 // transfers cost the same and add the same exchange code to their tiles, whatever their name or
 // IPU (a pipeline's stages of the same layers, a tensor-parallel group's copies of one program,
@@ -54,6 +52,8 @@ class ExchangeCostCache {
   std::unordered_multimap<std::uint64_t, Entry> entries_;  // by a key of the transfers
 };
 
+// The costs of a program's on-chip exchanges, each costed once (plain data, no process: the
+// IPU's thread asks it for an exchange's duration and waits that long).
 class ExchangeCosts {
  public:
   ExchangeCosts(const ChipSpec& chip, const trace::IpuProgram& p);

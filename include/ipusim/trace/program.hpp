@@ -359,6 +359,8 @@ struct Group {
   std::uint32_t stride = 0;  // kReplica with a size: programs between members (>= 1); else 0
   bool operator==(const Group&) const = default;
 };
+// As the text form writes it: "replica", "replicas:2", "replica:8/8".
+std::string group_name(Group g);
 
 enum class CollectiveOp : std::uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast };
 inline constexpr std::array<std::string_view, 4> kCollectiveOpNames{"all_reduce", "reduce_scatter",

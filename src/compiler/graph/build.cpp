@@ -225,13 +225,11 @@ class TransformerBuilder {
   std::uint32_t tp2() const { return o_.hidden_parallel; }
   std::uint32_t tp1() const { return tp() / tp2(); }
   std::uint64_t hidden_shard() const { return m_.hidden / tp2(); }
-  // The group's IPUs of the replica: the hidden group's tp2 consecutive ones, the head
-  // group's tp1 ones tp2 apart (every IPU of the replica under 1-D tensor parallelism).
   Attrs group(Over o) const {
+    const ReplicaIpus g = tensor_parallel_group(tp(), tp2(), o == Over::kHeads);
     Attrs a;
-    if (tp2() == 1) return a;
-    a.group_size = o == Over::kHeads ? tp1() : tp2();
-    a.group_stride = o == Over::kHeads ? tp2() : 1;
+    a.group_size = g.size;
+    a.group_stride = g.stride;
     return a;
   }
   std::uint32_t ipus(Over o) const { return o == Over::kHeads ? tp1() : tp2(); }
@@ -529,6 +527,13 @@ TensorGraph build_graph(const ModelDef& m, const BuildOptions& options) {
     }
   }
   throw Error("build_graph: no front end for the model's family");
+}
+
+ReplicaIpus tensor_parallel_group(std::uint32_t tensor_parallel, std::uint32_t hidden_parallel,
+                                  bool heads) {
+  if (hidden_parallel == 1) return {};
+  if (heads) return {tensor_parallel / hidden_parallel, hidden_parallel};
+  return {hidden_parallel, 1};
 }
 
 TensorId loss_of(const TensorGraph& g) {

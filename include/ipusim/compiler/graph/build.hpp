@@ -41,6 +41,17 @@ struct BuildOptions {
 // naming the layer's file:line.
 TensorGraph build_graph(const ModelDef& m, const BuildOptions& options = {});
 
+// The IPUs of a replica a tensor-parallel sum spans, as graph::Attrs group_size and
+// group_stride: under 2-D tensor parallelism the head group (the tensor_parallel /
+// hidden_parallel IPUs hidden_parallel apart, which split the heads, FFN and vocabulary and hold
+// the same activations) or the hidden group (hidden_parallel consecutive IPUs); every IPU of the
+// replica (0, 0) when hidden_parallel is 1.
+struct ReplicaIpus {
+  std::uint32_t size = 0, stride = 0;
+};
+ReplicaIpus tensor_parallel_group(std::uint32_t tensor_parallel, std::uint32_t hidden_parallel,
+                                  bool heads);
+
 // The loss of a graph built for training: its last node's output.
 TensorId loss_of(const TensorGraph& g);
 
