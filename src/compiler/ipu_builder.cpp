@@ -504,10 +504,12 @@ Layout IpuBuilder::input_layout(const plan::ConvArgs& a) {
   return plan_input_layout(source, plan, false);
 }
 
-void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to) {
+void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to,
+                           const std::string& owner) {
   const Stamp stamp(*this, trace::OpKind::kCopy);
   if (from == to) return;
-  const std::string key = fmt::format("rearrange_{}_to_{}", layout_key(from), layout_key(to));
+  const std::string key = fmt::format("rearrange_{}_to_{}{}", layout_key(from), layout_key(to),
+                                      owner.empty() ? "" : "/for_" + owner);
   cached(out, key, [&](Steps& steps) {
     trace::Exchange ex = rearrangement(key, from, to);
     if (ex.transfers.empty()) return;
@@ -652,6 +654,12 @@ void IpuBuilder::expand_input(Steps& out, const Layout& from, const Layout& to,
   });
 }
 
+bool IpuBuilder::copied_for_plan(const plan::ConvPlan& plan, bool input) const {
+  constexpr std::uint32_t kMaxBroadcastDests = 7;
+  if (current_.pass == trace::Pass::kWeightGradient) return true;
+  return (input ? plan.out_split : plan.row_split) > kMaxBroadcastDests;
+}
+
 Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& input,
                         const Operand& weights) {
   const Stamp stamp(*this, trace::OpKind::kConv);
@@ -700,7 +708,8 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
       transpose(out, home, plan::transpose_factor(chip_, e));
       continue;
     }
-    if (!operand->transposed && plan.serial() == 1 && !plan.expanded()) {
+    if (!operand->transposed && plan.serial() == 1 && !plan.expanded() &&
+        !copied_for_plan(plan, is_input)) {
       key += fmt::format("/{}_from_{}", is_input ? "in" : "w", layout_key(source));
       (is_input ? sources.input : sources.weights) =
           is_input ? input_fetch(source, plan, e) : weight_fetch(source, plan);
@@ -708,7 +717,8 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
     }
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
                                  : plan_weight_layout(source, plan, operand->transposed);
-    rearrange(out, source, home);
+    // Each conv copies its operands in a program of its own (poplin's transformPre copies).
+    rearrange(out, source, home, args_key(a) + (is_input ? "/in" : "/w"));
     // (An expanded plan's weights are rearranged for the expanded conv, as poplin does.)
     if (operand->transposed || plan.expanded())
       transpose(out, home, plan::transpose_factor(chip_, plan.expanded() ? e : a));

@@ -126,8 +126,9 @@ class IpuBuilder {
   // The layout an input created for a conv gets (createInput), e.g. a host input stream.
   Layout input_layout(const plan::ConvArgs& a);
 
-  // Moves a tensor to another layout (sync + exchange); nothing when they are equal.
-  void rearrange(Steps& out, const Layout& from, const Layout& to);
+  // Moves a tensor to another layout (sync + exchange); nothing when they are equal. An
+  // `owner` (a conv's key) gives the move an exchange of its own, shared with no other owner.
+  void rearrange(Steps& out, const Layout& from, const Layout& to, const std::string& owner = {});
   // Moves channels [from_first, from_first + n) of `from` into channels [to_first, to_first + n)
   // of `to` (sync + exchange; layout.hpp channel_move); nothing when no byte changes tile.
   void move_channels(Steps& out, const Layout& from, std::uint64_t from_first, const Layout& to,
@@ -287,6 +288,14 @@ class IpuBuilder {
                                     trace::DType dt, std::uint64_t groups = 1);
 
  private:
+  // Whether poplin copies an operand of `plan` (the input, or else the weights, of the planned
+  // product) into the plan's layout before the conv fetches it, where it could be fetched from
+  // where it lies: always in a weight-gradient pass, and where the conv broadcasts it to more
+  // than 7 tiles (poplibs Convolution.cpp, createConvPartials: rearrangeActs and
+  // rearrangeWeights, inViewMaxBroadcastDests = weightViewMaxBroadcastDests = 7;
+  // inputRearrangementIsExpensive). ipusim's plans split no kernel, so an input's
+  // destinations are the output-channel split and the weights' the row (batch x field) split.
+  bool copied_for_plan(const plan::ConvPlan& plan, bool input) const;
   // One reduction of reduction_steps: each group of tiles reduces to its first tile; `outputs`
   // results per tile from `inputs` values each, of `dtype`, read as `local` on the tiles.
   struct Reduction {

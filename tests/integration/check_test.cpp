@@ -283,8 +283,8 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
                n == "exchange/link-p2p-16MiB" || n == "sync/external-16ipus-100") {
       EXPECT_EQ(syncs, 0) << n;
     } else if (n == "matmul/fc-16x1024x1024-training") {
-      // Its three passes and the update (docs/codelets.md lists its steps): 11 syncs.
-      EXPECT_EQ(syncs, 11) << n;
+      // Its three passes and the update (docs/codelets.md lists its steps): 12 syncs.
+      EXPECT_EQ(syncs, 12) << n;
     } else if (n.starts_with("matmul/") || n.starts_with("resnet50/")) {
       EXPECT_TRUE(syncs >= 1 && syncs <= 4) << n;
     }
@@ -316,7 +316,13 @@ TEST(Check, OneMoreSyncCycleFailsExactlyTheCasesWithSyncs) {
                   std::stol(rows.at({n, "total.cycles"}).old_value),
               phases)
         << n;
-    EXPECT_GE(phases, syncs) << n;
+    // A step whose reported IPU never waits moves by at least its own syncs (its collectives'
+    // reductions add more). In a pipeline the reported IPU's waits for the other stages absorb
+    // part of its own syncs' cycles, so only a move remains certain.
+    if (golden_value(suite_dir(), n, "phases.waiting.cycles") == 0)
+      EXPECT_GE(phases, syncs) << n;
+    else
+      EXPECT_GT(phases, 0) << n;
   }
 
   std::size_t moved = 0;
