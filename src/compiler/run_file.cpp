@@ -341,12 +341,14 @@ std::vector<RunField> execution_fields() {
               "poplar-compiler.md §1.3; ipu-hardware.md §1 (AMP weight load)",
               [](RunConfig& r) { return &r.conv_unit_load_bits; }, "64"),
           {"64", "128"}),
-      yes_no("run.fuse_elementwise",
-             "yes: a chain of elementwise ops between two convs or matmuls is one compute set of "
-             "fused "
-             "vertices",
-             "poplar-compiler.md §2.1 (popops::map code generation)", &RunConfig::fuse_elementwise,
-             "yes"),
+      yes_no(
+          "run.fuse_elementwise",
+          "yes: a chain of elementwise ops between two convs or matmuls is one compute set of "
+          "fused vertices (TensorFlow's XLA fusions); no: one compute set and sync per op (PopART "
+          "and PopTorch, which lower each op through its own Opx)",
+          "poplar-compiler.md §2.1 (popops::map code generation); graphcore/popart (an Opx per "
+          "op)",
+          &RunConfig::fuse_elementwise, "yes"),
   };
 }
 
