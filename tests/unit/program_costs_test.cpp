@@ -240,8 +240,12 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
       if (std::min(first, last_first) < 0) first -= std::min(first, last_first);
       if (std::max(first, last_first) + src_len > n)
         first -= std::max(first, last_first) + src_len - n;
-      std::int64_t dst_step = dst.size() == 1 && next(3) == 0 ? 2 : 0;
-      if (dst.back().last + (count - 1) * dst_step >= n) dst_step = 0;
+      // A destination stepping either way (a rearrangement's runs of one-tile copies).
+      std::int64_t dst_step =
+          dst.size() == 1 && next(3) == 0 ? static_cast<std::int64_t>(next(7)) - 3 : 0;
+      if (dst.back().last + (count - 1) * dst_step >= n ||
+          dst.front().first + (count - 1) * dst_step < 0)
+        dst_step = 0;
       const std::int64_t bytes_step = next(3) == 0 ? static_cast<std::int64_t>(next(5)) : 0;
       const auto src = TileRange{static_cast<std::uint32_t>(first),
                                  static_cast<std::uint32_t>(first) + src_len - 1};
