@@ -178,6 +178,24 @@ IpuBuilder::IpuBuilder(const ChipSpec& chip, trace::IpuProgram& program, double 
       budget_(static_cast<std::uint64_t>(available_memory *
                                          static_cast<double>(chip.tile_memory.count))) {}
 
+namespace {
+
+bool on_chip_sync(const trace::Step& s) {
+  return s.kind == StepKind::kSync && s.group.kind == trace::GroupKind::kTile;
+}
+
+// Appends `steps` to `out`, less a leading on-chip sync where `out` ends with one: an
+// operation's steps end with the sync after its last compute set and the next operation's
+// begin with the sync before its first exchange, and between the two BSP (and Poplar) syncs
+// once (docs/codelets.md, "One small matmul's training step").
+void append_steps(Steps& out, const Steps& steps) {
+  const bool merge = !out.empty() && !steps.empty() && on_chip_sync(out.back()) &&
+                     on_chip_sync(steps.front()) && out.back() == steps.front();
+  out.insert(out.end(), steps.begin() + (merge ? 1 : 0), steps.end());
+}
+
+}  // namespace
+
 template <class F>
 void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
   auto it = ops_.find(key);
@@ -197,7 +215,7 @@ void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
     Steps steps;
     if (copy == 0 && replay_shared(key, steps)) {
       it = ops_.emplace(key, std::move(steps)).first;
-      out.insert(out.end(), it->second.begin(), it->second.end());
+      append_steps(out, it->second);
       return;
     }
     const std::uint64_t calls = cached_calls_;
@@ -212,12 +230,12 @@ void IpuBuilder::cached(Steps& out, const std::string& key, F&& build) {
         program_.exchanges[i].name += fmt::format("/copy{}", copy);
     }
     it = ops_.emplace(key, std::move(steps)).first;
-    out.insert(out.end(), it->second.begin(), it->second.end());
+    append_steps(out, it->second);
     return;
   }
   add_layers(it->second);
   const std::size_t first = out.size();
-  out.insert(out.end(), it->second.begin(), it->second.end());
+  append_steps(out, it->second);
   stamp_pass(std::span(out).subspan(first));
 }
 
