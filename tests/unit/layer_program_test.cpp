@@ -3,6 +3,8 @@
 // FLOP counts are the layer's MACs worked out from its shape, not read from the program.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compiler/ipu_builder.hpp"
 #include "ipusim/compiler/compiler.hpp"
 #include "ipusim/cost/codelet_models.hpp"
@@ -178,6 +180,37 @@ TEST(LayerProgram, AJointlyPlannedMatmulMovesNoWeightsBetweenItsPasses) {
   fc.height = 1024;
   const trace::Trace separate = compile_layer(chip, fc, LayerPass::kTraining, 0.25);
   EXPECT_EQ(weight_moves(separate), 2u);
+}
+
+// Issue 53: poplin copies both operands of a weight-gradient pass into the plan's layout
+// (Convolution.cpp, inputRearrangementIsExpensive), each conv its own copy; in the forward and
+// data-gradient passes only an operand broadcast to more than 7 tiles that does not already lie
+// in the plan's layout. In the 16 x 1024 x 1024 training step, X is created for the forward
+// and dY is the forward's output in the joint plan's layout, so those passes copy nothing.
+TEST(LayerProgram, AWeightGradientCopiesBothOperandsIntoItsPlansLayout) {
+  const ChipSpec chip = testing::gc200_by_hand();
+  plan::ConvArgs fc = matmul(16, 1024, 1024);
+  fc.matmul = true;
+  const trace::Trace t = compile_layer(chip, fc, LayerPass::kTraining, 0.6);
+  std::vector<std::string> copies;
+  for (const auto& ex : t.ipus[0].exchanges)
+    if (ex.name.rfind("rearrange_", 0) == 0) copies.push_back(ex.name);
+  ASSERT_EQ(copies.size(), 2u);
+  std::sort(copies.begin(), copies.end());
+  // Both for the weight-gradient conv (its key ends in _ti_mm), one per operand; each holds
+  // the 16 x 1024 half operand, 32 KiB, less what already lies on its tile.
+  const std::string wu = "/for_conv_n1_c16_1024x1_k1024_f1_s1_g1_0_ti_mm/";
+  EXPECT_TRUE(copies[0].ends_with(wu + "in") || copies[1].ends_with(wu + "in")) << copies[0];
+  EXPECT_TRUE(copies[0].ends_with(wu + "w") || copies[1].ends_with(wu + "w")) << copies[1];
+  for (const auto& ex : t.ipus[0].exchanges) {
+    if (ex.name.rfind("rearrange_", 0) != 0) continue;
+    std::uint64_t bytes = 0;
+    ex.for_each([&](const trace::TransferView& tr) {
+      for (const auto& d : tr.dst) bytes += tr.bytes * d.size() * tr.src.size();
+    });
+    EXPECT_GT(bytes, 0u) << ex.name;
+    EXPECT_LE(bytes, 16u * 1024 * 2) << ex.name;
+  }
 }
 
 TEST(LayerProgram, SmallerAvailableMemoryNeverGivesBiggerTemporaries) {
