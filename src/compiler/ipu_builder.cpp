@@ -691,12 +691,12 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
   // Temporaries count for the convs that run (a plan that only lays out a tensor, such as a
   // span-head model's embedding table, allocates none).
   peak_temp_ = std::max(peak_temp_, p.plan.bytes_per_tile.count);
-  // An operand read as it is (not transposed) is fetched straight from its layout by the
-  // conv's own fetch exchange: each tile that uses a block receives it from the tiles that
-  // hold it, as Poplar's conv exchange does. A transposed operand is first rearranged into
-  // the plan's layout and transposed there (Poplar's weight transpose or activation regroup
-  // makes a new tensor), then fetched from there. Plans with a serial split fetch every
-  // operand from the plan's layout.
+  // An operand read as it is (not transposed) that poplin does not copy (copied_for_plan) is
+  // fetched straight from its layout by the conv's own fetch exchange: each tile that uses a
+  // block receives it from the tiles that hold it, as Poplar's conv exchange does. A copied
+  // operand is first moved into the plan's layout, a transposed one also transposed there
+  // (Poplar's weight transpose or activation regroup makes a new tensor), then fetched from
+  // there. Plans with a serial split fetch every operand from the plan's layout.
   const plan::ConvPlan& plan = p.plan;
   // A swapped plan computes C^T = B^T A^T: its input is the weights operand and its weights the
   // input operand, each in the transposed view of its layout (the flags go with the operand,
@@ -709,7 +709,8 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
   const Operand in_e = plan.swapped ? view(weights) : input;
   const Operand w_e = plan.swapped ? view(input) : weights;
   plan::FetchSources sources;
-  std::string key = args_key(a);
+  const std::string conv_key = args_key(a);
+  std::string key = conv_key;  // and where the operands fetched straight come from
   const std::size_t first_step = out.size();
   for (const auto& [operand, is_input] : {std::pair{&in_e, true}, std::pair{&w_e, false}}) {
     if (!operand->layout || !rearrange_operands_) continue;
@@ -736,7 +737,7 @@ Layout IpuBuilder::conv(Steps& out, const plan::ConvArgs& args, const Operand& i
     const Layout home = is_input ? plan_input_layout(source, plan, operand->transposed)
                                  : plan_weight_layout(source, plan, operand->transposed);
     // Each conv copies its operands in a program of its own (poplin's transformPre copies).
-    rearrange(out, source, home, args_key(a) + (is_input ? "/in" : "/w"));
+    rearrange(out, source, home, conv_key + (is_input ? "/in" : "/w"));
     // (An expanded plan's weights are rearranged for the expanded conv, as poplin does.)
     if (operand->transposed || plan.expanded())
       transpose(out, home, plan::transpose_factor(chip_, plan.expanded() ? e : a));
