@@ -61,7 +61,7 @@ def weight_loads(p):
 
 def vertex_cycles(binary, codelet, params, isa=False):
     with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
-        f.write(f"ipusim-trace 4\nname one_vertex\nreplicas 1\nipu 0\ncomputeset c\n"
+        f.write(f"ipusim-trace 5\nname one_vertex\nreplicas 1\nipu 0\ncomputeset c\n"
                 f"  vertex tiles=0 {codelet} {params}\nend\nprogram\n  compute c\nend\n")
     try:
         out = run([binary, "run", f.name] + (["--set", "chip.tile_model=isa"] if isa else []))

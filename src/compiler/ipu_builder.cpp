@@ -530,7 +530,7 @@ void IpuBuilder::rearrange(Steps& out, const Layout& from, const Layout& to,
                                       owner.empty() ? "" : "/for_" + owner);
   cached(out, key, [&](Steps& steps) {
     trace::Exchange ex = rearrangement(key, from, to);
-    if (ex.transfers.empty()) return;
+    if (ex.empty()) return;
     steps.push_back(make_step(StepKind::kSync));
     steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
   });
@@ -543,7 +543,7 @@ void IpuBuilder::move_channels(Steps& out, const Layout& from, std::uint64_t fro
                                       layout_key(to), to_first);
   cached(out, key, [&](Steps& steps) {
     trace::Exchange ex = channel_move(key, from, from_first, to, to_first, n);
-    if (ex.transfers.empty()) return;
+    if (ex.empty()) return;
     steps.push_back(make_step(StepKind::kSync));
     steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
   });
@@ -666,7 +666,7 @@ void IpuBuilder::expand_input(Steps& out, const Layout& from, const Layout& to,
                                       plan.expand_w ? "w" : "", layout_key(from), layout_key(to));
   cached(out, key, [&](Steps& steps) {
     trace::Exchange ex = expansion(key, from, to, a, plan);
-    if (ex.transfers.empty()) return;
+    if (ex.empty()) return;
     steps.push_back(make_step(StepKind::kSync));
     steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
   });
@@ -1033,7 +1033,7 @@ void IpuBuilder::reduction_steps(Steps& steps, const std::string& key,
       over(vertices, std::move(leaders), DType::kFloat, rs[k].outputs, most,
            trace::ReduceLayout::kStrided);
     }
-    if (ex.transfers.empty()) continue;
+    if (ex.empty()) continue;
     steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
     reduce_step(fmt::format("{}/stage{}", key, stage), std::move(vertices));
     steps.push_back(make_step(StepKind::kSync));
@@ -1041,8 +1041,7 @@ void IpuBuilder::reduction_steps(Steps& steps, const std::string& key,
   if (broadcast) {
     trace::Exchange ex{key + "/broadcast", {}, {}};
     for (const Reduction& r : rs) add_broadcast(ex, r.groups, r.outputs);
-    if (!ex.transfers.empty())
-      steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
+    if (!ex.empty()) steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
   }
 }
 
@@ -1055,7 +1054,7 @@ void IpuBuilder::broadcast(Steps& out, const Layout& l, Axis axis, std::uint64_t
         stats * (axis == Axis::kPositions ? l.chans_per_tile : l.positions_per_tile);
     trace::Exchange ex{key, {}, {}};
     add_broadcast(ex, reduction_groups(l, axis), outputs);
-    if (ex.transfers.empty()) return;
+    if (ex.empty()) return;
     steps.push_back(make_step(StepKind::kSync));
     steps.push_back(make_step(StepKind::kExchange, add_exchange(std::move(ex))));
   });

@@ -207,25 +207,35 @@ std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to) 
 trace::Exchange rearrangement(const std::string& name, const Layout& from, const Layout& to) {
   check_same_tensor(from, to);
   trace::Exchange ex{name, {}, {}};
-  if (from == to) return ex;
-  // One pass: list the pieces while they fit, and count every destination's bytes.
-  std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
-  bool listed = true;
-  std::uint64_t pieces = 0;  // transfers listed (Exchange::add merges them into runs)
-  for_each_piece(from, to, [&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
-    received[dst] += bytes;
-    if (!listed) return;
-    if (pieces++ == kMaxTransfers) {
-      listed = false;
-      return;
-    }
-    const trace::TileRange d{dst, dst};
-    ex.add(trace::TileRange{src, src}, {&d, 1}, bytes);
-  });
-  if (listed) return ex;
+  if (from == to || from.per_tile() == 0 || to.per_tile() == 0) return ex;
+  // One move record, whose pieces are the transfers (trace::Move), when there are at most
+  // kMaxTransfers of them.
+  const auto grid = [](const Layout& l) {
+    return trace::BlockGrid{l.first_tile, l.tile_stride,
+                            std::min(l.positions_per_tile, l.positions),
+                            std::min(l.chans_per_tile, l.channels), l.channels_outer};
+  };
+  const trace::Move move{from.positions, from.channels, trace::dtype_bytes(from.dtype), grid(from),
+                         grid(to)};
+  // The transfers are at most the cells, and at least one when there are more cells than
+  // blocks of `to` (a tile holds one block of each layout, so at most that many cells stay on
+  // their tile): they are counted only when these bounds do not decide.
+  const std::uint64_t cells = move.cells();
+  std::uint64_t transfers = cells;
+  if (cells > kMaxTransfers || cells <= std::uint64_t{to.tiles()}) {
+    transfers = 0;
+    move.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++transfers; });
+  }
+  if (transfers == 0) return ex;
+  if (transfers <= kMaxTransfers) {
+    ex.moves.push_back(move);
+    return ex;
+  }
   // Too fragmented to list piece by piece: each destination tile receives its whole block
   // from one source tile (sources taken in turn), which keeps every tile's receive bytes.
-  ex = trace::Exchange{name, {}, {}};
+  std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
+  move.for_each_piece(
+      [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
   std::uint32_t next = 0;
   for (std::uint32_t dst = 0; dst < received.size(); ++dst) {
     if (received[dst] == 0) continue;

@@ -377,6 +377,34 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
       general(trace::TransferView{t.src_at(i), d, t.bytes_at(i), t.mode});
     }
   }
+  // A move's pieces: single-tile transfers, costed by the multicast rule above specialised to
+  // one source and one destination tile (other than the source): the destination receives
+  // at the group's rate only when its super-tile group is the one tile. The grids' tiles are
+  // checked once, not per piece.
+  for (const trace::Move& m : ex.moves) {
+    if (const std::uint64_t last = m.last_tile(); last >= n)
+      throw TraceError(
+          fmt::format("exchange '{}' moves a tensor over tiles up to {} but the chip "
+                      "has {} tiles",
+                      ex.name, last, n));
+    auto& receive_rate = group == 1 ? shared : alone;
+    std::int64_t most = 0;
+    m.for_each_piece([&](std::uint32_t s, std::uint32_t t, std::uint64_t bytes) {
+      add(sent, s, s, bytes);
+      add(received, t, t, bytes);
+      add(receive_rate, t, t, bytes);
+      total_bytes += bytes;
+      const std::int64_t apart = column[t] - column[s];
+      most = std::max(most, apart < 0 ? -apart : apart);
+      if (exchange_code) {
+        ++transfers_at[s];
+        --transfers_at[s + 1];
+        ++transfers_at[t];
+        --transfers_at[t + 1];
+      }
+    });
+    max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
+  }
   out.total_bytes = total_bytes;
 
   strided_sent.drain_into(sent);
@@ -592,6 +620,11 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
               per_transfer);
       }
     }
+    for (const trace::Move& m : ex.moves)
+      m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t) {
+        add(exchange_code, {src, src}, per_transfer);
+        add(exchange_code, {dst, dst}, per_transfer);
+      });
   }
   strided.drain_into(exchange_code);
 

@@ -56,10 +56,13 @@ const ExchangeCostCache::Costed& ExchangeCostCache::get(const ChipSpec& chip,
     const trace::Transfer& t = ex.transfers[i];
     key = mix(mix(mix(key, t.src.first), t.bytes), (std::uint64_t{t.count} << 32) | t.dst_first);
   }
+  for (const trace::Move& m : ex.moves)
+    key = mix(mix(mix(key, m.positions), m.channels),
+              (std::uint64_t{m.from.first_tile} << 32) | m.to.first_tile);
   const auto [first, last] = entries_.equal_range(key);
   for (auto it = first; it != last; ++it)
     if (it->second.exchange->transfers == ex.transfers &&
-        it->second.exchange->dst_pool == ex.dst_pool)
+        it->second.exchange->dst_pool == ex.dst_pool && it->second.exchange->moves == ex.moves)
       return *it->second.costed;
   auto costed = std::make_unique<Costed>();
   costed->cost = cost::exchange_cost_and_code(chip, ex, &costed->code, scratch);

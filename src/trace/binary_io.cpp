@@ -43,6 +43,8 @@ constexpr std::uint64_t kRangeBytes = 8;
 // Version 3 (varint records): flags, source delta, one destination range of two varints.
 constexpr std::uint64_t kMinTransferBytesV3 = 1 + 1 + 2;
 constexpr std::uint64_t kMinVertexBytesV3 = 1 + 1 + 1 + 1 + 1;
+// Version 5: a move's sizes, element bytes and two grids of four varints and an order byte.
+constexpr std::uint64_t kMinMoveBytes = 1 + 1 + 1 + 2 * (4 + 1);
 constexpr std::uint64_t kRangeBytesV3 = 2;
 
 // Transfer record flags (v3, docs/trace-format.md §6).
@@ -188,6 +190,24 @@ class BinaryWriter {
       if (flags & kSrcStep) c.svarint(t.src_step);
       if (flags & kDstStep) c.svarint(t.dst_step);
       if (flags & kBytesStep) c.svarint(t.bytes_step);
+      close(c);
+    }
+  }
+  // v5: an exchange's moves.
+  void moves(const Exchange& ex) {
+    count(ex.moves.size());
+    for (const Move& m : ex.moves) {
+      Cursor c = open(2 * 10 + 1 + 2 * (4 * 10 + 1));
+      c.varint(m.positions);
+      c.varint(m.channels);
+      c.u8(static_cast<std::uint8_t>(m.element_bytes));
+      for (const BlockGrid* g : {&m.from, &m.to}) {
+        c.varint(g->first_tile);
+        c.varint(g->tile_stride);
+        c.varint(g->positions_per_tile);
+        c.varint(g->chans_per_tile);
+        c.u8(g->channels_outer ? 1 : 0);
+      }
       close(c);
     }
   }
@@ -626,6 +646,11 @@ class BinaryReader {
         else
           read_transfer(ex);
       }
+      if (version_ >= 5) {
+        const std::uint32_t moves = count("moves", kMinMoveBytes);
+        reserve(ex.moves, moves);
+        for (std::uint32_t m = 0; m < moves; ++m) read_move(ex.moves.emplace_back());
+      }
     }
     ipu.steps = read_steps(ipu, 0);
     if (lifetimes.empty()) return;
@@ -781,6 +806,40 @@ class BinaryReader {
       v.params[p] = svarint("codelet parameter");
       if (auto problem = param_problem(v.codelet, p, v.params[p])) fail_at(param_at, *problem);
     }
+  }
+
+  // v5: a move, checked whole (move_problem) once read.
+  void read_move(Move& m) {
+    const std::uint64_t move_at = offset_;
+    m.positions = varint("move positions");
+    m.channels = varint("move channels");
+    const std::uint64_t at = offset_;
+    m.element_bytes = u8("move element bytes");
+    if (m.element_bytes == 0 || m.element_bytes > kMaxElementBytes)
+      fail_at(at, fmt::format("expected move element bytes 1..{}, found {}", kMaxElementBytes,
+                              m.element_bytes));
+    for (BlockGrid* g : {&m.from, &m.to}) {
+      const auto tile = [&](std::string_view what) {
+        const std::uint64_t v_at = offset_;
+        const std::uint64_t v = varint(what);
+        if (v > std::numeric_limits<std::uint32_t>::max())
+          fail_at(v_at, fmt::format("expected a {} in 0..2^32-1, found {}", what, v));
+        return static_cast<std::uint32_t>(v);
+      };
+      g->first_tile = tile("move first tile");
+      g->tile_stride = tile("move tile stride");
+      g->positions_per_tile = varint("move positions per tile");
+      g->chans_per_tile = varint("move channels per tile");
+      const std::uint64_t order_at = offset_;
+      const std::uint8_t order = u8("move block order");
+      if (order > 1)
+        fail_at(order_at, fmt::format("expected a move block order 0 (positions outer) or 1 "
+                                      "(channels outer), found {}",
+                                      order));
+      g->channels_outer = order == 1;
+    }
+    if (auto problem = move_problem(m))
+      fail_at(move_at, fmt::format("expected a valid move, found one that {}", *problem));
   }
 
   void read_transfer_v3(Exchange& ex) {
@@ -1101,6 +1160,7 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
       w.str(ex.name);
       w.provenance(ex.provenance);
       w.transfers(ex);
+      w.moves(ex);
     }
     w.steps(ipu.steps);
   }

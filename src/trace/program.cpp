@@ -269,6 +269,9 @@ class StructureChecker {
     if (next != ex.dst_pool.size())
       fail(fmt::format("{}exchange '{}' has {} unused destination ranges in its pool", prefix_,
                        ex.name, ex.dst_pool.size() - next));
+    for (std::size_t i = 0; i < ex.moves.size(); ++i)
+      if (auto problem = move_problem(ex.moves[i]))
+        fail(fmt::format("{}exchange '{}' move {} {}", prefix_, ex.name, i, *problem));
   }
 
   void check_steps(const IpuProgram& ipu, const std::vector<Step>& steps,
@@ -601,7 +604,73 @@ void Exchange::add_run(TileRange src, std::span<const TileRange> dst, std::uint6
 std::uint64_t Exchange::transfer_count() const {
   std::uint64_t n = 0;
   for (const Transfer& t : transfers) n += t.count;
+  for (const Move& m : moves)
+    m.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++n; });
   return n;
+}
+
+namespace {
+
+std::uint64_t gcd(std::uint64_t a, std::uint64_t b) {
+  while (b != 0) a = std::exchange(b, a % b);
+  return a;
+}
+
+// The cells of the common refinement of two cuts of n elements into blocks of a and of b: one
+// more than the distinct boundaries inside (0, n), the multiples of a, of b, and of both.
+std::uint64_t refined_cells(std::uint64_t n, std::uint64_t a, std::uint64_t b) {
+  const std::uint64_t g = gcd(a, b);
+  const auto lcm = static_cast<unsigned __int128>(a / g) * b;
+  const std::uint64_t shared = lcm >= n ? 0 : (n - 1) / static_cast<std::uint64_t>(lcm);
+  return Move::blocks(n, a) + Move::blocks(n, b) - 1 - shared;
+}
+
+}  // namespace
+
+std::uint64_t Move::cells() const {
+  return refined_cells(positions, from.positions_per_tile, to.positions_per_tile) *
+         refined_cells(channels, from.chans_per_tile, to.chans_per_tile);
+}
+
+std::uint64_t Move::last_tile() const {
+  const auto last = [&](const BlockGrid& g) {
+    const auto b = static_cast<unsigned __int128>(blocks(positions, g.positions_per_tile)) *
+                   blocks(channels, g.chans_per_tile);
+    const unsigned __int128 t = g.first_tile + (b - 1) * g.tile_stride;
+    return t > std::numeric_limits<std::uint64_t>::max() ? std::numeric_limits<std::uint64_t>::max()
+                                                         : static_cast<std::uint64_t>(t);
+  };
+  return std::max(last(from), last(to));
+}
+
+std::optional<std::string> move_problem(const Move& m) {
+  if (m.positions == 0 || m.channels == 0)
+    return fmt::format("moves an empty tensor of {} x {} elements", m.positions, m.channels);
+  if (m.element_bytes == 0 || m.element_bytes > kMaxElementBytes)
+    return fmt::format("has element_bytes = {}, expected 1..{}", m.element_bytes, kMaxElementBytes);
+  if (static_cast<unsigned __int128>(m.positions) * m.channels * m.element_bytes >
+      static_cast<std::uint64_t>(kMaxCount))
+    return fmt::format("moves {} x {} elements of {} bytes, more than {} bytes", m.positions,
+                       m.channels, m.element_bytes, kMaxCount);
+  for (const auto* g : {&m.from, &m.to}) {
+    const char* which = g == &m.from ? "from" : "to";
+    if (g->positions_per_tile == 0 || g->positions_per_tile > m.positions ||
+        g->chans_per_tile == 0 || g->chans_per_tile > m.channels)
+      return fmt::format("has {} blocks of {} x {} elements, expected 1..{} x 1..{}", which,
+                         g->positions_per_tile, g->chans_per_tile, m.positions, m.channels);
+    if (g->tile_stride == 0) return fmt::format("has {} tile stride 0, expected at least 1", which);
+  }
+  if (const std::uint64_t last = m.last_tile(); last > std::numeric_limits<std::uint32_t>::max())
+    return fmt::format("places blocks on tile {}, past 2^32 - 1", last);
+  if (const std::uint64_t cells = m.cells(); cells > kMaxMoveCells)
+    return fmt::format("cuts the tensor into {} pieces, expected at most {}", cells, kMaxMoveCells);
+  return std::nullopt;
+}
+
+TileRange move_tiles(const Move& m, const BlockGrid& g) {
+  const std::uint64_t b =
+      Move::blocks(m.positions, g.positions_per_tile) * Move::blocks(m.channels, g.chans_per_tile);
+  return {g.first_tile, static_cast<std::uint32_t>(g.first_tile + (b - 1) * g.tile_stride)};
 }
 
 namespace {
@@ -661,6 +730,7 @@ void coalesce(Exchange& exchange) {
   Exchange out;
   out.name = exchange.name;
   out.provenance = exchange.provenance;
+  out.moves = std::exchange(exchange.moves, {});  // moves stay moves; the records coalesce
   exchange.for_each([&](const TransferView& t) { out.add(t.src, t.dst, t.bytes, t.mode); });
   out.transfers.shrink_to_fit();
   out.dst_pool.shrink_to_fit();
@@ -775,6 +845,12 @@ void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string
         checker.check(item, "sends from", t.src, t.count, t.src_step);
         for (const TileRange& r : ex.destinations(t))
           checker.check(item, "sends to", r, t.count, t.dst_step);
+      }
+      for (std::size_t i = 0; i < ex.moves.size(); ++i) {
+        const Move& m = ex.moves[i];
+        const std::string item = fmt::format("exchange '{}' move {}", ex.name, i);
+        checker.check(item, "sends from", move_tiles(m, m.from));
+        checker.check(item, "sends to", move_tiles(m, m.to));
       }
     }
     std::vector<std::size_t> path;

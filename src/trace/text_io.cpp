@@ -294,6 +294,7 @@ class TextReader {
         {"program", "an 'ipu' section"},
         {"vertex", "a 'computeset' block"},
         {"transfer", "an 'exchange' block"},
+        {"move", "an 'exchange' block"},
         {"compute", "a 'program' block"},
         {"sync", "a 'program' block"},
         {"host", "a 'program' block"},
@@ -744,10 +745,63 @@ class TextReader {
       expect_arity(1, "end");
       block_ = Block::kIpu;
     } else if (d == "transfer") {
+      if (!ipu().exchanges.back().moves.empty())
+        fail(
+            "expected 'move' or 'end' after a move, found 'transfer' (an exchange lists its "
+            "transfers before its moves)");
       read_transfer();
+    } else if (d == "move") {
+      read_move();
     } else {
-      bad_directive(d, {"transfer", "end"}, "in an 'exchange' block");
+      bad_directive(d, {"transfer", "move", "end"}, "in an 'exchange' block");
     }
+  }
+
+  // A move's grid (v5): FIRST/STRIDE/POSITIONSxCHANNELS[/channels_outer].
+  BlockGrid parse_grid(std::string_view s, std::string_view key) const {
+    const auto bad = [&] {
+      fail(fmt::format(
+          "expected a block grid like 0/1/64x128 or 4/2/1x64/channels_outer (first tile/tile "
+          "stride/positions x channels per block[/channels_outer]) for {}=, found '{}'",
+          key, s));
+    };
+    std::vector<std::string_view> parts;
+    for (std::size_t at = 0;;) {
+      const std::size_t slash = s.find('/', at);
+      parts.push_back(s.substr(at, slash == std::string_view::npos ? slash : slash - at));
+      if (slash == std::string_view::npos) break;
+      at = slash + 1;
+    }
+    if (parts.size() < 3 || parts.size() > 4 || (parts.size() == 4 && parts[3] != "channels_outer"))
+      bad();
+    const std::size_t x = parts[2].find('x');
+    if (x == std::string_view::npos) bad();
+    const auto first = parse_integer<std::uint32_t>(parts[0]);
+    const auto stride = parse_integer<std::uint32_t>(parts[1]);
+    const auto ppt = parse_integer<std::uint64_t>(parts[2].substr(0, x));
+    const auto cpt = parse_integer<std::uint64_t>(parts[2].substr(x + 1));
+    if (!first || !stride || !ppt || !cpt) bad();
+    return BlockGrid{*first, *stride, *ppt, *cpt, parts.size() == 4};
+  }
+
+  void read_move() {
+    if (file_version_ < 5)
+      fail(fmt::format("'move' needs trace format version 5, but the header says version {}",
+                       file_version_));
+    Field fields[] = {{"positions", "<count>", true, {}},
+                      {"channels", "<count>", true, {}},
+                      {"element_bytes", "<bytes>", true, {}},
+                      {"from", "<grid>", true, {}},
+                      {"to", "<grid>", true, {}}};
+    collect(1, fields, "move");
+    Move m;
+    m.positions = parse_count(*fields[0].value, "positions", 1);
+    m.channels = parse_count(*fields[1].value, "channels", 1);
+    m.element_bytes = static_cast<std::uint32_t>(parse_count(*fields[2].value, "element_bytes", 1));
+    m.from = parse_grid(*fields[3].value, "from");
+    m.to = parse_grid(*fields[4].value, "to");
+    if (auto problem = move_problem(m)) fail(fmt::format("this move {}", *problem));
+    ipu().exchanges.back().moves.push_back(m);
   }
 
   void read_transfer() {
@@ -1171,6 +1225,14 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
         if (t.count > 1)
           w.put(" count={} src_step={} dst_step={} bytes_step={}", t.count, t.src_step, t.dst_step,
                 t.bytes_step);
+        w.put("\n");
+      }
+      for (const Move& m : ex.moves) {
+        w.put("  move positions={} channels={} element_bytes={}", m.positions, m.channels,
+              m.element_bytes);
+        for (const auto& [key, g] : {std::pair{"from", &m.from}, std::pair{"to", &m.to}})
+          w.put(" {}={}/{}/{}x{}{}", key, g->first_tile, g->tile_stride, g->positions_per_tile,
+                g->chans_per_tile, g->channels_outer ? "/channels_outer" : "");
         w.put("\n");
       }
       w.put("end\n");

@@ -2129,7 +2129,7 @@ TEST(Reports, ARecomputationStepIsItsOwnPassInLayersCsv) {
   TempDir dir;
   const std::string trace = dir.file("r.trace");
   std::ofstream(trace)
-      << "ipusim-trace 4\nipu 0\ncomputeset a layer=l1 pass=forward op=conv\n"
+      << "ipusim-trace 5\nipu 0\ncomputeset a layer=l1 pass=forward op=conv\n"
          "  vertex tiles=0..3 copy bytes=8000\nend\nprogram\n  repeat 3\n"
          "    sync\n    compute a\n  end\n  sync\n  compute a pass=recompute\nend\n";
   const auto r = ipusim("run -q --chip " + source_dir() + "/configs/chips/gc200.yaml --out " +

@@ -243,7 +243,7 @@ TEST(AllReduce, OverEveryReplicaSyncsEveryIpuWhetherReplicasSyncIndependentlyOrN
 // takes one all-reduce of kPipeline's pairs after one sync of all 4 IPUs, not two one after
 // the other as in one Poplar replica of 4 IPUs.
 TEST(AllReduce, GroupsOfSomeOfAReplicasIpusRunSideBySide) {
-  std::string text = "ipusim-trace 4\nreplicas 1\nmeta engine.single_ipu_replicas true\n";
+  std::string text = "ipusim-trace 5\nreplicas 1\nmeta engine.single_ipu_replicas true\n";
   for (int i = 0; i < 4; ++i)
     text += fmt_args("ipu ", i,
                      "\nprogram\n  collective all_reduce bytes=4194304 dtype=half "

@@ -278,6 +278,111 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
   }
 }
 
+// A move (trace format v5) costs exactly what its transfers cost one record each: cycles,
+// bytes, busiest tile and exchange code, beside other records, on random grids (strides,
+// either block order, blocks that divide each other or not, tiles shared by both grids), with
+// super-tile pairs and without. Each tile's bytes are also checked element by element: an
+// element whose block moves to another tile adds its bytes to both tiles.
+TEST(ExchangeCost, MovesCostAsTheirTransfers) {
+  std::uint64_t seed = 777;
+  const auto next = [&](std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  for (const std::uint32_t group : {2u, 1u}) {
+    ChipSpec chip = testing::gc200_by_hand();
+    chip.tiles = 184;  // four columns
+    chip.exchange.tiles_per_shared_bus = group;
+    ExchangeScratch scratch;
+    for (int round = 0; round < 200; ++round) {
+      trace::Move m;
+      m.positions = 1 + next(40);
+      m.channels = 1 + next(40);
+      m.element_bytes = next(2) == 0 ? 2 : 4;
+      const auto grid = [&] {
+        trace::BlockGrid g;
+        g.positions_per_tile = 1 + next(m.positions);
+        g.chans_per_tile = 1 + next(m.channels);
+        g.tile_stride = 1 + static_cast<std::uint32_t>(next(3));
+        g.channels_outer = next(2) == 0;
+        const std::uint64_t blocks = trace::Move::blocks(m.positions, g.positions_per_tile) *
+                                     trace::Move::blocks(m.channels, g.chans_per_tile);
+        const std::uint64_t span = (blocks - 1) * g.tile_stride + 1;
+        if (span > chip.tiles) {  // too many blocks for the chip: one block per tile
+          g.positions_per_tile = m.positions;
+          g.chans_per_tile = m.channels;
+          return g;
+        }
+        g.first_tile = static_cast<std::uint32_t>(next(chip.tiles - span + 1));
+        return g;
+      };
+      m.from = grid();
+      m.to = grid();
+      trace::Exchange ex;
+      ex.name = "move";
+      const TileRange d{5, 9};
+      ex.add({0, 0}, {&d, 1}, 64);  // a transfer record beside the move
+      ex.moves.push_back(m);
+      const trace::Exchange flat = trace::expanded(ex);
+      ASSERT_TRUE(flat.moves.empty());
+      ASSERT_EQ(flat.transfers.size(), ex.transfer_count());
+
+      trace::IpuProgram program;
+      MemoryMap flat_code = memory_map(chip, program, false);
+      MemoryMap code = memory_map(chip, program, false);
+      const ExchangeCost expected = exchange_cost(chip, flat, &flat_code);
+      const ExchangeCost got = exchange_cost(chip, ex, &code, scratch);
+      EXPECT_EQ(got.cycles, expected.cycles) << round;
+      EXPECT_EQ(got.transfer_cycles, expected.transfer_cycles);
+      EXPECT_EQ(got.latency_cycles, expected.latency_cycles);
+      EXPECT_EQ(got.total_bytes, expected.total_bytes);
+      EXPECT_EQ(got.busiest_tile, expected.busiest_tile);
+      EXPECT_EQ(got.tile_bytes, expected.tile_bytes);
+      for (std::uint32_t t = 0; t < chip.tiles; ++t)
+        EXPECT_EQ(code.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+      // The memory map's own pass over the program's exchanges counts the move's code too.
+      program.exchanges.push_back(ex);
+      const MemoryMap with_move = memory_map(chip, program, true);
+      for (std::uint32_t t = 0; t < chip.tiles; ++t)
+        EXPECT_EQ(with_move.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+
+      // Element by element: the tile of an element's block in each grid.
+      const auto tile_of = [&](const trace::BlockGrid& g, std::uint64_t p, std::uint64_t c) {
+        const std::uint64_t pb = trace::Move::blocks(m.positions, g.positions_per_tile);
+        const std::uint64_t cb = trace::Move::blocks(m.channels, g.chans_per_tile);
+        const std::uint64_t bp = p / g.positions_per_tile, bc = c / g.chans_per_tile;
+        return g.first_tile + (g.channels_outer ? bc * pb + bp : bp * cb + bc) * g.tile_stride;
+      };
+      std::vector<std::uint64_t> bytes(chip.tiles, 0);
+      for (std::uint32_t t = 5; t <= 9; ++t) bytes[t] += 64;
+      bytes[0] += 64;
+      std::uint64_t moved = 0;
+      for (std::uint64_t p = 0; p < m.positions; ++p)
+        for (std::uint64_t c = 0; c < m.channels; ++c) {
+          const std::uint64_t a = tile_of(m.from, p, c), b = tile_of(m.to, p, c);
+          if (a == b) continue;
+          bytes[a] += m.element_bytes;
+          bytes[b] += m.element_bytes;
+          moved += m.element_bytes;
+        }
+      EXPECT_EQ(got.tile_bytes, bytes) << round;
+      EXPECT_EQ(got.total_bytes, 5 * 64 + moved);
+    }
+  }
+  // A move past the chip's tiles is an error naming the exchange.
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::Exchange far;
+  far.name = "far";
+  far.moves.push_back({1, 2, 2, {0, 1, 1, 1, false}, {1471, 1, 1, 1, false}});
+  try {
+    (void)exchange_cost(chip, far);
+    ADD_FAILURE() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "exchange 'far' moves a tensor over tiles up to 1472 but the chip has 1472 tiles");
+  }
+}
+
 TEST(ExchangeCost, ARunOfFourBillionCopiesIsCostedAtOnce) {
   // Issue 30, defect 5: a run of 2^32 - 1 copies was costed copy by copy (minutes). By hand,
   // the all-to-all of PersonalisedAllToAll repeated 4,294,967,295 times: each tile sends

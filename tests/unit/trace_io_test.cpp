@@ -13,8 +13,11 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "ipusim/trace/codelet.hpp"
 #include "ipusim/trace/program.hpp"
@@ -73,7 +76,7 @@ std::string text_error(const std::string& text) {
 // Canonical text (as write_text produces it) using every codelet, every step kind, nested
 // repeats, several IPUs, replicas and global exchanges.
 const char* const kEveryFeature =
-    R"(ipusim-trace 4
+    R"(ipusim-trace 5
 name every_feature
 replicas 4
 meta samples_per_step 3200
@@ -111,6 +114,7 @@ exchange fetch layer=encoder3/attention pass=weight_gradient
   transfer src=2 dst=0 bytes=14 mode=multicast count=5 src_step=2 dst_step=0 bytes_step=0
   transfer src=0 dst=0..3,8 bytes=4704 mode=multicast count=3 src_step=1 dst_step=4 bytes_step=-672
   transfer src=20..21 dst=30 bytes=8 mode=personalised count=2 src_step=-20 dst_step=0 bytes_step=0
+  move positions=6 channels=4 element_bytes=2 from=0/1/3x4 to=8/2/2x2/channels_outer
 end
 exchange empty
 end
@@ -376,7 +380,7 @@ TEST(TraceRoundTrip, TextBinaryTextIsExact) {
 // IPUs) and `replica:K/S` (K IPUs S apart) write back as read, through binary too, and a
 // stride or size that does not tile the replica's IPUs is an error naming the step.
 TEST(TraceRoundTrip, GroupsOfSomeOfAReplicasIpusRoundTrip) {
-  std::string text = "ipusim-trace 4\nname sub\nreplicas 1\n";
+  std::string text = "ipusim-trace 5\nname sub\nreplicas 1\n";
   for (int i = 0; i < 4; ++i)
     text += fmt::format(
         "ipu {}\nprogram\n  sync group=replica:2\n"
@@ -415,7 +419,7 @@ TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
       "  transfer src=0 dst=1 bytes=4\nend\n");
   EXPECT_EQ(
       to_text(t),
-      "ipusim-trace 4\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+      "ipusim-trace 5\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
       "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
       "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
 }
@@ -630,11 +634,11 @@ TEST(TraceTextErrors, OverlappingDestinations) {
 }
 
 TEST(TraceTextErrors, HeaderAndStructure) {
-  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 4', found end of file");
+  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 5', found end of file");
   EXPECT_EQ(text_error("ipu 0\n"),
-            "t.trace:1: expected the header 'ipusim-trace 4', found 'ipu 0'");
-  EXPECT_TRUE(contains(text_error("ipusim-trace 5\n"),
-                       "t.trace:1: expected trace format version 1 to 4, found version 5"));
+            "t.trace:1: expected the header 'ipusim-trace 5', found 'ipu 0'");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 6\n"),
+                       "t.trace:1: expected trace format version 1 to 5, found version 6"));
   EXPECT_TRUE(
       contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
                "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
@@ -823,10 +827,10 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'ipusim-t'");
   EXPECT_EQ(error_of([&] { from_binary("IPU", 0); }),
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'IPU'");
-  std::string v5 = bytes;
-  v5[8] = 5;
-  EXPECT_EQ(error_of([&] { from_binary(v5, 0); }),
-            "t.itb@8: expected trace format version 1 to 4, found version 5");
+  std::string v6 = bytes;
+  v6[8] = 6;
+  EXPECT_EQ(error_of([&] { from_binary(v6, 0); }),
+            "t.itb@8: expected trace format version 1 to 5, found version 6");
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
@@ -1077,7 +1081,7 @@ TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
     }
     ++files;
     const std::string current = to_binary(old);
-    EXPECT_EQ(current.substr(8, 4), std::string("\x04\x00\x00\x00", 4));
+    EXPECT_EQ(current.substr(8, 4), std::string("\x05\x00\x00\x00", 4));
     EXPECT_EQ(from_binary(current, current.size()), old) << entry.path();
     EXPECT_EQ(parse(to_text(old)), old) << entry.path();
     auto twin = entry.path();
@@ -1130,10 +1134,10 @@ TEST(TraceRuns, InvalidRunsAreRejected) {
   const TileRange d{1, 1};
   ex.add_run({0, 0}, {&d, 1}, 0, TransferMode::kMulticast, 1, 0, 0, 0);
   const std::string bytes = to_binary(one);
-  // The transfer record is at the end, before the step count (4 bytes): flags, src delta 0,
-  // dst delta 2 (zigzag of 1), dst span 0.
-  const std::size_t rec = bytes.size() - 4 - 4;
-  ASSERT_EQ(bytes.substr(rec), std::string("\x00\x00\x02\x00\x00\x00\x00\x00", 8));
+  // The transfer record is at the end, before the move count and the step count (4 bytes
+  // each): flags, src delta 0, dst delta 2 (zigzag of 1), dst span 0.
+  const std::size_t rec = bytes.size() - 4 - 4 - 4;
+  ASSERT_EQ(bytes.substr(rec), std::string("\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00", 12));
   std::string padded = bytes;
   padded.replace(rec + 1, 1, std::string("\x80\x00", 2));
   EXPECT_TRUE(contains(error_of([&] { from_binary(padded, 0); }), "shortest varint form"));
@@ -1152,8 +1156,9 @@ TEST(TraceRuns, BinaryRecordIsAsDocumented) {
   const TileRange d{0, 0};
   ex.add_run({2, 2}, {&d, 1}, 14, TransferMode::kMulticast, 712, 2, 0, 0);
   const std::string bytes = to_binary(t);
-  // ... exchange name, transfer count 1, the record, then the step count (4 bytes).
-  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 8, 8),
+  // ... exchange name, transfer count 1, the record, then the move count (v5) and the step
+  // count (4 bytes each).
+  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 4 - 8, 8),
             std::string("\x32\x04\x0e\x00\x00\xc6\x05\x04", 8));
   EXPECT_EQ(from_binary(bytes, bytes.size()), t);
 }
@@ -1205,7 +1210,7 @@ TEST(TraceProvenance, RoundTripsAndIsChecked) {
                  "end\n"),
       "t.trace:6: 'pass=' needs trace format version 4, but the header says version 3"));
   EXPECT_TRUE(contains(
-      text_error("ipusim-trace 4\nipu 0\nexchange e\nend\nprogram\n  exchange e layer=a\nend\n"),
+      text_error("ipusim-trace 5\nipu 0\nexchange e\nend\nprogram\n  exchange e layer=a\nend\n"),
       "t.trace:6: unknown key 'layer' for exchange step (expected one of: pass)"));
   Trace bad = ir;
   bad.ipus[1].steps[0].provenance.op = OpKind::kConv;
@@ -1319,6 +1324,122 @@ TEST(TraceTextErrors, RandomCorruptionNeverCrashes) {
       EXPECT_TRUE(contains(e.what(), "t.trace:"));
     }
   }
+}
+
+// docs/trace-format.md §4.4: the example move is the two transfers the text names, in order.
+TEST(TraceMoves, DocumentedExampleIsTwoTransfers) {
+  const Trace t = parse(
+      "ipusim-trace 5\nipu 0\nexchange e\n"
+      "  move positions=8 channels=8 element_bytes=2 from=0/1/4x8 to=0/1/8x4\nend\n");
+  const Exchange& ex = t.ipus[0].exchanges[0];
+  ASSERT_EQ(ex.moves.size(), 1u);
+  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> seen;
+  ex.for_each([&](const TransferView& v) {
+    ASSERT_EQ(v.dst.size(), 1u);
+    EXPECT_EQ(v.src.first, v.src.last);
+    EXPECT_EQ(v.mode, TransferMode::kMulticast);
+    seen.emplace_back(v.src.first, v.dst[0].first, v.bytes);
+  });
+  EXPECT_EQ(seen, (std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>>{
+                      {1, 0, 32}, {0, 1, 32}}));
+  EXPECT_EQ(ex.transfer_count(), 2u);
+  EXPECT_EQ(ex.moves[0].cells(), 4u);  // two of the four pieces stay on their tile
+  // expanded() writes them out as transfer records; coalesce() keeps the move.
+  const Exchange flat = expanded(ex);
+  EXPECT_TRUE(flat.moves.empty());
+  EXPECT_EQ(flat.transfers.size(), 2u);
+  Exchange same = ex;
+  coalesce(same);
+  EXPECT_EQ(same, ex);
+}
+
+// Move::cells (closed form: the common refinement of the two grids' cuts) against the distinct
+// (from block, to block) pairs of a tensor's elements, on random grids.
+TEST(TraceMoves, CellsCountEveryPieceInClosedForm) {
+  std::uint64_t seed = 99;
+  const auto next = [&](std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  for (int round = 0; round < 500; ++round) {
+    Move m;
+    m.positions = 1 + next(60);
+    m.channels = 1 + next(60);
+    for (BlockGrid* g : {&m.from, &m.to}) {
+      g->positions_per_tile = 1 + next(m.positions);
+      g->chans_per_tile = 1 + next(m.channels);
+    }
+    std::set<std::array<std::uint64_t, 4>> pairs;
+    for (std::uint64_t p = 0; p < m.positions; ++p)
+      for (std::uint64_t c = 0; c < m.channels; ++c)
+        pairs.insert({p / m.from.positions_per_tile, c / m.from.chans_per_tile,
+                      p / m.to.positions_per_tile, c / m.to.chans_per_tile});
+    EXPECT_EQ(m.cells(), pairs.size()) << round;
+    // On distinct tiles (from on tiles 0.., to on tiles 1000..) every piece is a transfer.
+    m.to.first_tile = 1000;
+    std::uint64_t transfers = 0;
+    m.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++transfers; });
+    EXPECT_EQ(transfers, pairs.size()) << round;
+  }
+}
+
+TEST(TraceMoves, BadMovesAreRejectedWhereTheyAre) {
+  const std::string head = "ipusim-trace 5\nipu 0\nexchange e\n";
+  const auto move_error = [&](const std::string& line) {
+    return text_error(head + "  move " + line + "\nend\n");
+  };
+  EXPECT_EQ(move_error("positions=4 channels=4 element_bytes=2 from=0/1/4x4 to=0/1/2"),
+            "t.trace:4: expected a block grid like 0/1/64x128 or 4/2/1x64/channels_outer "
+            "(first tile/tile stride/positions x channels per block[/channels_outer]) for to=, "
+            "found '0/1/2'");
+  EXPECT_EQ(move_error("positions=4 channels=4 element_bytes=2 from=0/0/4x4 to=0/1/2x2"),
+            "t.trace:4: this move has from tile stride 0, expected at least 1");
+  EXPECT_EQ(move_error("positions=4 channels=4 element_bytes=2 from=0/1/5x4 to=0/1/2x2"),
+            "t.trace:4: this move has from blocks of 5 x 4 elements, expected 1..4 x 1..4");
+  EXPECT_EQ(move_error("positions=4 channels=4 element_bytes=9 from=0/1/4x4 to=0/1/2x2"),
+            "t.trace:4: this move has element_bytes = 9, expected 1..8");
+  EXPECT_EQ(move_error("positions=4 channels=4 element_bytes=2 from=4294967295/1/2x4 to=0/1/2x2"),
+            "t.trace:4: this move places blocks on tile 4294967296, past 2^32 - 1");
+  EXPECT_EQ(move_error("positions=4194304 channels=2 element_bytes=2 from=0/1/1x2 to=0/1/1x1"),
+            "t.trace:4: this move cuts the tensor into 8388608 pieces, expected at most 4194304");
+  EXPECT_TRUE(
+      contains(move_error("positions=4 channels=4 from=0/1/4x4 to=0/1/2x2"), "element_bytes"));
+  EXPECT_EQ(text_error("ipusim-trace 4\nipu 0\nexchange e\n  move positions=4 channels=4 "
+                       "element_bytes=2 from=0/1/4x4 to=0/1/2x2\nend\n"),
+            "t.trace:4: 'move' needs trace format version 5, but the header says version 4");
+  EXPECT_EQ(
+      text_error(head + "  move positions=4 channels=4 element_bytes=2 from=0/1/4x4 to=0/1/2x2\n"
+                        "  transfer src=0 dst=1 bytes=4\nend\n"),
+      "t.trace:5: expected 'move' or 'end' after a move, found 'transfer' (an exchange "
+      "lists its transfers before its moves)");
+  // Past the chip's tiles: named by check_tiles.
+  const Trace wide = parse(head +
+                           "  move positions=4 channels=4 element_bytes=2 from=0/1/1x4 "
+                           "to=1470/1/2x4\nend\n");
+  EXPECT_EQ(error_of([&] { check_tiles(wide, 1471, "w.trace"); }),
+            "w.trace: exchange 'e' move 0 sends to tiles 1470..1471 but the chip has 1471 tiles");
+  // Binary: the offset of the field, or of the move when the move as a whole is invalid.
+  const Trace ok = parse(head +
+                         "  move positions=4 channels=4 element_bytes=2 from=0/1/4x4 "
+                         "to=0/1/2x2\nend\n");
+  const std::string bytes = to_binary(ok);
+  // The move is the last record before the step count: 4, 4, 2, then two grids of five bytes.
+  const std::size_t move_at = bytes.size() - 4 - 13;
+  ASSERT_EQ(bytes.substr(move_at, 13),
+            std::string("\x04\x04\x02\x00\x01\x04\x04\x00\x00\x01\x02\x02\x00", 13));
+  std::string bad_order = bytes;
+  bad_order[move_at + 12] = 2;
+  EXPECT_EQ(error_of([&] { from_binary(bad_order, 0); }),
+            fmt::format("t.itb@{}: expected a move block order 0 (positions outer) or 1 (channels "
+                        "outer), found 2",
+                        move_at + 12));
+  std::string bad_block = bytes;
+  bad_block[move_at + 10] = 5;  // to: 5 positions per block of 4
+  EXPECT_EQ(error_of([&] { from_binary(bad_block, 0); }),
+            fmt::format("t.itb@{}: expected a valid move, found one that has to blocks of 5 x 2 "
+                        "elements, expected 1..4 x 1..4",
+                        move_at));
+  EXPECT_EQ(from_binary(bytes, bytes.size()), ok);
 }
 
 }  // namespace

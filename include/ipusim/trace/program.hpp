@@ -7,6 +7,7 @@
 // two serialisations of this.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -22,7 +23,7 @@
 namespace ipusim::trace {
 
 // The version writers produce; readers also accept kOldestFormatVersion..kFormatVersion.
-inline constexpr std::uint32_t kFormatVersion = 4;
+inline constexpr std::uint32_t kFormatVersion = 5;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Deepest nesting of repeat steps that readers accept and check_structure allows.
@@ -220,6 +221,110 @@ struct TransferView {
   TransferMode mode = TransferMode::kMulticast;
 };
 
+// How a [positions x channels] tensor is cut into blocks over an IPU's tiles (the compiler's
+// tensor layouts, include/ipusim/compiler/layout.hpp): blocks of `positions_per_tile` by
+// `chans_per_tile` elements (only the last of each dimension smaller), block (p, c) on tile
+// first_tile + b x tile_stride, where b = p x channel blocks + c, or c x position blocks + p
+// when `channels_outer`.
+struct BlockGrid {
+  std::uint32_t first_tile = 0;
+  std::uint32_t tile_stride = 1;
+  std::uint64_t positions_per_tile = 1, chans_per_tile = 1;
+  bool channels_outer = false;
+  bool operator==(const BlockGrid&) const = default;
+};
+
+// A rearrangement (v5): the [positions x channels] tensor of `element_bytes`-byte elements,
+// laid out as `from`, copied into the layout `to`. It means one single-tile multicast transfer
+// per piece: each block of `to` meets blocks of `from`, and each such intersection whose two
+// tiles differ is a transfer of its bytes from the `from` block's tile to the `to` block's.
+// Pieces come in order of `to`'s blocks (position block outer, channel block inner), and
+// within one, of `from`'s blocks likewise. One record stands for the up to hundreds of
+// thousands of transfers of a compiled layout change (docs/trace-format.md §4.4).
+struct Move {
+  std::uint64_t positions = 0, channels = 0;
+  std::uint32_t element_bytes = 2;
+  BlockGrid from, to;
+
+  static std::uint64_t blocks(std::uint64_t size, std::uint64_t per) {
+    return (size + per - 1) / per;
+  }
+  static std::uint32_t tile(const BlockGrid& g, std::uint64_t p, std::uint64_t c,
+                            std::uint64_t position_blocks, std::uint64_t channel_blocks) {
+    const std::uint64_t b = g.channels_outer ? c * position_blocks + p : p * channel_blocks + c;
+    return static_cast<std::uint32_t>(g.first_tile + b * g.tile_stride);
+  }
+  // The highest tile either grid uses (checked against 2^32 - 1 by check_structure).
+  std::uint64_t last_tile() const;
+  // Pieces, counting those whose two tiles are the same (which are not transfers): the cells
+  // of the two grids' common refinement, in closed form.
+  std::uint64_t cells() const;
+  // Calls f(source tile, destination tile, bytes) for every transfer, in order.
+  template <typename F>
+  void for_each_piece(F&& f) const;
+  bool operator==(const Move&) const = default;
+};
+
+// Limits check_structure puts on a move (v5): bytes per element, and pieces (Move::cells).
+inline constexpr std::uint32_t kMaxElementBytes = 8;
+inline constexpr std::uint64_t kMaxMoveCells = std::uint64_t{1} << 22;
+// Why `m` is not a valid move (its fields' ranges, the tiles it reaches, its pieces), if it is
+// not.
+std::optional<std::string> move_problem(const Move& m);
+// The tiles grid `g` of a valid move `m` spans (first to last block's tile).
+TileRange move_tiles(const Move& m, const BlockGrid& g);
+
+template <typename F>
+void Move::for_each_piece(F&& f) const {
+  const std::uint64_t to_pb = blocks(positions, to.positions_per_tile);
+  const std::uint64_t to_cb = blocks(channels, to.chans_per_tile);
+  const std::uint64_t from_pb = blocks(positions, from.positions_per_tile);
+  const std::uint64_t from_cb = blocks(channels, from.chans_per_tile);
+  // A grid's tile of block (p, c) is first_tile + p x step.first + c x step.second (tile()).
+  const auto steps = [](const BlockGrid& g, std::uint64_t pb, std::uint64_t cb) {
+    const std::uint64_t k = g.tile_stride;
+    return g.channels_outer ? std::pair{k, pb * k} : std::pair{cb * k, k};
+  };
+  const auto [to_p, to_c] = steps(to, to_pb, to_cb);
+  const auto [from_p, from_c] = steps(from, from_pb, from_cb);
+  // One dimension: for block k of `to`, the blocks of `from` it meets (as their tile offset)
+  // and the elements it shares with each, listed from start[k] to start[k + 1].
+  struct Cut {
+    std::vector<std::uint64_t> offset, size;
+    std::vector<std::size_t> start;
+  };
+  const auto cut = [](std::uint64_t n, std::uint64_t to_per, std::uint64_t from_per,
+                      std::uint64_t step) {
+    Cut out;
+    const std::uint64_t to_blocks = blocks(n, to_per);
+    out.start.reserve(to_blocks + 1);
+    for (std::uint64_t k = 0; k < to_blocks; ++k) {
+      out.start.push_back(out.offset.size());
+      const std::uint64_t lo = k * to_per, hi = std::min(n, lo + to_per);
+      for (std::uint64_t j = lo / from_per; j * from_per < hi; ++j) {
+        out.offset.push_back(j * step);
+        out.size.push_back(std::min(hi, (j + 1) * from_per) - std::max(lo, j * from_per));
+      }
+    }
+    out.start.push_back(out.offset.size());
+    return out;
+  };
+  const Cut ps = cut(positions, to.positions_per_tile, from.positions_per_tile, from_p);
+  const Cut cs = cut(channels, to.chans_per_tile, from.chans_per_tile, from_c);
+  for (std::uint64_t p = 0; p < to_pb; ++p)
+    for (std::uint64_t c = 0; c < to_cb; ++c) {
+      const auto dst = static_cast<std::uint32_t>(to.first_tile + p * to_p + c * to_c);
+      for (std::size_t i = ps.start[p]; i < ps.start[p + 1]; ++i) {
+        const std::uint64_t row = from.first_tile + ps.offset[i];
+        const std::uint64_t row_bytes = ps.size[i] * element_bytes;
+        for (std::size_t j = cs.start[c]; j < cs.start[c + 1]; ++j) {
+          const auto src = static_cast<std::uint32_t>(row + cs.offset[j]);
+          if (src != dst) f(src, dst, row_bytes * cs.size[j]);
+        }
+      }
+    }
+}
+
 struct Exchange {
   std::string name;
   std::vector<Transfer> transfers;  // runs (v3), in order
@@ -228,6 +333,10 @@ struct Exchange {
   // the destination ranges of its first transfer.
   std::vector<TileRange> dst_pool;
   Provenance provenance;  // v3
+  // Rearrangements (v5): their transfers follow the records' (for_each visits them in order).
+  std::vector<Move> moves;
+
+  bool empty() const { return transfers.empty() && moves.empty(); }
 
   std::span<const TileRange> destinations(const Transfer& t) const {
     return {dst_pool.data() + t.dst_first, t.dst_count};
@@ -319,6 +428,11 @@ struct Exchange {
         f(TransferView{t.src_at(i), d, t.bytes_at(i), t.mode});
       }
     }
+    for (const Move& m : moves)
+      m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+        const TileRange to{dst, dst};
+        f(TransferView{TileRange{src, src}, {&to, 1}, bytes, TransferMode::kMulticast});
+      });
   }
   bool operator==(const Exchange&) const = default;
 };
@@ -472,11 +586,12 @@ std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRa
 // Merges consecutive transfers of each exchange and consecutive vertices of each compute set
 // into runs (the canonical run form: the same transfers and vertex instances in the same
 // order, docs/trace-format.md §4.2). Idempotent; a trace and its coalesced form simulate
-// identically. The compiler calls it on its result.
+// identically. The compiler calls it on its result. An exchange's moves stay as they are.
 void coalesce(Exchange& exchange);
 void coalesce(ComputeSet& compute_set);
 void coalesce(Trace& trace);
-// The inverse: every run written out as count-1 records (for tests and the reference engine).
+// The inverse: every run written out as count-1 records, and every move as its transfers (for
+// tests and the reference engine).
 Exchange expanded(const Exchange& exchange);
 ComputeSet expanded(const ComputeSet& compute_set);
 
