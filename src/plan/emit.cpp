@@ -134,14 +134,22 @@ class ConvEmitter {
             if (n == 0) continue;
             const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
             const std::uint64_t base = k - (k / stride) % fan_in * stride;  // digit t of k: 0
-            std::uint64_t inputs = 0;
-            for (std::uint64_t m = 0; m < fan_in; ++m) {
-              const auto i = static_cast<std::uint32_t>(base + m * stride);
-              if (i >= depth) break;
-              ++inputs;
-              if (i != k)
-                red.add(TileRange{tile(g, r, i, o), tile(g, r, i, o)}, {&owner, 1}, n * pb_);
-            }
+            // The group's tiles base + m x stride below depth, m < fan_in, send to tile k (m =
+            // own) but itself; a tile index is affine in i, so the senders before and after
+            // it are two strided runs.
+            const std::uint64_t inputs = std::min(fan_in, (depth - base + stride - 1) / stride);
+            const std::uint64_t own = (k - base) / stride;
+            const auto at = [&](std::uint64_t m) {
+              return tile(g, r, static_cast<std::uint32_t>(base + m * stride), o);
+            };
+            const std::int64_t step = std::int64_t{at(1)} - std::int64_t{at(0)};
+            const auto senders = [&](std::uint64_t from, std::uint64_t to) {
+              if (from < to)
+                red.add_strided({at(from), at(from)}, step, owner, n * pb_,
+                                static_cast<std::uint32_t>(to - from));
+            };
+            senders(0, own);
+            senders(own + 1, inputs);
             if (inputs < 2) continue;
             trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
             rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);

@@ -1326,6 +1326,43 @@ TEST(TraceTextErrors, RandomCorruptionNeverCrashes) {
   }
 }
 
+// add_strided builds the records add() one by one builds, on random sequences of strided
+// groups (continuing the run before them or not, short and long, either direction).
+TEST(TraceRuns, AddStridedBuildsTheRunsOfAddOneByOne) {
+  std::uint64_t seed = 4242;
+  const auto next = [&](std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  for (int round = 0; round < 300; ++round) {
+    Exchange bulk{"b", {}, {}}, one{"o", {}, {}};
+    std::uint32_t after = 100;  // where the group before would have gone on
+    TileRange to{0, 0};
+    std::uint64_t bytes = 8;
+    for (int g = 0, groups = 1 + static_cast<int>(next(8)); g < groups; ++g) {
+      // Half the groups go on from the group before (same destination and bytes, maybe
+      // another step); the others start anywhere.
+      const bool goes_on = next(2) == 0;
+      const auto first = goes_on ? after : static_cast<std::uint32_t>(100 + next(20));
+      const std::int64_t step = static_cast<std::int64_t>(next(5)) - 2;
+      const auto count = static_cast<std::uint32_t>(next(6));
+      if (!goes_on) {
+        const auto a = static_cast<std::uint32_t>(next(3)), b = static_cast<std::uint32_t>(next(3));
+        to = {std::min(a, b), std::max(a, b)};
+        bytes = 8 * (1 + next(2));
+      }
+      after = Transfer::shift(first, step, count);
+      bulk.add_strided({first, first}, step, to, bytes, count);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        const std::uint32_t s = Transfer::shift(first, step, i);
+        one.add({s, s}, {&to, 1}, bytes);
+      }
+    }
+    EXPECT_EQ(bulk.transfers, one.transfers) << round;
+    EXPECT_EQ(bulk.dst_pool, one.dst_pool) << round;
+  }
+}
+
 // docs/trace-format.md §4.4: the example move is the two transfers the text names, in order.
 TEST(TraceMoves, DocumentedExampleIsTwoTransfers) {
   const Trace t = parse(

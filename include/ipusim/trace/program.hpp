@@ -396,6 +396,29 @@ struct Exchange {
     dst_pool.push_back(to);
     transfers.push_back(t);
   }
+  // add() of `count` transfers of `bytes` each to `dst`, the i-th from `src` shifted by
+  // i x `src_step`: the records add() one by one would build, the rest of a run added at once
+  // when the last record is a run that they continue.
+  void add_strided(TileRange src, std::int64_t src_step, TileRange dst, std::uint64_t bytes,
+                   std::uint32_t count) {
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const TileRange s{Transfer::shift(src.first, src_step, i),
+                        Transfer::shift(src.last, src_step, i)};
+      if (!transfers.empty()) {
+        const Transfer& last = transfers.back();
+        const std::uint32_t rest = count - i;
+        if (last.count >= 2 && last.dst_count == 1 && last.mode == TransferMode::kMulticast &&
+            last.src_step == src_step && last.dst_step == 0 && last.bytes_step == 0 &&
+            last.bytes == bytes && dst_pool[last.dst_first] == dst &&
+            last.src_at(last.count) == s &&
+            rest <= std::numeric_limits<std::uint32_t>::max() - last.count) {
+          transfers.back().count += rest;
+          return;
+        }
+      }
+      add(s, {&dst, 1}, bytes);
+    }
+  }
   // add() for any destination ranges.
   void add_general(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
                    TransferMode mode);
