@@ -379,8 +379,10 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
   }
   // A move's pieces: single-tile transfers, costed by the multicast rule above specialised to
   // one source and one destination tile (other than the source): the destination receives
-  // at the group's rate only when its super-tile group is the one tile. The grids' tiles are
-  // checked once, not per piece.
+  // at the group's rate only when its super-tile group is the one tile. The sums are added
+  // tile by tile (Move::for_each_tile), not transfer by transfer; a destination's largest
+  // column distance is to the lowest or the highest tile sending to it. The grids' tiles are
+  // checked once.
   for (const trace::Move& m : ex.moves) {
     if (const std::uint64_t last = m.last_tile(); last >= n)
       throw TraceError(
@@ -389,20 +391,20 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
                       ex.name, last, n));
     auto& receive_rate = group == 1 ? shared : alone;
     std::int64_t most = 0;
-    m.for_each_piece([&](std::uint32_t s, std::uint32_t t, std::uint64_t bytes) {
-      add(sent, s, s, bytes);
-      add(received, t, t, bytes);
-      add(receive_rate, t, t, bytes);
-      total_bytes += bytes;
-      const std::int64_t apart = column[t] - column[s];
-      most = std::max(most, apart < 0 ? -apart : apart);
-      if (exchange_code) {
-        ++transfers_at[s];
-        --transfers_at[s + 1];
-        ++transfers_at[t];
-        --transfers_at[t + 1];
-      }
-    });
+    m.for_each_tile(
+        [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers, std::uint32_t lowest,
+            std::uint32_t highest) {
+          if (transfers == 0) return;
+          add(received, t, t, bytes);
+          add(receive_rate, t, t, bytes);
+          total_bytes += bytes;
+          most = std::max({most, column[t] - column[lowest], column[highest] - column[t]});
+          if (exchange_code) add(transfers_at, t, t, transfers);
+        },
+        [&](std::uint32_t s, std::uint64_t bytes, std::uint64_t transfers) {
+          add(sent, s, s, bytes);
+          if (exchange_code) add(transfers_at, s, s, transfers);
+        });
     max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
   }
   out.total_bytes = total_bytes;
@@ -620,11 +622,12 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
               per_transfer);
       }
     }
-    for (const trace::Move& m : ex.moves)
-      m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t) {
-        add(exchange_code, {src, src}, per_transfer);
-        add(exchange_code, {dst, dst}, per_transfer);
-      });
+    for (const trace::Move& m : ex.moves) {
+      const auto code = [&](std::uint32_t t, std::uint64_t, std::uint64_t transfers, auto...) {
+        add(exchange_code, {t, t}, per_transfer * transfers);
+      };
+      m.for_each_tile(code, code);
+    }
   }
   strided.drain_into(exchange_code);
 

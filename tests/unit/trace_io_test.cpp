@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -1417,6 +1418,63 @@ TEST(TraceMoves, CellsCountEveryPieceInClosedForm) {
     std::uint64_t transfers = 0;
     m.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++transfers; });
     EXPECT_EQ(transfers, pairs.size()) << round;
+  }
+}
+
+// Move::for_each_tile (each tile's sums in time linear in the blocks) gives what adding up
+// for_each_piece's transfers gives, on random grids that share tiles, in either block order.
+TEST(TraceMoves, TileSumsAreThoseOfTheTransfers) {
+  std::uint64_t seed = 2024;
+  const auto next = [&](std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  for (int round = 0; round < 500; ++round) {
+    Move m;
+    m.positions = 1 + next(50);
+    m.channels = 1 + next(50);
+    m.element_bytes = 1 + static_cast<std::uint32_t>(next(4));
+    for (BlockGrid* g : {&m.from, &m.to}) {
+      g->positions_per_tile = 1 + next(m.positions);
+      g->chans_per_tile = 1 + next(m.channels);
+      g->first_tile = static_cast<std::uint32_t>(next(8));
+      g->tile_stride = 1 + static_cast<std::uint32_t>(next(3));
+      g->channels_outer = next(2) == 0;
+    }
+    struct Sums {
+      std::uint64_t in = 0, out = 0, received = 0, sent = 0;
+      std::uint32_t lowest = ~0u, highest = 0;
+      bool operator==(const Sums&) const = default;
+    };
+    std::map<std::uint32_t, Sums> pieces, tiles;
+    m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+      pieces[dst].received += bytes;
+      ++pieces[dst].in;
+      pieces[src].sent += bytes;
+      ++pieces[src].out;
+      pieces[dst].lowest = std::min(pieces[dst].lowest, src);
+      pieces[dst].highest = std::max(pieces[dst].highest, src);
+    });
+    m.for_each_tile(
+        [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers, std::uint32_t lowest,
+            std::uint32_t highest) {
+          if (transfers == 0) return;
+          tiles[t].received += bytes;
+          tiles[t].in += transfers;
+          // The span given may include the tile itself (its own block, which sends nothing).
+          EXPECT_LE(lowest, pieces[t].lowest);
+          EXPECT_GE(highest, pieces[t].highest);
+          EXPECT_TRUE(lowest == pieces[t].lowest || lowest == t);
+          EXPECT_TRUE(highest == pieces[t].highest || highest == t);
+          tiles[t].lowest = pieces[t].lowest;
+          tiles[t].highest = pieces[t].highest;
+        },
+        [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers) {
+          if (transfers == 0) return;
+          tiles[t].sent += bytes;
+          tiles[t].out += transfers;
+        });
+    EXPECT_EQ(tiles, pieces) << round;
   }
 }
 

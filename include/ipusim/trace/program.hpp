@@ -262,6 +262,12 @@ struct Move {
   // Calls f(source tile, destination tile, bytes) for every transfer, in order.
   template <typename F>
   void for_each_piece(F&& f) const;
+  // Each tile's share of the transfers, in time linear in the blocks, not the transfers (for
+  // costing): to(tile, bytes received, transfers received, lowest and highest tile of the
+  // blocks of `from` that its block meets) for every block of `to`, and from(tile, bytes sent,
+  // transfers sent) for every block of `from`.
+  template <typename To, typename From>
+  void for_each_tile(To&& to_fn, From&& from_fn) const;
   bool operator==(const Move&) const = default;
 };
 
@@ -323,6 +329,74 @@ void Move::for_each_piece(F&& f) const {
         }
       }
     }
+}
+
+template <typename To, typename From>
+void Move::for_each_tile(To&& to_fn, From&& from_fn) const {
+  struct Grid {
+    const BlockGrid& g;
+    std::uint64_t pb, cb;
+    std::uint32_t tile(std::uint64_t p, std::uint64_t c) const {
+      return Move::tile(g, p, c, pb, cb);
+    }
+    // The block on tile t, if one is (as (position block, channel block)).
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> block_on(std::uint32_t t) const {
+      if (t < g.first_tile || (t - g.first_tile) % g.tile_stride != 0) return std::nullopt;
+      const std::uint64_t b = (t - g.first_tile) / g.tile_stride;
+      if (b >= pb * cb) return std::nullopt;
+      return g.channels_outer ? std::pair{b % pb, b / pb} : std::pair{b / cb, b % cb};
+    }
+  };
+  const Grid src{from, blocks(positions, from.positions_per_tile),
+                 blocks(channels, from.chans_per_tile)};
+  const Grid dst{to, blocks(positions, to.positions_per_tile), blocks(channels, to.chans_per_tile)};
+  // One dimension of n elements cut into blocks of `per`, against the cut into blocks of
+  // `other`: each block's size and the first and last block of the other cut it meets.
+  struct Side {
+    std::uint64_t n, per, other;
+    std::vector<std::uint64_t> size, first, last;
+    Side(std::uint64_t n_, std::uint64_t per_, std::uint64_t other_)
+        : n(n_), per(per_), other(other_) {
+      for (std::uint64_t k = 0; k * per < n; ++k) {
+        const std::uint64_t lo = k * per, hi = std::min(n, lo + per);
+        size.push_back(hi - lo);
+        first.push_back(lo / other);
+        last.push_back((hi - 1) / other);
+      }
+    }
+    // Elements block k shares with block j of the other cut.
+    std::uint64_t shared(std::uint64_t k, std::uint64_t j) const {
+      const std::uint64_t lo = std::max(k * per, j * other);
+      const std::uint64_t hi = std::min({n, (k + 1) * per, (j + 1) * other});
+      return hi > lo ? hi - lo : 0;
+    }
+  };
+  // A block's share: all its elements but those its tile keeps (the other grid's block on the
+  // same tile, when that is one of the blocks it meets), one transfer per block met but that.
+  const auto visit = [&](const Grid& self, const Grid& other, auto&& fn) {
+    const Side sp(positions, self.g.positions_per_tile, other.g.positions_per_tile);
+    const Side sc(channels, self.g.chans_per_tile, other.g.chans_per_tile);
+    for (std::uint64_t p = 0; p < self.pb; ++p)
+      for (std::uint64_t c = 0; c < self.cb; ++c) {
+        const std::uint32_t t = self.tile(p, c);
+        std::uint64_t bytes = sp.size[p] * sc.size[c] * element_bytes;
+        std::uint64_t transfers = (sp.last[p] - sp.first[p] + 1) * (sc.last[c] - sc.first[c] + 1);
+        if (const auto own = other.block_on(t);
+            own && own->first >= sp.first[p] && own->first <= sp.last[p] &&
+            own->second >= sc.first[c] && own->second <= sc.last[c]) {
+          bytes -= sp.shared(p, own->first) * sc.shared(c, own->second) * element_bytes;
+          --transfers;
+        }
+        // The other grid's tiles grow with both block indices, so those of the blocks met
+        // lie between these two.
+        fn(t, bytes, transfers, other.tile(sp.first[p], sc.first[c]),
+           other.tile(sp.last[p], sc.last[c]));
+      }
+  };
+  visit(dst, src, to_fn);
+  visit(src, dst,
+        [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers, std::uint32_t,
+            std::uint32_t) { from_fn(t, bytes, transfers); });
 }
 
 struct Exchange {
