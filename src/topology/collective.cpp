@@ -61,22 +61,25 @@ std::uint64_t CollectiveContext::reduce(std::uint64_t bytes, std::uint64_t input
 std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
                                             std::span<const std::vector<std::uint32_t>> groups,
                                             std::size_t steps, bool reduce, std::uint64_t t) {
-  std::vector<Flow> flows;
   // The groups sync at once each step, which waits for the slowest; the same every step.
   std::uint64_t sync = 0;
   for (const auto& g : groups) sync = std::max(sync, group_sync(g));
-  for (std::size_t s = 0; s < steps; ++s) {
-    flows.clear();
-    std::uint64_t chunk = 0;
-    for (const RingPass& p : passes) {
-      const std::size_t n = p.order.size();
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t next = p.reverse ? (i + n - 1) % n : (i + 1) % n;
-        flows.push_back({p.order[i], p.order[next], p.chunk});
-      }
-      chunk = std::max(chunk, p.chunk);
+  // Every step sends the same flows, so their routes are found once.
+  std::vector<Flow> flows;
+  std::uint64_t chunk = 0;
+  for (const RingPass& p : passes) {
+    const std::size_t n = p.order.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t next = p.reverse ? (i + n - 1) % n : (i + 1) % n;
+      flows.push_back({p.order[i], p.order[next], p.chunk});
     }
-    t = links_.run(flows, begin_step_with(t, sync));
+    chunk = std::max(chunk, p.chunk);
+  }
+  std::vector<std::vector<Channel>> routes(flows.size());
+  for (std::size_t i = 0; i < flows.size() && steps > 0; ++i)
+    links_.topology().route(flows[i].src, flows[i].dst, routes[i]);
+  for (std::size_t s = 0; s < steps; ++s) {
+    t = links_.run(flows, routes, begin_step_with(t, sync));
     if (reduce) t += this->reduce(chunk, 2);
   }
   return t;

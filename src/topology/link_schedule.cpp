@@ -26,28 +26,43 @@ std::uint64_t LinkSchedule::run(std::span<const Flow> flows, std::uint64_t ready
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes == 0) continue;
     topology_->route(f.src, f.dst, route_);
-    const auto& route = route_;
-    std::uint64_t start = ready;
-    double slowest = std::numeric_limits<double>::max();
-    std::uint64_t latency = 0;
-    for (Channel c : route) {
-      start = std::max(start, free_at_[c]);
-      slowest = std::min(slowest, rate(c));
-      latency += this->latency(c);
-    }
-    const auto cycles = [&](double rate) { return (Bytes{f.bytes} / BytesPerCycle{rate}).count; };
-    // Each channel is busy for the bytes at its own rate; the flow arrives at the pace of the
-    // slowest channel of its route.
-    for (Channel c : route) {
-      const std::uint64_t busy = cycles(rate(c));
-      free_at_[c] = start + busy;
-      use_[c].bytes += f.bytes;
-      use_[c].busy_cycles += busy;
-    }
-    end = std::max(end, start + cycles(slowest) + latency);
-    if (abort_ && end >= abort_at_) throw Exceeded{};
+    schedule(f, route_, ready, end);
   }
   return end;
+}
+
+std::uint64_t LinkSchedule::run(std::span<const Flow> flows,
+                                std::span<const std::vector<Channel>> routes, std::uint64_t ready) {
+  std::uint64_t end = ready;
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const Flow& f = flows[i];
+    if (f.src == f.dst || f.bytes == 0) continue;
+    schedule(f, routes[i], ready, end);
+  }
+  return end;
+}
+
+void LinkSchedule::schedule(const Flow& f, std::span<const Channel> route, std::uint64_t ready,
+                            std::uint64_t& end) {
+  std::uint64_t start = ready;
+  double slowest = std::numeric_limits<double>::max();
+  std::uint64_t latency = 0;
+  for (Channel c : route) {
+    start = std::max(start, free_at_[c]);
+    slowest = std::min(slowest, rate(c));
+    latency += this->latency(c);
+  }
+  const auto cycles = [&](double rate) { return (Bytes{f.bytes} / BytesPerCycle{rate}).count; };
+  // Each channel is busy for the bytes at its own rate; the flow arrives at the pace of the
+  // slowest channel of its route.
+  for (Channel c : route) {
+    const std::uint64_t busy = cycles(rate(c));
+    free_at_[c] = start + busy;
+    use_[c].bytes += f.bytes;
+    use_[c].busy_cycles += busy;
+  }
+  end = std::max(end, start + cycles(slowest) + latency);
+  if (abort_ && end >= abort_at_) throw Exceeded{};
 }
 
 void LinkSchedule::busy_after(std::uint64_t time, std::vector<std::uint64_t>& out) const {

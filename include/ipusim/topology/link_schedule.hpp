@@ -42,6 +42,10 @@ class LinkSchedule {
   // Schedules `flows`, all ready at cycle `ready`; returns the cycle the last one arrives
   // (`ready` if there are none).
   std::uint64_t run(std::span<const Flow> flows, std::uint64_t ready);
+  // The same, with each flow's route given (routes[i] = topology().route of flows[i]): for
+  // flows that run again and again, such as a ring's steps.
+  std::uint64_t run(std::span<const Flow> flows, std::span<const std::vector<Channel>> routes,
+                    std::uint64_t ready);
   // Rate and latency of a directed channel, in bytes per tile cycle and cycles.
   double rate(Channel c) const { return rate_[c / 2]; }
   std::uint64_t latency(Channel c) const { return latency_[c / 2]; }
@@ -65,6 +69,10 @@ class LinkSchedule {
   void never_abort() { abort_ = false; }
 
  private:
+  // One flow on its route, all ready at `ready`; `end` raised to its arrival.
+  void schedule(const Flow& f, std::span<const Channel> route, std::uint64_t ready,
+                std::uint64_t& end);
+
   const Topology* topology_;  // a pointer, so that schedules can be assigned (auto's trials)
   bool abort_ = false;
   std::uint64_t abort_at_ = 0;
