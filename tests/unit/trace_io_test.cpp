@@ -1327,14 +1327,23 @@ TEST(TraceTextErrors, RandomCorruptionNeverCrashes) {
   }
 }
 
+// A seeded linear congruential generator: next(n) is in 0..n-1, the same on every platform.
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : seed_(seed) {}
+  std::uint64_t operator()(std::uint64_t below) {
+    seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed_ >> 33) % below;
+  }
+
+ private:
+  std::uint64_t seed_;
+};
+
 // add_strided builds the records add() one by one builds, on random sequences of strided
 // groups (continuing the run before them or not, short and long, either direction).
 TEST(TraceRuns, AddStridedBuildsTheRunsOfAddOneByOne) {
-  std::uint64_t seed = 4242;
-  const auto next = [&](std::uint64_t below) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (seed >> 33) % below;
-  };
+  Random next(4242);
   for (int round = 0; round < 300; ++round) {
     Exchange bulk{"b", {}, {}}, one{"o", {}, {}};
     std::uint32_t after = 100;  // where the group before would have gone on
@@ -1391,30 +1400,38 @@ TEST(TraceMoves, DocumentedExampleIsTwoTransfers) {
   EXPECT_EQ(same, ex);
 }
 
+// A move of up to `size` x `size` elements of 1 to 4 bytes between two random grids on tiles
+// from 0..7 on, with strides 1 to 3, in either block order (so the grids often share tiles).
+Move random_move(Random& next, std::uint64_t size) {
+  Move m;
+  m.positions = 1 + next(size);
+  m.channels = 1 + next(size);
+  m.element_bytes = 1 + static_cast<std::uint32_t>(next(4));
+  for (BlockGrid* g : {&m.from, &m.to}) {
+    g->positions_per_tile = 1 + next(m.positions);
+    g->chans_per_tile = 1 + next(m.channels);
+    g->first_tile = static_cast<std::uint32_t>(next(8));
+    g->tile_stride = 1 + static_cast<std::uint32_t>(next(3));
+    g->channels_outer = next(2) == 0;
+  }
+  return m;
+}
+
 // Move::cells (closed form: the common refinement of the two grids' cuts) against the distinct
 // (from block, to block) pairs of a tensor's elements, on random grids.
 TEST(TraceMoves, CellsCountEveryPieceInClosedForm) {
-  std::uint64_t seed = 99;
-  const auto next = [&](std::uint64_t below) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (seed >> 33) % below;
-  };
+  Random next(99);
   for (int round = 0; round < 500; ++round) {
-    Move m;
-    m.positions = 1 + next(60);
-    m.channels = 1 + next(60);
-    for (BlockGrid* g : {&m.from, &m.to}) {
-      g->positions_per_tile = 1 + next(m.positions);
-      g->chans_per_tile = 1 + next(m.channels);
-    }
+    Move m = random_move(next, 60);
     std::set<std::array<std::uint64_t, 4>> pairs;
     for (std::uint64_t p = 0; p < m.positions; ++p)
       for (std::uint64_t c = 0; c < m.channels; ++c)
         pairs.insert({p / m.from.positions_per_tile, c / m.from.chans_per_tile,
                       p / m.to.positions_per_tile, c / m.to.chans_per_tile});
     EXPECT_EQ(m.cells(), pairs.size()) << round;
-    // On distinct tiles (from on tiles 0.., to on tiles 1000..) every piece is a transfer.
-    m.to.first_tile = 1000;
+    // On tiles apart (`to` from tile 2^20, past every tile of `from`) every piece is a
+    // transfer.
+    m.to.first_tile = 1u << 20;
     std::uint64_t transfers = 0;
     m.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++transfers; });
     EXPECT_EQ(transfers, pairs.size()) << round;
@@ -1424,23 +1441,9 @@ TEST(TraceMoves, CellsCountEveryPieceInClosedForm) {
 // Move::for_each_tile (each tile's sums in time linear in the blocks) gives what adding up
 // for_each_piece's transfers gives, on random grids that share tiles, in either block order.
 TEST(TraceMoves, TileSumsAreThoseOfTheTransfers) {
-  std::uint64_t seed = 2024;
-  const auto next = [&](std::uint64_t below) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (seed >> 33) % below;
-  };
+  Random next(2024);
   for (int round = 0; round < 500; ++round) {
-    Move m;
-    m.positions = 1 + next(50);
-    m.channels = 1 + next(50);
-    m.element_bytes = 1 + static_cast<std::uint32_t>(next(4));
-    for (BlockGrid* g : {&m.from, &m.to}) {
-      g->positions_per_tile = 1 + next(m.positions);
-      g->chans_per_tile = 1 + next(m.channels);
-      g->first_tile = static_cast<std::uint32_t>(next(8));
-      g->tile_stride = 1 + static_cast<std::uint32_t>(next(3));
-      g->channels_outer = next(2) == 0;
-    }
+    const Move m = random_move(next, 50);
     struct Sums {
       std::uint64_t in = 0, out = 0, received = 0, sent = 0;
       std::uint32_t lowest = ~0u, highest = 0;
