@@ -494,36 +494,36 @@ std::vector<std::string> entries(const std::string& dir) {
 TEST(Sweep, InterruptKeepsFinishedPointsAndRemovesTheRest) {
   TempDir dir;
   const std::string spec = dir.file("s.yaml");
-  // One quick point, then (with --jobs 1, same IPU count: spec order) one that compiles and
-  // runs a ResNet-50 training step (under a second since trace format v3).
+  // One quick point (a ResNet-50 training step, about 0.05 s), finished first, then one that
+  // runs for many seconds (compiling GPT-3 175B for IPU-POD256), interrupted while it runs.
   write(spec,
         "format: ipusim-sweep/1\n"
         "base:\n"
         "  run: resnet50-pod16\n"
         "axes:\n"
-        "  - run.gradient_accumulation: [1, 2]\n");
+        "  - run: [resnet50-pod16, gpt3-175b-pod256]\n");
   // Make the first point quick: run it alone first.
   write(dir.file("first.yaml"),
         "format: ipusim-sweep/1\nbase:\n  run: resnet50-pod16\naxes:\n  - "
-        "run.gradient_accumulation: [1]\n");
+        "run: [resnet50-pod16]\n");
   ASSERT_EQ(ipusim(sweep(dir.file("first.yaml"), dir.file("out"))).status, 0);
   const auto finished = entries(dir.file("out/points"));
   ASSERT_EQ(finished.size(), 1u);
   // A workload row: its model, system and IPUs, and throughput = samples per step / step time
-  // (16 replicas x 20 images x 1 micro-batch).
+  // (16 replicas x 20 images x 10 micro-batches).
   const auto table = rows(read_all(dir.file("out/sweep.csv")));
   ASSERT_EQ(table.size(), 1u);
-  EXPECT_EQ(table[0].at("run.gradient_accumulation"), "1");
+  EXPECT_EQ(table[0].at("run"), "resnet50-pod16");
   EXPECT_EQ(table[0].at("workload"), "ResNet-50-v1.5");
   EXPECT_EQ(table[0].at("system_name"), "IPU-POD16");
   EXPECT_EQ(table[0].at("ipus"), "16");
   EXPECT_EQ(table[0].at("throughput_unit"), "images/s");
-  EXPECT_NEAR(std::stod(table[0].at("throughput")), 320 / std::stod(table[0].at("step_time_s")),
+  EXPECT_NEAR(std::stod(table[0].at("throughput")), 3200 / std::stod(table[0].at("step_time_s")),
               1e-9 * std::stod(table[0].at("throughput")));
   EXPECT_GT(std::stod(table[0].at("compute_s")), 0);
   EXPECT_EQ(json_value_after(read_all(dir.file("out/points/" + finished[0] + "/stats.json")),
                              "\"samples_per_step\""),
-            320);
+            3200);
   const std::string record = read_all(dir.file("out/points/" + finished[0] + "/point.json"));
 
   Background bg({"sweep", spec, "--out", dir.file("out"), "--jobs", "1"}, dir.file("bg.out"),
