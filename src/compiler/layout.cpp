@@ -174,15 +174,30 @@ Layout conv_input_layout(const ChipSpec& /*chip*/, const plan::ConvArgs& a,
 
 namespace {
 
-// Calls f(src tile, dst tile, bytes) for every piece of `to` that `from` holds elsewhere.
-template <class F>
-void for_each_piece(const Layout& from, const Layout& to, F&& f) {
-  const std::uint64_t pblocks = to.position_blocks(), cblocks = to.channel_blocks();
-  block_pieces(from, to,
-               [&](std::uint64_t p, std::uint64_t c, std::uint32_t src, std::uint64_t bytes) {
-                 const std::uint32_t dst = to.tile(p, c, pblocks, cblocks);
-                 if (src != dst) f(src, dst, bytes);
-               });
+// The copy of a tensor from `from` into `to` as a trace move (its pieces are the transfers);
+// blocks larger than the tensor are the one block they hold.
+trace::Move move_between(const Layout& from, const Layout& to) {
+  const auto grid = [](const Layout& l) {
+    return trace::BlockGrid{l.first_tile, l.tile_stride,
+                            std::min(l.positions_per_tile, l.positions),
+                            std::min(l.chans_per_tile, l.channels), l.channels_outer};
+  };
+  return {from.positions, from.channels, trace::dtype_bytes(from.dtype), grid(from), grid(to)};
+}
+
+// The bytes each tile up to `to`'s last receives in the copy, and the number of transfers
+// (from Move::for_each_tile: linear in the blocks, not the transfers).
+std::uint64_t received_by_tile(const trace::Move& move, const Layout& to,
+                               std::vector<std::uint64_t>& received) {
+  received.assign(std::size_t{to.range().last} + 1, 0);
+  std::uint64_t transfers = 0;
+  move.for_each_tile(
+      [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t n, std::uint32_t, std::uint32_t) {
+        received[t] += bytes;
+        transfers += n;
+      },
+      [](std::uint32_t, std::uint64_t, std::uint64_t) {});
+  return transfers;
 }
 
 void check_same_tensor(const Layout& from, const Layout& to) {
@@ -196,11 +211,9 @@ void check_same_tensor(const Layout& from, const Layout& to) {
 
 std::uint64_t rearrangement_receive_bytes(const Layout& from, const Layout& to) {
   check_same_tensor(from, to);
-  if (from == to) return 0;
-  std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
-  for_each_piece(from, to, [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) {
-    received[dst] += bytes;
-  });
+  if (from == to || from.per_tile() == 0 || to.per_tile() == 0) return 0;
+  std::vector<std::uint64_t> received;
+  received_by_tile(move_between(from, to), to, received);
   return *std::max_element(received.begin(), received.end());
 }
 
@@ -210,22 +223,9 @@ trace::Exchange rearrangement(const std::string& name, const Layout& from, const
   if (from == to || from.per_tile() == 0 || to.per_tile() == 0) return ex;
   // One move record, whose pieces are the transfers (trace::Move), when there are at most
   // kMaxTransfers of them.
-  const auto grid = [](const Layout& l) {
-    return trace::BlockGrid{l.first_tile, l.tile_stride,
-                            std::min(l.positions_per_tile, l.positions),
-                            std::min(l.chans_per_tile, l.channels), l.channels_outer};
-  };
-  const trace::Move move{from.positions, from.channels, trace::dtype_bytes(from.dtype), grid(from),
-                         grid(to)};
-  // The transfers are at most the cells, and at least one when there are more cells than
-  // blocks of `to` (a tile holds one block of each layout, so at most that many cells stay on
-  // their tile): they are counted only when these bounds do not decide.
-  const std::uint64_t cells = move.cells();
-  std::uint64_t transfers = cells;
-  if (cells > kMaxTransfers || cells <= std::uint64_t{to.tiles()}) {
-    transfers = 0;
-    move.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++transfers; });
-  }
+  const trace::Move move = move_between(from, to);
+  std::vector<std::uint64_t> received;
+  const std::uint64_t transfers = received_by_tile(move, to, received);
   if (transfers == 0) return ex;
   if (transfers <= kMaxTransfers) {
     ex.moves.push_back(move);
@@ -233,9 +233,6 @@ trace::Exchange rearrangement(const std::string& name, const Layout& from, const
   }
   // Too fragmented to list piece by piece: each destination tile receives its whole block
   // from one source tile (sources taken in turn), which keeps every tile's receive bytes.
-  std::vector<std::uint64_t> received(std::size_t{to.range().last} + 1, 0);
-  move.for_each_piece(
-      [&](std::uint32_t, std::uint32_t dst, std::uint64_t bytes) { received[dst] += bytes; });
   std::uint32_t next = 0;
   for (std::uint32_t dst = 0; dst < received.size(); ++dst) {
     if (received[dst] == 0) continue;
