@@ -620,7 +620,7 @@ std::uint64_t gcd(std::uint64_t a, std::uint64_t b) {
 // more than the distinct boundaries inside (0, n), the multiples of a, of b, and of both.
 std::uint64_t refined_cells(std::uint64_t n, std::uint64_t a, std::uint64_t b) {
   const std::uint64_t g = gcd(a, b);
-  const auto lcm = static_cast<unsigned __int128>(a / g) * b;
+  const auto lcm = static_cast<Wide>(a / g) * b;
   const std::uint64_t shared = lcm >= n ? 0 : (n - 1) / static_cast<std::uint64_t>(lcm);
   return Move::blocks(n, a) + Move::blocks(n, b) - 1 - shared;
 }
@@ -634,9 +634,9 @@ std::uint64_t Move::cells() const {
 
 std::uint64_t Move::last_tile() const {
   const auto last = [&](const BlockGrid& g) {
-    const auto b = static_cast<unsigned __int128>(blocks(positions, g.positions_per_tile)) *
+    const auto b = static_cast<Wide>(blocks(positions, g.positions_per_tile)) *
                    blocks(channels, g.chans_per_tile);
-    const unsigned __int128 t = g.first_tile + (b - 1) * g.tile_stride;
+    const Wide t = g.first_tile + (b - 1) * g.tile_stride;
     return t > std::numeric_limits<std::uint64_t>::max() ? std::numeric_limits<std::uint64_t>::max()
                                                          : static_cast<std::uint64_t>(t);
   };
@@ -648,8 +648,10 @@ std::optional<std::string> move_problem(const Move& m) {
     return fmt::format("moves an empty tensor of {} x {} elements", m.positions, m.channels);
   if (m.element_bytes == 0 || m.element_bytes > kMaxElementBytes)
     return fmt::format("has element_bytes = {}, expected 1..{}", m.element_bytes, kMaxElementBytes);
-  if (static_cast<unsigned __int128>(m.positions) * m.channels * m.element_bytes >
-      static_cast<std::uint64_t>(kMaxCount))
+  if (m.positions > static_cast<std::uint64_t>(kMaxCount) ||
+      m.channels > static_cast<std::uint64_t>(kMaxCount) ||
+      static_cast<Wide>(m.positions) * m.channels * m.element_bytes >
+          static_cast<std::uint64_t>(kMaxCount))
     return fmt::format("moves {} x {} elements of {} bytes, more than {} bytes", m.positions,
                        m.channels, m.element_bytes, kMaxCount);
   for (const auto* g : {&m.from, &m.to}) {
