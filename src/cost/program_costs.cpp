@@ -407,12 +407,43 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
         });
     max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
   }
+  // A reduce-scatter's transfers: single-tile ones too, added member by member
+  // (ReduceScatter::for_each_tile); a receiver's senders lie between its stage group's first
+  // and last tile.
+  for (const trace::ReduceScatter& r : ex.reduce_scatters) {
+    if (const std::uint64_t last = r.last_tile(); last >= n)
+      throw TraceError(fmt::format(
+          "exchange '{}' reduces over tiles up to {} but the chip has {} tiles", ex.name, last, n));
+    auto& receive_rate = group == 1 ? shared : alone;
+    std::int64_t most = 0;
+    r.for_each_tile([&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers,
+                        std::uint32_t lowest, std::uint32_t highest, std::uint64_t sent_bytes,
+                        std::uint64_t sent_transfers) {
+      if (transfers != 0) {
+        add(received, t, t, bytes);
+        add(receive_rate, t, t, bytes);
+        total_bytes += bytes;
+        most = std::max({most, column[t] - column[lowest], column[highest] - column[t]});
+      }
+      add(sent, t, t, sent_bytes);
+      if (exchange_code) add(transfers_at, t, t, transfers + sent_transfers);
+    });
+    max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
+  }
   out.total_bytes = total_bytes;
 
   strided_sent.drain_into(sent);
   strided_transfers.drain_into(transfers_at);
   // Each tile's sums from their differences; the busiest tile; the differences cleared for the
   // next exchange as they are read.
+  // Divisions by the rates as products with their inverses when both are powers of two (the
+  // chips' are): the same doubles, since both scale exactly.
+  const auto power_of_two = [](double r) {
+    int exponent = 0;
+    return std::frexp(r, &exponent) == 0.5;
+  };
+  const bool scale = power_of_two(rate) && power_of_two(rate * group);
+  const double per_rate = 1.0 / rate, per_group_rate = 1.0 / (rate * group);
   std::uint64_t tile_sent = 0, tile_alone = 0, tile_shared = 0, tile_received = 0;
   for (std::uint32_t t = 0; t < n; ++t) {
     tile_sent += sent[t];
@@ -421,9 +452,12 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
     tile_received += received[t];
     sent[t] = alone[t] = shared[t] = received[t] = 0;
     out.tile_bytes.push_back(tile_received + tile_sent);
-    const double receive = static_cast<double>(tile_alone) / (rate * 1u) +
-                           static_cast<double>(tile_shared) / (rate * group);
-    const double busy = std::max(static_cast<double>(tile_sent) / rate, receive);
+    if ((tile_sent | tile_alone | tile_shared) == 0) continue;  // an idle tile: 0 cycles
+    const auto a = static_cast<double>(tile_alone), b = static_cast<double>(tile_shared);
+    const auto c = static_cast<double>(tile_sent);
+    const double receive =
+        scale ? a * per_rate + b * per_group_rate : a / (rate * 1u) + b / (rate * group);
+    const double busy = std::max(scale ? c * per_rate : c / rate, receive);
     const std::uint64_t cycles = ceil_cycles(busy).count;
     if (cycles > out.transfer_cycles) {
       out.transfer_cycles = cycles;
@@ -628,6 +662,11 @@ MemoryMap memory_map(const ChipSpec& chip, const trace::IpuProgram& program, boo
       };
       m.for_each_tile(code, code);
     }
+    for (const trace::ReduceScatter& r : ex.reduce_scatters)
+      r.for_each_tile([&](std::uint32_t t, std::uint64_t, std::uint64_t transfers, std::uint32_t,
+                          std::uint32_t, std::uint64_t, std::uint64_t sent_transfers) {
+        add(exchange_code, {t, t}, per_transfer * (transfers + sent_transfers));
+      });
   }
   strided.drain_into(exchange_code);
 

@@ -46,7 +46,7 @@ const ExchangeCostCache::Costed& ExchangeCostCache::get(const ChipSpec& chip,
                                                         const trace::Exchange& ex,
                                                         cost::ExchangeScratch& scratch) {
   // The key: the counts and a few transfers (cheap); equal keys are told apart by comparing
-  // the transfers whole.
+  // the records whole.
   const auto mix = [](std::uint64_t h, std::uint64_t v) {
     return (h ^ v) * 0x100000001b3ull + (h >> 29);
   };
@@ -59,10 +59,14 @@ const ExchangeCostCache::Costed& ExchangeCostCache::get(const ChipSpec& chip,
   for (const trace::Move& m : ex.moves)
     key = mix(mix(mix(key, m.positions), m.channels),
               (std::uint64_t{m.from.first_tile} << 32) | m.to.first_tile);
+  for (const trace::ReduceScatter& r : ex.reduce_scatters)
+    key = mix(mix(mix(key, r.members), r.stride),
+              (std::uint64_t{r.groups.size()} << 32) | (r.groups.empty() ? 0 : r.groups[0].first));
   const auto [first, last] = entries_.equal_range(key);
   for (auto it = first; it != last; ++it)
     if (it->second.exchange->transfers == ex.transfers &&
-        it->second.exchange->dst_pool == ex.dst_pool && it->second.exchange->moves == ex.moves)
+        it->second.exchange->dst_pool == ex.dst_pool && it->second.exchange->moves == ex.moves &&
+        it->second.exchange->reduce_scatters == ex.reduce_scatters)
       return *it->second.costed;
   auto costed = std::make_unique<Costed>();
   costed->cost = cost::exchange_cost_and_code(chip, ex, &costed->code, scratch);

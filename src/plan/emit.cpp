@@ -115,43 +115,47 @@ class ConvEmitter {
   // poplin's stages (reduction_stages: fan-in f per stage). Tile k ends up owning chunk k of
   // its block's outputs. Stage t (stride S = f^(t-1)) groups the tiles that agree in all base-f
   // digits but digit t; a tile owns the chunks whose lowest t digits equal its own and receives
-  // the group peers' partials of them. One stage (f = D) is the plain reduce-scatter.
+  // the group peers' partials of them. One stage (f = D) is the plain reduce-scatter. The
+  // exchange is one trace::ReduceScatter record over the blocks (g, r, o), whose D tiles are a
+  // fixed step apart; when that could stand for more transfers than a record may, its
+  // transfers are listed instead.
   std::pair<trace::Exchange, trace::ComputeSet> reduce_stage(int t, int stages,
                                                              std::uint64_t fan_in,
                                                              std::uint64_t stride) const {
-    const std::uint64_t depth = p_.in_split;
-    const std::uint64_t span = stride * fan_in;  // ownership modulus after this stage
     trace::Exchange red{
         prefix_ + (t == 0 ? std::string("reduce") : fmt::format("reduce{}", t + 1)), {}, {}};
     trace::ComputeSet reduce_cs{red.name, {}};
+    trace::ReduceScatter rs;
+    rs.members = p_.in_split;
+    rs.member_step = tile(0, 0, 1, 0) - tile(0, 0, 0, 0);
+    rs.fan_in = static_cast<std::uint32_t>(fan_in);
+    rs.stride = static_cast<std::uint32_t>(stride);
+    rs.element_bytes = static_cast<std::uint32_t>(pb_);
     for (std::uint32_t g = 0; g < p_.group_split; ++g)
       for (std::uint32_t r = 0; r < p_.row_split; ++r)
-        for (std::uint32_t o = 0; o < p_.out_split; ++o)
-          for (std::uint32_t k = 0; k < depth; ++k) {
-            std::uint64_t n = 0;  // elements tile k owns after this stage
-            for (std::uint64_t c = k % span; c < depth; c += span)
-              n += chunk(g, r, o, static_cast<std::uint32_t>(c));
-            if (n == 0) continue;
-            const TileRange owner{tile(g, r, k, o), tile(g, r, k, o)};
-            const std::uint64_t base = k - (k / stride) % fan_in * stride;  // digit t of k: 0
-            // The group's tiles base + m x stride below depth, m < fan_in, send to tile k (m =
-            // own) but itself; a tile index is affine in i, so the senders before and after
-            // it are two strided runs.
-            const std::uint64_t inputs = std::min(fan_in, (depth - base + stride - 1) / stride);
-            const std::uint64_t own = (k - base) / stride;
-            const auto at = [&](std::uint64_t m) {
-              return tile(g, r, static_cast<std::uint32_t>(base + m * stride), o);
-            };
-            const std::int64_t step = std::int64_t{at(1)} - std::int64_t{at(0)};
-            const auto senders = [&](std::uint64_t from, std::uint64_t to) {
-              if (from < to)
-                red.add_strided({at(from), at(from)}, step, owner, n * pb_,
-                                static_cast<std::uint32_t>(to - from));
-            };
-            senders(0, own);
-            senders(own + 1, inputs);
-            if (inputs < 2) continue;
-            trace::Vertex rv{trace::Codelet::kReduce, owner, {}};
+        for (std::uint32_t o = 0; o < p_.out_split; ++o) {
+          const std::uint64_t elements = outputs_of(g, r, o);
+          if (elements == 0) continue;
+          // Blocks (g, r, o...) are consecutive tiles: a run while their outputs are equal.
+          const std::uint32_t first = tile(g, r, 0, o);
+          if (!rs.groups.empty()) {
+            trace::ReduceScatter::Groups& last = rs.groups.back();
+            if (last.elements == elements && last.first + std::uint64_t{last.count} == first &&
+                (last.count == 1 || last.step == 1)) {
+              last.step = 1;
+              ++last.count;
+            } else {
+              rs.groups.push_back({first, 0, 1, elements});
+            }
+          } else {
+            rs.groups.push_back({first, 0, 1, elements});
+          }
+          for (std::uint32_t k = 0; k < p_.in_split; ++k) {
+            const std::uint64_t n = rs.owned(elements, k);  // elements tile k owns after it
+            const std::uint64_t inputs = rs.stage_group(k).second;
+            if (n == 0 || inputs < 2) continue;
+            trace::Vertex rv{
+                trace::Codelet::kReduce, TileRange{tile(g, r, k, o), tile(g, r, k, o)}, {}};
             rv.params[sl::kReduceOp] = static_cast<std::int64_t>(trace::Op::kAdd);
             rv.params[sl::kReduceIn] = static_cast<std::int64_t>(s_.partials);
             rv.params[sl::kReduceOut] =
@@ -160,6 +164,16 @@ class ConvEmitter {
             rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
             reduce_cs.vertices.push_back(rv);
           }
+        }
+    if (rs.groups.empty()) return {std::move(red), std::move(reduce_cs)};
+    if (rs.transfer_bound() <= trace::kMaxReduceScatterTransfers) {
+      red.reduce_scatters.push_back(std::move(rs));
+    } else {
+      rs.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+        const TileRange to{dst, dst};
+        red.add({src, src}, {&to, 1}, bytes);
+      });
+    }
     return {std::move(red), std::move(reduce_cs)};
   }
 

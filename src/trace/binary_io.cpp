@@ -45,6 +45,9 @@ constexpr std::uint64_t kMinTransferBytesV3 = 1 + 1 + 2;
 constexpr std::uint64_t kMinVertexBytesV3 = 1 + 1 + 1 + 1 + 1;
 // Version 5: a move's sizes, element bytes and two grids of four varints and an order byte.
 constexpr std::uint64_t kMinMoveBytes = 1 + 1 + 1 + 2 * (4 + 1);
+// Version 6: a reduce-scatter's four sizes, element bytes and group-run count; a run's four.
+constexpr std::uint64_t kMinReduceScatterBytes = 4 + 1 + 4;
+constexpr std::uint64_t kMinGroupsBytes = 4;
 constexpr std::uint64_t kRangeBytesV3 = 2;
 
 // Transfer record flags (v3, docs/trace-format.md §6).
@@ -209,6 +212,28 @@ class BinaryWriter {
         c.u8(g->channels_outer ? 1 : 0);
       }
       close(c);
+    }
+  }
+  // v6: an exchange's reduce-scatters.
+  void reduce_scatters(const Exchange& ex) {
+    count(ex.reduce_scatters.size());
+    for (const ReduceScatter& r : ex.reduce_scatters) {
+      Cursor c = open(4 * 10 + 1);
+      c.varint(r.members);
+      c.varint(r.member_step);
+      c.varint(r.fan_in);
+      c.varint(r.stride);
+      c.u8(static_cast<std::uint8_t>(r.element_bytes));
+      close(c);
+      count(r.groups.size());
+      for (const ReduceScatter::Groups& g : r.groups) {
+        c = open(4 * 10);
+        c.varint(g.first);
+        c.varint(g.step);
+        c.varint(g.count);
+        c.varint(g.elements);
+        close(c);
+      }
     }
   }
   void range(TileRange r) {
@@ -651,6 +676,12 @@ class BinaryReader {
         reserve(ex.moves, moves);
         for (std::uint32_t m = 0; m < moves; ++m) read_move(ex.moves.emplace_back());
       }
+      if (version_ >= 6) {
+        const std::uint32_t scatters = count("reduce-scatters", kMinReduceScatterBytes);
+        reserve(ex.reduce_scatters, scatters);
+        for (std::uint32_t r = 0; r < scatters; ++r)
+          read_reduce_scatter(ex.reduce_scatters.emplace_back());
+      }
     }
     ipu.steps = read_steps(ipu, 0);
     if (lifetimes.empty()) return;
@@ -840,6 +871,39 @@ class BinaryReader {
     }
     if (auto problem = move_problem(m))
       fail_at(move_at, fmt::format("expected a valid move, found one that {}", *problem));
+  }
+
+  // v6: a reduce-scatter, checked whole (reduce_scatter_problem) once read.
+  void read_reduce_scatter(ReduceScatter& r) {
+    const std::uint64_t record_at = offset_;
+    const auto u32_field = [&](std::string_view what) {
+      const std::uint64_t v_at = offset_;
+      const std::uint64_t v = varint(what);
+      if (v > std::numeric_limits<std::uint32_t>::max())
+        fail_at(v_at, fmt::format("expected a {} in 0..2^32-1, found {}", what, v));
+      return static_cast<std::uint32_t>(v);
+    };
+    r.members = u32_field("reduce-scatter members");
+    r.member_step = u32_field("reduce-scatter member step");
+    r.fan_in = u32_field("reduce-scatter fan-in");
+    r.stride = u32_field("reduce-scatter stride");
+    const std::uint64_t at = offset_;
+    r.element_bytes = u8("reduce-scatter element bytes");
+    if (r.element_bytes == 0 || r.element_bytes > kMaxElementBytes)
+      fail_at(at, fmt::format("expected reduce-scatter element bytes 1..{}, found {}",
+                              kMaxElementBytes, r.element_bytes));
+    const std::uint32_t runs = count("reduce-scatter group runs", kMinGroupsBytes);
+    reserve(r.groups, runs);
+    for (std::uint32_t i = 0; i < runs; ++i) {
+      ReduceScatter::Groups& g = r.groups.emplace_back();
+      g.first = u32_field("reduce-scatter first tile");
+      g.step = u32_field("reduce-scatter group step");
+      g.count = u32_field("reduce-scatter group count");
+      g.elements = varint("reduce-scatter group elements");
+    }
+    if (auto problem = reduce_scatter_problem(r))
+      fail_at(record_at,
+              fmt::format("expected a valid reduce-scatter, found one that {}", *problem));
   }
 
   void read_transfer_v3(Exchange& ex) {
@@ -1161,6 +1225,7 @@ void write_binary(const Trace& trace, std::ostream& out, Checked checked) {
       w.provenance(ex.provenance);
       w.transfers(ex);
       w.moves(ex);
+      w.reduce_scatters(ex);
     }
     w.steps(ipu.steps);
   }

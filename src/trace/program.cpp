@@ -272,6 +272,9 @@ class StructureChecker {
     for (std::size_t i = 0; i < ex.moves.size(); ++i)
       if (auto problem = move_problem(ex.moves[i]))
         fail(fmt::format("{}exchange '{}' move {} {}", prefix_, ex.name, i, *problem));
+    for (std::size_t i = 0; i < ex.reduce_scatters.size(); ++i)
+      if (auto problem = reduce_scatter_problem(ex.reduce_scatters[i]))
+        fail(fmt::format("{}exchange '{}' reduce_scatter {} {}", prefix_, ex.name, i, *problem));
   }
 
   void check_steps(const IpuProgram& ipu, const std::vector<Step>& steps,
@@ -606,6 +609,9 @@ std::uint64_t Exchange::transfer_count() const {
   for (const Transfer& t : transfers) n += t.count;
   for (const Move& m : moves)
     m.for_each_piece([&](std::uint32_t, std::uint32_t, std::uint64_t) { ++n; });
+  for (const ReduceScatter& r : reduce_scatters)
+    r.for_each_tile(
+        [&](std::uint32_t, std::uint64_t, std::uint64_t received, auto...) { n += received; });
   return n;
 }
 
@@ -666,6 +672,51 @@ std::optional<std::string> move_problem(const Move& m) {
     return fmt::format("places blocks on tile {}, past 2^32 - 1", last);
   if (const std::uint64_t cells = m.cells(); cells > kMaxMoveCells)
     return fmt::format("cuts the tensor into {} pieces, expected at most {}", cells, kMaxMoveCells);
+  return std::nullopt;
+}
+
+std::uint64_t ReduceScatter::transfer_bound() const {
+  Wide groups_total = 0;
+  for (const Groups& g : groups) groups_total += g.count;
+  const Wide bound = groups_total * members * (std::min(fan_in, members) - Wide{1});
+  return bound > std::numeric_limits<std::uint64_t>::max()
+             ? std::numeric_limits<std::uint64_t>::max()
+             : static_cast<std::uint64_t>(bound);
+}
+
+std::uint64_t ReduceScatter::last_tile() const {
+  Wide last = 0;
+  for (const Groups& g : groups)
+    last = std::max(last,
+                    Wide{g.first} + Wide{g.count - 1} * g.step + Wide{members - 1} * member_step);
+  return last > std::numeric_limits<std::uint64_t>::max()
+             ? std::numeric_limits<std::uint64_t>::max()
+             : static_cast<std::uint64_t>(last);
+}
+
+std::optional<std::string> reduce_scatter_problem(const ReduceScatter& r) {
+  if (r.members < 2) return fmt::format("has {} members per group, expected at least 2", r.members);
+  if (r.member_step == 0) return "has member_step 0, expected at least 1";
+  if (r.fan_in < 2) return fmt::format("has fan_in {}, expected at least 2", r.fan_in);
+  if (r.stride == 0) return "has stride 0, expected at least 1";
+  if (r.element_bytes == 0 || r.element_bytes > kMaxElementBytes)
+    return fmt::format("has element_bytes = {}, expected 1..{}", r.element_bytes, kMaxElementBytes);
+  if (r.groups.empty()) return "has no groups";
+  for (std::size_t i = 0; i < r.groups.size(); ++i) {
+    const ReduceScatter::Groups& g = r.groups[i];
+    if (g.count == 0) return fmt::format("has group run {} of 0 groups, expected at least 1", i);
+    if (g.elements == 0 ||
+        static_cast<Wide>(g.elements) * r.element_bytes > static_cast<std::uint64_t>(kMaxCount))
+      return fmt::format("has group run {} of {} elements of {} bytes, expected 1..{} bytes", i,
+                         g.elements, r.element_bytes, kMaxCount);
+  }
+  if (const std::uint64_t last = r.last_tile(); last > std::numeric_limits<std::uint32_t>::max())
+    return fmt::format("places members on tile {}, past 2^32 - 1", last);
+  if (const std::uint64_t bound = r.transfer_bound(); bound > kMaxReduceScatterTransfers)
+    return fmt::format(
+        "may stand for {} transfers (groups x members x (fan_in - 1)), expected "
+        "at most {}",
+        bound, kMaxReduceScatterTransfers);
   return std::nullopt;
 }
 
@@ -732,7 +783,9 @@ void coalesce(Exchange& exchange) {
   Exchange out;
   out.name = exchange.name;
   out.provenance = exchange.provenance;
-  out.moves = std::exchange(exchange.moves, {});  // moves stay moves; the records coalesce
+  // Moves and reduce-scatters stay as they are; the records coalesce.
+  out.moves = std::exchange(exchange.moves, {});
+  out.reduce_scatters = std::exchange(exchange.reduce_scatters, {});
   exchange.for_each([&](const TransferView& t) { out.add(t.src, t.dst, t.bytes, t.mode); });
   out.transfers.shrink_to_fit();
   out.dst_pool.shrink_to_fit();
@@ -853,6 +906,15 @@ void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string
         const std::string item = fmt::format("exchange '{}' move {}", ex.name, i);
         checker.check(item, "sends from", move_tiles(m, m.from));
         checker.check(item, "sends to", move_tiles(m, m.to));
+      }
+      for (std::size_t i = 0; i < ex.reduce_scatters.size(); ++i) {
+        const ReduceScatter& r = ex.reduce_scatters[i];
+        const std::string item = fmt::format("exchange '{}' reduce_scatter {}", ex.name, i);
+        for (const ReduceScatter::Groups& g : r.groups) {
+          const std::uint64_t last = g.first + std::uint64_t{g.count - 1} * g.step +
+                                     std::uint64_t{r.members - 1} * r.member_step;
+          checker.check(item, "uses", {g.first, static_cast<std::uint32_t>(last)});
+        }
       }
     }
     std::vector<std::size_t> path;

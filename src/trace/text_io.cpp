@@ -295,6 +295,7 @@ class TextReader {
         {"vertex", "a 'computeset' block"},
         {"transfer", "an 'exchange' block"},
         {"move", "an 'exchange' block"},
+        {"reduce_scatter", "an 'exchange' block"},
         {"compute", "a 'program' block"},
         {"sync", "a 'program' block"},
         {"host", "a 'program' block"},
@@ -745,16 +746,99 @@ class TextReader {
       expect_arity(1, "end");
       block_ = Block::kIpu;
     } else if (d == "transfer") {
-      if (!ipu().exchanges.back().moves.empty())
-        fail(
-            "expected 'move' or 'end' after a move, found 'transfer' (an exchange lists its "
-            "transfers before its moves)");
+      const Exchange& ex = ipu().exchanges.back();
+      if (!ex.moves.empty() || !ex.reduce_scatters.empty())
+        fail(fmt::format(
+            "expected {} or 'end' after a {}, found 'transfer' (an exchange lists its transfers, "
+            "then its moves, then its reduce-scatters)",
+            ex.reduce_scatters.empty() ? "'move'" : "'reduce_scatter'",
+            ex.reduce_scatters.empty() ? "move" : "reduce_scatter"));
       read_transfer();
     } else if (d == "move") {
+      if (!ipu().exchanges.back().reduce_scatters.empty())
+        fail(
+            "expected 'reduce_scatter' or 'end' after a reduce_scatter, found 'move' (an "
+            "exchange lists its transfers, then its moves, then its reduce-scatters)");
       read_move();
+    } else if (d == "reduce_scatter") {
+      read_reduce_scatter();
     } else {
-      bad_directive(d, {"transfer", "move", "end"}, "in an 'exchange' block");
+      bad_directive(d, {"transfer", "move", "reduce_scatter", "end"}, "in an 'exchange' block");
     }
+  }
+
+  // A reduce-scatter's groups (v6): FIRST[/STEP/COUNT]:ELEMENTS[,...].
+  std::vector<ReduceScatter::Groups> parse_groups(std::string_view list) const {
+    std::vector<ReduceScatter::Groups> out;
+    while (true) {
+      const std::size_t comma = list.find(',');
+      const std::string_view item = list.substr(0, comma);
+      const auto bad = [&] {
+        fail(fmt::format(
+            "expected groups like 0:1024 or 0/1/7:1536 (first tile[/tile step/groups]:elements), "
+            "found '{}' in groups=",
+            item));
+      };
+      const std::size_t colon = item.find(':');
+      if (colon == std::string_view::npos) bad();
+      std::vector<std::string_view> parts;
+      const std::string_view tiles = item.substr(0, colon);
+      for (std::size_t at = 0;;) {
+        const std::size_t slash = tiles.find('/', at);
+        parts.push_back(tiles.substr(at, slash == std::string_view::npos ? slash : slash - at));
+        if (slash == std::string_view::npos) break;
+        at = slash + 1;
+      }
+      if (parts.size() != 1 && parts.size() != 3) bad();
+      ReduceScatter::Groups g;
+      const auto first = parse_integer<std::uint32_t>(parts[0]);
+      const auto elements = parse_integer<std::uint64_t>(item.substr(colon + 1));
+      if (!first || !elements) bad();
+      g.first = *first;
+      g.elements = *elements;
+      if (parts.size() == 3) {
+        const auto step = parse_integer<std::uint32_t>(parts[1]);
+        const auto count = parse_integer<std::uint32_t>(parts[2]);
+        if (!step || !count) bad();
+        g.step = *step;
+        g.count = *count;
+      }
+      out.push_back(g);
+      if (comma == std::string_view::npos) break;
+      list = list.substr(comma + 1);
+    }
+    return out;
+  }
+
+  void read_reduce_scatter() {
+    if (file_version_ < 6)
+      fail(fmt::format(
+          "'reduce_scatter' needs trace format version 6, but the header says version {}",
+          file_version_));
+    Field fields[] = {{"members", "<count>", true, {}},
+                      {"member_step", "<tiles>", true, {}},
+                      {"fan_in", "<count>", true, {}},
+                      {"stride", "<members>", true, {}},
+                      {"element_bytes", "<bytes>", true, {}},
+                      {"groups", "<first>[/<step>/<count>]:<elements>[,...]", true, {}}};
+    collect(1, fields, "reduce_scatter");
+    ReduceScatter r;
+    const auto u32 = [&](std::size_t i, std::string_view key, std::uint64_t min) {
+      const std::uint64_t v = parse_count(*fields[i].value, key, min);
+      if (v > std::numeric_limits<std::uint32_t>::max())
+        fail(fmt::format("expected {}= in {}..{}, found {}", key, min,
+                         std::numeric_limits<std::uint32_t>::max(), v));
+      return static_cast<std::uint32_t>(v);
+    };
+    r.members = u32(0, "members", 2);
+    r.member_step = u32(1, "member_step", 1);
+    r.fan_in = u32(2, "fan_in", 2);
+    r.stride = u32(3, "stride", 1);
+    r.element_bytes = u32(4, "element_bytes", 1);
+    r.groups = parse_groups(*fields[5].value);
+    if (auto problem = reduce_scatter_problem(r))
+      fail(fmt::format("this reduce_scatter {}", *problem));
+    ipu().exchanges.back().reduce_scatters.push_back(std::move(r));
   }
 
   // A move's grid (v5): FIRST/STRIDE/POSITIONSxCHANNELS[/channels_outer].
@@ -1233,6 +1317,19 @@ void write_text(const Trace& trace, std::ostream& out, Checked checked) {
         for (const auto& [key, g] : {std::pair{"from", &m.from}, std::pair{"to", &m.to}})
           w.put(" {}={}/{}/{}x{}{}", key, g->first_tile, g->tile_stride, g->positions_per_tile,
                 g->chans_per_tile, g->channels_outer ? "/channels_outer" : "");
+        w.put("\n");
+      }
+      for (const ReduceScatter& r : ex.reduce_scatters) {
+        w.put(
+            "  reduce_scatter members={} member_step={} fan_in={} stride={} element_bytes={} "
+            "groups=",
+            r.members, r.member_step, r.fan_in, r.stride, r.element_bytes);
+        for (std::size_t i = 0; i < r.groups.size(); ++i) {
+          const ReduceScatter::Groups& g = r.groups[i];
+          w.put("{}{}", i == 0 ? "" : ",", g.first);
+          if (g.count != 1 || g.step != 0) w.put("/{}/{}", g.step, g.count);
+          w.put(":{}", g.elements);
+        }
         w.put("\n");
       }
       w.put("end\n");

@@ -1095,7 +1095,7 @@ TEST(RoundThree, ControlCharactersInValuesNeverReachTheTerminalRaw) {
   r = cli("run " + bin);
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(r.err,
-            "error: " + bin + ":1: expected the header 'ipusim-trace 5', found 'abc\\0def'\n");
+            "error: " + bin + ":1: expected the header 'ipusim-trace 6', found 'abc\\0def'\n");
 }
 
 // Issue 30, defect 14: messages that misled (directories and CRLF files have their own tests

@@ -880,6 +880,65 @@ TEST(Planner, PartialSumsOfADeepInputSplitReduceInPoplinsStages) {
     EXPECT_EQ(v.params[sl::kReduceOutputs], 16);
     EXPECT_EQ(v.params[sl::kReduceInputs], 4);
   }
+  // Each stage is one reduce-scatter record over the one group of 20 tiles (trace v6).
+  for (const trace::Exchange* ex : {&prog.exchanges[1], &prog.exchanges[2]}) {
+    EXPECT_TRUE(ex->transfers.empty());
+    ASSERT_EQ(ex->reduce_scatters.size(), 1u);
+    EXPECT_EQ(ex->reduce_scatters[0].groups,
+              (std::vector<trace::ReduceScatter::Groups>{{0, 0, 1, 320}}));
+  }
+}
+
+// Every output block's reduction, with several row and output-channel blocks (the last of each
+// smaller) in either tile order: the emitted stages are the transfers of each owner from its
+// stage peers, block by block, as the stages define them (docs/kernels.md).
+TEST(Planner, ReduceStagesOfEveryBlockAreEachOwnersTransfers) {
+  for (const TileOrder order : {TileOrder::kStandard, TileOrder::kInputOuter})
+    for (const std::uint32_t in_split : {2u, 3u, 7u, 20u}) {
+      ConvArgs a;
+      a.height = 21;     // rows: blocks of 8, 8, 5
+      a.out_chans = 40;  // blocks of 16, 16, 8
+      a.in_chans = 16 * in_split;
+      ConvPlan p;
+      p.order = order;
+      p.row_split = 3;
+      p.rows_per_tile = 8;
+      p.out_split = 3;
+      p.out_per_tile = 16;
+      p.in_split = in_split;
+      p.in_per_tile = 16;
+      trace::IpuProgram prog;
+      std::vector<trace::Step> steps;
+      emit_conv(prog, "mm/", testing::gc200_by_hand(), a, p, steps);
+      const auto [stages, fan_in] = reduction_stages(in_split);
+      ASSERT_EQ(prog.exchanges.size(), 1u + stages);
+      std::uint64_t stride = 1;
+      for (int t = 0; t < stages; ++t, stride *= fan_in) {
+        const trace::Exchange& ex = prog.exchanges[1 + t];
+        ASSERT_EQ(ex.reduce_scatters.size(), 1u);
+        std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> want, got;
+        for (std::uint32_t r = 0; r < 3; ++r)
+          for (std::uint32_t o = 0; o < 3; ++o) {
+            const std::uint64_t outputs = (r == 2 ? 5 : 8) * (o == 2 ? 8 : 16);
+            const std::uint64_t size = (outputs + in_split - 1) / in_split;
+            for (std::uint64_t k = 0; k < in_split; ++k) {
+              std::uint64_t n = 0;  // the chunks c = k mod (stride x fan_in)
+              for (std::uint64_t c = k % (stride * fan_in); c < in_split; c += stride * fan_in)
+                n += c * size >= outputs ? 0 : std::min(size, outputs - c * size);
+              if (n == 0) continue;
+              for (std::uint64_t s = 0; s < in_split; ++s)  // peers: differ in digit t only
+                if (s != k && s % stride == k % stride &&
+                    s / (stride * fan_in) == k / (stride * fan_in))
+                  want.emplace_back(plan_tile(p, 0, r, static_cast<std::uint32_t>(s), o),
+                                    plan_tile(p, 0, r, static_cast<std::uint32_t>(k), o), n * 2);
+            }
+          }
+        ex.for_each([&](const trace::TransferView& v) {
+          got.emplace_back(v.src.first, v.dst[0].first, v.bytes);
+        });
+        EXPECT_EQ(got, want) << static_cast<int>(order) << " " << in_split << " stage " << t;
+      }
+    }
 }
 
 }  // namespace

@@ -383,6 +383,110 @@ TEST(ExchangeCost, MovesCostAsTheirTransfers) {
   }
 }
 
+// A reduce-scatter costs as its transfers written out (trace::expanded), member sums and all,
+// on random records (both bus groupings); and its tile bytes are those of a chunk-by-chunk
+// count from the record's definition (docs/trace-format.md §4.5).
+TEST(ExchangeCost, ReduceScattersCostAsTheirTransfers) {
+  std::uint64_t seed = 4242;
+  const auto next = [&](std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  for (const std::uint32_t group : {2u, 1u}) {
+    ChipSpec chip = testing::gc200_by_hand();
+    chip.tiles = 184;  // four columns
+    chip.exchange.tiles_per_shared_bus = group;
+    ExchangeScratch scratch;
+    for (int round = 0; round < 300; ++round) {
+      trace::ReduceScatter r;
+      r.members = 2 + static_cast<std::uint32_t>(next(11));
+      r.member_step = 1 + static_cast<std::uint32_t>(next(3));
+      r.fan_in = 2 + static_cast<std::uint32_t>(next(r.members + 1));
+      r.stride = 1 + static_cast<std::uint32_t>(next(r.members));
+      r.element_bytes = next(2) == 0 ? 2 : 4;
+      const std::uint64_t width = std::uint64_t{r.members - 1} * r.member_step + 1;
+      for (std::uint64_t runs = 1 + next(3); runs > 0; --runs) {
+        trace::ReduceScatter::Groups g;
+        g.count = 1 + static_cast<std::uint32_t>(next(3));
+        g.step = g.count == 1 ? 0 : static_cast<std::uint32_t>(next(40));
+        g.elements = 1 + next(60);
+        const std::uint64_t span = std::uint64_t{g.count - 1} * g.step + width;
+        g.first = static_cast<std::uint32_t>(next(chip.tiles - span + 1));
+        r.groups.push_back(g);
+      }
+      ASSERT_FALSE(trace::reduce_scatter_problem(r)) << round;
+      trace::Exchange ex;
+      ex.name = "reduce";
+      const TileRange d{5, 9};
+      ex.add({0, 0}, {&d, 1}, 64);  // a transfer record beside the reduce-scatter
+      ex.reduce_scatters.push_back(r);
+      const trace::Exchange flat = trace::expanded(ex);
+      ASSERT_TRUE(flat.reduce_scatters.empty());
+      ASSERT_EQ(flat.transfers.size(), ex.transfer_count());
+
+      trace::IpuProgram program;
+      MemoryMap flat_code = memory_map(chip, program, false);
+      MemoryMap code = memory_map(chip, program, false);
+      const ExchangeCost expected = exchange_cost(chip, flat, &flat_code);
+      const ExchangeCost got = exchange_cost(chip, ex, &code, scratch);
+      EXPECT_EQ(got.cycles, expected.cycles) << round;
+      EXPECT_EQ(got.transfer_cycles, expected.transfer_cycles);
+      EXPECT_EQ(got.latency_cycles, expected.latency_cycles);
+      EXPECT_EQ(got.total_bytes, expected.total_bytes);
+      EXPECT_EQ(got.busiest_tile, expected.busiest_tile);
+      EXPECT_EQ(got.tile_bytes, expected.tile_bytes);
+      for (std::uint32_t t = 0; t < chip.tiles; ++t)
+        EXPECT_EQ(code.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+      program.exchanges.push_back(ex);
+      const MemoryMap with_record = memory_map(chip, program, true);
+      for (std::uint32_t t = 0; t < chip.tiles; ++t)
+        EXPECT_EQ(with_record.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+
+      // Chunk by chunk: every member of a stage group sends each other member the chunks
+      // that member owns (chunk c is owned by the members k with c = k mod stride x fan_in).
+      std::vector<std::uint64_t> bytes(chip.tiles, 0);
+      for (std::uint32_t t = 5; t <= 9; ++t) bytes[t] += 64;
+      bytes[0] += 64;
+      std::uint64_t sent = 0;
+      const std::uint64_t D = r.members, S = r.stride, f = r.fan_in;
+      for (const auto& g : r.groups)
+        for (std::uint64_t i = 0; i < g.count; ++i) {
+          const std::uint64_t first = g.first + i * g.step;
+          const std::uint64_t size = (g.elements + D - 1) / D;
+          for (std::uint64_t k = 0; k < D; ++k)
+            for (std::uint64_t s = 0; s < D; ++s) {
+              // s and k meet in a stage group when they differ only in their stage digit.
+              if (s == k || s / (S * f) != k / (S * f) || s % S != k % S) continue;
+              for (std::uint64_t c = 0; c < D; ++c) {
+                if (c % (S * f) != k % (S * f) || c * size >= g.elements) continue;
+                const std::uint64_t n = std::min(size, g.elements - c * size) * r.element_bytes;
+                bytes[first + s * r.member_step] += n;
+                bytes[first + k * r.member_step] += n;
+                sent += n;
+              }
+            }
+        }
+      EXPECT_EQ(got.tile_bytes, bytes) << round;
+      EXPECT_EQ(got.total_bytes, 5 * 64 + sent);
+    }
+  }
+  // A reduce-scatter past the chip's tiles is an error naming the exchange.
+  const ChipSpec chip = testing::gc200_by_hand();
+  trace::Exchange far;
+  far.name = "far";
+  trace::ReduceScatter r;
+  r.groups.push_back({1470, 0, 1, 8});
+  r.member_step = 2;
+  far.reduce_scatters.push_back(r);
+  try {
+    (void)exchange_cost(chip, far);
+    ADD_FAILURE() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "exchange 'far' reduces over tiles up to 1472 but the chip has 1472 tiles");
+  }
+}
+
 TEST(ExchangeCost, ARunOfFourBillionCopiesIsCostedAtOnce) {
   // Issue 30, defect 5: a run of 2^32 - 1 copies was costed copy by copy (minutes). By hand,
   // the all-to-all of PersonalisedAllToAll repeated 4,294,967,295 times: each tile sends

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ipusim/plan/conv.hpp"
 #include "ipusim/trace/codelet.hpp"
 #include "ipusim/trace/program.hpp"
 #include "ipusim/util/error.hpp"
@@ -77,7 +78,7 @@ std::string text_error(const std::string& text) {
 // Canonical text (as write_text produces it) using every codelet, every step kind, nested
 // repeats, several IPUs, replicas and global exchanges.
 const char* const kEveryFeature =
-    R"(ipusim-trace 5
+    R"(ipusim-trace 6
 name every_feature
 replicas 4
 meta samples_per_step 3200
@@ -116,6 +117,7 @@ exchange fetch layer=encoder3/attention pass=weight_gradient
   transfer src=0 dst=0..3,8 bytes=4704 mode=multicast count=3 src_step=1 dst_step=4 bytes_step=-672
   transfer src=20..21 dst=30 bytes=8 mode=personalised count=2 src_step=-20 dst_step=0 bytes_step=0
   move positions=6 channels=4 element_bytes=2 from=0/1/3x4 to=8/2/2x2/channels_outer
+  reduce_scatter members=4 member_step=2 fan_in=2 stride=1 element_bytes=4 groups=0:100,64/8/3:7
 end
 exchange empty
 end
@@ -381,7 +383,7 @@ TEST(TraceRoundTrip, TextBinaryTextIsExact) {
 // IPUs) and `replica:K/S` (K IPUs S apart) write back as read, through binary too, and a
 // stride or size that does not tile the replica's IPUs is an error naming the step.
 TEST(TraceRoundTrip, GroupsOfSomeOfAReplicasIpusRoundTrip) {
-  std::string text = "ipusim-trace 5\nname sub\nreplicas 1\n";
+  std::string text = "ipusim-trace 6\nname sub\nreplicas 1\n";
   for (int i = 0; i < 4; ++i)
     text += fmt::format(
         "ipu {}\nprogram\n  sync group=replica:2\n"
@@ -420,7 +422,7 @@ TEST(TraceRoundTrip, OmittedDefaultsAreWrittenCanonically) {
       "  transfer src=0 dst=1 bytes=4\nend\n");
   EXPECT_EQ(
       to_text(t),
-      "ipusim-trace 5\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
+      "ipusim-trace 6\nreplicas 1\nipu 0\ntensor x kind=activation dtype=half tiles=0 bytes=2\n"
       "computeset c\n  vertex tiles=0 reduce op=add in=float out=half outputs=1 inputs=2\n"
       "end\nexchange e\n  transfer src=0 dst=1 bytes=4 mode=multicast\nend\nprogram\nend\n");
 }
@@ -635,11 +637,11 @@ TEST(TraceTextErrors, OverlappingDestinations) {
 }
 
 TEST(TraceTextErrors, HeaderAndStructure) {
-  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 5', found end of file");
+  EXPECT_EQ(text_error(""), "t.trace:0: expected the header 'ipusim-trace 6', found end of file");
   EXPECT_EQ(text_error("ipu 0\n"),
-            "t.trace:1: expected the header 'ipusim-trace 5', found 'ipu 0'");
-  EXPECT_TRUE(contains(text_error("ipusim-trace 6\n"),
-                       "t.trace:1: expected trace format version 1 to 5, found version 6"));
+            "t.trace:1: expected the header 'ipusim-trace 6', found 'ipu 0'");
+  EXPECT_TRUE(contains(text_error("ipusim-trace 7\n"),
+                       "t.trace:1: expected trace format version 1 to 6, found version 7"));
   EXPECT_TRUE(
       contains(text_error("ipusim-trace 1\ntensor a tiles=0 bytes=1\n"),
                "t.trace:2: expected one of name, replicas, meta, global_exchange, ipu before the "
@@ -828,10 +830,10 @@ TEST(TraceBinaryErrors, BadMagicVersionAndEnums) {
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'ipusim-t'");
   EXPECT_EQ(error_of([&] { from_binary("IPU", 0); }),
             "t.itb@0: expected the magic 'IPUTRACE' of a binary trace, found 'IPU'");
-  std::string v6 = bytes;
-  v6[8] = 6;
-  EXPECT_EQ(error_of([&] { from_binary(v6, 0); }),
-            "t.itb@8: expected trace format version 1 to 5, found version 6");
+  std::string v7 = bytes;
+  v7[8] = 7;
+  EXPECT_EQ(error_of([&] { from_binary(v7, 0); }),
+            "t.itb@8: expected trace format version 1 to 6, found version 7");
   // First tensor's kind byte: after the global exchanges (see HugeCountRejectedBeforeAllocating),
   // IPU count, IPU index, tensor count, name length 4 + "w" 1.
   const std::size_t meta = 4 + (4 + 16 + 4 + 4) + (4 + 11 + 4 + 6);
@@ -1082,7 +1084,7 @@ TEST(TraceRuns, OldBinaryFilesReadToTheSameProgram) {
     }
     ++files;
     const std::string current = to_binary(old);
-    EXPECT_EQ(current.substr(8, 4), std::string("\x05\x00\x00\x00", 4));
+    EXPECT_EQ(current.substr(8, 4), std::string("\x06\x00\x00\x00", 4));
     EXPECT_EQ(from_binary(current, current.size()), old) << entry.path();
     EXPECT_EQ(parse(to_text(old)), old) << entry.path();
     auto twin = entry.path();
@@ -1135,10 +1137,10 @@ TEST(TraceRuns, InvalidRunsAreRejected) {
   const TileRange d{1, 1};
   ex.add_run({0, 0}, {&d, 1}, 0, TransferMode::kMulticast, 1, 0, 0, 0);
   const std::string bytes = to_binary(one);
-  // The transfer record is at the end, before the move count and the step count (4 bytes
-  // each): flags, src delta 0, dst delta 2 (zigzag of 1), dst span 0.
-  const std::size_t rec = bytes.size() - 4 - 4 - 4;
-  ASSERT_EQ(bytes.substr(rec), std::string("\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00", 12));
+  // The transfer record is at the end, before the move count, the reduce-scatter count and
+  // the step count (4 bytes each): flags, src delta 0, dst delta 2 (zigzag of 1), dst span 0.
+  const std::size_t rec = bytes.size() - 4 - 4 - 4 - 4;
+  ASSERT_EQ(bytes.substr(rec), std::string("\x00\x00\x02\x00", 4) + std::string(12, '\0'));
   std::string padded = bytes;
   padded.replace(rec + 1, 1, std::string("\x80\x00", 2));
   EXPECT_TRUE(contains(error_of([&] { from_binary(padded, 0); }), "shortest varint form"));
@@ -1157,9 +1159,9 @@ TEST(TraceRuns, BinaryRecordIsAsDocumented) {
   const TileRange d{0, 0};
   ex.add_run({2, 2}, {&d, 1}, 14, TransferMode::kMulticast, 712, 2, 0, 0);
   const std::string bytes = to_binary(t);
-  // ... exchange name, transfer count 1, the record, then the move count (v5) and the step
-  // count (4 bytes each).
-  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 4 - 8, 8),
+  // ... exchange name, transfer count 1, the record, then the move count (v5), the
+  // reduce-scatter count (v6) and the step count (4 bytes each).
+  EXPECT_EQ(bytes.substr(bytes.size() - 4 - 4 - 4 - 8, 8),
             std::string("\x32\x04\x0e\x00\x00\xc6\x05\x04", 8));
   EXPECT_EQ(from_binary(bytes, bytes.size()), t);
 }
@@ -1340,39 +1342,6 @@ class Random {
   std::uint64_t seed_;
 };
 
-// add_strided builds the records add() one by one builds, on random sequences of strided
-// groups (continuing the run before them or not, short and long, either direction).
-TEST(TraceRuns, AddStridedBuildsTheRunsOfAddOneByOne) {
-  Random next(4242);
-  for (int round = 0; round < 300; ++round) {
-    Exchange bulk{"b", {}, {}}, one{"o", {}, {}};
-    std::uint32_t after = 100;  // where the group before would have gone on
-    TileRange to{0, 0};
-    std::uint64_t bytes = 8;
-    for (int g = 0, groups = 1 + static_cast<int>(next(8)); g < groups; ++g) {
-      // Half the groups go on from the group before (same destination and bytes, maybe
-      // another step); the others start anywhere.
-      const bool goes_on = next(2) == 0;
-      const auto first = goes_on ? after : static_cast<std::uint32_t>(100 + next(20));
-      const std::int64_t step = static_cast<std::int64_t>(next(5)) - 2;
-      const auto count = static_cast<std::uint32_t>(next(6));
-      if (!goes_on) {
-        const auto a = static_cast<std::uint32_t>(next(3)), b = static_cast<std::uint32_t>(next(3));
-        to = {std::min(a, b), std::max(a, b)};
-        bytes = 8 * (1 + next(2));
-      }
-      after = Transfer::shift(first, step, count);
-      bulk.add_strided({first, first}, step, to, bytes, count);
-      for (std::uint32_t i = 0; i < count; ++i) {
-        const std::uint32_t s = Transfer::shift(first, step, i);
-        one.add({s, s}, {&to, 1}, bytes);
-      }
-    }
-    EXPECT_EQ(bulk.transfers, one.transfers) << round;
-    EXPECT_EQ(bulk.dst_pool, one.dst_pool) << round;
-  }
-}
-
 // docs/trace-format.md §4.4: the example move is the two transfers the text names, in order.
 TEST(TraceMoves, DocumentedExampleIsTwoTransfers) {
   const Trace t = parse(
@@ -1509,7 +1478,7 @@ TEST(TraceMoves, BadMovesAreRejectedWhereTheyAre) {
       text_error(head + "  move positions=4 channels=4 element_bytes=2 from=0/1/4x4 to=0/1/2x2\n"
                         "  transfer src=0 dst=1 bytes=4\nend\n"),
       "t.trace:5: expected 'move' or 'end' after a move, found 'transfer' (an exchange "
-      "lists its transfers before its moves)");
+      "lists its transfers, then its moves, then its reduce-scatters)");
   // Past the chip's tiles: named by check_tiles.
   const Trace wide = parse(head +
                            "  move positions=4 channels=4 element_bytes=2 from=0/1/1x4 "
@@ -1521,8 +1490,9 @@ TEST(TraceMoves, BadMovesAreRejectedWhereTheyAre) {
                          "  move positions=4 channels=4 element_bytes=2 from=0/1/4x4 "
                          "to=0/1/2x2\nend\n");
   const std::string bytes = to_binary(ok);
-  // The move is the last record before the step count: 4, 4, 2, then two grids of five bytes.
-  const std::size_t move_at = bytes.size() - 4 - 13;
+  // The move is the last record before the reduce-scatter count and the step count: 4, 4, 2,
+  // then two grids of five bytes.
+  const std::size_t move_at = bytes.size() - 4 - 4 - 13;
   ASSERT_EQ(bytes.substr(move_at, 13),
             std::string("\x04\x04\x02\x00\x01\x04\x04\x00\x00\x01\x02\x02\x00", 13));
   std::string bad_order = bytes;
@@ -1538,6 +1508,209 @@ TEST(TraceMoves, BadMovesAreRejectedWhereTheyAre) {
                         "elements, expected 1..4 x 1..4",
                         move_at));
   EXPECT_EQ(from_binary(bytes, bytes.size()), ok);
+}
+
+// --- reduce-scatters (v6)
+
+// docs/trace-format.md §4.5: the example is the eight transfers the text names, in order.
+TEST(TraceReduceScatters, DocumentedExampleIsFourTransfers) {
+  const Trace t = parse(
+      "ipusim-trace 6\nipu 0\nexchange e\n"
+      "  reduce_scatter members=4 member_step=1 fan_in=2 stride=1 element_bytes=2 groups=0:8\n"
+      "end\n");
+  const Exchange& ex = t.ipus[0].exchanges[0];
+  ASSERT_EQ(ex.reduce_scatters.size(), 1u);
+  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> seen;
+  ex.for_each([&](const TransferView& v) {
+    ASSERT_EQ(v.dst.size(), 1u);
+    seen.emplace_back(v.src.first, v.dst[0].first, v.bytes);
+  });
+  const std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> want{
+      {1, 0, 8}, {0, 1, 8}, {3, 2, 8}, {2, 3, 8}};
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(ex.transfer_count(), 4u);
+}
+
+// A random valid reduce-scatter of up to `members` members per group, on tiles below 2^12.
+ReduceScatter random_reduce_scatter(Random& next, std::uint32_t members) {
+  ReduceScatter r;
+  r.members = 2 + static_cast<std::uint32_t>(next(members - 1));
+  r.member_step = 1 + static_cast<std::uint32_t>(next(4));
+  r.fan_in = 2 + static_cast<std::uint32_t>(next(r.members + 1));
+  r.stride = 1 + static_cast<std::uint32_t>(next(r.members));
+  r.element_bytes = 1 + static_cast<std::uint32_t>(next(8));
+  for (std::uint64_t runs = 1 + next(3); runs > 0; --runs)
+    r.groups.push_back({static_cast<std::uint32_t>(next(1024)),
+                        static_cast<std::uint32_t>(next(64)),
+                        1 + static_cast<std::uint32_t>(next(4)), 1 + next(200)});
+  return r;
+}
+
+// Staged as poplin stages it (stride f^t for stage t of reduction_stages), the records are a
+// reduce-scatter: following which members' partials each member holds of each chunk through
+// the stages' transfers (BSP: all of a stage's sends read the state before it), member k ends
+// with every member's partials of chunk k, and each transfer carries exactly the chunks its
+// receiver owns. Splits of two or more stages that are not a multiple of the fan-in leave
+// some partials out (a known gap of the staging, docs/kernels.md): they are skipped.
+TEST(TraceReduceScatters, PoplinsStagesEndWithEveryChunkReduced) {
+  int checked = 0;
+  for (std::uint32_t members = 2; members <= 40; ++members) {
+    const auto [stages, fan_in] = plan::reduction_stages(members);
+    if (stages > 1 && members % fan_in != 0) continue;
+    ++checked;
+    for (const std::uint64_t elements : {std::uint64_t{1}, std::uint64_t{members - 1},
+                                         std::uint64_t{members} * 3 + 1, std::uint64_t{1000}}) {
+      const std::uint64_t size = (elements + members - 1) / members;
+      const auto chunk = [&](std::uint64_t c) {
+        return c * size >= elements ? 0 : std::min(size, elements - c * size);
+      };
+      // held[k][c]: the members whose partials of chunk c member k holds.
+      std::vector<std::vector<std::set<std::uint32_t>>> held(
+          members, std::vector<std::set<std::uint32_t>>(members));
+      for (std::uint32_t k = 0; k < members; ++k)
+        for (std::uint32_t c = 0; c < members; ++c) held[k][c] = {k};
+      std::uint64_t stride = 1;
+      for (int t = 0; t < stages; ++t, stride *= fan_in) {
+        ReduceScatter r;
+        r.members = members;
+        r.fan_in = static_cast<std::uint32_t>(fan_in);
+        r.stride = static_cast<std::uint32_t>(stride);
+        r.element_bytes = 1;
+        r.groups.push_back({0, 0, 1, elements});
+        ASSERT_FALSE(reduce_scatter_problem(r));
+        const auto before = held;
+        r.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+          std::uint64_t owned = 0;  // what dst owns in this stage: chunks c = dst mod span
+          for (std::uint32_t c = 0; c < members; ++c)
+            if (c % (stride * fan_in) == dst % (stride * fan_in)) {
+              owned += chunk(c);
+              held[dst][c].insert(before[src][c].begin(), before[src][c].end());
+            }
+          EXPECT_EQ(bytes, owned) << members << " " << elements << " stage " << t;
+        });
+      }
+      for (std::uint32_t k = 0; k < members; ++k)
+        if (chunk(k) != 0) EXPECT_EQ(held[k][k].size(), members) << members << " " << k;
+    }
+  }
+  EXPECT_EQ(checked, 19);  // 2 to 16 (one stage), 20, 25, 30 and 36
+}
+
+TEST(TraceReduceScatters, TileSumsAreThoseOfTheTransfers) {
+  Random next(77);
+  for (int round = 0; round < 500; ++round) {
+    const ReduceScatter whole = random_reduce_scatter(next, 20);
+    ASSERT_FALSE(reduce_scatter_problem(whole)) << round;
+    // One group at a time (groups may share tiles, and a stage group's span is per group);
+    // ExchangeCost.ReduceScattersCostAsTheirTransfers checks whole records.
+    const auto& run = whole.groups[round % whole.groups.size()];
+    ReduceScatter r = whole;
+    r.groups = {
+        {run.first + static_cast<std::uint32_t>(round % run.count) * run.step, 0, 1, run.elements}};
+    struct Sums {
+      std::uint64_t in = 0, out = 0, received = 0, sent = 0;
+      std::uint32_t lowest = ~0u, highest = 0;
+      bool operator==(const Sums&) const = default;
+    };
+    std::map<std::uint32_t, Sums> pieces, tiles;
+    std::uint64_t count = 0;
+    r.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+      EXPECT_NE(src, dst);
+      pieces[dst].received += bytes;
+      ++pieces[dst].in;
+      pieces[src].sent += bytes;
+      ++pieces[src].out;
+      pieces[dst].lowest = std::min(pieces[dst].lowest, src);
+      pieces[dst].highest = std::max(pieces[dst].highest, src);
+      ++count;
+    });
+    EXPECT_LE(count, r.transfer_bound());
+    r.for_each_tile([&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers,
+                        std::uint32_t lowest, std::uint32_t highest, std::uint64_t sent,
+                        std::uint64_t sent_transfers) {
+      if (transfers != 0) {
+        tiles[t].received += bytes;
+        tiles[t].in += transfers;
+        // The span given is the stage group's, which includes the tile itself.
+        EXPECT_LE(lowest, pieces[t].lowest);
+        EXPECT_GE(highest, pieces[t].highest);
+        EXPECT_TRUE(lowest == pieces[t].lowest || lowest == t);
+        EXPECT_TRUE(highest == pieces[t].highest || highest == t);
+        tiles[t].lowest = pieces[t].lowest;
+        tiles[t].highest = pieces[t].highest;
+      } else {
+        EXPECT_EQ(bytes, 0u);
+      }
+      if (sent_transfers != 0 || sent != 0) {
+        tiles[t].sent += sent;
+        tiles[t].out += sent_transfers;
+      }
+    });
+    EXPECT_EQ(tiles, pieces) << round;
+  }
+}
+
+TEST(TraceReduceScatters, BadRecordsAreRejectedWhereTheyAre) {
+  const std::string head = "ipusim-trace 6\nipu 0\nexchange e\n";
+  const auto rs_error = [&](const std::string& line) {
+    return text_error(head + "  reduce_scatter " + line + "\nend\n");
+  };
+  const std::string ok = "members=4 member_step=1 fan_in=2 stride=1 element_bytes=2 ";
+  EXPECT_EQ(rs_error("members=1 member_step=1 fan_in=2 stride=1 element_bytes=2 groups=0:8"),
+            "t.trace:4: expected members= in 2..1099511627776, found 1");
+  EXPECT_EQ(rs_error("members=4 member_step=0 fan_in=2 stride=1 element_bytes=2 groups=0:8"),
+            "t.trace:4: expected member_step= in 1..1099511627776, found 0");
+  EXPECT_EQ(rs_error("members=4 member_step=1 fan_in=2 stride=1 element_bytes=9 groups=0:8"),
+            "t.trace:4: this reduce_scatter has element_bytes = 9, expected 1..8");
+  EXPECT_EQ(rs_error(ok + "groups=0:0"),
+            "t.trace:4: this reduce_scatter has group run 0 of 0 elements of 2 bytes, expected "
+            "1..1099511627776 bytes");
+  EXPECT_EQ(rs_error(ok + "groups=0/1/0:8"),
+            "t.trace:4: this reduce_scatter has group run 0 of 0 groups, expected at least 1");
+  EXPECT_EQ(rs_error(ok + "groups=0:8,4/2:8"),
+            "t.trace:4: expected groups like 0:1024 or 0/1/7:1536 (first tile[/tile step/groups]:"
+            "elements), found '4/2:8' in groups=");
+  EXPECT_EQ(rs_error(ok + "groups=4294967294:8"),
+            "t.trace:4: this reduce_scatter places members on tile 4294967297, past 2^32 - 1");
+  EXPECT_EQ(rs_error("members=4096 member_step=1 fan_in=4096 stride=1 element_bytes=2 "
+                     "groups=0:8"),
+            "t.trace:4: this reduce_scatter may stand for 16773120 transfers (groups x members x "
+            "(fan_in - 1)), expected at most 4194304");
+  EXPECT_TRUE(
+      contains(rs_error("members=4 member_step=1 fan_in=2 element_bytes=2 groups=0:8"), "stride"));
+  EXPECT_EQ(
+      text_error("ipusim-trace 5\nipu 0\nexchange e\n  reduce_scatter " + ok + "groups=0:8\nend\n"),
+      "t.trace:4: 'reduce_scatter' needs trace format version 6, but the header says "
+      "version 5");
+  EXPECT_EQ(text_error(head + "  reduce_scatter " + ok + "groups=0:8\n" +
+                       "  move positions=4 channels=4 element_bytes=2 from=0/1/4x4 to=0/1/2x2\n"
+                       "end\n"),
+            "t.trace:5: expected 'reduce_scatter' or 'end' after a reduce_scatter, found 'move' "
+            "(an exchange lists its transfers, then its moves, then its reduce-scatters)");
+  // Past the chip's tiles: named by check_tiles.
+  const Trace wide = parse(head + "  reduce_scatter " + ok + "groups=1468/1/2:8\nend\n");
+  EXPECT_EQ(error_of([&] { check_tiles(wide, 1471, "w.trace"); }),
+            "w.trace: exchange 'e' reduce_scatter 0 uses tiles 1468..1472 but the chip has 1471 "
+            "tiles");
+  // Binary: the offset of the field, or of the record when it is invalid as a whole.
+  const Trace good = parse(head + "  reduce_scatter " + ok + "groups=0:8\nend\n");
+  const std::string bytes = to_binary(good);
+  // The record is the last before the step count: 4, 1, 2, 1, 2, the run count 1, then the run
+  // 0, 0, 1, 8.
+  const std::size_t at = bytes.size() - 4 - 13;
+  ASSERT_EQ(bytes.substr(at, 13),
+            std::string("\x04\x01\x02\x01\x02\x01\x00\x00\x00\x00\x00\x01\x08", 13));
+  std::string bad_bytes = bytes;
+  bad_bytes[at + 4] = 0;
+  EXPECT_EQ(error_of([&] { from_binary(bad_bytes, 0); }),
+            fmt::format("t.itb@{}: expected reduce-scatter element bytes 1..8, found 0", at + 4));
+  std::string bad_fan_in = bytes;
+  bad_fan_in[at + 2] = 1;
+  EXPECT_EQ(error_of([&] { from_binary(bad_fan_in, 0); }),
+            fmt::format("t.itb@{}: expected a valid reduce-scatter, found one that has fan_in 1, "
+                        "expected at least 2",
+                        at));
+  EXPECT_EQ(from_binary(bytes, bytes.size()), good);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The in-memory form of a compiled program trace (format v4, docs/trace-format.md).
+// The in-memory form of a compiled program trace (format v6, docs/trace-format.md).
 // A trace holds one BSP program per IPU of a replica: tensor allocations per tile, compute sets
 // (vertex instances per tile), exchanges (tile-to-tile transfers), and a step tree (compute,
 // sync, exchange, host copy, repeat; since v2 also external syncs, inter-IPU copies and
@@ -23,7 +23,7 @@
 namespace ipusim::trace {
 
 // The version writers produce; readers also accept kOldestFormatVersion..kFormatVersion.
-inline constexpr std::uint32_t kFormatVersion = 5;
+inline constexpr std::uint32_t kFormatVersion = 6;
 inline constexpr std::uint32_t kOldestFormatVersion = 1;
 
 // Deepest nesting of repeat steps that readers accept and check_structure allows.
@@ -399,6 +399,118 @@ void Move::for_each_tile(To&& to_fn, From&& from_fn) const {
             std::uint32_t) { from_fn(t, bytes, transfers); });
 }
 
+// One stage of a staged reduce-scatter among groups of tiles (v6): the exchange that sends each
+// owner of a chunk of partial sums its peers' partials of it (poplin's reduction of an
+// input-channel split, docs/trace-format.md §4.5). A group is `members` tiles, member k on
+// tile first + k x `member_step`, holding `elements` elements of `element_bytes` bytes each,
+// cut into `members` chunks of ceil(elements / members) (the last ones smaller or empty).
+// Member k owns the chunks c = k (mod stride x fan_in); it receives from the other members of
+// its stage group, base + m x stride for m < inputs, where base is k with its stage digit
+// (k / stride) mod fan_in set to 0 and inputs = min(fan_in, ceil((members - base) / stride)),
+// one single-tile multicast transfer of its owned elements from each. Owners with nothing
+// owned receive nothing. Transfers come in group order, then owner order, then sender order:
+// one record stands for the thousands of transfers of a conv's reduction stage.
+struct ReduceScatter {
+  // `count` groups, group i's first member on tile first + i x step, each of `elements`.
+  struct Groups {
+    std::uint32_t first = 0;
+    std::uint32_t step = 0;
+    std::uint32_t count = 1;
+    std::uint64_t elements = 1;
+    bool operator==(const Groups&) const = default;
+  };
+  std::uint32_t members = 2;
+  std::uint32_t member_step = 1;
+  std::uint32_t fan_in = 2;
+  std::uint32_t stride = 1;
+  std::uint32_t element_bytes = 2;
+  std::vector<Groups> groups;
+
+  // Elements member k owns after the stage in a group of `elements` (0: it receives nothing).
+  std::uint64_t owned(std::uint64_t elements, std::uint32_t k) const {
+    const std::uint64_t size = (elements + members - 1) / members;  // a chunk
+    const std::uint64_t span = std::uint64_t{stride} * fan_in;
+    const std::uint64_t full = elements / size, rest = elements - full * size;
+    const std::uint64_t k0 = k % span;
+    std::uint64_t n = size * (full / span + (k0 < full % span ? 1 : 0));
+    if (rest != 0 && full % span == k0) n += rest;
+    return n;
+  }
+  // Member k's stage group: its first member and its number of members.
+  std::pair<std::uint64_t, std::uint64_t> stage_group(std::uint32_t k) const {
+    const std::uint64_t base = k - (k / stride) % fan_in * std::uint64_t{stride};
+    const std::uint64_t inputs =
+        std::min<std::uint64_t>(fan_in, (members - base + stride - 1) / stride);
+    return {base, inputs};
+  }
+  // An upper bound of the transfers: groups x members x (min(fan_in, members) - 1).
+  std::uint64_t transfer_bound() const;
+  // The highest tile any group reaches (checked against 2^32 - 1 by check_structure).
+  std::uint64_t last_tile() const;
+  // Calls f(source tile, destination tile, bytes) for every transfer, in order.
+  template <typename F>
+  void for_each_piece(F&& f) const;
+  // Each member's share of the transfers, in time linear in the members, not the transfers
+  // (for costing): f(tile, bytes received, transfers received, lowest and highest tile of its
+  // stage group, bytes sent, transfers sent) for every member of every group.
+  template <typename F>
+  void for_each_tile(F&& f) const;
+  bool operator==(const ReduceScatter&) const = default;
+};
+
+// The most transfers check_structure lets a reduce-scatter stand for (transfer_bound).
+inline constexpr std::uint64_t kMaxReduceScatterTransfers = std::uint64_t{1} << 22;
+// Why `r` is not a valid reduce-scatter (its fields' ranges, the tiles it reaches, its
+// transfers), if it is not.
+std::optional<std::string> reduce_scatter_problem(const ReduceScatter& r);
+
+template <typename F>
+void ReduceScatter::for_each_piece(F&& f) const {
+  for (const Groups& g : groups)
+    for (std::uint32_t i = 0; i < g.count; ++i) {
+      const std::uint64_t first = g.first + std::uint64_t{i} * g.step;
+      const auto tile = [&](std::uint64_t k) {
+        return static_cast<std::uint32_t>(first + k * member_step);
+      };
+      for (std::uint32_t k = 0; k < members; ++k) {
+        const std::uint64_t n = owned(g.elements, k);
+        if (n == 0) continue;
+        const auto [base, inputs] = stage_group(k);
+        for (std::uint64_t m = 0; m < inputs; ++m)
+          if (base + m * stride != k) f(tile(base + m * stride), tile(k), n * element_bytes);
+      }
+    }
+}
+
+template <typename F>
+void ReduceScatter::for_each_tile(F&& f) const {
+  // Per stage group (indexed by its first member): the elements its owners own, and its owners.
+  std::vector<std::uint64_t> group_owned(members), group_owners(members);
+  for (const Groups& g : groups)
+    for (std::uint32_t i = 0; i < g.count; ++i) {
+      const std::uint64_t first = g.first + std::uint64_t{i} * g.step;
+      const auto tile = [&](std::uint64_t k) {
+        return static_cast<std::uint32_t>(first + k * member_step);
+      };
+      std::fill(group_owned.begin(), group_owned.end(), 0);
+      std::fill(group_owners.begin(), group_owners.end(), 0);
+      for (std::uint32_t k = 0; k < members; ++k)
+        if (const std::uint64_t n = owned(g.elements, k); n != 0) {
+          group_owned[stage_group(k).first] += n;
+          ++group_owners[stage_group(k).first];
+        }
+      for (std::uint32_t k = 0; k < members; ++k) {
+        const auto [base, inputs] = stage_group(k);
+        if (inputs < 2) continue;  // alone in its stage group: no transfer
+        const std::uint64_t n = owned(g.elements, k);
+        const std::uint64_t peers = inputs - 1;
+        f(tile(k), n * peers * element_bytes, n != 0 ? peers : 0, tile(base),
+          tile(base + (inputs - 1) * stride), (group_owned[base] - n) * element_bytes,
+          group_owners[base] - (n != 0 ? 1 : 0));
+      }
+    }
+}
+
 struct Exchange {
   std::string name;
   std::vector<Transfer> transfers;  // runs (v3), in order
@@ -409,8 +521,10 @@ struct Exchange {
   Provenance provenance;  // v3
   // Rearrangements (v5): their transfers follow the records' (for_each visits them in order).
   std::vector<Move> moves;
+  // Reduce-scatter stages (v6): their transfers follow the moves'.
+  std::vector<ReduceScatter> reduce_scatters;
 
-  bool empty() const { return transfers.empty() && moves.empty(); }
+  bool empty() const { return transfers.empty() && moves.empty() && reduce_scatters.empty(); }
 
   std::span<const TileRange> destinations(const Transfer& t) const {
     return {dst_pool.data() + t.dst_first, t.dst_count};
@@ -470,29 +584,6 @@ struct Exchange {
     dst_pool.push_back(to);
     transfers.push_back(t);
   }
-  // add() of `count` transfers of `bytes` each to `dst`, the i-th from `src` shifted by
-  // i x `src_step`: the records add() one by one would build, the rest of a run added at once
-  // when the last record is a run that they continue.
-  void add_strided(TileRange src, std::int64_t src_step, TileRange dst, std::uint64_t bytes,
-                   std::uint32_t count) {
-    for (std::uint32_t i = 0; i < count; ++i) {
-      const TileRange s{Transfer::shift(src.first, src_step, i),
-                        Transfer::shift(src.last, src_step, i)};
-      if (!transfers.empty()) {
-        const Transfer& last = transfers.back();
-        const std::uint32_t rest = count - i;
-        if (last.count >= 2 && last.dst_count == 1 && last.mode == TransferMode::kMulticast &&
-            last.src_step == src_step && last.dst_step == 0 && last.bytes_step == 0 &&
-            last.bytes == bytes && dst_pool[last.dst_first] == dst &&
-            last.src_at(last.count) == s &&
-            rest <= std::numeric_limits<std::uint32_t>::max() - last.count) {
-          transfers.back().count += rest;
-          return;
-        }
-      }
-      add(s, {&dst, 1}, bytes);
-    }
-  }
   // add() for any destination ranges.
   void add_general(TileRange src, std::span<const TileRange> dst, std::uint64_t bytes,
                    TransferMode mode);
@@ -527,6 +618,11 @@ struct Exchange {
     }
     for (const Move& m : moves)
       m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+        const TileRange to{dst, dst};
+        f(TransferView{TileRange{src, src}, {&to, 1}, bytes, TransferMode::kMulticast});
+      });
+    for (const ReduceScatter& r : reduce_scatters)
+      r.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
         const TileRange to{dst, dst};
         f(TransferView{TileRange{src, src}, {&to, 1}, bytes, TransferMode::kMulticast});
       });
@@ -683,12 +779,13 @@ std::optional<std::string> run_problem(const Transfer& t, std::span<const TileRa
 // Merges consecutive transfers of each exchange and consecutive vertices of each compute set
 // into runs (the canonical run form: the same transfers and vertex instances in the same
 // order, docs/trace-format.md §4.2). Idempotent; a trace and its coalesced form simulate
-// identically. The compiler calls it on its result. An exchange's moves stay as they are.
+// identically. The compiler calls it on its result. An exchange's moves and reduce-scatters
+// stay as they are.
 void coalesce(Exchange& exchange);
 void coalesce(ComputeSet& compute_set);
 void coalesce(Trace& trace);
-// The inverse: every run written out as count-1 records, and every move as its transfers (for
-// tests and the reference engine).
+// The inverse: every run written out as count-1 records, and every move and reduce-scatter as
+// its transfers (for tests and the reference engine).
 Exchange expanded(const Exchange& exchange);
 ComputeSet expanded(const ComputeSet& compute_set);
 
