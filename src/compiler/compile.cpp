@@ -178,9 +178,9 @@ std::optional<std::string> input_mismatch(const RunConfig& run, const ModelDef& 
   const SampleInput was = sample_input(run_model), now = sample_input(model);
   if (was.text == now.text || was.elements == 0) return std::nullopt;
   // In 128 bits: the product may pass 2^64 (the suggestion must not wrap).
-  const unsigned __int128 product =
-      static_cast<unsigned __int128>(run.input_bytes_per_sample) * now.elements;
-  const unsigned __int128 scaled = (product + was.elements - 1) / was.elements;
+  __extension__ using Wide = unsigned __int128;
+  const Wide product = static_cast<Wide>(run.input_bytes_per_sample) * now.elements;
+  const Wide scaled = (product + was.elements - 1) / was.elements;
   return fmt::format(
       "run.input_bytes_per_sample is {} B, set for {}'s {}, but {} ({}) takes a {}: its host "
       "input would be sized for the other model; set it with --set "

@@ -320,9 +320,9 @@ void read_image(const std::string& file, const YAML::Node& m, ModelDef& def,
   def.channels = count(file, in, "channels", "model.input");
   // Every tensor of the model is a multiple of its input: a sample of more than 2^40 elements
   // (a terabyte) is refused here, in the model's terms, before anything multiplies it.
-  constexpr unsigned __int128 kMaxSampleElements = std::uint64_t{1} << 40;
-  const unsigned __int128 elements =
-      static_cast<unsigned __int128>(def.height) * def.width * def.channels;
+  __extension__ using Wide = unsigned __int128;
+  constexpr Wide kMaxSampleElements = std::uint64_t{1} << 40;
+  const Wide elements = static_cast<Wide>(def.height) * def.width * def.channels;
   if (elements > kMaxSampleElements)
     throw ConfigError(fmt::format(
         "{}: model.input: {} x {} x {} is more than 2^40 elements per sample, expected at most "
