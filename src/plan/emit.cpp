@@ -162,7 +162,7 @@ class ConvEmitter {
                 static_cast<std::int64_t>(t + 1 == stages ? a_.dtype : s_.partials);
             rv.params[sl::kReduceOutputs] = static_cast<std::int64_t>(n);
             rv.params[sl::kReduceInputs] = static_cast<std::int64_t>(inputs);
-            reduce_cs.vertices.push_back(rv);
+            reduce_cs.add(rv);
           }
         }
     if (rs.groups.empty()) return {std::move(red), std::move(reduce_cs)};

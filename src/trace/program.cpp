@@ -726,35 +726,6 @@ TileRange move_tiles(const Move& m, const BlockGrid& g) {
   return {g.first_tile, static_cast<std::uint32_t>(g.first_tile + (b - 1) * g.tile_stride)};
 }
 
-namespace {
-
-// Builds runs from a sequence of single vertices, in order, by the same rule as
-// Exchange::add: a run starts only where three consecutive items are affine (so that a pair
-// does not take the head of a longer run with another step), then extends while the next
-// item continues it.
-template <typename Item, typename Steps, typename Delta, typename Fits, typename Emit>
-void build_runs(const std::vector<Item>& items, Delta delta, Fits fits, Emit emit) {
-  std::size_t i = 0;
-  const std::size_t n = items.size();
-  while (i < n) {
-    std::size_t len = 1;
-    std::optional<Steps> steps;
-    if (i + 2 < n) {
-      steps = delta(items[i], items[i + 1]);
-      if (steps && fits(items[i], *steps, 2, items[i + 2])) {
-        len = 3;
-        while (i + len < n && len < std::numeric_limits<std::uint32_t>::max() &&
-               fits(items[i], *steps, static_cast<std::uint32_t>(len), items[i + len]))
-          ++len;
-      }
-    }
-    emit(i, len, len > 1 ? steps : std::nullopt);
-    i += len;
-  }
-}
-
-}  // namespace
-
 Exchange expanded(const Exchange& exchange) {
   Exchange out;
   out.name = exchange.name;
@@ -793,30 +764,34 @@ void coalesce(Exchange& exchange) {
 }
 
 void coalesce(ComputeSet& compute_set) {
-  const ComputeSet flat = expanded(compute_set);  // small: compute sets have few records
-  const std::vector<Vertex>& items = flat.vertices;
-  const auto delta = [](const Vertex& a, const Vertex& b) -> std::optional<std::int64_t> {
-    if (a.codelet != b.codelet || a.params != b.params || a.tiles.size() != b.tiles.size())
-      return std::nullopt;
-    return static_cast<std::int64_t>(b.tiles.first) - a.tiles.first;
-  };
-  const auto fits = [](const Vertex& a, std::int64_t step, std::uint32_t i, const Vertex& b) {
-    return b.codelet == a.codelet && b.params == a.params &&
-           static_cast<std::int64_t>(b.tiles.first) == a.tiles.first + step * i &&
-           static_cast<std::int64_t>(b.tiles.last) == a.tiles.last + step * i;
-  };
-  std::vector<Vertex> out;
-  build_runs<Vertex, std::int64_t>(
-      items, delta, fits, [&](std::size_t i, std::size_t len, std::optional<std::int64_t> s) {
-        Vertex v = items[i];
-        if (s) {
-          v.count = static_cast<std::uint32_t>(len);
-          v.step = *s;
+  // The vertex instances added in order by the one rule (ComputeSet::add, §4.2: a run starts
+  // only where three consecutive instances are affine, so that a pair does not take the head of
+  // a longer run with another step, then extends while the next instance continues it), the
+  // rest of a record's run at once where the run being built continues with its step: linear
+  // in the records, with no expanded copy.
+  ComputeSet out;
+  out.vertices.reserve(compute_set.vertices.size());
+  for (const Vertex& v : compute_set.vertices)
+    for (std::uint32_t i = 0; i < v.count; ++i) {
+      Vertex one = v;
+      one.tiles = v.tiles_at(i);
+      one.count = 1;
+      one.step = 0;
+      if (!out.vertices.empty()) {
+        Vertex& last = out.vertices.back();
+        if (last.count >= 2 && last.step == v.step && last.codelet == v.codelet &&
+            last.params == v.params && last.tiles.size() == v.tiles.size() &&
+            std::int64_t{one.tiles.first} ==
+                last.tiles.first + std::int64_t{last.count} * last.step &&
+            v.count - i <= std::numeric_limits<std::uint32_t>::max() - last.count) {
+          last.count += v.count - i;
+          break;
         }
-        out.push_back(v);
-      });
-  out.shrink_to_fit();
-  compute_set.vertices = std::move(out);
+      }
+      out.add(one);
+    }
+  out.vertices.shrink_to_fit();
+  compute_set.vertices = std::move(out.vertices);
 }
 
 void coalesce(Trace& trace) {

@@ -1342,6 +1342,84 @@ class Random {
   std::uint64_t seed_;
 };
 
+// The coalescing rule written out as §4.2 states it, over the expanded list: a run starts only
+// where three consecutive vertices are affine, then extends while the next continues it.
+std::vector<Vertex> reference_runs(const std::vector<Vertex>& items) {
+  const auto same = [](const Vertex& a, const Vertex& b) {
+    return a.codelet == b.codelet && a.params == b.params && a.tiles.size() == b.tiles.size();
+  };
+  const auto at = [](const Vertex& a, std::int64_t step, std::uint64_t k) {
+    return std::int64_t{a.tiles.first} + step * static_cast<std::int64_t>(k);
+  };
+  std::vector<Vertex> out;
+  for (std::size_t i = 0; i < items.size();) {
+    std::size_t len = 1;
+    const std::int64_t step =
+        i + 1 < items.size() ? std::int64_t{items[i + 1].tiles.first} - items[i].tiles.first : 0;
+    if (i + 2 < items.size() && same(items[i], items[i + 1]) && same(items[i], items[i + 2]) &&
+        items[i + 2].tiles.first == at(items[i], step, 2)) {
+      len = 3;
+      while (i + len < items.size() && same(items[i], items[i + len]) &&
+             items[i + len].tiles.first == at(items[i], step, len))
+        ++len;
+    }
+    Vertex v = items[i];
+    if (len > 1) {
+      v.count = static_cast<std::uint32_t>(len);
+      v.step = step;
+    }
+    out.push_back(v);
+    i += len;
+  }
+  return out;
+}
+
+// ComputeSet::add (vertices one by one) and coalesce (of runs, of singles) build the records the
+// rule builds, on random sequences of short and long affine stretches of a few kinds of vertex.
+TEST(TraceRuns, VerticesAddedOneByOneOrCoalescedAreTheRulesRuns) {
+  Random next(99);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<Vertex> flat;
+    for (std::uint64_t pieces = 1 + next(6); pieces > 0; --pieces) {
+      Vertex v{next(2) == 0 ? Codelet::kCopy : Codelet::kBinary, {}, {}};
+      v.params[0] = static_cast<std::int64_t>(next(2));
+      const auto first = static_cast<std::uint32_t>(next(100)),
+                 size = static_cast<std::uint32_t>(next(3));
+      const std::int64_t step = static_cast<std::int64_t>(next(7)) - 3;
+      for (std::uint64_t k = 0, n = 1 + next(6); k < n; ++k) {
+        const auto shift = static_cast<std::uint32_t>(200 + step * static_cast<std::int64_t>(k));
+        v.tiles = {first + shift, first + shift + size};
+        flat.push_back(v);
+      }
+    }
+    const std::vector<Vertex> want = reference_runs(flat);
+    ComputeSet added;
+    for (const Vertex& v : flat) added.add(v);
+    EXPECT_EQ(added.vertices, want) << round;
+    ComputeSet singles{"c", flat, {}};
+    coalesce(singles);
+    EXPECT_EQ(singles.vertices, want) << round;
+    // Coalescing records that are already runs (split at random) gives the same runs.
+    ComputeSet split;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const Vertex& r = want[i];
+      const std::uint32_t cut = r.count > 1 ? static_cast<std::uint32_t>(next(r.count)) : 0;
+      Vertex head = r, tail = r;
+      if (cut > 0) {
+        head.count = cut;
+        if (cut == 1) head.step = 0;
+        tail.tiles = r.tiles_at(cut);
+        tail.count = r.count - cut;
+        if (tail.count == 1) tail.step = 0;
+        split.vertices.push_back(head);
+      }
+      split.vertices.push_back(tail);
+    }
+    coalesce(split);
+    EXPECT_EQ(split.vertices, want) << round;
+  }
+}
+
 // docs/trace-format.md §4.4: the example move is the two transfers the text names, in order.
 TEST(TraceMoves, DocumentedExampleIsTwoTransfers) {
   const Trace t = parse(

@@ -172,6 +172,35 @@ struct ComputeSet {
   std::string name;
   std::vector<Vertex> vertices;
   Provenance provenance;  // v3
+  // Appends one vertex (count 1), merged into runs as vertices arrive, by coalesce()'s rule
+  // (docs/trace-format.md §4.2): it extends the last run if it continues it; the last two
+  // single vertices and it become a run if the three are affine; else it is a single vertex.
+  void add(const Vertex& v) {
+    using I = std::int64_t;
+    const auto same = [&](const Vertex& a) {
+      return a.codelet == v.codelet && a.params == v.params && a.tiles.size() == v.tiles.size();
+    };
+    if (!vertices.empty()) {
+      Vertex& last = vertices.back();
+      if (last.count >= 2) {
+        if (same(last) && last.count < std::numeric_limits<std::uint32_t>::max() &&
+            I{v.tiles.first} == last.tiles.first + I{last.count} * last.step) {
+          ++last.count;
+          return;
+        }
+      } else if (vertices.size() >= 2) {
+        Vertex& a = vertices[vertices.size() - 2];
+        const I step = I{last.tiles.first} - a.tiles.first;
+        if (a.count == 1 && same(a) && same(last) && I{v.tiles.first} == a.tiles.first + 2 * step) {
+          a.count = 3;
+          a.step = step;
+          vertices.pop_back();
+          return;
+        }
+      }
+    }
+    vertices.push_back(v);
+  }
   bool operator==(const ComputeSet&) const = default;
 };
 
