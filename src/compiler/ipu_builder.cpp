@@ -957,6 +957,31 @@ IpuBuilder::Reduction IpuBuilder::reduction(const Layout& l, Axis axis, std::uin
           over_positions ? trace::ReduceLayout::kStrided : trace::ReduceLayout::kContinuous};
 }
 
+namespace {
+
+// Sorts tile indices: by counting when they span few tiles for their number (a reduction's
+// tiles span at most a chip), else by comparison.
+void sort_tiles(std::vector<std::uint32_t>& tiles) {
+  if (tiles.size() < 64) {
+    std::sort(tiles.begin(), tiles.end());
+    return;
+  }
+  const auto [lo, hi] = std::minmax_element(tiles.begin(), tiles.end());
+  const std::uint64_t first = *lo, span = std::uint64_t{*hi} - first + 1;
+  if (span > 8 * tiles.size() + 4096) {
+    std::sort(tiles.begin(), tiles.end());
+    return;
+  }
+  std::vector<std::uint32_t> count(span, 0);
+  for (const std::uint32_t t : tiles) ++count[t - first];
+  std::size_t at = 0;
+  for (std::uint64_t k = 0; k < span; ++k)
+    for (std::uint32_t n = count[k]; n > 0; --n)
+      tiles[at++] = static_cast<std::uint32_t>(first + k);
+}
+
+}  // namespace
+
 void IpuBuilder::reduction_steps(Steps& steps, const std::string& key,
                                  std::span<const Reduction> rs, bool broadcast) {
   auto reduce_vertex = [&](TileRange tiles, DType in, std::uint64_t outputs, std::uint64_t partials,
@@ -974,7 +999,7 @@ void IpuBuilder::reduction_steps(Steps& steps, const std::string& key,
   // (appended to `vs`).
   auto over = [&](std::vector<trace::Vertex>& vs, std::vector<std::uint32_t> tiles, DType in,
                   std::uint64_t outputs, std::uint64_t partials, trace::ReduceLayout layout) {
-    std::sort(tiles.begin(), tiles.end());
+    sort_tiles(tiles);
     for (std::size_t i = 0; i < tiles.size();) {
       std::size_t j = i;
       while (j + 1 < tiles.size() && tiles[j + 1] == tiles[j] + 1) ++j;

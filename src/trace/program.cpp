@@ -779,11 +779,12 @@ void coalesce(ComputeSet& compute_set) {
       one.step = 0;
       if (!out.vertices.empty()) {
         Vertex& last = out.vertices.back();
-        if (last.count >= 2 && last.step == v.step && last.codelet == v.codelet &&
-            last.params == v.params && last.tiles.size() == v.tiles.size() &&
+        if (last.count >= 2 && last.step == v.step &&
             std::int64_t{one.tiles.first} ==
                 last.tiles.first + std::int64_t{last.count} * last.step &&
-            v.count - i <= std::numeric_limits<std::uint32_t>::max() - last.count) {
+            last.tiles.size() == v.tiles.size() && last.codelet == v.codelet &&
+            v.count - i <= std::numeric_limits<std::uint32_t>::max() - last.count &&
+            last.params == v.params) {
           last.count += v.count - i;
           break;
         }

@@ -180,18 +180,18 @@ struct ComputeSet {
     const auto same = [&](const Vertex& a) {
       return a.codelet == v.codelet && a.params == v.params && a.tiles.size() == v.tiles.size();
     };
-    if (!vertices.empty()) {
+    if (!vertices.empty()) {  // (the tiles first: comparing parameters costs more)
       Vertex& last = vertices.back();
       if (last.count >= 2) {
-        if (same(last) && last.count < std::numeric_limits<std::uint32_t>::max() &&
-            I{v.tiles.first} == last.tiles.first + I{last.count} * last.step) {
+        if (I{v.tiles.first} == last.tiles.first + I{last.count} * last.step &&
+            last.count < std::numeric_limits<std::uint32_t>::max() && same(last)) {
           ++last.count;
           return;
         }
       } else if (vertices.size() >= 2) {
         Vertex& a = vertices[vertices.size() - 2];
         const I step = I{last.tiles.first} - a.tiles.first;
-        if (a.count == 1 && same(a) && same(last) && I{v.tiles.first} == a.tiles.first + 2 * step) {
+        if (a.count == 1 && I{v.tiles.first} == a.tiles.first + 2 * step && same(a) && same(last)) {
           a.count = 3;
           a.step = step;
           vertices.pop_back();
