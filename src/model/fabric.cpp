@@ -246,14 +246,28 @@ GroupTiming Fabric::run(const Placement& who, const trace::Step& step,
     trace::CollectiveMethod method = step.method;
     const bool idle = t.synced >= links_idle_at_;
     AutoKey key{step.collective, step.dtype, step.bytes, group};
-    if (method == trace::CollectiveMethod::kAuto && idle) {
-      if (auto it = auto_choice_.find(key); it != auto_choice_.end()) method = it->second;
+    IdleKey idle_key{key, step.method, domain};
+    // The same collective on idle links again: its run replayed (idle_runs_).
+    if (const auto it = idle ? idle_runs_.find(idle_key) : idle_runs_.end();
+        it != idle_runs_.end()) {
+      links_.replay(it->second.links, t.synced);
+      end = t.synced + it->second.cycles;
+    } else {
+      if (method == trace::CollectiveMethod::kAuto && idle) {
+        if (auto a = auto_choice_.find(key); a != auto_choice_.end()) method = a->second;
+      }
+      std::optional<topology::LinkSchedule> before;
+      if (idle) before = links_;
+      const auto outcome =
+          topology::run_collective(links_, system_.chip, step.collective, method, group, step.bytes,
+                                   step.dtype, t.synced, domain);
+      if (step.method == trace::CollectiveMethod::kAuto && idle)
+        auto_choice_.try_emplace(key, outcome.method);
+      end = outcome.end;
+      if (idle)
+        idle_runs_.emplace(std::move(idle_key),
+                           IdleRun{end - t.synced, links_.effect_since(*before, t.synced)});
     }
-    const auto outcome = topology::run_collective(links_, system_.chip, step.collective, method,
-                                                  group, step.bytes, step.dtype, t.synced, domain);
-    if (step.method == trace::CollectiveMethod::kAuto && idle)
-      auto_choice_.try_emplace(std::move(key), outcome.method);
-    end = outcome.end;
     links_idle_at_ = std::max(links_idle_at_, end);
   }
   // A memoised loop runs the whole step `times` times back to back.

@@ -87,6 +87,30 @@ void LinkSchedule::skip(std::uint64_t periods, std::uint64_t cycles,
   }
 }
 
+LinkSchedule::Effect LinkSchedule::effect_since(const LinkSchedule& before,
+                                                std::uint64_t start) const {
+  Effect e;
+  for (std::size_t c = 0; c < free_at_.size(); ++c) {
+    const ChannelUse& was = before.use_[c];
+    if (free_at_[c] == before.free_at_[c] && use_[c].bytes == was.bytes &&
+        use_[c].busy_cycles == was.busy_cycles)
+      continue;
+    e.channels.push_back(static_cast<Channel>(c));
+    e.free_after.push_back(free_at_[c] > start ? free_at_[c] - start : 0);
+    e.use.push_back({use_[c].bytes - was.bytes, use_[c].busy_cycles - was.busy_cycles});
+  }
+  return e;
+}
+
+void LinkSchedule::replay(const Effect& e, std::uint64_t start) {
+  for (std::size_t i = 0; i < e.channels.size(); ++i) {
+    const Channel c = e.channels[i];
+    free_at_[c] = std::max(free_at_[c], start + e.free_after[i]);
+    use_[c].bytes += e.use[i].bytes;
+    use_[c].busy_cycles += e.use[i].busy_cycles;
+  }
+}
+
 std::uint64_t reduce_cycles(const ChipSpec& chip, std::uint64_t bytes, std::uint64_t inputs,
                             trace::DType dtype) {
   const std::uint64_t elements = ceil_div(bytes, trace::dtype_bytes(dtype));

@@ -502,6 +502,53 @@ TEST(CollectiveRegistry, EveryTraceMethodHasOneAlgorithmAndAutoTriesThemAll) {
 namespace ipusim::topology {
 namespace {
 
+// A collective that starts with every link free, replayed from its effect at a later start
+// on free links, leaves the links exactly as running it there does: every channel's use and
+// busy time, and what a later transfer finds (model::Fabric replays recurring collectives so).
+TEST(LinkSchedule, ACollectiveOnFreeLinksReplaysExactlyLater) {
+  for (const std::string system : {"pod16", "pod256"}) {
+    const Topology topo(load_system(system_path(system)).spec);
+    const ChipSpec& chip = topo.system().chip;
+    std::vector<std::uint32_t> all(topo.ipus()), few{0, 1, 2, 3, 5, 8};
+    std::iota(all.begin(), all.end(), 0u);
+    const std::vector<Flow> earlier{{0, 1, 1 << 20}, {2, 6, 1 << 16}};
+    const std::vector<Flow> probe{{1, 0, 4096}, {3, 2, 4096}, {0, topo.ipus() - 1, 4096}};
+    for (const auto op : {trace::CollectiveOp::kAllReduce, trace::CollectiveOp::kAllGather})
+      for (const auto* members : {&all, &few})
+        for (const auto method : {trace::CollectiveMethod::kAuto, trace::CollectiveMethod::kRing})
+          for (const std::uint64_t bytes : {std::uint64_t{64}, std::uint64_t{1} << 24}) {
+            LinkSchedule first(topo);
+            const std::uint64_t idle = first.run(earlier, 0);  // links free from here
+            const LinkSchedule before = first;
+            const std::uint64_t start = idle + 7;
+            const auto ran = run_collective(first, chip, op, method, *members, bytes,
+                                            trace::DType::kHalf, start, topo.sync_cycles(*members));
+            const LinkSchedule::Effect effect = first.effect_since(before, start);
+            // Later, on free links again: run it, or replay it.
+            const std::uint64_t later = ran.end + 1000;
+            LinkSchedule run_again = first, replayed = first;
+            const auto again =
+                run_collective(run_again, chip, op, method, *members, bytes, trace::DType::kHalf,
+                               later, topo.sync_cycles(*members));
+            replayed.replay(effect, later);
+            const std::string what = system + " op " + std::to_string(static_cast<int>(op)) +
+                                     " members " + std::to_string(members->size()) + " bytes " +
+                                     std::to_string(bytes);
+            EXPECT_EQ(again.end - later, ran.end - start) << what;
+            ASSERT_EQ(replayed.use().size(), run_again.use().size());
+            for (std::size_t c = 0; c < run_again.use().size(); ++c) {
+              EXPECT_EQ(replayed.use()[c].bytes, run_again.use()[c].bytes) << what << " " << c;
+              EXPECT_EQ(replayed.use()[c].busy_cycles, run_again.use()[c].busy_cycles) << what;
+            }
+            std::vector<std::uint64_t> a, b;
+            replayed.busy_after(later, a);
+            run_again.busy_after(later, b);
+            EXPECT_EQ(a, b) << what;
+            EXPECT_EQ(replayed.run(probe, later + 5), run_again.run(probe, later + 5)) << what;
+          }
+  }
+}
+
 // `auto` runs the fastest algorithm (the first of equals) and leaves the links as that
 // algorithm alone would: the same end, method and per-channel use, and the same busy links
 // for what comes next. Its trials stop early once they cannot win, and the winning trial's

@@ -180,6 +180,21 @@ class Fabric : public sc_core::sc_module {
     auto operator<=>(const AutoKey&) const = default;
   };
   std::map<AutoKey, trace::CollectiveMethod> auto_choice_;
+  // Collectives that started on idle links: how long each took and what it did to the links,
+  // relative to its start (LinkSchedule::Effect), by what it is, the method asked for and the
+  // sync cycles of its later steps. The same collective on idle links again takes as long and
+  // does the same (the link timing depends only on differences of cycles): replayed, exact.
+  struct IdleKey {
+    AutoKey what;
+    trace::CollectiveMethod method;
+    std::uint64_t domain;
+    auto operator<=>(const IdleKey&) const = default;
+  };
+  struct IdleRun {
+    std::uint64_t cycles = 0;
+    topology::LinkSchedule::Effect links;
+  };
+  std::map<IdleKey, IdleRun> idle_runs_;
   std::uint32_t simulated_ipus_ = 0;  // IPU modules: simulated replicas x programs
   // The steady-state searches, one per nesting (the parties' loops, summed): an outer loop's
   // iterations are compared at its own group steps while an inner loop's are compared within

@@ -58,6 +58,19 @@ class LinkSchedule {
   void use_counters(std::vector<std::uint64_t>& out) const;
   void skip(std::uint64_t periods, std::uint64_t cycles, std::span<const std::uint64_t> use);
 
+  // What operations did to the channels since `before` (this schedule as it was), relative to
+  // cycle `start`, when every channel was free by `start` then: the channels they used, when
+  // each is free after `start`, and the use they added. replay() does it again from another
+  // start at which every channel is free: the timing rule depends only on differences of
+  // cycles, so the same operations would do exactly that (for collectives that recur).
+  struct Effect {
+    std::vector<Channel> channels;
+    std::vector<std::uint64_t> free_after;
+    std::vector<ChannelUse> use;
+  };
+  Effect effect_since(const LinkSchedule& before, std::uint64_t start) const;
+  void replay(const Effect& e, std::uint64_t start);
+
   // For `auto`'s trials (run_collective): from now on run() throws Exceeded as soon as a flow
   // arrives at or after `cycle`. A collective ends no earlier than any of its flows, so such a
   // trial cannot beat the one that ended at `cycle`.
