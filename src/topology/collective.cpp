@@ -78,7 +78,24 @@ std::uint64_t CollectiveContext::ring_steps(const std::vector<RingPass>& passes,
   std::vector<std::vector<Channel>> routes(flows.size());
   for (std::size_t i = 0; i < flows.size() && steps > 0; ++i)
     links_.topology().route(flows[i].src, flows[i].dst, routes[i]);
+  const bool any = std::any_of(flows.begin(), flows.end(),
+                               [](const Flow& f) { return f.src != f.dst && f.bytes != 0; });
   for (std::size_t s = 0; s < steps; ++s) {
+    if (s == 1 && steps > 2) {
+      // From the second step on, each step starts a sync after the one before ended, when
+      // every channel of the flows' routes is free again (a flow frees its channels by the
+      // time it arrives), and the first step's earlier traffic is behind them: every later
+      // step does exactly what the second does, shifted (LinkSchedule::replay).
+      const LinkSchedule before = links_;
+      const std::uint64_t start = begin_step_with(t, sync);
+      const std::uint64_t arrived = links_.run(flows, routes, start);
+      const LinkSchedule::Effect effect = links_.effect_since(before, start);
+      const std::uint64_t step = arrived - start + (reduce ? this->reduce(chunk, 2) : 0);
+      const std::uint64_t rest = steps - 2, period = step + sync;
+      links_.replay(effect, start + period, period, rest);
+      if (any) links_.check_abort(start + rest * period + (arrived - start));
+      return start + rest * period + step;
+    }
     t = links_.run(flows, routes, begin_step_with(t, sync));
     if (reduce) t += this->reduce(chunk, 2);
   }

@@ -111,6 +111,18 @@ void LinkSchedule::replay(const Effect& e, std::uint64_t start) {
   }
 }
 
+void LinkSchedule::replay(const Effect& e, std::uint64_t first, std::uint64_t period,
+                          std::uint64_t times) {
+  if (times == 0) return;
+  const std::uint64_t last = first + (times - 1) * period;
+  for (std::size_t i = 0; i < e.channels.size(); ++i) {
+    const Channel c = e.channels[i];
+    free_at_[c] = std::max(free_at_[c], last + e.free_after[i]);
+    use_[c].bytes += times * e.use[i].bytes;
+    use_[c].busy_cycles += times * e.use[i].busy_cycles;
+  }
+}
+
 std::uint64_t reduce_cycles(const ChipSpec& chip, std::uint64_t bytes, std::uint64_t inputs,
                             trace::DType dtype) {
   const std::uint64_t elements = ceil_div(bytes, trace::dtype_bytes(dtype));

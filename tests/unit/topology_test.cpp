@@ -549,6 +549,87 @@ TEST(LinkSchedule, ACollectiveOnFreeLinksReplaysExactlyLater) {
   }
 }
 
+// ring_steps (which replays the steps after the second) = every step run on the links one by
+// one, as the ring is defined: the same end, channel use and busy links after, from free or
+// busy links, with and without reductions and domain syncs; and it stops a trial (abort_at) in
+// the same cases.
+TEST(CollectiveContext, RingStepsAreEveryStepRunInTurn) {
+  for (const std::string system : {"pod16", "pod256"}) {
+    const Topology topo(load_system(system_path(system)).spec);
+    const ChipSpec& chip = topo.system().chip;
+    std::vector<std::uint32_t> all(topo.ipus()), few{0, 1, 2, 3, 5, 8};
+    std::iota(all.begin(), all.end(), 0u);
+    const std::vector<Flow> busy{{0, 1, 1 << 22}, {2, 6, 1 << 20}};
+    for (const auto* members : {&all, &few})
+      for (const bool earlier : {false, true})
+        for (const bool reduce : {false, true})
+          for (const std::optional<std::uint64_t> domain :
+               {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{900}}) {
+            const std::vector<RingPass> passes =
+                bidirectional_ring_algorithm().passes(*members, topo.ring(*members), 1 << 20);
+            const std::vector<std::vector<std::uint32_t>> groups{*members};
+            const std::size_t steps = members->size() - 1;
+            LinkSchedule start(topo);
+            if (earlier) start.run(busy, 0);
+            LinkSchedule fast = start, slow = start;
+            CollectiveContext c(fast, chip, trace::DType::kHalf, domain);
+            const std::uint64_t got = c.ring_steps(passes, groups, steps, reduce, 50);
+            // By hand: the first step at the ready cycle, each later one a sync after the one
+            // before ended (and its reduction), all of a step's flows at once.
+            const std::uint64_t sync = domain ? *domain : topo.sync_cycles(*members);
+            std::vector<Flow> flows;
+            std::uint64_t chunk = 0;
+            for (const RingPass& p : passes) {
+              const std::size_t n = p.order.size();
+              for (std::size_t i = 0; i < n; ++i)
+                flows.push_back(
+                    {p.order[i], p.order[p.reverse ? (i + n - 1) % n : (i + 1) % n], p.chunk});
+              chunk = std::max(chunk, p.chunk);
+            }
+            std::uint64_t t = 50;
+            for (std::size_t s = 0; s < steps; ++s) {
+              t = slow.run(flows, s == 0 ? t : t + sync);
+              if (reduce) t += reduce_cycles(chip, chunk, 2, trace::DType::kHalf);
+            }
+            const std::string what = system + " members " + std::to_string(members->size()) +
+                                     (earlier ? " busy" : " free") + (reduce ? " reduce" : "") +
+                                     (domain ? " domain" : "");
+            EXPECT_EQ(got, t) << what;
+            for (std::size_t ch = 0; ch < slow.use().size(); ++ch) {
+              EXPECT_EQ(fast.use()[ch].bytes, slow.use()[ch].bytes) << what << " " << ch;
+              EXPECT_EQ(fast.use()[ch].busy_cycles, slow.use()[ch].busy_cycles) << what;
+            }
+            std::vector<std::uint64_t> a, b;
+            fast.busy_after(0, a);
+            slow.busy_after(0, b);
+            EXPECT_EQ(a, b) << what;
+            // Under abort_at: stopped exactly when stepping would stop.
+            for (const std::uint64_t at : {t - 1, t + 1, t / 2}) {
+              LinkSchedule f = start, g = start;
+              f.abort_at(at);
+              g.abort_at(at);
+              CollectiveContext cf(f, chip, trace::DType::kHalf, domain);
+              bool f_stopped = false, g_stopped = false;
+              try {
+                (void)cf.ring_steps(passes, groups, steps, reduce, 50);
+              } catch (const LinkSchedule::Exceeded&) {
+                f_stopped = true;
+              }
+              try {
+                std::uint64_t u = 50;
+                for (std::size_t s = 0; s < steps; ++s) {
+                  u = g.run(flows, s == 0 ? u : u + sync);
+                  if (reduce) u += reduce_cycles(chip, chunk, 2, trace::DType::kHalf);
+                }
+              } catch (const LinkSchedule::Exceeded&) {
+                g_stopped = true;
+              }
+              EXPECT_EQ(f_stopped, g_stopped) << what << " abort at " << at;
+            }
+          }
+  }
+}
+
 // `auto` runs the fastest algorithm (the first of equals) and leaves the links as that
 // algorithm alone would: the same end, method and per-channel use, and the same busy links
 // for what comes next. Its trials stop early once they cannot win, and the winning trial's

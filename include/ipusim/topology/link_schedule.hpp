@@ -70,6 +70,13 @@ class LinkSchedule {
   };
   Effect effect_since(const LinkSchedule& before, std::uint64_t start) const;
   void replay(const Effect& e, std::uint64_t start);
+  // replay() `times` times, the i-th from `first` + i x `period`, where `period` is at least
+  // how long after its start each replay holds a channel (so each finds its channels free).
+  void replay(const Effect& e, std::uint64_t first, std::uint64_t period, std::uint64_t times);
+  // What run() does when a flow arrives at `end` under abort_at (throws Exceeded).
+  void check_abort(std::uint64_t end) const {
+    if (abort_ && end >= abort_at_) throw Exceeded{};
+  }
 
   // For `auto`'s trials (run_collective): from now on run() throws Exceeded as soon as a flow
   // arrives at or after `cycle`. A collective ends no earlier than any of its flows, so such a
