@@ -163,7 +163,6 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
     d[last + 1] -= bytes;
   };
   ExchangeCost out;
-  out.tile_bytes.reserve(n);  // filled tile by tile below
   std::uint64_t total_bytes = 0;
   std::uint64_t max_distance = 0;
   const auto distance = [&](trace::TileRange a, trace::TileRange b) -> std::uint64_t {
@@ -445,24 +444,27 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
   const bool scale = power_of_two(rate) && power_of_two(rate * group);
   const double per_rate = 1.0 / rate, per_group_rate = 1.0 / (rate * group);
   std::uint64_t tile_sent = 0, tile_alone = 0, tile_shared = 0, tile_received = 0;
+  out.tile_bytes.resize(n);
+  // A tile is busier than the busiest so far, T cycles, when ceil_cycles(busy) > T, that is
+  // when busy - 1e-9 (what ceil_cycles rounds up) > T: T came from a double, so it is one.
+  double busiest = 0;
   for (std::uint32_t t = 0; t < n; ++t) {
     tile_sent += sent[t];
     tile_alone += alone[t];
     tile_shared += shared[t];
     tile_received += received[t];
     sent[t] = alone[t] = shared[t] = received[t] = 0;
-    out.tile_bytes.push_back(tile_received + tile_sent);
+    out.tile_bytes[t] = tile_received + tile_sent;
     if ((tile_sent | tile_alone | tile_shared) == 0) continue;  // an idle tile: 0 cycles
     const auto a = static_cast<double>(tile_alone), b = static_cast<double>(tile_shared);
     const auto c = static_cast<double>(tile_sent);
     const double receive =
         scale ? a * per_rate + b * per_group_rate : a / (rate * 1u) + b / (rate * group);
     const double busy = std::max(scale ? c * per_rate : c / rate, receive);
-    const std::uint64_t cycles = ceil_cycles(busy).count;
-    if (cycles > out.transfer_cycles) {
-      out.transfer_cycles = cycles;
-      out.busiest_tile = t;
-    }
+    if (busy - 1e-9 <= busiest) continue;  // (a NaN goes on to ceil_cycles, which throws)
+    out.transfer_cycles = ceil_cycles(busy).count;
+    out.busiest_tile = t;
+    busiest = static_cast<double>(out.transfer_cycles);
   }
   sent[n] = alone[n] = shared[n] = received[n] = 0;
   out.latency_cycles = max_distance * chip.exchange.column_hop_latency.count;

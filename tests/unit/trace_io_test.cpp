@@ -1633,7 +1633,10 @@ ReduceScatter random_reduce_scatter(Random& next, std::uint32_t members) {
 TEST(TraceReduceScatters, PoplinsStagesEndWithEveryChunkReduced) {
   int checked = 0;
   for (std::uint32_t members = 2; members <= 40; ++members) {
-    const auto [stages, fan_in] = plan::reduction_stages(members);
+    // (Not a structured binding: the lambda below uses the fan-in, which clang cannot capture.)
+    const std::pair<int, std::uint64_t> plan_stages = plan::reduction_stages(members);
+    const int stages = plan_stages.first;
+    const std::uint64_t fan_in = plan_stages.second;
     if (stages > 1 && members % fan_in != 0) continue;
     ++checked;
     for (const std::uint64_t elements : {std::uint64_t{1}, std::uint64_t{members - 1},

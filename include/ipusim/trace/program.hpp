@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -370,8 +371,12 @@ void Move::for_each_tile(To&& to_fn, From&& from_fn) const {
     }
     // The block on tile t, if one is (as (position block, channel block)).
     std::optional<std::pair<std::uint64_t, std::uint64_t>> block_on(std::uint32_t t) const {
-      if (t < g.first_tile || (t - g.first_tile) % g.tile_stride != 0) return std::nullopt;
-      const std::uint64_t b = (t - g.first_tile) / g.tile_stride;
+      if (t < g.first_tile) return std::nullopt;
+      std::uint64_t b = t - g.first_tile;
+      if (g.tile_stride != 1) {
+        if (b % g.tile_stride != 0) return std::nullopt;
+        b /= g.tile_stride;
+      }
       if (b >= pb * cb) return std::nullopt;
       return g.channels_outer ? std::pair{b % pb, b / pb} : std::pair{b / cb, b % cb};
     }
@@ -513,31 +518,44 @@ void ReduceScatter::for_each_piece(F&& f) const {
 
 template <typename F>
 void ReduceScatter::for_each_tile(F&& f) const {
+  // owned() and stage_group() with their divisions done once: per member, its residue and
+  // stage group; per group, its chunk size and how many whole chunks it has.
+  const std::uint64_t span = std::uint64_t{stride} * fan_in;
+  std::vector<std::uint64_t> residue(members), base(members), inputs(members), n(members);
+  for (std::uint32_t k = 0; k < members; ++k) {
+    residue[k] = k % span;
+    std::tie(base[k], inputs[k]) = stage_group(k);
+  }
   // Per stage group (indexed by its first member): the elements its owners own, and its owners.
   std::vector<std::uint64_t> group_owned(members), group_owners(members);
-  for (const Groups& g : groups)
+  for (const Groups& g : groups) {
+    const std::uint64_t size = (g.elements + members - 1) / members;
+    const std::uint64_t full = g.elements / size, rest = g.elements - full * size;
+    const std::uint64_t whole = full / span, part = full % span;
+    std::fill(group_owned.begin(), group_owned.end(), 0);
+    std::fill(group_owners.begin(), group_owners.end(), 0);
+    for (std::uint32_t k = 0; k < members; ++k) {
+      n[k] = size * (whole + (residue[k] < part ? 1 : 0)) +
+             (rest != 0 && residue[k] == part ? rest : 0);  // = owned(g.elements, k)
+      if (n[k] != 0) {
+        group_owned[base[k]] += n[k];
+        ++group_owners[base[k]];
+      }
+    }
     for (std::uint32_t i = 0; i < g.count; ++i) {
       const std::uint64_t first = g.first + std::uint64_t{i} * g.step;
       const auto tile = [&](std::uint64_t k) {
         return static_cast<std::uint32_t>(first + k * member_step);
       };
-      std::fill(group_owned.begin(), group_owned.end(), 0);
-      std::fill(group_owners.begin(), group_owners.end(), 0);
-      for (std::uint32_t k = 0; k < members; ++k)
-        if (const std::uint64_t n = owned(g.elements, k); n != 0) {
-          group_owned[stage_group(k).first] += n;
-          ++group_owners[stage_group(k).first];
-        }
       for (std::uint32_t k = 0; k < members; ++k) {
-        const auto [base, inputs] = stage_group(k);
-        if (inputs < 2) continue;  // alone in its stage group: no transfer
-        const std::uint64_t n = owned(g.elements, k);
-        const std::uint64_t peers = inputs - 1;
-        f(tile(k), n * peers * element_bytes, n != 0 ? peers : 0, tile(base),
-          tile(base + (inputs - 1) * stride), (group_owned[base] - n) * element_bytes,
-          group_owners[base] - (n != 0 ? 1 : 0));
+        if (inputs[k] < 2) continue;  // alone in its stage group: no transfer
+        const std::uint64_t peers = inputs[k] - 1;
+        f(tile(k), n[k] * peers * element_bytes, n[k] != 0 ? peers : 0, tile(base[k]),
+          tile(base[k] + (inputs[k] - 1) * stride), (group_owned[base[k]] - n[k]) * element_bytes,
+          group_owners[base[k]] - (n[k] != 0 ? 1 : 0));
       }
     }
+  }
 }
 
 struct Exchange {
