@@ -144,20 +144,21 @@ class StructureChecker {
                        min, kMaxCount));
   }
 
-  void check_provenance(const std::string& item, const Provenance& p) const {
+  template <typename Item>
+  void check_provenance(const Item& item, const Provenance& p) const {
     if (static_cast<std::size_t>(p.pass) >= kPassNames.size() ||
         static_cast<std::size_t>(p.op) >= kOpKindNames.size())
-      fail(fmt::format("{}{} has an invalid provenance pass or op", prefix_, item));
+      fail(fmt::format("{}{} has an invalid provenance pass or op", prefix_, describe(item)));
     if (p.layers.size() > kMaxProvenanceLayers)
-      fail(fmt::format("{}{} names {} layers, expected at most {}", prefix_, item, p.layers.size(),
-                       kMaxProvenanceLayers));
+      fail(fmt::format("{}{} names {} layers, expected at most {}", prefix_, describe(item),
+                       p.layers.size(), kMaxProvenanceLayers));
     std::set<std::string_view> seen;
     for (const std::string& layer : p.layers) {
       if (!is_valid_name(layer))
-        fail(
-            fmt::format("{}{} has an invalid layer name '{}' {}", prefix_, item, layer, kNameRule));
+        fail(fmt::format("{}{} has an invalid layer name '{}' {}", prefix_, describe(item), layer,
+                         kNameRule));
       if (!seen.insert(layer).second)
-        fail(fmt::format("{}{} names layer '{}' twice", prefix_, item, layer));
+        fail(fmt::format("{}{} names layer '{}' twice", prefix_, describe(item), layer));
     }
   }
 
@@ -285,8 +286,10 @@ class StructureChecker {
       const auto kind = static_cast<std::size_t>(s.kind);
       if (kind >= kStepKindNames.size())
         fail(fmt::format("{}program step {} has unknown kind {}", prefix_, step_path(path), kind));
-      const std::string item =
-          fmt::format("program step {} ({})", step_path(path), kStepKindNames[kind]);
+      // Described only on failure (a compiled program has tens of thousands of steps).
+      const auto item = [&] {
+        return fmt::format("program step {} ({})", step_path(path), kStepKindNames[kind]);
+      };
       const Step defaults;
       const bool uses_index = s.kind == StepKind::kCompute || s.kind == StepKind::kExchange ||
                               s.kind == StepKind::kGlobalExchange;
@@ -308,46 +311,47 @@ class StructureChecker {
         fail(
             fmt::format("{}{} sets fields that its kind does not use (they must stay at their "
                         "defaults)",
-                        prefix_, item));
+                        prefix_, describe(item)));
       check_provenance(item, s.provenance);
       switch (s.kind) {
         case StepKind::kCompute:
           if (s.index >= ipu.compute_sets.size())
-            fail(fmt::format("{}{} refers to compute set {} but there are {}", prefix_, item,
-                             s.index, ipu.compute_sets.size()));
+            fail(fmt::format("{}{} refers to compute set {} but there are {}", prefix_,
+                             describe(item), s.index, ipu.compute_sets.size()));
           break;
         case StepKind::kExchange:
           if (s.index >= ipu.exchanges.size())
-            fail(fmt::format("{}{} refers to exchange {} but there are {}", prefix_, item, s.index,
-                             ipu.exchanges.size()));
+            fail(fmt::format("{}{} refers to exchange {} but there are {}", prefix_, describe(item),
+                             s.index, ipu.exchanges.size()));
           break;
         case StepKind::kSync:
           check_group(item, s.group, true);
           break;
         case StepKind::kGlobalExchange:
           if (s.index >= trace_.global_exchanges.size())
-            fail(fmt::format("{}{} refers to global exchange {} but there are {}", prefix_, item,
-                             s.index, trace_.global_exchanges.size()));
+            fail(fmt::format("{}{} refers to global exchange {} but there are {}", prefix_,
+                             describe(item), s.index, trace_.global_exchanges.size()));
           break;
         case StepKind::kCollective:
           check_group(item, s.group, false);
           if (static_cast<std::size_t>(s.collective) >= kCollectiveOpNames.size() ||
               static_cast<std::size_t>(s.method) >= kCollectiveMethodNames.size() ||
               static_cast<std::size_t>(s.dtype) >= kDTypeNames.size())
-            fail(fmt::format("{}{} has an invalid operation, method or dtype", prefix_, item));
+            fail(fmt::format("{}{} has an invalid operation, method or dtype", prefix_,
+                             describe(item)));
           check_count(item, "bytes", s.bytes);
           break;
         case StepKind::kHost:
           if (static_cast<std::size_t>(s.direction) >= kHostDirectionNames.size() ||
               static_cast<std::size_t>(s.memory) >= kHostMemoryNames.size())
-            fail(fmt::format("{}{} has invalid direction or memory", prefix_, item));
+            fail(fmt::format("{}{} has invalid direction or memory", prefix_, describe(item)));
           check_range(item, s.tiles);
           check_count(item, "bytes", s.bytes);
           break;
         case StepKind::kRepeat:
           check_count(item, "count", s.count, 1);
           if (path.size() > kMaxRepeatDepth)
-            fail(fmt::format("{}{} nests repeats deeper than {} levels", prefix_, item,
+            fail(fmt::format("{}{} nests repeats deeper than {} levels", prefix_, describe(item),
                              kMaxRepeatDepth));
           check_steps(ipu, s.body, path);
           break;
@@ -356,20 +360,21 @@ class StructureChecker {
     }
   }
 
-  void check_group(const std::string& item, Group g, bool tile_allowed) const {
+  template <typename Item>
+  void check_group(const Item& item, Group g, bool tile_allowed) const {
     if (static_cast<std::size_t>(g.kind) >= kGroupKindNames.size())
-      fail(fmt::format("{}{} has an invalid group", prefix_, item));
+      fail(fmt::format("{}{} has an invalid group", prefix_, describe(item)));
     if (g.kind == GroupKind::kTile && !tile_allowed)
       fail(fmt::format("{}{} needs a group of IPUs (replica, all or replicas), found tile", prefix_,
-                       item));
+                       describe(item)));
     if (g.kind != GroupKind::kReplicas && g.kind != GroupKind::kReplica && g.size != 0)
       fail(fmt::format("{}{} gives a group size, which only 'replicas' and 'replica' take", prefix_,
-                       item));
+                       describe(item)));
     if ((g.kind == GroupKind::kReplica && g.size != 0) != (g.stride != 0))
       fail(
           fmt::format("{}{} gives a group stride of {} with a size of {}: a stride goes with "
                       "a 'replica' group's size",
-                      prefix_, item, g.stride, g.size));
+                      prefix_, describe(item), g.stride, g.size));
     if (g.kind == GroupKind::kReplica && g.size != 0) {
       // Blocks of size x stride programs tile the replica.
       const std::uint64_t block = std::uint64_t{g.size} * g.stride;
@@ -379,11 +384,11 @@ class StructureChecker {
         fail(
             fmt::format("{}{} groups {} IPUs {} apart (blocks of {}), which does not divide "
                         "the replica's {} IPUs",
-                        prefix_, item, g.size, g.stride, block, p));
+                        prefix_, describe(item), g.size, g.stride, block, p));
     }
     if (g.kind == GroupKind::kReplicas && g.size != 0 && trace_.replicas % g.size != 0)
       fail(fmt::format("{}{} groups replicas in {}s, which does not divide the {} replicas",
-                       prefix_, item, g.size, trace_.replicas));
+                       prefix_, describe(item), g.size, trace_.replicas));
   }
 
   const Trace& trace_;
