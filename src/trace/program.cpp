@@ -745,13 +745,7 @@ ComputeSet expanded(const ComputeSet& compute_set) {
   ComputeSet out = compute_set;
   out.vertices.clear();
   for (const Vertex& v : compute_set.vertices)
-    for (std::uint32_t i = 0; i < v.count; ++i) {
-      Vertex one = v;
-      one.tiles = v.tiles_at(i);
-      one.count = 1;
-      one.step = 0;
-      out.vertices.push_back(one);
-    }
+    for (std::uint32_t i = 0; i < v.count; ++i) out.vertices.push_back(v.copy(i));
   return out;
 }
 
@@ -778,10 +772,7 @@ void coalesce(ComputeSet& compute_set) {
   out.vertices.reserve(compute_set.vertices.size());
   for (const Vertex& v : compute_set.vertices)
     for (std::uint32_t i = 0; i < v.count; ++i) {
-      Vertex one = v;
-      one.tiles = v.tiles_at(i);
-      one.count = 1;
-      one.step = 0;
+      const Vertex one = v.copy(i);
       if (!out.vertices.empty()) {
         Vertex& last = out.vertices.back();
         if (last.count >= 2 && last.step == v.step &&

@@ -278,21 +278,60 @@ TEST(ExchangeCost, RangesAndStridesGiveTheRuleTileByTile) {
   }
 }
 
+// A seeded linear congruential generator: next(n) is in 0..n-1, the same on every platform.
+struct Lcg {
+  std::uint64_t seed;
+  std::uint64_t operator()(std::uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  }
+};
+
+// The hand-checked GC200 cut to four columns (184 tiles), with super-tile groups of `group`.
+ChipSpec four_columns(std::uint32_t group) {
+  ChipSpec chip = testing::gc200_by_hand();
+  chip.tiles = 184;
+  chip.exchange.tiles_per_shared_bus = group;
+  return chip;
+}
+
+// `ex` (whose records include a structured one: a move or a reduce-scatter) costs as its
+// transfers written out: the same cycles, bytes, busiest tile and exchange code, in the cost
+// and in the memory map's own pass over a program holding it. Returns its cost.
+ExchangeCost expect_costed_as_expanded(const ChipSpec& chip, const trace::Exchange& ex,
+                                       ExchangeScratch& scratch, int round) {
+  const trace::Exchange flat = trace::expanded(ex);
+  EXPECT_TRUE(flat.moves.empty() && flat.reduce_scatters.empty());
+  EXPECT_EQ(flat.transfers.size(), ex.transfer_count());
+  trace::IpuProgram program;
+  MemoryMap flat_code = memory_map(chip, program, false);
+  MemoryMap code = memory_map(chip, program, false);
+  const ExchangeCost expected = exchange_cost(chip, flat, &flat_code);
+  const ExchangeCost got = exchange_cost(chip, ex, &code, scratch);
+  EXPECT_EQ(got.cycles, expected.cycles) << round;
+  EXPECT_EQ(got.transfer_cycles, expected.transfer_cycles);
+  EXPECT_EQ(got.latency_cycles, expected.latency_cycles);
+  EXPECT_EQ(got.total_bytes, expected.total_bytes);
+  EXPECT_EQ(got.busiest_tile, expected.busiest_tile);
+  EXPECT_EQ(got.tile_bytes, expected.tile_bytes);
+  for (std::uint32_t t = 0; t < chip.tiles; ++t)
+    EXPECT_EQ(code.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+  program.exchanges.push_back(ex);
+  const MemoryMap with_record = memory_map(chip, program, true);
+  for (std::uint32_t t = 0; t < chip.tiles; ++t)
+    EXPECT_EQ(with_record.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+  return got;
+}
+
 // A move (trace format v5) costs exactly what its transfers cost one record each: cycles,
 // bytes, busiest tile and exchange code, beside other records, on random grids (strides,
 // either block order, blocks that divide each other or not, tiles shared by both grids), with
 // super-tile pairs and without. Each tile's bytes are also checked element by element: an
 // element whose block moves to another tile adds its bytes to both tiles.
 TEST(ExchangeCost, MovesCostAsTheirTransfers) {
-  std::uint64_t seed = 777;
-  const auto next = [&](std::uint64_t below) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (seed >> 33) % below;
-  };
+  Lcg next{777};
   for (const std::uint32_t group : {2u, 1u}) {
-    ChipSpec chip = testing::gc200_by_hand();
-    chip.tiles = 184;  // four columns
-    chip.exchange.tiles_per_shared_bus = group;
+    const ChipSpec chip = four_columns(group);
     ExchangeScratch scratch;
     for (int round = 0; round < 200; ++round) {
       trace::Move m;
@@ -323,28 +362,7 @@ TEST(ExchangeCost, MovesCostAsTheirTransfers) {
       const TileRange d{5, 9};
       ex.add({0, 0}, {&d, 1}, 64);  // a transfer record beside the move
       ex.moves.push_back(m);
-      const trace::Exchange flat = trace::expanded(ex);
-      ASSERT_TRUE(flat.moves.empty());
-      ASSERT_EQ(flat.transfers.size(), ex.transfer_count());
-
-      trace::IpuProgram program;
-      MemoryMap flat_code = memory_map(chip, program, false);
-      MemoryMap code = memory_map(chip, program, false);
-      const ExchangeCost expected = exchange_cost(chip, flat, &flat_code);
-      const ExchangeCost got = exchange_cost(chip, ex, &code, scratch);
-      EXPECT_EQ(got.cycles, expected.cycles) << round;
-      EXPECT_EQ(got.transfer_cycles, expected.transfer_cycles);
-      EXPECT_EQ(got.latency_cycles, expected.latency_cycles);
-      EXPECT_EQ(got.total_bytes, expected.total_bytes);
-      EXPECT_EQ(got.busiest_tile, expected.busiest_tile);
-      EXPECT_EQ(got.tile_bytes, expected.tile_bytes);
-      for (std::uint32_t t = 0; t < chip.tiles; ++t)
-        EXPECT_EQ(code.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
-      // The memory map's own pass over the program's exchanges counts the move's code too.
-      program.exchanges.push_back(ex);
-      const MemoryMap with_move = memory_map(chip, program, true);
-      for (std::uint32_t t = 0; t < chip.tiles; ++t)
-        EXPECT_EQ(with_move.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+      const ExchangeCost got = expect_costed_as_expanded(chip, ex, scratch, round);
 
       // Element by element: the tile of an element's block in each grid.
       const auto tile_of = [&](const trace::BlockGrid& g, std::uint64_t p, std::uint64_t c) {
@@ -387,15 +405,9 @@ TEST(ExchangeCost, MovesCostAsTheirTransfers) {
 // on random records (both bus groupings); and its tile bytes are those of a chunk-by-chunk
 // count from the record's definition (docs/trace-format.md §4.5).
 TEST(ExchangeCost, ReduceScattersCostAsTheirTransfers) {
-  std::uint64_t seed = 4242;
-  const auto next = [&](std::uint64_t below) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (seed >> 33) % below;
-  };
+  Lcg next{4242};
   for (const std::uint32_t group : {2u, 1u}) {
-    ChipSpec chip = testing::gc200_by_hand();
-    chip.tiles = 184;  // four columns
-    chip.exchange.tiles_per_shared_bus = group;
+    const ChipSpec chip = four_columns(group);
     ExchangeScratch scratch;
     for (int round = 0; round < 300; ++round) {
       trace::ReduceScatter r;
@@ -420,27 +432,7 @@ TEST(ExchangeCost, ReduceScattersCostAsTheirTransfers) {
       const TileRange d{5, 9};
       ex.add({0, 0}, {&d, 1}, 64);  // a transfer record beside the reduce-scatter
       ex.reduce_scatters.push_back(r);
-      const trace::Exchange flat = trace::expanded(ex);
-      ASSERT_TRUE(flat.reduce_scatters.empty());
-      ASSERT_EQ(flat.transfers.size(), ex.transfer_count());
-
-      trace::IpuProgram program;
-      MemoryMap flat_code = memory_map(chip, program, false);
-      MemoryMap code = memory_map(chip, program, false);
-      const ExchangeCost expected = exchange_cost(chip, flat, &flat_code);
-      const ExchangeCost got = exchange_cost(chip, ex, &code, scratch);
-      EXPECT_EQ(got.cycles, expected.cycles) << round;
-      EXPECT_EQ(got.transfer_cycles, expected.transfer_cycles);
-      EXPECT_EQ(got.latency_cycles, expected.latency_cycles);
-      EXPECT_EQ(got.total_bytes, expected.total_bytes);
-      EXPECT_EQ(got.busiest_tile, expected.busiest_tile);
-      EXPECT_EQ(got.tile_bytes, expected.tile_bytes);
-      for (std::uint32_t t = 0; t < chip.tiles; ++t)
-        EXPECT_EQ(code.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
-      program.exchanges.push_back(ex);
-      const MemoryMap with_record = memory_map(chip, program, true);
-      for (std::uint32_t t = 0; t < chip.tiles; ++t)
-        EXPECT_EQ(with_record.tiles[t].exchange_code, flat_code.tiles[t].exchange_code) << t;
+      const ExchangeCost got = expect_costed_as_expanded(chip, ex, scratch, round);
 
       // Chunk by chunk: every member of a stage group sends each other member the chunks
       // that member owns (chunk c is owned by the members k with c = k mod stride x fan_in).

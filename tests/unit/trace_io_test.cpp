@@ -1485,46 +1485,62 @@ TEST(TraceMoves, CellsCountEveryPieceInClosedForm) {
   }
 }
 
+// Each tile's share of a structured record's transfers (a move's or a reduce-scatter's), as
+// the record's for_each_piece lists them (`pieces`) and as its for_each_tile gives them
+// (`tiles`); receive() and send() take the latter and check a receiver's sender span.
+struct TileShare {
+  std::uint64_t in = 0, out = 0, received = 0, sent = 0;
+  std::uint32_t lowest = ~0u, highest = 0;
+  bool operator==(const TileShare&) const = default;
+};
+struct TileShares {
+  std::map<std::uint32_t, TileShare> pieces, tiles;
+  void piece(std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+    pieces[dst].received += bytes;
+    ++pieces[dst].in;
+    pieces[src].sent += bytes;
+    ++pieces[src].out;
+    pieces[dst].lowest = std::min(pieces[dst].lowest, src);
+    pieces[dst].highest = std::max(pieces[dst].highest, src);
+  }
+  // The span given may include the tile itself (its own block or stage-group member, which
+  // sends it nothing).
+  void receive(std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers, std::uint32_t lowest,
+               std::uint32_t highest) {
+    tiles[t].received += bytes;
+    tiles[t].in += transfers;
+    EXPECT_LE(lowest, pieces[t].lowest);
+    EXPECT_GE(highest, pieces[t].highest);
+    EXPECT_TRUE(lowest == pieces[t].lowest || lowest == t);
+    EXPECT_TRUE(highest == pieces[t].highest || highest == t);
+    tiles[t].lowest = pieces[t].lowest;
+    tiles[t].highest = pieces[t].highest;
+  }
+  void send(std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers) {
+    tiles[t].sent += bytes;
+    tiles[t].out += transfers;
+  }
+};
+
 // Move::for_each_tile (each tile's sums in time linear in the blocks) gives what adding up
 // for_each_piece's transfers gives, on random grids that share tiles, in either block order.
 TEST(TraceMoves, TileSumsAreThoseOfTheTransfers) {
   Random next(2024);
   for (int round = 0; round < 500; ++round) {
     const Move m = random_move(next, 50);
-    struct Sums {
-      std::uint64_t in = 0, out = 0, received = 0, sent = 0;
-      std::uint32_t lowest = ~0u, highest = 0;
-      bool operator==(const Sums&) const = default;
-    };
-    std::map<std::uint32_t, Sums> pieces, tiles;
+    TileShares s;
     m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
-      pieces[dst].received += bytes;
-      ++pieces[dst].in;
-      pieces[src].sent += bytes;
-      ++pieces[src].out;
-      pieces[dst].lowest = std::min(pieces[dst].lowest, src);
-      pieces[dst].highest = std::max(pieces[dst].highest, src);
+      s.piece(src, dst, bytes);
     });
     m.for_each_tile(
         [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers, std::uint32_t lowest,
             std::uint32_t highest) {
-          if (transfers == 0) return;
-          tiles[t].received += bytes;
-          tiles[t].in += transfers;
-          // The span given may include the tile itself (its own block, which sends nothing).
-          EXPECT_LE(lowest, pieces[t].lowest);
-          EXPECT_GE(highest, pieces[t].highest);
-          EXPECT_TRUE(lowest == pieces[t].lowest || lowest == t);
-          EXPECT_TRUE(highest == pieces[t].highest || highest == t);
-          tiles[t].lowest = pieces[t].lowest;
-          tiles[t].highest = pieces[t].highest;
+          if (transfers != 0) s.receive(t, bytes, transfers, lowest, highest);
         },
         [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers) {
-          if (transfers == 0) return;
-          tiles[t].sent += bytes;
-          tiles[t].out += transfers;
+          if (transfers != 0) s.send(t, bytes, transfers);
         });
-    EXPECT_EQ(tiles, pieces) << round;
+    EXPECT_EQ(s.tiles, s.pieces) << round;
   }
 }
 
@@ -1671,7 +1687,9 @@ TEST(TraceReduceScatters, PoplinsStagesEndWithEveryChunkReduced) {
         });
       }
       for (std::uint32_t k = 0; k < members; ++k)
-        if (chunk(k) != 0) EXPECT_EQ(held[k][k].size(), members) << members << " " << k;
+        if (chunk(k) != 0) {
+          EXPECT_EQ(held[k][k].size(), members) << members << " " << k;
+        }
     }
   }
   EXPECT_EQ(checked, 19);  // 2 to 16 (one stage), 20, 25, 30 and 36
@@ -1688,21 +1706,11 @@ TEST(TraceReduceScatters, TileSumsAreThoseOfTheTransfers) {
     ReduceScatter r = whole;
     r.groups = {
         {run.first + static_cast<std::uint32_t>(round % run.count) * run.step, 0, 1, run.elements}};
-    struct Sums {
-      std::uint64_t in = 0, out = 0, received = 0, sent = 0;
-      std::uint32_t lowest = ~0u, highest = 0;
-      bool operator==(const Sums&) const = default;
-    };
-    std::map<std::uint32_t, Sums> pieces, tiles;
+    TileShares s;
     std::uint64_t count = 0;
     r.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
       EXPECT_NE(src, dst);
-      pieces[dst].received += bytes;
-      ++pieces[dst].in;
-      pieces[src].sent += bytes;
-      ++pieces[src].out;
-      pieces[dst].lowest = std::min(pieces[dst].lowest, src);
-      pieces[dst].highest = std::max(pieces[dst].highest, src);
+      s.piece(src, dst, bytes);
       ++count;
     });
     EXPECT_LE(count, r.transfer_bound());
@@ -1710,24 +1718,13 @@ TEST(TraceReduceScatters, TileSumsAreThoseOfTheTransfers) {
                         std::uint32_t lowest, std::uint32_t highest, std::uint64_t sent,
                         std::uint64_t sent_transfers) {
       if (transfers != 0) {
-        tiles[t].received += bytes;
-        tiles[t].in += transfers;
-        // The span given is the stage group's, which includes the tile itself.
-        EXPECT_LE(lowest, pieces[t].lowest);
-        EXPECT_GE(highest, pieces[t].highest);
-        EXPECT_TRUE(lowest == pieces[t].lowest || lowest == t);
-        EXPECT_TRUE(highest == pieces[t].highest || highest == t);
-        tiles[t].lowest = pieces[t].lowest;
-        tiles[t].highest = pieces[t].highest;
+        s.receive(t, bytes, transfers, lowest, highest);
       } else {
         EXPECT_EQ(bytes, 0u);
       }
-      if (sent_transfers != 0 || sent != 0) {
-        tiles[t].sent += sent;
-        tiles[t].out += sent_transfers;
-      }
+      if (sent_transfers != 0 || sent != 0) s.send(t, sent, sent_transfers);
     });
-    EXPECT_EQ(tiles, pieces) << round;
+    EXPECT_EQ(s.tiles, s.pieces) << round;
   }
 }
 

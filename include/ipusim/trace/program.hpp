@@ -166,6 +166,14 @@ struct Vertex {
   }
   // Tiles of all copies together (counting a tile once per copy on it).
   std::uint64_t instances() const { return static_cast<std::uint64_t>(tiles.size()) * count; }
+  // Copy i as a single vertex record.
+  Vertex copy(std::uint32_t i) const {
+    Vertex one = *this;
+    one.tiles = tiles_at(i);
+    one.count = 1;
+    one.step = 0;
+    return one;
+  }
   bool operator==(const Vertex&) const = default;
 };
 
