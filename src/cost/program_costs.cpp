@@ -376,65 +376,52 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
       general(trace::TransferView{t.src_at(i), d, t.bytes_at(i), t.mode});
     }
   }
-  // A move's pieces: single-tile transfers, costed by the multicast rule above specialised to
-  // one source and one destination tile (other than the source): the destination receives
-  // at the group's rate only when its super-tile group is the one tile. The sums are added
-  // tile by tile (Move::for_each_tile), not transfer by transfer; a destination's largest
-  // column distance is to the lowest or the highest tile sending to it. The grids' tiles are
-  // checked once.
+  // The pieces of moves and reduce-scatters: single-tile transfers, costed by the multicast rule
+  // above specialised to one source and one destination tile (other than the source): the
+  // destination receives at the group's rate only when its super-tile group is the one tile.
+  // The sums are added tile by tile (Move::for_each_tile, ReduceScatter::for_each_tile), not
+  // transfer by transfer: a tile receives `bytes` in `transfers` transfers whose senders lie
+  // between `lowest` and `highest` (its largest column distance is to one of them), and sends
+  // `bytes` in `transfers`.
+  auto& receive_rate = group == 1 ? shared : alone;
+  const auto receive_at = [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers,
+                              std::uint32_t lowest, std::uint32_t highest) {
+    if (transfers == 0) return;
+    add(received, t, t, bytes);
+    add(receive_rate, t, t, bytes);
+    total_bytes += bytes;
+    const std::int64_t most = std::max(column[t] - column[lowest], column[highest] - column[t]);
+    if (most > 0) max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
+    if (exchange_code) add(transfers_at, t, t, transfers);
+  };
+  const auto send_from = [&](std::uint32_t s, std::uint64_t bytes, std::uint64_t transfers) {
+    add(sent, s, s, bytes);
+    if (exchange_code) add(transfers_at, s, s, transfers);
+  };
+  // The grids' and groups' tiles are checked once.
   for (const trace::Move& m : ex.moves) {
     if (const std::uint64_t last = m.last_tile(); last >= n)
       throw TraceError(
           fmt::format("exchange '{}' moves a tensor over tiles up to {} but the chip "
                       "has {} tiles",
                       ex.name, last, n));
-    auto& receive_rate = group == 1 ? shared : alone;
-    std::int64_t most = 0;
-    m.for_each_tile(
-        [&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers, std::uint32_t lowest,
-            std::uint32_t highest) {
-          if (transfers == 0) return;
-          add(received, t, t, bytes);
-          add(receive_rate, t, t, bytes);
-          total_bytes += bytes;
-          most = std::max({most, column[t] - column[lowest], column[highest] - column[t]});
-          if (exchange_code) add(transfers_at, t, t, transfers);
-        },
-        [&](std::uint32_t s, std::uint64_t bytes, std::uint64_t transfers) {
-          add(sent, s, s, bytes);
-          if (exchange_code) add(transfers_at, s, s, transfers);
-        });
-    max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
+    m.for_each_tile(receive_at, send_from);
   }
-  // A reduce-scatter's transfers: single-tile ones too, added member by member
-  // (ReduceScatter::for_each_tile); a receiver's senders lie between its stage group's first
-  // and last tile.
   for (const trace::ReduceScatter& r : ex.reduce_scatters) {
     if (const std::uint64_t last = r.last_tile(); last >= n)
       throw TraceError(fmt::format(
           "exchange '{}' reduces over tiles up to {} but the chip has {} tiles", ex.name, last, n));
-    auto& receive_rate = group == 1 ? shared : alone;
-    std::int64_t most = 0;
     r.for_each_tile([&](std::uint32_t t, std::uint64_t bytes, std::uint64_t transfers,
                         std::uint32_t lowest, std::uint32_t highest, std::uint64_t sent_bytes,
                         std::uint64_t sent_transfers) {
-      if (transfers != 0) {
-        add(received, t, t, bytes);
-        add(receive_rate, t, t, bytes);
-        total_bytes += bytes;
-        most = std::max({most, column[t] - column[lowest], column[highest] - column[t]});
-      }
-      add(sent, t, t, sent_bytes);
-      if (exchange_code) add(transfers_at, t, t, transfers + sent_transfers);
+      receive_at(t, bytes, transfers, lowest, highest);
+      send_from(t, sent_bytes, sent_transfers);
     });
-    max_distance = std::max(max_distance, static_cast<std::uint64_t>(most));
   }
   out.total_bytes = total_bytes;
 
   strided_sent.drain_into(sent);
   strided_transfers.drain_into(transfers_at);
-  // Each tile's sums from their differences; the busiest tile; the differences cleared for the
-  // next exchange as they are read.
   // Divisions by the rates as products with their inverses when both are powers of two (the
   // chips' are): the same doubles, since both scale exactly.
   const auto power_of_two = [](double r) {
@@ -443,6 +430,8 @@ ExchangeCost exchange_cost_and_code(const ChipSpec& chip, const trace::Exchange&
   };
   const bool scale = power_of_two(rate) && power_of_two(rate * group);
   const double per_rate = 1.0 / rate, per_group_rate = 1.0 / (rate * group);
+  // Each tile's sums from their differences; the busiest tile; the differences cleared for the
+  // next exchange as they are read.
   std::uint64_t tile_sent = 0, tile_alone = 0, tile_shared = 0, tile_received = 0;
   out.tile_bytes.resize(n);
   // A tile is busier than the busiest so far, T cycles, when ceil_cycles(busy) > T, that is

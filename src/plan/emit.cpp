@@ -138,15 +138,12 @@ class ConvEmitter {
           if (elements == 0) continue;
           // Blocks (g, r, o...) are consecutive tiles: a run while their outputs are equal.
           const std::uint32_t first = tile(g, r, 0, o);
-          if (!rs.groups.empty()) {
-            trace::ReduceScatter::Groups& last = rs.groups.back();
-            if (last.elements == elements && last.first + std::uint64_t{last.count} == first &&
-                (last.count == 1 || last.step == 1)) {
-              last.step = 1;
-              ++last.count;
-            } else {
-              rs.groups.push_back({first, 0, 1, elements});
-            }
+          trace::ReduceScatter::Groups* last = rs.groups.empty() ? nullptr : &rs.groups.back();
+          if (last && last->elements == elements &&
+              last->first + std::uint64_t{last->count} == first &&
+              (last->count == 1 || last->step == 1)) {
+            last->step = 1;
+            ++last->count;
           } else {
             rs.groups.push_back({first, 0, 1, elements});
           }

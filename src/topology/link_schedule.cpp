@@ -102,15 +102,6 @@ LinkSchedule::Effect LinkSchedule::effect_since(const LinkSchedule& before,
   return e;
 }
 
-void LinkSchedule::replay(const Effect& e, std::uint64_t start) {
-  for (std::size_t i = 0; i < e.channels.size(); ++i) {
-    const Channel c = e.channels[i];
-    free_at_[c] = std::max(free_at_[c], start + e.free_after[i]);
-    use_[c].bytes += e.use[i].bytes;
-    use_[c].busy_cycles += e.use[i].busy_cycles;
-  }
-}
-
 void LinkSchedule::replay(const Effect& e, std::uint64_t first, std::uint64_t period,
                           std::uint64_t times) {
   if (times == 0) return;

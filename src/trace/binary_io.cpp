@@ -748,6 +748,16 @@ class BinaryReader {
     return p;
   }
 
+  // A varint that must fit 32 bits (a tile, a count of a v5 or v6 record), named at its offset
+  // when it does not.
+  std::uint32_t varint_u32(std::string_view what) {
+    const std::uint64_t at = offset_;
+    const std::uint64_t v = varint(what);
+    if (v > std::numeric_limits<std::uint32_t>::max())
+      fail_at(at, fmt::format("expected a {} in 0..2^32-1, found {}", what, v));
+    return static_cast<std::uint32_t>(v);
+  }
+
   std::uint64_t varint(std::string_view what) {
     // The common case, one byte in the block (values below 128).
     if (pos_ < block_.size() && !(block_[pos_] & 0x80)) {
@@ -850,15 +860,8 @@ class BinaryReader {
       fail_at(at, fmt::format("expected move element bytes 1..{}, found {}", kMaxElementBytes,
                               m.element_bytes));
     for (BlockGrid* g : {&m.from, &m.to}) {
-      const auto tile = [&](std::string_view what) {
-        const std::uint64_t v_at = offset_;
-        const std::uint64_t v = varint(what);
-        if (v > std::numeric_limits<std::uint32_t>::max())
-          fail_at(v_at, fmt::format("expected a {} in 0..2^32-1, found {}", what, v));
-        return static_cast<std::uint32_t>(v);
-      };
-      g->first_tile = tile("move first tile");
-      g->tile_stride = tile("move tile stride");
+      g->first_tile = varint_u32("move first tile");
+      g->tile_stride = varint_u32("move tile stride");
       g->positions_per_tile = varint("move positions per tile");
       g->chans_per_tile = varint("move channels per tile");
       const std::uint64_t order_at = offset_;
@@ -876,17 +879,10 @@ class BinaryReader {
   // v6: a reduce-scatter, checked whole (reduce_scatter_problem) once read.
   void read_reduce_scatter(ReduceScatter& r) {
     const std::uint64_t record_at = offset_;
-    const auto u32_field = [&](std::string_view what) {
-      const std::uint64_t v_at = offset_;
-      const std::uint64_t v = varint(what);
-      if (v > std::numeric_limits<std::uint32_t>::max())
-        fail_at(v_at, fmt::format("expected a {} in 0..2^32-1, found {}", what, v));
-      return static_cast<std::uint32_t>(v);
-    };
-    r.members = u32_field("reduce-scatter members");
-    r.member_step = u32_field("reduce-scatter member step");
-    r.fan_in = u32_field("reduce-scatter fan-in");
-    r.stride = u32_field("reduce-scatter stride");
+    r.members = varint_u32("reduce-scatter members");
+    r.member_step = varint_u32("reduce-scatter member step");
+    r.fan_in = varint_u32("reduce-scatter fan-in");
+    r.stride = varint_u32("reduce-scatter stride");
     const std::uint64_t at = offset_;
     r.element_bytes = u8("reduce-scatter element bytes");
     if (r.element_bytes == 0 || r.element_bytes > kMaxElementBytes)
@@ -896,9 +892,9 @@ class BinaryReader {
     reserve(r.groups, runs);
     for (std::uint32_t i = 0; i < runs; ++i) {
       ReduceScatter::Groups& g = r.groups.emplace_back();
-      g.first = u32_field("reduce-scatter first tile");
-      g.step = u32_field("reduce-scatter group step");
-      g.count = u32_field("reduce-scatter group count");
+      g.first = varint_u32("reduce-scatter first tile");
+      g.step = varint_u32("reduce-scatter group step");
+      g.count = varint_u32("reduce-scatter group count");
       g.elements = varint("reduce-scatter group elements");
     }
     if (auto problem = reduce_scatter_problem(r))

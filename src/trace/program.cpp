@@ -689,14 +689,18 @@ std::uint64_t ReduceScatter::transfer_bound() const {
              : static_cast<std::uint64_t>(bound);
 }
 
-std::uint64_t ReduceScatter::last_tile() const {
-  Wide last = 0;
-  for (const Groups& g : groups)
-    last = std::max(last,
-                    Wide{g.first} + Wide{g.count - 1} * g.step + Wide{members - 1} * member_step);
+std::uint64_t ReduceScatter::last_tile(const Groups& g) const {
+  // Up to about 2^65 for fields of 32 bits: in 128 bits, saturated.
+  const Wide last = Wide{g.first} + Wide{g.count - 1} * g.step + Wide{members - 1} * member_step;
   return last > std::numeric_limits<std::uint64_t>::max()
              ? std::numeric_limits<std::uint64_t>::max()
              : static_cast<std::uint64_t>(last);
+}
+
+std::uint64_t ReduceScatter::last_tile() const {
+  std::uint64_t last = 0;
+  for (const Groups& g : groups) last = std::max(last, last_tile(g));
+  return last;
 }
 
 std::optional<std::string> reduce_scatter_problem(const ReduceScatter& r) {
@@ -773,17 +777,9 @@ void coalesce(ComputeSet& compute_set) {
   for (const Vertex& v : compute_set.vertices)
     for (std::uint32_t i = 0; i < v.count; ++i) {
       const Vertex one = v.copy(i);
-      if (!out.vertices.empty()) {
-        Vertex& last = out.vertices.back();
-        if (last.count >= 2 && last.step == v.step &&
-            std::int64_t{one.tiles.first} ==
-                last.tiles.first + std::int64_t{last.count} * last.step &&
-            last.tiles.size() == v.tiles.size() && last.codelet == v.codelet &&
-            v.count - i <= std::numeric_limits<std::uint32_t>::max() - last.count &&
-            last.params == v.params) {
-          last.count += v.count - i;
-          break;
-        }
+      if (out.continues_last_run(one, v.count - i) && out.vertices.back().step == v.step) {
+        out.vertices.back().count += v.count - i;
+        break;
       }
       out.add(one);
     }
@@ -882,11 +878,8 @@ void check_tiles(const Trace& trace, std::uint32_t tile_count, const std::string
       for (std::size_t i = 0; i < ex.reduce_scatters.size(); ++i) {
         const ReduceScatter& r = ex.reduce_scatters[i];
         const std::string item = fmt::format("exchange '{}' reduce_scatter {}", ex.name, i);
-        for (const ReduceScatter::Groups& g : r.groups) {
-          const std::uint64_t last = g.first + std::uint64_t{g.count - 1} * g.step +
-                                     std::uint64_t{r.members - 1} * r.member_step;
-          checker.check(item, "uses", {g.first, static_cast<std::uint32_t>(last)});
-        }
+        for (const ReduceScatter::Groups& g : r.groups)
+          checker.check(item, "uses", {g.first, static_cast<std::uint32_t>(r.last_tile(g))});
       }
     }
     std::vector<std::size_t> path;

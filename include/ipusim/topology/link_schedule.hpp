@@ -60,19 +60,19 @@ class LinkSchedule {
 
   // What operations did to the channels since `before` (this schedule as it was), relative to
   // cycle `start`, when every channel was free by `start` then: the channels they used, when
-  // each is free after `start`, and the use they added. replay() does it again from another
-  // start at which every channel is free: the timing rule depends only on differences of
-  // cycles, so the same operations would do exactly that (for collectives that recur).
+  // each is free after `start`, and the use they added. replay() does it again `times` times,
+  // the i-th from `first` + i x `period`, each at a start when every channel it uses is free
+  // (`period` at least how long after its start it holds a channel): the timing rule depends
+  // only on differences of cycles, so the same operations would do exactly that (for
+  // collectives and ring steps that recur).
   struct Effect {
     std::vector<Channel> channels;
     std::vector<std::uint64_t> free_after;
     std::vector<ChannelUse> use;
   };
   Effect effect_since(const LinkSchedule& before, std::uint64_t start) const;
-  void replay(const Effect& e, std::uint64_t start);
-  // replay() `times` times, the i-th from `first` + i x `period`, where `period` is at least
-  // how long after its start each replay holds a channel (so each finds its channels free).
-  void replay(const Effect& e, std::uint64_t first, std::uint64_t period, std::uint64_t times);
+  void replay(const Effect& e, std::uint64_t first, std::uint64_t period = 0,
+              std::uint64_t times = 1);
   // What run() does when a flow arrives at `end` under abort_at (throws Exceeded).
   void check_abort(std::uint64_t end) const {
     if (abort_ && end >= abort_at_) throw Exceeded{};

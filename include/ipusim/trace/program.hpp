@@ -192,8 +192,7 @@ struct ComputeSet {
     if (!vertices.empty()) {  // (the tiles first: comparing parameters costs more)
       Vertex& last = vertices.back();
       if (last.count >= 2) {
-        if (I{v.tiles.first} == last.tiles.first + I{last.count} * last.step &&
-            last.count < std::numeric_limits<std::uint32_t>::max() && same(last)) {
+        if (continues_last_run(v, 1)) {
           ++last.count;
           return;
         }
@@ -209,6 +208,17 @@ struct ComputeSet {
       }
     }
     vertices.push_back(v);
+  }
+  // Whether the last record is a run that `n` more copies of `v` (whose copy 0 is next)
+  // continue: the same vertex, its tiles where the run's next copy goes, room in the count.
+  bool continues_last_run(const Vertex& v, std::uint64_t n) const {
+    if (vertices.empty()) return false;
+    const Vertex& last = vertices.back();
+    return last.count >= 2 &&
+           std::int64_t{v.tiles.first} == last.tiles.first + std::int64_t{last.count} * last.step &&
+           n <= std::numeric_limits<std::uint32_t>::max() - last.count &&
+           last.tiles.size() == v.tiles.size() && last.codelet == v.codelet &&
+           last.params == v.params;
   }
   bool operator==(const ComputeSet&) const = default;
 };
@@ -468,15 +478,26 @@ struct ReduceScatter {
   std::uint32_t element_bytes = 2;
   std::vector<Groups> groups;
 
+  // The stage's ownership modulus: member k owns the chunks c = k (mod span()).
+  std::uint64_t span() const { return std::uint64_t{stride} * fan_in; }
+  // A group of `elements` cut into chunks of `size`: `whole` full chunks per residue mod
+  // span(), one more for residues below `part`, and the last partial chunk of `rest` elements
+  // at residue `part`.
+  struct Chunks {
+    std::uint64_t size = 0, whole = 0, part = 0, rest = 0;
+    // Elements the members of residue `r` own (0: they receive nothing).
+    std::uint64_t owned(std::uint64_t r) const {
+      return size * (whole + (r < part ? 1 : 0)) + (rest != 0 && r == part ? rest : 0);
+    }
+  };
+  Chunks chunks(std::uint64_t elements) const {
+    const std::uint64_t size = (elements + members - 1) / members;
+    const std::uint64_t full = elements / size;
+    return {size, full / span(), full % span(), elements - full * size};
+  }
   // Elements member k owns after the stage in a group of `elements` (0: it receives nothing).
   std::uint64_t owned(std::uint64_t elements, std::uint32_t k) const {
-    const std::uint64_t size = (elements + members - 1) / members;  // a chunk
-    const std::uint64_t span = std::uint64_t{stride} * fan_in;
-    const std::uint64_t full = elements / size, rest = elements - full * size;
-    const std::uint64_t k0 = k % span;
-    std::uint64_t n = size * (full / span + (k0 < full % span ? 1 : 0));
-    if (rest != 0 && full % span == k0) n += rest;
-    return n;
+    return chunks(elements).owned(k % span());
   }
   // Member k's stage group: its first member and its number of members.
   std::pair<std::uint64_t, std::uint64_t> stage_group(std::uint32_t k) const {
@@ -487,7 +508,9 @@ struct ReduceScatter {
   }
   // An upper bound of the transfers: groups x members x (min(fan_in, members) - 1).
   std::uint64_t transfer_bound() const;
-  // The highest tile any group reaches (checked against 2^32 - 1 by check_structure).
+  // The highest tile a run of groups reaches, and any group (checked against 2^32 - 1 by
+  // check_structure).
+  std::uint64_t last_tile(const Groups& g) const;
   std::uint64_t last_tile() const;
   // Calls f(source tile, destination tile, bytes) for every transfer, in order.
   template <typename F>
@@ -527,24 +550,20 @@ void ReduceScatter::for_each_piece(F&& f) const {
 template <typename F>
 void ReduceScatter::for_each_tile(F&& f) const {
   // owned() and stage_group() with their divisions done once: per member, its residue and
-  // stage group; per group, its chunk size and how many whole chunks it has.
-  const std::uint64_t span = std::uint64_t{stride} * fan_in;
+  // stage group; per group run, its chunks.
   std::vector<std::uint64_t> residue(members), base(members), inputs(members), n(members);
   for (std::uint32_t k = 0; k < members; ++k) {
-    residue[k] = k % span;
+    residue[k] = k % span();
     std::tie(base[k], inputs[k]) = stage_group(k);
   }
   // Per stage group (indexed by its first member): the elements its owners own, and its owners.
   std::vector<std::uint64_t> group_owned(members), group_owners(members);
   for (const Groups& g : groups) {
-    const std::uint64_t size = (g.elements + members - 1) / members;
-    const std::uint64_t full = g.elements / size, rest = g.elements - full * size;
-    const std::uint64_t whole = full / span, part = full % span;
+    const Chunks c = chunks(g.elements);
     std::fill(group_owned.begin(), group_owned.end(), 0);
     std::fill(group_owners.begin(), group_owners.end(), 0);
     for (std::uint32_t k = 0; k < members; ++k) {
-      n[k] = size * (whole + (residue[k] < part ? 1 : 0)) +
-             (rest != 0 && residue[k] == part ? rest : 0);  // = owned(g.elements, k)
+      n[k] = c.owned(residue[k]);
       if (n[k] != 0) {
         group_owned[base[k]] += n[k];
         ++group_owners[base[k]];
@@ -671,16 +690,13 @@ struct Exchange {
         f(TransferView{t.src_at(i), d, t.bytes_at(i), t.mode});
       }
     }
-    for (const Move& m : moves)
-      m.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
-        const TileRange to{dst, dst};
-        f(TransferView{TileRange{src, src}, {&to, 1}, bytes, TransferMode::kMulticast});
-      });
-    for (const ReduceScatter& r : reduce_scatters)
-      r.for_each_piece([&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
-        const TileRange to{dst, dst};
-        f(TransferView{TileRange{src, src}, {&to, 1}, bytes, TransferMode::kMulticast});
-      });
+    // A move's or reduce-scatter's piece: a single-tile multicast transfer.
+    const auto piece = [&](std::uint32_t src, std::uint32_t dst, std::uint64_t bytes) {
+      const TileRange to{dst, dst};
+      f(TransferView{TileRange{src, src}, {&to, 1}, bytes, TransferMode::kMulticast});
+    };
+    for (const Move& m : moves) m.for_each_piece(piece);
+    for (const ReduceScatter& r : reduce_scatters) r.for_each_piece(piece);
   }
   bool operator==(const Exchange&) const = default;
 };
